@@ -1,0 +1,47 @@
+# ClusterPlan: `make run` starts the app on SQLite at http://127.0.0.1:8000; `make test` runs the whole suite.
+# Both set everything up on a fresh machine (a virtual environment in .venv).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_PIN := torch==2.13.0
+
+.PHONY: run test install install-test system-deps lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+run: install
+	$(BIN)/clusterplan serve
+
+# torch is pinned to the CPU build for the tests; the [bench] extra pins the same version.
+install-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]' '$(TORCH_PIN)'
+
+# Debian's chromium drives the browser tests (Playwright never downloads a browser here).
+system-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install-test
+	$(BIN)/mypy app
+
+pytest: install-test system-deps
+	CLUSTERPLAN_REQUIRE_POSTGRES=$${CLUSTERPLAN_REQUIRE_POSTGRES:-1} $(BIN)/pytest -n 2 --dist loadgroup -q
+
+test: lint typecheck pytest
+
+bench: install-test
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Authentication and authorisation: users, cookie sessions, API tokens, node tokens, scopes."""

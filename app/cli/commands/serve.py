@@ -1,0 +1,69 @@
+"""`clusterplan serve` and `clusterplan db …`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from app.settings import get_settings
+
+
+def register(root: typer.Typer) -> None:
+    root.command("serve", help="Apply migrations, seed the catalog, then serve the app with uvicorn.")(serve)
+    db = typer.Typer(help="Database schema management (Alembic).", no_args_is_help=True)
+    db.command("upgrade", help="Apply all migrations (creates the database if needed).")(db_upgrade)
+    db.command("downgrade", help="Revert migrations down to REVISION (default: base, i.e. drop everything).")(
+        db_downgrade
+    )
+    db.command("current", help="Show the revision(s) the database is at.")(db_current)
+    root.add_typer(db, name="db")
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="interface to bind (default from settings: 127.0.0.1)")
+    ] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="TCP port (default 8000)")] = None,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="uvicorn worker processes")] = 1,
+    reload: Annotated[bool, typer.Option(help="reload on code changes (development)")] = False,
+) -> None:
+    import uvicorn
+
+    from app.startup import prepare_database
+
+    settings = get_settings()
+    prepare_database()
+    uvicorn.run(
+        "app.asgi:app",
+        host=host or settings.host,
+        port=port or settings.port,
+        workers=workers,
+        reload=reload,
+        log_level=settings.log_level,
+        proxy_headers=False,
+    )
+
+
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="target revision")] = "heads",
+) -> None:
+    from app.startup import prepare_database
+
+    prepare_database(revision)
+    typer.echo(f"database at {revision}: {get_settings().resolved_database_url.split('@')[-1]}")
+
+
+def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision")] = "base") -> None:
+    from app import migrate
+
+    migrate.downgrade(revision=revision)
+    typer.echo(f"database downgraded to {revision}")
+
+
+def db_current() -> None:
+    from alembic import command
+
+    from app import migrate
+
+    command.current(migrate.alembic_config())

@@ -1,0 +1,1 @@
+"""Each module here exports `install(app)`: middleware, metrics, security headers, startup tasks."""

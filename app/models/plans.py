@@ -1,0 +1,43 @@
+"""Saved plans and their immutable revisions."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from app.models.base import created_at_field, json_field, timestamp_field, uuid_pk
+
+
+class Plan(SQLModel, table=True):
+    __tablename__ = "plan"
+    id: uuid.UUID = uuid_pk()
+    name: str = Field(max_length=200)
+    notes: str = Field(default="", max_length=20000)
+    owner_id: uuid.UUID | None = Field(default=None, foreign_key="user_account.id", index=True)
+    latest_revision: int = 0
+    created_at: datetime = created_at_field()
+    updated_at: datetime | None = timestamp_field()
+
+
+class PlanRevision(SQLModel, table=True):
+    """One immutable snapshot of a plan's scenario and its computed result."""
+
+    __tablename__ = "plan_revision"
+    __table_args__ = (UniqueConstraint("plan_id", "revision", name="uq_plan_revision"),)
+    id: uuid.UUID = uuid_pk()
+    plan_id: uuid.UUID = Field(foreign_key="plan.id", index=True, ondelete="CASCADE")
+    revision: int
+    name: str = Field(max_length=200)
+    notes: str = Field(default="", max_length=20000)
+    scenario: dict[str, Any] = json_field()
+    result: dict[str, Any] = json_field()
+    app_version: str = Field(max_length=50)
+    formula_version: str = Field(max_length=50)
+    price_book_date: str = Field(default="", max_length=20)
+    calibration_profile: str = Field(default="", max_length=200)
+    author_id: uuid.UUID | None = Field(default=None, foreign_key="user_account.id")
+    created_at: datetime = created_at_field()

@@ -1,0 +1,1 @@
+"""Page routers; each module exports `router`."""

@@ -1,0 +1,447 @@
+"""Saved plans: create, revise (immutable, contiguous revision numbers), list, get, duplicate, delete,
+compare and export.
+
+Revision numbers stay unique and contiguous under concurrent writers because the plan row is locked
+for the short write: `SELECT … FOR UPDATE` on PostgreSQL; on SQLite every transaction starts with
+`BEGIN IMMEDIATE` (app/db.py), which takes the database write lock. The (plan_id, revision) unique
+constraint is the backstop. A plan and its first revision are written in one transaction, so a server
+killed mid-write leaves either both or neither.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, or_
+from sqlmodel import Session, col, delete, select
+
+import app as app_pkg
+from app.core.errors import Problem, SpecError
+from app.errors import NotFoundError
+from app.models.base import as_utc, utcnow
+from app.models.plans import Plan, PlanRevision
+from app.schemas.plans import (
+    ComparisonColumn,
+    ComparisonPublic,
+    ComparisonRow,
+    PlanCreate,
+    PlanDuplicate,
+    PlanPublic,
+    PlanRevise,
+    PlanSummary,
+    RevisionPublic,
+    RevisionSummary,
+)
+from app.services import planning
+
+EXPORT_FORMAT = "clusterplan-plan"
+EXPORT_FORMAT_VERSION = 1
+MIN_COMPARE, MAX_COMPARE = 2, 4
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _parse_id(plan_id: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(plan_id, uuid.UUID):
+        return plan_id
+    try:
+        return uuid.UUID(str(plan_id))
+    except ValueError:
+        raise NotFoundError("plan", str(plan_id)) from None
+
+
+def _end_read(session: Session) -> None:
+    """Close the read transaction (on SQLite it holds the write lock) before slow work or waiting."""
+    if not (session.new or session.dirty or session.deleted):
+        session.rollback()
+
+
+def _lock_plan(session: Session, plan_id: uuid.UUID) -> Plan:
+    plan = session.exec(select(Plan).where(Plan.id == plan_id).with_for_update()).first()
+    if plan is None:
+        raise NotFoundError("plan", str(plan_id))
+    return plan
+
+
+def _revision_row(session: Session, plan_id: uuid.UUID, revision: int | None = None) -> PlanRevision:
+    stmt = select(PlanRevision).where(PlanRevision.plan_id == plan_id)
+    if revision is None:
+        stmt = stmt.order_by(col(PlanRevision.revision).desc()).limit(1)
+    else:
+        stmt = stmt.where(PlanRevision.revision == revision)
+    row = session.exec(stmt).first()
+    if row is None:
+        if revision is None:
+            raise NotFoundError("plan", str(plan_id))
+        raise NotFoundError("plan revision", f"{plan_id}@{revision}")
+    return row
+
+
+def revision_public(row: PlanRevision) -> RevisionPublic:
+    return RevisionPublic(
+        id=row.id,
+        plan_id=row.plan_id,
+        revision=row.revision,
+        name=row.name,
+        notes=row.notes,
+        scenario=row.scenario,
+        result=row.result,
+        app_version=row.app_version,
+        formula_version=row.formula_version,
+        price_book_date=row.price_book_date,
+        calibration_profile=row.calibration_profile,
+        author_id=row.author_id,
+        created_at=as_utc(row.created_at),  # type: ignore[arg-type]
+    )
+
+
+def _summary_of(result: dict[str, Any]) -> dict[str, Any]:
+    summary = result.get("summary")
+    return dict(summary) if isinstance(summary, dict) else {}
+
+
+def plan_summary(plan: Plan, latest: PlanRevision | None) -> PlanSummary:
+    return PlanSummary(
+        id=plan.id,
+        name=plan.name,
+        notes=plan.notes,
+        latest_revision=plan.latest_revision,
+        created_at=as_utc(plan.created_at),  # type: ignore[arg-type]
+        updated_at=as_utc(plan.updated_at),
+        summary=_summary_of(latest.result) if latest else {},
+    )
+
+
+def plan_public(plan: Plan, latest: PlanRevision) -> PlanPublic:
+    base = plan_summary(plan, latest)
+    return PlanPublic(**base.model_dump(), current=revision_public(latest))
+
+
+def _new_revision(
+    plan: Plan,
+    number: int,
+    name: str,
+    notes: str,
+    evaluation: planning.Evaluation,
+    author_id: uuid.UUID | None,
+) -> PlanRevision:
+    return PlanRevision(
+        plan_id=plan.id,
+        revision=number,
+        name=name,
+        notes=notes,
+        scenario=evaluation.scenario,
+        result=evaluation.result,
+        app_version=evaluation.app_version,
+        formula_version=evaluation.formula_version,
+        price_book_date=evaluation.price_book_date,
+        calibration_profile=evaluation.calibration_profile,
+        author_id=author_id,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- writes
+
+
+def create_plan(session: Session, data: PlanCreate, author_id: uuid.UUID | None = None) -> PlanPublic:
+    """Evaluate the scenario, then write the plan and revision 1 in one transaction."""
+    evaluation = planning.evaluate(session, data.scenario, field_prefix="scenario")
+    _end_read(session)
+    plan = Plan(name=data.name, notes=data.notes, owner_id=author_id, latest_revision=1, updated_at=utcnow())
+    session.add(plan)
+    revision = _new_revision(plan, 1, data.name, data.notes, evaluation, author_id)
+    session.add(revision)
+    out = plan_public(plan, revision)
+    session.commit()
+    return out
+
+
+def add_revision(
+    session: Session, plan_id: uuid.UUID | str, change: PlanRevise, author_id: uuid.UUID | None = None
+) -> PlanPublic:
+    """Save an edit as the next revision. Omitted fields keep the latest revision's values (read under
+    the lock, so concurrent editors never overwrite each other's revision numbers)."""
+    pid = _parse_id(plan_id)
+    evaluation: planning.Evaluation | None = None
+    if change.scenario is not None:
+        evaluation = planning.evaluate(session, change.scenario, field_prefix="scenario")
+    _end_read(session)
+    plan = _lock_plan(session, pid)
+    previous = _revision_row(session, pid)
+    if evaluation is None:
+        evaluation = planning.Evaluation.from_revision(previous)
+    number = plan.latest_revision + 1
+    name = change.name if change.name is not None else previous.name
+    notes = change.notes if change.notes is not None else previous.notes
+    revision = _new_revision(plan, number, name, notes, evaluation, author_id)
+    plan.latest_revision = number
+    plan.name = name
+    plan.notes = notes
+    plan.updated_at = utcnow()
+    session.add(plan)
+    session.add(revision)
+    out = plan_public(plan, revision)
+    session.commit()
+    return out
+
+
+def duplicate_plan(
+    session: Session, plan_id: uuid.UUID | str, data: PlanDuplicate, author_id: uuid.UUID | None = None
+) -> PlanPublic:
+    """A new plan whose revision 1 copies the source's latest revision (numbers and provenance kept)."""
+    pid = _parse_id(plan_id)
+    source_plan = session.get(Plan, pid)
+    if source_plan is None:
+        raise NotFoundError("plan", str(pid))
+    source = _revision_row(session, pid)
+    name = data.name or f"Copy of {source.name}"[:200]
+    evaluation = planning.Evaluation.from_revision(source)
+    plan = Plan(name=name, notes=source.notes, owner_id=author_id, latest_revision=1, updated_at=utcnow())
+    session.add(plan)
+    revision = _new_revision(plan, 1, name, source.notes, evaluation, author_id)
+    session.add(revision)
+    out = plan_public(plan, revision)
+    session.commit()
+    return out
+
+
+def delete_plan(session: Session, plan_id: uuid.UUID | str) -> None:
+    pid = _parse_id(plan_id)
+    plan = _lock_plan(session, pid)
+    session.exec(delete(PlanRevision).where(col(PlanRevision.plan_id) == pid))  # type: ignore[call-overload]
+    session.delete(plan)
+    session.commit()
+
+
+# ---------------------------------------------------------------------------------------------- reads
+
+
+def get_plan(session: Session, plan_id: uuid.UUID | str) -> PlanPublic:
+    pid = _parse_id(plan_id)
+    plan = session.get(Plan, pid)
+    if plan is None:
+        raise NotFoundError("plan", str(pid))
+    return plan_public(plan, _revision_row(session, pid))
+
+
+def get_revision(session: Session, plan_id: uuid.UUID | str, revision: int | None = None) -> RevisionPublic:
+    pid = _parse_id(plan_id)
+    if session.get(Plan, pid) is None:
+        raise NotFoundError("plan", str(pid))
+    return revision_public(_revision_row(session, pid, revision))
+
+
+def list_revisions(
+    session: Session, plan_id: uuid.UUID | str, offset: int = 0, limit: int = 100
+) -> tuple[list[RevisionSummary], int]:
+    pid = _parse_id(plan_id)
+    if session.get(Plan, pid) is None:
+        raise NotFoundError("plan", str(pid))
+    count = session.exec(
+        select(func.count()).select_from(PlanRevision).where(PlanRevision.plan_id == pid)
+    ).one()
+    rows = session.exec(
+        select(PlanRevision)
+        .where(PlanRevision.plan_id == pid)
+        .order_by(col(PlanRevision.revision).desc())
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    return [
+        RevisionSummary(
+            revision=r.revision,
+            name=r.name,
+            created_at=as_utc(r.created_at),  # type: ignore[arg-type]
+            summary=_summary_of(r.result),
+        )
+        for r in rows
+    ], int(count)
+
+
+def list_plans(
+    session: Session, offset: int = 0, limit: int = 100, q: str | None = None
+) -> tuple[list[PlanSummary], int]:
+    """Plans, most recently changed first, with the latest revision's headline figures."""
+    where = []
+    if q:
+        pattern = f"%{q.strip().lower()}%"
+        where.append(or_(func.lower(Plan.name).like(pattern), func.lower(Plan.notes).like(pattern)))
+    count = session.exec(select(func.count()).select_from(Plan).where(*where)).one()
+    plans = session.exec(
+        select(Plan)
+        .where(*where)
+        .order_by(col(Plan.updated_at).desc(), col(Plan.created_at).desc(), col(Plan.id))
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    latest: dict[uuid.UUID, PlanRevision] = {}
+    if plans:
+        conditions = [
+            (col(PlanRevision.plan_id) == p.id) & (col(PlanRevision.revision) == p.latest_revision)
+            for p in plans
+        ]
+        for rev in session.exec(select(PlanRevision).where(or_(*conditions))).all():
+            latest[rev.plan_id] = rev
+    return [plan_summary(p, latest.get(p.id)) for p in plans], int(count)
+
+
+# ---------------------------------------------------------------------------------------------- compare
+
+
+@dataclass(frozen=True)
+class _Field:
+    key: str
+    label: str
+    unit: str
+    section: str
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for k in value:
+            out.update(_flatten(value[k], f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        for i, v in enumerate(value):
+            out.update(_flatten(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = value
+    return out
+
+
+def _values_differ(values: list[Any]) -> bool:
+    def norm(v: Any) -> Any:
+        if isinstance(v, float):
+            return round(v, 9)
+        if isinstance(v, list):
+            return json.dumps(v, sort_keys=True)
+        return v
+
+    return len({json.dumps(norm(v), sort_keys=True, default=str) for v in values}) > 1
+
+
+def compare_plans(
+    session: Session, plan_ids: list[uuid.UUID | str], revisions: list[int | None] | None = None
+) -> ComparisonPublic:
+    """Side-by-side inputs, headline results and provenance of 2–4 plans, differences flagged."""
+    if not MIN_COMPARE <= len(plan_ids) <= MAX_COMPARE:
+        raise SpecError(
+            [Problem("ids", f"compare takes {MIN_COMPARE} to {MAX_COMPARE} plans, got {len(plan_ids)}")]
+        )
+    revs = list(revisions or [])
+    revs += [None] * (len(plan_ids) - len(revs))
+    chosen = [get_revision(session, pid, rev) for pid, rev in zip(plan_ids, revs, strict=True)]
+    columns = [ComparisonColumn(plan_id=r.plan_id, name=r.name, revision=r.revision) for r in chosen]
+
+    sections: list[tuple[str, list[dict[str, Any]]]] = [
+        ("Inputs", [_flatten(r.scenario) for r in chosen]),
+        ("Results", [_summary_of(r.result) for r in chosen]),
+        (
+            "Provenance",
+            [
+                {
+                    "app_version": r.app_version,
+                    "formula_version": r.formula_version,
+                    "price_book_date": r.price_book_date,
+                    "calibration_profile": r.calibration_profile,
+                }
+                for r in chosen
+            ],
+        ),
+    ]
+    rows: list[ComparisonRow] = []
+    for section, flats in sections:
+        keys: list[str] = []
+        for flat in flats:
+            for k in flat:
+                if k not in keys:
+                    keys.append(k)
+        for key in keys:
+            label, unit = planning.describe_field(section, key)
+            values = [flat.get(key) for flat in flats]
+            rows.append(
+                ComparisonRow(
+                    key=key,
+                    label=label,
+                    unit=unit,
+                    section=section,
+                    values=values,
+                    differs=_values_differ(values),
+                )
+            )
+    return ComparisonPublic(plans=columns, rows=rows, differences=sum(r.differs for r in rows))
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+
+def export_json(session: Session, plan_id: uuid.UUID | str, revision: int | None = None) -> dict[str, Any]:
+    rev = get_revision(session, plan_id, revision)
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": EXPORT_FORMAT_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "exported_by_app_version": app_pkg.__version__,
+        "app_version": rev.app_version,
+        "formula_version": rev.formula_version,
+        "price_book_date": rev.price_book_date,
+        "calibration_profile": rev.calibration_profile,
+        "plan": {
+            "id": str(rev.plan_id),
+            "name": rev.name,
+            "notes": rev.notes,
+            "revision": rev.revision,
+            "created_at": as_utc(rev.created_at).isoformat(),  # type: ignore[union-attr]
+        },
+        "scenario": rev.scenario,
+        "result": rev.result,
+    }
+
+
+CSV_COLUMNS = ("section", "key", "value", "unit", "source")
+
+
+def export_csv(session: Session, plan_id: uuid.UUID | str, revision: int | None = None) -> str:
+    """One row per figure: provenance, inputs, headline results, breakdowns and assumptions."""
+    doc = export_json(session, plan_id, revision)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for key in ("app_version", "formula_version", "price_book_date", "calibration_profile", "exported_at"):
+        writer.writerow(("provenance", key, doc[key], "", ""))
+    for key, value in doc["plan"].items():
+        writer.writerow(("plan", key, value, "", ""))
+    for key, value in _flatten(doc["scenario"]).items():
+        writer.writerow(("input", key, _cell(value), planning.describe_field("Inputs", key)[1], ""))
+    result = doc["result"]
+    for key, value in _summary_of(result).items():
+        writer.writerow(("result", key, _cell(value), planning.describe_field("Results", key)[1], ""))
+    for section, key, value, unit in planning.breakdown_rows(result):
+        writer.writerow((section, key, _cell(value), unit, ""))
+    for item in result.get("assumptions", []) or []:
+        if isinstance(item, dict):
+            writer.writerow(
+                (
+                    "assumption",
+                    item.get("name", ""),
+                    _cell(item.get("value")),
+                    item.get("unit", ""),
+                    item.get("source", ""),
+                )
+            )
+    return buf.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    if value is None:
+        return ""
+    return value

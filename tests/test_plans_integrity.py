@@ -1,0 +1,119 @@
+"""Saved plans on both databases: immutable revisions, contiguous numbers under 50 concurrent writers,
+atomic create, duplicate, delete."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlmodel import Session, col, select
+
+from app.db import get_engine
+from app.errors import NotFoundError
+from app.models.plans import Plan, PlanRevision
+from app.schemas.plans import PlanCreate, PlanDuplicate, PlanRevise
+from app.services import plans as plan_service
+from tests.test_plans_support import small_scenario
+
+WRITERS = 50
+
+
+def _create(name: str = "integrity") -> uuid.UUID:
+    with Session(get_engine()) as session:
+        return plan_service.create_plan(session, PlanCreate(name=name, scenario=small_scenario())).id
+
+
+def test_fifty_concurrent_writers_lose_nothing(db_url: str) -> None:
+    plan_id = _create()
+    barrier = threading.Barrier(WRITERS)
+
+    def write(i: int) -> int:
+        barrier.wait()
+        with Session(get_engine()) as session:
+            out = plan_service.add_revision(session, plan_id, PlanRevise(notes=f"writer {i}"))
+            return out.current.revision
+
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        numbers = list(pool.map(write, range(WRITERS)))
+
+    assert sorted(numbers) == list(range(2, WRITERS + 2))
+    with Session(get_engine()) as session:
+        revs = session.exec(
+            select(PlanRevision).where(PlanRevision.plan_id == plan_id).order_by(col(PlanRevision.revision))
+        ).all()
+        plan = session.get(Plan, plan_id)
+        assert plan is not None
+        assert [r.revision for r in revs] == list(range(1, WRITERS + 2))
+        assert plan.latest_revision == WRITERS + 1
+        # every writer's note landed in exactly one revision
+        assert sorted(r.notes for r in revs[1:]) == sorted(f"writer {i}" for i in range(WRITERS))
+        assert plan.notes == revs[-1].notes
+
+
+def test_revisions_are_immutable_and_keep_omitted_fields(db_url: str) -> None:
+    plan_id = _create("first name")
+    with Session(get_engine()) as session:
+        first = plan_service.get_revision(session, plan_id, 1)
+        plan_service.add_revision(session, plan_id, PlanRevise(name="second name"))
+    with Session(get_engine()) as session:
+        plan_service.add_revision(session, plan_id, PlanRevise(notes="a note"))
+    with Session(get_engine()) as session:
+        again = plan_service.get_revision(session, plan_id, 1)
+        latest = plan_service.get_plan(session, plan_id)
+        revisions, count = plan_service.list_revisions(session, plan_id)
+    assert again == first
+    assert latest.name == "second name" and latest.notes == "a note"
+    assert latest.current.revision == 3 and latest.latest_revision == 3
+    assert count == 3 and [r.revision for r in revisions] == [3, 2, 1]
+    assert latest.current.scenario == first.scenario
+    assert latest.current.result == first.result
+
+
+def test_failed_create_leaves_nothing(db_url: str) -> None:
+    """A scenario the estimator rejects (or any failure before commit) writes neither plan nor revision."""
+    bad = small_scenario()
+    bad["cluster"]["nodes"] = 0
+    with Session(get_engine()) as session:
+        before = len(session.exec(select(Plan)).all())
+        with pytest.raises(Exception):  # noqa: B017 - the point is that nothing is written whatever the error
+            plan_service.create_plan(session, PlanCreate(name="bad", scenario=bad))
+    with Session(get_engine()) as session:
+        assert len(session.exec(select(Plan)).all()) == before
+        orphans = session.exec(
+            select(PlanRevision).where(col(PlanRevision.plan_id).not_in(select(Plan.id)))
+        ).all()
+        assert orphans == []
+
+
+def test_duplicate_and_delete(db_url: str) -> None:
+    plan_id = _create("original")
+    with Session(get_engine()) as session:
+        plan_service.add_revision(session, plan_id, PlanRevise(notes="kept"))
+        copy = plan_service.duplicate_plan(session, plan_id, PlanDuplicate())
+    assert copy.id != plan_id
+    assert copy.name == "Copy of original" and copy.notes == "kept" and copy.latest_revision == 1
+    with Session(get_engine()) as session:
+        original = plan_service.get_plan(session, plan_id)
+        assert copy.current.scenario == original.current.scenario
+        assert copy.current.result == original.current.result
+        plan_service.delete_plan(session, plan_id)
+    with Session(get_engine()) as session:
+        with pytest.raises(NotFoundError):
+            plan_service.get_plan(session, plan_id)
+        assert session.exec(select(PlanRevision).where(PlanRevision.plan_id == plan_id)).all() == []
+        assert plan_service.get_plan(session, copy.id).name == "Copy of original"
+
+
+def test_list_paging_and_search(db_url: str) -> None:
+    ids = [_create(f"paging plan {i}") for i in range(5)]
+    _create("something else")
+    with Session(get_engine()) as session:
+        page1, count = plan_service.list_plans(session, offset=0, limit=2, q="PAGING")
+        page2, _ = plan_service.list_plans(session, offset=2, limit=2, q="paging")
+        page3, _ = plan_service.list_plans(session, offset=4, limit=2, q="paging")
+    assert count == 5
+    seen = [p.id for p in page1 + page2 + page3]
+    assert sorted(seen) == sorted(ids)
+    assert [p.name for p in page1] == ["paging plan 4", "paging plan 3"]  # newest first

@@ -1,0 +1,751 @@
+"""Cost: cost per training run, on-prem TCO, breakeven against cloud options, Epoch AI's three methods.
+
+Pure functions over frozen dataclasses. Money in US dollars, time in hours where the price is per hour
+(GPU-hour prices are the industry unit) and in seconds elsewhere. Every default is an `Assumption` with
+its source and date; every result carries a breakdown that sums to its total.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Literal
+
+from app.core.errors import ProblemCollector
+from app.core.storage import Assumption
+
+HOURS_PER_YEAR = 24 * 365.25  # Epoch AI's convention (training-cost-trends, HOURS_PER_YEAR)
+HOURS_PER_MONTH = HOURS_PER_YEAR / 12
+STALE_AFTER_DAYS = 365  # GPU rental prices moved by up to 45 % within a year (AWS P5 cut, June 2025)
+
+Depreciation = Literal["straight_line", "economic"]
+
+
+# --- prices --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    """One way to pay for GPU time, with its provenance."""
+
+    label: str
+    usd_per_gpu_hour: float
+    pricing_model: str = "on-demand"
+    commitment_months: float = 0.0  # minimum billed term (1-yr reserved → 12); 0 → pay as you go
+    gpus_per_instance: int = 8
+    date: str = ""
+    source: str = ""
+    price_id: str = ""
+    stale: bool = False
+
+    def assumption(self) -> Assumption:
+        return Assumption(
+            f"price:{self.label}",
+            self.usd_per_gpu_hour,
+            "USD/GPU-hour",
+            self.source or "user input",
+            self.date,
+        )
+
+
+def commitment_months_for(pricing_model: str) -> float:
+    """Minimum term implied by a price book's pricing model text ("1-yr reserved", "3-yr CUD" …)."""
+    text = pricing_model.lower()
+    match = re.search(r"(\d+)\s*-?\s*(yr|year|y\b)", text)
+    if match:
+        return 12.0 * float(match.group(1))
+    return 0.0
+
+
+def is_stale(price_date: date, today: date, max_age_days: int = STALE_AFTER_DAYS) -> bool:
+    return (today - price_date).days > max_age_days
+
+
+# --- cost per training run -----------------------------------------------------------------------------
+
+
+def training_flop(params: float, tokens: float, active_params: float | None = None) -> float:
+    """Training compute C ≈ 6·N·D (Kaplan et al. 2020, arXiv 2001.08361 §2.1: 2N forward + 4N backward per
+    token). For MoE, N is the active parameters per token (Fedus et al. 2021, Switch Transformer §2)."""
+    n = active_params if active_params is not None else params
+    return 6.0 * n * tokens
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    num_gpus: int
+    gpu_hours: float | None = None  # productive GPU-hours (no failures); or derive from FLOPs below
+    total_flop: float | None = None
+    peak_flops_per_gpu: float | None = None  # dense peak FLOP/s of the compute dtype
+    mfu: float | None = None
+    goodput: float = 1.0  # useful / billed time (failures, checkpoints, restarts)
+
+
+@dataclass(frozen=True)
+class RunOptionCost:
+    quote: PriceQuote
+    total_usd: float
+    breakdown: dict[str, float]  # productive / goodput_loss / instance_rounding / unused_commitment
+    billed_gpu_hours: float
+    billed_hours: float  # wall-clock hours paid for (≥ run length under a commitment)
+    commitment_exceeds_run: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "label": self.quote.label,
+            "price_id": self.quote.price_id,
+            "pricing_model": self.quote.pricing_model,
+            "usd_per_gpu_hour": self.quote.usd_per_gpu_hour,
+            "price_date": self.quote.date,
+            "price_source": self.quote.source,
+            "stale": self.quote.stale,
+            "total_usd": self.total_usd,
+            "breakdown": self.breakdown,
+            "billed_gpu_hours": self.billed_gpu_hours,
+            "billed_hours": self.billed_hours,
+            "commitment_exceeds_run": self.commitment_exceeds_run,
+        }
+
+
+@dataclass(frozen=True)
+class RunCost:
+    productive_gpu_hours: float
+    billed_gpu_hours: float
+    wall_clock_hours: float
+    total_flop: float | None
+    options: list[RunOptionCost]
+    cheapest: str | None
+    assumptions: list[Assumption]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "productive_gpu_hours": self.productive_gpu_hours,
+            "billed_gpu_hours": self.billed_gpu_hours,
+            "wall_clock_hours": self.wall_clock_hours,
+            "total_flop": self.total_flop,
+            "options": [o.to_dict() for o in self.options],
+            "cheapest": self.cheapest,
+            "assumptions": [a.as_dict() for a in self.assumptions],
+        }
+
+
+def productive_gpu_hours(inputs: RunInputs) -> float:
+    if inputs.gpu_hours is not None:
+        return inputs.gpu_hours
+    assert inputs.total_flop is not None and inputs.peak_flops_per_gpu and inputs.mfu
+    return inputs.total_flop / (inputs.peak_flops_per_gpu * inputs.mfu) / 3600.0
+
+
+def check_run_inputs(inputs: RunInputs) -> None:
+    pc = ProblemCollector()
+    pc.check(inputs.num_gpus >= 1, "num_gpus", "must be >= 1")
+    pc.check(0 < inputs.goodput <= 1, "goodput", "must be in (0, 1]")
+    if inputs.gpu_hours is None:
+        pc.check(
+            inputs.total_flop is not None and inputs.total_flop > 0, "total_flop", "give gpu_hours or FLOPs"
+        )
+        pc.check(
+            inputs.peak_flops_per_gpu is not None and inputs.peak_flops_per_gpu > 0,
+            "peak_flops_per_gpu",
+            "required (with mfu) to turn FLOPs into GPU-hours",
+        )
+        pc.check(inputs.mfu is not None and 0 < inputs.mfu <= 1, "mfu", "must be in (0, 1]")
+    else:
+        pc.check(inputs.gpu_hours >= 0, "gpu_hours", "must be >= 0")
+    pc.raise_if_any()
+
+
+def run_cost(inputs: RunInputs, quotes: list[PriceQuote]) -> RunCost:
+    """Cost of one training run under each pricing option.
+
+    Billed time = productive GPU-hours / goodput, spread over the run's GPUs. GPUs are rented in whole
+    instances (8 per p5.48xlarge …): the remainder of the last instance is paid but idle. A commitment
+    (1-yr, 3-yr) is paid for its whole term even if the run is shorter.
+    """
+    check_run_inputs(inputs)
+    pc = ProblemCollector()
+    for i, q in enumerate(quotes):
+        pc.check(q.usd_per_gpu_hour >= 0, f"options.{i}.usd_per_gpu_hour", "must be >= 0")
+        pc.check(q.gpus_per_instance >= 1, f"options.{i}.gpus_per_instance", "must be >= 1")
+        pc.check(q.commitment_months >= 0, f"options.{i}.commitment_months", "must be >= 0")
+    pc.raise_if_any()
+    productive = productive_gpu_hours(inputs)
+    billed = productive / inputs.goodput
+    wall = billed / inputs.num_gpus
+    options: list[RunOptionCost] = []
+    for q in quotes:
+        p = q.usd_per_gpu_hour
+        instances = math.ceil(inputs.num_gpus / q.gpus_per_instance)
+        paid_gpus = instances * q.gpus_per_instance
+        term_h = q.commitment_months * HOURS_PER_MONTH
+        billed_h = max(wall, term_h)
+        breakdown = {
+            "productive": productive * p,
+            "goodput_loss": (billed - productive) * p,
+            "instance_rounding": (paid_gpus - inputs.num_gpus) * wall * p,
+            "unused_commitment": paid_gpus * (billed_h - wall) * p,
+        }
+        options.append(
+            RunOptionCost(
+                quote=q,
+                total_usd=sum(breakdown.values()),
+                breakdown=breakdown,
+                billed_gpu_hours=paid_gpus * billed_h,
+                billed_hours=billed_h,
+                commitment_exceeds_run=term_h > wall,
+            )
+        )
+    cheapest = min(options, key=lambda o: o.total_usd).quote.label if options else None
+    flop = inputs.total_flop
+    assumptions = [q.assumption() for q in quotes]
+    assumptions.append(Assumption("goodput", inputs.goodput, "", "input (see /goodput)", ""))
+    if inputs.gpu_hours is None:
+        assumptions += [
+            Assumption(
+                "training_flop_formula", "6·N·D", "FLOP", "Kaplan et al. 2020 (arXiv 2001.08361) §2.1", "2020"
+            ),
+            Assumption("mfu", inputs.mfu or 0.0, "", "input (estimator or measured)", ""),
+        ]
+    return RunCost(productive, billed, wall, flop, options, cheapest, assumptions)
+
+
+# --- on-prem TCO ---------------------------------------------------------------------------------------
+
+# Network capex as a share of (server + network) capex by fabric tiers, InfiniBand NDR switches + cables
+# with NICs inside the node price: 2-tier (128 nodes) 8.6 %, 3-tier (4,096 nodes) 12.8 % (E. Cheah,
+# "H100 Freakonomics" sheet, 2024-08, docs.google.com/spreadsheets/d/1Ft3RbeZ-w43kYSiLfYc1vxO41mK5lmJpcPC9GOYHAWc).
+# Single switch: one leaf, ~3 %. Epoch AI's model uses 19 % for the whole cluster interconnect.
+NETWORK_SHARE_BY_TIERS: dict[int, float] = {1: 0.03, 2: 0.086, 3: 0.128}
+
+DEFAULTS: dict[str, Assumption] = {
+    a.name: a
+    for a in [
+        Assumption(
+            "server_capex_usd_per_node",
+            288142.0,
+            "USD",
+            "HGX H100 8-GPU server reseller price (archive.ph/D6Dub via Epoch AI Hardware prices.csv)",
+            "2024-07-31",
+        ),
+        Assumption(
+            "lifetime_years", 5.0, "years", "Epoch AI server lifetime for hardware from 2023 on", "2025"
+        ),
+        Assumption(
+            "economic_ooms_per_year",
+            0.14,
+            "OOM/yr",
+            "Epoch AI ML_GPU_PRICE_PERFORMANCE_OOMS_PER_YEAR (value decays 0.14·ln10 = 32 %/yr)",
+            "2025",
+        ),
+        Assumption(
+            "cost_of_capital",
+            0.08,
+            "1/yr",
+            "assumption: corporate weighted average cost of capital; replace with your own",
+            "",
+        ),
+        Assumption(
+            "node_power_kw", 10.2, "kW", "NVIDIA DGX H100 user guide: system max power 10.2 kW", "2023"
+        ),
+        Assumption(
+            "avg_draw_fraction",
+            0.75,
+            "",
+            "Epoch AI server_TDP_fraction: average draw during training = 75 % of server TDP",
+            "2025",
+        ),
+        Assumption(
+            "pue", 1.56, "", "Uptime Institute 2024 global data-centre survey: average PUE 1.56", "2024"
+        ),
+        Assumption(
+            "usd_per_kwh", 0.0771, "USD/kWh", "EIA US industrial average electricity price 2024", "2024"
+        ),
+        Assumption(
+            "colo_usd_per_kw_month",
+            184.06,
+            "USD/kW-month",
+            "CBRE North America data center trends H2 2024: wholesale 250-500 kW asking rate",
+            "2024-H2",
+        ),
+        Assumption(
+            "maintenance_fraction_per_year",
+            0.06,
+            "1/yr",
+            "CTWatch (Roskies & Zacharia 2006): annual maintenance 4-8 % of purchase price; midpoint",
+            "2006",
+        ),
+        Assumption(
+            "gpus_per_fte",
+            250.0,
+            "GPU/FTE",
+            "CTWatch (Roskies & Zacharia 2006): 1 FTE per ~250 processors (pre-GPU rule of thumb)",
+            "2006",
+        ),
+        Assumption(
+            "usd_per_fte_year",
+            250000.0,
+            "USD/yr",
+            "NAG HPC TCO calculator default: fully loaded cost per person-year",
+            "2023",
+        ),
+        Assumption("software_usd_per_gpu_year", 0.0, "USD/yr", "none by default (open-source stack)", ""),
+        Assumption(
+            "storage_capex_usd",
+            0.0,
+            "USD",
+            "none by default; parallel FS ~$250/TB (infra-economics.com)",
+            "2025",
+        ),
+    ]
+}
+
+
+def _d(name: str) -> float:
+    value = DEFAULTS[name].value
+    assert isinstance(value, float)
+    return value
+
+
+@dataclass(frozen=True)
+class OnPremInputs:
+    nodes: int = 1
+    gpus_per_node: int = 8
+    server_capex_usd_per_node: float = _d("server_capex_usd_per_node")
+    network_capex_usd: float | None = None  # from a network BOM; None → share by fabric tiers
+    network_share: float | None = None  # of (server + network) capex; None → NETWORK_SHARE_BY_TIERS
+    fabric_tiers: int = 2
+    storage_capex_usd: float = _d("storage_capex_usd")
+    depreciation: Depreciation = "straight_line"
+    lifetime_years: float = _d("lifetime_years")
+    economic_ooms_per_year: float = _d("economic_ooms_per_year")
+    cost_of_capital: float = _d("cost_of_capital")
+    node_power_kw: float = _d("node_power_kw")
+    avg_draw_fraction: float = _d("avg_draw_fraction")
+    idle_draw_fraction: float = 0.0  # draw when idle, share of node max (0 → idle power ignored, lower bound)
+    pue: float = _d("pue")
+    usd_per_kwh: float = _d("usd_per_kwh")
+    colo_usd_per_kw_month: float = _d("colo_usd_per_kw_month")
+    maintenance_fraction_per_year: float = _d("maintenance_fraction_per_year")
+    gpus_per_fte: float = _d("gpus_per_fte")
+    usd_per_fte_year: float = _d("usd_per_fte_year")
+    software_usd_per_gpu_year: float = _d("software_usd_per_gpu_year")
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def check_onprem(inputs: OnPremInputs) -> None:
+    pc = ProblemCollector()
+    pc.check(inputs.nodes >= 1, "nodes", "must be >= 1")
+    pc.check(inputs.gpus_per_node >= 1, "gpus_per_node", "must be >= 1")
+    pc.check(inputs.server_capex_usd_per_node >= 0, "server_capex_usd_per_node", "must be >= 0")
+    pc.check(
+        inputs.network_capex_usd is None or inputs.network_capex_usd >= 0, "network_capex_usd", "must be >= 0"
+    )
+    pc.check(
+        inputs.network_share is None or 0 <= inputs.network_share < 1, "network_share", "must be in [0, 1)"
+    )
+    pc.check(inputs.fabric_tiers in NETWORK_SHARE_BY_TIERS, "fabric_tiers", "must be 1, 2 or 3")
+    pc.check(inputs.lifetime_years > 0, "lifetime_years", "must be positive")
+    pc.check(inputs.cost_of_capital >= 0, "cost_of_capital", "must be >= 0")
+    pc.check(0 <= inputs.avg_draw_fraction <= 1, "avg_draw_fraction", "must be in [0, 1]")
+    pc.check(0 <= inputs.idle_draw_fraction <= 1, "idle_draw_fraction", "must be in [0, 1]")
+    pc.check(inputs.pue >= 1, "pue", "must be >= 1")
+    pc.check(inputs.gpus_per_fte > 0, "gpus_per_fte", "must be positive")
+    for name in (
+        "storage_capex_usd",
+        "node_power_kw",
+        "usd_per_kwh",
+        "colo_usd_per_kw_month",
+        "maintenance_fraction_per_year",
+        "usd_per_fte_year",
+        "software_usd_per_gpu_year",
+    ):
+        pc.check(getattr(inputs, name) >= 0, name, "must be >= 0")
+    pc.raise_if_any()
+
+
+def capex_breakdown(inputs: OnPremInputs) -> dict[str, float]:
+    servers = inputs.nodes * inputs.server_capex_usd_per_node
+    if inputs.network_capex_usd is not None:
+        network = inputs.network_capex_usd
+    else:
+        share = (
+            inputs.network_share
+            if inputs.network_share is not None
+            else NETWORK_SHARE_BY_TIERS[inputs.fabric_tiers]
+        )
+        network = servers * share / (1.0 - share)
+    return {"servers": servers, "network": network, "storage": inputs.storage_capex_usd}
+
+
+def capital_recovery_factor(rate: float, years: float) -> float:
+    """Annual payment that repays 1 over `years` at `rate` (annuity; rate 0 → 1/years)."""
+    if rate == 0:
+        return 1.0 / years
+    return rate * (1 + rate) ** years / ((1 + rate) ** years - 1)
+
+
+def annual_cost(inputs: OnPremInputs, utilisation: float) -> dict[str, float]:
+    """Yearly cost of owning and running the cluster at a utilisation (share of hours running jobs)."""
+    capex = sum(capex_breakdown(inputs).values())
+    if inputs.depreciation == "straight_line":
+        depreciation = capex / inputs.lifetime_years
+        capital = (
+            capex * capital_recovery_factor(inputs.cost_of_capital, inputs.lifetime_years) - depreciation
+        )
+    else:
+        # Epoch AI: value decays continuously at k·ln10 per year (k = 0.14 OOM/yr), financing on the value
+        depreciation = capex * inputs.economic_ooms_per_year * math.log(10)
+        capital = capex * inputs.cost_of_capital
+    it_kw = inputs.nodes * inputs.node_power_kw
+    draw = inputs.avg_draw_fraction * utilisation + inputs.idle_draw_fraction * (1.0 - utilisation)
+    power = it_kw * draw * inputs.pue * HOURS_PER_YEAR * inputs.usd_per_kwh
+    colo = it_kw * inputs.colo_usd_per_kw_month * 12.0
+    maintenance = (capex - inputs.storage_capex_usd) * inputs.maintenance_fraction_per_year
+    staff = inputs.gpus / inputs.gpus_per_fte * inputs.usd_per_fte_year
+    software = inputs.gpus * inputs.software_usd_per_gpu_year
+    return {
+        "depreciation": depreciation,
+        "cost_of_capital": capital,
+        "power": power,
+        "colocation": colo,
+        "maintenance": maintenance,
+        "staff": staff,
+        "software": software,
+    }
+
+
+def fixed_and_variable(inputs: OnPremInputs) -> tuple[float, float]:
+    """Annual cost = fixed + variable·utilisation (cost is affine in utilisation)."""
+    c0 = sum(annual_cost(inputs, 0.0).values())
+    c1 = sum(annual_cost(inputs, 1.0).values())
+    return c0, c1 - c0
+
+
+def onprem_usd_per_gpu_hour(inputs: OnPremInputs, utilisation: float) -> float:
+    if utilisation <= 0:
+        return math.inf
+    return sum(annual_cost(inputs, utilisation).values()) / (inputs.gpus * HOURS_PER_YEAR * utilisation)
+
+
+def monthly_running_cost(inputs: OnPremInputs, utilisation: float) -> float:
+    """Cash out per month after purchase: everything except depreciation (the purchase itself is upfront)."""
+    parts = annual_cost(inputs, utilisation)
+    return (sum(parts.values()) - parts["depreciation"]) / 12.0
+
+
+@dataclass(frozen=True)
+class Breakeven:
+    label: str
+    usd_per_gpu_hour: float
+    months: float | None  # None: cloud is cheaper every month at this utilisation
+    utilisation: float | None  # None: on-prem never cheaper over its lifetime, even at 100 %
+    onprem_cheaper_at_utilisation: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "label": self.label,
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "breakeven_months": self.months,
+            "breakeven_utilisation": self.utilisation,
+            "onprem_cheaper_at_utilisation": self.onprem_cheaper_at_utilisation,
+        }
+
+
+def breakeven_months(
+    capex_usd: float, monthly_running_usd: float, cloud_usd_per_gpu_hour: float, gpus: int, utilisation: float
+) -> float | None:
+    """Months until buying costs less than renting: capex + running·m = cloud_rate·GPUs·730.5 h·u·m."""
+    cloud_month = cloud_usd_per_gpu_hour * gpus * HOURS_PER_MONTH * utilisation
+    margin = cloud_month - monthly_running_usd
+    if margin <= 0:
+        return None
+    return capex_usd / margin
+
+
+def breakeven_utilisation(inputs: OnPremInputs, cloud_usd_per_gpu_hour: float) -> float | None:
+    """Utilisation at which on-prem $/GPU-hour (over the lifetime) equals the cloud price.
+
+    fixed + variable·u = price·GPUs·8766·u  →  u = fixed / (price·GPUs·8766 − variable)."""
+    fixed, variable = fixed_and_variable(inputs)
+    denom = cloud_usd_per_gpu_hour * inputs.gpus * HOURS_PER_YEAR - variable
+    if denom <= 0:
+        return None
+    u = fixed / denom
+    return u if u <= 1.0 else None
+
+
+@dataclass(frozen=True)
+class TcoResult:
+    utilisation: float
+    capex: dict[str, float]
+    capex_total_usd: float
+    annual: dict[str, float]
+    annual_total_usd: float
+    usd_per_gpu_hour: float
+    breakevens: list[Breakeven]
+    curves: dict[str, object]
+    assumptions: list[Assumption]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "utilisation": self.utilisation,
+            "capex": self.capex,
+            "capex_total_usd": self.capex_total_usd,
+            "annual": self.annual,
+            "annual_total_usd": self.annual_total_usd,
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "breakevens": [b.to_dict() for b in self.breakevens],
+            "curves": self.curves,
+            "assumptions": [a.as_dict() for a in self.assumptions],
+        }
+
+
+def tco(
+    inputs: OnPremInputs, utilisation: float, cloud: list[PriceQuote], months: int | None = None
+) -> TcoResult:
+    """On-prem total cost of ownership, $/GPU-hour at a utilisation, breakeven against each cloud option,
+    and curves ready to plot ({x: [...], y: [...]} series)."""
+    check_onprem(inputs)
+    pc = ProblemCollector()
+    pc.check(0 < utilisation <= 1, "utilisation", "must be in (0, 1]")
+    pc.raise_if_any()
+    capex = capex_breakdown(inputs)
+    capex_total = sum(capex.values())
+    annual = annual_cost(inputs, utilisation)
+    running = monthly_running_cost(inputs, utilisation)
+    breakevens = []
+    for q in cloud:
+        m = breakeven_months(capex_total, running, q.usd_per_gpu_hour, inputs.gpus, utilisation)
+        u = breakeven_utilisation(inputs, q.usd_per_gpu_hour)
+        breakevens.append(
+            Breakeven(
+                q.label,
+                q.usd_per_gpu_hour,
+                m,
+                u,
+                onprem_usd_per_gpu_hour(inputs, utilisation) < q.usd_per_gpu_hour,
+            )
+        )
+    horizon = months or round(inputs.lifetime_years * 12)
+    month_x = list(range(0, horizon + 1))
+    util_x = [round(0.05 * i, 2) for i in range(1, 21)]
+    curves: dict[str, object] = {
+        "usd_per_gpu_hour_vs_utilisation": {
+            "x": util_x,
+            "series": {"on-prem": [onprem_usd_per_gpu_hour(inputs, u) for u in util_x]}
+            | {q.label: [q.usd_per_gpu_hour] * len(util_x) for q in cloud},
+        },
+        "cumulative_usd_vs_month": {
+            "x": month_x,
+            "series": {"on-prem": [capex_total + running * m for m in month_x]}
+            | {
+                q.label: [
+                    q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_MONTH * utilisation * m for m in month_x
+                ]
+                for q in cloud
+            },
+        },
+        "breakeven_months_vs_utilisation": {
+            "x": util_x,
+            "series": {
+                q.label: [
+                    breakeven_months(
+                        capex_total, monthly_running_cost(inputs, u), q.usd_per_gpu_hour, inputs.gpus, u
+                    )
+                    for u in util_x
+                ]
+                for q in cloud
+            },
+        },
+    }
+    used = {
+        "server_capex_usd_per_node": inputs.server_capex_usd_per_node,
+        "lifetime_years": inputs.lifetime_years,
+        "cost_of_capital": inputs.cost_of_capital,
+        "node_power_kw": inputs.node_power_kw,
+        "avg_draw_fraction": inputs.avg_draw_fraction,
+        "pue": inputs.pue,
+        "usd_per_kwh": inputs.usd_per_kwh,
+        "colo_usd_per_kw_month": inputs.colo_usd_per_kw_month,
+        "maintenance_fraction_per_year": inputs.maintenance_fraction_per_year,
+        "gpus_per_fte": inputs.gpus_per_fte,
+        "usd_per_fte_year": inputs.usd_per_fte_year,
+        "software_usd_per_gpu_year": inputs.software_usd_per_gpu_year,
+        "storage_capex_usd": inputs.storage_capex_usd,
+    }
+    if inputs.depreciation == "economic":
+        used["economic_ooms_per_year"] = inputs.economic_ooms_per_year
+    assumptions = [
+        DEFAULTS[k] if DEFAULTS[k].value == v else Assumption(k, v, DEFAULTS[k].unit, "user input", "")
+        for k, v in used.items()
+    ]
+    if inputs.network_capex_usd is None:
+        share = (
+            inputs.network_share
+            if inputs.network_share is not None
+            else NETWORK_SHARE_BY_TIERS[inputs.fabric_tiers]
+        )
+        assumptions.append(
+            Assumption(
+                "network_share_of_capex",
+                share,
+                "",
+                "user input"
+                if inputs.network_share is not None
+                else f"{inputs.fabric_tiers}-tier InfiniBand fabric, E. Cheah 'H100 Freakonomics' sheet (switches + cables)",
+                "2024-08",
+            )
+        )
+    assumptions.append(
+        Assumption("depreciation", inputs.depreciation, "", "straight-line or Epoch AI economic decay", "")
+    )
+    assumptions += [q.assumption() for q in cloud]
+    return TcoResult(
+        utilisation=utilisation,
+        capex=capex,
+        capex_total_usd=capex_total,
+        annual=annual,
+        annual_total_usd=sum(annual.values()),
+        usd_per_gpu_hour=onprem_usd_per_gpu_hour(inputs, utilisation),
+        breakevens=breakevens,
+        curves=curves,
+        assumptions=assumptions,
+    )
+
+
+# --- Epoch AI's three methods (Cottier et al. 2024, arXiv 2405.21015) ------------------------------------
+
+EPOCH_INTERCONNECT_FRACTION = 0.19  # training-cost-trends CLUSTER_INTERCONNECT_COST_FRACTION
+
+
+@dataclass(frozen=True)
+class EpochInputs:
+    chips: int
+    training_hours: float
+    server_price_per_chip_usd: float  # acquisition price of the server divided by its chips (DGX/8)
+    years_since_acquisition: float = 0.0  # price date → training start; value decays meanwhile
+    ooms_per_year: float = 0.14
+    interconnect_fraction: float = EPOCH_INTERCONNECT_FRACTION
+    chip_tdp_w: float = 700.0
+    server_to_chip_power: float = (10.2 / 8) / 0.7  # Epoch chip_to_server_power for H100
+    avg_draw_fraction: float = 0.75
+    pue: float = 1.25  # Epoch: 1.1 for hyperscalers, 1.25 otherwise
+    usd_per_kwh: float = 0.0771
+    cloud_usd_per_chip_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class EpochCosts:
+    amortized_hardware_energy_usd: float
+    amortized_breakdown: dict[str, float]  # servers / interconnect / energy
+    cloud_usd: float | None
+    acquisition_usd: float
+    chip_hours: float
+    assumptions: list[Assumption]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "amortized_hardware_energy_usd": self.amortized_hardware_energy_usd,
+            "amortized_breakdown": self.amortized_breakdown,
+            "cloud_usd": self.cloud_usd,
+            "acquisition_usd": self.acquisition_usd,
+            "chip_hours": self.chip_hours,
+            "assumptions": [a.as_dict() for a in self.assumptions],
+        }
+
+
+def epoch_costs(inputs: EpochInputs) -> EpochCosts:
+    """Epoch AI's three cost methods for one training run.
+
+    1. Amortized hardware CapEx + energy: the server value (price decayed by 0.14 OOM/yr since purchase)
+       is amortized at k·ln10 per year over the chip-hours used; cluster interconnect adds f/(1−f);
+       energy = TDP × server/chip power × average draw × PUE × chip-hours × $/kWh.
+    2. Cloud rental: chip-hours × cloud price per chip-hour.
+    3. Acquisition: chips × server price per chip / (1 − f) (up-front cost of the cluster).
+    (github.com/epoch-research/training-cost-trends, estimate_hardware_capex_energy_cost, cluster_energy_cost)
+    """
+    pc = ProblemCollector()
+    pc.check(inputs.chips >= 1, "chips", "must be >= 1")
+    pc.check(inputs.training_hours > 0, "training_hours", "must be positive")
+    pc.check(inputs.server_price_per_chip_usd > 0, "server_price_per_chip_usd", "must be positive")
+    pc.check(0 <= inputs.interconnect_fraction < 1, "interconnect_fraction", "must be in [0, 1)")
+    pc.raise_if_any()
+    chip_hours = inputs.chips * inputs.training_hours
+    value = inputs.server_price_per_chip_usd * 10 ** (-inputs.ooms_per_year * inputs.years_since_acquisition)
+    per_chip_hour = value * inputs.ooms_per_year * math.log(10) / HOURS_PER_YEAR
+    servers = per_chip_hour * chip_hours
+    f = inputs.interconnect_fraction
+    interconnect = servers * f / (1 - f)
+    kw = inputs.chip_tdp_w / 1000 * inputs.server_to_chip_power * inputs.avg_draw_fraction * inputs.pue
+    energy = kw * chip_hours * inputs.usd_per_kwh
+    breakdown = {"servers": servers, "interconnect": interconnect, "energy": energy}
+    cloud = (
+        chip_hours * inputs.cloud_usd_per_chip_hour if inputs.cloud_usd_per_chip_hour is not None else None
+    )
+    acquisition = inputs.chips * inputs.server_price_per_chip_usd / (1 - f)
+    src = "Epoch AI training-cost-trends (Cottier et al. 2024, arXiv 2405.21015)"
+    return EpochCosts(
+        amortized_hardware_energy_usd=sum(breakdown.values()),
+        amortized_breakdown=breakdown,
+        cloud_usd=cloud,
+        acquisition_usd=acquisition,
+        chip_hours=chip_hours,
+        assumptions=[
+            Assumption("ooms_per_year", inputs.ooms_per_year, "OOM/yr", src, "2025"),
+            Assumption("interconnect_fraction", f, "", src, "2025"),
+            Assumption("avg_draw_fraction", inputs.avg_draw_fraction, "", src, "2025"),
+            Assumption("pue", inputs.pue, "", src + ": 1.1 hyperscaler, 1.25 other", "2025"),
+            Assumption("usd_per_kwh", inputs.usd_per_kwh, "USD/kWh", "EIA US industrial average", "2024"),
+        ],
+    )
+
+
+# --- seed article check --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeedBreakeven:
+    months: float | None
+    inputs: dict[str, float]
+    note: str
+
+
+def seed_breakeven(
+    node_capex_usd: float = 250000.0,
+    cloud_usd_per_node_hour: float = 45.0,
+    utilisation: float = 0.9,
+    monthly_running_usd: float = 0.0,
+    gpus_per_node: int = 8,
+) -> SeedBreakeven:
+    """The seed article's claim: 8×H100 at ~$250k 'fully loaded' vs $40-50/h cloud breaks even in 7-8 months
+    at 90 % utilisation. 'Fully loaded' is read as including running costs, so running = 0 by default."""
+    months = breakeven_months(
+        node_capex_usd,
+        monthly_running_usd,
+        cloud_usd_per_node_hour / gpus_per_node,
+        gpus_per_node,
+        utilisation,
+    )
+    return SeedBreakeven(
+        months,
+        {
+            "node_capex_usd": node_capex_usd,
+            "cloud_usd_per_node_hour": cloud_usd_per_node_hour,
+            "utilisation": utilisation,
+            "monthly_running_usd": monthly_running_usd,
+        },
+        "capex / (cloud $/h × 730.5 h × utilisation − running cost per month)",
+    )
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """Cloud options and the date used for the staleness flag (kept out of the core's clock)."""
+
+    quotes: list[PriceQuote] = field(default_factory=list)
+    today: date | None = None

@@ -1,37 +1,218 @@
 """Authorisation dependencies used by every route.
 
 `require_scope(scope)` is the one way a route states what it needs. Scopes: plans:read, plans:write,
-benchmarks:run, admin. Reads of public catalog data need no scope.
+benchmarks:run, admin (admin implies every scope, plans:write implies plans:read). Reads of public catalog
+data need no scope.
+
+Who the caller is (`current_principal`), in this order:
+1. `Authorization: Bearer cpt_…` — a personal API token; a bad, expired or revoked one is a 401 (never a
+   silent fall-back to anonymous).
+2. the signed `cp_session` cookie of a signed-in browser user.
+3. nobody: on a server that only listens on loopback (`settings.host`), with
+   `settings.allow_anonymous_loopback`, a request straight from this machine acts as a local administrator
+   (the first-run path of `make run`); anyone else is anonymous with no scopes.
+
+Unsafe methods (POST, PUT, PATCH, DELETE) authenticated by cookie or by the loopback rule must also pass the
+CSRF check of app.auth.sessions; bearer tokens are never sent by a browser on its own, so they need none.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from fastapi import Request
+from fastapi import Depends, HTTPException, Request
+from sqlmodel import Session
 
-SCOPES = ("plans:read", "plans:write", "benchmarks:run", "admin")
+from app.auth import sessions
+from app.auth.tokens import SCOPES, TOKEN_PREFIX, authenticate_token, user_scopes
+from app.db import get_engine
+from app.models.auth import UserAccount
+from app.settings import Settings, get_settings
+
+__all__ = [
+    "SCOPES",
+    "AuthenticationRequired",
+    "Principal",
+    "anonymous_may_act_locally",
+    "current_principal",
+    "require_scope",
+    "require_user",
+]
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a user (cookie or token), a node agent, or the anonymous loopback user."""
+    """Who is calling: a user (cookie or token), a node agent, or the anonymous (possibly loopback) user."""
 
     kind: str  # "user" | "token" | "node" | "anonymous"
     user_id: Any = None
     node_id: Any = None
     scopes: frozenset[str] = frozenset()
+    email: str | None = None
+    token_id: Any = None
+    via: str = "none"  # "cookie" | "token" | "node-token" | "loopback" | "none"
+    csrf_token: str | None = None  # the cookie session's CSRF token
+
+    @property
+    def is_authenticated(self) -> bool:
+        return self.kind in ("user", "token", "node")
+
+    def has(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class AuthenticationRequired(HTTPException):
+    """401 for the API; the security hook turns it into a redirect to /login for browser page requests."""
+
+    def __init__(self, detail: str = "authentication required") -> None:
+        super().__init__(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _settings(request: Request) -> Settings:
+    return getattr(request.app.state, "settings", None) or get_settings()
+
+
+def anonymous_may_act_locally(request: Request, settings: Settings | None = None) -> bool:
+    settings = settings or _settings(request)
+    return (
+        settings.allow_anonymous_loopback
+        and sessions.is_loopback_address(settings.host)
+        and sessions.is_direct_loopback(request)
+    )
+
+
+ANONYMOUS = Principal(kind="anonymous")
+LOCAL_ADMIN = Principal(kind="anonymous", scopes=frozenset(SCOPES), via="loopback")
+
+
+def _principal_from_token(credential: str) -> Principal:
+    with Session(get_engine()) as session:
+        identity = authenticate_token(session, credential)
+    if identity is None:
+        raise AuthenticationRequired("invalid, expired or revoked API token")
+    return Principal(
+        kind="token",
+        user_id=identity.user_id,
+        email=identity.email,
+        scopes=identity.scopes,
+        token_id=identity.token_id,
+        via="token",
+    )
+
+
+def _principal_from_cookie(request: Request, settings: Settings) -> Principal | None:
+    data = sessions.read_session(request, settings.secret_key)
+    if data is None:
+        return None
+    with Session(get_engine()) as session:
+        user = session.get(UserAccount, data.user_id)
+        if user is None or not user.is_active:
+            return None
+        return Principal(
+            kind="user",
+            user_id=user.id,
+            email=user.email,
+            scopes=user_scopes(user),
+            via="cookie",
+            csrf_token=data.csrf_token,
+        )
+
+
+def resolve_principal(request: Request) -> Principal:
+    """Work out (once per request) who is calling; see the module docstring for the rules."""
+    cached = getattr(request.state, "principal", None)
+    if isinstance(cached, Principal):
+        return cached
+    settings = _settings(request)
+    authorization = request.headers.get("authorization")
+    principal: Principal | None = None
+    if authorization:
+        scheme, _, credential = authorization.strip().partition(" ")
+        credential = credential.strip()
+        if scheme.lower() != "bearer" or not credential.startswith(TOKEN_PREFIX):
+            raise AuthenticationRequired(f"expected 'Authorization: Bearer {TOKEN_PREFIX}…'")
+        principal = _principal_from_token(credential)
+    if principal is None:
+        principal = _principal_from_cookie(request, settings)
+    if principal is None:
+        principal = LOCAL_ADMIN if anonymous_may_act_locally(request, settings) else ANONYMOUS
+    request.state.principal = principal
+    return principal
+
+
+def current_principal(request: Request) -> Principal:
+    """Dependency: the caller, authenticated or not (never raises for a missing credential)."""
+    return resolve_principal(request)
+
+
+async def presented_csrf_token(request: Request) -> str | None:
+    """The token from the X-CSRF-Token header, or from the `csrf_token` field of an HTML form post."""
+    header = request.headers.get(sessions.CSRF_HEADER)
+    if header:
+        return header
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        form = await request.form()  # Starlette caches it; the route reads the same parsed form
+        value = form.get(sessions.CSRF_FORM_FIELD)
+        return value if isinstance(value, str) else None
+    return None
+
+
+async def check_csrf(request: Request, principal: Principal) -> None:
+    """Refuse cross-site unsafe requests that ride on a cookie or on the loopback rule (403)."""
+    if request.method in SAFE_METHODS or principal.via not in ("cookie", "loopback"):
+        return
+    if principal.via == "cookie" and sessions.tokens_match(
+        principal.csrf_token, await presented_csrf_token(request)
+    ):
+        return
+    verdict = sessions.browser_origin_verdict(request)
+    if verdict is True:
+        return
+    if verdict is None and principal.via == "loopback":
+        return  # curl and scripts on this machine send neither Origin nor Sec-Fetch-Site
+    raise HTTPException(
+        status_code=403,
+        detail="cross-site request refused: send the X-CSRF-Token header (see static/js/csrf.js)",
+    )
 
 
 def require_scope(scope: str) -> Callable[..., Principal]:
+    """Dependency factory: the caller must hold `scope` (401 when not signed in, 403 when not allowed)."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope}")
 
-    def dependency(request: Request) -> Principal:
-        principal = getattr(request.state, "principal", None)
-        return principal or Principal(kind="anonymous", scopes=frozenset(SCOPES))
+    async def dependency(request: Request, principal: Principal = Depends(current_principal)) -> Principal:
+        if not principal.has(scope):
+            if not principal.is_authenticated:
+                raise AuthenticationRequired(f"sign in or send an API token with scope {scope}")
+            raise HTTPException(status_code=403, detail=f"this credential lacks the {scope} scope")
+        await check_csrf(request, principal)
+        return principal
 
     dependency.__name__ = f"require_{scope.replace(':', '_')}"
-    return dependency
+    dependency.required_scope = scope  # type: ignore[attr-defined]  # read by the route-walking test
+    # FastAPI awaits it; to the route it is "something that yields a Principal".
+    return cast(Callable[..., Principal], dependency)
+
+
+async def require_user(request: Request, principal: Principal = Depends(current_principal)) -> Principal:
+    """Dependency: a signed-in user (cookie or personal token), for things that belong to an account."""
+    if principal.user_id is None:
+        if not principal.is_authenticated:
+            raise AuthenticationRequired("sign in or send a personal API token")
+        raise HTTPException(status_code=403, detail="this credential does not belong to a user account")
+    await check_csrf(request, principal)
+    return principal
+
+
+require_user.requires_user = True  # type: ignore[attr-defined]  # read by the route-walking test
+
+
+def principal_user_id(principal: Principal) -> uuid.UUID | None:
+    return principal.user_id if isinstance(principal.user_id, uuid.UUID) else None

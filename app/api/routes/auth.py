@@ -1,0 +1,212 @@
+"""Sign-in for the API and the browser, who-am-I, and personal API tokens."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.deps import SessionDep
+from app.api.envelope import ListEnvelope, Paging, paging
+from app.auth import sessions
+from app.auth.deps import Principal, current_principal, require_user
+from app.auth.tokens import MAX_TOKEN_DAYS, SCOPES, create_token, list_tokens, revoke_token
+from app.auth.users import authenticate
+from app.hooks.ratelimit import too_many_requests
+from app.models.auth import ApiToken, UserAccount
+from app.models.base import as_utc
+from app.settings import get_settings
+
+router = APIRouter(tags=["auth"])
+
+ScopeName = Annotated[str, Field(pattern="^(plans:read|plans:write|benchmarks:run|admin)$")]
+
+
+class UserPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: uuid.UUID
+    email: str
+    is_admin: bool
+    is_active: bool
+    created_at: datetime
+
+    @classmethod
+    def of(cls, user: UserAccount) -> UserPublic:
+        public = cls.model_validate(user)
+        public.created_at = as_utc(public.created_at) or public.created_at
+        return public
+
+
+class LoginRequest(BaseModel):
+    email: str = Field(min_length=3, max_length=320, examples=["ada@example.com"])
+    password: str = Field(min_length=1, max_length=1024)
+
+
+class LoginResponse(BaseModel):
+    user: UserPublic
+    csrf_token: str = Field(
+        description="send as the X-CSRF-Token header on unsafe requests made with the cookie"
+    )
+
+
+class WhoAmI(BaseModel):
+    authenticated: bool
+    kind: str = Field(description="user (cookie), token, node, or anonymous")
+    via: str = Field(description="cookie, token, node-token, loopback (local first-run user) or none")
+    email: str | None
+    user_id: uuid.UUID | None
+    scopes: list[str]
+
+
+class TokenCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200, examples=["procurement script"])
+    scopes: list[ScopeName] = Field(min_length=1, max_length=len(SCOPES), examples=[["plans:read"]])
+    expires_in_days: int | None = Field(
+        default=90, ge=1, le=MAX_TOKEN_DAYS, description="null: never expires (not recommended)"
+    )
+
+
+class TokenPublic(BaseModel):
+    id: uuid.UUID
+    name: str
+    prefix: str = Field(description="the first characters of the token, to recognise it")
+    scopes: list[str]
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+    @classmethod
+    def of(cls, token: ApiToken) -> TokenPublic:
+        return cls(
+            id=token.id,
+            name=token.name,
+            prefix=token.prefix,
+            scopes=token.scopes.split(),
+            created_at=as_utc(token.created_at) or token.created_at,
+            expires_at=as_utc(token.expires_at),
+            revoked_at=as_utc(token.revoked_at),
+            last_used_at=as_utc(token.last_used_at),
+        )
+
+
+class TokenCreated(TokenPublic):
+    token: str = Field(description="the secret; shown only in this response, store it now")
+
+
+def check_login_origin(request: Request) -> None:
+    """Login CSRF: a browser posting from another site must not sign the victim into our app."""
+    if sessions.browser_origin_verdict(request) is False:
+        raise HTTPException(status_code=403, detail="cross-site sign-in refused")
+
+
+@router.post(
+    "/auth/login",
+    operation_id="auth_login",
+    response_model=LoginResponse,
+    responses={401: {"description": "wrong e-mail or password"}, 429: {"description": "too many attempts"}},
+)
+def login(body: LoginRequest, request: Request, response: Response, session: SessionDep) -> LoginResponse:
+    """Check e-mail and password and start a cookie session (for browsers; scripts should use API tokens)."""
+    check_login_origin(request)
+    limiter = getattr(request.app.state, "login_limiter", None)
+    if limiter is not None:
+        wait = limiter.acquire("email:" + body.email.strip().lower())
+        if wait > 0:
+            limited = too_many_requests(wait, "sign-in attempts for this account")
+            raise HTTPException(
+                status_code=429, detail="too many sign-in attempts", headers=dict(limited.headers)
+            )
+    user = authenticate(session, body.email, body.password)
+    if user is None:
+        raise HTTPException(status_code=401, detail="wrong e-mail or password")
+    csrf = sessions.set_session_cookies(response, request, get_settings().secret_key, user.id)
+    return LoginResponse(user=UserPublic.of(user), csrf_token=csrf)
+
+
+@router.post("/auth/logout", operation_id="auth_logout", status_code=status.HTTP_204_NO_CONTENT)
+def logout(request: Request) -> Response:
+    """End the cookie session (API tokens are unaffected; revoke them separately)."""
+    check_login_origin(request)
+    response = Response(status_code=status.HTTP_204_NO_CONTENT)
+    sessions.clear_session_cookies(response, request)
+    return response
+
+
+@router.get("/auth/me", operation_id="auth_me", response_model=WhoAmI)
+def me(principal: Principal = Depends(current_principal)) -> WhoAmI:
+    """Who the server takes the caller to be, and what they may do."""
+    return WhoAmI(
+        authenticated=principal.is_authenticated,
+        kind=principal.kind,
+        via=principal.via,
+        email=principal.email,
+        user_id=principal.user_id if isinstance(principal.user_id, uuid.UUID) else None,
+        scopes=[s for s in SCOPES if s in principal.scopes],
+    )
+
+
+def _owned_token(session: SessionDep, token_id: uuid.UUID, principal: Principal) -> ApiToken:
+    token = session.get(ApiToken, token_id)
+    if token is None or (token.user_id != principal.user_id and not principal.has("admin")):
+        raise HTTPException(status_code=404, detail=f"no token {token_id}")
+    return token
+
+
+@router.post(
+    "/tokens",
+    tags=["tokens"],
+    operation_id="tokens_create",
+    response_model=TokenCreated,
+    status_code=status.HTTP_201_CREATED,
+    responses={403: {"description": "a scope beyond what the caller holds"}},
+)
+def create_api_token(
+    body: TokenCreate, session: SessionDep, principal: Principal = Depends(require_user)
+) -> TokenCreated:
+    """Issue a personal API token. The secret is in this response only; the server keeps just its hash."""
+    user = session.get(UserAccount, principal.user_id)
+    if user is None or not user.is_active:
+        raise HTTPException(status_code=401, detail="account no longer active")
+    try:
+        issued = create_token(
+            session, user, body.name, list(body.scopes), body.expires_in_days, allowed=principal.scopes
+        )
+    except PermissionError as exc:
+        raise HTTPException(status_code=403, detail=str(exc)) from exc
+    except ValueError as exc:
+        raise HTTPException(
+            status_code=422, detail=[{"loc": ["body"], "msg": str(exc), "type": "value_error"}]
+        ) from exc
+    return TokenCreated(**TokenPublic.of(issued.token).model_dump(), token=issued.plaintext)
+
+
+@router.get("/tokens", tags=["tokens"], operation_id="tokens_list", response_model=ListEnvelope[TokenPublic])
+def list_api_tokens(
+    session: SessionDep,
+    page: Paging = Depends(paging),
+    principal: Principal = Depends(require_user),
+) -> ListEnvelope[TokenPublic]:
+    """The caller's tokens, newest first (prefixes only; secrets are never shown again)."""
+    rows, total = list_tokens(session, principal.user_id, page.offset, page.limit)
+    return ListEnvelope[TokenPublic](data=[TokenPublic.of(t) for t in rows], count=total)
+
+
+@router.get("/tokens/{token_id}", tags=["tokens"], operation_id="tokens_get", response_model=TokenPublic)
+def get_api_token(
+    token_id: uuid.UUID, session: SessionDep, principal: Principal = Depends(require_user)
+) -> TokenPublic:
+    return TokenPublic.of(_owned_token(session, token_id, principal))
+
+
+@router.delete(
+    "/tokens/{token_id}", tags=["tokens"], operation_id="tokens_revoke", response_model=TokenPublic
+)
+def revoke_api_token(
+    token_id: uuid.UUID, session: SessionDep, principal: Principal = Depends(require_user)
+) -> TokenPublic:
+    """Revoke a token at once; it stays listed with its revocation time."""
+    return TokenPublic.of(revoke_token(session, _owned_token(session, token_id, principal)))

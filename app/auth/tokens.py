@@ -1,0 +1,165 @@
+"""Personal API tokens: `cpt_` + 43 url-safe characters (256 random bits), shown once, SHA-256 at rest.
+
+A fast unsalted hash is enough here (unlike passwords): the secret is 256 random bits, so there is nothing
+to brute-force, and a lookup by hash must stay cheap on every API call. The stored `prefix` (first 12
+characters) lets a user recognise a token in lists and in logs without revealing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from app.models.auth import ApiToken, UserAccount
+from app.models.base import as_utc, utcnow
+
+TOKEN_PREFIX = "cpt_"
+DISPLAY_PREFIX_CHARS = 12
+MAX_TOKEN_DAYS = 3650
+# last_used_at is refreshed at most this often, so busy scripts don't turn every read into a write.
+LAST_USED_RESOLUTION_S = 60.0
+
+SCOPES = ("plans:read", "plans:write", "benchmarks:run", "admin")
+# A scope also grants the ones listed here.
+SCOPE_IMPLIES: dict[str, frozenset[str]] = {
+    "admin": frozenset(SCOPES),
+    "plans:write": frozenset({"plans:read"}),
+}
+
+
+def expand_scopes(scopes: frozenset[str] | set[str] | list[str] | tuple[str, ...]) -> frozenset[str]:
+    granted: set[str] = set()
+    for scope in scopes:
+        granted.add(scope)
+        granted |= SCOPE_IMPLIES.get(scope, frozenset())
+    return frozenset(granted)
+
+
+def user_scopes(user: UserAccount) -> frozenset[str]:
+    """Everything a signed-in user may do; `admin` only for administrators."""
+    return expand_scopes(["admin"]) if user.is_admin else frozenset(s for s in SCOPES if s != "admin")
+
+
+def hash_token(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def looks_like_token(value: str) -> bool:
+    return value.startswith(TOKEN_PREFIX) and 20 <= len(value) <= 200
+
+
+def parse_scopes(scopes: list[str] | tuple[str, ...] | str) -> list[str]:
+    """Normalise and validate requested scopes; raises ValueError naming the unknown ones."""
+    items = scopes.replace(",", " ").split() if isinstance(scopes, str) else [s.strip() for s in scopes]
+    unknown = sorted({s for s in items if s not in SCOPES})
+    if unknown:
+        raise ValueError(f"unknown scope(s) {', '.join(unknown)}; choose from {', '.join(SCOPES)}")
+    if not items:
+        raise ValueError(f"at least one scope is required; choose from {', '.join(SCOPES)}")
+    return [s for s in SCOPES if s in set(items)]
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    plaintext: str  # returned to the user once, never stored
+
+
+def create_token(
+    session: Session,
+    user: UserAccount,
+    name: str,
+    scopes: list[str] | tuple[str, ...] | str,
+    expires_in_days: int | None = 90,
+    allowed: frozenset[str] | None = None,
+) -> IssuedToken:
+    """Issue a token for `user`. `allowed` caps the scopes (a token may not grant more than its maker holds)."""
+    wanted = parse_scopes(scopes)
+    ceiling = user_scopes(user) if allowed is None else user_scopes(user) & allowed
+    refused = [s for s in wanted if s not in ceiling]
+    if refused:
+        raise PermissionError(f"cannot grant scope(s) {', '.join(refused)}")
+    name = name.strip()
+    if not name or len(name) > 200:
+        raise ValueError("token name must have 1 to 200 characters")
+    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+        raise ValueError(f"expires_in_days must be between 1 and {MAX_TOKEN_DAYS}")
+    plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = ApiToken(
+        user_id=user.id,
+        name=name,
+        prefix=plaintext[:DISPLAY_PREFIX_CHARS],
+        token_hash=hash_token(plaintext),
+        scopes=" ".join(wanted),
+        expires_at=None if expires_in_days is None else utcnow() + timedelta(days=expires_in_days),
+    )
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return IssuedToken(token=row, plaintext=plaintext)
+
+
+def token_scopes(token: ApiToken) -> frozenset[str]:
+    return frozenset(token.scopes.split())
+
+
+def is_expired(token: ApiToken, now: datetime | None = None) -> bool:
+    expires = as_utc(token.expires_at)
+    return expires is not None and expires <= (now or utcnow())
+
+
+@dataclass(frozen=True)
+class TokenIdentity:
+    token_id: uuid.UUID
+    user_id: uuid.UUID
+    email: str
+    scopes: frozenset[str]  # effective: the token's scopes within what its user may do today
+
+
+def authenticate_token(session: Session, plaintext: str) -> TokenIdentity | None:
+    """The identity behind a presented token, or None if unknown, revoked, expired or its user is inactive."""
+    if not looks_like_token(plaintext):
+        return None
+    row = session.exec(select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext))).first()
+    if row is None or row.revoked_at is not None or is_expired(row):
+        return None
+    user = session.get(UserAccount, row.user_id)
+    if user is None or not user.is_active:
+        return None
+    identity = TokenIdentity(
+        token_id=row.id,
+        user_id=user.id,
+        email=user.email,
+        scopes=expand_scopes(token_scopes(row)) & user_scopes(user),
+    )
+    now = utcnow()
+    last = as_utc(row.last_used_at)
+    if last is None or (now - last).total_seconds() >= LAST_USED_RESOLUTION_S:
+        row.last_used_at = now
+        session.add(row)
+        session.commit()
+    return identity
+
+
+def list_tokens(
+    session: Session, user_id: uuid.UUID, offset: int = 0, limit: int = 100
+) -> tuple[list[ApiToken], int]:
+    query = select(ApiToken).where(ApiToken.user_id == user_id)
+    rows = list(session.exec(query.order_by(col(ApiToken.created_at).desc()).offset(offset).limit(limit)))
+    total = session.exec(select(func.count()).select_from(ApiToken).where(ApiToken.user_id == user_id)).one()
+    return rows, total
+
+
+def revoke_token(session: Session, token: ApiToken) -> ApiToken:
+    if token.revoked_at is None:
+        token.revoked_at = utcnow()
+        session.add(token)
+        session.commit()
+        session.refresh(token)
+    return token

@@ -1,0 +1,141 @@
+"""Security headers on every response, a request body size limit (413), and the sign-in redirect for pages.
+
+Content-Security-Policy: no inline script anywhere (`script-src 'self'`), no framing (`frame-ancestors
+'none'`), images from us or data: URLs (Plotly's "download as PNG"). `style-src` also allows
+'unsafe-inline' because Plotly 2.x writes style attributes and a <style> element of its own at run time
+(modebar, hover labels); without it charts lose their modebar and tooltips style. Inline *style* cannot run
+code, so the policy still blocks script injection. The Swagger UI page (/docs) loads its bundle from
+jsDelivr and starts it with an inline script, so it alone gets a looser policy naming exactly that.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.auth.deps import AuthenticationRequired
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+DOCS_CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'"
+)
+DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect"})
+
+SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "strict-origin-when-cross-origin"),
+    ("x-frame-options", "DENY"),
+    ("cross-origin-opener-policy", "same-origin"),
+    ("permissions-policy", "camera=(), microphone=(), geolocation=(), payment=()"),
+)
+
+
+class SecurityHeadersMiddleware:
+    """Adds the CSP and friends to every HTTP response (pages, API, static files, errors)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        policy = DOCS_CONTENT_SECURITY_POLICY if scope.get("path") in DOCS_PATHS else CONTENT_SECURITY_POLICY
+        https = scope.get("scheme") == "https"
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers.setdefault("content-security-policy", policy)
+                for name, value in SECURITY_HEADERS:
+                    headers.setdefault(name, value)
+                if https:
+                    headers.setdefault("strict-transport-security", "max-age=31536000")
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class BodySizeLimitMiddleware:
+    """413 when a request body is larger than `max_bytes`: at once from Content-Length, or while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.max_bytes <= 0:
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared < 0 or declared > self.max_bytes:
+                    await self._reject(scope, receive, send, declared)
+                    return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    # Raised while the route reads its body: FastAPI lets HTTPException through unchanged.
+                    raise HTTPException(status_code=413, detail=self._detail())
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    def _detail(self) -> str:
+        return f"request body larger than {self.max_bytes} bytes"
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send, declared: int) -> None:
+        status = 413 if declared > self.max_bytes else 400
+        detail = self._detail() if status == 413 else "invalid Content-Length"
+        response = JSONResponse({"detail": detail}, status_code=status, headers={"Connection": "close"})
+        await response(scope, receive, send)
+
+
+def _wants_html_page(request: Request) -> bool:
+    path = request.url.path
+    if path.startswith("/api/") or path == "/metrics":
+        return False
+    return "text/html" in request.headers.get("accept", "") or request.headers.get("HX-Request") == "true"
+
+
+async def authentication_required_handler(request: Request, exc: Exception) -> Response:
+    """API: 401 JSON with WWW-Authenticate. Browser page: to /login and back (htmx: via HX-Redirect)."""
+    assert isinstance(exc, AuthenticationRequired)
+    if _wants_html_page(request):
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        login_url = f"/login?next={quote(target, safe='/')}"
+        if request.headers.get("HX-Request") == "true":
+            return Response(status_code=401, headers={"HX-Redirect": login_url})
+        return RedirectResponse(login_url, status_code=303)
+    return JSONResponse({"detail": exc.detail}, status_code=401, headers=exc.headers)
+
+
+def install(app: FastAPI) -> None:
+    settings: Any = app.state.settings
+    # Outermost: every response gets the headers, including 413/429/500 written by other middleware.
+    app.add_middleware(SecurityHeadersMiddleware)
+    # Innermost (appended): sits right in front of the routes.
+    app.user_middleware.append(Middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes))
+    app.add_exception_handler(AuthenticationRequired, authentication_required_handler)

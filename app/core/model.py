@@ -60,6 +60,8 @@ class ModelSpec:
     mlp_bias: bool = False
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    hidden_dropout: float = 0.0  # GPT-2/3-era Megatron runs used 0.1; Llama-era models 0.0
+    attention_dropout: float = 0.0
     family: str = ""
     source: str = ""
 
@@ -105,3 +107,299 @@ class ModelSpec:
         if isinstance(kwargs.get("mla"), dict):
             kwargs["mla"] = MLASpec(**kwargs["mla"])
         return cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parameter counts
+# ---------------------------------------------------------------------------------------------------------------
+
+VOCAB_PAD_MULTIPLE = 128  # Megatron-LM --make-vocab-size-divisible-by default (megatron/training/tokenizer)
+
+
+def padded_vocab_size(vocab_size: int, tp: int = 1, multiple: int = VOCAB_PAD_MULTIPLE) -> int:
+    """Vocabulary padded to a multiple of `multiple`·tp, as Megatron-LM does (`_vocab_size_with_padding`).
+
+    Works on numpy integer arrays of `tp` too (ceil-divide by integer arithmetic).
+    """
+    step = multiple * tp
+    return -(-vocab_size // step) * step
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """The plain numbers the memory and time formulas need for one transformer layer.
+
+    Widths are full (before tensor parallelism). For gated FFNs (SwiGLU/GeGLU) `ffn_in_width` is 2·ffn
+    (gate and up projections), `ffn_out_width` is ffn. MoE layers use the expert FFN width.
+    """
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    q_width: int  # heads·head_dim (query and attention-output width)
+    kv_width: int  # kv_heads·head_dim (each of K and V)
+    qk_head_dim: int  # head dim used in QKᵀ (MLA: nope + rope)
+    v_head_dim: int
+    attn_params: int  # QKV + output projection weights (+ biases), MLA down/up projections
+    norm_params: int  # the two norms in the layer
+    ffn_in_width: int
+    ffn_out_width: int
+    dense_ffn_params: int
+    expert_ffn_params: int  # one routed expert (0 for dense models)
+    shared_ffn_params: int  # all shared experts together
+    router_params: int
+    num_experts: int
+    experts_per_token: int
+    expert_in_width: int
+    expert_out_width: int
+    shared_in_width: int
+    shared_out_width: int
+    hidden_dropout: bool
+    attention_dropout: bool
+
+
+def _norm_params(model: ModelSpec) -> int:
+    return (2 if model.norm == "layernorm" else 1) * model.hidden_size
+
+
+def attention_params(model: ModelSpec) -> int:
+    """Weights (and biases) of one attention block: QKV + output projection, or MLA's low-rank projections.
+
+    MLA counts follow DeepSeek-V2 (arXiv 2405.04434) Sec. 2.1.2 / the HF `DeepseekV2Attention` module.
+    """
+    h = model.hidden_size
+    if model.mla is not None:
+        mla = model.mla
+        qk_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        n = model.num_attention_heads
+        q = h * n * qk_dim if mla.q_lora_rank == 0 else h * mla.q_lora_rank + mla.q_lora_rank * n * qk_dim
+        q_norm = mla.q_lora_rank if mla.q_lora_rank else 0
+        kv_down = h * (mla.kv_lora_rank + mla.qk_rope_head_dim)
+        kv_up = mla.kv_lora_rank * n * (mla.qk_nope_head_dim + mla.v_head_dim)
+        out = n * mla.v_head_dim * h
+        return q + q_norm + kv_down + mla.kv_lora_rank + kv_up + out
+    d = model.effective_head_dim
+    q_width = model.num_attention_heads * d
+    kv_width = model.num_kv_heads * d
+    weights = h * (q_width + 2 * kv_width) + q_width * h
+    biases = (q_width + 2 * kv_width + h) if model.attention_bias else 0
+    return weights + biases
+
+
+def ffn_params(model: ModelSpec, ffn_hidden: int) -> int:
+    """One FFN: gated (3 matrices, SwiGLU per Shazeer 2020 arXiv 2002.05202) or plain (2 matrices)."""
+    h = model.hidden_size
+    mats = 3 if model.gated_ffn else 2
+    biases = ((2 if model.gated_ffn else 1) * ffn_hidden + h) if model.mlp_bias else 0
+    return mats * h * ffn_hidden + biases
+
+
+def num_moe_layers(model: ModelSpec) -> int:
+    if model.moe is None:
+        return 0
+    moe = model.moe
+    candidates = max(0, model.num_layers - moe.first_dense_layers)
+    return -(-candidates // max(1, moe.moe_layer_frequency))
+
+
+def layer_shape(model: ModelSpec) -> LayerShape:
+    h = model.hidden_size
+    d = model.effective_head_dim
+    gated = 2 if model.gated_ffn else 1
+    if model.mla is not None:
+        qk_dim = model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim
+        v_dim = model.mla.v_head_dim
+        q_width = model.num_attention_heads * qk_dim
+        kv_width = model.num_attention_heads * max(qk_dim, v_dim)
+    else:
+        qk_dim = v_dim = d
+        q_width = model.num_attention_heads * d
+        kv_width = model.num_kv_heads * d
+    moe = model.moe
+    expert_ffn = moe.expert_ffn_hidden_size if moe else 0
+    shared_ffn = (moe.shared_expert_ffn_hidden_size or expert_ffn) if moe else 0
+    n_shared = moe.num_shared_experts if moe else 0
+    return LayerShape(
+        hidden=h,
+        heads=model.num_attention_heads,
+        kv_heads=model.num_kv_heads,
+        head_dim=d,
+        q_width=q_width,
+        kv_width=kv_width,
+        qk_head_dim=qk_dim,
+        v_head_dim=v_dim,
+        attn_params=attention_params(model),
+        norm_params=_norm_params(model),
+        ffn_in_width=gated * model.ffn_hidden_size,
+        ffn_out_width=model.ffn_hidden_size,
+        dense_ffn_params=ffn_params(model, model.ffn_hidden_size),
+        expert_ffn_params=ffn_params(model, expert_ffn) if moe else 0,
+        shared_ffn_params=n_shared * ffn_params(model, shared_ffn) if moe else 0,
+        router_params=h * moe.num_experts if moe else 0,
+        num_experts=moe.num_experts if moe else 0,
+        experts_per_token=moe.experts_per_token if moe else 0,
+        expert_in_width=gated * expert_ffn,
+        expert_out_width=expert_ffn,
+        shared_in_width=gated * shared_ffn * n_shared,
+        shared_out_width=shared_ffn * n_shared,
+        hidden_dropout=model.hidden_dropout > 0,
+        attention_dropout=model.attention_dropout > 0,
+    )
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts (unpadded vocabulary unless built with `vocab_size`)."""
+
+    embedding: int  # input token embedding
+    position_embedding: int  # learned absolute positions only
+    output: int  # LM head (0 when tied)
+    final_norm: int
+    attention: int  # all layers
+    dense_ffn: int  # all dense-FFN layers
+    moe_ffn_total: int  # all routed + shared experts + routers in MoE layers
+    moe_ffn_active: int  # routed top-k + shared experts + routers per token
+    norms: int  # per-layer norms, all layers
+
+    @property
+    def total(self) -> int:
+        return (
+            self.embedding
+            + self.position_embedding
+            + self.output
+            + self.final_norm
+            + self.attention
+            + self.dense_ffn
+            + self.moe_ffn_total
+            + self.norms
+        )
+
+    @property
+    def active(self) -> int:
+        """Parameters touched per token (MoE: top-k routed experts only)."""
+        return self.total - self.moe_ffn_total + self.moe_ffn_active
+
+    @property
+    def non_embedding(self) -> int:
+        return self.total - self.embedding - self.position_embedding - self.output
+
+
+def param_counts(model: ModelSpec, vocab_size: int | None = None) -> ParamCounts:
+    shape = layer_shape(model)
+    vocab = model.vocab_size if vocab_size is None else vocab_size
+    h = model.hidden_size
+    n_moe = num_moe_layers(model)
+    n_dense = model.num_layers - n_moe
+    moe_total_layer = moe_active_layer = 0
+    if model.moe is not None:
+        base = shape.shared_ffn_params + shape.router_params
+        moe_total_layer = base + shape.num_experts * shape.expert_ffn_params
+        moe_active_layer = base + shape.experts_per_token * shape.expert_ffn_params
+    return ParamCounts(
+        embedding=vocab * h,
+        position_embedding=model.max_seq_len * h if model.position_embedding == "learned" else 0,
+        output=0 if model.tied_embeddings else vocab * h,
+        final_norm=_norm_params(model),
+        attention=model.num_layers * shape.attn_params,
+        dense_ffn=n_dense * shape.dense_ffn_params,
+        moe_ffn_total=n_moe * moe_total_layer,
+        moe_ffn_active=n_moe * moe_active_layer,
+        norms=model.num_layers * shape.norm_params,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# FLOPs per token
+# ---------------------------------------------------------------------------------------------------------------
+
+AttentionCounting = Literal["full", "causal"]
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """Forward FLOPs per token, split so that every published convention can be rebuilt from the parts.
+
+    A multiply-add is 2 FLOPs. `attention` is QKᵀ plus attention·V over the sequence.
+    """
+
+    matmul: float  # all linear layers of the transformer stack (active experts only)
+    attention: float
+    logits: float  # LM head
+
+    @property
+    def forward(self) -> float:
+        return self.matmul + self.attention + self.logits
+
+
+def forward_flops_per_token(
+    model: ModelSpec, seq_len: int, attention: AttentionCounting = "full", vocab_size: int | None = None
+) -> FlopsPerToken:
+    """Forward FLOPs per token.
+
+    Linear layers: 2 FLOPs per weight (Kaplan et al. 2020, arXiv 2001.08361, Sec. 2.1). Attention: 2·s·d for
+    QKᵀ and 2·s·d for A·V per head ("full", the Megatron/Narayanan 2021 eq. 3 and NeMo convention) or the
+    exact causal count with (s+1)/2 keys per query on average ("causal", as PaLM App. B / FlashAttention count).
+    """
+    shape = layer_shape(model)
+    vocab = model.vocab_size if vocab_size is None else vocab_size
+    counts = param_counts(model, vocab)
+    h = model.hidden_size
+    attn_weights = model.num_layers * shape.attn_params
+    n_moe = num_moe_layers(model)
+    linear_weights = (
+        attn_weights + (model.num_layers - n_moe) * shape.dense_ffn_params + counts.moe_ffn_active
+    )
+    keys = seq_len if attention == "full" else (seq_len + 1) / 2
+    per_layer_attn = 2.0 * keys * shape.heads * (shape.qk_head_dim + shape.v_head_dim)
+    return FlopsPerToken(
+        matmul=2.0 * linear_weights,
+        attention=model.num_layers * per_layer_attn,
+        logits=2.0 * vocab * h,
+    )
+
+
+def model_flops_per_token(
+    model: ModelSpec, seq_len: int, attention: AttentionCounting = "full", vocab_size: int | None = None
+) -> float:
+    """Training model FLOPs per token: forward + backward (= 2× forward), no recompute.
+
+    For a dense GPT this is Korthikanti et al. 2022 (arXiv 2205.05198) eq. 7 divided by B·s:
+    72·l·h²(1 + s/6h + V/12lh); it is "6N + 12·l·s·h" (Kaplan 2020 + the attention term).
+    """
+    return 3.0 * forward_flops_per_token(model, seq_len, attention, vocab_size).forward
+
+
+def hardware_flops_per_token(
+    model: ModelSpec,
+    seq_len: int,
+    recompute: str = "none",
+    recompute_fraction: float = 1.0,
+    attention: AttentionCounting = "full",
+    vocab_size: int | None = None,
+) -> float:
+    """FLOPs the GPUs actually execute per token, including the recompute forward.
+
+    full recompute re-runs every layer's forward (not the LM head): Narayanan et al. 2021 (arXiv 2104.04473)
+    eq. 3, 96·B·s·l·h²(1 + s/6h + V/16lh). Selective recompute re-runs only QKᵀ, softmax and A·V
+    (Korthikanti et al. 2022 Sec. 4.2). `recompute_fraction` is the share of layers recomputed.
+    """
+    fwd = forward_flops_per_token(model, seq_len, attention, vocab_size)
+    base = 3.0 * fwd.forward
+    if recompute == "full":
+        return base + recompute_fraction * (fwd.matmul + fwd.attention)
+    if recompute == "selective":
+        return base + recompute_fraction * fwd.attention
+    return base
+
+
+def narayanan_flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int) -> float:
+    """Narayanan et al. 2021 eq. 3: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) (with full recompute)."""
+    return (
+        96.0
+        * batch
+        * seq_len
+        * layers
+        * hidden**2
+        * (1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden))
+    )

@@ -1,0 +1,106 @@
+"""Achievable throughput curves: GEMM efficiency by problem size, and the hardware profile calibration produces.
+
+A GEMM of shape (m, n, k) does 2·m·n·k FLOPs and moves at least 2·(m·k + k·n + m·n) bytes in 16-bit, so its
+arithmetic intensity is I = m·n·k / (m·k + k·n + m·n) = 1 / (1/m + 1/n + 1/k) FLOP per element. Small or skinny
+GEMMs (low I) reach a smaller share of peak: tile quantisation, wave quantisation and the memory roofline all
+scale with it (Williams et al. 2009, "Roofline", CACM 52(4); NVIDIA "Matrix Multiplication Background User's
+Guide", docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication). The curve is
+
+    achievable(I) = max_flops · I / (I + half_intensity)
+
+with `max_flops` chosen so the curve passes through the catalog's measured best matmul TFLOP/s (mamf-finder,
+stas00/ml-engineering compute/accelerator/README.md) at the large square shape those sweeps peak on.
+Every function here accepts numpy arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from app.core.hardware import GPUSpec
+
+# Intensity at which a GEMM reaches half of its asymptotic throughput. Global constant, chosen against the
+# training-run validation set (docs/validation_training_runs.md); ~ the A100/H100 ridge point of the tile
+# level roofline (128×128 tiles reach full speed at I ≳ 100).
+DEFAULT_HALF_INTENSITY = 48.0
+
+# mamf-finder reports its best over shapes up to ~16k (ml-engineering, compute/accelerator/benchmarks);
+# a 8192³ GEMM has I = 8192/3.
+REFERENCE_INTENSITY = 8192.0 / 3.0
+
+# When a GPU has no measured matmul figure: fraction of dense peak that large BF16 GEMMs reach.
+# Median of the measured/peak ratios in the catalog (A100 86.9 %, H100 80.3 %, B200 77.6 %, MI300X 51 %).
+DEFAULT_MEASURED_FRACTION = 0.80
+
+
+def measured_matmul_flops(gpu: GPUSpec, dtype: str) -> float:
+    """Best measured GEMM FLOP/s for a compute dtype; falls back to a fraction of dense peak."""
+    key = "bf16" if dtype == "fp16" else dtype
+    measured = gpu.measured_matmul_flops.get(key) or gpu.measured_matmul_flops.get(dtype)
+    if measured:
+        return float(measured)
+    if key == "fp8":
+        bf16 = gpu.measured_matmul_flops.get("bf16")
+        ratio = (bf16 / gpu.peak("bf16")) if bf16 else DEFAULT_MEASURED_FRACTION
+        return float(gpu.peak("fp8") * ratio)
+    return float(gpu.peak(key) * DEFAULT_MEASURED_FRACTION)
+
+
+@dataclass(frozen=True)
+class GemmEfficiency:
+    """GEMM throughput curve of one GPU and dtype: achievable(I) = max_flops · I / (I + half_intensity)."""
+
+    max_flops: float  # asymptotic FLOP/s (above the measured best, which sits at finite I)
+    half_intensity: float = DEFAULT_HALF_INTENSITY
+    dtype: str = "bf16"
+    source: str = ""
+
+    @classmethod
+    def from_measured(
+        cls,
+        measured_flops: float,
+        dtype: str = "bf16",
+        half_intensity: float = DEFAULT_HALF_INTENSITY,
+        reference_intensity: float = REFERENCE_INTENSITY,
+        source: str = "",
+    ) -> GemmEfficiency:
+        saturation = reference_intensity / (reference_intensity + half_intensity)
+        return cls(measured_flops / saturation, half_intensity, dtype, source)
+
+    @classmethod
+    def for_gpu(cls, gpu: GPUSpec, dtype: str = "bf16") -> GemmEfficiency:
+        measured = measured_matmul_flops(gpu, dtype)
+        src = "catalog measured matmul" if gpu.measured_matmul_flops else "fraction of dense peak"
+        return cls.from_measured(measured, dtype, source=f"{gpu.name} {dtype}: {src}")
+
+    def intensity(self, m: Any, n: Any, k: Any) -> Any:
+        return 1.0 / (
+            1.0 / np.asarray(m, dtype=float)
+            + 1.0 / np.asarray(n, dtype=float)
+            + 1.0 / np.asarray(k, dtype=float)
+        )
+
+    def flops_per_s(self, m: Any, n: Any, k: Any) -> Any:
+        i = self.intensity(m, n, k)
+        return self.max_flops * i / (i + self.half_intensity)
+
+    def time_s(self, m: Any, n: Any, k: Any, batch: Any = 1) -> Any:
+        """Seconds for `batch` GEMMs of shape (m, n, k)."""
+        flops = 2.0 * np.asarray(m, dtype=float) * n * k * batch
+        return flops / self.flops_per_s(m, n, k)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """What a calibration run produces: a fitted GEMM curve and α/β network parameters (either may be None)."""
+
+    gemm: GemmEfficiency | None = None
+    network: Any = None  # app.core.network.NetworkParams (calibrated α/β per tier), None → defaults
+    name: str = "defaults"
+    version: str = "1"

@@ -1,0 +1,200 @@
+"""One estimate: memory per pipeline stage and step time for a model × cluster × layout × sequence length."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.efficiency import GemmEfficiency, HardwareProfile, measured_matmul_flops
+from app.core.framework import MEGATRON_CORE, Framework
+from app.core.hardware import ClusterSpec
+from app.core.layout import Layout, check_layout
+from app.core.memory import DEFAULT_SAFETY_FRACTION, MemoryEstimate, memory_estimate
+from app.core.model import (
+    AttentionCounting,
+    ModelSpec,
+    hardware_flops_per_token,
+    model_flops_per_token,
+    padded_vocab_size,
+    param_counts,
+)
+from app.core.step import StepEstimate, step_estimate
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: Any
+    unit: str
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """Conventions that are not part of the layout: framework behaviour and how FLOPs are counted."""
+
+    framework: Framework = MEGATRON_CORE
+    flop_counting: AttentionCounting = "full"  # attention FLOPs in model/hardware FLOPs (Megatron: full s²)
+    causal: bool = True  # causal language model: flash attention skips the masked half
+    safety_fraction: float = DEFAULT_SAFETY_FRACTION
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: ModelSpec
+    cluster: ClusterSpec
+    layout: Layout
+    seq_len: int
+    memory: MemoryEstimate
+    step: StepEstimate
+    params_total: int
+    params_active: int
+    model_flops_per_token: float
+    hardware_flops_per_token: float
+    assumptions: list[Assumption] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.name,
+            "gpu": self.cluster.gpu.name,
+            "num_gpus": self.cluster.num_gpus,
+            "layout": self.layout.to_dict(),
+            "seq_len": self.seq_len,
+            "params": {"total": self.params_total, "active": self.params_active},
+            "flops_per_token": {
+                "model": self.model_flops_per_token,
+                "hardware": self.hardware_flops_per_token,
+            },
+            "memory": self.memory.to_dict(),
+            "step": self.step.to_dict(),
+            "assumptions": [a.to_dict() for a in self.assumptions],
+        }
+
+
+def _curves(
+    cluster: ClusterSpec, layout: Layout, profile: HardwareProfile | None
+) -> tuple[GemmEfficiency, GemmEfficiency]:
+    gpu = cluster.gpu
+    bf16 = GemmEfficiency.for_gpu(gpu, "bf16")
+    if profile is not None and profile.gemm is not None:
+        bf16 = profile.gemm if profile.gemm.dtype in ("bf16", "fp16") else bf16
+    linear = bf16
+    if layout.dtype == "fp8":
+        if profile is not None and profile.gemm is not None and profile.gemm.dtype == "fp8":
+            linear = profile.gemm
+        else:
+            linear = GemmEfficiency.from_measured(
+                measured_matmul_flops(gpu, "fp8"),
+                "fp8",
+                half_intensity=bf16.half_intensity,
+                source=f"{gpu.name} fp8 measured matmul",
+            )
+    return linear, bf16
+
+
+def estimate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    seq_len: int,
+    profile: HardwareProfile | None = None,
+    *,
+    options: EstimateOptions | None = None,
+) -> Estimate:
+    """Memory and step time of one training configuration. Raises SpecError listing every inconsistency."""
+    check_layout(model, cluster, layout, seq_len)
+    opts = options or EstimateOptions()
+    fw = opts.framework
+    linear, attn_curve = _curves(cluster, layout, profile)
+    vocab = padded_vocab_size(model.vocab_size, layout.tp)
+    counts = param_counts(model)
+    mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab)
+    rec_share = 1.0
+    if layout.recompute == "full" and layout.recompute_layers is not None:
+        rec_share = layout.recompute_layers * layout.pp / model.num_layers
+    rec_mode = layout.recompute
+    if rec_mode == "selective" and layout.flash_attention:
+        rec_mode = "none"  # flash attention already recomputes attention scores inside its backward kernel
+    hf = hardware_flops_per_token(model, seq_len, rec_mode, rec_share, opts.flop_counting, vocab)
+    peak = cluster.gpu.peak(layout.dtype)
+    network = profile.network if profile is not None else None
+    mem = memory_estimate(model, layout, seq_len, cluster.gpu.hbm_bytes, fw, opts.safety_fraction)
+    step = step_estimate(
+        model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal
+    )
+    assumptions = [
+        Assumption("framework", fw.name, "", "app.core.framework presets (sources in that module)"),
+        Assumption(
+            "bytes per parameter (weights+grads+master+Adam)",
+            fw.weight_bytes + fw.grad_bytes + fw.master_bytes + fw.optimizer_bytes,
+            "B",
+            "Megatron-LM distrib_optimizer.md: 18 B/param, 6 + 12/d with the distributed optimizer",
+        ),
+        Assumption("ZeRO stage", layout.zero, "", "Rajbhandari et al. 2020 (arXiv 1910.02054) Sec. 5"),
+        Assumption(
+            "activations",
+            layout.recompute,
+            "",
+            "Korthikanti et al. 2022 (arXiv 2205.05198) Sec. 4, generalised per saved tensor",
+        ),
+        Assumption("vocabulary (padded)", vocab, "tokens", "Megatron pads to a multiple of 128·tp"),
+        Assumption(
+            "GEMM throughput (large shapes)",
+            round(linear.max_flops / 1e12, 1),
+            "TFLOP/s",
+            f"{linear.source}; curve I/(I+{linear.half_intensity:g}) (app.core.efficiency)",
+        ),
+        Assumption(
+            "element-wise kernels",
+            fw.elementwise_efficiency,
+            "share of HBM bandwidth",
+            "memory-bound kernels reach 60–80 % of HBM bandwidth (STREAM-like, NVIDIA Nsight guides)",
+        ),
+        Assumption(
+            "model FLOPs per token",
+            mf,
+            "FLOP",
+            f"3 × forward, attention counted {opts.flop_counting} (Korthikanti 2022 eq. 7 / Megatron 2024)",
+        ),
+        Assumption(
+            "hardware FLOPs per token",
+            hf,
+            "FLOP",
+            "model FLOPs + recompute forward (Narayanan et al. 2021 eq. 3)",
+        ),
+        Assumption("peak for MFU", peak / 1e12, "TFLOP/s", f"{cluster.gpu.name} dense {layout.dtype} peak"),
+        Assumption(
+            "pipeline bubble",
+            (layout.pp - 1) / (layout.vp * layout.num_microbatches),
+            "share of ideal time",
+            "(p − 1)/(v·m), Narayanan et al. 2021 Sec. 2.2",
+        ),
+        Assumption(
+            "HBM safety margin",
+            opts.safety_fraction,
+            "share of HBM",
+            "kept free for allocator spikes and NCCL growth",
+        ),
+        Assumption(
+            "collectives",
+            "app.core.network.collective_time",
+            "",
+            "network model (defaults from published nccl-tests measurements unless calibrated)",
+        ),
+    ]
+    return Estimate(
+        model=model,
+        cluster=cluster,
+        layout=layout,
+        seq_len=seq_len,
+        memory=mem,
+        step=step,
+        params_total=counts.total,
+        params_active=counts.active,
+        model_flops_per_token=mf,
+        hardware_flops_per_token=hf,
+        assumptions=assumptions,
+    )

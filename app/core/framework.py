@@ -1,0 +1,86 @@
+"""Training-framework conventions that change memory and time but are not part of the parallel layout.
+
+Two jobs with the same layout differ by framework: Megatron-LM keeps an fp32 gradient buffer, DeepSpeed's fp16
+optimizer keeps 16-bit gradients; Megatron-core overlaps the gradient reduce-scatter with backward, the 2021
+code base did not; Transformer Engine can hide tensor-parallel communication behind GEMMs. Each preset states
+its sources; `MEGATRON_CORE` is the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from app.core.units import GiB
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    # --- bytes per parameter (mixed-precision Adam; Megatron-LM docs/source/api-guide/distrib_optimizer.md,
+    #     "18 bytes per parameter, 6 + 12/d with the distributed optimizer")
+    weight_bytes: float = 2.0  # 16-bit working weights
+    grad_bytes: float = 4.0  # Megatron accumulates gradients in an fp32 main_grad buffer
+    master_bytes: float = 4.0  # fp32 master weights
+    optimizer_bytes: float = 8.0  # Adam first and second moments in fp32
+    extra_unsharded_bytes: float = 0.0  # e.g. DeepSpeed BF16_Optimizer's fp32 gradient accumulation buffer
+    grad_reduce_bytes: float = 4.0  # element size of the data-parallel gradient reduction
+    param_gather_bytes: float = 2.0  # element size when gathering parameters (ZeRO-1 update, ZeRO-3 fetch)
+    # --- runtime overheads (memory)
+    cuda_context_bytes: float = 0.8 * GiB  # CUDA context + cuBLAS workspaces: visible to nvidia-smi only
+    comm_buffer_bytes: float = 0.5 * GiB  # NCCL channel buffers, scales with communicators in use
+    allocator_overhead_fraction: float = 0.05  # caching-allocator reserve over peak allocated (fragmentation)
+    logits_bytes_per_element: float = 6.0  # 16-bit logits + fp32 cross-entropy copy (vocab-parallel CE)
+    eager_activation_factor: float = 1.0  # >1 for unfused eager PyTorch (extra saved intermediates)
+    # --- runtime behaviour (time)
+    tp_overlap: float = 0.0  # share of tensor-parallel communication hidden behind GEMMs
+    dp_overlap: float = 1.0  # share of the backward pass the gradient reduction may hide behind
+    param_gather_overlap: float = 1.0  # share of the forward pass the parameter all-gather may hide behind
+    pp_overlap: float = 0.0  # share of pipeline send/recv hidden
+    elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
+    fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)
+    step_overhead_s: float = 0.0  # per-iteration fixed cost (data loading, logging)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def with_(self, **changes: Any) -> Framework:
+        return replace(self, **changes)
+
+
+# Megatron-core 2024 (NVIDIA/Megatron-LM, --use-distributed-optimizer --overlap-grad-reduce
+# --overlap-param-gather, Transformer Engine, fp32 gradient buffer).
+MEGATRON_CORE = Framework(name="megatron-core")
+
+# NeMo on Megatron-core with Transformer Engine userbuffers (tp_comm_overlap=True in the NeMo performance
+# recipes, NVIDIA/NeMo docs/source/performance/performance_summary.md), distributed optimizer.
+NEMO = MEGATRON_CORE.with_(name="nemo", tp_overlap=0.8, pp_overlap=0.5)
+
+# Megatron-LM as of Narayanan et al. 2021 / Korthikanti et al. 2022: no gradient-reduction overlap
+# ("no grad all-reduce overlap used", Korthikanti Sec. 6.3), no TP overlap, fp32 gradient all-reduce.
+MEGATRON_2021 = MEGATRON_CORE.with_(name="megatron-2021", dp_overlap=0.0, param_gather_overlap=0.0)
+
+# Megatron-DeepSpeed (BigScience, vTrain): ZeRO-1 fp16 optimizer keeps 16-bit gradients, reduces in 16 bit
+# (DeepSpeed runtime/zero/stage_1_and_2.py); no overlap of the reduction with the pipeline's last backward.
+DEEPSPEED = MEGATRON_CORE.with_(
+    name="megatron-deepspeed",
+    grad_bytes=2.0,
+    grad_reduce_bytes=2.0,
+    dp_overlap=0.0,
+    param_gather_overlap=0.0,
+)
+
+# torchtitan FSDP2 (pytorch/torchtitan, docs/fsdp.md): bf16 compute with fp32 sharded parameters and fp32
+# gradient reduce-scatter (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)); eager kernels.
+TORCHTITAN = MEGATRON_CORE.with_(
+    name="torchtitan-fsdp2",
+    weight_bytes=2.0,
+    grad_bytes=4.0,
+    grad_reduce_bytes=4.0,
+    fused_elementwise=False,
+    eager_activation_factor=1.0,
+)
+
+FRAMEWORKS: dict[str, Framework] = {
+    f.name: f for f in (MEGATRON_CORE, NEMO, MEGATRON_2021, DEEPSPEED, TORCHTITAN)
+}

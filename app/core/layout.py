@@ -1,0 +1,185 @@
+"""Parallel layout of one training job, and the checks that make it consistent with a model and a cluster.
+
+Rank order follows Megatron-LM's default `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): tensor parallel
+ranks are adjacent (inside a node), then context parallel, then data parallel, then pipeline stages.
+Expert parallelism is carved out of the data-parallel × context-parallel ranks, with expert tensor parallel = tp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+from app.core.errors import ProblemCollector
+from app.core.hardware import ClusterSpec
+from app.core.model import ModelSpec
+
+RecomputeMode = Literal["none", "selective", "full"]
+TrainDtype = Literal["bf16", "fp16", "fp8"]
+Optimizer = Literal["adamw", "adam"]
+
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8")
+OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one training job is split across GPUs.
+
+    - zero: 0 = plain data parallel; 1 = optimizer states sharded (Megatron's distributed optimizer);
+      2 = also gradients; 3 = also weights (ZeRO-3 / FSDP full sharding). Sharding spans dp·cp ranks.
+    - recompute_layers: with recompute="full", how many layers per pipeline stage are recomputed
+      (Megatron `--recompute-num-layers`); None = all.
+    - global_batch and micro_batch are in sequences.
+    - dtype is the compute dtype; fp8 keeps bf16 weights and fp32 master weights and optimizer states.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vp: int = 1
+    zero: int = 1
+    sequence_parallel: bool = False
+    recompute: RecomputeMode = "none"
+    recompute_layers: int | None = None
+    micro_batch: int = 1
+    global_batch: int = 1
+    dtype: TrainDtype = "bf16"
+    flash_attention: bool = True
+    optimizer: Optimizer = "adamw"
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tp * self.pp * self.cp
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per pipeline per step (gradient-accumulation steps)."""
+        return max(1, self.global_batch // max(1, self.dp * self.micro_batch))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Layout:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown layout fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def with_(self, **changes: Any) -> Layout:
+        return replace(self, **changes)
+
+
+def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, seq_len: int) -> None:
+    """Raise SpecError listing every inconsistency between model, cluster, layout and sequence length."""
+    p = ProblemCollector()
+    for name in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch"):
+        value = getattr(layout, name)
+        p.check(
+            isinstance(value, int) and value >= 1, f"layout.{name}", f"must be an integer ≥ 1, got {value!r}"
+        )
+    if p.problems:
+        p.raise_if_any()
+    p.check(layout.zero in (0, 1, 2, 3), "layout.zero", f"must be 0, 1, 2 or 3, got {layout.zero!r}")
+    p.check(
+        layout.recompute in RECOMPUTE_MODES, "layout.recompute", f"must be one of {list(RECOMPUTE_MODES)}"
+    )
+    p.check(layout.dtype in TRAIN_DTYPES, "layout.dtype", f"must be one of {list(TRAIN_DTYPES)}")
+    p.check(layout.optimizer in OPTIMIZERS, "layout.optimizer", f"must be one of {list(OPTIMIZERS)}")
+    p.check(seq_len >= 1, "training.seq_len", f"must be ≥ 1, got {seq_len}")
+
+    if cluster is not None:
+        gpus = cluster.num_gpus
+        p.check(
+            layout.num_gpus == gpus,
+            "layout",
+            f"tp·pp·dp·cp = {layout.tp}·{layout.pp}·{layout.dp}·{layout.cp} = {layout.num_gpus} "
+            f"but the cluster has {gpus} GPUs",
+        )
+        if layout.dtype == "fp8":
+            p.check(
+                cluster.gpu.peak_flops.get("fp8", 0) > 0,
+                "layout.dtype",
+                f"{cluster.gpu.name} has no FP8 tensor cores",
+            )
+
+    heads = model.num_attention_heads
+    p.check(
+        heads % layout.tp == 0, "layout.tp", f"attention heads ({heads}) not divisible by tp ({layout.tp})"
+    )
+    if model.mla is None:
+        kv = model.num_kv_heads
+        p.check(
+            kv % layout.tp == 0 or layout.tp % kv == 0,
+            "layout.tp",
+            f"kv heads ({kv}) and tp ({layout.tp}) must divide one another",
+        )
+    p.check(
+        model.ffn_hidden_size % layout.tp == 0,
+        "layout.tp",
+        f"FFN hidden size ({model.ffn_hidden_size}) not divisible by tp ({layout.tp})",
+    )
+    chunks = layout.pp * layout.vp
+    p.check(
+        model.num_layers % chunks == 0,
+        "layout.pp",
+        f"layers ({model.num_layers}) not divisible by pp·vp = {layout.pp}·{layout.vp} = {chunks}",
+    )
+    if layout.vp > 1:
+        p.check(layout.pp > 1, "layout.vp", "interleaved stages (vp > 1) need pipeline parallelism (pp > 1)")
+    per_step = layout.dp * layout.micro_batch
+    p.check(
+        layout.global_batch % per_step == 0,
+        "layout.global_batch",
+        f"global batch ({layout.global_batch}) not divisible by dp·micro_batch = "
+        f"{layout.dp}·{layout.micro_batch} = {per_step}",
+    )
+    if layout.vp > 1 and layout.global_batch % per_step == 0:
+        m = layout.global_batch // per_step
+        p.check(
+            m % layout.pp == 0,
+            "layout.vp",
+            f"the interleaved schedule needs micro-batches ({m}) to be a multiple of pp ({layout.pp})",
+        )
+    if layout.cp > 1:
+        p.check(
+            seq_len % (2 * layout.cp) == 0,
+            "layout.cp",
+            f"sequence length ({seq_len}) not divisible by 2·cp = {2 * layout.cp} (load-balanced causal split)",
+        )
+    if model.moe is None:
+        p.check(layout.ep == 1, "layout.ep", f"ep = {layout.ep} but {model.name} has no experts")
+    else:
+        experts = model.moe.num_experts
+        p.check(
+            experts % layout.ep == 0, "layout.ep", f"experts ({experts}) not divisible by ep ({layout.ep})"
+        )
+        p.check(
+            (layout.dp * layout.cp) % layout.ep == 0,
+            "layout.ep",
+            f"ep ({layout.ep}) must divide dp·cp = {layout.dp * layout.cp}",
+        )
+    if layout.sequence_parallel:
+        p.check(layout.tp > 1, "layout.sequence_parallel", "sequence parallelism needs tp > 1")
+    if layout.recompute_layers is not None:
+        per_stage = model.num_layers // max(1, chunks) * layout.vp
+        p.check(
+            layout.recompute == "full",
+            "layout.recompute_layers",
+            "a number of recomputed layers applies to recompute='full' only",
+        )
+        p.check(
+            0 <= layout.recompute_layers <= per_stage,
+            "layout.recompute_layers",
+            f"must be between 0 and the layers per stage ({per_stage})",
+        )
+    p.raise_if_any()

@@ -1,0 +1,362 @@
+"""Per-GPU memory of a training job, for every pipeline stage.
+
+Model states follow Megatron-LM's accounting (docs/source/api-guide/distrib_optimizer.md and
+megatron/training/theoretical_memory_usage.py): 16-bit weights (2 B) + fp32 gradient buffer (4 B) + fp32 master
+weights (4 B) + Adam moments (8 B) = 18 B/param, or 6 + 12/d with the distributed optimizer (ZeRO-1) over d
+data-parallel ranks; ZeRO-2 also shards gradients and ZeRO-3 weights (Rajbhandari et al. 2020, arXiv 1910.02054,
+Sec. 5). FP8 is a compute dtype: weights stay 16-bit, master weights and moments fp32.
+
+Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+arXiv 2205.05198) Sec. 4, written per saved tensor so they generalise beyond GPT-3 (GQA/MQA widths, gated
+FFNs, FFN ≠ 4h, MoE top-k, flash attention, context parallelism, optional dropout masks). For a GPT layer with
+MHA, GELU, ffn = 4h and dropout the terms reduce to the paper's Table 2: sbh(34 + 5as/h) without parallelism,
+sbh(10 + 24/t + 5as/ht) with TP, sbh/t·(34 + 5as/h) with TP+SP, sbh(34/t) with TP+SP+selective, and 2sbh
+(2sbh/t with SP) per layer for full recompute.
+
+In-flight micro-batches: stage i of a 1F1B pipeline holds min(p − i, m) micro-batches (Narayanan et al. 2021,
+arXiv 2104.04473, Sec. 2.2.1); the interleaved schedule with v chunks holds 2(p − i − 1) + (v − 1)p + 1 chunk
+activations on stage i (Megatron-LM schedules.py warm-up count), i.e. p·(1 + (p−1)/(p·v)) layers-worth on the
+first stage (theoretical_memory_usage.py).
+
+The formula functions take plain numbers and also work on numpy arrays (no branching on values); branching is
+only on group-level fields (recompute mode, flash attention) so a vectorised planner can group by them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.core.framework import MEGATRON_CORE, Framework
+from app.core.layout import Layout
+from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
+
+ACT_BYTES = 2.0  # 16-bit activations (also under FP8 training: TE keeps bf16 activations between layers)
+MASK_BYTES = 1.0  # dropout masks are stored as bytes (Korthikanti et al. 2022 Sec. 4.1)
+LSE_BYTES = 4.0  # flash attention saves one fp32 log-sum-exp per query and head (Dao 2022, arXiv 2205.14135)
+DEFAULT_SAFETY_FRACTION = 0.05  # headroom kept free of HBM for allocator spikes; shown in every result
+
+
+def _sel(cond: Any, if_true: Any, if_false: Any) -> Any:
+    """Arithmetic select that works for Python scalars and numpy arrays alike."""
+    return (
+        np.where(cond, if_true, if_false) if isinstance(cond, np.ndarray) else (if_true if cond else if_false)
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parameters per GPU
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def transformer_params_per_gpu(
+    shape: LayerShape, dense_layers: Any, moe_layers: Any, tp: Any, ep: Any
+) -> tuple[Any, Any]:
+    """(non-expert, expert) parameters per GPU for the transformer layers it holds.
+
+    Attention and FFN matrices are split over tp (Shoeybi et al. 2019, arXiv 1909.08053); norms and the MoE
+    router are replicated; routed experts are split over ep and, inside each expert, over tp.
+    """
+    attn = shape.attn_params / tp + shape.norm_params
+    dense_layer = attn + shape.dense_ffn_params / tp
+    moe_layer = attn + shape.router_params + shape.shared_ffn_params / tp
+    experts = shape.num_experts / ep * shape.expert_ffn_params / tp
+    return dense_layers * dense_layer + moe_layers * moe_layer, moe_layers * experts
+
+
+def embedding_params_per_gpu(model: ModelSpec, tp: Any, pp: Any, first: Any, last: Any) -> Any:
+    """Word embedding on the first stage, LM head on the last (a tied head is a second copy when pp > 1,
+    Megatron `setup_embeddings_and_output_layer`). Vocabulary padded to 128·tp."""
+    vocab = padded_vocab_size(model.vocab_size, tp)
+    emb = vocab * model.hidden_size / tp
+    pos = model.max_seq_len * model.hidden_size if model.position_embedding == "learned" else 0
+    norm = (2 if model.norm == "layernorm" else 1) * model.hidden_size
+    # with pp = 1 a tied head reuses the embedding already counted on the (only) stage
+    head_copy = 1 if not model.tied_embeddings else (np.asarray(pp) > 1) * 1
+    return first * (emb + pos) + last * (emb * head_copy * _head_not_shared(first, last, model) + norm)
+
+
+def _head_not_shared(first: Any, last: Any, model: ModelSpec) -> Any:
+    # with pp = 1 and tied embeddings the head reuses the embedding already counted on the (only) stage
+    if not model.tied_embeddings:
+        return 1
+    return (
+        1 - first * last
+        if isinstance(first, np.ndarray) or isinstance(last, np.ndarray)
+        else int(not (first and last))
+    )
+
+
+def state_bytes(params: Any, shard: Any, zero: Any, fw: Framework) -> dict[str, Any]:
+    """Weights, gradients, master weights and optimizer states for `params` sharded over `shard` ranks."""
+
+    def div(stage: int) -> Any:
+        return (
+            1 + (shard - 1) * (np.asarray(zero) >= stage)
+            if isinstance(zero, np.ndarray)
+            else (shard if zero >= stage else 1)
+        )
+
+    return {
+        "weights": params * fw.weight_bytes / div(3),
+        "gradients": params * fw.grad_bytes / div(2) + params * fw.extra_unsharded_bytes,
+        "master_weights": params * fw.master_bytes / div(1),
+        "optimizer_states": params * fw.optimizer_bytes / div(1),
+    }
+
+
+def bytes_per_param(zero: int, dp: int, fw: Framework = MEGATRON_CORE) -> float:
+    """Model-state bytes per parameter: 18 (no sharding), 6 + 12/d (distributed optimizer), …"""
+    return float(sum(state_bytes(1.0, dp, zero, fw).values()))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Activations
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def layer_activation_bytes(
+    shape: LayerShape,
+    tokens: Any,
+    seq_len: Any,
+    tp: Any,
+    sp: Any,
+    recompute: str,
+    flash: bool,
+    moe: bool = False,
+    fw: Framework = MEGATRON_CORE,
+) -> Any:
+    """Bytes one transformer layer keeps for backward, per micro-batch, per GPU (Korthikanti 2022 Sec. 4).
+
+    tokens = micro_batch · seq_len / cp on this GPU; seq_len is the full key length attention sees.
+    recompute: "none" | "selective" (core attention recomputed) | "full" (only the layer input kept).
+    """
+    sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
+    h = shape.hidden
+    if recompute == "full":
+        return ACT_BYTES * h * tokens / sp_div
+    masks = MASK_BYTES * h * 2 if shape.hidden_dropout else 0.0
+    # SP-shardable: LN1 input, QKV input, LN2 input, FFN input (each 2h), dropout masks after attn and MLP
+    ffn_input = ACT_BYTES * h * (shape.experts_per_token if moe else 1)
+    replicated = ACT_BYTES * h * 3 + ffn_input + masks
+    # TP-sharded: Q, K, V, attention output (input of the output projection), FFN intermediates
+    attn = ACT_BYTES * (2 * shape.q_width + 2 * shape.kv_width)
+    if moe:
+        ffn = ACT_BYTES * shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width)
+        ffn += ACT_BYTES * (shape.shared_in_width + shape.shared_out_width)
+        ffn += 4.0 * shape.num_experts  # fp32 router logits
+    else:
+        ffn = ACT_BYTES * (shape.ffn_in_width + shape.ffn_out_width)
+    sharded = (attn + ffn) / tp
+    if flash:
+        scores = LSE_BYTES * shape.heads / tp
+    elif recompute == "selective":
+        scores = 0.0
+    else:
+        per_score = ACT_BYTES + ((MASK_BYTES + ACT_BYTES) if shape.attention_dropout else 0.0)
+        scores = per_score * shape.heads * seq_len / tp
+    per_token = (replicated / sp_div + sharded + scores) * fw.eager_activation_factor
+    return per_token * tokens
+
+
+def inflight_layer_microbatches(layers_per_gpu: Any, pp: Any, vp: Any, m: Any, stage: Any) -> Any:
+    """Layer-activations (layer × micro-batch) stored at the peak on pipeline stage `stage` (0-based).
+
+    1F1B: min(p − i, m) micro-batches of all L/p layers. Interleaved (v > 1): min(2(p−i−1) + (v−1)p + 1, m·v)
+    model chunks of L/(p·v) layers each.
+    """
+    plain = np.minimum(pp - stage, m) * layers_per_gpu
+    chunks = np.minimum(2 * (pp - stage - 1) + (vp - 1) * pp + 1, m * vp)
+    interleaved = chunks * layers_per_gpu / vp
+    out = _sel(np.asarray(vp) > 1, interleaved, plain)
+    return out if isinstance(out, np.ndarray) and out.ndim else float(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-stage result
+# ---------------------------------------------------------------------------------------------------------------
+
+MEMORY_KEYS = (
+    "weights",
+    "gradients",
+    "master_weights",
+    "optimizer_states",
+    "activations",
+    "logits",
+    "workspace",
+    "comm_buffers",
+    "fragmentation",
+    "cuda_context",
+)
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Peak memory of one GPU in pipeline stage `stage`; `breakdown` (bytes) sums to `total_bytes`."""
+
+    stage: int
+    breakdown: dict[str, float]
+    params: float  # parameters held by this GPU (before ZeRO sharding)
+    inflight_microbatches: float
+
+    @property
+    def total_bytes(self) -> float:
+        return float(sum(self.breakdown.values()))
+
+    @property
+    def allocated_bytes(self) -> float:
+        """Peak allocated by the framework (what torch.cuda.max_memory_allocated reports)."""
+        return self.total_bytes - self.breakdown["cuda_context"] - self.breakdown["fragmentation"]
+
+    @property
+    def reserved_bytes(self) -> float:
+        """Peak reserved by the caching allocator (torch.cuda.max_memory_reserved)."""
+        return self.total_bytes - self.breakdown["cuda_context"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "breakdown_bytes": dict(self.breakdown),
+            "total_bytes": self.total_bytes,
+            "allocated_bytes": self.allocated_bytes,
+            "reserved_bytes": self.reserved_bytes,
+            "params": self.params,
+            "inflight_microbatches": self.inflight_microbatches,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    stages: list[StageMemory]
+    hbm_bytes: float
+    safety_fraction: float = DEFAULT_SAFETY_FRACTION
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def most_loaded(self) -> StageMemory:
+        return max(self.stages, key=lambda s: s.total_bytes)
+
+    @property
+    def peak_bytes(self) -> float:
+        return self.most_loaded.total_bytes
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.hbm_bytes * (1 - self.safety_fraction)
+
+    @property
+    def margin_bytes(self) -> float:
+        """Usable HBM (after the safety margin) minus the most loaded stage's peak; negative → does not fit."""
+        return self.usable_bytes - self.peak_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.margin_bytes >= 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stages": [s.to_dict() for s in self.stages],
+            "most_loaded_stage": self.most_loaded.stage,
+            "peak_bytes": self.peak_bytes,
+            "hbm_bytes": self.hbm_bytes,
+            "safety_fraction": self.safety_fraction,
+            "usable_bytes": self.usable_bytes,
+            "margin_bytes": self.margin_bytes,
+            "fits": self.fits,
+            "notes": list(self.notes),
+        }
+
+
+def stage_memory(
+    model: ModelSpec, layout: Layout, seq_len: int, stage: int, fw: Framework = MEGATRON_CORE
+) -> StageMemory:
+    """Peak per-GPU memory of pipeline stage `stage`."""
+    shape = layer_shape(model)
+    tp, pp, vp, cp, dp, ep = layout.tp, layout.pp, layout.vp, layout.cp, layout.dp, layout.ep
+    m = layout.num_microbatches
+    first, last = stage == 0, stage == pp - 1
+    n_moe = num_moe_layers(model)
+    layers_per_gpu = model.num_layers / pp
+    moe_layers = n_moe / pp
+    dense_layers = layers_per_gpu - moe_layers
+    dense_params, expert_params = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep)
+    dense_params += embedding_params_per_gpu(model, tp, pp, int(first), int(last))
+    shard = dp * cp
+    states = state_bytes(dense_params, shard, layout.zero, fw)
+    expert_states = state_bytes(expert_params, max(1, shard // ep), layout.zero, fw)
+    breakdown: dict[str, float] = {k: float(states[k] + expert_states[k]) for k in states}
+
+    tokens = layout.micro_batch * seq_len / cp
+    flash = layout.flash_attention
+    sp = layout.sequence_parallel
+    dense_act = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, False, fw)
+    moe_act = (
+        layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, True, fw) if n_moe else 0.0
+    )
+    mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
+    if layout.recompute == "full":
+        kept = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "full", flash, False, fw)
+        recomputed_share = (
+            1.0 if layout.recompute_layers is None else layout.recompute_layers / layers_per_gpu
+        )
+        per_layer = recomputed_share * kept + (1 - recomputed_share) * mean_full
+        # the layer being recomputed holds its full activations during its backward
+        working = mean_full
+    else:
+        mode = layout.recompute
+        sel_dense = layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, False, fw)
+        sel_moe = (
+            layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, True, fw) if n_moe else 0.0
+        )
+        per_layer = (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu
+        working = 0.0
+    inflight = inflight_layer_microbatches(layers_per_gpu, pp, vp, m, stage)
+    sp_div = tp if sp else 1
+    h = model.hidden_size
+    activations = per_layer * inflight
+    if first and shape.hidden_dropout:
+        activations += MASK_BYTES * h * tokens / sp_div * inflight / layers_per_gpu  # embedding dropout mask
+    logits = 0.0
+    if last:
+        vocab = padded_vocab_size(model.vocab_size, tp)
+        # final norm input + LM-head input (kept) and the logits of one micro-batch (transient)
+        activations += 2 * ACT_BYTES * h * tokens / sp_div
+        logits = fw.logits_bytes_per_element * tokens * vocab / tp
+    # transient buffers of the layer in flight: all-gathered SP input and the largest intermediate + its gradient
+    widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
+    workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
+    comm = fw.comm_buffer_bytes
+    if layout.zero >= 3:
+        # two layers of gathered 16-bit weights (current + prefetched) and their unsharded gradients
+        layer_params = (dense_params + expert_params) / max(1.0, layers_per_gpu)
+        comm += 2 * layer_params * (fw.weight_bytes + fw.grad_bytes)
+    breakdown["activations"] = float(activations)
+    breakdown["logits"] = float(logits)
+    breakdown["workspace"] = float(workspace)
+    breakdown["comm_buffers"] = float(comm)
+    allocated = sum(breakdown.values())
+    breakdown["fragmentation"] = float(allocated * fw.allocator_overhead_fraction)
+    breakdown["cuda_context"] = float(fw.cuda_context_bytes)
+    return StageMemory(
+        stage=stage,
+        breakdown={k: breakdown[k] for k in MEMORY_KEYS},
+        params=float(dense_params + expert_params),
+        inflight_microbatches=float(inflight / layers_per_gpu),
+    )
+
+
+def memory_estimate(
+    model: ModelSpec,
+    layout: Layout,
+    seq_len: int,
+    hbm_bytes: float,
+    fw: Framework = MEGATRON_CORE,
+    safety_fraction: float = DEFAULT_SAFETY_FRACTION,
+) -> MemoryEstimate:
+    stages = [stage_memory(model, layout, seq_len, i, fw) for i in range(layout.pp)]
+    notes = []
+    if layout.dtype == "fp8":
+        notes.append("FP8 is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32")
+    return MemoryEstimate(stages, float(hbm_bytes), safety_fraction, notes)

@@ -1,0 +1,470 @@
+"""Step time of a training iteration, per pipeline stage, split into a breakdown that sums to the total.
+
+Structure (Calculon, Isaev et al. SC'23, arXiv 2305.xxxx "Calculon: a methodology and tool for high-level
+co-design of systems and large language models", Sec. 3; Narayanan et al. 2021 Sec. 2-3):
+
+* compute per layer and micro-batch = GEMMs at the achievable throughput of the GEMM efficiency curve
+  (app.core.efficiency) + attention (flash: one fused kernel at the curve's throughput for a head-dim-deep
+  problem; backward = 2.5× forward FLOPs, Dao 2023 arXiv 2307.08691 Sec. 3.1) + memory-bound element-wise
+  kernels (norms, activations, bias/dropout/residual, RoPE, softmax) at a share of HBM bandwidth;
+* backward = 2× forward GEMM FLOPs (data and weight gradients); recompute re-runs the forward (full) or the
+  core attention (selective, Korthikanti et al. 2022 Sec. 5);
+* tensor-parallel all-reduce (or all-gather + reduce-scatter with SP) 2× per layer forward and 2× backward
+  (Shoeybi et al. 2019 Sec. 3; Korthikanti 2022 Sec. 4.2.2), exposed unless overlapped;
+* context-parallel ring exchange of K/V (Liu et al. 2023 Ring Attention, arXiv 2310.01889) hidden behind the
+  attention kernel where it can be; MoE all-to-all dispatch/combine 2× forward, 2× backward;
+* pipeline: m micro-batches on the bottleneck stage plus the bubble (p − 1)/v micro-batch times
+  (Narayanan et al. 2021 Sec. 2.2), point-to-point sends of the stage boundary activations;
+* data parallel: gradient all-reduce (ZeRO-0) or reduce-scatter + parameter all-gather (ZeRO ≥ 1),
+  overlapped with the last backward / first forward where the framework does it; ZeRO-3 gathers weights
+  every micro-batch (Rajbhandari et al. 2020 Sec. 7);
+* optimizer step: memory-bound Adam update over this GPU's shard.
+
+All collective times come from app.core.network.collective_time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.efficiency import GemmEfficiency
+from app.core.framework import MEGATRON_CORE, Framework
+from app.core.hardware import ClusterSpec
+from app.core.layout import Layout
+from app.core.memory import embedding_params_per_gpu, transformer_params_per_gpu
+from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
+from app.core.network import Placement, collective_time
+
+FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
+ADAM_BYTES_PER_PARAM = (
+    38.0  # read grad+master+m+v (16), write master+m+v (12), 16-bit copy (2), clip+zero (8)
+)
+STEP_COMPONENTS = (
+    "forward_compute",
+    "backward_compute",
+    "recompute",
+    "tp_comm",
+    "cp_comm",
+    "ep_comm",
+    "pp_comm",
+    "pipeline_bubble",
+    "dp_comm",
+    "zero3_comm",
+    "optimizer",
+    "overhead",
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-layer compute
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """Seconds for one transformer layer and one micro-batch on one GPU."""
+
+    forward: float
+    backward: float
+    recompute_full: float  # forward re-run (compute only; its TP collectives are added separately)
+    recompute_selective: float  # core-attention re-run
+    attention_fwd: float  # core attention kernel(s) forward, for hiding CP communication
+
+
+def _gemm(curve: GemmEfficiency, m: float, n: float, k: float, batch: float = 1.0) -> float:
+    if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
+        return 0.0
+    return float(curve.time_s(m, n, k, batch))
+
+
+def layer_times(
+    shape: LayerShape,
+    tokens: float,
+    seq_len: float,
+    tp: int,
+    sp: bool,
+    cp: int,
+    ep: int,
+    flash: bool,
+    moe: bool,
+    linear: GemmEfficiency,
+    attn_curve: GemmEfficiency,
+    hbm_bytes_per_s: float,
+    fw: Framework = MEGATRON_CORE,
+    causal: bool = True,
+) -> LayerTimes:
+    h = shape.hidden
+    # linear layers: QKV + output projection, modelled as one GEMM of the attention parameter count
+    attn_n = shape.attn_params / (h * tp)
+    t_attn_proj = _gemm(linear, tokens, attn_n, h)
+    if moe:
+        e = shape.num_experts
+        per_expert_tokens = tokens * shape.experts_per_token * ep / e
+        local = e / ep
+        t_ffn = _gemm(linear, per_expert_tokens, shape.expert_in_width / tp, h, local)
+        t_ffn += _gemm(linear, per_expert_tokens, h, shape.expert_out_width / tp, local)
+        t_ffn += _gemm(linear, tokens, shape.shared_in_width / tp, h) + _gemm(
+            linear, tokens, h, shape.shared_out_width / tp
+        )
+        t_ffn += _gemm(linear, tokens, e, h)  # router
+        ffn_elems = tokens * shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width) / tp
+    else:
+        t_ffn = _gemm(linear, tokens, shape.ffn_in_width / tp, h) + _gemm(
+            linear, tokens, h, shape.ffn_out_width / tp
+        )
+        ffn_elems = tokens * (shape.ffn_in_width + shape.ffn_out_width) / tp
+    t_linear = t_attn_proj + t_ffn
+
+    # core attention: queries on this GPU = tokens (= b·s/cp), keys = the full sequence
+    heads = shape.heads / tp
+    batch_seqs = tokens / (seq_len / cp)  # micro-batch size
+    q_len = seq_len / cp
+    keys = (seq_len + 1) / 2 if (flash and causal) else seq_len  # unfused kernels compute the masked half too
+    dims = shape.qk_head_dim + shape.v_head_dim
+    attn_flops = 2.0 * tokens * keys * heads * dims
+    rate = float(attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim))
+    mem_bw = hbm_bytes_per_s * fw.elementwise_efficiency
+    if flash:
+        t_core_fwd = attn_flops / rate
+        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * t_core_fwd
+        softmax_fwd = softmax_bwd = 0.0
+    else:
+        t_core_fwd = attn_flops / rate
+        t_core_bwd = 2.0 * t_core_fwd
+        scores = batch_seqs * heads * q_len * seq_len
+        per_score_fwd = 4.0 + (5.0 if shape.attention_dropout else 0.0)  # scale-mask-softmax (+ dropout)
+        softmax_fwd = scores * per_score_fwd / mem_bw
+        softmax_bwd = 1.5 * softmax_fwd
+    # element-wise traffic per token (bytes): norms, bias-dropout-residual, activation, RoPE
+    sp_div = tp if sp else 1
+    dropout = 2.0 if shape.hidden_dropout else 0.0
+    hidden_traffic = (2 * 4 + 2 * (6 + dropout)) * h / sp_div
+    act_traffic = 2.0 * ffn_elems / tokens + (2.0 * ffn_elems / tokens if not fw.fused_elementwise else 0.0)
+    rope_traffic = 4.0 * (shape.q_width + shape.kv_width) / tp
+    elem_fwd = tokens * (hidden_traffic + act_traffic + rope_traffic) / mem_bw
+    if not fw.fused_elementwise:
+        elem_fwd *= 2.0
+    elem_bwd = 2.0 * elem_fwd
+
+    forward = t_linear + t_core_fwd + softmax_fwd + elem_fwd
+    backward = 2.0 * t_linear + t_core_bwd + softmax_bwd + elem_bwd
+    return LayerTimes(
+        forward=forward,
+        backward=backward,
+        recompute_full=forward,
+        recompute_selective=t_core_fwd + softmax_fwd,
+        attention_fwd=t_core_fwd + softmax_fwd,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Communication helpers
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def group_placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
+    """Placement of a communicator whose consecutive ranks are `stride` global ranks apart."""
+    per_node = max(1, min(ranks, gpus_per_node // max(1, stride)))
+    return Placement(ranks=ranks, ranks_per_node=per_node)
+
+
+def _coll(op: str, size: float, placement: Placement, cluster: ClusterSpec, params: Any) -> float:
+    if placement.ranks <= 1 or size <= 0:
+        return 0.0
+    if params is None:
+        return float(collective_time(op, size, placement, cluster).time_s)
+    return float(collective_time(op, size, placement, cluster, params).time_s)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Step
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One micro-batch (all model chunks) on one pipeline stage; seconds."""
+
+    stage: int
+    forward_compute: float
+    backward_compute: float
+    recompute: float
+    tp_comm: float
+    cp_comm: float
+    ep_comm: float
+    pp_comm: float
+
+    @property
+    def total(self) -> float:
+        return (
+            self.forward_compute
+            + self.backward_compute
+            + self.recompute
+            + self.tp_comm
+            + self.cp_comm
+            + self.ep_comm
+            + self.pp_comm
+        )
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    breakdown: dict[str, float]  # seconds, sums to total_s
+    stages: list[StageTime]
+    bottleneck_stage: int
+    tokens_per_step: float
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    num_gpus: int
+    peak_flops_per_gpu: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        return float(sum(self.breakdown.values()))
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.total_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.num_gpus
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        return self.model_flops_per_step / self.total_s / self.num_gpus / 1e12
+
+    @property
+    def hardware_tflops_per_gpu(self) -> float:
+        return self.hardware_flops_per_step / self.total_s / self.num_gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return self.model_tflops_per_gpu * 1e12 / self.peak_flops_per_gpu
+
+    @property
+    def hfu(self) -> float:
+        return self.hardware_tflops_per_gpu * 1e12 / self.peak_flops_per_gpu
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "breakdown_s": dict(self.breakdown),
+            "total_s": self.total_s,
+            "bottleneck_stage": self.bottleneck_stage,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "stages": [dict(s.__dict__, total=s.total) for s in self.stages],
+            "notes": list(self.notes),
+        }
+
+
+def stage_times(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    seq_len: int,
+    linear: GemmEfficiency,
+    attn_curve: GemmEfficiency,
+    fw: Framework = MEGATRON_CORE,
+    network: Any = None,
+    causal: bool = True,
+) -> list[StageTime]:
+    shape = layer_shape(model)
+    tp, pp, cp, ep, vp = layout.tp, layout.pp, layout.cp, layout.ep, layout.vp
+    gpn = cluster.gpus_per_node
+    tokens = layout.micro_batch * seq_len / cp
+    hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
+    n_moe = num_moe_layers(model)
+    layers_per_gpu = model.num_layers / pp
+    moe_share = n_moe / model.num_layers
+    args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
+    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal)
+    moe_t = layer_times(*args, True, linear, attn_curve, hbm, fw, causal) if n_moe else dense
+
+    def mix(attr: str) -> float:
+        return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
+
+    fwd_layer, bwd_layer = mix("forward"), mix("backward")
+    if layout.recompute == "full":
+        share = 1.0 if layout.recompute_layers is None else layout.recompute_layers / layers_per_gpu
+        rec_layer = share * mix("recompute_full")
+    elif layout.recompute == "selective" and not layout.flash_attention:
+        share = 0.0
+        rec_layer = mix("recompute_selective")
+    else:
+        share = 0.0
+        rec_layer = 0.0
+
+    # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
+    act_bytes = 2.0 * tokens * shape.hidden
+    tp_place = group_placement(tp, 1, gpn)
+    if layout.sequence_parallel:
+        one = 2 * (
+            _coll("all_gather", act_bytes, tp_place, cluster, network)
+            + _coll("reduce_scatter", act_bytes, tp_place, cluster, network)
+        )
+    else:
+        one = 2 * _coll("all_reduce", act_bytes, tp_place, cluster, network)
+    tp_layer = one * (2 + share) * (1 - fw.tp_overlap)
+
+    # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
+    cp_layer = 0.0
+    if cp > 1:
+        kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
+        cp_place = group_placement(cp, tp, gpn)
+        hop = _coll(
+            "send_recv",
+            kv_bytes,
+            Placement(2, cp_place.ranks_per_node if cp_place.ranks_per_node > 1 else 1),
+            cluster,
+            network,
+        )
+        fwd_ring = (cp - 1) * hop
+        attn = mix("attention_fwd")
+        cp_layer = max(0.0, fwd_ring - attn) + max(0.0, 2 * fwd_ring - FLASH_BACKWARD_FLOP_RATIO * attn)
+        cp_layer *= 1 + share
+
+    # expert parallel all-to-all: dispatch and combine, forward and backward
+    ep_layer = 0.0
+    if n_moe and ep > 1:
+        a2a_bytes = 2.0 * tokens * shape.experts_per_token * shape.hidden
+        ep_place = group_placement(ep, tp * cp, gpn)
+        ep_layer = moe_share * 2 * (2 + share) * _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
+
+    # pipeline send/recv of the boundary activation (scatter-gather optimisation: 1/tp of it per rank)
+    pp_mb = 0.0
+    if pp > 1:
+        p2p_bytes = act_bytes / tp
+        pp_stride = tp * cp * layout.dp
+        per_node = 2 if pp_stride < gpn else 1
+        hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)
+        pp_mb = 2 * vp * hop * (1 - fw.pp_overlap)
+
+    vocab = padded_vocab_size(model.vocab_size, tp)
+    logits_fwd = _gemm(linear, tokens, vocab / tp, shape.hidden)
+    ce = tokens * vocab / tp * 14.0 / (hbm * fw.elementwise_efficiency)  # fp32 softmax-CE fwd + bwd traffic
+
+    out = []
+    for stage in range(pp):
+        last = stage == pp - 1
+        fwd = layers_per_gpu * fwd_layer + (logits_fwd if last else 0.0)
+        bwd = layers_per_gpu * bwd_layer + ((2 * logits_fwd + ce) if last else 0.0)
+        out.append(
+            StageTime(
+                stage=stage,
+                forward_compute=fwd,
+                backward_compute=bwd,
+                recompute=layers_per_gpu * rec_layer,
+                tp_comm=layers_per_gpu * tp_layer,
+                cp_comm=layers_per_gpu * cp_layer,
+                ep_comm=layers_per_gpu * ep_layer,
+                pp_comm=pp_mb if pp > 1 else 0.0,
+            )
+        )
+    return out
+
+
+def step_estimate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    seq_len: int,
+    linear: GemmEfficiency,
+    attn_curve: GemmEfficiency,
+    model_flops_per_token: float,
+    hardware_flops_per_token: float,
+    peak_flops: float,
+    fw: Framework = MEGATRON_CORE,
+    network: Any = None,
+    causal: bool = True,
+) -> StepEstimate:
+    stages = stage_times(model, cluster, layout, seq_len, linear, attn_curve, fw, network, causal)
+    m = layout.num_microbatches
+    pp, vp, tp, cp, dp = layout.pp, layout.vp, layout.tp, layout.cp, layout.dp
+    gpn = cluster.gpus_per_node
+    bottleneck = max(stages, key=lambda s: s.total)
+    mean_stage = sum(s.total for s in stages) / len(stages)
+    bubble = (pp - 1) / vp * mean_stage
+
+    # data parallel over dp·cp ranks (Megatron reduces gradients over the dp × cp group)
+    shape = layer_shape(model)
+    n_moe = num_moe_layers(model)
+    layers_per_gpu = model.num_layers / pp
+    dense_p, expert_p = transformer_params_per_gpu(
+        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, layout.ep
+    )
+    dense_p += embedding_params_per_gpu(model, tp, pp, 1, 1 if pp == 1 else 0)
+    dp_ranks = dp * cp
+    dp_place = group_placement(dp_ranks, tp, gpn)
+    grad_bytes = dense_p * fw.grad_reduce_bytes
+    exp_ranks = max(1, dp_ranks // max(1, layout.ep))
+    exp_place = group_placement(exp_ranks, tp * layout.ep, gpn)
+    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
+    dp_comm = 0.0
+    zero3 = 0.0
+    bwd_last = bottleneck.backward_compute + bottleneck.recompute
+    fwd_first = bottleneck.forward_compute
+    if layout.zero >= 3:
+        gather = dense_p * fw.param_gather_bytes
+        per_mb = (
+            2 * _coll("all_gather", gather, dp_place, cluster, network)
+            + _coll("reduce_scatter", grad_bytes, dp_place, cluster, network)
+            + 2 * _coll("all_gather", expert_p * fw.param_gather_bytes, exp_place, cluster, network)
+            + _coll("reduce_scatter", exp_grad_bytes, exp_place, cluster, network)
+        )
+        compute_mb = bottleneck.forward_compute + bottleneck.backward_compute + bottleneck.recompute
+        zero3 = m * max(0.0, per_mb - fw.param_gather_overlap * compute_mb)
+    elif layout.zero >= 1:
+        rs = _coll("reduce_scatter", grad_bytes, dp_place, cluster, network) + _coll(
+            "reduce_scatter", exp_grad_bytes, exp_place, cluster, network
+        )
+        ag = _coll("all_gather", dense_p * fw.param_gather_bytes, dp_place, cluster, network) + _coll(
+            "all_gather", expert_p * fw.param_gather_bytes, exp_place, cluster, network
+        )
+        dp_comm = max(0.0, rs - fw.dp_overlap * bwd_last) + max(0.0, ag - fw.param_gather_overlap * fwd_first)
+    else:
+        ar = _coll("all_reduce", grad_bytes, dp_place, cluster, network) + _coll(
+            "all_reduce", exp_grad_bytes, exp_place, cluster, network
+        )
+        dp_comm = max(0.0, ar - fw.dp_overlap * bwd_last)
+
+    shard = dp_ranks if layout.zero >= 1 else 1
+    opt_params = dense_p / shard + expert_p / max(1, exp_ranks if layout.zero >= 1 else 1)
+    optimizer = (
+        opt_params
+        * ADAM_BYTES_PER_PARAM
+        / (cluster.gpu.hbm_bandwidth_bytes_per_s * fw.elementwise_efficiency)
+    )
+
+    b = bottleneck
+    breakdown = {
+        "forward_compute": m * b.forward_compute,
+        "backward_compute": m * b.backward_compute,
+        "recompute": m * b.recompute,
+        "tp_comm": m * b.tp_comm,
+        "cp_comm": m * b.cp_comm,
+        "ep_comm": m * b.ep_comm,
+        "pp_comm": m * b.pp_comm,
+        "pipeline_bubble": bubble,
+        "dp_comm": dp_comm,
+        "zero3_comm": zero3,
+        "optimizer": optimizer,
+        "overhead": fw.step_overhead_s,
+    }
+    tokens = layout.global_batch * seq_len
+    return StepEstimate(
+        breakdown={k: float(breakdown[k]) for k in STEP_COMPONENTS},
+        stages=stages,
+        bottleneck_stage=b.stage,
+        tokens_per_step=float(tokens),
+        model_flops_per_step=float(tokens * model_flops_per_token),
+        hardware_flops_per_step=float(tokens * hardware_flops_per_token),
+        num_gpus=layout.num_gpus,
+        peak_flops_per_gpu=peak_flops,
+    )

@@ -67,7 +67,9 @@ def _prefixed(exc: SpecError, prefix: str) -> SpecError:
     return SpecError([Problem(f"{prefix}.{p.field}" if p.field else prefix, p.message) for p in exc.problems])
 
 
-def evaluate(session: Session, scenario: dict[str, Any], field_prefix: str = "") -> Evaluation:
+def evaluate(
+    session: Session, scenario: dict[str, Any], field_prefix: str = "", search: bool = False
+) -> Evaluation:
     """Validate, resolve against the catalog (DB, so users' own rows count) and estimate."""
     try:
         from app.core.estimate import estimate
@@ -96,11 +98,14 @@ def evaluate(session: Session, scenario: dict[str, Any], field_prefix: str = "")
     except SpecError as exc:
         raise _prefixed(exc, field_prefix) from None
     estimate_dict = est.to_dict()
-    result = {
+    result: dict[str, Any] = {
         "status": "ok",
         "summary": summarise(resolved, est),
+        "memory": memory_payload(est.memory),
+        "step": step_payload(est.step),
         "estimate": estimate_dict,
         "assumptions": estimate_dict.get("assumptions", []),
+        "unavailable": {},
     }
     return Evaluation(
         scenario=parsed.model_dump(mode="json"),
@@ -109,6 +114,34 @@ def evaluate(session: Session, scenario: dict[str, Any], field_prefix: str = "")
         calibration_profile=DEFAULT_PROFILE,
         objects={"resolved": resolved, "estimate": est, "scenario": parsed},
     )
+
+
+def memory_payload(memory: Any) -> dict[str, Any]:
+    """Per-stage memory in bytes, in the shape the results panel and the export read."""
+    return {
+        "hbm_bytes": float(memory.hbm_bytes),
+        "usable_bytes": float(getattr(memory, "usable_bytes", memory.hbm_bytes)),
+        "most_loaded": memory.most_loaded.stage,
+        "fits": bool(memory.fits),
+        "margin_bytes": float(memory.margin_bytes),
+        "stages": [
+            {
+                "stage": st.stage,
+                "components": {k: float(v) for k, v in st.breakdown.items()},
+                "total_bytes": float(st.total_bytes),
+            }
+            for st in memory.stages
+        ],
+    }
+
+
+def step_payload(step: Any) -> dict[str, Any]:
+    return {
+        "breakdown_s": {k: float(v) for k, v in step.breakdown.items()},
+        "total_s": float(step.total_s),
+        "tokens_per_s": float(step.tokens_per_s),
+        "mfu": float(step.mfu),
+    }
 
 
 def layout_label(layout: Any) -> str:

@@ -1,0 +1,255 @@
+"""The plan builder's form state: query parameters ⇄ a typed state ⇄ the shared scenario dict.
+
+The builder form submits with GET, so the address bar always holds the whole view; a saved scenario
+turns back into the same query parameters, so "edit" and "reload by URL" both land on the same page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+from urllib.parse import urlencode
+
+from app.core.errors import Problem, SpecError
+
+TOKENS_UNIT = 1e9  # the form takes training tokens in billions
+
+RECOMPUTE_CHOICES = ("none", "selective", "full")
+DTYPE_CHOICES = ("bf16", "fp16", "fp8")
+ZERO_CHOICES = (0, 1, 2, 3)
+MODE_CHOICES = ("manual", "planner")
+
+
+@dataclass
+class BuilderState:
+    model: str = "llama-3-8b"
+    hf_config: str = ""
+    gpu: str = "H100-SXM"
+    nodes: int = 2
+    gpus_per_node: int = 8
+    fabric: str = "ib-ndr-8x400"
+    tokens_b: float = 1000.0
+    seq_len: int = 4096
+    global_batch: int = 256
+    mode: str = "manual"
+    tp: int = 2
+    pp: int = 1
+    vp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 1
+    sp: bool = True
+    recompute: str = "selective"
+    micro_batch: int = 1
+    dtype: str = "bf16"
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def dp(self) -> int:
+        denom = self.tp * self.pp * self.cp
+        return self.num_gpus // denom if denom > 0 and self.num_gpus % denom == 0 else 0
+
+    def query(self, **overrides: Any) -> str:
+        """The query string that reproduces this state (checkbox off is sent as sp=0)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
+        data.update(overrides)
+        data["sp"] = "1" if data["sp"] else "0"
+        if not data["hf_config"]:
+            data.pop("hf_config")
+        return urlencode({k: _fmt(v) for k, v in data.items()})
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("errors")
+        return out
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+_INT_LIMITS = {
+    "nodes": (1, 100_000),
+    "gpus_per_node": (1, 1024),
+    "seq_len": (1, 10_000_000),
+    "global_batch": (1, 100_000_000),
+    "tp": (1, 1024),
+    "pp": (1, 1024),
+    "vp": (1, 128),
+    "cp": (1, 1024),
+    "ep": (1, 1024),
+    "micro_batch": (1, 100_000),
+}
+
+
+def parse_state(params: Mapping[str, str]) -> BuilderState:
+    """Lenient parse: a bad value keeps the default and records a message for that input."""
+    state = BuilderState()
+    errors: dict[str, str] = {}
+    for name in ("model", "gpu", "fabric"):
+        if name in params:
+            value = params[name].strip()
+            if value:
+                setattr(state, name, value[:200])
+            else:
+                errors[name] = "required"
+    if "hf_config" in params:
+        state.hf_config = params["hf_config"][:200_000]
+    for name, (lo, hi) in _INT_LIMITS.items():
+        if name not in params:
+            continue
+        raw = params[name].strip()
+        number: int | None
+        try:
+            number = int(float(raw)) if raw else None
+        except (ValueError, OverflowError):
+            number = None
+        if number is None or not lo <= number <= hi or ("." in raw and float(raw) != number):
+            errors[name] = f"a whole number from {lo} to {hi:,}"
+        else:
+            setattr(state, name, number)
+    if "tokens_b" in params:
+        try:
+            tokens = float(params["tokens_b"])
+            if not 0 < tokens <= 1e9:
+                raise ValueError
+            state.tokens_b = tokens
+        except ValueError:
+            errors["tokens_b"] = "a positive number of billions of tokens"
+    if "zero" in params:
+        try:
+            zero = int(params["zero"])
+            if zero not in ZERO_CHOICES:
+                raise ValueError
+            state.zero = zero
+        except ValueError:
+            errors["zero"] = "0, 1, 2 or 3"
+    for name, choices in (("recompute", RECOMPUTE_CHOICES), ("dtype", DTYPE_CHOICES), ("mode", MODE_CHOICES)):
+        if name in params:
+            if params[name] in choices:
+                setattr(state, name, params[name])
+            else:
+                errors[name] = f"one of {', '.join(choices)}"
+    if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
+        state.sp = params["sp"] in ("1", "on", "true", "yes")
+    state.errors = errors
+    return state
+
+
+def state_to_scenario(state: BuilderState) -> dict[str, Any]:
+    """The shared Scenario dict for this state (raises SpecError naming the form's fields)."""
+    problems = [Problem(name, msg) for name, msg in state.errors.items()]
+    model: Any = state.model
+    if state.hf_config.strip():
+        model = _model_from_pasted_config(state.hf_config, problems)
+    if state.dp == 0:
+        problems.append(
+            Problem(
+                "tp",
+                f"the cluster's {state.num_gpus} GPUs are not divisible by tp·pp·cp = "
+                f"{state.tp}·{state.pp}·{state.cp}",
+            )
+        )
+    if problems:
+        raise SpecError(problems)
+    return {
+        "model": model,
+        "cluster": {
+            "gpu": state.gpu,
+            "nodes": state.nodes,
+            "gpus_per_node": state.gpus_per_node,
+            "fabric": state.fabric,
+        },
+        "layout": {
+            "tp": state.tp,
+            "pp": state.pp,
+            "vp": state.vp,
+            "dp": state.dp,
+            "cp": state.cp,
+            "ep": state.ep,
+            "zero": state.zero,
+            "sequence_parallel": state.sp,
+            "recompute": state.recompute,
+            "micro_batch": state.micro_batch,
+            "global_batch": state.global_batch,
+            "dtype": state.dtype,
+        },
+        "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
+    }
+
+
+_MODEL_SPEC_KEYS = frozenset(
+    {
+        "name",
+        "num_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "ffn_hidden_size",
+        "vocab_size",
+        "activation",
+    }
+)
+
+
+def _model_from_pasted_config(text: str, problems: list[Problem]) -> Any:
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.append(Problem("hf_config", f"not valid JSON: {exc.msg} (line {exc.lineno})"))
+        return None
+    if not isinstance(config, dict):
+        problems.append(Problem("hf_config", "expected a JSON object (a Hugging Face config.json)"))
+        return None
+    if config.keys() >= _MODEL_SPEC_KEYS:
+        return config  # already a ClusterPlan model spec (what "edit" of a pasted model puts back here)
+    try:
+        from app.core.hf_config import model_from_hf_config
+    except ImportError:
+        problems.append(Problem("hf_config", "config.json import is not available in this build"))
+        return None
+    name = str(config.get("_name_or_path") or config.get("model_type") or "pasted config")[:100]
+    try:
+        return model_from_hf_config(config, name=name).to_dict()
+    except SpecError as exc:
+        problems.extend(Problem("hf_config", f"{p.field}: {p.message}") for p in exc.problems)
+    except (ValueError, TypeError, KeyError) as exc:
+        problems.append(Problem("hf_config", str(exc)))
+    return None
+
+
+def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
+    """Back from a saved scenario to the builder form (for "edit" and "open in builder")."""
+    state = BuilderState()
+    model = scenario.get("model")
+    if isinstance(model, str):
+        state.model = model
+    elif isinstance(model, dict):
+        state.model = str(model.get("name", state.model))
+        state.hf_config = json.dumps(model, indent=1)
+    cluster = scenario.get("cluster") or {}
+    state.gpu = str(cluster.get("gpu", state.gpu)) if not isinstance(cluster.get("gpu"), dict) else state.gpu
+    state.nodes = int(cluster.get("nodes", state.nodes))
+    state.gpus_per_node = int(cluster.get("gpus_per_node", state.gpus_per_node))
+    fabric = cluster.get("fabric", state.fabric)
+    state.fabric = fabric if isinstance(fabric, str) else str((fabric or {}).get("name", state.fabric))
+    layout = scenario.get("layout") or {}
+    for name in ("tp", "pp", "vp", "cp", "ep", "zero", "micro_batch", "global_batch"):
+        if layout.get(name) is not None:
+            setattr(state, name, int(layout[name]))
+    state.sp = bool(layout.get("sequence_parallel", state.sp))
+    state.recompute = str(layout.get("recompute", state.recompute))
+    state.dtype = str(layout.get("dtype", state.dtype))
+    training = scenario.get("training") or {}
+    if training.get("seq_len") is not None:
+        state.seq_len = int(training["seq_len"])
+    if training.get("tokens") is not None:
+        state.tokens_b = float(training["tokens"]) / TOKENS_UNIT
+    return state

@@ -1,0 +1,119 @@
+"""Jinja filters for the planning pages: number formatting with units left to the template, labels, links."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from app.web.templating import templates
+
+LABELS = {
+    "weights": "Weights",
+    "weights_bytes": "Weights",
+    "gradients": "Gradients",
+    "gradients_bytes": "Gradients",
+    "grads": "Gradients",
+    "optimizer": "Optimizer states",
+    "optimizer_bytes": "Optimizer states",
+    "activations": "Activations",
+    "activations_bytes": "Activations",
+    "overhead": "Overheads",
+    "overhead_bytes": "Overheads",
+    "compute": "Compute",
+    "compute_s": "Compute",
+    "bubble": "Pipeline bubble",
+    "bubble_s": "Pipeline bubble",
+    "optimizer_s": "Optimizer step",
+    "recompute_s": "Recompute",
+    "tp_comm_s": "TP communication",
+    "cp_comm_s": "CP communication",
+    "ep_comm_s": "EP all-to-all",
+    "pp_comm_s": "PP send/recv",
+    "dp_comm_s": "DP gradient sync",
+}
+
+_URL = re.compile(r"(https?://[^\s<>\"')]+)")
+
+
+def fmt_input(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def num(value: Any, digits: int = 2) -> str:
+    """Thousands separators, fixed decimals; '—' for missing or non-finite values."""
+    if value is None or isinstance(value, bool):
+        return "—" if value is None else str(value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(x):
+        return "—"
+    return f"{x:,.{digits}f}"
+
+
+def num_auto(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    x = float(value)
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return f"{x:,.6g}" if not float(x).is_integer() else f"{int(x):,}"
+    return f"{x:.4g}"
+
+
+def label(key: Any) -> str:
+    text = str(key)
+    if text in LABELS:
+        return LABELS[text]
+    for suffix in ("_bytes", "_s"):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
+    return text.replace("_", " ").capitalize()
+
+
+def field_anchor(field: Any) -> str:
+    """Form input id suffix for a problem's field path (layout.tp → tp, cluster.nodes → nodes)."""
+    name = str(field).split(".")[-1]
+    return {"seq_len": "seq_len", "tokens": "tokens_b", "sequence_parallel": "sp", "model": "model"}.get(
+        name, name
+    )
+
+
+def linkify(text: Any) -> Markup:
+    escaped = str(escape(str(text or "")))
+    return Markup(
+        _URL.sub(lambda m: f'<a href="{m.group(1)}" rel="noopener noreferrer">{m.group(1)}</a>', escaped)
+    )
+
+
+def install() -> None:
+    templates.env.filters.update(
+        fmt_input=fmt_input,
+        num=num,
+        num_auto=num_auto,
+        label=label,
+        field_anchor=field_anchor,
+        linkify=linkify,
+    )
+
+
+install()
+
+
+def flat_items(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested dict → sorted (dotted key, value) pairs for a two-column table."""
+    out: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(flat_items(v, f"{prefix}.{k}" if prefix else str(k)))
+    else:
+        out.append((prefix, value))
+    return out
+
+
+templates.env.filters["flat_items"] = flat_items

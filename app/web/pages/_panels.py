@@ -1,0 +1,383 @@
+"""Turn an evaluated scenario (the JSON a plan revision stores) into what the results panels show:
+Plotly figures (drawn by static/js/charts.js) and the tables beside them, in display units."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from app.core.errors import Problem, SpecError
+from app.core.units import GiB
+from app.errors import NotFoundError
+from app.models.catalog import GPUEntry, ModelEntry
+from app.services import planning
+from app.web.pages import _filters
+from app.web.pages._builder import BuilderState, state_to_scenario
+
+MS = 1e3
+
+# Agreed fabric preset names (app/catalog/fabrics.yaml); used when the loader is not importable.
+FALLBACK_FABRICS = (
+    "ib-ndr-8x400",
+    "roce-8x400",
+    "ethernet-tcp-100",
+    "efa-v2-32x100",
+    "ib-hdr-8x200",
+    "ib-xdr-8x800",
+)
+
+
+@dataclass
+class View:
+    problems: list[Problem] = field(default_factory=list)
+    notice: str = ""
+    scenario_json: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] | None = None
+    step: dict[str, Any] | None = None
+    ranking: dict[str, Any] | None = None
+    scaling: dict[str, Any] | None = None
+    cost: dict[str, Any] | None = None
+    goodput: dict[str, Any] | None = None
+    assumptions: list[dict[str, Any]] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- choices
+
+
+@dataclass
+class Choices:
+    models: list[dict[str, str]]
+    gpus: list[tuple[str, str]]
+    fabrics: list[tuple[str, str]]
+
+
+def fabric_names() -> list[str]:
+    try:
+        from app.catalog.fabrics import fabrics
+    except ImportError:
+        return list(FALLBACK_FABRICS)
+    return sorted(fabrics())
+
+
+def choices(session: Session, state: BuilderState | None = None) -> Choices:
+    models = [
+        {"name": m.name, "label": f"{m.name} ({m.family})" if m.family else m.name}
+        for m in session.exec(select(ModelEntry).order_by(col(ModelEntry.name))).all()
+    ]
+    gpus = [(g.name, g.name) for g in session.exec(select(GPUEntry).order_by(col(GPUEntry.name))).all()]
+    fabrics = [(f, f) for f in fabric_names()]
+    if state is not None:  # keep the current value selectable even if the catalog does not list it
+        if state.gpu not in {g for g, _ in gpus}:
+            gpus.insert(0, (state.gpu, state.gpu))
+        if state.fabric not in {f for f, _ in fabrics}:
+            fabrics.insert(0, (state.fabric, state.fabric))
+    return Choices(models=models, gpus=gpus, fabrics=fabrics)
+
+
+# ---------------------------------------------------------------------------------------------- views
+
+
+def build_view(session: Session, state: BuilderState) -> View:
+    """Evaluate the builder's state; problems are reported per field, never as an error page."""
+    try:
+        scenario = state_to_scenario(state)
+        evaluation = planning.evaluate(session, scenario, search=state.mode == "planner")
+    except SpecError as exc:
+        return View(problems=list(exc.problems), reasons=_default_reasons())
+    except NotFoundError as exc:
+        return View(problems=[Problem(_kind_field(exc.kind), str(exc))], reasons=_default_reasons())
+    view = view_from_result(
+        evaluation.result,
+        {
+            "app_version": evaluation.app_version,
+            "formula_version": evaluation.formula_version,
+            "price_book_date": evaluation.price_book_date,
+            "calibration_profile": evaluation.calibration_profile,
+        },
+    )
+    if evaluation.result.get("status") == "ok":
+        view.scenario_json = json.dumps(evaluation.scenario, separators=(",", ":"))
+    return view
+
+
+def view_from_saved(rev: Any) -> View:
+    return view_from_result(
+        rev.result,
+        {
+            "app_version": rev.app_version,
+            "formula_version": rev.formula_version,
+            "price_book_date": rev.price_book_date,
+            "calibration_profile": rev.calibration_profile,
+        },
+    )
+
+
+def _kind_field(kind: str) -> str:
+    return {"gpu": "gpu", "model": "model", "fabric": "fabric", "interconnect": "fabric"}.get(kind, kind)
+
+
+def _default_reasons() -> dict[str, str]:
+    return {
+        "ranking": "Fix the inputs above to see results.",
+        "scaling": "Fix the inputs above to see results.",
+        "cost": "Fix the inputs above to see results.",
+        "goodput": "Fix the inputs above to see results.",
+    }
+
+
+def view_from_result(result: dict[str, Any], provenance: dict[str, str]) -> View:
+    view = View(provenance=provenance, reasons=dict(result.get("unavailable") or {}))
+    if result.get("status") != "ok":
+        view.notice = str(result.get("message") or "No estimate for these inputs.")
+        view.reasons = {k: view.notice for k in ("ranking", "scaling", "cost", "goodput")}
+        return view
+    view.summary = dict(result.get("summary") or {})
+    view.memory = memory_panel(result.get("memory"))
+    view.step = step_panel(result.get("step"))
+    view.ranking = result.get("ranking")
+    view.scaling = scaling_panel(result.get("scaling"))
+    view.cost = result.get("cost_panel")
+    view.goodput = goodput_panel(result.get("goodput"))
+    view.assumptions = [a for a in result.get("assumptions") or [] if isinstance(a, dict)]
+    view.reasons.setdefault(
+        "ranking", "Choose “Let the planner choose” to rank every layout for this model and cluster."
+    )
+    view.reasons.setdefault("scaling", "No scaling sweep was computed for this plan.")
+    view.reasons.setdefault("cost", "The cost model is not available in this build.")
+    view.reasons.setdefault("goodput", "The goodput model is not available in this build.")
+    return view
+
+
+def _axis(title: str, **extra: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "automargin": True, **extra}
+
+
+def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not memory or not memory.get("stages"):
+        return None
+    hbm = float(memory["hbm_bytes"])
+    usable = float(memory.get("usable_bytes") or hbm)
+    stages = memory["stages"]
+    most = memory.get("most_loaded")
+    components: list[str] = []
+    for stage in stages:
+        for name in stage["components"]:
+            if name not in components:
+                components.append(name)
+    names = [f"Stage {s['stage']}" for s in stages]
+    rows: list[dict[str, Any]] = []
+    for s in stages:
+        gib = {c: float(s["components"].get(c, 0.0)) / GiB for c in components}
+        total = float(s["total_bytes"])
+        rows.append(
+            {
+                "stage": names[len(rows)],
+                "gib": gib,
+                "total_gib": total / GiB,
+                "fits": total <= usable,
+                "most_loaded": s["stage"] == most,
+            }
+        )
+    traces = [
+        {
+            "type": "bar",
+            "name": _filters.label(c),
+            "x": names,
+            "y": [round(r["gib"][c], 3) for r in rows],
+            "hovertemplate": "%{x}: %{y:.2f} GiB<extra>" + _filters.label(c) + "</extra>",
+        }
+        for c in components
+    ]
+    annotations = [
+        {
+            "x": r["stage"],
+            "y": r["total_gib"],
+            "text": "✓ fits" if r["fits"] else "✗ over HBM",
+            "showarrow": False,
+            "yanchor": "bottom",
+        }
+        for r in rows
+    ]
+    annotations.append(
+        {
+            "xref": "paper",
+            "x": 1,
+            "y": hbm / GiB,
+            "text": f"HBM {hbm / GiB:.0f} GiB",
+            "showarrow": False,
+            "xanchor": "right",
+            "yanchor": "bottom",
+        }
+    )
+    figure = {
+        "data": traces,
+        "layout": {
+            "barmode": "stack",
+            "xaxis": _axis("Pipeline stage"),
+            "yaxis": _axis("Memory per GPU (GiB)", rangemode="tozero"),
+            "shapes": [
+                {
+                    "type": "line",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "y0": usable / GiB,
+                    "y1": usable / GiB,
+                    "line": {"dash": "dot", "width": 1},
+                    "name": "usable after safety margin",
+                },
+                {
+                    "type": "line",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "y0": hbm / GiB,
+                    "y1": hbm / GiB,
+                    "line": {"dash": "dash", "width": 2},
+                    "name": "HBM capacity",
+                },
+            ],
+            "annotations": annotations,
+            "legend": {"orientation": "h"},
+        },
+    }
+    worst = max(rows, key=lambda r: r["total_gib"])
+    summary = (
+        f"most-loaded stage uses {worst['total_gib']:.1f} GiB of {hbm / GiB:.0f} GiB "
+        f"({'fits' if worst['fits'] else 'does not fit'} within the usable {usable / GiB:.0f} GiB)"
+    )
+    return {
+        "figure": figure,
+        "rows": rows,
+        "components": components,
+        "hbm_gib": hbm / GiB,
+        "usable_gib": usable / GiB,
+        "summary": summary,
+    }
+
+
+def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not step or not step.get("breakdown_s"):
+        return None
+    total = float(step["total_s"])
+    rows = [
+        {"name": k, "ms": float(v) * MS, "pct": (100.0 * float(v) / total) if total else 0.0}
+        for k, v in step["breakdown_s"].items()
+    ]
+    figure = {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "y": [_filters.label(r["name"]) for r in rows],
+                "x": [round(r["ms"], 3) for r in rows],
+                "text": [f"{r['ms']:.1f} ms" for r in rows],
+                "textposition": "auto",
+                "hovertemplate": "%{y}: %{x:.2f} ms<extra></extra>",
+                "name": "time per step",
+            }
+        ],
+        "layout": {
+            "xaxis": _axis("Time per step (ms)", rangemode="tozero"),
+            "yaxis": _axis("", autorange="reversed"),
+            "showlegend": False,
+        },
+    }
+    return {
+        "figure": figure,
+        "rows": rows,
+        "total_ms": total * MS,
+        "summary": f"total {total * MS:.1f} ms per step",
+    }
+
+
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not scaling or not scaling.get("points"):
+        return None
+    fabrics: list[str] = list(scaling["fabrics"])
+    by_gpus: dict[int, dict[str, Any]] = {}
+    for p in scaling["points"]:
+        row = by_gpus.setdefault(int(p["gpus"]), {"gpus": int(p["gpus"]), "eff": {}, "days": {}})
+        row["eff"][p["fabric"]] = None if p.get("efficiency") is None else 100.0 * float(p["efficiency"])
+        row["days"][p["fabric"]] = p.get("days")
+    rows = [by_gpus[k] for k in sorted(by_gpus)]
+    traces = []
+    for i, f in enumerate(fabrics):
+        xs = [r["gpus"] for r in rows if r["eff"].get(f) is not None]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{f} efficiency",
+                "x": xs,
+                "y": [round(r["eff"][f], 2) for r in rows if r["eff"].get(f) is not None],
+                "marker": {"symbol": _SYMBOLS[i % len(_SYMBOLS)], "size": 8},
+                "line": {"dash": _DASHES[i % len(_DASHES)]},
+                "hovertemplate": "%{x} GPUs: %{y:.1f} %<extra>" + f + "</extra>",
+            }
+        )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{f} time to train",
+                "x": [r["gpus"] for r in rows if r["days"].get(f) is not None],
+                "y": [round(float(r["days"][f]), 3) for r in rows if r["days"].get(f) is not None],
+                "xaxis": "x2",
+                "yaxis": "y2",
+                "marker": {"symbol": _SYMBOLS[i % len(_SYMBOLS)] + "-open", "size": 8},
+                "line": {"dash": _DASHES[i % len(_DASHES)]},
+                "hovertemplate": "%{x} GPUs: %{y:.1f} days<extra>" + f + "</extra>",
+            }
+        )
+    figure = {
+        "data": traces,
+        "layout": {
+            "grid": {"rows": 1, "columns": 2, "pattern": "independent"},
+            "xaxis": _axis("GPUs", type="log"),
+            "yaxis": _axis("Scaling efficiency (%)", rangemode="tozero"),
+            "xaxis2": _axis("GPUs", type="log"),
+            "yaxis2": _axis("Time to train (days)", type="log"),
+            "legend": {"orientation": "h"},
+        },
+    }
+    return {
+        "figure": figure,
+        "rows": rows,
+        "fabrics": fabrics,
+        "note": scaling.get("note", ""),
+        "summary": f"{len(rows)} cluster sizes on {len(fabrics)} fabrics",
+    }
+
+
+def goodput_panel(goodput: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not goodput or not goodput.get("breakdown"):
+        return None
+    breakdown = goodput["breakdown"]
+    figure = {
+        "data": [
+            {
+                "type": "bar",
+                "x": [_filters.label(k) for k in breakdown],
+                "y": [round(float(v), 4) for v in breakdown.values()],
+                "hovertemplate": "%{x}: %{y:.3f} h<extra></extra>",
+                "name": "hours per useful hour",
+            }
+        ],
+        "layout": {
+            "xaxis": _axis("Cause"),
+            "yaxis": _axis("Wall-clock hours per useful hour (h)", rangemode="tozero"),
+            "showlegend": False,
+        },
+    }
+    return {"figure": figure, "rows": goodput.get("rows", []), "summary": goodput.get("summary", "")}

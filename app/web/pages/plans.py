@@ -1,0 +1,239 @@
+"""Planning session pages: the plan builder, saved plans, a plan's revisions, compare.
+
+Every page renders in full on a direct load; htmx requests get only the named block of the same template.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from app.api.deps import SessionDep
+from app.auth.deps import Principal, current_principal, require_scope
+from app.core.errors import Problem, SpecError
+from app.errors import NotFoundError
+from app.schemas.plans import PlanCreate, PlanDuplicate, PlanRevise
+from app.services import plans as plan_service
+from app.web.pages import _builder, _panels
+from app.web.templating import render
+
+router = APIRouter()
+
+WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
+ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
+
+
+def _author(principal: Principal) -> uuid.UUID | None:
+    return principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
+
+
+def _csrf(request: Request) -> str:
+    principal = getattr(request.state, "principal", None)
+    return str(getattr(principal, "csrf_token", "") or "")
+
+
+def _not_found(request: Request, kind: str, name: str) -> HTMLResponse:
+    return render(
+        request,
+        "plan_missing.html",
+        {"title": f"No such {kind}", "kind": kind, "name": name},
+        status_code=404,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- builder
+
+
+@router.get("/plans/new", response_class=HTMLResponse)
+def builder(
+    request: Request, session: SessionDep, _principal: Annotated[Principal, Depends(current_principal)]
+) -> HTMLResponse:
+    """The planning session: inputs on the left, results updated in place on the right."""
+    params = dict(request.query_params)
+    editing = params.pop("plan", None)
+    state = _builder.parse_state(params)
+    view = _panels.build_view(session, state)
+    editing_plan = None
+    if editing:
+        try:
+            editing_plan = plan_service.get_plan(session, editing)
+        except NotFoundError:
+            editing_plan = None
+    context: dict[str, Any] = {
+        "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
+        "state": state,
+        "view": view,
+        "choices": _panels.choices(session, state),
+        "editing": editing_plan,
+        "csrf_token": _csrf(request),
+    }
+    return render(request, "plan_new.html", context, block="results")
+
+
+@router.post("/plans", response_class=HTMLResponse)
+def save_new_plan(
+    request: Request,
+    session: SessionDep,
+    principal: WriteDep,
+    name: Annotated[str, Form(max_length=200)] = "",
+    notes: Annotated[str, Form(max_length=20000)] = "",
+    scenario: Annotated[str, Form(max_length=400_000)] = "",
+) -> Response:
+    try:
+        body = PlanCreate(name=name or "Untitled plan", notes=notes, scenario=_scenario_field(scenario))
+        plan = plan_service.create_plan(session, body, _author(principal))
+    except SpecError as exc:
+        return _save_failed(request, exc)
+    return _see_other(request, f"/plans/{plan.id}")
+
+
+@router.post("/plans/{plan_id}/revise", response_class=HTMLResponse)
+def save_revision(
+    request: Request,
+    plan_id: uuid.UUID,
+    session: SessionDep,
+    principal: WriteDep,
+    name: Annotated[str, Form(max_length=200)] = "",
+    notes: Annotated[str, Form(max_length=20000)] = "",
+    scenario: Annotated[str, Form(max_length=400_000)] = "",
+) -> Response:
+    try:
+        change = PlanRevise(name=name or None, notes=notes, scenario=_scenario_field(scenario))
+        plan_service.add_revision(session, plan_id, change, _author(principal))
+    except SpecError as exc:
+        return _save_failed(request, exc)
+    except NotFoundError:
+        return _not_found(request, "plan", str(plan_id))
+    return _see_other(request, f"/plans/{plan_id}")
+
+
+def _scenario_field(raw: str) -> dict[str, Any]:
+    try:
+        scenario = json.loads(raw)
+    except json.JSONDecodeError:
+        raise SpecError([Problem("scenario", "the inputs have problems; fix them before saving")]) from None
+    if not isinstance(scenario, dict):
+        raise SpecError([Problem("scenario", "the inputs have problems; fix them before saving")])
+    return scenario
+
+
+def _save_failed(request: Request, exc: SpecError) -> HTMLResponse:
+    return render(
+        request,
+        "plan_missing.html",
+        {"title": "Plan not saved", "problems": exc.problems, "kind": "", "name": ""},
+        status_code=422,
+    )
+
+
+def _see_other(request: Request, url: str) -> Response:
+    if request.headers.get("HX-Request") == "true":
+        return Response(status_code=204, headers={"HX-Location": url})
+    return RedirectResponse(url, status_code=303)
+
+
+# ---------------------------------------------------------------------------------------------- saved plans
+
+
+@router.get("/plans", response_class=HTMLResponse)
+def plan_list(
+    request: Request,
+    session: SessionDep,
+    _principal: ReadDep,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    limit = 50
+    rows, count = plan_service.list_plans(session, offset=offset, limit=limit, q=q)
+    context = {
+        "title": "Saved plans",
+        "plans": rows,
+        "count": count,
+        "q": q or "",
+        "offset": offset,
+        "limit": limit,
+        "csrf_token": _csrf(request),
+    }
+    return render(request, "plan_list.html", context, block="plan_table")
+
+
+@router.get("/plans/compare", response_class=HTMLResponse)
+def compare(
+    request: Request,
+    session: SessionDep,
+    _principal: ReadDep,
+    ids: Annotated[list[str] | None, Query()] = None,
+    only_differences: Annotated[bool, Query()] = False,
+) -> HTMLResponse:
+    chosen = [i for i in (ids or []) if i]
+    comparison = None
+    problem = ""
+    try:
+        comparison = plan_service.compare_plans(session, list(chosen))
+    except SpecError as exc:
+        problem = "; ".join(p.message for p in exc.problems)
+    except NotFoundError as exc:
+        problem = str(exc)
+    rows = comparison.rows if comparison else []
+    if only_differences:
+        rows = [r for r in rows if r.differs]
+    context = {
+        "title": "Compare plans",
+        "comparison": comparison,
+        "rows": rows,
+        "problem": problem,
+        "ids": chosen,
+        "only_differences": only_differences,
+        "plans": plan_service.list_plans(session, limit=200)[0],
+    }
+    status_code = 200 if comparison or not chosen else 422
+    return render(request, "plan_compare.html", context, block="comparison", status_code=status_code)
+
+
+@router.get("/plans/{plan_id}", response_class=HTMLResponse)
+def plan_detail(
+    request: Request,
+    plan_id: str,
+    session: SessionDep,
+    _principal: ReadDep,
+    revision: Annotated[int | None, Query(ge=1)] = None,
+) -> HTMLResponse:
+    try:
+        plan = plan_service.get_plan(session, plan_id)
+        rev = plan_service.get_revision(session, plan_id, revision)
+        revisions, _count = plan_service.list_revisions(session, plan_id, limit=1000)
+    except NotFoundError:
+        return _not_found(request, "plan", plan_id)
+    state = _builder.scenario_to_state(rev.scenario)
+    context = {
+        "title": plan.name,
+        "plan": plan,
+        "rev": rev,
+        "revisions": revisions,
+        "view": _panels.view_from_saved(rev),
+        "builder_query": state.query(plan=str(plan.id)),
+        "csrf_token": _csrf(request),
+    }
+    return render(request, "plan_detail.html", context, block="revision")
+
+
+@router.post("/plans/{plan_id}/duplicate", response_class=HTMLResponse)
+def duplicate(request: Request, plan_id: uuid.UUID, session: SessionDep, principal: WriteDep) -> Response:
+    try:
+        copy = plan_service.duplicate_plan(session, plan_id, PlanDuplicate(), _author(principal))
+    except NotFoundError:
+        return _not_found(request, "plan", str(plan_id))
+    return _see_other(request, f"/plans/{copy.id}")
+
+
+@router.post("/plans/{plan_id}/delete", response_class=HTMLResponse)
+def delete(request: Request, plan_id: uuid.UUID, session: SessionDep, _principal: WriteDep) -> Response:
+    try:
+        plan_service.delete_plan(session, plan_id)
+    except NotFoundError:
+        return _not_found(request, "plan", str(plan_id))
+    return _see_other(request, "/plans")

@@ -1,0 +1,70 @@
+// Draws every chart on the page from its <script type="application/json"> data block (no inline script:
+// the CSP allows only script files from this origin). Re-draws after htmx swaps and when the theme changes.
+(function () {
+  "use strict";
+
+  function cssVar(name, fallback) {
+    var v = getComputedStyle(document.documentElement).getPropertyValue(name);
+    return v && v.trim() ? v.trim() : fallback;
+  }
+
+  function themed(layout) {
+    var dark = typeof window.clusterplanTheme === "function" && window.clusterplanTheme() === "dark";
+    var fg = cssVar("--fg", dark ? "#e6edf3" : "#1b1f24");
+    var grid = cssVar("--border", dark ? "#30363d" : "#d0d7de");
+    var out = Object.assign({}, layout);
+    out.paper_bgcolor = "rgba(0,0,0,0)";
+    out.plot_bgcolor = "rgba(0,0,0,0)";
+    out.font = Object.assign({ family: "system-ui, sans-serif", size: 12 }, out.font || {}, { color: fg });
+    out.margin = out.margin || { l: 60, r: 20, t: 20, b: 50 };
+    out.colorway = dark
+      ? ["#58a6ff", "#f0883e", "#3fb950", "#d2a8ff", "#ff7b72", "#e3b341", "#79c0ff", "#a5d6ff"]
+      : ["#0b5cad", "#c4581b", "#1a7f37", "#8250df", "#b42318", "#9a6700", "#0969da", "#57606a"];
+    Object.keys(out).forEach(function (key) {
+      if (/^[xy]axis\d*$/.test(key)) {
+        out[key] = Object.assign({}, out[key], { gridcolor: grid, zerolinecolor: grid, linecolor: grid, color: fg });
+      }
+    });
+    if (out.shapes) {
+      out.shapes = out.shapes.map(function (s) {
+        return Object.assign({}, s, { line: Object.assign({}, s.line || {}, { color: fg }) });
+      });
+    }
+    if (out.annotations) {
+      out.annotations = out.annotations.map(function (a) {
+        return Object.assign({}, a, { font: Object.assign({}, a.font || {}, { color: fg }) });
+      });
+    }
+    return out;
+  }
+
+  function draw(el) {
+    if (typeof window.Plotly === "undefined") { return; }
+    var source = document.getElementById(el.getAttribute("data-figure"));
+    if (!source) { return; }
+    var figure;
+    try { figure = JSON.parse(source.textContent); } catch (e) { return; }
+    window.Plotly.react(el, figure.data || [], themed(figure.layout || {}), {
+      responsive: true,
+      displaylogo: false,
+      modeBarButtonsToRemove: ["select2d", "lasso2d"],
+    });
+    el.setAttribute("data-drawn", "true");
+  }
+
+  function drawAll(root) {
+    var scope = root && root.querySelectorAll ? root : document;
+    var charts = scope.querySelectorAll(".chart[data-figure]");
+    for (var i = 0; i < charts.length; i++) { draw(charts[i]); }
+    if (scope !== document && scope.matches && scope.matches(".chart[data-figure]")) { draw(scope); }
+  }
+
+  window.clusterplanCharts = { drawAll: drawAll };
+  document.addEventListener("DOMContentLoaded", function () { drawAll(document); });
+  document.addEventListener("htmx:afterSettle", function (evt) { drawAll(evt.target || document); });
+  document.addEventListener("clusterplan:theme", function () { drawAll(document); });
+  if (window.matchMedia) {
+    var mq = window.matchMedia("(prefers-color-scheme: dark)");
+    if (mq.addEventListener) { mq.addEventListener("change", function () { drawAll(document); }); }
+  }
+})();

@@ -287,10 +287,14 @@ def checkpoint_stall(
     *,
     d2h_bytes_per_s_per_gpu: float = D2H_BYTES_PER_S_PER_GPU,
     use_p99: bool = True,
+    slow_disk_fraction: float = 1.0,
+    jitter_sigma: float = 0.1,
 ) -> CheckpointStall:
     """Synchronous: training waits for the whole write. Asynchronous (PyTorch DCP async_save, Megatron async
     checkpointing): training waits only for the device-to-host snapshot, the write runs in the background."""
-    write = checkpoint_write(size_bytes, tier, num_nodes)
+    write = checkpoint_write(
+        size_bytes, tier, num_nodes, jitter_sigma=jitter_sigma, slow_disk_fraction=slow_disk_fraction
+    )
     sync = write.p99_write_s if use_p99 else write.write_s
     per_gpu = size_bytes / max(1, num_nodes * gpus_per_node)
     snapshot = per_gpu / d2h_bytes_per_s_per_gpu

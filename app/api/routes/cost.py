@@ -1,0 +1,122 @@
+"""/api/v1/cost, /api/v1/goodput, /api/v1/storage: cost per run, TCO, breakeven, goodput and storage tiers.
+
+These endpoints compute and store nothing, so they need no scope; every price and default used is echoed
+with its date and source in the response's `assumptions`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import SessionDep
+from app.api.envelope import ListEnvelope
+from app.schemas import cost as s
+from app.services import cost as svc
+
+router = APIRouter()
+cost_router = APIRouter(prefix="/cost", tags=["cost"])
+goodput_router = APIRouter(prefix="/goodput", tags=["goodput"])
+storage_router = APIRouter(prefix="/storage", tags=["storage"])
+
+
+@cost_router.post(
+    "/run",
+    operation_id="cost_run",
+    response_model=s.RunCostResponse,
+    summary="Cost of one training run under each pricing option",
+)
+def cost_run(body: s.RunCostRequest, session: SessionDep) -> s.RunCostResponse:
+    return svc.run_cost(session, body)
+
+
+@cost_router.post(
+    "/tco",
+    operation_id="cost_tco",
+    response_model=s.TcoResponse,
+    summary="On-prem total cost of ownership, $/GPU-hour, breakeven vs cloud, curves",
+)
+def cost_tco(body: s.TcoRequest, session: SessionDep) -> s.TcoResponse:
+    return svc.tco(session, body)
+
+
+@cost_router.post(
+    "/breakeven",
+    operation_id="cost_breakeven",
+    response_model=s.BreakevenResponse,
+    summary="Breakeven months and utilisation of buying vs each cloud option",
+)
+def cost_breakeven(body: s.TcoRequest, session: SessionDep) -> s.BreakevenResponse:
+    return svc.breakeven(session, body)
+
+
+@cost_router.post(
+    "/epoch",
+    operation_id="cost_epoch",
+    response_model=s.EpochResponse,
+    summary="Epoch AI's three cost methods for a training run (arXiv 2405.21015)",
+)
+def cost_epoch(body: s.EpochRequest) -> s.EpochResponse:
+    return svc.epoch(body)
+
+
+@cost_router.post(
+    "/spot",
+    operation_id="cost_spot",
+    response_model=s.SpotResponse,
+    summary="Net savings of spot vs on-demand after preemptions",
+)
+def cost_spot(body: s.SpotRequest) -> s.SpotResponse:
+    return svc.spot(body)
+
+
+@cost_router.get(
+    "/prices",
+    operation_id="cost_list_prices",
+    response_model=ListEnvelope[s.PriceBookRow],
+    summary="The price book with each row's date, source and staleness",
+)
+def cost_list_prices(
+    session: SessionDep,
+    category: Annotated[str | None, Query(max_length=50, description="e.g. cloud_gpu")] = None,
+    stale_only: Annotated[bool, Query(description="only rows older than a year")] = False,
+) -> ListEnvelope[s.PriceBookRow]:
+    rows = svc.price_book(session, category, stale_only)
+    return ListEnvelope(data=rows, count=len(rows))
+
+
+@goodput_router.post(
+    "",
+    operation_id="goodput_estimate",
+    response_model=s.GoodputResponse,
+    summary="Interruptions, checkpoint interval (Young/Daly), restarts → goodput and effective MFU",
+)
+def goodput_estimate(body: s.GoodputRequest) -> s.GoodputResponse:
+    return svc.goodput(body)
+
+
+@goodput_router.get(
+    "/presets",
+    operation_id="goodput_presets",
+    response_model=ListEnvelope[s.PresetOut],
+    summary="Failure-rate presets from published training runs",
+)
+def goodput_presets() -> ListEnvelope[s.PresetOut]:
+    rows = svc.presets()
+    return ListEnvelope(data=rows, count=len(rows))
+
+
+@storage_router.post(
+    "",
+    operation_id="storage_estimate",
+    response_model=s.StorageResponse,
+    summary="Checkpoint size and write time per tier (p99), data-loading bandwidth vs each tier",
+)
+def storage_estimate(body: s.StorageRequest) -> s.StorageResponse:
+    return svc.storage(body)
+
+
+router.include_router(cost_router)
+router.include_router(goodput_router)
+router.include_router(storage_router)

@@ -1,0 +1,340 @@
+"""Request and response models of the cost, goodput and storage endpoints (shared by API and CLI).
+
+Field constraints give 422 with the field named for out-of-range input (negative hours, utilisation outside
+0-1 …). Defaults not shown here come from app.core (each with source and date, echoed in `assumptions`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AssumptionOut(BaseModel):
+    name: str
+    value: float | str
+    unit: str
+    source: str
+    date: str
+
+
+class PriceOptionIn(StrictModel):
+    """A cloud pricing option: a price-book row by id, or an inline price."""
+
+    price_row_id: uuid.UUID | None = Field(None, description="id of a price_row (price book)")
+    label: str | None = Field(None, max_length=200)
+    usd_per_gpu_hour: float | None = Field(None, ge=0, description="inline price, USD per GPU-hour")
+    pricing_model: str = Field("on-demand", max_length=100)
+    commitment_months: float | None = Field(
+        None, ge=0, le=120, description="minimum billed term; None → from model"
+    )
+    gpus_per_instance: int | None = Field(None, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PriceOptionIn:
+        if self.price_row_id is None and self.usd_per_gpu_hour is None:
+            raise ValueError("give price_row_id or usd_per_gpu_hour")
+        return self
+
+
+class PriceOptionOut(BaseModel):
+    label: str
+    price_id: str
+    pricing_model: str
+    usd_per_gpu_hour: float
+    price_date: str
+    price_source: str
+    stale: bool
+    total_usd: float
+    breakdown: dict[str, float]
+    billed_gpu_hours: float
+    billed_hours: float
+    commitment_exceeds_run: bool
+
+
+class RunCostRequest(StrictModel):
+    num_gpus: int = Field(ge=1, le=1_000_000)
+    gpu_hours: float | None = Field(None, ge=0, description="productive GPU-hours; or give params/tokens/mfu")
+    params: float | None = Field(None, gt=0, description="total parameters")
+    active_params: float | None = Field(None, gt=0, description="MoE: parameters active per token")
+    tokens: float | None = Field(None, gt=0)
+    gpu: str | None = Field(None, description="catalog GPU: gives the peak FLOP/s and default price rows")
+    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    peak_tflops: float | None = Field(None, gt=0, description="dense peak TFLOP/s per GPU (overrides gpu)")
+    mfu: float | None = Field(None, gt=0, le=1)
+    goodput: float = Field(1.0, gt=0, le=1)
+    options: list[PriceOptionIn] = Field(
+        default_factory=list, description="empty → price-book rows for the gpu"
+    )
+    pricing_models: list[str] | None = Field(None, description="filter default rows by pricing model text")
+
+
+class RunCostResponse(BaseModel):
+    productive_gpu_hours: float
+    billed_gpu_hours: float
+    wall_clock_hours: float
+    total_flop: float | None
+    options: list[PriceOptionOut]
+    cheapest: str | None
+    assumptions: list[AssumptionOut]
+
+
+class OnPremIn(StrictModel):
+    nodes: int = Field(1, ge=1, le=100_000)
+    gpus_per_node: int = Field(8, ge=1, le=72)
+    server_capex_usd_per_node: float | None = Field(None, ge=0)
+    network_capex_usd: float | None = Field(None, ge=0, description="from a network BOM")
+    network_share: float | None = Field(None, ge=0, lt=1, description="share of server+network capex")
+    fabric_tiers: int = Field(2, ge=1, le=3)
+    storage_capex_usd: float | None = Field(None, ge=0)
+    depreciation: Literal["straight_line", "economic"] = "straight_line"
+    lifetime_years: float | None = Field(None, gt=0, le=20)
+    economic_ooms_per_year: float | None = Field(None, ge=0, le=1)
+    cost_of_capital: float | None = Field(None, ge=0, le=1)
+    node_power_kw: float | None = Field(None, ge=0)
+    avg_draw_fraction: float | None = Field(None, ge=0, le=1)
+    idle_draw_fraction: float | None = Field(None, ge=0, le=1)
+    pue: float | None = Field(None, ge=1, le=5)
+    usd_per_kwh: float | None = Field(None, ge=0)
+    colo_usd_per_kw_month: float | None = Field(None, ge=0)
+    maintenance_fraction_per_year: float | None = Field(None, ge=0, le=1)
+    gpus_per_fte: float | None = Field(None, gt=0)
+    usd_per_fte_year: float | None = Field(None, ge=0)
+    software_usd_per_gpu_year: float | None = Field(None, ge=0)
+
+
+class TcoRequest(StrictModel):
+    onprem: OnPremIn = Field(default_factory=lambda: OnPremIn.model_validate({}))
+    utilisation: float = Field(0.9, gt=0, le=1, description="share of hours the cluster runs jobs")
+    gpu: str | None = Field(None, description="catalog GPU for default cloud price rows")
+    options: list[PriceOptionIn] = Field(default_factory=list)
+    pricing_models: list[str] | None = None
+    months: int | None = Field(None, ge=1, le=240, description="horizon of the cumulative-cost curve")
+
+
+class BreakevenOut(BaseModel):
+    label: str
+    usd_per_gpu_hour: float
+    breakeven_months: float | None
+    breakeven_utilisation: float | None
+    onprem_cheaper_at_utilisation: bool
+
+
+class TcoResponse(BaseModel):
+    utilisation: float
+    capex: dict[str, float]
+    capex_total_usd: float
+    annual: dict[str, float]
+    annual_total_usd: float
+    usd_per_gpu_hour: float
+    breakevens: list[BreakevenOut]
+    curves: dict[str, Any]
+    assumptions: list[AssumptionOut]
+    cloud_options: list[PriceOptionOut] = Field(default_factory=list)
+
+
+class BreakevenResponse(BaseModel):
+    utilisation: float
+    capex_total_usd: float
+    monthly_running_usd: float
+    usd_per_gpu_hour: float
+    breakevens: list[BreakevenOut]
+    curves: dict[str, Any]
+    assumptions: list[AssumptionOut]
+
+
+class EpochRequest(StrictModel):
+    chips: int = Field(ge=1)
+    training_hours: float = Field(gt=0)
+    server_price_per_chip_usd: float = Field(gt=0)
+    years_since_acquisition: float = Field(0.0, ge=0)
+    ooms_per_year: float = Field(0.14, ge=0, le=1)
+    interconnect_fraction: float = Field(0.19, ge=0, lt=1)
+    chip_tdp_w: float = Field(700.0, gt=0)
+    server_to_chip_power: float = Field((10.2 / 8) / 0.7, gt=0)
+    avg_draw_fraction: float = Field(0.75, ge=0, le=1)
+    pue: float = Field(1.25, ge=1)
+    usd_per_kwh: float = Field(0.0771, ge=0)
+    cloud_usd_per_chip_hour: float | None = Field(None, ge=0)
+
+
+class EpochResponse(BaseModel):
+    amortized_hardware_energy_usd: float
+    amortized_breakdown: dict[str, float]
+    cloud_usd: float | None
+    acquisition_usd: float
+    chip_hours: float
+    assumptions: list[AssumptionOut]
+
+
+class SpotRequest(StrictModel):
+    on_demand_usd_per_hour: float = Field(gt=0)
+    spot_discount: float = Field(0.6, ge=0, lt=1)
+    preemptions_per_day: float = Field(2.4, ge=0, le=1000)
+    lost_work_hours: float | None = Field(None, ge=0, description="per preemption; None → half an interval")
+    checkpoint_interval_s: float = Field(3600.0, gt=0)
+    notice_s: float = Field(120.0, ge=0)
+    checkpoint_stall_s: float = Field(60.0, ge=0)
+    restart_s: float = Field(1200.0, ge=0)
+    reacquire_wait_s: float = Field(0.0, ge=0)
+    billed_while_waiting_fraction: float = Field(0.0, ge=0, le=1)
+    target_net_savings: float | None = Field(None, gt=-1, lt=1, description="solve which input gives this")
+
+
+class SpotInversionOut(BaseModel):
+    target_net_savings: float
+    lost_hours_per_preemption: float
+    preemptions_per_day: float
+    spot_discount: float
+
+
+class SpotResponse(BaseModel):
+    spot_usd_per_hour: float
+    useful_fraction: float
+    cost_per_useful_hour_spot: float
+    cost_per_useful_hour_on_demand: float
+    net_savings: float
+    lost_hours_per_preemption: float
+    wall_slowdown: float
+    breakdown_per_day: dict[str, float]
+    inversion: SpotInversionOut | None = None
+    assumptions: list[AssumptionOut]
+
+
+class CheckpointIn(StrictModel):
+    params: float = Field(gt=0, description="total parameters (MoE: all experts)")
+    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    optimizer: Literal["adamw", "adam", "sgd_momentum", "adafactor", "none"] = "adamw"
+    include_optimizer: bool = True
+    format: Literal["safetensors", "torch_save"] = "safetensors"
+
+
+class GoodputRequest(StrictModel):
+    num_gpus: int = Field(ge=1, le=1_000_000)
+    gpus_per_node: int = Field(8, ge=1, le=72)
+    preset: str | None = Field(None, description="failure rates from a published run (GET /goodput/presets)")
+    mtbf_gpu_hours: float | None = Field(None, gt=0, description="per-GPU mean time between failures")
+    mtbf_node_hours: float | None = Field(None, gt=0)
+    mtbf_switch_hours: float | None = Field(None, gt=0)
+    num_switches: int | None = Field(None, ge=0)
+    job_mtbf_hours: float | None = Field(None, gt=0, description="overrides the component rates")
+    checkpoint: CheckpointIn | None = None
+    tier: Literal["local_nvme", "parallel_fs", "object_store"] = "parallel_fs"
+    async_checkpoint: bool = False
+    checkpoint_stall_s: float | None = Field(None, ge=0, description="overrides the computed stall")
+    restart_s: float | None = Field(None, ge=0, description="overrides the computed restart time")
+    interval_s: float | None = Field(None, gt=0)
+    method: Literal["young", "daly"] = "daly"
+    mfu: float | None = Field(None, gt=0, le=1)
+    run_days: float | None = Field(None, gt=0, description="to report checkpoints and idle hours of the run")
+
+    @model_validator(mode="after")
+    def _rates(self) -> GoodputRequest:
+        if self.preset is None and self.job_mtbf_hours is None and self.mtbf_gpu_hours is None:
+            raise ValueError("give preset, job_mtbf_hours or mtbf_gpu_hours")
+        return self
+
+
+class GoodputResponse(BaseModel):
+    num_gpus: int
+    job_mtbf_hours: float
+    interruptions_per_day: float
+    interruption_rate_per_hour: dict[str, float]
+    checkpoint_bytes: float | None
+    checkpoint_stall_s: float
+    sync_stall_s: float | None
+    async_stall_s: float | None
+    restart_s: float
+    restart_breakdown: dict[str, float]
+    interval_s: float
+    young_interval_s: float
+    daly_interval_s: float
+    goodput: float
+    effective_mfu: float | None
+    breakdown: dict[str, float]
+    run: dict[str, float] | None
+    assumptions: list[AssumptionOut]
+
+
+class PresetOut(BaseModel):
+    name: str
+    num_gpus: int
+    gpus_per_node: int
+    duration_days: float
+    interruptions: float
+    job_mtbf_hours: float
+    mtbf_gpu_hours: float | None
+    mtbf_node_hours: float | None
+    mtbf_switch_hours: float | None
+    source: str
+    date: str
+    notes: str
+
+
+class StorageRequest(StrictModel):
+    checkpoint: CheckpointIn
+    num_nodes: int = Field(ge=1, le=100_000)
+    gpus_per_node: int = Field(8, ge=1, le=72)
+    tokens_per_step: float = Field(gt=0, description="global batch in tokens")
+    step_s: float = Field(gt=0, description="step time (from the estimator)")
+    vocab_size: int = Field(ge=1)
+    slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
+    jitter_sigma: float = Field(0.1, ge=0, le=2)
+
+
+class TierCheckpointOut(BaseModel):
+    tier: str
+    bandwidth_bytes_per_s: float
+    write_s: float
+    p99_write_s: float
+    read_s: float
+    sync_stall_s: float
+    async_stall_s: float
+    breakdown: dict[str, float]
+    source: str
+    date: str
+
+
+class TierLoadOut(BaseModel):
+    tier: str
+    available_bytes_per_s: float
+    load_s_per_step: float
+    fraction_of_step: float
+    warn: bool
+
+
+class StorageResponse(BaseModel):
+    checkpoint_bytes: float
+    checkpoint_breakdown: dict[str, float]
+    bytes_per_param: float
+    checkpoint_tiers: list[TierCheckpointOut]
+    tokens_per_s: float
+    bytes_per_token: int
+    required_bytes_per_s: float
+    data_tiers: list[TierLoadOut]
+    warnings: list[str]
+    assumptions: list[AssumptionOut]
+
+
+class PriceBookRow(BaseModel):
+    id: uuid.UUID
+    category: str
+    item: str
+    vendor: str
+    region: str
+    pricing_model: str
+    unit: str
+    price_usd: float
+    usd_per_gpu_hour: float | None
+    gpu_name: str | None
+    price_date: str
+    source: str
+    confidence: str
+    stale: bool
+    age_days: int

@@ -1,0 +1,578 @@
+"""Cost, goodput and storage services: resolve price-book rows and catalog GPUs, call the pure core.
+
+The core (app.core.cost/goodput/storage) never sees the database; this layer turns price_row rows into
+`PriceQuote`s (with date, source and a staleness flag) and request models into core inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import uuid
+from collections.abc import Iterator
+from dataclasses import fields, replace
+from datetime import date
+
+from sqlmodel import Session, select
+
+from app.core import cost as core_cost
+from app.core import goodput as core_goodput
+from app.core import storage as core_storage
+from app.core.errors import Problem, SpecError
+from app.models.catalog import PriceRow
+from app.schemas import cost as s
+
+# --- price book ------------------------------------------------------------------------------------------
+
+
+def _today() -> date:
+    return date.today()
+
+
+@contextlib.contextmanager
+def _session_or_new(session: Session | None) -> Iterator[Session]:
+    if session is not None:
+        yield session
+        return
+    from app.db import get_engine
+
+    with Session(get_engine()) as new_session:
+        yield new_session
+
+
+def quote_from_row(
+    row: PriceRow, today: date | None = None, option: s.PriceOptionIn | None = None
+) -> core_cost.PriceQuote:
+    """A price-book row as a quote; the option may override the label, term and instance shape."""
+    today = today or _today()
+    price = row.usd_per_gpu_hour
+    if price is None:
+        per_unit = row.gpus_per_unit or 1
+        price = row.price_usd / per_unit
+    term = core_cost.commitment_months_for(row.pricing_model)
+    label = f"{row.vendor} {row.item} {row.pricing_model} ({row.price_date.isoformat()})"
+    return core_cost.PriceQuote(
+        label=(option.label if option and option.label else label),
+        usd_per_gpu_hour=float(price),
+        pricing_model=row.pricing_model,
+        commitment_months=option.commitment_months
+        if option and option.commitment_months is not None
+        else term,
+        gpus_per_instance=(
+            option.gpus_per_instance if option and option.gpus_per_instance else row.gpus_per_unit or 1
+        ),
+        date=row.price_date.isoformat(),
+        source=row.source,
+        price_id=str(row.id),
+        stale=core_cost.is_stale(row.price_date, today),
+    )
+
+
+def quote_from_inline(option: s.PriceOptionIn, index: int) -> core_cost.PriceQuote:
+    assert option.usd_per_gpu_hour is not None
+    term = (
+        option.commitment_months
+        if option.commitment_months is not None
+        else core_cost.commitment_months_for(option.pricing_model)
+    )
+    return core_cost.PriceQuote(
+        label=option.label or f"option {index + 1} ({option.pricing_model})",
+        usd_per_gpu_hour=option.usd_per_gpu_hour,
+        pricing_model=option.pricing_model,
+        commitment_months=term,
+        gpus_per_instance=option.gpus_per_instance or 8,
+        date="",
+        source="user input",
+    )
+
+
+def canonical_gpu_name(name: str) -> str:
+    from app.catalog import find_gpu
+
+    return find_gpu(name).name
+
+
+def gpu_peak_flops(name: str, dtype: str) -> float:
+    from app.catalog import find_gpu
+
+    return find_gpu(name).peak(dtype)
+
+
+def default_cloud_rows(session: Session, gpu: str, pricing_models: list[str] | None = None) -> list[PriceRow]:
+    """Cloud price-book rows for a catalog GPU that carry a per-GPU-hour price."""
+    canonical = canonical_gpu_name(gpu)
+    rows = session.exec(
+        select(PriceRow).where(PriceRow.category == "cloud_gpu", PriceRow.gpu_name == canonical)
+    ).all()
+    rows = [r for r in rows if r.usd_per_gpu_hour is not None]
+    if pricing_models:
+        wanted = [p.lower() for p in pricing_models]
+        rows = [r for r in rows if any(w in r.pricing_model.lower() for w in wanted)]
+    return sorted(rows, key=lambda r: (r.vendor, r.pricing_model, r.price_date))
+
+
+def resolve_options(
+    session: Session | None,
+    options: list[s.PriceOptionIn],
+    gpu: str | None = None,
+    pricing_models: list[str] | None = None,
+    today: date | None = None,
+    field_prefix: str = "options",
+) -> list[core_cost.PriceQuote]:
+    """Quotes for the requested options; unknown price-row ids → SpecError naming options.N.price_row_id."""
+    today = today or _today()
+    quotes: list[core_cost.PriceQuote] = []
+    problems: list[Problem] = []
+    needs_db = any(o.price_row_id is not None for o in options) or (not options and gpu is not None)
+    if not needs_db:
+        return [quote_from_inline(o, i) for i, o in enumerate(options)]
+    with _session_or_new(session) as db:
+        if not options and gpu is not None:
+            return [quote_from_row(r, today) for r in default_cloud_rows(db, gpu, pricing_models)]
+        for i, option in enumerate(options):
+            if option.price_row_id is None:
+                quotes.append(quote_from_inline(option, i))
+                continue
+            row = db.get(PriceRow, option.price_row_id)
+            if row is None:
+                problems.append(
+                    Problem(f"{field_prefix}.{i}.price_row_id", f"unknown price row {option.price_row_id}")
+                )
+                continue
+            if (
+                row.usd_per_gpu_hour is None
+                and option.usd_per_gpu_hour is None
+                and row.category != "cloud_gpu"
+            ):
+                problems.append(
+                    Problem(f"{field_prefix}.{i}.price_row_id", f"price row {row.id} is not a GPU-hour price")
+                )
+                continue
+            quote = quote_from_row(row, today, option)
+            if option.usd_per_gpu_hour is not None:
+                quote = replace(
+                    quote, usd_per_gpu_hour=option.usd_per_gpu_hour, source=f"user override of {row.source}"
+                )
+            quotes.append(quote)
+    if problems:
+        raise SpecError(problems)
+    return quotes
+
+
+def price_book(
+    session: Session, category: str | None = None, stale_only: bool = False, today: date | None = None
+) -> list[s.PriceBookRow]:
+    today = today or _today()
+    query = select(PriceRow)
+    if category:
+        query = query.where(PriceRow.category == category)
+    out = []
+    for r in session.exec(query).all():
+        stale = core_cost.is_stale(r.price_date, today)
+        if stale_only and not stale:
+            continue
+        out.append(
+            s.PriceBookRow(
+                id=r.id,
+                category=r.category,
+                item=r.item,
+                vendor=r.vendor,
+                region=r.region,
+                pricing_model=r.pricing_model,
+                unit=r.unit,
+                price_usd=r.price_usd,
+                usd_per_gpu_hour=r.usd_per_gpu_hour,
+                gpu_name=r.gpu_name,
+                price_date=r.price_date.isoformat(),
+                source=r.source,
+                confidence=r.confidence,
+                stale=stale,
+                age_days=(today - r.price_date).days,
+            )
+        )
+    return sorted(out, key=lambda p: (p.category, p.vendor, p.item, p.price_date))
+
+
+def _assumptions(items: list[core_storage.Assumption]) -> list[s.AssumptionOut]:
+    return [s.AssumptionOut(**a.as_dict()) for a in items]  # type: ignore[arg-type]
+
+
+# --- cost per run ----------------------------------------------------------------------------------------
+
+
+def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostResponse:
+    problems: list[Problem] = []
+    total_flop: float | None = None
+    peak: float | None = None
+    if req.gpu_hours is None:
+        if req.params is None:
+            problems.append(Problem("params", "give gpu_hours, or params + tokens + mfu"))
+        if req.tokens is None:
+            problems.append(Problem("tokens", "give gpu_hours, or params + tokens + mfu"))
+        if req.mfu is None:
+            problems.append(Problem("mfu", "required to turn FLOPs into GPU-hours"))
+        if req.peak_tflops is not None:
+            peak = req.peak_tflops * 1e12
+        elif req.gpu is not None:
+            peak = gpu_peak_flops(req.gpu, req.dtype)
+        else:
+            problems.append(Problem("gpu", "give gpu or peak_tflops to turn FLOPs into GPU-hours"))
+    if not req.options and req.gpu is None:
+        problems.append(Problem("options", "give price options or a gpu to take price-book rows for"))
+    if problems:
+        raise SpecError(problems)
+    if req.gpu_hours is None:
+        assert req.params is not None and req.tokens is not None
+        total_flop = core_cost.training_flop(req.params, req.tokens, req.active_params)
+    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
+    if not quotes:
+        raise SpecError([Problem("gpu", f"no cloud price rows for {req.gpu}; give options")])
+    result = core_cost.run_cost(
+        core_cost.RunInputs(
+            num_gpus=req.num_gpus,
+            gpu_hours=req.gpu_hours,
+            total_flop=total_flop,
+            peak_flops_per_gpu=peak,
+            mfu=req.mfu,
+            goodput=req.goodput,
+        ),
+        quotes,
+    )
+    data = result.to_dict()
+    assumptions = list(result.assumptions)
+    if peak is not None:
+        assumptions.append(
+            core_storage.Assumption(
+                "peak_flops_per_gpu", peak, "FLOP/s", f"catalog {req.gpu} {req.dtype} dense", ""
+            )
+        )
+    data["assumptions"] = _assumptions(assumptions)
+    return s.RunCostResponse.model_validate(data)
+
+
+# --- TCO and breakeven -----------------------------------------------------------------------------------
+
+
+def onprem_inputs(body: s.OnPremIn) -> core_cost.OnPremInputs:
+    given = {k: v for k, v in body.model_dump().items() if v is not None}
+    known = {f.name for f in fields(core_cost.OnPremInputs)}
+    return core_cost.OnPremInputs(**{k: v for k, v in given.items() if k in known})
+
+
+def _option_rows(quotes: list[core_cost.PriceQuote]) -> list[s.PriceOptionOut]:
+    return [
+        s.PriceOptionOut(
+            label=q.label,
+            price_id=q.price_id,
+            pricing_model=q.pricing_model,
+            usd_per_gpu_hour=q.usd_per_gpu_hour,
+            price_date=q.date,
+            price_source=q.source,
+            stale=q.stale,
+            total_usd=0.0,
+            breakdown={},
+            billed_gpu_hours=0.0,
+            billed_hours=0.0,
+            commitment_exceeds_run=False,
+        )
+        for q in quotes
+    ]
+
+
+def _json_safe(value: object) -> object:
+    """Curves may hold None (no breakeven) and inf (zero utilisation); JSON has neither inf nor NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def tco(session: Session | None, req: s.TcoRequest) -> s.TcoResponse:
+    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
+    result = core_cost.tco(onprem_inputs(req.onprem), req.utilisation, quotes, req.months)
+    data = result.to_dict()
+    data["assumptions"] = _assumptions(result.assumptions)
+    data["curves"] = _json_safe(data["curves"])
+    data["cloud_options"] = _option_rows(quotes)
+    return s.TcoResponse.model_validate(data)
+
+
+def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse:
+    inputs = onprem_inputs(req.onprem)
+    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
+    if not quotes:
+        raise SpecError(
+            [Problem("options", "give at least one cloud option (or a gpu with price-book rows)")]
+        )
+    result = core_cost.tco(inputs, req.utilisation, quotes, req.months)
+    return s.BreakevenResponse(
+        utilisation=req.utilisation,
+        capex_total_usd=result.capex_total_usd,
+        monthly_running_usd=core_cost.monthly_running_cost(inputs, req.utilisation),
+        usd_per_gpu_hour=result.usd_per_gpu_hour,
+        breakevens=[s.BreakevenOut(**b.to_dict()) for b in result.breakevens],  # type: ignore[arg-type]
+        curves={
+            k: _json_safe(v)
+            for k, v in result.curves.items()
+            if k in ("cumulative_usd_vs_month", "breakeven_months_vs_utilisation")
+        },
+        assumptions=_assumptions(result.assumptions),
+    )
+
+
+def epoch(req: s.EpochRequest) -> s.EpochResponse:
+    result = core_cost.epoch_costs(core_cost.EpochInputs(**req.model_dump()))
+    data = result.to_dict()
+    data["assumptions"] = _assumptions(result.assumptions)
+    return s.EpochResponse.model_validate(data)
+
+
+def spot(req: s.SpotRequest) -> s.SpotResponse:
+    body = req.model_dump()
+    target = body.pop("target_net_savings")
+    lost_h = body.pop("lost_work_hours")
+    result = core_goodput.spot_savings(
+        core_goodput.SpotInputs(**body, lost_work_s=lost_h * 3600.0 if lost_h is not None else None)
+    )
+    data = result.to_dict()
+    data["assumptions"] = _assumptions(result.assumptions)
+    if target is not None:
+        inv = core_goodput.invert_spot_claim(
+            target, req.spot_discount, req.preemptions_per_day, result.lost_hours_per_preemption
+        )
+        data["inversion"] = _json_safe(inv.__dict__)
+    return s.SpotResponse.model_validate(data)
+
+
+# --- goodput ---------------------------------------------------------------------------------------------
+
+
+def presets() -> list[s.PresetOut]:
+    out = []
+    for p in core_goodput.PRESETS.values():
+        r = p.rates()
+        out.append(
+            s.PresetOut(
+                name=p.name,
+                num_gpus=p.num_gpus,
+                gpus_per_node=p.gpus_per_node,
+                duration_days=p.duration_days,
+                interruptions=p.interruptions,
+                job_mtbf_hours=p.job_mtbf_s / 3600.0,
+                mtbf_gpu_hours=1.0 / r.per_gpu_per_hour if r.per_gpu_per_hour else None,
+                mtbf_node_hours=1.0 / r.per_node_per_hour if r.per_node_per_hour else None,
+                mtbf_switch_hours=1.0 / r.per_switch_per_hour if r.per_switch_per_hour else None,
+                source=p.source,
+                date=p.date,
+                notes=p.notes,
+            )
+        )
+    return out
+
+
+def find_preset(name: str) -> core_goodput.FailurePreset:
+    key = name.strip().lower()
+    if key in core_goodput.PRESETS:
+        return core_goodput.PRESETS[key]
+    import difflib
+
+    close = difflib.get_close_matches(key, list(core_goodput.PRESETS), n=3, cutoff=0.3)
+    raise SpecError(
+        [Problem("preset", f"unknown preset {name!r}; known: {sorted(core_goodput.PRESETS)}; close: {close}")]
+    )
+
+
+def goodput(req: s.GoodputRequest) -> s.GoodputResponse:
+    assumptions: list[core_storage.Assumption] = []
+    preset = find_preset(req.preset) if req.preset else None
+    if req.job_mtbf_hours is not None:
+        rates_parts = {"gpu": 0.0, "node": 0.0, "switch": 0.0, "total": 1.0 / req.job_mtbf_hours}
+        assumptions.append(
+            core_storage.Assumption("job_mtbf_hours", req.job_mtbf_hours, "h", "user input", "")
+        )
+    else:
+        if preset is not None:
+            rates = preset.rates()
+            assumptions.append(
+                core_storage.Assumption("failure_rates", preset.name, "", preset.source, preset.date)
+            )
+        else:
+            rates = core_goodput.FailureRates(0.0, 0.0, 0.0, "user input")
+        rates = core_goodput.FailureRates(
+            per_gpu_per_hour=1.0 / req.mtbf_gpu_hours if req.mtbf_gpu_hours else rates.per_gpu_per_hour,
+            per_node_per_hour=1.0 / req.mtbf_node_hours if req.mtbf_node_hours else rates.per_node_per_hour,
+            per_switch_per_hour=1.0 / req.mtbf_switch_hours
+            if req.mtbf_switch_hours
+            else rates.per_switch_per_hour,
+        )
+        rates_parts = core_goodput.interruption_rate_per_hour(
+            rates, req.num_gpus, req.gpus_per_node, req.num_switches
+        )
+        if rates_parts["total"] <= 0:
+            raise SpecError([Problem("mtbf_gpu_hours", "failure rates are all zero")])
+    mtbf_s = 3600.0 / rates_parts["total"]
+
+    nodes = math.ceil(req.num_gpus / req.gpus_per_node)
+    size: float | None = None
+    sync = asyn = None
+    read_s = 0.0
+    if req.checkpoint is not None:
+        ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
+        size = ck.total_bytes
+        tier = core_storage.DEFAULT_TIERS[req.tier]
+        stall = core_storage.checkpoint_stall(size, tier, nodes, req.gpus_per_node)
+        sync, asyn = stall.sync_stall_s, stall.async_stall_s
+        read_s = core_storage.checkpoint_write(size, tier, nodes, format=req.checkpoint.format).read_s
+        assumptions += ck.assumptions
+        assumptions.append(
+            core_storage.Assumption(f"tier:{tier.name}", tier.write_bw(nodes), "B/s", tier.source, tier.date)
+        )
+    if req.checkpoint_stall_s is not None:
+        stall_s = req.checkpoint_stall_s
+    elif sync is not None and asyn is not None:
+        stall_s = asyn if req.async_checkpoint else sync
+    elif preset is not None:
+        stall_s = preset.checkpoint_stall_s
+        assumptions.append(
+            core_storage.Assumption("checkpoint_stall_s", stall_s, "s", f"preset {preset.name}", "")
+        )
+    else:
+        raise SpecError([Problem("checkpoint", "give checkpoint (model size) or checkpoint_stall_s")])
+    restart_parts = core_goodput.restart_time(read_s)
+    if req.restart_s is not None:
+        restart_parts = {"given": req.restart_s, "total": req.restart_s}
+    restart_total = restart_parts["total"]
+    result = core_goodput.goodput(
+        core_goodput.GoodputInputs(
+            mtbf_s=mtbf_s,
+            checkpoint_stall_s=stall_s,
+            restart_s=restart_total,
+            interval_s=req.interval_s,
+            method=req.method,
+            mfu=req.mfu,
+        )
+    )
+    assumptions += result.assumptions
+    if req.restart_s is None:
+        assumptions.append(
+            core_storage.Assumption(
+                "restart_s",
+                restart_total,
+                "s",
+                "detect 2 min + reschedule 5 min + load + warm-up 2 min (estimate)",
+                "",
+            )
+        )
+    run = None
+    if req.run_days is not None:
+        wall_s = req.run_days * 86400.0
+        n_ckpt = wall_s / result.wall_per_useful / result.interval_s
+        run = {
+            "checkpoints": n_ckpt,
+            "checkpoint_idle_hours": core_goodput.checkpoint_idle_hours(round(n_ckpt), stall_s),
+            "interruptions": wall_s / mtbf_s,
+            "useful_days": req.run_days * result.goodput,
+        }
+    return s.GoodputResponse(
+        num_gpus=req.num_gpus,
+        job_mtbf_hours=mtbf_s / 3600.0,
+        interruptions_per_day=86400.0 / mtbf_s,
+        interruption_rate_per_hour=rates_parts,
+        checkpoint_bytes=size,
+        checkpoint_stall_s=stall_s,
+        sync_stall_s=sync,
+        async_stall_s=asyn,
+        restart_s=restart_total,
+        restart_breakdown=restart_parts,
+        interval_s=result.interval_s,
+        young_interval_s=result.young_interval_s,
+        daly_interval_s=result.daly_interval_s,
+        goodput=result.goodput,
+        effective_mfu=result.effective_mfu,
+        breakdown=result.breakdown,
+        run=run,
+        assumptions=_assumptions(assumptions),
+    )
+
+
+# --- storage ---------------------------------------------------------------------------------------------
+
+
+def storage(req: s.StorageRequest) -> s.StorageResponse:
+    ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
+    tiers_out = []
+    assumptions = list(ck.assumptions)
+    for tier in core_storage.DEFAULT_TIERS.values():
+        w = core_storage.checkpoint_write(
+            ck.total_bytes,
+            tier,
+            req.num_nodes,
+            format=req.checkpoint.format,
+            jitter_sigma=req.jitter_sigma,
+            slow_disk_fraction=req.slow_disk_fraction,
+        )
+        st = core_storage.checkpoint_stall(
+            ck.total_bytes,
+            tier,
+            req.num_nodes,
+            req.gpus_per_node,
+            slow_disk_fraction=req.slow_disk_fraction,
+            jitter_sigma=req.jitter_sigma,
+        )
+        tiers_out.append(
+            s.TierCheckpointOut(
+                tier=tier.name,
+                bandwidth_bytes_per_s=w.bandwidth_bytes_per_s,
+                write_s=w.write_s,
+                p99_write_s=w.p99_write_s,
+                read_s=w.read_s,
+                sync_stall_s=st.sync_stall_s,
+                async_stall_s=st.async_stall_s,
+                breakdown=w.breakdown,
+                source=tier.source,
+                date=tier.date,
+            )
+        )
+        assumptions.append(
+            core_storage.Assumption(
+                f"tier:{tier.name}", tier.write_bytes_per_s_per_node, "B/s per node", tier.source, tier.date
+            )
+        )
+    assumptions.append(
+        core_storage.Assumption(
+            "d2h_bytes_per_s_per_gpu",
+            core_storage.D2H_BYTES_PER_S_PER_GPU,
+            "B/s",
+            core_storage.D2H_SOURCE,
+            "2024",
+        )
+    )
+    assumptions.append(
+        core_storage.Assumption(
+            "jitter_sigma", req.jitter_sigma, "", "assumption: lognormal spread of per-node write time", ""
+        )
+    )
+    dl = core_storage.data_loading(req.tokens_per_step, req.step_s, req.vocab_size, req.num_nodes)
+    assumptions += dl.assumptions
+    return s.StorageResponse(
+        checkpoint_bytes=ck.total_bytes,
+        checkpoint_breakdown=ck.breakdown,
+        bytes_per_param=ck.bytes_per_param,
+        checkpoint_tiers=tiers_out,
+        tokens_per_s=dl.tokens_per_s,
+        bytes_per_token=dl.bytes_per_token,
+        required_bytes_per_s=dl.required_bytes_per_s,
+        data_tiers=[s.TierLoadOut(**t.__dict__) for t in dl.tiers],
+        warnings=dl.warnings,
+        assumptions=_assumptions(assumptions),
+    )
+
+
+def parse_uuid(text: str, field_name: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError as exc:
+        raise SpecError([Problem(field_name, f"not a price row id: {text!r}")]) from exc

@@ -1,18 +1,41 @@
-"""Collective communication time model.
+"""Collective communication time model (NCCL-style α–β with algorithms, protocols and topology).
 
-This is the single function every other part of the core calls for a collective:
-`collective_time(op, message_bytes, placement, cluster)`.
+Every other part of the core calls one function for a collective:
+`collective_time(op, message_bytes, placement, cluster, params=None)`.
 
-Placeholder α–β model (Hockney 1994; Thakur, Rabenseifner & Gropp 2005 ring/tree costs) until the full
-network model lands. nccl-tests conventions for algbw/busbw (github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md).
+How a time is built (all formulas per candidate algorithm × protocol, NCCL picks the fastest and so do we):
+
+    time = launch overhead + protocol base latency + Σ steps × per-step latency (tier)   [latency term]
+         + bytes on the most loaded link / (line rate × tier efficiency × protocol fraction)  [bandwidth term]
+
+* α–β cost model: Hockney, "The communication challenge for MPP" (Parallel Computing 20, 1994); ring and
+  tree costs: Thakur, Rabenseifner & Gropp, "Optimization of collective communication operations in MPICH"
+  (IJHPCA 19(1), 2005), Table 1 / §4; Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for
+  clusters of workstations" (JPDC 69, 2009) for the 2(n-1)/n ring bound.
+* Algorithm and protocol structure, step counts and the latency per step and tier follow NCCL's own tuning
+  model: github.com/NVIDIA/nccl src/graph/tuning.cc (`ncclTopoTuneModel`: baseLat, hwLat[NVLink|PCI|NET],
+  nsteps = 2(n-1) ring all-reduce, tree latency 2((ppn-1)·intraLat + log2(nNodes)·interLat), LL = 1/4 of
+  the bus bandwidth, LL128 = 120/128·0.98 ≈ 0.92).
+* algbw/busbw conventions: github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md (busbw = algbw × factor).
+* Default efficiencies are published measurements, documented in `default_network_params()` and in
+  docs/network.md; a calibration run replaces them (`NetworkParams.from_dict`).
+
+Multi-node bandwidth of ring/tree collectives: every node sends 2(n-1)/n·S (ring all-reduce) through its
+NICs whatever the GPUs per node, because NCCL builds one ring per NIC that crosses each node boundary once
+(nccl-tests doc/PERFORMANCE.md "busbw … reflects the speed of the slowest link"). So the bus bandwidth is
+min(scale-up link, node NIC bandwidth): 8 × 400 Gb/s → 400 GB/s per node → ≈ 370 GB/s busbw measured on
+DGX H100 clusters (NVIDIA GTC24 S62129).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
 
+from app.core.errors import ProblemCollector
 from app.core.hardware import ClusterSpec
+from app.core.topology import path_profile
 
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
 COLLECTIVE_OPS: tuple[str, ...] = (
@@ -23,6 +46,25 @@ COLLECTIVE_OPS: tuple[str, ...] = (
     "broadcast",
     "send_recv",
 )
+ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "nvls_tree", "sharp", "hierarchical", "direct")
+PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
+
+_OP_ALIASES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "all2all": "all_to_all",
+    "sendrecv": "send_recv",
+    "p2p": "send_recv",
+    "bcast": "broadcast",
+}
+
+
+def normalise_op(op: str) -> str:
+    """Accept nccl-tests spellings (allreduce, alltoall, sendrecv) as well as ours."""
+    key = op.strip().lower().replace("-", "_")
+    return _OP_ALIASES.get(key.replace("_", ""), key)
 
 
 def busbw_factor(op: str, n: int) -> float:
@@ -50,6 +92,225 @@ class Placement:
         return max(1, -(-self.ranks // max(1, self.ranks_per_node)))
 
 
+# --------------------------------------------------------------------------------------------------------
+# Parameters
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TierParams:
+    """Achievable fraction of line rate on one tier, and its per-step software latency per protocol.
+
+    `ring_efficiency` applies to streaming collectives (ring, tree, broadcast, send/recv), `all_to_all_efficiency`
+    to all-to-all (many concurrent peers, smaller messages per peer). Step latencies are the per-hop cost of
+    one pipeline step of a ring/tree for protocols LL / LL128 / Simple; on the network tier the fabric's own
+    wire latency (NIC + switch hops, from FabricSpec) is added on top.
+    """
+
+    ring_efficiency: float
+    all_to_all_efficiency: float
+    step_latency_s: dict[str, float]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ProtocolParams:
+    """One NCCL protocol: the fraction of bandwidth it reaches and its fixed start-up latency."""
+
+    name: str
+    bandwidth_fraction: float
+    base_latency_s: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    """Calibratable α/β parameters of the collective model; defaults come from published measurements."""
+
+    launch_overhead_s: float
+    nvlink: TierParams
+    pcie: TierParams
+    xgmi: TierParams
+    transports: dict[str, TierParams]  # infiniband | roce | efa | ethernet_tcp
+    protocols: dict[str, ProtocolParams]
+    nvls_efficiency: float  # NVLS algbw as a fraction of per-GPU NVLink bandwidth (NVLink 4, Hopper)
+    nvls_efficiency_nvlink5: float  # the same on NVLink 5 (Blackwell) switches
+    nvls_min_ranks: int  # NCCL engages NVLS only from this many GPUs per node
+    nvls_latency_s: float
+    tree_efficiency: float  # double-binary-tree bandwidth relative to its link bound
+    sharp_efficiency: float  # in-network reduction (CollNet) relative to NIC line rate
+    all_to_all_peer_latency_s: float  # per-peer posting cost of an all-to-all
+    pipeline_bytes: float  # data in flight per pipeline stage of tree/NVLS algorithms (all channels)
+    name: str = "published-defaults"
+    version: str = "1"
+    source: str = ""
+
+    def tier(self, name: str) -> TierParams:
+        if name == "nvlink":
+            return self.nvlink
+        if name == "pcie":
+            return self.pcie
+        if name == "xgmi":
+            return self.xgmi
+        return self.transports.get(name) or self.transports["infiniband"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base: NetworkParams | None = None) -> NetworkParams:
+        """Overlay a (partial) dict — e.g. a calibration result — on `base` (default: published defaults)."""
+        base = base or default_network_params()
+        updates: dict[str, Any] = {}
+        known = {f.name for f in fields(cls)}
+        for key, value in data.items():
+            if key not in known:
+                continue
+            current = getattr(base, key)
+            if isinstance(current, TierParams) and isinstance(value, dict):
+                updates[key] = _merge_tier(current, value)
+            elif key == "transports" and isinstance(value, dict):
+                merged = dict(base.transports)
+                for t_name, t_val in value.items():
+                    prior = merged.get(t_name, base.transports["infiniband"])
+                    merged[t_name] = _merge_tier(prior, t_val) if isinstance(t_val, dict) else t_val
+                updates[key] = merged
+            elif key == "protocols" and isinstance(value, dict):
+                merged_p = dict(base.protocols)
+                for p_name, p_val in value.items():
+                    prior_p = merged_p.get(p_name, ProtocolParams(p_name, 1.0, 0.0))
+                    merged_p[p_name] = replace(prior_p, **{k: v for k, v in p_val.items() if k != "name"})
+                updates[key] = merged_p
+            else:
+                updates[key] = value
+        return replace(base, **updates)
+
+
+def _merge_tier(tier: TierParams, data: dict[str, Any]) -> TierParams:
+    values = {k: v for k, v in data.items() if k in {f.name for f in fields(TierParams)}}
+    if "step_latency_s" in values:
+        values["step_latency_s"] = {**tier.step_latency_s, **values["step_latency_s"]}
+    return replace(tier, **values)
+
+
+US = 1e-6
+_NCCL_TUNING = "github.com/NVIDIA/nccl src/graph/tuning.cc (hwLat/baseLat tables, ring rows)"
+
+
+def default_network_params() -> NetworkParams:
+    """Published-measurement defaults. Each number's source is next to it (also in docs/network.md)."""
+    return NetworkParams(
+        # Per-call cost of launching a collective kernel and synchronising ranks. Published small-message
+        # all-reduce latencies: 43.8 µs at 32 KiB on 8×A100 (nccl-tests -g 8), 40 µs at 32 KiB on 8×H200
+        # (all_reduce_bench with barrier), 19.9 µs at 8 B over IB HDR (nccl-tests #150), 47.5 µs at 4 B on
+        # 2×8 H20 (nccl #1244); after NCCL's own modelled latency, ~10-25 µs remain. We take 12 µs.
+        launch_overhead_s=12 * US,
+        nvlink=TierParams(
+            # ~370 GB/s effective of 450 GB/s NVLink4 for ring / non-all-reduce ("20 % protocol overhead"),
+            # nccl-tests #212 (sjeaugey); A100 232-235/300, B200 680-700/900 (GTC24/25 slides) agree (0.78-0.82).
+            ring_efficiency=0.80,
+            # all-to-all busbw 210/300 (A100), 320/450 (H100), 640/900 (B200, GB200) — NVIDIA GTC25 S72583.
+            all_to_all_efficiency=0.71,
+            step_latency_s={"LL": 0.6 * US, "LL128": 1.9 * US, "Simple": 3.4 * US},
+            source=f"efficiency: nccl-tests #212, GTC24 S62129, GTC25 S72583; step latency: {_NCCL_TUNING} NVLink",
+        ),
+        pcie=TierParams(
+            # 8-GPU PCIe all-reduce busbw 24 of 32 GB/s (Gen4), 48 of 64 (Gen5), 96 of 128 (Gen6): GTC24/GTC25.
+            ring_efficiency=0.75,
+            all_to_all_efficiency=0.75,
+            step_latency_s={"LL": 1.0 * US, "LL128": 2.5 * US, "Simple": 5.7 * US},
+            source=f"efficiency: NVIDIA GTC24 S62129 / GTC25 S72583 PCIe bars; step latency: {_NCCL_TUNING} PCI",
+        ),
+        xgmi=TierParams(
+            # MI300X: 8-GPU RCCL all-reduce busbw 312.9 of 7×64 = 448 GB/s; 2 GPUs 47.7 of 64 (one link):
+            # stas00/ml-engineering network/README.md (commit 744d01e).
+            ring_efficiency=0.72,
+            all_to_all_efficiency=0.65,
+            step_latency_s={"LL": 1.0 * US, "LL128": 2.5 * US, "Simple": 5.7 * US},
+            source="efficiency: stas00/ml-engineering network/README.md MI300X rows; latency: PCI row of tuning.cc",
+        ),
+        transports={
+            # NDR 400 Gb/s → 46-48 GB/s per NIC through NCCL (92-96 % of 50 GB/s): nccl-tests #290 (AddyLaddy);
+            # 8×400G DGX H100 multi-node 370-380 GB/s, 8×200G DGX A100 192 GB/s (GTC24 S62129).
+            # Network step latency (software part; wire latency comes from the fabric): NCCL NET hwLat ring
+            # {2.7, 4.0, 14} µs minus ~2 µs IB end-to-end wire latency.
+            "infiniband": TierParams(
+                0.94,
+                0.76,
+                {"LL": 0.7 * US, "LL128": 2.0 * US, "Simple": 12.0 * US},
+                source=f"nccl-tests #290; GTC24 S62129; all-to-all 24/25, 48/50 GB/s per GPU over 32 GPUs "
+                f"(GTC25 S72583, ×(n-k)/(n-1) NIC share); {_NCCL_TUNING} NET",
+            ),
+            # RoCE v2 with lossless (PFC/ECN) tuning reaches the same line-rate fraction as IB in NCCL;
+            # "200Gb IB/RoCE 1 NIC → 24 GB/s, 400Gb → 48 GB/s" (GTC24 S62129 treats them alike).
+            "roce": TierParams(
+                0.94,
+                0.72,
+                {"LL": 1.0 * US, "LL128": 2.5 * US, "Simple": 13.0 * US},
+                source=f"GTC24 S62129 (IB/RoCE bars identical); latency: {_NCCL_TUNING} NET + ~0.5 µs",
+            ),
+            # AWS EFA (SRD): all_reduce 4 nodes 8×400G 381.8 GB/s busbw of 400 GB/s per node (95 %), p5 32×100G
+            # 356 GB/s at 4-16 nodes (89 %), stas00/ml-engineering and crazyguitar/aws-gpu-communication-benchmark.
+            "efa": TierParams(
+                0.91,
+                0.78,
+                {"LL": 2.0 * US, "LL128": 4.0 * US, "Simple": 16.0 * US},
+                source="stas00/ml-engineering network/README.md (EFA v4); crazyguitar/aws-gpu-communication-benchmark",
+            ),
+            # NCCL socket transport: 100 GbE TCP → 10 GB/s all_reduce busbw of 12.5 GB/s (GTC24 S62129).
+            "ethernet_tcp": TierParams(
+                0.80,
+                0.60,
+                {"LL": 5.0 * US, "LL128": 8.0 * US, "Simple": 25.0 * US},
+                source="NVIDIA GTC24 S62129 '2 nodes, 100GbE TCP sockets' bar (10 GB/s)",
+            ),
+        },
+        protocols={
+            # LL: 8-byte stores with a 4-byte flag, NCCL models 1/4 of bus bandwidth for all-reduce (1/3 others).
+            "LL": ProtocolParams("LL", 0.25, 6.6 * US, source=f"{_NCCL_TUNING} Ring/LL"),
+            # LL128: 120 of every 128 bytes are payload; NCCL models 0.92 of bus bandwidth.
+            "LL128": ProtocolParams("LL128", 0.92, 14.0 * US, source=f"{_NCCL_TUNING} Ring/LL128"),
+            "Simple": ProtocolParams("Simple", 1.0, 8.4 * US, source=f"{_NCCL_TUNING} Ring/Simple"),
+        },
+        # NVLS all-reduce algbw ≈ 275 GB/s on 8×H100 (480 busbw, nccl-tests #212), 262-274 GB/s for 5-8 GPUs
+        # (nccl #1455): 0.6 of 450 GB/s, nearly independent of the GPU count.
+        nvls_efficiency=0.60,
+        # NCCL's own NVLS model lowers efficiency from Hopper (0.85) to Blackwell (0.74): src/tuning/nvls.cc
+        # nvlsEfficiency[]. Same ratio applied to ours: 0.60 × 0.74 / 0.85 = 0.52.
+        nvls_efficiency_nvlink5=0.52,
+        # "NVLS engaged only for > 4 GPUs" (stas00/ml-engineering H200 rows; nccl #1455 "NVLS = ring for <= 4").
+        nvls_min_ranks=5,
+        nvls_latency_s=10 * US,
+        # Tree bandwidth vs its ideal bound: 2-node 8×H100 EFA all-reduce 477.7 GB/s busbw where the ideal
+        # 2-node tree would reach ~700 (crazyguitar data); NCCL itself scales tree bandwidth by 0.9 and caps it.
+        tree_efficiency=0.70,
+        # SHARP (CollNet) + NVLS on 4×DGX H100: 480 GB/s busbw (GTC25 S72583) = NVLS-bound; NIC side ≈ IB.
+        sharp_efficiency=0.95,
+        all_to_all_peer_latency_s=0.5 * US,
+        # Tree/NVLS pipelines move data in chunks; every stage of depth adds one chunk's transfer time
+        # (store-and-forward of the first chunk). NCCL defaults: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 = 512 KiB
+        # per channel step, up to 32 channels → 16 MiB in flight (docs.nvidia.com/deeplearning/nccl
+        # env.html). It reproduces the ~45-50 µs per tree level seen in NVIDIA's NVLSTree 64 MiB scan from
+        # 4 to 1024 nodes (GTC24 S62129).
+        pipeline_bytes=16 * 2**20,
+        name="published-defaults",
+        version="1",
+        source="docs/network.md §Default parameters (published nccl-tests measurements, NCCL tuning model)",
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateTime:
+    algorithm: str
+    protocol: str
+    time_s: float
+
+
 @dataclass(frozen=True)
 class CollectiveEstimate:
     op: str
@@ -60,34 +321,353 @@ class CollectiveEstimate:
     algorithm: str
     protocol: str
     tier: str  # "scale_up" | "scale_out" | "mixed" | "local"
+    # time_s = launch + latency + transfer
+    breakdown: dict[str, float] = field(default_factory=dict)
+    ranks: int = 1
+    ranks_per_node: int = 1
+    nodes: int = 1
+    bottleneck: str = ""  # which link bounds the transfer term
+    candidates: tuple[CandidateTime, ...] = ()
+    assumptions: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("algbw_bytes_per_s", "busbw_bytes_per_s"):
+            if math.isinf(data[key]):
+                data[key] = None
+        return data
+
+
+# --------------------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Links:
+    """Bandwidths (bytes/s, already × efficiency) and per-step latencies of the links a placement uses."""
+
+    n: int
+    k: int  # ranks per scale-up domain
+    nodes: int  # scale-up domains spanned
+    up_tier: str  # nvlink | pcie | xgmi
+    up_bw: float  # per-GPU scale-up bandwidth × ring efficiency
+    up_bw_a2a: float
+    up_raw: float
+    net_bw: float  # per-domain NIC bandwidth used by the communicator × efficiency × derates
+    net_bw_a2a: float
+    gpu_net_bw: float  # one GPU's NIC share × efficiency × derates
+    net_raw: float
+    net_wire_latency_s: float
+    nvls: bool
+    nvls_bw: float  # NVLS algbw (bytes/s) for this GPU generation
+    sharp: bool
+    transport: str
+    hops: int
+    topology_note: str
+
+
+def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op: str) -> _Links:
+    n = placement.ranks
+    gpn = cluster.gpus_per_node
+    domain = max(cluster.domain_gpus, gpn)
+    nodes_per_domain = max(1, domain // gpn)
+    k_node = min(placement.ranks_per_node, n)
+    k = min(n, k_node * nodes_per_domain) if nodes_per_domain > 1 else k_node
+    nodes = max(1, -(-n // max(1, k)))
+    kind = cluster.scaleup_kind
+    up_tier = "pcie" if kind in ("pcie", "none") else "xgmi" if kind == "xgmi" else "nvlink"
+    tier = params.tier(up_tier)
+    raw_up = cluster.scaleup_bw
+    if up_tier == "xgmi":
+        # point-to-point mesh: a GPU reaches its peers over one link each, so a group of k uses k-1 links
+        # (MI300X: 7 links × 64 GB/s = 448 GB/s aggregate; AMD CDNA3 white paper).
+        links = max(1, max(domain, cluster.gpu.default_gpus_per_node) - 1)
+        raw_up = raw_up / links * max(1, min(k - 1, links))
+    fabric = cluster.fabric
+    ttier = params.tier(fabric.transport)
+    nics_used = max(1.0, fabric.nics_per_node * k_node / gpn) * nodes_per_domain
+    net_raw = fabric.nic_bandwidth_bytes_per_s * nics_used
+    gpu_nics = max(1.0, fabric.nics_per_node / gpn)
+    pattern = "all_to_all" if op == "all_to_all" else "ring"
+    path = path_profile(fabric, nodes * nodes_per_domain, cluster.num_nodes, pattern)
+    derate = fabric.congestion_derate * path.bandwidth_factor
+    return _Links(
+        n=n,
+        k=k,
+        nodes=nodes,
+        up_tier=up_tier,
+        up_bw=raw_up * tier.ring_efficiency,
+        up_bw_a2a=raw_up * tier.all_to_all_efficiency,
+        up_raw=raw_up,
+        net_bw=net_raw * ttier.ring_efficiency * derate,
+        net_bw_a2a=net_raw * ttier.all_to_all_efficiency * derate,
+        gpu_net_bw=fabric.nic_bandwidth_bytes_per_s * gpu_nics * ttier.ring_efficiency * derate,
+        net_raw=net_raw,
+        net_wire_latency_s=fabric.base_latency_s + path.switch_hops * fabric.hop_latency_s,
+        nvls=cluster.has_nvls and kind in ("nvswitch", "nvl72"),
+        # NVLink 5 (Blackwell) moves ≥ 900 GB/s per GPU; NVLink 4 (Hopper) 450 (NVIDIA datasheets)
+        nvls_bw=raw_up * (params.nvls_efficiency_nvlink5 if raw_up >= 600e9 else params.nvls_efficiency),
+        sharp=fabric.sharp and fabric.transport == "infiniband",
+        transport=fabric.transport,
+        hops=path.switch_hops,
+        topology_note=path.note,
+    )
+
+
+@dataclass(frozen=True)
+class _Cost:
+    algorithm: str
+    protocol: str
+    latency_s: float  # excluding the launch overhead
+    transfer_s: float
+    bottleneck: str
+
+
+def _step_latency(params: NetworkParams, links: _Links, protocol: str) -> tuple[float, float]:
+    """(intra-domain step latency, inter-domain step latency) for one protocol."""
+    up = params.tier(links.up_tier).step_latency_s[protocol]
+    net = params.tier(links.transport).step_latency_s[protocol] + links.net_wire_latency_s
+    return up, net
+
+
+def _ring_bw(links: _Links) -> tuple[float, str]:
+    if links.nodes <= 1:
+        return links.up_bw, f"scale-up ({links.up_tier})"
+    if links.k <= 1:
+        return links.net_bw, f"NICs ({links.transport})"
+    if links.up_bw <= links.net_bw:
+        return links.up_bw, f"scale-up ({links.up_tier})"
+    return links.net_bw, f"NICs ({links.transport})"
+
+
+def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list[_Cost]:
+    n, k, nodes = links.n, links.k, links.nodes
+    out: list[_Cost] = []
+    ring_bw, ring_neck = _ring_bw(links)
+    protocols = ["LL", "LL128", "Simple"] if links.up_tier == "nvlink" else ["LL", "Simple"]
+
+    def proto_bw(bw: float, protocol: str) -> float:
+        frac = params.protocols[protocol].bandwidth_fraction
+        if protocol == "LL" and op not in ("all_reduce",) and nodes <= 1:
+            frac = max(frac, 1.0 / 3.0)  # NCCL: LL reaches 1/3 for single-node non-all-reduce
+        return bw * frac
+
+    if op in ("all_reduce", "all_gather", "reduce_scatter"):
+        steps = 2 * (n - 1) if op == "all_reduce" else n - 1
+        inter_steps = (2 if op == "all_reduce" else 1) * (nodes - 1)
+        factor = busbw_factor(op, n)
+        for p in protocols:
+            up_lat, net_lat = _step_latency(params, links, p)
+            lat = params.protocols[p].base_latency_s + (steps - inter_steps) * up_lat + inter_steps * net_lat
+            out.append(_Cost("ring", p, lat, factor * s / proto_bw(ring_bw, p), ring_neck))
+    if op == "all_reduce" and nodes > 1:
+        depth = max(1, math.ceil(math.log2(nodes)))
+        tree_net = links.net_bw / (2.0 if nodes > 2 else 1.0)
+        tree_bw = params.tree_efficiency * (min(links.up_bw, tree_net) if k > 1 else tree_net)
+        neck = "NICs" if k <= 1 or tree_net < links.up_bw else "scale-up"
+        # every tree level (up and down) adds one pipeline chunk's store-and-forward time on the NICs
+        tree_fill = 2 * depth * min(s, params.pipeline_bytes) / links.net_bw
+        for p in protocols:
+            up_lat, net_lat = _step_latency(params, links, p)
+            lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
+            out.append(_Cost("tree", p, lat, s / proto_bw(tree_bw, p) + tree_fill, neck))
+        if links.nvls and k >= params.nvls_min_ranks:
+            nvls_bw = links.nvls_bw
+            bw = min(nvls_bw, tree_net)
+            _, net_lat = _step_latency(params, links, "Simple")
+            lat = params.protocols["Simple"].base_latency_s + params.nvls_latency_s + 2 * depth * net_lat
+            neck = "NVLS" if nvls_bw <= tree_net else "NICs"
+            fill = tree_fill + min(s, params.pipeline_bytes) / nvls_bw
+            out.append(_Cost("nvls_tree", "Simple", lat, s / bw + fill, neck))
+        if links.sharp:
+            if links.nvls and k >= params.nvls_min_ranks:
+                intra = links.nvls_bw
+                intra_lat = params.nvls_latency_s
+            else:
+                intra = links.up_bw * k / (2.0 * (k - 1)) if k > 1 else float("inf")
+                intra_lat = 2 * (k - 1) * _step_latency(params, links, "Simple")[0]
+            net = links.net_bw * params.sharp_efficiency / params.tier(links.transport).ring_efficiency
+            _, net_lat = _step_latency(params, links, "Simple")
+            lat = params.protocols["Simple"].base_latency_s + intra_lat + 2 * net_lat
+            neck = "NICs (in-network reduction)" if net < intra else "scale-up"
+            fill = 2 * min(s, params.pipeline_bytes) / net  # up to the switch, back down
+            out.append(_Cost("sharp", "Simple", lat, s / min(intra, net) + fill, neck))
+    if op == "all_reduce" and nodes <= 1 and links.nvls and n >= params.nvls_min_ranks:
+        lat = params.protocols["Simple"].base_latency_s + params.nvls_latency_s
+        fill = min(s, params.pipeline_bytes) / links.nvls_bw  # reduce-scatter → all-gather hand-off
+        out.append(_Cost("nvls", "Simple", lat, s / links.nvls_bw + fill, "NVLS"))
+    if op == "broadcast":
+        for p in protocols:
+            up_lat, net_lat = _step_latency(params, links, p)
+            lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
+            out.append(_Cost("ring", p, lat, s / proto_bw(ring_bw, p), ring_neck))
+    if op == "send_recv":
+        for p in protocols:
+            up_lat, net_lat = _step_latency(params, links, p)
+            if nodes > 1:
+                bw, lat, neck = links.gpu_net_bw, net_lat, f"NIC ({links.transport})"
+            else:
+                # a single peer over xGMI uses one link; over NVSwitch/PCIe the GPU's full port
+                bw, lat, neck = links.up_bw, up_lat, f"scale-up ({links.up_tier})"
+            out.append(
+                _Cost("direct", p, params.protocols[p].base_latency_s + lat, s / proto_bw(bw, p), neck)
+            )
+    if op == "all_to_all":
+        # each rank sends S/n to every peer: (k-1)/n·S stays inside the domain, (n-k)/n·S leaves it; the k
+        # ranks of a domain share its NICs (Thakur et al. 2005 §4.5 pairwise exchange, bandwidth term).
+        intra_t = s * (k - 1) / n / links.up_bw_a2a if k > 1 else 0.0
+        inter_t = s * (n - k) / n * k / links.net_bw_a2a if nodes > 1 else 0.0
+        neck = "NICs" if inter_t > intra_t else "scale-up"
+        up_lat, net_lat = _step_latency(params, links, "Simple")
+        lat = (
+            params.protocols["Simple"].base_latency_s
+            + (net_lat if nodes > 1 else up_lat)
+            + (n - 1) * params.all_to_all_peer_latency_s
+        )
+        out.append(_Cost("direct", "Simple", lat, max(intra_t, inter_t), neck))
+    return out
+
+
+def _hierarchical(op: str, s: float, links: _Links, params: NetworkParams) -> _Cost:
+    """Intra-domain reduce-scatter, inter-domain ring all-reduce of each GPU's 1/k shard, intra all-gather."""
+    n, k, nodes = links.n, links.k, links.nodes
+    up_lat, net_lat = _step_latency(params, links, "Simple")
+    base = params.protocols["Simple"].base_latency_s
+    if op != "all_reduce" or nodes <= 1 or k <= 1:
+        raise ValueError("hierarchical applies to a multi-node all_reduce with several ranks per node")
+    intra = 2 * (k - 1) / k * s / links.up_bw
+    per_gpu_net = links.net_bw / k
+    inter = 2 * (nodes - 1) / nodes * (s / k) / per_gpu_net
+    lat = base + 2 * (k - 1) * up_lat + 2 * (nodes - 1) * net_lat
+    neck = "NICs" if inter > intra else "scale-up"
+    del n
+    return _Cost("hierarchical", "Simple", lat, intra + inter, neck)
+
+
+def check_placement(op: str, message_bytes: float, placement: Placement, cluster: ClusterSpec) -> None:
+    """Raise SpecError listing every problem with a collective request."""
+    problems = ProblemCollector()
+    problems.check(
+        op in COLLECTIVE_OPS, "op", f"unknown collective {op!r}; choose one of {', '.join(COLLECTIVE_OPS)}"
+    )
+    problems.check(
+        math.isfinite(message_bytes) and message_bytes >= 0,
+        "message_bytes",
+        "must be a finite size ≥ 0 bytes",
+    )
+    problems.check(placement.ranks >= 1, "placement.ranks", "must be at least 1")
+    problems.check(placement.ranks_per_node >= 1, "placement.ranks_per_node", "must be at least 1")
+    problems.check(
+        placement.ranks_per_node <= cluster.gpus_per_node,
+        "placement.ranks_per_node",
+        f"{placement.ranks_per_node} ranks per node but the cluster has {cluster.gpus_per_node} GPUs per node",
+    )
+    problems.check(cluster.gpus_per_node >= 1, "cluster.gpus_per_node", "must be at least 1")
+    problems.check(cluster.scaleup_bw > 0, "cluster.scaleup_bandwidth", "scale-up bandwidth must be > 0")
+    fab = cluster.fabric
+    problems.check(
+        fab.nic_bandwidth_bytes_per_s > 0, "cluster.fabric.nic_bandwidth", "NIC bandwidth must be > 0"
+    )
+    problems.check(fab.nics_per_node >= 1, "cluster.fabric.nics_per_node", "must be at least 1")
+    problems.check(
+        0 < fab.congestion_derate <= 1,
+        "cluster.fabric.congestion_derate",
+        "must be in (0, 1] (1 = no derate)",
+    )
+    problems.raise_if_any()
 
 
 def collective_time(
-    op: str, message_bytes: float, placement: Placement, cluster: ClusterSpec
+    op: str,
+    message_bytes: float,
+    placement: Placement,
+    cluster: ClusterSpec,
+    params: NetworkParams | None = None,
+    *,
+    algorithm: str | None = None,
+    protocol: str | None = None,
 ) -> CollectiveEstimate:
-    """Time for one collective over `placement` ranks (ring α–β model)."""
+    """Time of one collective of `message_bytes` (nccl-tests size convention) over `placement`.
+
+    Picks the fastest algorithm × protocol among those the hardware offers (NVLS only where
+    `cluster.has_nvls`, SHARP only where `fabric.sharp` on InfiniBand), as NCCL's tuner does, and reports
+    which. `algorithm`/`protocol` force a choice (like NCCL_ALGO / NCCL_PROTO); "hierarchical" is only
+    used when forced (NCCL does not implement it; it is the textbook two-level all-reduce).
+    """
+    op = normalise_op(op)
+    check_placement(op, message_bytes, placement, cluster)
+    params = params or default_network_params()
     n = placement.ranks
     if n <= 1 or message_bytes <= 0:
-        return CollectiveEstimate(op, message_bytes, 0.0, float("inf"), float("inf"), "none", "none", "local")
-    inter = placement.nodes > 1
-    if inter:
-        per_gpu_nic = (
-            cluster.fabric.nic_bandwidth_bytes_per_s * cluster.fabric.nics_per_node / cluster.gpus_per_node
+        return CollectiveEstimate(
+            op,
+            message_bytes,
+            0.0,
+            float("inf"),
+            float("inf"),
+            "none",
+            "none",
+            "local",
+            breakdown={"launch": 0.0, "latency": 0.0, "transfer": 0.0},
+            ranks=n,
+            ranks_per_node=placement.ranks_per_node,
+            nodes=placement.nodes,
+            assumptions=("a single rank or an empty message needs no communication",),
         )
-        bw = min(cluster.scaleup_bw, per_gpu_nic) * cluster.fabric.congestion_derate
-        alpha = cluster.fabric.base_latency_s + 2 * cluster.fabric.hop_latency_s
-        tier = "scale_out"
-    else:
-        bw = cluster.scaleup_bw
-        alpha = cluster.scaleup_latency_s
-        tier = "scale_up"
-    factor = busbw_factor(op, n)
-    steps = {
-        "all_reduce": 2 * (n - 1),
-        "all_gather": n - 1,
-        "reduce_scatter": n - 1,
-        "all_to_all": n - 1,
-    }.get(op, 1)
-    time_s = steps * alpha + message_bytes * factor / bw
+    links = _links(placement, cluster, params, op)
+    costs = _candidates(op, message_bytes, links, params)
+    if algorithm == "hierarchical":
+        costs = [_hierarchical(op, message_bytes, links, params)]
+    elif algorithm is not None:
+        costs = [c for c in costs if c.algorithm == algorithm]
+    if protocol is not None:
+        costs = [c for c in costs if c.protocol == protocol]
+    if not costs:
+        from app.core.errors import Problem, SpecError
+
+        raise SpecError(
+            [
+                Problem(
+                    "algorithm" if algorithm else "protocol",
+                    f"{algorithm or ''}{'/' if algorithm and protocol else ''}{protocol or ''} is not available for "
+                    f"{op} on {n} ranks × {links.nodes} node(s) of this cluster",
+                )
+            ]
+        )
+    best = min(costs, key=lambda c: c.latency_s + c.transfer_s)
+    launch = params.launch_overhead_s
+    time_s = launch + best.latency_s + best.transfer_s
     algbw = message_bytes / time_s
-    return CollectiveEstimate(op, message_bytes, time_s, algbw, algbw * factor, "ring", "simple", tier)
+    factor = busbw_factor(op, n)
+    tier = "scale_up" if links.nodes <= 1 else ("scale_out" if links.k <= 1 else "mixed")
+    assumptions = (
+        f"parameters: {params.name} v{params.version}",
+        f"{links.nodes} scale-up domain(s) × {links.k} rank(s); scale-up {links.up_tier} "
+        f"{links.up_raw / 1e9:.0f} GB/s per GPU per direction",
+        f"scale-out {links.transport}: {links.net_raw / 1e9:.0f} GB/s per domain for this group, "
+        f"{links.hops} switch hop(s), congestion derate {cluster.fabric.congestion_derate:g}",
+        links.topology_note,
+        "NVLS available" if links.nvls else "no NVLS (needs NVSwitch with NVLink SHARP)",
+        "SHARP available" if links.sharp else "no in-network reduction (SHARP)",
+    )
+    return CollectiveEstimate(
+        op=op,
+        message_bytes=message_bytes,
+        time_s=time_s,
+        algbw_bytes_per_s=algbw,
+        busbw_bytes_per_s=algbw * factor,
+        algorithm=best.algorithm,
+        protocol=best.protocol,
+        tier=tier,
+        breakdown={"launch": launch, "latency": best.latency_s, "transfer": best.transfer_s},
+        ranks=n,
+        ranks_per_node=min(placement.ranks_per_node, n),
+        nodes=links.nodes,
+        bottleneck=best.bottleneck,
+        candidates=tuple(
+            CandidateTime(c.algorithm, c.protocol, launch + c.latency_s + c.transfer_s)
+            for c in sorted(costs, key=lambda c: c.latency_s + c.transfer_s)
+        ),
+        assumptions=tuple(a for a in assumptions if a),
+    )

@@ -1,0 +1,102 @@
+"""Fabric presets (app/catalog/fabrics.yaml) → app.core.hardware.FabricSpec, with the source kept beside them.
+
+Lookups are cached and pure; names resolve case- and punctuation-insensitively through aliases, and an unknown
+name raises app.errors.NotFoundError with the closest preset names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.core.hardware import FabricSpec
+from app.core.units import GBIT, US
+from app.errors import NotFoundError
+
+FABRICS_FILE = Path(__file__).resolve().parent / "fabrics.yaml"
+
+
+@dataclass(frozen=True)
+class FabricPreset:
+    name: str
+    spec: FabricSpec
+    aliases: tuple[str, ...]
+    source: str
+    notes: str
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def fabric_from_record(record: dict[str, Any]) -> FabricSpec:
+    """One YAML record (datasheet units) → FabricSpec (SI units)."""
+    return FabricSpec(
+        transport=record["transport"],
+        nics_per_node=int(record["nics_per_node"]),
+        nic_bandwidth_bytes_per_s=float(record["nic_gbps"]) * GBIT,
+        topology=record.get("topology", "rail_optimized"),
+        tiers=int(record.get("tiers", 2)),
+        oversubscription=tuple(float(x) for x in record.get("oversubscription", [1.0])),
+        hop_latency_s=float(record.get("hop_latency_us", 0.6)) * US,
+        base_latency_s=float(record.get("base_latency_us", 2.0)) * US,
+        sharp=bool(record.get("sharp", False)),
+        congestion_derate=float(record.get("congestion_derate", 1.0)),
+        switch_radix=int(record.get("switch_radix", 64)),
+        name=record["name"],
+    )
+
+
+@cache
+def _presets() -> dict[str, FabricPreset]:
+    records = yaml.safe_load(FABRICS_FILE.read_text(encoding="utf-8")) or []
+    out: dict[str, FabricPreset] = {}
+    for rec in records:
+        out[rec["name"]] = FabricPreset(
+            name=rec["name"],
+            spec=fabric_from_record(rec),
+            aliases=tuple(rec.get("aliases", ())),
+            source=str(rec.get("source", "")),
+            notes=str(rec.get("notes", "")).strip(),
+        )
+    return out
+
+
+@cache
+def _alias_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for name, preset in _presets().items():
+        for alias in (name, *preset.aliases):
+            index[_key(alias)] = name
+    return index
+
+
+def presets() -> dict[str, FabricPreset]:
+    return dict(_presets())
+
+
+def fabrics() -> dict[str, FabricSpec]:
+    return {name: p.spec for name, p in _presets().items()}
+
+
+def find_preset(name: str) -> FabricPreset:
+    table = _presets()
+    if name in table:
+        return table[name]
+    hit = _alias_index().get(_key(name))
+    if hit is not None:
+        return table[hit]
+    close = difflib.get_close_matches(name.lower(), list(table), n=5, cutoff=0.4)
+    raise NotFoundError("fabric", name, close)
+
+
+def find_fabric(name: str, **overrides: Any) -> FabricSpec:
+    """The preset's FabricSpec, optionally with fields replaced (e.g. congestion_derate=0.8)."""
+    spec = find_preset(name).spec
+    return replace(spec, **overrides) if overrides else spec

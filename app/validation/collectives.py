@@ -1,0 +1,434 @@
+"""Validate the collective model against published nccl-tests style measurements.
+
+Input: a CSV with the columns of the project's collectives validation file (source, system, gpu, gpus_per_node,
+nodes, fabric, collective, message_size_bytes, algbw_GBps, busbw_GBps, latency_us, notes). Every row is turned
+into a ClusterSpec from its *specifications only* (GPU catalog entry, link generation and NIC count/speed read
+from the fabric text) — nothing is fitted to a row or a system. The model's busbw is compared with the measured
+one; rows that lack what a prediction needs are listed as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.network import (
+    COLLECTIVE_OPS,
+    NetworkParams,
+    Placement,
+    busbw_factor,
+    collective_time,
+    default_network_params,
+    normalise_op,
+)
+from app.core.units import GB, GBIT, GiB, MiB
+
+LARGE_BYTES = 64 * MiB
+# Rows that state "large message" without a size are evaluated on the bandwidth plateau.
+ASSUMED_LARGE_BYTES = 16 * GiB
+
+# Scale-up link bandwidth per GPU per direction by generation, used when the fabric text names the link but
+# the GPU is not in the catalog. NVLink 2/3/4/5: 6×25, 12×25, 18×25, 18×50 GB/s (NVIDIA V100/A100/H100/B200
+# datasheets); PCIe x16 per direction: Gen3 16, Gen4 32, Gen5 64, Gen6 128 GB/s (PCI-SIG base specifications).
+LINK_BANDWIDTH_GBPS = {
+    "nvlink2": 150.0,
+    "nvlink3": 300.0,
+    "nvlink4": 450.0,
+    "nvlink5": 900.0,
+    "pcie3": 16.0,
+    "pcie4": 32.0,
+    "pcie5": 64.0,
+    "pcie6": 128.0,
+}
+# InfiniBand generations per port: EDR 100, HDR 200, NDR 400, XDR 800 Gb/s (IBTA roadmap).
+IB_GENERATION_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
+
+# GPUs missing from the catalog but present in published measurements: (scale-up GB/s per direction, NVLS).
+# H800: NVLink4 with 8 links = 200 GB/s (nccl #1374 row text); H20: NVLink4 900 GB/s bidirectional (NVIDIA
+# H20 spec); V100 SXM2: NVLink2 6 links × 25 GB/s (V100 datasheet).
+FALLBACK_GPUS = {
+    "h800": (200.0, True),
+    "h20": (450.0, True),
+    "v100": (150.0, False),
+}
+
+ALGORITHM_WORDS = {
+    "ring": "ring",
+    "tree": "tree",
+    "nvls": "nvls",
+    "nvlstree": "nvls_tree",
+    "collnet": "sharp",
+    "collnetdirect": "sharp",
+    "sharp": "sharp",
+}
+
+
+@dataclass(frozen=True)
+class RowCase:
+    """What a CSV row describes, in core types."""
+
+    index: int  # 1-based data row number (header excluded)
+    source: str
+    system: str
+    op: str
+    message_bytes: float
+    size_assumed: bool
+    measured_busbw_gbps: float
+    measured_latency_us: float | None
+    cluster: ClusterSpec
+    placement: Placement
+    algorithm: str | None
+    assumptions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RowResult:
+    case: RowCase
+    predicted_busbw_gbps: float
+    predicted_latency_us: float
+    algorithm: str
+    protocol: str
+    error_pct: float
+
+
+def _num(text: str | None) -> float | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _gpu_spec(name: str) -> tuple[GPUSpec | None, str]:
+    """Catalog GPU for a row's gpu column (None for 'unspecified')."""
+    key = name.strip()
+    if not key or key.lower() in ("unspecified", "unknown", "-"):
+        return None, "GPU unspecified"
+    try:
+        from app.catalog import find_gpu
+
+        return find_gpu(key), ""
+    except Exception:
+        pass
+    base = re.sub(r"[^a-z0-9]", "", key.lower())
+    for family, (gbps, nvls) in FALLBACK_GPUS.items():
+        if base.startswith(family):
+            spec = GPUSpec(
+                name=key,
+                vendor="NVIDIA",
+                form_factor="SXM",
+                peak_flops={"bf16": 0.0},
+                hbm_bytes=0,
+                hbm_bandwidth_bytes_per_s=0.0,
+                scaleup_bandwidth_bytes_per_s=gbps * GB,
+                tdp_w=0.0,
+                nvls=nvls,
+            )
+            return spec, f"{key}: scale-up {gbps:g} GB/s from the fallback table"
+    return None, f"GPU {key!r} not in the catalog"
+
+
+def _scaleup_from_text(text: str) -> tuple[str | None, float | None]:
+    """(kind, GB/s per direction) named by a fabric description, if any."""
+    low = text.lower().replace(" ", "")
+    explicit = re.search(r"(\d+(?:\.\d+)?)gb/suni", low)
+    if "infinityfabric" in low or "xgmi" in low:
+        return "xgmi", None
+    if "pcie" in low and "nvlink" not in low:
+        gen = re.search(r"pcie(?:gen)?(\d)", low)
+        gbps = LINK_BANDWIDTH_GBPS.get(f"pcie{gen.group(1)}") if gen else None
+        return "pcie", gbps
+    gen_nv = re.search(r"nvlink(\d)", low)
+    if explicit and "nvlink" in low:
+        return ("nvl72" if "nvl72" in low else "nvswitch"), float(explicit.group(1))
+    if gen_nv:
+        return ("nvl72" if "nvl72" in low else "nvswitch"), LINK_BANDWIDTH_GBPS.get(f"nvlink{gen_nv.group(1)}")
+    return None, None
+
+
+def _fabric_from_text(text: str, system: str, gpus_per_node: int) -> tuple[FabricSpec, list[str]]:
+    """NIC transport, count and speed from the fabric text (one NIC per GPU when the count is not stated)."""
+    notes: list[str] = []
+    low = text.lower()
+    if "efa" in low:
+        transport = "efa"
+    elif re.search(r"\bib\b|infiniband|rdma|\bndr\b|\bhdr\b|\bxdr\b|\bedr\b", low):
+        transport = "infiniband"
+    elif "roce" in low:
+        transport = "roce"
+    elif "tcp" in low or "gbe" in low or "ethernet" in low:
+        transport = "ethernet_tcp"
+    else:
+        transport = "infiniband"
+        notes.append("transport not stated: InfiniBand assumed")
+    count: float | None = None
+    speed: float | None = None
+    m = re.search(r"(\d+)\s*x\s*(\d+(?:\.\d+)?)\s*g", low)
+    if m:
+        count, speed = float(m.group(1)), float(m.group(2))
+    else:
+        single = re.search(r"(\d+(?:\.\d+)?)\s*g(?:b|bps|be)?\b", low)
+        if single:
+            speed = float(single.group(1))
+        nics = re.search(r"(\d+)\s*(?:nics?|hcas?|adapters?)\b", low) or re.search(
+            r"(\d+)\s*(?:nics?|hcas?)\b", system.lower()
+        )
+        if nics:
+            count = float(nics.group(1))
+        elif "single" in low or "1 nic" in low:
+            count = 1.0
+    if speed is None:
+        for gen, gbps in IB_GENERATION_GBPS.items():
+            if re.search(rf"\b{gen}\b", low):
+                speed = gbps
+                break
+    if speed is None:
+        speed = 400.0
+        notes.append("NIC speed not stated: 400 Gb/s assumed")
+    if count is None:
+        count = float(max(1, gpus_per_node))
+        notes.append(f"NIC count not stated: one per GPU ({int(count)}) assumed")
+    sharp = transport == "infiniband" and bool(re.search(r"ib\s*sharp|infiniband\s*sharp", low))
+    presets = {"infiniband": (0.13, 1.5), "roce": (0.6, 2.5), "efa": (1.0, 10.0), "ethernet_tcp": (1.0, 15.0)}
+    hop_us, base_us = presets[transport]
+    fabric = FabricSpec(
+        transport=transport,  # type: ignore[arg-type]
+        nics_per_node=max(1, round(count)),
+        nic_bandwidth_bytes_per_s=speed * GBIT,
+        topology="rail_optimized",
+        tiers=2,
+        hop_latency_s=hop_us * 1e-6,
+        base_latency_s=base_us * 1e-6,
+        sharp=sharp,
+        name=text.strip(),
+    )
+    return fabric, notes
+
+
+def _forced_algorithm(row: dict[str, str]) -> str | None:
+    """The algorithm a measurement was taken with, when the row says so (NCCL_ALGO=…, algo=…, '(ring)')."""
+    explicit = (row.get("algorithm") or "").strip().lower().replace("_", "")
+    if explicit:
+        return ALGORITHM_WORDS.get(explicit)
+    text = " ".join((row.get("system", ""), row.get("fabric", ""), row.get("notes", "")))
+    m = re.search(r"(?:nccl_algo|algo)\s*=\s*([a-z_]+)", text, re.IGNORECASE)
+    if m:
+        return ALGORITHM_WORDS.get(m.group(1).lower().replace("_", ""))
+    m = re.search(r"\b(ring|tree|nvlstree)\s+selected", text, re.IGNORECASE)
+    if m:
+        return ALGORITHM_WORDS.get(m.group(1).lower())
+    m = re.search(r"\((ring|nvls|nvlstree)\)", text, re.IGNORECASE)
+    if m:
+        return ALGORITHM_WORDS.get(m.group(1).lower())
+    return None
+
+
+def parse_row(index: int, row: dict[str, str]) -> RowCase | str:
+    """A RowCase, or the reason the row cannot be predicted."""
+    op = normalise_op(row.get("collective", "") or "")
+    if op not in COLLECTIVE_OPS:
+        return f"unknown collective {row.get('collective')!r}"
+    system = row.get("system", "") or ""
+    fabric_text = row.get("fabric", "") or ""
+    assumptions: list[str] = []
+    gpn = _num(row.get("gpus_per_node"))
+    nodes = _num(row.get("nodes"))
+    size = _num(row.get("message_size_bytes"))
+    busbw = _num(row.get("busbw_GBps"))
+    algbw = _num(row.get("algbw_GBps"))
+    if nodes is None:
+        m = re.search(r"(\d+)\s*nodes", system.lower()) or re.search(r"\bx\s*(\d+)\b", system.lower())
+        if m:
+            nodes = float(m.group(1))
+        elif "multi-node" in system.lower() or re.search(r"\d+\s*x?\s*\d+\s*gb", fabric_text.lower()):
+            nodes = 4.0
+            assumptions.append("node count not stated: 4 nodes assumed")
+        else:
+            nodes = 1.0
+    gpu, gpu_note = _gpu_spec(row.get("gpu", "") or "")
+    if gpu_note:
+        assumptions.append(gpu_note)
+    up_kind, up_gbps = _scaleup_from_text(fabric_text)
+    if gpn is None:
+        if gpu is not None and nodes <= 1:
+            gpn = float(gpu.default_gpus_per_node)
+        else:
+            fab_probe, _ = _fabric_from_text(fabric_text, system, 1)
+            gpn = float(fab_probe.nics_per_node) if nodes > 1 else 8.0
+        assumptions.append(f"GPUs per node not stated: {int(gpn)} assumed")
+    k = int(gpn)
+    n_nodes = max(1, int(nodes))
+    if busbw is None and algbw is not None:
+        busbw = algbw * busbw_factor(op, k * n_nodes)
+    if busbw is None or busbw <= 0:
+        return "no measured bandwidth (busbw or algbw) in the row"
+    size_assumed = False
+    if size is None or size <= 0:
+        size = float(ASSUMED_LARGE_BYTES)
+        size_assumed = True
+        assumptions.append("message size not stated (large message): evaluated at 16 GiB")
+    if gpu is None:
+        if up_gbps is None and up_kind is None:
+            if n_nodes <= 1:
+                return "neither the GPU nor the scale-up link is identified"
+            up_kind, up_gbps = "nvswitch", 450.0
+            assumptions.append("scale-up unknown: NVLink4-class assumed (not the bottleneck off-node)")
+        gbps = up_gbps or 32.0
+        gpu = GPUSpec(
+            name=row.get("gpu", "") or "unspecified",
+            vendor="",
+            form_factor="",
+            peak_flops={"bf16": 0.0},
+            hbm_bytes=0,
+            hbm_bandwidth_bytes_per_s=0.0,
+            scaleup_bandwidth_bytes_per_s=gbps * GB,
+            tdp_w=0.0,
+            scaleup_kind=up_kind or "nvswitch",  # type: ignore[arg-type]
+            nvls=False,
+        )
+    kind = up_kind or gpu.scaleup_kind
+    scaleup_bw = gpu.scaleup_bandwidth_bytes_per_s
+    if up_gbps is not None and kind != "xgmi":
+        scaleup_bw = up_gbps * GB
+    domain = 0
+    if kind == "nvl72" or gpu.scaleup_kind == "nvl72":
+        kind = "nvl72"
+        domain = max(k, 72)
+    fabric, fabric_notes = _fabric_from_text(fabric_text, system, k)
+    if n_nodes > 1:
+        assumptions.extend(fabric_notes)
+    cluster = ClusterSpec(
+        gpu=gpu,
+        num_nodes=n_nodes,
+        gpus_per_node=k,
+        scaleup_kind=kind,  # type: ignore[arg-type]
+        scaleup_bandwidth_bytes_per_s=scaleup_bw,
+        scaleup_domain_gpus=domain,
+        fabric=fabric,
+        name=system,
+    )
+    ranks = 2 if op == "send_recv" and k * n_nodes < 2 else k * n_nodes
+    placement = Placement(ranks=ranks, ranks_per_node=k)
+    return RowCase(
+        index=index,
+        source=row.get("source", "") or "",
+        system=system,
+        op=op,
+        message_bytes=size,
+        size_assumed=size_assumed,
+        measured_busbw_gbps=busbw,
+        measured_latency_us=_num(row.get("latency_us")),
+        cluster=cluster,
+        placement=placement,
+        algorithm=_forced_algorithm(row),
+        assumptions=tuple(assumptions),
+    )
+
+
+def predict(case: RowCase, params: NetworkParams | None = None) -> RowResult:
+    params = params or default_network_params()
+    algorithm = case.algorithm
+    if algorithm in ("nvls", "nvls_tree"):
+        algorithm = "nvls" if case.placement.nodes <= 1 else "nvls_tree"
+        params = replace(params, nvls_min_ranks=2)  # forcing NVLS (NCCL_ALGO) bypasses NCCL's own threshold
+    try:
+        est = collective_time(case.op, case.message_bytes, case.placement, case.cluster, params, algorithm=algorithm)
+    except ValueError:
+        est = collective_time(case.op, case.message_bytes, case.placement, case.cluster, params)
+    predicted = est.busbw_bytes_per_s / GB
+    error = (predicted - case.measured_busbw_gbps) / case.measured_busbw_gbps * 100.0
+    return RowResult(case, predicted, est.time_s * 1e6, est.algorithm, est.protocol, error)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _summary(results: list[RowResult]) -> dict[str, Any]:
+    errors = [abs(r.error_pct) for r in results]
+    return {
+        "n": len(errors),
+        "median_abs_pct": round(statistics.median(errors), 2) if errors else None,
+        "p90_abs_pct": round(_percentile(errors, 0.9), 2) if errors else None,
+    }
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    results: tuple[RowResult, ...]
+    skipped: tuple[tuple[int, str], ...]
+
+    def large(self) -> list[RowResult]:
+        return [r for r in self.results if r.case.message_bytes >= LARGE_BYTES]
+
+    def to_json(self) -> dict[str, Any]:
+        rows = [
+            {
+                "source": r.case.source,
+                "system": r.case.system,
+                "collective": r.case.op,
+                "message_size_bytes": None if r.case.size_assumed else int(r.case.message_bytes),
+                "measured_busbw_gbps": round(r.case.measured_busbw_gbps, 4),
+                "predicted_busbw_gbps": round(r.predicted_busbw_gbps, 4),
+                "error_pct": round(r.error_pct, 2),
+            }
+            for r in self.results
+        ]
+        return {
+            "rows": rows,
+            "summary": {
+                "all": _summary(list(self.results)),
+                "large": _summary(self.large()),
+                "skipped": [{"row": i, "reason": reason} for i, reason in self.skipped],
+            },
+        }
+
+
+def validate_rows(rows: list[dict[str, str]], params: NetworkParams | None = None) -> ValidationReport:
+    results: list[RowResult] = []
+    skipped: list[tuple[int, str]] = []
+    for i, row in enumerate(rows, start=1):
+        case = parse_row(i, row)
+        if isinstance(case, str):
+            skipped.append((i, case))
+            continue
+        try:
+            results.append(predict(case, params))
+        except ValueError as exc:
+            skipped.append((i, f"cannot model: {exc}"))
+    return ValidationReport(tuple(results), tuple(skipped))
+
+
+REQUIRED_COLUMNS = ("system", "collective")
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+        if not any(c in (reader.fieldnames or []) for c in ("busbw_GBps", "algbw_GBps")):
+            raise ValueError(f"{path}: needs a busbw_GBps or algbw_GBps column")
+        return list(reader)
+
+
+def validate_file(path: Path, params: NetworkParams | None = None) -> ValidationReport:
+    return validate_rows(read_csv(path), params)

@@ -1,0 +1,391 @@
+"""The catalog as the database holds it: built-in rows (seeded from app/catalog) plus users' own rows.
+
+Lookups accept the same aliases as the file catalog (app.catalog) and raise NotFoundError with close matches.
+Users may add models (inline spec or Hugging Face config.json) and price rows, and edit or delete the price rows
+and models they added; built-in rows are read-only (ReadOnlyError).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from sqlalchemy import func, or_
+from sqlmodel import Session, SQLModel, col, select
+
+import app.catalog as catalog
+from app.core.errors import Problem, SpecError
+from app.core.hardware import GPUSpec, InterconnectSpec
+from app.core.hf_config import model_from_hf_config
+from app.core.model import ModelSpec
+from app.errors import NotFoundError
+from app.models.base import utcnow
+from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
+from app.services.seed import _json_ready
+from app.settings import get_settings
+
+
+class ReadOnlyError(PermissionError):
+    """A built-in catalog row cannot be changed or deleted (copy it into a row of your own instead)."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"built-in {kind} {name!r} is read-only; add a row of your own instead")
+
+
+KIND_TABLES: dict[str, type[SQLModel]] = {
+    "gpu": GPUEntry,
+    "model": ModelEntry,
+    "interconnect": InterconnectEntry,
+}
+
+
+# --- name-keyed kinds (GPUs, interconnects, models) ----------------------------------------------------------
+
+
+def _find_row(session: Session, kind: str, name: str) -> Any:
+    table = KIND_TABLES[kind]
+    name_col = col(table.name)  # type: ignore[attr-defined]
+    row = session.exec(select(table).where(name_col == name)).first()
+    if row is not None:
+        return row
+    canonical = catalog.resolve_name(kind, name)
+    if canonical is not None:
+        row = session.exec(select(table).where(name_col == canonical)).first()
+        if row is not None:
+            return row
+    key = catalog.normalise_name(name)
+    names = list(session.exec(select(name_col)).all())
+    for candidate in names:
+        if catalog.normalise_name(candidate) == key:
+            return session.exec(select(table).where(name_col == candidate)).first()
+    candidates = {catalog.normalise_name(n): n for n in names}
+    for entry in catalog.entries(kind).values():
+        for alias in entry.aliases:
+            candidates.setdefault(catalog.normalise_name(alias), entry.name)
+    raise NotFoundError(kind, name, catalog.close_matches(name, candidates))
+
+
+def get_gpu_entry(session: Session, name: str) -> GPUEntry:
+    row: GPUEntry = _find_row(session, "gpu", name)
+    return row
+
+
+def get_model_entry(session: Session, name: str) -> ModelEntry:
+    row: ModelEntry = _find_row(session, "model", name)
+    return row
+
+
+def get_interconnect_entry(session: Session, name: str) -> InterconnectEntry:
+    row: InterconnectEntry = _find_row(session, "interconnect", name)
+    return row
+
+
+def get_gpu(session: Session, name: str) -> GPUSpec:
+    return GPUSpec.from_dict(get_gpu_entry(session, name).spec)
+
+
+def get_model(session: Session, name: str) -> ModelSpec:
+    return ModelSpec.from_dict(get_model_entry(session, name).spec)
+
+
+def get_interconnect(session: Session, name: str) -> InterconnectSpec:
+    return InterconnectSpec.from_dict(get_interconnect_entry(session, name).spec)
+
+
+def list_gpus(session: Session) -> list[GPUEntry]:
+    return list(session.exec(select(GPUEntry).order_by(col(GPUEntry.vendor), col(GPUEntry.name))).all())
+
+
+def list_interconnects(session: Session) -> list[InterconnectEntry]:
+    rows = session.exec(
+        select(InterconnectEntry).order_by(col(InterconnectEntry.kind), col(InterconnectEntry.name))
+    )
+    return list(rows.all())
+
+
+def list_models(session: Session, query: str | None = None, family: str | None = None) -> list[ModelEntry]:
+    """Models, optionally filtered by a search text (name, family or any alias, case-insensitive)."""
+    stmt = select(ModelEntry).order_by(col(ModelEntry.family), col(ModelEntry.name))
+    if family:
+        stmt = stmt.where(func.lower(ModelEntry.family) == family.lower())
+    rows = list(session.exec(stmt).all())
+    if query and query.strip():
+        rows = [row for row in rows if model_matches(row, query)]
+    return rows
+
+
+def model_matches(row: ModelEntry, query: str) -> bool:
+    key = catalog.normalise_name(query)
+    if not key:
+        return True
+    labels = [row.name, row.family, *aliases_of("model", row.name)]
+    return any(key in catalog.normalise_name(label) for label in labels)
+
+
+def aliases_of(kind: str, name: str) -> tuple[str, ...]:
+    entry = catalog.entries(kind).get(name)
+    return entry.aliases if entry else ()
+
+
+def catalog_extra(kind: str, name: str) -> Mapping[str, Any]:
+    """File-catalog facts about a built-in entry (notes, published parameter counts, dates)."""
+    entry = catalog.entries(kind).get(name)
+    return entry.extra if entry else {}
+
+
+def catalog_date(kind: str, name: str) -> str:
+    entry = catalog.entries(kind).get(name)
+    return entry.date if entry else ""
+
+
+# --- user models ---------------------------------------------------------------------------------------------
+
+
+def _name_taken(session: Session, name: str) -> bool:
+    """A new model may not shadow an existing row or any built-in name or alias."""
+    if catalog.resolve_name("model", name) is not None:
+        return True
+    key = catalog.normalise_name(name)
+    return any(catalog.normalise_name(n) == key for n in session.exec(select(col(ModelEntry.name))).all())
+
+
+def add_model(session: Session, spec: ModelSpec, source: str = "") -> ModelEntry:
+    """Store a user's model (builtin=False). The name must be new (not a built-in name or alias)."""
+    problems = validate_model_spec(spec)
+    if _name_taken(session, spec.name):
+        problems.append(Problem("name", f"a model named {spec.name!r} already exists; choose another name"))
+    if problems:
+        raise SpecError(problems)
+    row = ModelEntry(
+        name=spec.name,
+        family=spec.family[:50],
+        spec=_json_ready(spec.to_dict()),
+        source=(source or spec.source or "added by a user")[:2000],
+        builtin=False,
+    )
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def add_model_from_hf(session: Session, config: Mapping[str, Any], name: str) -> ModelEntry:
+    spec = model_from_hf_config(config, name)
+    return add_model(session, spec, source=spec.source)
+
+
+def delete_model(session: Session, name: str) -> None:
+    row = get_model_entry(session, name)
+    if row.builtin:
+        raise ReadOnlyError("model", row.name)
+    session.delete(row)
+    session.commit()
+
+
+def validate_model_spec(spec: ModelSpec) -> list[Problem]:
+    """Shape checks on an inline model spec (positive sizes, heads dividing evenly, top-k within experts)."""
+    problems: list[Problem] = []
+    for field_name in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size"):
+        value = getattr(spec, field_name)
+        if not isinstance(value, int) or value < 1:
+            problems.append(Problem(field_name, f"must be a positive integer, got {value!r}"))
+    if not isinstance(spec.vocab_size, int) or spec.vocab_size < 1:
+        problems.append(Problem("vocab_size", f"must be a positive integer, got {spec.vocab_size!r}"))
+    if not spec.name.strip() or len(spec.name) > 100:
+        problems.append(Problem("name", "must be 1 to 100 characters"))
+    if problems:
+        return problems
+    if spec.num_attention_heads % spec.num_kv_heads:
+        problems.append(
+            Problem(
+                "num_kv_heads",
+                f"{spec.num_kv_heads} does not divide num_attention_heads {spec.num_attention_heads}",
+            )
+        )
+    if not spec.head_dim and spec.hidden_size % spec.num_attention_heads:
+        problems.append(
+            Problem(
+                "num_attention_heads",
+                f"{spec.num_attention_heads} does not divide hidden_size {spec.hidden_size}",
+            )
+        )
+    if spec.moe is not None:
+        if spec.moe.num_experts < 1 or spec.moe.expert_ffn_hidden_size < 1:
+            problems.append(Problem("moe", "num_experts and expert_ffn_hidden_size must be positive"))
+        elif not 1 <= spec.moe.experts_per_token <= spec.moe.num_experts:
+            problems.append(
+                Problem(
+                    "moe.experts_per_token", f"must be between 1 and num_experts ({spec.moe.num_experts})"
+                )
+            )
+        if spec.moe.first_dense_layers > spec.num_layers:
+            problems.append(Problem("moe.first_dense_layers", f"is more than num_layers ({spec.num_layers})"))
+    return problems
+
+
+# --- price book ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PriceFilters:
+    category: str | None = None
+    vendor: str | None = None
+    gpu: str | None = None
+    pricing_model: str | None = None
+    builtin: bool | None = None
+
+
+def is_stale(row: PriceRow, today: date | None = None, stale_days: int | None = None) -> bool:
+    """A price older than settings.price_stale_days is flagged so users re-check it before relying on it."""
+    days = get_settings().price_stale_days if stale_days is None else stale_days
+    return (today or date.today()) - row.price_date > timedelta(days=days)
+
+
+def list_price_rows(
+    session: Session,
+    category: str | None = None,
+    vendor: str | None = None,
+    gpu: str | None = None,
+    pricing_model: str | None = None,
+    builtin: bool | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+) -> tuple[list[PriceRow], int]:
+    """Price rows matching the filters (case-insensitive; `gpu` accepts aliases), newest first, and the total."""
+    stmt = select(PriceRow)
+    if category:
+        stmt = stmt.where(func.lower(PriceRow.category) == category.strip().lower())
+    if vendor:
+        stmt = stmt.where(func.lower(PriceRow.vendor).contains(vendor.strip().lower()))
+    if pricing_model:
+        stmt = stmt.where(func.lower(PriceRow.pricing_model).contains(pricing_model.strip().lower()))
+    if builtin is not None:
+        stmt = stmt.where(PriceRow.builtin == builtin)
+    if gpu:
+        canonical = catalog.resolve_name("gpu", gpu) or gpu.strip()
+        stmt = stmt.where(
+            or_(col(PriceRow.gpu_name) == canonical, func.lower(PriceRow.gpu_name) == gpu.strip().lower())
+        )
+    total = session.exec(select(func.count()).select_from(stmt.subquery())).one()
+    stmt = stmt.order_by(col(PriceRow.category), col(PriceRow.price_date).desc(), col(PriceRow.item))
+    stmt = stmt.offset(offset)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return list(session.exec(stmt).all()), int(total)
+
+
+def price_categories(session: Session) -> list[str]:
+    return sorted(session.exec(select(PriceRow.category).distinct()).all())
+
+
+def _price_id(price_id: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(price_id, uuid.UUID):
+        return price_id
+    try:
+        return uuid.UUID(str(price_id))
+    except ValueError:
+        raise NotFoundError("price row", str(price_id)) from None
+
+
+def get_price_row(session: Session, price_id: uuid.UUID | str) -> PriceRow:
+    row = session.get(PriceRow, _price_id(price_id))
+    if row is None:
+        raise NotFoundError("price row", str(price_id))
+    return row
+
+
+PRICE_EDITABLE = (
+    "category",
+    "item",
+    "vendor",
+    "region",
+    "pricing_model",
+    "unit",
+    "price_usd",
+    "usd_per_gpu_hour",
+    "gpu_name",
+    "gpus_per_unit",
+    "price_date",
+    "source",
+    "confidence",
+    "includes",
+    "notes",
+)
+
+
+def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a user's price fields; the GPU name is resolved to its catalog name (aliases accepted)."""
+    problems: list[Problem] = []
+    clean = {k: v for k, v in values.items() if k in PRICE_EDITABLE}
+    for key in ("category", "item", "source", "includes"):
+        if key in clean and not str(clean[key] or "").strip():
+            problems.append(Problem(key, "must not be empty"))
+    if "price_usd" in clean and (clean["price_usd"] is None or clean["price_usd"] < 0):
+        problems.append(Problem("price_usd", "must be a number ≥ 0"))
+    if clean.get("usd_per_gpu_hour") is not None and clean["usd_per_gpu_hour"] < 0:
+        problems.append(Problem("usd_per_gpu_hour", "must be ≥ 0"))
+    if clean.get("gpus_per_unit") is not None and clean["gpus_per_unit"] < 1:
+        problems.append(Problem("gpus_per_unit", "must be ≥ 1"))
+    if clean.get("gpu_name"):
+        canonical = catalog.resolve_name("gpu", clean["gpu_name"])
+        if canonical is None:
+            suggestions = catalog.close_matches(
+                clean["gpu_name"],
+                {catalog.normalise_name(n): n for n in catalog.entries("gpu")},
+            )
+            hint = f"; did you mean: {', '.join(suggestions)}" if suggestions else ""
+            problems.append(Problem("gpu_name", f"unknown GPU {clean['gpu_name']!r}{hint}"))
+        else:
+            clean["gpu_name"] = canonical
+    elif "gpu_name" in clean:
+        clean["gpu_name"] = None
+    if problems:
+        raise SpecError(problems)
+    for key in ("category", "item", "source", "includes", "vendor", "region", "pricing_model", "unit"):
+        if isinstance(clean.get(key), str):
+            clean[key] = clean[key].strip()
+    return clean
+
+
+def add_price_row(session: Session, values: Mapping[str, Any]) -> PriceRow:
+    clean = _clean_price_values(values)
+    missing = [
+        k for k in ("category", "item", "price_usd", "price_date", "source", "includes") if k not in clean
+    ]
+    if missing:
+        raise SpecError([Problem(k, "missing (required)") for k in missing])
+    row = PriceRow(builtin=False, seed_key=None, **clean)
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def update_price_row(session: Session, price_id: uuid.UUID | str, values: Mapping[str, Any]) -> PriceRow:
+    row = get_price_row(session, price_id)
+    if row.builtin:
+        raise ReadOnlyError("price row", row.item)
+    for key, value in _clean_price_values(values).items():
+        setattr(row, key, value)
+    row.updated_at = utcnow()
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def delete_price_row(session: Session, price_id: uuid.UUID | str) -> None:
+    row = get_price_row(session, price_id)
+    if row.builtin:
+        raise ReadOnlyError("price row", row.item)
+    session.delete(row)
+    session.commit()
+
+
+def gpu_names(session: Session) -> Iterable[str]:
+    return session.exec(select(col(GPUEntry.name)).order_by(col(GPUEntry.name))).all()

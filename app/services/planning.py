@@ -9,8 +9,9 @@ Provenance (app and formula versions, price-book date, calibration profile) trav
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -67,20 +68,12 @@ def _prefixed(exc: SpecError, prefix: str) -> SpecError:
     return SpecError([Problem(f"{prefix}.{p.field}" if p.field else prefix, p.message) for p in exc.problems])
 
 
-def evaluate(
-    session: Session, scenario: dict[str, Any], field_prefix: str = "", search: bool = False
-) -> Evaluation:
-    """Validate, resolve against the catalog (DB, so users' own rows count) and estimate."""
-    try:
-        from app.core.estimate import estimate
-        from app.schemas.scenario import Scenario
-        from app.services.scenario import resolve_scenario
-    except ImportError:  # the estimator is a separate component; without it plans still save their inputs
-        return Evaluation(
-            scenario=scenario,
-            result={"status": "unavailable", "message": "the estimator is not installed", "summary": {}},
-            price_book_date=price_book_date(session),
-        )
+def _parse_and_resolve(
+    session: Session, scenario: dict[str, Any], field_prefix: str
+) -> tuple[dict[str, Any], Any]:
+    """Validate with the shared Scenario schema and resolve names against the DB catalog."""
+    from app.schemas.scenario import Scenario
+    from app.services.scenario import resolve_scenario
 
     try:
         parsed = Scenario.model_validate(scenario)
@@ -90,30 +83,394 @@ def evaluate(
         resolved = resolve_scenario(parsed, session)
     except SpecError as exc:
         raise _prefixed(exc, field_prefix) from None
-    book_date = price_book_date(session)
-    if not (session.new or session.dirty or session.deleted):
-        session.rollback()  # end the read: on SQLite it holds the write lock
+    return parsed.model_dump(mode="json", exclude_none=True), resolved
+
+
+def _options(resolved: Any) -> Any:
+    from app.core.estimate import EstimateOptions
+
+    framework = getattr(resolved, "framework", None)
+    return EstimateOptions(framework=framework) if framework is not None else EstimateOptions()
+
+
+def evaluate(
+    session: Session, scenario: dict[str, Any], field_prefix: str = "", search: bool = False
+) -> Evaluation:
+    """Validate, resolve against the catalog (DB, so users' own rows count), estimate, and add the
+    scaling sweep, goodput and cost that the planning page shows."""
     try:
-        est = estimate(resolved.model, resolved.cluster, resolved.layout, resolved.seq_len)
+        from app.core.estimate import estimate
+    except ImportError:  # the estimator is a separate component; without it plans still save their inputs
+        return Evaluation(
+            scenario=scenario,
+            result={"status": "unavailable", "message": "the estimator is not installed", "summary": {}},
+            price_book_date=price_book_date(session),
+        )
+    normalised, resolved = _parse_and_resolve(session, scenario, field_prefix)
+    book_date = price_book_date(session)
+    unavailable: dict[str, str] = {}
+    ranking = None
+    if search:
+        ranking, best_layout, reason = _planner_search(resolved)
+        if best_layout is not None:
+            resolved = replace(resolved, layout=best_layout)
+            normalised = {**normalised, "layout": _layout_dict(best_layout, normalised.get("layout"))}
+        else:
+            unavailable["ranking"] = reason
+    else:
+        unavailable["ranking"] = (
+            "Choose “Let the planner choose” to rank every layout for this model and cluster."
+        )
+    try:
+        est = estimate(
+            resolved.model, resolved.cluster, resolved.layout, resolved.seq_len, options=_options(resolved)
+        )
     except SpecError as exc:
         raise _prefixed(exc, field_prefix) from None
     estimate_dict = est.to_dict()
+    summary = summarise(resolved, est)
     result: dict[str, Any] = {
         "status": "ok",
-        "summary": summarise(resolved, est),
+        "summary": summary,
         "memory": memory_payload(est.memory),
         "step": step_payload(est.step),
         "estimate": estimate_dict,
-        "assumptions": estimate_dict.get("assumptions", []),
-        "unavailable": {},
+        "assumptions": list(estimate_dict.get("assumptions", [])),
+        "unavailable": unavailable,
     }
+    if ranking is not None:
+        result["ranking"] = ranking
+    result["scaling"] = scaling_sweep(session, resolved, est)
+    goodput_block = goodput_payload(resolved, est, summary)
+    if goodput_block is None:
+        unavailable["goodput"] = "The goodput model could not be evaluated for these inputs."
+    else:
+        result["goodput"] = goodput_block
+        summary["goodput"] = goodput_block["goodput"]
+    cost_block = cost_payload(session, resolved, summary)
+    if isinstance(cost_block, str):
+        unavailable["cost"] = cost_block
+    else:
+        result["cost_panel"] = cost_block
+        summary["cost_per_run_usd"] = cost_block["cost_per_run_usd"]
+        result["assumptions"] += cost_block.pop("assumptions", [])
+    if goodput_block is not None:
+        result["assumptions"] += goodput_block.pop("assumptions", [])
+    if not (session.new or session.dirty or session.deleted):
+        session.rollback()  # end the read: on SQLite it holds the write lock
     return Evaluation(
-        scenario=parsed.model_dump(mode="json"),
+        scenario=normalised,
         result=result,
         price_book_date=book_date,
         calibration_profile=DEFAULT_PROFILE,
-        objects={"resolved": resolved, "estimate": est, "scenario": parsed},
+        objects={"resolved": resolved, "estimate": est},
     )
+
+
+def _layout_dict(layout: Any, previous: Any) -> dict[str, Any]:
+    data = layout.to_dict()
+    if isinstance(previous, dict):
+        return {k: data[k] for k in data if k in previous or k in _LAYOUT_KEYS}
+    return data
+
+
+_LAYOUT_KEYS = frozenset(
+    {
+        "tp",
+        "pp",
+        "vp",
+        "dp",
+        "cp",
+        "ep",
+        "zero",
+        "sequence_parallel",
+        "recompute",
+        "micro_batch",
+        "global_batch",
+        "dtype",
+    }
+)
+
+
+# ---------------------------------------------------------------------------------------------- planner
+
+
+def _planner_search(resolved: Any) -> tuple[dict[str, Any] | None, Any, str]:
+    """Rank layouts with the planner; (ranking, best layout, reason when unavailable)."""
+    try:
+        planner = importlib.import_module("app.core.planner")
+    except ImportError:
+        return None, None, "The planner is not available in this build yet; choose the layout by hand."
+    return _run_planner(planner, resolved)
+
+
+def _run_planner(planner: Any, resolved: Any) -> tuple[dict[str, Any] | None, Any, str]:
+    return None, None, "The planner is not available in this build yet; choose the layout by hand."
+
+
+# ---------------------------------------------------------------------------------------------- scaling
+
+SCALING_FABRICS = ("ib-ndr-8x400", "roce-8x400", "ethernet-tcp-100")
+SCALING_STEPS = (-3, -2, -1, 0, 1, 2, 3)  # powers of two around the chosen node count
+MAX_SCALING_NODES = 4096
+
+
+def scaling_sweep(session: Session, resolved: Any, base: Any) -> dict[str, Any] | None:
+    """Strong scaling at the chosen global batch: the same tp·pp·cp layout with data parallelism scaled,
+    on the chosen fabric and two others. Sizes whose DP does not divide the global batch are skipped."""
+    from app.catalog.fabrics import find_fabric
+    from app.core.estimate import estimate
+
+    cluster, layout = resolved.cluster, resolved.layout
+    names = [cluster.fabric.name or SCALING_FABRICS[0]]
+    names += [f for f in SCALING_FABRICS if f not in names][: 3 - len(names)]
+    node_counts = sorted(
+        {
+            cluster.num_nodes * 2**k
+            for k in SCALING_STEPS
+            if 1 <= cluster.num_nodes * 2**k <= MAX_SCALING_NODES
+        }
+        | {cluster.num_nodes}
+    )
+    node_counts = [n for n in node_counts if n >= 1 and n == int(n)]
+    points: list[dict[str, Any]] = []
+    per_gpu: dict[tuple[str, int], float] = {}
+    skipped = 0
+    for name in names:
+        try:
+            fabric = cluster.fabric if name == cluster.fabric.name else find_fabric(name)
+        except LookupError:
+            continue
+        for nodes in node_counts:
+            gpus = int(nodes) * cluster.gpus_per_node
+            mp = layout.tp * layout.pp * layout.cp
+            if gpus % mp:
+                skipped += 1
+                continue
+            dp = gpus // mp
+            if layout.global_batch % (dp * layout.micro_batch):
+                skipped += 1
+                continue
+            c = replace(cluster, num_nodes=int(nodes), fabric=fabric)
+            lay = layout.with_(dp=dp)
+            try:
+                est = (
+                    base
+                    if (nodes == cluster.num_nodes and name == names[0])
+                    else estimate(resolved.model, c, lay, resolved.seq_len, options=_options(resolved))
+                )
+            except SpecError:
+                skipped += 1
+                continue
+            tps = float(est.step.tokens_per_s)
+            per_gpu[(name, gpus)] = tps / gpus
+            points.append(
+                {
+                    "fabric": name,
+                    "gpus": gpus,
+                    "nodes": int(nodes),
+                    "tokens_per_s": tps,
+                    "days": float(resolved.tokens) / tps / DAY if tps > 0 and resolved.tokens > 0 else None,
+                    "fits": bool(est.memory.fits),
+                }
+            )
+    if not points:
+        return None
+    smallest = min(p["gpus"] for p in points)
+    reference = max(v for (n, g), v in per_gpu.items() if g == smallest)
+    for p in points:
+        p["efficiency"] = per_gpu[(p["fabric"], p["gpus"])] / reference if reference > 0 else None
+    note = (
+        f"Strong scaling at a fixed global batch of {layout.global_batch} sequences with TP{layout.tp} "
+        f"PP{layout.pp} CP{layout.cp} kept and data parallelism scaled; efficiency is per-GPU throughput "
+        f"relative to the best fabric at {smallest} GPUs."
+    )
+    if skipped:
+        note += f" {skipped} size/fabric points were skipped (the global batch does not split evenly)."
+    if any(not p["fits"] for p in points):
+        note += " Some points do not fit in memory (shown anyway: more data parallelism shards ZeRO state)."
+    return {"fabrics": sorted({p["fabric"] for p in points}, key=names.index), "points": points, "note": note}
+
+
+# ---------------------------------------------------------------------------------------------- goodput & cost
+
+FAILURE_PRESET = "llama3-405b"  # Meta's published interruption rates (Llama 3 paper, Sec. 3.3.4)
+
+
+def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        from app.schemas.cost import CheckpointIn, GoodputRequest
+        from app.services import cost as cost_service
+    except ImportError:
+        return None
+    cluster = resolved.cluster
+    try:
+        res = cost_service.goodput(
+            GoodputRequest.model_validate(
+                {
+                    "num_gpus": cluster.num_gpus,
+                    "gpus_per_node": min(cluster.gpus_per_node, 72),
+                    "preset": FAILURE_PRESET,
+                    "checkpoint": CheckpointIn.model_validate({"params": float(est.params_total)}),
+                    "mfu": min(max(float(est.step.mfu), 1e-6), 1.0),
+                    "run_days": summary.get("time_to_train_days") or None,
+                }
+            )
+        )
+    except (SpecError, ValidationError, ValueError):
+        return None
+    rows = [
+        {"name": "Goodput (useful share of wall time)", "value": f"{100 * res.goodput:.1f}", "unit": "%"},
+        {"name": "Checkpoint interval (Daly)", "value": f"{res.interval_s / 60:.1f}", "unit": "min"},
+        {"name": "Checkpoint stall", "value": f"{res.checkpoint_stall_s:.1f}", "unit": "s"},
+        {"name": "Restart after a failure", "value": f"{res.restart_s / 60:.1f}", "unit": "min"},
+        {"name": "Job mean time between interruptions", "value": f"{res.job_mtbf_hours:.2f}", "unit": "h"},
+        {"name": "Interruptions per day", "value": f"{res.interruptions_per_day:.2f}", "unit": "per day"},
+    ]
+    if res.effective_mfu is not None:
+        rows.append(
+            {"name": "Effective MFU after failures", "value": f"{100 * res.effective_mfu:.1f}", "unit": "%"}
+        )
+    if res.run:
+        rows.append(
+            {
+                "name": "Interruptions during the run",
+                "value": f"{res.run['interruptions']:.0f}",
+                "unit": "count",
+            }
+        )
+        rows.append(
+            {"name": "Checkpoints during the run", "value": f"{res.run['checkpoints']:.0f}", "unit": "count"}
+        )
+        days = summary.get("time_to_train_days") or 0.0
+        lost = days / res.goodput - days if res.goodput > 0 else None
+        if lost is not None:
+            rows.append(
+                {"name": "Wall time lost to checkpoints and failures", "value": f"{lost:.1f}", "unit": "days"}
+            )
+    return {
+        "goodput": round(float(res.goodput), 4),
+        "breakdown": {k: float(v) for k, v in res.breakdown.items()},
+        "rows": rows,
+        "summary": f"goodput {100 * res.goodput:.1f} % with failure rates of the {FAILURE_PRESET} run",
+        "assumptions": [a.model_dump() for a in res.assumptions],
+    }
+
+
+def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> dict[str, Any] | str:
+    """Cost per run on each cloud price-book option for this GPU, and cloud vs on-prem over time."""
+    try:
+        from app.schemas.cost import OnPremIn, RunCostRequest, TcoRequest
+        from app.services import cost as cost_service
+    except ImportError:
+        return "The cost model is not available in this build."
+    cluster = resolved.cluster
+    gpu_hours = summary.get("gpu_hours")
+    if not gpu_hours:
+        return "No time to train, so no cost."
+    try:
+        run = cost_service.run_cost(
+            session,
+            RunCostRequest.model_validate(
+                {
+                    "num_gpus": cluster.num_gpus,
+                    "gpu_hours": float(gpu_hours),
+                    "gpu": cluster.gpu.name,
+                    "goodput": float(summary.get("goodput") or 1.0),
+                }
+            ),
+        )
+    except (SpecError, ValidationError, LookupError) as exc:
+        return f"No cloud prices for {cluster.gpu.name} in the price book ({exc})."
+    curve = None
+    breakeven = ""
+    try:
+        tco = cost_service.tco(
+            session,
+            TcoRequest.model_validate(
+                {
+                    "onprem": OnPremIn.model_validate(
+                        {"nodes": cluster.num_nodes, "gpus_per_node": min(cluster.gpus_per_node, 72)}
+                    ),
+                    "gpu": cluster.gpu.name,
+                    "months": 60,
+                }
+            ),
+        )
+        curve = tco.curves.get("cumulative_usd_vs_month")
+        parts = [
+            f"{b.label}: {b.breakeven_months:.0f} months"
+            for b in tco.breakevens
+            if b.breakeven_months is not None
+        ]
+        breakeven = (
+            f"On-prem at {tco.utilisation:.0%} utilisation costs {tco.usd_per_gpu_hour:.2f} USD per GPU-hour"
+            + (
+                f"; it breaks even against {'; '.join(parts[:4])}."
+                if parts
+                else "; it never breaks even against these options."
+            )
+        )
+    except (SpecError, ValidationError, LookupError):
+        curve = None
+    rows: list[dict[str, Any]] = [
+        {
+            "option": o.label,
+            "usd_per_gpu_hour": o.usd_per_gpu_hour,
+            "cost_per_run_usd": o.total_usd,
+            "date": o.price_date,
+            "stale": o.stale,
+        }
+        for o in run.options
+    ]
+    if not rows:
+        return f"No cloud prices for {cluster.gpu.name} in the price book."
+    cheapest = min(rows, key=lambda r: r["cost_per_run_usd"])
+    traces = []
+    if curve:
+        months = curve["x"]
+        for label, ys in curve["series"].items():
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": label,
+                    "x": months,
+                    "y": [round(float(y), 2) for y in ys],
+                    "line": {
+                        "dash": "solid" if label == "on-prem" else "dash",
+                        "width": 3 if label == "on-prem" else 1.5,
+                    },
+                    "hovertemplate": "month %{x}: %{y:,.0f} USD<extra>" + label + "</extra>",
+                }
+            )
+    figure = {
+        "data": traces
+        or [
+            {
+                "type": "bar",
+                "x": [r["option"] for r in rows],
+                "y": [r["cost_per_run_usd"] for r in rows],
+                "name": "cost per run",
+            }
+        ],
+        "layout": {
+            "xaxis": {"title": {"text": "Months" if traces else "Option"}, "automargin": True},
+            "yaxis": {
+                "title": {"text": "Cumulative cost (USD)" if traces else "Cost per run (USD)"},
+                "automargin": True,
+            },
+            "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
+        },
+    }
+    return {
+        "figure": figure,
+        "rows": rows,
+        "breakeven": breakeven,
+        "cost_per_run_usd": round(float(cheapest["cost_per_run_usd"]), 2),
+        "summary": f"cheapest cloud option {cheapest['option']}: {cheapest['cost_per_run_usd']:,.0f} USD per run",
+        "assumptions": [a.model_dump() for a in run.assumptions],
+    }
 
 
 def memory_payload(memory: Any) -> dict[str, Any]:
@@ -167,7 +524,7 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
     cluster, layout = resolved.cluster, resolved.layout
     step = est.step
     tokens_per_s = float(step.tokens_per_s)
-    seconds = float(resolved.tokens) / tokens_per_s if tokens_per_s > 0 else None
+    seconds = float(resolved.tokens) / tokens_per_s if tokens_per_s > 0 and resolved.tokens > 0 else None
     most = est.memory.most_loaded
     peak_bytes = float(getattr(most, "total_bytes", 0.0))
     return {

@@ -142,7 +142,7 @@ def view_from_result(result: dict[str, Any], provenance: dict[str, str]) -> View
     view.step = step_panel(result.get("step"))
     view.ranking = result.get("ranking")
     view.scaling = scaling_panel(result.get("scaling"))
-    view.cost = result.get("cost_panel")
+    view.cost = cost_panel(result.get("cost_panel"))
     view.goodput = goodput_panel(result.get("goodput"))
     view.assumptions = [a for a in result.get("assumptions") or [] if isinstance(a, dict)]
     view.reasons.setdefault(
@@ -244,7 +244,7 @@ def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
                 },
             ],
             "annotations": annotations,
-            "legend": {"orientation": "h"},
+            "legend": {"traceorder": "normal"},
         },
     }
     worst = max(rows, key=lambda r: r["total_gib"])
@@ -348,7 +348,7 @@ def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
             "yaxis": _axis("Scaling efficiency (%)", rangemode="tozero"),
             "xaxis2": _axis("GPUs", type="log"),
             "yaxis2": _axis("Time to train (days)", type="log"),
-            "legend": {"orientation": "h"},
+            "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
         },
     }
     return {
@@ -363,21 +363,45 @@ def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
 def goodput_panel(goodput: dict[str, Any] | None) -> dict[str, Any] | None:
     if not goodput or not goodput.get("breakdown"):
         return None
-    breakdown = goodput["breakdown"]
+    lost = {k: float(v) * 60.0 for k, v in goodput["breakdown"].items() if k != "useful"}
     figure = {
         "data": [
             {
                 "type": "bar",
-                "x": [_filters.label(k) for k in breakdown],
-                "y": [round(float(v), 4) for v in breakdown.values()],
-                "hovertemplate": "%{x}: %{y:.3f} h<extra></extra>",
-                "name": "hours per useful hour",
+                "x": [_filters.label(k) for k in lost],
+                "y": [round(v, 3) for v in lost.values()],
+                "text": [f"{v:.2f} min" for v in lost.values()],
+                "textposition": "auto",
+                "hovertemplate": "%{x}: %{y:.2f} min per useful hour<extra></extra>",
+                "name": "minutes lost per useful hour",
             }
         ],
         "layout": {
             "xaxis": _axis("Cause"),
-            "yaxis": _axis("Wall-clock hours per useful hour (h)", rangemode="tozero"),
+            "yaxis": _axis("Minutes lost per useful hour (min)", rangemode="tozero"),
             "showlegend": False,
         },
     }
     return {"figure": figure, "rows": goodput.get("rows", []), "summary": goodput.get("summary", "")}
+
+
+MAX_COST_OPTIONS = 8
+
+
+def cost_panel(cost: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The cheapest options in the table, and only those (plus on-prem) in the chart."""
+    if not cost or not cost.get("rows"):
+        return None
+    rows = sorted(cost["rows"], key=lambda r: float(r["cost_per_run_usd"]))
+    shown = rows[:MAX_COST_OPTIONS]
+    keep = {r["option"] for r in shown[:5]} | {"on-prem"}
+    figure = dict(cost["figure"])
+    data = [t for t in figure.get("data", []) if t.get("type") != "scatter" or t.get("name") in keep]
+    figure = {**figure, "data": data}
+    return {
+        **cost,
+        "rows": shown,
+        "figure": figure,
+        "more": len(rows) > len(shown),
+        "total_options": len(rows),
+    }

@@ -231,9 +231,9 @@ class GoodputResult:
 def goodput(inputs: GoodputInputs) -> GoodputResult:
     """Fraction of wall-clock time that advances training, with the optimal (or given) checkpoint interval.
 
-    Breakdown (seconds of wall time per second of useful work): checkpoint = δ/τ; restart = (failures per
-    useful second)·R with failures = W/M; lost_work = the rest (rework of the interrupted segments, including
-    re-done checkpoints). Sums to W = T_w/T_s from Daly's expected wall time.
+    Breakdown (seconds of wall time per second of useful work), from Daly's W = e^(R/M)·W0 with
+    W0 = M(e^((τ+δ)/M) − 1)/τ the wall time without restarts: checkpoint = δ/τ; lost_work = W0 − 1 − δ/τ
+    (rework of interrupted segments, ≥ 0 since eˣ − 1 ≥ x); restart = W − W0 = W0(e^(R/M) − 1). Sums to W.
     """
     pc = ProblemCollector()
     pc.check(inputs.mtbf_s > 0, "mtbf_s", "must be positive")
@@ -249,9 +249,10 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     if not math.isfinite(tau):
         tau = m / 100.0  # free checkpoints: checkpoint very often; rework → 0
     w = expected_wall_time(1.0, tau, d, r, m)
+    w0 = expected_wall_time(1.0, tau, d, 0.0, m)
     ckpt = d / tau
-    restart = w / m * r
-    lost = w - 1.0 - ckpt - restart
+    restart = w - w0
+    lost = w0 - 1.0 - ckpt
     g = 1.0 / w
     return GoodputResult(
         interval_s=tau,

@@ -1,0 +1,281 @@
+"""Cost and goodput core: golden values from papers and the seed article, and properties of the models."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.core import cost, goodput
+from app.core.errors import SpecError
+
+# --- checkpoint intervals ------------------------------------------------------------------------------
+
+
+def test_young_interval_is_two_hours_for_five_minute_dumps_and_daily_failures() -> None:
+    # Young 1974: sqrt(2 · 300 s · 86,400 s) = 7,200 s
+    assert goodput.young_interval(300, 86400) == pytest.approx(7200.0)
+
+
+def test_daly_higher_order_interval_golden_values() -> None:
+    # Daly 2006: sqrt(2δM)[1 + sqrt(δ/2M)/3 + (δ/2M)/9] − δ
+    assert goodput.daly_interval(300, 86400) == pytest.approx(7001.39, abs=0.01)
+    assert goodput.daly_interval(600, 21600) == pytest.approx(4699.03, abs=0.01)
+    assert goodput.daly_interval(7200, 3600) == 3600  # δ ≥ 2M → τ = M
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    delta=st.floats(min_value=1.0, max_value=600.0),
+    mtbf=st.floats(min_value=3600.0, max_value=30 * 86400.0),
+)
+def test_daly_interval_minimises_expected_wall_time(delta: float, mtbf: float) -> None:
+    tau = goodput.daly_interval(delta, mtbf)
+    best = goodput.expected_wall_time(1.0, tau, delta, 300.0, mtbf)
+    for factor in (0.5, 0.8, 1.25, 2.0):
+        assert best <= goodput.expected_wall_time(1.0, tau * factor, delta, 300.0, mtbf) + 1e-12
+    # Daly's estimate is below Young's first-order one for δ ≪ M (the −δ term dominates the corrections)
+    assert tau < goodput.young_interval(delta, mtbf)
+
+
+# --- failures and goodput ------------------------------------------------------------------------------
+
+
+def test_llama3_preset_reproduces_419_interruptions_in_54_days() -> None:
+    preset = goodput.PRESETS["llama3-405b"]
+    rate = goodput.interruption_rate_per_hour(preset.rates(), 16384, 8)
+    assert rate["total"] * 54 * 24 == pytest.approx(419.0, rel=1e-9)
+    assert rate["gpu"] + rate["node"] + rate["switch"] == pytest.approx(rate["total"])
+    assert preset.job_mtbf_s / 3600 == pytest.approx(3.093, abs=0.001)
+    # Llama 3 Table 5 causes sum to the total
+    assert preset.gpu_interruptions + preset.switch_interruptions + preset.node_interruptions == 419
+
+
+def test_fat_tree_switch_count() -> None:
+    assert goodput.fat_tree_switches(4) == 1  # 32 ports: one 64-port leaf
+    assert goodput.fat_tree_switches(128) == 32 + 16  # 1,024 ports: 32 leaves, 16 spines
+    assert goodput.fat_tree_switches(2048) == 512 + 512 + 256  # k = 64 three-tier fat tree, 16,384 ports
+
+
+@settings(max_examples=50, deadline=None)
+@given(small=st.integers(min_value=8, max_value=4096), extra=st.integers(min_value=8, max_value=8192))
+def test_more_gpus_never_raise_job_mtbf(small: int, extra: int) -> None:
+    rates = goodput.PRESETS["llama3-405b"].rates()
+    a = goodput.interruption_rate_per_hour(rates, small)["total"]
+    b = goodput.interruption_rate_per_hour(rates, small + extra)["total"]
+    assert b >= a
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    mtbf=st.floats(min_value=600.0, max_value=1e7),
+    delta=st.floats(min_value=0.0, max_value=900.0),
+    restart=st.floats(min_value=0.0, max_value=3600.0),
+)
+def test_goodput_breakdown_sums_to_wall_time_and_stays_in_unit_interval(
+    mtbf: float, delta: float, restart: float
+) -> None:
+    r = goodput.goodput(
+        goodput.GoodputInputs(mtbf_s=mtbf, checkpoint_stall_s=delta, restart_s=restart, mfu=0.4)
+    )
+    assert 0 < r.goodput <= 1
+    assert sum(r.breakdown.values()) == pytest.approx(r.wall_per_useful, rel=1e-9)
+    assert r.breakdown["lost_work"] >= -1e-9
+    assert r.effective_mfu == pytest.approx(0.4 * r.goodput)
+
+
+def test_llama3_goodput_with_fast_async_checkpoints_is_near_the_reported_90_percent() -> None:
+    # Meta reports > 90 % effective training time; with 30 s stalls and 5 min restarts the model agrees
+    preset = goodput.PRESETS["llama3-405b"]
+    r = goodput.goodput(goodput.GoodputInputs(mtbf_s=preset.job_mtbf_s, checkpoint_stall_s=30, restart_s=300))
+    assert 0.88 < r.goodput < 0.93
+
+
+def test_seed_checkpoint_idle_hours() -> None:
+    # "500 checkpoints at 30-60 s synchronous = 5-8 hours idle"; async 3-5 s
+    assert goodput.checkpoint_idle_hours(500, 30) == pytest.approx(4.17, abs=0.01)
+    assert goodput.checkpoint_idle_hours(500, 60) == pytest.approx(8.33, abs=0.01)
+    assert goodput.checkpoint_idle_hours(500, 5) == pytest.approx(0.69, abs=0.01)
+
+
+# --- spot ----------------------------------------------------------------------------------------------
+
+
+def test_seed_spot_inputs_give_about_half_not_22_percent() -> None:
+    r = goodput.spot_savings(
+        goodput.SpotInputs(
+            on_demand_usd_per_hour=55.04,
+            spot_discount=0.6,
+            preemptions_per_day=2.4,
+            lost_work_s=1.5 * 3600,
+            restart_s=0,
+        )
+    )
+    assert r.useful_fraction == pytest.approx(0.85)
+    assert r.net_savings == pytest.approx(1 - 0.4 / 0.85)
+    assert sum(r.breakdown_per_day.values()) == pytest.approx(24.0)
+
+
+def test_spot_claim_inversion_round_trips() -> None:
+    inv = goodput.invert_spot_claim(0.22, 0.6, 2.4, 1.5)
+    assert inv.lost_hours_per_preemption == pytest.approx(4.872, abs=0.001)
+    back = goodput.spot_savings(
+        goodput.SpotInputs(
+            on_demand_usd_per_hour=10,
+            spot_discount=0.6,
+            preemptions_per_day=2.4,
+            lost_work_s=inv.lost_hours_per_preemption * 3600,
+            restart_s=0,
+        )
+    )
+    assert back.net_savings == pytest.approx(0.22)
+    assert inv.spot_discount == pytest.approx(0.337, abs=0.001)
+
+
+def test_spot_notice_long_enough_to_checkpoint_loses_no_work() -> None:
+    r = goodput.spot_savings(
+        goodput.SpotInputs(
+            on_demand_usd_per_hour=10,
+            spot_discount=0.6,
+            preemptions_per_day=2.4,
+            notice_s=120,
+            checkpoint_stall_s=60,
+            restart_s=600,
+        )
+    )
+    assert r.breakdown_per_day["lost_work"] == 0
+    assert r.breakdown_per_day["restart"] == pytest.approx(0.4)
+
+
+# --- cost per run --------------------------------------------------------------------------------------
+
+
+def test_training_flop_golden_values() -> None:
+    assert cost.training_flop(175e9, 300e9) == pytest.approx(
+        3.14e23, rel=0.01
+    )  # GPT-3, Brown et al. Table D.1
+    # MoE counts active parameters: Mixtral 8x7B ≈ 12.9B active of 46.7B
+    assert cost.training_flop(46.7e9, 1e12, active_params=12.9e9) == pytest.approx(6 * 12.9e9 * 1e12)
+
+
+def test_run_cost_breakdown_and_commitment_vs_run_length() -> None:
+    inputs = cost.RunInputs(num_gpus=1020, total_flop=8.4e23, peak_flops_per_gpu=989e12, mfu=0.4, goodput=0.9)
+    quotes = [
+        cost.PriceQuote("on-demand", 6.88),
+        cost.PriceQuote("3-yr", 4.86, pricing_model="3-yr CUD", commitment_months=36),
+    ]
+    r = cost.run_cost(inputs, quotes)
+    productive = 8.4e23 / (989e12 * 0.4) / 3600
+    assert r.productive_gpu_hours == pytest.approx(productive)
+    assert r.billed_gpu_hours == pytest.approx(productive / 0.9)
+    for option in r.options:
+        assert sum(option.breakdown.values()) == pytest.approx(option.total_usd)
+    od, committed = r.options
+    # 1,020 GPUs need 128 instances of 8: 4 idle GPUs paid
+    assert od.breakdown["instance_rounding"] == pytest.approx(4 * r.wall_clock_hours * 6.88)
+    # a 3-year commitment for a run of weeks is paid in full: far more expensive
+    assert committed.commitment_exceeds_run
+    assert committed.billed_hours == pytest.approx(36 * cost.HOURS_PER_MONTH)
+    assert r.cheapest == "on-demand"
+
+
+def test_run_cost_rejects_bad_input_with_every_field() -> None:
+    with pytest.raises(SpecError) as err:
+        cost.run_cost(cost.RunInputs(num_gpus=0, goodput=1.5), [])
+    fields = {p.field for p in err.value.problems}
+    assert {"num_gpus", "goodput", "total_flop", "mfu", "peak_flops_per_gpu"} <= fields
+
+
+def test_commitment_months_from_pricing_model_text() -> None:
+    assert cost.commitment_months_for("1-yr reserved") == 12
+    assert cost.commitment_months_for("3-yr CUD") == 36
+    assert cost.commitment_months_for("3-yr reserved (pre-cut)") == 36
+    assert cost.commitment_months_for("on-demand") == 0
+    assert cost.commitment_months_for("spot") == 0
+
+
+# --- TCO and breakeven ---------------------------------------------------------------------------------
+
+
+def test_seed_breakeven_claim() -> None:
+    # $250k fully loaded vs $40-50/h at 90 %: 9.5 / 8.5 / 7.6 months; 7-8 months needs ≥ $48/h
+    assert cost.seed_breakeven(250000, 45, 0.9).months == pytest.approx(8.45, abs=0.01)
+    assert cost.seed_breakeven(250000, 50, 0.9).months == pytest.approx(7.60, abs=0.01)
+    assert cost.seed_breakeven(250000, 40, 0.9).months == pytest.approx(9.51, abs=0.01)
+
+
+def test_tco_breakdowns_sum_and_breakeven_is_consistent() -> None:
+    inputs = cost.OnPremInputs(nodes=16)
+    r = cost.tco(inputs, 0.9, [cost.PriceQuote("cloud", 6.88), cost.PriceQuote("cheap", 0.5)])
+    assert r.capex_total_usd == pytest.approx(sum(r.capex.values()))
+    assert r.annual_total_usd == pytest.approx(sum(r.annual.values()))
+    assert r.usd_per_gpu_hour == pytest.approx(r.annual_total_usd / (128 * cost.HOURS_PER_YEAR * 0.9))
+    # network share 8.6 % of server + network capex for a 2-tier fabric
+    assert r.capex["network"] / (r.capex["network"] + r.capex["servers"]) == pytest.approx(0.086)
+    cloud, cheap = r.breakevens
+    assert cloud.months is not None and cloud.utilisation is not None
+    # at the breakeven utilisation on-prem $/GPU-h equals the cloud price
+    assert cost.onprem_usd_per_gpu_hour(inputs, cloud.utilisation) == pytest.approx(6.88)
+    # at the breakeven month cumulative costs are equal
+    running = cost.monthly_running_cost(inputs, 0.9)
+    assert r.capex_total_usd + running * cloud.months == pytest.approx(
+        6.88 * 128 * cost.HOURS_PER_MONTH * 0.9 * cloud.months
+    )
+    assert cheap.months is None and cheap.utilisation is None  # $0.50/GPU-h: never worth buying
+    curve = r.curves["usd_per_gpu_hour_vs_utilisation"]
+    assert isinstance(curve, dict) and len(curve["x"]) == 20
+
+
+def test_power_line_follows_tdp_draw_pue_and_price() -> None:
+    inputs = cost.OnPremInputs(nodes=2, node_power_kw=10.2, avg_draw_fraction=0.75, pue=1.5, usd_per_kwh=0.1)
+    annual = cost.annual_cost(inputs, 1.0)
+    assert annual["power"] == pytest.approx(2 * 10.2 * 0.75 * 1.5 * cost.HOURS_PER_YEAR * 0.1)
+    assert annual["colocation"] == pytest.approx(2 * 10.2 * 184.06 * 12)
+
+
+def test_economic_depreciation_uses_epoch_rate() -> None:
+    inputs = cost.OnPremInputs(depreciation="economic", network_share=0.0)
+    annual = cost.annual_cost(inputs, 0.5)
+    assert annual["depreciation"] == pytest.approx(288142.0 * 0.14 * math.log(10))
+
+
+@settings(max_examples=60, deadline=None)
+@given(u1=st.floats(min_value=0.05, max_value=0.95), du=st.floats(min_value=0.01, max_value=0.5))
+def test_onprem_price_per_gpu_hour_falls_with_utilisation(u1: float, du: float) -> None:
+    inputs = cost.OnPremInputs(nodes=4)
+    u2 = min(1.0, u1 + du)
+    assert cost.onprem_usd_per_gpu_hour(inputs, u2) <= cost.onprem_usd_per_gpu_hour(inputs, u1) + 1e-12
+
+
+def test_tco_rejects_utilisation_outside_unit_interval() -> None:
+    with pytest.raises(SpecError) as err:
+        cost.tco(cost.OnPremInputs(), 1.5, [])
+    assert err.value.problems[0].field == "utilisation"
+
+
+# --- Epoch AI ------------------------------------------------------------------------------------------
+
+
+def test_epoch_gpt4_amortized_cost_matches_epoch_estimate() -> None:
+    # Epoch AI model_costs.csv: GPT-4 amortized hardware + energy $40.70M, acquisition $778M
+    r = cost.epoch_costs(
+        cost.EpochInputs(
+            chips=25000,
+            training_hours=2280,
+            server_price_per_chip_usd=24875,
+            years_since_acquisition=1.7276,
+            chip_tdp_w=400,
+            server_to_chip_power=(6.5 / 8) / 0.4,
+            pue=1.25,
+            usd_per_kwh=0.0806,
+            cloud_usd_per_chip_hour=1.378,
+        )
+    )
+    assert r.amortized_hardware_energy_usd == pytest.approx(40.70e6, rel=0.02)
+    assert sum(r.amortized_breakdown.values()) == pytest.approx(r.amortized_hardware_energy_usd)
+    assert r.acquisition_usd == pytest.approx(778.07e6, rel=0.02)
+    assert r.cloud_usd == pytest.approx(25000 * 2280 * 1.378)
+    # energy is 2-6 % of the amortized cost for frontier runs (Cottier et al. 2024)
+    assert 0.02 < r.amortized_breakdown["energy"] / r.amortized_hardware_energy_usd < 0.10

@@ -36,6 +36,7 @@ class Framework:
     tp_overlap: float = 0.0  # share of tensor-parallel communication hidden behind GEMMs
     dp_overlap: float = 1.0  # share of the backward pass the gradient reduction may hide behind
     param_gather_overlap: float = 1.0  # share of the forward pass the parameter all-gather may hide behind
+    zero3_overlap: float = 1.0  # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
     fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)

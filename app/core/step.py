@@ -274,7 +274,9 @@ def stage_times(
     fw: Framework = MEGATRON_CORE,
     network: Any = None,
     causal: bool = True,
+    per_layer_out: dict[str, float] | None = None,
 ) -> list[StageTime]:
+    """Per-micro-batch time of every pipeline stage; `per_layer_out`, if given, receives one layer's parts."""
     shape = layer_shape(model)
     tp, pp, cp, ep, vp = layout.tp, layout.pp, layout.cp, layout.ep, layout.vp
     gpn = cluster.gpus_per_node
@@ -345,6 +347,17 @@ def stage_times(
         per_node = 2 if pp_stride < gpn else 1
         hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)
         pp_mb = 2 * vp * hop * (1 - fw.pp_overlap)
+
+    per_layer = {
+        "forward": fwd_layer,
+        "backward": bwd_layer,
+        "recompute": rec_layer,
+        "tp_comm": tp_layer,
+        "cp_comm": cp_layer,
+        "ep_comm": ep_layer,
+    }
+    if per_layer_out is not None:
+        per_layer_out.update(per_layer)
 
     vocab = padded_vocab_size(model.vocab_size, tp)
     logits_fwd = _gemm(linear, tokens, vocab / tp, shape.hidden)
@@ -419,7 +432,7 @@ def step_estimate(
             + _coll("reduce_scatter", exp_grad_bytes, exp_place, cluster, network)
         )
         compute_mb = bottleneck.forward_compute + bottleneck.backward_compute + bottleneck.recompute
-        zero3 = m * max(0.0, per_mb - fw.param_gather_overlap * compute_mb)
+        zero3 = m * max(0.0, per_mb - fw.zero3_overlap * compute_mb)
     elif layout.zero >= 1:
         rs = _coll("reduce_scatter", grad_bytes, dp_place, cluster, network) + _coll(
             "reduce_scatter", exp_grad_bytes, exp_place, cluster, network

@@ -1,0 +1,82 @@
+"""`clusterplan estimate SCENARIO.json [--json]`: memory per stage and step time for one scenario."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.main import UserError
+from app.core.units import GiB
+
+
+def register(root: typer.Typer) -> None:
+    root.command("estimate", help="Estimate memory per pipeline stage and step time for a scenario file.")(
+        estimate_command
+    )
+
+
+def load_json(path: Path) -> object:
+    if not path.exists():
+        raise UserError(f"file not found: {path}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from None
+
+
+def estimate_command(
+    scenario: Annotated[Path, typer.Argument(help="scenario JSON file (see docs/scenario.md, examples/)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the full result as JSON")] = False,
+) -> None:
+    from app.services.estimate import estimate_scenario
+
+    out = estimate_scenario(load_json(scenario))
+    if as_json:
+        typer.echo(json.dumps(out.model_dump(mode="json"), indent=2))
+        return
+    typer.echo(render_text(out))
+
+
+def render_text(out: object) -> str:
+    from app.schemas.estimate import EstimateOut
+
+    assert isinstance(out, EstimateOut)
+    lay = out.layout
+    lines = [
+        f"{out.model} on {out.num_gpus} × {out.gpu} ({out.fabric}, {out.framework}), seq {out.seq_len}",
+        f"layout: TP{lay['tp']} PP{lay['pp']} VP{lay['vp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} "
+        f"ZeRO-{lay['zero']} SP={'on' if lay['sequence_parallel'] else 'off'} recompute={lay['recompute']} "
+        f"micro-batch {lay['micro_batch']} global batch {lay['global_batch']} {lay['dtype']}",
+        f"parameters: {out.params['total'] / 1e9:.2f} B total, {out.params['active'] / 1e9:.2f} B active",
+        "",
+        "memory per GPU (GiB), most loaded stage "
+        f"{out.memory.most_loaded_stage}: {out.memory.peak_bytes / GiB:.2f} of {out.memory.hbm_bytes / GiB:.1f} "
+        f"(usable {out.memory.usable_bytes / GiB:.1f}) → {'fits' if out.memory.fits else 'DOES NOT FIT'}, "
+        f"margin {out.memory.margin_bytes / GiB:+.2f}",
+    ]
+    most = out.memory.stages[out.memory.most_loaded_stage]
+    for key, value in most.breakdown_bytes.items():
+        lines.append(f"  {key:<18} {value / GiB:10.2f}")
+    if len(out.memory.stages) > 1:
+        totals = ", ".join(f"{s.total_bytes / GiB:.1f}" for s in out.memory.stages)
+        lines.append(f"  per stage: {totals}")
+    step = out.step
+    lines += ["", f"step time: {step.total_s:.3f} s (bottleneck stage {step.bottleneck_stage})"]
+    for key, value in step.breakdown_s.items():
+        share = value / step.total_s * 100 if step.total_s else 0.0
+        lines.append(f"  {key:<18} {value:10.4f} s {share:6.1f} %")
+    lines += [
+        "",
+        f"tokens/s: {step.tokens_per_s:,.0f} ({step.tokens_per_s_per_gpu:,.0f} per GPU)",
+        f"model TFLOP/s per GPU: {step.model_tflops_per_gpu:.1f}  hardware: {step.hardware_tflops_per_gpu:.1f}  "
+        f"MFU {step.mfu * 100:.1f} %  HFU {step.hfu * 100:.1f} %",
+    ]
+    if out.time_to_train_s:
+        lines.append(f"time to train: {out.time_to_train_s / 86400:.2f} days")
+    lines += ["", "assumptions:"]
+    for a in out.assumptions:
+        lines.append(f"  {a.name}: {a.value} {a.unit} [{a.source}]")
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""`clusterplan validate …`: replay published measurements against the models.
+
+Other modules attach their own subcommands to `validate_app` inside their `register`, e.g.
+`from app.cli.commands.validate import validate_app; validate_app.command("collectives")(fn)`.
+This module registers the group on the root CLI once and adds `training-runs`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.main import UserError
+
+validate_app = typer.Typer(
+    help="Replay published measurements and report prediction errors.", no_args_is_help=True
+)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(validate_app, name="validate")
+
+
+@validate_app.command(
+    "training-runs",
+    help="Predict each row's measured metric of a training-runs CSV (columns as validation/training_runs.csv) "
+    "and report errors per row and in summary.",
+)
+def training_runs(
+    csv_file: Annotated[Path, typer.Argument(help="CSV with the columns of validation/training_runs.csv")],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document (rows + summary)")] = False,
+) -> None:
+    from app.validation.training_runs import load_rows, render_table, replay
+
+    if not csv_file.exists():
+        raise UserError(f"file not found: {csv_file}")
+    report = replay(load_rows(csv_file))
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        typer.echo(render_table(report))

@@ -1,0 +1,89 @@
+"""The scenario schema: one JSON document describing a training job, shared by API, CLI and web pages.
+
+```json
+{
+  "model": "Llama-3-70B",                       // catalog name, or an inline ModelSpec object
+  "cluster": {"gpu": "H100-SXM", "nodes": 8, "gpus_per_node": 8, "fabric": "ib-ndr-8x400"},
+  "layout": {"tp": 4, "pp": 2, "dp": 8, "micro_batch": 1, "global_batch": 512, "zero": 1,
+             "sequence_parallel": true, "recompute": "selective"},
+  "training": {"seq_len": 8192, "tokens": 1.5e12},
+  "framework": "megatron-core"
+}
+```
+See docs/scenario.md for every field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ClusterIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: str | dict[str, Any] = Field(
+        description="GPU catalog name or alias (e.g. 'H100-SXM', 'A100-80GB'), or an inline GPUSpec object"
+    )
+    nodes: int = Field(ge=1, le=100_000, description="number of nodes (servers)")
+    gpus_per_node: int | None = Field(
+        default=None, ge=1, le=576, description="GPUs per node; default: the GPU's usual server (8)"
+    )
+    fabric: str | dict[str, Any] | None = Field(
+        default=None,
+        description="scale-out fabric preset name (e.g. 'ib-ndr-8x400', 'roce-8x400') or inline FabricSpec "
+        "fields; default: 8 × NDR 400 Gb/s InfiniBand, rail-optimised",
+    )
+
+
+class LayoutIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tp: int = Field(default=1, ge=1, description="tensor parallel size (inside the scale-up domain)")
+    pp: int = Field(default=1, ge=1, description="pipeline parallel stages")
+    vp: int = Field(default=1, ge=1, description="interleaved model chunks per stage (1 = plain 1F1B)")
+    dp: int | None = Field(default=None, ge=1, description="data parallel size; default: GPUs / (tp·pp·cp)")
+    cp: int = Field(default=1, ge=1, description="context parallel size (sequence split for attention)")
+    ep: int = Field(default=1, ge=1, description="expert parallel size (MoE models)")
+    zero: int = Field(
+        default=1,
+        ge=0,
+        le=3,
+        description="0 none, 1 distributed optimizer, 2 + gradients, 3 + weights (FSDP)",
+    )
+    sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1)")
+    recompute: Literal["none", "selective", "full"] = "none"
+    recompute_layers: int | None = Field(
+        default=None, ge=0, description="with recompute='full': layers per stage recomputed (None = all)"
+    )
+    micro_batch: int = Field(default=1, ge=1, description="sequences per micro-batch")
+    global_batch: int = Field(ge=1, description="sequences per optimizer step")
+    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    flash_attention: bool = True
+    optimizer: Literal["adamw", "adam"] = "adamw"
+
+
+class TrainingIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    seq_len: int = Field(ge=1, le=10_000_000, description="tokens per sequence")
+    tokens: float | None = Field(
+        default=None, gt=0, description="training tokens in total (for time to train); optional"
+    )
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | dict[str, Any] = Field(
+        description="model catalog name (e.g. 'Llama-3-70B') or an inline ModelSpec object"
+    )
+    cluster: ClusterIn
+    layout: LayoutIn
+    training: TrainingIn
+    framework: str = Field(
+        default="megatron-core",
+        description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
+        "torchtitan-fsdp2",
+    )

@@ -1,0 +1,65 @@
+"""Estimate service: scenario in, EstimateOut (or its dict) out. Shared by the API route and the CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from sqlmodel import Session
+
+from app.core.errors import Problem, SpecError
+from app.core.estimate import Estimate, EstimateOptions, estimate
+from app.schemas.estimate import EstimateOut
+from app.schemas.scenario import Scenario
+from app.services.scenario import ResolvedScenario, resolve_scenario
+
+
+def parse_scenario(data: Any) -> Scenario:
+    """Validate a scenario document; pydantic errors become one SpecError with every field path."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            Problem(
+                ".".join(str(x) for x in err.get("loc", ())) or "scenario", str(err.get("msg", "invalid"))
+            )
+            for err in exc.errors()
+        ]
+        raise SpecError(problems) from None
+
+
+def run(scenario: Scenario, session: Session | None = None) -> tuple[ResolvedScenario, Estimate]:
+    resolved = resolve_scenario(scenario, session)
+    est = estimate(
+        resolved.model,
+        resolved.cluster,
+        resolved.layout,
+        resolved.seq_len,
+        options=EstimateOptions(framework=resolved.framework),
+    )
+    return resolved, est
+
+
+def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
+    d = est.to_dict()
+    tps = est.step.tokens_per_s
+    return EstimateOut(
+        model=d["model"],
+        gpu=d["gpu"],
+        num_gpus=d["num_gpus"],
+        fabric=resolved.cluster.fabric.name or "custom",
+        framework=resolved.framework.name,
+        layout=d["layout"],
+        seq_len=d["seq_len"],
+        params=d["params"],
+        flops_per_token=d["flops_per_token"],
+        memory=d["memory"],
+        step=d["step"],
+        time_to_train_s=(resolved.tokens / tps) if resolved.tokens and tps > 0 else None,
+        assumptions=d["assumptions"],
+    )
+
+
+def estimate_scenario(data: Any, session: Session | None = None) -> EstimateOut:
+    resolved, est = run(parse_scenario(data) if not isinstance(data, Scenario) else data, session)
+    return to_out(resolved, est)

@@ -1,0 +1,163 @@
+"""Resolve a Scenario (names, inline specs) into core objects: ModelSpec, ClusterSpec, Layout."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel import Session
+
+from app.core.errors import ProblemCollector
+from app.core.framework import FRAMEWORKS, Framework
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.layout import Layout
+from app.core.model import ModelSpec
+from app.errors import NotFoundError
+from app.schemas.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class ResolvedScenario:
+    model: ModelSpec
+    cluster: ClusterSpec
+    layout: Layout
+    seq_len: int
+    tokens: float
+    framework: Framework
+
+
+def _lookup(kind: str, name: str, session: Session | None) -> Any:
+    if session is not None:
+        try:
+            from app.services import catalog as db_catalog
+
+            getter = {"gpu": db_catalog.get_gpu, "model": db_catalog.get_model}[kind]
+            return getter(session, name)
+        except ImportError:
+            pass
+    from app import catalog
+
+    return {"gpu": catalog.find_gpu, "model": catalog.find_model}[kind](name)
+
+
+def _inline(cls: Any, data: dict[str, Any], prefix: str, p: ProblemCollector) -> Any:
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in sorted(set(data) - known):
+        p.add(f"{prefix}.{key}", "unknown field")
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in data
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    for key in missing:
+        p.add(f"{prefix}.{key}", "field required")
+    if set(data) - known or missing:
+        return None
+    try:
+        return cls.from_dict(data) if hasattr(cls, "from_dict") else cls(**data)
+    except (TypeError, ValueError) as exc:
+        p.add(prefix, str(exc))
+        return None
+
+
+def _fabric(value: str | dict[str, Any] | None, p: ProblemCollector) -> FabricSpec:
+    if value is None:
+        return FabricSpec(name="default (8 × NDR 400 Gb/s)")
+    if isinstance(value, str):
+        from app.catalog.fabrics import find_fabric
+
+        try:
+            return find_fabric(value)
+        except NotFoundError as exc:
+            p.add("cluster.fabric", str(exc))
+            return FabricSpec()
+    data = dict(value)
+    if "oversubscription" in data:
+        data["oversubscription"] = tuple(data["oversubscription"])
+    spec = _inline(FabricSpec, data, "cluster.fabric", p)
+    return spec or FabricSpec()
+
+
+def _check_positive_model(model: ModelSpec, p: ProblemCollector) -> None:
+    for name in (
+        "num_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_kv_heads",
+        "ffn_hidden_size",
+        "vocab_size",
+    ):
+        value = getattr(model, name)
+        p.check(
+            isinstance(value, int) and value >= 1,
+            f"model.{name}",
+            f"must be a positive integer, got {value!r}",
+        )
+    if model.num_attention_heads >= 1 and model.num_kv_heads >= 1:
+        p.check(
+            model.num_attention_heads % model.num_kv_heads == 0,
+            "model.num_kv_heads",
+            "attention heads must be a multiple of kv heads",
+        )
+
+
+def resolve_scenario(scenario: Scenario, session: Session | None = None) -> ResolvedScenario:
+    """Look names up (DB catalog when a session is given, so users' rows count) and build core objects.
+
+    Unknown names and inconsistent inputs raise SpecError listing every problem (field paths as in the JSON).
+    The layout itself is checked by `app.core.layout.check_layout` inside `estimate`.
+    """
+    p = ProblemCollector()
+    model: ModelSpec | None = None
+    if isinstance(scenario.model, str):
+        try:
+            model = _lookup("model", scenario.model, session)
+        except NotFoundError as exc:
+            p.add("model", str(exc))
+    else:
+        model = _inline(ModelSpec, dict(scenario.model), "model", p)
+        if model is not None:
+            _check_positive_model(model, p)
+
+    gpu: GPUSpec | None = None
+    c = scenario.cluster
+    if isinstance(c.gpu, str):
+        try:
+            gpu = _lookup("gpu", c.gpu, session)
+        except NotFoundError as exc:
+            p.add("cluster.gpu", str(exc))
+    else:
+        gpu = _inline(GPUSpec, dict(c.gpu), "cluster.gpu", p)
+    fabric = _fabric(c.fabric, p)
+    framework = FRAMEWORKS.get(scenario.framework)
+    if framework is None:
+        p.add("framework", f"unknown framework {scenario.framework!r}; choose one of {sorted(FRAMEWORKS)}")
+    p.raise_if_any()
+    assert model is not None and gpu is not None and framework is not None
+
+    gpn = c.gpus_per_node or gpu.default_gpus_per_node
+    cluster = ClusterSpec(
+        gpu=gpu,
+        num_nodes=c.nodes,
+        gpus_per_node=gpn,
+        scaleup_kind=gpu.scaleup_kind,
+        fabric=fabric,
+        name=f"{c.nodes} × {gpn} {gpu.name}",
+    )
+    lay = scenario.layout.model_dump()
+    if lay.get("dp") is None:
+        denom = lay["tp"] * lay["pp"] * lay["cp"]
+        if cluster.num_gpus % denom:
+            p.add(
+                "layout.dp",
+                f"cannot derive dp: {cluster.num_gpus} GPUs not divisible by tp·pp·cp = {denom}",
+            )
+            p.raise_if_any()
+        lay["dp"] = cluster.num_gpus // denom
+    layout = Layout.from_dict(lay)
+    seq_len = scenario.training.seq_len
+    tokens = scenario.training.tokens or 0.0
+    return ResolvedScenario(model, cluster, layout, seq_len, float(tokens), framework)

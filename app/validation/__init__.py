@@ -1,0 +1,1 @@
+"""Replays of published measurements against the estimator (training runs)."""

@@ -1,0 +1,567 @@
+"""Replay published training runs (validation/training_runs.csv columns) and compare predictions.
+
+Each row names a source, a model shape, a layout and one measured metric. The replay builds the model from the
+row's columns (architecture details the row lacks — activation, norm, embeddings, dropout — come from the
+catalog entry with the same shape, else from the model family), picks the GPU from the catalog and the
+framework conventions and fabric the source used (SOURCE_RULES below, each with its reason), then predicts the
+metric under that source's convention:
+
+* tflops_per_gpu — Narayanan 2021 / Korthikanti 2022: eq. 3 hardware FLOPs (with the recompute forward,
+  96·B·s·l·h²(1 + s/6h + V/16lh)); Megatron-LM 2024 and NeMo: model FLOPs (3 × forward, full s² attention).
+* mfu_pct — model FLOPs / dense peak of the compute dtype.
+* tokens_per_s_per_gpu, iter_time_s — direct.
+* layer_fwd_plus_bwd_ms — one transformer layer's forward + backward (+ recompute, + TP communication).
+* mem_gib_per_gpu — nvidia-smi readings (note says so) include the CUDA context and the allocator's reserve:
+  compared with the total; allocator readings with reserved bytes. GiB.
+* oom — 1 when the most loaded stage exceeds HBM.
+
+No per-row fitting: the same curves and constants serve every row; unknown layout fields get one documented
+default each (micro-batch 1, no interleaving, ...).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.core.errors import SpecError
+from app.core.estimate import Estimate, EstimateOptions, estimate
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO, TORCHTITAN, Framework
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.layout import Layout
+from app.core.model import ModelSpec, narayanan_flops_per_iteration
+from app.core.units import GiB
+from app.errors import NotFoundError
+
+COLUMNS = (
+    "source",
+    "model_name",
+    "params_B",
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "ffn_hidden",
+    "vocab",
+    "seq_len",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "zero_stage",
+    "recompute",
+    "sequence_parallel",
+    "micro_batch",
+    "global_batch",
+    "interleave_v",
+    "dtype",
+    "measured_metric",
+    "measured_value",
+    "notes",
+)
+TIME_METRICS = ("iter_time_s", "tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu", "layer_fwd_plus_bwd_ms")
+MEMORY_METRICS = ("mem_gib_per_gpu",)
+METRICS = (*TIME_METRICS, *MEMORY_METRICS, "oom")
+
+
+@dataclass(frozen=True)
+class SourceRule:
+    """How one publisher ran and measured: framework, fabric, flash attention and FLOP convention."""
+
+    match: str  # case-insensitive substring of the source column
+    framework: Framework
+    fabric: str  # fabric preset name
+    nics_per_node: int | None  # override of the preset's NIC count
+    flash_attention: bool
+    flops: str  # "eq3" (Narayanan eq. 3, hardware) | "model" (3 × forward, full attention)
+    sequence_parallel_default: bool  # when the row leaves SP blank and tp > 1
+    dropout: float  # hidden/attention dropout of the runs (0.1 = Megatron's default of the time)
+    reason: str
+
+
+SOURCE_RULES: tuple[SourceRule, ...] = (
+    SourceRule(
+        "Narayanan",
+        MEGATRON_2021,
+        "ib-hdr-8x200",
+        None,
+        False,
+        "eq3",
+        False,
+        0.1,
+        "Selene DGX A100: 8 × HDR 200 Gb/s per node; Megatron-LM 2021 (no flash attention, no overlap)",
+    ),
+    SourceRule(
+        "Korthikanti",
+        MEGATRON_2021,
+        "ib-hdr-8x200",
+        None,
+        False,
+        "eq3",
+        False,
+        0.1,
+        "Selene DGX A100 (same cluster and code base as Narayanan 2021)",
+    ),
+    SourceRule(
+        "Megatron-LM README",
+        MEGATRON_CORE,
+        "ib-ndr-8x400",
+        None,
+        True,
+        "model",
+        True,
+        0.0,
+        "DGX H100 (Eos): 8 × NDR 400 Gb/s; Megatron-core with Transformer Engine, distributed optimizer with "
+        "overlapped grad reduce / param gather (--overlap-param-gather in the README)",
+    ),
+    SourceRule(
+        "NeMo",
+        NEMO,
+        "ib-ndr-8x400",
+        None,
+        True,
+        "model",
+        True,
+        0.0,
+        "DGX H100: 8 × NDR 400 Gb/s; NeMo recipes enable TP communication overlap (userbuffers)",
+    ),
+    SourceRule(
+        "torchtitan",
+        TORCHTITAN,
+        "roce-8x400",
+        None,
+        True,
+        "model",
+        False,
+        0.0,
+        "Meta H100 clusters: 8 × 400 Gb/s RoCE per node; torchtitan FSDP2, eager PyTorch",
+    ),
+    SourceRule(
+        "bigscience",
+        DEEPSPEED,
+        "ib-hdr-8x200",
+        4,
+        False,
+        "model",
+        False,
+        0.0,
+        "Jean Zay A100 partition: 4 × HDR 200 Gb/s per 8-GPU node (IDRIS); Megatron-DeepSpeed, no flash attention",
+    ),
+    SourceRule(
+        "vTrain",
+        DEEPSPEED,
+        "ib-hdr-8x200",
+        None,
+        False,
+        "model",
+        False,
+        0.1,
+        "Megatron-DeepSpeed on A100 (vTrain's cluster: 8 × HDR 200 Gb/s assumed); no flash attention",
+    ),
+)
+DEFAULT_RULE = SourceRule(
+    "", MEGATRON_CORE, "ib-ndr-8x400", None, True, "model", True, 0.0, "no rule for this source: defaults"
+)
+
+
+def rule_for(source: str) -> SourceRule:
+    low = source.lower()
+    for rule in SOURCE_RULES:
+        if rule.match.lower() in low:
+            return rule
+    return DEFAULT_RULE
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Rows
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    index: int  # 1-based data row number
+    data: dict[str, str]
+
+    def get(self, key: str) -> str:
+        return (self.data.get(key) or "").strip()
+
+    def int_or(self, key: str, default: int | None) -> int | None:
+        text = self.get(key)
+        match = re.match(r"\s*(\d+)", text)
+        return int(match.group(1)) if match else default
+
+
+def load_rows(path: Path | str) -> list[Row]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = tuple(reader.fieldnames or ())
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise ValueError(f"{path}: missing columns {missing}; expected the columns of training_runs.csv")
+        return [Row(i + 1, dict(r)) for i, r in enumerate(reader)]
+
+
+FAMILY_DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    # (substring of the model name, declared architecture of that family)
+    (
+        "llama",
+        {"activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope", "tied_embeddings": False},
+    ),
+    (
+        "nemotron",
+        {
+            "activation": "squared_relu",
+            "norm": "layernorm",
+            "position_embedding": "rope",
+            "tied_embeddings": False,
+        },
+    ),
+    (
+        "bloom",
+        {"activation": "gelu", "norm": "layernorm", "position_embedding": "alibi", "tied_embeddings": True},
+    ),
+    (
+        "gpt",
+        {"activation": "gelu", "norm": "layernorm", "position_embedding": "learned", "tied_embeddings": True},
+    ),
+)
+
+
+def _catalog_twin(row: Row, shape: dict[str, int]) -> ModelSpec | None:
+    """A catalog model with exactly this shape (gives the declared activation, norm, embeddings)."""
+    try:
+        from app import catalog
+
+        table = catalog.models()
+    except Exception:  # the catalog is optional for the replay
+        return None
+    name = row.get("model_name").lower()
+    best = None
+    for spec in table.values():
+        if (
+            spec.num_layers == shape["num_layers"]
+            and spec.hidden_size == shape["hidden_size"]
+            and spec.num_attention_heads == shape["num_attention_heads"]
+            and spec.ffn_hidden_size == shape["ffn_hidden_size"]
+        ) and (best is None or spec.name.lower() in name):
+            best = spec
+    return best
+
+
+def row_model(row: Row, rule: SourceRule) -> ModelSpec:
+    shape: dict[str, Any] = {
+        "num_layers": row.int_or("layers", 0) or 0,
+        "hidden_size": row.int_or("hidden", 0) or 0,
+        "num_attention_heads": row.int_or("heads", 0) or 0,
+        "num_kv_heads": row.int_or("kv_heads", 0) or row.int_or("heads", 0) or 0,
+        "ffn_hidden_size": row.int_or("ffn_hidden", 0) or 0,
+        "vocab_size": row.int_or("vocab", 0) or 0,
+    }
+    twin = _catalog_twin(row, shape)
+    arch: dict[str, Any]
+    if twin is not None:
+        arch = {
+            "activation": twin.activation,
+            "norm": twin.norm,
+            "position_embedding": twin.position_embedding,
+            "tied_embeddings": twin.tied_embeddings,
+            "attention_bias": twin.attention_bias,
+            "mlp_bias": twin.mlp_bias,
+        }
+    else:
+        name = row.get("model_name").lower()
+        arch = next((a for key, a in FAMILY_DEFAULTS if key in name), FAMILY_DEFAULTS[-1][1])
+        arch = dict(arch)
+        gpt_like = arch.get("norm") == "layernorm" and arch.get("activation") == "gelu"
+        arch.setdefault("attention_bias", gpt_like)
+        arch.setdefault("mlp_bias", gpt_like)
+    seq = row.int_or("seq_len", 2048) or 2048
+    return ModelSpec(
+        name=row.get("model_name"),
+        max_seq_len=seq,
+        hidden_dropout=rule.dropout,
+        attention_dropout=rule.dropout,
+        **shape,
+        **arch,
+    )
+
+
+def row_gpu(row: Row) -> GPUSpec:
+    from app import catalog
+
+    text = row.get("gpu")
+    candidates = []
+    if "96GB" in text.replace(" ", ""):
+        candidates.append("H100-SXM-96GB")
+    base = text.split("(")[0].strip()
+    candidates += [text, base]
+    if base.upper().startswith("A100"):
+        candidates.append("A100-80GB-SXM")
+    if base.upper().startswith("H100"):
+        candidates.append("H100-SXM")
+    for name in candidates:
+        try:
+            return catalog.find_gpu(name)
+        except NotFoundError:
+            continue
+    raise NotFoundError("gpu", text, [])
+
+
+def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:
+    defaults: list[str] = []
+    tp = row.int_or("tp", 1) or 1
+    pp = row.int_or("pp", 1) or 1
+    cp = row.int_or("cp", 1) or 1
+    dp = row.int_or("dp", None) or max(1, n_gpus // (tp * pp * cp))
+    zero = row.int_or("zero_stage", None)
+    if zero is None:
+        zero = 1 if rule.framework.name in ("megatron-core", "nemo") else 0
+        defaults.append(f"zero={zero}")
+    mb = row.int_or("micro_batch", None)
+    if mb is None:
+        mb = 1
+        defaults.append("micro_batch=1")
+    vp = row.int_or("interleave_v", None)
+    if vp is None:
+        vp = 1
+        defaults.append("vp=1")
+    recompute = row.get("recompute").lower() or "none"
+    if not row.get("recompute"):
+        defaults.append("recompute=none")
+    sp_text = row.get("sequence_parallel").lower()
+    if sp_text:
+        sp = sp_text.startswith("y") or sp_text in ("1", "true")
+    else:
+        sp = rule.sequence_parallel_default and tp > 1
+        defaults.append(f"sequence_parallel={'on' if sp else 'off'}")
+    dtype_text = row.get("dtype").lower()
+    dtype = "fp8" if "fp8" in dtype_text else ("fp16" if dtype_text.startswith("fp16") else "bf16")
+    gbs = row.int_or("global_batch", 1) or 1
+    layout = Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        vp=vp,
+        zero=zero,
+        sequence_parallel=sp and tp > 1,
+        recompute=recompute if recompute in ("none", "selective", "full") else "none",  # type: ignore[arg-type]
+        micro_batch=mb,
+        global_batch=gbs,
+        dtype=dtype,  # type: ignore[arg-type]
+        flash_attention=rule.flash_attention,
+    )
+    return layout, defaults
+
+
+def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
+    fw = rule.framework
+    notes = row.get("notes")
+    if fw.name == "megatron-deepspeed" and layout.dtype == "bf16" and "fp32 grad accumulation" in notes:
+        # DeepSpeed BF16_Optimizer: 16-bit gradients plus an unsharded fp32 accumulation buffer (row notes)
+        fw = fw.with_(extra_unsharded_bytes=4.0)
+    return fw
+
+
+def row_fabric(rule: SourceRule) -> FabricSpec:
+    from app.catalog.fabrics import find_fabric
+
+    fabric = find_fabric(rule.fabric)
+    if rule.nics_per_node:
+        fabric = find_fabric(rule.fabric, nics_per_node=rule.nics_per_node)
+    return fabric
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Prediction
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RowResult:
+    row: int
+    source: str
+    model_name: str
+    metric: str
+    measured: float
+    predicted: float | None = None
+    error_pct: float | None = None
+    skipped: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "model_name": self.model_name,
+            "metric": self.metric,
+            "measured": self.measured,
+            "predicted": self.predicted,
+            "error_pct": self.error_pct,
+        }
+
+
+def predict_metric(
+    row: Row, est: Estimate, rule: SourceRule, model: ModelSpec, per_layer: dict[str, float]
+) -> float:
+    metric = row.get("measured_metric")
+    step = est.step
+    layout = est.layout
+    seq = est.seq_len
+    if metric == "iter_time_s":
+        return step.total_s
+    if metric == "tokens_per_s_per_gpu":
+        return step.tokens_per_s_per_gpu
+    if metric == "tflops_per_gpu":
+        if rule.flops == "eq3":
+            flops = narayanan_flops_per_iteration(
+                layout.global_batch, seq, model.num_layers, model.hidden_size, model.vocab_size
+            )
+            return flops / step.total_s / layout.num_gpus / 1e12
+        return step.model_tflops_per_gpu
+    if metric == "mfu_pct":
+        return step.mfu * 100
+    if metric == "layer_fwd_plus_bwd_ms":
+        return 1e3 * (
+            per_layer["forward"]
+            + per_layer["backward"]
+            + per_layer["recompute"]
+            + per_layer["tp_comm"]
+            + per_layer["cp_comm"]
+            + per_layer["ep_comm"]
+        )
+    if metric == "mem_gib_per_gpu":
+        notes = row.get("notes").lower()
+        first_node = "first node" in notes
+        stage = est.memory.stages[0] if first_node else est.memory.most_loaded
+        if "nvidia-smi" in notes:
+            return stage.total_bytes / GiB
+        return stage.reserved_bytes / GiB
+    if metric == "oom":
+        return 1.0 if est.memory.most_loaded.total_bytes > est.memory.hbm_bytes else 0.0
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def evaluate_row(row: Row) -> RowResult:
+    metric = row.get("measured_metric")
+    try:
+        measured = float(row.get("measured_value"))
+    except ValueError:
+        measured = float("nan")
+    result = RowResult(row.index, row.get("source"), row.get("model_name"), metric, measured)
+    if metric not in METRICS:
+        result.skipped = f"unknown metric {metric!r}"
+        return result
+    if measured != measured:
+        result.skipped = "measured_value is not a number"
+        return result
+    rule = rule_for(row.get("source"))
+    try:
+        model = row_model(row, rule)
+        gpu = row_gpu(row)
+        n_gpus = row.int_or("num_gpus", 0) or 0
+        layout, defaults = row_layout(row, model, rule, n_gpus)
+        gpn = min(gpu.default_gpus_per_node, n_gpus) if n_gpus else gpu.default_gpus_per_node
+        if n_gpus % gpn:
+            result.skipped = f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes"
+            return result
+        cluster = ClusterSpec(gpu=gpu, num_nodes=n_gpus // gpn, gpus_per_node=gpn, fabric=row_fabric(rule))
+        fw = row_framework(row, rule, layout)
+        options = EstimateOptions(framework=fw)
+        est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)
+        per_layer: dict[str, float] = {}
+        if metric == "layer_fwd_plus_bwd_ms":
+            from app.core.efficiency import GemmEfficiency
+            from app.core.step import stage_times
+
+            curve = GemmEfficiency.for_gpu(gpu, "bf16")
+            stage_times(model, cluster, layout, est.seq_len, curve, curve, fw, None, True, per_layer)
+        predicted = predict_metric(row, est, rule, model, per_layer)
+    except SpecError as exc:
+        result.skipped = f"inconsistent row: {exc}"
+        return result
+    except NotFoundError as exc:
+        result.skipped = str(exc)
+        return result
+    result.predicted = predicted
+    if metric != "oom":
+        result.error_pct = (predicted - measured) / measured * 100 if measured else None
+    result.detail = {"defaults": defaults, "framework": fw.name, "fabric": cluster.fabric.name}
+    return result
+
+
+@dataclass
+class Report:
+    rows: list[RowResult]
+
+    def _errors(self, metrics: Iterable[str]) -> list[float]:
+        wanted = set(metrics)
+        return [
+            r.error_pct
+            for r in self.rows
+            if r.metric in wanted and r.skipped is None and r.error_pct is not None
+        ]
+
+    @staticmethod
+    def _stats(errors: list[float]) -> dict[str, Any]:
+        if not errors:
+            return {"n": 0, "mape_pct": None, "max_abs_pct": None}
+        return {
+            "n": len(errors),
+            "mape_pct": sum(abs(e) for e in errors) / len(errors),
+            "max_abs_pct": max(abs(e) for e in errors),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        ooms = [r for r in self.rows if r.metric == "oom" and r.skipped is None]
+        correct = sum(1 for r in ooms if r.predicted == r.measured)
+        return {
+            "time": self._stats(self._errors(TIME_METRICS)),
+            "memory": self._stats(self._errors(MEMORY_METRICS)),
+            "oom": {"n": len(ooms), "correct": correct, "wrong": len(ooms) - correct},
+            "skipped": [{"row": r.row, "reason": r.skipped} for r in self.rows if r.skipped is not None],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.to_dict() for r in self.rows if r.skipped is None], "summary": self.summary()}
+
+
+def replay(rows: Iterable[Row]) -> Report:
+    return Report([evaluate_row(r) for r in rows])
+
+
+def render_table(report: Report) -> str:
+    lines = [
+        f"{'row':>4}  {'source':<28} {'model':<26} {'metric':<22} {'measured':>10} {'predicted':>10} {'error':>8}"
+    ]
+    for r in report.rows:
+        src = r.source[:28]
+        if r.skipped is not None:
+            lines.append(f"{r.row:>4}  {src:<28} {r.model_name[:26]:<26} {r.metric:<22} skipped: {r.skipped}")
+            continue
+        err = "" if r.error_pct is None else f"{r.error_pct:+7.1f}%"
+        if r.metric == "oom":
+            err = "ok" if r.predicted == r.measured else "WRONG"
+        lines.append(
+            f"{r.row:>4}  {src:<28} {r.model_name[:26]:<26} {r.metric:<22} {r.measured:>10.4g} "
+            f"{(r.predicted or 0.0):>10.4g} {err:>8}"
+        )
+    s = report.summary()
+    lines.append("")
+
+    def fmt(block: dict[str, Any]) -> str:
+        if not block["n"]:
+            return "n=0"
+        return f"n={block['n']}  MAPE {block['mape_pct']:.1f} %  max |error| {block['max_abs_pct']:.1f} %"
+
+    lines.append(f"time-like metrics: {fmt(s['time'])}")
+    lines.append(f"memory:            {fmt(s['memory'])}")
+    lines.append(f"OOM outcomes:      {s['oom']['correct']}/{s['oom']['n']} right")
+    if s["skipped"]:
+        lines.append(f"skipped rows:      {len(s['skipped'])}")
+    return "\n".join(lines)

@@ -1,0 +1,257 @@
+"""Cost, goodput and storage through the HTTP API and the service layer on both databases."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+from sqlmodel import Session, select
+
+from app.core.errors import SpecError
+from app.models.catalog import PriceRow
+from app.schemas import cost as s
+from app.services import cost as svc
+
+
+def _add_row(session: Session, **overrides: Any) -> PriceRow:
+    fields: dict[str, Any] = {
+        "category": "cloud_gpu",
+        "item": "test 8x H100 instance",
+        "vendor": "TestCloud",
+        "region": "test-1",
+        "pricing_model": "on-demand",
+        "unit": "instance-hour",
+        "price_usd": 80.0,
+        "usd_per_gpu_hour": 10.0,
+        "gpu_name": "H100-SXM",
+        "gpus_per_unit": 8,
+        "price_date": date.today() - timedelta(days=10),
+        "source": "https://example.test/prices",
+        "builtin": False,
+    }
+    row = PriceRow(**(fields | overrides))
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def test_price_rows_resolve_with_date_source_and_staleness(db_url: str) -> None:
+    from app.db import get_engine
+
+    with Session(get_engine()) as session:
+        fresh = _add_row(session)
+        old = _add_row(session, pricing_model="1-yr reserved", price_date=date(2023, 7, 1))
+        req = s.RunCostRequest.model_validate(
+            {
+                "num_gpus": 16,
+                "gpu_hours": 1000,
+                "options": [{"price_row_id": str(fresh.id)}, {"price_row_id": str(old.id)}],
+            }
+        )
+        result = svc.run_cost(session, req)
+    a, b = result.options
+    assert a.price_id == str(fresh.id) and a.price_source == "https://example.test/prices"
+    assert not a.stale and b.stale
+    assert a.total_usd == pytest.approx(10_000.0)
+    # the 1-yr reserved row is billed for 12 months on 16 GPUs even though the run takes 62.5 h
+    assert b.commitment_exceeds_run
+    assert b.total_usd == pytest.approx(16 * 12 * 730.5 * 10.0)
+    names = {x.name for x in result.assumptions}
+    assert f"price:{a.label}" in names
+    dated = [x for x in result.assumptions if x.name == f"price:{b.label}"]
+    assert dated and dated[0].date == "2023-07-01"
+
+
+def test_unknown_price_row_names_the_field(db_url: str) -> None:
+    from app.db import get_engine
+
+    missing = uuid.uuid4()
+    with Session(get_engine()) as session:
+        req = s.RunCostRequest.model_validate(
+            {
+                "num_gpus": 8,
+                "gpu_hours": 10,
+                "options": [{"usd_per_gpu_hour": 2.0}, {"price_row_id": str(missing)}],
+            }
+        )
+        with pytest.raises(SpecError) as err:
+            svc.run_cost(session, req)
+    assert [p.field for p in err.value.problems] == ["options.1.price_row_id"]
+
+
+def test_default_cloud_rows_for_a_gpu_feed_the_breakeven(db_url: str) -> None:
+    from app.db import get_engine
+
+    with Session(get_engine()) as session:
+        _add_row(session, item="only-row-for-this-test", usd_per_gpu_hour=7.0)
+        rows = svc.default_cloud_rows(session, "h100", ["on-demand"])
+        assert any(r.item == "only-row-for-this-test" for r in rows)
+        assert all(r.gpu_name == "H100-SXM" for r in rows)
+        req = s.TcoRequest.model_validate(
+            {"utilisation": 0.9, "gpu": "H100", "pricing_models": ["on-demand"]}
+        )
+        result = svc.breakeven(session, req)
+        assert len(result.breakevens) == len(rows)
+        seven = [b for b in result.breakevens if "only-row-for-this-test" in b.label]
+        assert seven and seven[0].usd_per_gpu_hour == 7.0
+        count = len(session.exec(select(PriceRow)).all())
+    book = svc.price_book(Session(get_engine()))
+    assert len(book) == count
+
+
+def test_cost_run_from_flops_over_http(client: Any) -> None:
+    body = {
+        "num_gpus": 1024,
+        "params": 70e9,
+        "tokens": 2e12,
+        "gpu": "H100",
+        "mfu": 0.4,
+        "goodput": 0.9,
+        "options": [{"usd_per_gpu_hour": 6.88, "label": "p5 on-demand"}],
+    }
+    r = client.post("/api/v1/cost/run", json=body)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["total_flop"] == pytest.approx(8.4e23)
+    productive = 8.4e23 / (989.4e12 * 0.4) / 3600
+    assert data["productive_gpu_hours"] == pytest.approx(productive, rel=0.01)
+    (option,) = data["options"]
+    assert option["total_usd"] == pytest.approx(productive / 0.9 * 6.88, rel=0.01)
+    assert {"training_flop_formula", "peak_flops_per_gpu", "goodput"} <= {
+        a["name"] for a in data["assumptions"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (
+            "/api/v1/cost/run",
+            {"num_gpus": 8, "gpu_hours": -1, "options": [{"usd_per_gpu_hour": 1}]},
+            "gpu_hours",
+        ),
+        ("/api/v1/cost/tco", {"utilisation": 1.2}, "utilisation"),
+        (
+            "/api/v1/cost/breakeven",
+            {"utilisation": -0.1, "options": [{"usd_per_gpu_hour": 5}]},
+            "utilisation",
+        ),
+        (
+            "/api/v1/cost/run",
+            {"num_gpus": 8, "gpu_hours": 1, "options": [{"price_row_id": str(uuid.uuid4())}]},
+            "price_row_id",
+        ),
+        (
+            "/api/v1/goodput",
+            {"num_gpus": 64, "job_mtbf_hours": -3, "checkpoint_stall_s": 10},
+            "job_mtbf_hours",
+        ),
+        ("/api/v1/cost/spot", {"on_demand_usd_per_hour": 10, "spot_discount": 1.5}, "spot_discount"),
+    ],
+)
+def test_bad_input_is_422_naming_the_field(client: Any, path: str, body: dict[str, Any], field: str) -> None:
+    r = client.post(path, json=body)
+    assert r.status_code == 422, r.text
+    assert any(d["loc"][-1] == field for d in r.json()["detail"])
+
+
+def test_tco_curves_and_breakeven_over_http(client: Any) -> None:
+    seed = {
+        "onprem": {
+            "server_capex_usd_per_node": 250000,
+            "network_share": 0,
+            "cost_of_capital": 0,
+            "node_power_kw": 0,
+            "colo_usd_per_kw_month": 0,
+            "maintenance_fraction_per_year": 0,
+            "usd_per_fte_year": 0,
+        },
+        "utilisation": 0.9,
+        "options": [{"usd_per_gpu_hour": 45 / 8, "label": "$45/node-h"}],
+    }
+    r = client.post("/api/v1/cost/breakeven", json=seed)
+    assert r.status_code == 200, r.text
+    (b,) = r.json()["breakevens"]
+    assert b["breakeven_months"] == pytest.approx(8.45, abs=0.01)
+    t = client.post(
+        "/api/v1/cost/tco", json={"onprem": {"nodes": 4}, "options": [{"usd_per_gpu_hour": 6.88}]}
+    )
+    assert t.status_code == 200, t.text
+    data = t.json()
+    curve = data["curves"]["cumulative_usd_vs_month"]
+    assert len(curve["x"]) == 61 and set(curve["series"]) == {"on-prem", "option 1 (on-demand)"}
+    assert curve["series"]["on-prem"][0] == pytest.approx(data["capex_total_usd"])
+    sources = {a["name"]: a for a in data["assumptions"]}
+    assert sources["pue"]["value"] == 1.56 and "Uptime" in sources["pue"]["source"] and sources["pue"]["date"]
+
+
+def test_goodput_presets_and_estimate_over_http(client: Any) -> None:
+    presets = client.get("/api/v1/goodput/presets").json()
+    names = {p["name"] for p in presets["data"]}
+    assert {"llama3-405b", "opt-175b", "bloom-176b"} <= names
+    llama = next(p for p in presets["data"] if p["name"] == "llama3-405b")
+    assert llama["job_mtbf_hours"] == pytest.approx(3.093, abs=0.001)
+    r = client.post(
+        "/api/v1/goodput",
+        json={
+            "num_gpus": 16384,
+            "preset": "llama3-405b",
+            "checkpoint_stall_s": 30,
+            "restart_s": 300,
+            "mfu": 0.4,
+        },
+    )
+    assert r.status_code == 200, r.text
+    g = r.json()
+    assert g["interruptions_per_day"] == pytest.approx(419 / 54, rel=1e-6)
+    assert 0.88 < g["goodput"] < 0.93
+    assert g["effective_mfu"] == pytest.approx(0.4 * g["goodput"])
+    sync = client.post(
+        "/api/v1/goodput", json={"num_gpus": 256, "preset": "llama3-405b", "checkpoint": {"params": 70e9}}
+    ).json()
+    asyn = client.post(
+        "/api/v1/goodput",
+        json={
+            "num_gpus": 256,
+            "preset": "llama3-405b",
+            "checkpoint": {"params": 70e9},
+            "async_checkpoint": True,
+        },
+    ).json()
+    assert asyn["checkpoint_stall_s"] < sync["checkpoint_stall_s"]
+    assert asyn["goodput"] > sync["goodput"]
+    bad = client.post("/api/v1/goodput", json={"num_gpus": 8, "preset": "llama-9"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "preset"
+
+
+def test_storage_and_spot_over_http(client: Any) -> None:
+    r = client.post(
+        "/api/v1/storage",
+        json={
+            "checkpoint": {"params": 70e9},
+            "num_nodes": 2,
+            "tokens_per_step": 4e6,
+            "step_s": 0.5,
+            "vocab_size": 128256,
+        },
+    )
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["checkpoint_bytes"] == pytest.approx(980e9, rel=1e-6)
+    assert {t["tier"] for t in data["checkpoint_tiers"]} == {"local_nvme", "parallel_fs", "object_store"}
+    obj = next(t for t in data["data_tiers"] if t["tier"] == "object_store")
+    assert obj["warn"] and any("object_store" in w for w in data["warnings"])
+    spot = client.post(
+        "/api/v1/cost/spot",
+        json={
+            "on_demand_usd_per_hour": 55.04,
+            "lost_work_hours": 1.5,
+            "restart_s": 0,
+            "target_net_savings": 0.22,
+        },
+    ).json()
+    assert spot["net_savings"] == pytest.approx(1 - 0.4 / 0.85)
+    assert spot["inversion"]["lost_hours_per_preemption"] == pytest.approx(4.872, abs=0.001)

@@ -1,0 +1,208 @@
+"""/api/v1/benchmarks: submit benchmark jobs to nodes, follow them (status, SSE events), cancel them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+from sqlmodel import Session
+
+from app.api.deps import SessionDep
+from app.api.envelope import ListEnvelope, Paging, paging
+from app.auth.deps import Principal, require_scope
+from app.db import get_engine
+from app.models.base import as_utc
+from app.models.benchmarks import BenchmarkJob
+from app.services import jobs as job_service
+from app.services import nodes as node_service
+
+router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
+
+RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
+ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
+PagingDep = Annotated[Paging, Depends(paging)]
+SSE_POLL_S = 0.5
+
+
+class BenchmarkCreate(BaseModel):
+    kind: Literal["gemm", "collectives", "calibration"] = Field(description="what to measure")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="runner parameters: sizes/dtypes/iters (GEMM); ops, min_bytes, max_bytes, step_factor, "
+        "iters, warmup_iters, nproc, groups (collectives); profile_name, gpu, fabric (calibration)",
+        examples=[{"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "16M", "nproc": 8}],
+    )
+    target_node: str | None = Field(default=None, description="node name or id; empty = any node")
+
+
+class BenchmarkSummary(BaseModel):
+    id: uuid.UUID
+    kind: str
+    status: str
+    progress: float
+    eta_s: float | None
+    attempt: int
+    target_node_id: uuid.UUID | None
+    claimed_by: uuid.UUID | None
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class BenchmarkPublic(BenchmarkSummary):
+    params: dict[str, Any]
+    log_tail: str
+    partial_rows: list[dict[str, Any]]
+    result: dict[str, Any] | None
+    error: str
+    lease_expires_at: datetime | None
+
+
+def summary_of(job: BenchmarkJob) -> BenchmarkSummary:
+    return BenchmarkSummary(
+        id=job.id,
+        kind=job.kind,
+        status=job.status,
+        progress=job.progress,
+        eta_s=job.eta_s,
+        attempt=job.attempt,
+        target_node_id=job.target_node_id,
+        claimed_by=job.claimed_by,
+        cancel_requested=job.cancel_requested,
+        created_at=as_utc(job.created_at),  # type: ignore[arg-type]
+        started_at=as_utc(job.started_at),
+        finished_at=as_utc(job.finished_at),
+    )
+
+
+def public_of(job: BenchmarkJob) -> BenchmarkPublic:
+    return BenchmarkPublic(
+        **summary_of(job).model_dump(),
+        params=job.params,
+        log_tail=job.log_tail,
+        partial_rows=list(job.partial_rows),
+        result=job.result,
+        error=job.error,
+        lease_expires_at=as_utc(job.lease_expires_at),
+    )
+
+
+@router.post(
+    "",
+    operation_id="create_benchmark",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=BenchmarkPublic,
+    summary="Queue a benchmark job for a node agent",
+)
+def create_benchmark(
+    body: BenchmarkCreate, session: SessionDep, principal: RunDep, response: Response
+) -> BenchmarkPublic:
+    target = node_service.get_node(session, body.target_node) if body.target_node else None
+    created_by = principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
+    job = job_service.create_job(session, body.kind, body.params, target, created_by)
+    response.headers["Location"] = f"/api/v1/benchmarks/{job.id}"
+    return public_of(job)
+
+
+@router.get(
+    "",
+    operation_id="list_benchmarks",
+    response_model=ListEnvelope[BenchmarkSummary],
+    summary="List benchmark jobs, newest first",
+)
+def list_benchmarks(
+    session: SessionDep,
+    _principal: ReadDep,
+    page: PagingDep,
+    status_filter: Annotated[
+        Literal["queued", "running", "succeeded", "failed", "cancelled"] | None,
+        Query(alias="status", description="only jobs in this state"),
+    ] = None,
+) -> ListEnvelope[BenchmarkSummary]:
+    rows, count = job_service.list_jobs(session, status_filter, page.offset, page.limit)
+    return ListEnvelope[BenchmarkSummary](data=[summary_of(j) for j in rows], count=count)
+
+
+@router.get(
+    "/{job_id}",
+    operation_id="get_benchmark",
+    response_model=BenchmarkPublic,
+    summary="A job's status, progress, ETA, log tail, partial rows and result",
+)
+def get_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -> BenchmarkPublic:
+    job_service.requeue_expired(session)
+    return public_of(job_service.get_job(session, job_id))
+
+
+@router.post(
+    "/{job_id}/cancel",
+    operation_id="cancel_benchmark",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=BenchmarkPublic,
+    summary="Cancel a job: queued jobs stop at once, running ones at the agent's next report",
+)
+def cancel_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: RunDep) -> BenchmarkPublic:
+    try:
+        job = job_service.cancel_job(session, job_id)
+    except job_service.ConflictError as exc:
+        raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
+    return public_of(job)
+
+
+def _poll(job_id: uuid.UUID, after: int) -> tuple[list[tuple[int, dict[str, Any]]], str]:
+    with Session(get_engine()) as session:
+        job_service.requeue_expired(session)
+        job = job_service.get_job(session, job_id)
+        events = [(int(e.id or 0), e.payload) for e in job_service.events_after(session, job_id, after)]
+        return events, job.status
+
+
+@router.get(
+    "/{job_id}/events",
+    operation_id="stream_benchmark_events",
+    summary="Server-sent events: every progress event of the job, replayed from Last-Event-ID, until it ends",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "an SSE stream"}},
+)
+async def stream_benchmark_events(
+    job_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    _principal: ReadDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    after: Annotated[int, Query(ge=0, description="replay events after this id")] = 0,
+) -> StreamingResponse:
+    job_service.get_job(session, job_id)  # 404 before the stream starts
+    session.close()
+    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+
+    async def stream() -> AsyncIterator[str]:
+        cursor = start
+        yield "retry: 2000\n\n"
+        while True:
+            events, state = await run_in_threadpool(_poll, job_id, cursor)
+            for event_id, payload in events:
+                cursor = event_id
+                name = str(payload.get("event", "message"))
+                yield f"id: {event_id}\nevent: {name}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+            if state in job_service.TERMINAL and not events:
+                yield f"event: end\ndata: {json.dumps({'status': state})}\n\n"
+                return
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(SSE_POLL_S)
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,111 @@
+"""/api/v1/calibration: calibrated hardware profiles (named, versioned) and their predicted-vs-measured reports."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response, status
+from pydantic import BaseModel, Field
+
+from app.api.deps import SessionDep
+from app.api.envelope import ListEnvelope, Paging, paging
+from app.auth.deps import Principal, require_scope
+from app.models.base import as_utc
+from app.models.benchmarks import CalibrationProfile
+from app.services import calibration as calibration_service
+from app.services import jobs as job_service
+
+router = APIRouter(prefix="/calibration", tags=["calibration"])
+ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
+RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
+PagingDep = Annotated[Paging, Depends(paging)]
+
+
+class ProfileFit(BaseModel):
+    job_id: uuid.UUID = Field(description="a finished benchmark job (gemm, collectives or calibration)")
+    name: str = Field(min_length=1, max_length=200, description="profile name; fitting again adds a version")
+    gpu: str | None = Field(
+        default=None, description="catalog GPU the node has (for the 'before' prediction)"
+    )
+    fabric: str | None = Field(default=None, description="fabric preset between nodes, e.g. ib-ndr-8x400")
+
+
+class ProfileSummary(BaseModel):
+    id: uuid.UUID
+    name: str
+    version: int
+    gpu_name: str
+    source_job_id: uuid.UUID | None
+    created_at: datetime
+    gemm_mape_before_pct: float | None
+    gemm_mape_after_pct: float | None
+    collectives_mape_before_pct: float | None
+    collectives_mape_after_pct: float | None
+
+
+class ProfilePublic(ProfileSummary):
+    params: dict[str, Any]
+    report: dict[str, Any]
+
+
+def summary_of(p: CalibrationProfile) -> ProfileSummary:
+    gemm = p.report.get("gemm") or {}
+    coll = p.report.get("collectives") or {}
+    return ProfileSummary(
+        id=p.id,
+        name=p.name,
+        version=p.version,
+        gpu_name=p.gpu_name,
+        source_job_id=p.source_job_id,
+        created_at=as_utc(p.created_at),  # type: ignore[arg-type]
+        gemm_mape_before_pct=gemm.get("mape_before_pct"),
+        gemm_mape_after_pct=gemm.get("mape_after_pct"),
+        collectives_mape_before_pct=coll.get("mape_before_pct"),
+        collectives_mape_after_pct=coll.get("mape_after_pct"),
+    )
+
+
+def public_of(p: CalibrationProfile) -> ProfilePublic:
+    return ProfilePublic(**summary_of(p).model_dump(), params=p.params, report=p.report)
+
+
+@router.get(
+    "/profiles",
+    operation_id="list_calibration_profiles",
+    response_model=ListEnvelope[ProfileSummary],
+    summary="Calibrated hardware profiles, every version",
+)
+def list_profiles(session: SessionDep, _p: ReadDep, page: PagingDep) -> ListEnvelope[ProfileSummary]:
+    rows, count = calibration_service.list_profiles(session, page.offset, page.limit)
+    return ListEnvelope[ProfileSummary](data=[summary_of(p) for p in rows], count=count)
+
+
+@router.get(
+    "/profiles/{ref}",
+    operation_id="get_calibration_profile",
+    response_model=ProfilePublic,
+    summary="One profile (id, or name = latest version) with its predicted-vs-measured report",
+)
+def get_profile(
+    ref: str,
+    session: SessionDep,
+    _p: ReadDep,
+    version: Annotated[int | None, Query(ge=1, description="a version of a named profile")] = None,
+) -> ProfilePublic:
+    return public_of(calibration_service.get_profile(session, ref, version))
+
+
+@router.post(
+    "/profiles",
+    operation_id="fit_calibration_profile",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ProfilePublic,
+    summary="Fit a new profile version from a finished job's results",
+)
+def fit_profile(body: ProfileFit, session: SessionDep, _p: RunDep, response: Response) -> ProfilePublic:
+    job = job_service.get_job(session, body.job_id)
+    profile = calibration_service.fit_profile_from_job(session, job, body.name, body.gpu, body.fabric)
+    response.headers["Location"] = f"/api/v1/calibration/profiles/{profile.id}"
+    return public_of(profile)

@@ -1,0 +1,240 @@
+"""/api/v1/nodes (admin: create with a one-time token, list online/offline, revoke) and /api/v1/agent
+(the node agent's own endpoints, authenticated by its node token: register, heartbeat, claim, progress,
+complete; 401 for a missing, unknown or revoked token, 409 when the agent no longer holds the job)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Response, status
+from pydantic import BaseModel, Field
+
+from app.api.deps import SessionDep
+from app.api.envelope import ListEnvelope
+from app.api.routes.benchmarks import BenchmarkPublic, public_of
+from app.auth.deps import Principal, require_scope
+from app.auth.nodes import NodeDep
+from app.models.base import as_utc
+from app.models.benchmarks import Node
+from app.services import jobs as job_service
+from app.services import nodes as node_service
+
+router = APIRouter()
+AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
+
+
+class NodeCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200, description="a unique name, e.g. the host name")
+
+
+class NodePublic(BaseModel):
+    id: uuid.UUID
+    name: str
+    token_prefix: str
+    hostname: str
+    info: dict[str, Any]
+    online: bool
+    revoked: bool
+    created_at: datetime
+    registered_at: datetime | None
+    last_heartbeat_at: datetime | None
+
+
+class NodeCreated(NodePublic):
+    token: str = Field(description="shown once: give it to the agent (`clusterplan agent --token …`)")
+
+
+def node_public(node: Node) -> NodePublic:
+    return NodePublic(
+        id=node.id,
+        name=node.name,
+        token_prefix=node.token_prefix,
+        hostname=node.hostname,
+        info=node.info,
+        online=node_service.is_online(node),
+        revoked=node.revoked_at is not None,
+        created_at=as_utc(node.created_at),  # type: ignore[arg-type]
+        registered_at=as_utc(node.registered_at),
+        last_heartbeat_at=as_utc(node.last_heartbeat_at),
+    )
+
+
+@router.post(
+    "/nodes",
+    tags=["nodes"],
+    operation_id="create_node",
+    status_code=status.HTTP_201_CREATED,
+    response_model=NodeCreated,
+    summary="Add a benchmark node; the response holds its token, shown only this once",
+)
+def create_node(body: NodeCreate, session: SessionDep, _admin: AdminDep, response: Response) -> NodeCreated:
+    node, token = node_service.create_node(session, body.name)
+    response.headers["Location"] = f"/api/v1/nodes/{node.id}"
+    return NodeCreated(**node_public(node).model_dump(), token=token)
+
+
+@router.get(
+    "/nodes",
+    tags=["nodes"],
+    operation_id="list_nodes",
+    response_model=ListEnvelope[NodePublic],
+    summary="Benchmark nodes with online/offline state",
+)
+def list_nodes(session: SessionDep, _admin: AdminDep) -> ListEnvelope[NodePublic]:
+    nodes = node_service.list_nodes(session)
+    return ListEnvelope[NodePublic](data=[node_public(n) for n in nodes], count=len(nodes))
+
+
+@router.get(
+    "/nodes/{node_ref}",
+    tags=["nodes"],
+    operation_id="get_node",
+    response_model=NodePublic,
+    summary="One node by id or name",
+)
+def get_node(node_ref: str, session: SessionDep, _admin: AdminDep) -> NodePublic:
+    return node_public(node_service.get_node(session, node_ref))
+
+
+@router.post(
+    "/nodes/{node_ref}/revoke",
+    tags=["nodes"],
+    operation_id="revoke_node",
+    response_model=NodePublic,
+    summary="Revoke a node's token (its agent gets 401 from then on)",
+)
+def revoke_node(node_ref: str, session: SessionDep, _admin: AdminDep) -> NodePublic:
+    return node_public(node_service.revoke_node(session, node_ref))
+
+
+# ---- agent endpoints (node token) -------------------------------------------------------------------
+
+
+class AgentRegister(BaseModel):
+    hostname: str = Field(max_length=255)
+    info: dict[str, Any] = Field(
+        default_factory=dict, description="GPUs, driver, torch / CUDA / NCCL versions"
+    )
+
+
+class AgentConfig(BaseModel):
+    node_id: uuid.UUID
+    name: str
+    heartbeat_interval_s: float
+    lease_s: float
+
+
+class HeartbeatReply(BaseModel):
+    cancel: list[uuid.UUID] = Field(description="running jobs of this node the server wants stopped")
+    heartbeat_interval_s: float
+    lease_s: float
+
+
+class ProgressReport(BaseModel):
+    attempt: int = Field(ge=1, description="the attempt number the claim returned (fencing token)")
+    events: list[dict[str, Any]] = Field(default_factory=list, max_length=1000)
+
+
+class ProgressReply(BaseModel):
+    cancel: bool
+    progress: float
+    lease_expires_at: datetime | None
+
+
+class CompleteReport(BaseModel):
+    attempt: int = Field(ge=1)
+    status: Literal["succeeded", "failed", "cancelled"]
+    result: dict[str, Any] | None = None
+    error: str = Field(default="", max_length=5000)
+
+
+def _config(node: Node) -> AgentConfig:
+    return AgentConfig(
+        node_id=node.id,
+        name=node.name,
+        heartbeat_interval_s=node_service.heartbeat_interval_s(),
+        lease_s=job_service.lease_s(),
+    )
+
+
+@router.post(
+    "/agent/register",
+    tags=["agent"],
+    operation_id="agent_register",
+    response_model=AgentConfig,
+    summary="An agent announces its node (host, GPUs, versions)",
+)
+def agent_register(body: AgentRegister, node: NodeDep, session: SessionDep) -> AgentConfig:
+    node = node_service.register_node(session, node, body.hostname, body.info)
+    return _config(node)
+
+
+@router.post(
+    "/agent/heartbeat",
+    tags=["agent"],
+    operation_id="agent_heartbeat",
+    response_model=HeartbeatReply,
+    summary="Keep the node online and its running jobs' leases alive",
+)
+def agent_heartbeat(node: NodeDep, session: SessionDep) -> HeartbeatReply:
+    cancel = job_service.renew_leases(session, node)
+    return HeartbeatReply(
+        cancel=cancel, heartbeat_interval_s=node_service.heartbeat_interval_s(), lease_s=job_service.lease_s()
+    )
+
+
+@router.post(
+    "/agent/claim",
+    tags=["agent"],
+    operation_id="agent_claim",
+    response_model=BenchmarkPublic,
+    responses={204: {"description": "no job waiting"}},
+    summary="Atomically claim the oldest queued job for this node, under a lease",
+)
+def agent_claim(node: NodeDep, session: SessionDep) -> Any:
+    job = job_service.claim_job(session, node)
+    if job is None:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return public_of(job)
+
+
+@router.post(
+    "/agent/jobs/{job_id}/progress",
+    tags=["agent"],
+    operation_id="agent_progress",
+    response_model=ProgressReply,
+    responses={409: {"description": "this agent no longer holds the job"}},
+    summary="Stream progress events (renews the lease; tells the agent to stop when cancelled)",
+)
+def agent_progress(
+    job_id: uuid.UUID, body: ProgressReport, node: NodeDep, session: SessionDep
+) -> ProgressReply:
+    try:
+        job = job_service.record_progress(session, job_id, node, body.attempt, body.events)
+    except job_service.ConflictError as exc:
+        raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
+    return ProgressReply(
+        cancel=job.cancel_requested, progress=job.progress, lease_expires_at=as_utc(job.lease_expires_at)
+    )
+
+
+@router.post(
+    "/agent/jobs/{job_id}/complete",
+    tags=["agent"],
+    operation_id="agent_complete",
+    response_model=BenchmarkPublic,
+    responses={409: {"description": "this agent no longer holds the job"}},
+    summary="Upload the result document (or partial results) and finish the job",
+)
+def agent_complete(
+    job_id: uuid.UUID, body: CompleteReport, node: NodeDep, session: SessionDep
+) -> BenchmarkPublic:
+    try:
+        job = job_service.complete_job(
+            session, job_id, node, body.attempt, body.status, body.result, body.error
+        )
+    except job_service.ConflictError as exc:
+        raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
+    return public_of(job)

@@ -1,0 +1,337 @@
+"""Collective sweep with nccl-tests semantics, run by every rank under torchrun.
+
+    python -m torch.distributed.run --standalone --nproc-per-node N -m app.bench.collectives --config '{...}'
+
+For every op, group and size: `warmup_iters` untimed calls, then `iters` timed calls (CUDA events on
+GPU, the monotonic clock on CPU); time = elapsed / iters per rank, reduced across ranks on rank 0
+(average by default, like nccl-tests `-a 1`); algbw = size / time, busbw = algbw × busbw_factor(op, n)
+(nccl-tests doc/PERFORMANCE.md). A separate call with rank-dependent data checks correctness and counts
+wrong elements (nccl-tests `-c 1`). all_gather, reduce_scatter, all_to_all and send_recv use separate
+send and receive buffers (out of place); torch.distributed's all_reduce and broadcast are in place.
+
+Groups: "all" = every rank; "intra" = the ranks of each node (measured concurrently, as in training);
+"inter" = one rank per node with the same local index (a NIC rail); "each" = all three separately.
+Only rank 0 prints: JSON-lines progress on stdout and the result document to --out (rewritten after
+every row, and on SIGINT/SIGTERM with status "interrupted").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from app.bench.config import CollectiveConfig, expand_ops, resolve_backend, validate_collectives
+from app.bench.environment import collect_environment, cuda_device_count
+from app.bench.progress import ProgressSink, on_interrupt
+from app.bench.schema import collective_row, finish, new_document, write_document
+from app.bench.sizes import aligned_count, size_sweep
+from app.core.network import busbw_factor
+
+TORCH_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+    "int32": torch.int32,
+}
+SPLIT_OPS = ("all_gather", "reduce_scatter", "all_to_all")
+# torch ≥ 2.10 renamed the tensor forms (*_into_tensor / *_tensor are deprecated aliases).
+_ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+@dataclass
+class Group:
+    mode: str  # all | intra | inter
+    handle: Any  # the process group this rank belongs to (None = world)
+    ranks: list[int]  # world ranks of this rank's group
+    nodes: int
+    ranks_per_node: int
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def rank_of(self, world_rank: int) -> int:
+        return self.ranks.index(world_rank)
+
+
+def build_groups(mode: str, world: int, rank: int, ranks_per_node: int) -> list[Group]:
+    """Every rank creates every subgroup in the same order (torch.distributed.new_group's rule)."""
+    nodes = world // ranks_per_node
+    modes = ["intra", "inter", "all"] if mode == "each" else [mode]
+    groups: list[Group] = []
+    for m in modes:
+        if m == "all":
+            groups.append(Group("all", None, list(range(world)), nodes, ranks_per_node))
+        elif m == "intra":
+            mine = None
+            for node in range(nodes):
+                members = list(range(node * ranks_per_node, (node + 1) * ranks_per_node))
+                handle = dist.new_group(members) if nodes > 1 else None
+                if rank in members:
+                    mine = Group("intra", handle, members, 1, ranks_per_node)
+            assert mine is not None
+            groups.append(mine)
+        elif m == "inter" and nodes > 1:
+            mine = None
+            for local in range(ranks_per_node):
+                members = [node * ranks_per_node + local for node in range(nodes)]
+                handle = dist.new_group(members) if ranks_per_node > 1 else None
+                if rank in members:
+                    mine = Group("inter", handle, members, nodes, 1)
+            assert mine is not None
+            groups.append(mine)
+    return groups
+
+
+class Collective:
+    """Buffers and the call for one op at one size on one group, plus its correctness check."""
+
+    def __init__(
+        self, op: str, size_bytes: int, dtype: torch.dtype, device: str, group: Group, rank: int
+    ) -> None:
+        self.op, self.group, self.device, self.dtype = op, group, device, dtype
+        n = group.size
+        self.n = n
+        self.me = group.rank_of(rank)
+        elem = torch.tensor([], dtype=dtype).element_size()
+        divisor = n if op in SPLIT_OPS else 1
+        self.count = aligned_count(size_bytes, elem, divisor)
+        self.size_bytes = self.count * elem
+        chunk = self.count // divisor
+        zeros = torch.zeros
+        if op == "all_reduce" or op == "broadcast":
+            self.send = zeros(self.count, dtype=dtype, device=device)
+            self.recv = self.send
+        elif op == "all_gather":
+            self.send = zeros(chunk, dtype=dtype, device=device)
+            self.recv = zeros(self.count, dtype=dtype, device=device)
+        elif op == "reduce_scatter":
+            self.send = zeros(self.count, dtype=dtype, device=device)
+            self.recv = zeros(chunk, dtype=dtype, device=device)
+        elif op in ("all_to_all", "send_recv"):
+            self.send = zeros(self.count, dtype=dtype, device=device)
+            self.recv = zeros(self.count, dtype=dtype, device=device)
+        else:
+            raise ValueError(f"unknown collective {op!r}")
+        self.chunk = chunk
+        self.peer_next = group.ranks[(self.me + 1) % n]
+        self.peer_prev = group.ranks[(self.me - 1) % n]
+        self.root = group.ranks[0]
+
+    @property
+    def in_place(self) -> bool:
+        return self.op in ("all_reduce", "broadcast")
+
+    def run(self) -> None:
+        g = self.group.handle
+        op = self.op
+        if op == "all_reduce":
+            dist.all_reduce(self.recv, group=g)
+        elif op == "broadcast":
+            dist.broadcast(self.recv, src=self.root, group=g)
+        elif op == "all_gather":
+            _ALL_GATHER(self.recv, self.send, group=g)
+        elif op == "reduce_scatter":
+            _REDUCE_SCATTER(self.recv, self.send, group=g)
+        elif op == "all_to_all":
+            dist.all_to_all_single(self.recv, self.send, group=g)
+        elif op == "send_recv":
+            if self.n == 1:
+                self.recv.copy_(self.send)
+                return
+            reqs = dist.batch_isend_irecv(
+                [
+                    dist.P2POp(dist.isend, self.send, self.peer_next, group=g),
+                    dist.P2POp(dist.irecv, self.recv, self.peer_prev, group=g),
+                ]
+            )
+            for req in reqs:
+                req.wait()
+
+    def check(self) -> int:
+        """Run once with rank-dependent data; return the number of wrong elements on this rank."""
+        n, me = self.n, self.me
+        op = self.op
+        if op == "all_reduce":
+            self.recv.fill_(me + 1)
+            expected = torch.full_like(self.recv, n * (n + 1) / 2)
+        elif op == "broadcast":
+            self.recv.fill_(7 if me == 0 else 0)
+            expected = torch.full_like(self.recv, 7)
+        elif op == "all_gather":
+            self.send.fill_(me + 1)
+            expected = torch.arange(1, n + 1, dtype=self.dtype, device=self.device).repeat_interleave(
+                self.chunk
+            )
+        elif op == "reduce_scatter":
+            ranks_factor = torch.arange(1, n + 1, dtype=self.dtype, device=self.device).repeat_interleave(
+                self.chunk
+            )
+            self.send.copy_(ranks_factor * (me + 1))
+            expected = torch.full_like(self.recv, (me + 1) * n * (n + 1) / 2)
+        elif op == "all_to_all":
+            dest = torch.arange(n, dtype=self.dtype, device=self.device).repeat_interleave(self.chunk)
+            self.send.copy_(dest + me * n)
+            src = torch.arange(n, dtype=self.dtype, device=self.device).repeat_interleave(self.chunk)
+            expected = src * n + me
+        else:  # send_recv
+            self.send.fill_(me + 1)
+            expected = torch.full_like(self.recv, ((me - 1) % n) + 1)
+        self.run()
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        wrong = int((~torch.isclose(self.recv.float(), expected.float(), rtol=1e-2, atol=1e-2)).sum().item())
+        self.send.zero_()
+        self.recv.zero_()
+        return wrong
+
+
+def time_collective(coll: Collective, iters: int, warmup_iters: int) -> float:
+    """Seconds per call on this rank (nccl-tests times a batch of iterations and divides)."""
+    for _ in range(warmup_iters):
+        coll.run()
+    on_cuda = coll.device.startswith("cuda")
+    if on_cuda:
+        torch.cuda.synchronize()
+    dist.barrier(group=coll.group.handle)
+    if on_cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            coll.run()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        coll.run()
+    return (time.perf_counter() - t0) / iters
+
+
+def reduce_times(values: list[float], mode: str) -> float:
+    if mode == "min":
+        return min(values)
+    if mode == "max":
+        return max(values)
+    if mode == "rank0":
+        return values[0]
+    return sum(values) / len(values)
+
+
+def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) -> int:
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    backend, device = resolve_backend(config, cuda_device_count())
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    dist.init_process_group(backend)
+    ranks_per_node = config.ranks_per_node or local_world
+    if world % ranks_per_node:
+        raise ValueError(f"ranks_per_node {ranks_per_node} does not divide the world size {world}")
+    hostnames: list[Any] = [None] * world
+    dist.all_gather_object(hostnames, socket.gethostname())
+    is_root = rank == 0
+    sink = ProgressSink(sys.stdout if is_root else None)
+    env = collect_environment() if is_root else {}
+    if is_root:
+        env["hostnames"] = sorted(set(hostnames))
+        env["world_size"] = world
+        env["ranks_per_node"] = ranks_per_node
+        env["backend"] = backend
+    doc = new_document("collectives", {**config.to_dict(), "backend": backend, "device": device}, argv, env)
+
+    def _write_partial(_signum: int) -> None:
+        finish(doc, "interrupted")
+        if out_path:
+            write_document(doc, out_path)
+        sink.finish("interrupted", rows=len(doc["rows"]))
+
+    if is_root:
+        on_interrupt(_write_partial)
+
+    groups = build_groups(config.groups, world, rank, ranks_per_node)
+    if is_root and config.groups in ("inter", "each") and world // ranks_per_node < 2:
+        sink.log("one node only: the inter-node group is skipped")
+    sizes = size_sweep(config.min_bytes, config.max_bytes, config.step_factor, config.step_bytes)
+    ops = expand_ops(config.ops)
+    tdtype = TORCH_DTYPES[config.dtype]
+    sink.start(len(ops) * len(groups) * len(sizes), kind="collectives", world_size=world, backend=backend)
+    for op in ops:
+        for group in groups:
+            seen: set[int] = set()
+            for size in sizes:
+                coll = Collective(op, size, tdtype, device, group, rank)
+                if coll.size_bytes in seen:
+                    if is_root:
+                        sink.row({"skipped_size_bytes": size, "reason": "same size after rounding"})
+                    continue
+                seen.add(coll.size_bytes)
+                wrong = coll.check() if config.check else 0
+                elapsed = time_collective(coll, config.iters, config.warmup_iters)
+                stats = torch.tensor([elapsed, float(wrong)], dtype=torch.float64, device=device)
+                gathered = [torch.zeros_like(stats) for _ in range(world)]
+                dist.all_gather(gathered, stats)
+                if is_root:
+                    # Rank 0's group is the one reported; concurrent groups' times are reduced alike.
+                    times = [float(t[0]) for t in gathered]
+                    total_wrong = int(sum(float(t[1]) for t in gathered))
+                    row = collective_row(
+                        op,
+                        coll.size_bytes,
+                        coll.count,
+                        config.dtype,
+                        group.size,
+                        reduce_times(times, config.average),
+                        busbw_factor(op, group.size),
+                        total_wrong,
+                        group=group.mode,
+                        nodes=group.nodes,
+                        ranks_per_node=group.ranks_per_node,
+                        time_min_s=min(times),
+                        time_max_s=max(times),
+                    )
+                    row["in_place"] = coll.in_place
+                    doc["rows"].append(row)
+                    sink.row(row)
+                    if out_path:
+                        write_document(doc, out_path)
+                del coll
+    dist.barrier()
+    if is_root:
+        finish(doc, "complete")
+        if out_path:
+            write_document(doc, out_path)
+        sink.finish("complete", summary=doc["summary"])
+    dist.destroy_process_group()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="collective sweep worker (run under torchrun)")
+    parser.add_argument("--config", required=True, help="CollectiveConfig as JSON")
+    parser.add_argument("--out", default=None, help="result document path (rank 0 writes it)")
+    parser.add_argument("--argv", default=None, help="the user's command line, as JSON, for the report")
+    args = parser.parse_args(argv)
+    config = CollectiveConfig.from_dict(json.loads(args.config))
+    world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    validate_collectives(config, world, cuda_device_count())
+    user_argv = json.loads(args.argv) if args.argv else sys.argv
+    return run_worker(config, args.out, user_argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

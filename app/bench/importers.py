@@ -1,0 +1,358 @@
+"""Import the field's existing tools into the one result schema.
+
+- nccl-tests text output (github.com/NVIDIA/nccl-tests, `all_reduce_perf -b 8 -e 8G -f 2`): the
+  out-of-place columns size/count/type/redop/root/time/algbw/busbw/#wrong (older versions have no root
+  column; the header line names the columns, so both parse).
+- nccl-tests `-J file.json` (src/util.cu, JSON_FILE_VERSION 2): results[].out_of_place{time, alg_bw, bus_bw, nwrong}.
+- mamf-finder (ml-engineering compute/accelerator/benchmarks/mamf-finder.py) log: per-shape
+  "mean / median / max TFLOPS @ MxNxK" lines (\\r-separated when written to a terminal), "** Dtype:",
+  "benchmark version:" and "torch=" header lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from app.bench.schema import finish, new_document
+from app.core.network import COLLECTIVE_OPS, busbw_factor
+
+NCCL_TEST_OPS = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "all_to_all": "all_to_all",
+    "broadcast": "broadcast",
+    "sendrecv": "send_recv",
+    "send_recv": "send_recv",
+    "reduce": "reduce",
+}
+TYPE_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "float": 4,
+    "int32": 4,
+    "uint32": 4,
+    "double": 8,
+    "int64": 8,
+    "uint64": 8,
+    "float8e4m3": 1,
+    "float8e5m2": 1,
+}
+_RANK_RE = re.compile(
+    r"#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.*)"
+)
+_PROGRAM_RE = re.compile(r"(?:Collective test starting:|^#\s*)\s*(\w+?)_perf")
+
+
+def op_from_name(text: str) -> str | None:
+    """'…/all_reduce_perf' or 'all_reduce_perf.log' → 'all_reduce'."""
+    match = re.search(
+        r"(all_reduce|all_gather|reduce_scatter|alltoall|all_to_all|broadcast|sendrecv|send_recv|reduce)(?:_perf)?",
+        text,
+    )
+    return NCCL_TEST_OPS.get(match.group(1)) if match else None
+
+
+def detect_format(text: str) -> str:
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        data = json.loads(stripped)
+        if "results" in data and "config" in data:
+            return "nccl-tests-json"
+        if "rows" in data and "schema_version" in data:
+            return "clusterplan"
+        raise ValueError("JSON input is neither nccl-tests -J output nor a ClusterPlan result document")
+    if "(mean)" in text and "(median)" in text:
+        return "mamf-finder"
+    if re.search(r"#\s+size\s+count", text) or "busbw" in text:
+        return "nccl-tests"
+    raise ValueError(
+        "cannot tell the format: expected nccl-tests output, nccl-tests -J JSON or mamf-finder output"
+    )
+
+
+def import_text(text: str, op: str | None = None, name: str = "", fmt: str | None = None) -> dict[str, Any]:
+    """Parse any supported tool output into a result document (raises ValueError with the reason)."""
+    fmt = fmt or detect_format(text)
+    if fmt == "nccl-tests":
+        return import_nccl_tests_text(text, op=op, name=name)
+    if fmt == "nccl-tests-json":
+        return import_nccl_tests_json(json.loads(text), op=op, name=name)
+    if fmt == "mamf-finder":
+        return import_mamf_finder(text)
+    if fmt == "clusterplan":
+        return json.loads(text)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def import_file(path: str | Path, op: str | None = None, fmt: str | None = None) -> dict[str, Any]:
+    p = Path(path)
+    return import_text(p.read_text(errors="replace"), op=op, name=p.name, fmt=fmt)
+
+
+def _resolve_op(op: str | None, *hints: str) -> str:
+    if op:
+        resolved = NCCL_TEST_OPS.get(op, op)
+        if resolved not in COLLECTIVE_OPS and resolved != "reduce":
+            raise ValueError(f"unknown collective {op!r}; choose from {', '.join(COLLECTIVE_OPS)}")
+        return resolved
+    for hint in hints:
+        found = op_from_name(hint) if hint else None
+        if found:
+            return found
+    raise ValueError("cannot tell which collective this is; pass --op (e.g. all_reduce)")
+
+
+def _float(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _row(
+    op: str,
+    size: int,
+    count: int,
+    dtype: str,
+    ranks: int,
+    time_us: float,
+    algbw: float,
+    busbw: float,
+    wrong: int | None,
+) -> dict[str, Any]:
+    return {
+        "op": op,
+        "group": "all",
+        "ranks": ranks,
+        "size_bytes": size,
+        "count": count,
+        "dtype": dtype,
+        "in_place": False,
+        "time_us": time_us,
+        "algbw_gbps": algbw,
+        "busbw_gbps": busbw,
+        "wrong": int(wrong or 0),
+        "checked": wrong is not None,
+    }
+
+
+def import_nccl_tests_text(text: str, op: str | None = None, name: str = "") -> dict[str, Any]:
+    program = ""
+    ranks: list[tuple[int, str, int, str]] = []
+    columns: list[str] | None = None
+    rows: list[dict[str, Any]] = []
+    header_cfg: dict[str, Any] = {}
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        m = re.search(r"Collective test starting:\s*(\S+)", line)
+        if m:
+            program = m.group(1)
+        m = _RANK_RE.match(line.strip())
+        if m:
+            ranks.append((int(m.group(1)), m.group(2), int(m.group(3)), m.group(4).strip()))
+            continue
+        m = re.match(
+            r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+).*?warmup iters:\s*(\d+)\s+iters:\s*(\d+)",
+            line,
+        )
+        if m:
+            header_cfg = {
+                "nthreads": int(m.group(1)),
+                "ngpus": int(m.group(2)),
+                "min_bytes": int(m.group(3)),
+                "max_bytes": int(m.group(4)),
+                "warmup_iters": int(m.group(5)),
+                "iters": int(m.group(6)),
+            }
+        if line.startswith("#") and re.search(r"\bsize\b", line) and re.search(r"\bcount\b", line):
+            columns = line.lstrip("#").split()
+            continue
+        if columns is None or line.startswith("#") or not line.strip():
+            continue
+        parts = line.split()
+        if not parts or not parts[0].isdigit():
+            continue
+        # Fixed columns before the timings: size count type [redop] [root]
+        fixed = columns[: columns.index("time")] if "time" in columns else columns[:5]
+        if len(parts) < len(fixed) + 4:
+            continue
+        values = dict(zip(fixed, parts, strict=False))
+        t, algbw, busbw, wrong = parts[len(fixed) : len(fixed) + 4]
+        time_us, alg, bus = _float(t), _float(algbw), _float(busbw)
+        if time_us is None or alg is None or bus is None:
+            continue
+        size = int(values["size"])
+        rows.append(
+            _row(
+                "",
+                size,
+                int(values.get("count", 0)),
+                values.get("type", ""),
+                0,
+                time_us,
+                alg,
+                bus,
+                None if wrong == "N/A" else int(float(wrong)),
+            )
+        )
+    if columns is None or not rows:
+        raise ValueError(
+            "no nccl-tests result lines found (expected a '# size count type …' header and rows)"
+        )
+    resolved = _resolve_op(op, program, name)
+    nranks = len(ranks) or 0
+    for row in rows:
+        row["op"] = resolved
+        row["ranks"] = nranks
+    hosts = sorted({r[1] for r in ranks})
+    env = {
+        "hostnames": hosts,
+        "devices": [{"rank": r[0], "host": r[1], "index": r[2], "name": r[3]} for r in ranks],
+    }
+    doc = new_document(
+        "collectives",
+        {"ops": [resolved], **header_cfg},
+        argv=[program or name],
+        environment=env,
+        source="nccl-tests",
+    )
+    doc["rows"] = rows
+    _fill_missing_busbw(doc)
+    return finish(doc, "complete")
+
+
+def import_nccl_tests_json(data: dict[str, Any], op: str | None = None, name: str = "") -> dict[str, Any]:
+    args = [str(a) for a in data.get("args", [])]
+    config = data.get("config", {}) or {}
+    devices = config.get("devices", []) or []
+    resolved = _resolve_op(
+        op, args[0] if args else "", name, *(r.get("experiment_name", "") for r in data.get("results", []))
+    )
+    rows = []
+    for result in data.get("results", []):
+        oop = result.get("out_of_place") or result.get("in_place")
+        if not oop:
+            continue
+        wrong = oop.get("nwrong")
+        rows.append(
+            _row(
+                resolved,
+                int(result["size"]),
+                int(result.get("count", 0)),
+                str(result.get("type", "")),
+                len(devices),
+                float(oop.get("time", oop.get("cpu_time", 0.0))),
+                float(oop["alg_bw"]),
+                float(oop["bus_bw"]),
+                None if wrong is None else int(float(wrong)),
+            )
+        )
+    if not rows:
+        raise ValueError("the nccl-tests JSON has no results")
+    nccl = data.get("nccl_version")
+    env = {
+        "hostnames": sorted({str(d.get("hostname", "")) for d in devices}),
+        "devices": [
+            {
+                "rank": d.get("rank"),
+                "host": d.get("hostname"),
+                "index": d.get("device"),
+                "name": d.get("device_info"),
+            }
+            for d in devices
+        ],
+        "nccl": f"{nccl // 10000}.{nccl // 100 % 100}.{nccl % 100}"
+        if isinstance(nccl, int) and nccl > 10000
+        else nccl,
+    }
+    cfg = {
+        "ops": [resolved],
+        "min_bytes": config.get("minimum_bytes"),
+        "max_bytes": config.get("maximum_bytes"),
+        "iters": config.get("iterations"),
+        "warmup_iters": config.get("warmup_iters"),
+    }
+    doc = new_document("collectives", cfg, argv=args, environment=env, source="nccl-tests")
+    doc["started_at"] = data.get("start_time")
+    doc["rows"] = rows
+    finish(doc, "complete")
+    doc["finished_at"] = data.get("end_time") or doc["finished_at"]
+    return doc
+
+
+def _fill_missing_busbw(doc: dict[str, Any]) -> None:
+    for row in doc["rows"]:
+        if not row.get("busbw_gbps") and row.get("algbw_gbps") and row.get("ranks"):
+            row["busbw_gbps"] = row["algbw_gbps"] * busbw_factor(row["op"], row["ranks"])
+
+
+_MAMF_ROW = re.compile(
+    r"(\d+)\s*\|\s*([\d.]+)\(mean\)\s+([\d.]+)\(median\)\s+([\d.]+)\(max\)\s*@\s*(\d+)x(\d+)x(\d+)"
+)
+_MAMF_DTYPES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+    "float8_e4m3fn": "fp8",
+    "float8_e4m3fnuz": "fp8",
+    "float8_e5m2": "fp8",
+}
+
+
+def import_mamf_finder(text: str) -> dict[str, Any]:
+    dtype_match = re.search(r"\*\* Dtype:\s*(?:torch\.)?(\w+)", text)
+    dtype = _MAMF_DTYPES.get(dtype_match.group(1), dtype_match.group(1)) if dtype_match else "bf16"
+    version = re.search(r"benchmark version:\s*(\S+)", text)
+    torch_v = re.search(r"^torch=(\S+)", text, re.MULTILINE)
+    rows = []
+    seen: set[tuple[int, int, int]] = set()
+    for chunk in re.split(r"[\r\n]", text):
+        m = _MAMF_ROW.search(chunk)
+        if not m:
+            continue
+        mean, median, best = (float(m.group(i)) for i in (2, 3, 4))
+        mm, nn, kk = (int(m.group(i)) for i in (5, 6, 7))
+        if (mm, nn, kk) in seen:
+            continue
+        seen.add((mm, nn, kk))
+        flops = 2.0 * mm * nn * kk
+        rows.append(
+            {
+                "m": mm,
+                "n": nn,
+                "k": kk,
+                "label": "",
+                "dtype": dtype,
+                "device": "cuda",
+                "flops": flops,
+                "iters": 0,
+                "time_us_best": flops / (best * 1e12) * 1e6 if best else 0.0,
+                "time_us_median": flops / (median * 1e12) * 1e6 if median else 0.0,
+                "time_us_mean": flops / (mean * 1e12) * 1e6 if mean else 0.0,
+                "best_tflops": best,
+                "median_tflops": median,
+                "mean_tflops": mean,
+            }
+        )
+    if not rows:
+        raise ValueError("no mamf-finder result lines found (expected '… (mean) … (median) … (max) @ MxNxK')")
+    env: dict[str, Any] = {"torch": torch_v.group(1) if torch_v else None, "hostnames": [], "devices": []}
+    doc = new_document(
+        "gemm",
+        {"dtypes": [dtype], "source_benchmark_version": version.group(1) if version else None},
+        argv=["mamf-finder.py"],
+        environment=env,
+        source="mamf-finder",
+    )
+    doc["rows"] = rows
+    return finish(doc, "complete")

@@ -1,0 +1,204 @@
+"""Run one benchmark job (what the node agent launches): gemm, collectives, or calibration (both).
+
+    python -m app.bench.job --kind calibration --params '{...}' --out result.json
+
+Progress goes to stdout as JSON lines; the result document is rewritten to --out as rows arrive, so a
+cancelled or killed run still leaves its partial results. Collectives run under torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from app.bench.config import CollectiveConfig, GemmConfig, GemmShape, parse_shape_ranges
+from app.bench.progress import ProgressSink, on_interrupt
+from app.bench.schema import finish, new_document, write_document
+from app.bench.shapes import square_sweep
+
+DEFAULT_CALIBRATION_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def gemm_config_from_params(params: dict[str, Any]) -> GemmConfig:
+    shapes: list[GemmShape]
+    if params.get("shapes"):
+        raw = params["shapes"]
+        if isinstance(raw, str):
+            shapes = [GemmShape(m, n, k) for m, n, k in parse_shape_ranges(raw)]
+        else:
+            shapes = [GemmShape(int(s["m"]), int(s["n"]), int(s["k"]), str(s.get("label", ""))) for s in raw]
+    else:
+        shapes = square_sweep(tuple(int(s) for s in params.get("sizes", (256, 512, 1024, 2048))))
+    dtypes = params.get("dtypes") or [params.get("dtype", "bf16")]
+    return GemmConfig(
+        shapes=tuple(shapes),
+        dtypes=tuple(dtypes),
+        device=params.get("device", "auto"),
+        iters=int(params.get("iters", 20)),
+        warmup_iters=int(params.get("warmup_iters", 5)),
+        flush_cache=bool(params.get("flush_cache", True)),
+    )
+
+
+def collective_config_from_params(params: dict[str, Any]) -> CollectiveConfig:
+    data = dict(params)
+    data.setdefault("ops", list(DEFAULT_CALIBRATION_OPS))
+    data.setdefault("iters", params.get("coll_iters", 10))
+    data.setdefault("warmup_iters", params.get("coll_warmup_iters", 2))
+    data.setdefault("min_bytes", "1K")
+    data.setdefault("max_bytes", "1M")
+    data.setdefault("step_factor", 4)
+    return CollectiveConfig.from_dict(data)
+
+
+def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink) -> dict[str, Any]:
+    """The combined document: kind, rows of every part (GEMM rows and collective rows), parts' environments."""
+    if kind not in ("gemm", "collectives", "calibration"):
+        raise ValueError(f"unknown job kind {kind!r}")
+    doc = new_document(kind, params, argv=sys.argv)
+    interrupted = {"flag": False}
+
+    def _partial(_signum: int) -> None:
+        interrupted["flag"] = True
+        finish(doc, "interrupted")
+        write_document(doc, out_path)
+        sink.finish("interrupted", rows=len(doc["rows"]))
+
+    on_interrupt(_partial)
+    parts = []
+    if kind in ("gemm", "calibration"):
+        parts.append("gemm")
+    if kind in ("collectives", "calibration") and int(params.get("nproc", 2)) >= 1:
+        parts.append("collectives")
+    gemm_cfg = gemm_config_from_params(params.get("gemm", params)) if "gemm" in parts else None
+    coll_cfg = (
+        collective_config_from_params(params.get("collectives", params)) if "collectives" in parts else None
+    )
+    sink.start(len(parts), kind=kind, parts=parts)
+    part_sink = _ForwardingSink(sink, doc, out_path)
+    if gemm_cfg is not None:
+        from app.bench.gemm import run_gemm
+
+        gemm_doc = run_gemm(gemm_cfg, part_sink, None, argv=sys.argv)
+        doc["environment"] = gemm_doc["environment"]
+        doc.setdefault("parts", {})["gemm"] = {"config": gemm_doc["config"], "summary": gemm_doc["summary"]}
+    if coll_cfg is not None:
+        from app.bench.config import validate_collectives
+        from app.bench.environment import cuda_device_count
+        from app.bench.launch import run_torchrun
+
+        nproc = int(params.get("nproc", 2))
+        validate_collectives(coll_cfg, nproc, cuda_device_count())
+        with tempfile.TemporaryDirectory() as tmp:
+            code, coll_doc = run_torchrun(
+                coll_cfg,
+                nproc,
+                str(Path(tmp) / "collectives.json"),
+                on_event=part_sink.forward,
+                user_argv=sys.argv,
+                on_output=lambda line: sink.log(line[-500:]) if "Error" in line or "error" in line else None,
+            )
+        if code == 130:  # stopped by SIGINT/SIGTERM: keep what was measured
+            finish(doc, "interrupted")
+            write_document(doc, out_path)
+            sink.finish("interrupted", rows=len(doc["rows"]))
+            raise SystemExit(130)
+        if coll_doc is None or code not in (0,):
+            if coll_doc is not None:
+                doc.setdefault("parts", {})["collectives"] = {
+                    "config": coll_doc["config"],
+                    "status": coll_doc["status"],
+                }
+            raise RuntimeError(f"collective sweep exited with status {code}")
+        doc.setdefault("parts", {})["collectives"] = {
+            "config": coll_doc["config"],
+            "summary": coll_doc["summary"],
+            "environment": coll_doc["environment"],
+        }
+        if not doc["environment"]:
+            doc["environment"] = coll_doc["environment"]
+        else:
+            doc["environment"]["hostnames"] = coll_doc["environment"].get(
+                "hostnames", doc["environment"].get("hostnames")
+            )
+    finish(doc, "complete")
+    write_document(doc, out_path)
+    sink.finish("complete", summary=doc["summary"])
+    return doc
+
+
+class _ForwardingSink(ProgressSink):
+    """Collects rows of a part into the job document and forwards them (with job-wide progress)."""
+
+    def __init__(self, parent: ProgressSink, doc: dict[str, Any], out_path: str) -> None:
+        super().__init__(None)
+        self.parent, self.doc, self.out_path = parent, doc, out_path
+        self.part_index = -1
+
+    def start(self, total: int, **payload: Any) -> None:
+        super().start(total, **payload)
+        self.part_index += 1
+        self.parent.log(f"part {payload.get('kind', '?')}: {total} measurements")
+
+    def row(self, row: dict[str, Any], steps: int = 1) -> None:
+        super().row(row, steps)
+        self._record(row)
+
+    def forward(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "start":
+            self.start(int(event.get("total", 0)), kind="collectives")
+        elif event.get("event") == "row":
+            self.done = int(event.get("done", self.done + 1))
+            self._record(event.get("row", {}))
+        elif event.get("event") == "log":
+            self.parent.log(str(event.get("message", "")))
+
+    def _record(self, row: dict[str, Any]) -> None:
+        if "skipped_size_bytes" not in row:
+            self.doc["rows"].append(row)
+            write_document(self.doc, self.out_path)
+        # Job-wide progress: finished parts plus the finished fraction of the current part.
+        parts = max(1, self.parent.total)
+        fraction = self.done / self.total if self.total else 1.0
+        overall = min(1.0, (self.part_index + fraction) / parts)
+        elapsed = time.monotonic() - self.parent.started
+        eta = elapsed / overall - elapsed if overall > 0 else None
+        self.parent.emit(
+            "row",
+            row=row,
+            done=self.done,
+            total=self.total,
+            part=self.part_index,
+            progress=round(overall, 4),
+            eta_s=None if eta is None else round(eta, 2),
+        )
+
+    def finish(self, status: str, **payload: Any) -> None:
+        pass
+
+    def log(self, message: str) -> None:
+        self.parent.log(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="run one benchmark job")
+    parser.add_argument("--kind", required=True, choices=("gemm", "collectives", "calibration"))
+    parser.add_argument("--params", default="{}")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    sink = ProgressSink(sys.stdout)
+    try:
+        run_job(args.kind, json.loads(args.params), args.out, sink)
+    except Exception as exc:  # the agent reports any failure of the run to the server
+        sink.emit("error", message=f"{type(exc).__name__}: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The one JSON result document every run writes (and every importer produces).
+
+    {schema_version, benchmark_version, kind, source, status, argv, started_at, finished_at,
+     environment: {hostnames, torch, cuda, nccl, driver, devices, ...}, config, rows, summary}
+
+Collective rows carry at least size_bytes, time_us, algbw_gbps, busbw_gbps, wrong (nccl-tests columns,
+GB/s = 1e9 bytes/s); GEMM rows carry m, n, k, dtype and best/median/mean TFLOP/s (1e12 FLOP/s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.bench import BENCHMARK_VERSION, SCHEMA_VERSION
+
+KINDS = ("gemm", "collectives", "calibration")
+STATUSES = ("running", "complete", "partial", "interrupted", "failed")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_document(
+    kind: str,
+    config: dict[str, Any],
+    argv: list[str] | None = None,
+    environment: dict[str, Any] | None = None,
+    source: str = "clusterplan",
+) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "benchmark_version": BENCHMARK_VERSION,
+        "kind": kind,
+        "source": source,
+        "status": "running",
+        "argv": list(sys.argv if argv is None else argv),
+        "started_at": now_iso(),
+        "finished_at": None,
+        "environment": environment or {},
+        "config": config,
+        "rows": [],
+        "summary": {},
+    }
+
+
+def collective_row(
+    op: str,
+    size_bytes: int,
+    count: int,
+    dtype: str,
+    ranks: int,
+    time_s: float,
+    busbw_factor: float,
+    wrong: int,
+    group: str = "all",
+    nodes: int = 1,
+    ranks_per_node: int = 1,
+    time_min_s: float | None = None,
+    time_max_s: float | None = None,
+) -> dict[str, Any]:
+    """One nccl-tests line: algbw = size / time, busbw = algbw × factor (nccl-tests doc/PERFORMANCE.md)."""
+    algbw = size_bytes / time_s / 1e9 if time_s > 0 else 0.0
+    return {
+        "op": op,
+        "group": group,
+        "ranks": ranks,
+        "nodes": nodes,
+        "ranks_per_node": ranks_per_node,
+        "size_bytes": int(size_bytes),
+        "count": int(count),
+        "dtype": dtype,
+        "in_place": False,
+        "time_us": time_s * 1e6,
+        "time_us_min": (time_min_s if time_min_s is not None else time_s) * 1e6,
+        "time_us_max": (time_max_s if time_max_s is not None else time_s) * 1e6,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * busbw_factor,
+        "wrong": int(wrong),
+    }
+
+
+def gemm_row(
+    m: int, n: int, k: int, dtype: str, device: str, times_s: list[float], label: str = ""
+) -> dict[str, Any]:
+    """Best / median / mean over per-iteration times (mamf-finder reports the same three)."""
+    flops = 2.0 * m * n * k
+    best, median, mean = min(times_s), statistics.median(times_s), statistics.fmean(times_s)
+    return {
+        "m": m,
+        "n": n,
+        "k": k,
+        "label": label,
+        "dtype": dtype,
+        "device": device,
+        "flops": flops,
+        "iters": len(times_s),
+        "time_us_best": best * 1e6,
+        "time_us_median": median * 1e6,
+        "time_us_mean": mean * 1e6,
+        "best_tflops": flops / best / 1e12,
+        "median_tflops": flops / median / 1e12,
+        "mean_tflops": flops / mean / 1e12,
+    }
+
+
+def summarise(doc: dict[str, Any]) -> dict[str, Any]:
+    """Headline numbers: max TFLOP/s per dtype (GEMM); average busbw and #wrong per op and group."""
+    rows = doc.get("rows", [])
+    summary: dict[str, Any] = {"rows": len(rows)}
+    gemm_rows = [r for r in rows if "best_tflops" in r]
+    if gemm_rows:
+        best: dict[str, Any] = {}
+        for row in gemm_rows:
+            cur = best.get(row["dtype"])
+            if cur is None or row["best_tflops"] > cur["tflops"]:
+                best[row["dtype"]] = {
+                    "tflops": row["best_tflops"],
+                    "m": row["m"],
+                    "n": row["n"],
+                    "k": row["k"],
+                }
+        summary["max_tflops"] = best
+    coll_rows = [r for r in rows if "busbw_gbps" in r]
+    if coll_rows:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in coll_rows:
+            groups.setdefault(f"{row.get('op', '?')}/{row.get('group', 'all')}", []).append(row)
+        summary["avg_busbw_gbps"] = {
+            key: statistics.fmean(r["busbw_gbps"] for r in group) for key, group in groups.items()
+        }
+        summary["wrong"] = sum(int(r.get("wrong", 0)) for r in coll_rows)
+    return summary
+
+
+def finish(doc: dict[str, Any], status: str = "complete") -> dict[str, Any]:
+    doc["status"] = status
+    doc["finished_at"] = now_iso()
+    doc["summary"] = summarise(doc)
+    return doc
+
+
+def write_document(doc: dict[str, Any], path: str | Path) -> None:
+    """Atomic write (temp file + rename): a reader, or a run killed mid-write, never sees half a file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(tmp, target)
+
+
+def read_document(path: str | Path) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or "rows" not in data:
+        raise ValueError(f"{path} is not a benchmark result document")
+    return data

@@ -1,0 +1,60 @@
+"""Fit the GEMM throughput curve achievable(I) = F · I / (I + h) (app/core/efficiency.py) to measured rows.
+
+For a given h the F minimising the relative squared error Σ((F·g_i − y_i)/y_i)², g_i = I_i/(I_i + h), is
+F = Σ(g_i/y_i) / Σ(g_i²/y_i²); h is searched on a logarithmic grid (0 and 10⁻²…10⁵). Relative residuals
+make small and large shapes count alike.
+Measured throughput is each shape's median (robust to stragglers; mamf-finder reports it alongside best).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.core.efficiency import GemmEfficiency
+
+
+@dataclass(frozen=True)
+class GemmFit:
+    efficiency: GemmEfficiency
+    points: int
+    mape_pct: float  # mean |predicted − measured| / measured over the fitted rows
+
+
+def gemm_rows(doc: dict[str, Any], dtype: str | None = None) -> list[dict[str, Any]]:
+    rows = [r for r in doc.get("rows", []) if "median_tflops" in r and r.get("median_tflops", 0) > 0]
+    return [r for r in rows if dtype is None or r.get("dtype") == dtype]
+
+
+def intensity(m: float, n: float, k: float) -> float:
+    return 1.0 / (1.0 / m + 1.0 / n + 1.0 / k)
+
+
+def fit_gemm(rows: list[dict[str, Any]], dtype: str, source: str = "") -> GemmFit:
+    if not rows:
+        raise ValueError(f"no GEMM rows for dtype {dtype}")
+    i = np.array([intensity(r["m"], r["n"], r["k"]) for r in rows])
+    y = np.array([r["median_tflops"] * 1e12 for r in rows])
+    # For a fixed h the best F (least relative squared error) is closed-form; search h on a log grid.
+    best: tuple[float, float, float] | None = None
+    for half in np.concatenate([[0.0], np.logspace(-2, 5, 281)]):
+        g = i / (i + half)
+        max_flops = float(np.sum(g / y) / np.sum(g * g / (y * y)))
+        err = float(np.sum(np.square((max_flops * g - y) / y)))
+        if best is None or err < best[0]:
+            best = (err, max_flops, float(half))
+    assert best is not None
+    _, max_flops, half = best
+    eff = GemmEfficiency(
+        max_flops=max_flops, half_intensity=half, dtype=dtype, source=source or "calibration fit"
+    )
+    pred = np.array([float(eff.flops_per_s(r["m"], r["n"], r["k"])) for r in rows])
+    mape = float(np.mean(np.abs(pred - y) / y) * 100)
+    return GemmFit(eff, len(rows), mape)
+
+
+def fit_all_dtypes(doc: dict[str, Any], source: str = "") -> dict[str, GemmFit]:
+    dtypes = sorted({r["dtype"] for r in gemm_rows(doc)})
+    return {d: fit_gemm(gemm_rows(doc, d), d, source) for d in dtypes}

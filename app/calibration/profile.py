@@ -1,0 +1,202 @@
+"""From a result document to a calibrated hardware profile and its predicted-vs-measured report.
+
+`build_profile(doc, gpu, fabric)` returns the profile parameters (JSON-ready) and the report; stored in
+the CalibrationProfile table by app/services/calibration.py. `hardware_profile(params, name, version)`
+turns stored parameters back into the core's `HardwareProfile(gemm, network, name, version)`.
+
+"Before" predictions use the published defaults the estimator would use without calibration
+(`GemmEfficiency.for_gpu` from the catalog's measured matmul TFLOP/s; `default_network_params()`), for
+the declared GPU and fabric; "after" predictions use the fitted curve and parameters.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict
+from typing import Any
+
+from app.calibration.collective_fit import (
+    calibrate_network,
+    collective_rows,
+    fit_alpha_beta_by_tier,
+    placement_of,
+    predict_time_s,
+    regime_for,
+)
+from app.calibration.gemm_fit import fit_all_dtypes, gemm_rows
+from app.core.efficiency import GemmEfficiency, HardwareProfile
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.network import NetworkParams, busbw_factor, default_network_params
+
+DEFAULT_GPU = "H100-SXM"
+DEFAULT_FABRIC = "ib-ndr-8x400"
+PREFERRED_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
+
+
+def cluster_for(doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec) -> ClusterSpec:
+    rows = collective_rows(doc)
+    nodes = max([placement_of(r).nodes for r in rows] or [1])
+    rpn = max([placement_of(r).ranks_per_node for r in rows] or [1])
+    return ClusterSpec(
+        gpu=gpu,
+        num_nodes=max(1, nodes),
+        gpus_per_node=max(gpu.default_gpus_per_node, rpn),
+        scaleup_kind=gpu.scaleup_kind,
+        fabric=fabric,
+    )
+
+
+def _err_pct(predicted: float | None, measured: float) -> float | None:
+    if predicted is None or measured <= 0:
+        return None
+    return (predicted - measured) / measured * 100.0
+
+
+def _mape(values: list[float | None]) -> float | None:
+    vals = [abs(v) for v in values if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def build_profile(
+    doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec, source: str = ""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(params, report) for a result document measured on `gpu` GPUs linked by `fabric`."""
+    params: dict[str, Any] = {
+        "gpu": gpu.name,
+        "fabric": fabric.name,
+        "benchmark_version": doc.get("benchmark_version"),
+        "environment": {
+            k: doc.get("environment", {}).get(k)
+            for k in ("hostnames", "torch", "cuda", "nccl", "driver", "devices")
+        },
+    }
+    report: dict[str, Any] = {"gpu": gpu.name, "fabric": fabric.name, "notes": []}
+
+    g_rows = gemm_rows(doc)
+    if g_rows:
+        fits = fit_all_dtypes(doc, source=source)
+        params["gemm"] = {d: asdict(f.efficiency) for d, f in fits.items()}
+        primary = next((d for d in PREFERRED_DTYPES if d in fits), next(iter(fits)))
+        params["gemm_primary_dtype"] = primary
+        table = []
+        for r in g_rows:
+            fit = fits[r["dtype"]].efficiency
+            try:
+                before_eff: GemmEfficiency | None = GemmEfficiency.for_gpu(
+                    gpu, r["dtype"] if r["dtype"] != "tf32" else "tf32"
+                )
+            except KeyError:
+                before_eff = None
+            measured = r["median_tflops"]
+            before = float(before_eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12 if before_eff else None
+            after = float(fit.flops_per_s(r["m"], r["n"], r["k"])) / 1e12
+            table.append(
+                {
+                    "m": r["m"],
+                    "n": r["n"],
+                    "k": r["k"],
+                    "dtype": r["dtype"],
+                    "label": r.get("label", ""),
+                    "measured_tflops": measured,
+                    "best_tflops": r.get("best_tflops"),
+                    "before_tflops": before,
+                    "after_tflops": after,
+                    "before_err_pct": _err_pct(before, measured),
+                    "after_err_pct": _err_pct(after, measured),
+                }
+            )
+        report["gemm"] = {
+            "rows": table,
+            "mape_before_pct": _mape([t["before_err_pct"] for t in table]),
+            "mape_after_pct": _mape([t["after_err_pct"] for t in table]),
+            "fits": {
+                d: {
+                    "max_tflops": f.efficiency.max_flops / 1e12,
+                    "half_intensity": f.efficiency.half_intensity,
+                    "points": f.points,
+                    "mape_pct": f.mape_pct,
+                }
+                for d, f in fits.items()
+            },
+        }
+
+    c_rows = collective_rows(doc)
+    if c_rows:
+        cluster = cluster_for(doc, gpu, fabric)
+        defaults = default_network_params()
+        calibrated, overrides = calibrate_network(doc, cluster, defaults)
+        calibrated = NetworkParams.from_dict(
+            {**overrides, "name": "calibrated", "source": source or "calibration"}, defaults
+        )
+        alpha_beta = fit_alpha_beta_by_tier(doc, cluster)
+        params["network"] = {**overrides, "name": "calibrated", "source": source or "calibration"}
+        params["alpha_beta"] = {
+            tier: {key: [f.to_dict() for f in fits] for key, fits in ops.items()}
+            for tier, ops in alpha_beta.items()
+        }
+        params["cluster"] = {"gpus_per_node": cluster.gpus_per_node, "nodes": cluster.num_nodes}
+        table = []
+        for r in c_rows:
+            measured_s = r["time_us"] / 1e6
+            before_s = predict_time_s(r, cluster, defaults)
+            after_s = predict_time_s(r, cluster, calibrated)
+            from app.calibration.collective_fit import tier_of
+
+            tier = tier_of(r, cluster)
+            ab_fits = alpha_beta[tier][f"{r['op']}@{int(r.get('ranks') or 2)}"]
+            factor = busbw_factor(r["op"], int(r.get("ranks") or 2))
+            ab_s = regime_for(ab_fits, r["size_bytes"]).time_s(r["size_bytes"], factor)
+            size = r["size_bytes"]
+            table.append(
+                {
+                    "op": r["op"],
+                    "group": r.get("group", "all"),
+                    "ranks": r.get("ranks"),
+                    "tier": tier,
+                    "size_bytes": size,
+                    "measured_time_us": r["time_us"],
+                    "measured_busbw_gbps": r["busbw_gbps"],
+                    "before_time_us": before_s * 1e6,
+                    "after_time_us": after_s * 1e6,
+                    "alpha_beta_time_us": ab_s * 1e6,
+                    "before_busbw_gbps": size / before_s * factor / 1e9 if before_s > 0 else None,
+                    "after_busbw_gbps": size / after_s * factor / 1e9 if after_s > 0 else None,
+                    "before_err_pct": _err_pct(before_s, measured_s),
+                    "after_err_pct": _err_pct(after_s, measured_s),
+                    "alpha_beta_err_pct": _err_pct(ab_s, measured_s),
+                }
+            )
+        report["collectives"] = {
+            "rows": table,
+            "mape_before_pct": _mape([t["before_err_pct"] for t in table]),
+            "mape_after_pct": _mape([t["after_err_pct"] for t in table]),
+            "mape_alpha_beta_pct": _mape([t["alpha_beta_err_pct"] for t in table]),
+        }
+    if not g_rows and not c_rows:
+        raise ValueError("the result has no GEMM or collective rows to calibrate from")
+    devices = params["environment"].get("devices") or []
+    if devices and all(str(d.get("name", "")).startswith("cpu") for d in devices):
+        report["notes"].append(
+            f"measured on CPU (gloo): 'before' shows the catalog defaults for {gpu.name}, which a CPU is not; "
+            "the fit itself is valid for the measured device"
+        )
+    return params, report
+
+
+def hardware_profile(params: dict[str, Any], name: str, version: int | str) -> HardwareProfile:
+    """The core's HardwareProfile from stored profile parameters."""
+    gemm = None
+    fits = params.get("gemm") or {}
+    if fits:
+        primary = params.get("gemm_primary_dtype") or next(iter(fits))
+        data = fits[primary]
+        gemm = GemmEfficiency(
+            max_flops=float(data["max_flops"]),
+            half_intensity=float(data["half_intensity"]),
+            dtype=str(data.get("dtype", primary)),
+            source=str(data.get("source", "")),
+        )
+    network = None
+    if params.get("network"):
+        network = NetworkParams.from_dict({**params["network"], "name": name, "version": str(version)})
+    return HardwareProfile(gemm=gemm, network=network, name=name, version=str(version))

@@ -1,0 +1,306 @@
+"""`clusterplan bench gemm|collectives|import|slurm-script`: run and import GEMM and collective benchmarks.
+
+torch is imported only when a measurement runs (gemm), or inside the torchrun workers (collectives).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.bench.config import (
+    CollectiveConfig,
+    GemmConfig,
+    GemmShape,
+    parse_shape_ranges,
+    validate_collectives,
+)
+from app.bench.progress import ProgressSink
+from app.bench.report import collective_header, collective_line, gemm_header, gemm_line, render_document
+from app.bench.schema import write_document
+from app.bench.sizes import parse_size
+from app.cli.main import UserError
+
+bench = typer.Typer(
+    help="Measure GEMM and collective performance; import nccl-tests / mamf-finder output.",
+    no_args_is_help=True,
+)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(bench, name="bench")
+
+
+def _split(values: list[str]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def _emit(doc: dict[str, Any], as_json: bool, out: Path | None) -> None:
+    if out is not None:
+        write_document(doc, out)
+    if as_json:
+        typer.echo(json.dumps(doc, indent=1))
+
+
+@bench.command(
+    "gemm", help="Maximum-achievable-matmul sweep (warm-up, cache flush, best/median/mean TFLOP/s)."
+)
+def gemm(
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    dtype: Annotated[
+        list[str], typer.Option(help="fp32, tf32, bf16, fp16, fp8 (repeat or comma-separate)")
+    ] = ["bf16"],  # noqa: B006
+    shapes: Annotated[
+        str | None, typer.Option(help='"M N K; …", a size per square shape, or start:stop:step per dimension')
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="catalog model: sweep its exact per-layer GEMM shapes")
+    ] = None,
+    tp: Annotated[int, typer.Option(min=1, help="tensor-parallel degree for --model shapes")] = 1,
+    micro_batch: Annotated[int, typer.Option(min=1, help="micro-batch for --model shapes")] = 1,
+    seq_len: Annotated[int, typer.Option(min=1, help="sequence length for --model shapes")] = 4096,
+    iters: Annotated[int, typer.Option(min=1)] = 50,
+    warmup_iters: Annotated[int, typer.Option(min=0)] = 10,
+    flush: Annotated[bool, typer.Option(help="flush the cache before each timed matmul")] = True,
+    all_devices: Annotated[bool, typer.Option(help="sweep every local GPU in turn")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="also write the document here (partial on interrupt)")
+    ] = None,
+    events: Annotated[bool, typer.Option(help="JSON-lines progress events on stderr")] = False,
+) -> None:
+    if model:
+        from app.bench.shapes import model_gemm_shapes
+        from app.catalog import find_model
+
+        shape_list = model_gemm_shapes(find_model(model), tp=tp, micro_batch=micro_batch, seq_len=seq_len)
+    elif shapes:
+        shape_list = [GemmShape(m, n, k) for m, n, k in parse_shape_ranges(shapes)]
+    else:
+        from app.bench.shapes import square_sweep
+
+        shape_list = square_sweep(
+            (256, 512, 1024, 2048) if device == "cpu" else (1024, 2048, 4096, 8192, 16384)
+        )
+    config = GemmConfig(
+        shapes=tuple(shape_list),
+        dtypes=tuple(_split(dtype)),
+        device=device,
+        iters=iters,
+        warmup_iters=warmup_iters,
+        flush_cache=flush,
+    )
+
+    from app.bench.gemm import run_gemm
+    from app.bench.progress import on_interrupt
+    from app.bench.schema import finish
+
+    sink = _TableSink(events, gemm_header, gemm_line, quiet=as_json)
+    partial: dict[str, Any] = {"rows": []}
+
+    def _interrupted(_signum: int) -> None:
+        doc = sink.doc or {"rows": partial["rows"]}
+        finish(doc, "interrupted")
+        _emit(doc, as_json, out)
+
+    on_interrupt(_interrupted)
+    doc = run_gemm(
+        config, sink, str(out) if out else None, argv=["clusterplan", *sys.argv[1:]], all_devices=all_devices
+    )
+    sink.doc = doc
+    if as_json:
+        typer.echo(json.dumps(doc, indent=1))
+    else:
+        for dt, best in doc["summary"].get("max_tflops", {}).items():
+            typer.echo(
+                f"# max {dt}: {best['tflops']:.3f} TFLOP/s @ {best['m']}x{best['n']}x{best['k']} (MxNxK)"
+            )
+        typer.echo(f"# benchmark_version {doc['benchmark_version']}")
+
+
+class _TableSink(ProgressSink):
+    """Prints table lines as rows arrive (unless --json), JSON-lines events to stderr with --events."""
+
+    def __init__(self, events: bool, header: Any, line: Any, quiet: bool) -> None:
+        super().__init__(sys.stderr if events else None)
+        self.header, self.line, self.quiet = header, line, quiet
+        self.printed_header: Any = None
+        self.doc: dict[str, Any] | None = None
+
+    def row(self, row: dict[str, Any], steps: int = 1) -> None:
+        super().row(row, steps)
+        if self.quiet or "skipped_size_bytes" in row:
+            return
+        key = (row.get("op"), row.get("group"), row.get("ranks")) if "op" in row else "gemm"
+        if key != self.printed_header:
+            typer.echo(self.header(row) if "op" in row else self.header())
+            self.printed_header = key
+        typer.echo(self.line(row))
+
+
+@bench.command("collectives", help="nccl-tests style sweep under torchrun (NCCL on CUDA, gloo on CPU).")
+def collectives(
+    op: Annotated[
+        list[str],
+        typer.Option(help="all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv, or all"),
+    ] = ["all_reduce"],  # noqa: B006
+    nproc: Annotated[int, typer.Option(help="ranks per node (torchrun --nproc-per-node)")] = 2,
+    minbytes: Annotated[str, typer.Option("--minbytes", "-b", help="smallest size, e.g. 1K")] = "1K",
+    maxbytes: Annotated[str, typer.Option("--maxbytes", "-e", help="largest size, e.g. 16M")] = "16M",
+    stepfactor: Annotated[float, typer.Option("--stepfactor", "-f")] = 2.0,
+    stepbytes: Annotated[
+        str, typer.Option("--stepbytes", "-i", help="fixed increment instead of a factor")
+    ] = "0",
+    iters: Annotated[int, typer.Option("--iters", "-n")] = 20,
+    warmup_iters: Annotated[int, typer.Option("--warmup-iters", "-w")] = 5,
+    dtype: Annotated[str, typer.Option(help="float32, float16, bfloat16, float64, int32")] = "float32",
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    backend: Annotated[str, typer.Option(help="auto | gloo | nccl")] = "auto",
+    groups: Annotated[
+        str, typer.Option(help="all | intra | inter | each (intra, inter and all separately)")
+    ] = "all",
+    ranks_per_node: Annotated[
+        int, typer.Option(help="override ranks per node (0 = torchrun's local world size)")
+    ] = 0,
+    check: Annotated[bool, typer.Option(help="verify results (#wrong)")] = True,
+    average: Annotated[str, typer.Option(help="reduce per-rank times: avg | min | max | rank0")] = "avg",
+    nnodes: Annotated[int, typer.Option(help="nodes (multi-node: run this on every node)")] = 1,
+    rdzv_endpoint: Annotated[str, typer.Option(help="host:port of node 0's c10d store (multi-node)")] = "",
+    rdzv_id: Annotated[str, typer.Option(help="rendezvous id shared by all nodes")] = "clusterplan",
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="also write the document here (partial on interrupt)")
+    ] = None,
+    events: Annotated[bool, typer.Option(help="JSON-lines progress events on stderr")] = False,
+) -> None:
+    from app.bench.environment import cuda_device_count
+    from app.bench.launch import Rendezvous, run_torchrun
+
+    config = CollectiveConfig(
+        ops=tuple(_split(op)),
+        min_bytes=parse_size(minbytes),
+        max_bytes=parse_size(maxbytes),
+        step_factor=stepfactor,
+        step_bytes=parse_size(stepbytes),
+        iters=iters,
+        warmup_iters=warmup_iters,
+        dtype=dtype,
+        backend=backend,
+        device=device,
+        groups=groups,
+        ranks_per_node=ranks_per_node,
+        check=check,
+        average=average,
+    )
+    validate_collectives(config, nproc, cuda_device_count() if (device != "cpu" and backend != "gloo") else 0)
+    if nnodes > 1 and not rdzv_endpoint:
+        raise UserError("multi-node runs need --rdzv-endpoint HOST:PORT (node 0's address)")
+    sink = _TableSink(events, collective_header, collective_line, quiet=as_json)
+
+    def on_event(event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "row":
+            sink.row(event.get("row", {}))
+        elif kind == "log":
+            typer.echo(f"# {event.get('message')}", err=True)
+
+    stderr_tail: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(out) if out else os.path.join(tmp, "collectives.json")
+        code, doc = run_torchrun(
+            config,
+            nproc,
+            path,
+            on_event=on_event,
+            rendezvous=Rendezvous(nnodes=nnodes, endpoint=rdzv_endpoint, run_id=rdzv_id),
+            user_argv=["clusterplan", *sys.argv[1:]],
+            on_output=lambda line: stderr_tail.append(line) if len(stderr_tail) < 400 else None,
+        )
+    if doc is None:
+        detail = "\n".join(line for line in stderr_tail if line.strip())[-3000:]
+        raise UserError(f"the benchmark did not produce results (torchrun exit {code}):\n{detail}")
+    if as_json:
+        typer.echo(json.dumps(doc, indent=1))
+    else:
+        summary = doc.get("summary", {})
+        for key, value in (summary.get("avg_busbw_gbps") or {}).items():
+            typer.echo(f"# Avg bus bandwidth {key}: {value:.3f} GB/s")
+        if "wrong" in summary:
+            typer.echo(
+                f"# Out of bounds values : {summary['wrong']} {'OK' if summary['wrong'] == 0 else 'FAILED'}"
+            )
+        typer.echo(f"# status {doc.get('status')} · benchmark_version {doc.get('benchmark_version')}")
+    if code != 0:
+        raise typer.Exit(130 if doc.get("status") == "interrupted" else code)
+
+
+@bench.command(
+    "import", help="Read nccl-tests output (text or -J JSON) or mamf-finder output into the result schema."
+)
+def import_(
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="the tool's output file")],
+    op: Annotated[
+        str | None, typer.Option(help="collective, when the file does not say (e.g. all_reduce)")
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="nccl-tests | nccl-tests-json | mamf-finder (default: detect)"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
+    out: Annotated[Path | None, typer.Option(help="write the document here")] = None,
+) -> None:
+    from app.bench.importers import import_file
+
+    doc = import_file(path, op=op, fmt=fmt)
+    if out is not None:
+        write_document(doc, out)
+    typer.echo(json.dumps(doc, indent=1) if as_json else render_document(doc))
+
+
+@bench.command(
+    "slurm-script",
+    help="Print an sbatch script that runs the collective sweep on N nodes with srun + torchrun.",
+)
+def slurm_script_cmd(
+    nodes: Annotated[int, typer.Option(min=1)] = 2,
+    gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
+    op: Annotated[list[str], typer.Option()] = ["all_reduce"],  # noqa: B006
+    minbytes: Annotated[str, typer.Option("--minbytes", "-b")] = "8",
+    maxbytes: Annotated[str, typer.Option("--maxbytes", "-e")] = "8G",
+    stepfactor: Annotated[float, typer.Option("--stepfactor", "-f")] = 2.0,
+    iters: Annotated[int, typer.Option("--iters", "-n")] = 20,
+    warmup_iters: Annotated[int, typer.Option("--warmup-iters", "-w")] = 5,
+    groups: Annotated[str, typer.Option(help="all | intra | inter | each")] = "each",
+    partition: Annotated[str, typer.Option()] = "",
+    account: Annotated[str, typer.Option()] = "",
+    time_limit: Annotated[str, typer.Option("--time")] = "00:30:00",
+    out: Annotated[Path | None, typer.Option(help="write the script here instead of printing it")] = None,
+) -> None:
+    from app.bench.launch import slurm_script
+
+    config = CollectiveConfig(
+        ops=tuple(_split(op)),
+        min_bytes=parse_size(minbytes),
+        max_bytes=parse_size(maxbytes),
+        step_factor=stepfactor,
+        iters=iters,
+        warmup_iters=warmup_iters,
+        groups=groups,
+        backend="nccl",
+        device="cuda",
+    )
+    validate_collectives(config, gpus_per_node, gpus_per_node)
+    script = slurm_script(
+        config, nodes, gpus_per_node, partition=partition, account=account, time_limit=time_limit
+    )
+    if out is not None:
+        out.write_text(script)
+        typer.echo(f"wrote {out}")
+    else:
+        typer.echo(script)

@@ -1,0 +1,125 @@
+"""Calibrated hardware profiles: fit from a finished job (or an imported document), list, get, load.
+
+Profiles are named and versioned: fitting again under the same name adds version n+1, never overwrites.
+`get_hardware_profile(session, name)` returns the core's HardwareProfile for the estimator and planner.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from app.calibration.profile import DEFAULT_FABRIC, DEFAULT_GPU, build_profile, hardware_profile
+from app.core.efficiency import HardwareProfile
+from app.core.errors import Problem, SpecError
+from app.errors import NotFoundError
+from app.models.benchmarks import BenchmarkJob, CalibrationProfile
+
+
+def _gpu(name: str | None) -> Any:
+    from app.catalog import find_gpu
+
+    return find_gpu(name or DEFAULT_GPU)
+
+
+def _fabric(name: str | None) -> Any:
+    from dataclasses import replace
+
+    from app.catalog.fabrics import find_fabric
+
+    spec = find_fabric(name or DEFAULT_FABRIC)
+    return spec if spec.name else replace(spec, name=name or DEFAULT_FABRIC)
+
+
+def next_version(session: Session, name: str) -> int:
+    current = session.exec(
+        select(func.max(CalibrationProfile.version)).where(CalibrationProfile.name == name)
+    ).one()
+    return int(current or 0) + 1
+
+
+def fit_profile(
+    session: Session,
+    doc: dict[str, Any],
+    name: str,
+    gpu: str | None = None,
+    fabric: str | None = None,
+    source_job_id: uuid.UUID | None = None,
+) -> CalibrationProfile:
+    name = name.strip()
+    if not name:
+        raise SpecError([Problem("name", "must not be empty")])
+    gpu_spec, fabric_spec = _gpu(gpu), _fabric(fabric)
+    version = next_version(session, name)
+    source = f"calibration {name} v{version}" + (f" from job {source_job_id}" if source_job_id else "")
+    try:
+        params, report = build_profile(doc, gpu_spec, fabric_spec, source=source)
+    except ValueError as exc:
+        raise SpecError([Problem("job", str(exc))]) from exc
+    profile = CalibrationProfile(
+        name=name,
+        version=version,
+        gpu_name=gpu_spec.name,
+        params=params,
+        report=report,
+        source_job_id=source_job_id,
+    )
+    session.add(profile)
+    session.commit()
+    session.refresh(profile)
+    return profile
+
+
+def fit_profile_from_job(
+    session: Session, job: BenchmarkJob, name: str, gpu: str | None = None, fabric: str | None = None
+) -> CalibrationProfile:
+    if job.status != "succeeded" and not job.partial_rows:
+        raise SpecError([Problem("job_id", f"job {job.id} is {job.status} and has no results to fit")])
+    doc = job.result or {"rows": job.partial_rows}
+    if not doc.get("rows"):
+        doc = {**doc, "rows": job.partial_rows}
+    return fit_profile(
+        session, doc, name, gpu or job.params.get("gpu"), fabric or job.params.get("fabric"), job.id
+    )
+
+
+def list_profiles(
+    session: Session, offset: int = 0, limit: int = 100
+) -> tuple[list[CalibrationProfile], int]:
+    total = int(session.exec(select(func.count()).select_from(CalibrationProfile)).one())
+    rows = session.exec(
+        select(CalibrationProfile)
+        .order_by(col(CalibrationProfile.name), col(CalibrationProfile.version).desc())
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    return list(rows), total
+
+
+def get_profile(session: Session, ref: str, version: int | None = None) -> CalibrationProfile:
+    """By id, or by name (latest version unless `version` is given)."""
+    try:
+        found = session.get(CalibrationProfile, uuid.UUID(ref))
+        if found is not None:
+            return found
+    except ValueError:
+        pass
+    query = select(CalibrationProfile).where(CalibrationProfile.name == ref)
+    if version is not None:
+        query = query.where(CalibrationProfile.version == version)
+    profile = session.exec(query.order_by(col(CalibrationProfile.version).desc())).first()
+    if profile is None:
+        import difflib
+
+        names = sorted(set(session.exec(select(CalibrationProfile.name)).all()))
+        label = ref if version is None else f"{ref} v{version}"
+        raise NotFoundError("calibration profile", label, difflib.get_close_matches(ref, names, n=3))
+    return profile
+
+
+def get_hardware_profile(session: Session, ref: str, version: int | None = None) -> HardwareProfile:
+    profile = get_profile(session, ref, version)
+    return hardware_profile(profile.params, profile.name, profile.version)

@@ -1,0 +1,339 @@
+"""Benchmark jobs: submit, claim under a lease, progress, complete, cancel, requeue on lease expiry.
+
+Claiming is atomic on both backends: PostgreSQL takes the oldest queued row with
+`SELECT … FOR UPDATE SKIP LOCKED` (concurrent claimers skip each other's rows); SQLite transactions start
+with BEGIN IMMEDIATE (app/db.py), so read-then-update claims serialise. A claim bumps `attempt`, which
+fences the agent: progress and completion must quote the attempt they hold, so an agent whose lease
+expired (and whose job was handed to another node) gets 409 and stops — a job never runs twice at once.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, update
+from sqlmodel import Session, col, select
+
+from app.bench.config import CollectiveConfig, GemmConfig, GemmShape, validate_collectives, validate_gemm
+from app.core.errors import Problem, SpecError
+from app.errors import NotFoundError
+from app.models.base import as_utc, utcnow
+from app.models.benchmarks import BenchmarkJob, JobEvent, Node
+
+JOB_KINDS = ("gemm", "collectives", "calibration")
+TERMINAL = ("succeeded", "failed", "cancelled")
+LOG_TAIL_CHARS = 4000
+MAX_PARTIAL_ROWS = 5000
+
+
+class ConflictError(Exception):
+    """The request contradicts the job's state (lease lost, already finished); HTTP 409."""
+
+
+def lease_s() -> float:
+    """Seconds a claim stays valid without a heartbeat or progress from its agent."""
+    return float(os.environ.get("CLUSTERPLAN_BENCH_LEASE_S", "60"))
+
+
+def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) -> None:
+    """Check a job's parameters on the server, before any node sees them (same rules as the CLI)."""
+    if kind not in JOB_KINDS:
+        raise SpecError([Problem("kind", f"unknown job kind {kind!r}; choose from {', '.join(JOB_KINDS)}")])
+    problems: list[Problem] = []
+    known_gpus = 1024 if gpus is None else gpus
+    if kind in ("collectives", "calibration"):
+        try:
+            cfg = CollectiveConfig.from_dict(params.get("collectives", params))
+            nproc = int(params.get("nproc", 2))
+            validate_collectives(cfg, nproc, known_gpus)
+        except SpecError as exc:
+            problems += [Problem(f"params.{p.field}", p.message) for p in exc.problems]
+        except (TypeError, ValueError) as exc:
+            problems.append(Problem("params", str(exc)))
+    if kind in ("gemm", "calibration"):
+        gp = params.get("gemm", params)
+        try:
+            sizes = [int(s) for s in gp.get("sizes", (256,))]
+            shapes = tuple(GemmShape(s, s, s) for s in sizes)
+            dtypes = tuple(gp.get("dtypes") or [gp.get("dtype", "bf16")])
+            cfg_g = GemmConfig(
+                shapes=shapes,
+                dtypes=dtypes,
+                device=gp.get("device", "auto"),
+                iters=int(gp.get("iters", 20)),
+                warmup_iters=int(gp.get("warmup_iters", 5)),
+            )
+            validate_gemm(cfg_g, known_gpus, fp8_supported=True)
+        except SpecError as exc:
+            problems += [Problem(f"params.{p.field}", p.message) for p in exc.problems]
+        except (TypeError, ValueError) as exc:
+            problems.append(Problem("params", str(exc)))
+    if problems:
+        raise SpecError(problems)
+
+
+def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:
+    session.add(JobEvent(job_id=job.id, payload={"event": event, **payload}))
+
+
+def create_job(
+    session: Session,
+    kind: str,
+    params: dict[str, Any],
+    target_node: Node | None = None,
+    created_by: uuid.UUID | None = None,
+) -> BenchmarkJob:
+    from app.services.nodes import node_gpu_count
+
+    validate_params(kind, params, node_gpu_count(target_node) if target_node else None)
+    job = BenchmarkJob(
+        kind=kind,
+        params=params,
+        target_node_id=target_node.id if target_node else None,
+        created_by=created_by,
+    )
+    session.add(job)
+    session.flush()
+    add_event(session, job, "queued", kind=kind)
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def get_job(session: Session, job_id: str | uuid.UUID) -> BenchmarkJob:
+    try:
+        job = session.get(BenchmarkJob, uuid.UUID(str(job_id)))
+    except ValueError:
+        job = None
+    if job is None:
+        raise NotFoundError("benchmark job", str(job_id))
+    return job
+
+
+def requeue_expired(session: Session) -> int:
+    """Jobs whose agent stopped renewing the lease go back to the queue (or to cancelled if asked)."""
+    now = utcnow()
+    expired = session.exec(
+        select(BenchmarkJob).where(BenchmarkJob.status == "running", col(BenchmarkJob.lease_expires_at) < now)
+    ).all()
+    for job in expired:
+        lost_node = job.claimed_by
+        if job.cancel_requested:
+            job.status = "cancelled"
+            job.finished_at = now
+        else:
+            job.status = "queued"
+        job.claimed_by = None
+        job.lease_expires_at = None
+        session.add(job)
+        add_event(
+            session,
+            job,
+            "requeued" if job.status == "queued" else "cancelled",
+            reason="lease expired",
+            node_id=str(lost_node) if lost_node else None,
+            attempt=job.attempt,
+        )
+    if expired:
+        session.commit()
+    return len(expired)
+
+
+def list_jobs(
+    session: Session, status: str | None = None, offset: int = 0, limit: int = 100
+) -> tuple[list[BenchmarkJob], int]:
+    requeue_expired(session)
+    query = select(BenchmarkJob)
+    count_q = select(func.count()).select_from(BenchmarkJob)
+    if status:
+        query = query.where(BenchmarkJob.status == status)
+        count_q = count_q.where(BenchmarkJob.status == status)
+    total = int(session.exec(count_q).one())
+    rows = session.exec(query.order_by(col(BenchmarkJob.created_at).desc()).offset(offset).limit(limit)).all()
+    return list(rows), total
+
+
+def claim_job(session: Session, node: Node) -> BenchmarkJob | None:
+    """Atomically take the oldest queued job meant for any node or this one; None when there is none."""
+    requeue_expired(session)
+    query = (
+        select(BenchmarkJob)
+        .where(BenchmarkJob.status == "queued")
+        .where((col(BenchmarkJob.target_node_id).is_(None)) | (BenchmarkJob.target_node_id == node.id))
+        .order_by(col(BenchmarkJob.created_at))
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    job = session.exec(query).first()
+    if job is None:
+        session.rollback()
+        return None
+    now = utcnow()
+    # Conditional update: even without row locks, only one claimer can move this row out of "queued".
+    result = session.execute(
+        update(BenchmarkJob)
+        .where(col(BenchmarkJob.id) == job.id, col(BenchmarkJob.status) == "queued")
+        .values(
+            status="running",
+            claimed_by=node.id,
+            attempt=BenchmarkJob.attempt + 1,
+            lease_expires_at=now + timedelta(seconds=lease_s()),
+            started_at=job.started_at or now,
+            progress=0.0,
+            eta_s=None,
+        )
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        return None
+    session.refresh(job)
+    add_event(session, job, "claimed", node_id=str(node.id), node=node.name, attempt=job.attempt)
+    node.last_heartbeat_at = now
+    session.add(node)
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def _held_job(session: Session, job_id: str | uuid.UUID, node: Node, attempt: int) -> BenchmarkJob:
+    job = get_job(session, job_id)
+    if job.status != "running" or job.claimed_by != node.id or job.attempt != attempt:
+        raise ConflictError(
+            f"job {job.id} is not held by node {node.name} at attempt {attempt} "
+            f"(status {job.status}, attempt {job.attempt}); stop this run"
+        )
+    return job
+
+
+def record_progress(
+    session: Session, job_id: str | uuid.UUID, node: Node, attempt: int, events: list[dict[str, Any]]
+) -> BenchmarkJob:
+    """Store the agent's events, update progress / ETA / log tail / partial rows, renew the lease."""
+    job = _held_job(session, job_id, node, attempt)
+    rows = list(job.partial_rows)
+    log = job.log_tail
+    for event in events:
+        kind = str(event.get("event", "log"))
+        if kind == "row":
+            row = event.get("row")
+            if isinstance(row, dict) and "skipped_size_bytes" not in row and len(rows) < MAX_PARTIAL_ROWS:
+                rows.append(row)
+        if "progress" in event and event["progress"] is not None:
+            job.progress = max(0.0, min(1.0, float(event["progress"])))
+        if "eta_s" in event:
+            job.eta_s = None if event["eta_s"] is None else float(event["eta_s"])
+        if kind in ("log", "error") and event.get("message"):
+            log = (log + str(event["message"]) + "\n")[-LOG_TAIL_CHARS:]
+        add_event(session, job, kind, **{k: v for k, v in event.items() if k != "event"})
+    job.partial_rows = rows
+    job.log_tail = log
+    job.lease_expires_at = utcnow() + timedelta(seconds=lease_s())
+    node.last_heartbeat_at = utcnow()
+    session.add(node)
+    session.add(job)
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def renew_leases(session: Session, node: Node) -> list[uuid.UUID]:
+    """Heartbeat: extend this node's running jobs; return those the server wants cancelled."""
+    jobs = session.exec(
+        select(BenchmarkJob).where(BenchmarkJob.status == "running", BenchmarkJob.claimed_by == node.id)
+    ).all()
+    until = utcnow() + timedelta(seconds=lease_s())
+    for job in jobs:
+        job.lease_expires_at = until
+        session.add(job)
+    node.last_heartbeat_at = utcnow()
+    session.add(node)
+    session.commit()
+    return [job.id for job in jobs if job.cancel_requested]
+
+
+def complete_job(
+    session: Session,
+    job_id: str | uuid.UUID,
+    node: Node,
+    attempt: int,
+    status: str,
+    result: dict[str, Any] | None,
+    error: str = "",
+) -> BenchmarkJob:
+    if status not in TERMINAL:
+        raise SpecError([Problem("status", f"choose from {', '.join(TERMINAL)}")])
+    job = _held_job(session, job_id, node, attempt)
+    if job.cancel_requested and status == "failed":
+        status = "cancelled"  # a run stopped on request is cancelled, not failed
+    now = utcnow()
+    job.status = status
+    job.finished_at = now
+    job.lease_expires_at = None
+    job.result = result
+    job.error = error[:5000]
+    if result and result.get("rows") is not None:
+        job.partial_rows = list(result["rows"])[:MAX_PARTIAL_ROWS]
+    if status == "succeeded":
+        job.progress = 1.0
+        job.eta_s = 0.0
+    session.add(job)
+    add_event(
+        session,
+        job,
+        "completed",
+        status=status,
+        attempt=attempt,
+        node=node.name,
+        rows=len(job.partial_rows),
+        error=error[:500],
+    )
+    session.commit()
+    session.refresh(job)
+    if status == "succeeded" and job.kind == "calibration" and job.params.get("profile_name"):
+        from app.services.calibration import fit_profile_from_job
+
+        try:
+            fit_profile_from_job(
+                session, job, str(job.params["profile_name"]), job.params.get("gpu"), job.params.get("fabric")
+            )
+        except (SpecError, ValueError) as exc:
+            add_event(session, job, "log", message=f"calibration fit failed: {exc}")
+            session.commit()
+    return job
+
+
+def cancel_job(session: Session, job_id: str | uuid.UUID) -> BenchmarkJob:
+    """Queued → cancelled now; running → the agent is told on its next progress or heartbeat."""
+    job = get_job(session, job_id)
+    if job.status in TERMINAL:
+        raise ConflictError(f"job {job.id} already {job.status}")
+    if job.status == "queued":
+        job.status = "cancelled"
+        job.finished_at = utcnow()
+        add_event(session, job, "cancelled", reason="cancelled before it started")
+    else:
+        job.cancel_requested = True
+        add_event(session, job, "cancel_requested")
+    session.add(job)
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def events_after(session: Session, job_id: uuid.UUID, after_id: int = 0, limit: int = 500) -> list[JobEvent]:
+    return list(
+        session.exec(
+            select(JobEvent)
+            .where(JobEvent.job_id == job_id, col(JobEvent.id) > after_id)
+            .order_by(col(JobEvent.id))
+            .limit(limit)
+        ).all()
+    )
+
+
+def lease_remaining_s(job: BenchmarkJob) -> float | None:
+    lease = as_utc(job.lease_expires_at)
+    return None if lease is None else (lease - utcnow()).total_seconds()

@@ -1,0 +1,157 @@
+"""`clusterplan cost …` and `clusterplan validate costs` as a user runs them (real subprocess, real exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.validation.costs import load_cases, parse_cases, replay
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "tests" / "data" / "cost_cases.jsonl"
+
+
+def clusterplan(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_validate_costs_json_shape_and_all_public_cases_pass(tmp_path: Path) -> None:
+    out = clusterplan("validate", "costs", str(CASES), "--json", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert set(report) == {"rows", "summary"}
+    assert report["summary"]["n"] >= 8
+    assert report["summary"] == {"n": len(report["rows"]), "passed": len(report["rows"]), "failed": 0}
+    for row in report["rows"]:
+        assert set(row) == {"case", "expected", "predicted", "error_pct", "tolerance_pct", "ok"}
+        assert abs(row["error_pct"]) <= row["tolerance_pct"]
+
+
+def test_public_cases_carry_sources_and_cover_the_required_figures() -> None:
+    cases = load_cases(CASES)
+    names = " ".join(c.case for c in cases)
+    for needle in (
+        "daly",
+        "young",
+        "llama3",
+        "gpt4-epoch",
+        "opt-175b",
+        "bloom",
+        "seed-breakeven",
+        "seed-checkpoint",
+    ):
+        assert needle in names
+    assert all(c.source for c in cases)
+    assert len({c.case for c in cases}) == len(cases)
+
+
+def test_a_case_outside_tolerance_fails_and_strict_exits_1(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        "# a comment line\n"
+        + json.dumps(
+            {
+                "case": "young-wrong",
+                "method": "young_interval",
+                "inputs": {"checkpoint_s": 300, "mtbf_s": 86400},
+                "expected": 3600,
+                "tolerance_pct": 5,
+                "source": "deliberately wrong",
+            }
+        )
+        + "\n"
+    )
+    report = replay(load_cases(bad))
+    (row,) = report.to_dict()["rows"]  # type: ignore[misc]
+    assert (
+        row["predicted"] == pytest.approx(7200) and row["error_pct"] == pytest.approx(100) and not row["ok"]
+    )
+    out = clusterplan("validate", "costs", str(bad), "--strict", tmp_path=tmp_path)
+    assert out.returncode == 1
+    assert "0 passed, 1 failed" in out.stdout
+
+
+def test_malformed_case_files_name_the_line() -> None:
+    with pytest.raises(ValueError, match="line 2: missing tolerance_pct, source"):
+        parse_cases(
+            [
+                '{"case":"a","method":"young_interval","inputs":{},"expected":1,"tolerance_pct":1,"source":"x"}',
+                '{"case":"b","method":"young_interval","inputs":{},"expected":1}',
+            ]
+        )
+    with pytest.raises(ValueError, match="unknown method 'magic'"):
+        parse_cases(['{"case":"a","method":"magic","inputs":{},"expected":1,"tolerance_pct":1,"source":"x"}'])
+    with pytest.raises(ValueError, match="line 1: not JSON"):
+        parse_cases(["{nope"])
+
+
+def test_cost_commands_print_results_and_reject_bad_input(tmp_path: Path) -> None:
+    ok = clusterplan(
+        "cost",
+        "spot",
+        "--on-demand",
+        "55.04",
+        "--lost-hours",
+        "1.5",
+        "--restart-s",
+        "0",
+        "--target",
+        "0.22",
+        tmp_path=tmp_path,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "net savings 52.9%" in ok.stdout and "4.87 h per preemption" in ok.stdout
+    bad = clusterplan("cost", "tco", "--utilisation", "1.5", tmp_path=tmp_path)
+    assert bad.returncode == 2
+    assert "utilisation" in bad.stderr and "Traceback" not in bad.stderr
+    neg = clusterplan("cost", "run", "--gpus", "8", "--gpu-hours", "-5", "--price", "2", tmp_path=tmp_path)
+    assert neg.returncode == 2 and "gpu_hours" in neg.stderr and "Traceback" not in neg.stderr
+    unknown = clusterplan(
+        "cost",
+        "run",
+        "--gpus",
+        "8",
+        "--gpu-hours",
+        "5",
+        "--price-row",
+        "00000000-0000-0000-0000-000000000000",
+        tmp_path=tmp_path,
+    )
+    assert unknown.returncode == 2 and "options.0.price_row_id" in unknown.stderr
+
+
+def test_cost_run_json_from_the_cli(tmp_path: Path) -> None:
+    out = clusterplan(
+        "cost",
+        "run",
+        "--gpus",
+        "1024",
+        "--params",
+        "70e9",
+        "--tokens",
+        "2e12",
+        "--mfu",
+        "0.4",
+        "--peak-tflops",
+        "989.4",
+        "--price",
+        "6.88",
+        "--json",
+        tmp_path=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["options"][0]["total_usd"] == pytest.approx(8.4e23 / (989.4e12 * 0.4) / 3600 * 6.88)

@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from app.cli.main import UserError
+
+class UserError(ValueError):
+    """A problem with the user's input (a ValueError, so `clusterplan` prints it and exits 2).
+
+    Not app.cli.main.UserError: under `python -m app.cli.main` that module runs as __main__, so its
+    except clause would not catch the class imported from app.cli.main.
+    """
 
 
 def register(root: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlmodel import Session, col, select
 
+from app.core.errors import SpecError
 from app.db import get_engine
 from app.errors import NotFoundError
 from app.models.plans import Plan, PlanRevision
@@ -22,7 +23,9 @@ WRITERS = 50
 
 def _create(name: str = "integrity") -> uuid.UUID:
     with Session(get_engine()) as session:
-        return plan_service.create_plan(session, PlanCreate(name=name, scenario=small_scenario())).id
+        return plan_service.create_plan(
+            session, PlanCreate.model_validate({"name": name, "scenario": small_scenario()})
+        ).id
 
 
 def test_fifty_concurrent_writers_lose_nothing(db_url: str) -> None:
@@ -71,20 +74,21 @@ def test_revisions_are_immutable_and_keep_omitted_fields(db_url: str) -> None:
     assert latest.current.result == first.result
 
 
-def test_failed_create_leaves_nothing(db_url: str) -> None:
-    """A scenario the estimator rejects (or any failure before commit) writes neither plan nor revision."""
-    bad = small_scenario()
-    bad["cluster"]["nodes"] = 0
+def test_rejected_scenario_writes_nothing_and_names_the_field(db_url: str) -> None:
+    """Llama-3 8B has 32 heads: tp=3 (on 3 nodes, dp=8) is rejected with the field path, before any write."""
+    bad = small_scenario(tp=3, dp=8)
+    bad["cluster"]["nodes"] = 3
     with Session(get_engine()) as session:
         before = len(session.exec(select(Plan)).all())
-        with pytest.raises(Exception):  # noqa: B017 - the point is that nothing is written whatever the error
-            plan_service.create_plan(session, PlanCreate(name="bad", scenario=bad))
+        with pytest.raises(SpecError) as info:
+            plan_service.create_plan(session, PlanCreate.model_validate({"name": "bad", "scenario": bad}))
+    assert any(p.field == "scenario.layout.tp" for p in info.value.problems), info.value.problems
     with Session(get_engine()) as session:
         assert len(session.exec(select(Plan)).all()) == before
-        orphans = session.exec(
-            select(PlanRevision).where(col(PlanRevision.plan_id).not_in(select(Plan.id)))
-        ).all()
-        assert orphans == []
+        assert (
+            session.exec(select(PlanRevision).where(col(PlanRevision.plan_id).not_in(select(Plan.id)))).all()
+            == []
+        )
 
 
 def test_duplicate_and_delete(db_url: str) -> None:

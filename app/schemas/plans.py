@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from app.schemas.scenario import Scenario
+
 
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
@@ -22,12 +24,7 @@ class PlanCreate(BaseModel):
 
     name: str = Field(min_length=1, max_length=200, description="short name shown in lists")
     notes: str = Field(default="", max_length=20000, description="free text: purpose, decisions, caveats")
-    scenario: dict[str, Any] = Field(
-        description=(
-            "the planning inputs: {model, cluster: {gpu, nodes, gpus_per_node, fabric}, layout, "
-            "training: {seq_len, tokens}} (see the estimate endpoint for the full schema)"
-        )
-    )
+    scenario: Scenario = Field(description="the planning inputs, as for the estimate endpoint")
 
     @field_validator("name")
     @classmethod
@@ -44,7 +41,7 @@ class PlanRevise(BaseModel):
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
     notes: str | None = Field(default=None, max_length=20000)
-    scenario: dict[str, Any] | None = None
+    scenario: Scenario | None = Field(default=None, description="new inputs; omitted → the latest revision's")
 
     @field_validator("name")
     @classmethod

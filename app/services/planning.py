@@ -589,22 +589,20 @@ def describe_field(section: str, key: str) -> tuple[str, str]:
 
 def breakdown_rows(result: dict[str, Any]) -> Iterator[tuple[str, str, Any, str]]:
     """(section, key, value, unit) rows of the stored breakdowns, for CSV export."""
-    est = result.get("estimate") or {}
-    step = est.get("step") or {}
-    for key, value in (step.get("breakdown") or {}).items():
+    step = result.get("step") or {}
+    for key, value in (step.get("breakdown_s") or {}).items():
         yield "step_time", key, value, "s"
-    memory = est.get("memory") or {}
-    for i, stage in enumerate(memory.get("stages") or []):
-        if not isinstance(stage, dict):
-            continue
-        for key, value in stage.items():
-            if isinstance(value, dict):
-                for sub, v in value.items():
-                    yield (
-                        f"memory_stage_{i}",
-                        f"{key}.{sub}",
-                        v,
-                        "bytes" if "bytes" in key or "breakdown" in key else "",
-                    )
-            else:
-                yield f"memory_stage_{i}", key, value, "bytes" if key.endswith("bytes") else ""
+    memory = result.get("memory") or {}
+    for stage in memory.get("stages") or []:
+        section = f"memory_stage_{stage.get('stage')}"
+        for key, value in (stage.get("components") or {}).items():
+            yield section, key, value, "bytes"
+        yield section, "total", stage.get("total_bytes"), "bytes"
+    for point in (result.get("scaling") or {}).get("points") or []:
+        key = f"{point['fabric']}@{point['gpus']}"
+        yield "scaling_efficiency", key, point.get("efficiency"), "fraction"
+        yield "scaling_time_to_train", key, point.get("days"), "days"
+    for row in (result.get("cost_panel") or {}).get("rows") or []:
+        yield "cost_per_run", row["option"], row["cost_per_run_usd"], "USD"
+    for key, value in ((result.get("goodput") or {}).get("breakdown") or {}).items():
+        yield "goodput_per_useful_second", key, value, "s"

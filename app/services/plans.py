@@ -38,6 +38,7 @@ from app.schemas.plans import (
     RevisionPublic,
     RevisionSummary,
 )
+from app.schemas.scenario import Scenario
 from app.services import planning
 
 EXPORT_FORMAT = "clusterplan-plan"
@@ -55,6 +56,10 @@ def _parse_id(plan_id: uuid.UUID | str) -> uuid.UUID:
         return uuid.UUID(str(plan_id))
     except ValueError:
         raise NotFoundError("plan", str(plan_id)) from None
+
+
+def scenario_dict(scenario: Scenario) -> dict[str, Any]:
+    return scenario.model_dump(mode="json", exclude_none=True)
 
 
 def _end_read(session: Session) -> None:
@@ -152,7 +157,7 @@ def _new_revision(
 
 def create_plan(session: Session, data: PlanCreate, author_id: uuid.UUID | None = None) -> PlanPublic:
     """Evaluate the scenario, then write the plan and revision 1 in one transaction."""
-    evaluation = planning.evaluate(session, data.scenario, field_prefix="scenario")
+    evaluation = planning.evaluate(session, scenario_dict(data.scenario), field_prefix="scenario")
     _end_read(session)
     plan = Plan(name=data.name, notes=data.notes, owner_id=author_id, latest_revision=1, updated_at=utcnow())
     session.add(plan)
@@ -171,7 +176,7 @@ def add_revision(
     pid = _parse_id(plan_id)
     evaluation: planning.Evaluation | None = None
     if change.scenario is not None:
-        evaluation = planning.evaluate(session, change.scenario, field_prefix="scenario")
+        evaluation = planning.evaluate(session, scenario_dict(change.scenario), field_prefix="scenario")
     _end_read(session)
     plan = _lock_plan(session, pid)
     previous = _revision_row(session, pid)

@@ -11,12 +11,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 
 from app.api.deps import SessionDep
 from app.auth.deps import Principal, current_principal, require_scope
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.schemas.plans import PlanCreate, PlanDuplicate, PlanRevise
+from app.services import planning
 from app.services import plans as plan_service
 from app.web.pages import _builder, _panels
 from app.web.templating import render
@@ -84,10 +86,14 @@ def save_new_plan(
     scenario: Annotated[str, Form(max_length=400_000)] = "",
 ) -> Response:
     try:
-        body = PlanCreate(name=name or "Untitled plan", notes=notes, scenario=_scenario_field(scenario))
+        body = PlanCreate.model_validate(
+            {"name": name or "Untitled plan", "notes": notes, "scenario": _scenario_field(scenario)}
+        )
         plan = plan_service.create_plan(session, body, _author(principal))
     except SpecError as exc:
         return _save_failed(request, exc)
+    except ValidationError as exc:
+        return _save_failed(request, planning.validation_problems(exc, ""))
     return _see_other(request, f"/plans/{plan.id}")
 
 
@@ -102,10 +108,14 @@ def save_revision(
     scenario: Annotated[str, Form(max_length=400_000)] = "",
 ) -> Response:
     try:
-        change = PlanRevise(name=name or None, notes=notes, scenario=_scenario_field(scenario))
+        change = PlanRevise.model_validate(
+            {"name": name or None, "notes": notes, "scenario": _scenario_field(scenario)}
+        )
         plan_service.add_revision(session, plan_id, change, _author(principal))
     except SpecError as exc:
         return _save_failed(request, exc)
+    except ValidationError as exc:
+        return _save_failed(request, planning.validation_problems(exc, ""))
     except NotFoundError:
         return _not_found(request, "plan", str(plan_id))
     return _see_other(request, f"/plans/{plan_id}")

@@ -386,9 +386,11 @@ def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op
         raw_up = raw_up / links * max(1, min(k - 1, links))
     fabric = cluster.fabric
     ttier = params.tier(fabric.transport)
-    nics_used = max(1.0, fabric.nics_per_node * k_node / gpn) * nodes_per_domain
+    # all gpn/k groups of a layout communicate at once (e.g. 8 rail-aligned DP groups), so a group gets its
+    # share of the NICs, not all of them
+    nics_used = fabric.nics_per_node * k_node / gpn * nodes_per_domain
     net_raw = fabric.nic_bandwidth_bytes_per_s * nics_used
-    gpu_nics = max(1.0, fabric.nics_per_node / gpn)
+    gpu_nics = fabric.nics_per_node / gpn
     pattern = "all_to_all" if op == "all_to_all" else "ring"
     path = path_profile(fabric, nodes * nodes_per_domain, cluster.num_nodes, pattern)
     derate = fabric.congestion_derate * path.bandwidth_factor

@@ -153,7 +153,9 @@ def _scaleup_from_text(text: str) -> tuple[str | None, float | None]:
     if explicit and "nvlink" in low:
         return ("nvl72" if "nvl72" in low else "nvswitch"), float(explicit.group(1))
     if gen_nv:
-        return ("nvl72" if "nvl72" in low else "nvswitch"), LINK_BANDWIDTH_GBPS.get(f"nvlink{gen_nv.group(1)}")
+        return ("nvl72" if "nvl72" in low else "nvswitch"), LINK_BANDWIDTH_GBPS.get(
+            f"nvlink{gen_nv.group(1)}"
+        )
     return None, None
 
 
@@ -343,7 +345,9 @@ def predict(case: RowCase, params: NetworkParams | None = None) -> RowResult:
         algorithm = "nvls" if case.placement.nodes <= 1 else "nvls_tree"
         params = replace(params, nvls_min_ranks=2)  # forcing NVLS (NCCL_ALGO) bypasses NCCL's own threshold
     try:
-        est = collective_time(case.op, case.message_bytes, case.placement, case.cluster, params, algorithm=algorithm)
+        est = collective_time(
+            case.op, case.message_bytes, case.placement, case.cluster, params, algorithm=algorithm
+        )
     except ValueError:
         est = collective_time(case.op, case.message_bytes, case.placement, case.cluster, params)
     predicted = est.busbw_bytes_per_s / GB
@@ -432,3 +436,115 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def validate_file(path: Path, params: NetworkParams | None = None) -> ValidationReport:
     return validate_rows(read_csv(path), params)
+
+
+def render_table(report: ValidationReport) -> str:
+    """Human-readable report: one line per row, then the summary and skipped rows."""
+    lines = [
+        f"{'row':>4} {'system':40s} {'collective':14s} {'ranks':>6} {'size':>10} {'measured':>9} {'predicted':>9} "
+        f"{'error':>8}  algorithm   latency meas/pred (µs)"
+    ]
+    for r in report.results:
+        c = r.case
+        size = "n/a" if c.size_assumed else _human_bytes(c.message_bytes)
+        lat = (
+            ""
+            if c.measured_latency_us is None
+            else f"{c.measured_latency_us:.1f} / {r.predicted_latency_us:.1f}"
+        )
+        lines.append(
+            f"{c.index:4d} {c.system[:40]:40s} {c.op:14s} {c.placement.ranks:6d} {size:>10} "
+            f"{c.measured_busbw_gbps:9.2f} {r.predicted_busbw_gbps:9.2f} {r.error_pct:+7.1f}%  "
+            f"{r.algorithm + '/' + r.protocol:11s} {lat}"
+        )
+    data = report.to_json()["summary"]
+    for key, label in (("all", "all sizes"), ("large", "messages ≥ 64 MiB")):
+        s = data[key]
+        lines.append(
+            f"{label}: n={s['n']}, median |error| {s['median_abs_pct']} %, p90 |error| {s['p90_abs_pct']} %"
+        )
+    for item in data["skipped"]:
+        lines.append(f"skipped row {item['row']}: {item['reason']}")
+    return "\n".join(lines)
+
+
+def _human_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n:g}B"
+
+
+def _group_key(case: RowCase) -> tuple[str, str, int, int]:
+    return (case.system, case.op, case.placement.ranks, case.placement.ranks_per_node)
+
+
+def write_plots(report: ValidationReport, folder: Path, params: NetworkParams | None = None) -> list[Path]:
+    """busbw vs message size per system: model curve and measured points; and predicted vs measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    params = params or default_network_params()
+    groups: dict[tuple[str, str, int, int], list[RowResult]] = {}
+    for r in report.results:
+        groups.setdefault(_group_key(r.case), []).append(r)
+    sized = {k: v for k, v in groups.items() if any(not r.case.size_assumed for r in v)}
+    written: list[Path] = []
+    keys = sorted(sized)
+    cols = 4
+    rows_n = max(1, math.ceil(len(keys) / cols))
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.2 * rows_n), squeeze=False)
+    sizes = [2.0**e for e in range(12, 35)]
+    for ax, key in zip(axes.flat, keys, strict=False):
+        results = sized[key]
+        case = results[0].case
+        model_bw = []
+        for s in sizes:
+            sc = replace(case, message_bytes=s, size_assumed=False)
+            model_bw.append(predict(sc, params).predicted_busbw_gbps)
+        ax.plot(sizes, model_bw, "-", color="tab:blue", label="model")
+        meas = [
+            (r.case.message_bytes, r.case.measured_busbw_gbps) for r in results if not r.case.size_assumed
+        ]
+        ax.plot([m[0] for m in meas], [m[1] for m in meas], "o", color="tab:red", label="measured")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{key[0][:34]}\n{key[1]} n={key[2]} k={key[3]}", fontsize=8)
+        ax.set_xlabel("message size (bytes)", fontsize=7)
+        ax.set_ylabel("busbw (GB/s)", fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(keys) :]:
+        ax.axis("off")
+    if keys:
+        axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    path = folder / "collectives_busbw_vs_size.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    fig, ax = plt.subplots(figsize=(5.5, 5.0))
+    xs = [r.case.measured_busbw_gbps for r in report.results]
+    ys = [r.predicted_busbw_gbps for r in report.results]
+    colors = ["tab:blue" if r.case.message_bytes >= LARGE_BYTES else "tab:orange" for r in report.results]
+    ax.scatter(xs, ys, c=colors, s=14)
+    lo = max(1e-4, min(xs + ys))
+    hi = max(xs + ys)
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax.plot([lo, hi], [lo * 1.2, hi * 1.2], "k:", lw=0.6)
+    ax.plot([lo, hi], [lo / 1.2, hi / 1.2], "k:", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured busbw (GB/s)")
+    ax.set_ylabel("predicted busbw (GB/s)")
+    ax.set_title("collectives: model vs measured (blue ≥ 64 MiB, orange smaller; dotted ±20 %)", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    path = folder / "collectives_predicted_vs_measured.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written

@@ -1,0 +1,68 @@
+"""Network model API: collective times, scaling efficiency vs GPU count, fat-tree bill of materials, fabric presets.
+
+These compute and store nothing, so they need no scope (like /api/v1/estimate).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+
+from app.api.deps import SessionDep
+from app.api.envelope import ListEnvelope, Paging, paging
+from app.services import network as svc
+
+router = APIRouter(prefix="/network", tags=["network"])
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "unknown GPU, fabric or calibration profile (with close matches)"},
+    422: {"description": "inconsistent input: every problem listed with its field path"},
+}
+
+
+@router.post(
+    "/collective",
+    operation_id="network_collective",
+    response_model=svc.CollectiveResponse,
+    summary="Time, algbw and busbw of one collective (or an nccl-tests style size sweep) on a cluster",
+    responses=ERRORS,
+)
+def collective(body: svc.CollectiveIn, session: SessionDep) -> svc.CollectiveResponse:
+    return svc.run_collective(body, session)
+
+
+@router.post(
+    "/scaling",
+    operation_id="network_scaling",
+    response_model=svc.ScalingResponse,
+    summary="Exposed communication, scaling efficiency and time-to-train vs GPU count, fabrics side by side",
+    responses=ERRORS,
+)
+def scaling(body: svc.ScalingIn, session: SessionDep) -> svc.ScalingResponse:
+    return svc.run_scaling(body, session)
+
+
+@router.post(
+    "/bom",
+    operation_id="network_bom",
+    response_model=dict[str, Any],
+    summary="Fat-tree bill of materials (switches per tier, cables, transceivers) and network capex",
+    responses=ERRORS,
+)
+def bom(body: svc.BomIn, session: SessionDep) -> dict[str, Any]:
+    return svc.run_bom(body, session).to_dict()
+
+
+@router.get(
+    "/fabrics",
+    operation_id="network_fabrics_list",
+    response_model=ListEnvelope[svc.FabricOut],
+    summary="Fabric presets with their sources",
+)
+def fabrics(
+    page: Annotated[Paging, Depends(paging)],
+    transport: Annotated[str | None, Query(description="infiniband | roce | efa | ethernet_tcp")] = None,
+) -> ListEnvelope[svc.FabricOut]:
+    rows = svc.list_fabrics(transport)
+    return ListEnvelope(data=rows[page.offset : page.offset + page.limit], count=len(rows))

@@ -1,0 +1,688 @@
+"""Network service: request schemas, lookups (catalog / DB / calibration) and calls into the network core.
+
+Shared by the API routes (app/api/routes/network.py) and the CLI (app/cli/commands/network.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlmodel import Session
+
+from app.catalog.fabrics import find_fabric, presets
+from app.core.errors import Problem, ProblemCollector, SpecError
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.network import (
+    ALGORITHMS,
+    COLLECTIVE_OPS,
+    PROTOCOLS,
+    CollectiveEstimate,
+    NetworkParams,
+    Placement,
+    collective_time,
+    default_network_params,
+    normalise_op,
+)
+from app.core.scaling import ScalingResult, required_assumption, scaling_curve
+from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials
+from app.core.units import GB, GBIT, US
+from app.errors import NotFoundError
+from app.schemas.scenario import ClusterIn, Scenario
+
+# --------------------------------------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------------------------------------
+
+
+class SweepIn(BaseModel):
+    """nccl-tests style sweep: -b min_bytes -e max_bytes -f factor."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_bytes: float = Field(ge=1, description="first size (bytes)")
+    max_bytes: float = Field(ge=1, le=2**40, description="last size (bytes), inclusive")
+    factor: float = Field(default=2.0, gt=1.0, le=1024, description="multiply the size by this each step")
+
+
+class CollectiveIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    op: str = Field(
+        description=f"one of {', '.join(COLLECTIVE_OPS)} (nccl-tests names like allreduce accepted)"
+    )
+    message_bytes: float | None = Field(
+        default=None, ge=0, description="message size in bytes, nccl-tests convention (total buffer)"
+    )
+    sweep: SweepIn | None = Field(default=None, description="a size sweep instead of one message_bytes")
+    cluster: ClusterIn
+    ranks: int | None = Field(default=None, ge=1, description="ranks in the communicator; default: every GPU")
+    ranks_per_node: int | None = Field(
+        default=None, ge=1, description="ranks per node; default: min(ranks, GPUs per node)"
+    )
+    algorithm: str | None = Field(
+        default=None, description=f"force one of {', '.join(ALGORITHMS)} (NCCL_ALGO)"
+    )
+    protocol: str | None = Field(
+        default=None, description=f"force one of {', '.join(PROTOCOLS)} (NCCL_PROTO)"
+    )
+    nvls: bool | None = Field(default=None, description="override NVLS availability (default: the GPU's)")
+    profile: str | None = Field(
+        default=None, description="calibration profile name/id whose α/β replace defaults"
+    )
+    params: dict[str, Any] | None = Field(
+        default=None, description="NetworkParams fields overriding the defaults (SI units)"
+    )
+
+
+class CandidateOut(BaseModel):
+    algorithm: str
+    protocol: str
+    time_us: float
+
+
+class CollectiveOut(BaseModel):
+    op: str
+    message_bytes: float
+    ranks: int
+    ranks_per_node: int
+    nodes: int
+    time_us: float
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    algorithm: str
+    protocol: str
+    tier: str
+    bottleneck: str
+    breakdown_us: dict[str, float] = Field(description="launch + latency + transfer = time_us")
+    candidates: list[CandidateOut]
+
+
+class CollectiveResponse(BaseModel):
+    cluster: str
+    fabric: str
+    params: str
+    results: list[CollectiveOut]
+    assumptions: list[str]
+
+
+class FabricOut(BaseModel):
+    name: str
+    aliases: list[str]
+    transport: str
+    nics_per_node: int
+    nic_gbps: float
+    topology: str
+    tiers: int
+    oversubscription: list[float]
+    switch_radix: int
+    hop_latency_us: float
+    base_latency_us: float
+    sharp: bool
+    congestion_derate: float
+    source: str
+    notes: str
+
+
+class FabricOverrides(BaseModel):
+    """Stated assumptions applied on top of every fabric in a scaling request."""
+
+    model_config = ConfigDict(extra="forbid")
+    congestion_derate: float | None = Field(default=None, gt=0, le=1)
+    nics_per_node: int | None = Field(default=None, ge=1, le=64)
+    base_latency_us: float | None = Field(default=None, gt=0, le=100_000)
+    hop_latency_us: float | None = Field(default=None, ge=0, le=100_000)
+
+
+class ClaimIn(BaseModel):
+    """A claimed scaling efficiency to explain: which fabric value would make the model reproduce it."""
+
+    model_config = ConfigDict(extra="forbid")
+    fabric: str = Field(description="one of the request's fabrics (name as given)")
+    gpus: int = Field(ge=1)
+    efficiency: float = Field(gt=0, le=1.5)
+
+
+class ScalingIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    scenario: Scenario
+    gpu_counts: list[int] = Field(min_length=1, max_length=64, description="GPU counts to evaluate")
+    fabrics: list[str | dict[str, Any]] | None = Field(
+        default=None,
+        description="fabric presets or inline FabricSpec objects; default: the scenario's fabric",
+    )
+    mode: Literal["weak", "strong"] = "weak"
+    baseline_gpus: int | None = None
+    overrides: FabricOverrides | None = None
+    claims: list[ClaimIn] = Field(default_factory=list, max_length=8)
+    profile: str | None = None
+
+
+class RequiredOut(BaseModel):
+    fabric: str
+    knob: str
+    target_gpus: int
+    target_efficiency: float
+    value: float | None
+    unit: str
+    predicted_at_default: float
+    note: str
+
+
+class ScalingResponse(BaseModel):
+    model: str
+    gpu: str
+    mode: str
+    baseline_gpus: int
+    tokens: float | None
+    series: list[dict[str, Any]]
+    required: list[RequiredOut]
+    assumptions: list[str]
+
+
+class PricesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    switch_usd: float | None = Field(default=None, ge=0)
+    transceiver_usd: float | None = Field(default=None, ge=0)
+    cable_usd: float | None = Field(default=None, ge=0)
+    nic_usd: float | None = Field(default=None, ge=0)
+
+
+class BomIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    nodes: int = Field(ge=1, le=100_000)
+    fabric: str | None = Field(
+        default=None, description="preset supplying rails, radix, tiers, oversubscription"
+    )
+    rails: int | None = Field(
+        default=None, ge=1, le=64, description="NICs per node (default 8 or the preset's)"
+    )
+    gpus_per_node: int = Field(default=8, ge=1, le=576)
+    switch_radix: int | None = Field(default=None, ge=4, le=1024)
+    tiers: int | None = Field(default=None, ge=1, le=3)
+    oversubscription: list[float] | None = Field(
+        default=None, description="per tier, leaf first; 1 = non-blocking"
+    )
+    rail_optimized: bool | None = None
+    node_links_optical: bool = True
+    prices: PricesIn | None = None
+    price_rows: bool = Field(default=True, description="take unit prices from the price book where not given")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Lookups
+# --------------------------------------------------------------------------------------------------------
+
+
+def parse(model: type[BaseModel], data: Any) -> Any:
+    """Validate a request document; pydantic errors become one SpecError with every field path."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(
+            [
+                Problem(".".join(str(x) for x in e.get("loc", ())) or "body", str(e.get("msg")))
+                for e in exc.errors()
+            ]
+        ) from None
+
+
+def resolve_gpu(value: str | dict[str, Any], session: Session | None, p: ProblemCollector) -> GPUSpec | None:
+    if isinstance(value, str):
+        try:
+            if session is not None:
+                from app.services.catalog import get_gpu
+
+                return get_gpu(session, value)
+            from app.catalog import find_gpu
+
+            return find_gpu(value)
+        except NotFoundError as exc:
+            p.add("cluster.gpu", str(exc))
+            return None
+    try:
+        return GPUSpec.from_dict(dict(value))
+    except (TypeError, ValueError) as exc:
+        p.add("cluster.gpu", str(exc))
+        return None
+
+
+def resolve_fabric(
+    value: str | dict[str, Any] | None, p: ProblemCollector, where: str = "cluster.fabric"
+) -> FabricSpec:
+    if value is None:
+        return find_fabric("ib-ndr-8x400")
+    if isinstance(value, str):
+        try:
+            return find_fabric(value)
+        except NotFoundError as exc:
+            p.add(where, str(exc))
+            return FabricSpec()
+    data = dict(value)
+    base_name = data.pop("preset", None)
+    try:
+        base = find_fabric(base_name) if base_name else FabricSpec(name="custom")
+    except NotFoundError as exc:
+        p.add(f"{where}.preset", str(exc))
+        base = FabricSpec()
+    if "oversubscription" in data:
+        data["oversubscription"] = tuple(data["oversubscription"])
+    for unit_key, si_key, scale in (
+        ("nic_gbps", "nic_bandwidth_bytes_per_s", GBIT),
+        ("hop_latency_us", "hop_latency_s", US),
+        ("base_latency_us", "base_latency_s", US),
+    ):
+        if unit_key in data:
+            data[si_key] = float(data.pop(unit_key)) * scale
+    known = {f for f in FabricSpec.__dataclass_fields__}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        p.add(where, f"unknown field(s) {', '.join(unknown)}")
+        return base
+    try:
+        return replace(base, **data)
+    except (TypeError, ValueError) as exc:
+        p.add(where, str(exc))
+        return base
+
+
+def resolve_cluster(
+    c: ClusterIn, session: Session | None, p: ProblemCollector, nvls: bool | None = None
+) -> ClusterSpec | None:
+    gpu = resolve_gpu(c.gpu, session, p)
+    fabric = resolve_fabric(c.fabric, p)
+    if gpu is None:
+        return None
+    gpn = c.gpus_per_node or gpu.default_gpus_per_node
+    domain = 72 if gpu.scaleup_kind == "nvl72" else 0
+    return ClusterSpec(
+        gpu=gpu,
+        num_nodes=c.nodes,
+        gpus_per_node=gpn,
+        scaleup_kind=gpu.scaleup_kind,
+        scaleup_domain_gpus=domain,
+        nvls=nvls,
+        fabric=fabric,
+        name=f"{c.nodes} × {gpn} {gpu.name}",
+    )
+
+
+def resolve_params(
+    profile: str | None, overrides: dict[str, Any] | None, session: Session | None, p: ProblemCollector
+) -> NetworkParams:
+    params = default_network_params()
+    if profile:
+        if session is None:
+            p.add("profile", "calibration profiles need the database")
+        else:
+            from app.services.calibration import get_hardware_profile
+
+            try:
+                hp = get_hardware_profile(session, profile)
+                if isinstance(hp.network, NetworkParams):
+                    params = hp.network
+                elif isinstance(hp.network, dict):
+                    params = NetworkParams.from_dict(hp.network)
+            except NotFoundError as exc:
+                p.add("profile", str(exc))
+    if overrides:
+        try:
+            params = NetworkParams.from_dict(overrides, base=params)
+        except (TypeError, ValueError) as exc:
+            p.add("params", str(exc))
+    return params
+
+
+# --------------------------------------------------------------------------------------------------------
+# Collective
+# --------------------------------------------------------------------------------------------------------
+
+
+def sweep_sizes(sweep: SweepIn) -> list[float]:
+    sizes: list[float] = []
+    size = sweep.min_bytes
+    while size <= sweep.max_bytes * (1 + 1e-9) and len(sizes) < 200:
+        sizes.append(float(round(size)))
+        size *= sweep.factor
+    return sizes
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else x
+
+
+def collective_out(est: CollectiveEstimate) -> CollectiveOut:
+    return CollectiveOut(
+        op=est.op,
+        message_bytes=est.message_bytes,
+        ranks=est.ranks,
+        ranks_per_node=est.ranks_per_node,
+        nodes=est.nodes,
+        time_us=est.time_s / US,
+        algbw_gbps=_finite(est.algbw_bytes_per_s / GB),
+        busbw_gbps=_finite(est.busbw_bytes_per_s / GB),
+        algorithm=est.algorithm,
+        protocol=est.protocol,
+        tier=est.tier,
+        bottleneck=est.bottleneck,
+        breakdown_us={k: v / US for k, v in est.breakdown.items()},
+        candidates=[
+            CandidateOut(algorithm=c.algorithm, protocol=c.protocol, time_us=c.time_s / US)
+            for c in est.candidates
+        ],
+    )
+
+
+def run_collective(req: CollectiveIn, session: Session | None = None) -> CollectiveResponse:
+    p = ProblemCollector()
+    op = normalise_op(req.op)
+    p.check(
+        op in COLLECTIVE_OPS,
+        "op",
+        f"unknown collective {req.op!r}; choose one of {', '.join(COLLECTIVE_OPS)}",
+    )
+    p.check(
+        (req.message_bytes is None) != (req.sweep is None),
+        "message_bytes",
+        "give exactly one of message_bytes or sweep",
+    )
+    if req.sweep is not None:
+        p.check(req.sweep.min_bytes <= req.sweep.max_bytes, "sweep.max_bytes", "must be ≥ min_bytes")
+    if req.algorithm is not None:
+        p.check(req.algorithm in ALGORITHMS, "algorithm", f"choose one of {', '.join(ALGORITHMS)}")
+    if req.protocol is not None:
+        p.check(req.protocol in PROTOCOLS, "protocol", f"choose one of {', '.join(PROTOCOLS)}")
+    cluster = resolve_cluster(req.cluster, session, p, req.nvls)
+    params = resolve_params(req.profile, req.params, session, p)
+    p.raise_if_any()
+    assert cluster is not None
+    ranks = req.ranks or cluster.num_gpus
+    per_node = req.ranks_per_node or min(ranks, cluster.gpus_per_node)
+    placement = Placement(ranks, per_node)
+    if placement.nodes > cluster.num_nodes:
+        raise SpecError(
+            [
+                Problem(
+                    "ranks",
+                    f"{ranks} ranks at {per_node} per node need {placement.nodes} nodes; the cluster has {cluster.num_nodes}",
+                )
+            ]
+        )
+    sizes = [float(req.message_bytes)] if req.message_bytes is not None else sweep_sizes(req.sweep)  # type: ignore[arg-type]
+    results = [
+        collective_time(op, s, placement, cluster, params, algorithm=req.algorithm, protocol=req.protocol)
+        for s in sizes
+    ]
+    assumptions = list(results[-1].assumptions) if results else []
+    return CollectiveResponse(
+        cluster=cluster.name,
+        fabric=cluster.fabric.name or "custom",
+        params=f"{params.name} v{params.version}",
+        results=[collective_out(r) for r in results],
+        assumptions=assumptions,
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Fabrics
+# --------------------------------------------------------------------------------------------------------
+
+
+def fabric_out(name: str) -> FabricOut:
+    preset = presets()[name]
+    f = preset.spec
+    return FabricOut(
+        name=name,
+        aliases=list(preset.aliases),
+        transport=f.transport,
+        nics_per_node=f.nics_per_node,
+        nic_gbps=f.nic_bandwidth_bytes_per_s / GBIT,
+        topology=f.topology,
+        tiers=f.tiers,
+        oversubscription=list(f.oversubscription),
+        switch_radix=f.switch_radix,
+        hop_latency_us=f.hop_latency_s / US,
+        base_latency_us=f.base_latency_s / US,
+        sharp=f.sharp,
+        congestion_derate=f.congestion_derate,
+        source=preset.source,
+        notes=preset.notes,
+    )
+
+
+def list_fabrics(transport: str | None = None) -> list[FabricOut]:
+    out = [fabric_out(n) for n in presets()]
+    if transport:
+        out = [f for f in out if f.transport == transport.strip().lower()]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# Scaling
+# --------------------------------------------------------------------------------------------------------
+
+KNOB_UNITS = {"congestion_derate": "fraction of line rate", "nics_per_node": "NICs", "base_latency_s": "s"}
+
+
+def _apply_overrides(f: FabricSpec, o: FabricOverrides | None) -> FabricSpec:
+    if o is None:
+        return f
+    changes: dict[str, Any] = {}
+    if o.congestion_derate is not None:
+        changes["congestion_derate"] = o.congestion_derate
+    if o.nics_per_node is not None:
+        changes["nics_per_node"] = o.nics_per_node
+    if o.base_latency_us is not None:
+        changes["base_latency_s"] = o.base_latency_us * US
+    if o.hop_latency_us is not None:
+        changes["hop_latency_s"] = o.hop_latency_us * US
+    return replace(f, **changes)
+
+
+def _fabric_label(value: str | dict[str, Any], index: int) -> str:
+    if isinstance(value, str):
+        return value
+    return str(value.get("name") or value.get("preset") or f"fabric-{index + 1}")
+
+
+def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingResponse:
+    from app.core.efficiency import HardwareProfile
+    from app.services.scenario import resolve_scenario
+
+    resolved = resolve_scenario(req.scenario, session)
+    p = ProblemCollector()
+    fabrics: dict[str, FabricSpec] = {}
+    for i, value in enumerate(req.fabrics or [resolved.cluster.fabric.name or "scenario"]):
+        label = _fabric_label(value, i)
+        if not req.fabrics:
+            fabrics[label] = _apply_overrides(resolved.cluster.fabric, req.overrides)
+            continue
+        fabrics[label] = _apply_overrides(resolve_fabric(value, p, f"fabrics.{i}"), req.overrides)
+    for j, claim in enumerate(req.claims):
+        p.check(
+            claim.fabric in fabrics,
+            f"claims.{j}.fabric",
+            f"not one of the request's fabrics: {sorted(fabrics)}",
+        )
+        p.check(claim.gpus in req.gpu_counts, f"claims.{j}.gpus", "must be one of gpu_counts")
+    mp = resolved.layout.tp * resolved.layout.pp * resolved.layout.cp
+    gpn = resolved.cluster.gpus_per_node
+    for n in req.gpu_counts:
+        p.check(n % mp == 0, "gpu_counts", f"{n} is not a multiple of tp·pp·cp = {mp}")
+        p.check(n <= gpn or n % gpn == 0, "gpu_counts", f"{n} is not a whole number of {gpn}-GPU nodes")
+    params = resolve_params(req.profile, None, session, p)
+    p.raise_if_any()
+    profile = HardwareProfile(gemm=None, network=params, name=params.name, version=params.version)
+    from app.core.estimate import EstimateOptions, estimate
+
+    def estimator(model: Any, cluster: Any, layout: Any, seq_len: int, prof: Any = None) -> Any:
+        return estimate(
+            model,
+            cluster,
+            layout,
+            seq_len,
+            prof or profile,
+            options=EstimateOptions(framework=resolved.framework),
+        )
+
+    result: ScalingResult = scaling_curve(
+        resolved.model,
+        resolved.cluster,
+        resolved.layout,
+        resolved.seq_len,
+        req.gpu_counts,
+        fabrics,
+        tokens=resolved.tokens or None,
+        mode=req.mode,
+        baseline_gpus=req.baseline_gpus,
+        estimator=estimator,
+    )
+    required: list[RequiredOut] = []
+    for claim in req.claims:
+        if claim.gpus == result.baseline_gpus:
+            continue
+        for knob in ("congestion_derate", "nics_per_node", "base_latency_s"):
+            r = required_assumption(
+                knob,
+                claim.efficiency,
+                resolved.model,
+                resolved.cluster,
+                resolved.layout,
+                resolved.seq_len,
+                result.baseline_gpus,
+                claim.gpus,
+                fabrics[claim.fabric],
+                mode=req.mode,
+                estimator=estimator,
+            )
+            required.append(
+                RequiredOut(
+                    fabric=claim.fabric,
+                    knob=knob,
+                    target_gpus=claim.gpus,
+                    target_efficiency=claim.efficiency,
+                    value=r.value,
+                    unit=KNOB_UNITS[knob],
+                    predicted_at_default=r.predicted_at_default,
+                    note=r.note,
+                )
+            )
+    data = result.to_dict()
+    for s in data["series"]:
+        f = s.pop("fabric")
+        s["fabric"] = {
+            "transport": f["transport"],
+            "nics_per_node": f["nics_per_node"],
+            "nic_gbps": f["nic_bandwidth_bytes_per_s"] / GBIT,
+            "congestion_derate": f["congestion_derate"],
+            "base_latency_us": f["base_latency_s"] / US,
+        }
+        for point in s["points"]:
+            for key, value in list(point.items()):
+                if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+                    point[key] = None
+    return ScalingResponse(
+        model=resolved.model.name,
+        gpu=resolved.cluster.gpu.name,
+        mode=result.mode,
+        baseline_gpus=result.baseline_gpus,
+        tokens=result.tokens,
+        series=data["series"],
+        required=required,
+        assumptions=[*list(result.assumptions), f"network parameters: {params.name} v{params.version}"],
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Bill of materials
+# --------------------------------------------------------------------------------------------------------
+
+# Cheah 'H100 Freakonomics' sheet (price row "IB switches+cables per node, 2-tier fabric (128 nodes/1,024
+# GPUs)"): $2.621M of cabling for the 2,048 links of a 128-node × 8-rail 2-tier fabric = $1,280 per link;
+# with two transceivers at the low end of "$500-1,000 each" (infra-economics.com row) the cable itself is $280.
+DEFAULT_CABLE_USD = 280.0
+DEFAULT_TRANSCEIVER_USD = 500.0
+DEFAULT_SWITCH_USD = 36_000.0  # 64-port 400G InfiniBand switch, FS.com list 2024-08 (price book row)
+
+
+def _network_rows(session: Session | None) -> list[dict[str, Any]]:
+    if session is not None:
+        from app.services.catalog import list_price_rows
+
+        rows, _ = list_price_rows(session)
+        return [r.model_dump() for r in rows if "network" in (r.category or "").lower()]
+    from app.catalog import price_rows
+
+    return [r for r in price_rows() if "network" in str(r.get("category", "")).lower()]
+
+
+def unit_prices(req: BomIn, radix: int, session: Session | None) -> UnitPrices:
+    """Explicit prices first, then the price book's network rows, then documented defaults."""
+    given = req.prices or PricesIn()
+    source: dict[str, str] = {}
+    switch = transceiver = None
+    if req.price_rows:
+        for row in _network_rows(session):
+            item = str(row.get("item", "")).lower()
+            unit = str(row.get("unit", "")).lower()
+            price = row.get("price_usd")
+            if switch is None and unit == "switch" and price and f"{radix}-port" in item:
+                switch = float(price)
+                source["switch_usd"] = (
+                    f"price book: {row.get('item')} ({row.get('date') or row.get('price_date')})"
+                )
+            m = re.search(r"transceivers?\s*\$([\d,]+)", str(row.get("notes", "")).lower())
+            if transceiver is None and m:
+                transceiver = float(m.group(1).replace(",", ""))
+                source["transceiver_usd"] = f"price book: {row.get('item')} notes (low end)"
+    if given.switch_usd is not None:
+        switch, source["switch_usd"] = given.switch_usd, "request"
+    if given.transceiver_usd is not None:
+        transceiver, source["transceiver_usd"] = given.transceiver_usd, "request"
+    if switch is None:
+        switch = DEFAULT_SWITCH_USD * (radix / 64.0)
+        source["switch_usd"] = (
+            f"default: $36,000 per 64-port 400G switch (FS.com 2024-08), scaled to {radix} ports"
+        )
+    if transceiver is None:
+        transceiver = DEFAULT_TRANSCEIVER_USD
+        source["transceiver_usd"] = "default: $500 (infra-economics.com 2025, low end of $500-1,000)"
+    cable = given.cable_usd if given.cable_usd is not None else DEFAULT_CABLE_USD
+    source["cable_usd"] = (
+        "request"
+        if given.cable_usd is not None
+        else ("default: $280 = Cheah 2024-08 $1,280 per link (cables incl. optics) − 2 × $500 transceivers")
+    )
+    nic = given.nic_usd if given.nic_usd is not None else 0.0
+    source["nic_usd"] = "request" if given.nic_usd is not None else "NICs counted in the server price"
+    return UnitPrices(switch, transceiver, cable, nic, source)
+
+
+def run_bom(req: BomIn, session: Session | None = None) -> BillOfMaterials:
+    p = ProblemCollector()
+    base: FabricSpec | None = None
+    if req.fabric:
+        base = resolve_fabric(req.fabric, p, "fabric")
+    p.raise_if_any()
+    rails = req.rails or (base.nics_per_node if base else 8)
+    radix = req.switch_radix or (base.switch_radix if base else 64)
+    tiers = req.tiers or (base.tiers if base else 2)
+    over = (
+        tuple(req.oversubscription) if req.oversubscription else (base.oversubscription if base else (1.0,))
+    )
+    rail_opt = (
+        req.rail_optimized
+        if req.rail_optimized is not None
+        else (base.topology == "rail_optimized" if base else True)
+    )
+    design = FatTreeDesign(
+        nodes=req.nodes,
+        rails=rails,
+        switch_radix=radix,
+        tiers=tiers,
+        oversubscription=over,
+        rail_optimized=rail_opt,
+        node_links_optical=req.node_links_optical,
+    )
+    return bill_of_materials(design, unit_prices(req, radix, session), gpus_per_node=req.gpus_per_node)

@@ -1,0 +1,155 @@
+"""Planning pages over HTTP: full page vs htmx block, the address bar reproduces the view, field-level
+problems, save / revise / duplicate / delete by form, compare with differences marked."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlencode
+
+from app.web.pages._builder import BuilderState, parse_state, scenario_to_state, state_to_scenario
+from tests.test_plans_support import small_scenario
+
+HX = {"HX-Request": "true"}
+
+
+def _scenario_input(html: str) -> dict[str, Any]:
+    match = re.search(r'<input type="hidden" name="scenario" form="save-form" value="([^"]*)"', html)
+    assert match, "no savable scenario in the results"
+    return dict(json.loads(match.group(1).replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&")))
+
+
+def test_builder_full_page_and_htmx_block(client: Any) -> None:
+    query = BuilderState(nodes=4).query()
+    full = client.get(f"/plans/new?{query}")
+    assert full.status_code == 200 and full.headers["vary"] == "HX-Request"
+    assert "<html" in full.text and 'id="plan-form"' in full.text and 'id="results"' in full.text
+    assert 'value="4"' in full.text  # the form shows the state from the address bar
+    block = client.get(f"/plans/new?{query}", headers=HX)
+    assert block.status_code == 200 and "<html" not in block.text and 'id="plan-form"' not in block.text
+    assert block.text.lstrip().startswith('<section id="results"')
+    # the same numbers in both, and the scenario that a save would store matches the inputs
+    assert _scenario_input(block.text) == _scenario_input(full.text)
+    saved = _scenario_input(block.text)
+    assert saved["cluster"]["nodes"] == 4 and saved["layout"]["dp"] == 16
+    # every chart has a data block and a table beside it, and units are shown
+    for chart in ("chart-memory", "chart-step", "chart-scaling", "chart-cost", "chart-goodput"):
+        assert f'id="{chart}"' in block.text and f'id="{chart}-data"' in block.text
+        figure = block.text.split(f'id="{chart}-data">', 1)[1].split("</script>", 1)[0]
+        assert json.loads(figure)["data"], chart
+    assert block.text.count("<table") >= 5
+    for unit in ("GiB", "ms", "tokens/s", "days", "USD"):
+        assert unit in block.text
+
+
+def test_builder_reports_problems_per_field(client: Any) -> None:
+    r = client.get("/plans/new?" + BuilderState(tp=3).query(), headers=HX)
+    assert r.status_code == 200
+    assert 'role="alert"' in r.text and 'href="#f-tp"' in r.text
+    assert 'name="scenario"' not in r.text  # nothing savable while inputs are inconsistent
+    r = client.get("/plans/new?nodes=lots&model=llama-3-8b")
+    assert r.status_code == 200 and 'aria-invalid="true"' in r.text and "Error: a whole number" in r.text
+    r = client.get("/plans/new?" + BuilderState(model="llama-3-8c").query(), headers=HX)
+    assert 'href="#f-model"' in r.text and "Llama" in r.text  # close matches offered
+
+
+def test_builder_state_round_trip() -> None:
+    state = parse_state(
+        {"nodes": "3", "gpus_per_node": "8", "tp": "4", "pp": "2", "sp": "0", "tokens_b": "15000"}
+    )
+    assert state.errors == {} and state.dp == 3 and state.sp is False
+    scenario = state_to_scenario(state)
+    assert scenario["training"]["tokens"] == 15e12 and scenario["layout"]["dp"] == 3
+    back = scenario_to_state(scenario)
+    assert state_to_scenario(back) == scenario
+    assert parse_state(dict(pair.split("=") for pair in back.query().split("&"))).as_dict() == back.as_dict()
+
+
+def test_pasted_hf_config_is_used(client: Any) -> None:
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 16,
+        "vocab_size": 128256,
+        "hidden_act": "silu",
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+    }
+    r = client.get("/plans/new?" + BuilderState(hf_config=json.dumps(config)).query(), headers=HX)
+    saved = _scenario_input(r.text)
+    assert saved["model"]["num_layers"] == 16 and saved["model"]["hidden_size"] == 2048
+    r = client.get("/plans/new?" + BuilderState(hf_config="{not json").query(), headers=HX)
+    assert 'href="#f-hf_config"' in r.text and "not valid JSON" in r.text
+
+
+def test_save_revise_duplicate_delete_by_form(client: Any) -> None:
+    scenario = small_scenario()
+    r = client.post(
+        "/plans",
+        data={"name": "form plan", "notes": "by form", "scenario": json.dumps(scenario)},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    url = r.headers["location"]
+    plan_id = url.rsplit("/", 1)[1]
+    page = client.get(url)
+    assert page.status_code == 200 and "form plan" in page.text and "Revision 1" in page.text
+    assert f"/api/v1/plans/{plan_id}/export.csv" in page.text and "price book" in page.text
+    # "edit in builder" reproduces the saved inputs, then saving makes revision 2
+    edit = re.search(r'href="/plans/new\?([^"]+)"', page.text)
+    assert edit
+    builder = client.get("/plans/new?" + edit.group(1).replace("&amp;", "&"))
+    assert f'action="/plans/{plan_id}/revise"' in builder.text
+    assert (
+        _scenario_input(builder.text)["layout"]
+        == client.get(f"/api/v1/plans/{plan_id}").json()["current"]["scenario"]["layout"]
+    )
+    changed = small_scenario(tp=4, dp=4)
+    r = client.post(
+        f"/plans/{plan_id}/revise",
+        data={"name": "form plan", "notes": "tp4", "scenario": json.dumps(changed)},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    detail = client.get(f"/plans/{plan_id}")
+    assert "Revision 2" in detail.text and "tp4" in detail.text
+    old = client.get(f"/plans/{plan_id}?revision=1", headers=HX)
+    assert old.status_code == 200 and "<html" not in old.text and "by form" in old.text
+
+    r = client.post(f"/plans/{plan_id}/duplicate", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] != url
+    assert "Copy of form plan" in client.get(r.headers["location"]).text
+    r = client.post(f"/plans/{plan_id}/delete", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/plans"
+    assert client.get(url).status_code == 404
+
+    bad = client.post("/plans", data={"name": "x", "scenario": "{}"})
+    assert bad.status_code == 422 and "scenario" in bad.text
+
+
+def test_list_and_compare_pages(client: Any) -> None:
+    ids = []
+    for name, layout in (("cmp one", {}), ("cmp two", {"tp": 4, "dp": 4})):
+        r = client.post("/api/v1/plans", json={"name": name, "scenario": small_scenario(**layout)})
+        ids.append(r.json()["id"])
+    listing = client.get("/plans?q=cmp")
+    assert "cmp one" in listing.text and "cmp two" in listing.text and 'name="ids"' in listing.text
+    block = client.get("/plans?q=cmp+two", headers=HX)
+    assert "cmp two" in block.text and "cmp one" not in block.text and "<html" not in block.text
+
+    r = client.get("/plans/compare?" + urlencode([("ids", i) for i in ids]))
+    assert r.status_code == 200
+    assert "≠ differs" in r.text and 'class="differs"' in r.text
+    tp_row = re.search(r"<th scope=\"row\">layout\.tp</th>.*?</tr>", r.text, re.S)
+    assert tp_row and "≠ differs" in tp_row.group(0)
+    only = client.get(
+        "/plans/compare?" + urlencode([("ids", i) for i in ids] + [("only_differences", "true")])
+    )
+    assert '<th scope="row">Model</th>' not in only.text and "layout.tp" in only.text
+    one = client.get("/plans/compare?" + urlencode([("ids", ids[0])]))
+    assert one.status_code == 422 and "2 to 4" in one.text

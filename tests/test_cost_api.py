@@ -255,3 +255,41 @@ def test_storage_and_spot_over_http(client: Any) -> None:
     ).json()
     assert spot["net_savings"] == pytest.approx(1 - 0.4 / 0.85)
     assert spot["inversion"]["lost_hours_per_preemption"] == pytest.approx(4.872, abs=0.001)
+
+
+SCENARIO = {
+    "model": "Llama-3-70B",
+    "cluster": {"gpu": "H100-SXM", "nodes": 8, "gpus_per_node": 8, "fabric": "ib-ndr-8x400"},
+    "layout": {
+        "tp": 4,
+        "pp": 2,
+        "dp": 8,
+        "micro_batch": 1,
+        "global_batch": 512,
+        "zero": 1,
+        "sequence_parallel": True,
+        "recompute": "selective",
+    },
+    "training": {"seq_len": 8192, "tokens": 1.5e12},
+}
+
+
+def test_cost_run_and_storage_from_an_estimator_scenario(client: Any) -> None:
+    r = client.post("/api/v1/cost/run", json={"scenario": SCENARIO, "options": [{"usd_per_gpu_hour": 6.88}]})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    given = {a["name"]: a["value"] for a in data["assumptions"]}
+    # GPU-hours = tokens / (tokens/s from the estimator's step time) × GPUs
+    assert data["productive_gpu_hours"] == pytest.approx(1.5e12 / given["tokens_per_s"] * 64 / 3600)
+    assert data["wall_clock_hours"] == pytest.approx(1.5e12 / given["tokens_per_s"] / 3600)
+    assert 0 < given["mfu"] < 1
+    st = client.post("/api/v1/storage", json={"scenario": SCENARIO})
+    assert st.status_code == 200, st.text
+    body = st.json()
+    assert body["bytes_per_token"] == 4  # Llama 3's 128k vocabulary needs uint32
+    assert body["checkpoint_bytes"] == pytest.approx(14 * 70.55e9, rel=0.01)
+    assert body["tokens_per_s"] == pytest.approx(given["tokens_per_s"], rel=1e-6)
+    bad = dict(SCENARIO, layout=dict(SCENARIO["layout"], tp=3))
+    r = client.post("/api/v1/cost/run", json={"scenario": bad, "options": [{"usd_per_gpu_hour": 6.88}]})
+    assert r.status_code == 422
+    assert all(d["loc"][:2] == ["body", "scenario"] for d in r.json()["detail"])

@@ -59,7 +59,11 @@ class PriceOptionOut(BaseModel):
 
 
 class RunCostRequest(StrictModel):
-    num_gpus: int = Field(ge=1, le=1_000_000)
+    num_gpus: int | None = Field(None, ge=1, le=1_000_000, description="GPUs of the run (else from scenario)")
+    scenario: dict[str, Any] | None = Field(
+        None,
+        description="an estimator scenario (model, cluster, layout, training.tokens): GPU-hours from its step time",
+    )
     gpu_hours: float | None = Field(None, ge=0, description="productive GPU-hours; or give params/tokens/mfu")
     params: float | None = Field(None, gt=0, description="total parameters")
     active_params: float | None = Field(None, gt=0, description="MoE: parameters active per token")
@@ -278,12 +282,16 @@ class PresetOut(BaseModel):
 
 
 class StorageRequest(StrictModel):
-    checkpoint: CheckpointIn
-    num_nodes: int = Field(ge=1, le=100_000)
+    scenario: dict[str, Any] | None = Field(
+        None,
+        description="an estimator scenario: gives checkpoint params, nodes, tokens per step, step time, vocab",
+    )
+    checkpoint: CheckpointIn | None = None
+    num_nodes: int | None = Field(None, ge=1, le=100_000)
     gpus_per_node: int = Field(8, ge=1, le=72)
-    tokens_per_step: float = Field(gt=0, description="global batch in tokens")
-    step_s: float = Field(gt=0, description="step time (from the estimator)")
-    vocab_size: int = Field(ge=1)
+    tokens_per_step: float | None = Field(None, gt=0, description="global batch in tokens")
+    step_s: float | None = Field(None, gt=0, description="step time (from the estimator)")
+    vocab_size: int | None = Field(None, ge=1)
     slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
     jitter_sigma: float = Field(0.1, ge=0, le=2)
 

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import fields, replace
 from datetime import date
+from typing import Any
 
 from sqlmodel import Session, select
 
@@ -200,10 +201,42 @@ def _assumptions(items: list[core_storage.Assumption]) -> list[s.AssumptionOut]:
 # --- cost per run ----------------------------------------------------------------------------------------
 
 
+def estimate_for(session: Session | None, scenario: dict[str, Any]) -> tuple[Any, Any]:
+    """Run the estimator on a scenario; its problems are reported under `scenario.`."""
+    from app.services.estimate import parse_scenario
+    from app.services.estimate import run as run_estimate
+
+    try:
+        return run_estimate(parse_scenario(scenario), session)
+    except SpecError as exc:
+        raise SpecError([Problem(f"scenario.{p.field}", p.message) for p in exc.problems]) from None
+
+
 def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostResponse:
     problems: list[Problem] = []
     total_flop: float | None = None
     peak: float | None = None
+    extra: list[core_storage.Assumption] = []
+    if req.scenario is not None:
+        resolved, est = estimate_for(session, req.scenario)
+        if not resolved.tokens:
+            raise SpecError([Problem("scenario.training.tokens", "required to cost a run")])
+        num_gpus = resolved.cluster.num_gpus
+        tps = est.step.tokens_per_s
+        gpu_hours = resolved.tokens / tps * num_gpus / 3600.0
+        total_flop = est.model_flops_per_token * resolved.tokens
+        extra = [
+            core_storage.Assumption(
+                "step_time_s", est.step.total_s, "s", "estimator (app.core.estimate)", ""
+            ),
+            core_storage.Assumption("tokens_per_s", tps, "tokens/s", "estimator (app.core.estimate)", ""),
+            core_storage.Assumption("mfu", est.step.mfu, "", "estimator (app.core.estimate)", ""),
+        ]
+        req = req.model_copy(
+            update={"num_gpus": num_gpus, "gpu_hours": gpu_hours, "gpu": req.gpu or resolved.cluster.gpu.name}
+        )
+    if req.num_gpus is None:
+        problems.append(Problem("num_gpus", "give num_gpus or a scenario"))
     if req.gpu_hours is None:
         if req.params is None:
             problems.append(Problem("params", "give gpu_hours, or params + tokens + mfu"))
@@ -221,6 +254,7 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
         problems.append(Problem("options", "give price options or a gpu to take price-book rows for"))
     if problems:
         raise SpecError(problems)
+    assert req.num_gpus is not None
     if req.gpu_hours is None:
         assert req.params is not None and req.tokens is not None
         total_flop = core_cost.training_flop(req.params, req.tokens, req.active_params)
@@ -231,7 +265,7 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
         core_cost.RunInputs(
             num_gpus=req.num_gpus,
             gpu_hours=req.gpu_hours,
-            total_flop=total_flop,
+            total_flop=total_flop if req.gpu_hours is None else None,
             peak_flops_per_gpu=peak,
             mfu=req.mfu,
             goodput=req.goodput,
@@ -239,7 +273,8 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
         quotes,
     )
     data = result.to_dict()
-    assumptions = list(result.assumptions)
+    data["total_flop"] = total_flop
+    assumptions = list(result.assumptions) + extra
     if peak is not None:
         assumptions.append(
             core_storage.Assumption(
@@ -501,7 +536,30 @@ def goodput(req: s.GoodputRequest) -> s.GoodputResponse:
 # --- storage ---------------------------------------------------------------------------------------------
 
 
-def storage(req: s.StorageRequest) -> s.StorageResponse:
+def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageResponse:
+    if req.scenario is not None:
+        resolved, est = estimate_for(session, req.scenario)
+        cluster = resolved.cluster
+        checkpoint = req.checkpoint or s.CheckpointIn.model_validate({"params": est.params_total})
+        req = req.model_copy(
+            update={
+                "checkpoint": checkpoint,
+                "num_nodes": req.num_nodes or cluster.num_nodes,
+                "gpus_per_node": cluster.gpus_per_node,
+                "tokens_per_step": req.tokens_per_step or est.step.tokens_per_step,
+                "step_s": req.step_s or est.step.total_s,
+                "vocab_size": req.vocab_size or resolved.model.vocab_size,
+            }
+        )
+    missing = [
+        Problem(name, "required (or give a scenario)")
+        for name in ("checkpoint", "num_nodes", "tokens_per_step", "step_s", "vocab_size")
+        if getattr(req, name) is None
+    ]
+    if missing:
+        raise SpecError(missing)
+    assert req.checkpoint is not None and req.num_nodes is not None
+    assert req.tokens_per_step is not None and req.step_s is not None and req.vocab_size is not None
     ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
     tiers_out = []
     assumptions = list(ck.assumptions)

@@ -113,8 +113,8 @@ def goodput_presets() -> ListEnvelope[s.PresetOut]:
     response_model=s.StorageResponse,
     summary="Checkpoint size and write time per tier (p99), data-loading bandwidth vs each tier",
 )
-def storage_estimate(body: s.StorageRequest) -> s.StorageResponse:
-    return svc.storage(body)
+def storage_estimate(body: s.StorageRequest, session: SessionDep) -> s.StorageResponse:
+    return svc.storage(body, session)
 
 
 router.include_router(cost_router)

@@ -22,10 +22,13 @@ import numpy as np
 
 from app.core.hardware import GPUSpec
 
-# Intensity at which a GEMM reaches half of its asymptotic throughput. Global constant, chosen against the
-# training-run validation set (docs/validation_training_runs.md); ~ the A100/H100 ridge point of the tile
-# level roofline (128×128 tiles reach full speed at I ≳ 100).
-DEFAULT_HALF_INTENSITY = 48.0
+# Intensity at which a GEMM reaches half of its asymptotic throughput, as a multiple of the GPU's roofline
+# ridge point (dense 16-bit peak FLOP/s ÷ HBM bytes/s, Williams et al. 2009): faster tensor cores over the same
+# memory need larger tiles and larger problems to saturate. One global constant, chosen against the training-run
+# validation set (docs/validation_training_runs.md). For 1-byte FP8 operands the ridge in FLOP per element is
+# the same as for BF16 (twice the FLOP/s over half the bytes), so the same half-intensity applies.
+RIDGE_FACTOR = 2.0
+DEFAULT_HALF_INTENSITY = 150.0  # used when a GPU has no HBM bandwidth (≈ A100 ridge point)
 
 # mamf-finder reports its best over shapes up to ~16k (ml-engineering, compute/accelerator/benchmarks);
 # a 8192³ GEMM has I = 8192/3.
@@ -47,6 +50,14 @@ def measured_matmul_flops(gpu: GPUSpec, dtype: str) -> float:
         ratio = (bf16 / gpu.peak("bf16")) if bf16 else DEFAULT_MEASURED_FRACTION
         return float(gpu.peak("fp8") * ratio)
     return float(gpu.peak(key) * DEFAULT_MEASURED_FRACTION)
+
+
+def half_intensity_for(gpu: GPUSpec) -> float:
+    """RIDGE_FACTOR × the 16-bit roofline ridge point (FLOP per byte) of this GPU."""
+    bw = gpu.hbm_bandwidth_bytes_per_s
+    if bw <= 0:
+        return DEFAULT_HALF_INTENSITY
+    return RIDGE_FACTOR * gpu.peak("bf16") / bw
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,9 @@ class GemmEfficiency:
     def for_gpu(cls, gpu: GPUSpec, dtype: str = "bf16") -> GemmEfficiency:
         measured = measured_matmul_flops(gpu, dtype)
         src = "catalog measured matmul" if gpu.measured_matmul_flops else "fraction of dense peak"
-        return cls.from_measured(measured, dtype, source=f"{gpu.name} {dtype}: {src}")
+        return cls.from_measured(
+            measured, dtype, half_intensity=half_intensity_for(gpu), source=f"{gpu.name} {dtype}: {src}"
+        )
 
     def intensity(self, m: Any, n: Any, k: Any) -> Any:
         return 1.0 / (

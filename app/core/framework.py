@@ -37,6 +37,7 @@ class Framework:
     dp_overlap: float = 1.0  # share of the backward pass the gradient reduction may hide behind
     param_gather_overlap: float = 1.0  # share of the forward pass the parameter all-gather may hide behind
     zero3_overlap: float = 1.0  # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind
+    zero3_rank_nic: bool = False  # ZeRO-3 collectives limited to each rank's own NIC share (see DEEPSPEED)
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
     fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)
@@ -63,12 +64,24 @@ MEGATRON_2021 = MEGATRON_CORE.with_(name="megatron-2021", dp_overlap=0.0, param_
 
 # Megatron-DeepSpeed (BigScience, vTrain): ZeRO-1 fp16 optimizer keeps 16-bit gradients, reduces in 16 bit
 # (DeepSpeed runtime/zero/stage_1_and_2.py); no overlap of the reduction with the pipeline's last backward.
+# ZeRO-3 in DeepSpeed of that period gathered each parameter tensor with its own collective and reached only
+# the per-rank NIC bandwidth across nodes: Narayanan et al. 2021 Table 2 shows ZeRO-3 throughput falling
+# 144 → 88 → 44 TFLOP/s from 384 to 1,536 GPUs at a fixed batch, i.e. communication that does not speed up
+# with more GPUs per node sharing the NICs; prefetch hides it behind about a quarter of the compute.
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
     grad_bytes=2.0,
+    # the fp16 ZeRO-1/2 optimizer also keeps an fp32 gradient of its partition for the update
+    # (DeepSpeed runtime/zero/stage_1_and_2.py, single_partition_of_fp32_groups[i].grad): 8 + 4 B, sharded
+    optimizer_bytes=12.0,
     grad_reduce_bytes=2.0,
     dp_overlap=0.0,
     param_gather_overlap=0.0,
+    zero3_overlap=0.25,
+    zero3_rank_nic=True,
+    # ZeRO-1/2 reduce and all-gather buckets, 5e8 elements each in 16 bit (DeepSpeed config defaults,
+    # deepspeed.readthedocs.io "ZeRO optimizations": reduce_bucket_size, allgather_bucket_size) + NCCL buffers
+    comm_buffer_bytes=2 * 5e8 * 2 + 0.5 * GiB,
 )
 
 # torchtitan FSDP2 (pytorch/torchtitan, docs/fsdp.md): bf16 compute with fp32 sharded parameters and fp32

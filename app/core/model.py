@@ -157,6 +157,7 @@ class LayerShape:
     shared_out_width: int
     hidden_dropout: bool
     attention_dropout: bool
+    rotary: bool = False
 
 
 def _norm_params(model: ModelSpec) -> int:
@@ -245,6 +246,7 @@ def layer_shape(model: ModelSpec) -> LayerShape:
         shared_out_width=shared_ffn * n_shared,
         hidden_dropout=model.hidden_dropout > 0,
         attention_dropout=model.attention_dropout > 0,
+        rotary=model.position_embedding == "rope",
     )
 
 

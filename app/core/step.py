@@ -93,6 +93,7 @@ def layer_times(
     hbm_bytes_per_s: float,
     fw: Framework = MEGATRON_CORE,
     causal: bool = True,
+    fp8: bool = False,
 ) -> LayerTimes:
     h = shape.hidden
     # linear layers: QKV + output projection, modelled as one GEMM of the attention parameter count
@@ -141,11 +142,21 @@ def layer_times(
     dropout = 2.0 if shape.hidden_dropout else 0.0
     hidden_traffic = (2 * 4 + 2 * (6 + dropout)) * h / sp_div
     act_traffic = 2.0 * ffn_elems / tokens + (2.0 * ffn_elems / tokens if not fw.fused_elementwise else 0.0)
-    rope_traffic = 4.0 * (shape.q_width + shape.kv_width) / tp
+    rope_traffic = 4.0 * (shape.q_width + shape.kv_width) / tp if shape.rotary else 0.0
     elem_fwd = tokens * (hidden_traffic + act_traffic + rope_traffic) / mem_bw
     if not fw.fused_elementwise:
         elem_fwd *= 2.0
     elem_bwd = 2.0 * elem_fwd
+    if fp8:
+        # Transformer Engine casts every GEMM input to FP8 (read 2 B, write 1 B + 1 B transposed copy for the
+        # weight-gradient GEMM) in forward, and every output gradient in backward (TE docs, "FP8 primer")
+        ffn_in = shape.expert_in_width if moe else shape.ffn_in_width
+        ffn_out = shape.expert_out_width if moe else shape.ffn_out_width
+        mult = shape.experts_per_token if moe else 1
+        fwd_inputs = 2 * h + shape.q_width / tp + mult * ffn_out / tp
+        bwd_grads = attn_n + h + mult * (ffn_in / tp + h)
+        elem_fwd += tokens * 4.0 * fwd_inputs / mem_bw
+        elem_bwd += tokens * 4.0 * bwd_grads / mem_bw
 
     forward = t_linear + t_core_fwd + softmax_fwd + elem_fwd
     backward = 2.0 * t_linear + t_core_bwd + softmax_bwd + elem_bwd
@@ -286,8 +297,9 @@ def stage_times(
     layers_per_gpu = model.num_layers / pp
     moe_share = n_moe / model.num_layers
     args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
-    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal)
-    moe_t = layer_times(*args, True, linear, attn_curve, hbm, fw, causal) if n_moe else dense
+    fp8 = layout.dtype == "fp8"
+    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8)
+    moe_t = layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8) if n_moe else dense
 
     def mix(attr: str) -> float:
         return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
@@ -307,13 +319,15 @@ def stage_times(
     act_bytes = 2.0 * tokens * shape.hidden
     tp_place = group_placement(tp, 1, gpn)
     if layout.sequence_parallel:
-        one = 2 * (
-            _coll("all_gather", act_bytes, tp_place, cluster, network)
-            + _coll("reduce_scatter", act_bytes, tp_place, cluster, network)
-        )
+        gather = _coll("all_gather", act_bytes, tp_place, cluster, network)
+        one = 2 * (gather + _coll("reduce_scatter", act_bytes, tp_place, cluster, network))
+        # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
+        # (Korthikanti et al. 2022 Sec. 4.2.2)
+        extra = 2 * gather
     else:
         one = 2 * _coll("all_reduce", act_bytes, tp_place, cluster, network)
-    tp_layer = one * (2 + share) * (1 - fw.tp_overlap)
+        extra = 0.0
+    tp_layer = (one * (2 + share) + extra) * (1 - fw.tp_overlap)
 
     # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
     cp_layer = 0.0
@@ -424,6 +438,10 @@ def step_estimate(
     bwd_last = bottleneck.backward_compute + bottleneck.recompute
     fwd_first = bottleneck.forward_compute
     if layout.zero >= 3:
+        if fw.zero3_rank_nic:
+            # every rank drives its own NIC share (no topology-aware channels): see Framework.zero3_rank_nic
+            dp_place = Placement(dp_place.ranks, 1)
+            exp_place = Placement(exp_place.ranks, 1)
         gather = dense_p * fw.param_gather_bytes
         per_mb = (
             2 * _coll("all_gather", gather, dp_place, cluster, network)

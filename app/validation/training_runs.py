@@ -24,7 +24,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,15 +110,16 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
     ),
     SourceRule(
         "Megatron-LM README",
-        MEGATRON_CORE,
+        NEMO.with_(name="megatron-core-te"),
         "ib-ndr-8x400",
         None,
         True,
         "model",
         True,
         0.0,
-        "DGX H100 (Eos): 8 × NDR 400 Gb/s; Megatron-core with Transformer Engine, distributed optimizer with "
-        "overlapped grad reduce / param gather (--overlap-param-gather in the README)",
+        "DGX H100 (Eos): 8 × NDR 400 Gb/s; Megatron-core with Transformer Engine: distributed optimizer with "
+        "overlapped grad reduce / param gather (--overlap-param-gather in the README) and TP communication "
+        "overlap, as NVIDIA's published benchmark recipes use",
     ),
     SourceRule(
         "NeMo",
@@ -363,9 +364,22 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
 def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
     fw = rule.framework
     notes = row.get("notes")
-    if fw.name == "megatron-deepspeed" and layout.dtype == "bf16" and "fp32 grad accumulation" in notes:
-        # DeepSpeed BF16_Optimizer: 16-bit gradients plus an unsharded fp32 accumulation buffer (row notes)
-        fw = fw.with_(extra_unsharded_bytes=4.0)
+    if layout.zero >= 3 and fw.name == MEGATRON_2021.name:
+        # Megatron-LM of 2021 had no ZeRO-3 of its own: those rows ran DeepSpeed's ZeRO-3 (row notes)
+        fw = fw.with_(
+            name=f"{fw.name}+deepspeed-zero3",
+            zero3_overlap=DEEPSPEED.zero3_overlap,
+            zero3_rank_nic=DEEPSPEED.zero3_rank_nic,
+            grad_reduce_bytes=DEEPSPEED.grad_reduce_bytes,
+        )
+    if (
+        fw.name == "megatron-deepspeed"
+        and layout.dtype == "bf16"
+        and "bigscience" in row.get("source").lower()
+    ):
+        # BigScience's bf16 runs used Megatron-DeepSpeed's BF16_Optimizer: 16-bit gradients plus an unsharded
+        # fp32 gradient-accumulation buffer ("extra 4 B/param, not sharded", stated on the source's rows)
+        fw = fw.with_(extra_unsharded_bytes=4.0, optimizer_bytes=8.0)
     return fw
 
 
@@ -466,6 +480,13 @@ def evaluate_row(row: Row) -> RowResult:
         gpu = row_gpu(row)
         n_gpus = row.int_or("num_gpus", 0) or 0
         layout, defaults = row_layout(row, model, rule, n_gpus)
+        chunks = layout.pp * layout.vp
+        if model.num_layers % chunks:
+            # uneven pipeline partitions (DeepSpeed 'type:transformer|embedding'): the bottleneck stage holds
+            # ceil(L / p) layers, so model every stage at that depth
+            deeper = -(-model.num_layers // chunks) * chunks
+            defaults.append(f"uneven pipeline: {model.num_layers} layers modelled as {deeper}")
+            model = replace(model, num_layers=deeper)
         gpn = min(gpu.default_gpus_per_node, n_gpus) if n_gpus else gpu.default_gpus_per_node
         if n_gpus % gpn:
             result.skipped = f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes"

@@ -363,7 +363,6 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
 
 def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
     fw = rule.framework
-    notes = row.get("notes")
     if layout.zero >= 3 and fw.name == MEGATRON_2021.name:
         # Megatron-LM of 2021 had no ZeRO-3 of its own: those rows ran DeepSpeed's ZeRO-3 (row notes)
         fw = fw.with_(

@@ -284,8 +284,9 @@ def parse_price_date(text: str) -> date:
     years = re.findall(r"\b(\d{4})\b", text)
     if re.fullmatch(r"\d{4}-\d{4}", text):
         return date(int(years[-1]), 1, 1)
+    leading = text.lstrip("~ ")
     for pattern, build in _DATE_PATTERNS:
-        match = pattern.search(text)
+        match = pattern.match(leading)
         if match:
             return build(match)
     raise ValueError(f"price date {text!r} has no year")

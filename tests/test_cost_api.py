@@ -293,3 +293,22 @@ def test_cost_run_and_storage_from_an_estimator_scenario(client: Any) -> None:
     r = client.post("/api/v1/cost/run", json={"scenario": bad, "options": [{"usd_per_gpu_hour": 6.88}]})
     assert r.status_code == 422
     assert all(d["loc"][:2] == ["body", "scenario"] for d in r.json()["detail"])
+
+
+def test_tco_takes_network_capex_from_the_network_bom(client: Any) -> None:
+    body = {
+        "onprem": {"nodes": 128},
+        "network_bom": {"fabric": "ib-ndr-8x400"},
+        "options": [{"usd_per_gpu_hour": 6.88}],
+    }
+    r = client.post("/api/v1/cost/tco", json=body)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    (bom,) = [a for a in data["assumptions"] if a["name"] == "network_capex_usd"]
+    assert data["capex"]["network"] == bom["value"] > 0
+    assert "switches" in bom["source"]
+    assert not any(a["name"] == "network_share_of_capex" for a in data["assumptions"])
+    # the BOM for a 2-tier 128-node NDR fabric lands near the Cheah sheet's $33,984 per node
+    assert 25_000 < data["capex"]["network"] / 128 < 45_000
+    bad = client.post("/api/v1/cost/tco", json={**body, "network_bom": {"fabric": "no-such-fabric"}})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][:3] == ["body", "network_bom", "fabric"]

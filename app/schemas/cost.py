@@ -115,6 +115,11 @@ class OnPremIn(StrictModel):
 
 class TcoRequest(StrictModel):
     onprem: OnPremIn = Field(default_factory=lambda: OnPremIn.model_validate({}))
+    network_bom: dict[str, Any] | None = Field(
+        None,
+        description="network bill of materials inputs (as POST /network/bom, e.g. {'fabric': 'ib-ndr-8x400'}); "
+        "its cost becomes the network capex; nodes default to onprem.nodes",
+    )
     utilisation: float = Field(0.9, gt=0, le=1, description="share of hours the cluster runs jobs")
     gpu: str | None = Field(None, description="catalog GPU for default cloud price rows")
     options: list[PriceOptionIn] = Field(default_factory=list)

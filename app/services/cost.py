@@ -325,18 +325,53 @@ def _json_safe(value: object) -> object:
     return value
 
 
+def network_from_bom(
+    session: Session | None, req: s.TcoRequest
+) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption]]:
+    """On-prem inputs with the network capex taken from the network engineer's BOM when one is asked for."""
+    inputs = onprem_inputs(req.onprem)
+    if req.network_bom is None or req.onprem.network_capex_usd is not None:
+        return inputs, []
+    from pydantic import ValidationError
+
+    from app.services.network import BomIn, run_bom
+
+    body = {"nodes": req.onprem.nodes, "gpus_per_node": req.onprem.gpus_per_node} | req.network_bom
+    try:
+        bom_in = BomIn.model_validate(body)
+    except ValidationError as exc:
+        raise SpecError(
+            [Problem("network_bom." + ".".join(str(x) for x in e["loc"]), e["msg"]) for e in exc.errors()]
+        ) from None
+    try:
+        bom = run_bom(bom_in, session)
+    except SpecError as exc:
+        raise SpecError([Problem(f"network_bom.{p.field}", p.message) for p in exc.problems]) from None
+    if bom.cost is None:
+        raise SpecError([Problem("network_bom", "the BOM has no cost (give unit prices)")])
+    note = (
+        f"network BOM: {bom.switches} switches, {bom.transceivers} transceivers, "
+        f"{sum(bom.cables.values())} cables; unit prices: "
+        + "; ".join(f"{k}: {v}" for k, v in bom.cost.prices.source.items())
+    )
+    return replace(inputs, network_capex_usd=bom.cost.total_usd), [
+        core_storage.Assumption("network_capex_usd", bom.cost.total_usd, "USD", note, "")
+    ]
+
+
 def tco(session: Session | None, req: s.TcoRequest) -> s.TcoResponse:
     quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
-    result = core_cost.tco(onprem_inputs(req.onprem), req.utilisation, quotes, req.months)
+    inputs, extra = network_from_bom(session, req)
+    result = core_cost.tco(inputs, req.utilisation, quotes, req.months)
     data = result.to_dict()
-    data["assumptions"] = _assumptions(result.assumptions)
+    data["assumptions"] = _assumptions(result.assumptions + extra)
     data["curves"] = _json_safe(data["curves"])
     data["cloud_options"] = _option_rows(quotes)
     return s.TcoResponse.model_validate(data)
 
 
 def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse:
-    inputs = onprem_inputs(req.onprem)
+    inputs, extra = network_from_bom(session, req)
     quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
     if not quotes:
         raise SpecError(
@@ -354,7 +389,7 @@ def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse
             for k, v in result.curves.items()
             if k in ("cumulative_usd_vs_month", "breakeven_months_vs_utilisation")
         },
-        assumptions=_assumptions(result.assumptions),
+        assumptions=_assumptions(result.assumptions + extra),
     )
 
 

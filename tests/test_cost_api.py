@@ -312,3 +312,20 @@ def test_tco_takes_network_capex_from_the_network_bom(client: Any) -> None:
     assert 25_000 < data["capex"]["network"] / 128 < 45_000
     bad = client.post("/api/v1/cost/tco", json={**body, "network_bom": {"fabric": "no-such-fabric"}})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][:3] == ["body", "network_bom", "fabric"]
+
+
+def test_goodput_from_an_estimator_scenario(client: Any) -> None:
+    r = client.post(
+        "/api/v1/goodput", json={"scenario": SCENARIO, "preset": "llama3-405b", "tier": "parallel_fs"}
+    )
+    assert r.status_code == 200, r.text
+    g = r.json()
+    assert g["num_gpus"] == 64
+    assert g["checkpoint_bytes"] == pytest.approx(14 * 70.55e9, rel=0.01)
+    mfu = next(a["value"] for a in g["assumptions"] if a["name"] == "mfu")
+    assert g["effective_mfu"] == pytest.approx(mfu * g["goodput"])
+    # the run length comes from the scenario's tokens and step time, stretched by goodput
+    assert g["run"]["useful_days"] == pytest.approx(g["run"]["wall_days"] * g["goodput"])
+    assert g["run"]["interruptions"] == pytest.approx(g["run"]["wall_days"] * g["interruptions_per_day"])
+    missing = client.post("/api/v1/goodput", json={"preset": "llama3-405b", "checkpoint_stall_s": 5})
+    assert missing.status_code == 422 and missing.json()["detail"][0]["loc"][-1] == "num_gpus"

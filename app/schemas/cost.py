@@ -225,7 +225,10 @@ class CheckpointIn(StrictModel):
 
 
 class GoodputRequest(StrictModel):
-    num_gpus: int = Field(ge=1, le=1_000_000)
+    num_gpus: int | None = Field(None, ge=1, le=1_000_000, description="GPUs of the job (else from scenario)")
+    scenario: dict[str, Any] | None = Field(
+        None, description="an estimator scenario: gives GPUs, checkpoint params, MFU and the run length"
+    )
     gpus_per_node: int = Field(8, ge=1, le=72)
     preset: str | None = Field(None, description="failure rates from a published run (GET /goodput/presets)")
     mtbf_gpu_hours: float | None = Field(None, gt=0, description="per-GPU mean time between failures")

@@ -455,8 +455,27 @@ def find_preset(name: str) -> core_goodput.FailurePreset:
     )
 
 
-def goodput(req: s.GoodputRequest) -> s.GoodputResponse:
+def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputResponse:
     assumptions: list[core_storage.Assumption] = []
+    useful_days: float | None = None
+    if req.scenario is not None:
+        resolved, est = estimate_for(session, req.scenario)
+        if resolved.tokens and req.run_days is None:
+            useful_days = resolved.tokens / est.step.tokens_per_s / 86400.0
+        req = req.model_copy(
+            update={
+                "num_gpus": req.num_gpus or resolved.cluster.num_gpus,
+                "gpus_per_node": resolved.cluster.gpus_per_node,
+                "checkpoint": req.checkpoint or s.CheckpointIn.model_validate({"params": est.params_total}),
+                "mfu": req.mfu or est.step.mfu,
+            }
+        )
+        assumptions.append(
+            core_storage.Assumption("mfu", est.step.mfu, "", "estimator (app.core.estimate)", "")
+        )
+    if req.num_gpus is None:
+        raise SpecError([Problem("num_gpus", "give num_gpus or a scenario")])
+    num_gpus = req.num_gpus
     preset = find_preset(req.preset) if req.preset else None
     if req.job_mtbf_hours is not None:
         rates_parts = {"gpu": 0.0, "node": 0.0, "switch": 0.0, "total": 1.0 / req.job_mtbf_hours}
@@ -479,13 +498,13 @@ def goodput(req: s.GoodputRequest) -> s.GoodputResponse:
             else rates.per_switch_per_hour,
         )
         rates_parts = core_goodput.interruption_rate_per_hour(
-            rates, req.num_gpus, req.gpus_per_node, req.num_switches
+            rates, num_gpus, req.gpus_per_node, req.num_switches
         )
         if rates_parts["total"] <= 0:
             raise SpecError([Problem("mtbf_gpu_hours", "failure rates are all zero")])
     mtbf_s = 3600.0 / rates_parts["total"]
 
-    nodes = math.ceil(req.num_gpus / req.gpus_per_node)
+    nodes = math.ceil(num_gpus / req.gpus_per_node)
     size: float | None = None
     sync = asyn = None
     read_s = 0.0
@@ -537,17 +556,23 @@ def goodput(req: s.GoodputRequest) -> s.GoodputResponse:
             )
         )
     run = None
-    if req.run_days is not None:
-        wall_s = req.run_days * 86400.0
+    run_days = (
+        req.run_days
+        if req.run_days is not None
+        else (useful_days * result.wall_per_useful if useful_days is not None else None)
+    )
+    if run_days is not None:
+        wall_s = run_days * 86400.0
         n_ckpt = wall_s / result.wall_per_useful / result.interval_s
         run = {
             "checkpoints": n_ckpt,
             "checkpoint_idle_hours": core_goodput.checkpoint_idle_hours(round(n_ckpt), stall_s),
             "interruptions": wall_s / mtbf_s,
-            "useful_days": req.run_days * result.goodput,
+            "wall_days": run_days,
+            "useful_days": run_days * result.goodput,
         }
     return s.GoodputResponse(
-        num_gpus=req.num_gpus,
+        num_gpus=num_gpus,
         job_mtbf_hours=mtbf_s / 3600.0,
         interruptions_per_day=86400.0 / mtbf_s,
         interruption_rate_per_hour=rates_parts,

@@ -92,8 +92,8 @@ def cost_list_prices(
     response_model=s.GoodputResponse,
     summary="Interruptions, checkpoint interval (Young/Daly), restarts → goodput and effective MFU",
 )
-def goodput_estimate(body: s.GoodputRequest) -> s.GoodputResponse:
-    return svc.goodput(body)
+def goodput_estimate(body: s.GoodputRequest, session: SessionDep) -> s.GoodputResponse:
+    return svc.goodput(body, session)
 
 
 @goodput_router.get(

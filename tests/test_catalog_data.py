@@ -219,6 +219,8 @@ def test_moe_and_mla_fields_of_deepseek_v3() -> None:
 def test_declared_activations_and_embeddings() -> None:
     assert catalog.find_model("GPT-3 175B").activation == "gelu"
     assert catalog.find_model("GPT-3 175B").tied_embeddings
+    assert catalog.find_model("GPT 22B").hidden_dropout == 0.1  # Korthikanti et al. count dropout masks
+    assert catalog.find_model("Llama-3-8B").hidden_dropout == 0.0
     assert catalog.find_model("Llama-3.1-70B").activation == "swiglu"
     assert catalog.find_model("Llama-3.1-70B").attention_kind == "gqa"
     assert catalog.find_model("Nemotron-4-340B").activation == "squared_relu"

@@ -106,6 +106,12 @@ def test_gpt2_and_neox_are_plain_gelu() -> None:
     assert gpt2.position_embedding == "learned" and gpt2.norm == "layernorm" and gpt2.attention_bias
     neox = model_from_hf_config(load("gpt-neox-20b"), "neox")
     assert neox.activation == "gelu" and not neox.tied_embeddings and neox.num_kv_heads == 64
+    # dropout: GPT-2 trains with resid_pdrop = attn_pdrop = 0.1; NeoX-20B with none
+    assert (gpt2.hidden_dropout, gpt2.attention_dropout) == (0.1, 0.1)
+    assert (neox.hidden_dropout, neox.attention_dropout) == (0.0, 0.0)
+    with pytest.raises(SpecError) as err:
+        model_from_hf_config(load("gpt2") | {"attn_pdrop": 1.5}, "x")
+    assert err.value.problems[0].field == "attn_pdrop"
 
 
 def test_qwen2_has_qkv_bias_and_activation_is_read() -> None:

@@ -72,6 +72,18 @@ class _Reader:
             return 0
         return self.integer(key, minimum=minimum)
 
+    def fraction(self, *keys: str, default: float = 0.0) -> float:
+        """A probability in [0, 1) under the first of `keys` present (configs renamed some keys over time)."""
+        for key in keys:
+            value = self.config.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+                self.problems.add(key, f"must be a number in [0, 1), got {value!r}")
+                return default
+            return float(value)
+        return default
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self.config.get(key, default)
         if value is None:
@@ -155,6 +167,7 @@ def _llama_like_fields(read: _Reader, model_type: str) -> dict[str, Any]:
         # Qwen2 / Qwen2-MoE always put a bias on the q, k and v projections (no config key says so).
         "attention_bias": model_type in ("qwen2", "qwen2_moe") or read.boolean("attention_bias", False),
         "mlp_bias": read.boolean("mlp_bias", False),
+        "attention_dropout": read.fraction("attention_dropout"),
     }
     if model_type == "mixtral":
         fields["moe"] = MoESpec(
@@ -245,6 +258,9 @@ def _gpt2_fields(read: _Reader) -> dict[str, Any]:
         "norm": "layernorm",
         "attention_bias": True,
         "mlp_bias": True,
+        # GPT2Config defaults: resid_pdrop = attn_pdrop = 0.1
+        "hidden_dropout": read.fraction("resid_pdrop", default=0.1),
+        "attention_dropout": read.fraction("attn_pdrop", default=0.1),
     }
 
 
@@ -264,6 +280,9 @@ def _gpt_neox_fields(read: _Reader) -> dict[str, Any]:
         "norm": "layernorm",
         "attention_bias": read.boolean("attention_bias", True),
         "mlp_bias": True,
+        # GPTNeoXConfig renamed hidden_dropout_prob / attention_probs_dropout_prob to hidden_dropout / attention_dropout
+        "hidden_dropout": read.fraction("hidden_dropout", "hidden_dropout_prob"),
+        "attention_dropout": read.fraction("attention_dropout", "attention_probs_dropout_prob"),
     }
 
 

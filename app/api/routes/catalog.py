@@ -151,6 +151,8 @@ class ModelSpecIn(BaseModel):
     mlp_bias: bool = False
     moe: MoEIn | None = None
     mla: MLAIn | None = None
+    hidden_dropout: float = Field(0.0, ge=0, lt=1)
+    attention_dropout: float = Field(0.0, ge=0, lt=1)
     family: str = Field("", max_length=50)
     source: str = Field("", max_length=2000)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.schema import finish, new_document
-from app.core.network import COLLECTIVE_OPS, busbw_factor
+from app.core.network import COLLECTIVE_OPS, busbw_factor, normalise_op
 
 NCCL_TEST_OPS = {
     "all_reduce": "all_reduce",
@@ -99,7 +99,7 @@ def import_file(path: str | Path, op: str | None = None, fmt: str | None = None)
 
 def _resolve_op(op: str | None, *hints: str) -> str:
     if op:
-        resolved = NCCL_TEST_OPS.get(op, op)
+        resolved = NCCL_TEST_OPS.get(op) or normalise_op(op)
         if resolved not in COLLECTIVE_OPS and resolved != "reduce":
             raise ValueError(f"unknown collective {op!r}; choose from {', '.join(COLLECTIVE_OPS)}")
         return resolved
@@ -225,6 +225,7 @@ def import_nccl_tests_text(text: str, op: str | None = None, name: str = "") -> 
         source="nccl-tests",
     )
     doc["rows"] = rows
+    _fill_placement(doc, hosts, nranks)
     _fill_missing_busbw(doc)
     return finish(doc, "complete")
 
@@ -283,9 +284,18 @@ def import_nccl_tests_json(data: dict[str, Any], op: str | None = None, name: st
     doc = new_document("collectives", cfg, argv=args, environment=env, source="nccl-tests")
     doc["started_at"] = data.get("start_time")
     doc["rows"] = rows
+    _fill_placement(doc, env["hostnames"], len(devices))
     finish(doc, "complete")
     doc["finished_at"] = data.get("end_time") or doc["finished_at"]
     return doc
+
+
+def _fill_placement(doc: dict[str, Any], hosts: list[str], ranks: int) -> None:
+    """Nodes and ranks per node from the device list (every rank names its host)."""
+    nodes = max(1, len([h for h in hosts if h]))
+    for row in doc["rows"]:
+        row["nodes"] = nodes
+        row["ranks_per_node"] = ranks // nodes if ranks and ranks % nodes == 0 else ranks
 
 
 def _fill_missing_busbw(doc: dict[str, Any]) -> None:

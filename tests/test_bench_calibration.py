@@ -1,0 +1,151 @@
+"""Calibration fits recover known parameters from synthetic measurements, and produce the core's own types."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.calibration.collective_fit import calibrate_network, fit_alpha_beta
+from app.calibration.gemm_fit import fit_gemm
+from app.calibration.profile import build_profile, hardware_profile
+from app.catalog import find_gpu
+from app.catalog.fabrics import find_fabric
+from app.core.efficiency import GemmEfficiency, HardwareProfile
+from app.core.hardware import ClusterSpec
+from app.core.network import NetworkParams, Placement, busbw_factor, collective_time, default_network_params
+
+SHAPES = [(m, n, k) for m in (256, 1024, 4096, 16384) for n in (512, 4096) for k in (1024, 8192)]
+
+
+def _gemm_doc(eff: GemmEfficiency) -> dict:
+    rows = []
+    for m, n, k in SHAPES:
+        tflops = float(eff.flops_per_s(m, n, k)) / 1e12
+        rows.append(
+            {
+                "m": m,
+                "n": n,
+                "k": k,
+                "dtype": eff.dtype,
+                "median_tflops": tflops,
+                "best_tflops": tflops * 1.02,
+                "mean_tflops": tflops,
+            }
+        )
+    return {"rows": rows, "environment": {}}
+
+
+def test_gemm_fit_recovers_the_curve() -> None:
+    truth = GemmEfficiency(max_flops=850e12, half_intensity=60.0, dtype="bf16")
+    fit = fit_gemm(_gemm_doc(truth)["rows"], "bf16")
+    assert fit.efficiency.max_flops == pytest.approx(850e12, rel=0.02)
+    assert fit.efficiency.half_intensity == pytest.approx(60.0, rel=0.05)
+    assert fit.mape_pct < 1.0
+    assert isinstance(fit.efficiency, GemmEfficiency)
+
+
+def test_alpha_beta_per_protocol_regime() -> None:
+    """Three regimes with their own α and β (LL: low latency, low bandwidth; Simple: the reverse)."""
+    truth = {"LL": (8e-6, 20e9), "LL128": (15e-6, 150e9), "Simple": (30e-6, 360e9)}
+    sizes = [2**p for p in range(10, 31)]
+    factor = busbw_factor("all_reduce", 8)
+    times = []
+    for s in sizes:
+        regime = "LL" if s < 64 * 2**10 else "LL128" if s < 4 * 2**20 else "Simple"
+        alpha, beta = truth[regime]
+        times.append(alpha + s * factor / beta)
+    fits = fit_alpha_beta(sizes, times, factor)
+    assert [f.protocol for f in fits] == ["LL", "LL128", "Simple"]
+    for f in fits:
+        alpha, beta = truth[f.protocol]
+        assert f.alpha_s == pytest.approx(alpha, rel=0.02)
+        assert f.beta_bytes_per_s == pytest.approx(beta, rel=0.02)
+
+
+def _cluster() -> ClusterSpec:
+    gpu = find_gpu("H100-SXM")
+    return ClusterSpec(
+        gpu=gpu,
+        num_nodes=2,
+        gpus_per_node=8,
+        scaleup_kind=gpu.scaleup_kind,
+        fabric=find_fabric("ib-ndr-8x400"),
+    )
+
+
+def _coll_doc(params: NetworkParams, cluster: ClusterSpec) -> dict:
+    rows = []
+    for op in ("all_reduce", "all_gather"):
+        for group, placement in (("intra", Placement(8, 8)), ("inter", Placement(2, 1))):
+            for p in range(12, 31, 2):
+                est = collective_time(op, 2**p, placement, cluster, params)
+                rows.append(
+                    {
+                        "op": op,
+                        "group": group,
+                        "ranks": placement.ranks,
+                        "ranks_per_node": placement.ranks_per_node,
+                        "nodes": placement.nodes,
+                        "size_bytes": 2**p,
+                        "time_us": est.time_s * 1e6,
+                        "algbw_gbps": est.algbw_bytes_per_s / 1e9,
+                        "busbw_gbps": est.busbw_bytes_per_s / 1e9,
+                        "wrong": 0,
+                    }
+                )
+    return {"rows": rows, "environment": {}}
+
+
+def test_network_calibration_recovers_a_slower_cluster() -> None:
+    """Measurements from a cluster 35 % slower on NVLink, 20 % on IB, with 3× the launch overhead."""
+    cluster = _cluster()
+    base = default_network_params()
+    truth = replace(
+        base,
+        launch_overhead_s=36e-6,
+        nvlink=replace(base.nvlink, ring_efficiency=base.nvlink.ring_efficiency * 0.65),
+        transports={
+            **base.transports,
+            "infiniband": replace(
+                base.transports["infiniband"],
+                ring_efficiency=base.transports["infiniband"].ring_efficiency * 0.8,
+            ),
+        },
+    )
+    doc = _coll_doc(truth, cluster)
+    params, overrides = calibrate_network(doc, cluster)
+    assert isinstance(params, NetworkParams)
+    assert params.nvlink.ring_efficiency == pytest.approx(truth.nvlink.ring_efficiency, rel=0.05)
+    assert params.transports["infiniband"].ring_efficiency == pytest.approx(
+        truth.transports["infiniband"].ring_efficiency, rel=0.05
+    )
+    assert params.launch_overhead_s == pytest.approx(36e-6, rel=0.15)
+    # The overrides overlay on the defaults through the core's own loader.
+    assert NetworkParams.from_dict(overrides).nvlink.ring_efficiency == pytest.approx(
+        params.nvlink.ring_efficiency
+    )
+
+
+def test_profile_report_before_and_after() -> None:
+    cluster = _cluster()
+    base = default_network_params()
+    truth = replace(base, launch_overhead_s=40e-6, nvlink=replace(base.nvlink, ring_efficiency=0.5))
+    doc = _coll_doc(truth, cluster)
+    doc["rows"] += _gemm_doc(GemmEfficiency(max_flops=600e12, half_intensity=90.0))["rows"]
+    doc["environment"] = {"devices": [{"name": "NVIDIA H100 80GB HBM3"}]}
+    params, report = build_profile(doc, cluster.gpu, cluster.fabric, source="test")
+    coll, gemm = report["collectives"], report["gemm"]
+    assert coll["mape_after_pct"] < 3.0 < coll["mape_before_pct"]
+    assert gemm["mape_after_pct"] < 1.0 < gemm["mape_before_pct"]
+    assert len(coll["rows"]) == len(doc["rows"]) - len(SHAPES)
+    row = coll["rows"][-1]
+    assert {"measured_busbw_gbps", "before_busbw_gbps", "after_busbw_gbps", "alpha_beta_time_us"} <= set(row)
+    profile = hardware_profile(params, "h100-test", 3)
+    assert isinstance(profile, HardwareProfile)
+    assert (profile.name, profile.version) == ("h100-test", "3")
+    assert isinstance(profile.gemm, GemmEfficiency) and profile.gemm.max_flops == pytest.approx(
+        600e12, rel=0.02
+    )
+    assert isinstance(profile.network, NetworkParams)
+    assert profile.network.launch_overhead_s == pytest.approx(40e-6, rel=0.15)

@@ -1,0 +1,233 @@
+"""A planning session in a real browser (Debian's chromium via Playwright) against the real server:
+build a plan, charts render without console errors, save, reload by URL, compare, export; dark mode
+re-draws the charts; axe finds no serious or critical accessibility violations on any page."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import LiveServer, start_live_server
+from tests.test_plans_support import small_scenario
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.10.2.min.js"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    tmp = tmp_path_factory.mktemp("browser-plans")
+    live = start_live_server(f"sqlite:///{tmp / 'browser.db'}", tmp)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium not installed at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Console:
+    """Collects console errors and page errors (a missing favicon is the browser's business, not ours)."""
+
+    def __init__(self, page: Any) -> None:
+        self.errors: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+
+    def _console(self, msg: Any) -> None:
+        if msg.type != "error":
+            return
+        url = (msg.location or {}).get("url", "")
+        if url.endswith("/favicon.ico"):
+            return
+        self.errors.append(f"{msg.text} @ {url}")
+
+
+def _new_page(browser: Any, **kwargs: Any) -> Any:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True, **kwargs)
+    return context.new_page()
+
+
+def _wait_charts(page: Any, ids: tuple[str, ...]) -> None:
+    for chart in ids:
+        page.wait_for_selector(f"#{chart}[data-drawn] .main-svg", timeout=40000)
+
+
+def test_plan_session_build_save_reload_compare_export(
+    browser: Any, server: LiveServer, tmp_path: Path
+) -> None:
+    page = _new_page(browser)
+    console = Console(page)
+    page.goto(server.url + "/plans/new")
+    _wait_charts(page, ("chart-memory", "chart-step", "chart-scaling", "chart-cost", "chart-goodput"))
+    assert page.locator("#results").get_by_text("Fits", exact=False).first.is_visible()
+
+    # change an input: results update in place and the address bar reproduces the view
+    page.fill("#f-nodes", "4")
+    page.wait_for_url(re.compile(r"nodes=4"), timeout=10000)
+    page.wait_for_function(
+        "document.querySelector('input[name=scenario]') && "
+        "JSON.parse(document.querySelector('input[name=scenario]').value).cluster.nodes === 4",
+        timeout=10000,
+    )
+    _wait_charts(page, ("chart-memory", "chart-step"))
+    view_url = page.url
+    assert "/plans/new?" in view_url
+    step_ms = page.locator("#chart-step + script + .chart-table tfoot td").first.inner_text()
+
+    # a direct load of the pushed URL renders the same view
+    page.goto(view_url)
+    _wait_charts(page, ("chart-step",))
+    assert page.locator("#chart-step + script + .chart-table tfoot td").first.inner_text() == step_ms
+    assert page.input_value("#f-nodes") == "4"
+
+    # save
+    page.fill("#save-name", "Browser plan")
+    page.fill("#save-notes", "built in chromium")
+    page.click("#save-button")
+    page.wait_for_url(re.compile(r"/plans/[0-9a-f-]{36}$"), timeout=10000)
+    plan_url = page.url
+    _wait_charts(page, ("chart-memory", "chart-step"))
+    assert page.locator("h1").inner_text() == "Browser plan"
+
+    # reload by URL in a fresh context (a shared link)
+    other = _new_page(browser)
+    other.goto(plan_url)
+    assert other.locator("h1").inner_text() == "Browser plan"
+    assert "built in chromium" in other.content()
+    other.context.close()
+
+    # export CSV and JSON through the links on the page
+    with page.expect_download() as info:
+        page.click("text=Export CSV")
+    csv_text = Path(info.value.path()).read_text()
+    assert "provenance,formula_version," in csv_text and "provenance,price_book_date,20" in csv_text
+    with page.expect_download() as info:
+        page.click("text=Export JSON")
+    assert '"calibration_profile"' in Path(info.value.path()).read_text()
+
+    # a second plan through the API, then compare both from the saved-plans list
+    plan_id = plan_url.rsplit("/", 1)[1]
+    r = httpx.post(
+        server.url + "/api/v1/plans",
+        json={"name": "Browser plan TP4", "scenario": small_scenario(tp=4, dp=4)},
+        timeout=30,
+    )
+    assert r.status_code == 201, r.text
+    page.goto(server.url + "/plans")
+    page.check(f"#cmp-{plan_id}")
+    page.check(f"#cmp-{r.json()['id']}")
+    page.click("#compare-button")
+    page.wait_for_url(re.compile(r"/plans/compare\?"), timeout=10000)
+    assert page.locator("tr.differs").count() > 3
+    assert page.locator("tr.differs", has_text="layout.tp").get_by_text("≠ differs").is_visible()
+    assert console.errors == []
+    page.context.close()
+
+
+def test_charts_follow_dark_mode(browser: Any, server: LiveServer) -> None:
+    page = _new_page(browser, color_scheme="light")
+    console = Console(page)
+    page.goto(server.url + "/plans/new")
+    _wait_charts(page, ("chart-step",))
+
+    def tick_colour() -> str:
+        return str(page.eval_on_selector("#chart-step .xtick text", "el => getComputedStyle(el).fill"))
+
+    light = tick_colour()
+    page.click("#theme-toggle")
+    page.wait_for_function(
+        "c => getComputedStyle(document.querySelector('#chart-step .xtick text')).fill !== c", arg=light
+    )
+    assert page.evaluate("window.clusterplanTheme()") == "dark"
+    assert tick_colour() != light
+    assert console.errors == []
+    page.context.close()
+
+
+def test_keyboard_reaches_inputs_and_updates_results(browser: Any, server: LiveServer) -> None:
+    page = _new_page(browser)
+    page.goto(server.url + "/plans/new")
+    _wait_charts(page, ("chart-step",))
+    page.focus("#f-gpus_per_node")
+    page.keyboard.press("Tab")  # the next input is the fabric select
+    assert page.evaluate("document.activeElement.id") == "f-fabric"
+    page.focus("#f-nodes")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("8")
+    page.wait_for_url(re.compile(r"nodes=8"), timeout=10000)
+    page.context.close()
+
+
+def _pages(server: LiveServer) -> list[str]:
+    r = httpx.post(
+        server.url + "/api/v1/plans", json={"name": "axe plan", "scenario": small_scenario()}, timeout=30
+    )
+    r2 = httpx.post(
+        server.url + "/api/v1/plans",
+        json={"name": "axe plan 2", "scenario": small_scenario(tp=4, dp=4)},
+        timeout=30,
+    )
+    pid, pid2 = r.json()["id"], r2.json()["id"]
+    pages = [
+        "/",
+        "/plans/new",
+        "/plans/new?tp=3",
+        "/plans",
+        f"/plans/{pid}",
+        f"/plans/compare?ids={pid}&ids={pid2}",
+    ]
+    html = httpx.get(server.url + "/", timeout=30).text
+    for href in re.findall(r'<nav aria-label="Main">(.*?)</nav>', html, re.S)[0].split('href="')[1:]:
+        path = href.split('"', 1)[0]
+        if path.startswith("/") and path not in pages:
+            pages.append(path)
+    return pages
+
+
+def test_axe_no_serious_violations_on_any_page(browser: Any, server: LiveServer) -> None:
+    failures: dict[str, list[str]] = {}
+    page = _new_page(browser, bypass_csp=True)  # axe is injected as an inline script
+    for path in _pages(server):
+        response = page.goto(server.url + path)
+        assert response is not None
+        if response.status == 404:
+            continue  # a page another component has not built yet
+        page.wait_for_load_state("load")
+        if page.locator(".chart[data-figure]").count():
+            page.wait_for_selector(".chart[data-drawn]", timeout=40000)
+        page.add_script_tag(path=str(AXE))
+        result = page.evaluate(
+            "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations"
+            ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
+            ".map(v => v.id + ': ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | ')))"
+        )
+        if result:
+            failures[path] = result
+    page.context.close()
+    assert failures == {}

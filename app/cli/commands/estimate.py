@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from app.cli.main import UserError
 from app.core.units import GiB
 
 
@@ -20,11 +19,11 @@ def register(root: typer.Typer) -> None:
 
 def load_json(path: Path) -> object:
     if not path.exists():
-        raise UserError(f"file not found: {path}")
+        raise FileNotFoundError(f"file not found: {path}")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON: {exc}") from None
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
 
 
 def estimate_command(

@@ -13,8 +13,6 @@ from typing import Annotated
 
 import typer
 
-from app.cli.main import UserError
-
 validate_app = typer.Typer(
     help="Replay published measurements and report prediction errors.", no_args_is_help=True
 )
@@ -36,7 +34,7 @@ def training_runs(
     from app.validation.training_runs import load_rows, render_table, replay
 
     if not csv_file.exists():
-        raise UserError(f"file not found: {csv_file}")
+        raise FileNotFoundError(f"file not found: {csv_file}")
     report = replay(load_rows(csv_file))
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))

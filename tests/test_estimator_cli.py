@@ -1,0 +1,132 @@
+"""`clusterplan estimate` and `clusterplan validate training-runs` as a user runs them (real subprocess)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "tests" / "data" / "training_runs.csv"
+
+
+def clusterplan(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_estimate_text_and_json(tmp_path: Path) -> None:
+    path = str(ROOT / "examples" / "mixtral-8x7b-64xh100.json")
+    text = clusterplan("estimate", path, tmp_path=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "Mixtral-8x7B on 64 × H100-SXM" in text.stdout
+    assert "46.70 B total, 12.88 B active" in text.stdout
+    assert "ep_comm" in text.stdout and "fits" in text.stdout
+    out = clusterplan("estimate", path, "--json", tmp_path=tmp_path)
+    doc = json.loads(out.stdout)
+    assert doc["layout"]["ep"] == 8
+    assert doc["step"]["breakdown_s"]["ep_comm"] > 0
+    assert sum(doc["step"]["breakdown_s"].values()) == pytest.approx(doc["step"]["total_s"])
+
+
+def test_estimate_bad_input_is_one_message_and_exit_2(tmp_path: Path) -> None:
+    scenario = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    scenario["layout"].update({"tp": 3, "global_batch": 7})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(scenario))
+    out = clusterplan("estimate", str(bad), tmp_path=tmp_path)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "layout.tp" in out.stderr and "layout.global_batch" in out.stderr
+    missing = clusterplan("estimate", str(tmp_path / "nope.json"), tmp_path=tmp_path)
+    assert missing.returncode == 2 and "not found" in missing.stderr
+    notjson = tmp_path / "x.json"
+    notjson.write_text("{")
+    out = clusterplan("estimate", str(notjson), tmp_path=tmp_path)
+    assert out.returncode == 2 and "not valid JSON" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    out = clusterplan("validate", "training-runs", str(RUNS), "--json", tmp_path=tmp_path_factory.mktemp("v"))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_validation_document_shape(report: dict) -> None:
+    assert set(report) == {"rows", "summary"}
+    summary = report["summary"]
+    assert set(summary) == {"time", "memory", "oom", "skipped"}
+    assert set(summary["time"]) == {"n", "mape_pct", "max_abs_pct"}
+    assert set(summary["oom"]) == {"n", "correct", "wrong"}
+    for row in report["rows"]:
+        assert set(row) == {"source", "model_name", "metric", "measured", "predicted", "error_pct"}
+    n_rows = sum(1 for _ in csv.DictReader(io.StringIO(RUNS.read_text())))
+    assert len(report["rows"]) + len(summary["skipped"]) == n_rows
+
+
+def test_validation_accuracy_on_published_runs(report: dict) -> None:
+    # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table);
+    # the goal is time MAPE ≤ 5 %, which the model does not reach yet.
+    s = report["summary"]
+    assert s["time"]["n"] >= 70
+    assert s["time"]["mape_pct"] <= 12.0
+    assert s["memory"]["n"] >= 14
+    assert s["memory"]["mape_pct"] <= 18.0
+    assert s["oom"]["correct"] >= 5
+    assert s["skipped"] == []
+    by_metric: dict[str, list[float]] = {}
+    for row in report["rows"]:
+        if row["error_pct"] is not None:
+            by_metric.setdefault(row["metric"], []).append(abs(row["error_pct"]))
+    # Korthikanti's iteration times (Selene, Megatron-LM) are the cleanest anchor: each within 10 %
+    korth = [
+        abs(r["error_pct"])
+        for r in report["rows"]
+        if "Korthikanti" in r["source"] and r["metric"] == "iter_time_s"
+    ]
+    assert len(korth) == 9 and max(korth) <= 10.0
+
+
+def test_unusable_rows_are_listed_with_a_reason(tmp_path: Path) -> None:
+    rows = list(csv.DictReader(io.StringIO(RUNS.read_text())))
+    fieldnames = list(rows[0])
+    broken = [dict(rows[0]), dict(rows[0]), dict(rows[0]), dict(rows[0])]
+    broken[0]["measured_metric"] = "joules"
+    broken[1]["measured_value"] = "n/a"
+    broken[2]["gpu"] = "TPU v9"
+    broken[3]["tp"] = "5"
+    path = tmp_path / "runs.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fieldnames)
+        writer.writeheader()
+        writer.writerows(broken)
+    out = clusterplan("validate", "training-runs", str(path), "--json", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    skipped = json.loads(out.stdout)["summary"]["skipped"]
+    assert [s["row"] for s in skipped] == [1, 2, 3, 4]
+    reasons = " | ".join(s["reason"] for s in skipped)
+    assert "unknown metric" in reasons and "not a number" in reasons and "unknown gpu" in reasons
+    assert "heads (24) not divisible by tp (5)" in reasons
+    table = clusterplan("validate", "training-runs", str(path), tmp_path=tmp_path)
+    assert "skipped" in table.stdout
+
+
+def test_wrong_columns_is_a_clean_error(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("a,b\n1,2\n")
+    out = clusterplan("validate", "training-runs", str(path), tmp_path=tmp_path)
+    assert out.returncode == 2 and "missing columns" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,711 @@
+"""Layout planner: every valid parallel layout of a model on a cluster, evaluated at once, ranked.
+
+The search space is the product of tensor (tp), pipeline (pp), interleaving (vp), context (cp) and expert (ep)
+parallelism, micro-batch size, ZeRO stage (0-3), activation recompute (none / selective / full) and sequence
+parallelism, with data parallelism dp = GPUs / (tp·pp·cp). The whole product is built as numpy columns; the
+consistency rules of `app.core.layout.check_layout` become boolean masks, and each rejected layout is counted
+under the first rule it breaks, so `enumerated = feasible + Σ rejections`. The layouts that pass are
+evaluated by `app.core.planner_eval.evaluate` (the estimator's formulas on arrays), those that fit in HBM with
+the requested headroom are ranked by time to train or by cost per run, and the result carries the top layouts,
+the Pareto front (step time vs memory headroom vs GPU count) and the seed article's heuristic (TP inside a
+node, at most 8; PP inside a rack of at most 4 nodes; DP across racks) compared with the unconstrained best.
+
+Search-space defaults (each can be changed through `Constraints`):
+* tp divides the scale-up domain (NVLink/NVSwitch island, 8 GPUs on a DGX/HGX node): Megatron-LM places TP
+  ranks adjacently inside a node (Narayanan et al. 2021, arXiv 2104.04473, Sec. 3.2 "tensor model parallelism
+  … within a multi-GPU server");
+* cp ∈ {1, 2, 4, 8, 16} (Megatron-core context parallelism splits the sequence in 2·cp chunks);
+* vp ≤ 8 interleaved chunks, micro-batch ∈ {1, 2, 4, 8, 16} sequences;
+* with flash attention, selective recompute is the same layout as no recompute (FlashAttention recomputes the
+  attention scores inside its backward kernel, Dao 2022 arXiv 2205.14135 Sec. 3.1), so it is enumerated only
+  when flash attention is off.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from app.core.efficiency import HardwareProfile
+from app.core.errors import ProblemCollector
+from app.core.estimate import Assumption, EstimateOptions
+from app.core.hardware import ClusterSpec
+from app.core.layout import Layout
+from app.core.model import ModelSpec
+from app.core.planner_eval import RECOMPUTE_CODES, CollectiveTable, Evaluation, LayoutArrays, evaluate
+from app.core.step import STEP_COMPONENTS
+
+RankBy = Literal["time", "cost"]
+Preset = Literal["none", "heuristic"]
+
+# The seed article ("keep TP within a single node (max 8 GPUs), keep PP within a rack (max 4 nodes), and scale
+# DP across racks"): builders-guide, section "Parallelism strategies".
+HEURISTIC_MAX_TP = 8
+HEURISTIC_MAX_NODES_PER_PIPELINE = 4
+
+DEFAULT_MAX_CP = 16
+DEFAULT_MAX_VP = 8
+DEFAULT_MAX_MICRO_BATCH = 16
+
+# Rejection reasons, in the order they are tested (a layout is counted under the first it breaks).
+REJECTION_REASONS: tuple[str, ...] = (
+    "gpu_count",  # tp·pp·cp does not divide the GPU count
+    "tp_vs_model",  # attention heads, kv heads or FFN width not divisible by tp
+    "layers_vs_pp",  # layers not divisible by pp·vp
+    "interleave_needs_pp",  # vp > 1 with pp = 1
+    "sequence_parallel_needs_tp",  # SP with tp = 1
+    "global_batch",  # global batch not divisible by dp·micro_batch
+    "interleave_microbatches",  # interleaved schedule needs micro-batches to be a multiple of pp
+    "cp_vs_seq_len",  # sequence length not divisible by 2·cp
+    "ep_vs_model",  # experts not divisible by ep, or ep does not divide dp·cp
+    "constraints",  # excluded by the request's allowed values
+    "heuristic_preset",  # excluded by the seed heuristic (only when the preset is on)
+    "out_of_memory",  # most loaded stage above usable HBM minus the requested headroom
+)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Optional limits on the search. Allowed-value tuples (None = every valid value)."""
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    vp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    ep: tuple[int, ...] | None = None
+    micro_batch: tuple[int, ...] | None = None
+    zero: tuple[int, ...] | None = None
+    recompute: tuple[str, ...] | None = None
+    sequence_parallel: tuple[bool, ...] | None = None
+    tp_beyond_scaleup_domain: bool = False  # allow TP groups that span nodes
+    max_cp: int = DEFAULT_MAX_CP
+    max_vp: int = DEFAULT_MAX_VP
+    max_micro_batch: int = DEFAULT_MAX_MICRO_BATCH
+    min_headroom_bytes: float = 0.0  # free HBM required beyond the estimator's safety fraction
+    preset: Preset = "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class PlannedLayout:
+    rank: int
+    layout: Layout
+    num_gpus: int
+    step_time_s: float
+    step_breakdown_s: dict[str, float]
+    memory_per_gpu_bytes: float  # most loaded pipeline stage
+    headroom_bytes: float  # usable HBM (after the safety fraction) minus the most loaded stage
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    mfu: float
+    num_microbatches: int
+    time_to_train_s: float | None
+    cost_usd: float | None
+    heuristic: bool  # satisfies the seed heuristic preset
+
+    def to_dict(self) -> dict[str, Any]:
+        lay = self.layout
+        return {
+            "rank": self.rank,
+            "layout": lay.to_dict(),
+            "label": layout_label(lay),
+            "num_gpus": self.num_gpus,
+            "step_time_s": self.step_time_s,
+            "step_breakdown_s": dict(self.step_breakdown_s),
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "tokens_per_s": self.tokens_per_s,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "mfu": self.mfu,
+            "num_microbatches": self.num_microbatches,
+            "time_to_train_s": self.time_to_train_s,
+            "cost_usd": self.cost_usd,
+            "heuristic": self.heuristic,
+        }
+
+
+@dataclass(frozen=True)
+class HeuristicComparison:
+    """The seed heuristic's best layout against the best of the whole search."""
+
+    heuristic_best: PlannedLayout | None
+    unconstrained_best: PlannedLayout | None
+    slowdown_pct: float | None  # heuristic step time over the unconstrained one, minus 1, in %
+    extra_cost_usd: float | None
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "heuristic_best": self.heuristic_best.to_dict() if self.heuristic_best else None,
+            "unconstrained_best": self.unconstrained_best.to_dict() if self.unconstrained_best else None,
+            "slowdown_pct": self.slowdown_pct,
+            "extra_cost_usd": self.extra_cost_usd,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    model: str
+    gpu: str
+    gpu_counts: tuple[int, ...]
+    seq_len: int
+    global_batch: int
+    tokens: float | None
+    rank_by: str
+    usd_per_gpu_hour: float | None
+    enumerated_layouts: int
+    evaluated_layouts: int
+    feasible_layouts: int
+    rejections: dict[str, int]
+    elapsed_s: float
+    best: PlannedLayout | None
+    top: list[PlannedLayout]
+    pareto: list[PlannedLayout]
+    pareto_size: int
+    heuristic: HeuristicComparison
+    constraints: Constraints
+    collective_calls: int
+    assumptions: list[Assumption] = field(default_factory=list)
+
+    @property
+    def layouts_per_s(self) -> float:
+        return self.evaluated_layouts / self.elapsed_s if self.elapsed_s > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "gpu_counts": list(self.gpu_counts),
+            "seq_len": self.seq_len,
+            "global_batch": self.global_batch,
+            "tokens": self.tokens,
+            "rank_by": self.rank_by,
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "enumerated_layouts": self.enumerated_layouts,
+            "evaluated_layouts": self.evaluated_layouts,
+            "feasible_layouts": self.feasible_layouts,
+            "rejections": dict(self.rejections),
+            "elapsed_s": self.elapsed_s,
+            "layouts_per_s": self.layouts_per_s,
+            "best": self.best.to_dict() if self.best else None,
+            "top": [p.to_dict() for p in self.top],
+            "pareto": [p.to_dict() for p in self.pareto],
+            "pareto_size": self.pareto_size,
+            "heuristic": self.heuristic.to_dict(),
+            "constraints": self.constraints.to_dict(),
+            "collective_calls": self.collective_calls,
+            "assumptions": [a.to_dict() for a in self.assumptions],
+        }
+
+
+def layout_label(layout: Layout) -> str:
+    parts = [f"TP{layout.tp}", f"PP{layout.pp}"]
+    if layout.vp > 1:
+        parts.append(f"VP{layout.vp}")
+    parts.append(f"DP{layout.dp}")
+    if layout.cp > 1:
+        parts.append(f"CP{layout.cp}")
+    if layout.ep > 1:
+        parts.append(f"EP{layout.ep}")
+    parts += [f"MB{layout.micro_batch}", f"ZeRO-{layout.zero}"]
+    if layout.sequence_parallel:
+        parts.append("SP")
+    if layout.recompute != "none":
+        parts.append(f"recompute={layout.recompute}")
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Enumeration
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def cluster_for(cluster: ClusterSpec, num_gpus: int) -> ClusterSpec:
+    """The same kind of cluster with `num_gpus` GPUs (whole nodes; a partial node below one node)."""
+    gpn = cluster.gpus_per_node
+    if num_gpus < gpn:
+        return replace(
+            cluster, num_nodes=1, gpus_per_node=num_gpus, name=f"1 × {num_gpus} {cluster.gpu.name}"
+        )
+    return replace(cluster, num_nodes=num_gpus // gpn, name=f"{num_gpus // gpn} × {gpn} {cluster.gpu.name}")
+
+
+@dataclass
+class _Space:
+    rows: LayoutArrays  # rows that pass every structural rule and the allowed-value constraints
+    enumerated: int
+    rejections: dict[str, int]
+
+
+def enumerate_layouts(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    seq_len: int,
+    global_batch: int,
+    constraints: Constraints,
+    flash_attention: bool = True,
+) -> _Space:
+    """Build the full candidate product as columns and keep the layouts `check_layout` would accept."""
+    n_gpus = cluster.num_gpus
+    c = constraints
+    if c.tp_beyond_scaleup_domain:
+        tp_c = [d for d in _divisors(n_gpus)]
+    else:
+        tp_c = [d for d in _divisors(cluster.domain_gpus) if d <= n_gpus]
+    pp_c = [d for d in _divisors(n_gpus) if d <= model.num_layers]
+    cp_c = [v for v in _powers_of_two(min(c.max_cp, n_gpus))]
+    vp_c = list(range(1, max(1, c.max_vp) + 1))
+    ep_c = _divisors(model.moe.num_experts) if model.moe is not None else [1]
+    ep_c = [e for e in ep_c if e <= n_gpus]
+    mb_c = [v for v in _powers_of_two(min(c.max_micro_batch, global_batch))]
+    zero_c = [0, 1, 2, 3]
+    rec_c = [0, 2] if flash_attention else [0, 1, 2]
+    sp_c = [0, 1]
+    grids = np.meshgrid(
+        *(np.asarray(v, dtype=np.int64) for v in (tp_c, pp_c, cp_c, vp_c, ep_c, mb_c, zero_c, rec_c, sp_c)),
+        indexing="ij",
+    )
+    tp, pp, cp, vp, ep, mb, zero, rec, sp = (g.reshape(-1) for g in grids)
+    total = int(tp.shape[0])
+    mp = tp * pp * cp
+    dp = np.where(n_gpus % mp == 0, n_gpus // mp, 0)
+    kv_ok = (model.num_kv_heads % tp == 0) | (tp % model.num_kv_heads == 0) if model.mla is None else True
+    reasons: list[tuple[str, np.ndarray]] = [
+        ("gpu_count", n_gpus % mp != 0),
+        (
+            "tp_vs_model",
+            (model.num_attention_heads % tp != 0) | ~np.asarray(kv_ok) | (model.ffn_hidden_size % tp != 0),
+        ),
+        ("layers_vs_pp", model.num_layers % (pp * vp) != 0),
+        ("interleave_needs_pp", (vp > 1) & (pp == 1)),
+        ("sequence_parallel_needs_tp", (sp == 1) & (tp == 1)),
+        ("global_batch", (dp == 0) | (global_batch % np.maximum(1, dp * mb) != 0)),
+        (
+            "interleave_microbatches",
+            (vp > 1) & ((global_batch // np.maximum(1, dp * mb)) % pp != 0),
+        ),
+        ("cp_vs_seq_len", (cp > 1) & (seq_len % (2 * cp) != 0)),
+    ]
+    if model.moe is not None:
+        reasons.append(
+            (
+                "ep_vs_model",
+                (model.moe.num_experts % ep != 0) | (np.maximum(1, dp * cp) % ep != 0) | (dp == 0),
+            )
+        )
+    allowed = np.ones(total, dtype=bool)
+    for name, column, values in (
+        ("tp", tp, c.tp),
+        ("pp", pp, c.pp),
+        ("vp", vp, c.vp),
+        ("cp", cp, c.cp),
+        ("ep", ep, c.ep),
+        ("micro_batch", mb, c.micro_batch),
+        ("zero", zero, c.zero),
+    ):
+        if values is not None:
+            allowed &= np.isin(column, np.asarray(values, dtype=np.int64))
+    if c.recompute is not None:
+        codes = [RECOMPUTE_CODES.index(r) for r in c.recompute if r in RECOMPUTE_CODES]
+        if flash_attention and "selective" in c.recompute:
+            codes.append(0)  # selective ≡ none under flash attention
+        allowed &= np.isin(rec, np.asarray(codes, dtype=np.int64))
+    if c.sequence_parallel is not None:
+        allowed &= np.isin(sp, np.asarray([int(bool(v)) for v in c.sequence_parallel], dtype=np.int64))
+    reasons.append(("constraints", ~allowed))
+
+    alive = np.ones(total, dtype=bool)
+    counts: dict[str, int] = {}
+    for name, bad in reasons:
+        hit = alive & bad
+        counts[name] = int(hit.sum())
+        alive &= ~hit
+    idx = np.nonzero(alive)[0]
+    rows = LayoutArrays(
+        tp=tp[idx],
+        pp=pp[idx],
+        vp=vp[idx],
+        dp=dp[idx],
+        cp=cp[idx],
+        ep=ep[idx],
+        zero=zero[idx],
+        sp=sp[idx],
+        recompute=rec[idx],
+        micro_batch=mb[idx],
+    )
+    return _Space(rows, total, counts)
+
+
+def heuristic_mask(rows: LayoutArrays, gpus_per_node: int) -> np.ndarray:
+    """The seed heuristic: TP inside one node (≤ 8 GPUs), one pipeline (tp·pp·cp GPUs) inside ≤ 4 nodes, no CP."""
+    tp_ok = (rows.tp <= min(HEURISTIC_MAX_TP, gpus_per_node)) & (gpus_per_node % rows.tp == 0)
+    pipe_ok = rows.tp * rows.pp * rows.cp <= HEURISTIC_MAX_NODES_PER_PIPELINE * gpus_per_node
+    return np.asarray(tp_ok & pipe_ok & (rows.cp == 1), dtype=bool)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Search
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Evaluated:
+    rows: LayoutArrays
+    num_gpus: np.ndarray
+    ev_step: dict[str, np.ndarray]
+    step_time_s: np.ndarray
+    peak_bytes: np.ndarray
+    margin_bytes: np.ndarray
+    mf_per_token: np.ndarray
+    m: np.ndarray
+    peak_flops: float
+    heuristic: np.ndarray
+
+
+def _check_inputs(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    seq_len: int,
+    global_batch: int,
+    counts: Sequence[int],
+    dtype: str,
+    rank_by: str,
+    usd_per_gpu_hour: float | None,
+    tokens: float | None,
+    top: int,
+) -> None:
+    p = ProblemCollector()
+    p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
+    p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
+    p.check(bool(counts), "gpu_counts", "give at least one cluster size")
+    gpn = cluster.gpus_per_node
+    for n in counts:
+        p.check(
+            n >= 1 and (n < gpn or n % gpn == 0),
+            "gpu_counts",
+            f"{n} GPUs is not a whole number of {gpn}-GPU nodes",
+        )
+    p.check(dtype in ("bf16", "fp16", "fp8"), "dtype", "must be bf16, fp16 or fp8")
+    if dtype == "fp8":
+        p.check(
+            cluster.gpu.peak_flops.get("fp8", 0) > 0, "dtype", f"{cluster.gpu.name} has no FP8 tensor cores"
+        )
+    p.check(rank_by in ("time", "cost"), "rank_by", "must be 'time' or 'cost'")
+    if rank_by == "cost":
+        p.check(
+            usd_per_gpu_hour is not None, "usd_per_gpu_hour", "ranking by cost needs a price per GPU-hour"
+        )
+    if usd_per_gpu_hour is not None:
+        p.check(usd_per_gpu_hour > 0, "usd_per_gpu_hour", "must be > 0")
+    p.check(tokens is None or tokens > 0, "tokens", "must be > 0")
+    p.check(top >= 1, "top", "must be ≥ 1")
+    p.raise_if_any()
+
+
+def plan(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    seq_len: int,
+    global_batch: int,
+    *,
+    tokens: float | None = None,
+    gpu_counts: Sequence[int] | None = None,
+    dtype: str = "bf16",
+    flash_attention: bool = True,
+    constraints: Constraints | None = None,
+    options: EstimateOptions | None = None,
+    profile: HardwareProfile | None = None,
+    rank_by: RankBy = "time",
+    usd_per_gpu_hour: float | None = None,
+    top: int = 10,
+    pareto_limit: int = 50,
+) -> PlanResult:
+    """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
+
+    `global_batch` is in sequences; `tokens` (optional) gives time to train; `usd_per_gpu_hour` gives cost per
+    run. Ranking by "time" orders by time to train (step time when all sizes are equal), "cost" by cost per run.
+    """
+    c = constraints or Constraints()
+    counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
+    _check_inputs(
+        model, cluster, seq_len, global_batch, counts, dtype, rank_by, usd_per_gpu_hour, tokens, top
+    )
+    opts = options or EstimateOptions()
+    start = time.perf_counter()
+    parts: list[_Evaluated] = []
+    enumerated = 0
+    rejections = {r: 0 for r in REJECTION_REASONS}
+    calls = 0
+    for n in counts:
+        cl = cluster_for(cluster, n)
+        space = enumerate_layouts(model, cl, seq_len, global_batch, c, flash_attention)
+        enumerated += space.enumerated
+        for k, v in space.rejections.items():
+            rejections[k] += v
+        if len(space.rows) == 0:
+            continue
+        table = CollectiveTable(cl, profile.network if profile is not None else None)
+        ev: Evaluation = evaluate(
+            model,
+            cl,
+            space.rows,
+            seq_len,
+            global_batch,
+            dtype=dtype,
+            flash_attention=flash_attention,
+            options=opts,
+            profile=profile,
+            collectives=table,
+        )
+        calls += table.calls
+        parts.append(
+            _Evaluated(
+                rows=space.rows,
+                num_gpus=np.full(len(space.rows), n, dtype=np.int64),
+                ev_step=ev.step,
+                step_time_s=ev.step_time_s,
+                peak_bytes=ev.peak_bytes,
+                margin_bytes=ev.margin_bytes,
+                mf_per_token=ev.model_flops_per_token,
+                m=ev.num_microbatches,
+                peak_flops=ev.peak_flops_per_gpu,
+                heuristic=heuristic_mask(space.rows, cl.gpus_per_node),
+            )
+        )
+    evaluated = sum(len(p.rows) for p in parts)
+    if parts:
+        rows = LayoutArrays.concat([p.rows for p in parts])
+        num_gpus = np.concatenate([p.num_gpus for p in parts])
+        step_time = np.concatenate([p.step_time_s for p in parts])
+        peak = np.concatenate([p.peak_bytes for p in parts])
+        margin = np.concatenate([p.margin_bytes for p in parts])
+        mf = np.concatenate([p.mf_per_token for p in parts])
+        m = np.concatenate([p.m for p in parts])
+        heur = np.concatenate([p.heuristic for p in parts])
+        step = {k: np.concatenate([p.ev_step[k] for p in parts]) for k in STEP_COMPONENTS}
+        peak_flops = parts[0].peak_flops
+    else:
+        rows = LayoutArrays(**{k: np.zeros(0, dtype=np.int64) for k in LayoutArrays.__dataclass_fields__})
+        num_gpus = np.zeros(0, dtype=np.int64)
+        step_time = peak = margin = mf = np.zeros(0)
+        m = np.zeros(0, dtype=np.int64)
+        heur = np.zeros(0, dtype=bool)
+        step = {k: np.zeros(0) for k in STEP_COMPONENTS}
+        peak_flops = float(cluster.gpu.peak(dtype))
+
+    fits = margin >= c.min_headroom_bytes
+    if c.preset == "heuristic":
+        rejections["heuristic_preset"] = int((~heur).sum())
+        rejections["out_of_memory"] = int((heur & ~fits).sum())
+        feasible = fits & heur
+    else:
+        rejections["out_of_memory"] = int((~fits).sum())
+        feasible = fits
+    tokens_per_step = float(global_batch * seq_len)
+    time_to_train = tokens / (tokens_per_step / step_time) if tokens else None
+    run_hours = (time_to_train if time_to_train is not None else step_time) * num_gpus / 3600.0
+    cost = run_hours * usd_per_gpu_hour if usd_per_gpu_hour is not None else None
+    if rank_by == "cost" and cost is not None:
+        score = cost
+    else:
+        # time to train is tokens / (tokens per step / step time): the same order as step time per size
+        score = step_time
+
+    def planned(i: int, rank: int) -> PlannedLayout:
+        lay = Layout(
+            tp=int(rows.tp[i]),
+            pp=int(rows.pp[i]),
+            dp=int(rows.dp[i]),
+            cp=int(rows.cp[i]),
+            ep=int(rows.ep[i]),
+            vp=int(rows.vp[i]),
+            zero=int(rows.zero[i]),
+            sequence_parallel=bool(rows.sp[i]),
+            recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
+            micro_batch=int(rows.micro_batch[i]),
+            global_batch=global_batch,
+            dtype=dtype,  # type: ignore[arg-type]
+            flash_attention=flash_attention,
+        )
+        t = float(step_time[i])
+        g = int(num_gpus[i])
+        tps = tokens_per_step / t
+        mtf = tokens_per_step * float(mf[i]) / t / g / 1e12
+        return PlannedLayout(
+            rank=rank,
+            layout=lay,
+            num_gpus=g,
+            step_time_s=t,
+            step_breakdown_s={k: float(step[k][i]) for k in STEP_COMPONENTS},
+            memory_per_gpu_bytes=float(peak[i]),
+            headroom_bytes=float(margin[i]),
+            tokens_per_s=tps,
+            model_tflops_per_gpu=mtf,
+            mfu=mtf * 1e12 / peak_flops,
+            num_microbatches=int(m[i]),
+            time_to_train_s=float(time_to_train[i]) if time_to_train is not None else None,
+            cost_usd=float(cost[i]) if cost is not None else None,
+            heuristic=bool(heur[i]),
+        )
+
+    def ranked(mask: np.ndarray, k: int) -> list[int]:
+        idx = np.nonzero(mask)[0]
+        if idx.size == 0:
+            return []
+        # ties (e.g. ZeRO-1 vs ZeRO-2 at equal time) go to more headroom, then fewer GPUs
+        order = np.lexsort((num_gpus[idx], -margin[idx], score[idx]))
+        return [int(i) for i in idx[order[:k]]]
+
+    top_idx = ranked(feasible, top)
+    top_list = [planned(i, r + 1) for r, i in enumerate(top_idx)]
+    best = top_list[0] if top_list else None
+    front = pareto_front(step_time, margin, num_gpus, feasible)
+    front_sorted = sorted(front, key=lambda i: (step_time[i], -margin[i]))
+    pareto = [planned(i, r + 1) for r, i in enumerate(front_sorted[:pareto_limit])]
+
+    unc = ranked(fits, 1)
+    heu = ranked(fits & heur, 1)
+    unc_best = planned(unc[0], 1) if unc else None
+    heu_best = planned(heu[0], 1) if heu else None
+    comparison = _compare(heu_best, unc_best)
+    elapsed = time.perf_counter() - start
+
+    return PlanResult(
+        model=model.name,
+        gpu=cluster.gpu.name,
+        gpu_counts=counts,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        tokens=tokens,
+        rank_by=rank_by,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        enumerated_layouts=enumerated,
+        evaluated_layouts=evaluated,
+        feasible_layouts=int(feasible.sum()),
+        rejections=rejections,
+        elapsed_s=elapsed,
+        best=best,
+        top=top_list,
+        pareto=pareto,
+        pareto_size=len(front),
+        heuristic=comparison,
+        constraints=c,
+        collective_calls=calls,
+        assumptions=_assumptions(cluster, c, flash_attention, opts),
+    )
+
+
+def _compare(heu: PlannedLayout | None, unc: PlannedLayout | None) -> HeuristicComparison:
+    if unc is None:
+        return HeuristicComparison(None, None, None, None, "no layout fits at all")
+    if heu is None:
+        return HeuristicComparison(
+            None, unc, None, None, "no layout that follows the heuristic fits; the unconstrained best does"
+        )
+    slowdown = (heu.step_time_s / unc.step_time_s - 1.0) * 100.0 if heu.num_gpus == unc.num_gpus else None
+    if heu.num_gpus != unc.num_gpus and heu.time_to_train_s and unc.time_to_train_s:
+        slowdown = (heu.time_to_train_s / unc.time_to_train_s - 1.0) * 100.0
+    extra = heu.cost_usd - unc.cost_usd if heu.cost_usd is not None and unc.cost_usd is not None else None
+    same = heu.layout == unc.layout and heu.num_gpus == unc.num_gpus
+    note = (
+        "the unconstrained best already follows the heuristic"
+        if same
+        else f"heuristic best {layout_label(heu.layout)} vs unconstrained {layout_label(unc.layout)}"
+    )
+    return HeuristicComparison(heu, unc, slowdown, extra, note)
+
+
+def pareto_front(
+    step_time: np.ndarray, headroom: np.ndarray, num_gpus: np.ndarray, mask: np.ndarray
+) -> list[int]:
+    """Indices not dominated in (lower step time, more headroom, fewer GPUs) among `mask`.
+
+    Per GPU count a 2-D sweep (sort by time, keep each point with more headroom than all faster ones); then
+    points of one count that a smaller-or-equal count dominates are dropped. Ties keep one representative.
+    """
+    candidates: list[int] = []
+    for g in np.unique(num_gpus[mask]):
+        idx = np.nonzero(mask & (num_gpus == g))[0]
+        order = idx[np.lexsort((-headroom[idx], step_time[idx]))]
+        best_head = -math.inf
+        for i in order:  # the 2-D front is short; this walks the sorted list once
+            if headroom[i] > best_head:
+                candidates.append(int(i))
+                best_head = float(headroom[i])
+    if not candidates:
+        return []
+    cand = np.asarray(candidates)
+    t, hd, gg = step_time[cand], headroom[cand], num_gpus[cand]
+    keep = []
+    for j, i in enumerate(cand):
+        dominated = (t <= t[j]) & (hd >= hd[j]) & (gg <= gg[j]) & ((t < t[j]) | (hd > hd[j]) | (gg < gg[j]))
+        if not dominated.any():
+            keep.append(int(i))
+    return keep
+
+
+def _assumptions(
+    cluster: ClusterSpec, c: Constraints, flash: bool, opts: EstimateOptions
+) -> list[Assumption]:
+    out = [
+        Assumption(
+            "tensor parallel",
+            f"divisors of the {cluster.domain_gpus}-GPU scale-up domain"
+            if not c.tp_beyond_scaleup_domain
+            else "any divisor of the GPU count",
+            "",
+            "Narayanan et al. 2021 (arXiv 2104.04473) Sec. 3.2: TP inside a multi-GPU server",
+        ),
+        Assumption("context parallel", f"1 … {c.max_cp}", "", "Megatron-core context parallelism"),
+        Assumption("interleaved chunks", f"1 … {c.max_vp}", "", "Narayanan et al. 2021 Sec. 2.2.2"),
+        Assumption("micro-batch", f"1 … {c.max_micro_batch}", "sequences", "powers of two"),
+        Assumption(
+            "memory fit",
+            c.min_headroom_bytes,
+            "B beyond the safety fraction",
+            f"usable HBM = HBM × (1 − {opts.safety_fraction}) (app.core.memory)",
+        ),
+        Assumption(
+            "heuristic preset",
+            f"tp ≤ {HEURISTIC_MAX_TP} inside a node, tp·pp·cp ≤ {HEURISTIC_MAX_NODES_PER_PIPELINE} nodes, cp = 1",
+            "",
+            "seed article (builders-guide): TP within a node, PP within a rack (max 4 nodes), DP across racks",
+        ),
+        Assumption("framework", opts.framework.name, "", "app.core.framework presets"),
+        Assumption(
+            "formulas",
+            "app.core.estimate on arrays",
+            "",
+            "app.core.planner_eval; equal to the scalar estimate (tests/test_planner_vectorised.py)",
+        ),
+    ]
+    if flash:
+        out.append(
+            Assumption(
+                "selective recompute",
+                "same as none",
+                "",
+                "flash attention recomputes attention scores in its backward (Dao 2022, arXiv 2205.14135)",
+            )
+        )
+    return out

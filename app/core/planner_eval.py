@@ -1,0 +1,453 @@
+"""Vectorised evaluation of many layouts at once: the same formulas as `app.core.estimate.estimate`, on arrays.
+
+One row per layout; every field of `app.core.layout.Layout` is an integer numpy array here. Memory reuses the
+array-ready helpers of app.core.memory (transformer_params_per_gpu, embedding_params_per_gpu, state_bytes,
+layer_activation_bytes, inflight_layer_microbatches) and follows `app.core.memory.stage_memory` term by term.
+Step time follows `app.core.step.stage_times` and `step_estimate`:
+
+* per-layer compute (`app.core.step.layer_times`, scalar) depends only on (tokens per micro-batch, tp, sp, cp,
+  ep); it is computed once per distinct group and gathered to the rows;
+* every collective goes through the scalar `app.core.network.collective_time`, once per distinct
+  (operation, message size, ranks, ranks per node) — a few hundred calls for a million layouts;
+* everything else (pipeline bubble, micro-batch count, data-parallel overlap, ZeRO-3 prefetch, optimizer)
+  is plain numpy over the rows.
+
+Most loaded pipeline stage: stage 0 holds the embedding and the most in-flight micro-batches (1F1B and
+interleaved warm-up counts are non-increasing in the stage index), so every middle stage is at most stage 0;
+the last stage adds the LM head and logits. The peak is therefore max(stage 0, stage p − 1), as
+`MemoryEstimate.most_loaded` finds by looking at all stages. The bottleneck stage for time is the last one
+when p > 1 (it adds the LM head to identical per-layer work), as `step_estimate` finds.
+
+`tests/test_planner_vectorised.py` checks every output against the scalar `estimate` on random layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.core.efficiency import GemmEfficiency, HardwareProfile, measured_matmul_flops
+from app.core.estimate import EstimateOptions
+from app.core.framework import Framework
+from app.core.hardware import ClusterSpec
+from app.core.memory import (
+    ACT_BYTES,
+    MASK_BYTES,
+    embedding_params_per_gpu,
+    inflight_layer_microbatches,
+    layer_activation_bytes,
+    state_bytes,
+    transformer_params_per_gpu,
+)
+from app.core.model import (
+    ModelSpec,
+    hardware_flops_per_token,
+    layer_shape,
+    model_flops_per_token,
+    num_moe_layers,
+    padded_vocab_size,
+)
+from app.core.network import NetworkParams, Placement, collective_time, default_network_params
+from app.core.step import ADAM_BYTES_PER_PARAM, FLASH_BACKWARD_FLOP_RATIO, STEP_COMPONENTS, layer_times
+
+RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
+LAYOUT_ARRAYS = ("tp", "pp", "vp", "dp", "cp", "ep", "zero", "sp", "recompute", "micro_batch")
+
+
+@dataclass
+class LayoutArrays:
+    """Layouts as columns. `recompute` holds indices into RECOMPUTE_CODES; `sp` is 0/1."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    vp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    zero: np.ndarray
+    sp: np.ndarray
+    recompute: np.ndarray
+    micro_batch: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.tp.shape[0])
+
+    def take(self, index: Any) -> LayoutArrays:
+        return LayoutArrays(**{k: getattr(self, k)[index] for k in LAYOUT_ARRAYS})
+
+    @classmethod
+    def concat(cls, parts: list[LayoutArrays]) -> LayoutArrays:
+        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in LAYOUT_ARRAYS})
+
+
+@dataclass
+class Evaluation:
+    """Per-row results (arrays of the row count). `step` maps STEP_COMPONENTS to seconds per step."""
+
+    peak_bytes: np.ndarray  # most loaded stage, total (what nvidia-smi would show)
+    first_stage_bytes: np.ndarray
+    last_stage_bytes: np.ndarray
+    usable_bytes: float  # HBM × (1 − safety fraction)
+    step: dict[str, np.ndarray]
+    step_time_s: np.ndarray
+    num_microbatches: np.ndarray
+    model_flops_per_token: np.ndarray
+    hardware_flops_per_token: np.ndarray
+    peak_flops_per_gpu: float
+
+    @property
+    def margin_bytes(self) -> np.ndarray:
+        return self.usable_bytes - self.peak_bytes
+
+
+def curves_for(
+    cluster: ClusterSpec, dtype: str, profile: HardwareProfile | None
+) -> tuple[GemmEfficiency, GemmEfficiency]:
+    """Linear-layer and attention GEMM curves exactly as `app.core.estimate._curves` picks them."""
+    gpu = cluster.gpu
+    bf16 = GemmEfficiency.for_gpu(gpu, "bf16")
+    if profile is not None and profile.gemm is not None:
+        bf16 = profile.gemm if profile.gemm.dtype in ("bf16", "fp16") else bf16
+    linear = bf16
+    if dtype == "fp8":
+        if profile is not None and profile.gemm is not None and profile.gemm.dtype == "fp8":
+            linear = profile.gemm
+        else:
+            linear = GemmEfficiency.from_measured(
+                measured_matmul_flops(gpu, "fp8"),
+                "fp8",
+                half_intensity=bf16.half_intensity,
+                source=f"{gpu.name} fp8 measured matmul",
+            )
+    return linear, bf16
+
+
+class CollectiveTable:
+    """Memoised `collective_time` over distinct (op, bytes, ranks, ranks per node); returns seconds arrays.
+
+    Zero for a single rank or an empty message, as `app.core.step._coll`.
+    """
+
+    def __init__(self, cluster: ClusterSpec, params: NetworkParams | None) -> None:
+        self.cluster = cluster
+        self.params = params or default_network_params()
+        self.cache: dict[tuple[str, float, int, int], float] = {}
+        self.calls = 0
+
+    def scalar(self, op: str, size: float, ranks: int, per_node: int) -> float:
+        if ranks <= 1 or size <= 0:
+            return 0.0
+        key = (op, size, ranks, per_node)
+        hit = self.cache.get(key)
+        if hit is None:
+            self.calls += 1
+            hit = float(
+                collective_time(op, size, Placement(ranks, per_node), self.cluster, self.params).time_s
+            )
+            self.cache[key] = hit
+        return hit
+
+    def __call__(self, op: str, size: Any, ranks: Any, per_node: Any, key: np.ndarray) -> np.ndarray:
+        """Seconds per row; `key` is an integer code per row that determines (size, ranks, per node)."""
+        size = np.asarray(size, dtype=float)
+        ranks_a = np.broadcast_to(np.asarray(ranks, dtype=np.int64), size.shape)
+        per_node_a = np.broadcast_to(np.asarray(per_node, dtype=np.int64), size.shape)
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        values = np.array(
+            [self.scalar(op, float(size[i]), int(ranks_a[i]), int(per_node_a[i])) for i in first], dtype=float
+        )
+        return values[inverse.reshape(-1)]
+
+
+def field_code(*columns: np.ndarray) -> np.ndarray:
+    """One int64 code per row for a tuple of small non-negative integer columns (mixed radix)."""
+    code = np.zeros(np.asarray(columns[0]).shape, dtype=np.int64)
+    for col in columns:
+        col = np.asarray(col, dtype=np.int64)
+        code = code * (int(col.max(initial=0)) + 1) + col
+    return code
+
+
+def _group_apply(
+    key: np.ndarray, keys: list[np.ndarray], fn: Callable[..., tuple[float, ...]], width: int
+) -> np.ndarray:
+    """Call scalar `fn(*values)` once per distinct `key` code; return an (n, width) array gathered to the rows."""
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    table = np.array([fn(*(float(k[i]) for k in keys)) for i in first], dtype=float).reshape(
+        len(first), width
+    )
+    return table[inverse.reshape(-1)]
+
+
+def _placement_per_node(ranks: np.ndarray, stride: Any, gpus_per_node: int) -> np.ndarray:
+    """ranks_per_node of `app.core.step.group_placement` on arrays."""
+    return np.maximum(1, np.minimum(ranks, gpus_per_node // np.maximum(1, stride)))
+
+
+def evaluate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    rows: LayoutArrays,
+    seq_len: int,
+    global_batch: int,
+    *,
+    dtype: str = "bf16",
+    flash_attention: bool = True,
+    options: EstimateOptions | None = None,
+    profile: HardwareProfile | None = None,
+    collectives: CollectiveTable | None = None,
+) -> Evaluation:
+    """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs)."""
+    opts = options or EstimateOptions()
+    fw: Framework = opts.framework
+    net = profile.network if profile is not None else None
+    coll = collectives or CollectiveTable(cluster, net)
+    linear, attn_curve = curves_for(cluster, dtype, profile)
+    shape = layer_shape(model)
+    h = model.hidden_size
+    gpn = cluster.gpus_per_node
+    hbm_bw = cluster.gpu.hbm_bandwidth_bytes_per_s
+
+    tp = rows.tp.astype(np.int64)
+    pp = rows.pp.astype(np.int64)
+    vp = rows.vp.astype(np.int64)
+    dp = rows.dp.astype(np.int64)
+    cp = rows.cp.astype(np.int64)
+    ep = rows.ep.astype(np.int64)
+    zero = rows.zero.astype(np.int64)
+    sp = rows.sp.astype(np.int64)
+    rec = rows.recompute.astype(np.int64)
+    mb = rows.micro_batch.astype(np.int64)
+    n = len(rows)
+    full = rec == 2
+    m = np.maximum(1, global_batch // np.maximum(1, dp * mb))
+
+    n_moe = num_moe_layers(model)
+    layers_per_gpu = model.num_layers / pp
+    moe_layers = n_moe / pp
+    dense_layers = layers_per_gpu - moe_layers
+    tokens = mb * seq_len / cp
+
+    # ----------------------------------------------------------------------------------------- memory
+    dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep)
+    shard = dp * cp
+    exp_shard = np.maximum(1, shard // ep)
+    flash = flash_attention
+    spb = sp.astype(bool)
+
+    def act(mode: str, moe: bool) -> np.ndarray:
+        return np.asarray(
+            layer_activation_bytes(shape, tokens, seq_len, tp, spb, mode, flash, moe, fw), float
+        )
+
+    dense_act = act("none", False)
+    moe_act = act("none", True) if n_moe else np.zeros(n)
+    mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
+    kept_full = act("full", False)
+    per_layer = np.where(full, kept_full, 0.0)
+    working = np.where(full, mean_full, 0.0)
+    for code, mode in ((0, "none"), (1, "selective")):
+        sel = rec == code
+        if not sel.any():
+            continue
+        sel_dense = act(mode, False)
+        sel_moe = act(mode, True) if n_moe else np.zeros(n)
+        per_layer = np.where(
+            sel, (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu, per_layer
+        )
+    sp_div = np.where(spb, tp, 1)
+    widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
+    workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
+    vocab = padded_vocab_size(model.vocab_size, tp)
+
+    def stage_total(stage: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+        dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, first, last)
+        states = state_bytes(dense_p, shard, zero, fw)
+        expert_states = state_bytes(expert_p, exp_shard, zero, fw)
+        model_states = sum(np.asarray(states[k] + expert_states[k], float) for k in states)
+        inflight = inflight_layer_microbatches(layers_per_gpu, pp, vp, m, stage)
+        activations = per_layer * inflight
+        if shape.hidden_dropout:
+            activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers_per_gpu)
+        activations = activations + last * (2 * ACT_BYTES * h * tokens / sp_div)
+        logits = last * (fw.logits_bytes_per_element * tokens * vocab / tp)
+        comm = np.full(n, float(fw.comm_buffer_bytes))
+        layer_params = (dense_p + expert_p) / np.maximum(1.0, layers_per_gpu)
+        comm = np.where(zero >= 3, comm + 2 * layer_params * (fw.weight_bytes + fw.grad_bytes), comm)
+        allocated = model_states + activations + logits + workspace + comm
+        return allocated * (1 + fw.allocator_overhead_fraction) + fw.cuda_context_bytes
+
+    zeros = np.zeros(n, dtype=np.int64)
+    first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64))
+    last_bytes = np.where(pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64)), first_bytes)
+    peak = np.maximum(first_bytes, last_bytes)
+
+    # ----------------------------------------------------------------------------------------- step time
+    moe_share = n_moe / model.num_layers
+    fp8 = dtype == "fp8"
+
+    def per_layer_times(tok: float, tp_: float, sp_: float, cp_: float, ep_: float) -> tuple[float, ...]:
+        args = (shape, tok, seq_len, int(tp_), bool(sp_), int(cp_), int(ep_), flash)
+        dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8)
+        moe_t = layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8) if n_moe else dense
+
+        def mix(attr: str) -> float:
+            return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
+
+        vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
+        logits_fwd = float(linear.time_s(tok, vocab_ / tp_, h)) if tok > 0 else 0.0
+        return (
+            mix("forward"),
+            mix("backward"),
+            mix("recompute_full"),
+            mix("recompute_selective"),
+            mix("attention_fwd"),
+            logits_fwd,
+        )
+
+    lt = _group_apply(field_code(mb, cp, tp, sp, ep), [tokens, tp, sp, cp, ep], per_layer_times, 6)
+    fwd_layer, bwd_layer, rec_full, rec_sel, attn_fwd, logits_fwd = (lt[:, i] for i in range(6))
+    share = full.astype(float)
+    rec_layer = np.where(full, rec_full, 0.0)
+    if not flash:
+        rec_layer = np.where(rec == 1, rec_sel, rec_layer)
+
+    act_bytes = 2.0 * tokens * h
+    tp_node = np.minimum(tp, gpn)
+    k_tp = field_code(tp, mb, cp)
+    gather = coll("all_gather", act_bytes, tp, tp_node, k_tp)
+    one_sp = 2 * (gather + coll("reduce_scatter", act_bytes, tp, tp_node, k_tp))
+    one_ar = 2 * coll("all_reduce", act_bytes, tp, tp_node, k_tp)
+    one = np.where(spb, one_sp, one_ar)
+    extra = np.where(spb, 2 * gather, 0.0)
+    tp_layer = (one * (2 + share) + extra) * (1 - fw.tp_overlap)
+
+    kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
+    cp_node = _placement_per_node(cp, tp, gpn)
+    hop_cp = coll("send_recv", np.where(cp > 1, kv_bytes, 0.0), 2, np.where(cp_node > 1, cp_node, 1), k_tp)
+    fwd_ring = (cp - 1) * hop_cp
+    cp_layer = np.maximum(0.0, fwd_ring - attn_fwd) + np.maximum(
+        0.0, 2 * fwd_ring - FLASH_BACKWARD_FLOP_RATIO * attn_fwd
+    )
+    cp_layer = np.where(cp > 1, cp_layer * (1 + share), 0.0)
+
+    ep_layer = np.zeros(n)
+    if n_moe:
+        a2a_bytes = 2.0 * tokens * shape.experts_per_token * h
+        ep_node = _placement_per_node(ep, tp * cp, gpn)
+        a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, field_code(tp, mb, cp, ep))
+        ep_layer = np.where(ep > 1, moe_share * 2 * (2 + share) * a2a, 0.0)
+
+    p2p_bytes = act_bytes / tp
+    pp_node = np.where(tp * cp * dp < gpn, 2, 1)
+    hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp))
+    pp_mb = np.where(pp > 1, 2 * vp * hop_pp * (1 - fw.pp_overlap), 0.0)
+
+    ce = tokens * vocab / tp * 14.0 / (hbm_bw * fw.elementwise_efficiency)
+    b_fwd = layers_per_gpu * fwd_layer + logits_fwd
+    b_bwd = layers_per_gpu * bwd_layer + (2 * logits_fwd + ce)
+    b_rec = layers_per_gpu * rec_layer
+    b_tp = layers_per_gpu * tp_layer
+    b_cp = layers_per_gpu * cp_layer
+    b_ep = layers_per_gpu * ep_layer
+    b_pp = pp_mb
+    last_total = b_fwd + b_bwd + b_rec + b_tp + b_cp + b_ep + b_pp
+    other_total = last_total - logits_fwd - (2 * logits_fwd + ce)
+    mean_stage = np.where(pp > 1, ((pp - 1) * other_total + last_total) / pp, last_total)
+    bubble = (pp - 1) / vp * mean_stage
+
+    dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, (pp == 1).astype(np.int64))
+    dp_ranks = dp * cp
+    dp_node = _placement_per_node(dp_ranks, tp, gpn)
+    exp_ranks = np.maximum(1, dp_ranks // np.maximum(1, ep))
+    exp_node = _placement_per_node(exp_ranks, tp * ep, gpn)
+    grad_bytes = dense_p * fw.grad_reduce_bytes
+    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
+    gather_bytes = dense_p * fw.param_gather_bytes
+    exp_gather_bytes = expert_p * fw.param_gather_bytes
+    bwd_last = b_bwd + b_rec
+    fwd_first = b_fwd
+    z3 = zero >= 3
+    k_dp = field_code(tp, pp, cp, ep, zero)
+    z12 = (zero >= 1) & ~z3
+    z0 = zero == 0
+
+    def masked(
+        op: str, size: np.ndarray, ranks: np.ndarray, node: np.ndarray, mask: np.ndarray
+    ) -> np.ndarray:
+        return coll(op, np.where(mask, size, 0.0), ranks, node, k_dp)
+
+    z3_dp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else dp_node
+    z3_exp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else exp_node
+    per_mb = (
+        2 * masked("all_gather", gather_bytes, dp_ranks, z3_dp_node, z3)
+        + masked("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node, z3)
+        + 2 * masked("all_gather", exp_gather_bytes, exp_ranks, z3_exp_node, z3)
+        + masked("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node, z3)
+    )
+    compute_mb = b_fwd + b_bwd + b_rec
+    zero3 = np.where(z3, m * np.maximum(0.0, per_mb - fw.zero3_overlap * compute_mb), 0.0)
+    rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
+        "reduce_scatter", exp_grad_bytes, exp_ranks, exp_node, z12
+    )
+    ag = masked("all_gather", gather_bytes, dp_ranks, dp_node, z12) + masked(
+        "all_gather", exp_gather_bytes, exp_ranks, exp_node, z12
+    )
+    ar = masked("all_reduce", grad_bytes, dp_ranks, dp_node, z0) + masked(
+        "all_reduce", exp_grad_bytes, exp_ranks, exp_node, z0
+    )
+    dp_comm = np.where(
+        z12,
+        np.maximum(0.0, rs - fw.dp_overlap * bwd_last)
+        + np.maximum(0.0, ag - fw.param_gather_overlap * fwd_first),
+        np.where(z0, np.maximum(0.0, ar - fw.dp_overlap * bwd_last), 0.0),
+    )
+    opt_shard = np.where(zero >= 1, dp_ranks, 1)
+    opt_exp_shard = np.maximum(1, np.where(zero >= 1, exp_ranks, 1))
+    opt_params = dense_p / opt_shard + expert_p / opt_exp_shard
+    optimizer = opt_params * ADAM_BYTES_PER_PARAM / (hbm_bw * fw.elementwise_efficiency)
+
+    step = {
+        "forward_compute": m * b_fwd,
+        "backward_compute": m * b_bwd,
+        "recompute": m * b_rec,
+        "tp_comm": m * b_tp,
+        "cp_comm": m * b_cp,
+        "ep_comm": m * b_ep,
+        "pp_comm": m * b_pp,
+        "pipeline_bubble": bubble,
+        "dp_comm": dp_comm,
+        "zero3_comm": zero3,
+        "optimizer": optimizer,
+        "overhead": np.full(n, float(fw.step_overhead_s)),
+    }
+    total = np.zeros(n)
+    for key in STEP_COMPONENTS:
+        total = total + step[key]
+
+    # FLOPs per token depend on tp (vocabulary padding) and on the recompute mode
+    def flops(tp_: float, rec_: float) -> tuple[float, float]:
+        vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
+        mode = RECOMPUTE_CODES[int(rec_)]
+        if mode == "selective" and flash:
+            mode = "none"
+        mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab_)
+        hf = hardware_flops_per_token(model, seq_len, mode, 1.0, opts.flop_counting, vocab_)
+        return mf, hf
+
+    fl = _group_apply(field_code(tp, rec), [tp, rec], flops, 2)
+    return Evaluation(
+        peak_bytes=peak,
+        first_stage_bytes=first_bytes,
+        last_stage_bytes=last_bytes,
+        usable_bytes=float(cluster.gpu.hbm_bytes) * (1 - opts.safety_fraction),
+        step=step,
+        step_time_s=total,
+        num_microbatches=m,
+        model_flops_per_token=fl[:, 0],
+        hardware_flops_per_token=fl[:, 1],
+        peak_flops_per_gpu=float(cluster.gpu.peak(dtype)),
+    )

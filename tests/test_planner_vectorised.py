@@ -1,0 +1,98 @@
+"""The vectorised planner gives the scalar estimator's numbers, layout by layout."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app import catalog
+from app.catalog.fabrics import find_fabric
+from app.core.estimate import EstimateOptions, estimate
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO
+from app.core.hardware import ClusterSpec
+from app.core.layout import Layout
+from app.core.planner import Constraints, enumerate_layouts
+from app.core.planner_eval import RECOMPUTE_CODES, evaluate
+from app.core.step import STEP_COMPONENTS
+
+REL = 1e-9
+
+CASES = [
+    # model, gpu, nodes, gpus/node, fabric, seq, global batch, dtype, flash, framework
+    ("Llama-2-70B", "H100-SXM", 8, 8, "ib-ndr-8x400", 4096, 512, "bf16", True, MEGATRON_CORE),
+    ("GPT-3-175B", "A100-80GB-SXM", 16, 8, "ib-hdr-8x200", 2048, 1536, "fp16", False, MEGATRON_2021),
+    ("GPT-22B", "A100-80GB-SXM", 4, 8, "roce-8x400", 2048, 256, "bf16", False, DEEPSPEED),
+    ("Llama-3-8B", "H100-SXM", 2, 8, "ethernet-tcp-100", 8192, 128, "fp8", True, NEMO),
+    ("Mixtral-8x7B", "H100-SXM", 8, 8, "ib-ndr-8x400", 4096, 256, "bf16", True, MEGATRON_CORE),
+    ("Llama-3.1-8B", "H100-SXM", 1, 4, "ib-ndr-8x400", 2048, 64, "bf16", True, MEGATRON_CORE),
+]
+
+
+def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
+    return Layout(
+        tp=int(rows.tp[i]),
+        pp=int(rows.pp[i]),
+        dp=int(rows.dp[i]),
+        cp=int(rows.cp[i]),
+        ep=int(rows.ep[i]),
+        vp=int(rows.vp[i]),
+        zero=int(rows.zero[i]),
+        sequence_parallel=bool(rows.sp[i]),
+        recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
+        micro_batch=int(rows.micro_batch[i]),
+        global_batch=global_batch,
+        dtype=dtype,  # type: ignore[arg-type]
+        flash_attention=flash,
+    )
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
+    name, gpu_name, nodes, gpn, fabric, seq, gb, dtype, flash, fw = case
+    model = catalog.find_model(name)
+    gpu = catalog.find_gpu(gpu_name)
+    cluster = ClusterSpec(gpu=gpu, num_nodes=nodes, gpus_per_node=gpn, fabric=find_fabric(fabric))
+    space = enumerate_layouts(model, cluster, seq, gb, Constraints(), flash)
+    assert len(space.rows) > 50
+    rng = np.random.default_rng(20240611)
+    pick = rng.choice(len(space.rows), size=min(40, len(space.rows)), replace=False)
+    rows = space.rows.take(pick)
+    opts = EstimateOptions(framework=fw)
+    ev = evaluate(model, cluster, rows, seq, gb, dtype=dtype, flash_attention=flash, options=opts)
+    seen_recompute, seen_zero = set(), set()
+    for j in range(len(rows)):
+        layout = _layout(rows, j, gb, dtype, flash)
+        est = estimate(model, cluster, layout, seq, options=opts)  # raises if the layout were invalid
+        seen_recompute.add(layout.recompute)
+        seen_zero.add(layout.zero)
+        assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
+        assert _close(float(ev.first_stage_bytes[j]), est.memory.stages[0].total_bytes), (layout, "stage 0")
+        assert _close(float(ev.last_stage_bytes[j]), est.memory.stages[-1].total_bytes), (layout, "last")
+        assert _close(float(ev.margin_bytes[j]), est.memory.margin_bytes) or abs(
+            float(ev.margin_bytes[j]) - est.memory.margin_bytes
+        ) < 1e-6 * est.memory.hbm_bytes
+        for key in STEP_COMPONENTS:
+            assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
+        assert _close(float(ev.step_time_s[j]), est.step.total_s), layout
+        assert _close(float(ev.model_flops_per_token[j]), est.model_flops_per_token)
+        assert _close(float(ev.hardware_flops_per_token[j]), est.hardware_flops_per_token)
+        assert int(ev.num_microbatches[j]) == layout.num_microbatches
+    assert len(seen_zero) >= 3 and len(seen_recompute) >= 2
+
+
+def test_every_enumerated_layout_passes_check_layout_and_counts_add_up() -> None:
+    from app.core.layout import check_layout
+
+    model = catalog.find_model("Mixtral-8x7B")
+    cluster = ClusterSpec(gpu=catalog.find_gpu("H100-SXM"), num_nodes=4, gpus_per_node=8)
+    space = enumerate_layouts(model, cluster, 4096, 128, Constraints(max_vp=2, max_micro_batch=2), True)
+    assert space.enumerated == len(space.rows) + sum(space.rejections.values())
+    assert space.rejections["gpu_count"] > 0 and space.rejections["ep_vs_model"] > 0
+    for i in range(len(space.rows)):
+        check_layout(model, cluster, _layout(space.rows, i, 128, "bf16", True), 4096)

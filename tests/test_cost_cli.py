@@ -98,27 +98,64 @@ def test_malformed_case_files_name_the_line() -> None:
         parse_cases(["{nope"])
 
 
-def test_cost_commands_print_results_and_reject_bad_input(tmp_path: Path) -> None:
-    ok = clusterplan(
-        "cost",
-        "spot",
-        "--on-demand",
-        "55.04",
-        "--lost-hours",
-        "1.5",
-        "--restart-s",
-        "0",
-        "--target",
-        "0.22",
-        tmp_path=tmp_path,
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The CLI entry point in-process (for commands that need no database): exit code, stdout, stderr."""
+    from app.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_cost_commands_print_results_and_reject_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(
+        [
+            "cost",
+            "spot",
+            "--on-demand",
+            "55.04",
+            "--lost-hours",
+            "1.5",
+            "--restart-s",
+            "0",
+            "--target",
+            "0.22",
+        ],
+        capsys,
     )
-    assert ok.returncode == 0, ok.stderr
-    assert "net savings 52.9%" in ok.stdout and "4.87 h per preemption" in ok.stdout
-    bad = clusterplan("cost", "tco", "--utilisation", "1.5", tmp_path=tmp_path)
-    assert bad.returncode == 2
-    assert "utilisation" in bad.stderr and "Traceback" not in bad.stderr
-    neg = clusterplan("cost", "run", "--gpus", "8", "--gpu-hours", "-5", "--price", "2", tmp_path=tmp_path)
-    assert neg.returncode == 2 and "gpu_hours" in neg.stderr and "Traceback" not in neg.stderr
+    assert code == 0
+    assert "net savings 52.9%" in out and "4.87 h per preemption" in out
+    code, _, err = run_main(["cost", "tco", "--utilisation", "1.5"], capsys)
+    assert code == 2 and "utilisation" in err and "Traceback" not in err
+    code, _, err = run_main(["cost", "run", "--gpus", "8", "--gpu-hours", "-5", "--price", "2"], capsys)
+    assert code == 2 and "gpu_hours" in err
+    code, out, _ = run_main(
+        [
+            "cost",
+            "run",
+            "--gpus",
+            "1024",
+            "--params",
+            "70e9",
+            "--tokens",
+            "2e12",
+            "--mfu",
+            "0.4",
+            "--peak-tflops",
+            "989.4",
+            "--price",
+            "6.88",
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["options"][0]["total_usd"] == pytest.approx(8.4e23 / (989.4e12 * 0.4) / 3600 * 6.88)
+
+
+def test_unknown_price_row_from_the_cli(tmp_path: Path) -> None:
     unknown = clusterplan(
         "cost",
         "run",
@@ -133,25 +170,21 @@ def test_cost_commands_print_results_and_reject_bad_input(tmp_path: Path) -> Non
     assert unknown.returncode == 2 and "options.0.price_row_id" in unknown.stderr
 
 
-def test_cost_run_json_from_the_cli(tmp_path: Path) -> None:
-    out = clusterplan(
-        "cost",
-        "run",
-        "--gpus",
-        "1024",
-        "--params",
-        "70e9",
-        "--tokens",
-        "2e12",
-        "--mfu",
-        "0.4",
-        "--peak-tflops",
-        "989.4",
-        "--price",
-        "6.88",
-        "--json",
-        tmp_path=tmp_path,
+def test_goodput_from_a_yaml_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "job.yaml"
+    scenario.write_text(
+        "model: Llama-3-70B\n"
+        "cluster: {gpu: H100-SXM, nodes: 8, gpus_per_node: 8, fabric: ib-ndr-8x400}\n"
+        "layout: {tp: 4, pp: 2, dp: 8, micro_batch: 1, global_batch: 512, zero: 1, sequence_parallel: true,"
+        " recompute: selective}\n"
+        "training: {seq_len: 8192, tokens: 1.5e12}\n"
     )
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
-    assert data["options"][0]["total_usd"] == pytest.approx(8.4e23 / (989.4e12 * 0.4) / 3600 * 6.88)
+    code, out, _ = run_main(
+        ["cost", "goodput", "--scenario", str(scenario), "--preset", "llama3-405b", "--async", "--json"],
+        capsys,
+    )
+    assert code == 0
+    g = json.loads(out)
+    assert g["num_gpus"] == 64 and g["checkpoint_stall_s"] == g["async_stall_s"] < g["sync_stall_s"]
+    code, _, err = run_main(["cost", "goodput", "--scenario", str(tmp_path / "nope.yaml")], capsys)
+    assert code == 2 and "file not found" in err

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -25,6 +26,10 @@ PriceOpt = Annotated[
 ]
 PriceRowOpt = Annotated[list[str] | None, typer.Option("--price-row", help="price-book row id (repeatable)")]
 GpuOpt = Annotated[str | None, typer.Option("--gpu", help="catalog GPU (peak FLOP/s, default price rows)")]
+ScenarioOpt = Annotated[
+    Path | None,
+    typer.Option("--scenario", help="estimator scenario file (JSON or YAML): step time, GPUs, size"),
+]
 
 
 def register(root: typer.Typer) -> None:
@@ -73,6 +78,24 @@ def _options(
     return [{k: v for k, v in o.items() if v is not None} for o in opts]
 
 
+def _scenario(path: Path | None) -> dict[str, Any] | None:
+    """Read a scenario document (JSON or YAML) for the estimator."""
+    if path is None:
+        return None
+    if not path.exists():
+        raise FileNotFoundError(f"file not found: {path}")
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: not a JSON/YAML scenario ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a scenario is a JSON/YAML object")
+    return data
+
+
 def _needs_db(rows: list[str] | None, prices: list[float] | None, gpu: str | None) -> bool:
     return bool(rows) or (not prices and gpu is not None)
 
@@ -107,7 +130,10 @@ def _pct(x: float | None) -> str:
 
 
 def run(
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs used by the run")],
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="GPUs used by the run (else from --scenario)")
+    ] = None,
+    scenario: ScenarioOpt = None,
     gpu_hours: Annotated[float | None, typer.Option(help="productive GPU-hours (else from FLOPs)")] = None,
     params: Annotated[float | None, typer.Option(help="total parameters, e.g. 70e9")] = None,
     active_params: Annotated[float | None, typer.Option(help="MoE active parameters per token")] = None,
@@ -131,6 +157,7 @@ def run(
         s.RunCostRequest,
         {
             "num_gpus": gpus,
+            "scenario": _scenario(scenario),
             "gpu_hours": gpu_hours,
             "params": params,
             "active_params": active_params,
@@ -286,7 +313,8 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
 
 
 def goodput(
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the job")],
+    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs in the job (else from --scenario)")] = None,
+    scenario: ScenarioOpt = None,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node")] = 8,
     preset: Annotated[str | None, typer.Option(help="llama3-405b | opt-175b | bloom-176b")] = None,
     job_mtbf_hours: Annotated[float | None, typer.Option(help="job MTBF (overrides rates)")] = None,
@@ -311,6 +339,7 @@ def goodput(
         s.GoodputRequest,
         {
             "num_gpus": gpus,
+            "scenario": _scenario(scenario),
             "gpus_per_node": gpus_per_node,
             "preset": preset,
             "job_mtbf_hours": job_mtbf_hours,
@@ -352,11 +381,12 @@ def goodput(
 
 
 def storage(
-    params: Annotated[float, typer.Option(help="parameters, e.g. 70e9")],
-    nodes: Annotated[int, typer.Option(help="nodes writing/reading")],
-    tokens_per_step: Annotated[float, typer.Option(help="global batch in tokens")],
-    step_s: Annotated[float, typer.Option(help="step time, s")],
-    vocab_size: Annotated[int, typer.Option(help="tokenizer vocabulary")] = 128256,
+    params: Annotated[float | None, typer.Option(help="parameters, e.g. 70e9")] = None,
+    nodes: Annotated[int | None, typer.Option(help="nodes writing/reading")] = None,
+    tokens_per_step: Annotated[float | None, typer.Option(help="global batch in tokens")] = None,
+    step_s: Annotated[float | None, typer.Option(help="step time, s")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="tokenizer vocabulary")] = None,
+    scenario: ScenarioOpt = None,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node")] = 8,
     precision: Annotated[str, typer.Option(help="bf16 | fp16 | fp8 | fp32")] = "bf16",
     optimizer: Annotated[str, typer.Option(help="adamw | sgd_momentum | adafactor | none")] = "adamw",
@@ -369,12 +399,10 @@ def storage(
     req = build(
         s.StorageRequest,
         {
-            "checkpoint": {
-                "params": params,
-                "precision": precision,
-                "optimizer": optimizer,
-                "format": format,
-            },
+            "scenario": _scenario(scenario),
+            "checkpoint": {"params": params, "precision": precision, "optimizer": optimizer, "format": format}
+            if params
+            else None,
             "num_nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "tokens_per_step": tokens_per_step,

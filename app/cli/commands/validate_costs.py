@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from app.cli.main import UserError
-
 
 def register(root: typer.Typer) -> None:
     from app.cli.commands.validate import validate_app
@@ -31,7 +29,7 @@ def costs(
     from app.validation.costs import load_cases, render_table, replay
 
     if not case_file.exists():
-        raise UserError(f"file not found: {case_file}")
+        raise FileNotFoundError(f"file not found: {case_file}")
     report = replay(load_cases(case_file))
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))

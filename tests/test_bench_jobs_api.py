@@ -1,0 +1,304 @@
+"""Jobs, nodes and calibration through the real app and database (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import Session, select
+
+from app.db import get_engine
+from app.models.base import utcnow
+from app.models.benchmarks import BenchmarkJob, JobEvent, Node
+
+JOB = {
+    "kind": "collectives",
+    "params": {"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "4K", "nproc": 2},
+}
+
+
+@pytest.fixture
+def api(db_url: str) -> Iterator[TestClient]:
+    from app.main import create_app
+
+    with TestClient(create_app()) as client:
+        yield client
+
+
+def new_node(api: TestClient, name: str) -> tuple[str, str]:
+    res = api.post("/api/v1/nodes", json={"name": name})
+    assert res.status_code == 201, res.text
+    return res.json()["id"], res.json()["token"]
+
+
+def agent(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def row(size: int, time_us: float = 100.0) -> dict:
+    return {
+        "op": "all_reduce",
+        "group": "all",
+        "ranks": 2,
+        "ranks_per_node": 2,
+        "nodes": 1,
+        "size_bytes": size,
+        "time_us": time_us,
+        "algbw_gbps": size / time_us / 1e3,
+        "busbw_gbps": size / time_us / 1e3,
+        "wrong": 0,
+    }
+
+
+def test_node_tokens_shown_once_stored_hashed_and_revocable(api: TestClient) -> None:
+    node_id, token = new_node(api, "gpu-node-1")
+    assert token.startswith("cpn_") and len(token) > 40
+    with Session(get_engine()) as session:
+        node = session.get(Node, uuid.UUID(node_id))
+        assert node is not None
+        assert node.token_hash == hashlib.sha256(token.encode()).hexdigest()
+        assert node.token_prefix == token[:12] and token not in str(node.model_dump())
+    listed = api.get("/api/v1/nodes").json()
+    assert listed["count"] == 1 and "token" not in listed["data"][0] and listed["data"][0]["online"] is False
+
+    reg = api.post(
+        "/api/v1/agent/register",
+        headers=agent(token),
+        json={"hostname": "h1", "info": {"devices": [{"name": "NVIDIA H100 80GB HBM3"}], "torch": "2.5"}},
+    )
+    assert reg.status_code == 200 and reg.json()["name"] == "gpu-node-1" and reg.json()["lease_s"] > 0
+    one = api.get(f"/api/v1/nodes/{node_id}").json()
+    assert one["online"] is True and one["hostname"] == "h1" and one["info"]["torch"] == "2.5"
+
+    bad = api.post("/api/v1/agent/heartbeat", headers=agent("cpn_" + "x" * 43))
+    assert bad.status_code == 401 and bad.headers["WWW-Authenticate"].startswith("Bearer")
+    assert api.post("/api/v1/agent/heartbeat").status_code == 401
+    assert api.post("/api/v1/nodes", json={"name": "gpu-node-1"}).status_code == 422
+
+    assert api.post(f"/api/v1/nodes/{node_id}/revoke").json()["revoked"] is True
+    revoked = api.post("/api/v1/agent/heartbeat", headers=agent(token))
+    assert revoked.status_code == 401 and "revoked" in revoked.json()["detail"]
+    assert api.get("/api/v1/nodes/gpu-node-1").json()["online"] is False
+
+
+def test_job_lifecycle_progress_results_and_events(api: TestClient) -> None:
+    _, token = new_node(api, "n1")
+    created = api.post("/api/v1/benchmarks", json=JOB)
+    assert created.status_code == 202
+    job_id = created.json()["id"]
+    assert created.headers["Location"] == f"/api/v1/benchmarks/{job_id}"
+    assert created.json()["status"] == "queued"
+
+    claim = api.post("/api/v1/agent/claim", headers=agent(token))
+    assert claim.status_code == 200 and claim.json()["id"] == job_id
+    assert claim.json()["attempt"] == 1 and claim.json()["status"] == "running"
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).status_code == 204
+
+    events = [
+        {"event": "start", "total": 3},
+        {"event": "row", "row": row(1024), "progress": 0.3333, "eta_s": 2.0},
+        {"event": "log", "message": "measuring 2K"},
+        {"event": "row", "row": row(2048), "progress": 0.6667, "eta_s": 1.0},
+    ]
+    prog = api.post(
+        f"/api/v1/agent/jobs/{job_id}/progress", headers=agent(token), json={"attempt": 1, "events": events}
+    )
+    assert prog.status_code == 200 and prog.json() == {**prog.json(), "cancel": False, "progress": 0.6667}
+    live = api.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert live["status"] == "running" and live["eta_s"] == 1.0
+    assert [r["size_bytes"] for r in live["partial_rows"]] == [1024, 2048]
+    assert live["log_tail"] == "measuring 2K\n"
+
+    result = {"schema_version": 1, "status": "complete", "rows": [row(1024), row(2048), row(4096)]}
+    done = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token),
+        json={"attempt": 1, "status": "succeeded", "result": result},
+    )
+    assert done.status_code == 200 and done.json()["status"] == "succeeded" and done.json()["progress"] == 1.0
+    final = api.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert len(final["result"]["rows"]) == 3 and final["finished_at"] is not None
+    listing = api.get("/api/v1/benchmarks", params={"status": "succeeded"}).json()
+    assert listing["count"] == 1 and listing["data"][0]["id"] == job_id
+
+    with api.stream("GET", f"/api/v1/benchmarks/{job_id}/events") as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        body = "".join(stream.iter_text())
+    names = [line.split(": ", 1)[1] for line in body.splitlines() if line.startswith("event: ")]
+    assert names == ["queued", "claimed", "start", "row", "log", "row", "completed", "end"]
+    assert "id: " in body and '"size_bytes":2048' in body
+    with api.stream("GET", f"/api/v1/benchmarks/{job_id}/events", headers={"Last-Event-ID": "0"}) as stream:
+        assert "event: queued" in "".join(stream.iter_text())
+
+
+def test_claims_are_atomic_under_concurrency(api: TestClient) -> None:
+    """Four agents race for ten jobs: each job is claimed exactly once."""
+    from app.services import jobs as job_service
+
+    nodes = [new_node(api, f"racer-{i}")[0] for i in range(4)]
+    for _ in range(10):
+        assert api.post("/api/v1/benchmarks", json=JOB).status_code == 202
+    claimed: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def race(node_id: str) -> None:
+        try:
+            while True:
+                with Session(get_engine()) as session:
+                    node = session.get(Node, uuid.UUID(node_id))
+                    assert node is not None
+                    job = job_service.claim_job(session, node)
+                    if job is None:
+                        return
+                    with lock:
+                        claimed.append((str(job.id), node_id))
+        except BaseException as exc:  # surfaced in the main thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in nodes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(claimed) == 10 and len({job for job, _ in claimed}) == 10
+    with Session(get_engine()) as session:
+        jobs = session.exec(select(BenchmarkJob)).all()
+        assert all(j.status == "running" and j.attempt == 1 for j in jobs)
+
+
+def test_expired_lease_requeues_and_fences_the_old_agent(api: TestClient) -> None:
+    _, token_a = new_node(api, "crashy")
+    _, token_b = new_node(api, "steady")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    assert api.post("/api/v1/agent/claim", headers=agent(token_a)).json()["attempt"] == 1
+    with Session(get_engine()) as session:  # agent A went silent: its lease ran out
+        job = session.get(BenchmarkJob, uuid.UUID(job_id))
+        assert job is not None
+        job.lease_expires_at = utcnow() - timedelta(seconds=1)
+        session.add(job)
+        session.commit()
+    assert api.get(f"/api/v1/benchmarks/{job_id}").json()["status"] == "queued"
+    second = api.post("/api/v1/agent/claim", headers=agent(token_b)).json()
+    assert second["id"] == job_id and second["attempt"] == 2
+
+    stale = api.post(
+        f"/api/v1/agent/jobs/{job_id}/progress", headers=agent(token_a), json={"attempt": 1, "events": []}
+    )
+    assert stale.status_code == 409
+    stale_done = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token_a),
+        json={"attempt": 1, "status": "succeeded", "result": {"rows": []}},
+    )
+    assert stale_done.status_code == 409
+    ok = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token_b),
+        json={"attempt": 2, "status": "succeeded", "result": {"rows": [row(1024)]}},
+    )
+    assert ok.status_code == 200
+    with Session(get_engine()) as session:
+        kinds = [
+            e.payload["event"]
+            for e in session.exec(
+                select(JobEvent).where(JobEvent.job_id == uuid.UUID(job_id)).order_by(JobEvent.id)
+            ).all()
+        ]
+    assert kinds == ["queued", "claimed", "requeued", "claimed", "completed"]
+
+
+def test_cancel_queued_and_running_jobs(api: TestClient) -> None:
+    _, token = new_node(api, "n-cancel")
+    queued = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    res = api.post(f"/api/v1/benchmarks/{queued}/cancel")
+    assert res.status_code == 202 and res.json()["status"] == "cancelled"
+    assert api.post(f"/api/v1/benchmarks/{queued}/cancel").status_code == 409
+
+    running = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["id"] == running
+    assert api.post(f"/api/v1/benchmarks/{running}/cancel").json()["cancel_requested"] is True
+    beat = api.post("/api/v1/agent/heartbeat", headers=agent(token)).json()
+    assert beat["cancel"] == [running]
+    reply = api.post(
+        f"/api/v1/agent/jobs/{running}/progress",
+        headers=agent(token),
+        json={"attempt": 1, "events": [{"event": "row", "row": row(1024), "progress": 0.5}]},
+    )
+    assert reply.json()["cancel"] is True
+    done = api.post(
+        f"/api/v1/agent/jobs/{running}/complete",
+        headers=agent(token),
+        json={"attempt": 1, "status": "cancelled", "result": {"status": "interrupted", "rows": [row(1024)]}},
+    )
+    body = done.json()
+    assert (
+        body["status"] == "cancelled"
+        and body["result"]["status"] == "interrupted"
+        and len(body["partial_rows"]) == 1
+    )
+
+
+def test_bad_job_requests(api: TestClient) -> None:
+    bad = api.post(
+        "/api/v1/benchmarks",
+        json={
+            "kind": "collectives",
+            "params": {"ops": ["all_reduce", "nope"], "min_bytes": "1M", "max_bytes": "1K"},
+        },
+    )
+    assert bad.status_code == 422
+    locs = {tuple(d["loc"]) for d in bad.json()["detail"]}
+    assert ("body", "params", "op") in locs and ("body", "params", "maxbytes") in locs
+    assert api.post("/api/v1/benchmarks", json={"kind": "disk"}).status_code == 422
+    missing = api.post("/api/v1/benchmarks", json={**JOB, "target_node": "no-such-node"})
+    assert missing.status_code == 404 and missing.json()["kind"] == "node"
+    assert api.get(f"/api/v1/benchmarks/{uuid.uuid4()}").status_code == 404
+
+
+def test_calibration_profiles_are_versioned(api: TestClient) -> None:
+    _, token = new_node(api, "calib")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    api.post("/api/v1/agent/claim", headers=agent(token))
+    rows = [row(2**p, 20 + 2**p / 5e4) for p in range(10, 24)]
+    rows += [
+        {"m": s, "n": s, "k": s, "dtype": "bf16", "median_tflops": 700 * s / (s + 400), "best_tflops": 0.0}
+        for s in (512, 1024, 2048, 4096, 8192)
+    ]
+    api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token),
+        json={"attempt": 1, "status": "succeeded", "result": {"status": "complete", "rows": rows}},
+    )
+    first = api.post(
+        "/api/v1/calibration/profiles", json={"job_id": job_id, "name": "lab-h100", "gpu": "H100-SXM"}
+    )
+    assert first.status_code == 201, first.text
+    p1 = first.json()
+    assert p1["version"] == 1 and p1["gpu_name"] == "H100-SXM"
+    assert p1["collectives_mape_after_pct"] < p1["collectives_mape_before_pct"]
+    assert p1["gemm_mape_after_pct"] < 2.0
+    assert p1["params"]["network"]["launch_overhead_s"] > 0 and "alpha_beta" in p1["params"]
+    again = api.post("/api/v1/calibration/profiles", json={"job_id": job_id, "name": "lab-h100"}).json()
+    assert again["version"] == 2
+    latest = api.get("/api/v1/calibration/profiles/lab-h100").json()
+    assert latest["version"] == 2 and latest["report"]["collectives"]["rows"]
+    assert api.get("/api/v1/calibration/profiles/lab-h100", params={"version": 1}).json()["id"] == p1["id"]
+    assert api.get("/api/v1/calibration/profiles").json()["count"] == 2
+    missing = api.get("/api/v1/calibration/profiles/lab-h10")
+    assert missing.status_code == 404 and "lab-h100" in missing.json()["suggestions"]
+    empty = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    assert api.post("/api/v1/calibration/profiles", json={"job_id": empty, "name": "x"}).status_code == 422
+
+    from app.core.efficiency import HardwareProfile
+    from app.services.calibration import get_hardware_profile
+
+    with Session(get_engine()) as session:
+        profile = get_hardware_profile(session, "lab-h100")
+    assert isinstance(profile, HardwareProfile) and profile.version == "2" and profile.network is not None

@@ -85,8 +85,8 @@ class NetworkCost:
 
 
 def _split(radix: int, ratio: float) -> tuple[int, int]:
-    """Ports down/up on one switch for oversubscription `ratio` (down = ratio × up)."""
-    up = max(1, math.floor(radix / (1.0 + ratio)))
+    """Ports down/up on one switch for oversubscription `ratio` (down ≤ ratio × up, all ports used)."""
+    up = max(1, math.ceil(radix / (1.0 + ratio) - 1e-9))
     down = radix - up
     return down, up
 

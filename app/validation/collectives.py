@@ -389,8 +389,8 @@ class ValidationReport:
                 "system": r.case.system,
                 "collective": r.case.op,
                 "message_size_bytes": None if r.case.size_assumed else int(r.case.message_bytes),
-                "measured_busbw_gbps": round(r.case.measured_busbw_gbps, 4),
-                "predicted_busbw_gbps": round(r.predicted_busbw_gbps, 4),
+                "measured_busbw_gbps": float(f"{r.case.measured_busbw_gbps:.6g}"),
+                "predicted_busbw_gbps": float(f"{r.predicted_busbw_gbps:.6g}"),
                 "error_pct": round(r.error_pct, 2),
             }
             for r in self.results

@@ -8,7 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.main import UserError
+
+class UserError(ValueError):
+    """Bad command-line input; a ValueError so `clusterplan` prints it and exits 2 even under `python -m`."""
+
 
 network_app = typer.Typer(
     help="Collective times, scaling efficiency, fat-tree bill of materials.", no_args_is_help=True

@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
-from app.cli.main import UserError
+
+class UserError(ValueError):
+    """Bad command-line input; a ValueError so `clusterplan` prints it and exits 2 even under `python -m`."""
 
 
 def register(root: typer.Typer) -> None:

@@ -1,0 +1,174 @@
+"""Network API and CLI end to end: /api/v1/network/* on the real app and database, `clusterplan network …`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli.commands.network import SEED_SCENARIO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_collective_golden_and_sweep(client: Any) -> None:
+    r = client.post(
+        "/api/v1/network/collective",
+        json={"op": "allreduce", "message_bytes": 16 * 2**30, "cluster": {"gpu": "H100", "nodes": 1}},
+    )
+    assert r.status_code == 200, r.text
+    res = r.json()["results"][0]
+    assert res["algorithm"] == "nvls"
+    assert res["busbw_gbps"] == pytest.approx(480, rel=0.05)
+    assert sum(res["breakdown_us"].values()) == pytest.approx(res["time_us"])
+    sweep = client.post(
+        "/api/v1/network/collective",
+        json={
+            "op": "all_gather",
+            "sweep": {"min_bytes": 1024, "max_bytes": 2**30, "factor": 4},
+            "cluster": {"gpu": "A100-80GB", "nodes": 4, "fabric": "ib-hdr-8x200"},
+            "ranks": 16,
+            "ranks_per_node": 4,
+        },
+    )
+    assert sweep.status_code == 200
+    results = sweep.json()["results"]
+    assert len(results) == 11
+    times = [x["time_us"] for x in results]
+    assert times == sorted(times)
+    assert results[0]["nodes"] == 4
+
+
+def test_collective_errors_have_field_detail(client: Any) -> None:
+    r = client.post(
+        "/api/v1/network/collective",
+        json={
+            "op": "gossip",
+            "message_bytes": 1,
+            "algorithm": "magic",
+            "cluster": {"gpu": "H100", "nodes": 1},
+        },
+    )
+    assert r.status_code == 422
+    locs = {tuple(d["loc"]) for d in r.json()["detail"]}
+    assert ("body", "op") in locs and ("body", "algorithm") in locs
+    unknown = client.post(
+        "/api/v1/network/collective",
+        json={
+            "op": "all_reduce",
+            "message_bytes": 1,
+            "cluster": {"gpu": "H100", "nodes": 1, "fabric": "ib-nd"},
+        },
+    )
+    assert unknown.status_code == 422
+    assert "ib-ndr" in unknown.text
+    too_many = client.post(
+        "/api/v1/network/collective",
+        json={"op": "all_reduce", "message_bytes": 1, "ranks": 64, "cluster": {"gpu": "H100", "nodes": 2}},
+    )
+    assert too_many.status_code == 422
+
+
+def test_fabrics_listing(client: Any) -> None:
+    r = client.get("/api/v1/network/fabrics")
+    assert r.status_code == 200
+    body = r.json()
+    names = {f["name"] for f in body["data"]}
+    assert {
+        "ib-ndr-8x400",
+        "roce-8x400",
+        "ethernet-tcp-100",
+        "efa-v2-32x100",
+        "ib-hdr-8x200",
+        "ib-xdr-8x800",
+    } <= names
+    assert body["count"] == len(body["data"])
+    assert all(f["source"] for f in body["data"])
+    roce = client.get("/api/v1/network/fabrics", params={"transport": "roce"}).json()
+    assert roce["count"] >= 1 and all(f["transport"] == "roce" for f in roce["data"])
+
+
+def test_bom_from_price_book_and_explicit_prices(client: Any) -> None:
+    r = client.post("/api/v1/network/bom", json={"nodes": 128, "fabric": "ib-ndr-8x400"})
+    assert r.status_code == 200, r.text
+    bom = r.json()
+    assert bom["switches"] == 48
+    assert bom["cost"]["prices"]["switch_usd"] == 36_000
+    assert "price book" in bom["cost"]["prices"]["source"]["switch_usd"]
+    explicit = client.post(
+        "/api/v1/network/bom",
+        json={
+            "nodes": 128,
+            "rails": 8,
+            "prices": {"switch_usd": 50_000, "transceiver_usd": 1000, "cable_usd": 100},
+        },
+    ).json()
+    assert explicit["cost"]["breakdown_usd"] == {
+        "switches": 48 * 50_000,
+        "transceivers": 4096 * 1000,
+        "cables": 2048 * 100,
+        "nics": 0.0,
+    }
+    bad = client.post("/api/v1/network/bom", json={"nodes": 300, "rails": 8, "tiers": 2})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["body", "nodes"]
+
+
+def test_scaling_fabrics_side_by_side_and_claims(client: Any) -> None:
+    body = {
+        "scenario": SEED_SCENARIO,
+        "gpu_counts": [32, 64, 128],
+        "fabrics": ["ib-ndr-8x400", "ethernet-tcp-100"],
+        "claims": [{"fabric": "ib-ndr-8x400", "gpus": 128, "efficiency": 0.9}],
+    }
+    r = client.post("/api/v1/network/scaling", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    ib, tcp = out["series"]
+    assert ib["points"][0]["scaling_efficiency"] == pytest.approx(1.0)
+    for p_ib, p_tcp in zip(ib["points"], tcp["points"], strict=True):
+        assert p_tcp["step_time_s"] >= p_ib["step_time_s"]
+        assert p_ib["time_to_train_days"] == pytest.approx(2e12 / p_ib["tokens_per_s"] / 86400)
+    assert tcp["points"][-1]["scaling_efficiency"] < ib["points"][-1]["scaling_efficiency"]
+    derate = next(x for x in out["required"] if x["knob"] == "congestion_derate")
+    assert 0 < derate["value"] < 1
+    bad = client.post("/api/v1/network/scaling", json={**body, "gpu_counts": [33], "fabrics": ["nope"]})
+    assert bad.status_code == 422
+    locs = {tuple(d["loc"]) for d in bad.json()["detail"]}
+    assert ("body", "gpu_counts") in locs and ("body", "fabrics", "0") in locs
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_commands() -> None:
+    out = run_cli("network", "collective", "all_reduce", "--nodes", "4", "--size", "16G", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)["results"][0]
+    assert res["busbw_gbps"] == pytest.approx(370, rel=0.05)
+    bom = run_cli("network", "bom", "128", "--fabric", "ib-ndr-8x400")
+    assert bom.returncode == 0 and "leaf" in bom.stdout and "48" in bom.stdout
+    fabrics = run_cli("network", "fabrics")
+    assert "roce-8x400" in fabrics.stdout
+    bad = run_cli("network", "collective", "all_reduce", "--size", "12 parsecs")
+    assert bad.returncode == 2 and "bad size" in bad.stderr and "Traceback" not in bad.stderr
+    unknown = run_cli("network", "collective", "all_reduce", "--fabric", "myrinet")
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+
+
+def test_cli_seed_claims_reports_required_derate() -> None:
+    out = run_cli("network", "seed-claims", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    ib = next(s for s in data["series"] if s["fabric_name"] == "ib-ndr-8x400")
+    at128 = next(p for p in ib["points"] if p["num_gpus"] == 128)
+    assert at128["scaling_efficiency"] > 0.9
+    derates = [r for r in data["required"] if r["knob"] == "congestion_derate"]
+    assert len(derates) == 2 and all(0.05 < r["value"] < 0.5 for r in derates)

@@ -167,3 +167,37 @@ def test_memory_formulas_accept_numpy_arrays_and_match_scalars() -> None:
         for key in scalar:
             assert states[key][i] == pytest.approx(scalar[key])
     assert expert.shape == (4,) or float(np.max(expert)) == 0.0
+
+
+def test_layer_times_accept_numpy_arrays_and_match_scalars() -> None:
+    from app.catalog import find_model
+    from app.core.efficiency import GemmEfficiency
+    from app.core.step import layer_times
+
+    shape = layer_shape(find_model("Mixtral-8x7B"))
+    curve = GemmEfficiency.for_gpu(H100)
+    tp = np.array([1, 2, 4, 8])
+    ep = np.array([1, 2, 4, 8])
+    tokens = np.array([4096.0, 8192.0, 4096.0, 16384.0])
+    sp = np.array([False, True, True, False])
+    hbm = H100.hbm_bandwidth_bytes_per_s
+    vec = layer_times(shape, tokens, 4096, tp, sp, 1, ep, True, True, curve, curve, hbm)
+    for i in range(4):
+        one = layer_times(
+            shape,
+            float(tokens[i]),
+            4096,
+            int(tp[i]),
+            bool(sp[i]),
+            1,
+            int(ep[i]),
+            True,
+            True,
+            curve,
+            curve,
+            hbm,
+        )
+        assert vec.forward[i] == pytest.approx(one.forward)
+        assert vec.backward[i] == pytest.approx(one.backward)
+        assert vec.recompute_full[i] == pytest.approx(one.recompute_full)
+    assert np.all(vec.backward > vec.forward)

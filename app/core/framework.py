@@ -32,6 +32,7 @@ class Framework:
     allocator_overhead_fraction: float = 0.05  # caching-allocator reserve over peak allocated (fragmentation)
     logits_bytes_per_element: float = 6.0  # 16-bit logits + fp32 cross-entropy copy (vocab-parallel CE)
     eager_activation_factor: float = 1.0  # >1 for unfused eager PyTorch (extra saved intermediates)
+    selective_policy: str = "core_attention"  # what recompute="selective" recomputes: core_attention | op
     # --- runtime behaviour (time)
     tp_overlap: float = 0.0  # share of tensor-parallel communication hidden behind GEMMs
     dp_overlap: float = 1.0  # share of the backward pass the gradient reduction may hide behind
@@ -39,6 +40,7 @@ class Framework:
     zero3_overlap: float = 1.0  # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind
     zero3_rank_nic: bool = False  # ZeRO-3 collectives limited to each rank's own NIC share (see DEEPSPEED)
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
+    pp_scatter_gather: bool = True  # send 1/tp of the boundary activation per rank (Narayanan 2021 Sec. 4.1)
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
     fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)
     step_overhead_s: float = 0.0  # per-iteration fixed cost (data loading, logging)
@@ -82,6 +84,8 @@ DEEPSPEED = MEGATRON_CORE.with_(
     # ZeRO-1/2 reduce and all-gather buckets, 5e8 elements each in 16 bit (DeepSpeed config defaults,
     # deepspeed.readthedocs.io "ZeRO optimizations": reduce_bucket_size, allgather_bucket_size) + NCCL buffers
     comm_buffer_bytes=2 * 5e8 * 2 + 0.5 * GiB,
+    # DeepSpeed's PipelineEngine sends the whole boundary activation from every TP rank
+    pp_scatter_gather=False,
 )
 
 # torchtitan FSDP2 (pytorch/torchtitan, docs/fsdp.md): bf16 compute with fp32 sharded parameters and fp32
@@ -93,6 +97,10 @@ TORCHTITAN = MEGATRON_CORE.with_(
     grad_reduce_bytes=4.0,
     fused_elementwise=False,
     eager_activation_factor=1.0,
+    # recompute="selective" in torchtitan is op-level selective activation checkpointing: save the attention
+    # kernel's outputs and every second matmul output, recompute the rest (torchtitan docs, activation
+    # checkpointing "selective op")
+    selective_policy="op",
 )
 
 FRAMEWORKS: dict[str, Framework] = {

@@ -131,12 +131,28 @@ def layer_activation_bytes(
     """Bytes one transformer layer keeps for backward, per micro-batch, per GPU (Korthikanti 2022 Sec. 4).
 
     tokens = micro_batch · seq_len / cp on this GPU; seq_len is the full key length attention sees.
-    recompute: "none" | "selective" (core attention recomputed) | "full" (only the layer input kept).
+    recompute: "none" | "selective" (core attention recomputed; with the torchtitan framework, its op-level
+    policy) | "full" (only the layer input kept).
     """
     sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
     h = shape.hidden
     if recompute == "full":
         return ACT_BYTES * h * tokens / sp_div
+    if recompute == "selective" and fw.selective_policy == "op":
+        # torchtitan op-level selective checkpointing (torchtitan/models/llama3/parallelize, _save_list):
+        # keeps the layer input and the attention residual, the attention kernel's output (+ log-sum-exp)
+        # and every second matmul output; norms, activations and the other matmuls are recomputed
+        ffn_mm = (
+            shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width)
+            if moe
+            else shape.ffn_in_width
+        )
+        mm_outputs = shape.q_width + 2 * shape.kv_width + h + ffn_mm + h
+        kept = (
+            ACT_BYTES * (2 * h / sp_div + (shape.q_width + 0.5 * mm_outputs) / tp)
+            + LSE_BYTES * shape.heads / tp
+        )
+        return kept * tokens
     masks = MASK_BYTES * h * 2 if shape.hidden_dropout else 0.0
     # SP-shardable: LN1 input, QKV input, LN2 input, FFN input (each 2h), dropout masks after attn and MLP
     ffn_input = ACT_BYTES * h * (shape.experts_per_token if moe else 1)

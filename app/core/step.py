@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from app.core.efficiency import GemmEfficiency
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec
@@ -63,29 +65,32 @@ STEP_COMPONENTS = (
 
 @dataclass(frozen=True)
 class LayerTimes:
-    """Seconds for one transformer layer and one micro-batch on one GPU."""
+    """Seconds for one transformer layer and one micro-batch on one GPU (numpy arrays when given arrays)."""
 
-    forward: float
-    backward: float
-    recompute_full: float  # forward re-run (compute only; its TP collectives are added separately)
-    recompute_selective: float  # core-attention re-run
-    attention_fwd: float  # core attention kernel(s) forward, for hiding CP communication
+    forward: Any
+    backward: Any
+    recompute_full: Any  # forward re-run (compute only; its TP collectives are added separately)
+    recompute_selective: Any  # core-attention re-run
+    attention_fwd: Any  # core attention kernel(s) forward, for hiding CP communication
+    linear_fwd: Any = 0.0  # GEMMs of the forward
+    elementwise_fwd: Any = 0.0  # memory-bound kernels of the forward
 
 
-def _gemm(curve: GemmEfficiency, m: float, n: float, k: float, batch: float = 1.0) -> float:
-    if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
-        return 0.0
-    return float(curve.time_s(m, n, k, batch))
+def _gemm(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> Any:
+    """Seconds for `batch` GEMMs (m, n, k); zero-sized GEMMs take no time. Accepts numpy arrays."""
+    flops = 2.0 * np.asarray(m, dtype=float) * n * k * batch
+    rate = curve.flops_per_s(np.maximum(m, 1.0), np.maximum(n, 1.0), np.maximum(k, 1.0))
+    return flops / rate
 
 
 def layer_times(
     shape: LayerShape,
-    tokens: float,
-    seq_len: float,
-    tp: int,
-    sp: bool,
-    cp: int,
-    ep: int,
+    tokens: Any,
+    seq_len: Any,
+    tp: Any,
+    sp: Any,
+    cp: Any,
+    ep: Any,
     flash: bool,
     moe: bool,
     linear: GemmEfficiency,
@@ -124,7 +129,7 @@ def layer_times(
     keys = (seq_len + 1) / 2 if (flash and causal) else seq_len  # unfused kernels compute the masked half too
     dims = shape.qk_head_dim + shape.v_head_dim
     attn_flops = 2.0 * tokens * keys * heads * dims
-    rate = float(attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim))
+    rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim)
     mem_bw = hbm_bytes_per_s * fw.elementwise_efficiency
     if flash:
         t_core_fwd = attn_flops / rate
@@ -138,7 +143,7 @@ def layer_times(
         softmax_fwd = scores * per_score_fwd / mem_bw
         softmax_bwd = 1.5 * softmax_fwd
     # element-wise traffic per token (bytes): norms, bias-dropout-residual, activation, RoPE
-    sp_div = tp if sp else 1
+    sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
     dropout = 2.0 if shape.hidden_dropout else 0.0
     hidden_traffic = (2 * 4 + 2 * (6 + dropout)) * h / sp_div
     act_traffic = 2.0 * ffn_elems / tokens + (2.0 * ffn_elems / tokens if not fw.fused_elementwise else 0.0)
@@ -166,6 +171,8 @@ def layer_times(
         recompute_full=forward,
         recompute_selective=t_core_fwd + softmax_fwd,
         attention_fwd=t_core_fwd + softmax_fwd,
+        linear_fwd=t_linear,
+        elementwise_fwd=elem_fwd,
     )
 
 
@@ -308,6 +315,9 @@ def stage_times(
     if layout.recompute == "full":
         share = 1.0 if layout.recompute_layers is None else layout.recompute_layers / layers_per_gpu
         rec_layer = share * mix("recompute_full")
+    elif layout.recompute == "selective" and fw.selective_policy == "op":
+        share = 0.0
+        rec_layer = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")  # every second matmul + pointwise ops
     elif layout.recompute == "selective" and not layout.flash_attention:
         share = 0.0
         rec_layer = mix("recompute_selective")
@@ -356,7 +366,7 @@ def stage_times(
     # pipeline send/recv of the boundary activation (scatter-gather optimisation: 1/tp of it per rank)
     pp_mb = 0.0
     if pp > 1:
-        p2p_bytes = act_bytes / tp
+        p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes
         pp_stride = tp * cp * layout.dp
         per_node = 2 if pp_stride < gpn else 1
         hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)

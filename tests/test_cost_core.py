@@ -279,3 +279,12 @@ def test_epoch_gpt4_amortized_cost_matches_epoch_estimate() -> None:
     assert r.cloud_usd == pytest.approx(25000 * 2280 * 1.378)
     # energy is 2-6 % of the amortized cost for frontier runs (Cottier et al. 2024)
     assert 0.02 < r.amortized_breakdown["energy"] / r.amortized_hardware_energy_usd < 0.10
+
+
+def test_async_interval_is_at_least_the_background_write() -> None:
+    free = goodput.goodput(goodput.GoodputInputs(mtbf_s=3 * 3600, checkpoint_stall_s=0.02, restart_s=600))
+    bound = goodput.goodput(
+        goodput.GoodputInputs(mtbf_s=3 * 3600, checkpoint_stall_s=0.02, restart_s=600, min_interval_s=90.0)
+    )
+    assert free.interval_s < 90.0 and bound.interval_s == 90.0
+    assert bound.goodput < free.goodput

@@ -200,6 +200,9 @@ class GoodputInputs:
     interval_s: float | None = None  # None → optimal by `method`
     method: IntervalMethod = "daly"
     mfu: float | None = None  # to report effective MFU
+    # async checkpointing: the next snapshot cannot start before the previous background write has
+    # finished, so the interval is at least the background write time
+    min_interval_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,8 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     tau = inputs.interval_s if inputs.interval_s is not None else daly if inputs.method == "daly" else young
     if not math.isfinite(tau):
         tau = m / 100.0  # free checkpoints: checkpoint very often; rework → 0
+    if inputs.interval_s is None:
+        tau = max(tau, inputs.min_interval_s)
     w = expected_wall_time(1.0, tau, d, r, m)
     w0 = expected_wall_time(1.0, tau, d, 0.0, m)
     ckpt = d / tau
@@ -268,7 +273,18 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
                 "failure_model", "exponential", "", "Daly 2006 §3 expected wall time; Young 1974", "2006"
             ),
             Assumption(
-                "interval_method", inputs.method if inputs.interval_s is None else "given", "", "", ""
+                "interval_method",
+                inputs.method if inputs.interval_s is None else "given",
+                "",
+                "Young 1974 first order / Daly 2006 higher order",
+                "",
+            ),
+            Assumption(
+                "min_interval_s",
+                inputs.min_interval_s,
+                "s",
+                "background write of the previous checkpoint",
+                "",
             ),
         ],
     )

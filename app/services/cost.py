@@ -530,6 +530,9 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         )
     else:
         raise SpecError([Problem("checkpoint", "give checkpoint (model size) or checkpoint_stall_s")])
+    background_s = (
+        sync if req.async_checkpoint and sync is not None and req.checkpoint_stall_s is None else 0.0
+    )
     restart_parts = core_goodput.restart_time(read_s)
     if req.restart_s is not None:
         restart_parts = {"given": req.restart_s, "total": req.restart_s}
@@ -542,6 +545,7 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
             interval_s=req.interval_s,
             method=req.method,
             mfu=req.mfu,
+            min_interval_s=background_s,
         )
     )
     assumptions += result.assumptions

@@ -153,3 +153,22 @@ def test_list_and_compare_pages(client: Any) -> None:
     assert '<th scope="row">Model</th>' not in only.text and "layout.tp" in only.text
     one = client.get("/plans/compare?" + urlencode([("ids", ids[0])]))
     assert one.status_code == 422 and "2 to 4" in one.text
+
+
+def test_planner_mode_ranks_layouts_and_hands_one_back(client: Any) -> None:
+    state = BuilderState(mode="planner", model="Llama-3-70B", nodes=8, global_batch=512)
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert r.status_code == 200 and "layouts enumerated" in r.text
+    assert "Rejected layouts" in r.text and "does not fit in usable HBM" in r.text
+    saved = _scenario_input(r.text)
+    assert saved["layout"]["tp"] * saved["layout"]["pp"] * saved["layout"]["cp"] * saved["layout"]["dp"] == 64
+    use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
+    assert use
+    manual = client.get("/plans/new?" + use.group(1).replace("&amp;", "&"), headers=HX)
+    assert "mode=manual" in use.group(1)
+    assert _scenario_input(manual.text)["layout"] == {**saved["layout"]}
+
+    big = BuilderState(mode="planner", model="Llama-3.1-405B", nodes=1)
+    r = client.get("/plans/new?" + big.query(), headers=HX)
+    assert 'href="#f-mode"' in r.text and "No layout of this model fits" in r.text
+    assert "does not fit in usable HBM" in r.text

@@ -150,6 +150,16 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
     model: Any = state.model
     if state.hf_config.strip():
         model = _model_from_pasted_config(state.hf_config, problems)
+    if state.mode == "planner":
+        if problems:
+            raise SpecError(problems)
+        return {
+            "model": model,
+            "cluster": _cluster(state),
+            # placeholder layout: the planner replaces it with the best one it finds for this global batch
+            "layout": {"global_batch": state.global_batch, "dtype": state.dtype},
+            "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
+        }
     if state.dp == 0:
         problems.append(
             Problem(
@@ -162,12 +172,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
         raise SpecError(problems)
     return {
         "model": model,
-        "cluster": {
-            "gpu": state.gpu,
-            "nodes": state.nodes,
-            "gpus_per_node": state.gpus_per_node,
-            "fabric": state.fabric,
-        },
+        "cluster": _cluster(state),
         "layout": {
             "tp": state.tp,
             "pp": state.pp,
@@ -197,6 +202,32 @@ _MODEL_SPEC_KEYS = frozenset(
         "activation",
     }
 )
+
+
+def _cluster(state: BuilderState) -> dict[str, Any]:
+    return {
+        "gpu": state.gpu,
+        "nodes": state.nodes,
+        "gpus_per_node": state.gpus_per_node,
+        "fabric": state.fabric,
+    }
+
+
+def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
+    """Builder URL query that puts a planner-chosen layout into the by-hand inputs."""
+    return state.query(
+        mode="manual",
+        tp=layout["tp"],
+        pp=layout["pp"],
+        vp=layout["vp"],
+        cp=layout["cp"],
+        ep=layout["ep"],
+        zero=layout["zero"],
+        sp=bool(layout["sequence_parallel"]),
+        recompute=layout["recompute"],
+        micro_batch=layout["micro_batch"],
+        dtype=layout["dtype"],
+    )
 
 
 def _model_from_pasted_config(text: str, problems: list[Problem]) -> Any:

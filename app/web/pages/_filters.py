@@ -79,9 +79,7 @@ def label(key: Any) -> str:
 def field_anchor(field: Any) -> str:
     """Form input id suffix for a problem's field path (layout.tp → tp, cluster.nodes → nodes)."""
     name = str(field).split(".")[-1]
-    return {"seq_len": "seq_len", "tokens": "tokens_b", "sequence_parallel": "sp", "model": "model"}.get(
-        name, name
-    )
+    return {"tokens": "tokens_b", "sequence_parallel": "sp", "layout": "mode", "dp": "tp"}.get(name, name)
 
 
 def linkify(text: Any) -> Markup:

@@ -15,7 +15,7 @@ from app.errors import NotFoundError
 from app.models.catalog import GPUEntry, ModelEntry
 from app.services import planning
 from app.web.pages import _filters
-from app.web.pages._builder import BuilderState, state_to_scenario
+from app.web.pages._builder import BuilderState, layout_query, state_to_scenario
 
 MS = 1e3
 
@@ -101,6 +101,14 @@ def build_view(session: Session, state: BuilderState) -> View:
             "calibration_profile": evaluation.calibration_profile,
         },
     )
+    if view.ranking:
+        view.ranking = {
+            **view.ranking,
+            "rows": [
+                {**row, "use_query": layout_query(state, row["layout_fields"])}
+                for row in view.ranking["rows"]
+            ],
+        }
     if evaluation.result.get("status") == "ok":
         view.scenario_json = json.dumps(evaluation.scenario, separators=(",", ":"))
     return view

@@ -253,9 +253,10 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
         tau = m / 100.0  # free checkpoints: checkpoint very often; rework → 0
     if inputs.interval_s is None:
         tau = max(tau, inputs.min_interval_s)
-    w = expected_wall_time(1.0, tau, d, r, m)
-    w0 = expected_wall_time(1.0, tau, d, 0.0, m)
     ckpt = d / tau
+    # e^x − 1 ≥ x guarantees W0 ≥ 1 + δ/τ and W ≥ W0; the max() only absorbs floating-point rounding
+    w0 = max(expected_wall_time(1.0, tau, d, 0.0, m), 1.0 + ckpt)
+    w = max(expected_wall_time(1.0, tau, d, r, m), w0)
     restart = w - w0
     lost = w0 - 1.0 - ckpt
     g = 1.0 / w

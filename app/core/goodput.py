@@ -258,7 +258,7 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     w0 = max(expected_wall_time(1.0, tau, d, 0.0, m), 1.0 + ckpt)
     w = max(expected_wall_time(1.0, tau, d, r, m), w0)
     restart = w - w0
-    lost = w0 - 1.0 - ckpt
+    lost = max(0.0, w0 - 1.0 - ckpt)
     g = 1.0 / w
     return GoodputResult(
         interval_s=tau,

@@ -224,6 +224,7 @@ class Agent:
                 text=True,
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         running = RunningJob(job_id, attempt, kind, proc, out_path)
         self.current = running
@@ -303,6 +304,14 @@ class Agent:
             if done:
                 job.proc.wait()
                 return
+
+
+def _die_with_parent() -> None:
+    """Linux: the job gets SIGTERM if the agent dies (prctl PR_SET_PDEATHSIG), so no run outlives its agent."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _terminate(proc: subprocess.Popen[str], grace_s: float = 20.0) -> None:

@@ -123,3 +123,35 @@ def get_profile(session: Session, ref: str, version: int | None = None) -> Calib
 def get_hardware_profile(session: Session, ref: str, version: int | None = None) -> HardwareProfile:
     profile = get_profile(session, ref, version)
     return hardware_profile(profile.params, profile.name, profile.version)
+
+
+def default_predictions(
+    doc: dict[str, Any], gpu: str | None = None, fabric: str | None = None
+) -> dict[str, Any]:
+    """What the uncalibrated model predicts for each measured row (catalog defaults for `gpu` / `fabric`)."""
+    from app.calibration.collective_fit import collective_rows, predict_time_s
+    from app.calibration.gemm_fit import gemm_rows
+    from app.calibration.profile import cluster_for
+    from app.core.efficiency import GemmEfficiency
+    from app.core.network import busbw_factor, default_network_params
+
+    gpu_spec, fabric_spec = _gpu(gpu), _fabric(fabric)
+    out: dict[str, Any] = {"gpu": gpu_spec.name, "fabric": fabric_spec.name, "collectives": [], "gemm": []}
+    c_rows = collective_rows(doc)
+    if c_rows:
+        cluster = cluster_for(doc, gpu_spec, fabric_spec)
+        params = default_network_params()
+        for r in c_rows:
+            t = predict_time_s(r, cluster, params)
+            factor = busbw_factor(r["op"], int(r.get("ranks") or 2))
+            out["collectives"].append(
+                {**r, "predicted_busbw_gbps": r["size_bytes"] / t * factor / 1e9 if t > 0 else None}
+            )
+    for r in gemm_rows(doc):
+        try:
+            eff = GemmEfficiency.for_gpu(gpu_spec, r["dtype"])
+            predicted = float(eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12
+        except KeyError:
+            predicted = None
+        out["gemm"].append({**r, "predicted_tflops": predicted})
+    return out

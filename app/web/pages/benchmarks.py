@@ -1,0 +1,381 @@
+"""Benchmarks pages: nodes (online/offline, add with a one-time token, revoke), launch a job, follow it live
+(progress bar, ETA, log tail, partial results, busbw and GEMM charts against the model), cancel it, and the
+calibrated profiles with their predicted-vs-measured reports.
+
+Every page renders in full on a direct load; htmx requests get only the named block. Forms work without
+JavaScript (POST, then 303). torch is never imported here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from app.api.deps import SessionDep
+from app.auth.deps import Principal, current_principal, require_scope
+from app.core.errors import SpecError
+from app.errors import NotFoundError
+from app.models.benchmarks import BenchmarkJob, CalibrationProfile
+from app.services import calibration as calibration_service
+from app.services import jobs as job_service
+from app.services import nodes as node_service
+from app.web.templating import is_htmx, render, templates
+
+router = APIRouter()
+ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
+RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
+AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
+PrincipalDep = Annotated[Principal, Depends(current_principal)]
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+
+
+def _csrf(request: Request) -> str:
+    principal = getattr(request.state, "principal", None)
+    return str(getattr(principal, "csrf_token", "") or "")
+
+
+def _catalog_names() -> tuple[list[str], list[str]]:
+    from app.catalog import gpus
+    from app.catalog.fabrics import fabrics
+
+    return sorted(gpus()), sorted(fabrics())
+
+
+def _index_context(request: Request, session: Any, **extra: Any) -> dict[str, Any]:
+    nodes = node_service.list_nodes(session)
+    jobs, job_count = job_service.list_jobs(session, None, 0, 50)
+    profiles, _ = calibration_service.list_profiles(session, 0, 100)
+    gpu_names, fabric_names = _catalog_names()
+    return {
+        "title": "Benchmarks",
+        "nodes": [{"node": n, "online": node_service.is_online(n)} for n in nodes],
+        "jobs": jobs,
+        "job_count": job_count,
+        "any_running": any(j.status in ("queued", "running") for j in jobs),
+        "profiles": profiles,
+        "gpu_names": gpu_names,
+        "fabric_names": fabric_names,
+        "ops": OPS,
+        "csrf_token": _csrf(request),
+        "form": {},
+        "errors": {},
+        **extra,
+    }
+
+
+@router.get("/benchmarks", response_class=HTMLResponse)
+def benchmarks_index(request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
+    block = request.query_params.get("block") or "jobs"
+    return render(request, "benchmarks.html", _index_context(request, session), block=block)
+
+
+@router.post("/benchmarks/nodes", response_class=HTMLResponse)
+def add_node(
+    request: Request, session: SessionDep, _admin: AdminDep, name: Annotated[str, Form()] = ""
+) -> HTMLResponse:
+    try:
+        node, token = node_service.create_node(session, name)
+    except SpecError as exc:
+        ctx = _index_context(request, session, node_error=str(exc.problems[0].message), node_name=name)
+        return render(request, "benchmarks.html", ctx, block="nodes", status_code=422)
+    ctx = _index_context(request, session, new_token=token, new_node=node.name)
+    return render(request, "benchmarks.html", ctx, block="nodes", status_code=201)
+
+
+@router.post("/benchmarks/nodes/{node_id}/revoke")
+def revoke_node(node_id: uuid.UUID, request: Request, session: SessionDep, _admin: AdminDep) -> Response:
+    node_service.revoke_node(session, node_id)
+    if is_htmx(request):
+        return render(request, "benchmarks.html", _index_context(request, session), block="nodes")
+    return RedirectResponse("/benchmarks", status_code=303)
+
+
+def _launch_params(form: dict[str, str], ops: list[str]) -> tuple[str, dict[str, Any], str | None]:
+    kind = form.get("kind") or "calibration"
+    nproc = int(form.get("nproc") or 8)
+    device = form.get("device") or "auto"
+    sizes = [
+        int(s) for s in (form.get("gemm_sizes") or "1024,2048,4096,8192").replace(" ", "").split(",") if s
+    ]
+    params: dict[str, Any] = {
+        "nproc": nproc,
+        "gpu": form.get("gpu") or None,
+        "fabric": form.get("fabric") or None,
+        "gemm": {
+            "sizes": sizes,
+            "dtypes": [form.get("dtype") or "bf16"],
+            "device": device,
+            "iters": int(form.get("gemm_iters") or 20),
+            "warmup_iters": 5,
+        },
+        "collectives": {
+            "ops": ops or ["all_reduce"],
+            "min_bytes": form.get("min_bytes") or "1K",
+            "max_bytes": form.get("max_bytes") or "256M",
+            "step_factor": float(form.get("step_factor") or 2),
+            "iters": int(form.get("iters") or 20),
+            "warmup_iters": int(form.get("warmup_iters") or 5),
+            "groups": form.get("groups") or "all",
+            "device": device,
+        },
+    }
+    if kind == "calibration" and form.get("profile_name"):
+        params["profile_name"] = form["profile_name"]
+    if kind == "gemm":
+        params = {**params["gemm"], "gpu": params["gpu"]}
+    elif kind == "collectives":
+        params = {**params["collectives"], "nproc": nproc, "gpu": params["gpu"], "fabric": params["fabric"]}
+    return kind, params, form.get("target_node") or None
+
+
+@router.post("/benchmarks/launch")
+async def launch(request: Request, session: SessionDep, principal: RunDep) -> Response:
+    raw = await request.form()
+    form = {k: str(v) for k, v in raw.items() if k != "ops"}
+    ops = [str(v) for v in raw.getlist("ops")]
+    errors: dict[str, str] = {}
+    try:
+        kind, params, target = _launch_params(form, ops)
+        node = node_service.get_node(session, target) if target else None
+        job = job_service.create_job(
+            session,
+            kind,
+            params,
+            node,
+            principal.user_id if isinstance(principal.user_id, uuid.UUID) else None,
+        )
+    except SpecError as exc:
+        errors = {p.field.split(".")[-1]: p.message for p in exc.problems}
+    except (ValueError, NotFoundError) as exc:
+        errors = {"form": str(exc)}
+    if errors:
+        ctx = _index_context(request, session, form=form, errors=errors)
+        return render(request, "benchmarks.html", ctx, block="launch", status_code=422)
+    url = f"/benchmarks/jobs/{job.id}"
+    if is_htmx(request):
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)
+
+
+def _charts(job: BenchmarkJob) -> dict[str, Any]:
+    doc = job.result or {"rows": job.partial_rows}
+    rows = doc.get("rows") or job.partial_rows
+    params = job.params or {}
+    try:
+        pred = calibration_service.default_predictions(
+            {**doc, "rows": rows}, params.get("gpu"), params.get("fabric")
+        )
+    except (NotFoundError, SpecError, ValueError):
+        pred = {"collectives": [], "gemm": [], "gpu": "", "fabric": ""}
+    series: dict[str, dict[str, list[Any]]] = {}
+    for r in pred["collectives"]:
+        s = series.setdefault(
+            f"{r['op']} · {r.get('group', 'all')} · {r.get('ranks')} ranks",
+            {"x": [], "measured": [], "predicted": []},
+        )
+        s["x"].append(r["size_bytes"])
+        s["measured"].append(r["busbw_gbps"])
+        s["predicted"].append(r["predicted_busbw_gbps"])
+    traces: list[dict[str, Any]] = []
+    for name, s in series.items():
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{name} measured",
+                "x": s["x"],
+                "y": s["measured"],
+            }
+        )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "line": {"dash": "dot"},
+                "name": f"{name} model ({pred['gpu']})",
+                "x": s["x"],
+                "y": s["predicted"],
+            }
+        )
+    busbw_fig = {
+        "data": traces,
+        "layout": {
+            "xaxis": {"type": "log", "title": {"text": "message size (bytes)"}},
+            "yaxis": {"title": {"text": "bus bandwidth (GB/s)"}},
+            "height": 360,
+        },
+    }
+    labels = [f"{r['m']}×{r['n']}×{r['k']} {r['dtype']}" for r in pred["gemm"]]
+    gemm_fig = {
+        "data": [
+            {"type": "bar", "name": "best", "x": labels, "y": [r["best_tflops"] for r in pred["gemm"]]},
+            {"type": "bar", "name": "median", "x": labels, "y": [r["median_tflops"] for r in pred["gemm"]]},
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"model ({pred['gpu']})",
+                "x": labels,
+                "y": [r["predicted_tflops"] for r in pred["gemm"]],
+            },
+        ],
+        "layout": {"barmode": "group", "yaxis": {"title": {"text": "TFLOP/s"}}, "height": 360},
+    }
+    return {"pred": pred, "busbw_fig": busbw_fig, "gemm_fig": gemm_fig}
+
+
+@router.get("/benchmarks/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
+    job_service.requeue_expired(session)
+    try:
+        job = job_service.get_job(session, job_id)
+    except NotFoundError:
+        return render(
+            request, "benchmarks_job.html", {"title": "Job not found", "job": None}, status_code=404
+        )
+    node = None
+    if job.claimed_by:
+        try:
+            node = node_service.get_node(session, job.claimed_by)
+        except NotFoundError:
+            node = None
+    ctx = {
+        "title": f"Benchmark {job.kind}",
+        "job": job,
+        "node": node,
+        "final": job.status in job_service.TERMINAL,
+        "csrf_token": _csrf(request),
+        **_charts(job),
+    }
+    return render(request, "benchmarks_job.html", ctx, block="live")
+
+
+@router.post("/benchmarks/jobs/{job_id}/cancel")
+def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, _p: RunDep) -> Response:
+    try:
+        job_service.cancel_job(session, job_id)
+    except job_service.ConflictError:
+        pass  # already finished: the page shows its final state
+    if is_htmx(request):
+        return Response(status_code=204, headers={"HX-Trigger": "refresh"})
+    return RedirectResponse(f"/benchmarks/jobs/{job_id}", status_code=303)
+
+
+def _profile_figs(profile: CalibrationProfile) -> dict[str, Any]:
+    report = profile.report or {}
+    coll = (report.get("collectives") or {}).get("rows", [])
+    traces: list[dict[str, Any]] = []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in coll:
+        groups.setdefault(f"{r['op']} · {r['group']} · {r['ranks']}", []).append(r)
+    for name, rows in groups.items():
+        x = [r["size_bytes"] for r in rows]
+        traces += [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"{name} measured",
+                "x": x,
+                "y": [r["measured_busbw_gbps"] for r in rows],
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "line": {"dash": "dot"},
+                "name": f"{name} before",
+                "x": x,
+                "y": [r["before_busbw_gbps"] for r in rows],
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{name} after",
+                "x": x,
+                "y": [r["after_busbw_gbps"] for r in rows],
+            },
+        ]
+    busbw_fig = {
+        "data": traces,
+        "layout": {
+            "xaxis": {"type": "log", "title": {"text": "message size (bytes)"}},
+            "yaxis": {"type": "log", "title": {"text": "bus bandwidth (GB/s)"}},
+            "height": 380,
+        },
+    }
+    gemm = (report.get("gemm") or {}).get("rows", [])
+    labels = [f"{r['m']}×{r['n']}×{r['k']} {r['dtype']}" for r in gemm]
+    gemm_fig = {
+        "data": [
+            {
+                "type": "bar",
+                "name": "measured (median)",
+                "x": labels,
+                "y": [r["measured_tflops"] for r in gemm],
+            },
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "before",
+                "x": labels,
+                "y": [r["before_tflops"] for r in gemm],
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "after",
+                "x": labels,
+                "y": [r["after_tflops"] for r in gemm],
+            },
+        ],
+        "layout": {"yaxis": {"type": "log", "title": {"text": "TFLOP/s"}}, "height": 380},
+    }
+    return {"busbw_fig": busbw_fig, "gemm_fig": gemm_fig, "coll_rows": coll, "gemm_rows": gemm}
+
+
+@router.get("/benchmarks/profiles/{ref}", response_class=HTMLResponse)
+def profile_page(ref: str, request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
+    try:
+        profile = calibration_service.get_profile(session, ref)
+    except NotFoundError as exc:
+        return render(
+            request,
+            "benchmarks_profile.html",
+            {"title": "Profile not found", "profile": None, "error": str(exc)},
+            status_code=404,
+        )
+    return render(
+        request,
+        "benchmarks_profile.html",
+        {"title": f"Profile {profile.name} v{profile.version}", "profile": profile, **_profile_figs(profile)},
+    )
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if abs(value) >= 10_000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _size(value: Any) -> str:
+    from app.bench.sizes import format_size
+
+    return format_size(int(value)) if isinstance(value, int | float) else "—"
+
+
+def _when(value: Any) -> str:
+    from app.models.base import as_utc
+
+    return as_utc(value).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "—"  # type: ignore[union-attr]
+
+
+templates.env.filters["bench_num"] = _num
+templates.env.filters["bench_size"] = _size
+templates.env.filters["bench_when"] = _when

@@ -1,0 +1,28 @@
+// Live benchmark job page: follow the job's server-sent events and ask htmx to refresh the live block
+// (progress bar, ETA, log tail, partial results and charts) as events arrive. The block also polls every
+// few seconds on its own, so the page stays current where EventSource is unavailable.
+(function () {
+  "use strict";
+  function follow() {
+    var live = document.getElementById("job-live");
+    if (!live || typeof window.EventSource === "undefined") { return; }
+    var url = live.getAttribute("data-events");
+    if (!url || live.getAttribute("data-final") === "true") { return; }
+    var source = new EventSource(url);
+    var pending = null;
+    function refresh() {
+      if (pending) { return; }
+      pending = setTimeout(function () {
+        pending = null;
+        var current = document.getElementById("job-live");
+        if (window.htmx && current) { window.htmx.trigger(current, "refresh"); }
+      }, 300);
+    }
+    ["row", "progress", "log", "claimed", "requeued", "cancel_requested", "completed", "start"].forEach(function (name) {
+      source.addEventListener(name, refresh);
+    });
+    source.addEventListener("end", function () { source.close(); refresh(); });
+    source.onerror = function () { /* the browser reconnects with Last-Event-ID; polling covers the gap */ };
+  }
+  document.addEventListener("DOMContentLoaded", follow);
+})();

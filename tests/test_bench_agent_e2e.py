@@ -1,0 +1,189 @@
+"""A real server and real agent processes: submit, claim, run, progress, results, calibration; an agent
+killed mid-run (its job returns to the queue when the lease expires and finishes once, on another agent);
+a revoked token gets 401 and backs off."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import ROOT, LiveServer, start_live_server
+
+AGENT_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+SERVER_ENV = {"CLUSTERPLAN_BENCH_LEASE_S": "4", "CLUSTERPLAN_AGENT_HEARTBEAT_S": "1"}
+
+
+def start_agent(server: LiveServer, token: str, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+    log = (tmp_path / f"agent-{time.monotonic_ns()}.log").open("w")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli.main",
+            "agent",
+            "--server",
+            server.url,
+            "--token",
+            token,
+            "--poll-interval",
+            "0.5",
+            "--work-dir",
+            str(tmp_path),
+            *extra,
+        ],
+        cwd=ROOT,
+        env=AGENT_ENV,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(fetch: Any, predicate: Any, timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fetch()
+        if predicate(value):
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out; last value: {str(value)[:1500]}")
+
+
+def test_agent_runs_a_calibration_job_end_to_end(tmp_path: Path) -> None:
+    server = start_live_server(f"sqlite:///{tmp_path / 'e2e.db'}", tmp_path, SERVER_ENV)
+    agent = None
+    try:
+        api = httpx.Client(base_url=server.url + "/api/v1", timeout=30)
+        node = api.post("/nodes", json={"name": "cpu-node"}).json()
+        params = {
+            "profile_name": "cpu-lab",
+            "gpu": "H100-SXM",
+            "fabric": "ib-ndr-8x400",
+            "gemm": {
+                "sizes": [64, 128, 192],
+                "dtypes": ["fp32"],
+                "device": "cpu",
+                "iters": 5,
+                "warmup_iters": 1,
+            },
+            "collectives": {
+                "ops": ["all_reduce", "all_gather"],
+                "min_bytes": "1K",
+                "max_bytes": "16K",
+                "step_factor": 4,
+                "iters": 3,
+                "warmup_iters": 1,
+                "device": "cpu",
+            },
+            "nproc": 2,
+        }
+        created = api.post("/benchmarks", json={"kind": "calibration", "params": params})
+        assert created.status_code == 202
+        location = created.headers["Location"]
+        agent = start_agent(server, node["token"], tmp_path, "--max-jobs", "1")
+        job = wait_for(
+            lambda: httpx.get(server.url + location).json(), lambda j: j["status"] in ("succeeded", "failed")
+        )
+        assert job["status"] == "succeeded", job["error"] or job["log_tail"]
+        assert job["attempt"] == 1 and job["progress"] == 1.0
+        rows = job["result"]["rows"]
+        assert sum("best_tflops" in r for r in rows) == 3 and sum("busbw_gbps" in r for r in rows) == 6
+        assert all(r["wrong"] == 0 for r in rows if "wrong" in r)
+        assert job["result"]["environment"]["torch"].startswith("2.")
+        assert agent.wait(timeout=30) == 0
+
+        with httpx.stream("GET", f"{server.url}{location}/events", timeout=30) as stream:
+            body = "".join(stream.iter_text())
+        names = [line[7:] for line in body.splitlines() if line.startswith("event: ")]
+        assert names[:3] == ["queued", "claimed", "start"] and names[-2:] == ["completed", "end"]
+        assert names.count("row") == 9
+
+        nodes = api.get("/nodes").json()["data"]
+        assert nodes[0]["online"] is True and nodes[0]["info"]["torch"].startswith("2.")
+        profile = api.get("/calibration/profiles/cpu-lab").json()
+        assert profile["version"] == 1 and profile["source_job_id"] == job["id"]
+        assert profile["gemm_mape_after_pct"] < profile["gemm_mape_before_pct"]
+        assert profile["collectives_mape_after_pct"] < profile["collectives_mape_before_pct"]
+        assert any("CPU" in note for note in profile["report"]["notes"])
+    finally:
+        if agent is not None and agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_killed_agent_job_is_requeued_and_finishes_once(tmp_path: Path) -> None:
+    server = start_live_server(f"sqlite:///{tmp_path / 'crash.db'}", tmp_path, SERVER_ENV)
+    agents: list[subprocess.Popen[str]] = []
+    try:
+        api = httpx.Client(base_url=server.url + "/api/v1", timeout=30)
+        first = api.post("/nodes", json={"name": "doomed"}).json()
+        second = api.post("/nodes", json={"name": "survivor"}).json()
+        params = {
+            "sizes": [160] * 16,
+            "dtypes": ["fp32"],
+            "device": "cpu",
+            "iters": 150,
+            "warmup_iters": 2,
+            "flush_cache": False,
+        }
+        job_id = api.post("/benchmarks", json={"kind": "gemm", "params": params}).json()["id"]
+        agents.append(start_agent(server, first["token"], tmp_path))
+        wait_for(lambda: api.get(f"/benchmarks/{job_id}").json(), lambda j: len(j["partial_rows"]) >= 1)
+        os.killpg(agents[0].pid, signal.SIGKILL)  # the agent dies mid-run (its job child follows it)
+        agents[0].wait(timeout=10)
+        mid = api.get(f"/benchmarks/{job_id}").json()
+        assert mid["status"] == "running" and mid["progress"] < 1.0
+
+        agents.append(start_agent(server, second["token"], tmp_path, "--max-jobs", "1"))
+        job = wait_for(lambda: api.get(f"/benchmarks/{job_id}").json(), lambda j: j["status"] == "succeeded")
+        assert job["attempt"] == 2 and len(job["result"]["rows"]) == 16
+        assert job["claimed_by"] == second["id"]
+        with httpx.stream("GET", f"{server.url}/api/v1/benchmarks/{job_id}/events", timeout=30) as stream:
+            body = "".join(stream.iter_text())
+        names = [line[7:] for line in body.splitlines() if line.startswith("event: ")]
+        assert names.count("claimed") == 2 and names.count("requeued") == 1 and names.count("completed") == 1
+        assert names.index("requeued") < len(names) - names[::-1].index("claimed") - 1
+    finally:
+        for proc in agents:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_revoked_token_gets_401_and_backs_off(tmp_path: Path, live_server: LiveServer) -> None:
+    api = httpx.Client(base_url=live_server.url + "/api/v1", timeout=30)
+    node = api.post("/nodes", json={"name": f"revoked-{time.monotonic_ns()}"}).json()
+    api.post(f"/nodes/{node['id']}/revoke")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli.main",
+            "agent",
+            "--server",
+            live_server.url,
+            "--token",
+            node["token"],
+            "--max-auth-failures",
+            "3",
+        ],
+        cwd=ROOT,
+        env=AGENT_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 3
+    assert "node token revoked" in proc.stderr
+    assert "backing off 1.0 s" in proc.stderr and "backing off 2.0 s" in proc.stderr
+    assert "giving up after 3" in proc.stderr
+    assert time.monotonic() - started >= 3.0  # 1 s + 2 s of back-off

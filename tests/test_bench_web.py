@@ -1,0 +1,125 @@
+"""Benchmarks pages: nodes, launch, live job page (full and htmx partial), charts with tables, profiles."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+
+HTMX = {"HX-Request": "true"}
+INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*application/json)[^>]*>", re.IGNORECASE)
+
+
+def rows() -> list[dict]:
+    out = [
+        {
+            "op": "all_reduce",
+            "group": "intra",
+            "ranks": 2,
+            "ranks_per_node": 2,
+            "nodes": 1,
+            "size_bytes": 2**p,
+            "time_us": 30 + 2**p / 2e4,
+            "algbw_gbps": 1.0,
+            "busbw_gbps": 2**p / (30 + 2**p / 2e4) / 1e3,
+            "wrong": 0,
+        }
+        for p in range(10, 22, 2)
+    ]
+    out += [
+        {
+            "m": s,
+            "n": s,
+            "k": s,
+            "dtype": "bf16",
+            "label": "",
+            "best_tflops": 500 * s / (s + 300),
+            "median_tflops": 480 * s / (s + 300),
+            "mean_tflops": 470 * s / (s + 300),
+        }
+        for s in (512, 2048, 8192)
+    ]
+    return out
+
+
+def test_index_nodes_and_token_once(client: TestClient) -> None:
+    page = client.get("/benchmarks")
+    assert page.status_code == 200
+    assert "Launch a job" in page.text and "Calibrated profiles" in page.text
+    assert not INLINE_SCRIPT.search(page.text)
+    created = client.post("/benchmarks/nodes", data={"name": "web-node-1"}, headers=HTMX)
+    assert created.status_code == 201
+    assert "<html" not in created.text and "shown once" in created.text
+    token = re.search(r"<code>(cpn_[^<]+)</code>", created.text)
+    assert token is not None
+    again = client.get("/benchmarks").text
+    assert "web-node-1" in again and token.group(1) not in again and "offline" in again
+    dup = client.post("/benchmarks/nodes", data={"name": "web-node-1"}, headers=HTMX)
+    assert dup.status_code == 422 and "already exists" in dup.text
+
+
+def test_launch_follow_and_cancel(client: TestClient) -> None:
+    bad = client.post(
+        "/benchmarks/launch",
+        data={"kind": "collectives", "ops": "all_reduce", "min_bytes": "1M", "max_bytes": "1K"},
+        headers=HTMX,
+    )
+    assert bad.status_code == 422 and "maxbytes" in bad.text
+    launched = client.post(
+        "/benchmarks/launch",
+        data={
+            "kind": "collectives",
+            "ops": ["all_reduce", "all_gather"],
+            "nproc": "2",
+            "min_bytes": "1K",
+            "max_bytes": "1M",
+            "device": "cpu",
+        },
+        follow_redirects=False,
+    )
+    assert launched.status_code == 303
+    url = launched.headers["location"]
+    page = client.get(url)
+    assert (
+        page.status_code == 200 and "queued" in page.text and 'data-events="/api/v1/benchmarks/' in page.text
+    )
+    assert "benchmarks.js" in page.text and not INLINE_SCRIPT.search(page.text)
+    partial = client.get(url, headers=HTMX)
+    assert partial.text.lstrip().startswith('<div id="job-live"') and "<html" not in partial.text
+    assert partial.headers["Vary"] == "HX-Request"
+    cancelled = client.post(f"{url}/cancel", follow_redirects=False)
+    assert cancelled.status_code == 303
+    assert "cancelled" in client.get(url).text
+    assert client.get("/benchmarks/jobs/00000000-0000-0000-0000-000000000000").status_code == 404
+
+
+def test_results_charts_and_profile_report(client: TestClient) -> None:
+    token = client.post("/api/v1/nodes", json={"name": "web-node-2"}).json()["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    job = client.post(
+        "/api/v1/benchmarks", json={"kind": "calibration", "params": {"nproc": 2, "gpu": "H100-SXM"}}
+    ).json()
+    claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    client.post(
+        f"/api/v1/agent/jobs/{claimed['id']}/complete",
+        headers=auth,
+        json={
+            "attempt": claimed["attempt"],
+            "status": "succeeded",
+            "result": {"status": "complete", "rows": rows(), "environment": {"torch": "2.13.0"}},
+        },
+    )
+    page = client.get(f"/benchmarks/jobs/{job['id']}").text
+    assert 'data-figure="busbw-chart-data"' in page and 'data-figure="gemm-chart-data"' in page
+    assert 'id="busbw-chart-data"' in page and "8192×8192×8192" in page
+    assert "Model (GB/s)" in page and "torch 2.13.0" in page
+    fit = client.post("/api/v1/calibration/profiles", json={"job_id": job["id"], "name": "web-lab"})
+    assert fit.status_code == 201
+    profile = client.get(f"/benchmarks/profiles/{fit.json()['id']}")
+    assert profile.status_code == 200
+    text = profile.text
+    assert "Calibrated profile web-lab" in text and "before" in text and "after" in text
+    assert 'data-figure="profile-busbw-data"' in text and 'data-figure="profile-gemm-data"' in text
+    assert "Launch overhead" in text and not INLINE_SCRIPT.search(text)
+    assert "web-lab" in client.get("/benchmarks").text
+    assert client.get("/benchmarks/profiles/nope").status_code == 404

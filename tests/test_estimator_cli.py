@@ -130,3 +130,18 @@ def test_wrong_columns_is_a_clean_error(tmp_path: Path) -> None:
     path.write_text("a,b\n1,2\n")
     out = clusterplan("validate", "training-runs", str(path), tmp_path=tmp_path)
     assert out.returncode == 2 and "missing columns" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_plot_is_written(tmp_path: Path) -> None:
+    rows = list(csv.DictReader(io.StringIO(RUNS.read_text())))
+    picked = [r for r in rows if r["measured_metric"] in ("iter_time_s", "mem_gib_per_gpu")][:4]
+    path = tmp_path / "few.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(picked)
+    png = tmp_path / "plot.png"
+    out = clusterplan("validate", "training-runs", str(path), "--plot", str(png), tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "time-like metrics: n=" in out.stdout

@@ -585,3 +585,74 @@ def render_table(report: Report) -> str:
     if s["skipped"]:
         lines.append(f"skipped rows:      {len(s['skipped'])}")
     return "\n".join(lines)
+
+
+def _speed_error(r: RowResult) -> float:
+    """Error on a common axis: predicted speed / measured speed − 1, for rates and for times alike."""
+    if r.metric in ("iter_time_s", "layer_fwd_plus_bwd_ms") and r.predicted:
+        return (r.measured / r.predicted - 1) * 100
+    return r.error_pct or 0.0
+
+
+def write_plot(report: Report, path: Path | str) -> Path:
+    """Predicted vs measured: time-like metrics as error per row (by source), memory as GiB vs GiB."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.6, 1]})
+    sources: dict[str, list[RowResult]] = {}
+    for r in report.rows:
+        if r.skipped is None and r.error_pct is not None:
+            sources.setdefault(r.source.split(" ")[0].split("/")[-1][:24], []).append(r)
+    markers = "osD^v<>ph*"
+    for i, (src, rows) in enumerate(sorted(sources.items())):
+        timed = [r for r in rows if r.metric in TIME_METRICS]
+        mem = [r for r in rows if r.metric in MEMORY_METRICS]
+        if timed:
+            ax_time.scatter(
+                [r.row for r in timed], [_speed_error(r) for r in timed], label=src, marker=markers[i % 10]
+            )
+        if mem:
+            ax_mem.scatter(
+                [r.measured for r in mem], [r.predicted for r in mem], label=src, marker=markers[i % 10]
+            )
+    for band, style in ((5, ":"), (10, "--")):
+        ax_time.axhline(band, color="grey", ls=style, lw=0.8)
+        ax_time.axhline(-band, color="grey", ls=style, lw=0.8)
+    ax_time.axhline(0, color="black", lw=0.8)
+    s = report.summary()
+    t = s["time"]
+    ax_time.set_title(
+        f"time-like metrics: n={t['n']}, MAPE {t['mape_pct']:.1f} %, max |err| {t['max_abs_pct']:.1f} %"
+        if t["n"]
+        else "time-like metrics"
+    )
+    ax_time.set_xlabel("row of the validation CSV")
+    ax_time.set_ylabel("predicted speed vs measured (%)  (> 0: model too optimistic)")
+    ax_time.legend(fontsize=7, loc="lower left")
+    lim = (
+        max([60.0] + [r.measured for r in report.rows if r.metric in MEMORY_METRICS and r.skipped is None])
+        * 1.1
+    )
+    xs = [0.0, lim]
+    ax_mem.plot(xs, xs, color="black", lw=0.8)
+    for band, style in ((0.05, ":"), (0.15, "--")):
+        ax_mem.plot(xs, [x * (1 + band) for x in xs], color="grey", ls=style, lw=0.8)
+        ax_mem.plot(xs, [x * (1 - band) for x in xs], color="grey", ls=style, lw=0.8)
+    m = s["memory"]
+    ax_mem.set_title(
+        f"memory per GPU: n={m['n']}, MAPE {m['mape_pct']:.1f} %" if m["n"] else "memory per GPU"
+    )
+    ax_mem.set_xlabel("measured (GiB)")
+    ax_mem.set_ylabel("predicted (GiB)")
+    ax_mem.set_xlim(0, lim)
+    ax_mem.set_ylim(0, lim)
+    ax_mem.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

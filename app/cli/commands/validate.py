@@ -30,12 +30,17 @@ def register(root: typer.Typer) -> None:
 def training_runs(
     csv_file: Annotated[Path, typer.Argument(help="CSV with the columns of validation/training_runs.csv")],
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document (rows + summary)")] = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="also write a predicted-vs-measured PNG to this path")
+    ] = None,
 ) -> None:
-    from app.validation.training_runs import load_rows, render_table, replay
+    from app.validation.training_runs import load_rows, render_table, replay, write_plot
 
     if not csv_file.exists():
         raise FileNotFoundError(f"file not found: {csv_file}")
     report = replay(load_rows(csv_file))
+    if plot is not None:
+        write_plot(report, plot)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:

@@ -329,3 +329,22 @@ def test_goodput_from_an_estimator_scenario(client: Any) -> None:
     assert g["run"]["interruptions"] == pytest.approx(g["run"]["wall_days"] * g["interruptions_per_day"])
     missing = client.post("/api/v1/goodput", json={"preset": "llama3-405b", "checkpoint_stall_s": 5})
     assert missing.status_code == 422 and missing.json()["detail"][0]["loc"][-1] == "num_gpus"
+
+
+def test_limits_return_json_nulls_not_errors(client: Any) -> None:
+    free = client.post(
+        "/api/v1/goodput", json={"num_gpus": 8, "job_mtbf_hours": 100, "checkpoint_stall_s": 0}
+    )
+    assert free.status_code == 200, free.text
+    assert free.json()["young_interval_s"] is None and free.json()["goodput"] > 0.99
+    hopeless = client.post(
+        "/api/v1/cost/spot",
+        json={"on_demand_usd_per_hour": 10, "preemptions_per_day": 24, "lost_work_hours": 1, "restart_s": 0},
+    )
+    assert hopeless.status_code == 200, hopeless.text
+    body = hopeless.json()
+    assert (
+        body["useful_fraction"] == 0
+        and body["cost_per_useful_hour_spot"] is None
+        and body["net_savings"] is None
+    )

@@ -198,19 +198,19 @@ class SpotRequest(StrictModel):
 
 class SpotInversionOut(BaseModel):
     target_net_savings: float
-    lost_hours_per_preemption: float
-    preemptions_per_day: float
+    lost_hours_per_preemption: float | None
+    preemptions_per_day: float | None
     spot_discount: float
 
 
 class SpotResponse(BaseModel):
     spot_usd_per_hour: float
     useful_fraction: float
-    cost_per_useful_hour_spot: float
+    cost_per_useful_hour_spot: float | None  # None: no useful work left
     cost_per_useful_hour_on_demand: float
-    net_savings: float
+    net_savings: float | None
     lost_hours_per_preemption: float
-    wall_slowdown: float
+    wall_slowdown: float | None
     breakdown_per_day: dict[str, float]
     inversion: SpotInversionOut | None = None
     assumptions: list[AssumptionOut]
@@ -265,8 +265,8 @@ class GoodputResponse(BaseModel):
     restart_s: float
     restart_breakdown: dict[str, float]
     interval_s: float
-    young_interval_s: float
-    daly_interval_s: float
+    young_interval_s: float | None  # None when checkpoints cost nothing
+    daly_interval_s: float | None
     goodput: float
     effective_mfu: float | None
     breakdown: dict[str, float]

@@ -407,7 +407,8 @@ def spot(req: s.SpotRequest) -> s.SpotResponse:
     result = core_goodput.spot_savings(
         core_goodput.SpotInputs(**body, lost_work_s=lost_h * 3600.0 if lost_h is not None else None)
     )
-    data = result.to_dict()
+    data = _json_safe(result.to_dict())
+    assert isinstance(data, dict)
     data["assumptions"] = _assumptions(result.assumptions)
     if target is not None:
         inv = core_goodput.invert_spot_claim(
@@ -587,8 +588,8 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         restart_s=restart_total,
         restart_breakdown=restart_parts,
         interval_s=result.interval_s,
-        young_interval_s=result.young_interval_s,
-        daly_interval_s=result.daly_interval_s,
+        young_interval_s=result.young_interval_s if math.isfinite(result.young_interval_s) else None,
+        daly_interval_s=result.daly_interval_s if math.isfinite(result.daly_interval_s) else None,
         goodput=result.goodput,
         effective_mfu=result.effective_mfu,
         breakdown=result.breakdown,

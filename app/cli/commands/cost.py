@@ -122,6 +122,14 @@ def _months(x: float | None) -> str:
     return "never" if x is None else f"{x:.1f} months"
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f}"
+
+
 def _pct(x: float | None) -> str:
     return "never (>100 %)" if x is None else f"{x:.0%}"
 
@@ -367,7 +375,7 @@ def goodput(
     )
     typer.echo(
         f"checkpoint stall {r.checkpoint_stall_s:.1f} s, restart {r.restart_s / 60:.1f} min; "
-        f"interval {r.interval_s / 60:.1f} min (Young {r.young_interval_s / 60:.1f}, Daly {r.daly_interval_s / 60:.1f})"
+        f"interval {r.interval_s / 60:.1f} min (Young {_minutes(r.young_interval_s)}, Daly {_minutes(r.daly_interval_s)})"
     )
     eff = f", effective MFU {r.effective_mfu:.1%}" if r.effective_mfu is not None else ""
     typer.echo(f"goodput {r.goodput:.1%}{eff}")
@@ -466,14 +474,14 @@ def spot(
         return
     typer.echo(
         f"spot ${r.spot_usd_per_hour:.2f}/h, useful {r.useful_fraction:.1%} of billed time → "
-        f"${r.cost_per_useful_hour_spot:.2f} per useful hour vs ${r.cost_per_useful_hour_on_demand:.2f}: "
-        f"net savings {r.net_savings:.1%}"
+        f"{usd(r.cost_per_useful_hour_spot)} per useful hour vs {usd(r.cost_per_useful_hour_on_demand)}: "
+        f"net savings {'-' if r.net_savings is None else format(r.net_savings, '.1%')}"
     )
     if r.inversion:
         i = r.inversion
         typer.echo(
-            f"to get {i.target_net_savings:.0%}: lose {i.lost_hours_per_preemption:.2f} h per preemption, or "
-            f"{i.preemptions_per_day:.1f} preemptions/day, or a {i.spot_discount:.0%} discount"
+            f"to get {i.target_net_savings:.0%}: lose {_num(i.lost_hours_per_preemption)} h per preemption, or "
+            f"{_num(i.preemptions_per_day)} preemptions/day, or a {i.spot_discount:.0%} discount"
         )
 
 

@@ -207,7 +207,16 @@ def efficiency_at(
     fabric: FabricSpec,
     mode: ScalingMode = "weak",
     estimator: Callable[..., Any] = estimate,
+    reference_tokens_per_s_per_gpu: float | None = None,
 ) -> float:
+    """Scaling efficiency at `target_gpus`; with a reference throughput (e.g. another fabric at the same
+    size), the ratio of per-GPU throughputs instead."""
+    if reference_tokens_per_s_per_gpu is not None:
+        only = scaling_curve(
+            model, cluster, layout, seq_len, [target_gpus], {"f": fabric}, mode=mode, estimator=estimator
+        )
+        pt = only.series[0].points[0]
+        return float("nan") if pt.error else pt.tokens_per_s_per_gpu / reference_tokens_per_s_per_gpu
     res = scaling_curve(
         model,
         cluster,
@@ -235,12 +244,25 @@ def required_assumption(
     fabric: FabricSpec,
     mode: ScalingMode = "weak",
     estimator: Callable[..., Any] = estimate,
+    reference_tokens_per_s_per_gpu: float | None = None,
 ) -> RequiredAssumption:
     """Bisection on one knob (efficiency is monotone in each): congestion derate in (0, 1], NICs per node
-    1…fabric.nics_per_node, or end-to-end latency 1 µs…10 ms."""
+    1…fabric.nics_per_node, or end-to-end latency 1 µs…10 ms. With a reference throughput the target is a
+    throughput ratio (e.g. RoCE vs InfiniBand at the same GPU count) instead of a scaling efficiency."""
 
     def eff(f: FabricSpec) -> float:
-        return efficiency_at(model, cluster, layout, seq_len, baseline_gpus, target_gpus, f, mode, estimator)
+        return efficiency_at(
+            model,
+            cluster,
+            layout,
+            seq_len,
+            baseline_gpus,
+            target_gpus,
+            f,
+            mode,
+            estimator,
+            reference_tokens_per_s_per_gpu,
+        )
 
     default = eff(fabric)
     if knob == "congestion_derate":
@@ -262,8 +284,10 @@ def required_assumption(
         return RequiredAssumption(knob, target_gpus, target_efficiency, hi, default)
     if knob == "nics_per_node":
         for nics in range(fabric.nics_per_node, 0, -1):
-            if eff(replace(fabric, nics_per_node=nics)) <= target_efficiency:
-                return RequiredAssumption(knob, target_gpus, target_efficiency, float(nics), default)
+            reached = eff(replace(fabric, nics_per_node=nics))
+            if reached <= target_efficiency:
+                note = f"{reached:.1%} with {nics} NIC(s) per node"
+                return RequiredAssumption(knob, target_gpus, target_efficiency, float(nics), default, note)
         return RequiredAssumption(
             knob, target_gpus, target_efficiency, None, default, "not reached with 1 NIC"
         )
@@ -349,6 +373,24 @@ def seed_claims(
                     knob, target, model, cluster, layout, seq_len, base, n, roce, estimator=estimator
                 )
             )
+    ib_point = result.series[0].at(claim_gpus)
+    if ib_point is not None and ib_point.error is None:
+        ratio = CLAIMED_DAYS["infiniband"] / CLAIMED_DAYS["roce"]
+        required.append(
+            required_assumption(
+                "congestion_derate",
+                ratio,
+                model,
+                cluster,
+                layout,
+                seq_len,
+                base,
+                claim_gpus,
+                roce,
+                estimator=estimator,
+                reference_tokens_per_s_per_gpu=ib_point.tokens_per_s_per_gpu,
+            )
+        )
     days: dict[str, float | None] = {}
     implied_tokens = None
     for s in result.series:

@@ -142,6 +142,11 @@ class ClaimIn(BaseModel):
     fabric: str = Field(description="one of the request's fabrics (name as given)")
     gpus: int = Field(ge=1)
     efficiency: float = Field(gt=0, le=1.5)
+    relative_to: str | None = Field(
+        default=None,
+        description="another fabric of the request: the claim is then a throughput ratio at the same GPU count "
+        "(e.g. 18/43 for '18 days on InfiniBand vs 43 on RoCE') instead of a scaling efficiency",
+    )
 
 
 class ScalingIn(BaseModel):
@@ -161,6 +166,7 @@ class ScalingIn(BaseModel):
 
 class RequiredOut(BaseModel):
     fabric: str
+    relative_to: str | None = None
     knob: str
     target_gpus: int
     target_efficiency: float
@@ -506,6 +512,12 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
             f"not one of the request's fabrics: {sorted(fabrics)}",
         )
         p.check(claim.gpus in req.gpu_counts, f"claims.{j}.gpus", "must be one of gpu_counts")
+        if claim.relative_to is not None:
+            p.check(
+                claim.relative_to in fabrics,
+                f"claims.{j}.relative_to",
+                f"not one of the request's fabrics: {sorted(fabrics)}",
+            )
     mp = resolved.layout.tp * resolved.layout.pp * resolved.layout.cp
     gpn = resolved.cluster.gpus_per_node
     for n in req.gpu_counts:
@@ -540,7 +552,14 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
     )
     required: list[RequiredOut] = []
     for claim in req.claims:
-        if claim.gpus == result.baseline_gpus:
+        reference = None
+        if claim.relative_to is not None:
+            ref_series = next(s for s in result.series if s.fabric_name == claim.relative_to)
+            ref_point = ref_series.at(claim.gpus)
+            if ref_point is None or ref_point.error is not None:
+                continue
+            reference = ref_point.tokens_per_s_per_gpu
+        elif claim.gpus == result.baseline_gpus:
             continue
         for knob in ("congestion_derate", "nics_per_node", "base_latency_s"):
             r = required_assumption(
@@ -555,10 +574,12 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
                 fabrics[claim.fabric],
                 mode=req.mode,
                 estimator=estimator,
+                reference_tokens_per_s_per_gpu=reference,
             )
             required.append(
                 RequiredOut(
                     fabric=claim.fabric,
+                    relative_to=claim.relative_to,
                     knob=knob,
                     target_gpus=claim.gpus,
                     target_efficiency=claim.efficiency,

@@ -262,9 +262,11 @@ def render_scaling(out: Any) -> str:
             )
     for r in out.required:
         val = "not reachable" if r.value is None else f"{r.value:.4g} {r.unit}"
-        lines.append(
-            f"to reach {r.target_efficiency:.0%} at {r.target_gpus} GPUs on {r.fabric}: {r.knob} = {val}"
-        )
+        what = f"{r.target_efficiency:.0%}"
+        if r.relative_to:
+            what += f" of {r.relative_to}'s throughput"
+        note = f" ({r.note})" if r.note else ""
+        lines.append(f"to reach {what} at {r.target_gpus} GPUs on {r.fabric}: {r.knob} = {val}{note}")
     lines.extend(f"  - {a}" for a in out.assumptions)
     return "\n".join(lines)
 
@@ -301,6 +303,13 @@ def seed_claims(as_json: Annotated[bool, typer.Option("--json", help="print JSON
         "claims": [
             {"fabric": "roce-8x400", "gpus": 64, "efficiency": 0.82},
             {"fabric": "roce-8x400", "gpus": 128, "efficiency": 0.71},
+            # "18 days on InfiniBand instead of 43 on RoCE": RoCE throughput = 18/43 of InfiniBand's
+            {
+                "fabric": "roce-8x400",
+                "gpus": 128,
+                "efficiency": round(18 / 43, 4),
+                "relative_to": "ib-ndr-8x400",
+            },
         ],
     }
     out = svc.run_scaling(svc.parse(svc.ScalingIn, body))

@@ -314,7 +314,7 @@ def enumerate_layouts(
             )
         )
     allowed = np.ones(total, dtype=bool)
-    for name, column, values in (
+    for _name, column, values in (
         ("tp", tp, c.tp),
         ("pp", pp, c.pp),
         ("vp", vp, c.vp),
@@ -525,11 +525,8 @@ def plan(
     time_to_train = tokens / (tokens_per_step / step_time) if tokens else None
     run_hours = (time_to_train if time_to_train is not None else step_time) * num_gpus / 3600.0
     cost = run_hours * usd_per_gpu_hour if usd_per_gpu_hour is not None else None
-    if rank_by == "cost" and cost is not None:
-        score = cost
-    else:
-        # time to train is tokens / (tokens per step / step time): the same order as step time per size
-        score = step_time
+    # time to train = tokens / (tokens per step / step time): the same order as step time, whatever the size
+    score = cost if rank_by == "cost" and cost is not None else step_time
 
     def planned(i: int, rank: int) -> PlannedLayout:
         lay = Layout(

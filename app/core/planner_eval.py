@@ -261,7 +261,7 @@ def evaluate(
     sp_div = np.where(spb, tp, 1)
     widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
     workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
-    vocab = padded_vocab_size(model.vocab_size, tp)
+    vocab = padded_vocab_size(model.vocab_size, tp)  # type: ignore[arg-type]
 
     def stage_total(stage: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
         dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, first, last)

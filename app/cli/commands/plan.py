@@ -1,0 +1,226 @@
+"""`clusterplan plan [SCENARIO.json] [--model … --gpu … --nodes …] [--sweep] [--json]`: search every layout.
+
+A scenario file gives the model, cluster, training and global batch (its layout's other fields are ignored:
+the planner chooses them); flags override or replace it. `--sweep` answers "how many GPUs do I need".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.core.units import DAY, GiB
+
+
+class PlanInputError(ValueError):
+    """Bad command-line input. A ValueError (not app.cli.main.UserError) so it also exits 2 under
+    `python -m app.cli.main`, where that module runs as __main__ and its UserError is a different class."""
+
+
+def register(root: typer.Typer) -> None:
+    root.command(
+        "plan",
+        help="Search every parallel layout (TP/PP/VP/CP/EP/DP, micro-batch, ZeRO, recompute, SP) for a model on a "
+        "cluster; rank by time or cost; --sweep sizes the cluster (8 … 16,384 GPUs).",
+    )(plan_command)
+
+
+def _int_list(text: str | None, option: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise PlanInputError(f"{option}: give comma-separated integers, e.g. 8,16,32") from None
+
+
+def build_request(
+    scenario: Path | None,
+    model: str | None,
+    gpu: str | None,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    fabric: str | None,
+    seq_len: int | None,
+    global_batch: int | None,
+    tokens: float | None,
+    framework: str | None,
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    if scenario is not None:
+        if not scenario.exists():
+            raise PlanInputError(f"file not found: {scenario}")
+        try:
+            doc = json.loads(scenario.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise PlanInputError(f"{scenario} is not valid JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise PlanInputError(f"{scenario}: a scenario is a JSON object")
+    cluster = dict(doc.get("cluster") or {})
+    training = dict(doc.get("training") or {})
+    layout = doc.get("layout") or {}
+    req: dict[str, Any] = {"model": model or doc.get("model")}
+    for key, value in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("fabric", fabric)):
+        if value is not None:
+            cluster[key] = value
+    cluster.setdefault("nodes", 1)
+    if seq_len is not None:
+        training["seq_len"] = seq_len
+    if tokens is not None:
+        training["tokens"] = tokens
+    req["cluster"] = cluster
+    req["training"] = training
+    req["global_batch"] = global_batch or (layout.get("global_batch") if isinstance(layout, dict) else None)
+    if framework or doc.get("framework"):
+        req["framework"] = framework or doc.get("framework")
+    if isinstance(layout, dict) and layout.get("dtype"):
+        req["dtype"] = layout["dtype"]
+    missing = [
+        name
+        for name, value in (
+            ("--model", req["model"]),
+            ("--gpu", cluster.get("gpu")),
+            ("--seq-len", training.get("seq_len")),
+            ("--global-batch", req["global_batch"]),
+        )
+        if value is None
+    ]
+    if missing:
+        raise PlanInputError(f"missing {', '.join(missing)} (give a scenario file or these options)")
+    return req
+
+
+def plan_command(
+    scenario: Annotated[
+        Path | None, typer.Argument(help="scenario JSON (model, cluster, training, batch)")
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="model catalog name")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU catalog name")] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes", min=1, help="nodes in the cluster")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node", min=1)] = None,
+    fabric: Annotated[str | None, typer.Option("--fabric", help="fabric preset, e.g. ib-ndr-8x400")] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="tokens per sequence")] = None,
+    global_batch: Annotated[
+        int | None, typer.Option("--global-batch", min=1, help="sequences per step")
+    ] = None,
+    tokens: Annotated[float | None, typer.Option("--tokens", help="training tokens (time to train)")] = None,
+    framework: Annotated[str | None, typer.Option("--framework", help="megatron-core, nemo, …")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8")] = None,
+    preset: Annotated[str, typer.Option("--preset", help="none | heuristic (seed rule)")] = "none",
+    rank_by: Annotated[str, typer.Option("--rank-by", help="time | cost")] = "time",
+    price: Annotated[float | None, typer.Option("--price", help="$/GPU-hour (default: price book)")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, max=1000, help="layouts to list")] = 10,
+    gpu_counts: Annotated[
+        str | None, typer.Option("--gpu-counts", help="search several sizes at once, e.g. 32,64,128")
+    ] = None,
+    sweep: Annotated[bool, typer.Option("--sweep", help="size sweep: best layout per cluster size")] = False,
+    sizes: Annotated[
+        str | None, typer.Option("--sizes", help="sizes for --sweep (default 8 … 16384)")
+    ] = None,
+    deadline_days: Annotated[float | None, typer.Option("--deadline-days", help="for --sweep")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the full result as JSON")] = False,
+) -> None:
+    from app.services import planner as svc
+
+    if preset not in ("none", "heuristic"):
+        raise PlanInputError("--preset: choose none or heuristic")
+    if rank_by not in ("time", "cost"):
+        raise PlanInputError("--rank-by: choose time or cost")
+    req = build_request(
+        scenario, model, gpu, nodes, gpus_per_node, fabric, seq_len, global_batch, tokens, framework
+    )
+    if dtype:
+        req["dtype"] = dtype
+    req["constraints"] = {"preset": preset}
+    if price is not None:
+        req["usd_per_gpu_hour"] = price
+    if sweep:
+        req["sizes"] = _int_list(sizes, "--sizes")
+        req["deadline_days"] = deadline_days
+        out = svc.sizes(req)
+        if as_json:
+            typer.echo(json.dumps(out.model_dump(mode="json"), indent=2))
+        else:
+            typer.echo(render_sizes(out))
+        return
+    req["rank_by"] = rank_by
+    req["top"] = top
+    req["gpu_counts"] = _int_list(gpu_counts, "--gpu-counts")
+    result = svc.search(req)
+    if as_json:
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        typer.echo(render_plan(result))
+
+
+def _row(p: dict[str, Any]) -> str:
+    ttt = f"{p['time_to_train_s'] / DAY:8.1f} d" if p.get("time_to_train_s") else "       - "
+    cost = f"${p['cost_usd'] / 1e6:8.2f} M" if p.get("cost_usd") is not None else "        -"
+    return (
+        f"{p['rank']:>3}  {p['label']:<48} {p['num_gpus']:>6} {p['step_time_s']:9.3f} s "
+        f"{p['memory_per_gpu_bytes'] / GiB:7.1f} {p['headroom_bytes'] / GiB:7.1f} {p['mfu'] * 100:5.1f} % {ttt} {cost}"
+    )
+
+
+HEADER = (
+    "  #  layout                                             GPUs      step   mem GiB  free GiB   MFU"
+    "  time to train   cost/run"
+)
+
+
+def render_plan(out: Any) -> str:
+    lines = [
+        f"{out.model} on {', '.join(str(n) for n in out.gpu_counts)} × {out.gpu} ({out.fabric}, {out.framework}), "
+        f"seq {out.seq_len}, global batch {out.global_batch} sequences, ranked by {out.rank_by}",
+        f"layouts: {out.enumerated_layouts:,} enumerated, {out.evaluated_layouts:,} evaluated, "
+        f"{out.feasible_layouts:,} fit; search {out.elapsed_s * 1e3:.0f} ms ({out.layouts_per_s:,.0f} layouts/s)",
+        "rejected: " + ", ".join(f"{k} {v:,}" for k, v in out.rejections.items() if v),
+    ]
+    if out.usd_per_gpu_hour:
+        lines.append(f"price: ${out.usd_per_gpu_hour:.2f}/GPU-hour ({out.price_source})")
+    if not out.top:
+        lines.append("no layout fits: try more GPUs, a smaller micro-batch or the full recompute option")
+        return "\n".join(lines)
+    lines += ["", HEADER] + [_row(p) for p in out.top]
+    h = out.heuristic
+    lines += ["", f"seed heuristic (TP ≤ 8 in a node, PP within 4 nodes, DP across): {h['note']}"]
+    if h.get("slowdown_pct") is not None:
+        lines.append(f"  heuristic costs {h['slowdown_pct']:+.1f} % step time vs the unconstrained best")
+    lines += ["", f"Pareto front (step time vs free memory vs GPUs): {out.pareto_size} layouts"]
+    lines += [_row(p) for p in out.pareto[:8]]
+    return "\n".join(lines)
+
+
+def render_sizes(out: Any) -> str:
+    lines = [
+        f"{out.model} on {out.gpu} ({out.fabric}), seq {out.seq_len}, global batch {out.global_batch}, "
+        f"{out.tokens:.3g} tokens"
+        + (f", ${out.usd_per_gpu_hour:.2f}/GPU-hour" if out.usd_per_gpu_hour else ""),
+        "",
+        "  GPUs  best layout                                       time to train   cost/run   scaling  MFU",
+    ]
+    for p in out.points:
+        if not p["feasible"]:
+            lines.append(f"{p['num_gpus']:>6}  {p['reason']}")
+            continue
+        b = p["best"]
+        cost = f"${p['cost_usd'] / 1e6:7.2f} M" if p.get("cost_usd") is not None else "       -"
+        lines.append(
+            f"{p['num_gpus']:>6}  {b['label']:<48} {p['time_to_train_days']:9.1f} d  {cost}  "
+            f"{p['scaling_efficiency'] * 100:6.1f} % {b['mfu'] * 100:5.1f} %"
+        )
+    lines += [
+        "",
+        f"smallest cluster that fits: {out.min_gpus_that_fit or 'none'}",
+        f"knee of the time-to-train curve: {out.knee or '-'} GPUs",
+    ]
+    if out.usd_per_gpu_hour:
+        lines.append(f"cheapest run: {out.cheapest} GPUs ({out.price_source})")
+    if out.deadline_s:
+        lines.append(
+            f"smallest cluster meeting {out.deadline_s / DAY:g} days: {out.smallest_meeting_deadline or 'none'}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,247 @@
+""" "How many GPUs do I need": the planner's best layout at every cluster size, and what each size costs.
+
+For each GPU count (default 8, 16, …, 16,384) the planner (`app.core.planner.plan`) searches every layout at the
+same global batch (strong scaling of one training recipe), and keeps the fastest that fits. From those points:
+
+* time to train = tokens / tokens per second of that best layout;
+* cost per run = time to train × GPUs × $/GPU-hour (a price from the price book or the request);
+* scaling efficiency(N) = per-GPU throughput at N / per-GPU throughput at the smallest size that fits;
+* the smallest cluster that meets a deadline, the cheapest cluster, and the knee of the time-to-train curve:
+  the point farthest below the chord between the first and last feasible points on (log2 GPUs, log2 time)
+  normalised to [0, 1] ("Kneedle", Satopää et al. 2011, ICDCS workshops, "Finding a 'Kneedle' in a Haystack").
+  On log-log axes perfect scaling is a straight line, so the knee is where adding GPUs stops paying off
+  (no knee is reported when the curve stays within 2 % of straight).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.efficiency import HardwareProfile
+from app.core.errors import ProblemCollector
+from app.core.estimate import Assumption, EstimateOptions
+from app.core.hardware import ClusterSpec
+from app.core.model import ModelSpec
+from app.core.planner import Constraints, PlannedLayout, plan
+
+KNEE_MIN_GAP = 0.02  # normalised distance below the chord that counts as a bend
+DEFAULT_SIZES: tuple[int, ...] = tuple(2**k for k in range(3, 15))  # 8 … 16,384
+
+
+@dataclass(frozen=True)
+class SizePoint:
+    num_gpus: int
+    feasible: bool
+    best: PlannedLayout | None
+    evaluated_layouts: int
+    feasible_layouts: int
+    time_to_train_s: float | None
+    cost_usd: float | None
+    tokens_per_s: float | None
+    scaling_efficiency: float | None
+    speedup: float | None  # time to train at the smallest feasible size / time here
+    elapsed_s: float
+    reason: str = ""  # why nothing fits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "num_gpus": self.num_gpus,
+            "feasible": self.feasible,
+            "best": self.best.to_dict() if self.best else None,
+            "evaluated_layouts": self.evaluated_layouts,
+            "feasible_layouts": self.feasible_layouts,
+            "time_to_train_s": self.time_to_train_s,
+            "time_to_train_days": self.time_to_train_s / 86400.0 if self.time_to_train_s else None,
+            "cost_usd": self.cost_usd,
+            "tokens_per_s": self.tokens_per_s,
+            "scaling_efficiency": self.scaling_efficiency,
+            "speedup": self.speedup,
+            "elapsed_s": self.elapsed_s,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    model: str
+    gpu: str
+    seq_len: int
+    global_batch: int
+    tokens: float
+    usd_per_gpu_hour: float | None
+    deadline_s: float | None
+    points: list[SizePoint]
+    min_gpus_that_fit: int | None
+    smallest_meeting_deadline: int | None
+    cheapest: int | None
+    knee: int | None
+    elapsed_s: float
+    assumptions: list[Assumption] = field(default_factory=list)
+
+    def point(self, num_gpus: int) -> SizePoint | None:
+        return next((p for p in self.points if p.num_gpus == num_gpus), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "seq_len": self.seq_len,
+            "global_batch": self.global_batch,
+            "tokens": self.tokens,
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "deadline_s": self.deadline_s,
+            "points": [p.to_dict() for p in self.points],
+            "min_gpus_that_fit": self.min_gpus_that_fit,
+            "smallest_meeting_deadline": self.smallest_meeting_deadline,
+            "cheapest": self.cheapest,
+            "knee": self.knee,
+            "elapsed_s": self.elapsed_s,
+            "assumptions": [a.to_dict() for a in self.assumptions],
+        }
+
+
+def knee_point(sizes: Sequence[int], times: Sequence[float]) -> int | None:
+    """Kneedle on (log2 N, log2 time): the size farthest below the chord of the normalised, decreasing curve."""
+    if len(sizes) < 3 or min(times) <= 0:
+        return None
+    xs = [math.log2(n) for n in sizes]
+    times = [math.log2(t) for t in times]
+    x0, x1 = xs[0], xs[-1]
+    t_hi, t_lo = max(times), min(times)
+    if x1 == x0 or t_hi == t_lo:
+        return None
+    best, best_gap = None, KNEE_MIN_GAP
+    for n, x, t in zip(sizes, xs, times, strict=True):
+        xn = (x - x0) / (x1 - x0)
+        yn = (t - t_lo) / (t_hi - t_lo)
+        gap = (1.0 - xn) - yn  # chord from (0, 1) to (1, 0); positive = below it
+        if gap > best_gap:
+            best, best_gap = n, gap
+    return best
+
+
+def size_sweep(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    seq_len: int,
+    global_batch: int,
+    tokens: float,
+    *,
+    sizes: Sequence[int] | None = None,
+    usd_per_gpu_hour: float | None = None,
+    deadline_s: float | None = None,
+    dtype: str = "bf16",
+    constraints: Constraints | None = None,
+    options: EstimateOptions | None = None,
+    profile: HardwareProfile | None = None,
+) -> SizingResult:
+    """Best layout, time to train, cost per run and scaling efficiency for each cluster size."""
+    import time
+
+    p = ProblemCollector()
+    p.check(tokens > 0, "tokens", "give the training tokens (> 0) to compute time to train")
+    p.check(deadline_s is None or deadline_s > 0, "deadline_s", "must be > 0")
+    p.check(usd_per_gpu_hour is None or usd_per_gpu_hour > 0, "usd_per_gpu_hour", "must be > 0")
+    gpn = cluster.gpus_per_node
+    wanted = sorted({int(n) for n in (sizes or DEFAULT_SIZES)})
+    for n in wanted:
+        p.check(
+            n >= 1 and (n < gpn or n % gpn == 0),
+            "sizes",
+            f"{n} GPUs is not a whole number of {gpn}-GPU nodes",
+        )
+    p.raise_if_any()
+    start = time.perf_counter()
+    raw: list[tuple[int, Any]] = []
+    for n in wanted:
+        res = plan(
+            model,
+            cluster,
+            seq_len,
+            global_batch,
+            tokens=tokens,
+            gpu_counts=[n],
+            dtype=dtype,
+            constraints=constraints,
+            options=options,
+            profile=profile,
+            usd_per_gpu_hour=usd_per_gpu_hour,
+            top=1,
+            pareto_limit=0,
+        )
+        raw.append((n, res))
+    feasible = [(n, r) for n, r in raw if r.best is not None]
+    base = feasible[0] if feasible else None
+    points: list[SizePoint] = []
+    for n, r in raw:
+        b = r.best
+        if b is None:
+            top_reason = max(r.rejections.items(), key=lambda kv: kv[1])[0] if r.rejections else ""
+            reason = "no layout fits in memory" if r.evaluated_layouts else f"no valid layout ({top_reason})"
+            points.append(
+                SizePoint(
+                    n, False, None, r.evaluated_layouts, 0, None, None, None, None, None, r.elapsed_s, reason
+                )
+            )
+            continue
+        assert base is not None and base[1].best is not None
+        b0 = base[1].best
+        eff = (b.tokens_per_s / n) / (b0.tokens_per_s / base[0])
+        speedup = (b0.time_to_train_s or 0) / b.time_to_train_s if b.time_to_train_s else None
+        points.append(
+            SizePoint(
+                n,
+                True,
+                b,
+                r.evaluated_layouts,
+                r.feasible_layouts,
+                b.time_to_train_s,
+                b.cost_usd,
+                b.tokens_per_s,
+                eff,
+                speedup,
+                r.elapsed_s,
+            )
+        )
+    ok = [pt for pt in points if pt.feasible and pt.time_to_train_s is not None]
+    smallest_deadline = None
+    if deadline_s is not None:
+        smallest_deadline = next(
+            (pt.num_gpus for pt in ok if pt.time_to_train_s is not None and pt.time_to_train_s <= deadline_s),
+            None,
+        )
+    cheapest = None
+    if usd_per_gpu_hour is not None and ok:
+        cheapest = min(ok, key=lambda pt: (pt.cost_usd or math.inf, pt.num_gpus)).num_gpus
+    knee = knee_point([pt.num_gpus for pt in ok], [pt.time_to_train_s or 0.0 for pt in ok])
+    assumptions = [
+        Assumption("scaling", "strong", "", "the same global batch at every size (one training recipe)"),
+        Assumption(
+            "scaling efficiency",
+            "per-GPU tokens/s ÷ per-GPU tokens/s at the smallest size that fits",
+            "",
+            "usual reading of 'x % scaling efficiency'",
+        ),
+        Assumption("knee", "Kneedle on (log2 GPUs, log2 time to train)", "", "Satopää et al. 2011"),
+    ]
+    if usd_per_gpu_hour is not None:
+        assumptions.append(Assumption("price", usd_per_gpu_hour, "$/GPU-hour", "request or price book"))
+    return SizingResult(
+        model=model.name,
+        gpu=cluster.gpu.name,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        tokens=tokens,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        deadline_s=deadline_s,
+        points=points,
+        min_gpus_that_fit=ok[0].num_gpus if ok else None,
+        smallest_meeting_deadline=smallest_deadline,
+        cheapest=cheapest,
+        knee=knee,
+        elapsed_s=time.perf_counter() - start,
+        assumptions=assumptions,
+    )

@@ -1,0 +1,331 @@
+"""Planner service: request documents in, layout search and cluster-size sweep out (API, CLI and pages share it)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlmodel import Session
+
+from app.core.errors import Problem, ProblemCollector, SpecError
+from app.core.estimate import EstimateOptions
+from app.core.planner import Constraints, PlanResult, plan
+from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
+from app.core.units import GiB
+from app.schemas.scenario import ClusterIn, LayoutIn, Scenario, TrainingIn
+from app.services.scenario import ResolvedScenario, resolve_scenario
+
+
+class ConstraintsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tp: list[int] | None = Field(
+        default=None, description="allowed tensor-parallel sizes (default: all valid)"
+    )
+    pp: list[int] | None = Field(default=None, description="allowed pipeline stages")
+    vp: list[int] | None = Field(default=None, description="allowed interleaved chunks per stage")
+    cp: list[int] | None = Field(default=None, description="allowed context-parallel sizes")
+    ep: list[int] | None = Field(default=None, description="allowed expert-parallel sizes (MoE)")
+    micro_batch: list[int] | None = Field(default=None, description="allowed micro-batch sizes (sequences)")
+    zero: list[int] | None = Field(default=None, description="allowed ZeRO stages (0-3)")
+    recompute: list[Literal["none", "selective", "full"]] | None = None
+    sequence_parallel: list[bool] | None = None
+    tp_beyond_scaleup_domain: bool = Field(default=False, description="let TP groups span nodes")
+    max_cp: int = Field(default=16, ge=1, le=1024)
+    max_vp: int = Field(default=8, ge=1, le=128)
+    max_micro_batch: int = Field(default=16, ge=1, le=1024)
+    min_headroom_gib: float = Field(default=0.0, ge=0, description="free HBM per GPU required (GiB)")
+    preset: Literal["none", "heuristic"] = Field(
+        default="none",
+        description="'heuristic': the seed rule (TP inside a node ≤ 8, PP inside ≤ 4 nodes, DP across racks)",
+    )
+
+    def to_core(self) -> Constraints:
+        def tup(v: list[Any] | None) -> tuple[Any, ...] | None:
+            return tuple(v) if v is not None else None
+
+        return Constraints(
+            tp=tup(self.tp),
+            pp=tup(self.pp),
+            vp=tup(self.vp),
+            cp=tup(self.cp),
+            ep=tup(self.ep),
+            micro_batch=tup(self.micro_batch),
+            zero=tup(self.zero),
+            recompute=tup(self.recompute),
+            sequence_parallel=tup(self.sequence_parallel),
+            tp_beyond_scaleup_domain=self.tp_beyond_scaleup_domain,
+            max_cp=self.max_cp,
+            max_vp=self.max_vp,
+            max_micro_batch=self.max_micro_batch,
+            min_headroom_bytes=self.min_headroom_gib * GiB,
+            preset=self.preset,
+        )
+
+
+class PlanRequest(BaseModel):
+    """Search every layout for one model on one cluster (or on several cluster sizes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | dict[str, Any] = Field(description="model catalog name or an inline ModelSpec object")
+    cluster: ClusterIn
+    training: TrainingIn
+    global_batch: int | None = Field(default=None, ge=1, description="sequences per optimizer step")
+    global_batch_tokens: int | None = Field(
+        default=None, ge=1, description="tokens per optimizer step (alternative to global_batch)"
+    )
+    gpu_counts: list[int] | None = Field(
+        default=None, description="search several cluster sizes at once (default: the cluster's GPUs)"
+    )
+    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    flash_attention: bool = True
+    framework: str = "megatron-core"
+    constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
+    rank_by: Literal["time", "cost"] = "time"
+    usd_per_gpu_hour: float | None = Field(
+        default=None, gt=0, description="price for cost per run; default: the price book's median for the GPU"
+    )
+    top: int = Field(default=10, ge=1, le=1000)
+
+
+class SizesRequest(BaseModel):
+    """Sweep cluster sizes: best layout, time to train, cost per run and scaling efficiency per size."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | dict[str, Any]
+    cluster: ClusterIn = Field(description="GPU, GPUs per node and fabric; nodes is ignored (sizes decide)")
+    training: TrainingIn
+    global_batch: int | None = Field(default=None, ge=1)
+    global_batch_tokens: int | None = Field(default=None, ge=1)
+    sizes: list[int] | None = Field(default=None, description="GPU counts (default 8, 16, … 16,384)")
+    deadline_days: float | None = Field(default=None, gt=0, description="finish within this many days")
+    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    flash_attention: bool = True
+    framework: str = "megatron-core"
+    constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
+    usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+
+
+class PlanOut(BaseModel):
+    model: str
+    gpu: str
+    fabric: str
+    framework: str
+    gpu_counts: list[int]
+    seq_len: int
+    global_batch: int
+    tokens: float | None
+    rank_by: str
+    usd_per_gpu_hour: float | None
+    price_source: str
+    enumerated_layouts: int
+    evaluated_layouts: int
+    feasible_layouts: int
+    rejections: dict[str, int]
+    elapsed_s: float
+    layouts_per_s: float
+    best: dict[str, Any] | None
+    top: list[dict[str, Any]]
+    pareto: list[dict[str, Any]]
+    pareto_size: int
+    heuristic: dict[str, Any]
+    constraints: dict[str, Any]
+    collective_calls: int
+    assumptions: list[dict[str, Any]]
+
+
+class SizesOut(BaseModel):
+    model: str
+    gpu: str
+    fabric: str
+    framework: str
+    seq_len: int
+    global_batch: int
+    tokens: float
+    usd_per_gpu_hour: float | None
+    price_source: str
+    deadline_s: float | None
+    points: list[dict[str, Any]]
+    min_gpus_that_fit: int | None
+    smallest_meeting_deadline: int | None
+    cheapest: int | None
+    knee: int | None
+    elapsed_s: float
+    assumptions: list[dict[str, Any]]
+
+
+def parse(cls: type[BaseModel], data: Any) -> Any:
+    """Validate a request document; pydantic errors become one SpecError naming every field."""
+    if isinstance(data, cls):
+        return data
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(
+            [
+                Problem(".".join(str(x) for x in e.get("loc", ())) or "request", str(e.get("msg", "invalid")))
+                for e in exc.errors()
+            ]
+        ) from None
+
+
+def _resolve(
+    model: str | dict[str, Any],
+    cluster: ClusterIn,
+    training: TrainingIn,
+    framework: str,
+    global_batch: int | None,
+    global_batch_tokens: int | None,
+    session: Session | None,
+) -> tuple[ResolvedScenario, int]:
+    p = ProblemCollector()
+    p.check(
+        (global_batch is None) != (global_batch_tokens is None),
+        "global_batch",
+        "give the global batch either in sequences (global_batch) or in tokens (global_batch_tokens)",
+    )
+    seqs = global_batch
+    if global_batch_tokens is not None:
+        seqs = global_batch_tokens // training.seq_len
+        p.check(
+            global_batch_tokens % training.seq_len == 0 and seqs >= 1,
+            "global_batch_tokens",
+            f"{global_batch_tokens} tokens is not a whole number of {training.seq_len}-token sequences",
+        )
+    p.raise_if_any()
+    assert seqs is not None
+    scenario = Scenario(
+        model=model,
+        cluster=cluster,
+        layout=LayoutIn(global_batch=seqs),
+        training=training,
+        framework=framework,
+    )
+    return resolve_scenario(scenario, session), seqs
+
+
+def price_for(gpu_name: str, session: Session | None = None) -> tuple[float | None, str]:
+    """Median cloud $/GPU-hour of the price book for this GPU (users' rows included when a session is given)."""
+    prices: list[float] = []
+    if session is not None:
+        try:
+            from app.services.cost import default_cloud_rows
+
+            prices = [
+                float(r.usd_per_gpu_hour) for r in default_cloud_rows(session, gpu_name) if r.usd_per_gpu_hour
+            ]
+        except Exception:  # the DB price book is optional; fall back to the built-in file
+            prices = []
+    if not prices:
+        from app import catalog
+
+        prices = [
+            float(r["usd_per_gpu_hour"])
+            for r in catalog.price_rows()
+            if r.get("category") == "cloud_gpu"
+            and r.get("gpu_name") == gpu_name
+            and r.get("usd_per_gpu_hour")
+        ]
+    if not prices:
+        return None, "no price for this GPU in the price book; give usd_per_gpu_hour"
+    return float(
+        statistics.median(prices)
+    ), f"price book: median of {len(prices)} cloud quotes for {gpu_name}"
+
+
+def run_plan(
+    data: Any, session: Session | None = None
+) -> tuple[PlanRequest, ResolvedScenario, str, PlanResult]:
+    req: PlanRequest = parse(PlanRequest, data)
+    resolved, seqs = _resolve(
+        req.model,
+        req.cluster,
+        req.training,
+        req.framework,
+        req.global_batch,
+        req.global_batch_tokens,
+        session,
+    )
+    price, price_source = (
+        (req.usd_per_gpu_hour, "request")
+        if req.usd_per_gpu_hour
+        else price_for(resolved.cluster.gpu.name, session)
+    )
+    result = plan(
+        resolved.model,
+        resolved.cluster,
+        resolved.seq_len,
+        seqs,
+        tokens=resolved.tokens or None,
+        gpu_counts=req.gpu_counts,
+        dtype=req.dtype,
+        flash_attention=req.flash_attention,
+        constraints=req.constraints.to_core(),
+        options=EstimateOptions(framework=resolved.framework),
+        rank_by=req.rank_by,
+        usd_per_gpu_hour=price,
+        top=req.top,
+    )
+    return req, resolved, price_source, result
+
+
+def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
+    d = result.to_dict()
+    return PlanOut(
+        fabric=resolved.cluster.fabric.name or "custom",
+        framework=resolved.framework.name,
+        price_source=price_source,
+        **d,
+    )
+
+
+def search(data: Any, session: Session | None = None) -> PlanOut:
+    _, resolved, price_source, result = run_plan(data, session)
+    return plan_out(resolved, price_source, result)
+
+
+def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenario, str, SizingResult]:
+    req: SizesRequest = parse(SizesRequest, data)
+    resolved, seqs = _resolve(
+        req.model,
+        req.cluster,
+        req.training,
+        req.framework,
+        req.global_batch,
+        req.global_batch_tokens,
+        session,
+    )
+    if not resolved.tokens:
+        raise SpecError([Problem("training.tokens", "the size sweep needs the training tokens")])
+    price, price_source = (
+        (req.usd_per_gpu_hour, "request")
+        if req.usd_per_gpu_hour
+        else price_for(resolved.cluster.gpu.name, session)
+    )
+    result = size_sweep(
+        resolved.model,
+        resolved.cluster,
+        resolved.seq_len,
+        seqs,
+        resolved.tokens,
+        sizes=req.sizes or DEFAULT_SIZES,
+        usd_per_gpu_hour=price,
+        deadline_s=req.deadline_days * 86400.0 if req.deadline_days else None,
+        dtype=req.dtype,
+        constraints=req.constraints.to_core(),
+        options=EstimateOptions(framework=resolved.framework),
+    )
+    return resolved, price_source, result
+
+
+def sizes(data: Any, session: Session | None = None) -> SizesOut:
+    resolved, price_source, result = run_sizes(data, session)
+    return SizesOut(
+        fabric=resolved.cluster.fabric.name or "custom",
+        framework=resolved.framework.name,
+        price_source=price_source,
+        **result.to_dict(),
+    )

@@ -1,0 +1,115 @@
+"""POST /api/v1/plan, POST /api/v1/plan/sizes and `clusterplan plan` through the real app and CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from app.cli.main import build_cli
+
+BODY = {
+    "model": "Llama-2-70B",
+    "cluster": {"gpu": "H100-SXM", "nodes": 8, "fabric": "ib-ndr-8x400"},
+    "training": {"seq_len": 4096, "tokens": 2e12},
+    "global_batch": 512,
+    "top": 5,
+}
+
+
+def test_plan_endpoint_returns_best_top_and_counts(client: Any) -> None:
+    r = client.post("/api/v1/plan", json=BODY)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    for key in ("evaluated_layouts", "feasible_layouts", "elapsed_s", "best", "top", "pareto", "rejections"):
+        assert key in d
+    assert d["evaluated_layouts"] > d["feasible_layouts"] > 0
+    assert d["enumerated_layouts"] == d["feasible_layouts"] + sum(d["rejections"].values())
+    best = d["best"]
+    assert best["layout"]["tp"] * best["layout"]["pp"] * best["layout"]["dp"] * best["layout"]["cp"] == 64
+    assert 0 < best["mfu"] < 1 and best["step_time_s"] > 0 and best["memory_per_gpu_bytes"] < 80 * 2**30
+    assert len(d["top"]) == 5 and d["top"][0] == best
+    assert d["usd_per_gpu_hour"] > 0 and "price book" in d["price_source"]
+    # the same layout through the estimate endpoint gives the same step time
+    scenario = {
+        "model": "Llama-2-70B",
+        "cluster": BODY["cluster"],
+        "layout": best["layout"],
+        "training": BODY["training"],
+    }
+    e = client.post("/api/v1/estimate", json=scenario)
+    assert e.status_code == 200, e.text
+    assert abs(e.json()["step"]["total_s"] - best["step_time_s"]) <= 1e-9 * best["step_time_s"]
+
+
+def test_plan_endpoint_field_errors(client: Any) -> None:
+    bad = dict(BODY, global_batch=None, training={"seq_len": 0})
+    r = client.post("/api/v1/plan", json=bad)
+    assert r.status_code == 422
+    assert "seq_len" in r.text
+    r = client.post("/api/v1/plan", json=dict(BODY, model="Llama-9-1T"))
+    assert r.status_code in (404, 422) and "Llama-9-1T" in r.text
+    r = client.post("/api/v1/plan", json=dict(BODY, global_batch=None))
+    assert r.status_code == 422 and "global_batch" in r.text
+
+
+def test_sizes_endpoint(client: Any) -> None:
+    body = dict(BODY, sizes=[16, 32, 64, 128], deadline_days=400, usd_per_gpu_hour=2.5)
+    body.pop("top")
+    r = client.post("/api/v1/plan/sizes", json=body)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert [p["num_gpus"] for p in d["points"]] == [16, 32, 64, 128]
+    assert d["min_gpus_that_fit"] == 32 and not d["points"][0]["feasible"]
+    assert d["smallest_meeting_deadline"] in (64, 128)
+    assert d["cheapest"] in (32, 64, 128) and d["price_source"] == "request"
+
+
+def test_openapi_has_stable_operation_ids(client: Any) -> None:
+    spec = client.get("/api/v1/openapi.json").json()
+    assert spec["paths"]["/api/v1/plan"]["post"]["operationId"] == "plan_search"
+    assert spec["paths"]["/api/v1/plan/sizes"]["post"]["operationId"] == "plan_sizes"
+
+
+def test_cli_plan_json_and_text(tmp_path: Path) -> None:
+    runner = CliRunner()
+    cli = build_cli()
+    args = ["plan", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--nodes", "2", "--seq-len", "8192"]
+    res = runner.invoke(cli, [*args, "--global-batch", "128", "--tokens", "1e11", "--top", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert len(d["top"]) == 3 and d["best"]["num_gpus"] == 16 and d["elapsed_s"] > 0
+    res = runner.invoke(cli, [*args, "--global-batch", "128", "--preset", "heuristic"])
+    assert res.exit_code == 0, res.output
+    assert "layouts/s" in res.output and "heuristic" in res.output
+    scenario = tmp_path / "s.json"
+    scenario.write_text(
+        json.dumps(
+            {
+                "model": "Llama-3-8B",
+                "cluster": {"gpu": "H100-SXM", "nodes": 1},
+                "layout": {"global_batch": 64},
+                "training": {"seq_len": 4096, "tokens": 1e10},
+            }
+        )
+    )
+    res = runner.invoke(cli, ["plan", str(scenario), "--sweep", "--sizes", "8,16,32", "--price", "2"])
+    assert res.exit_code == 0, res.output
+    assert "cheapest run" in res.output and "smallest cluster that fits: 8" in res.output
+
+
+def test_cli_bad_input_exits_2_without_traceback() -> None:
+    cmd = [sys.executable, "-m", "app.cli.main", "plan", "--model", "Llama-3-8B", "--gpu", "H100-SXM"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--seq-len" in proc.stderr
+    proc = subprocess.run(
+        [*cmd, "--seq-len", "4096", "--global-batch", "64", "--rank-by", "speed"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "--rank-by" in proc.stderr

@@ -1,0 +1,94 @@
+"""A server killed (SIGKILL) in the middle of plan writes leaves no half-written plan: every plan has
+revisions 1..latest_revision with no gap, and every write the server acknowledged is there."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from app.db import make_engine
+from app.models.plans import Plan, PlanRevision
+from tests.conftest import start_live_server
+from tests.test_plans_support import small_scenario
+
+WRITERS = 6
+
+
+@pytest.mark.slow
+def test_kill_mid_write_leaves_whole_plans(db_url: str, tmp_path: Path) -> None:
+    server = start_live_server(db_url, tmp_path)
+    acknowledged: list[tuple[str, int]] = []  # (plan id, revision) the server answered 2xx for
+    stop = threading.Event()
+    try:
+        first = httpx.post(
+            server.url + "/api/v1/plans", json={"name": "crash", "scenario": small_scenario()}, timeout=30
+        )
+        assert first.status_code == 201, first.text
+        plan_id = first.json()["id"]
+        acknowledged.append((plan_id, 1))
+
+        def writer(i: int) -> None:
+            with httpx.Client(timeout=10) as http:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    try:
+                        if n % 3 == 0:  # new plans too: plan row and revision 1 in one transaction
+                            r = http.post(
+                                server.url + "/api/v1/plans",
+                                json={"name": f"crash {i}.{n}", "scenario": small_scenario(tp=4, dp=4)},
+                            )
+                        else:
+                            r = http.post(
+                                f"{server.url}/api/v1/plans/{plan_id}/revisions",
+                                json={"notes": f"{i}.{n}", "scenario": small_scenario(micro_batch=1 + n % 2)},
+                            )
+                    except httpx.HTTPError:
+                        return  # the server is gone
+                    if r.status_code in (200, 201):
+                        body = r.json()
+                        acknowledged.append((body["id"], body["current"]["revision"]))
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 20
+        while len(acknowledged) < 15 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.process.kill()  # SIGKILL: no shutdown handlers, requests cut mid-flight
+        server.process.wait(timeout=10)
+        stop.set()
+        for t in threads:
+            t.join(timeout=15)
+    finally:
+        stop.set()
+        server.stop()
+
+    assert len(acknowledged) >= 15
+    engine = make_engine(db_url)
+    try:
+        with Session(engine) as session:
+            plans = session.exec(select(Plan)).all()
+            for plan in plans:
+                numbers = sorted(
+                    session.exec(select(PlanRevision.revision).where(PlanRevision.plan_id == plan.id)).all()
+                )
+                assert numbers == list(range(1, plan.latest_revision + 1)), plan.name
+            orphans = session.exec(
+                select(func.count())
+                .select_from(PlanRevision)
+                .where(
+                    PlanRevision.plan_id.not_in(select(Plan.id))  # type: ignore[attr-defined]
+                )
+            ).one()
+            assert orphans == 0
+            stored = {(str(r.plan_id), r.revision) for r in session.exec(select(PlanRevision)).all()}
+    finally:
+        engine.dispose()
+    assert set(acknowledged) <= stored  # nothing the server confirmed was lost

@@ -8,6 +8,7 @@ JavaScript (POST, then 303). torch is never imported here.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Annotated, Any
 
@@ -254,10 +255,8 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, _p: ReadD
 
 @router.post("/benchmarks/jobs/{job_id}/cancel")
 def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, _p: RunDep) -> Response:
-    try:
+    with contextlib.suppress(job_service.ConflictError):  # already finished: the page shows its final state
         job_service.cancel_job(session, job_id)
-    except job_service.ConflictError:
-        pass  # already finished: the page shows its final state
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Trigger": "refresh"})
     return RedirectResponse(f"/benchmarks/jobs/{job_id}", status_code=303)

@@ -96,7 +96,9 @@ def check_design(design: FatTreeDesign) -> None:
     problems.check(design.nodes >= 1, "nodes", "must be at least 1")
     problems.check(design.rails >= 1, "rails", "must be at least 1 NIC per node")
     problems.check(
-        design.switch_radix >= 4 and design.switch_radix % 2 == 0, "switch_radix", "must be an even number ≥ 4"
+        design.switch_radix >= 4 and design.switch_radix % 2 == 0,
+        "switch_radix",
+        "must be an even number ≥ 4",
     )
     problems.check(design.tiers in (1, 2, 3), "tiers", "must be 1, 2 or 3")
     for i, r in enumerate(design.oversubscription):
@@ -118,7 +120,9 @@ def max_endpoints(radix: int, tiers: int, oversubscription: tuple[float, ...] = 
     return d1 * d2 * radix
 
 
-def bill_of_materials(design: FatTreeDesign, prices: UnitPrices | None = None, gpus_per_node: int = 0) -> BillOfMaterials:
+def bill_of_materials(
+    design: FatTreeDesign, prices: UnitPrices | None = None, gpus_per_node: int = 0
+) -> BillOfMaterials:
     """Switch, cable and transceiver counts for the design (and its capex when `prices` are given)."""
     check_design(design)
     radix = design.switch_radix
@@ -176,11 +180,19 @@ def bill_of_materials(design: FatTreeDesign, prices: UnitPrices | None = None, g
     ratio_total = 1.0
     for t in tiers:
         ratio_total *= max(1.0, t.oversubscription)
-    optical = cables["leaf_spine"] + cables["spine_core"] + (cables["node_leaf"] if design.node_links_optical else 0)
+    optical = (
+        cables["leaf_spine"]
+        + cables["spine_core"]
+        + (cables["node_leaf"] if design.node_links_optical else 0)
+    )
     transceivers = 2 * optical
     notes.append(
         "every switch-to-switch link is optical with a transceiver at each end"
-        + ("; node-to-leaf links too" if design.node_links_optical else "; node-to-leaf links are copper (DAC)")
+        + (
+            "; node-to-leaf links too"
+            if design.node_links_optical
+            else "; node-to-leaf links are copper (DAC)"
+        )
     )
     notes.append("one cable per 400G-class port (twin-port OSFP splitters not modelled)")
     if design.rail_optimized and design.tiers > 1:
@@ -248,7 +260,9 @@ def path_profile(fabric: FabricSpec, nodes_spanned: int, cluster_nodes: int, pat
     crosses_core = fabric.tiers >= 3 and nodes_spanned > nodes_per_pod
     hops = 5 if crosses_core else 3
     if pattern != "all_to_all":
-        note = f"{hops} switch hops; ring/tree traffic stays mostly within leaves (oversubscription not applied)"
+        note = (
+            f"{hops} switch hops; ring/tree traffic stays mostly within leaves (oversubscription not applied)"
+        )
         return PathProfile(hops, 1.0, note)
     cross_leaf = 1.0 - nodes_per_leaf / nodes_spanned
     factor = 1.0 / max(1.0, cross_leaf * ratios[0])

@@ -232,3 +232,31 @@ def test_openapi_has_stable_operation_ids(client: Any) -> None:
         "update_price",
         "delete_price",
     } <= ids
+
+
+def test_users_change_only_their_own_rows(client: Any) -> None:
+    from tests.auth_support import bearer, ensure_user, issue_token, remote_client
+
+    remote = remote_client()
+    alice_email = f"alice-{uuid.uuid4().hex[:6]}@example.test"
+    alice = bearer(issue_token(alice_email, ["plans:write"], is_admin=False))
+    bob = bearer(issue_token(f"bob-{uuid.uuid4().hex[:6]}@example.test", ["plans:write"], is_admin=False))
+    admin = bearer(issue_token(f"admin-{uuid.uuid4().hex[:6]}@example.test", ["admin"], is_admin=True))
+
+    row = remote.post("/api/v1/prices", json=_price_body(), headers=alice).json()
+    assert row["owner_id"] == str(ensure_user(alice_email).id)
+    assert (
+        remote.patch(f"/api/v1/prices/{row['id']}", json={"price_usd": 0.5}, headers=bob).status_code == 403
+    )
+    assert remote.delete(f"/api/v1/prices/{row['id']}", headers=bob).status_code == 403
+    assert (
+        remote.patch(f"/api/v1/prices/{row['id']}", json={"price_usd": 0.5}, headers=alice).status_code == 200
+    )
+    assert remote.delete(f"/api/v1/prices/{row['id']}", headers=admin).status_code == 204
+
+    name = f"alice-model-{uuid.uuid4().hex[:6]}"
+    spec = catalog.find_model("GPT-2").to_dict() | {"name": name}
+    assert remote.post("/api/v1/models", json=spec, headers=alice).status_code == 201
+    r = remote.delete(f"/api/v1/models/{name}", headers=bob)
+    assert r.status_code == 403 and "another user" in r.json()["detail"]
+    assert remote.delete(f"/api/v1/models/{name}", headers=alice).status_code == 204

@@ -188,3 +188,34 @@ def test_seeded_price_rows_keep_date_source_and_includes(db_url: str) -> None:
         partial = [r for r in rows if r.item.startswith("Wholesale colocation")]
         assert partial[0].price_date == date(2024, 7, 1)
         assert "[date as published: 2024-H2]" in partial[0].notes
+
+
+def test_owner_rules_for_user_rows(db_url: str) -> None:
+    import uuid
+
+    from app.auth.users import create_user
+
+    with Session(get_engine()) as session:
+        owner = create_user(session, f"o-{uuid.uuid4().hex[:6]}@example.test", "correct horse battery staple")
+        row = service.add_price_row(
+            session,
+            {
+                "category": "power",
+                "item": "site tariff",
+                "price_usd": 0.09,
+                "price_date": date.today(),
+                "source": "utility bill",
+                "includes": "energy and demand charges",
+            },
+            owner_id=owner.id,
+        )
+        stranger = service.Actor(uuid.uuid4(), is_admin=False)
+        with pytest.raises(service.NotOwnerError):
+            service.update_price_row(session, row.id, {"price_usd": 0.01}, stranger)
+        with pytest.raises(service.NotOwnerError):
+            service.delete_price_row(session, row.id, service.Actor(None, is_admin=False))
+        updated = service.update_price_row(session, row.id, {"price_usd": 0.08}, service.Actor(owner.id))
+        assert updated.price_usd == 0.08 and updated.owner_id == owner.id
+        mine, n = service.list_price_rows(session, owner_id=owner.id)
+        assert n == 1 and mine[0].id == row.id
+        service.delete_price_row(session, row.id, service.LOCAL_ADMIN)

@@ -45,6 +45,10 @@ class ModelEntry(SQLModel, table=True):
     spec: dict[str, Any] = json_field()  # ModelSpec.to_dict()
     source: str = Field(default="", max_length=2000)
     builtin: bool = True
+    # the user who added the model (None for built-in rows and rows added without an account)
+    owner_id: uuid.UUID | None = Field(
+        default=None, foreign_key="user_account.id", index=True, ondelete="SET NULL"
+    )
     created_at: datetime = created_at_field()
     updated_at: datetime | None = timestamp_field()
 
@@ -70,5 +74,9 @@ class PriceRow(SQLModel, table=True):
     builtin: bool = True
     # stable key of a seeded row (hash of its source line) so re-seeding never duplicates; None for user rows
     seed_key: str | None = Field(default=None, max_length=64, unique=True)
+    # the user who added the row (None for built-in rows and rows added without an account)
+    owner_id: uuid.UUID | None = Field(
+        default=None, foreign_key="user_account.id", index=True, ondelete="SET NULL"
+    )
     created_at: datetime = created_at_field()
     updated_at: datetime | None = timestamp_field()

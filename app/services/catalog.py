@@ -37,6 +37,37 @@ class ReadOnlyError(PermissionError):
         super().__init__(f"built-in {kind} {name!r} is read-only; add a row of your own instead")
 
 
+class NotOwnerError(PermissionError):
+    """A user's row may be changed only by the user who added it, or by an administrator."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(
+            f"{kind} {name!r} belongs to another user; only they or an administrator may change it"
+        )
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is changing the catalog: their user id (None without an account) and whether they administer it."""
+
+    user_id: uuid.UUID | None = None
+    is_admin: bool = False
+
+
+LOCAL_ADMIN = Actor(None, is_admin=True)  # the CLI and other code running on the server itself
+
+
+def check_may_change(row: Any, kind: str, label: str, actor: Actor) -> None:
+    """Built-in rows are read-only; a user's row may be changed by its owner or an administrator."""
+    if row.builtin:
+        raise ReadOnlyError(kind, label)
+    if actor.is_admin or (row.owner_id is not None and row.owner_id == actor.user_id):
+        return
+    raise NotOwnerError(kind, label)
+
+
 KIND_TABLES: dict[str, type[SQLModel]] = {
     "gpu": GPUEntry,
     "model": ModelEntry,
@@ -154,7 +185,9 @@ def _name_taken(session: Session, name: str) -> bool:
     return any(catalog.normalise_name(n) == key for n in session.exec(select(col(ModelEntry.name))).all())
 
 
-def add_model(session: Session, spec: ModelSpec, source: str = "") -> ModelEntry:
+def add_model(
+    session: Session, spec: ModelSpec, source: str = "", owner_id: uuid.UUID | None = None
+) -> ModelEntry:
     """Store a user's model (builtin=False). The name must be new (not a built-in name or alias)."""
     problems = validate_model_spec(spec)
     if _name_taken(session, spec.name):
@@ -167,6 +200,7 @@ def add_model(session: Session, spec: ModelSpec, source: str = "") -> ModelEntry
         spec=_json_ready(spec.to_dict()),
         source=(source or spec.source or "added by a user")[:2000],
         builtin=False,
+        owner_id=owner_id,
     )
     session.add(row)
     session.commit()
@@ -174,15 +208,16 @@ def add_model(session: Session, spec: ModelSpec, source: str = "") -> ModelEntry
     return row
 
 
-def add_model_from_hf(session: Session, config: Mapping[str, Any], name: str) -> ModelEntry:
+def add_model_from_hf(
+    session: Session, config: Mapping[str, Any], name: str, owner_id: uuid.UUID | None = None
+) -> ModelEntry:
     spec = model_from_hf_config(config, name)
-    return add_model(session, spec, source=spec.source)
+    return add_model(session, spec, source=spec.source, owner_id=owner_id)
 
 
-def delete_model(session: Session, name: str) -> None:
+def delete_model(session: Session, name: str, actor: Actor = LOCAL_ADMIN) -> None:
     row = get_model_entry(session, name)
-    if row.builtin:
-        raise ReadOnlyError("model", row.name)
+    check_may_change(row, "model", row.name, actor)
     session.delete(row)
     session.commit()
 
@@ -255,6 +290,7 @@ def list_price_rows(
     builtin: bool | None = None,
     offset: int = 0,
     limit: int | None = None,
+    owner_id: uuid.UUID | None = None,
 ) -> tuple[list[PriceRow], int]:
     """Price rows matching the filters (case-insensitive; `gpu` accepts aliases), newest first, and the total."""
     stmt = select(PriceRow)
@@ -266,6 +302,8 @@ def list_price_rows(
         stmt = stmt.where(func.lower(PriceRow.pricing_model).contains(pricing_model.strip().lower()))
     if builtin is not None:
         stmt = stmt.where(PriceRow.builtin == builtin)
+    if owner_id is not None:
+        stmt = stmt.where(PriceRow.owner_id == owner_id)
     if gpu:
         canonical = catalog.resolve_name("gpu", gpu) or gpu.strip()
         stmt = stmt.where(
@@ -352,24 +390,25 @@ def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def add_price_row(session: Session, values: Mapping[str, Any]) -> PriceRow:
+def add_price_row(session: Session, values: Mapping[str, Any], owner_id: uuid.UUID | None = None) -> PriceRow:
     clean = _clean_price_values(values)
     missing = [
         k for k in ("category", "item", "price_usd", "price_date", "source", "includes") if k not in clean
     ]
     if missing:
         raise SpecError([Problem(k, "missing (required)") for k in missing])
-    row = PriceRow(builtin=False, seed_key=None, **clean)
+    row = PriceRow(builtin=False, seed_key=None, owner_id=owner_id, **clean)
     session.add(row)
     session.commit()
     session.refresh(row)
     return row
 
 
-def update_price_row(session: Session, price_id: uuid.UUID | str, values: Mapping[str, Any]) -> PriceRow:
+def update_price_row(
+    session: Session, price_id: uuid.UUID | str, values: Mapping[str, Any], actor: Actor = LOCAL_ADMIN
+) -> PriceRow:
     row = get_price_row(session, price_id)
-    if row.builtin:
-        raise ReadOnlyError("price row", row.item)
+    check_may_change(row, "price row", row.item, actor)
     for key, value in _clean_price_values(values).items():
         setattr(row, key, value)
     row.updated_at = utcnow()
@@ -379,10 +418,9 @@ def update_price_row(session: Session, price_id: uuid.UUID | str, values: Mappin
     return row
 
 
-def delete_price_row(session: Session, price_id: uuid.UUID | str) -> None:
+def delete_price_row(session: Session, price_id: uuid.UUID | str, actor: Actor = LOCAL_ADMIN) -> None:
     row = get_price_row(session, price_id)
-    if row.builtin:
-        raise ReadOnlyError("price row", row.item)
+    check_may_change(row, "price row", row.item, actor)
     session.delete(row)
     session.commit()
 

@@ -103,6 +103,7 @@ class PricePublic(BaseModel):
     includes: str
     notes: str
     builtin: bool
+    owner_id: uuid.UUID | None = Field(None, description="the user who added the row (user rows only)")
     stale: bool = Field(description="older than the server's price_stale_days setting")
     age_days: int
 
@@ -300,8 +301,13 @@ def price_public(row: PriceRow, today: date | None = None) -> PricePublic:
     )
 
 
-def _read_only(exc: catalog_service.ReadOnlyError) -> HTTPException:
+def _forbidden(exc: PermissionError) -> HTTPException:
     return HTTPException(status_code=status.HTTP_403_FORBIDDEN, detail=str(exc))
+
+
+def actor_of(principal: Principal) -> catalog_service.Actor:
+    user_id = principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
+    return catalog_service.Actor(user_id=user_id, is_admin=principal.has("admin"))
 
 
 # --- GPUs ----------------------------------------------------------------------------------------------------
@@ -401,18 +407,19 @@ def get_model(name: NamePath, session: SessionDep) -> ModelPublic:
     summary="Add a model from an inline spec or a Hugging Face config.json",
 )
 def create_model(
-    body: ModelCreate, session: SessionDep, _principal: WriteDep, response: Response
+    body: ModelCreate, session: SessionDep, principal: WriteDep, response: Response
 ) -> ModelPublic:
+    owner = actor_of(principal).user_id
     if body.hf_config is not None:
         try:
-            row = catalog_service.add_model_from_hf(session, body.hf_config, body.name or "")
+            row = catalog_service.add_model_from_hf(session, body.hf_config, body.name or "", owner_id=owner)
         except SpecError as exc:  # point each problem at the config key inside the request body
             raise SpecError(
                 [p if p.field == "name" else Problem(f"hf_config.{p.field}", p.message) for p in exc.problems]
             ) from None
     else:
         assert body.spec is not None
-        row = catalog_service.add_model(session, body.spec.to_spec())
+        row = catalog_service.add_model(session, body.spec.to_spec(), owner_id=owner)
     response.headers["Location"] = f"/api/v1/models/{row.name}"
     return model_public(row)
 
@@ -424,11 +431,11 @@ def create_model(
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Delete a model you added (built-in models are read-only)",
 )
-def delete_model(name: NamePath, session: SessionDep, _principal: WriteDep) -> Response:
+def delete_model(name: NamePath, session: SessionDep, principal: WriteDep) -> Response:
     try:
-        catalog_service.delete_model(session, name)
-    except catalog_service.ReadOnlyError as exc:
-        raise _read_only(exc) from None
+        catalog_service.delete_model(session, name, actor_of(principal))
+    except PermissionError as exc:
+        raise _forbidden(exc) from None
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -480,9 +487,9 @@ def get_price(price_id: uuid.UUID, session: SessionDep) -> PricePublic:
     summary="Add a price row of your own",
 )
 def create_price(
-    body: PriceCreate, session: SessionDep, _principal: WriteDep, response: Response
+    body: PriceCreate, session: SessionDep, principal: WriteDep, response: Response
 ) -> PricePublic:
-    row = catalog_service.add_price_row(session, body.model_dump())
+    row = catalog_service.add_price_row(session, body.model_dump(), owner_id=actor_of(principal).user_id)
     response.headers["Location"] = f"/api/v1/prices/{row.id}"
     return price_public(row)
 
@@ -495,12 +502,14 @@ def create_price(
     summary="Edit a price row you added (built-in rows are read-only)",
 )
 def update_price(
-    price_id: uuid.UUID, body: PriceUpdate, session: SessionDep, _principal: WriteDep
+    price_id: uuid.UUID, body: PriceUpdate, session: SessionDep, principal: WriteDep
 ) -> PricePublic:
     try:
-        row = catalog_service.update_price_row(session, price_id, body.model_dump(exclude_unset=True))
-    except catalog_service.ReadOnlyError as exc:
-        raise _read_only(exc) from None
+        row = catalog_service.update_price_row(
+            session, price_id, body.model_dump(exclude_unset=True), actor_of(principal)
+        )
+    except PermissionError as exc:
+        raise _forbidden(exc) from None
     return price_public(row)
 
 
@@ -511,9 +520,9 @@ def update_price(
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Delete a price row you added (built-in rows are read-only)",
 )
-def delete_price(price_id: uuid.UUID, session: SessionDep, _principal: WriteDep) -> Response:
+def delete_price(price_id: uuid.UUID, session: SessionDep, principal: WriteDep) -> Response:
     try:
-        catalog_service.delete_price_row(session, price_id)
-    except catalog_service.ReadOnlyError as exc:
-        raise _read_only(exc) from None
+        catalog_service.delete_price_row(session, price_id, actor_of(principal))
+    except PermissionError as exc:
+        raise _forbidden(exc) from None
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -20,12 +20,13 @@ from app.api.deps import SessionDep
 from app.api.routes.catalog import (
     PriceCreate,
     PriceUpdate,
+    actor_of,
     gpu_public,
     interconnect_public,
     model_public,
     price_public,
 )
-from app.auth.deps import Principal, current_principal, require_scope
+from app.auth.deps import Principal, current_principal, require_scope, resolve_principal
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.models.catalog import PriceRow
@@ -156,7 +157,7 @@ def model_page(name: str, request: Request, session: SessionDep) -> HTMLResponse
 
 
 @router.post("/catalog/models", response_class=HTMLResponse)
-async def import_model(request: Request, session: SessionDep, _principal: WriteDep) -> Response:
+async def import_model(request: Request, session: SessionDep, principal: WriteDep) -> Response:
     """Add a model by pasting a Hugging Face config.json."""
     form = await request.form()
     name = str(form.get("name") or "").strip()
@@ -169,7 +170,9 @@ async def import_model(request: Request, session: SessionDep, _principal: WriteD
         problems.append(Problem("hf_config", f"not valid JSON: {exc}"))
     else:
         try:
-            row = catalog_service.add_model_from_hf(session, config, name)
+            row = catalog_service.add_model_from_hf(
+                session, config, name, owner_id=actor_of(principal).user_id
+            )
         except SpecError as exc:
             problems = list(exc.problems)
     if row is not None and not is_htmx(request):
@@ -203,6 +206,7 @@ def _price_book_context(
     editing: PriceRow | None = None,
     message: str = "",
 ) -> dict[str, Any]:
+    viewer = actor_of(resolve_principal(request))
     rows, total = catalog_service.list_price_rows(
         session,
         category=filters.get("category"),
@@ -210,7 +214,9 @@ def _price_book_context(
         gpu=filters.get("gpu"),
         pricing_model=filters.get("pricing_model"),
         builtin=False if filters.get("mine") else None,
+        owner_id=viewer.user_id if filters.get("mine") else None,
     )
+    editable = {r.id for r in rows if _may_change(r, viewer)}
     today = date.today()
     if form is None:
         form = _form_from_row(editing) if editing is not None else {"confidence": "user", "price_date": today}
@@ -226,7 +232,16 @@ def _price_book_context(
         "errors": {p.field: p.message for p in errors or []},
         "editing": editing,
         "message": message,
+        "editable": editable,
     }
+
+
+def _may_change(row: PriceRow, actor: catalog_service.Actor) -> bool:
+    try:
+        catalog_service.check_may_change(row, "price row", row.item, actor)
+    except PermissionError:
+        return False
+    return True
 
 
 def _form_from_row(row: PriceRow) -> dict[str, Any]:
@@ -275,11 +290,13 @@ def prices_page(request: Request, session: SessionDep) -> HTMLResponse:
 
 
 @router.post("/catalog/prices", response_class=HTMLResponse)
-async def add_price(request: Request, session: SessionDep, _principal: WriteDep) -> Response:
+async def add_price(request: Request, session: SessionDep, principal: WriteDep) -> Response:
     values = await _read_price_form(request)
     filters = _price_filters(dict(request.query_params))
     try:
-        row = catalog_service.add_price_row(session, _validate(values, PriceCreate))
+        row = catalog_service.add_price_row(
+            session, _validate(values, PriceCreate), owner_id=actor_of(principal).user_id
+        )
     except SpecError as exc:
         context = _price_book_context(request, session, filters, form=values, errors=exc.problems)
         return _book_response(request, context, 422)
@@ -289,10 +306,9 @@ async def add_price(request: Request, session: SessionDep, _principal: WriteDep)
     return _book_response(request, context)
 
 
-def _editable_row(session: SessionDep, price_id: uuid.UUID) -> PriceRow:
+def _editable_row(session: SessionDep, price_id: uuid.UUID, actor: catalog_service.Actor) -> PriceRow:
     row = catalog_service.get_price_row(session, price_id)
-    if row.builtin:
-        raise catalog_service.ReadOnlyError("price row", row.item)
+    catalog_service.check_may_change(row, "price row", row.item, actor)
     return row
 
 
@@ -300,10 +316,10 @@ def _editable_row(session: SessionDep, price_id: uuid.UUID) -> PriceRow:
 def edit_price_form(price_id: uuid.UUID, request: Request, session: SessionDep) -> HTMLResponse:
     filters = _price_filters(dict(request.query_params))
     try:
-        row = _editable_row(session, price_id)
+        row = _editable_row(session, price_id, actor_of(resolve_principal(request)))
     except NotFoundError as exc:
         return _missing(request, "price row", exc, "prices")
-    except catalog_service.ReadOnlyError as exc:
+    except PermissionError as exc:
         context = _price_book_context(request, session, filters, message=str(exc))
         return _book_response(request, context, 403)
     return _book_response(request, _price_book_context(request, session, filters, editing=row))
@@ -311,18 +327,19 @@ def edit_price_form(price_id: uuid.UUID, request: Request, session: SessionDep) 
 
 @router.post("/catalog/prices/{price_id}", response_class=HTMLResponse)
 async def update_price(
-    price_id: uuid.UUID, request: Request, session: SessionDep, _principal: WriteDep
+    price_id: uuid.UUID, request: Request, session: SessionDep, principal: WriteDep
 ) -> Response:
     values = await _read_price_form(request)
     filters = _price_filters(dict(request.query_params))
+    actor = actor_of(principal)
     try:
-        row = _editable_row(session, price_id)
+        row = _editable_row(session, price_id, actor)
     except NotFoundError as exc:
         return _missing(request, "price row", exc, "prices")
-    except catalog_service.ReadOnlyError as exc:
+    except PermissionError as exc:
         return _book_response(request, _price_book_context(request, session, filters, message=str(exc)), 403)
     try:
-        catalog_service.update_price_row(session, row.id, _validate(values, PriceCreate))
+        catalog_service.update_price_row(session, row.id, _validate(values, PriceCreate), actor)
     except SpecError as exc:
         context = _price_book_context(
             request, session, filters, form=values, errors=exc.problems, editing=row
@@ -337,16 +354,17 @@ async def update_price(
 
 @router.post("/catalog/prices/{price_id}/delete", response_class=HTMLResponse)
 async def delete_price(
-    price_id: uuid.UUID, request: Request, session: SessionDep, _principal: WriteDep
+    price_id: uuid.UUID, request: Request, session: SessionDep, principal: WriteDep
 ) -> Response:
     filters = _price_filters(dict(request.query_params))
+    actor = actor_of(principal)
     try:
-        row = _editable_row(session, price_id)
+        row = _editable_row(session, price_id, actor)
         item = row.item
-        catalog_service.delete_price_row(session, price_id)
+        catalog_service.delete_price_row(session, price_id, actor)
     except NotFoundError as exc:
         return _missing(request, "price row", exc, "prices")
-    except catalog_service.ReadOnlyError as exc:
+    except PermissionError as exc:
         return _book_response(request, _price_book_context(request, session, filters, message=str(exc)), 403)
     if not is_htmx(request):
         return RedirectResponse(f"/catalog/prices?{urlencode(filters)}", status_code=303)

@@ -231,3 +231,17 @@ def test_llama_family_fields_round_trip(
     untied = model_from_hf_config(config | {"tie_word_embeddings": False}, "u")
     tied_m = model_from_hf_config(config | {"tie_word_embeddings": True}, "t")
     assert param_counts(untied).total - param_counts(tied_m).total == vocab * heads * head_dim
+
+
+def test_qwen2_moe_shared_expert_and_sparse_step() -> None:
+    # Qwen2-MoE keys on a Qwen3-MoE base: one shared expert of its own size, MoE on every second layer
+    config = load("Qwen3-30B-A3B") | {
+        "model_type": "qwen2_moe",
+        "shared_expert_intermediate_size": 5632,
+        "decoder_sparse_step": 2,
+        "mlp_only_layers": [0, 1],
+    }
+    m = model_from_hf_config(config, "qwen2-moe")
+    assert m.moe is not None and m.attention_bias  # Qwen2 family: QKV bias
+    assert (m.moe.num_shared_experts, m.moe.shared_expert_ffn_hidden_size) == (1, 5632)
+    assert (m.moe.moe_layer_frequency, m.moe.first_dense_layers) == (2, 2)

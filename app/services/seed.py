@@ -79,7 +79,7 @@ def _seed_named(
 ) -> None:
     """Upsert built-in rows of a name-keyed table (GPUs, interconnects, models)."""
     label = str(getattr(table, "__tablename__", table.__name__))
-    existing = {row.name: row for row in session.exec(select(table)).all()}  # type: ignore[attr-defined]
+    existing: dict[str, Any] = {row.name: row for row in session.exec(select(table)).all()}  # type: ignore[attr-defined]
     for name, values in wanted.items():
         row = existing.get(name)
         if row is None:
@@ -131,9 +131,12 @@ def _price_values(row: dict[str, Any]) -> dict[str, Any]:
 def _seed_prices(session: Session, report: SeedReport) -> None:
     """Upsert built-in price rows by seed key. Rows whose source gives no price (discount fractions, staffing
     ratios) stay in the file for reference but cannot be a price row."""
-    wanted = {row["seed_key"]: _price_values(row) for row in catalog.price_rows() if row["price_usd"] is not None}
+    wanted = {
+        row["seed_key"]: _price_values(row) for row in catalog.price_rows() if row["price_usd"] is not None
+    }
     existing = {
-        row.seed_key: row for row in session.exec(select(PriceRow).where(PriceRow.builtin == True)).all()  # noqa: E712
+        row.seed_key: row
+        for row in session.exec(select(PriceRow).where(PriceRow.builtin == True)).all()  # noqa: E712
     }
     for key, values in wanted.items():
         row = existing.get(key)

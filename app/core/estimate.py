@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.efficiency import GemmEfficiency, HardwareProfile, measured_matmul_flops
+from app.core.efficiency import SUSTAINED_FRACTION, GemmEfficiency, HardwareProfile, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, check_layout
@@ -18,7 +18,7 @@ from app.core.model import (
     padded_vocab_size,
     param_counts,
 )
-from app.core.step import StepEstimate, step_estimate
+from app.core.step import FLASH_FWD_FRACTION, StepEstimate, step_estimate
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,18 @@ def estimate(
             round(linear.max_flops / 1e12, 1),
             "TFLOP/s",
             f"{linear.source}; curve I/(I+{linear.half_intensity:g}) (app.core.efficiency)",
+        ),
+        Assumption(
+            "flash attention throughput (forward)",
+            round(FLASH_FWD_FRACTION * attn_curve.max_flops / 1e12, 1),
+            "TFLOP/s",
+            "share of the sustained GEMM rate; backward at 0.8× that over 2.5× the FLOPs (Dao 2023)",
+        ),
+        Assumption(
+            "sustained share of measured matmul",
+            SUSTAINED_FRACTION,
+            "",
+            "power/thermal throttling under long training runs (app.core.efficiency)",
         ),
         Assumption(
             "element-wise kernels",

@@ -1,7 +1,7 @@
 """Step time of a training iteration, per pipeline stage, split into a breakdown that sums to the total.
 
-Structure (Calculon, Isaev et al. SC'23, arXiv 2305.xxxx "Calculon: a methodology and tool for high-level
-co-design of systems and large language models", Sec. 3; Narayanan et al. 2021 Sec. 2-3):
+Structure (Calculon: Isaev et al., "Calculon: a Methodology and Tool for High-Level Codesign of Systems and
+Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et al. 2021 Sec. 2-3):
 
 * compute per layer and micro-batch = GEMMs at the achievable throughput of the GEMM efficiency curve
   (app.core.efficiency) + attention (flash: one fused kernel at the curve's throughput for a head-dim-deep

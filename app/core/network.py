@@ -46,6 +46,8 @@ COLLECTIVE_OPS: tuple[str, ...] = (
     "broadcast",
     "send_recv",
 )
+# Also accepted: "reduce" (NCCL's rooted reduce; the same pipelined-chain cost as broadcast in NCCL's model).
+EXTRA_OPS: tuple[str, ...] = ("reduce",)
 ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "nvls_tree", "sharp", "hierarchical", "direct")
 PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
 
@@ -376,7 +378,8 @@ def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op
     k = min(n, k_node * nodes_per_domain) if nodes_per_domain > 1 else k_node
     nodes = max(1, -(-n // max(1, k)))
     kind = cluster.scaleup_kind
-    up_tier = "pcie" if kind in ("pcie", "none") else "xgmi" if kind == "xgmi" else "nvlink"
+    # point-to-point meshes (AMD xGMI, Gaudi on-die RoCE links) share the mesh model and the xgmi parameters
+    up_tier = "pcie" if kind in ("pcie", "none") else "xgmi" if kind in ("xgmi", "roce_mesh") else "nvlink"
     tier = params.tier(up_tier)
     raw_up = cluster.scaleup_bw
     if up_tier == "xgmi":
@@ -499,7 +502,7 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         lat = params.protocols["Simple"].base_latency_s + params.nvls_latency_s
         fill = min(s, params.pipeline_bytes) / links.nvls_bw  # reduce-scatter → all-gather hand-off
         out.append(_Cost("nvls", "Simple", lat, s / links.nvls_bw + fill, "NVLS"))
-    if op == "broadcast":
+    if op in ("broadcast", "reduce"):
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
             lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
@@ -551,7 +554,9 @@ def check_placement(op: str, message_bytes: float, placement: Placement, cluster
     """Raise SpecError listing every problem with a collective request."""
     problems = ProblemCollector()
     problems.check(
-        op in COLLECTIVE_OPS, "op", f"unknown collective {op!r}; choose one of {', '.join(COLLECTIVE_OPS)}"
+        op in COLLECTIVE_OPS or op in EXTRA_OPS,
+        "op",
+        f"unknown collective {op!r}; choose one of {', '.join(COLLECTIVE_OPS + EXTRA_OPS)}",
     )
     problems.check(
         math.isfinite(message_bytes) and message_bytes >= 0,

@@ -19,6 +19,7 @@ from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
 from app.core.network import (
     ALGORITHMS,
     COLLECTIVE_OPS,
+    EXTRA_OPS,
     PROTOCOLS,
     CollectiveEstimate,
     NetworkParams,
@@ -384,9 +385,9 @@ def run_collective(req: CollectiveIn, session: Session | None = None) -> Collect
     p = ProblemCollector()
     op = normalise_op(req.op)
     p.check(
-        op in COLLECTIVE_OPS,
+        op in COLLECTIVE_OPS or op in EXTRA_OPS,
         "op",
-        f"unknown collective {req.op!r}; choose one of {', '.join(COLLECTIVE_OPS)}",
+        f"unknown collective {req.op!r}; choose one of {', '.join(COLLECTIVE_OPS + EXTRA_OPS)}",
     )
     p.check(
         (req.message_bytes is None) != (req.sweep is None),

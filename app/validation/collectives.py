@@ -20,6 +20,7 @@ from typing import Any
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
 from app.core.network import (
     COLLECTIVE_OPS,
+    EXTRA_OPS,
     NetworkParams,
     Placement,
     busbw_factor,
@@ -115,12 +116,17 @@ def _gpu_spec(name: str) -> tuple[GPUSpec | None, str]:
     key = name.strip()
     if not key or key.lower() in ("unspecified", "unknown", "-"):
         return None, "GPU unspecified"
-    try:
-        from app.catalog import find_gpu
+    from app.catalog import find_gpu
+    from app.errors import NotFoundError
 
+    try:
         return find_gpu(key), ""
-    except Exception:
-        pass
+    except NotFoundError as exc:
+        # "H100 SXM5 80GB" → the closest catalog name of the same family ("H100-SXM")
+        prefix = re.match(r"[a-z]+\d+", re.sub(r"[^a-z0-9]", "", key.lower()))
+        for suggestion in exc.suggestions:
+            if prefix and re.sub(r"[^a-z0-9]", "", suggestion.lower()).startswith(prefix.group(0)):
+                return find_gpu(suggestion), f"{key}: taken as catalog GPU {suggestion}"
     base = re.sub(r"[^a-z0-9]", "", key.lower())
     for family, (gbps, nvls) in FALLBACK_GPUS.items():
         if base.startswith(family):
@@ -239,7 +245,7 @@ def _forced_algorithm(row: dict[str, str]) -> str | None:
 def parse_row(index: int, row: dict[str, str]) -> RowCase | str:
     """A RowCase, or the reason the row cannot be predicted."""
     op = normalise_op(row.get("collective", "") or "")
-    if op not in COLLECTIVE_OPS:
+    if op not in COLLECTIVE_OPS and op not in EXTRA_OPS:
         return f"unknown collective {row.get('collective')!r}"
     system = row.get("system", "") or ""
     fabric_text = row.get("fabric", "") or ""
@@ -307,13 +313,24 @@ def parse_row(index: int, row: dict[str, str]) -> RowCase | str:
     if kind == "nvl72" or gpu.scaleup_kind == "nvl72":
         kind = "nvl72"
         domain = max(k, 72)
-    fabric, fabric_notes = _fabric_from_text(fabric_text, system, k)
+    # a row may use a subset of a node's GPUs: when its NIC count is stated per node, the node keeps its usual
+    # GPU count and the group gets its share of the NICs; otherwise the stated NICs are the ones the group used
+    per_node_nics = bool(re.search(r"per\s*node|/\s*node", fabric_text.lower()))
+    node_gpus = k
+    if (
+        per_node_nics
+        and n_nodes > 1
+        and kind != "nvl72"
+        and row.get("gpu", "").strip().lower() != "unspecified"
+    ):
+        node_gpus = max(k, gpu.default_gpus_per_node)
+    fabric, fabric_notes = _fabric_from_text(fabric_text, system, node_gpus)
     if n_nodes > 1:
         assumptions.extend(fabric_notes)
     cluster = ClusterSpec(
         gpu=gpu,
         num_nodes=n_nodes,
-        gpus_per_node=k,
+        gpus_per_node=node_gpus,
         scaleup_kind=kind,  # type: ignore[arg-type]
         scaleup_bandwidth_bytes_per_s=scaleup_bw,
         scaleup_domain_gpus=domain,

@@ -150,3 +150,21 @@ def test_gpt3_175b_parameters_12_l_h2_plus_embeddings() -> None:
 )
 def test_vocabulary_padding_to_128_tp(vocab: int, tp: int, padded: int) -> None:
     assert padded_vocab_size(vocab, tp) == padded
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [
+        (
+            "DeepSeek-V3",
+            671.0,
+            37.5,
+        ),  # MLA + 256 routed experts (top-8) + 1 shared, 3 dense layers; MTP excluded
+        ("Qwen3-30B-A3B", 30.5, 3.3),
+        ("Mixtral-8x22B", 140.6, 39.2),
+    ],
+)
+def test_moe_total_and_active_parameters(name: str, total_b: float, active_b: float) -> None:
+    counts = param_counts(find_model(name))
+    assert counts.total / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert counts.active / 1e9 == pytest.approx(active_b, rel=0.02)

@@ -13,6 +13,7 @@ from app.core.memory import DEFAULT_SAFETY_FRACTION, MemoryEstimate, memory_esti
 from app.core.model import (
     AttentionCounting,
     ModelSpec,
+    forward_flops_per_token,
     hardware_flops_per_token,
     model_flops_per_token,
     padded_vocab_size,
@@ -119,6 +120,10 @@ def estimate(
     if rec_mode == "selective" and layout.flash_attention:
         rec_mode = "none"  # flash attention already recomputes attention scores inside its backward kernel
     hf = hardware_flops_per_token(model, seq_len, rec_mode, rec_share, opts.flop_counting, vocab)
+    if layout.recompute == "selective" and fw.selective_policy == "op":
+        # op-level selective checkpointing re-runs every second matmul of the forward (app.core.memory)
+        hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab)
+        hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab).matmul
     peak = cluster.gpu.peak(layout.dtype)
     network = profile.network if profile is not None else None
     mem = memory_estimate(model, layout, seq_len, cluster.gpu.hbm_bytes, fw, opts.safety_fraction)

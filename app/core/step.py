@@ -4,8 +4,9 @@ Structure (Calculon: Isaev et al., "Calculon: a Methodology and Tool for High-Le
 Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et al. 2021 Sec. 2-3):
 
 * compute per layer and micro-batch = GEMMs at the achievable throughput of the GEMM efficiency curve
-  (app.core.efficiency) + attention (flash: one fused kernel at the curve's throughput for a head-dim-deep
-  problem; backward = 2.5× forward FLOPs, Dao 2023 arXiv 2307.08691 Sec. 3.1) + memory-bound element-wise
+  (app.core.efficiency) + attention (flash: one fused kernel at FLASH_FWD_FRACTION of the sustained GEMM rate,
+  backward = 2.5× forward FLOPs, Dao 2023 arXiv 2307.08691 Sec. 3.1; unfused: batched GEMMs on the curve plus
+  the softmax/dropout traffic over the s² scores) + memory-bound element-wise
   kernels (norms, activations, bias/dropout/residual, RoPE, softmax) at a share of HBM bandwidth;
 * backward = 2× forward GEMM FLOPs (data and weight gradients); recompute re-runs the forward (full) or the
   core attention (selective, Korthikanti et al. 2022 Sec. 5);

@@ -10,7 +10,7 @@ import pytest
 from app import catalog
 from app.catalog.fabrics import find_fabric
 from app.core.estimate import EstimateOptions, estimate
-from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO, TORCHTITAN
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
 from app.core.planner import Constraints, enumerate_layouts
@@ -27,6 +27,7 @@ CASES = [
     ("Llama-3-8B", "H100-SXM", 2, 8, "ethernet-tcp-100", 8192, 128, "fp8", True, NEMO),
     ("Mixtral-8x7B", "H100-SXM", 8, 8, "ib-ndr-8x400", 4096, 256, "bf16", True, MEGATRON_CORE),
     ("Llama-3.1-8B", "H100-SXM", 1, 4, "ib-ndr-8x400", 2048, 64, "bf16", True, MEGATRON_CORE),
+    ("Llama-3.1-8B", "H100-SXM", 2, 8, "roce-8x400", 8192, 32, "bf16", True, TORCHTITAN),
 ]
 
 
@@ -52,13 +53,13 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=REL, abs_tol=1e-12)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[9].name}" for c in CASES])
 def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
     name, gpu_name, nodes, gpn, fabric, seq, gb, dtype, flash, fw = case
     model = catalog.find_model(name)
     gpu = catalog.find_gpu(gpu_name)
     cluster = ClusterSpec(gpu=gpu, num_nodes=nodes, gpus_per_node=gpn, fabric=find_fabric(fabric))
-    space = enumerate_layouts(model, cluster, seq, gb, Constraints(), flash)
+    space = enumerate_layouts(model, cluster, seq, gb, Constraints(), flash, fw.selective_policy == "op")
     assert len(space.rows) > 50
     rng = np.random.default_rng(20240611)
     pick = rng.choice(len(space.rows), size=min(40, len(space.rows)), replace=False)
@@ -74,9 +75,10 @@ def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
         assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
         assert _close(float(ev.first_stage_bytes[j]), est.memory.stages[0].total_bytes), (layout, "stage 0")
         assert _close(float(ev.last_stage_bytes[j]), est.memory.stages[-1].total_bytes), (layout, "last")
-        assert _close(float(ev.margin_bytes[j]), est.memory.margin_bytes) or abs(
-            float(ev.margin_bytes[j]) - est.memory.margin_bytes
-        ) < 1e-6 * est.memory.hbm_bytes
+        assert (
+            _close(float(ev.margin_bytes[j]), est.memory.margin_bytes)
+            or abs(float(ev.margin_bytes[j]) - est.memory.margin_bytes) < 1e-6 * est.memory.hbm_bytes
+        )
         for key in STEP_COMPONENTS:
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
         assert _close(float(ev.step_time_s[j]), est.step.total_s), layout

@@ -58,11 +58,11 @@ REJECTION_REASONS: tuple[str, ...] = (
     "tp_vs_model",  # attention heads, kv heads or FFN width not divisible by tp
     "layers_vs_pp",  # layers not divisible by pp·vp
     "interleave_needs_pp",  # vp > 1 with pp = 1
-    "sequence_parallel_needs_tp",  # SP with tp = 1
     "global_batch",  # global batch not divisible by dp·micro_batch
     "interleave_microbatches",  # interleaved schedule needs micro-batches to be a multiple of pp
     "cp_vs_seq_len",  # sequence length not divisible by 2·cp
     "ep_vs_model",  # experts not divisible by ep, or ep does not divide dp·cp
+    "sequence_parallel_needs_tp",  # SP with tp = 1
     "constraints",  # excluded by the request's allowed values
     "heuristic_preset",  # excluded by the seed heuristic (only when the preset is on)
     "out_of_memory",  # most loaded stage above usable HBM minus the requested headroom
@@ -229,7 +229,8 @@ def layout_label(layout: Layout) -> str:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -264,33 +265,39 @@ def enumerate_layouts(
     global_batch: int,
     constraints: Constraints,
     flash_attention: bool = True,
+    selective_distinct: bool = False,
 ) -> _Space:
-    """Build the full candidate product as columns and keep the layouts `check_layout` would accept."""
+    """Build the full candidate product as columns and keep the layouts `check_layout` would accept.
+
+    `selective_distinct`: selective recompute differs from none even with flash attention (a framework whose
+    selective policy is op-level checkpointing, e.g. torchtitan). The structural rules depend on (tp, pp, cp, vp, ep, micro-batch) only, so they are tested on that product
+    and a rejected row counts once per (ZeRO, recompute, SP) combination; the surviving rows are expanded.
+    """
     n_gpus = cluster.num_gpus
     c = constraints
     if c.tp_beyond_scaleup_domain:
-        tp_c = [d for d in _divisors(n_gpus)]
+        tp_c = _divisors(n_gpus)
     else:
         tp_c = [d for d in _divisors(cluster.domain_gpus) if d <= n_gpus]
     pp_c = [d for d in _divisors(n_gpus) if d <= model.num_layers]
-    cp_c = [v for v in _powers_of_two(min(c.max_cp, n_gpus))]
+    cp_c = _powers_of_two(min(c.max_cp, n_gpus))
     vp_c = list(range(1, max(1, c.max_vp) + 1))
     ep_c = _divisors(model.moe.num_experts) if model.moe is not None else [1]
     ep_c = [e for e in ep_c if e <= n_gpus]
-    mb_c = [v for v in _powers_of_two(min(c.max_micro_batch, global_batch))]
+    mb_c = _powers_of_two(min(c.max_micro_batch, global_batch))
     zero_c = [0, 1, 2, 3]
-    rec_c = [0, 2] if flash_attention else [0, 1, 2]
+    rec_c = [0, 2] if flash_attention and not selective_distinct else [0, 1, 2]
     sp_c = [0, 1]
+    inner = len(zero_c) * len(rec_c) * len(sp_c)
     grids = np.meshgrid(
-        *(np.asarray(v, dtype=np.int64) for v in (tp_c, pp_c, cp_c, vp_c, ep_c, mb_c, zero_c, rec_c, sp_c)),
-        indexing="ij",
+        *(np.asarray(v, dtype=np.int64) for v in (tp_c, pp_c, cp_c, vp_c, ep_c, mb_c)), indexing="ij"
     )
-    tp, pp, cp, vp, ep, mb, zero, rec, sp = (g.reshape(-1) for g in grids)
-    total = int(tp.shape[0])
+    tp, pp, cp, vp, ep, mb = (g.reshape(-1) for g in grids)
+    total = int(tp.shape[0]) * inner
     mp = tp * pp * cp
     dp = np.where(n_gpus % mp == 0, n_gpus // mp, 0)
     kv_ok = (model.num_kv_heads % tp == 0) | (tp % model.num_kv_heads == 0) if model.mla is None else True
-    reasons: list[tuple[str, np.ndarray]] = [
+    outer_reasons: list[tuple[str, np.ndarray]] = [
         ("gpu_count", n_gpus % mp != 0),
         (
             "tp_vs_model",
@@ -298,49 +305,56 @@ def enumerate_layouts(
         ),
         ("layers_vs_pp", model.num_layers % (pp * vp) != 0),
         ("interleave_needs_pp", (vp > 1) & (pp == 1)),
-        ("sequence_parallel_needs_tp", (sp == 1) & (tp == 1)),
         ("global_batch", (dp == 0) | (global_batch % np.maximum(1, dp * mb) != 0)),
-        (
-            "interleave_microbatches",
-            (vp > 1) & ((global_batch // np.maximum(1, dp * mb)) % pp != 0),
-        ),
+        ("interleave_microbatches", (vp > 1) & ((global_batch // np.maximum(1, dp * mb)) % pp != 0)),
         ("cp_vs_seq_len", (cp > 1) & (seq_len % (2 * cp) != 0)),
     ]
     if model.moe is not None:
-        reasons.append(
+        outer_reasons.append(
             (
                 "ep_vs_model",
                 (model.moe.num_experts % ep != 0) | (np.maximum(1, dp * cp) % ep != 0) | (dp == 0),
             )
         )
-    allowed = np.ones(total, dtype=bool)
-    for _name, column, values in (
-        ("tp", tp, c.tp),
-        ("pp", pp, c.pp),
-        ("vp", vp, c.vp),
-        ("cp", cp, c.cp),
-        ("ep", ep, c.ep),
-        ("micro_batch", mb, c.micro_batch),
-        ("zero", zero, c.zero),
+    counts: dict[str, int] = {}
+    alive = np.ones(tp.shape[0], dtype=bool)
+    for name, bad in outer_reasons:
+        hit = alive & bad
+        counts[name] = int(hit.sum()) * inner
+        alive &= ~hit
+    keep = np.nonzero(alive)[0]
+    # expand the surviving rows by (ZeRO, recompute, SP)
+    k = keep.size
+    zi, ri, si = (g.reshape(-1) for g in np.meshgrid(zero_c, rec_c, sp_c, indexing="ij"))
+    rep = np.repeat(keep, inner)
+    tp, pp, cp, vp, ep, mb, dp = (a[rep] for a in (tp, pp, cp, vp, ep, mb, dp))
+    zero = np.tile(np.asarray(zi, dtype=np.int64), k)
+    rec = np.tile(np.asarray(ri, dtype=np.int64), k)
+    sp = np.tile(np.asarray(si, dtype=np.int64), k)
+
+    allowed = np.ones(rep.shape[0], dtype=bool)
+    for column, values in (
+        (tp, c.tp),
+        (pp, c.pp),
+        (vp, c.vp),
+        (cp, c.cp),
+        (ep, c.ep),
+        (mb, c.micro_batch),
+        (zero, c.zero),
     ):
         if values is not None:
             allowed &= np.isin(column, np.asarray(values, dtype=np.int64))
     if c.recompute is not None:
         codes = [RECOMPUTE_CODES.index(r) for r in c.recompute if r in RECOMPUTE_CODES]
-        if flash_attention and "selective" in c.recompute:
+        if flash_attention and not selective_distinct and "selective" in c.recompute:
             codes.append(0)  # selective ≡ none under flash attention
         allowed &= np.isin(rec, np.asarray(codes, dtype=np.int64))
     if c.sequence_parallel is not None:
         allowed &= np.isin(sp, np.asarray([int(bool(v)) for v in c.sequence_parallel], dtype=np.int64))
-    reasons.append(("constraints", ~allowed))
-
-    alive = np.ones(total, dtype=bool)
-    counts: dict[str, int] = {}
-    for name, bad in reasons:
-        hit = alive & bad
-        counts[name] = int(hit.sum())
-        alive &= ~hit
-    idx = np.nonzero(alive)[0]
+    sp_bad = (sp == 1) & (tp == 1)
+    counts["sequence_parallel_needs_tp"] = int(sp_bad.sum())
+    counts["constraints"] = int((~sp_bad & ~allowed).sum())
+    idx = np.nonzero(~sp_bad & allowed)[0]
     rows = LayoutArrays(
         tp=tp[idx],
         pp=pp[idx],
@@ -458,7 +472,9 @@ def plan(
     calls = 0
     for n in counts:
         cl = cluster_for(cluster, n)
-        space = enumerate_layouts(model, cl, seq_len, global_batch, c, flash_attention)
+        space = enumerate_layouts(
+            model, cl, seq_len, global_batch, c, flash_attention, opts.framework.selective_policy == "op"
+        )
         enumerated += space.enumerated
         for k, v in space.rejections.items():
             rejections[k] += v

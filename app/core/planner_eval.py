@@ -51,7 +51,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
-from app.core.step import ADAM_BYTES_PER_PARAM, FLASH_BACKWARD_FLOP_RATIO, STEP_COMPONENTS, layer_times
+from app.core.step import ADAM_BYTES_PER_PARAM, FLASH_BACKWARD_FLOP_RATIO, STEP_COMPONENTS, _gemm, layer_times
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
 LAYOUT_ARRAYS = ("tp", "pp", "vp", "dp", "cp", "ep", "zero", "sp", "recompute", "micro_batch")
@@ -298,12 +298,17 @@ def evaluate(
             return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
 
         vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
-        logits_fwd = float(linear.time_s(tok, vocab_ / tp_, h)) if tok > 0 else 0.0
+        logits_fwd = float(_gemm(linear, tok, vocab_ / tp_, h))
+        if fw.selective_policy == "op":
+            # op-level selective checkpointing re-runs every second matmul and the pointwise ops (app.core.step)
+            selective = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")
+        else:
+            selective = mix("recompute_selective") if not flash else 0.0
         return (
             mix("forward"),
             mix("backward"),
             mix("recompute_full"),
-            mix("recompute_selective"),
+            selective,
             mix("attention_fwd"),
             logits_fwd,
         )
@@ -311,9 +316,7 @@ def evaluate(
     lt = _group_apply(field_code(mb, cp, tp, sp, ep), [tokens, tp, sp, cp, ep], per_layer_times, 6)
     fwd_layer, bwd_layer, rec_full, rec_sel, attn_fwd, logits_fwd = (lt[:, i] for i in range(6))
     share = full.astype(float)
-    rec_layer = np.where(full, rec_full, 0.0)
-    if not flash:
-        rec_layer = np.where(rec == 1, rec_sel, rec_layer)
+    rec_layer = np.where(full, rec_full, np.where(rec == 1, rec_sel, 0.0))
 
     act_bytes = 2.0 * tokens * h
     tp_node = np.minimum(tp, gpn)
@@ -341,7 +344,7 @@ def evaluate(
         a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, field_code(tp, mb, cp, ep))
         ep_layer = np.where(ep > 1, moe_share * 2 * (2 + share) * a2a, 0.0)
 
-    p2p_bytes = act_bytes / tp
+    p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes
     pp_node = np.where(tp * cp * dp < gpn, 2, 1)
     hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp))
     pp_mb = np.where(pp > 1, 2 * vp * hop_pp * (1 - fw.pp_overlap), 0.0)

@@ -384,9 +384,10 @@ def capex_breakdown(inputs: OnPremInputs) -> dict[str, float]:
 
 def capital_recovery_factor(rate: float, years: float) -> float:
     """Annual payment that repays 1 over `years` at `rate` (annuity; rate 0 → 1/years)."""
-    if rate == 0:
+    growth = math.expm1(years * math.log1p(rate))  # (1 + r)^n − 1 without cancellation for small r
+    if rate < 1e-12 or growth == 0:
         return 1.0 / years
-    return rate * (1 + rate) ** years / ((1 + rate) ** years - 1)
+    return rate * (1.0 + growth) / growth
 
 
 def annual_cost(inputs: OnPremInputs, utilisation: float) -> dict[str, float]:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from app.core.errors import ProblemCollector
+from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.storage import Assumption
 
 HOUR = 3600.0
@@ -186,6 +186,9 @@ def expected_wall_time(
 ) -> float:
     """Daly (2006) §3, expected wall time with exponential failures: T_w = M·e^(R/M)·(e^((τ+δ)/M) − 1)·T_s/τ."""
     m = mtbf_s
+    exponent = max(restart_s / m, (interval_s + checkpoint_s) / m)
+    if exponent > 700.0:  # e^700 ≈ 1e304: the job essentially never finishes a segment
+        return math.inf
     return m * math.exp(restart_s / m) * math.expm1((interval_s + checkpoint_s) / m) * solve_s / interval_s
 
 
@@ -254,6 +257,16 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     if inputs.interval_s is None:
         tau = max(tau, inputs.min_interval_s)
     ckpt = d / tau
+    if not math.isfinite(expected_wall_time(1.0, tau, d, r, m)):
+        raise SpecError(
+            [
+                Problem(
+                    "mtbf_s",
+                    "interruptions are so frequent relative to checkpoint and restart time that the job "
+                    "makes no progress",
+                )
+            ]
+        )
     # e^x − 1 ≥ x guarantees W0 ≥ 1 + δ/τ and W ≥ W0; the max() only absorbs floating-point rounding
     w0 = max(expected_wall_time(1.0, tau, d, 0.0, m), 1.0 + ckpt)
     w = max(expected_wall_time(1.0, tau, d, r, m), w0)

@@ -29,7 +29,7 @@ class PriceOptionIn(StrictModel):
 
     price_row_id: uuid.UUID | None = Field(None, description="id of a price_row (price book)")
     label: str | None = Field(None, max_length=200)
-    usd_per_gpu_hour: float | None = Field(None, ge=0, description="inline price, USD per GPU-hour")
+    usd_per_gpu_hour: float | None = Field(None, ge=0, le=1e6, description="inline price, USD per GPU-hour")
     pricing_model: str = Field("on-demand", max_length=100)
     commitment_months: float | None = Field(
         None, ge=0, le=120, description="minimum billed term; None → from model"
@@ -64,13 +64,17 @@ class RunCostRequest(StrictModel):
         None,
         description="an estimator scenario (model, cluster, layout, training.tokens): GPU-hours from its step time",
     )
-    gpu_hours: float | None = Field(None, ge=0, description="productive GPU-hours; or give params/tokens/mfu")
-    params: float | None = Field(None, gt=0, description="total parameters")
-    active_params: float | None = Field(None, gt=0, description="MoE: parameters active per token")
-    tokens: float | None = Field(None, gt=0)
+    gpu_hours: float | None = Field(
+        None, ge=0, le=1e13, description="productive GPU-hours; or give params/tokens/mfu"
+    )
+    params: float | None = Field(None, gt=0, le=1e16, description="total parameters")
+    active_params: float | None = Field(None, gt=0, le=1e16, description="MoE: parameters active per token")
+    tokens: float | None = Field(None, gt=0, le=1e18)
     gpu: str | None = Field(None, description="catalog GPU: gives the peak FLOP/s and default price rows")
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
-    peak_tflops: float | None = Field(None, gt=0, description="dense peak TFLOP/s per GPU (overrides gpu)")
+    peak_tflops: float | None = Field(
+        None, gt=0, le=1e6, description="dense peak TFLOP/s per GPU (overrides gpu)"
+    )
     mfu: float | None = Field(None, gt=0, le=1)
     goodput: float = Field(1.0, gt=0, le=1)
     options: list[PriceOptionIn] = Field(
@@ -92,25 +96,25 @@ class RunCostResponse(BaseModel):
 class OnPremIn(StrictModel):
     nodes: int = Field(1, ge=1, le=100_000)
     gpus_per_node: int = Field(8, ge=1, le=72)
-    server_capex_usd_per_node: float | None = Field(None, ge=0)
-    network_capex_usd: float | None = Field(None, ge=0, description="from a network BOM")
+    server_capex_usd_per_node: float | None = Field(None, ge=0, le=1e9)
+    network_capex_usd: float | None = Field(None, ge=0, le=1e12, description="from a network BOM")
     network_share: float | None = Field(None, ge=0, lt=1, description="share of server+network capex")
     fabric_tiers: int = Field(2, ge=1, le=3)
-    storage_capex_usd: float | None = Field(None, ge=0)
+    storage_capex_usd: float | None = Field(None, ge=0, le=1e12)
     depreciation: Literal["straight_line", "economic"] = "straight_line"
-    lifetime_years: float | None = Field(None, gt=0, le=20)
+    lifetime_years: float | None = Field(None, ge=0.5, le=20)
     economic_ooms_per_year: float | None = Field(None, ge=0, le=1)
     cost_of_capital: float | None = Field(None, ge=0, le=1)
-    node_power_kw: float | None = Field(None, ge=0)
+    node_power_kw: float | None = Field(None, ge=0, le=1000)
     avg_draw_fraction: float | None = Field(None, ge=0, le=1)
     idle_draw_fraction: float | None = Field(None, ge=0, le=1)
     pue: float | None = Field(None, ge=1, le=5)
-    usd_per_kwh: float | None = Field(None, ge=0)
-    colo_usd_per_kw_month: float | None = Field(None, ge=0)
+    usd_per_kwh: float | None = Field(None, ge=0, le=10)
+    colo_usd_per_kw_month: float | None = Field(None, ge=0, le=1e5)
     maintenance_fraction_per_year: float | None = Field(None, ge=0, le=1)
-    gpus_per_fte: float | None = Field(None, gt=0)
-    usd_per_fte_year: float | None = Field(None, ge=0)
-    software_usd_per_gpu_year: float | None = Field(None, ge=0)
+    gpus_per_fte: float | None = Field(None, ge=1, le=1e6)
+    usd_per_fte_year: float | None = Field(None, ge=0, le=1e8)
+    software_usd_per_gpu_year: float | None = Field(None, ge=0, le=1e7)
 
 
 class TcoRequest(StrictModel):
@@ -159,18 +163,18 @@ class BreakevenResponse(BaseModel):
 
 
 class EpochRequest(StrictModel):
-    chips: int = Field(ge=1)
-    training_hours: float = Field(gt=0)
-    server_price_per_chip_usd: float = Field(gt=0)
-    years_since_acquisition: float = Field(0.0, ge=0)
+    chips: int = Field(ge=1, le=100_000_000)
+    training_hours: float = Field(gt=0, le=1e6)
+    server_price_per_chip_usd: float = Field(gt=0, le=1e8)
+    years_since_acquisition: float = Field(0.0, ge=0, le=50)
     ooms_per_year: float = Field(0.14, ge=0, le=1)
     interconnect_fraction: float = Field(0.19, ge=0, lt=1)
-    chip_tdp_w: float = Field(700.0, gt=0)
-    server_to_chip_power: float = Field((10.2 / 8) / 0.7, gt=0)
+    chip_tdp_w: float = Field(700.0, gt=0, le=1e5)
+    server_to_chip_power: float = Field((10.2 / 8) / 0.7, gt=0, le=100)
     avg_draw_fraction: float = Field(0.75, ge=0, le=1)
-    pue: float = Field(1.25, ge=1)
-    usd_per_kwh: float = Field(0.0771, ge=0)
-    cloud_usd_per_chip_hour: float | None = Field(None, ge=0)
+    pue: float = Field(1.25, ge=1, le=5)
+    usd_per_kwh: float = Field(0.0771, ge=0, le=10)
+    cloud_usd_per_chip_hour: float | None = Field(None, ge=0, le=1e6)
 
 
 class EpochResponse(BaseModel):
@@ -183,15 +187,17 @@ class EpochResponse(BaseModel):
 
 
 class SpotRequest(StrictModel):
-    on_demand_usd_per_hour: float = Field(gt=0)
+    on_demand_usd_per_hour: float = Field(gt=0, le=1e7)
     spot_discount: float = Field(0.6, ge=0, lt=1)
     preemptions_per_day: float = Field(2.4, ge=0, le=1000)
-    lost_work_hours: float | None = Field(None, ge=0, description="per preemption; None → half an interval")
-    checkpoint_interval_s: float = Field(3600.0, gt=0)
-    notice_s: float = Field(120.0, ge=0)
-    checkpoint_stall_s: float = Field(60.0, ge=0)
-    restart_s: float = Field(1200.0, ge=0)
-    reacquire_wait_s: float = Field(0.0, ge=0)
+    lost_work_hours: float | None = Field(
+        None, ge=0, le=24 * 365, description="per preemption; None → half an interval"
+    )
+    checkpoint_interval_s: float = Field(3600.0, gt=0, le=1e8)
+    notice_s: float = Field(120.0, ge=0, le=1e6)
+    checkpoint_stall_s: float = Field(60.0, ge=0, le=1e6)
+    restart_s: float = Field(1200.0, ge=0, le=1e7)
+    reacquire_wait_s: float = Field(0.0, ge=0, le=1e8)
     billed_while_waiting_fraction: float = Field(0.0, ge=0, le=1)
     target_net_savings: float | None = Field(None, gt=-1, lt=1, description="solve which input gives this")
 
@@ -217,7 +223,7 @@ class SpotResponse(BaseModel):
 
 
 class CheckpointIn(StrictModel):
-    params: float = Field(gt=0, description="total parameters (MoE: all experts)")
+    params: float = Field(gt=0, le=1e16, description="total parameters (MoE: all experts)")
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adamw", "adam", "sgd_momentum", "adafactor", "none"] = "adamw"
     include_optimizer: bool = True
@@ -231,20 +237,24 @@ class GoodputRequest(StrictModel):
     )
     gpus_per_node: int = Field(8, ge=1, le=72)
     preset: str | None = Field(None, description="failure rates from a published run (GET /goodput/presets)")
-    mtbf_gpu_hours: float | None = Field(None, gt=0, description="per-GPU mean time between failures")
-    mtbf_node_hours: float | None = Field(None, gt=0)
-    mtbf_switch_hours: float | None = Field(None, gt=0)
-    num_switches: int | None = Field(None, ge=0)
-    job_mtbf_hours: float | None = Field(None, gt=0, description="overrides the component rates")
+    mtbf_gpu_hours: float | None = Field(
+        None, ge=1e-3, le=1e12, description="per-GPU mean time between failures"
+    )
+    mtbf_node_hours: float | None = Field(None, ge=1e-3, le=1e12)
+    mtbf_switch_hours: float | None = Field(None, ge=1e-3, le=1e12)
+    num_switches: int | None = Field(None, ge=0, le=10_000_000)
+    job_mtbf_hours: float | None = Field(None, ge=1e-3, le=1e9, description="overrides the component rates")
     checkpoint: CheckpointIn | None = None
     tier: Literal["local_nvme", "parallel_fs", "object_store"] = "parallel_fs"
     async_checkpoint: bool = False
-    checkpoint_stall_s: float | None = Field(None, ge=0, description="overrides the computed stall")
-    restart_s: float | None = Field(None, ge=0, description="overrides the computed restart time")
-    interval_s: float | None = Field(None, gt=0)
+    checkpoint_stall_s: float | None = Field(None, ge=0, le=1e6, description="overrides the computed stall")
+    restart_s: float | None = Field(None, ge=0, le=1e7, description="overrides the computed restart time")
+    interval_s: float | None = Field(None, ge=1.0, le=1e9)
     method: Literal["young", "daly"] = "daly"
     mfu: float | None = Field(None, gt=0, le=1)
-    run_days: float | None = Field(None, gt=0, description="to report checkpoints and idle hours of the run")
+    run_days: float | None = Field(
+        None, gt=0, le=1e5, description="to report checkpoints and idle hours of the run"
+    )
 
     @model_validator(mode="after")
     def _rates(self) -> GoodputRequest:
@@ -297,9 +307,9 @@ class StorageRequest(StrictModel):
     checkpoint: CheckpointIn | None = None
     num_nodes: int | None = Field(None, ge=1, le=100_000)
     gpus_per_node: int = Field(8, ge=1, le=72)
-    tokens_per_step: float | None = Field(None, gt=0, description="global batch in tokens")
-    step_s: float | None = Field(None, gt=0, description="step time (from the estimator)")
-    vocab_size: int | None = Field(None, ge=1)
+    tokens_per_step: float | None = Field(None, gt=0, le=1e13, description="global batch in tokens")
+    step_s: float | None = Field(None, gt=0, le=1e7, description="step time (from the estimator)")
+    vocab_size: int | None = Field(None, ge=1, le=100_000_000)
     slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
     jitter_sigma: float = Field(0.1, ge=0, le=2)
 

@@ -17,6 +17,9 @@ from app.errors import NotFoundError
 from app.schemas.scenario import Scenario
 
 
+NVL72_DOMAIN_GPUS = 72
+
+
 @dataclass(frozen=True)
 class ResolvedScenario:
     model: ModelSpec
@@ -139,11 +142,14 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     assert model is not None and gpu is not None and framework is not None
 
     gpn = c.gpus_per_node or gpu.default_gpus_per_node
+    # GB200 NVL72: 18 trays of 4 GPUs share one NVLink domain (NVIDIA GB200 NVL72 spec)
+    domain = NVL72_DOMAIN_GPUS if gpu.scaleup_kind == "nvl72" else 0
     cluster = ClusterSpec(
         gpu=gpu,
         num_nodes=c.nodes,
         gpus_per_node=gpn,
         scaleup_kind=gpu.scaleup_kind,
+        scaleup_domain_gpus=min(domain, c.nodes * gpn) if domain else 0,
         fabric=fabric,
         name=f"{c.nodes} × {gpn} {gpu.name}",
     )

@@ -16,7 +16,6 @@ from app.core.model import ModelSpec
 from app.errors import NotFoundError
 from app.schemas.scenario import Scenario
 
-
 NVL72_DOMAIN_GPUS = 72
 
 

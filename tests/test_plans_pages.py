@@ -34,13 +34,30 @@ def test_builder_full_page_and_htmx_block(client: Any) -> None:
     saved = _scenario_input(block.text)
     assert saved["cluster"]["nodes"] == 4 and saved["layout"]["dp"] == 16
     # every chart has a data block and a table beside it, and units are shown
-    for chart in ("chart-memory", "chart-step", "chart-scaling", "chart-cost", "chart-goodput"):
+    for chart in ("chart-memory", "chart-step", "chart-cost", "chart-goodput"):
         assert f'id="{chart}"' in block.text and f'id="{chart}-data"' in block.text
         figure = block.text.split(f'id="{chart}-data">', 1)[1].split("</script>", 1)[0]
         assert json.loads(figure)["data"], chart
-    assert block.text.count("<table") >= 5
+    assert block.text.count("<table") >= 4
     for unit in ("GiB", "ms", "tokens/s", "days", "USD"):
         assert unit in block.text
+    # the scaling panel follows in its own request (it estimates 18 cluster sizes × fabrics)
+    lazy = re.search(r'hx-get="(/plans/new/scaling\?[^"]+)" hx-trigger="load"', block.text)
+    assert lazy
+    scaling = client.get(lazy.group(1).replace("&amp;", "&"), headers=HX)
+    assert scaling.status_code == 200 and "<html" not in scaling.text
+    figure = json.loads(scaling.text.split('id="chart-scaling-data">', 1)[1].split("</script>", 1)[0])
+    efficiency = {t["name"]: t for t in figure["data"] if t["name"].endswith("efficiency")}
+    assert set(efficiency) == {
+        "ib-ndr-8x400 efficiency",
+        "roce-8x400 efficiency",
+        "ethernet-tcp-100 efficiency",
+    }
+    # efficiency is 100 % at the baseline size and TCP Ethernet scales worse than InfiniBand at the largest
+    ib, tcp = efficiency["ib-ndr-8x400 efficiency"], efficiency["ethernet-tcp-100 efficiency"]
+    assert ib["y"][0] == 100.0 and tcp["y"][-1] < ib["y"][-1]
+    page = client.get(lazy.group(1).replace("&amp;", "&"))
+    assert "<html" in page.text and 'id="chart-scaling"' in page.text
 
 
 def test_builder_reports_problems_per_field(client: Any) -> None:

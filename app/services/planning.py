@@ -94,7 +94,11 @@ def _options(resolved: Any) -> Any:
 
 
 def evaluate(
-    session: Session, scenario: dict[str, Any], field_prefix: str = "", search: bool = False
+    session: Session,
+    scenario: dict[str, Any],
+    field_prefix: str = "",
+    search: bool = False,
+    scaling: bool = True,
 ) -> Evaluation:
     """Validate, resolve against the catalog (DB, so users' own rows count), estimate, and add the
     scaling sweep, goodput and cost that the planning page shows."""
@@ -145,7 +149,8 @@ def evaluate(
     }
     if ranking is not None:
         result["ranking"] = ranking
-    result["scaling"] = scaling_sweep(session, resolved, est)
+    if scaling:
+        result["scaling"] = scaling_sweep(session, resolved, est)
     goodput_block = goodput_payload(resolved, est, summary)
     if goodput_block is None:
         unavailable["goodput"] = "The goodput model could not be evaluated for these inputs."
@@ -282,85 +287,92 @@ def _run_planner(planner: Any, resolved: Any) -> tuple[dict[str, Any] | None, An
 # ---------------------------------------------------------------------------------------------- scaling
 
 SCALING_FABRICS = ("ib-ndr-8x400", "roce-8x400", "ethernet-tcp-100")
-SCALING_STEPS = (-3, -2, -1, 0, 1, 2, 3)  # powers of two around the chosen node count
+SCALING_STEPS = (-2, -1, 0, 1, 2, 3)  # powers of two around the chosen node count
 MAX_SCALING_NODES = 4096
 
 
+def scaling_for(session: Session, scenario: dict[str, Any]) -> dict[str, Any] | None:
+    """The scaling panel alone for a concrete scenario (the builder loads it after the main results)."""
+    _normalised, resolved = _parse_and_resolve(session, scenario, "")
+    if not (session.new or session.dirty or session.deleted):
+        session.rollback()
+    return scaling_sweep(session, resolved, None)
+
+
 def scaling_sweep(session: Session, resolved: Any, base: Any) -> dict[str, Any] | None:
-    """Strong scaling at the chosen global batch: the same tp·pp·cp layout with data parallelism scaled,
-    on the chosen fabric and two others. Sizes whose DP does not divide the global batch are skipped."""
+    """Scaling efficiency and time to train vs GPU count on the chosen fabric and two others, from the
+    network model's scaling curve (app.core.scaling: weak scaling, the model-parallel shape kept)."""
     from app.catalog.fabrics import find_fabric
     from app.core.estimate import estimate
+    from app.core.scaling import scaling_curve
 
     cluster, layout = resolved.cluster, resolved.layout
     names = [cluster.fabric.name or SCALING_FABRICS[0]]
     names += [f for f in SCALING_FABRICS if f not in names][: 3 - len(names)]
-    node_counts = sorted(
+    fabrics = {}
+    for name in names:
+        try:
+            fabrics[name] = cluster.fabric if name == cluster.fabric.name else find_fabric(name)
+        except LookupError:
+            continue
+    mp = layout.tp * layout.pp * layout.cp
+    counts = sorted(
         {
-            cluster.num_nodes * 2**k
+            cluster.num_nodes * 2**k * cluster.gpus_per_node
             for k in SCALING_STEPS
             if 1 <= cluster.num_nodes * 2**k <= MAX_SCALING_NODES
         }
-        | {cluster.num_nodes}
     )
-    node_counts = [n for n in node_counts if n >= 1 and n == int(n)]
+    counts = [n for n in counts if n % mp == 0]
+    if not counts:
+        return None
+    options = _options(resolved)
+
+    def estimator(model: Any, c: Any, lay: Any, seq_len: int, profile: Any = None) -> Any:
+        return estimate(model, c, lay, seq_len, profile, options=options)
+
+    try:
+        curve = scaling_curve(
+            resolved.model,
+            cluster,
+            layout,
+            resolved.seq_len,
+            counts,
+            fabrics,
+            tokens=resolved.tokens or None,
+            mode="weak",
+            estimator=estimator,
+        )
+    except SpecError:
+        return None
     points: list[dict[str, Any]] = []
-    per_gpu: dict[tuple[str, int], float] = {}
     skipped = 0
-    for name in names:
-        try:
-            fabric = cluster.fabric if name == cluster.fabric.name else find_fabric(name)
-        except LookupError:
-            continue
-        for nodes in node_counts:
-            gpus = int(nodes) * cluster.gpus_per_node
-            mp = layout.tp * layout.pp * layout.cp
-            if gpus % mp:
+    for series in curve.series:
+        for p in series.points:
+            if p.error is not None:
                 skipped += 1
                 continue
-            dp = gpus // mp
-            if layout.global_batch % (dp * layout.micro_batch):
-                skipped += 1
-                continue
-            c = replace(cluster, num_nodes=int(nodes), fabric=fabric)
-            lay = layout.with_(dp=dp)
-            try:
-                est = (
-                    base
-                    if (nodes == cluster.num_nodes and name == names[0])
-                    else estimate(resolved.model, c, lay, resolved.seq_len, options=_options(resolved))
-                )
-            except SpecError:
-                skipped += 1
-                continue
-            tps = float(est.step.tokens_per_s)
-            per_gpu[(name, gpus)] = tps / gpus
             points.append(
                 {
-                    "fabric": name,
-                    "gpus": gpus,
-                    "nodes": int(nodes),
-                    "tokens_per_s": tps,
-                    "days": float(resolved.tokens) / tps / DAY if tps > 0 and resolved.tokens > 0 else None,
-                    "fits": bool(est.memory.fits),
+                    "fabric": series.fabric_name,
+                    "gpus": p.num_gpus,
+                    "nodes": p.nodes,
+                    "global_batch": p.global_batch,
+                    "tokens_per_s": p.tokens_per_s,
+                    "efficiency": p.scaling_efficiency,
+                    "network_efficiency": p.network_efficiency,
+                    "days": p.time_to_train_days,
+                    "fits": p.fits_memory,
                 }
             )
     if not points:
         return None
-    smallest = min(p["gpus"] for p in points)
-    reference = max(v for (n, g), v in per_gpu.items() if g == smallest)
-    for p in points:
-        p["efficiency"] = per_gpu[(p["fabric"], p["gpus"])] / reference if reference > 0 else None
-    note = (
-        f"Strong scaling at a fixed global batch of {layout.global_batch} sequences with TP{layout.tp} "
-        f"PP{layout.pp} CP{layout.cp} kept and data parallelism scaled; efficiency is per-GPU throughput "
-        f"relative to the best fabric at {smallest} GPUs."
-    )
+    note = "; ".join(curve.assumptions) + "."
     if skipped:
-        note += f" {skipped} size/fabric points were skipped (the global batch does not split evenly)."
+        note += f" {skipped} size/fabric points could not be estimated and are left out."
     if any(not p["fits"] for p in points):
-        note += " Some points do not fit in memory (shown anyway: more data parallelism shards ZeRO state)."
-    return {"fabrics": sorted({p["fabric"] for p in points}, key=names.index), "points": points, "note": note}
+        note += " Some points do not fit in memory (shown anyway)."
+    return {"fabrics": [s.fabric_name for s in curve.series], "points": points, "note": note}
 
 
 # ---------------------------------------------------------------------------------------------- goodput & cost

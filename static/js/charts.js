@@ -61,7 +61,11 @@
 
   window.clusterplanCharts = { drawAll: drawAll };
   document.addEventListener("DOMContentLoaded", function () { drawAll(document); });
-  document.addEventListener("htmx:afterSettle", function (evt) { drawAll(evt.target || document); });
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    drawAll(evt.target || document);
+    var fresh = document.querySelectorAll(".chart[data-figure]:not([data-drawn])");
+    for (var i = 0; i < fresh.length; i++) { draw(fresh[i]); }
+  });
   document.addEventListener("clusterplan:theme", function () { drawAll(document); });
   if (window.matchMedia) {
     var mq = window.matchMedia("(prefers-color-scheme: dark)");

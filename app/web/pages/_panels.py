@@ -15,7 +15,7 @@ from app.errors import NotFoundError
 from app.models.catalog import GPUEntry, ModelEntry
 from app.services import planning
 from app.web.pages import _filters
-from app.web.pages._builder import BuilderState, layout_query, state_to_scenario
+from app.web.pages._builder import BuilderState, layout_query, scenario_to_state, state_to_scenario
 
 MS = 1e3
 
@@ -40,6 +40,7 @@ class View:
     step: dict[str, Any] | None = None
     ranking: dict[str, Any] | None = None
     scaling: dict[str, Any] | None = None
+    scaling_query: str = ""  # builder: the scaling panel loads on its own from /plans/new/scaling?…
     cost: dict[str, Any] | None = None
     goodput: dict[str, Any] | None = None
     assumptions: list[dict[str, Any]] = field(default_factory=list)
@@ -87,7 +88,7 @@ def build_view(session: Session, state: BuilderState) -> View:
     """Evaluate the builder's state; problems are reported per field, never as an error page."""
     try:
         scenario = state_to_scenario(state)
-        evaluation = planning.evaluate(session, scenario, search=state.mode == "planner")
+        evaluation = planning.evaluate(session, scenario, search=state.mode == "planner", scaling=False)
     except SpecError as exc:
         return View(problems=list(exc.problems), reasons=_default_reasons())
     except NotFoundError as exc:
@@ -110,7 +111,22 @@ def build_view(session: Session, state: BuilderState) -> View:
             ],
         }
     if evaluation.result.get("status") == "ok":
+        concrete = scenario_to_state(evaluation.scenario)
+        concrete.hf_config = state.hf_config
+        view.scaling_query = concrete.query()
         view.scenario_json = json.dumps(evaluation.scenario, separators=(",", ":"))
+    return view
+
+
+def scaling_view(session: Session, state: BuilderState) -> View:
+    """Only the scaling panel of a concrete (by-hand) builder state."""
+    view = View(reasons={"scaling": "Fix the inputs to see the scaling curve."})
+    try:
+        view.scaling = scaling_panel(planning.scaling_for(session, state_to_scenario(state)))
+    except (SpecError, NotFoundError):
+        return view
+    if view.scaling is None:
+        view.reasons["scaling"] = "No GPU count around this cluster size could be estimated."
     return view
 
 

@@ -76,6 +76,18 @@ def builder(
     return render(request, "plan_new.html", context, block="results")
 
 
+@router.get("/plans/new/scaling", response_class=HTMLResponse)
+def builder_scaling(request: Request, session: SessionDep) -> HTMLResponse:
+    """The scaling panel of the builder, computed after the main results (a full page on a direct load)."""
+    state = _builder.parse_state(dict(request.query_params))
+    context = {
+        "title": "Scaling",
+        "view": _panels.scaling_view(session, state),
+        "builder_query": state.query(),
+    }
+    return render(request, "plan_scaling.html", context, block="scaling")
+
+
 @router.post("/plans", response_class=HTMLResponse)
 def save_new_plan(
     request: Request,

@@ -38,9 +38,13 @@ PUBLIC_ROUTES: dict[tuple[str, str], str] = {
     ("GET", r"/api/v1/auth/me"): "says who the caller is, including nobody",
     ("GET", r"/api/v1/(gpus|models|interconnects|fabrics|prices)(/[^/]+)?"): "public catalog data",
     ("GET", r"/catalog(/.*)?"): "public catalog pages",
-    ("GET", r"/plans/new"): "the plan builder form (saving needs plans:write)",
+    (
+        "GET",
+        r"/plans/new(/[a-z-]+)?",
+    ): "the plan builder form and its live results (saving needs plans:write)",
     ("GET", r"/api/v1/cost/prices"): "public price-book rows (catalog data)",
     ("GET", r"/api/v1/goodput/presets"): "public reference presets",
+    ("GET", r"/api/v1/network/fabrics"): "public fabric presets (catalog data)",
 }
 # Pure calculations: POST only because the inputs are a JSON document; they read the catalog and write
 # nothing, so they stay public like catalog reads (the API rate limit bounds their cost).
@@ -49,6 +53,7 @@ CALCULATIONS = (
     r"/api/v1/cost/(run|tco|breakeven|epoch|spot)",
     r"/api/v1/goodput",
     r"/api/v1/storage",
+    r"/api/v1/network/(collective|scaling|bom)",
 )
 PUBLIC_ROUTES.update({("POST", pattern): "pure calculation, writes nothing" for pattern in CALCULATIONS})
 
@@ -163,6 +168,12 @@ def tokens(sqlite_app_url: str) -> dict[str, str]:
     return made
 
 
+@pytest.fixture(scope="module")
+def walker(tokens: dict[str, str]):  # type: ignore[no-untyped-def]
+    """One remote client for the whole walk (rate limits off: the walk makes hundreds of calls)."""
+    return remote_client(app_with(rate_limit_per_minute=0))
+
+
 def _call(client, method: str, url: str, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     headers = {"Accept": "application/json", **(headers or {})}
     if method in UNSAFE and method != "DELETE":
@@ -172,7 +183,7 @@ def _call(client, method: str, url: str, headers: dict[str, str] | None = None):
 
 @pytest.mark.parametrize(("method", "path", "route"), OPERATIONS, ids=[f"{m} {p}" for m, p, _ in OPERATIONS])
 def test_route_enforces_its_requirement(
-    tokens: dict[str, str], sqlite_app_url: str, method: str, path: str, route: APIRoute
+    tokens: dict[str, str], walker, sqlite_app_url: str, method: str, path: str, route: APIRoute
 ) -> None:
     from tests.conftest import configure_app_database
 
@@ -181,7 +192,7 @@ def test_route_enforces_its_requirement(
     if not requirement.anything:
         assert public_reason(method, path), f"{method} {path} needs no credential and is not listed as public"
         return
-    client = remote_client(app_with(rate_limit_per_minute=0))
+    client = walker
     url = concrete_path(route, path)
 
     anonymous = _call(client, method, url)

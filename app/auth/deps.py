@@ -216,3 +216,33 @@ require_user.requires_user = True  # type: ignore[attr-defined]  # read by the r
 
 def principal_user_id(principal: Principal) -> uuid.UUID | None:
     return principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
+
+
+@dataclass(frozen=True)
+class RouteRequirement:
+    """What a route's dependency tree asks of its caller (read from the dependencies, not from docs)."""
+
+    scopes: frozenset[str]
+    user: bool
+    node: bool
+
+    @property
+    def anything(self) -> bool:
+        return bool(self.scopes) or self.user or self.node
+
+
+def route_requirement(dependant: Any) -> RouteRequirement:
+    """Scopes (`require_scope`), user account (`require_user`) and node token (app.auth.nodes) needed."""
+    scopes: set[str] = set()
+    user = node = False
+    stack = list(getattr(dependant, "dependencies", []))
+    while stack:
+        sub = stack.pop()
+        call = sub.call
+        scope = getattr(call, "required_scope", None)
+        if scope:
+            scopes.add(scope)
+        user = user or bool(getattr(call, "requires_user", False))
+        node = node or getattr(call, "__module__", "") == "app.auth.nodes"
+        stack.extend(sub.dependencies)
+    return RouteRequirement(frozenset(scopes), user, node)

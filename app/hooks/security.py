@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.auth.deps import AuthenticationRequired
+from app.auth.deps import AuthenticationRequired, route_requirement
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -132,6 +132,72 @@ async def authentication_required_handler(request: Request, exc: Exception) -> R
     return JSONResponse({"detail": exc.detail}, status_code=401, headers=exc.headers)
 
 
+ERROR_SCHEMA = {
+    "title": "HTTPError",
+    "type": "object",
+    "properties": {"detail": {"title": "Detail", "type": "string"}},
+    "required": ["detail"],
+}
+SECURITY_SCHEMES = {
+    "apiToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "Personal API token `cpt_…` (create one at /tokens or with `clusterplan tokens create`).",
+    },
+    "sessionCookie": {
+        "type": "apiKey",
+        "in": "cookie",
+        "name": "cp_session",
+        "description": "Browser session from POST /api/v1/auth/login; unsafe methods also need X-CSRF-Token.",
+    },
+    "nodeToken": {"type": "http", "scheme": "bearer", "description": "Node agent token `cpn_…`."},
+}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPError"}}},
+    }
+
+
+def document_security(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any]:
+    """Add security schemes, per-operation security and the 401/403/413/429 answers to the OpenAPI schema."""
+    from fastapi.routing import APIRoute, iter_route_contexts
+
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
+    components.setdefault("schemas", {}).setdefault("HTTPError", ERROR_SCHEMA)
+    for context in iter_route_contexts(app.routes):
+        route = context.original_route
+        if not isinstance(route, APIRoute) or not context.include_in_schema:
+            continue
+        requirement = route_requirement(route.dependant)
+        for method in context.methods or ():
+            operation = schema.get("paths", {}).get(str(context.path), {}).get(method.lower())
+            if operation is None:
+                continue
+            responses = operation.setdefault("responses", {})
+            if str(context.path).startswith("/api/"):
+                responses.setdefault("429", _error("Rate limit exceeded; see the Retry-After header"))
+            if "requestBody" in operation:
+                responses.setdefault("400", _error("Request body is not valid JSON or form data"))
+                responses.setdefault("413", _error("Request body too large"))
+            if requirement.node:
+                operation["security"] = [{"nodeToken": []}]
+                responses.setdefault("401", _error("Missing, unknown or revoked node token"))
+            elif requirement.anything:
+                operation["security"] = [{"apiToken": []}, {"sessionCookie": []}]
+                if requirement.scopes:
+                    scopes = ", ".join(sorted(requirement.scopes))
+                    operation["description"] = (
+                        operation.get("description") or ""
+                    ) + f"\n\nRequires scope: {scopes}."
+                responses.setdefault("401", _error("Not signed in, or a bad/expired/revoked token"))
+                responses.setdefault("403", _error("Credential lacks the scope, or a cross-site request"))
+    return schema
+
+
 def install(app: FastAPI) -> None:
     settings: Any = app.state.settings
     # Outermost: every response gets the headers, including 413/429/500 written by other middleware.
@@ -139,3 +205,12 @@ def install(app: FastAPI) -> None:
     # Innermost (appended): sits right in front of the routes.
     app.user_middleware.append(Middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes))
     app.add_exception_handler(AuthenticationRequired, authentication_required_handler)
+
+    build_schema = app.openapi
+
+    def openapi_with_security() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        return document_security(app, build_schema())
+
+    app.openapi = openapi_with_security  # type: ignore[method-assign]

@@ -6,11 +6,11 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import SessionDep
-from app.api.envelope import ListEnvelope, Paging, paging
+from app.api.envelope import ListEnvelope, Paging
 from app.auth import sessions
 from app.auth.deps import Principal, current_principal, require_user
 from app.auth.tokens import MAX_TOKEN_DAYS, SCOPES, create_token, list_tokens, revoke_token
@@ -21,6 +21,16 @@ from app.models.base import as_utc
 from app.settings import get_settings
 
 router = APIRouter(tags=["auth"])
+
+MAX_OFFSET = 2**31 - 1  # beyond a 64-bit SQL integer the database driver overflows (a 500)
+
+
+def bounded_paging(
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="rows to skip")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="rows to return")] = 100,
+) -> Paging:
+    return Paging(offset=offset, limit=limit)
+
 
 ScopeName = Annotated[str, Field(pattern="^(plans:read|plans:write|benchmarks:run|admin)$")]
 
@@ -187,7 +197,7 @@ def create_api_token(
 @router.get("/tokens", tags=["tokens"], operation_id="tokens_list", response_model=ListEnvelope[TokenPublic])
 def list_api_tokens(
     session: SessionDep,
-    page: Paging = Depends(paging),
+    page: Paging = Depends(bounded_paging),
     principal: Principal = Depends(require_user),
 ) -> ListEnvelope[TokenPublic]:
     """The caller's tokens, newest first (prefixes only; secrets are never shown again)."""

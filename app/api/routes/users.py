@@ -6,8 +6,8 @@ from fastapi import APIRouter, Depends, HTTPException, status
 from pydantic import BaseModel, Field
 
 from app.api.deps import SessionDep
-from app.api.envelope import ListEnvelope, Paging, paging
-from app.api.routes.auth import UserPublic
+from app.api.envelope import ListEnvelope, Paging
+from app.api.routes.auth import UserPublic, bounded_paging
 from app.auth.deps import Principal, require_scope
 from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
 from app.auth.users import UserExistsError, create_user, list_users
@@ -47,7 +47,7 @@ def create_user_account(
 @router.get("", operation_id="users_list", response_model=ListEnvelope[UserPublic])
 def list_user_accounts(
     session: SessionDep,
-    page: Paging = Depends(paging),
+    page: Paging = Depends(bounded_paging),
     _admin: Principal = Depends(require_scope("admin")),
 ) -> ListEnvelope[UserPublic]:
     rows, total = list_users(session, page.offset, page.limit)

@@ -585,6 +585,10 @@ def plan(
         idx = np.nonzero(mask)[0]
         if idx.size == 0:
             return []
+        if idx.size > 4 * k:
+            # keep the k best scores and everything tied with the k-th before the full sort
+            kth = np.partition(score[idx], k - 1)[k - 1]
+            idx = idx[score[idx] <= kth]
         # ties (e.g. ZeRO-1 vs ZeRO-2 at equal time) go to more headroom, then fewer GPUs
         order = np.lexsort((num_gpus[idx], -margin[idx], score[idx]))
         return [int(i) for i in idx[order[:k]]]
@@ -660,11 +664,9 @@ def pareto_front(
     for g in np.unique(num_gpus[mask]):
         idx = np.nonzero(mask & (num_gpus == g))[0]
         order = idx[np.lexsort((-headroom[idx], step_time[idx]))]
-        best_head = -math.inf
-        for i in order:  # the 2-D front is short; this walks the sorted list once
-            if headroom[i] > best_head:
-                candidates.append(int(i))
-                best_head = float(headroom[i])
+        heads = headroom[order]
+        before = np.concatenate([[-math.inf], np.maximum.accumulate(heads)[:-1]])
+        candidates += [int(i) for i in order[heads > before]]
     if not candidates:
         return []
     cand = np.asarray(candidates)

@@ -44,6 +44,7 @@ from app.core.memory import (
 )
 from app.core.model import (
     ModelSpec,
+    forward_flops_per_token,
     hardware_flops_per_token,
     layer_shape,
     model_flops_per_token,
@@ -151,15 +152,24 @@ class CollectiveTable:
         return hit
 
     def __call__(self, op: str, size: Any, ranks: Any, per_node: Any, key: np.ndarray) -> np.ndarray:
-        """Seconds per row; `key` is an integer code per row that determines (size, ranks, per node)."""
+        """Seconds per row; `key` is an integer code per row that determines (size, ranks, per node).
+
+        Rows with one rank or nothing to send take no time and are not looked up.
+        """
         size = np.asarray(size, dtype=float)
         ranks_a = np.broadcast_to(np.asarray(ranks, dtype=np.int64), size.shape)
         per_node_a = np.broadcast_to(np.asarray(per_node, dtype=np.int64), size.shape)
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        out = np.zeros(size.shape)
+        live = np.nonzero((size > 0) & (ranks_a > 1))[0]
+        if live.size == 0:
+            return out
+        _, first, inverse = np.unique(key[live], return_index=True, return_inverse=True)
+        rows = live[first]
         values = np.array(
-            [self.scalar(op, float(size[i]), int(ranks_a[i]), int(per_node_a[i])) for i in first], dtype=float
+            [self.scalar(op, float(size[i]), int(ranks_a[i]), int(per_node_a[i])) for i in rows], dtype=float
         )
-        return values[inverse.reshape(-1)]
+        out[live] = values[inverse.reshape(-1)]
+        return out
 
 
 def field_code(*columns: np.ndarray) -> np.ndarray:
@@ -374,7 +384,7 @@ def evaluate(
     bwd_last = b_bwd + b_rec
     fwd_first = b_fwd
     z3 = zero >= 3
-    k_dp = field_code(tp, pp, cp, ep, zero)
+    k_dp = field_code(tp, pp, cp, ep)  # the ZeRO stage only masks which collectives run
     z12 = (zero >= 1) & ~z3
     z0 = zero == 0
 
@@ -439,6 +449,10 @@ def evaluate(
             mode = "none"
         mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab_)
         hf = hardware_flops_per_token(model, seq_len, mode, 1.0, opts.flop_counting, vocab_)
+        if RECOMPUTE_CODES[int(rec_)] == "selective" and fw.selective_policy == "op":
+            # op-level selective checkpointing re-runs every second matmul of the forward (app.core.estimate)
+            hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab_)
+            hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab_).matmul
         return mf, hf
 
     fl = _group_apply(field_code(tp, rec), [tp, rec], flops, 2)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -142,29 +140,41 @@ def test_scaling_fabrics_side_by_side_and_claims(client: Any) -> None:
     assert ("body", "gpu_counts") in locs and ("body", "fabrics", "0") in locs
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+class CliResult:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def test_cli_commands() -> None:
-    out = run_cli("network", "collective", "all_reduce", "--nodes", "4", "--size", "16G", "--json")
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
+    """The real `clusterplan` entry point (app.cli.main.main), in process to keep the suite fast."""
+    from app.cli.main import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return CliResult(code, out.out, out.err)
+
+
+def test_cli_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_cli(capsys, "network", "collective", "all_reduce", "--nodes", "4", "--size", "16G", "--json")
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)["results"][0]
     assert res["busbw_gbps"] == pytest.approx(370, rel=0.05)
-    bom = run_cli("network", "bom", "128", "--fabric", "ib-ndr-8x400")
+    bom = run_cli(capsys, "network", "bom", "128", "--fabric", "ib-ndr-8x400")
     assert bom.returncode == 0 and "leaf" in bom.stdout and "48" in bom.stdout
-    fabrics = run_cli("network", "fabrics")
+    fabrics = run_cli(capsys, "network", "fabrics")
     assert "roce-8x400" in fabrics.stdout
-    bad = run_cli("network", "collective", "all_reduce", "--size", "12 parsecs")
+    bad = run_cli(capsys, "network", "collective", "all_reduce", "--size", "12 parsecs")
     assert bad.returncode == 2 and "bad size" in bad.stderr and "Traceback" not in bad.stderr
-    unknown = run_cli("network", "collective", "all_reduce", "--fabric", "myrinet")
+    unknown = run_cli(capsys, "network", "collective", "all_reduce", "--fabric", "myrinet")
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
 
 
-def test_cli_seed_claims_reports_required_derate() -> None:
-    out = run_cli("network", "seed-claims", "--json")
+def test_cli_seed_claims_reports_required_derate(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_cli(capsys, "network", "seed-claims", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     ib = next(s for s in data["series"] if s["fabric_name"] == "ib-ndr-8x400")
@@ -176,3 +186,24 @@ def test_cli_seed_claims_reports_required_derate() -> None:
     days = next(r for r in data["required"] if r["knob"] == "congestion_derate" and r["relative_to"])
     assert days["target_efficiency"] == pytest.approx(18 / 43, abs=1e-3)
     assert days["value"] < min(r["value"] for r in derates)
+
+
+def test_through_the_real_server(live_server: Any) -> None:
+    import httpx
+
+    r = httpx.post(
+        f"{live_server.url}/api/v1/network/collective",
+        json={
+            "op": "all_to_all",
+            "message_bytes": 16 * 2**30,
+            "cluster": {"gpu": "H100-SXM", "nodes": 4, "fabric": "ib-ndr-8x400"},
+        },
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    res = r.json()["results"][0]
+    # GTC25 S72583: 4 × DGX H100 all-to-all busbw 48 GB/s
+    assert res["busbw_gbps"] == pytest.approx(48, rel=0.08)
+    spec = httpx.get(f"{live_server.url}/openapi.json", timeout=30).json()
+    ops = {op["operationId"] for path in spec["paths"].values() for op in path.values() if "operationId" in op}
+    assert {"network_collective", "network_scaling", "network_bom", "network_fabrics_list"} <= ops

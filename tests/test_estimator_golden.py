@@ -168,3 +168,13 @@ def test_moe_total_and_active_parameters(name: str, total_b: float, active_b: fl
     counts = param_counts(find_model(name))
     assert counts.total / 1e9 == pytest.approx(total_b, rel=0.01)
     assert counts.active / 1e9 == pytest.approx(active_b, rel=0.02)
+
+
+def test_zero3_working_set_is_two_layers_or_the_live_parameter_cap() -> None:
+    from app.core.memory import zero3_working_bytes
+
+    fsdp = MEGATRON_CORE
+    assert zero3_working_bytes(1e9, fsdp) == pytest.approx(2e9 * (2 + 4))
+    capped = fsdp.with_(zero3_live_params=1e9)  # DeepSpeed stage3_max_live_parameters default
+    assert zero3_working_bytes(5e9, capped) == pytest.approx(1e9 * 2)
+    assert zero3_working_bytes(1e8, capped) == pytest.approx(2e8 * 2)

@@ -39,6 +39,10 @@ class Framework:
     param_gather_overlap: float = 1.0  # share of the forward pass the parameter all-gather may hide behind
     zero3_overlap: float = 1.0  # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind
     zero3_rank_nic: bool = False  # ZeRO-3 collectives limited to each rank's own NIC share (see DEEPSPEED)
+    # ZeRO-3 gathered-parameter working set: 0 → two whole layers of weights and gradients (FSDP unit = one
+    # transformer block, current + prefetched); > 0 → at most this many live parameters (DeepSpeed
+    # stage3_max_live_parameters), gradients going through the reduce bucket counted in comm_buffer_bytes
+    zero3_live_params: float = 0.0
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
     pp_scatter_gather: bool = True  # send 1/tp of the boundary activation per rank (Narayanan 2021 Sec. 4.1)
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels

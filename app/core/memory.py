@@ -112,6 +112,18 @@ def bytes_per_param(zero: int, dp: int, fw: Framework = MEGATRON_CORE) -> float:
     return float(sum(state_bytes(1.0, dp, zero, fw).values()))
 
 
+def zero3_working_bytes(layer_params: Any, fw: Framework) -> Any:
+    """Gathered (unsharded) weights and gradients ZeRO-3 holds at once, for layers of `layer_params` per GPU.
+
+    FSDP (Zhao et al. 2023, arXiv 2304.11277, Sec. 3.2): one unit = one transformer block, the current and the
+    prefetched one, with the current unit's unsharded gradient. DeepSpeed ZeRO-3 caps live parameters
+    (stage3_max_live_parameters); its gradients go through the reduce bucket (Framework.comm_buffer_bytes).
+    """
+    if fw.zero3_live_params > 0:
+        return np.minimum(2 * layer_params, fw.zero3_live_params) * fw.weight_bytes
+    return 2 * layer_params * (fw.weight_bytes + fw.grad_bytes)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Activations
 # ---------------------------------------------------------------------------------------------------------------
@@ -345,9 +357,8 @@ def stage_memory(
     workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
     comm = fw.comm_buffer_bytes
     if layout.zero >= 3:
-        # two layers of gathered 16-bit weights (current + prefetched) and their unsharded gradients
         layer_params = (dense_params + expert_params) / max(1.0, layers_per_gpu)
-        comm += 2 * layer_params * (fw.weight_bytes + fw.grad_bytes)
+        comm += zero3_working_bytes(layer_params, fw)
     breakdown["activations"] = float(activations)
     breakdown["logits"] = float(logits)
     breakdown["workspace"] = float(workspace)

@@ -166,6 +166,10 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         "Megatron-DeepSpeed on A100 (vTrain's cluster: 8 × HDR 200 Gb/s assumed); no flash attention",
     ),
 )
+# DeepSpeed's default stage3_max_live_parameters (deepspeed.readthedocs.io, "ZeRO" config): the ZeRO-3 rows'
+# gathered-parameter working set
+DEEPSPEED_ZERO3_LIVE_PARAMS = 1e9
+
 DEFAULT_RULE = SourceRule(
     "", MEGATRON_CORE, "ib-ndr-8x400", None, True, "model", True, 0.0, "no rule for this source: defaults"
 )
@@ -369,6 +373,8 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
             name=f"{fw.name}+deepspeed-zero3",
             zero3_overlap=DEEPSPEED.zero3_overlap,
             zero3_rank_nic=DEEPSPEED.zero3_rank_nic,
+            zero3_live_params=DEEPSPEED_ZERO3_LIVE_PARAMS,
+            comm_buffer_bytes=DEEPSPEED.comm_buffer_bytes,
             grad_reduce_bytes=DEEPSPEED.grad_reduce_bytes,
         )
     if (

@@ -646,9 +646,9 @@ def write_plot(report: Report, path: Path | str) -> Path:
     )
     xs = [0.0, lim]
     ax_mem.plot(xs, xs, color="black", lw=0.8)
-    for band, style in ((0.05, ":"), (0.15, "--")):
-        ax_mem.plot(xs, [x * (1 + band) for x in xs], color="grey", ls=style, lw=0.8)
-        ax_mem.plot(xs, [x * (1 - band) for x in xs], color="grey", ls=style, lw=0.8)
+    for frac, style in ((0.05, ":"), (0.15, "--")):
+        ax_mem.plot(xs, [x * (1 + frac) for x in xs], color="grey", ls=style, lw=0.8)
+        ax_mem.plot(xs, [x * (1 - frac) for x in xs], color="grey", ls=style, lw=0.8)
     m = s["memory"]
     ax_mem.set_title(
         f"memory per GPU: n={m['n']}, MAPE {m['mape_pct']:.1f} %" if m["n"] else "memory per GPU"

@@ -170,6 +170,7 @@ def test_heuristic_mask_matches_the_rule() -> None:
         sp=one,
         recompute=one,
         micro_batch=one,
+        recompute_layers=one * 0,
     )
     assert heuristic_mask(rows, 8).tolist() == [True, False, False, False]
 

@@ -43,6 +43,7 @@ def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
         sequence_parallel=bool(rows.sp[i]),
         recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
         micro_batch=int(rows.micro_batch[i]),
+        recompute_layers=int(rows.recompute_layers[i]) or None,
         global_batch=global_batch,
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=flash,
@@ -86,6 +87,7 @@ def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
         assert _close(float(ev.hardware_flops_per_token[j]), est.hardware_flops_per_token)
         assert int(ev.num_microbatches[j]) == layout.num_microbatches
     assert len(seen_zero) >= 3 and len(seen_recompute) >= 2
+    assert (rows.recompute_layers > 0).any() or (rows.pp == model.num_layers).all()
 
 
 def test_every_enumerated_layout_passes_check_layout_and_counts_add_up() -> None:

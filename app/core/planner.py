@@ -51,6 +51,10 @@ HEURISTIC_MAX_NODES_PER_PIPELINE = 4
 DEFAULT_MAX_CP = 16
 DEFAULT_MAX_VP = 8
 DEFAULT_MAX_MICRO_BATCH = 16
+# Partial activation recompute (Megatron --recompute-method block --recompute-num-layers k): shares of a stage's
+# layers tried besides "all" (Korthikanti et al. 2022, arXiv 2205.05198, Sec. 5: recompute only as many layers
+# as memory requires).
+PARTIAL_RECOMPUTE_SHARES = (0.25, 0.5, 0.75)
 
 # Rejection reasons, in the order they are tested (a layout is counted under the first it breaks).
 REJECTION_REASONS: tuple[str, ...] = (
@@ -87,6 +91,7 @@ class Constraints:
     max_vp: int = DEFAULT_MAX_VP
     max_micro_batch: int = DEFAULT_MAX_MICRO_BATCH
     min_headroom_bytes: float = 0.0  # free HBM required beyond the estimator's safety fraction
+    partial_recompute: bool = True  # also try full recompute of 1/4, 1/2, 3/4 of each stage's layers
     preset: Preset = "none"
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,7 +223,9 @@ def layout_label(layout: Layout) -> str:
     parts += [f"MB{layout.micro_batch}", f"ZeRO-{layout.zero}"]
     if layout.sequence_parallel:
         parts.append("SP")
-    if layout.recompute != "none":
+    if layout.recompute == "full" and layout.recompute_layers is not None:
+        parts.append(f"recompute=full({layout.recompute_layers} layers/stage)")
+    elif layout.recompute != "none":
         parts.append(f"recompute={layout.recompute}")
     return " ".join(parts)
 
@@ -351,6 +358,29 @@ def enumerate_layouts(
         allowed &= np.isin(rec, np.asarray(codes, dtype=np.int64))
     if c.sequence_parallel is not None:
         allowed &= np.isin(sp, np.asarray([int(bool(v)) for v in c.sequence_parallel], dtype=np.int64))
+    rl = np.zeros(rep.shape[0], dtype=np.int64)
+    if c.partial_recompute:
+        # partial recompute: copies of the full-recompute rows with k of the stage's L/pp layers recomputed
+        per_stage = model.num_layers // pp
+        base = np.nonzero(rec == 2)[0]
+        extra_idx, extra_rl = [], []
+        for frac in PARTIAL_RECOMPUTE_SHARES:
+            k_layers = np.floor(frac * per_stage[base]).astype(np.int64)
+            ok = (k_layers >= 1) & (k_layers < per_stage[base])
+            extra_idx.append(base[ok])
+            extra_rl.append(k_layers[ok])
+        if extra_idx:
+            e_idx = np.concatenate(extra_idx)
+            e_rl = np.concatenate(extra_rl)
+            # drop repeats (small stages round two shares to the same k)
+            _, uniq = np.unique(e_idx * (model.num_layers + 1) + e_rl, return_index=True)
+            e_idx, e_rl = e_idx[uniq], e_rl[uniq]
+            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp = (
+                np.concatenate([a, a[e_idx]]) for a in (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp)
+            )
+            allowed = np.concatenate([allowed, allowed[e_idx]])
+            rl = np.concatenate([rl, e_rl])
+            total += int(e_idx.size)
     sp_bad = (sp == 1) & (tp == 1)
     counts["sequence_parallel_needs_tp"] = int(sp_bad.sum())
     counts["constraints"] = int((~sp_bad & ~allowed).sum())
@@ -366,6 +396,7 @@ def enumerate_layouts(
         sp=sp[idx],
         recompute=rec[idx],
         micro_batch=mb[idx],
+        recompute_layers=rl[idx],
     )
     return _Space(rows, total, counts)
 
@@ -556,6 +587,7 @@ def plan(
             sequence_parallel=bool(rows.sp[i]),
             recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
             micro_batch=int(rows.micro_batch[i]),
+            recompute_layers=int(rows.recompute_layers[i]) or None,
             global_batch=global_batch,
             dtype=dtype,  # type: ignore[arg-type]
             flash_attention=flash_attention,

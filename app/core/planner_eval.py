@@ -55,12 +55,25 @@ from app.core.network import NetworkParams, Placement, collective_time, default_
 from app.core.step import ADAM_BYTES_PER_PARAM, FLASH_BACKWARD_FLOP_RATIO, STEP_COMPONENTS, _gemm, layer_times
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
-LAYOUT_ARRAYS = ("tp", "pp", "vp", "dp", "cp", "ep", "zero", "sp", "recompute", "micro_batch")
+LAYOUT_ARRAYS = (
+    "tp",
+    "pp",
+    "vp",
+    "dp",
+    "cp",
+    "ep",
+    "zero",
+    "sp",
+    "recompute",
+    "micro_batch",
+    "recompute_layers",
+)
 
 
 @dataclass
 class LayoutArrays:
-    """Layouts as columns. `recompute` holds indices into RECOMPUTE_CODES; `sp` is 0/1."""
+    """Layouts as columns. `recompute` holds indices into RECOMPUTE_CODES; `sp` is 0/1; `recompute_layers` is
+    the number of layers per stage recomputed under recompute="full", 0 meaning all (Layout's None)."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -72,6 +85,7 @@ class LayoutArrays:
     sp: np.ndarray
     recompute: np.ndarray
     micro_batch: np.ndarray
+    recompute_layers: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -233,6 +247,7 @@ def evaluate(
     mb = rows.micro_batch.astype(np.int64)
     n = len(rows)
     full = rec == 2
+    rl = rows.recompute_layers.astype(np.int64)
     m = np.maximum(1, global_batch // np.maximum(1, dp * mb))
 
     n_moe = num_moe_layers(model)
@@ -257,7 +272,9 @@ def evaluate(
     moe_act = act("none", True) if n_moe else np.zeros(n)
     mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
     kept_full = act("full", False)
-    per_layer = np.where(full, kept_full, 0.0)
+    # share of the stage's layers recomputed (Megatron --recompute-num-layers), as app.core.memory.stage_memory
+    share = np.where(full, np.where(rl > 0, rl / layers_per_gpu, 1.0), 0.0)
+    per_layer = np.where(full, share * kept_full + (1 - share) * mean_full, 0.0)
     working = np.where(full, mean_full, 0.0)
     for code, mode in ((0, "none"), (1, "selective")):
         sel = rec == code
@@ -299,34 +316,32 @@ def evaluate(
     moe_share = n_moe / model.num_layers
     fp8 = dtype == "fp8"
 
-    def per_layer_times(tok: float, tp_: float, sp_: float, cp_: float, ep_: float) -> tuple[float, ...]:
-        args = (shape, tok, seq_len, int(tp_), bool(sp_), int(cp_), int(ep_), flash)
-        dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8)
-        moe_t = layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8) if n_moe else dense
+    # per-layer compute: one array call of the estimator's own `layer_times` over the distinct groups
+    _, first, inverse = np.unique(field_code(mb, cp, tp, sp, ep), return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
+    args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
+    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8)
+    moe_t = layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8) if n_moe else dense
 
-        def mix(attr: str) -> float:
-            return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
+    def mix(attr: str) -> np.ndarray:
+        value = (1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr)
+        return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
 
-        vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
-        logits_fwd = float(_gemm(linear, tok, vocab_ / tp_, h))
-        if fw.selective_policy == "op":
-            # op-level selective checkpointing re-runs every second matmul and the pointwise ops (app.core.step)
-            selective = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")
-        else:
-            selective = mix("recompute_selective") if not flash else 0.0
-        return (
-            mix("forward"),
-            mix("backward"),
-            mix("recompute_full"),
-            selective,
-            mix("attention_fwd"),
-            logits_fwd,
-        )
-
-    lt = _group_apply(field_code(mb, cp, tp, sp, ep), [tokens, tp, sp, cp, ep], per_layer_times, 6)
-    fwd_layer, bwd_layer, rec_full, rec_sel, attn_fwd, logits_fwd = (lt[:, i] for i in range(6))
-    share = full.astype(float)
-    rec_layer = np.where(full, rec_full, np.where(rec == 1, rec_sel, 0.0))
+    fwd_layer, bwd_layer, rec_full, attn_fwd = (
+        mix("forward"),
+        mix("backward"),
+        mix("recompute_full"),
+        mix("attention_fwd"),
+    )
+    if fw.selective_policy == "op":
+        # op-level selective checkpointing re-runs every second matmul and the pointwise ops (app.core.step)
+        rec_sel = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")
+    else:
+        rec_sel = mix("recompute_selective") if not flash else np.zeros(n)
+    g_vocab = padded_vocab_size(model.vocab_size, g_tp)  # type: ignore[arg-type]
+    logits_fwd = np.asarray(_gemm(linear, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
+    rec_layer = np.where(full, share * rec_full, np.where(rec == 1, rec_sel, 0.0))
 
     act_bytes = 2.0 * tokens * h
     tp_node = np.minimum(tp, gpn)
@@ -442,20 +457,21 @@ def evaluate(
         total = total + step[key]
 
     # FLOPs per token depend on tp (vocabulary padding) and on the recompute mode
-    def flops(tp_: float, rec_: float) -> tuple[float, float]:
+    def flops(tp_: float, rec_: float, rl_: float, pp_: float) -> tuple[float, float]:
         vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
         mode = RECOMPUTE_CODES[int(rec_)]
         if mode == "selective" and flash:
             mode = "none"
+        rec_share = rl_ * pp_ / model.num_layers if mode == "full" and rl_ > 0 else 1.0
         mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab_)
-        hf = hardware_flops_per_token(model, seq_len, mode, 1.0, opts.flop_counting, vocab_)
+        hf = hardware_flops_per_token(model, seq_len, mode, rec_share, opts.flop_counting, vocab_)
         if RECOMPUTE_CODES[int(rec_)] == "selective" and fw.selective_policy == "op":
             # op-level selective checkpointing re-runs every second matmul of the forward (app.core.estimate)
             hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab_)
             hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab_).matmul
         return mf, hf
 
-    fl = _group_apply(field_code(tp, rec), [tp, rec], flops, 2)
+    fl = _group_apply(field_code(tp, rec, rl, pp), [tp, rec, rl, pp], flops, 2)
     return Evaluation(
         peak_bytes=peak,
         first_stage_bytes=first_bytes,

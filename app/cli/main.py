@@ -10,13 +10,10 @@ import sys
 
 import typer
 
+from app.cli.errors import UserError
 from app.core.errors import SpecError
 from app.discovery import iter_modules
 from app.errors import NotFoundError
-
-
-class UserError(Exception):
-    """Raised by commands for problems with the user's input; printed without a traceback."""
 
 
 def build_cli() -> typer.Typer:
@@ -47,6 +44,8 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
 
+
+__all__ = ["UserError", "build_cli", "main"]
 
 if __name__ == "__main__":
     main()

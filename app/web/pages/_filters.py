@@ -115,3 +115,11 @@ def flat_items(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 templates.env.filters["flat_items"] = flat_items
+
+
+def zip_self(values: Any) -> list[tuple[Any, Any]]:
+    """[a, b] → [(a, a), (b, b)]: option lists whose value is also their text."""
+    return [(v, v) for v in values]
+
+
+templates.env.filters["zip_self"] = zip_self

@@ -1,0 +1,334 @@
+"""Network and cost pages of a planning session: collective bandwidth on each fabric preset, and
+cloud vs on-prem cost over time with breakeven. Thin: the network and cost services do the work."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
+from sqlmodel import Session
+
+from app.api.deps import SessionDep
+from app.core.errors import Problem, SpecError
+from app.core.units import GiB, KiB, MiB
+from app.errors import NotFoundError
+from app.services import planning
+from app.web.pages import _filters, _panels
+from app.web.pages._builder import BuilderState
+from app.web.templating import render
+
+router = APIRouter()
+
+NETWORK_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+SIZE_CHOICES = {
+    "8 KiB": 8 * KiB,
+    "64 KiB": 64 * KiB,
+    "1 MiB": MiB,
+    "16 MiB": 16 * MiB,
+    "256 MiB": 256 * MiB,
+    "4 GiB": 4 * GiB,
+}
+
+
+@dataclass
+class Form:
+    """Query parameters of a tool page, parsed leniently (a bad value keeps the default, with a message)."""
+
+    values: dict[str, Any]
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+
+def _int(params: Mapping[str, str], form: Form, name: str, lo: int, hi: int) -> None:
+    if name not in params:
+        return
+    try:
+        value = int(params[name])
+        if not lo <= value <= hi:
+            raise ValueError
+        form.values[name] = value
+    except ValueError:
+        form.errors[name] = f"a whole number from {lo} to {hi:,}"
+
+
+def _float(params: Mapping[str, str], form: Form, name: str, lo: float, hi: float) -> None:
+    if name not in params:
+        return
+    try:
+        value = float(params[name])
+        if not lo <= value <= hi:
+            raise ValueError
+        form.values[name] = value
+    except ValueError:
+        form.errors[name] = f"a number from {lo:g} to {hi:g}"
+
+
+def _choice(params: Mapping[str, str], form: Form, name: str, choices: tuple[str, ...]) -> None:
+    if name in params:
+        if params[name] in choices:
+            form.values[name] = params[name]
+        else:
+            form.errors[name] = f"one of {', '.join(choices)}"
+
+
+def _text(params: Mapping[str, str], form: Form, name: str) -> None:
+    if name in params and params[name].strip():
+        form.values[name] = params[name].strip()[:200]
+
+
+def _problems(exc: Exception) -> list[Problem]:
+    if isinstance(exc, SpecError):
+        return list(exc.problems)
+    if isinstance(exc, ValidationError):
+        return list(planning.validation_problems(exc, "").problems)
+    return [Problem("gpu", str(exc))]
+
+
+# ---------------------------------------------------------------------------------------------- network
+
+
+def network_form(params: Mapping[str, str]) -> Form:
+    form = Form(
+        {
+            "gpu": "H100-SXM",
+            "nodes": 16,
+            "gpus_per_node": 8,
+            "op": "all_reduce",
+            "min_size": "64 KiB",
+            "max_size": "4 GiB",
+        }
+    )
+    _text(params, form, "gpu")
+    _int(params, form, "nodes", 1, 100_000)
+    _int(params, form, "gpus_per_node", 1, 576)
+    _choice(params, form, "op", NETWORK_OPS)
+    _choice(params, form, "min_size", tuple(SIZE_CHOICES))
+    _choice(params, form, "max_size", tuple(SIZE_CHOICES))
+    return form
+
+
+def network_view(session: Session, form: Form) -> dict[str, Any]:
+    """busbw vs message size for the chosen collective on every fabric preset (nccl-tests convention)."""
+    from app.services import network as net
+
+    fabrics = [f.name for f in net.list_fabrics()]
+    lo, hi = SIZE_CHOICES[form["min_size"]], SIZE_CHOICES[form["max_size"]]
+    if lo > hi:
+        lo, hi = hi, lo
+    problems = [Problem(k, v) for k, v in form.errors.items()]
+    series: dict[str, list[Any]] = {}
+    for name in fabrics:
+        if problems:
+            break
+        try:
+            req = net.CollectiveIn.model_validate(
+                {
+                    "op": form["op"],
+                    "sweep": {"min_bytes": lo, "max_bytes": hi, "factor": 4},
+                    "cluster": {
+                        "gpu": form["gpu"],
+                        "nodes": form["nodes"],
+                        "gpus_per_node": form["gpus_per_node"],
+                        "fabric": name,
+                    },
+                }
+            )
+            series[name] = net.run_collective(req, session).results
+        except (SpecError, ValidationError, NotFoundError) as exc:
+            problems = _problems(exc)
+    if problems or not series:
+        return {"problems": problems, "fabrics": net.list_fabrics()}
+    sizes = [r.message_bytes for r in next(iter(series.values()))]
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "x": [r.message_bytes for r in rows],
+            "y": [r.busbw_gbps for r in rows],
+            "marker": {"symbol": _panels._SYMBOLS[i % len(_panels._SYMBOLS)], "size": 7},
+            "line": {"dash": _panels._DASHES[i % len(_panels._DASHES)]},
+            "hovertemplate": "%{x:.3s}B: %{y:.1f} GB/s<extra>" + name + "</extra>",
+        }
+        for i, (name, rows) in enumerate(series.items())
+    ]
+    figure = {
+        "data": traces,
+        "layout": {
+            "xaxis": {"title": {"text": "Message size (bytes)"}, "type": "log", "automargin": True},
+            "yaxis": {"title": {"text": "Bus bandwidth (GB/s)"}, "rangemode": "tozero", "automargin": True},
+            "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
+        },
+    }
+    table = [
+        {
+            "size": size,
+            "busbw": {name: rows[i].busbw_gbps for name, rows in series.items()},
+            "time_us": {name: rows[i].time_us for name, rows in series.items()},
+        }
+        for i, size in enumerate(sizes)
+    ]
+    largest = {name: rows[-1] for name, rows in series.items()}
+    return {
+        "problems": [],
+        "figure": figure,
+        "table": table,
+        "names": list(series),
+        "largest": largest,
+        "fabrics": net.list_fabrics(),
+        "ranks": next(iter(series.values()))[0].ranks,
+    }
+
+
+@router.get("/network", response_class=HTMLResponse)
+def network_page(request: Request, session: SessionDep) -> HTMLResponse:
+    form = network_form(dict(request.query_params))
+    context = {
+        "title": "Network",
+        "form": form,
+        "view": network_view(session, form),
+        "gpus": _panels.choices(session, BuilderState(gpu=form["gpu"])).gpus,
+        "ops": NETWORK_OPS,
+        "sizes": list(SIZE_CHOICES),
+    }
+    return render(request, "plan_network.html", context, block="network_results")
+
+
+# ---------------------------------------------------------------------------------------------- cost
+
+
+def cost_form(params: Mapping[str, str]) -> Form:
+    form = Form(
+        {
+            "gpu": "H100-SXM",
+            "nodes": 16,
+            "gpus_per_node": 8,
+            "utilisation": 70.0,
+            "months": 48,
+            "depreciation": "straight_line",
+        }
+    )
+    _text(params, form, "gpu")
+    _int(params, form, "nodes", 1, 100_000)
+    _int(params, form, "gpus_per_node", 1, 72)
+    _float(params, form, "utilisation", 1.0, 100.0)
+    _int(params, form, "months", 1, 240)
+    _choice(params, form, "depreciation", ("straight_line", "economic"))
+    return form
+
+
+def cost_view(session: Session, form: Form) -> dict[str, Any]:
+    """Cumulative cost of cloud options vs owning the cluster, breakeven by option, $/GPU-hour vs utilisation."""
+    from app.schemas.cost import TcoRequest
+    from app.services import cost as cost_service
+
+    problems = [Problem(k, v) for k, v in form.errors.items()]
+    if problems:
+        return {"problems": problems}
+    try:
+        tco = cost_service.tco(
+            session,
+            TcoRequest.model_validate(
+                {
+                    "onprem": {
+                        "nodes": form["nodes"],
+                        "gpus_per_node": form["gpus_per_node"],
+                        "depreciation": form["depreciation"],
+                    },
+                    "utilisation": form["utilisation"] / 100.0,
+                    "gpu": form["gpu"],
+                    "months": form["months"],
+                }
+            ),
+        )
+    except (SpecError, ValidationError, NotFoundError, LookupError) as exc:
+        return {"problems": _problems(exc)}
+    breakevens = sorted(tco.breakevens, key=lambda b: b.usd_per_gpu_hour)
+    shown = {b.label for b in breakevens[:6]} | {"on-prem"}
+    cumulative = tco.curves.get("cumulative_usd_vs_month") or {"x": [], "series": {}}
+    per_hour = tco.curves.get("usd_per_gpu_hour_vs_utilisation") or {"x": [], "series": {}}
+
+    def traces(curve: dict[str, Any], xscale: float = 1.0) -> list[dict[str, Any]]:
+        out = []
+        for label, ys in curve["series"].items():
+            if label not in shown:
+                continue
+            out.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": label,
+                    "x": [x * xscale for x in curve["x"]],
+                    "y": [None if y is None else round(float(y), 3) for y in ys],
+                    "line": {
+                        "dash": "solid" if label == "on-prem" else "dash",
+                        "width": 3 if label == "on-prem" else 1.5,
+                    },
+                }
+            )
+        return out
+
+    legend = {"orientation": "h", "y": -0.22, "yanchor": "top"}
+    cumulative_fig = {
+        "data": traces(cumulative),
+        "layout": {
+            "xaxis": {"title": {"text": "Months"}, "automargin": True},
+            "yaxis": {"title": {"text": "Cumulative cost (USD)"}, "automargin": True},
+            "legend": legend,
+        },
+    }
+    per_hour_fig = {
+        "data": traces(per_hour, 100.0),
+        "layout": {
+            "xaxis": {"title": {"text": "Utilisation (%)"}, "automargin": True},
+            "yaxis": {"title": {"text": "Cost per GPU-hour used (USD)"}, "type": "log", "automargin": True},
+            "legend": legend,
+        },
+    }
+    options = {o.label: o for o in tco.cloud_options}
+    rows = [
+        {
+            "label": b.label,
+            "usd_per_gpu_hour": b.usd_per_gpu_hour,
+            "breakeven_months": b.breakeven_months,
+            "breakeven_utilisation": b.breakeven_utilisation,
+            "onprem_cheaper": b.onprem_cheaper_at_utilisation,
+            "date": options[b.label].price_date if b.label in options else "",
+            "stale": options[b.label].stale if b.label in options else False,
+        }
+        for b in breakevens
+    ]
+    per_hour_rows = [
+        {"utilisation": 100 * u, "onprem": per_hour["series"].get("on-prem", [None] * len(per_hour["x"]))[i]}
+        for i, u in enumerate(per_hour["x"])
+    ]
+    return {
+        "problems": [],
+        "tco": tco,
+        "rows": rows,
+        "cumulative": cumulative_fig,
+        "per_hour": per_hour_fig,
+        "per_hour_rows": per_hour_rows,
+        "assumptions": [a.model_dump() for a in tco.assumptions],
+    }
+
+
+@router.get("/cost", response_class=HTMLResponse)
+def cost_page(request: Request, session: SessionDep) -> HTMLResponse:
+    form = cost_form(dict(request.query_params))
+    context = {
+        "title": "Cost",
+        "form": form,
+        "view": cost_view(session, form),
+        "gpus": _panels.choices(session, BuilderState(gpu=form["gpu"])).gpus,
+    }
+    return render(request, "plan_cost.html", context, block="cost_results")
+
+
+_ = _filters  # the planning filters (num, label, …) are registered by importing the module

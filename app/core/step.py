@@ -47,6 +47,23 @@ FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 for
 # slower than 128 in both papers.
 FLASH_FWD_FRACTION = 0.4
 FLASH_BWD_RELATIVE = 0.8  # backward throughput relative to forward (FA2: 63 % vs 73 % of peak)
+# head-dim saturation d/(d + c), normalised at d = 128: c = 28 makes d = 64 run 15 % slower than d = 128
+FLASH_HEAD_DIM_HALF = 28.0
+# Bytes per token of the memory-bound kernels, forward (backward moves about twice as much, Korthikanti 2022
+# Table 4 shows the backward of these ops at ~2× the forward):
+#   each norm reads and writes h 16-bit values (4h B), two per layer;
+#   each bias-dropout-residual-add reads the branch output and the residual and writes the sum (6h B), and with
+#   dropout also writes and re-reads a 1-byte mask (2h B); two per layer;
+#   the activation function reads its input and writes its output (2 B per FFN element; unfused eager
+#   PyTorch doubles it: separate kernels for gate, activation and product);
+#   RoPE reads and writes Q and K (4 B per element).
+NORM_BYTES, RESIDUAL_BYTES, DROPOUT_MASK_BYTES = 4.0, 6.0, 2.0
+# Unfused attention (no flash): fused scale-mask-softmax reads and writes the 16-bit scores (4 B per score),
+# dropout adds a 1-byte mask and a 16-bit copy (5 B); the backward kernels move about 1.5× that.
+SOFTMAX_BYTES_PER_SCORE, ATTN_DROPOUT_BYTES_PER_SCORE, SOFTMAX_BACKWARD_RATIO = 4.0, 5.0, 1.5
+# fp32 softmax cross-entropy over the vocabulary shard: read 16-bit logits, write and re-read fp32
+# probabilities, write the 16-bit gradient (2 + 4 + 4 + 4 B per logit)
+CE_BYTES_PER_LOGIT = 14.0
 ADAM_BYTES_PER_PARAM = (
     38.0  # read grad+master+m+v (16), write master+m+v (12), 16-bit copy (2), clip+zero (8)
 )
@@ -140,7 +157,8 @@ def layer_times(
     rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim)
     mem_bw = hbm_bytes_per_s * fw.elementwise_efficiency
     if flash:
-        head_factor = (shape.qk_head_dim / (shape.qk_head_dim + 48.0)) / (128.0 / 176.0)
+        d = shape.qk_head_dim
+        head_factor = (d / (d + FLASH_HEAD_DIM_HALF)) / (128.0 / (128.0 + FLASH_HEAD_DIM_HALF))
         flash_rate = FLASH_FWD_FRACTION * attn_curve.max_flops * np.minimum(1.0, head_factor)
         t_core_fwd = attn_flops / flash_rate
         t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * t_core_fwd / FLASH_BWD_RELATIVE
@@ -149,13 +167,15 @@ def layer_times(
         t_core_fwd = attn_flops / rate
         t_core_bwd = 2.0 * t_core_fwd
         scores = batch_seqs * heads * q_len * seq_len
-        per_score_fwd = 4.0 + (5.0 if shape.attention_dropout else 0.0)  # scale-mask-softmax (+ dropout)
+        per_score_fwd = SOFTMAX_BYTES_PER_SCORE + (
+            ATTN_DROPOUT_BYTES_PER_SCORE if shape.attention_dropout else 0.0
+        )
         softmax_fwd = scores * per_score_fwd / mem_bw
-        softmax_bwd = 1.5 * softmax_fwd
+        softmax_bwd = SOFTMAX_BACKWARD_RATIO * softmax_fwd
     # element-wise traffic per token (bytes): norms, bias-dropout-residual, activation, RoPE
     sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
-    dropout = 2.0 if shape.hidden_dropout else 0.0
-    hidden_traffic = (2 * 4 + 2 * (6 + dropout)) * h / sp_div
+    dropout = DROPOUT_MASK_BYTES if shape.hidden_dropout else 0.0
+    hidden_traffic = (2 * NORM_BYTES + 2 * (RESIDUAL_BYTES + dropout)) * h / sp_div
     act_traffic = 2.0 * ffn_elems / tokens + (2.0 * ffn_elems / tokens if not fw.fused_elementwise else 0.0)
     rope_traffic = 4.0 * (shape.q_width + shape.kv_width) / tp if shape.rotary else 0.0
     elem_fwd = tokens * (hidden_traffic + act_traffic + rope_traffic) / mem_bw
@@ -395,7 +415,7 @@ def stage_times(
 
     vocab = padded_vocab_size(model.vocab_size, tp)
     logits_fwd = _gemm(linear, tokens, vocab / tp, shape.hidden)
-    ce = tokens * vocab / tp * 14.0 / (hbm * fw.elementwise_efficiency)  # fp32 softmax-CE fwd + bwd traffic
+    ce = tokens * vocab / tp * CE_BYTES_PER_LOGIT / (hbm * fw.elementwise_efficiency)
 
     out = []
     for stage in range(pp):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -149,3 +150,38 @@ def test_profile_report_before_and_after() -> None:
     )
     assert isinstance(profile.network, NetworkParams)
     assert profile.network.launch_overhead_s == pytest.approx(40e-6, rel=0.15)
+
+
+def test_calibrate_cli_fit_show_list_and_plot(db_url: str, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Imported mamf-finder output → versioned profile with its before/after report and a PNG plot."""
+    from pathlib import Path
+
+    from app.cli.main import main
+
+    data = Path(__file__).parent / "data" / "bench"
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    plot = tmp_path / "report.png"
+    code, out, err = run(
+        "calibrate", "fit", str(data / "mamf.txt"), "--name", "lab", "--gpu", "H100-SXM", "--plot", str(plot)
+    )
+    assert code == 0, err
+    assert "# profile lab v1 · GPU H100-SXM" in out and "before" in out and "after" in out
+    assert plot.stat().st_size > 10_000 and plot.read_bytes()[:4] == b"\x89PNG"
+    code, out, _ = run("calibrate", "fit", str(data / "all_reduce_perf.txt"), "--name", "lab", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["version"] == 2 and doc["report"]["collectives"]["mape_after_pct"] is not None
+    code, out, _ = run("calibrate", "list")
+    assert "lab" in out and "v2" in out and "v1" in out
+    code, out, _ = run("calibrate", "show", "lab", "--version", "1")
+    assert code == 0 and "GEMM: mean |error|" in out
+    code, _, err = run("calibrate", "show", "lba")
+    assert code == 2 and "unknown calibration profile 'lba'" in err and "lab" in err

@@ -284,7 +284,7 @@ def import_nccl_tests_json(data: dict[str, Any], op: str | None = None, name: st
     doc = new_document("collectives", cfg, argv=args, environment=env, source="nccl-tests")
     doc["started_at"] = data.get("start_time")
     doc["rows"] = rows
-    _fill_placement(doc, env["hostnames"], len(devices))
+    _fill_placement(doc, [str(d.get("hostname", "")) for d in devices], len(devices))
     finish(doc, "complete")
     doc["finished_at"] = data.get("end_time") or doc["finished_at"]
     return doc
@@ -292,7 +292,7 @@ def import_nccl_tests_json(data: dict[str, Any], op: str | None = None, name: st
 
 def _fill_placement(doc: dict[str, Any], hosts: list[str], ranks: int) -> None:
     """Nodes and ranks per node from the device list (every rank names its host)."""
-    nodes = max(1, len([h for h in hosts if h]))
+    nodes = max(1, len({h for h in hosts if h}))
     for row in doc["rows"]:
         row["nodes"] = nodes
         row["ranks_per_node"] = ranks // nodes if ranks and ranks % nodes == 0 else ranks

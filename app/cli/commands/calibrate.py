@@ -130,7 +130,7 @@ def fit(
     doc = import_file(result, op=op)
     with _session() as session:
         profile = fit_profile(session, doc, name, gpu, fabric)
-        data = {
+        data: dict[str, Any] = {
             "id": str(profile.id),
             "name": profile.name,
             "version": profile.version,
@@ -177,7 +177,7 @@ def show(
 
     with _session() as session:
         p = get_profile(session, name, version)
-        data = {
+        data: dict[str, Any] = {
             "id": str(p.id),
             "name": p.name,
             "version": p.version,

@@ -219,3 +219,23 @@ def test_owner_rules_for_user_rows(db_url: str) -> None:
         mine, n = service.list_price_rows(session, owner_id=owner.id)
         assert n == 1 and mine[0].id == row.id
         service.delete_price_row(session, row.id, service.LOCAL_ADMIN)
+
+
+def test_concurrent_seeding_settles_on_one_copy(empty_db_url: str) -> None:
+    """Several servers starting at once on one database: every seeder finishes and no row is duplicated."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app import migrate
+    from app.db import make_engine
+
+    migrate.upgrade(empty_db_url)
+    engine = make_engine(empty_db_url)
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            reports = list(pool.map(lambda _: seed_catalog(engine), range(3)))
+        assert sum(r.inserted.get("gpu", 0) for r in reports) == len(catalog.gpus())
+        with Session(engine) as session:
+            assert _count(session, GPUEntry) == len(catalog.gpus())
+            assert _count(session, PriceRow) == _priced_rows()
+    finally:
+        engine.dispose()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, select
 
 import app.catalog as catalog
@@ -163,14 +164,25 @@ SEEDERS: tuple[tuple[type[SQLModel], Callable[[catalog.CatalogEntry], dict[str, 
 
 
 def seed_catalog(engine: Engine | None = None) -> SeedReport:
-    """Insert or refresh the built-in catalog rows; safe to run at every start."""
+    """Insert or refresh the built-in catalog rows; safe to run at every start.
+
+    Two servers starting together on one PostgreSQL database may both try to insert the same rows; the loser's
+    transaction fails on the unique names / seed keys, and its second pass finds the rows already there.
+    """
     from app.db import get_engine
 
-    report = SeedReport()
-    with Session(engine or get_engine()) as session:
-        for table, to_row, kind in SEEDERS:
-            wanted = {name: to_row(entry) for name, entry in catalog.entries(kind).items()}
-            _seed_named(session, table, wanted, report)
-        _seed_prices(session, report)
-        session.commit()
+    engine = engine or get_engine()
+    for attempt in range(3):
+        report = SeedReport()
+        try:
+            with Session(engine) as session:
+                for table, to_row, kind in SEEDERS:
+                    wanted = {name: to_row(entry) for name, entry in catalog.entries(kind).items()}
+                    _seed_named(session, table, wanted, report)
+                _seed_prices(session, report)
+                session.commit()
+            return report
+        except IntegrityError:
+            if attempt == 2:
+                raise
     return report

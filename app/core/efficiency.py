@@ -16,7 +16,7 @@ Every function here accepts numpy arrays.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -46,9 +46,10 @@ DEFAULT_MEASURED_FRACTION = 0.80
 SUSTAINED_FRACTION = 0.85
 
 
-def measured_matmul_flops(gpu: GPUSpec, dtype: str) -> float:
-    """Best measured GEMM FLOP/s for a compute dtype, derated to sustained load; falls back to a share of peak."""
-    return _measured(gpu, dtype) * SUSTAINED_FRACTION
+def measured_matmul_flops(gpu: GPUSpec, dtype: str, sustained: bool = True) -> float:
+    """Best measured GEMM FLOP/s for a compute dtype (derated to sustained load unless `sustained=False`, the
+    burst figure a GEMM micro-benchmark sees); falls back to a share of dense peak."""
+    return _measured(gpu, dtype) * (SUSTAINED_FRACTION if sustained else 1.0)
 
 
 def _measured(gpu: GPUSpec, dtype: str) -> float:
@@ -93,8 +94,9 @@ class GemmEfficiency:
         return cls(measured_flops / saturation, half_intensity, dtype, source)
 
     @classmethod
-    def for_gpu(cls, gpu: GPUSpec, dtype: str = "bf16") -> GemmEfficiency:
-        measured = measured_matmul_flops(gpu, dtype)
+    def for_gpu(cls, gpu: GPUSpec, dtype: str = "bf16", sustained: bool = True) -> GemmEfficiency:
+        """Default curve from the catalog; `sustained=False` gives the burst curve a GEMM benchmark measures."""
+        measured = measured_matmul_flops(gpu, dtype, sustained)
         src = "catalog measured matmul" if gpu.measured_matmul_flops else "fraction of dense peak"
         return cls.from_measured(
             measured, dtype, half_intensity=half_intensity_for(gpu), source=f"{gpu.name} {dtype}: {src}"
@@ -116,6 +118,10 @@ class GemmEfficiency:
         flops = 2.0 * np.asarray(m, dtype=float) * n * k * batch
         return flops / self.flops_per_s(m, n, k)
 
+    def derated(self, fraction: float) -> GemmEfficiency:
+        """The same curve scaled to `fraction` of its throughput (sustained load)."""
+        return replace(self, max_flops=self.max_flops * fraction)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -128,3 +134,30 @@ class HardwareProfile:
     network: Any = None  # app.core.network.NetworkParams (calibrated α/β per tier), None → defaults
     name: str = "defaults"
     version: str = "1"
+
+
+def training_curves(
+    gpu: GPUSpec, dtype: str, profile: HardwareProfile | None = None
+) -> tuple[GemmEfficiency, GemmEfficiency]:
+    """(linear-layer curve, 16-bit curve for attention) a training estimate uses.
+
+    Catalog defaults are derated to sustained load; a calibrated profile's curve comes from the same kind of
+    short GEMM benchmark, so it is derated by the same SUSTAINED_FRACTION. FP8 without a calibrated FP8 curve
+    uses the catalog's measured FP8 matmul with the 16-bit curve's half-intensity.
+    """
+    bf16 = GemmEfficiency.for_gpu(gpu, "bf16")
+    gemm = profile.gemm if profile is not None else None
+    if gemm is not None and gemm.dtype in ("bf16", "fp16"):
+        bf16 = gemm.derated(SUSTAINED_FRACTION)
+    linear = bf16
+    if dtype == "fp8":
+        if gemm is not None and gemm.dtype == "fp8":
+            linear = gemm.derated(SUSTAINED_FRACTION)
+        else:
+            linear = GemmEfficiency.from_measured(
+                measured_matmul_flops(gpu, "fp8"),
+                "fp8",
+                half_intensity=bf16.half_intensity,
+                source=f"{gpu.name} fp8 measured matmul",
+            )
+    return linear, bf16

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.efficiency import SUSTAINED_FRACTION, GemmEfficiency, HardwareProfile, measured_matmul_flops
+from app.core.efficiency import SUSTAINED_FRACTION, HardwareProfile, training_curves
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, check_layout
@@ -75,27 +75,6 @@ class Estimate:
         }
 
 
-def _curves(
-    cluster: ClusterSpec, layout: Layout, profile: HardwareProfile | None
-) -> tuple[GemmEfficiency, GemmEfficiency]:
-    gpu = cluster.gpu
-    bf16 = GemmEfficiency.for_gpu(gpu, "bf16")
-    if profile is not None and profile.gemm is not None:
-        bf16 = profile.gemm if profile.gemm.dtype in ("bf16", "fp16") else bf16
-    linear = bf16
-    if layout.dtype == "fp8":
-        if profile is not None and profile.gemm is not None and profile.gemm.dtype == "fp8":
-            linear = profile.gemm
-        else:
-            linear = GemmEfficiency.from_measured(
-                measured_matmul_flops(gpu, "fp8"),
-                "fp8",
-                half_intensity=bf16.half_intensity,
-                source=f"{gpu.name} fp8 measured matmul",
-            )
-    return linear, bf16
-
-
 def estimate(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -109,7 +88,7 @@ def estimate(
     check_layout(model, cluster, layout, seq_len)
     opts = options or EstimateOptions()
     fw = opts.framework
-    linear, attn_curve = _curves(cluster, layout, profile)
+    linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile)
     vocab = padded_vocab_size(model.vocab_size, layout.tp)
     counts = param_counts(model)
     mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab)

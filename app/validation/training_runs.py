@@ -502,11 +502,11 @@ def evaluate_row(row: Row) -> RowResult:
         est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)
         per_layer: dict[str, float] = {}
         if metric == "layer_fwd_plus_bwd_ms":
-            from app.core.efficiency import GemmEfficiency
+            from app.core.efficiency import training_curves
             from app.core.step import stage_times
 
-            curve = GemmEfficiency.for_gpu(gpu, "bf16")
-            stage_times(model, cluster, layout, est.seq_len, curve, curve, fw, None, True, per_layer)
+            linear, attn = training_curves(gpu, layout.dtype)
+            stage_times(model, cluster, layout, est.seq_len, linear, attn, fw, None, True, per_layer)
         predicted = predict_metric(row, est, rule, model, per_layer)
     except SpecError as exc:
         result.skipped = f"inconsistent row: {exc}"

@@ -36,6 +36,9 @@ class ConstraintsIn(BaseModel):
     max_vp: int = Field(default=8, ge=1, le=128)
     max_micro_batch: int = Field(default=16, ge=1, le=1024)
     min_headroom_gib: float = Field(default=0.0, ge=0, description="free HBM per GPU required (GiB)")
+    partial_recompute: bool = Field(
+        default=True, description="also try full recompute of 1/4, 1/2 and 3/4 of each stage's layers"
+    )
     preset: Literal["none", "heuristic"] = Field(
         default="none",
         description="'heuristic': the seed rule (TP inside a node ≤ 8, PP inside ≤ 4 nodes, DP across racks)",
@@ -60,6 +63,7 @@ class ConstraintsIn(BaseModel):
             max_vp=self.max_vp,
             max_micro_batch=self.max_micro_batch,
             min_headroom_bytes=self.min_headroom_gib * GiB,
+            partial_recompute=self.partial_recompute,
             preset=self.preset,
         )
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from app.cli.main import build_cli
@@ -113,3 +114,43 @@ def test_cli_bad_input_exits_2_without_traceback() -> None:
         timeout=120,
     )
     assert proc.returncode == 2 and "--rank-by" in proc.stderr
+
+
+def test_price_book_rows_from_the_database_feed_the_cost_ranking(db_url: str) -> None:
+    """Users' price rows in the DB (SQLite and PostgreSQL) count towards the default $/GPU-hour."""
+    from datetime import date
+
+    from sqlmodel import Session
+
+    from app.db import get_engine
+    from app.models import PriceRow
+    from app.services.planner import price_for, search
+
+    file_price, file_source = price_for("H100-SXM")
+    file_count = int(file_source.split("median of ")[1].split(" ")[0])
+    with Session(get_engine()) as session:
+        for i in range(file_count + 1):  # enough expensive rows to move the median above every built-in quote
+            session.add(
+                PriceRow(
+                    category="cloud_gpu",
+                    item=f"planner test instance {i}",
+                    vendor="TestCloud",
+                    region="test-1",
+                    pricing_model="on-demand",
+                    unit="instance-hour",
+                    price_usd=8000.0,
+                    usd_per_gpu_hour=1000.0,
+                    gpu_name="H100-SXM",
+                    gpus_per_unit=8,
+                    price_date=date(2026, 1, 1),
+                    source="https://example.test/prices",
+                    builtin=False,
+                )
+            )
+        session.commit()
+        price, source = price_for("H100-SXM", session)
+        assert price == 1000.0 and f"median of {2 * file_count + 1} " in source
+        out = search(dict(BODY, rank_by="cost"), session)
+        assert out.usd_per_gpu_hour == 1000.0
+        assert out.best["cost_usd"] == pytest.approx(out.best["time_to_train_s"] / 3600 * 64 * 1000.0)
+    assert file_price < 1000.0

@@ -135,3 +135,12 @@ class ComparisonPublic(BaseModel):
     plans: list[ComparisonColumn]
     rows: list[ComparisonRow]
     differences: int = Field(description="number of rows whose values differ")
+
+
+class NotFoundOut(BaseModel):
+    """Body of a 404: what was looked up, and close matches when there are any."""
+
+    detail: str
+    kind: str
+    name: str
+    suggestions: list[str] = Field(default_factory=list)

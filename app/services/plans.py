@@ -44,6 +44,7 @@ from app.services import planning
 EXPORT_FORMAT = "clusterplan-plan"
 EXPORT_FORMAT_VERSION = 1
 MIN_COMPARE, MAX_COMPARE = 2, 4
+MAX_OFFSET = 2**53  # larger offsets select nothing anyway, and do not fit a database integer
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -249,6 +250,7 @@ def list_revisions(
     pid = _parse_id(plan_id)
     if session.get(Plan, pid) is None:
         raise NotFoundError("plan", str(pid))
+    offset = min(offset, MAX_OFFSET)
     count = session.exec(
         select(func.count()).select_from(PlanRevision).where(PlanRevision.plan_id == pid)
     ).one()
@@ -274,6 +276,7 @@ def list_plans(
     session: Session, offset: int = 0, limit: int = 100, q: str | None = None
 ) -> tuple[list[PlanSummary], int]:
     """Plans, most recently changed first, with the latest revision's headline figures."""
+    offset = min(offset, MAX_OFFSET)
     where = []
     if q:
         pattern = f"%{q.strip().lower()}%"

@@ -13,6 +13,7 @@ from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, require_scope
 from app.schemas.plans import (
     ComparisonPublic,
+    NotFoundOut,
     PlanCreate,
     PlanDuplicate,
     PlanPublic,
@@ -24,6 +25,10 @@ from app.schemas.plans import (
 from app.services import plans as plan_service
 
 router = APIRouter(prefix="/plans", tags=["plans"])
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": NotFoundOut, "description": "no such plan or revision"}
+}
 
 ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
@@ -66,6 +71,7 @@ def list_plans(
 
 @router.get(
     "/compare",
+    responses=NOT_FOUND,
     operation_id="compare_plans",
     response_model=ComparisonPublic,
     summary="Compare 2 to 4 plans side by side",
@@ -79,7 +85,11 @@ def compare_plans(
 
 
 @router.get(
-    "/{plan_id}", operation_id="get_plan", response_model=PlanPublic, summary="A plan and its latest revision"
+    "/{plan_id}",
+    operation_id="get_plan",
+    responses=NOT_FOUND,
+    response_model=PlanPublic,
+    summary="A plan and its latest revision",
 )
 def get_plan(plan_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -> PlanPublic:
     return plan_service.get_plan(session, plan_id)
@@ -87,6 +97,7 @@ def get_plan(plan_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -> Pl
 
 @router.post(
     "/{plan_id}/revisions",
+    responses=NOT_FOUND,
     operation_id="revise_plan",
     status_code=status.HTTP_201_CREATED,
     response_model=PlanPublic,
@@ -98,6 +109,7 @@ def revise_plan(plan_id: uuid.UUID, body: PlanRevise, session: SessionDep, princ
 
 @router.put(
     "/{plan_id}",
+    responses=NOT_FOUND,
     operation_id="update_plan",
     response_model=PlanPublic,
     summary="Update a plan (same as POST …/revisions: a new revision, the old ones are kept)",
@@ -108,6 +120,7 @@ def update_plan(plan_id: uuid.UUID, body: PlanRevise, session: SessionDep, princ
 
 @router.get(
     "/{plan_id}/revisions",
+    responses=NOT_FOUND,
     operation_id="list_plan_revisions",
     response_model=ListEnvelope[RevisionSummary],
     summary="A plan's revisions, newest first",
@@ -121,6 +134,7 @@ def list_revisions(
 
 @router.get(
     "/{plan_id}/revisions/{revision}",
+    responses=NOT_FOUND,
     operation_id="get_plan_revision",
     response_model=RevisionPublic,
     summary="One revision of a plan",
@@ -133,6 +147,7 @@ def get_revision(
 
 @router.post(
     "/{plan_id}/duplicate",
+    responses=NOT_FOUND,
     operation_id="duplicate_plan",
     status_code=status.HTTP_201_CREATED,
     response_model=PlanPublic,
@@ -146,6 +161,7 @@ def duplicate_plan(
 
 @router.delete(
     "/{plan_id}",
+    responses=NOT_FOUND,
     operation_id="delete_plan",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
@@ -163,7 +179,7 @@ RevisionQuery = Annotated[int | None, Query(ge=1, description="revision number; 
     "/{plan_id}/export.json",
     operation_id="export_plan_json",
     summary="Export a revision as JSON with app version, formula version, price-book date and calibration profile",
-    responses={200: {"content": {"application/json": {}}}},
+    responses={**NOT_FOUND, 200: {"content": {"application/json": {}}}},
 )
 def export_plan_json(
     plan_id: uuid.UUID, session: SessionDep, _principal: ReadDep, revision: RevisionQuery = None
@@ -180,7 +196,7 @@ def export_plan_json(
     operation_id="export_plan_csv",
     summary="Export a revision as CSV (section, key, value, unit, source) with the same provenance",
     response_class=PlainTextResponse,
-    responses={200: {"content": {"text/csv": {}}}},
+    responses={**NOT_FOUND, 200: {"content": {"text/csv": {}}}},
 )
 def export_plan_csv(
     plan_id: uuid.UUID, session: SessionDep, _principal: ReadDep, revision: RevisionQuery = None

@@ -84,7 +84,11 @@ def test_gemm_validation() -> None:
         validate_gemm(GemmConfig(shapes=(GemmShape(0, 4, 4),), dtypes=("bf16", "int4"), device="cuda"), 0)
     assert {p.field for p in err.value.problems} == {"shapes.0", "dtype", "device"}
     with pytest.raises(SpecError, match="FP8 tensor cores"):
-        validate_gemm(GemmConfig(shapes=(GemmShape(8, 8, 8),), dtypes=("fp8",)), 1, fp8_supported=False)
+        validate_gemm(GemmConfig(shapes=(GemmShape(16, 16, 16),), dtypes=("fp8",)), 1, fp8_supported=False)
+    with pytest.raises(SpecError, match="multiples of 16"):
+        validate_gemm(
+            GemmConfig(shapes=(GemmShape(4096, 4096, 4100),), dtypes=("fp8",)), 1, fp8_supported=True
+        )
 
 
 def test_shape_ranges_like_mamf_finder() -> None:

@@ -206,6 +206,26 @@ def test_gemm_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0, err
     doc = json.loads(out)
     assert doc["rows"][0]["m"] == 96 and doc["config"]["flush_cache"] is True
+    code, out, err = run_main(
+        [
+            "bench",
+            "gemm",
+            "--device",
+            "cpu",
+            "--dtype",
+            "all",
+            "--shapes",
+            "32",
+            "--iters",
+            "2",
+            "--warmup-iters",
+            "0",
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert [r["dtype"] for r in json.loads(out)["rows"]] == ["fp32", "bf16", "fp16"]  # no tf32/fp8 on CPU
 
 
 @pytest.mark.parametrize(

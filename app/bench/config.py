@@ -193,6 +193,14 @@ def validate_gemm(config: GemmConfig, cuda_devices: int, fp8_supported: bool = F
         p.add("device", "CUDA requested but no CUDA GPU is visible on this node; use --device cpu")
     if "fp8" in config.dtypes and not fp8_supported:
         p.add("dtype", "fp8 GEMM needs a GPU with FP8 tensor cores (compute capability ≥ 8.9)")
+    if "fp8" in config.dtypes:
+        for i, shape in enumerate(config.shapes):
+            # torch._scaled_mm (cuBLASLt FP8) needs every dimension divisible by 16.
+            if min(shape.m, shape.n, shape.k) >= 1 and (shape.m % 16 or shape.n % 16 or shape.k % 16):
+                p.add(
+                    f"shapes.{i}",
+                    f"{shape.m}x{shape.n}x{shape.k}: fp8 GEMM dimensions must be multiples of 16",
+                )
     p.check(config.iters >= 1, "iters", "must be ≥ 1")
     p.check(config.warmup_iters >= 0, "warmup_iters", "must be ≥ 0")
     p.raise_if_any()

@@ -23,6 +23,19 @@ TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bflo
 CPU_FLUSH_BYTES = 64 * 2**20
 
 
+def supported_dtypes(device: str) -> tuple[str, ...]:
+    """Every GEMM dtype the device runs: tf32 needs an NVIDIA GPU (≥ Ampere), fp8 FP8 tensor cores."""
+    if not device.startswith("cuda"):
+        return ("fp32", "bf16", "fp16")
+    out = ["fp32"]
+    if torch.cuda.get_device_capability(0) >= (8, 0):
+        out.append("tf32")
+    out += ["bf16", "fp16"]
+    if fp8_supported():
+        out.append("fp8")
+    return tuple(out)
+
+
 def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -95,8 +108,12 @@ def run_gemm(
 ) -> dict[str, Any]:
     """Run the sweep; the document (partial while running) is rewritten to out_path after every shape."""
     gpus = cuda_device_count()
-    validate_gemm(config, gpus, fp8_supported())
     device = resolve_device(config.device)
+    if config.dtypes == ("all",):
+        from dataclasses import replace
+
+        config = replace(config, dtypes=supported_dtypes(device))
+    validate_gemm(config, gpus, fp8_supported())
     if device == "cpu" and "tf32" in config.dtypes:
         from app.core.errors import Problem, SpecError
 
@@ -126,6 +143,8 @@ def run_gemm(
                 if out_path:
                     write_document(doc, out_path)
         del flush
+        if dev.startswith("cuda"):
+            torch.cuda.empty_cache()  # give the memory back before NCCL ranks start on the same GPUs
     finish(doc, "complete")
     if out_path:
         write_document(doc, out_path)

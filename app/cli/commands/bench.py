@@ -54,7 +54,10 @@ def _emit(doc: dict[str, Any], as_json: bool, out: Path | None) -> None:
 def gemm(
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     dtype: Annotated[
-        list[str], typer.Option(help="fp32, tf32, bf16, fp16, fp8 (repeat or comma-separate)")
+        list[str],
+        typer.Option(
+            help="fp32, tf32, bf16, fp16, fp8 (repeat or comma-separate), or all the device supports"
+        ),
     ] = ["bf16"],  # noqa: B006
     shapes: Annotated[
         str | None, typer.Option(help='"M N K; …", a size per square shape, or start:stop:step per dimension')

@@ -257,6 +257,12 @@ def test_bad_job_requests(api: TestClient) -> None:
     locs = {tuple(d["loc"]) for d in bad.json()["detail"]}
     assert ("body", "params", "op") in locs and ("body", "params", "maxbytes") in locs
     assert api.post("/api/v1/benchmarks", json={"kind": "disk"}).status_code == 422
+    unknown_model = api.post("/api/v1/benchmarks", json={"kind": "gemm", "params": {"model": "llama-9"}})
+    assert unknown_model.status_code == 422 and "Llama-3-8B" in unknown_model.text
+    model_job = api.post(
+        "/api/v1/benchmarks", json={"kind": "gemm", "params": {"model": "llama-3-8b", "tp": 2}}
+    )
+    assert model_job.status_code == 202
     missing = api.post("/api/v1/benchmarks", json={**JOB, "target_node": "no-such-node"})
     assert missing.status_code == 404 and missing.json()["kind"] == "node"
     assert api.get(f"/api/v1/benchmarks/{uuid.uuid4()}").status_code == 404

@@ -26,7 +26,17 @@ DEFAULT_CALIBRATION_OPS = ("all_reduce", "all_gather", "reduce_scatter")
 
 def gemm_config_from_params(params: dict[str, Any]) -> GemmConfig:
     shapes: list[GemmShape]
-    if params.get("shapes"):
+    if params.get("model"):
+        from app.bench.shapes import model_gemm_shapes
+        from app.catalog import find_model
+
+        shapes = model_gemm_shapes(
+            find_model(str(params["model"])),
+            tp=int(params.get("tp", 1)),
+            micro_batch=int(params.get("micro_batch", 1)),
+            seq_len=int(params.get("seq_len", 4096)),
+        )
+    elif params.get("shapes"):
         raw = params["shapes"]
         if isinstance(raw, str):
             shapes = [GemmShape(m, n, k) for m, n, k in parse_shape_ranges(raw)]

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
-from app.bench.config import CollectiveConfig, GemmConfig, GemmShape, validate_collectives, validate_gemm
+from app.bench.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
@@ -56,8 +56,9 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
     if kind in ("gemm", "calibration"):
         gp = params.get("gemm", params)
         try:
-            sizes = [int(s) for s in gp.get("sizes", (256,))]
-            shapes = tuple(GemmShape(s, s, s) for s in sizes)
+            from app.bench.job import gemm_config_from_params
+
+            shapes = gemm_config_from_params(gp).shapes
             dtypes = tuple(gp.get("dtypes") or [gp.get("dtype", "bf16")])
             cfg_g = GemmConfig(
                 shapes=shapes,
@@ -69,7 +70,7 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
             validate_gemm(cfg_g, known_gpus, fp8_supported=True)
         except SpecError as exc:
             problems += [Problem(f"params.{p.field}", p.message) for p in exc.problems]
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, LookupError) as exc:
             problems.append(Problem("params", str(exc)))
     if problems:
         raise SpecError(problems)

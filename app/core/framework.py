@@ -62,10 +62,7 @@ MEGATRON_CORE = Framework(name="megatron-core")
 
 # NeMo on Megatron-core with Transformer Engine userbuffers (tp_comm_overlap=True in the NeMo performance
 # recipes, NVIDIA/NeMo docs/source/performance/performance_summary.md), distributed optimizer.
-# Gradients kept and reduced in bf16 (NeMo optim.grad_sync_dtype bf16): with an fp32 gradient buffer the
-# published NeMo 24.07 layouts (e.g. GPT3-20B tp2 mbs2, Llama3-8B cp2, GPT3-175B tp4 pp8 mbs2 on 80 GB) would
-# not fit without recompute, which those recipes do not use.
-NEMO = MEGATRON_CORE.with_(name="nemo", tp_overlap=0.8, pp_overlap=0.5, grad_bytes=2.0, grad_reduce_bytes=2.0)
+NEMO = MEGATRON_CORE.with_(name="nemo", tp_overlap=0.8, pp_overlap=0.5)
 
 # Megatron-LM as of Narayanan et al. 2021 / Korthikanti et al. 2022: no gradient-reduction overlap
 # ("no grad all-reduce overlap used", Korthikanti Sec. 6.3), no TP overlap, fp32 gradient all-reduce.

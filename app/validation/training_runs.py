@@ -110,7 +110,7 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
     ),
     SourceRule(
         "Megatron-LM README",
-        NEMO.with_(name="megatron-core-te", grad_bytes=4.0, grad_reduce_bytes=4.0),
+        NEMO.with_(name="megatron-core-te"),
         "ib-ndr-8x400",
         None,
         True,

@@ -108,7 +108,7 @@ def collective(
         return
     first = out.results[0]
     typer.echo(
-        f"{first.op} over {first.ranks} ranks ({first.ranks_per_node} per node, {first.nodes} node(s)) "
+        f"{first.op} over {first.ranks} ranks ({first.ranks_per_node} per node, {first.nodes} scale-up domain(s)) "
         f"on {out.cluster}, fabric {out.fabric}; parameters {out.params}"
     )
     typer.echo(
@@ -245,9 +245,12 @@ def scaling(
 
 
 def render_scaling(out: Any) -> str:
-    lines = [f"{out.model} on {out.gpu}, {out.mode} scaling, efficiency vs {out.baseline_gpus} GPUs"]
+    lines = [
+        f"{out.model} on {out.gpu}, {out.mode} scaling; 'scaling' = per-GPU throughput vs {out.baseline_gpus} GPUs "
+        "on the same fabric, 'network' = share of the step not stalled on communication"
+    ]
     lines.append(
-        f"{'fabric':22s} {'GPUs':>6} {'step s':>8} {'exposed comm s':>15} {'scaling':>8} {'MFU':>6} {'days':>8}"
+        f"{'fabric':22s} {'GPUs':>6} {'step s':>8} {'exposed comm s':>15} {'scaling':>8} {'network':>8} {'MFU':>6} {'days':>8}"
     )
     for s in out.series:
         for p in s["points"]:
@@ -258,7 +261,8 @@ def render_scaling(out: Any) -> str:
             days = p.get("time_to_train_days")
             lines.append(
                 f"{s['fabric_name']:22s} {p['num_gpus']:6d} {p['step_time_s']:8.3f} {comm:15.3f} "
-                f"{p['scaling_efficiency'] * 100:7.1f}% {p['mfu'] * 100:5.1f}% {days if days is None else round(days, 1)!s:>8}"
+                f"{p['scaling_efficiency'] * 100:7.1f}% {p['network_efficiency'] * 100:7.1f}% "
+                f"{p['mfu'] * 100:5.1f}% {days if days is None else round(days, 1)!s:>8}"
             )
     for r in out.required:
         val = "not reachable" if r.value is None else f"{r.value:.4g} {r.unit}"

@@ -131,6 +131,12 @@ def test_bad_model_bodies_name_their_fields(client: Any) -> None:
     assert r.status_code == 422
     fields = {d["loc"][-1] for d in r.json()["detail"]}
     assert {"num_layers", "activation", "num_attention_heads"} <= fields
+    huge = catalog.find_model("GPT-2").to_dict() | {"name": "huge", "num_layers": 10**21}
+    r = client.post("/api/v1/models", json=huge)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "num_layers"
+    huge_hf = json.loads((HF_DIR / "gpt2.json").read_text()) | {"n_layer": 10**21}
+    r = client.post("/api/v1/models", json={"name": "huge", "hf_config": huge_hf})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "hf_config", "num_layers"]
     neither = client.post("/api/v1/models", json={"name": "nothing"})
     assert neither.status_code == 422
 
@@ -187,6 +193,7 @@ def test_builtin_price_rows_are_read_only(client: Any) -> None:
         ({"price_date": "last week"}, "price_date"),
         ({"gpu_name": "H1000"}, "gpu_name"),
         ({"gpus_per_unit": 0}, "gpus_per_unit"),
+        ({"gpus_per_unit": 10**11}, "gpus_per_unit"),  # would overflow the integer column
     ],
 )
 def test_bad_price_rows_name_the_field(client: Any, overrides: dict[str, Any], field: str) -> None:

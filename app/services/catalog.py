@@ -174,6 +174,23 @@ def catalog_date(kind: str, name: str) -> str:
     return entry.date if entry else ""
 
 
+# Upper bounds on users' input: far beyond any real model or price, low enough for every integer column and for
+# the arithmetic downstream.
+MODEL_LIMITS = {
+    "num_layers": 10_000,
+    "hidden_size": 1_000_000,
+    "num_attention_heads": 100_000,
+    "num_kv_heads": 100_000,
+    "ffn_hidden_size": 10_000_000,
+    "vocab_size": 100_000_000,
+    "head_dim": 100_000,
+    "max_seq_len": 1_000_000_000,
+    "num_experts": 100_000,
+}
+MAX_GPUS_PER_UNIT = 1_000_000
+MAX_PRICE_USD = 1e12
+
+
 # --- user models ---------------------------------------------------------------------------------------------
 
 
@@ -231,6 +248,16 @@ def validate_model_spec(spec: ModelSpec) -> list[Problem]:
             problems.append(Problem(field_name, f"must be a positive integer, got {value!r}"))
     if not isinstance(spec.vocab_size, int) or spec.vocab_size < 1:
         problems.append(Problem("vocab_size", f"must be a positive integer, got {spec.vocab_size!r}"))
+    for field_name, limit in MODEL_LIMITS.items():
+        value = getattr(spec, field_name, None)
+        if isinstance(value, int) and value > limit:
+            problems.append(Problem(field_name, f"must be at most {limit:,}, got {value:,}"))
+    if spec.moe is not None:
+        for field_name in ("num_experts", "expert_ffn_hidden_size", "num_shared_experts"):
+            value = getattr(spec.moe, field_name)
+            limit = MODEL_LIMITS["ffn_hidden_size" if "ffn" in field_name else "num_experts"]
+            if value > limit:
+                problems.append(Problem(f"moe.{field_name}", f"must be at most {limit:,}, got {value:,}"))
     if not spec.name.strip() or len(spec.name) > 100:
         problems.append(Problem("name", "must be 1 to 100 characters"))
     if problems:
@@ -367,8 +394,11 @@ def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
         problems.append(Problem("price_usd", "must be a number ≥ 0"))
     if clean.get("usd_per_gpu_hour") is not None and clean["usd_per_gpu_hour"] < 0:
         problems.append(Problem("usd_per_gpu_hour", "must be ≥ 0"))
-    if clean.get("gpus_per_unit") is not None and clean["gpus_per_unit"] < 1:
-        problems.append(Problem("gpus_per_unit", "must be ≥ 1"))
+    if clean.get("gpus_per_unit") is not None and not 1 <= clean["gpus_per_unit"] <= MAX_GPUS_PER_UNIT:
+        problems.append(Problem("gpus_per_unit", f"must be between 1 and {MAX_GPUS_PER_UNIT:,}"))
+    for key in ("price_usd", "usd_per_gpu_hour"):
+        if clean.get(key) is not None and clean[key] > MAX_PRICE_USD:
+            problems.append(Problem(key, f"must be at most {MAX_PRICE_USD:,.0f}"))
     if clean.get("gpu_name"):
         canonical = catalog.resolve_name("gpu", clean["gpu_name"])
         if canonical is None:

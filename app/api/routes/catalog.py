@@ -25,6 +25,10 @@ from app.services import catalog as catalog_service
 
 router = APIRouter()
 
+LIMITS = catalog_service.MODEL_LIMITS
+MAX_GPUS_PER_UNIT = catalog_service.MAX_GPUS_PER_UNIT
+MAX_PRICE_USD = catalog_service.MAX_PRICE_USD
+
 WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
 PagingDep = Annotated[Paging, Depends(paging)]
 NamePath = Annotated[str, Path(min_length=1, max_length=200, description="name or alias (case-insensitive)")]
@@ -113,22 +117,22 @@ class PricePublic(BaseModel):
 
 class MoEIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    num_experts: int = Field(ge=1)
-    experts_per_token: int = Field(ge=1)
-    expert_ffn_hidden_size: int = Field(ge=1)
-    num_shared_experts: int = Field(0, ge=0)
-    shared_expert_ffn_hidden_size: int = Field(0, ge=0)
-    first_dense_layers: int = Field(0, ge=0)
-    moe_layer_frequency: int = Field(1, ge=1)
+    num_experts: int = Field(ge=1, le=LIMITS["num_experts"])
+    experts_per_token: int = Field(ge=1, le=LIMITS["num_experts"])
+    expert_ffn_hidden_size: int = Field(ge=1, le=LIMITS["ffn_hidden_size"])
+    num_shared_experts: int = Field(0, ge=0, le=LIMITS["num_experts"])
+    shared_expert_ffn_hidden_size: int = Field(0, ge=0, le=LIMITS["ffn_hidden_size"])
+    first_dense_layers: int = Field(0, ge=0, le=LIMITS["num_layers"])
+    moe_layer_frequency: int = Field(1, ge=1, le=LIMITS["num_layers"])
 
 
 class MLAIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    q_lora_rank: int = Field(0, ge=0)
-    kv_lora_rank: int = Field(ge=1)
-    qk_nope_head_dim: int = Field(ge=1)
-    qk_rope_head_dim: int = Field(ge=1)
-    v_head_dim: int = Field(ge=1)
+    q_lora_rank: int = Field(0, ge=0, le=LIMITS["hidden_size"])
+    kv_lora_rank: int = Field(ge=1, le=LIMITS["hidden_size"])
+    qk_nope_head_dim: int = Field(ge=1, le=LIMITS["head_dim"])
+    qk_rope_head_dim: int = Field(ge=1, le=LIMITS["head_dim"])
+    v_head_dim: int = Field(ge=1, le=LIMITS["head_dim"])
 
 
 class ModelSpecIn(BaseModel):
@@ -136,16 +140,18 @@ class ModelSpecIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=100)
-    num_layers: int = Field(ge=1)
-    hidden_size: int = Field(ge=1)
-    num_attention_heads: int = Field(ge=1)
-    num_kv_heads: int | None = Field(None, ge=1, description="defaults to num_attention_heads (MHA)")
-    ffn_hidden_size: int = Field(ge=1)
-    vocab_size: int = Field(ge=1)
+    num_layers: int = Field(ge=1, le=LIMITS["num_layers"])
+    hidden_size: int = Field(ge=1, le=LIMITS["hidden_size"])
+    num_attention_heads: int = Field(ge=1, le=LIMITS["num_attention_heads"])
+    num_kv_heads: int | None = Field(
+        None, ge=1, le=LIMITS["num_kv_heads"], description="defaults to num_attention_heads (MHA)"
+    )
+    ffn_hidden_size: int = Field(ge=1, le=LIMITS["ffn_hidden_size"])
+    vocab_size: int = Field(ge=1, le=LIMITS["vocab_size"])
     activation: Literal["swiglu", "geglu", "gelu", "relu", "squared_relu"]
     tied_embeddings: bool = False
-    head_dim: int = Field(0, ge=0)
-    max_seq_len: int = Field(4096, ge=1)
+    head_dim: int = Field(0, ge=0, le=LIMITS["head_dim"])
+    max_seq_len: int = Field(4096, ge=1, le=LIMITS["max_seq_len"])
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
     attention_bias: bool = False
@@ -194,10 +200,10 @@ class PriceCreate(BaseModel):
     region: str = Field("", max_length=100)
     pricing_model: str = Field("", max_length=100, examples=["on-demand"])
     unit: str = Field("", max_length=50, examples=["GPU-hour"])
-    price_usd: float = Field(ge=0)
-    usd_per_gpu_hour: float | None = Field(None, ge=0)
+    price_usd: float = Field(ge=0, le=MAX_PRICE_USD)
+    usd_per_gpu_hour: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
     gpu_name: str | None = Field(None, max_length=100, description="catalog GPU name or alias")
-    gpus_per_unit: int | None = Field(None, ge=1)
+    gpus_per_unit: int | None = Field(None, ge=1, le=MAX_GPUS_PER_UNIT)
     price_date: date
     source: str = Field(min_length=1, max_length=2000)
     confidence: str = Field("user", max_length=50)
@@ -213,10 +219,10 @@ class PriceUpdate(BaseModel):
     region: str | None = Field(None, max_length=100)
     pricing_model: str | None = Field(None, max_length=100)
     unit: str | None = Field(None, max_length=50)
-    price_usd: float | None = Field(None, ge=0)
-    usd_per_gpu_hour: float | None = Field(None, ge=0)
+    price_usd: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
+    usd_per_gpu_hour: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
     gpu_name: str | None = Field(None, max_length=100)
-    gpus_per_unit: int | None = Field(None, ge=1)
+    gpus_per_unit: int | None = Field(None, ge=1, le=MAX_GPUS_PER_UNIT)
     price_date: date | None = None
     source: str | None = Field(None, min_length=1, max_length=2000)
     confidence: str | None = Field(None, max_length=50)

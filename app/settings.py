@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     database_url: str = ""  # empty → sqlite:///<data_dir>/clusterplan.db
     secret_key: str = DEFAULT_SECRET_KEY
     host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
+    port: int = Field(default=8000, ge=1, le=65535)
     log_level: str = "info"
     # Requests from loopback may act without logging in when true (single-user first-run path).
     allow_anonymous_loopback: bool = True

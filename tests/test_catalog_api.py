@@ -107,6 +107,7 @@ def test_create_models_inline_and_from_hf_config(client: Any) -> None:
     # the same name again is refused, naming the field
     again = client.post("/api/v1/models", json={"spec": spec})
     assert again.status_code == 422 and again.json()["detail"][0]["loc"] == ["body", "name"]
+    assert client.delete(f"/api/v1/models/{name}").status_code == 204
 
     hf_name = f"hf-{uuid.uuid4().hex[:6]}"
     config = json.loads((HF_DIR / "Mixtral-8x7B-v0.1.json").read_text())

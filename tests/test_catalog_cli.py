@@ -93,6 +93,13 @@ def test_import_hf_save_stores_a_user_model(cli_db: str, capsys: pytest.CaptureF
         capsys, "catalog", "import-hf", str(HF_DIR / "Mistral-7B-v0.1.json"), "--name", name, "--save"
     )
     assert code == 2 and "already exists" in err
+    from sqlmodel import Session
+
+    from app.db import get_engine
+    from app.services import catalog as service
+
+    with Session(get_engine()) as session:
+        service.delete_model(session, name)
 
 
 @pytest.mark.parametrize(

@@ -160,6 +160,8 @@ def test_import_a_model_from_a_pasted_config(client: Any) -> None:
     name = f"pasted-{uuid.uuid4().hex[:6]}"
     r = client.post("/catalog/models", data={"name": name, "hf_config": config}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/catalog/models/{name}"
+    assert client.get(f"/catalog/models/{name}").status_code == 200
+    assert client.delete(f"/api/v1/models/{name}").status_code == 204
     bad = client.post(
         "/catalog/models", data={"name": "x", "hf_config": '{"model_type": "llama"}'}, headers=HX
     )

@@ -145,7 +145,7 @@ def test_plan_session_build_save_reload_compare_export(
     page.click("#compare-button")
     page.wait_for_url(re.compile(r"/plans/compare\?"), timeout=10000)
     assert page.locator("tr.differs").count() > 3
-    assert page.locator("tr.differs", has_text="layout.tp").get_by_text("≠ differs").is_visible()
+    assert page.locator("tr.differs", has_text="Tensor parallel (tp)").get_by_text("≠ differs").is_visible()
     assert console.errors == []
     page.context.close()
 

@@ -162,12 +162,12 @@ def test_list_and_compare_pages(client: Any) -> None:
     r = client.get("/plans/compare?" + urlencode([("ids", i) for i in ids]))
     assert r.status_code == 200
     assert "≠ differs" in r.text and 'class="differs"' in r.text
-    tp_row = re.search(r"<th scope=\"row\">layout\.tp</th>.*?</tr>", r.text, re.S)
+    tp_row = re.search(r"<th scope=\"row\">Tensor parallel \(tp\)</th>.*?</tr>", r.text, re.S)
     assert tp_row and "≠ differs" in tp_row.group(0)
     only = client.get(
         "/plans/compare?" + urlencode([("ids", i) for i in ids] + [("only_differences", "true")])
     )
-    assert '<th scope="row">Model</th>' not in only.text and "layout.tp" in only.text
+    assert '<th scope="row">Model</th>' not in only.text and "Tensor parallel (tp)" in only.text
     one = client.get("/plans/compare?" + urlencode([("ids", ids[0])]))
     assert one.status_code == 422 and "2 to 4" in one.text
 

@@ -58,12 +58,20 @@ def num(value: Any, digits: int = 2) -> str:
 
 
 def num_auto(value: Any) -> str:
+    """Readable number without a fixed precision: thousands separators, 6 significant digits below 1000."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     x = float(value)
-    if x == 0 or 1e-3 <= abs(x) < 1e7:
-        return f"{x:,.6g}" if not float(x).is_integer() else f"{int(x):,}"
-    return f"{x:.4g}"
+    if not math.isfinite(x):
+        return "—"
+    ax = abs(x)
+    if x == 0:
+        return "0"
+    if ax >= 1e15 or ax < 1e-3:
+        return f"{x:.4g}"
+    if ax >= 1000 or x.is_integer():
+        return f"{x:,.0f}"
+    return f"{x:.6g}"
 
 
 def label(key: Any) -> str:

@@ -218,3 +218,36 @@ def test_size_sweep_picks_deadline_cheapest_and_knee() -> None:
 def test_knee_point() -> None:
     assert knee_point([8, 16, 32, 64], [8.0, 4.0, 2.0, 1.0]) is None  # perfect scaling: no bend
     assert knee_point([32, 64, 128, 256, 512], [16.0, 8.0, 4.0, 3.6, 3.4]) == 128
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    tp=st.sets(st.sampled_from([1, 2, 4, 8]), min_size=1),
+    zero=st.sets(st.sampled_from([0, 1, 2, 3]), min_size=1),
+    recompute=st.sets(st.sampled_from(["none", "full"]), min_size=1),
+    headroom_gib=st.sampled_from([0.0, 2.0, 8.0]),
+)
+def test_constraints_never_add_layouts_or_speed(tp, zero, recompute, headroom_gib) -> None:
+    model = catalog.find_model("Llama-3-8B")
+    cluster = _cluster(nodes=2)
+    free = plan(model, cluster, 8192, 64, constraints=Constraints(max_vp=2))
+    limited = plan(
+        model,
+        cluster,
+        8192,
+        64,
+        constraints=Constraints(
+            tp=tuple(tp),
+            zero=tuple(zero),
+            recompute=tuple(recompute),
+            max_vp=2,
+            min_headroom_bytes=headroom_gib * GiB,
+        ),
+    )
+    assert limited.feasible_layouts <= free.feasible_layouts
+    assert limited.enumerated_layouts == free.enumerated_layouts
+    if limited.best is not None:
+        lay = limited.best.layout
+        assert lay.tp in tp and lay.zero in zero and lay.recompute in recompute
+        assert limited.best.step_time_s >= free.best.step_time_s
+        assert limited.best.headroom_bytes >= headroom_gib * GiB

@@ -100,3 +100,19 @@ def test_every_enumerated_layout_passes_check_layout_and_counts_add_up() -> None
     assert space.rejections["gpu_count"] > 0 and space.rejections["ep_vs_model"] > 0
     for i in range(len(space.rows)):
         check_layout(model, cluster, _layout(space.rows, i, 128, "bf16", True), 4096)
+    # exhaustive equality on a slice of the MoE space (ep 1-8, both pipeline schedules, partial recompute)
+    small = enumerate_layouts(
+        model,
+        cluster,
+        4096,
+        128,
+        Constraints(tp=(2,), zero=(1, 3), max_cp=2, max_vp=2, max_micro_batch=1),
+        True,
+    )
+    assert 100 < len(small.rows) < 1000 and len(set(small.rows.ep.tolist())) >= 3
+    ev = evaluate(model, cluster, small.rows, 4096, 128)
+    for i in range(len(small.rows)):
+        layout = _layout(small.rows, i, 128, "bf16", True)
+        est = estimate(model, cluster, layout, 4096)
+        assert _close(float(ev.peak_bytes[i]), est.memory.peak_bytes), layout
+        assert _close(float(ev.step_time_s[i]), est.step.total_s), layout

@@ -268,3 +268,17 @@ def test_users_change_only_their_own_rows(client: Any) -> None:
     r = remote.delete(f"/api/v1/models/{name}", headers=bob)
     assert r.status_code == 403 and "another user" in r.json()["detail"]
     assert remote.delete(f"/api/v1/models/{name}", headers=alice).status_code == 204
+
+
+def test_price_book_as_csv(client: Any) -> None:
+    import csv
+    import io
+
+    r = client.get("/api/v1/prices.csv", params={"gpu": "H100", "pricing_model": "spot"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert "attachment" in r.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    listed = client.get("/api/v1/prices", params={"gpu": "H100", "pricing_model": "spot"}).json()
+    assert len(rows) == listed["count"] >= 2
+    assert {row["id"] for row in rows} == {row["id"] for row in listed["data"]}
+    assert all(row["gpu_name"] == "H100-SXM" and row["source"] and row["includes"] for row in rows)

@@ -6,11 +6,14 @@ returned in SI base units (`spec`) next to the display units the pages use (TFLO
 
 from __future__ import annotations
 
+import csv
+import io
 import uuid
 from datetime import date
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.deps import SessionDep
@@ -471,6 +474,59 @@ def list_prices(
     )
     today = date.today()
     return ListEnvelope(data=[price_public(r, today) for r in rows], count=total)
+
+
+PRICE_CSV_COLUMNS = (
+    "id",
+    "category",
+    "item",
+    "vendor",
+    "region",
+    "pricing_model",
+    "unit",
+    "price_usd",
+    "usd_per_gpu_hour",
+    "gpu_name",
+    "gpus_per_unit",
+    "price_date",
+    "age_days",
+    "stale",
+    "confidence",
+    "includes",
+    "source",
+    "notes",
+    "builtin",
+)
+
+
+@router.get(
+    "/prices.csv",
+    tags=["prices"],
+    operation_id="export_prices_csv",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/csv": {}}, "description": "the filtered price book as CSV"}},
+    summary="The price book as CSV (same filters as list_prices, no paging)",
+)
+def export_prices_csv(
+    session: SessionDep,
+    category: Annotated[str | None, Query(max_length=50)] = None,
+    vendor: Annotated[str | None, Query(max_length=100)] = None,
+    gpu: Annotated[str | None, Query(max_length=100)] = None,
+    pricing_model: Annotated[str | None, Query(max_length=100)] = None,
+    builtin: Annotated[bool | None, Query()] = None,
+) -> Response:
+    rows, _ = catalog_service.list_price_rows(session, category, vendor, gpu, pricing_model, builtin)
+    today = date.today()
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=PRICE_CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(price_public(row, today).model_dump(mode="json"))
+    return Response(
+        buffer.getvalue(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="clusterplan-prices-{today.isoformat()}.csv"'},
+    )
 
 
 @router.get(

@@ -460,6 +460,7 @@ def _check_inputs(
         p.check(
             usd_per_gpu_hour is not None, "usd_per_gpu_hour", "ranking by cost needs a price per GPU-hour"
         )
+        p.check(tokens is not None, "tokens", "ranking by cost per run needs the training tokens")
     if usd_per_gpu_hour is not None:
         p.check(usd_per_gpu_hour > 0, "usd_per_gpu_hour", "must be > 0")
     p.check(tokens is None or tokens > 0, "tokens", "must be > 0")
@@ -570,8 +571,11 @@ def plan(
         feasible = fits
     tokens_per_step = float(global_batch * seq_len)
     time_to_train = tokens / (tokens_per_step / step_time) if tokens else None
-    run_hours = (time_to_train if time_to_train is not None else step_time) * num_gpus / 3600.0
-    cost = run_hours * usd_per_gpu_hour if usd_per_gpu_hour is not None else None
+    cost = (
+        time_to_train * num_gpus / 3600.0 * usd_per_gpu_hour
+        if usd_per_gpu_hour is not None and time_to_train is not None
+        else None
+    )
     # time to train = tokens / (tokens per step / step time): the same order as step time, whatever the size
     score = cost if rank_by == "cost" and cost is not None else step_time
 

@@ -156,19 +156,26 @@ def plan_command(
         typer.echo(render_plan(result))
 
 
-def _row(p: dict[str, Any]) -> str:
+def _money(usd: float | None) -> str:
+    if usd is None:
+        return "         -"
+    return f"${usd / 1e6:8.2f} M" if usd >= 1e5 else f"${usd / 1e3:8.1f} k"
+
+
+def _row(p: dict[str, Any], width: int = 48) -> str:
     ttt = f"{p['time_to_train_s'] / DAY:8.1f} d" if p.get("time_to_train_s") else "       - "
-    cost = f"${p['cost_usd'] / 1e6:8.2f} M" if p.get("cost_usd") is not None else "        -"
+    cost = _money(p.get("cost_usd"))
     return (
-        f"{p['rank']:>3}  {p['label']:<48} {p['num_gpus']:>6} {p['step_time_s']:9.3f} s "
+        f"{p['rank']:>3}  {p['label']:<{width}} {p['num_gpus']:>6} {p['step_time_s']:9.3f} s "
         f"{p['memory_per_gpu_bytes'] / GiB:7.1f} {p['headroom_bytes'] / GiB:7.1f} {p['mfu'] * 100:5.1f} % {ttt} {cost}"
     )
 
 
-HEADER = (
-    "  #  layout                                             GPUs      step   mem GiB  free GiB   MFU"
-    "  time to train   cost/run"
-)
+def _header(width: int) -> str:
+    return (
+        f"  #  {'layout':<{width}} {'GPUs':>6} {'step':>11} {'mem GiB':>7} {'free GiB':>8}   MFU"
+        "  time to train   cost/run"
+    )
 
 
 def render_plan(out: Any) -> str:
@@ -184,13 +191,14 @@ def render_plan(out: Any) -> str:
     if not out.top:
         lines.append("no layout fits: try more GPUs, a smaller micro-batch or the full recompute option")
         return "\n".join(lines)
-    lines += ["", HEADER] + [_row(p) for p in out.top]
+    width = max(48, *(len(p["label"]) for p in out.top + out.pareto[:8]))
+    lines += ["", _header(width)] + [_row(p, width) for p in out.top]
     h = out.heuristic
     lines += ["", f"seed heuristic (TP ≤ 8 in a node, PP within 4 nodes, DP across): {h['note']}"]
     if h.get("slowdown_pct") is not None:
         lines.append(f"  heuristic costs {h['slowdown_pct']:+.1f} % step time vs the unconstrained best")
     lines += ["", f"Pareto front (step time vs free memory vs GPUs): {out.pareto_size} layouts"]
-    lines += [_row(p) for p in out.pareto[:8]]
+    lines += [_row(p, width) for p in out.pareto[:8]]
     return "\n".join(lines)
 
 
@@ -207,7 +215,7 @@ def render_sizes(out: Any) -> str:
             lines.append(f"{p['num_gpus']:>6}  {p['reason']}")
             continue
         b = p["best"]
-        cost = f"${p['cost_usd'] / 1e6:7.2f} M" if p.get("cost_usd") is not None else "       -"
+        cost = _money(p.get("cost_usd"))
         lines.append(
             f"{p['num_gpus']:>6}  {b['label']:<48} {p['time_to_train_days']:9.1f} d  {cost}  "
             f"{p['scaling_efficiency'] * 100:6.1f} % {b['mfu'] * 100:5.1f} %"

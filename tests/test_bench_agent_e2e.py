@@ -110,8 +110,8 @@ def test_agent_runs_a_calibration_job_end_to_end(tmp_path: Path) -> None:
         assert nodes[0]["online"] is True and nodes[0]["info"]["torch"].startswith("2.")
         profile = api.get("/calibration/profiles/cpu-lab").json()
         assert profile["version"] == 1 and profile["source_job_id"] == job["id"]
-        assert profile["gemm_mape_after_pct"] < profile["gemm_mape_before_pct"]
-        assert profile["collectives_mape_after_pct"] < profile["collectives_mape_before_pct"]
+        assert profile["gemm_error_after_pct"] < profile["gemm_error_before_pct"]
+        assert profile["collectives_error_after_pct"] < profile["collectives_error_before_pct"]
         assert any("CPU" in note for note in profile["report"]["notes"])
     finally:
         if agent is not None and agent.poll() is None:

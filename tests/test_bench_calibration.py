@@ -42,7 +42,7 @@ def test_gemm_fit_recovers_the_curve() -> None:
     fit = fit_gemm(_gemm_doc(truth)["rows"], "bf16")
     assert fit.efficiency.max_flops == pytest.approx(850e12, rel=0.02)
     assert fit.efficiency.half_intensity == pytest.approx(60.0, rel=0.05)
-    assert fit.mape_pct < 1.0
+    assert fit.error_pct < 1.0
     assert isinstance(fit.efficiency, GemmEfficiency)
 
 
@@ -137,8 +137,8 @@ def test_profile_report_before_and_after() -> None:
     doc["environment"] = {"devices": [{"name": "NVIDIA H100 80GB HBM3"}]}
     params, report = build_profile(doc, cluster.gpu, cluster.fabric, source="test")
     coll, gemm = report["collectives"], report["gemm"]
-    assert coll["mape_after_pct"] < 3.0 < coll["mape_before_pct"]
-    assert gemm["mape_after_pct"] < 1.0 < gemm["mape_before_pct"]
+    assert coll["error_after_pct"] < 3.0 < coll["error_before_pct"]
+    assert gemm["error_after_pct"] < 1.0 < gemm["error_before_pct"]
     assert len(coll["rows"]) == len(doc["rows"]) - len(SHAPES)
     row = coll["rows"][-1]
     assert {"measured_busbw_gbps", "before_busbw_gbps", "after_busbw_gbps", "alpha_beta_time_us"} <= set(row)
@@ -178,10 +178,10 @@ def test_calibrate_cli_fit_show_list_and_plot(db_url: str, tmp_path, capsys) -> 
     assert plot.stat().st_size > 10_000 and plot.read_bytes()[:4] == b"\x89PNG"
     code, out, _ = run("calibrate", "fit", str(data / "all_reduce_perf.txt"), "--name", "lab", "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["version"] == 2 and doc["report"]["collectives"]["mape_after_pct"] is not None
+    assert code == 0 and doc["version"] == 2 and doc["report"]["collectives"]["error_after_pct"] is not None
     code, out, _ = run("calibrate", "list")
     assert "lab" in out and "v2" in out and "v1" in out
     code, out, _ = run("calibrate", "show", "lab", "--version", "1")
-    assert code == 0 and "GEMM: mean |error|" in out
+    assert code == 0 and "GEMM: mean error factor" in out
     code, _, err = run("calibrate", "show", "lba")
     assert code == 2 and "unknown calibration profile 'lba'" in err and "lab" in err

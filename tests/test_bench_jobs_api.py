@@ -288,8 +288,8 @@ def test_calibration_profiles_are_versioned(api: TestClient) -> None:
     assert first.status_code == 201, first.text
     p1 = first.json()
     assert p1["version"] == 1 and p1["gpu_name"] == "H100-SXM"
-    assert p1["collectives_mape_after_pct"] < p1["collectives_mape_before_pct"]
-    assert p1["gemm_mape_after_pct"] < 2.0
+    assert p1["collectives_error_after_pct"] < p1["collectives_error_before_pct"]
+    assert p1["gemm_error_after_pct"] < 2.0
     assert p1["params"]["network"]["launch_overhead_s"] > 0 and "alpha_beta" in p1["params"]
     again = api.post("/api/v1/calibration/profiles", json={"job_id": job_id, "name": "lab-h100"}).json()
     assert again["version"] == 2

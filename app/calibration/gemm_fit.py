@@ -20,7 +20,7 @@ from app.core.efficiency import GemmEfficiency
 class GemmFit:
     efficiency: GemmEfficiency
     points: int
-    mape_pct: float  # mean |predicted − measured| / measured over the fitted rows
+    error_pct: float  # mean error factor over the fitted rows: exp(mean |ln(predicted / measured)|) − 1, in %
 
 
 def gemm_rows(doc: dict[str, Any], dtype: str | None = None) -> list[dict[str, Any]]:
@@ -51,8 +51,8 @@ def fit_gemm(rows: list[dict[str, Any]], dtype: str, source: str = "") -> GemmFi
         max_flops=max_flops, half_intensity=half, dtype=dtype, source=source or "calibration fit"
     )
     pred = np.array([float(eff.flops_per_s(r["m"], r["n"], r["k"])) for r in rows])
-    mape = float(np.mean(np.abs(pred - y) / y) * 100)
-    return GemmFit(eff, len(rows), mape)
+    error = float((np.exp(np.mean(np.abs(np.log(pred / y)))) - 1.0) * 100)
+    return GemmFit(eff, len(rows), error)
 
 
 def fit_all_dtypes(doc: dict[str, Any], source: str = "") -> dict[str, GemmFit]:

@@ -11,6 +11,7 @@ the declared GPU and fabric; "after" predictions use the fitted curve and parame
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict
 from typing import Any
@@ -52,9 +53,15 @@ def _err_pct(predicted: float | None, measured: float) -> float | None:
     return (predicted - measured) / measured * 100.0
 
 
-def _mape(values: list[float | None]) -> float | None:
-    vals = [abs(v) for v in values if v is not None]
-    return statistics.fmean(vals) if vals else None
+def _mean_error(values: list[float | None]) -> float | None:
+    """Mean error factor over rows, in %: exp(mean |ln(predicted / measured)|) − 1.
+
+    Symmetric in over- and under-prediction (a 2× too fast and a 2× too slow prediction both count as
+    100 %), unlike the mean absolute percentage error, which can never exceed 100 % for predictions that
+    are too fast. Inputs are the rows' signed percentage errors.
+    """
+    logs = [abs(math.log1p(v / 100.0)) for v in values if v is not None and v > -100.0]
+    return (math.exp(statistics.fmean(logs)) - 1.0) * 100.0 if logs else None
 
 
 def build_profile(
@@ -107,14 +114,14 @@ def build_profile(
             )
         report["gemm"] = {
             "rows": table,
-            "mape_before_pct": _mape([t["before_err_pct"] for t in table]),
-            "mape_after_pct": _mape([t["after_err_pct"] for t in table]),
+            "error_before_pct": _mean_error([t["before_err_pct"] for t in table]),
+            "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
             "fits": {
                 d: {
                     "max_tflops": f.efficiency.max_flops / 1e12,
                     "half_intensity": f.efficiency.half_intensity,
                     "points": f.points,
-                    "mape_pct": f.mape_pct,
+                    "error_pct": f.error_pct,
                 }
                 for d, f in fits.items()
             },
@@ -168,9 +175,9 @@ def build_profile(
             )
         report["collectives"] = {
             "rows": table,
-            "mape_before_pct": _mape([t["before_err_pct"] for t in table]),
-            "mape_after_pct": _mape([t["after_err_pct"] for t in table]),
-            "mape_alpha_beta_pct": _mape([t["alpha_beta_err_pct"] for t in table]),
+            "error_before_pct": _mean_error([t["before_err_pct"] for t in table]),
+            "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
+            "error_alpha_beta_pct": _mean_error([t["alpha_beta_err_pct"] for t in table]),
         }
     if not g_rows and not c_rows:
         raise ValueError("the result has no GEMM or collective rows to calibrate from")

@@ -39,10 +39,10 @@ class ProfileSummary(BaseModel):
     gpu_name: str
     source_job_id: uuid.UUID | None
     created_at: datetime
-    gemm_mape_before_pct: float | None
-    gemm_mape_after_pct: float | None
-    collectives_mape_before_pct: float | None
-    collectives_mape_after_pct: float | None
+    gemm_error_before_pct: float | None
+    gemm_error_after_pct: float | None
+    collectives_error_before_pct: float | None
+    collectives_error_after_pct: float | None
 
 
 class ProfilePublic(ProfileSummary):
@@ -60,10 +60,10 @@ def summary_of(p: CalibrationProfile) -> ProfileSummary:
         gpu_name=p.gpu_name,
         source_job_id=p.source_job_id,
         created_at=as_utc(p.created_at),  # type: ignore[arg-type]
-        gemm_mape_before_pct=gemm.get("mape_before_pct"),
-        gemm_mape_after_pct=gemm.get("mape_after_pct"),
-        collectives_mape_before_pct=coll.get("mape_before_pct"),
-        collectives_mape_after_pct=coll.get("mape_after_pct"),
+        gemm_error_before_pct=gemm.get("error_before_pct"),
+        gemm_error_after_pct=gemm.get("error_after_pct"),
+        collectives_error_before_pct=coll.get("error_before_pct"),
+        collectives_error_after_pct=coll.get("error_after_pct"),
     )
 
 

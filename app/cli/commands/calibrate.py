@@ -41,7 +41,7 @@ def render_report(name: str, version: int, report: dict[str, Any]) -> str:
     gemm = report.get("gemm")
     if gemm:
         lines.append(
-            f"# GEMM: mean |error| {gemm['mape_before_pct'] or 0:.1f} % before → {gemm['mape_after_pct']:.1f} % after"
+            f"# GEMM: mean error factor {gemm['error_before_pct'] or 0:.1f} % before → {gemm['error_after_pct']:.1f} % after"
         )
         lines.append(
             f"  {'M×N×K':>20} {'dtype':>5} {'measured':>10} {'before':>10} {'after':>10} {'err before':>11} {'err after':>10}"
@@ -55,8 +55,8 @@ def render_report(name: str, version: int, report: dict[str, Any]) -> str:
     coll = report.get("collectives")
     if coll:
         lines.append(
-            f"# collectives: mean |error| {coll['mape_before_pct']:.1f} % before → {coll['mape_after_pct']:.1f} % after"
-            f" (α/β per regime {coll['mape_alpha_beta_pct']:.1f} %)"
+            f"# collectives: mean error factor {coll['error_before_pct']:.1f} % before → {coll['error_after_pct']:.1f} % after"
+            f" (α/β per regime {coll['error_alpha_beta_pct']:.1f} %)"
         )
         lines.append(
             f"  {'op·group·ranks':>24} {'size':>10} {'meas µs':>10} {'before µs':>10} {'after µs':>10} {'err before':>11} {'err after':>10}"
@@ -156,8 +156,8 @@ def list_() -> None:
         if not profiles:
             typer.echo("no calibrated profiles yet (clusterplan calibrate fit RESULT --name NAME)")
         for p in profiles:
-            g = (p.report.get("gemm") or {}).get("mape_after_pct")
-            c = (p.report.get("collectives") or {}).get("mape_after_pct")
+            g = (p.report.get("gemm") or {}).get("error_after_pct")
+            c = (p.report.get("collectives") or {}).get("error_after_pct")
             typer.echo(
                 f"{p.name:<24} v{p.version:<3} {p.gpu_name:<16} gemm err {g if g is None else round(g, 1)} %"
                 f" · collectives err {c if c is None else round(c, 1)} %"

@@ -51,6 +51,22 @@ def test_top_is_sorted_and_best_is_fastest_that_fits(llama70_64) -> None:
     assert len(llama70_64.top) == 10
 
 
+def test_top_shapes_are_distinct_and_fastest_first(llama70_64) -> None:
+    shapes = llama70_64.top_shapes
+    keys = [(p.num_gpus, p.layout.tp, p.layout.pp, p.layout.cp, p.layout.ep) for p in shapes]
+    assert len(keys) == len(set(keys)) == 10
+    assert shapes[0].step_time_s == llama70_64.best.step_time_s
+    assert [p.step_time_s for p in shapes] == sorted(p.step_time_s for p in shapes)
+    # each is the fastest of its shape among the ranked layouts
+    for p in llama70_64.top:
+        same = [
+            q
+            for q in shapes
+            if (q.layout.tp, q.layout.pp, q.layout.cp) == (p.layout.tp, p.layout.pp, p.layout.cp)
+        ]
+        assert same and same[0].step_time_s <= p.step_time_s
+
+
 def test_pareto_front_is_non_dominated(llama70_64) -> None:
     front = llama70_64.pareto
     assert front and front[0].step_time_s == llama70_64.best.step_time_s

@@ -37,7 +37,14 @@ from app.core.estimate import Assumption, EstimateOptions
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
 from app.core.model import ModelSpec
-from app.core.planner_eval import RECOMPUTE_CODES, CollectiveTable, Evaluation, LayoutArrays, evaluate
+from app.core.planner_eval import (
+    RECOMPUTE_CODES,
+    CollectiveTable,
+    Evaluation,
+    LayoutArrays,
+    evaluate,
+    field_code,
+)
 from app.core.step import STEP_COMPONENTS
 
 RankBy = Literal["time", "cost"]
@@ -175,6 +182,7 @@ class PlanResult:
     top: list[PlannedLayout]
     pareto: list[PlannedLayout]
     pareto_size: int
+    top_shapes: list[PlannedLayout]  # the best layout of each distinct (tp, pp, cp, ep) shape, fastest first
     heuristic: HeuristicComparison
     constraints: Constraints
     collective_calls: int
@@ -204,6 +212,7 @@ class PlanResult:
             "top": [p.to_dict() for p in self.top],
             "pareto": [p.to_dict() for p in self.pareto],
             "pareto_size": self.pareto_size,
+            "top_shapes": [p.to_dict() for p in self.top_shapes],
             "heuristic": self.heuristic.to_dict(),
             "constraints": self.constraints.to_dict(),
             "collective_calls": self.collective_calls,
@@ -632,6 +641,9 @@ def plan(
     top_idx = ranked(feasible, top)
     top_list = [planned(i, r + 1) for r, i in enumerate(top_idx)]
     best = top_list[0] if top_list else None
+    top_shapes = [
+        planned(i, r + 1) for r, i in enumerate(best_per_shape(rows, num_gpus, score, margin, feasible, top))
+    ]
     front = pareto_front(step_time, margin, num_gpus, feasible)
     front_sorted = sorted(front, key=lambda i: (step_time[i], -margin[i]))
     pareto = [planned(i, r + 1) for r, i in enumerate(front_sorted[:pareto_limit])]
@@ -661,6 +673,7 @@ def plan(
         top=top_list,
         pareto=pareto,
         pareto_size=len(front),
+        top_shapes=top_shapes,
         heuristic=comparison,
         constraints=c,
         collective_calls=calls,
@@ -686,6 +699,20 @@ def _compare(heu: PlannedLayout | None, unc: PlannedLayout | None) -> HeuristicC
         else f"heuristic best {layout_label(heu.layout)} vs unconstrained {layout_label(unc.layout)}"
     )
     return HeuristicComparison(heu, unc, slowdown, extra, note)
+
+
+def best_per_shape(
+    rows: LayoutArrays, num_gpus: np.ndarray, score: np.ndarray, margin: np.ndarray, mask: np.ndarray, k: int
+) -> list[int]:
+    """Indices of the best-scoring layout of each distinct (GPUs, tp, pp, cp, ep) shape, the `k` best shapes."""
+    idx = np.nonzero(mask)[0]
+    if idx.size == 0:
+        return []
+    order = idx[np.lexsort((-margin[idx], score[idx]))]
+    code = field_code(num_gpus[order], rows.tp[order], rows.pp[order], rows.cp[order], rows.ep[order])
+    _, first = np.unique(code, return_index=True)
+    firsts = np.sort(first)[:k]  # positions in `order` are already in score order
+    return [int(i) for i in order[firsts]]
 
 
 def pareto_front(

@@ -135,6 +135,7 @@ class PlanOut(BaseModel):
     top: list[dict[str, Any]]
     pareto: list[dict[str, Any]]
     pareto_size: int
+    top_shapes: list[dict[str, Any]]
     heuristic: dict[str, Any]
     constraints: dict[str, Any]
     collective_calls: int

@@ -191,12 +191,14 @@ def render_plan(out: Any) -> str:
     if not out.top:
         lines.append("no layout fits: try more GPUs, a smaller micro-batch or the full recompute option")
         return "\n".join(lines)
-    width = max(48, *(len(p["label"]) for p in out.top + out.pareto[:8]))
+    width = max(48, *(len(p["label"]) for p in out.top + out.pareto[:8] + out.top_shapes[:8]))
     lines += ["", _header(width)] + [_row(p, width) for p in out.top]
     h = out.heuristic
     lines += ["", f"seed heuristic (TP ≤ 8 in a node, PP within 4 nodes, DP across): {h['note']}"]
     if h.get("slowdown_pct") is not None:
         lines.append(f"  heuristic costs {h['slowdown_pct']:+.1f} % step time vs the unconstrained best")
+    lines += ["", "best layout of each parallel shape (tp, pp, cp, ep):"]
+    lines += [_row(p, width) for p in out.top_shapes[:8]]
     lines += ["", f"Pareto front (step time vs free memory vs GPUs): {out.pareto_size} layouts"]
     lines += [_row(p, width) for p in out.pareto[:8]]
     return "\n".join(lines)

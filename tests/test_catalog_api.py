@@ -274,7 +274,7 @@ def test_price_book_as_csv(client: Any) -> None:
     import csv
     import io
 
-    r = client.get("/api/v1/prices.csv", params={"gpu": "H100", "pricing_model": "spot"})
+    r = client.get("/api/v1/prices/export.csv", params={"gpu": "H100", "pricing_model": "spot"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     assert "attachment" in r.headers["content-disposition"]
     rows = list(csv.DictReader(io.StringIO(r.text)))

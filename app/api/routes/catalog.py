@@ -500,7 +500,7 @@ PRICE_CSV_COLUMNS = (
 
 
 @router.get(
-    "/prices.csv",
+    "/prices/export.csv",
     tags=["prices"],
     operation_id="export_prices_csv",
     response_class=PlainTextResponse,

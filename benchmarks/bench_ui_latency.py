@@ -48,6 +48,11 @@ SCENARIOS: list[tuple[str, BuilderState, float]] = [
     ),
     ("planner: Llama-3 8B, 2×8 H100", BuilderState(mode="planner"), 1.0),
     (
+        "planner: Mixtral 8x7B (MoE), 64×8 H100",
+        BuilderState(model="Mixtral-8x7B", nodes=64, mode="planner", global_batch=1024),
+        1.0,
+    ),
+    (
         "planner: Llama-3 70B, 64×8 H100",
         BuilderState(model="Llama-3-70B", nodes=64, mode="planner", global_batch=1024),
         1.0,

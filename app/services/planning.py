@@ -288,7 +288,7 @@ def _run_planner(planner: Any, resolved: Any) -> tuple[dict[str, Any] | None, An
 
 SCALING_FABRICS = ("ib-ndr-8x400", "roce-8x400", "ethernet-tcp-100")
 SCALING_STEPS = (-2, -1, 0, 1, 2, 3)  # powers of two around the chosen node count
-MAX_SCALING_NODES = 4096
+MAX_SCALING_NODES = 1_000_000
 
 
 def scaling_for(session: Session, scenario: dict[str, Any]) -> dict[str, Any] | None:

@@ -210,8 +210,9 @@ def render_sizes(out: Any) -> str:
         f"{out.tokens:.3g} tokens"
         + (f", ${out.usd_per_gpu_hour:.2f}/GPU-hour" if out.usd_per_gpu_hour else ""),
         "",
-        "  GPUs  best layout                                       time to train   cost/run   scaling  MFU",
     ]
+    width = max([48] + [len(p["best"]["label"]) for p in out.points if p["feasible"]])
+    lines.append(f"  GPUs  {'best layout':<{width}}  time to train    cost/run   scaling    MFU")
     for p in out.points:
         if not p["feasible"]:
             lines.append(f"{p['num_gpus']:>6}  {p['reason']}")
@@ -219,7 +220,7 @@ def render_sizes(out: Any) -> str:
         b = p["best"]
         cost = _money(p.get("cost_usd"))
         lines.append(
-            f"{p['num_gpus']:>6}  {b['label']:<48} {p['time_to_train_days']:9.1f} d  {cost}  "
+            f"{p['num_gpus']:>6}  {b['label']:<{width}} {p['time_to_train_days']:9.1f} d  {cost}  "
             f"{p['scaling_efficiency'] * 100:6.1f} % {b['mfu'] * 100:5.1f} %"
         )
     lines += [

@@ -36,6 +36,8 @@ REGIMES: tuple[tuple[str, float, float], ...] = (
     ("LL128", 64 * KiB, 4 * MiB),
     ("Simple", 4 * MiB, math.inf),
 )
+MAX_EFFICIENCY = 1.0
+MIN_EFFICIENCY = 1e-9
 STREAMING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv")
 
 
@@ -177,7 +179,10 @@ def _scale_tier(params: NetworkParams, tier: str, field: str, ratio: float) -> N
     from dataclasses import replace
 
     current = params.tier(tier)
-    updated = replace(current, **{field: getattr(current, field) * ratio})
+    # An efficiency is a fraction of line rate: never above 1 (latency-bound data cannot pin it down,
+    # and an unconstrained fit would drift to absurd values there).
+    value = min(MAX_EFFICIENCY, max(MIN_EFFICIENCY, getattr(current, field) * ratio))
+    updated = replace(current, **{field: value})
     return _set_tier(params, tier, updated)
 
 

@@ -205,7 +205,7 @@ def _charts(job: BenchmarkJob) -> dict[str, Any]:
         "data": traces,
         "layout": {
             "xaxis": {"type": "log", "title": {"text": "message size (bytes)"}},
-            "yaxis": {"title": {"text": "bus bandwidth (GB/s)"}},
+            "yaxis": {"type": "log", "title": {"text": "bus bandwidth (GB/s)"}},
             "height": 360,
         },
     }
@@ -222,7 +222,7 @@ def _charts(job: BenchmarkJob) -> dict[str, Any]:
                 "y": [r["predicted_tflops"] for r in pred["gemm"]],
             },
         ],
-        "layout": {"barmode": "group", "yaxis": {"title": {"text": "TFLOP/s"}}, "height": 360},
+        "layout": {"barmode": "group", "yaxis": {"type": "log", "title": {"text": "TFLOP/s"}}, "height": 360},
     }
     return {"pred": pred, "busbw_fig": busbw_fig, "gemm_fig": gemm_fig}
 

@@ -185,3 +185,26 @@ def test_calibrate_cli_fit_show_list_and_plot(db_url: str, tmp_path, capsys) -> 
     assert code == 0 and "GEMM: mean error factor" in out
     code, _, err = run("calibrate", "show", "lba")
     assert code == 2 and "unknown calibration profile 'lba'" in err and "lab" in err
+
+
+def test_latency_bound_data_keeps_efficiencies_physical() -> None:
+    """Tiny messages say nothing about bandwidth: the fit must not push efficiencies above line rate."""
+    rows = [
+        {
+            "op": op,
+            "group": "intra",
+            "ranks": 2,
+            "ranks_per_node": 2,
+            "nodes": 1,
+            "size_bytes": s,
+            "time_us": 300.0 + (s % 7),
+            "busbw_gbps": 0.0,
+            "wrong": 0,
+        }
+        for op in ("all_reduce", "all_to_all")
+        for s in (8, 64, 512, 1024)
+    ]
+    params, _ = calibrate_network({"rows": rows}, _cluster())
+    for tier in (params.nvlink, params.transports["infiniband"]):
+        assert 0 < tier.ring_efficiency <= 1.0 and 0 < tier.all_to_all_efficiency <= 1.0
+    assert params.launch_overhead_s > 100e-6  # the 300 µs floor went into latency, not bandwidth

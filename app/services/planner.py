@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session
@@ -32,9 +32,10 @@ class ConstraintsIn(BaseModel):
     recompute: list[Literal["none", "selective", "full"]] | None = None
     sequence_parallel: list[bool] | None = None
     tp_beyond_scaleup_domain: bool = Field(default=False, description="let TP groups span nodes")
-    max_cp: int = Field(default=16, ge=1, le=1024)
-    max_vp: int = Field(default=8, ge=1, le=128)
-    max_micro_batch: int = Field(default=16, ge=1, le=1024)
+    # upper bounds keep one request's search within a few seconds of CPU
+    max_cp: int = Field(default=16, ge=1, le=64)
+    max_vp: int = Field(default=8, ge=1, le=32)
+    max_micro_batch: int = Field(default=16, ge=1, le=64)
     min_headroom_gib: float = Field(default=0.0, ge=0, description="free HBM per GPU required (GiB)")
     partial_recompute: bool = Field(
         default=True, description="also try full recompute of 1/4, 1/2 and 3/4 of each stage's layers"
@@ -80,8 +81,10 @@ class PlanRequest(BaseModel):
     global_batch_tokens: int | None = Field(
         default=None, ge=1, description="tokens per optimizer step (alternative to global_batch)"
     )
-    gpu_counts: list[int] | None = Field(
-        default=None, description="search several cluster sizes at once (default: the cluster's GPUs)"
+    gpu_counts: list[Annotated[int, Field(ge=1, le=1_048_576)]] | None = Field(
+        default=None,
+        max_length=16,
+        description="search several cluster sizes at once (default: the cluster's GPUs)",
     )
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True
@@ -104,7 +107,9 @@ class SizesRequest(BaseModel):
     training: TrainingIn
     global_batch: int | None = Field(default=None, ge=1)
     global_batch_tokens: int | None = Field(default=None, ge=1)
-    sizes: list[int] | None = Field(default=None, description="GPU counts (default 8, 16, … 16,384)")
+    sizes: list[Annotated[int, Field(ge=1, le=1_048_576)]] | None = Field(
+        default=None, max_length=24, description="GPU counts (default 8, 16, … 16,384)"
+    )
     deadline_days: float | None = Field(default=None, gt=0, description="finish within this many days")
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True

@@ -214,6 +214,22 @@ def test_expired_lease_requeues_and_fences_the_old_agent(api: TestClient) -> Non
     assert kinds == ["queued", "claimed", "requeued", "claimed", "completed"]
 
 
+def test_a_job_that_keeps_losing_its_lease_fails(api: TestClient) -> None:
+    _, token = new_node(api, "flaky")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    for attempt in (1, 2, 3):
+        assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["attempt"] == attempt
+        with Session(get_engine()) as session:
+            job = session.get(BenchmarkJob, uuid.UUID(job_id))
+            assert job is not None
+            job.lease_expires_at = utcnow() - timedelta(seconds=1)
+            session.add(job)
+            session.commit()
+    final = api.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert final["status"] == "failed" and "3 attempts" in final["error"]
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).status_code == 204
+
+
 def test_cancel_queued_and_running_jobs(api: TestClient) -> None:
     _, token = new_node(api, "n-cancel")
     queued = api.post("/api/v1/benchmarks", json=JOB).json()["id"]

@@ -38,6 +38,11 @@ def lease_s() -> float:
     return float(os.environ.get("CLUSTERPLAN_BENCH_LEASE_S", "60"))
 
 
+def max_attempts() -> int:
+    """Claims a job may have before a lost lease fails it (a job that kills its node must not loop)."""
+    return int(os.environ.get("CLUSTERPLAN_BENCH_MAX_ATTEMPTS", "3"))
+
+
 def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) -> None:
     """Check a job's parameters on the server, before any node sees them (same rules as the CLI)."""
     if kind not in JOB_KINDS:
@@ -125,6 +130,12 @@ def requeue_expired(session: Session) -> int:
         if job.cancel_requested:
             job.status = "cancelled"
             job.finished_at = now
+        elif job.attempt >= max_attempts():
+            job.status = "failed"
+            job.finished_at = now
+            job.error = (
+                f"lease expired on {job.attempt} attempts: the node running it stopped reporting each time"
+            )
         else:
             job.status = "queued"
         job.claimed_by = None

@@ -412,6 +412,11 @@ def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
             clean["gpu_name"] = canonical
     elif "gpu_name" in clean:
         clean["gpu_name"] = None
+    if isinstance(clean.get("price_date"), str):
+        try:
+            clean["price_date"] = date.fromisoformat(clean["price_date"])
+        except ValueError:
+            problems.append(Problem("price_date", "must be an ISO date (YYYY-MM-DD)"))
     if problems:
         raise SpecError(problems)
     for key in ("category", "item", "source", "includes", "vendor", "region", "pricing_model", "unit"):

@@ -173,3 +173,44 @@ def test_duplicate_delete_and_errors(client: Any) -> None:
     assert r.status_code == 422
     detail = r.json()["detail"][0]
     assert detail["loc"] == ["body", "scenario", "model"] and "Llama-3-8B" in detail["msg"]
+
+
+def test_calibration_profile_changes_the_numbers_and_travels_with_the_plan(client: Any) -> None:
+    from sqlmodel import Session
+
+    from app.db import get_engine
+    from app.models.benchmarks import CalibrationProfile
+
+    name = f"slow-gemm-{uuid.uuid4().hex[:6]}"
+    with Session(get_engine()) as session:
+        # a measured GEMM curve far below the H100's published 989 TFLOP/s dense BF16
+        params = {"gemm": {"bf16": {"max_flops": 300e12, "half_intensity": 100.0, "dtype": "bf16"}}}
+        session.add(CalibrationProfile(name=name, version=1, gpu_name="H100-SXM", params=params))
+        session.commit()
+    default = _create(client, "uncalibrated")
+    r = client.post(
+        "/api/v1/plans",
+        json={"name": "calibrated", "scenario": small_scenario(), "calibration_profile": name},
+    )
+    assert r.status_code == 201, r.text
+    calibrated = r.json()
+    assert calibrated["current"]["calibration_profile"] == f"{name} v1"
+    slow, fast = calibrated["current"]["result"]["summary"], default["current"]["result"]["summary"]
+    assert slow["step_time_s"] > fast["step_time_s"] and slow["mfu"] < 300 / 989
+    # a revision without a profile keeps the plan's; the export says which profile produced the numbers
+    pid = calibrated["id"]
+    again = client.put(f"/api/v1/plans/{pid}", json={"scenario": small_scenario(micro_batch=2)}).json()
+    assert again["current"]["calibration_profile"] == f"{name} v1"
+    assert client.get(f"/api/v1/plans/{pid}/export.json").json()["calibration_profile"] == f"{name} v1"
+    back = client.put(f"/api/v1/plans/{pid}", json={"calibration_profile": "published defaults"}).json()
+    assert (
+        back["current"]["result"]["summary"]["step_time_s"]
+        < again["current"]["result"]["summary"]["step_time_s"]
+    )
+    bad = client.post(
+        "/api/v1/plans",
+        json={"name": "x", "scenario": small_scenario(), "calibration_profile": "no-such-profile"},
+    )
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "calibration_profile"]
+    page = client.get(f"/plans/new?profile={name}+v1", headers={"HX-Request": "true"})
+    assert f'name="calibration_profile" form="save-form" value="{name} v1"' in page.text

@@ -25,6 +25,12 @@ class PlanCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="short name shown in lists")
     notes: str = Field(default="", max_length=20000, description="free text: purpose, decisions, caveats")
     scenario: Scenario = Field(description="the planning inputs, as for the estimate endpoint")
+    calibration_profile: str | None = Field(
+        default=None,
+        max_length=200,
+        description="calibration profile ('name', 'name v3' or id) replacing the published efficiency "
+        "curves; default: published defaults",
+    )
 
     @field_validator("name")
     @classmethod
@@ -42,6 +48,9 @@ class PlanRevise(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     notes: str | None = Field(default=None, max_length=20000)
     scenario: Scenario | None = Field(default=None, description="new inputs; omitted → the latest revision's")
+    calibration_profile: str | None = Field(
+        default=None, max_length=200, description="omitted → the latest revision's profile"
+    )
 
     @field_validator("name")
     @classmethod

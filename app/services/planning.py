@@ -20,6 +20,7 @@ from sqlmodel import Session, func, select
 import app as app_pkg
 from app.core.errors import Problem, SpecError
 from app.core.units import DAY, GiB
+from app.errors import NotFoundError
 from app.models.catalog import PriceRow
 
 DEFAULT_PROFILE = "published defaults"
@@ -86,6 +87,50 @@ def _parse_and_resolve(
     return parsed.model_dump(mode="json", exclude_none=True), resolved
 
 
+@dataclass(frozen=True)
+class _Profiled:
+    """A resolved scenario together with the calibration profile it is evaluated under."""
+
+    inner: Any
+    profile: Any
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _with_layout(resolved: Any, layout: Any) -> Any:
+    if isinstance(resolved, _Profiled):
+        return _Profiled(replace(resolved.inner, layout=layout), resolved.profile)
+    return replace(resolved, layout=layout)
+
+
+def _profile(resolved: Any) -> Any:
+    return resolved.profile if isinstance(resolved, _Profiled) else None
+
+
+def profile_label(name: str, version: int | str) -> str:
+    return f"{name} v{version}"
+
+
+def load_profile(session: Session, ref: str | None, field: str = "calibration_profile") -> tuple[Any, str]:
+    """(HardwareProfile or None, label stored with the revision). Accepts "name", "name v3" or an id."""
+    if not ref or not ref.strip() or ref.strip() == DEFAULT_PROFILE:
+        return None, DEFAULT_PROFILE
+    from app.calibration.profile import hardware_profile
+    from app.services.calibration import get_profile
+
+    text = ref.strip()
+    name, version = text, None
+    head, sep, tail = text.rpartition(" v")
+    if sep and tail.isdigit():
+        name, version = head, int(tail)
+    try:
+        row = get_profile(session, name, version)
+    except NotFoundError as exc:
+        raise SpecError([Problem(field, str(exc))]) from None
+    return hardware_profile(row.params, row.name, row.version), profile_label(row.name, row.version)
+
+
 def _options(resolved: Any) -> Any:
     from app.core.estimate import EstimateOptions
 
@@ -99,9 +144,11 @@ def evaluate(
     field_prefix: str = "",
     search: bool = False,
     scaling: bool = True,
+    profile_ref: str | None = None,
 ) -> Evaluation:
     """Validate, resolve against the catalog (DB, so users' own rows count), estimate, and add the
-    scaling sweep, goodput and cost that the planning page shows."""
+    scaling sweep, goodput and cost that the planning page shows. `profile_ref` names a calibration
+    profile ("name", "name v3" or an id) whose fitted GEMM and network curves replace the defaults."""
     try:
         from app.core.estimate import estimate
     except ImportError:  # the estimator is a separate component; without it plans still save their inputs
@@ -111,6 +158,9 @@ def evaluate(
             price_book_date=price_book_date(session),
         )
     normalised, resolved = _parse_and_resolve(session, scenario, field_prefix)
+    profile, profile_label = load_profile(session, profile_ref)
+    if profile is not None:
+        resolved = _Profiled(resolved, profile)
     book_date = price_book_date(session)
     unavailable: dict[str, str] = {}
     ranking = None
@@ -122,7 +172,7 @@ def evaluate(
             where = f"{field_prefix}.layout" if field_prefix else "layout"
             raise SpecError([Problem(where, f"{reason} {ranking['note']} Rejected: {top}.")])
         if best_layout is not None:
-            resolved = replace(resolved, layout=best_layout)
+            resolved = _with_layout(resolved, best_layout)
             normalised = {**normalised, "layout": _layout_dict(best_layout, normalised.get("layout"))}
         else:
             unavailable["ranking"] = reason
@@ -132,7 +182,12 @@ def evaluate(
         )
     try:
         est = estimate(
-            resolved.model, resolved.cluster, resolved.layout, resolved.seq_len, options=_options(resolved)
+            resolved.model,
+            resolved.cluster,
+            resolved.layout,
+            resolved.seq_len,
+            _profile(resolved),
+            options=_options(resolved),
         )
     except SpecError as exc:
         raise _prefixed(exc, field_prefix) from None
@@ -172,7 +227,7 @@ def evaluate(
         scenario=normalised,
         result=result,
         price_book_date=book_date,
-        calibration_profile=DEFAULT_PROFILE,
+        calibration_profile=profile_label,
         objects={"resolved": resolved, "estimate": est},
     )
 
@@ -244,6 +299,7 @@ def _run_planner(planner: Any, resolved: Any) -> tuple[dict[str, Any] | None, An
             dtype=layout.dtype,
             flash_attention=layout.flash_attention,
             options=_options(resolved),
+            profile=_profile(resolved),
             top=PLANNER_TOP,
         )
     except SpecError as exc:
@@ -291,9 +347,14 @@ SCALING_STEPS = (-2, -1, 0, 1, 2, 3)  # powers of two around the chosen node cou
 MAX_SCALING_NODES = 1_000_000
 
 
-def scaling_for(session: Session, scenario: dict[str, Any]) -> dict[str, Any] | None:
+def scaling_for(
+    session: Session, scenario: dict[str, Any], profile_ref: str | None = None
+) -> dict[str, Any] | None:
     """The scaling panel alone for a concrete scenario (the builder loads it after the main results)."""
     _normalised, resolved = _parse_and_resolve(session, scenario, "")
+    profile, _label = load_profile(session, profile_ref)
+    if profile is not None:
+        resolved = _Profiled(resolved, profile)
     if not (session.new or session.dirty or session.deleted):
         session.rollback()
     return scaling_sweep(session, resolved, None)
@@ -328,8 +389,10 @@ def scaling_sweep(session: Session, resolved: Any, base: Any) -> dict[str, Any] 
         return None
     options = _options(resolved)
 
+    calibrated = _profile(resolved)
+
     def estimator(model: Any, c: Any, lay: Any, seq_len: int, profile: Any = None) -> Any:
-        return estimate(model, c, lay, seq_len, profile, options=options)
+        return estimate(model, c, lay, seq_len, profile or calibrated, options=options)
 
     try:
         curve = scaling_curve(

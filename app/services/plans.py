@@ -158,7 +158,9 @@ def _new_revision(
 
 def create_plan(session: Session, data: PlanCreate, author_id: uuid.UUID | None = None) -> PlanPublic:
     """Evaluate the scenario, then write the plan and revision 1 in one transaction."""
-    evaluation = planning.evaluate(session, scenario_dict(data.scenario), field_prefix="scenario")
+    evaluation = planning.evaluate(
+        session, scenario_dict(data.scenario), field_prefix="scenario", profile_ref=data.calibration_profile
+    )
     _end_read(session)
     plan = Plan(name=data.name, notes=data.notes, owner_id=author_id, latest_revision=1, updated_at=utcnow())
     session.add(plan)
@@ -176,8 +178,13 @@ def add_revision(
     the lock, so concurrent editors never overwrite each other's revision numbers)."""
     pid = _parse_id(plan_id)
     evaluation: planning.Evaluation | None = None
-    if change.scenario is not None:
-        evaluation = planning.evaluate(session, scenario_dict(change.scenario), field_prefix="scenario")
+    if change.scenario is not None or change.calibration_profile is not None:
+        previous_read = _revision_row(session, pid)
+        scenario = scenario_dict(change.scenario) if change.scenario is not None else previous_read.scenario
+        profile = change.calibration_profile
+        if profile is None:
+            profile = previous_read.calibration_profile
+        evaluation = planning.evaluate(session, scenario, field_prefix="scenario", profile_ref=profile)
     _end_read(session)
     plan = _lock_plan(session, pid)
     previous = _revision_row(session, pid)

@@ -44,6 +44,7 @@ class BuilderState:
     recompute: str = "selective"
     micro_batch: int = 1
     dtype: str = "bf16"
+    profile: str = ""  # calibration profile ("name v3"); empty → published defaults
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -62,6 +63,8 @@ class BuilderState:
         data["sp"] = "1" if data["sp"] else "0"
         if not data["hf_config"]:
             data.pop("hf_config")
+        if not data["profile"]:
+            data.pop("profile")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def as_dict(self) -> dict[str, Any]:
@@ -103,6 +106,8 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
                 errors[name] = "required"
     if "hf_config" in params:
         state.hf_config = params["hf_config"][:200_000]
+    if "profile" in params:
+        state.profile = params["profile"].strip()[:200]
     for name, (lo, hi) in _INT_LIMITS.items():
         if name not in params:
             continue

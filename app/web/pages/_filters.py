@@ -87,7 +87,13 @@ def label(key: Any) -> str:
 def field_anchor(field: Any) -> str:
     """Form input id suffix for a problem's field path (layout.tp → tp, cluster.nodes → nodes)."""
     name = str(field).split(".")[-1]
-    return {"tokens": "tokens_b", "sequence_parallel": "sp", "layout": "mode", "dp": "tp"}.get(name, name)
+    return {
+        "tokens": "tokens_b",
+        "sequence_parallel": "sp",
+        "layout": "mode",
+        "dp": "tp",
+        "calibration_profile": "profile",
+    }.get(name, name)
 
 
 def linkify(text: Any) -> Markup:

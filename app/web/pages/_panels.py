@@ -12,6 +12,7 @@ from sqlmodel import Session, col, select
 from app.core.errors import Problem, SpecError
 from app.core.units import GiB
 from app.errors import NotFoundError
+from app.models.benchmarks import CalibrationProfile
 from app.models.catalog import GPUEntry, ModelEntry
 from app.services import planning
 from app.web.pages import _filters
@@ -40,6 +41,7 @@ class View:
     step: dict[str, Any] | None = None
     ranking: dict[str, Any] | None = None
     scaling: dict[str, Any] | None = None
+    profile_label: str = ""
     scaling_query: str = ""  # builder: the scaling panel loads on its own from /plans/new/scaling?…
     cost: dict[str, Any] | None = None
     goodput: dict[str, Any] | None = None
@@ -56,6 +58,7 @@ class Choices:
     models: list[dict[str, str]]
     gpus: list[tuple[str, str]]
     fabrics: list[tuple[str, str]]
+    profiles: list[tuple[str, str]] = field(default_factory=list)
 
 
 def fabric_names() -> list[str]:
@@ -78,7 +81,17 @@ def choices(session: Session, state: BuilderState | None = None) -> Choices:
             gpus.insert(0, (state.gpu, state.gpu))
         if state.fabric not in {f for f, _ in fabrics}:
             fabrics.insert(0, (state.fabric, state.fabric))
-    return Choices(models=models, gpus=gpus, fabrics=fabrics)
+    profiles = [("", planning.DEFAULT_PROFILE)]
+    for row in session.exec(
+        select(CalibrationProfile).order_by(
+            col(CalibrationProfile.name), col(CalibrationProfile.version).desc()
+        )
+    ).all():
+        label = planning.profile_label(row.name, row.version)
+        profiles.append((label, f"{label} ({row.gpu_name})" if row.gpu_name else label))
+    if state is not None and state.profile and state.profile not in {p for p, _ in profiles}:
+        profiles.append((state.profile, state.profile))
+    return Choices(models=models, gpus=gpus, fabrics=fabrics, profiles=profiles)
 
 
 # ---------------------------------------------------------------------------------------------- views
@@ -88,7 +101,9 @@ def build_view(session: Session, state: BuilderState) -> View:
     """Evaluate the builder's state; problems are reported per field, never as an error page."""
     try:
         scenario = state_to_scenario(state)
-        evaluation = planning.evaluate(session, scenario, search=state.mode == "planner", scaling=False)
+        evaluation = planning.evaluate(
+            session, scenario, search=state.mode == "planner", scaling=False, profile_ref=state.profile
+        )
     except SpecError as exc:
         return View(problems=list(exc.problems), reasons=_default_reasons())
     except NotFoundError as exc:
@@ -110,9 +125,11 @@ def build_view(session: Session, state: BuilderState) -> View:
                 for row in view.ranking["rows"]
             ],
         }
+    view.profile_label = evaluation.calibration_profile
     if evaluation.result.get("status") == "ok":
         concrete = scenario_to_state(evaluation.scenario)
         concrete.hf_config = state.hf_config
+        concrete.profile = state.profile
         view.scaling_query = concrete.query()
         view.scenario_json = json.dumps(evaluation.scenario, separators=(",", ":"))
     return view
@@ -122,7 +139,7 @@ def scaling_view(session: Session, state: BuilderState) -> View:
     """Only the scaling panel of a concrete (by-hand) builder state."""
     view = View(reasons={"scaling": "Fix the inputs to see the scaling curve."})
     try:
-        view.scaling = scaling_panel(planning.scaling_for(session, state_to_scenario(state)))
+        view.scaling = scaling_panel(planning.scaling_for(session, state_to_scenario(state), state.profile))
     except (SpecError, NotFoundError):
         return view
     if view.scaling is None:

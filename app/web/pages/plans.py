@@ -96,10 +96,16 @@ def save_new_plan(
     name: Annotated[str, Form(max_length=200)] = "",
     notes: Annotated[str, Form(max_length=20000)] = "",
     scenario: Annotated[str, Form(max_length=400_000)] = "",
+    calibration_profile: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     try:
         body = PlanCreate.model_validate(
-            {"name": name or "Untitled plan", "notes": notes, "scenario": _scenario_field(scenario)}
+            {
+                "name": name or "Untitled plan",
+                "notes": notes,
+                "scenario": _scenario_field(scenario),
+                "calibration_profile": calibration_profile or None,
+            }
         )
         plan = plan_service.create_plan(session, body, _author(principal))
     except SpecError as exc:
@@ -118,10 +124,16 @@ def save_revision(
     name: Annotated[str, Form(max_length=200)] = "",
     notes: Annotated[str, Form(max_length=20000)] = "",
     scenario: Annotated[str, Form(max_length=400_000)] = "",
+    calibration_profile: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     try:
         change = PlanRevise.model_validate(
-            {"name": name or None, "notes": notes, "scenario": _scenario_field(scenario)}
+            {
+                "name": name or None,
+                "notes": notes,
+                "scenario": _scenario_field(scenario),
+                "calibration_profile": calibration_profile or planning.DEFAULT_PROFILE,
+            }
         )
         plan_service.add_revision(session, plan_id, change, _author(principal))
     except SpecError as exc:
@@ -231,6 +243,8 @@ def plan_detail(
     except NotFoundError:
         return _not_found(request, "plan", plan_id)
     state = _builder.scenario_to_state(rev.scenario)
+    if rev.calibration_profile != planning.DEFAULT_PROFILE:
+        state.profile = rev.calibration_profile
     context = {
         "title": plan.name,
         "plan": plan,

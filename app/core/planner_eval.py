@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from app.core.efficiency import GemmEfficiency, HardwareProfile, measured_matmul_flops
+from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
 from app.core.estimate import EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
@@ -41,6 +41,7 @@ from app.core.memory import (
     layer_activation_bytes,
     state_bytes,
     transformer_params_per_gpu,
+    zero3_working_bytes,
 )
 from app.core.model import (
     ModelSpec,
@@ -52,7 +53,14 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
-from app.core.step import ADAM_BYTES_PER_PARAM, FLASH_BACKWARD_FLOP_RATIO, STEP_COMPONENTS, _gemm, layer_times
+from app.core.step import (
+    ADAM_BYTES_PER_PARAM,
+    CE_BYTES_PER_LOGIT,
+    FLASH_BACKWARD_FLOP_RATIO,
+    STEP_COMPONENTS,
+    _gemm,
+    layer_times,
+)
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
 LAYOUT_ARRAYS = (
@@ -119,25 +127,20 @@ class Evaluation:
 
 
 def curves_for(
-    cluster: ClusterSpec, dtype: str, profile: HardwareProfile | None
+    cluster: ClusterSpec, dtype: str, profile: HardwareProfile | None, options: EstimateOptions | None = None
 ) -> tuple[GemmEfficiency, GemmEfficiency]:
-    """Linear-layer and attention GEMM curves exactly as `app.core.estimate._curves` picks them."""
-    gpu = cluster.gpu
-    bf16 = GemmEfficiency.for_gpu(gpu, "bf16")
-    if profile is not None and profile.gemm is not None:
-        bf16 = profile.gemm if profile.gemm.dtype in ("bf16", "fp16") else bf16
-    linear = bf16
-    if dtype == "fp8":
-        if profile is not None and profile.gemm is not None and profile.gemm.dtype == "fp8":
-            linear = profile.gemm
-        else:
-            linear = GemmEfficiency.from_measured(
-                measured_matmul_flops(gpu, "fp8"),
-                "fp8",
-                half_intensity=bf16.half_intensity,
-                source=f"{gpu.name} fp8 measured matmul",
-            )
-    return linear, bf16
+    """Linear-layer and attention GEMM curves exactly as `app.core.estimate.estimate` picks them."""
+    power = getattr(options, "power_limit_w", None)
+    if power:
+        return training_curves(cluster.gpu, dtype, profile, power)  # type: ignore[call-arg]
+    return training_curves(cluster.gpu, dtype, profile)
+
+
+def framework_for(options: EstimateOptions, dtype: str) -> Framework:
+    """The framework conventions for this compute dtype, as `estimate` applies them."""
+    fw = options.framework
+    for_dtype = getattr(fw, "for_dtype", None)
+    return for_dtype(dtype) if for_dtype is not None else fw
 
 
 class CollectiveTable:
@@ -226,10 +229,10 @@ def evaluate(
 ) -> Evaluation:
     """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs)."""
     opts = options or EstimateOptions()
-    fw: Framework = opts.framework
+    fw: Framework = framework_for(opts, dtype)
     net = profile.network if profile is not None else None
     coll = collectives or CollectiveTable(cluster, net)
-    linear, attn_curve = curves_for(cluster, dtype, profile)
+    linear, attn_curve = curves_for(cluster, dtype, profile, opts)
     shape = layer_shape(model)
     h = model.hidden_size
     gpn = cluster.gpus_per_node
@@ -303,7 +306,7 @@ def evaluate(
         logits = last * (fw.logits_bytes_per_element * tokens * vocab / tp)
         comm = np.full(n, float(fw.comm_buffer_bytes))
         layer_params = (dense_p + expert_p) / np.maximum(1.0, layers_per_gpu)
-        comm = np.where(zero >= 3, comm + 2 * layer_params * (fw.weight_bytes + fw.grad_bytes), comm)
+        comm = np.where(zero >= 3, comm + zero3_working_bytes(layer_params, fw), comm)
         allocated = model_states + activations + logits + workspace + comm
         return allocated * (1 + fw.allocator_overhead_fraction) + fw.cuda_context_bytes
 
@@ -374,7 +377,7 @@ def evaluate(
     hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp))
     pp_mb = np.where(pp > 1, 2 * vp * hop_pp * (1 - fw.pp_overlap), 0.0)
 
-    ce = tokens * vocab / tp * 14.0 / (hbm_bw * fw.elementwise_efficiency)
+    ce = tokens * vocab / tp * CE_BYTES_PER_LOGIT / (hbm_bw * fw.elementwise_efficiency)
     b_fwd = layers_per_gpu * fwd_layer + logits_fwd
     b_bwd = layers_per_gpu * bwd_layer + (2 * logits_fwd + ce)
     b_rec = layers_per_gpu * rec_layer
@@ -410,11 +413,18 @@ def evaluate(
 
     z3_dp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else dp_node
     z3_exp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else exp_node
+    # ZeRO-3 moves each pass as one message, or as k per layer (Framework.zero3_collectives_per_layer)
+    per_layer_k = float(getattr(fw, "zero3_collectives_per_layer", 0) or 0)
+    k = np.maximum(1.0, per_layer_k * layers_per_gpu) if per_layer_k > 0 else np.ones(n)
+
+    def split(op: str, size: np.ndarray, ranks: np.ndarray, node: np.ndarray) -> np.ndarray:
+        return k * masked(op, size / k, ranks, node, z3)
+
     per_mb = (
-        2 * masked("all_gather", gather_bytes, dp_ranks, z3_dp_node, z3)
-        + masked("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node, z3)
-        + 2 * masked("all_gather", exp_gather_bytes, exp_ranks, z3_exp_node, z3)
-        + masked("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node, z3)
+        2 * split("all_gather", gather_bytes, dp_ranks, z3_dp_node)
+        + split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node)
+        + 2 * split("all_gather", exp_gather_bytes, exp_ranks, z3_exp_node)
+        + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
     )
     compute_mb = b_fwd + b_bwd + b_rec
     zero3 = np.where(z3, m * np.maximum(0.0, per_mb - fw.zero3_overlap * compute_mb), 0.0)

@@ -46,6 +46,25 @@ DEFAULT_MEASURED_FRACTION = 0.80
 SUSTAINED_FRACTION = 0.85
 
 
+# Power-capped operation (nvidia-smi -pl, or a part sold with a lower power limit than the die's design power).
+# Tensor-core throughput follows the SM clock. Dynamic CMOS power is P ∝ C·V²·f and over the DVFS range the
+# voltage rises about linearly with the clock, so the clock-dependent power grows as f³ (Hennessy & Patterson,
+# "Computer Architecture", 6th ed., Sec. 1.5, "Trends in power and energy"). Part of the board power does not
+# follow the SM clock (HBM, I/O, leakage); NON_CLOCK_POWER_FRACTION of the design power, an estimate from
+# H100/A100 idle-to-TDP ratios (~10-15 %) plus HBM power under load. Under a limit below the design power the
+# clock settles where the two add up to the limit. Memory-bound kernels keep their speed (the HBM clock is not
+# capped).
+NON_CLOCK_POWER_FRACTION = 0.25
+
+
+def power_capped_clock_fraction(design_power_w: float, power_limit_w: float | None) -> float:
+    """Share of the full-power SM clock a GEMM-bound workload sustains under `power_limit_w` (1.0 if none)."""
+    if not power_limit_w or design_power_w <= 0 or power_limit_w >= design_power_w:
+        return 1.0
+    fixed = NON_CLOCK_POWER_FRACTION * design_power_w
+    return float(max(0.0, (power_limit_w - fixed) / (design_power_w - fixed)) ** (1.0 / 3.0))
+
+
 def measured_matmul_flops(gpu: GPUSpec, dtype: str, sustained: bool = True) -> float:
     """Best measured GEMM FLOP/s for a compute dtype (derated to sustained load unless `sustained=False`, the
     burst figure a GEMM micro-benchmark sees); falls back to a share of dense peak."""
@@ -137,14 +156,25 @@ class HardwareProfile:
 
 
 def training_curves(
-    gpu: GPUSpec, dtype: str, profile: HardwareProfile | None = None
+    gpu: GPUSpec, dtype: str, profile: HardwareProfile | None = None, power_limit_w: float | None = None
 ) -> tuple[GemmEfficiency, GemmEfficiency]:
     """(linear-layer curve, 16-bit curve for attention) a training estimate uses.
 
     Catalog defaults are derated to sustained load; a calibrated profile's curve comes from the same kind of
     short GEMM benchmark, so it is derated by the same SUSTAINED_FRACTION. FP8 without a calibrated FP8 curve
-    uses the catalog's measured FP8 matmul with the 16-bit curve's half-intensity.
+    uses the catalog's measured FP8 matmul with the 16-bit curve's half-intensity. A power limit below the
+    GPU's design power (`gpu.tdp_w`) lowers the clock of both curves (power_capped_clock_fraction).
     """
+    linear, attn = _training_curves(gpu, dtype, profile)
+    clock = power_capped_clock_fraction(gpu.tdp_w, power_limit_w)
+    if clock < 1.0:
+        return linear.derated(clock), attn.derated(clock)
+    return linear, attn
+
+
+def _training_curves(
+    gpu: GPUSpec, dtype: str, profile: HardwareProfile | None
+) -> tuple[GemmEfficiency, GemmEfficiency]:
     bf16 = GemmEfficiency.for_gpu(gpu, "bf16")
     gemm = profile.gemm if profile is not None else None
     if gemm is not None and gemm.dtype in ("bf16", "fp16"):

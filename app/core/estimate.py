@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.efficiency import SUSTAINED_FRACTION, HardwareProfile, training_curves
+from app.core.efficiency import (
+    NON_CLOCK_POWER_FRACTION,
+    SUSTAINED_FRACTION,
+    HardwareProfile,
+    power_capped_clock_fraction,
+    training_curves,
+)
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, check_layout
@@ -41,6 +47,8 @@ class EstimateOptions:
     flop_counting: AttentionCounting = "full"  # attention FLOPs in model/hardware FLOPs (Megatron: full s²)
     causal: bool = True  # causal language model: flash attention skips the masked half
     safety_fraction: float = DEFAULT_SAFETY_FRACTION
+    # operating power limit per GPU (nvidia-smi -pl); None → the GPU's design power (`tdp_w`), no derating
+    power_limit_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,8 +95,8 @@ def estimate(
     """Memory and step time of one training configuration. Raises SpecError listing every inconsistency."""
     check_layout(model, cluster, layout, seq_len)
     opts = options or EstimateOptions()
-    fw = opts.framework
-    linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile)
+    fw = opts.framework.for_dtype(layout.dtype)
+    linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
     vocab = padded_vocab_size(model.vocab_size, layout.tp)
     counts = param_counts(model)
     mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab)
@@ -142,6 +150,13 @@ def estimate(
             SUSTAINED_FRACTION,
             "",
             "power/thermal throttling under long training runs (app.core.efficiency)",
+        ),
+        Assumption(
+            "SM clock under the power limit",
+            round(power_capped_clock_fraction(cluster.gpu.tdp_w, opts.power_limit_w), 4),
+            "share of full-power clock",
+            f"limit {opts.power_limit_w or cluster.gpu.tdp_w:g} W of {cluster.gpu.tdp_w:g} W design power; "
+            f"clock-dependent power ∝ f³, {NON_CLOCK_POWER_FRACTION:g} of it fixed (app.core.efficiency)",
         ),
         Assumption(
             "element-wise kernels",

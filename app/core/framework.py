@@ -43,17 +43,33 @@ class Framework:
     # transformer block, current + prefetched); > 0 → at most this many live parameters (DeepSpeed
     # stage3_max_live_parameters), gradients going through the reduce bucket counted in comm_buffer_bytes
     zero3_live_params: float = 0.0
+    # ZeRO-3 collectives per transformer layer and pass: 0 → the gathered parameters move as one message per
+    # pass (bandwidth-bound, FSDP's flat parameters); k > 0 → k separate collectives per layer, each paying the
+    # collective's latency, which for a ring grows with the number of ranks (DeepSpeed ZeRO-3 fetches the
+    # parameters of each sub-module — norm, QKV, projection, FFN in/out — right before that sub-module runs)
+    zero3_collectives_per_layer: int = 0
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
     pp_scatter_gather: bool = True  # send 1/tp of the boundary activation per rank (Narayanan 2021 Sec. 4.1)
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
     fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)
     step_overhead_s: float = 0.0  # per-iteration fixed cost (data loading, logging)
+    # bf16 runs of DeepSpeed use its BF16_Optimizer instead of the fp16 ZeRO optimizer: 16-bit gradients plus an
+    # unsharded fp32 gradient-accumulation buffer, and no separate fp32 partition gradient
+    # (DeepSpeed runtime/bf16_optimizer.py, fp32_groups_gradients; Megatron-DeepSpeed --bf16)
+    bf16_optimizer: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def with_(self, **changes: Any) -> Framework:
         return replace(self, **changes)
+
+    def for_dtype(self, dtype: str) -> Framework:
+        """The conventions that apply to a run in compute dtype `dtype` (see `bf16_optimizer`)."""
+        if self.bf16_optimizer and dtype == "bf16":
+            # fp32 accumulation buffer (4 B/param, not sharded); the optimizer keeps fp32 master + Adam moments
+            return replace(self, extra_unsharded_bytes=4.0, optimizer_bytes=8.0, bf16_optimizer=False)
+        return self
 
 
 # Megatron-core 2024 (NVIDIA/Megatron-LM, --use-distributed-optimizer --overlap-grad-reduce
@@ -70,10 +86,12 @@ MEGATRON_2021 = MEGATRON_CORE.with_(name="megatron-2021", dp_overlap=0.0, param_
 
 # Megatron-DeepSpeed (BigScience, vTrain): ZeRO-1 fp16 optimizer keeps 16-bit gradients, reduces in 16 bit
 # (DeepSpeed runtime/zero/stage_1_and_2.py); no overlap of the reduction with the pipeline's last backward.
-# ZeRO-3 in DeepSpeed of that period gathered each parameter tensor with its own collective and reached only
-# the per-rank NIC bandwidth across nodes: Narayanan et al. 2021 Table 2 shows ZeRO-3 throughput falling
-# 144 → 88 → 44 TFLOP/s from 384 to 1,536 GPUs at a fixed batch, i.e. communication that does not speed up
-# with more GPUs per node sharing the NICs; prefetch hides it behind about a quarter of the compute.
+# ZeRO-3 in DeepSpeed of that period fetched the parameters of each sub-module with its own collective and
+# reached only the per-rank NIC bandwidth across nodes: Narayanan et al. 2021 Table 2 shows ZeRO-3 throughput
+# falling 144 → 88 → 44 TFLOP/s from 384 to 1,536 GPUs at a fixed batch, i.e. communication that does not
+# speed up with more GPUs and whose exposed part grows with the ring's length (per-collective latency × the
+# 6 collectives per layer and pass). Prefetch hides it behind half of the compute (zero3_overlap, the one
+# constant chosen against those six rows, the only published DeepSpeed ZeRO-3 runs in the validation set).
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
     grad_bytes=2.0,
@@ -83,8 +101,11 @@ DEEPSPEED = MEGATRON_CORE.with_(
     grad_reduce_bytes=2.0,
     dp_overlap=0.0,
     param_gather_overlap=0.0,
-    zero3_overlap=0.25,
+    zero3_overlap=0.5,
     zero3_rank_nic=True,
+    # sub-modules with parameters in a GPT layer: two norms, QKV, output projection, FFN in, FFN out
+    zero3_collectives_per_layer=6,
+    bf16_optimizer=True,
     # ZeRO-1/2 reduce and all-gather buckets, 5e8 elements each in 16 bit (DeepSpeed config defaults,
     # deepspeed.readthedocs.io "ZeRO optimizations": reduce_bucket_size, allgather_bucket_size) + NCCL buffers
     comm_buffer_bytes=2 * 5e8 * 2 + 0.5 * GiB,
@@ -101,6 +122,11 @@ TORCHTITAN = MEGATRON_CORE.with_(
     grad_reduce_bytes=4.0,
     fused_elementwise=False,
     eager_activation_factor=1.0,
+    # eager cross-entropy over the full vocabulary: F.cross_entropy(pred.float(), labels) (torchtitan
+    # train.py loss_fn, 2024). At its peak the backward holds the saved fp32 log-softmax (4 B), the fp32 gradient
+    # arriving from the NLL loss (4 B) and the fp32 gradient it produces (4 B) per logit; the forward peaks at
+    # 10 B (bf16 logits + fp32 copy + fp32 log-softmax)
+    logits_bytes_per_element=12.0,
     # recompute="selective" in torchtitan is op-level selective activation checkpointing: save the attention
     # kernel's outputs and every second matmul output, recompute the rest (torchtitan docs, activation
     # checkpointing "selective op")

@@ -211,6 +211,13 @@ def layer_times(
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def zero3_collectives_per_pass(fw: Framework, layers_per_gpu: Any) -> Any:
+    """Collectives one ZeRO-3 pass (forward gather, backward gather or gradient reduce-scatter) issues."""
+    if fw.zero3_collectives_per_layer <= 0:
+        return 1.0
+    return np.maximum(1.0, fw.zero3_collectives_per_layer * np.asarray(layers_per_gpu, dtype=float))
+
+
 def group_placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
     """Placement of a communicator whose consecutive ranks are `stride` global ranks apart."""
     per_node = max(1, min(ranks, gpus_per_node // max(1, stride)))
@@ -483,11 +490,17 @@ def step_estimate(
             dp_place = Placement(dp_place.ranks, 1)
             exp_place = Placement(exp_place.ranks, 1)
         gather = dense_p * fw.param_gather_bytes
+        # one message per pass, or k per layer (Framework.zero3_collectives_per_layer), each paying latency
+        k = zero3_collectives_per_pass(fw, layers_per_gpu)
+
+        def split(op: str, size: float, place: Placement) -> float:
+            return k * _coll(op, size / k, place, cluster, network)
+
         per_mb = (
-            2 * _coll("all_gather", gather, dp_place, cluster, network)
-            + _coll("reduce_scatter", grad_bytes, dp_place, cluster, network)
-            + 2 * _coll("all_gather", expert_p * fw.param_gather_bytes, exp_place, cluster, network)
-            + _coll("reduce_scatter", exp_grad_bytes, exp_place, cluster, network)
+            2 * split("all_gather", gather, dp_place)
+            + split("reduce_scatter", grad_bytes, dp_place)
+            + 2 * split("all_gather", expert_p * fw.param_gather_bytes, exp_place)
+            + split("reduce_scatter", exp_grad_bytes, exp_place)
         )
         compute_mb = bottleneck.forward_compute + bottleneck.backward_compute + bottleneck.recompute
         zero3 = m * max(0.0, per_mb - fw.zero3_overlap * compute_mb)

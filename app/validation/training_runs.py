@@ -318,6 +318,29 @@ def row_gpu(row: Row) -> GPUSpec:
     raise NotFoundError("gpu", text, [])
 
 
+def row_power(row: Row, gpu: GPUSpec) -> tuple[GPUSpec, float | None]:
+    """The GPU at its design power and the row's operating power limit ("500W power cap" in the gpu column).
+
+    A capped part's catalog entry lists the die's peak figures, which hold at the die's full design power: the
+    highest TDP the catalog lists for a part of the same vendor and dense peak.
+    """
+    match = re.search(r"(\d+(?:\.\d+)?)\s*W\s+power\s+cap", row.get("gpu"), re.IGNORECASE)
+    if not match:
+        return gpu, None
+    from app import catalog
+
+    peak = gpu.peak_flops.get("bf16")
+    design = max(
+        [
+            g.tdp_w
+            for g in catalog.gpus().values()
+            if g.vendor == gpu.vendor and g.peak_flops.get("bf16") == peak
+        ]
+        + [gpu.tdp_w]
+    )
+    return replace(gpu, tdp_w=design), float(match.group(1))
+
+
 def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:
     defaults: list[str] = []
     tp = row.int_or("tp", 1) or 1
@@ -374,17 +397,12 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
             zero3_overlap=DEEPSPEED.zero3_overlap,
             zero3_rank_nic=DEEPSPEED.zero3_rank_nic,
             zero3_live_params=DEEPSPEED_ZERO3_LIVE_PARAMS,
+            zero3_collectives_per_layer=DEEPSPEED.zero3_collectives_per_layer,
             comm_buffer_bytes=DEEPSPEED.comm_buffer_bytes,
             grad_reduce_bytes=DEEPSPEED.grad_reduce_bytes,
         )
-    if (
-        fw.name == "megatron-deepspeed"
-        and layout.dtype == "bf16"
-        and "bigscience" in row.get("source").lower()
-    ):
-        # BigScience's bf16 runs used Megatron-DeepSpeed's BF16_Optimizer: 16-bit gradients plus an unsharded
-        # fp32 gradient-accumulation buffer ("extra 4 B/param, not sharded", stated on the source's rows)
-        fw = fw.with_(extra_unsharded_bytes=4.0, optimizer_bytes=8.0)
+    # bf16 runs of Megatron-DeepSpeed use DeepSpeed's BF16_Optimizer (Framework.bf16_optimizer, applied by the
+    # estimator for the row's dtype): BigScience's rows state its "extra 4 B/param, not sharded"
     return fw
 
 
@@ -482,7 +500,7 @@ def evaluate_row(row: Row) -> RowResult:
     rule = rule_for(row.get("source"))
     try:
         model = row_model(row, rule)
-        gpu = row_gpu(row)
+        gpu, power_limit_w = row_power(row, row_gpu(row))
         n_gpus = row.int_or("num_gpus", 0) or 0
         layout, defaults = row_layout(row, model, rule, n_gpus)
         chunks = layout.pp * layout.vp
@@ -498,15 +516,26 @@ def evaluate_row(row: Row) -> RowResult:
             return result
         cluster = ClusterSpec(gpu=gpu, num_nodes=n_gpus // gpn, gpus_per_node=gpn, fabric=row_fabric(rule))
         fw = row_framework(row, rule, layout)
-        options = EstimateOptions(framework=fw)
+        options = EstimateOptions(framework=fw, power_limit_w=power_limit_w)
         est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)
         per_layer: dict[str, float] = {}
         if metric == "layer_fwd_plus_bwd_ms":
             from app.core.efficiency import training_curves
             from app.core.step import stage_times
 
-            linear, attn = training_curves(gpu, layout.dtype)
-            stage_times(model, cluster, layout, est.seq_len, linear, attn, fw, None, True, per_layer)
+            linear, attn = training_curves(gpu, layout.dtype, None, power_limit_w)
+            stage_times(
+                model,
+                cluster,
+                layout,
+                est.seq_len,
+                linear,
+                attn,
+                fw.for_dtype(layout.dtype),
+                None,
+                True,
+                per_layer,
+            )
         predicted = predict_metric(row, est, rule, model, per_layer)
     except SpecError as exc:
         result.skipped = f"inconsistent row: {exc}"

@@ -4,8 +4,10 @@ re-draws the charts; axe finds no serious or critical accessibility violations o
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,19 @@ def _new_page(browser: Any, **kwargs: Any) -> Any:
     return context.new_page()
 
 
+def _wait_until(page: Any, expression: str, timeout_s: float = 15.0) -> None:
+    """Poll a JavaScript expression from Python (the CSP forbids the eval that wait_for_function uses)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if page.evaluate(expression):
+                return
+        except Exception:  # the page may be navigating or swapping; try again
+            pass
+        page.wait_for_timeout(100)
+    raise AssertionError(f"timed out waiting for {expression}")
+
+
 def _wait_charts(page: Any, ids: tuple[str, ...]) -> None:
     for chart in ids:
         page.wait_for_selector(f"#{chart}[data-drawn] .main-svg", timeout=40000)
@@ -90,10 +105,10 @@ def test_plan_session_build_save_reload_compare_export(
     # change an input: results update in place and the address bar reproduces the view
     page.fill("#f-nodes", "4")
     page.wait_for_url(re.compile(r"nodes=4"), timeout=10000)
-    page.wait_for_function(
-        "document.querySelector('input[name=scenario]') && "
+    _wait_until(
+        page,
+        "document.querySelector('input[name=scenario]') !== null && "
         "JSON.parse(document.querySelector('input[name=scenario]').value).cluster.nodes === 4",
-        timeout=10000,
     )
     _wait_charts(page, ("chart-memory", "chart-step"))
     view_url = page.url
@@ -161,8 +176,8 @@ def test_charts_follow_dark_mode(browser: Any, server: LiveServer) -> None:
 
     light = tick_colour()
     page.click("#theme-toggle")
-    page.wait_for_function(
-        "c => getComputedStyle(document.querySelector('#chart-step .xtick text')).fill !== c", arg=light
+    _wait_until(
+        page, f"getComputedStyle(document.querySelector('#chart-step .xtick text')).fill !== '{light}'"
     )
     assert page.evaluate("window.clusterplanTheme()") == "dark"
     assert tick_colour() != light
@@ -181,6 +196,39 @@ def test_keyboard_reaches_inputs_and_updates_results(browser: Any, server: LiveS
     page.keyboard.press("Control+A")
     page.keyboard.type("8")
     page.wait_for_url(re.compile(r"nodes=8"), timeout=10000)
+    page.context.close()
+
+
+def test_upload_hf_config_json(browser: Any, server: LiveServer, tmp_path: Path) -> None:
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 16,
+        "vocab_size": 128256,
+        "hidden_act": "silu",
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    page = _new_page(browser)
+    console = Console(page)
+    page.goto(server.url + "/plans/new")
+    _wait_charts(page, ("chart-step",))
+    page.click("text=Or use a Hugging Face config.json")
+    page.set_input_files("#f-hf-file", str(path))
+    _wait_until(
+        page,
+        "document.querySelector('input[name=scenario]') !== null && "
+        "JSON.parse(document.querySelector('input[name=scenario]').value).model.num_layers === 16",
+    )
+    assert "hf_config=" in page.url
+    _wait_charts(page, ("chart-memory", "chart-step"))
+    assert console.errors == []
     page.context.close()
 
 

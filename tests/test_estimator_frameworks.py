@@ -1,0 +1,100 @@
+"""Framework and hardware conventions the estimator models: power caps, eager cross-entropy, DeepSpeed's ZeRO-3
+sub-module collectives and BF16 optimizer."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.catalog import find_gpu, find_model
+from app.catalog.fabrics import find_fabric
+from app.core.efficiency import NON_CLOCK_POWER_FRACTION, power_capped_clock_fraction
+from app.core.estimate import EstimateOptions, estimate
+from app.core.framework import DEEPSPEED, MEGATRON_CORE, TORCHTITAN
+from app.core.hardware import ClusterSpec
+from app.core.layout import Layout
+from app.core.memory import bytes_per_param
+from app.core.model import padded_vocab_size
+
+
+def _cluster(gpu: str = "H100-SXM", nodes: int = 1, fabric: str = "ib-ndr-8x400") -> ClusterSpec:
+    return ClusterSpec(gpu=find_gpu(gpu), num_nodes=nodes, gpus_per_node=8, fabric=find_fabric(fabric))
+
+
+def test_power_cap_clock_follows_the_cube_law_above_the_fixed_power() -> None:
+    # 500 W on a 700 W part: ((500 − 175) / (700 − 175))^(1/3) with a quarter of the design power fixed
+    assert NON_CLOCK_POWER_FRACTION == 0.25
+    assert power_capped_clock_fraction(700.0, 500.0) == pytest.approx((325.0 / 525.0) ** (1 / 3), rel=1e-12)
+    assert power_capped_clock_fraction(700.0, 500.0) == pytest.approx(0.8522, abs=1e-4)
+    assert power_capped_clock_fraction(700.0, None) == 1.0
+    assert power_capped_clock_fraction(700.0, 700.0) == 1.0
+    assert power_capped_clock_fraction(700.0, 900.0) == 1.0  # a limit above the design power changes nothing
+    assert (
+        power_capped_clock_fraction(700.0, 100.0) == 0.0
+    )  # below the fixed power nothing is left for clocks
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(200.0, 1200.0), st.floats(0.05, 1.0), st.floats(0.05, 1.0))
+def test_power_cap_clock_is_monotonic_in_the_limit(design: float, a: float, b: float) -> None:
+    lo, hi = sorted((a * design, b * design))
+    assert power_capped_clock_fraction(design, lo) <= power_capped_clock_fraction(design, hi) <= 1.0
+
+
+def test_power_cap_slows_compute_but_not_memory_bound_work_or_memory() -> None:
+    model = find_model("Llama-3.1-8B")
+    cluster = _cluster()
+    layout = Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, global_batch=8, recompute="selective")
+    free = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=TORCHTITAN))
+    capped = estimate(
+        model, cluster, layout, 4096, options=EstimateOptions(framework=TORCHTITAN, power_limit_w=500.0)
+    )
+    clock = power_capped_clock_fraction(700.0, 500.0)
+    assert capped.memory.peak_bytes == free.memory.peak_bytes
+    assert capped.step.breakdown["optimizer"] == free.step.breakdown["optimizer"]  # HBM-bound Adam update
+    ratio = capped.step.breakdown["forward_compute"] / free.step.breakdown["forward_compute"]
+    # GEMMs and attention slow by 1/clock, element-wise kernels keep their speed
+    assert 1.0 < ratio < 1.0 / clock + 1e-9
+    assert capped.step.tokens_per_s < free.step.tokens_per_s
+    assert any(a.name == "SM clock under the power limit" and a.value < 1 for a in capped.assumptions)
+
+
+def test_torchtitan_keeps_twelve_bytes_per_logit_for_its_eager_cross_entropy() -> None:
+    model = find_model("Llama-3.1-8B")
+    layout = Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=2, global_batch=16, recompute="selective")
+    est = estimate(model, _cluster(), layout, 8192, options=EstimateOptions(framework=TORCHTITAN))
+    tokens = 2 * 8192
+    vocab = padded_vocab_size(model.vocab_size, 1)
+    assert est.memory.most_loaded.breakdown["logits"] == pytest.approx(12.0 * tokens * vocab)
+    megatron = estimate(model, _cluster(), layout, 8192, options=EstimateOptions(framework=MEGATRON_CORE))
+    assert megatron.memory.most_loaded.breakdown["logits"] == pytest.approx(6.0 * tokens * vocab)
+
+
+def test_deepspeed_bf16_uses_the_bf16_optimizer_bytes() -> None:
+    # fp16 ZeRO optimizer: 2 (weights) + 2 (16-bit grads) + (4 master + 8 Adam + 4 fp32 partition grads) / d
+    assert bytes_per_param(1, 8, DEEPSPEED.for_dtype("fp16")) == pytest.approx(4 + 16 / 8)
+    # BF16_Optimizer: + an unsharded fp32 gradient-accumulation buffer, no fp32 partition gradient
+    assert bytes_per_param(1, 8, DEEPSPEED.for_dtype("bf16")) == pytest.approx(8 + 12 / 8)
+    assert DEEPSPEED.for_dtype("bf16").for_dtype("bf16") == DEEPSPEED.for_dtype("bf16")
+    assert MEGATRON_CORE.for_dtype("bf16") == MEGATRON_CORE
+
+
+def _zero3_comm(fw_per_layer: int, nodes: int) -> float:
+    model = find_model("GPT-3-175B")
+    cluster = _cluster("A100-80GB-SXM", nodes, "ib-hdr-8x200")
+    dp = nodes * 8
+    layout = Layout(tp=1, pp=1, dp=dp, zero=3, micro_batch=1, global_batch=dp, recompute="full")
+    fw = DEEPSPEED.with_(zero3_collectives_per_layer=fw_per_layer)
+    est = estimate(model, cluster, layout, 2048, options=EstimateOptions(framework=fw))
+    return est.step.breakdown["zero3_comm"]
+
+
+def test_deepspeed_zero3_sub_module_collectives_pay_latency_that_grows_with_the_ring() -> None:
+    # one message per pass: bandwidth-bound, about the same time at any data-parallel size
+    assert DEEPSPEED.zero3_collectives_per_layer == 6
+    one_small, one_large = _zero3_comm(0, 48), _zero3_comm(0, 192)
+    six_small, six_large = _zero3_comm(6, 48), _zero3_comm(6, 192)
+    assert six_small > one_small and six_large > one_large
+    # per-collective ring latency grows with the ranks: the split costs more on the larger ring
+    assert six_large - one_large > six_small - one_small > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -214,3 +215,24 @@ def test_calibration_profile_changes_the_numbers_and_travels_with_the_plan(clien
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "calibration_profile"]
     page = client.get(f"/plans/new?profile={name}+v1", headers={"HX-Request": "true"})
     assert f'name="calibration_profile" form="save-form" value="{name} v1"' in page.text
+
+
+def test_compare_two_revisions_of_one_plan(client: Any) -> None:
+    plan = _create(client, "revisions compared")
+    pid = plan["id"]
+    client.put(f"/api/v1/plans/{pid}", json={"scenario": small_scenario(micro_batch=2)})
+    r = client.get("/api/v1/plans/compare", params={"ids": [pid, pid], "revs": [1, 2]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [c["revision"] for c in body["plans"]] == [1, 2]
+    changed = {row["key"] for row in body["rows"] if row["differs"] and row["section"] == "Inputs"}
+    assert changed == {"layout.micro_batch"}
+    latest = client.get("/api/v1/plans/compare", params={"ids": [pid, pid], "revs": [1, 0]}).json()
+    assert [c["revision"] for c in latest["plans"]] == [1, 2]
+    assert client.get("/api/v1/plans/compare", params={"ids": [pid, pid], "revs": [1, 9]}).status_code == 404
+    assert client.get("/api/v1/plans/compare", params={"ids": [pid, pid], "revs": [-1, 1]}).status_code == 422
+    page = client.get(f"/plans/{pid}")
+    link = re.search(r'href="(/plans/compare\?[^"]*revs=1[^"]*)">Changes from revision 1<', page.text)
+    assert link
+    diff = client.get(link.group(1).replace("&amp;", "&"))
+    assert diff.status_code == 200 and "Micro-batch" in diff.text and "≠ differs" in diff.text

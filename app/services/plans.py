@@ -351,6 +351,8 @@ def compare_plans(
             [Problem("ids", f"compare takes {MIN_COMPARE} to {MAX_COMPARE} plans, got {len(plan_ids)}")]
         )
     revs = list(revisions or [])
+    if len(revs) > len(plan_ids):
+        raise SpecError([Problem("revs", "give at most one revision per plan id")])
     revs += [None] * (len(plan_ids) - len(revs))
     chosen = [get_revision(session, pid, rev) for pid, rev in zip(plan_ids, revs, strict=True)]
     columns = [ComparisonColumn(plan_id=r.plan_id, name=r.name, revision=r.revision) for r in chosen]

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, require_scope
+from app.core.errors import Problem, SpecError
 from app.schemas.plans import (
     ComparisonPublic,
     NotFoundOut,
@@ -80,8 +81,18 @@ def compare_plans(
     session: SessionDep,
     _principal: ReadDep,
     ids: Annotated[list[uuid.UUID], Query(min_length=2, max_length=4, description="plan ids, 2 to 4")],
+    revs: Annotated[
+        list[int] | None,
+        Query(
+            max_length=4,
+            description="revision of each plan, in the order of ids (0 = latest); default latest",
+        ),
+    ] = None,
 ) -> ComparisonPublic:
-    return plan_service.compare_plans(session, list(ids))
+    if revs is not None and any(r < 0 for r in revs):
+        raise SpecError([Problem("revs", "revision numbers are ≥ 1 (0 = the latest)")])
+    chosen: list[int | None] = [r or None for r in (revs or [])]
+    return plan_service.compare_plans(session, list(ids), chosen)
 
 
 @router.get(

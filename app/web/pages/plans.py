@@ -201,13 +201,14 @@ def compare(
     session: SessionDep,
     _principal: ReadDep,
     ids: Annotated[list[str] | None, Query()] = None,
+    revs: Annotated[list[int] | None, Query(max_length=4)] = None,
     only_differences: Annotated[bool, Query()] = False,
 ) -> HTMLResponse:
     chosen = [i for i in (ids or []) if i]
     comparison = None
     problem = ""
     try:
-        comparison = plan_service.compare_plans(session, list(chosen))
+        comparison = plan_service.compare_plans(session, list(chosen), [r or None for r in (revs or [])])
     except SpecError as exc:
         problem = "; ".join(p.message for p in exc.problems)
     except NotFoundError as exc:

@@ -343,7 +343,8 @@ def evaluate(
     else:
         rec_sel = mix("recompute_selective") if not flash else np.zeros(n)
     g_vocab = padded_vocab_size(model.vocab_size, g_tp)  # type: ignore[arg-type]
-    logits_fwd = np.asarray(_gemm(linear, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
+    # the LM head stays in 16 bit under FP8 training (app.core.step.stage_times)
+    logits_fwd = np.asarray(_gemm(attn_curve, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
     rec_layer = np.where(full, share * rec_full, np.where(rec == 1, rec_sel, 0.0))
 
     act_bytes = 2.0 * tokens * h

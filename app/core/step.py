@@ -421,7 +421,9 @@ def stage_times(
         per_layer_out.update(per_layer)
 
     vocab = padded_vocab_size(model.vocab_size, tp)
-    logits_fwd = _gemm(linear, tokens, vocab / tp, shape.hidden)
+    # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain
+    # ColumnParallelLinear, not a Transformer Engine FP8 module, and torchtitan's Float8 conversion skips "output"
+    logits_fwd = _gemm(attn_curve, tokens, vocab / tp, shape.hidden)
     ce = tokens * vocab / tp * CE_BYTES_PER_LOGIT / (hbm * fw.elementwise_efficiency)
 
     out = []

@@ -75,7 +75,7 @@ def _new_page(browser: Any, **kwargs: Any) -> Any:
     return context.new_page()
 
 
-def _wait_until(page: Any, expression: str, timeout_s: float = 15.0) -> None:
+def _wait_until(page: Any, expression: str, timeout_s: float = 30.0) -> None:
     """Poll a JavaScript expression from Python (the CSP forbids the eval that wait_for_function uses)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -104,7 +104,7 @@ def test_plan_session_build_save_reload_compare_export(
 
     # change an input: results update in place and the address bar reproduces the view
     page.fill("#f-nodes", "4")
-    page.wait_for_url(re.compile(r"nodes=4"), timeout=10000)
+    page.wait_for_url(re.compile(r"nodes=4"), timeout=30000)
     _wait_until(
         page,
         "document.querySelector('input[name=scenario]') !== null && "
@@ -125,7 +125,7 @@ def test_plan_session_build_save_reload_compare_export(
     page.fill("#save-name", "Browser plan")
     page.fill("#save-notes", "built in chromium")
     page.click("#save-button")
-    page.wait_for_url(re.compile(r"/plans/[0-9a-f-]{36}$"), timeout=10000)
+    page.wait_for_url(re.compile(r"/plans/[0-9a-f-]{36}$"), timeout=30000)
     plan_url = page.url
     _wait_charts(page, ("chart-memory", "chart-step"))
     assert page.locator("h1").inner_text() == "Browser plan"
@@ -158,7 +158,7 @@ def test_plan_session_build_save_reload_compare_export(
     page.check(f"#cmp-{plan_id}")
     page.check(f"#cmp-{r.json()['id']}")
     page.click("#compare-button")
-    page.wait_for_url(re.compile(r"/plans/compare\?"), timeout=10000)
+    page.wait_for_url(re.compile(r"/plans/compare\?"), timeout=30000)
     assert page.locator("tr.differs").count() > 3
     assert page.locator("tr.differs", has_text="Tensor parallel (tp)").get_by_text("≠ differs").is_visible()
     assert console.errors == []
@@ -195,7 +195,7 @@ def test_keyboard_reaches_inputs_and_updates_results(browser: Any, server: LiveS
     page.focus("#f-nodes")
     page.keyboard.press("Control+A")
     page.keyboard.type("8")
-    page.wait_for_url(re.compile(r"nodes=8"), timeout=10000)
+    page.wait_for_url(re.compile(r"nodes=8"), timeout=30000)
     page.context.close()
 
 

@@ -79,13 +79,13 @@ def test_validation_document_shape(report: dict) -> None:
 
 
 def test_validation_accuracy_on_published_runs(report: dict) -> None:
-    # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table);
-    # the goal is time MAPE ≤ 5 %, which the model does not reach yet.
+    # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time
+    # 6.2 %, memory 9.8 %); the goal is time MAPE ≤ 5 %, which the model does not reach yet.
     s = report["summary"]
     assert s["time"]["n"] >= 70
-    assert s["time"]["mape_pct"] <= 9.0
+    assert s["time"]["mape_pct"] <= 6.8
     assert s["memory"]["n"] >= 14
-    assert s["memory"]["mape_pct"] <= 15.0
+    assert s["memory"]["mape_pct"] <= 10.5
     assert s["oom"]["correct"] >= 5
     assert s["skipped"] == []
     by_metric: dict[str, list[float]] = {}
@@ -99,6 +99,20 @@ def test_validation_accuracy_on_published_runs(report: dict) -> None:
         if "Korthikanti" in r["source"] and r["metric"] == "iter_time_s"
     ]
     assert len(korth) == 9 and max(korth) <= 10.0
+    # allocator-level memory readings (torchtitan's logged peak): the ±5 % target holds
+    titan_mem = [
+        abs(r["error_pct"])
+        for r in report["rows"]
+        if "torchtitan" in r["source"] and r["metric"] == "mem_gib_per_gpu"
+    ]
+    assert len(titan_mem) == 3 and max(titan_mem) <= 5.0
+    # DeepSpeed ZeRO-3 at a fixed batch on 384, 768 and 1,536 GPUs (Narayanan et al. 2021 Table 2): throughput
+    # halves with each doubling, which only the per-collective latency reproduces
+    zero3 = [
+        r for r in report["rows"] if "Table 2" in r["source"] and r["model_name"].startswith("GPT-3 175B")
+    ][:3]  # the ZeRO-3 rows come first in the table, the PTD-P rows after them
+    assert [r["measured"] for r in zero3] == [144, 88, 44]
+    assert max(abs(r["error_pct"]) for r in zero3) <= 5.0
 
 
 def test_unusable_rows_are_listed_with_a_reason(tmp_path: Path) -> None:

@@ -126,11 +126,12 @@ def test_killed_agent_job_is_requeued_and_finishes_once(tmp_path: Path) -> None:
         api = httpx.Client(base_url=server.url + "/api/v1", timeout=30)
         first = api.post("/nodes", json={"name": "doomed"}).json()
         second = api.post("/nodes", json={"name": "survivor"}).json()
+        # Long enough (≈ 5–30 s here) that the first progress post arrives well before the end.
         params = {
-            "sizes": [160] * 16,
+            "sizes": [256] * 32,
             "dtypes": ["fp32"],
             "device": "cpu",
-            "iters": 150,
+            "iters": 400,
             "warmup_iters": 2,
             "flush_cache": False,
         }
@@ -144,7 +145,7 @@ def test_killed_agent_job_is_requeued_and_finishes_once(tmp_path: Path) -> None:
 
         agents.append(start_agent(server, second["token"], tmp_path, "--max-jobs", "1"))
         job = wait_for(lambda: api.get(f"/benchmarks/{job_id}").json(), lambda j: j["status"] == "succeeded")
-        assert job["attempt"] == 2 and len(job["result"]["rows"]) == 16
+        assert job["attempt"] == 2 and len(job["result"]["rows"]) == 32
         assert job["claimed_by"] == second["id"]
         with httpx.stream("GET", f"{server.url}/api/v1/benchmarks/{job_id}/events", timeout=30) as stream:
             body = "".join(stream.iter_text())

@@ -1,0 +1,188 @@
+"""Goodput and cost panels of a planning session, from the cost engineer's services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from sqlmodel import Session
+
+from app.core.errors import SpecError
+
+FAILURE_PRESET = "llama3-405b"  # Meta's published interruption rates (Llama 3 paper, Sec. 3.3.4)
+
+
+def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        from app.schemas.cost import CheckpointIn, GoodputRequest
+        from app.services import cost as cost_service
+    except ImportError:
+        return None
+    cluster = resolved.cluster
+    try:
+        res = cost_service.goodput(
+            GoodputRequest.model_validate(
+                {
+                    "num_gpus": cluster.num_gpus,
+                    "gpus_per_node": min(cluster.gpus_per_node, 72),
+                    "preset": FAILURE_PRESET,
+                    "checkpoint": CheckpointIn.model_validate({"params": float(est.params_total)}),
+                    "mfu": min(max(float(est.step.mfu), 1e-6), 1.0),
+                    "run_days": summary.get("time_to_train_days") or None,
+                }
+            )
+        )
+    except (SpecError, ValidationError, ValueError):
+        return None
+    rows = [
+        {"name": "Goodput (useful share of wall time)", "value": f"{100 * res.goodput:.1f}", "unit": "%"},
+        {"name": "Checkpoint interval (Daly)", "value": f"{res.interval_s / 60:.1f}", "unit": "min"},
+        {"name": "Checkpoint stall", "value": f"{res.checkpoint_stall_s:.1f}", "unit": "s"},
+        {"name": "Restart after a failure", "value": f"{res.restart_s / 60:.1f}", "unit": "min"},
+        {"name": "Job mean time between interruptions", "value": f"{res.job_mtbf_hours:.2f}", "unit": "h"},
+        {"name": "Interruptions per day", "value": f"{res.interruptions_per_day:.2f}", "unit": "per day"},
+    ]
+    if res.effective_mfu is not None:
+        rows.append(
+            {"name": "Effective MFU after failures", "value": f"{100 * res.effective_mfu:.1f}", "unit": "%"}
+        )
+    if res.run:
+        rows.append(
+            {
+                "name": "Interruptions during the run",
+                "value": f"{res.run['interruptions']:.0f}",
+                "unit": "count",
+            }
+        )
+        rows.append(
+            {"name": "Checkpoints during the run", "value": f"{res.run['checkpoints']:.0f}", "unit": "count"}
+        )
+        days = summary.get("time_to_train_days") or 0.0
+        lost = days / res.goodput - days if res.goodput > 0 else None
+        if lost is not None:
+            rows.append(
+                {"name": "Wall time lost to checkpoints and failures", "value": f"{lost:.1f}", "unit": "days"}
+            )
+    return {
+        "goodput": round(float(res.goodput), 4),
+        "breakdown": {k: float(v) for k, v in res.breakdown.items()},
+        "rows": rows,
+        "summary": f"goodput {100 * res.goodput:.1f} % with failure rates of the {FAILURE_PRESET} run",
+        "assumptions": [a.model_dump() for a in res.assumptions],
+    }
+
+
+def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> dict[str, Any] | str:
+    """Cost per run on each cloud price-book option for this GPU, and cloud vs on-prem over time."""
+    try:
+        from app.schemas.cost import OnPremIn, RunCostRequest, TcoRequest
+        from app.services import cost as cost_service
+    except ImportError:
+        return "The cost model is not available in this build."
+    cluster = resolved.cluster
+    gpu_hours = summary.get("gpu_hours")
+    if not gpu_hours:
+        return "No time to train, so no cost."
+    try:
+        run = cost_service.run_cost(
+            session,
+            RunCostRequest.model_validate(
+                {
+                    "num_gpus": cluster.num_gpus,
+                    "gpu_hours": float(gpu_hours),
+                    "gpu": cluster.gpu.name,
+                    "goodput": float(summary.get("goodput") or 1.0),
+                }
+            ),
+        )
+    except (SpecError, ValidationError, LookupError) as exc:
+        return f"No cloud prices for {cluster.gpu.name} in the price book ({exc})."
+    curve = None
+    breakeven = ""
+    try:
+        tco = cost_service.tco(
+            session,
+            TcoRequest.model_validate(
+                {
+                    "onprem": OnPremIn.model_validate(
+                        {"nodes": cluster.num_nodes, "gpus_per_node": min(cluster.gpus_per_node, 72)}
+                    ),
+                    "gpu": cluster.gpu.name,
+                    "months": 60,
+                }
+            ),
+        )
+        curve = tco.curves.get("cumulative_usd_vs_month")
+        parts = [
+            f"{b.label}: {b.breakeven_months:.0f} months"
+            for b in tco.breakevens
+            if b.breakeven_months is not None
+        ]
+        breakeven = (
+            f"On-prem at {tco.utilisation:.0%} utilisation costs {tco.usd_per_gpu_hour:.2f} USD per GPU-hour"
+            + (
+                f"; it breaks even against {'; '.join(parts[:4])}."
+                if parts
+                else "; it never breaks even against these options."
+            )
+        )
+    except (SpecError, ValidationError, LookupError):
+        curve = None
+    rows: list[dict[str, Any]] = [
+        {
+            "option": o.label,
+            "usd_per_gpu_hour": o.usd_per_gpu_hour,
+            "cost_per_run_usd": o.total_usd,
+            "date": o.price_date,
+            "stale": o.stale,
+        }
+        for o in run.options
+    ]
+    if not rows:
+        return f"No cloud prices for {cluster.gpu.name} in the price book."
+    cheapest = min(rows, key=lambda r: r["cost_per_run_usd"])
+    traces = []
+    if curve:
+        months = curve["x"]
+        for label, ys in curve["series"].items():
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": label,
+                    "x": months,
+                    "y": [round(float(y), 2) for y in ys],
+                    "line": {
+                        "dash": "solid" if label == "on-prem" else "dash",
+                        "width": 3 if label == "on-prem" else 1.5,
+                    },
+                    "hovertemplate": "month %{x}: %{y:,.0f} USD<extra>" + label + "</extra>",
+                }
+            )
+    figure = {
+        "data": traces
+        or [
+            {
+                "type": "bar",
+                "x": [r["option"] for r in rows],
+                "y": [r["cost_per_run_usd"] for r in rows],
+                "name": "cost per run",
+            }
+        ],
+        "layout": {
+            "xaxis": {"title": {"text": "Months" if traces else "Option"}, "automargin": True},
+            "yaxis": {
+                "title": {"text": "Cumulative cost (USD)" if traces else "Cost per run (USD)"},
+                "automargin": True,
+            },
+            "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
+        },
+    }
+    return {
+        "figure": figure,
+        "rows": rows,
+        "breakeven": breakeven,
+        "cost_per_run_usd": round(float(cheapest["cost_per_run_usd"]), 2),
+        "summary": f"cheapest cloud option {cheapest['option']}: {cheapest['cost_per_run_usd']:,.0f} USD per run",
+        "assumptions": [a.model_dump() for a in run.assumptions],
+    }

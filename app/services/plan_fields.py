@@ -1,0 +1,99 @@
+"""Labels, units and flat rows of a plan's figures (compare and export), and the short layout label."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+
+def layout_label(layout: Any) -> str:
+    parts = [f"TP{layout.tp}", f"PP{layout.pp}"]
+    if getattr(layout, "vp", 1) and layout.vp > 1:
+        parts.append(f"VP{layout.vp}")
+    parts.append(f"DP{layout.dp}")
+    if layout.cp > 1:
+        parts.append(f"CP{layout.cp}")
+    if layout.ep > 1:
+        parts.append(f"EP{layout.ep}")
+    parts.append(f"ZeRO-{layout.zero}")
+    if layout.sequence_parallel:
+        parts.append("SP")
+    if layout.recompute != "none":
+        parts.append(f"recompute={layout.recompute}")
+    parts.append(f"mb={layout.micro_batch}")
+    return " ".join(parts)
+
+
+FIELD_INFO: dict[str, tuple[str, str]] = {
+    "model": ("Model", ""),
+    "gpu": ("GPU", ""),
+    "num_gpus": ("GPUs", "GPUs"),
+    "fabric": ("Fabric", ""),
+    "layout": ("Layout", ""),
+    "fits": ("Fits in memory", ""),
+    "peak_memory_gib": ("Peak memory per GPU (most-loaded stage)", "GiB"),
+    "hbm_gib": ("HBM per GPU", "GiB"),
+    "step_time_s": ("Step time", "s"),
+    "tokens_per_s": ("Throughput", "tokens/s"),
+    "mfu": ("MFU", "fraction"),
+    "model_tflops_per_gpu": ("Model TFLOP/s per GPU", "TFLOP/s"),
+    "time_to_train_days": ("Time to train", "days"),
+    "gpu_hours": ("GPU-hours", "GPU·h"),
+    "cost_per_run_usd": ("Cost per run", "USD"),
+    "goodput": ("Goodput", "fraction"),
+    "training.tokens": ("Training tokens", "tokens"),
+    "training.seq_len": ("Sequence length", "tokens"),
+    "cluster.nodes": ("Nodes", "nodes"),
+    "cluster.gpus_per_node": ("GPUs per node", "GPUs"),
+    "cluster.gpu": ("GPU type", ""),
+    "cluster.fabric": ("Fabric preset", ""),
+    "layout.global_batch": ("Global batch", "sequences"),
+    "layout.micro_batch": ("Micro-batch", "sequences"),
+    "layout.tp": ("Tensor parallel (tp)", "GPUs"),
+    "layout.pp": ("Pipeline stages (pp)", "stages"),
+    "layout.vp": ("Interleaved chunks (vp)", "per stage"),
+    "layout.dp": ("Data parallel (dp)", "replicas"),
+    "layout.cp": ("Context parallel (cp)", "GPUs"),
+    "layout.ep": ("Expert parallel (ep)", "GPUs"),
+    "layout.zero": ("ZeRO stage", ""),
+    "layout.sequence_parallel": ("Sequence parallel", ""),
+    "layout.recompute": ("Activation recompute", ""),
+    "layout.dtype": ("Compute precision", ""),
+    "layout.flash_attention": ("Flash attention", ""),
+    "layout.optimizer": ("Optimizer", ""),
+    "framework": ("Framework conventions", ""),
+    "app_version": ("App version", ""),
+    "formula_version": ("Formula version", ""),
+    "price_book_date": ("Price-book date", ""),
+    "calibration_profile": ("Calibration profile", ""),
+}
+
+
+def describe_field(section: str, key: str) -> tuple[str, str]:
+    label, unit = FIELD_INFO.get(key, (key, ""))
+    if key.endswith("_bytes"):
+        unit = unit or "bytes"
+    elif key.endswith("_s"):
+        unit = unit or "s"
+    return label, unit
+
+
+def breakdown_rows(result: dict[str, Any]) -> Iterator[tuple[str, str, Any, str]]:
+    """(section, key, value, unit) rows of the stored breakdowns, for CSV export."""
+    step = result.get("step") or {}
+    for key, value in (step.get("breakdown_s") or {}).items():
+        yield "step_time", key, value, "s"
+    memory = result.get("memory") or {}
+    for stage in memory.get("stages") or []:
+        section = f"memory_stage_{stage.get('stage')}"
+        for key, value in (stage.get("components") or {}).items():
+            yield section, key, value, "bytes"
+        yield section, "total", stage.get("total_bytes"), "bytes"
+    for point in (result.get("scaling") or {}).get("points") or []:
+        key = f"{point['fabric']}@{point['gpus']}"
+        yield "scaling_efficiency", key, point.get("efficiency"), "fraction"
+        yield "scaling_time_to_train", key, point.get("days"), "days"
+    for row in (result.get("cost_panel") or {}).get("rows") or []:
+        yield "cost_per_run", row["option"], row["cost_per_run_usd"], "USD"
+    for key, value in ((result.get("goodput") or {}).get("breakdown") or {}).items():
+        yield "goodput_per_useful_second", key, value, "s"

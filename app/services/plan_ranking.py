@@ -1,0 +1,92 @@
+"""Planner mode of a planning session: every layout ranked by app.core.planner, rejections explained."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from app.core.errors import SpecError
+from app.core.units import DAY, GiB
+from app.services.plan_fields import layout_label
+
+
+def planner_search(resolved: Any, options: Any, profile: Any) -> tuple[dict[str, Any] | None, Any, str]:
+    """Rank layouts with the planner; (ranking, best layout, reason when unavailable)."""
+    try:
+        planner = importlib.import_module("app.core.planner")
+    except ImportError:
+        return None, None, "The planner is not available in this build yet; choose the layout by hand."
+    return _run_planner(planner, resolved, options, profile)
+
+
+REJECTION_TEXT = {
+    "gpu_count": "tp·pp·cp does not divide the GPU count",
+    "tp_vs_model": "attention heads, kv heads or FFN width not divisible by tp",
+    "layers_vs_pp": "layers not divisible by pp·vp",
+    "interleave_needs_pp": "interleaving (vp > 1) needs pipeline parallelism",
+    "sequence_parallel_needs_tp": "sequence parallelism needs tp > 1",
+    "global_batch": "global batch not divisible by dp·micro-batch",
+    "interleave_microbatches": "interleaved schedule needs micro-batches to be a multiple of pp",
+    "cp_vs_seq_len": "sequence length not divisible by 2·cp",
+    "ep_vs_model": "experts not divisible by ep, or ep does not divide dp·cp",
+    "constraints": "excluded by the allowed values",
+    "heuristic_preset": "excluded by the TP-in-node / PP-in-rack heuristic",
+    "out_of_memory": "most loaded stage does not fit in usable HBM",
+}
+PLANNER_TOP = 10
+
+
+def _run_planner(
+    planner: Any, resolved: Any, options: Any, profile: Any
+) -> tuple[dict[str, Any] | None, Any, str]:
+    """Search every layout for this model, cluster and global batch; rank by time to train."""
+    layout = resolved.layout
+    try:
+        res = planner.plan(
+            resolved.model,
+            resolved.cluster,
+            resolved.seq_len,
+            layout.global_batch,
+            tokens=resolved.tokens or None,
+            dtype=layout.dtype,
+            flash_attention=layout.flash_attention,
+            options=options,
+            profile=profile,
+            top=PLANNER_TOP,
+        )
+    except SpecError as exc:
+        return None, None, "The planner rejected these inputs: " + str(exc)
+    rows = [
+        {
+            "rank": p.rank,
+            "layout": layout_label(p.layout),
+            "layout_fields": p.layout.to_dict(),
+            "step_time_s": p.step_time_s,
+            "mfu": p.mfu,
+            "peak_memory_gib": p.memory_per_gpu_bytes / GiB,
+            "headroom_gib": p.headroom_bytes / GiB,
+            "time_to_train_days": p.time_to_train_s / DAY if p.time_to_train_s else None,
+            "heuristic": bool(p.heuristic),
+        }
+        for p in res.top
+    ]
+    rejections = [
+        {"reason": REJECTION_TEXT.get(k, k), "key": k, "count": int(v)}
+        for k, v in sorted(res.rejections.items(), key=lambda kv: -kv[1])
+        if v
+    ]
+    note = (
+        f"{res.enumerated_layouts:,} layouts enumerated, {res.evaluated_layouts:,} evaluated, "
+        f"{res.feasible_layouts:,} fit in memory; searched in {1000 * res.elapsed_s:.0f} ms."
+    )
+    heuristic = res.heuristic.to_dict() if getattr(res, "heuristic", None) is not None else {}
+    ranking = {
+        "rows": rows,
+        "rejections": rejections,
+        "note": note,
+        "heuristic_note": str(heuristic.get("note", "")),
+        "feasible": res.feasible_layouts,
+    }
+    if res.best is None:
+        return ranking, None, "No layout of this model fits on this cluster with this global batch."
+    return ranking, res.best.layout, ""

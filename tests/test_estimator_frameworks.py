@@ -98,3 +98,23 @@ def test_deepspeed_zero3_sub_module_collectives_pay_latency_that_grows_with_the_
     assert six_small > one_small and six_large > one_large
     # per-collective ring latency grows with the ranks: the split costs more on the larger ring
     assert six_large - one_large > six_small - one_small > 0
+
+
+def test_splitting_allocator_fragments_more_than_expandable_segments() -> None:
+    from app.core.framework import MEGATRON_2021, SPLITTING_ALLOCATOR_FRAGMENTATION
+
+    assert SPLITTING_ALLOCATOR_FRAGMENTATION == 0.15  # GMLake's mean fragmentation removed by VM stitching
+    assert MEGATRON_CORE.fragmentation_fraction == pytest.approx(0.05)
+    assert DEEPSPEED.fragmentation_fraction == pytest.approx(0.20)
+    assert MEGATRON_2021.fragmentation_fraction == pytest.approx(0.20)
+    model = find_model("GPT-3-175B")
+    cluster = _cluster("A100-80GB-SXM", 16, "ib-hdr-8x200")
+    layout = Layout(tp=8, pp=8, dp=2, zero=1, micro_batch=1, global_batch=64, recompute="full")
+    for fw in (MEGATRON_CORE, DEEPSPEED):
+        stage = estimate(
+            model, cluster, layout, 2048, options=EstimateOptions(framework=fw)
+        ).memory.most_loaded
+        assert stage.breakdown["fragmentation"] == pytest.approx(
+            stage.allocated_bytes * fw.fragmentation_fraction
+        )
+        assert stage.reserved_bytes == pytest.approx(stage.allocated_bytes * (1 + fw.fragmentation_fraction))

@@ -364,7 +364,7 @@ def stage_memory(
     breakdown["workspace"] = float(workspace)
     breakdown["comm_buffers"] = float(comm)
     allocated = sum(breakdown.values())
-    breakdown["fragmentation"] = float(allocated * fw.allocator_overhead_fraction)
+    breakdown["fragmentation"] = float(allocated * fw.fragmentation_fraction)
     breakdown["cuda_context"] = float(fw.cuda_context_bytes)
     return StageMemory(
         stage=stage,

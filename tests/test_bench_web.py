@@ -113,6 +113,10 @@ def test_results_charts_and_profile_report(client: TestClient) -> None:
     assert 'data-figure="busbw-chart-data"' in page and 'data-figure="gemm-chart-data"' in page
     assert 'id="busbw-chart-data"' in page and "8192×8192×8192" in page
     assert "Model (GB/s)" in page and "torch 2.13.0" in page
+    partial = client.get(f"/benchmarks/jobs/{job['id']}", headers=HTMX)
+    assert (
+        partial.status_code == 200 and 'id="busbw-chart-data"' in partial.text and "<html" not in partial.text
+    )
     fit = client.post("/api/v1/calibration/profiles", json={"job_id": job["id"], "name": "web-lab"})
     assert fit.status_code == 201
     profile = client.get(f"/benchmarks/profiles/{fit.json()['id']}")

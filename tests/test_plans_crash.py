@@ -92,3 +92,46 @@ def test_kill_mid_write_leaves_whole_plans(db_url: str, tmp_path: Path) -> None:
     finally:
         engine.dispose()
     assert set(acknowledged) <= stored  # nothing the server confirmed was lost
+
+
+@pytest.mark.slow
+def test_fifty_http_clients_saving_revisions_lose_nothing(db_url: str, tmp_path: Path) -> None:
+    """50 clients at once, each its own HTTP connection to the real server, revising one plan."""
+    server = start_live_server(db_url, tmp_path, {"CLUSTERPLAN_RATE_LIMIT_PER_MINUTE": "100000"})
+    try:
+        created = httpx.post(
+            server.url + "/api/v1/plans", json={"name": "fifty", "scenario": small_scenario()}, timeout=30
+        )
+        assert created.status_code == 201, created.text
+        plan_id = created.json()["id"]
+        barrier = threading.Barrier(50)
+        answers: list[int] = []
+
+        def client(i: int) -> None:
+            body: dict[str, object] = {"notes": f"client {i}"}
+            if i % 2:
+                body["scenario"] = small_scenario(micro_batch=1 + i % 4)
+            with httpx.Client(timeout=120) as http:
+                barrier.wait()
+                r = http.post(f"{server.url}/api/v1/plans/{plan_id}/revisions", json=body)
+            assert r.status_code == 201, r.text
+            answers.append(r.json()["current"]["revision"])
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=180)
+        assert sorted(answers) == list(range(2, 52))
+        listing = httpx.get(
+            f"{server.url}/api/v1/plans/{plan_id}/revisions", params={"limit": 100}, timeout=30
+        )
+        data = listing.json()["data"]
+        assert [r["revision"] for r in data] == list(range(51, 0, -1))
+        notes = {
+            httpx.get(f"{server.url}/api/v1/plans/{plan_id}/revisions/{n}", timeout=30).json()["notes"]
+            for n in range(2, 52)
+        }
+        assert notes == {f"client {i}" for i in range(50)}
+    finally:
+        server.stop()

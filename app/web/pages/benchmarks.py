@@ -30,12 +30,18 @@ ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
 AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
+INDEX_BLOCKS = ("nodes", "launch", "jobs", "profiles")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 
 
 def _csrf(request: Request) -> str:
     principal = getattr(request.state, "principal", None)
     return str(getattr(principal, "csrf_token", "") or "")
+
+
+def _invalid(request: Request) -> int:
+    """422 for a plain form post; 200 for htmx, which swaps only successful responses into the page."""
+    return 200 if is_htmx(request) else 422
 
 
 def _catalog_names() -> tuple[list[str], list[str]]:
@@ -70,6 +76,8 @@ def _index_context(request: Request, session: Any, **extra: Any) -> dict[str, An
 @router.get("/benchmarks", response_class=HTMLResponse)
 def benchmarks_index(request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
     block = request.query_params.get("block") or "jobs"
+    if block not in INDEX_BLOCKS:
+        block = "jobs"
     return render(request, "benchmarks.html", _index_context(request, session), block=block)
 
 
@@ -81,7 +89,7 @@ def add_node(
         node, token = node_service.create_node(session, name)
     except SpecError as exc:
         ctx = _index_context(request, session, node_error=str(exc.problems[0].message), node_name=name)
-        return render(request, "benchmarks.html", ctx, block="nodes", status_code=422)
+        return render(request, "benchmarks.html", ctx, block="nodes", status_code=_invalid(request))
     ctx = _index_context(request, session, new_token=token, new_node=node.name)
     return render(request, "benchmarks.html", ctx, block="nodes", status_code=201)
 
@@ -154,7 +162,7 @@ async def launch(request: Request, session: SessionDep, principal: RunDep) -> Re
         errors = {"form": str(exc)}
     if errors:
         ctx = _index_context(request, session, form=form, errors=errors)
-        return render(request, "benchmarks.html", ctx, block="launch", status_code=422)
+        return render(request, "benchmarks.html", ctx, block="launch", status_code=_invalid(request))
     url = f"/benchmarks/jobs/{job.id}"
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Redirect": url})

@@ -238,7 +238,10 @@ def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) 
     if device == "cuda":
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
-    dist.init_process_group(backend)
+        # Binding the communicator to this rank's GPU lets NCCL set up eagerly and barriers use it.
+        dist.init_process_group(backend, device_id=torch.device(device))
+    else:
+        dist.init_process_group(backend)
     ranks_per_node = config.ranks_per_node or local_world
     if world % ranks_per_node:
         raise ValueError(f"ranks_per_node {ranks_per_node} does not divide the world size {world}")

@@ -205,5 +205,7 @@ def test_through_the_real_server(live_server: Any) -> None:
     # GTC25 S72583: 4 × DGX H100 all-to-all busbw 48 GB/s
     assert res["busbw_gbps"] == pytest.approx(48, rel=0.08)
     spec = httpx.get(f"{live_server.url}/api/v1/openapi.json", timeout=30).json()
-    ops = {op["operationId"] for path in spec["paths"].values() for op in path.values() if "operationId" in op}
+    ops = {
+        op["operationId"] for path in spec["paths"].values() for op in path.values() if "operationId" in op
+    }
     assert {"network_collective", "network_scaling", "network_bom", "network_fabrics_list"} <= ops

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import app as app_pkg
+from app.schemas.plans import PlanExport
 from tests.test_plans_support import small_scenario
 
 
@@ -126,6 +127,7 @@ def test_export_json_and_csv_carry_provenance(client: Any) -> None:
     client.put(f"/api/v1/plans/{pid}", json={"notes": "second"})
     doc = client.get(f"/api/v1/plans/{pid}/export.json").json()
     assert doc["format"] == "clusterplan-plan" and doc["plan"]["revision"] == 2
+    PlanExport.model_validate(doc)  # the documented response schema
     for key in ("app_version", "formula_version", "price_book_date", "calibration_profile"):
         assert doc[key] == plan["current"][key]
     assert doc["scenario"] == plan["current"]["scenario"]

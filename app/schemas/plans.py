@@ -153,3 +153,23 @@ class NotFoundOut(BaseModel):
     kind: str
     name: str
     suggestions: list[str] = Field(default_factory=list)
+
+
+class ExportedPlan(BaseModel):
+    id: uuid.UUID
+    name: str
+    notes: str
+    revision: int
+    created_at: str = Field(description="UTC, ISO 8601")
+
+
+class PlanExport(Provenance):
+    """One revision as exported: the inputs, the complete result and what produced it."""
+
+    format: str = Field(description="always 'clusterplan-plan'")
+    format_version: int
+    exported_at: str = Field(description="UTC, ISO 8601")
+    exported_by_app_version: str
+    plan: ExportedPlan
+    scenario: dict[str, Any]
+    result: dict[str, Any]

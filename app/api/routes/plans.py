@@ -17,6 +17,7 @@ from app.schemas.plans import (
     NotFoundOut,
     PlanCreate,
     PlanDuplicate,
+    PlanExport,
     PlanPublic,
     PlanRevise,
     PlanSummary,
@@ -190,7 +191,8 @@ RevisionQuery = Annotated[int | None, Query(ge=1, description="revision number; 
     "/{plan_id}/export.json",
     operation_id="export_plan_json",
     summary="Export a revision as JSON with app version, formula version, price-book date and calibration profile",
-    responses={**NOT_FOUND, 200: {"content": {"application/json": {}}}},
+    response_model=PlanExport,
+    responses=NOT_FOUND,
 )
 def export_plan_json(
     plan_id: uuid.UUID, session: SessionDep, _principal: ReadDep, revision: RevisionQuery = None

@@ -1,0 +1,81 @@
+"""Locust users for benchmarks/load/run.py; each class hits one endpoint so each gets its own numbers.
+
+Run one class at a time (its name on the locust command line). The estimate scenario varies the layout
+between a handful of valid ones so no layer can serve every request from one cached answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpUser
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO: dict[str, Any] = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+# Valid layouts of 64 GPUs for Llama-3-70B (tp·pp·dp·cp = 64; global batch divisible by dp·micro batch).
+LAYOUTS = [
+    {"tp": 4, "pp": 4, "vp": 5, "dp": 2, "cp": 2},
+    {"tp": 8, "pp": 4, "vp": 5, "dp": 2, "cp": 1},
+    {"tp": 4, "pp": 8, "vp": 5, "dp": 2, "cp": 1},
+    {"tp": 8, "pp": 2, "vp": 5, "dp": 4, "cp": 1},
+    {"tp": 8, "pp": 8, "vp": 5, "dp": 1, "cp": 1},
+]
+
+
+def scenario() -> dict[str, Any]:
+    body = json.loads(json.dumps(SCENARIO))
+    body["layout"].update(random.choice(LAYOUTS))
+    return body
+
+
+class LoadUser(FastHttpUser):
+    abstract = True
+    wait_time = constant(0)  # closed loop: each of the N clients sends its next request at once
+    connection_timeout = 60.0
+    network_timeout = 60.0
+
+
+class BareUser(LoadUser):
+    @task
+    def bare(self) -> None:
+        self.client.post("/bare", json=SCENARIO, name="POST /bare")
+
+
+class EstimateUser(LoadUser):
+    @task
+    def estimate(self) -> None:
+        with self.client.post("/api/v1/estimate", json=scenario(), name="POST /api/v1/estimate", catch_response=True) as r:
+            if r.status_code != 200:
+                r.failure(f"{r.status_code}: {r.text[:200]}")
+
+
+class PlanGetUser(LoadUser):
+    @task
+    def plan(self) -> None:
+        plan_id = os.environ["LOAD_PLAN_ID"]
+        self.client.get(f"/api/v1/plans/{plan_id}", name="GET /api/v1/plans/{plan_id}")
+
+
+class PlanListUser(LoadUser):
+    @task
+    def plans(self) -> None:
+        self.client.get("/api/v1/plans?limit=20", name="GET /api/v1/plans")
+
+
+class PlanReviseUser(LoadUser):
+    @task
+    def revise(self) -> None:
+        plan_id = os.environ["LOAD_PLAN_ID"]
+        with self.client.post(
+            f"/api/v1/plans/{plan_id}/revisions",
+            json={"scenario": scenario(), "notes": "load test"},
+            name="POST /api/v1/plans/{plan_id}/revisions",
+            catch_response=True,
+        ) as r:
+            if r.status_code not in (200, 201):
+                r.failure(f"{r.status_code}: {r.text[:200]}")

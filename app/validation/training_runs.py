@@ -81,7 +81,6 @@ class SourceRule:
     flash_attention: bool
     flops: str  # "eq3" (Narayanan eq. 3, hardware) | "model" (3 × forward, full attention)
     sequence_parallel_default: bool  # when the row leaves SP blank and tp > 1
-    dropout: float  # hidden/attention dropout of the runs (0.1 = Megatron's default of the time)
     reason: str
 
 
@@ -94,7 +93,6 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         False,
         "eq3",
         False,
-        0.1,
         "Selene DGX A100: 8 × HDR 200 Gb/s per node; Megatron-LM 2021 (no flash attention, no overlap)",
     ),
     SourceRule(
@@ -105,7 +103,6 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         False,
         "eq3",
         False,
-        0.1,
         "Selene DGX A100 (same cluster and code base as Narayanan 2021)",
     ),
     SourceRule(
@@ -116,7 +113,6 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         True,
         "model",
         True,
-        0.0,
         "DGX H100 (Eos): 8 × NDR 400 Gb/s; Megatron-core with Transformer Engine: distributed optimizer with "
         "overlapped grad reduce / param gather (--overlap-param-gather in the README) and TP communication "
         "overlap, as NVIDIA's published benchmark recipes use",
@@ -129,7 +125,6 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         True,
         "model",
         True,
-        0.0,
         "DGX H100: 8 × NDR 400 Gb/s; NeMo recipes enable TP communication overlap (userbuffers)",
     ),
     SourceRule(
@@ -140,7 +135,6 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         True,
         "model",
         False,
-        0.0,
         "Meta H100 clusters: 8 × 400 Gb/s RoCE per node; torchtitan FSDP2, eager PyTorch",
     ),
     SourceRule(
@@ -151,7 +145,6 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         False,
         "model",
         False,
-        0.0,
         "Jean Zay A100 partition: 4 × HDR 200 Gb/s per 8-GPU node (IDRIS); Megatron-DeepSpeed, no flash attention",
     ),
     SourceRule(
@@ -162,7 +155,6 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         False,
         "model",
         False,
-        0.1,
         "Megatron-DeepSpeed on A100 (vTrain's cluster: 8 × HDR 200 Gb/s assumed); no flash attention",
     ),
 )
@@ -171,7 +163,7 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
 DEEPSPEED_ZERO3_LIVE_PARAMS = 1e9
 
 DEFAULT_RULE = SourceRule(
-    "", MEGATRON_CORE, "ib-ndr-8x400", None, True, "model", True, 0.0, "no rule for this source: defaults"
+    "", MEGATRON_CORE, "ib-ndr-8x400", None, True, "model", True, "no rule for this source: defaults"
 )
 
 
@@ -211,6 +203,17 @@ def load_rows(path: Path | str) -> list[Row]:
             raise ValueError(f"{path}: missing columns {missing}; expected the columns of training_runs.csv")
         return [Row(i + 1, dict(r)) for i, r in enumerate(reader)]
 
+
+# Hidden and attention dropout of each family's published training configs: Megatron-LM's GPT defaults
+# (--hidden-dropout / --attention-dropout 0.1, megatron/training/arguments.py) and NeMo's GPT-3 configs
+# (NeMo-Framework-Launcher conf/training/gpt3/*.yaml: hidden_dropout 0.1, attention_dropout 0.1); Llama, Nemotron-4
+# and BLOOM train without dropout (their configs / tech reports).
+FAMILY_DROPOUT: tuple[tuple[str, float], ...] = (
+    ("llama", 0.0),
+    ("nemotron", 0.0),
+    ("bloom", 0.0),
+    ("gpt", 0.1),
+)
 
 FAMILY_DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
     # (substring of the model name, declared architecture of that family)
@@ -287,11 +290,13 @@ def row_model(row: Row, rule: SourceRule) -> ModelSpec:
         arch.setdefault("attention_bias", gpt_like)
         arch.setdefault("mlp_bias", gpt_like)
     seq = row.int_or("seq_len", 2048) or 2048
+    name = row.get("model_name").lower()
+    dropout = next((d for key, d in FAMILY_DROPOUT if key in name), FAMILY_DROPOUT[-1][1])
     return ModelSpec(
         name=row.get("model_name"),
         max_seq_len=seq,
-        hidden_dropout=rule.dropout,
-        attention_dropout=rule.dropout,
+        hidden_dropout=dropout,
+        attention_dropout=dropout,
         **shape,
         **arch,
     )

@@ -49,7 +49,9 @@ class BareUser(LoadUser):
 class EstimateUser(LoadUser):
     @task
     def estimate(self) -> None:
-        with self.client.post("/api/v1/estimate", json=scenario(), name="POST /api/v1/estimate", catch_response=True) as r:
+        with self.client.post(
+            "/api/v1/estimate", json=scenario(), name="POST /api/v1/estimate", catch_response=True
+        ) as r:
             if r.status_code != 200:
                 r.failure(f"{r.status_code}: {r.text[:200]}")
 

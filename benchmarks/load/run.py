@@ -80,7 +80,9 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.kill()
 
 
-def run_locust(user_class: str, host: str, users: int, duration_s: int, prefix: Path, env: dict[str, str]) -> dict[str, Any]:
+def run_locust(
+    user_class: str, host: str, users: int, duration_s: int, prefix: Path, env: dict[str, str]
+) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
         "-u", str(users), "-r", str(users), "-t", f"{duration_s}s", "--reset-stats",
@@ -108,7 +110,9 @@ def run_locust(user_class: str, host: str, users: int, duration_s: int, prefix: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--users", type=int, default=100, help="concurrent closed-loop clients")
     parser.add_argument("--duration", type=int, default=20, help="seconds per endpoint, after ramp-up")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers, same for both servers")
@@ -137,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     try:
         scenario = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
-        created = httpx.post(f"{app_url}/api/v1/plans", json={"name": "load test", "scenario": scenario}, timeout=30)
+        created = httpx.post(
+            f"{app_url}/api/v1/plans", json={"name": "load test", "scenario": scenario}, timeout=30
+        )
         created.raise_for_status()
         env["LOAD_PLAN_ID"] = created.json()["id"]
         wanted = set(args.only.split(",")) if args.only else None

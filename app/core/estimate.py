@@ -184,6 +184,13 @@ def estimate(
             "(p − 1)/(v·m), Narayanan et al. 2021 Sec. 2.2",
         ),
         Assumption(
+            "allocator reserve over peak allocated",
+            fw.fragmentation_fraction,
+            "share of allocated",
+            "caching-allocator fragmentation: 5 % with expandable segments, +15 % for the splitting allocator "
+            "(GMLake, Guo et al. ASPLOS 2024, arXiv 2401.08156) (app.core.framework)",
+        ),
+        Assumption(
             "HBM safety margin",
             opts.safety_fraction,
             "share of HBM",

@@ -118,3 +118,15 @@ def test_splitting_allocator_fragments_more_than_expandable_segments() -> None:
             stage.allocated_bytes * fw.fragmentation_fraction
         )
         assert stage.reserved_bytes == pytest.approx(stage.allocated_bytes * (1 + fw.fragmentation_fraction))
+
+
+def test_nvidia_smi_sees_cuda_context_and_nccl_buffers_the_allocator_does_not() -> None:
+    model = find_model("Llama-3.1-8B")
+    layout = Layout(tp=2, pp=1, dp=4, zero=1, micro_batch=1, global_batch=8, recompute="selective")
+    stage = estimate(model, _cluster(), layout, 4096).memory.most_loaded
+    outside = stage.breakdown["cuda_context"] + stage.breakdown["nccl_buffers"]
+    assert MEGATRON_CORE.nccl_buffer_bytes > 0
+    assert stage.breakdown["nccl_buffers"] == pytest.approx(MEGATRON_CORE.nccl_buffer_bytes)
+    assert stage.reserved_bytes == pytest.approx(stage.total_bytes - outside)
+    assert stage.allocated_bytes == pytest.approx(stage.reserved_bytes - stage.breakdown["fragmentation"])
+    assert stage.allocated_bytes < stage.reserved_bytes < stage.total_bytes

@@ -33,7 +33,11 @@ class Framework:
     param_gather_bytes: float = 2.0  # element size when gathering parameters (ZeRO-1 update, ZeRO-3 fetch)
     # --- runtime overheads (memory)
     cuda_context_bytes: float = 0.8 * GiB  # CUDA context + cuBLAS workspaces: visible to nvidia-smi only
-    comm_buffer_bytes: float = 0.5 * GiB  # NCCL channel buffers, scales with communicators in use
+    # NCCL's channel buffers (NCCL_BUFFSIZE 4 MiB per channel and peer for the Simple protocol, plus LL/LL128),
+    # allocated with cudaMalloc outside PyTorch's caching allocator: seen by nvidia-smi, not by
+    # torch.cuda.memory_reserved (NCCL docs, "Environment variables": NCCL_BUFFSIZE)
+    nccl_buffer_bytes: float = 0.5 * GiB
+    comm_buffer_bytes: float = 0.0  # framework communication buckets inside the caching allocator
     allocator_overhead_fraction: float = 0.05  # caching-allocator reserve over peak allocated (fragmentation)
     # PyTorch's caching allocator with expandable segments (PYTORCH_CUDA_ALLOC_CONF, PyTorch ≥ 2.1) maps
     # physical pages into one growing virtual range; the older splitting allocator fragments under recompute,
@@ -125,8 +129,8 @@ DEEPSPEED = MEGATRON_CORE.with_(
     zero3_collectives_per_layer=6,
     bf16_optimizer=True,
     # ZeRO-1/2 reduce and all-gather buckets, 5e8 elements each in 16 bit (DeepSpeed config defaults,
-    # deepspeed.readthedocs.io "ZeRO optimizations": reduce_bucket_size, allgather_bucket_size) + NCCL buffers
-    comm_buffer_bytes=2 * 5e8 * 2 + 0.5 * GiB,
+    # deepspeed.readthedocs.io "ZeRO optimizations": reduce_bucket_size, allgather_bucket_size)
+    comm_buffer_bytes=2 * 5e8 * 2,
     # DeepSpeed's PipelineEngine sends the whole boundary activation from every TP rank
     pp_scatter_gather=False,
     # the Megatron-DeepSpeed runs of 2021-22 (BigScience, vTrain) predate expandable segments (PyTorch 2.1)

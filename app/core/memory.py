@@ -217,6 +217,7 @@ MEMORY_KEYS = (
     "comm_buffers",
     "fragmentation",
     "cuda_context",
+    "nccl_buffers",
 )
 
 
@@ -234,14 +235,20 @@ class StageMemory:
         return float(sum(self.breakdown.values()))
 
     @property
+    def outside_allocator_bytes(self) -> float:
+        """CUDA context and NCCL buffers: visible to nvidia-smi, not to PyTorch's allocator statistics."""
+        return self.breakdown["cuda_context"] + self.breakdown.get("nccl_buffers", 0.0)
+
+    @property
     def allocated_bytes(self) -> float:
         """Peak allocated by the framework (what torch.cuda.max_memory_allocated reports)."""
-        return self.total_bytes - self.breakdown["cuda_context"] - self.breakdown["fragmentation"]
+        return self.total_bytes - self.outside_allocator_bytes - self.breakdown["fragmentation"]
 
     @property
     def reserved_bytes(self) -> float:
-        """Peak reserved by the caching allocator (torch.cuda.max_memory_reserved)."""
-        return self.total_bytes - self.breakdown["cuda_context"]
+        """Peak reserved by the caching allocator (torch.cuda.max_memory_reserved); the total is what
+        nvidia-smi shows."""
+        return self.total_bytes - self.outside_allocator_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -366,6 +373,7 @@ def stage_memory(
     allocated = sum(breakdown.values())
     breakdown["fragmentation"] = float(allocated * fw.fragmentation_fraction)
     breakdown["cuda_context"] = float(fw.cuda_context_bytes)
+    breakdown["nccl_buffers"] = float(fw.nccl_buffer_bytes)
     return StageMemory(
         stage=stage,
         breakdown={k: breakdown[k] for k in MEMORY_KEYS},

@@ -308,7 +308,7 @@ def evaluate(
         layer_params = (dense_p + expert_p) / np.maximum(1.0, layers_per_gpu)
         comm = np.where(zero >= 3, comm + zero3_working_bytes(layer_params, fw), comm)
         allocated = model_states + activations + logits + workspace + comm
-        return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes
+        return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes + fw.nccl_buffer_bytes
 
     zeros = np.zeros(n, dtype=np.int64)
     first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64))

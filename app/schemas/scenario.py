@@ -82,6 +82,12 @@ class Scenario(BaseModel):
     cluster: ClusterIn
     layout: LayoutIn
     training: TrainingIn
+    profile: str | None = Field(
+        default=None,
+        max_length=200,
+        description="calibrated hardware profile (name, 'name@version' or id) whose GEMM curve and "
+        "collective α/β replace the catalog defaults; omitted → catalog defaults",
+    )
     framework: str = Field(
         default="megatron-core",
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "

@@ -35,6 +35,7 @@ def run(scenario: Scenario, session: Session | None = None) -> tuple[ResolvedSce
         resolved.cluster,
         resolved.layout,
         resolved.seq_len,
+        resolved.profile,
         options=EstimateOptions(framework=resolved.framework),
     )
     return resolved, est

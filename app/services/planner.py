@@ -89,6 +89,9 @@ class PlanRequest(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True
     framework: str = "megatron-core"
+    profile: str | None = Field(
+        default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
+    )
     constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
     rank_by: Literal["time", "cost"] = "time"
     usd_per_gpu_hour: float | None = Field(
@@ -114,6 +117,9 @@ class SizesRequest(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True
     framework: str = "megatron-core"
+    profile: str | None = Field(
+        default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
+    )
     constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
     usd_per_gpu_hour: float | None = Field(default=None, gt=0)
 
@@ -190,6 +196,7 @@ def _resolve(
     global_batch: int | None,
     global_batch_tokens: int | None,
     session: Session | None,
+    profile: str | None = None,
 ) -> tuple[ResolvedScenario, int]:
     p = ProblemCollector()
     p.check(
@@ -213,6 +220,7 @@ def _resolve(
         layout=LayoutIn(global_batch=seqs),
         training=training,
         framework=framework,
+        profile=profile,
     )
     return resolve_scenario(scenario, session), seqs
 
@@ -258,6 +266,7 @@ def run_plan(
         req.global_batch,
         req.global_batch_tokens,
         session,
+        profile=req.profile,
     )
     price, price_source = (
         (req.usd_per_gpu_hour, "request")
@@ -275,6 +284,7 @@ def run_plan(
         flash_attention=req.flash_attention,
         constraints=req.constraints.to_core(),
         options=EstimateOptions(framework=resolved.framework),
+        profile=resolved.profile,
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
         top=req.top,
@@ -307,6 +317,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         req.global_batch,
         req.global_batch_tokens,
         session,
+        profile=req.profile,
     )
     if not resolved.tokens:
         raise SpecError([Problem("training.tokens", "the size sweep needs the training tokens")])
@@ -327,6 +338,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         dtype=req.dtype,
         constraints=req.constraints.to_core(),
         options=EstimateOptions(framework=resolved.framework),
+        profile=resolved.profile,
     )
     return resolved, price_source, result
 

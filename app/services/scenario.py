@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.framework import FRAMEWORKS, Framework
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
@@ -27,6 +28,7 @@ class ResolvedScenario:
     seq_len: int
     tokens: float
     framework: Framework
+    profile: HardwareProfile | None = None
 
 
 def _lookup(kind: str, name: str, session: Session | None) -> Any:
@@ -134,6 +136,7 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     else:
         gpu = _inline(GPUSpec, dict(c.gpu), "cluster.gpu", p)
     fabric = _fabric(c.fabric, p)
+    profile = _profile(scenario.profile, session, p)
     framework = FRAMEWORKS.get(scenario.framework)
     if framework is None:
         p.add("framework", f"unknown framework {scenario.framework!r}; choose one of {sorted(FRAMEWORKS)}")
@@ -165,4 +168,24 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     layout = Layout.from_dict(lay)
     seq_len = scenario.training.seq_len
     tokens = scenario.training.tokens or 0.0
-    return ResolvedScenario(model, cluster, layout, seq_len, float(tokens), framework)
+    return ResolvedScenario(model, cluster, layout, seq_len, float(tokens), framework, profile)
+
+
+def _profile(ref: str | None, session: Session | None, p: ProblemCollector) -> HardwareProfile | None:
+    """Resolve 'name', 'name@version' or an id to the calibrated HardwareProfile stored in the database."""
+    if not ref:
+        return None
+    if session is None:
+        p.add("profile", "calibration profiles live in the database; run through the API or the web app")
+        return None
+    from app.services.calibration import get_hardware_profile
+
+    name, _, version = ref.partition("@")
+    if version and not version.isdigit():
+        p.add("profile", f"version after '@' must be a number, got {version!r}")
+        return None
+    try:
+        return get_hardware_profile(session, name, int(version) if version else None)
+    except (NotFoundError, LookupError, ValueError) as exc:
+        p.add("profile", str(exc))
+        return None

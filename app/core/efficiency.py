@@ -163,7 +163,8 @@ def training_curves(
     Catalog defaults are derated to sustained load; a calibrated profile's curve comes from the same kind of
     short GEMM benchmark, so it is derated by the same SUSTAINED_FRACTION. FP8 without a calibrated FP8 curve
     uses the catalog's measured FP8 matmul with the 16-bit curve's half-intensity. A power limit below the
-    GPU's design power (`gpu.tdp_w`) lowers the clock of both curves (power_capped_clock_fraction).
+    GPU's design power (`gpu.tdp_w`) lowers the clock of both curves (power_capped_clock_fraction); a profile
+    calibrated on the capped machine already carries the cap, so pass no limit with it.
     """
     linear, attn = _training_curves(gpu, dtype, profile)
     clock = power_capped_clock_fraction(gpu.tdp_w, power_limit_w)

@@ -42,6 +42,7 @@ PUBLIC_ROUTES: dict[tuple[str, str], str] = {
         "GET",
         r"/plans/new(/[a-z-]+)?",
     ): "the plan builder form and its live results (saving needs plans:write)",
+    ("GET", r"/(network|cost)(/[a-z-]+)?"): "calculator pages and their live results (pure calculations)",
     ("GET", r"/api/v1/cost/prices"): "public price-book rows (catalog data)",
     ("GET", r"/api/v1/goodput/presets"): "public reference presets",
     ("GET", r"/api/v1/network/fabrics"): "public fabric presets (catalog data)",

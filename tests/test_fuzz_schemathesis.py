@@ -52,6 +52,8 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(tmp_path: Path
                 "--request-timeout",
                 "30",
                 "--no-color",
+                "--output-sanitize",
+                "false",  # print the exact failing requests (fields named *token* would be masked)
                 "--report",
                 "json",
                 "--report-json-path",

@@ -21,7 +21,7 @@ class Paging(BaseModel):
 
 
 def paging(
-    offset: Annotated[int, Query(ge=0, description="rows to skip")] = 0,
+    offset: Annotated[int, Query(ge=0, le=2**53, description="rows to skip")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="rows to return")] = 100,
 ) -> Paging:
     return Paging(offset=offset, limit=limit)

@@ -1,0 +1,86 @@
+"""Sign-in and token pages in a real chromium against a real server that requires signing in everywhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import start_live_server
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (make system-deps)"),
+]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_sign_in_create_and_revoke_a_token(tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    url = f"sqlite:///{tmp_path / 'browser.db'}"
+    env = {**os.environ, "CLUSTERPLAN_DATABASE_URL": url, "CLUSTERPLAN_ENVIRONMENT": "test"}
+    subprocess.run([sys.executable, "-m", "app.cli.main", "db", "upgrade"], cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "users", "create", "ada@example.com", "--password-stdin"],
+        input="a very good password\n",
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    server = start_live_server(url, tmp_path, {"CLUSTERPLAN_ALLOW_ANONYMOUS_LOOPBACK": "false"})
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+            page = browser.new_page()
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+
+            page.goto(f"{server.url}/tokens")
+            assert page.url == f"{server.url}/login?next=/tokens"
+            page.get_by_label("E-mail").fill("ada@example.com")
+            page.get_by_label("Password").fill("wrong password")
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.get_by_role("alert")).to_have_text("Wrong e-mail or password.")
+            assert problems == [
+                "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
+            ]
+            problems.clear()
+
+            page.get_by_label("Password").fill("a very good password")
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(f"{server.url}/tokens")
+            expect(page.get_by_text("Signed in as")).to_contain_text("ada@example.com")
+            cookies = {c["name"]: c for c in page.context.cookies()}
+            assert cookies["cp_session"]["httpOnly"] and cookies["cp_session"]["sameSite"] == "Lax"
+
+            page.get_by_label("Name").fill("laptop script")
+            page.get_by_role("button", name="Create token").click()
+            secret = page.locator("#new-token").inner_text()
+            assert secret.startswith("cpt_")
+            me = page.request.get(
+                f"{server.url}/api/v1/auth/me", headers={"Authorization": f"Bearer {secret}"}
+            )
+            assert me.json()["email"] == "ada@example.com" and me.json()["scopes"] == ["plans:read"]
+
+            page.get_by_role("button", name="Revoke token laptop script").click()
+            page.wait_for_url(f"{server.url}/tokens")
+            expect(page.locator("tbody tr").first).to_contain_text("revoked")
+            gone = page.request.get(
+                f"{server.url}/api/v1/auth/me", headers={"Authorization": f"Bearer {secret}"}
+            )
+            assert gone.status == 401
+
+            page.get_by_role("button", name="Sign out").click()
+            page.wait_for_url(f"{server.url}/login")
+            assert "cp_session" not in {c["name"] for c in page.context.cookies()}
+            assert problems == []
+            browser.close()
+    finally:
+        server.stop()

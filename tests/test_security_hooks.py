@@ -181,6 +181,11 @@ def test_login_rate_limit_per_account_across_addresses(app_db: str) -> None:
         for i in range(10, 14)
     ]
     assert statuses == [401, 401, 401, 429]
+    # Over a real socket: a well-formed 429 with Retry-After (a fifth address, same account).
+    limited = remote_client(app, client=("203.0.113.20", 5000)).post("/api/v1/auth/login", json=wrong)
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+    assert limited.json() == {"detail": "too many sign-in attempts for this account"}
+    assert int(limited.headers["content-length"]) == len(limited.content)
 
 
 def test_metrics_latency_histogram_and_job_counts(db_url: str) -> None:

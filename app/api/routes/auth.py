@@ -128,7 +128,9 @@ def login(body: LoginRequest, request: Request, response: Response, session: Ses
         if wait > 0:
             limited = too_many_requests(wait, "sign-in attempts for this account")
             raise HTTPException(
-                status_code=429, detail="too many sign-in attempts", headers=dict(limited.headers)
+                status_code=429,
+                detail="too many sign-in attempts for this account",
+                headers={"Retry-After": limited.headers["retry-after"]},
             )
     user = authenticate(session, body.email, body.password)
     if user is None:

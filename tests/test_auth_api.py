@@ -367,3 +367,55 @@ def test_pages_redirect_remote_visitors_to_login(app_db: str) -> None:
     assert htmx.status_code == 401 and htmx.headers["hx-redirect"] == "/login?next=/tokens"
     local = local_client().get("/tokens")
     assert local.status_code == 200 and "clusterplan users create" in local.text
+
+
+def test_admin_deactivates_and_resets_users(app_db: str) -> None:
+    admin = issue_token(_unique("boss"), ["admin"])
+    client = remote_client()
+    email = _unique("worker")
+    user_id = client.post(
+        "/api/v1/users", json={"email": email, "password": PASSWORD}, headers=bearer(admin)
+    ).json()["id"]
+    worker_token = issue_token(email, ["plans:read"], is_admin=False)
+    browser = remote_client(client=OTHER_REMOTE)
+    login(browser, email)
+
+    off = client.patch(f"/api/v1/users/{user_id}", json={"is_active": False}, headers=bearer(admin))
+    assert off.status_code == 200 and off.json()["is_active"] is False
+    assert client.get("/api/v1/auth/me", headers=bearer(worker_token)).status_code == 401
+    assert browser.get("/api/v1/auth/me").json()["authenticated"] is False
+    assert (
+        remote_client().post("/api/v1/auth/login", json={"email": email, "password": PASSWORD}).status_code
+        == 401
+    )
+
+    on = client.patch(
+        f"/api/v1/users/{user_id}",
+        json={"is_active": True, "password": "a brand new password"},
+        headers=bearer(admin),
+    )
+    assert on.status_code == 200
+    assert (
+        remote_client().post("/api/v1/auth/login", json={"email": email, "password": PASSWORD}).status_code
+        == 401
+    )
+    login(remote_client(), email, "a brand new password")
+    assert client.patch(f"/api/v1/users/{uuid.uuid4()}", json={}, headers=bearer(admin)).status_code == 404
+    short = client.patch(f"/api/v1/users/{user_id}", json={"password": "short"}, headers=bearer(admin))
+    assert short.status_code == 422
+
+
+def test_last_administrator_cannot_be_removed(empty_db_url: str) -> None:
+    from app.startup import prepare_database
+    from tests.conftest import configure_app_database
+
+    configure_app_database(empty_db_url)
+    prepare_database()
+    only = ensure_user(_unique("only-admin"), is_admin=True)
+    client = local_client()
+    for change in ({"is_active": False}, {"is_admin": False}):
+        response = client.patch(f"/api/v1/users/{only.id}", json=change)
+        assert response.status_code == 409, change
+    second = ensure_user(_unique("second-admin"), is_admin=True)
+    assert client.patch(f"/api/v1/users/{only.id}", json={"is_admin": False}).status_code == 200
+    assert client.patch(f"/api/v1/users/{second.id}", json={"is_active": False}).status_code == 409

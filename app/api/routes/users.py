@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from fastapi import APIRouter, Depends, HTTPException, status
 from pydantic import BaseModel, Field
 
@@ -9,8 +11,9 @@ from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging
 from app.api.routes.auth import UserPublic, bounded_paging
 from app.auth.deps import Principal, require_scope
-from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
+from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, hash_password
 from app.auth.users import UserExistsError, create_user, list_users
+from app.models.auth import UserAccount
 
 router = APIRouter(prefix="/users", tags=["users"])
 
@@ -19,6 +22,14 @@ class UserCreate(BaseModel):
     email: str = Field(min_length=3, max_length=320, examples=["ada@example.com"])
     password: str = Field(min_length=MIN_PASSWORD_LENGTH, max_length=MAX_PASSWORD_LENGTH)
     is_admin: bool = False
+
+
+class UserUpdate(BaseModel):
+    is_active: bool | None = Field(
+        default=None, description="false: signs the user out and disables their tokens"
+    )
+    is_admin: bool | None = None
+    password: str | None = Field(default=None, min_length=MIN_PASSWORD_LENGTH, max_length=MAX_PASSWORD_LENGTH)
 
 
 @router.post(
@@ -52,3 +63,42 @@ def list_user_accounts(
 ) -> ListEnvelope[UserPublic]:
     rows, total = list_users(session, page.offset, page.limit)
     return ListEnvelope[UserPublic](data=[UserPublic.of(u) for u in rows], count=total)
+
+
+@router.patch(
+    "/{user_id}",
+    operation_id="users_update",
+    response_model=UserPublic,
+    responses={
+        404: {"description": "no such user"},
+        409: {"description": "would leave no active administrator"},
+    },
+)
+def update_user_account(
+    user_id: uuid.UUID,
+    body: UserUpdate,
+    session: SessionDep,
+    _admin: Principal = Depends(require_scope("admin")),
+) -> UserPublic:
+    """Deactivate or reactivate a user, grant or withdraw admin, or set a new password.
+
+    Takes effect on the next request: sessions and API tokens of a deactivated user stop working at once.
+    """
+    user = session.get(UserAccount, user_id)
+    if user is None:
+        raise HTTPException(status_code=404, detail=f"no user {user_id}")
+    demoting = (body.is_active is False or body.is_admin is False) and user.is_admin and user.is_active
+    if demoting:
+        admins = [u for u in list_users(session, 0, 100_000)[0] if u.is_admin and u.is_active]
+        if len(admins) <= 1:
+            raise HTTPException(status_code=409, detail="this is the last active administrator")
+    if body.is_active is not None:
+        user.is_active = body.is_active
+    if body.is_admin is not None:
+        user.is_admin = body.is_admin
+    if body.password is not None:
+        user.password_hash = hash_password(body.password)
+    session.add(user)
+    session.commit()
+    session.refresh(user)
+    return UserPublic.of(user)

@@ -28,6 +28,7 @@ UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 # (method, path regex) → why it is public. Reads of catalog data and pure calculations may stay public.
 PUBLIC_ROUTES: dict[tuple[str, str], str] = {
     ("GET", r"/healthz"): "liveness probe",
+    ("GET", r"/favicon\.ico"): "site icon",
     ("GET", r"/"): "home page",
     ("GET", r"/login"): "sign-in form",
     ("POST", r"/login"): "sign-in (rate limited, Origin-checked)",

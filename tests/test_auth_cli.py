@@ -20,6 +20,10 @@ def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
         "CLUSTERPLAN_ENVIRONMENT": "test",
     }
 
+    from tests.conftest import configure_app_database
+
+    configure_app_database(env["CLUSTERPLAN_DATABASE_URL"])
+
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "app.cli.main", *args],
@@ -117,3 +121,31 @@ def test_scope_checks_on_the_shell(cli) -> None:  # type: ignore[no-untyped-def]
     assert (
         admin.returncode == 2 and "not an administrator" in admin.stderr and "Traceback" not in admin.stderr
     )
+
+
+def test_lockout_recovery_and_deactivation(cli) -> None:  # type: ignore[no-untyped-def]
+    assert (
+        cli(
+            "users", "create", "root@example.com", "--admin", "--password-stdin", stdin="first password 1\n"
+        ).returncode
+        == 0
+    )
+    changed = cli(
+        "users", "set-password", "ROOT@example.com", "--password-stdin", stdin="second password 2\n"
+    )
+    assert changed.returncode == 0 and "password changed for root@example.com" in changed.stdout
+    assert cli("users", "deactivate", "root@example.com").returncode == 0
+    assert "inactive" in cli("users", "list").stdout
+    assert cli("users", "activate", "root@example.com").returncode == 0
+    assert "inactive" not in cli("users", "list").stdout
+    missing = cli("users", "deactivate", "ghost@example.com")
+    assert missing.returncode == 2 and "no user" in missing.stderr
+
+    from sqlmodel import Session
+
+    from app.auth.users import authenticate
+    from app.db import get_engine
+
+    with Session(get_engine()) as session:
+        assert authenticate(session, "root@example.com", "second password 2") is not None
+        assert authenticate(session, "root@example.com", "first password 1") is None

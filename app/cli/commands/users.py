@@ -22,6 +22,11 @@ def register(root: typer.Typer) -> None:
         create_user
     )
     users.command("list", help="List user accounts.")(list_users)
+    users.command("set-password", help="Set a new password (prompted, or read from stdin).")(set_password)
+    users.command("deactivate", help="Disable a user: their sessions and API tokens stop working.")(
+        deactivate
+    )
+    users.command("activate", help="Re-enable a deactivated user.")(activate)
     root.add_typer(users, name="users")
     tokens = typer.Typer(help="Personal API tokens (shown once, stored hashed).", no_args_is_help=True)
     tokens.command("create", help="Issue a token for a user and print it once.")(create_token)
@@ -49,10 +54,7 @@ def create_user(
 ) -> None:
     from app.auth.users import create_user as create
 
-    if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-    else:
-        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    password = _read_password(password_stdin)
     with _session() as session:
         user = create(session, email, password, is_admin=admin)
         typer.echo(f"created {'administrator' if user.is_admin else 'user'} {user.email} ({user.id})")
@@ -69,6 +71,48 @@ def list_users() -> None:
             )
             typer.echo(f"{user.id}  {user.email}  {flags}".rstrip())
         typer.echo(f"{total} user(s)")
+
+
+def _read_password(password_stdin: bool) -> str:
+    if password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    return str(typer.prompt("Password", hide_input=True, confirmation_prompt=True))
+
+
+def _change_user(email: str, **changes: object) -> None:
+    from app.auth.users import find_user
+
+    with _session() as session:
+        user = find_user(session, email)
+        if user is None:
+            raise UserError(f"no user with e-mail {email!r}")
+        for key, value in changes.items():
+            setattr(user, key, value)
+        session.add(user)
+        session.commit()
+
+
+def set_password(
+    email: Annotated[str, typer.Argument(help="the user's e-mail")],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="read the password from the first line of stdin")
+    ] = False,
+) -> None:
+    """Also the way back in for a locked-out administrator: it needs shell access, not the web."""
+    from app.auth.passwords import hash_password
+
+    _change_user(email, password_hash=hash_password(_read_password(password_stdin)))
+    typer.echo(f"password changed for {email.strip().lower()}")
+
+
+def deactivate(email: Annotated[str, typer.Argument(help="the user's e-mail")]) -> None:
+    _change_user(email, is_active=False)
+    typer.echo(f"deactivated {email.strip().lower()}")
+
+
+def activate(email: Annotated[str, typer.Argument(help="the user's e-mail")]) -> None:
+    _change_user(email, is_active=True)
+    typer.echo(f"activated {email.strip().lower()}")
 
 
 def create_token(

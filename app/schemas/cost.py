@@ -67,8 +67,8 @@ class RunCostRequest(StrictModel):
     gpu_hours: float | None = Field(
         None, ge=0, le=1e13, description="productive GPU-hours; or give params/tokens/mfu"
     )
-    params: float | None = Field(None, gt=0, le=1e16, description="total parameters")
-    active_params: float | None = Field(None, gt=0, le=1e16, description="MoE: parameters active per token")
+    params: float | None = Field(None, ge=1, le=1e16, description="total parameters")
+    active_params: float | None = Field(None, ge=1, le=1e16, description="MoE: parameters active per token")
     tokens: float | None = Field(None, gt=0, le=1e18)
     gpu: str | None = Field(None, description="catalog GPU: gives the peak FLOP/s and default price rows")
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
@@ -223,7 +223,7 @@ class SpotResponse(BaseModel):
 
 
 class CheckpointIn(StrictModel):
-    params: float = Field(gt=0, le=1e16, description="total parameters (MoE: all experts)")
+    params: float = Field(ge=1, le=1e16, description="total parameters (MoE: all experts)")
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     optimizer: Literal["adamw", "adam", "sgd_momentum", "adafactor", "none"] = "adamw"
     include_optimizer: bool = True
@@ -308,7 +308,7 @@ class StorageRequest(StrictModel):
     num_nodes: int | None = Field(None, ge=1, le=100_000)
     gpus_per_node: int = Field(8, ge=1, le=72)
     tokens_per_step: float | None = Field(None, gt=0, le=1e13, description="global batch in tokens")
-    step_s: float | None = Field(None, gt=0, le=1e7, description="step time (from the estimator)")
+    step_s: float | None = Field(None, ge=1e-6, le=1e7, description="step time (from the estimator)")
     vocab_size: int | None = Field(None, ge=1, le=100_000_000)
     slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
     jitter_sigma: float = Field(0.1, ge=0, le=2)
@@ -331,7 +331,7 @@ class TierLoadOut(BaseModel):
     tier: str
     available_bytes_per_s: float
     load_s_per_step: float
-    fraction_of_step: float
+    fraction_of_step: float | None  # None when the step time is unknown or the share is unbounded
     warn: bool
 
 

@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test install install-test system-deps lint typecheck pytest bench clean
+.PHONY: run test install install-test system-deps lint typecheck pytest bench load validate clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,22 @@ pytest: install-test system-deps
 
 test: lint typecheck pytest
 
+# Speed and overhead benchmarks: each prints its figures and ratios against a baseline measured in the same run.
 bench: install-test
-	$(BIN)/python -m benchmarks.run_all
+	$(BIN)/python benchmarks/bench_planner.py
+	$(BIN)/python benchmarks/bench_ui_latency.py
+	$(BIN)/python benchmarks/bench_runner_overhead.py
+
+# Load test against loopback (bounded: 100 clients, 20 s per endpoint); see docs/performance.md.
+load: install-test
+	$(BIN)/python -m benchmarks.load.run
+
+# Replay every published measurement the models are validated against.
+validate: install
+	$(BIN)/clusterplan validate training-runs tests/data/training_runs.csv
+	$(BIN)/clusterplan validate collectives tests/data/network/collectives.csv
+	$(BIN)/clusterplan validate costs tests/data/cost_cases.jsonl
+	$(BIN)/clusterplan validate layouts tests/data/training_runs.csv
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

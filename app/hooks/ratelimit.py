@@ -9,6 +9,7 @@ several uvicorn workers each worker counts on its own (the effective limit is wo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import threading
@@ -20,7 +21,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth import sessions
 
@@ -140,6 +141,51 @@ class RateLimitMiddleware:
         await self.app(scope, receive, send)
 
 
+# Requests being worked on at once (the rest wait their turn on the event loop, costing nothing). Kept below
+# the database pool (5 + 10 overflow) and far below the 40 threads that run sync routes: otherwise, under load,
+# every thread can end up waiting for a connection or SQLite's write lock held by requests that need a thread
+# to finish — a deadlock that lasts until the 30 s pool/busy timeout (see docs/performance.md).
+MAX_CONCURRENT_REQUESTS = 12
+
+
+class ConcurrencyLimitMiddleware:
+    """At most `limit` requests between arrival and the start of their response; static files bypass it.
+
+    The slot is released when the response starts, so long-lived streams (server-sent events) hold none.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_CONCURRENT_REQUESTS) -> None:
+        self.app = app
+        self.limit = limit
+        self._slots: asyncio.Semaphore | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.limit <= 0 or scope.get("path", "").startswith("/static/"):
+            await self.app(scope, receive, send)
+            return
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.limit)
+        slots = self._slots
+        await slots.acquire()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                slots.release()
+
+        async def send_releasing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_releasing)
+        finally:
+            release()
+
+
 def install(app: FastAPI) -> None:
     settings = app.state.settings
     api = TokenBucketLimiter(settings.rate_limit_per_minute)
@@ -152,3 +198,5 @@ def install(app: FastAPI) -> None:
     app.user_middleware.append(
         Middleware(RateLimitMiddleware, api=api, per_address=per_address, login=login, settings=settings)
     )
+    # Then the concurrency limit: time spent waiting for a slot still shows in request logs and metrics.
+    app.user_middleware.append(Middleware(ConcurrencyLimitMiddleware, limit=MAX_CONCURRENT_REQUESTS))

@@ -163,14 +163,24 @@ def training_curves(
     Catalog defaults are derated to sustained load; a calibrated profile's curve comes from the same kind of
     short GEMM benchmark, so it is derated by the same SUSTAINED_FRACTION. FP8 without a calibrated FP8 curve
     uses the catalog's measured FP8 matmul with the 16-bit curve's half-intensity. A power limit below the
-    GPU's design power (`gpu.tdp_w`) lowers the clock of both curves (power_capped_clock_fraction); a profile
-    calibrated on the capped machine already carries the cap, so pass no limit with it.
+    die's design power (`gpu.full_power_w`) lowers the clock of both curves (power_capped_clock_fraction); a
+    part whose own limit (`gpu.tdp_w`) is below its die's design power runs capped without an explicit limit.
+    A profile calibrated on the capped machine already carries the cap, so pass no limit with it.
     """
     linear, attn = _training_curves(gpu, dtype, profile)
-    clock = power_capped_clock_fraction(gpu.tdp_w, power_limit_w)
+    clock = operating_clock_fraction(
+        gpu, power_limit_w, calibrated=profile is not None and profile.gemm is not None
+    )
     if clock < 1.0:
         return linear.derated(clock), attn.derated(clock)
     return linear, attn
+
+
+def operating_clock_fraction(gpu: GPUSpec, power_limit_w: float | None, calibrated: bool = False) -> float:
+    """Share of the full-power SM clock at the operating limit: `power_limit_w`, else the part's own `tdp_w`
+    (a calibrated curve was measured at the part's own limit, so only an explicit limit derates it)."""
+    limit = power_limit_w if (power_limit_w or calibrated) else gpu.tdp_w
+    return power_capped_clock_fraction(gpu.full_power_w, limit)
 
 
 def _training_curves(

@@ -9,7 +9,7 @@ from app.core.efficiency import (
     NON_CLOCK_POWER_FRACTION,
     SUSTAINED_FRACTION,
     HardwareProfile,
-    power_capped_clock_fraction,
+    operating_clock_fraction,
     training_curves,
 )
 from app.core.framework import MEGATRON_CORE, Framework
@@ -47,7 +47,8 @@ class EstimateOptions:
     flop_counting: AttentionCounting = "full"  # attention FLOPs in model/hardware FLOPs (Megatron: full s²)
     causal: bool = True  # causal language model: flash attention skips the masked half
     safety_fraction: float = DEFAULT_SAFETY_FRACTION
-    # operating power limit per GPU (nvidia-smi -pl); None → the GPU's design power (`tdp_w`), no derating
+    # operating power limit per GPU (nvidia-smi -pl); None → the part's own limit (`tdp_w`), derated only where
+    # that is below the die's design power (`full_power_w`)
     power_limit_w: float | None = None
 
 
@@ -97,6 +98,7 @@ def estimate(
     opts = options or EstimateOptions()
     fw = opts.framework.for_dtype(layout.dtype)
     linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
+    calibrated = profile is not None and profile.gemm is not None
     vocab = padded_vocab_size(model.vocab_size, layout.tp)
     counts = param_counts(model)
     mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab)
@@ -153,9 +155,9 @@ def estimate(
         ),
         Assumption(
             "SM clock under the power limit",
-            round(power_capped_clock_fraction(cluster.gpu.tdp_w, opts.power_limit_w), 4),
+            round(operating_clock_fraction(cluster.gpu, opts.power_limit_w, calibrated), 4),
             "share of full-power clock",
-            f"limit {opts.power_limit_w or cluster.gpu.tdp_w:g} W of {cluster.gpu.tdp_w:g} W design power; "
+            f"limit {opts.power_limit_w or cluster.gpu.tdp_w:g} W of {cluster.gpu.full_power_w:g} W design power; "
             f"clock-dependent power ∝ f³, {NON_CLOCK_POWER_FRACTION:g} of it fixed (app.core.efficiency)",
         ),
         Assumption(

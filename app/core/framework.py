@@ -45,6 +45,13 @@ class Framework:
     expandable_segments: bool = True
     logits_bytes_per_element: float = 6.0  # 16-bit logits + fp32 cross-entropy copy (vocab-parallel CE)
     eager_activation_factor: float = 1.0  # >1 for unfused eager PyTorch (extra saved intermediates)
+    # HBM traffic of the cross-entropy loss per logit (bytes, forward + backward). Megatron's unfused
+    # vocab-parallel cross-entropy (megatron/core/tensor_parallel/cross_entropy.py; --cross-entropy-loss-fusion is
+    # opt-in, TransformerConfig.cross_entropy_loss_fusion = False) runs one kernel per step on the fp32 logits:
+    # forward cast to fp32 (read 2, write 4), max (read 4), subtract max in place (4 + 4), exp in place (4 + 4),
+    # sum (4), divide in place to the saved softmax (4 + 4) = 38 B; backward multiply by the incoming gradient in
+    # place (4 + 4) and cast back to 16 bit (4 + 2) = 14 B; 52 B in all
+    ce_bytes_per_logit: float = 52.0
     selective_policy: str = "core_attention"  # what recompute="selective" recomputes: core_attention | op
     # --- runtime behaviour (time)
     tp_overlap: float = 0.0  # share of tensor-parallel communication hidden behind GEMMs
@@ -151,6 +158,10 @@ TORCHTITAN = MEGATRON_CORE.with_(
     # arriving from the NLL loss (4 B) and the fp32 gradient it produces (4 B) per logit; the forward peaks at
     # 10 B (bf16 logits + fp32 copy + fp32 log-softmax)
     logits_bytes_per_element=12.0,
+    # the same loss in eager kernels: cast to fp32 (2 + 4), log_softmax (two reads of the input, one write:
+    # 4 + 4 + 4), NLL backward writes a zero-filled fp32 gradient (4), log_softmax backward (reads gradient and
+    # saved output, writes 4 + 4 + 4), cast back to bf16 (4 + 2): 40 B per logit
+    ce_bytes_per_logit=40.0,
     # recompute="selective" in torchtitan is op-level selective activation checkpointing: save the attention
     # kernel's outputs and every second matmul output, recompute the rest (torchtitan docs, activation
     # checkpointing "selective op")

@@ -32,6 +32,17 @@ class GPUSpec:
     aliases: tuple[str, ...] = ()
     source: str = ""
     date: str = ""
+    # streaming multiprocessors (NVIDIA) / compute units (AMD) that run GEMM output tiles in parallel; 0 = unknown
+    # (no wave quantisation modelled)
+    sm_count: int = 0
+    # power at which the die's peak figures hold; 0 → tdp_w. A part sold with a lower limit than its die's
+    # design (H100 96GB at 500 W) lists the die's design power here and its own limit in tdp_w
+    design_power_w: float = 0.0
+
+    @property
+    def full_power_w(self) -> float:
+        """Design power of the die (the power its peak and measured matmul figures hold at)."""
+        return self.design_power_w or self.tdp_w
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for a compute dtype (fp8 falls back to bf16 where unsupported)."""

@@ -55,7 +55,6 @@ from app.core.model import (
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
 from app.core.step import (
     ADAM_BYTES_PER_PARAM,
-    CE_BYTES_PER_LOGIT,
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
     _gemm,
@@ -378,7 +377,7 @@ def evaluate(
     hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp))
     pp_mb = np.where(pp > 1, 2 * vp * hop_pp * (1 - fw.pp_overlap), 0.0)
 
-    ce = tokens * vocab / tp * CE_BYTES_PER_LOGIT / (hbm_bw * fw.elementwise_efficiency)
+    ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm_bw * fw.elementwise_efficiency)
     b_fwd = layers_per_gpu * fwd_layer + logits_fwd
     b_bwd = layers_per_gpu * bwd_layer + (2 * logits_fwd + ce)
     b_rec = layers_per_gpu * rec_layer

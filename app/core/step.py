@@ -61,8 +61,9 @@ NORM_BYTES, RESIDUAL_BYTES, DROPOUT_MASK_BYTES = 4.0, 6.0, 2.0
 # Unfused attention (no flash): fused scale-mask-softmax reads and writes the 16-bit scores (4 B per score),
 # dropout adds a 1-byte mask and a 16-bit copy (5 B); the backward kernels move about 1.5× that.
 SOFTMAX_BYTES_PER_SCORE, ATTN_DROPOUT_BYTES_PER_SCORE, SOFTMAX_BACKWARD_RATIO = 4.0, 5.0, 1.5
-# fp32 softmax cross-entropy over the vocabulary shard: read 16-bit logits, write and re-read fp32
-# probabilities, write the 16-bit gradient (2 + 4 + 4 + 4 B per logit)
+# fp32 softmax cross-entropy over the vocabulary shard, lower bound of a fully fused loss: read 16-bit logits,
+# write and re-read fp32 probabilities, write the 16-bit gradient (2 + 4 + 4 + 4 B per logit). The frameworks'
+# own (unfused) loss kernels move more: Framework.ce_bytes_per_logit, which the step time uses.
 CE_BYTES_PER_LOGIT = 14.0
 ADAM_BYTES_PER_PARAM = (
     38.0  # read grad+master+m+v (16), write master+m+v (12), 16-bit copy (2), clip+zero (8)
@@ -424,7 +425,7 @@ def stage_times(
     # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain
     # ColumnParallelLinear, not a Transformer Engine FP8 module, and torchtitan's Float8 conversion skips "output"
     logits_fwd = _gemm(attn_curve, tokens, vocab / tp, shape.hidden)
-    ce = tokens * vocab / tp * CE_BYTES_PER_LOGIT / (hbm * fw.elementwise_efficiency)
+    ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
 
     out = []
     for stage in range(pp):

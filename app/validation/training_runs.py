@@ -324,26 +324,15 @@ def row_gpu(row: Row) -> GPUSpec:
 
 
 def row_power(row: Row, gpu: GPUSpec) -> tuple[GPUSpec, float | None]:
-    """The GPU at its design power and the row's operating power limit ("500W power cap" in the gpu column).
+    """The GPU and the row's operating power limit ("500W power cap" in the gpu column), if stated.
 
-    A capped part's catalog entry lists the die's peak figures, which hold at the die's full design power: the
-    highest TDP the catalog lists for a part of the same vendor and dense peak.
+    The catalog entry carries the die's design power (`GPUSpec.full_power_w`), the power its peak figures hold
+    at; the estimator derates the clock for a limit below it (app.core.efficiency.operating_clock_fraction).
     """
     match = re.search(r"(\d+(?:\.\d+)?)\s*W\s+power\s+cap", row.get("gpu"), re.IGNORECASE)
     if not match:
         return gpu, None
-    from app import catalog
-
-    peak = gpu.peak_flops.get("bf16")
-    design = max(
-        [
-            g.tdp_w
-            for g in catalog.gpus().values()
-            if g.vendor == gpu.vendor and g.peak_flops.get("bf16") == peak
-        ]
-        + [gpu.tdp_w]
-    )
-    return replace(gpu, tdp_w=design), float(match.group(1))
+    return gpu, float(match.group(1))
 
 
 def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:

@@ -11,6 +11,13 @@ Guide", docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplic
 with `max_flops` chosen so the curve passes through the catalog's measured best matmul TFLOP/s (mamf-finder,
 stas00/ml-engineering compute/accelerator/README.md), derated to sustained load (SUSTAINED_FRACTION), at the large
 square shape those sweeps peak on.
+On top of that smooth curve, a GPU with a known SM count gets tile and wave quantisation: the GEMM's output is
+cut into tiles of TILE_M × TILE_N (either orientation, the better of the two, as cuBLAS/CUTLASS heuristics pick a
+tile shape per problem), each SM computes one tile at a time, so a GEMM takes ceil(tiles / SMs) full waves and
+the SMs idle on the padding of the last row/column of tiles and on the unfilled part of the last wave (NVIDIA
+"Matrix Multiplication Background User's Guide", sections "Tile quantization" and "Wave quantization";
+CUTLASS's default Hopper/Ampere 16-bit tile is 128 × 256 × 64, NVIDIA/cutlass media/docs/efficient_gemm.md).
+The curve is normalised so the reference shape keeps its measured throughput.
 Every function here accepts numpy arrays.
 """
 
@@ -34,6 +41,29 @@ DEFAULT_HALF_INTENSITY = 40.0  # used when a GPU has no HBM bandwidth (≈ RIDGE
 # mamf-finder reports its best over shapes up to ~16k (ml-engineering, compute/accelerator/benchmarks);
 # a 8192³ GEMM has I = 8192/3.
 REFERENCE_INTENSITY = 8192.0 / 3.0
+
+# Output tile of one SM's GEMM work unit (CUTLASS default 16-bit tile on Ampere/Hopper, 128 × 256; cuBLAS picks
+# between orientations per shape). Used only where the GPU's SM count is known.
+TILE_M, TILE_N = 128, 256
+REFERENCE_SIZE = 8192.0  # the square GEMM edge behind REFERENCE_INTENSITY
+
+
+def quantisation_efficiency(m: Any, n: Any, sm_count: int, batch: Any = 1.0) -> Any:
+    """Useful share of the SM-time a GEMM of `batch` × (m × n) outputs occupies: tile padding × partial last
+    wave (NVIDIA "Matrix Multiplication Background User's Guide"). 1.0 when the SM count is unknown."""
+    if sm_count <= 0:
+        return np.ones(np.broadcast(np.asarray(m), np.asarray(n), np.asarray(batch)).shape)
+    m_ = np.maximum(np.asarray(m, dtype=float), 1.0)
+    n_ = np.maximum(np.asarray(n, dtype=float), 1.0)
+    b_ = np.maximum(np.asarray(batch, dtype=float), 1.0)
+    best = None
+    for tm, tn in ((TILE_M, TILE_N), (TILE_N, TILE_M)):
+        tiles = np.ceil(m_ / tm) * np.ceil(n_ / tn) * np.ceil(b_)
+        waves = np.ceil(tiles / sm_count)
+        eff = (m_ * n_ * b_) / (waves * sm_count * tm * tn)
+        best = eff if best is None else np.maximum(best, eff)
+    return best
+
 
 # When a GPU has no measured matmul figure: fraction of dense peak that large BF16 GEMMs reach.
 # Median of the measured/peak ratios in the catalog (A100 86.9 %, H100 80.3 %, B200 77.6 %, MI300X 51 %).
@@ -99,6 +129,7 @@ class GemmEfficiency:
     half_intensity: float = DEFAULT_HALF_INTENSITY
     dtype: str = "bf16"
     source: str = ""
+    sm_count: int = 0  # > 0: tile and wave quantisation on top of the curve (quantisation_efficiency)
 
     @classmethod
     def from_measured(
@@ -108,17 +139,30 @@ class GemmEfficiency:
         half_intensity: float = DEFAULT_HALF_INTENSITY,
         reference_intensity: float = REFERENCE_INTENSITY,
         source: str = "",
+        sm_count: int = 0,
     ) -> GemmEfficiency:
         saturation = reference_intensity / (reference_intensity + half_intensity)
-        return cls(measured_flops / saturation, half_intensity, dtype, source)
+        saturation *= float(quantisation_efficiency(REFERENCE_SIZE, REFERENCE_SIZE, sm_count))
+        return cls(measured_flops / saturation, half_intensity, dtype, source, sm_count)
 
     @classmethod
-    def for_gpu(cls, gpu: GPUSpec, dtype: str = "bf16", sustained: bool = True) -> GemmEfficiency:
-        """Default curve from the catalog; `sustained=False` gives the burst curve a GEMM benchmark measures."""
+    def for_gpu(
+        cls, gpu: GPUSpec, dtype: str = "bf16", sustained: bool = True, wave_quantisation: bool = False
+    ) -> GemmEfficiency:
+        """Default curve from the catalog; `sustained=False` gives the burst curve a GEMM benchmark measures.
+
+        `wave_quantisation=True` adds tile/wave quantisation from the GPU's SM count on top of the smooth curve.
+        It is off by default: the curve's half-intensity was set with it off and already absorbs the average
+        quantisation loss, and with it on the training-run validation gets worse (docs/validation_training_runs.md,
+        "Wave quantisation"), so it stays an explicit choice."""
         measured = measured_matmul_flops(gpu, dtype, sustained)
         src = "catalog measured matmul" if gpu.measured_matmul_flops else "fraction of dense peak"
         return cls.from_measured(
-            measured, dtype, half_intensity=half_intensity_for(gpu), source=f"{gpu.name} {dtype}: {src}"
+            measured,
+            dtype,
+            half_intensity=half_intensity_for(gpu),
+            source=f"{gpu.name} {dtype}: {src}",
+            sm_count=gpu.sm_count if wave_quantisation else 0,
         )
 
     def intensity(self, m: Any, n: Any, k: Any) -> Any:
@@ -128,14 +172,18 @@ class GemmEfficiency:
             + 1.0 / np.asarray(k, dtype=float)
         )
 
-    def flops_per_s(self, m: Any, n: Any, k: Any) -> Any:
+    def flops_per_s(self, m: Any, n: Any, k: Any, batch: Any = 1.0) -> Any:
+        """Throughput of `batch` independent GEMMs (m, n, k) run as one batched kernel."""
         i = self.intensity(m, n, k)
-        return self.max_flops * i / (i + self.half_intensity)
+        rate = self.max_flops * i / (i + self.half_intensity)
+        if self.sm_count > 0:
+            rate = rate * quantisation_efficiency(m, n, self.sm_count, batch)
+        return rate
 
     def time_s(self, m: Any, n: Any, k: Any, batch: Any = 1) -> Any:
         """Seconds for `batch` GEMMs of shape (m, n, k)."""
         flops = 2.0 * np.asarray(m, dtype=float) * n * k * batch
-        return flops / self.flops_per_s(m, n, k)
+        return flops / self.flops_per_s(m, n, k, batch)
 
     def derated(self, fraction: float) -> GemmEfficiency:
         """The same curve scaled to `fraction` of its throughput (sustained load)."""
@@ -200,5 +248,6 @@ def _training_curves(
                 "fp8",
                 half_intensity=bf16.half_intensity,
                 source=f"{gpu.name} fp8 measured matmul",
+                sm_count=bf16.sm_count,
             )
     return linear, bf16

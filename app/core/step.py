@@ -105,8 +105,15 @@ class LayerTimes:
 def _gemm(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> Any:
     """Seconds for `batch` GEMMs (m, n, k); zero-sized GEMMs take no time. Accepts numpy arrays."""
     flops = 2.0 * np.asarray(m, dtype=float) * n * k * batch
-    rate = curve.flops_per_s(np.maximum(m, 1.0), np.maximum(n, 1.0), np.maximum(k, 1.0))
+    rate = curve.flops_per_s(np.maximum(m, 1.0), np.maximum(n, 1.0), np.maximum(k, 1.0), batch)
     return flops / rate
+
+
+def _linear(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> tuple[Any, Any]:
+    """(forward, backward) seconds of a linear layer Y[m×n] = X[m×k]·W[k×n]: backward is the data-gradient GEMM
+    dX = dY·Wᵀ (m, k, n) plus the weight-gradient GEMM dW = Xᵀ·dY (k, n, m), each with its own output shape for
+    tile and wave quantisation (same FLOPs as the forward each, Narayanan et al. 2021 Sec. 3.5)."""
+    return _gemm(curve, m, n, k, batch), _gemm(curve, m, k, n, batch) + _gemm(curve, k, n, m, batch)
 
 
 def layer_times(
@@ -127,26 +134,36 @@ def layer_times(
     fp8: bool = False,
 ) -> LayerTimes:
     h = shape.hidden
-    # linear layers: QKV + output projection, modelled as one GEMM of the attention parameter count
-    attn_n = shape.attn_params / (h * tp)
-    t_attn_proj = _gemm(linear, tokens, attn_n, h)
+    # linear layers: the output projection (attention output width → h) and the QKV (or MLA) projections as
+    # one GEMM over the remaining attention weights
+    proj_k = shape.heads * shape.v_head_dim / tp
+    qkv_n = np.maximum(shape.attn_params / (h * tp) - proj_k, 1.0)
+    attn_n = qkv_n + proj_k
+    f1, b1 = _linear(linear, tokens, qkv_n, h)
+    f2, b2 = _linear(linear, tokens, h, proj_k)
+    t_attn_proj, t_attn_proj_bwd = f1 + f2, b1 + b2
     if moe:
         e = shape.num_experts
         per_expert_tokens = tokens * shape.experts_per_token * ep / e
         local = e / ep
-        t_ffn = _gemm(linear, per_expert_tokens, shape.expert_in_width / tp, h, local)
-        t_ffn += _gemm(linear, per_expert_tokens, h, shape.expert_out_width / tp, local)
-        t_ffn += _gemm(linear, tokens, shape.shared_in_width / tp, h) + _gemm(
-            linear, tokens, h, shape.shared_out_width / tp
-        )
-        t_ffn += _gemm(linear, tokens, e, h)  # router
+        parts = [
+            _linear(linear, per_expert_tokens, shape.expert_in_width / tp, h, local),
+            _linear(linear, per_expert_tokens, h, shape.expert_out_width / tp, local),
+            _linear(linear, tokens, shape.shared_in_width / tp, h),
+            _linear(linear, tokens, h, shape.shared_out_width / tp),
+            _linear(linear, tokens, e, h),  # router
+        ]
         ffn_elems = tokens * shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width) / tp
     else:
-        t_ffn = _gemm(linear, tokens, shape.ffn_in_width / tp, h) + _gemm(
-            linear, tokens, h, shape.ffn_out_width / tp
-        )
+        parts = [
+            _linear(linear, tokens, shape.ffn_in_width / tp, h),
+            _linear(linear, tokens, h, shape.ffn_out_width / tp),
+        ]
         ffn_elems = tokens * (shape.ffn_in_width + shape.ffn_out_width) / tp
+    t_ffn = sum(p[0] for p in parts)
+    t_ffn_bwd = sum(p[1] for p in parts)
     t_linear = t_attn_proj + t_ffn
+    t_linear_bwd = t_attn_proj_bwd + t_ffn_bwd
 
     # core attention: queries on this GPU = tokens (= b·s/cp), keys = the full sequence
     heads = shape.heads / tp
@@ -155,7 +172,7 @@ def layer_times(
     keys = (seq_len + 1) / 2 if (flash and causal) else seq_len  # unfused kernels compute the masked half too
     dims = shape.qk_head_dim + shape.v_head_dim
     attn_flops = 2.0 * tokens * keys * heads * dims
-    rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim)
+    rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim, batch_seqs * heads)
     mem_bw = hbm_bytes_per_s * fw.elementwise_efficiency
     if flash:
         d = shape.qk_head_dim
@@ -195,7 +212,7 @@ def layer_times(
         elem_bwd += tokens * 4.0 * bwd_grads / mem_bw
 
     forward = t_linear + t_core_fwd + softmax_fwd + elem_fwd
-    backward = 2.0 * t_linear + t_core_bwd + softmax_bwd + elem_bwd
+    backward = t_linear_bwd + t_core_bwd + softmax_bwd + elem_bwd
     return LayerTimes(
         forward=forward,
         backward=backward,

@@ -35,6 +35,13 @@ class ClusterIn(BaseModel):
         description="scale-out fabric preset name (e.g. 'ib-ndr-8x400', 'roce-8x400') or inline FabricSpec "
         "fields; default: 8 × NDR 400 Gb/s InfiniBand, rail-optimised",
     )
+    power_limit_w: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        description="operating power limit per GPU in watts (nvidia-smi -pl); below the GPU's design power it "
+        "lowers the SM clock and so GEMM and attention throughput; default: the GPU's own limit (tdp_w)",
+    )
 
 
 class LayoutIn(BaseModel):

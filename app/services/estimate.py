@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from sqlmodel import Session
 
 from app.core.errors import Problem, SpecError
-from app.core.estimate import Estimate, EstimateOptions, estimate
+from app.core.estimate import Estimate, estimate
 from app.schemas.estimate import EstimateOut
 from app.schemas.scenario import Scenario
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -36,7 +36,7 @@ def run(scenario: Scenario, session: Session | None = None) -> tuple[ResolvedSce
         resolved.layout,
         resolved.seq_len,
         resolved.profile,
-        options=EstimateOptions(framework=resolved.framework),
+        options=resolved.estimate_options(),
     )
     return resolved, est
 

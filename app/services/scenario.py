@@ -8,8 +8,9 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.core.efficiency import HardwareProfile
+from app.core.efficiency import NON_CLOCK_POWER_FRACTION, HardwareProfile
 from app.core.errors import ProblemCollector
+from app.core.estimate import EstimateOptions
 from app.core.framework import FRAMEWORKS, Framework
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
 from app.core.layout import Layout
@@ -29,6 +30,11 @@ class ResolvedScenario:
     tokens: float
     framework: Framework
     profile: HardwareProfile | None = None
+    power_limit_w: float | None = None  # cluster.power_limit_w: operating power limit per GPU
+
+    def estimate_options(self) -> EstimateOptions:
+        """The EstimateOptions this scenario asks for (framework conventions, power limit)."""
+        return EstimateOptions(framework=self.framework, power_limit_w=self.power_limit_w)
 
 
 def _lookup(kind: str, name: str, session: Session | None) -> Any:
@@ -143,6 +149,14 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     p.raise_if_any()
     assert model is not None and gpu is not None and framework is not None
 
+    if c.power_limit_w is not None and c.power_limit_w <= NON_CLOCK_POWER_FRACTION * gpu.full_power_w:
+        p.add(
+            "cluster.power_limit_w",
+            f"{c.power_limit_w:g} W leaves no power for the SM clock of a {gpu.name} (design power "
+            f"{gpu.full_power_w:g} W, of which {NON_CLOCK_POWER_FRACTION:.0%} does not follow the clock)",
+        )
+        p.raise_if_any()
+
     gpn = c.gpus_per_node or gpu.default_gpus_per_node
     # GB200 NVL72: 18 trays of 4 GPUs share one NVLink domain (NVIDIA GB200 NVL72 spec)
     domain = NVL72_DOMAIN_GPUS if gpu.scaleup_kind == "nvl72" else 0
@@ -168,7 +182,9 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     layout = Layout.from_dict(lay)
     seq_len = scenario.training.seq_len
     tokens = scenario.training.tokens or 0.0
-    return ResolvedScenario(model, cluster, layout, seq_len, float(tokens), framework, profile)
+    return ResolvedScenario(
+        model, cluster, layout, seq_len, float(tokens), framework, profile, c.power_limit_w
+    )
 
 
 def _profile(ref: str | None, session: Session | None, p: ProblemCollector) -> HardwareProfile | None:

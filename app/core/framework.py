@@ -69,6 +69,13 @@ class Framework:
     # parameters of each sub-module — norm, QKV, projection, FFN in/out — right before that sub-module runs)
     zero3_collectives_per_layer: int = 0
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
+    # boundary-activation transfer times on a stage's critical path per micro-batch and model chunk. Megatron's
+    # 1F1B pairs each send with the opposite receive in one batched exchange (send_forward_recv_backward /
+    # send_backward_recv_forward over torch.distributed.batch_isend_irecv, megatron/core/pipeline_parallel/
+    # p2p_communication.py): 2. DeepSpeed's PipelineEngine runs SendActivation, RecvActivation, SendGrad and
+    # RecvGrad as four separate blocking instructions (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps,
+    # p2p.py send/recv): 4
+    pp_transfers_per_microbatch: int = 2
     pp_scatter_gather: bool = True  # send 1/tp of the boundary activation per rank (Narayanan 2021 Sec. 4.1)
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
     fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)
@@ -138,8 +145,10 @@ DEEPSPEED = MEGATRON_CORE.with_(
     # ZeRO-1/2 reduce and all-gather buckets, 5e8 elements each in 16 bit (DeepSpeed config defaults,
     # deepspeed.readthedocs.io "ZeRO optimizations": reduce_bucket_size, allgather_bucket_size)
     comm_buffer_bytes=2 * 5e8 * 2,
-    # DeepSpeed's PipelineEngine sends the whole boundary activation from every TP rank
+    # DeepSpeed's PipelineEngine sends the whole boundary activation from every TP rank, in four blocking
+    # transfers per micro-batch (see pp_transfers_per_microbatch)
     pp_scatter_gather=False,
+    pp_transfers_per_microbatch=4,
     # the Megatron-DeepSpeed runs of 2021-22 (BigScience, vTrain) predate expandable segments (PyTorch 2.1)
     expandable_segments=False,
 )

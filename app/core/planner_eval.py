@@ -375,7 +375,7 @@ def evaluate(
     p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes
     pp_node = np.where(tp * cp * dp < gpn, 2, 1)
     hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp))
-    pp_mb = np.where(pp > 1, 2 * vp * hop_pp * (1 - fw.pp_overlap), 0.0)
+    pp_mb = np.where(pp > 1, fw.pp_transfers_per_microbatch * vp * hop_pp * (1 - fw.pp_overlap), 0.0)
 
     ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm_bw * fw.elementwise_efficiency)
     b_fwd = layers_per_gpu * fwd_layer + logits_fwd

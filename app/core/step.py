@@ -425,7 +425,7 @@ def stage_times(
         pp_stride = tp * cp * layout.dp
         per_node = 2 if pp_stride < gpn else 1
         hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)
-        pp_mb = 2 * vp * hop * (1 - fw.pp_overlap)
+        pp_mb = fw.pp_transfers_per_microbatch * vp * hop * (1 - fw.pp_overlap)
 
     per_layer = {
         "forward": fwd_layer,

@@ -79,6 +79,9 @@ class Framework:
     pp_scatter_gather: bool = True  # send 1/tp of the boundary activation per rank (Narayanan 2021 Sec. 4.1)
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
     fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)
+    # HBM traffic of one norm's forward per element of the hidden state (bytes; backward ~2×): a fused
+    # LayerNorm/RMSNorm kernel reads and writes the 16-bit activation once (Apex/TE fused norms): 4
+    norm_bytes_per_element: float = 4.0
     step_overhead_s: float = 0.0  # per-iteration fixed cost (data loading, logging)
     # bf16 runs of DeepSpeed use its BF16_Optimizer instead of the fp16 ZeRO optimizer: 16-bit gradients plus an
     # unsharded fp32 gradient-accumulation buffer, and no separate fp32 partition gradient
@@ -162,6 +165,10 @@ TORCHTITAN = MEGATRON_CORE.with_(
     grad_reduce_bytes=4.0,
     fused_elementwise=False,
     eager_activation_factor=1.0,
+    # eager torch.nn.RMSNorm is ATen's composite rms_norm (aten/src/ATen/native/layer_norm.cpp): upcast to fp32
+    # (read 2, write 4), pow (4 + 4), mean (read 4), multiply by the reciprocal RMS (4 + 4), cast back to bf16
+    # (4 + 2), multiply by the weight (2 + 2): 36 B per element, one kernel per step
+    norm_bytes_per_element=36.0,
     # eager cross-entropy over the full vocabulary: F.cross_entropy(pred.float(), labels) (torchtitan
     # train.py loss_fn, 2024). At its peak the backward holds the saved fp32 log-softmax (4 B), the fp32 gradient
     # arriving from the NLL loss (4 B) and the fp32 gradient it produces (4 B) per logit; the forward peaks at

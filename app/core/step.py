@@ -193,12 +193,14 @@ def layer_times(
     # element-wise traffic per token (bytes): norms, bias-dropout-residual, activation, RoPE
     sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
     dropout = DROPOUT_MASK_BYTES if shape.hidden_dropout else 0.0
-    hidden_traffic = (2 * NORM_BYTES + 2 * (RESIDUAL_BYTES + dropout)) * h / sp_div
+    hidden_traffic = 2 * (RESIDUAL_BYTES + dropout) * h / sp_div
     act_traffic = 2.0 * ffn_elems / tokens + (2.0 * ffn_elems / tokens if not fw.fused_elementwise else 0.0)
     rope_traffic = 4.0 * (shape.q_width + shape.kv_width) / tp if shape.rotary else 0.0
     elem_fwd = tokens * (hidden_traffic + act_traffic + rope_traffic) / mem_bw
     if not fw.fused_elementwise:
         elem_fwd *= 2.0
+    # the two norms at the framework's own bytes per element (fused kernel 4 B; eager composite more)
+    elem_fwd += tokens * 2 * fw.norm_bytes_per_element * h / sp_div / mem_bw
     elem_bwd = 2.0 * elem_fwd
     if fp8:
         # Transformer Engine casts every GEMM input to FP8 (read 2 B, write 1 B + 1 B transposed copy for the

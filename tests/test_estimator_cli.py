@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from app.validation.training_runs import TIME_METRICS
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "tests" / "data" / "training_runs.csv"
 
@@ -80,10 +82,12 @@ def test_validation_document_shape(report: dict) -> None:
 
 def test_validation_accuracy_on_published_runs(report: dict) -> None:
     # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time
-    # 6.1 %, memory 4.9 %); the goal is time MAPE ≤ 5 %, which the model does not reach yet.
+    # 5.4 %, memory 4.9 %); the goal is time MAPE ≤ 5 %, which the model does not reach yet.
     s = report["summary"]
     assert s["time"]["n"] >= 70
-    assert s["time"]["mape_pct"] <= 6.6
+    assert s["time"]["mape_pct"] <= 5.9
+    outside = [r for r in report["rows"] if r["metric"] in TIME_METRICS and abs(r["error_pct"]) > 10.0]
+    assert len(outside) <= 13
     assert s["memory"]["n"] >= 14
     assert s["memory"]["mape_pct"] <= 6.0
     # memory target: ±15 % of nvidia-smi readings (BigScience), ±5 % of allocator-level ones (below)

@@ -186,3 +186,33 @@ def test_scenario_power_limit_too_low_is_422_on_the_field(client: Any) -> None:
     assert any(loc.endswith("cluster.power_limit_w") for loc in locs), locs
     r = client.post("/api/v1/estimate", json=_scenario(-5.0))
     assert r.status_code == 422
+
+
+def test_flash_dropout_cost_scales_with_the_tensor_to_cuda_core_ratio() -> None:
+    from app.core.step import FLASH_DROPOUT_REF_OVERHEAD, flash_dropout_overhead
+
+    # reference: GB200, forward at 80 % and backward at 65 % of the no-dropout throughput
+    assert pytest.approx((0.25, 1 / 0.65 - 1)) == FLASH_DROPOUT_REF_OVERHEAD
+    assert flash_dropout_overhead(find_gpu("GB200")) == pytest.approx(FLASH_DROPOUT_REF_OVERHEAD)
+    fwd, bwd = flash_dropout_overhead(find_gpu("H100-SXM"))
+    share = (989 / 67) / (2500 / 80)
+    assert (fwd, bwd) == pytest.approx((0.25 * share, (1 / 0.65 - 1) * share))
+    assert 0.11 < fwd < 0.13
+    # a GPU with strong CUDA cores relative to its tensor cores pays less
+    assert flash_dropout_overhead(find_gpu("MI300X"))[0] < fwd
+
+
+def test_flash_dropout_slows_only_models_with_attention_dropout() -> None:
+    cluster = _cluster()
+    layout = Layout(tp=1, pp=1, dp=8, zero=1, micro_batch=1, global_batch=8)
+    base = find_model("Llama-3.1-8B")
+    assert base.attention_dropout == 0.0
+    with_drop = replace(base, attention_dropout=0.1)
+    a = estimate(base, cluster, layout, 4096)
+    b = estimate(with_drop, cluster, layout, 4096)
+    assert b.step.breakdown["forward_compute"] > a.step.breakdown["forward_compute"]
+    unfused = replace(layout, flash_attention=False)
+    # the unfused path costs dropout as mask traffic over the scores instead
+    c = estimate(with_drop, cluster, unfused, 4096)
+    d = estimate(base, cluster, unfused, 4096)
+    assert c.step.breakdown["forward_compute"] > d.step.breakdown["forward_compute"]

@@ -58,6 +58,7 @@ from app.core.step import (
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
     _gemm,
+    flash_dropout_overhead,
     layer_times,
 )
 
@@ -323,8 +324,11 @@ def evaluate(
     inverse = inverse.reshape(-1)
     g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
     args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
-    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8)
-    moe_t = layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8) if n_moe else dense
+    drop = flash_dropout_overhead(cluster.gpu)
+    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop)
+    moe_t = (
+        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop) if n_moe else dense
+    )
 
     def mix(attr: str) -> np.ndarray:
         value = (1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr)

@@ -33,7 +33,7 @@ import numpy as np
 
 from app.core.efficiency import GemmEfficiency
 from app.core.framework import MEGATRON_CORE, Framework
-from app.core.hardware import ClusterSpec
+from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout
 from app.core.memory import embedding_params_per_gpu, transformer_params_per_gpu
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
@@ -46,6 +46,14 @@ FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 for
 # FlashAttention-3 75 % of H100 peak forward (Shah et al. 2024, arXiv 2407.08608). Head dim 64 runs ~15 %
 # slower than 128 in both papers.
 FLASH_FWD_FRACTION = 0.4
+# Attention dropout inside a fused kernel draws a Philox random number per score on the CUDA cores while the
+# matmuls run on the tensor cores, so its cost relative to the kernel grows with the ratio of 16-bit tensor peak to
+# fp32 CUDA-core peak. Published figures: on GB200 (ratio 2500/80 = 31) FA4 and cuDNN with dropout run the forward
+# at 75-85 % and the backward at 60-70 % of their no-dropout throughput (Dao-AILab/flash-attention PR #2597,
+# p = 0.125, hdim 64/128), i.e. +25 % and +54 % time at the midpoints; on GB10 (SM121, ratio ~2) head dim 128
+# shows at most a few per cent (PR #2439). Overhead = reference × ratio / 31.2, capped at the reference.
+FLASH_DROPOUT_REF_RATIO = 2500.0 / 80.0
+FLASH_DROPOUT_REF_OVERHEAD = (1.0 / 0.8 - 1.0, 1.0 / 0.65 - 1.0)  # (forward, backward) extra time share
 FLASH_BWD_RELATIVE = 0.8  # backward throughput relative to forward (FA2: 63 % vs 73 % of peak)
 # head-dim saturation d/(d + c), normalised at d = 128: c = 28 makes d = 64 run 15 % slower than d = 128
 FLASH_HEAD_DIM_HALF = 28.0
@@ -132,6 +140,7 @@ def layer_times(
     fw: Framework = MEGATRON_CORE,
     causal: bool = True,
     fp8: bool = False,
+    dropout_overhead: tuple[float, float] = (0.0, 0.0),
 ) -> LayerTimes:
     h = shape.hidden
     # linear layers: the output projection (attention output width → h) and the QKV (or MLA) projections as
@@ -180,6 +189,9 @@ def layer_times(
         flash_rate = FLASH_FWD_FRACTION * attn_curve.max_flops * np.minimum(1.0, head_factor)
         t_core_fwd = attn_flops / flash_rate
         t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * t_core_fwd / FLASH_BWD_RELATIVE
+        if shape.attention_dropout:
+            t_core_fwd = t_core_fwd * (1.0 + dropout_overhead[0])
+            t_core_bwd = t_core_bwd * (1.0 + dropout_overhead[1])
         softmax_fwd = softmax_bwd = 0.0
     else:
         t_core_fwd = attn_flops / rate
@@ -224,6 +236,16 @@ def layer_times(
         linear_fwd=t_linear,
         elementwise_fwd=elem_fwd,
     )
+
+
+def flash_dropout_overhead(gpu: GPUSpec) -> tuple[float, float]:
+    """(forward, backward) extra time share of a fused attention kernel with dropout on this GPU: the reference
+    GB200 figures scaled by the GPU's tensor-to-CUDA-core peak ratio (FLASH_DROPOUT_REF_*)."""
+    fp32 = gpu.peak_flops.get("fp32", 0.0)
+    if fp32 <= 0:
+        return FLASH_DROPOUT_REF_OVERHEAD
+    share = min(1.0, gpu.peak("bf16") / fp32 / FLASH_DROPOUT_REF_RATIO)
+    return (FLASH_DROPOUT_REF_OVERHEAD[0] * share, FLASH_DROPOUT_REF_OVERHEAD[1] * share)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -362,8 +384,9 @@ def stage_times(
     moe_share = n_moe / model.num_layers
     args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
     fp8 = layout.dtype == "fp8"
-    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8)
-    moe_t = layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8) if n_moe else dense
+    drop = flash_dropout_overhead(cluster.gpu)
+    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8, drop)
+    moe_t = layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop) if n_moe else dense
 
     def mix(attr: str) -> float:
         return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))

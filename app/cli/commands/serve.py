@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -32,12 +33,18 @@ def serve(
 
     from app.startup import prepare_database
 
+    # The app decides loopback trust from settings.host: pass the chosen address to the app (and its workers).
+    if host:
+        os.environ["CLUSTERPLAN_HOST"] = host
+    if port:
+        os.environ["CLUSTERPLAN_PORT"] = str(port)
+    get_settings.cache_clear()
     settings = get_settings()
     prepare_database()
     uvicorn.run(
         "app.asgi:app",
-        host=host or settings.host,
-        port=port or settings.port,
+        host=settings.host,
+        port=settings.port,
         workers=workers,
         reload=reload,
         log_level=settings.log_level,

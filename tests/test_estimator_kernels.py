@@ -216,3 +216,17 @@ def test_flash_dropout_slows_only_models_with_attention_dropout() -> None:
     c = estimate(with_drop, cluster, unfused, 4096)
     d = estimate(base, cluster, unfused, 4096)
     assert c.step.breakdown["forward_compute"] > d.step.breakdown["forward_compute"]
+
+
+def test_new_conventions_are_listed_as_assumptions() -> None:
+    from app.core.step import flash_dropout_overhead
+
+    model = replace(find_model("Llama-3.1-8B"), attention_dropout=0.1)
+    layout = Layout(tp=1, pp=2, dp=4, zero=1, micro_batch=1, global_batch=8)
+    est = estimate(model, _cluster(), layout, 4096, options=EstimateOptions(framework=DEEPSPEED))
+    got = {a.name: a.value for a in est.assumptions}
+    assert got["cross-entropy traffic"] == 52.0
+    assert got["norm traffic"] == 4.0
+    assert got["pipeline transfers per micro-batch"] == 4
+    expected = flash_dropout_overhead(find_gpu("H100-SXM"))[1]
+    assert got["attention dropout in the fused kernel"] == pytest.approx(expected, abs=1e-4)

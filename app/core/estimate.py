@@ -25,7 +25,7 @@ from app.core.model import (
     padded_vocab_size,
     param_counts,
 )
-from app.core.step import FLASH_FWD_FRACTION, StepEstimate, step_estimate
+from app.core.step import FLASH_FWD_FRACTION, StepEstimate, flash_dropout_overhead, step_estimate
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,34 @@ def estimate(
             fw.elementwise_efficiency,
             "share of HBM bandwidth",
             "memory-bound kernels reach 60–80 % of HBM bandwidth (STREAM-like, NVIDIA Nsight guides)",
+        ),
+        Assumption(
+            "cross-entropy traffic",
+            fw.ce_bytes_per_logit,
+            "B per logit",
+            f"{fw.name} loss kernels over the fp32 logits, forward + backward (Framework.ce_bytes_per_logit)",
+        ),
+        Assumption(
+            "norm traffic",
+            fw.norm_bytes_per_element,
+            "B per element (forward)",
+            "fused norm kernel 4 B; eager fp32 composite 36 B (Framework.norm_bytes_per_element)",
+        ),
+        Assumption(
+            "pipeline transfers per micro-batch",
+            fw.pp_transfers_per_microbatch if layout.pp > 1 else 0,
+            "boundary transfers",
+            "Megatron batched send/recv pairs: 2; DeepSpeed blocking instructions: 4 "
+            "(Framework.pp_transfers_per_microbatch)",
+        ),
+        Assumption(
+            "attention dropout in the fused kernel",
+            round(flash_dropout_overhead(cluster.gpu)[1], 4)
+            if (model.attention_dropout > 0 and layout.flash_attention)
+            else 0.0,
+            "extra backward kernel time (forward about half of it)",
+            "Philox numbers on the CUDA cores: GB200 FA4/cuDNN figures (flash-attention PR #2597) scaled by the "
+            "tensor-to-CUDA-core peak ratio (app.core.step.flash_dropout_overhead)",
         ),
         Assumption(
             "model FLOPs per token",

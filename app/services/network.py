@@ -527,7 +527,7 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
     params = resolve_params(req.profile, None, session, p)
     p.raise_if_any()
     profile = HardwareProfile(gemm=None, network=params, name=params.name, version=params.version)
-    from app.core.estimate import EstimateOptions, estimate
+    from app.core.estimate import estimate
 
     def estimator(model: Any, cluster: Any, layout: Any, seq_len: int, prof: Any = None) -> Any:
         return estimate(
@@ -536,7 +536,7 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
             layout,
             seq_len,
             prof or profile,
-            options=EstimateOptions(framework=resolved.framework),
+            options=resolved.estimate_options(),
         )
 
     result: ScalingResult = scaling_curve(

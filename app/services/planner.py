@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session
 
 from app.core.errors import Problem, ProblemCollector, SpecError
-from app.core.estimate import EstimateOptions
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
 from app.core.units import GiB
@@ -283,7 +282,7 @@ def run_plan(
         dtype=req.dtype,
         flash_attention=req.flash_attention,
         constraints=req.constraints.to_core(),
-        options=EstimateOptions(framework=resolved.framework),
+        options=resolved.estimate_options(),
         profile=resolved.profile,
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
@@ -337,7 +336,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         deadline_s=req.deadline_days * 86400.0 if req.deadline_days else None,
         dtype=req.dtype,
         constraints=req.constraints.to_core(),
-        options=EstimateOptions(framework=resolved.framework),
+        options=resolved.estimate_options(),
         profile=resolved.profile,
     )
     return resolved, price_source, result

@@ -1,4 +1,17 @@
-"""Database engine and sessions. SQLite by default, PostgreSQL (psycopg 3) via CLUSTERPLAN_DATABASE_URL."""
+"""Database engine and sessions. SQLite by default, PostgreSQL (psycopg 3) via CLUSTERPLAN_DATABASE_URL.
+
+Two views of one engine (one connection pool):
+
+- `get_engine()`: the read-write engine. On SQLite every transaction starts with `BEGIN IMMEDIATE`, which takes
+  the write lock up front, so read-then-write transactions (e.g. "next revision number = latest + 1") serialise
+  instead of failing with SQLITE_BUSY when two of them try to upgrade their read locks at once.
+- `get_read_engine()`: the same pool with the execution option `clusterplan_readonly=True`; on SQLite its
+  transactions start with a plain (deferred) `BEGIN`, so readers never queue behind the write lock (in WAL mode
+  they read a consistent snapshot while a writer works). Used for GET/HEAD requests (app/api/deps.py).
+
+The pool is sized above the concurrency limit in app/hooks/ratelimit.py, so a request admitted by that limit
+never waits for a connection held by a request that is itself waiting to be admitted.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +26,13 @@ from sqlmodel import Session, create_engine
 
 from app.settings import get_settings
 
+# Connections kept open, and extra ones opened under bursts (closed again when returned). The sum (50) is well
+# above MAX_CONCURRENT_REQUESTS in app/hooks/ratelimit.py plus the auth hook's and metrics' own short sessions.
+POOL_SIZE = 20
+MAX_OVERFLOW = 30
+POOL_TIMEOUT_S = 30
+READONLY_OPTION = "clusterplan_readonly"
+
 
 def normalise_url(url: str) -> str:
     """Accept plain postgresql:// URLs and use the psycopg 3 driver for them."""
@@ -26,11 +46,15 @@ def normalise_url(url: str) -> str:
 def make_engine(url: str) -> Engine:
     url = normalise_url(url)
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    memory = False
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
-        if path and path != ":memory:":
+        memory = not path or path == ":memory:"
+        if not memory:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    if not memory:  # an in-memory SQLite database lives in one connection (SingletonThreadPool): no sizing
+        kwargs.update(pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW, pool_timeout=POOL_TIMEOUT_S)
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
 
@@ -47,10 +71,19 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
-            # BEGIN IMMEDIATE takes the write lock up front so read-then-write transactions serialise.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            if conn.get_execution_options().get(READONLY_OPTION):
+                # Deferred: takes a read snapshot at the first SELECT and never waits for the write lock.
+                conn.exec_driver_sql("BEGIN")
+            else:
+                # BEGIN IMMEDIATE takes the write lock up front so read-then-write transactions serialise.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def read_view(engine: Engine) -> Engine:
+    """The same engine and pool, with transactions marked read-only (deferred BEGIN on SQLite)."""
+    return engine.execution_options(**{READONLY_OPTION: True})
 
 
 @lru_cache
@@ -58,6 +91,27 @@ def get_engine() -> Engine:
     return make_engine(get_settings().resolved_database_url)
 
 
+def get_read_engine() -> Engine:
+    """The read-only view of `get_engine()` (cached with it, so both always share one pool)."""
+    return _read_view_of(get_engine())
+
+
+@lru_cache(maxsize=8)
+def _read_view_of(engine: Engine) -> Engine:
+    return read_view(engine)
+
+
+def is_read_only(session: Session) -> bool:
+    bind = session.get_bind()
+    return bool(bind.get_execution_options().get(READONLY_OPTION))
+
+
 def get_session() -> Iterator[Session]:
+    """A read-write session (scripts, CLI, background work); requests use app.api.deps.SessionDep."""
     with Session(get_engine()) as session:
+        yield session
+
+
+def get_read_session() -> Iterator[Session]:
+    with Session(get_read_engine()) as session:
         yield session

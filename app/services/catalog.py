@@ -7,13 +7,17 @@ and models they added; built-in rows are read-only (ReadOnlyError).
 
 from __future__ import annotations
 
+import threading
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_
+from sqlalchemy import event, func, or_
+from sqlalchemy.orm import Session as OrmSession
+from sqlalchemy.orm import object_session
 from sqlmodel import Session, SQLModel, col, select
 
 import app.catalog as catalog
@@ -116,15 +120,115 @@ def get_interconnect_entry(session: Session, name: str) -> InterconnectEntry:
     return row
 
 
+# --- lookups of specs: built-in entries without the database where that is exact ----------------------------
+#
+# A built-in row is seeded from the app/catalog files and is read-only, and names are unique. So when a name
+# resolves in the file catalog to an entry whose database row is that same built-in spec, and no user's row
+# could be found instead (none whose name matches the entry's name or any alias), the database lookup would
+# return exactly the file's spec: `get_gpu`/`get_model`/`get_interconnect` return it without a query. Which
+# built-in names are "clean" in that sense is read once per database (connection pool) and kind, and
+# forgotten whenever this process writes a GPU, model or interconnect row (ORM flush or commit), so a row
+# added, changed or deleted here is seen by the next lookup. Another process can only ever make a name less
+# clean by deleting a user's row (that name then keeps going to the database, which stays correct), since
+# users' rows may not take a built-in name or alias (`add_model`). Everything else goes to the database.
+
+SPEC_CLASSES: dict[str, Any] = {"gpu": GPUSpec, "model": ModelSpec, "interconnect": InterconnectSpec}
+_clean_lock = threading.Lock()
+_clean_generation = 0
+_clean_names: weakref.WeakKeyDictionary[Any, dict[str, frozenset[str]]] = weakref.WeakKeyDictionary()
+
+
+def forget_clean_builtins() -> None:
+    """Drop what was learnt about built-in rows (called on every catalog-table write in this process)."""
+    global _clean_generation
+    with _clean_lock:
+        _clean_generation += 1
+        _clean_names.clear()
+
+
+def clean_builtin_names(session: Session, kind: str) -> frozenset[str]:
+    """Built-in names of `kind` whose lookup the file catalog answers exactly (see above)."""
+    pool = session.get_bind().engine.pool
+    with _clean_lock:
+        known = _clean_names.get(pool, {}).get(kind)
+        generation = _clean_generation
+    if known is not None:
+        return known
+    table = KIND_TABLES[kind]
+    spec_cls = SPEC_CLASSES[kind]
+    rows = session.exec(select(table.name, table.builtin, table.spec)).all()  # type: ignore[attr-defined]
+    user_keys = {catalog.normalise_name(name) for name, builtin, _spec in rows if not builtin}
+    stored = {name: spec for name, builtin, spec in rows if builtin}
+    clean: set[str] = set()
+    for name, entry in catalog.entries(kind).items():
+        if name not in stored or any(
+            catalog.normalise_name(label) in user_keys for label in (name, *entry.aliases)
+        ):
+            continue
+        try:
+            if spec_cls.from_dict(stored[name]) == entry.spec:
+                clean.add(name)
+        except (TypeError, ValueError, KeyError):
+            continue
+    result = frozenset(clean)
+    with _clean_lock:
+        if generation == _clean_generation:  # nothing was written while reading: remember it
+            _clean_names.setdefault(pool, {})[kind] = result
+    return result
+
+
+def catalog_generation() -> int:
+    """A number that changes whenever this process writes a GPU, model or interconnect row."""
+    with _clean_lock:
+        return _clean_generation
+
+
+def is_clean_builtin(session: Session, kind: str, name: str) -> bool:
+    """True when `name` resolves to a built-in entry that the file catalog answers exactly (no user's row)."""
+    return _builtin_spec(session, kind, name) is not None
+
+
+def _builtin_spec(session: Session, kind: str, name: str) -> Any | None:
+    canonical = catalog.resolve_name(kind, name)
+    if canonical is None or canonical not in clean_builtin_names(session, kind):
+        return None
+    return catalog.entries(kind)[canonical].spec
+
+
+def _mark_catalog_write(_mapper: Any, _connection: Any, target: Any) -> None:
+    forget_clean_builtins()
+    session = object_session(target)
+    if session is not None:
+        session.info["clusterplan_catalog_written"] = True
+
+
+def _after_commit(session: Any) -> None:
+    # Forget again once the write is visible to other transactions (a lookup that read just before the
+    # commit must not keep its answer).
+    if session.info.pop("clusterplan_catalog_written", False):
+        forget_clean_builtins()
+
+
+for _table in KIND_TABLES.values():
+    for _event_name in ("after_insert", "after_update", "after_delete"):
+        event.listen(_table, _event_name, _mark_catalog_write)
+event.listen(OrmSession, "after_commit", _after_commit)
+
+
 def get_gpu(session: Session, name: str) -> GPUSpec:
-    return GPUSpec.from_dict(get_gpu_entry(session, name).spec)
+    spec: GPUSpec | None = _builtin_spec(session, "gpu", name)
+    return spec if spec is not None else GPUSpec.from_dict(get_gpu_entry(session, name).spec)
 
 
 def get_model(session: Session, name: str) -> ModelSpec:
-    return ModelSpec.from_dict(get_model_entry(session, name).spec)
+    spec: ModelSpec | None = _builtin_spec(session, "model", name)
+    return spec if spec is not None else ModelSpec.from_dict(get_model_entry(session, name).spec)
 
 
 def get_interconnect(session: Session, name: str) -> InterconnectSpec:
+    spec: InterconnectSpec | None = _builtin_spec(session, "interconnect", name)
+    if spec is not None:
+        return spec
     return InterconnectSpec.from_dict(get_interconnect_entry(session, name).spec)
 
 

@@ -1,18 +1,110 @@
 """POST /api/v1/estimate: memory per pipeline stage and step time for one scenario.
 
-Computes and stores nothing, so it needs no scope (saving a scenario is /api/v1/plans).
+Computes and stores nothing, so it needs no scope (saving a scenario is /api/v1/plans), and it reads the
+catalog through the read-only database view.
+
+Response cache. The estimate is a pure function of the validated scenario and the formulas, so the encoded
+response is kept in a bounded in-process LRU (`CACHE_SIZE` entries) keyed by the scenario's canonical JSON
+(sorted keys, every default filled in), the formula version and the database. A response is stored only
+when nothing in it can change without a restart: the scenario names no calibration profile (profiles are
+users' rows) and its model and GPU are inline specs or built-in catalog entries that no user's row can
+replace (`app.services.catalog.is_clean_builtin`). Entries also carry the catalog generation, which moves on
+every GPU/model/interconnect write in this process, and are ignored once it has moved. A hit is answered on
+the event loop with the stored bytes; a miss resolves and computes in the thread pool. Both are encoded the
+same way (pydantic's JSON encoding of EstimateOut, as FastAPI itself does), so hits and misses are
+byte-identical.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
 
-from app.api.deps import SessionDep
+from fastapi import APIRouter, Response
+from fastapi.concurrency import run_in_threadpool
+from sqlmodel import Session
+
+import app as app_pkg
+from app.api.deps import ReadSessionDep
+from app.db import get_engine
 from app.schemas.estimate import EstimateOut
 from app.schemas.scenario import Scenario
+from app.services import catalog as catalog_svc
 from app.services import estimate as svc
 
 router = APIRouter(prefix="/estimate", tags=["estimate"])
+
+CACHE_SIZE = 1024  # responses are ~7 KB: at most ~7 MB
+
+
+class ResponseCache:
+    """A thread-safe LRU of encoded responses, each stored with the catalog generation it was computed at."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], tuple[int, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[Any, ...], generation: int) -> bytes | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None or item[0] != generation:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return item[1]
+
+    def put(self, key: tuple[Any, ...], generation: int, content: bytes) -> None:
+        with self._lock:
+            self._items[key] = (generation, content)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+cache = ResponseCache()
+
+
+def cache_key(body: Scenario) -> tuple[Any, ...]:
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return (app_pkg.FORMULA_VERSION, get_engine().url, canonical)
+
+
+def cacheable(body: Scenario, session: Session) -> bool:
+    """No calibration profile, and model and GPU are inline or clean built-in catalog entries."""
+    if body.profile:
+        return False
+    names = [("model", body.model), ("gpu", body.cluster.gpu)]
+    return all(
+        catalog_svc.is_clean_builtin(session, kind, name) for kind, name in names if isinstance(name, str)
+    )
+
+
+def encode(out: EstimateOut) -> bytes:
+    return out.model_dump_json(by_alias=True).encode()
+
+
+def compute(body: Scenario, session: Session) -> tuple[bytes, bool, int]:
+    """Resolve and estimate (sync, in the thread pool): the encoded response, whether it may be cached,
+    and the catalog generation read before anything was resolved."""
+    generation = catalog_svc.catalog_generation()
+    may_cache = cacheable(body, session)
+    resolved, est = svc.run(body, session)
+    session.close()  # the read transaction ends before encoding; the connection goes back to the pool
+    return encode(svc.to_out(resolved, est)), may_cache, generation
 
 
 @router.post(
@@ -25,6 +117,12 @@ router = APIRouter(prefix="/estimate", tags=["estimate"])
         422: {"description": "inconsistent scenario: every problem listed with its field path"},
     },
 )
-def create_estimate(body: Scenario, session: SessionDep) -> EstimateOut:
-    resolved, est = svc.run(body, session)
-    return svc.to_out(resolved, est)
+async def create_estimate(body: Scenario, session: ReadSessionDep) -> Response:
+    key = cache_key(body)
+    hit = cache.get(key, catalog_svc.catalog_generation())
+    if hit is not None:
+        return Response(content=hit, media_type="application/json")
+    content, may_cache, generation = await run_in_threadpool(compute, body, session)
+    if may_cache and generation == catalog_svc.catalog_generation():
+        cache.put(key, generation, content)
+    return Response(content=content, media_type="application/json")

@@ -22,7 +22,7 @@ from typing import Any
 
 from app.bench.config import CollectiveConfig
 from app.bench.progress import parse_event
-from app.bench.schema import read_document
+from app.bench.schema import read_document, write_document
 from app.core.errors import ProblemCollector
 
 WORKER_MODULE = "app.bench.collectives"
@@ -180,7 +180,10 @@ def run_torchrun(
                 signal.signal(s, handler)
     doc = read_document(out_path) if Path(out_path).exists() else None
     if stopped and doc is not None and doc.get("status") == "running":
+        # Rank 0 can be killed inside a blocking collective before its own handler runs; the launcher owns
+        # the document then and records the interruption, keeping every row already written.
         doc["status"] = "interrupted"
+        write_document(doc, out_path)
     return (130 if stopped else code), doc
 
 

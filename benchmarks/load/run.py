@@ -33,6 +33,7 @@ LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 TARGETS = [
     ("bare", "BareUser"),
     ("estimate", "EstimateUser"),
+    ("estimate_varied", "EstimateVariedUser"),
     ("plan_get", "PlanGetUser"),
     ("plan_list", "PlanListUser"),
     ("plan_revise", "PlanReviseUser"),
@@ -177,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         baseline = sum(bare_runs) / len(bare_runs)
         summary["estimate_vs_bare"] = round((results["estimate"]["throughput_rps"] or 0.0) / baseline, 3)
         summary["required_ratio"] = REQUIRED_RATIO
+        if "estimate_varied" in results:
+            varied = results["estimate_varied"]["throughput_rps"] or 0.0
+            summary["estimate_varied_vs_bare"] = round(varied / baseline, 3)
     print(json.dumps(summary, indent=2))
     if args.out:
         args.out.write_text(json.dumps(summary, indent=2) + "\n")

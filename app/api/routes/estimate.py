@@ -1,7 +1,7 @@
 """POST /api/v1/estimate: memory per pipeline stage and step time for one scenario.
 
 Computes and stores nothing, so it needs no scope (saving a scenario is /api/v1/plans), and it reads the
-catalog through the read-only database view.
+catalog through the read-only database view (app/db.py).
 
 Response cache. The estimate is a pure function of the validated scenario and the formulas, so the encoded
 response is kept in a bounded in-process LRU (`CACHE_SIZE` entries) keyed by the scenario's canonical JSON
@@ -27,8 +27,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlmodel import Session
 
 import app as app_pkg
-from app.api.deps import ReadSessionDep
-from app.db import get_engine
+from app.db import get_engine, get_read_engine
 from app.schemas.estimate import EstimateOut
 from app.schemas.scenario import Scenario
 from app.services import catalog as catalog_svc
@@ -78,9 +77,20 @@ class ResponseCache:
 cache = ResponseCache()
 
 
+def canonical_json(body: Scenario) -> str:
+    """The validated scenario as JSON with every default filled in and a fixed key order.
+
+    Pydantic dumps model fields in declaration order, so only free-form objects (inline model, GPU or fabric
+    specs) can arrive in another key order: those scenarios go through a sorted-keys dump instead.
+    """
+    inline = not isinstance(body.model, str) or not isinstance(body.cluster.gpu, str)
+    if inline or isinstance(body.cluster.fabric, dict):
+        return json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return body.model_dump_json()
+
+
 def cache_key(body: Scenario) -> tuple[Any, ...]:
-    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return (app_pkg.FORMULA_VERSION, get_engine().url, canonical)
+    return (app_pkg.FORMULA_VERSION, get_engine().url, canonical_json(body))
 
 
 def cacheable(body: Scenario, session: Session) -> bool:
@@ -97,13 +107,17 @@ def encode(out: EstimateOut) -> bytes:
     return out.model_dump_json(by_alias=True).encode()
 
 
-def compute(body: Scenario, session: Session) -> tuple[bytes, bool, int]:
+def compute(body: Scenario) -> tuple[bytes, bool, int]:
     """Resolve and estimate (sync, in the thread pool): the encoded response, whether it may be cached,
-    and the catalog generation read before anything was resolved."""
+    and the catalog generation read before anything was resolved.
+
+    The session is the read-only engine view (it writes nothing; on SQLite it never takes the write lock)
+    and is opened and closed in this thread, so a cache hit needs no session at all.
+    """
     generation = catalog_svc.catalog_generation()
-    may_cache = cacheable(body, session)
-    resolved, est = svc.run(body, session)
-    session.close()  # the read transaction ends before encoding; the connection goes back to the pool
+    with Session(get_read_engine()) as session:
+        may_cache = cacheable(body, session)
+        resolved, est = svc.run(body, session)
     return encode(svc.to_out(resolved, est)), may_cache, generation
 
 
@@ -117,12 +131,12 @@ def compute(body: Scenario, session: Session) -> tuple[bytes, bool, int]:
         422: {"description": "inconsistent scenario: every problem listed with its field path"},
     },
 )
-async def create_estimate(body: Scenario, session: ReadSessionDep) -> Response:
+async def create_estimate(body: Scenario) -> Response:
     key = cache_key(body)
     hit = cache.get(key, catalog_svc.catalog_generation())
     if hit is not None:
         return Response(content=hit, media_type="application/json")
-    content, may_cache, generation = await run_in_threadpool(compute, body, session)
+    content, may_cache, generation = await run_in_threadpool(compute, body)
     if may_cache and generation == catalog_svc.catalog_generation():
         cache.put(key, generation, content)
     return Response(content=content, media_type="application/json")

@@ -130,3 +130,74 @@ def test_nvidia_smi_sees_cuda_context_and_nccl_buffers_the_allocator_does_not() 
     assert stage.reserved_bytes == pytest.approx(stage.total_bytes - outside)
     assert stage.allocated_bytes == pytest.approx(stage.reserved_bytes - stage.breakdown["fragmentation"])
     assert stage.allocated_bytes < stage.reserved_bytes < stage.total_bytes
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_async_tp_backward_hides_only_the_column_parallel_input_gradient_collectives(sp: bool) -> None:
+    """Megatron's LinearWithGradAccumulationAndAsyncCommunication: the backward keeps only the all-gathers that
+    undo the forward's reduce-scatters (SP) and no collective without SP; the forward and the compute are
+    untouched (Korthikanti et al. 2022 Table 4's layer shape: GPT-22B-like width at tp 8, b 4, s 2048)."""
+    from app.core.efficiency import training_curves
+    from app.core.framework import MEGATRON_2021, MEGATRON_2022
+    from app.core.step import _coll, group_placement, stage_times
+
+    model = find_model("GPT-3-175B")
+    cluster = _cluster("A100-80GB-SXM", 1, "ib-hdr-8x200")
+    layout = Layout(tp=8, pp=1, dp=1, micro_batch=4, global_batch=4, sequence_parallel=sp, recompute="none")
+    linear, attn = training_curves(cluster.gpu, "bf16", None, None)
+    parts = {}
+    for fw in (MEGATRON_2021, MEGATRON_2022):
+        out: dict[str, float] = {}
+        stage_times(model, cluster, layout, 2048, linear, attn, fw, None, True, out)
+        parts[fw.name] = out
+    sync, async_ = parts["megatron-2021"], parts["megatron-2022"]
+    assert async_["forward"] == sync["forward"] and async_["backward"] == sync["backward"]
+    act = 2.0 * 4 * 2048 * model.hidden_size
+    place = group_placement(8, 1, 8)
+    if sp:
+        ag, rs = (_coll(op, act, place, cluster, None) for op in ("all_gather", "reduce_scatter"))
+        assert sync["tp_comm"] == pytest.approx(6 * ag + 4 * rs, rel=1e-9)
+        assert async_["tp_comm"] == pytest.approx(
+            4 * ag + 2 * rs, rel=1e-9
+        )  # forward + 2 exposed all-gathers
+    else:
+        ar = _coll("all_reduce", act, place, cluster, None)
+        assert sync["tp_comm"] == pytest.approx(4 * ar, rel=1e-9)
+        assert async_["tp_comm"] == pytest.approx(2 * ar, rel=1e-9)  # the forward's two all-reduces
+
+
+def test_async_tp_backward_changes_nothing_without_tensor_parallelism() -> None:
+    from app.core.framework import MEGATRON_2021, MEGATRON_2022
+
+    model = find_model("Llama-3.1-8B")
+    cluster = _cluster()
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, recompute="selective")
+    a = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=MEGATRON_2021))
+    b = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=MEGATRON_2022))
+    assert a.step.total_s == b.step.total_s
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([2, 4, 8]), st.booleans(), st.sampled_from(["none", "selective", "full"]))
+def test_async_tp_backward_never_slows_a_step(tp: int, sp: bool, recompute: str) -> None:
+    model = find_model("Llama-3.1-8B")
+    cluster = _cluster(nodes=2)
+    layout = Layout(
+        tp=tp,
+        pp=1,
+        dp=16 // tp,
+        micro_batch=1,
+        global_batch=2 * (16 // tp),
+        sequence_parallel=sp,
+        recompute=recompute,  # type: ignore[arg-type]
+    )
+    sync = estimate(
+        model,
+        cluster,
+        layout,
+        4096,
+        options=EstimateOptions(framework=MEGATRON_CORE.with_(tp_async_backward=False)),
+    )
+    async_ = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=MEGATRON_CORE))
+    assert async_.step.total_s < sync.step.total_s
+    assert sum(async_.step.breakdown.values()) == pytest.approx(async_.step.total_s, rel=1e-12)

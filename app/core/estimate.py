@@ -186,6 +186,14 @@ def estimate(
             "(Framework.pp_transfers_per_microbatch)",
         ),
         Assumption(
+            "asynchronous tensor-parallel backward",
+            1 if (fw.tp_async_backward and layout.tp > 1) else 0,
+            "on/off",
+            "column-parallel input-gradient all-reduce (reduce-scatter with SP) and SP input re-gather launched "
+            "asynchronously behind the weight-/data-gradient GEMMs (Megatron-LM "
+            "LinearWithGradAccumulationAndAsyncCommunication; Framework.tp_async_backward)",
+        ),
+        Assumption(
             "attention dropout in the fused kernel",
             round(flash_dropout_overhead(cluster.gpu)[1], 4)
             if (model.attention_dropout > 0 and layout.flash_attention)

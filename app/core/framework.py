@@ -55,6 +55,13 @@ class Framework:
     selective_policy: str = "core_attention"  # what recompute="selective" recomputes: core_attention | op
     # --- runtime behaviour (time)
     tp_overlap: float = 0.0  # share of tensor-parallel communication hidden behind GEMMs
+    # Megatron's column-parallel linear backward (LinearWithGradAccumulationAndAsyncCommunication in
+    # megatron/core/tensor_parallel/layers.py, Megatron-LM ≥ 2022 with --async-tensor-model-parallel-allreduce on
+    # by default): the input-gradient all-reduce (reduce-scatter under SP) is launched asynchronously before the
+    # weight-gradient GEMM, and under SP the all-gather of the input for that GEMM before the data-gradient GEMM
+    # (CUDA_DEVICE_MAX_CONNECTIONS=1 orders them), so those collectives hide behind the backward GEMMs of the QKV
+    # and FFN-in layers; the all-gathers that undo the forward's reduce-scatters stay exposed
+    tp_async_backward: bool = False
     dp_overlap: float = 1.0  # share of the backward pass the gradient reduction may hide behind
     param_gather_overlap: float = 1.0  # share of the forward pass the parameter all-gather may hide behind
     zero3_overlap: float = 1.0  # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind
@@ -109,19 +116,36 @@ class Framework:
 
 
 # Megatron-core 2024 (NVIDIA/Megatron-LM, --use-distributed-optimizer --overlap-grad-reduce
-# --overlap-param-gather, Transformer Engine, fp32 gradient buffer).
-MEGATRON_CORE = Framework(name="megatron-core")
+# --overlap-param-gather, Transformer Engine, fp32 gradient buffer); the column-parallel backward overlaps its
+# input-gradient collectives with the weight-gradient GEMM (tp_async_backward; Transformer Engine's Linear does
+# the same without userbuffers).
+MEGATRON_CORE = Framework(name="megatron-core", tp_async_backward=True)
 
 # NeMo on Megatron-core with Transformer Engine userbuffers (tp_comm_overlap=True in the NeMo performance
 # recipes, NVIDIA/NeMo docs/source/performance/performance_summary.md), distributed optimizer.
-NEMO = MEGATRON_CORE.with_(name="nemo", tp_overlap=0.8, pp_overlap=0.5)
+# Userbuffers' bulk data-/weight-gradient overlaps (ub_bulk_dgrad, ub_bulk_wgrad) are the same overlap as
+# tp_async_backward, counted within tp_overlap, so it is not applied a second time.
+NEMO = MEGATRON_CORE.with_(name="nemo", tp_overlap=0.8, pp_overlap=0.5, tp_async_backward=False)
 
 # Megatron-LM as of Narayanan et al. 2021 / Korthikanti et al. 2022: no gradient-reduction overlap
 # ("no grad all-reduce overlap used", Korthikanti Sec. 6.3), no TP overlap, fp32 gradient all-reduce.
 # PyTorch of that time (< 2.1) had only the splitting caching allocator.
+# The 2021 code (Narayanan et al. 2021) ran the column-parallel input-gradient all-reduce synchronously
+# (copy_to_tensor_model_parallel_region in megatron/mpu/layers.py), so tp_async_backward is off.
 MEGATRON_2021 = MEGATRON_CORE.with_(
-    name="megatron-2021", dp_overlap=0.0, param_gather_overlap=0.0, expandable_segments=False
+    name="megatron-2021",
+    dp_overlap=0.0,
+    param_gather_overlap=0.0,
+    expandable_segments=False,
+    tp_async_backward=False,
 )
+
+# Megatron-LM of Korthikanti et al. 2022 (sequence parallelism): the 2021 conventions plus the asynchronous
+# column-parallel backward that came with sequence parallelism (LinearWithGradAccumulationAndAsyncCommunication,
+# on by default: --no-async-tensor-model-parallel-allreduce turns it off). Its Table 4 shows it: without SP the
+# measured layer backward (11.9 ms for GPT-22B at tp 8, b 4) equals the backward GEMM and kernel time alone, i.e.
+# the two input-gradient all-reduces (~0.8 ms each) are not on the critical path.
+MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True)
 
 # Megatron-DeepSpeed (BigScience, vTrain): ZeRO-1 fp16 optimizer keeps 16-bit gradients, reduces in 16 bit
 # (DeepSpeed runtime/zero/stage_1_and_2.py); no overlap of the reduction with the pipeline's last backward.
@@ -154,6 +178,9 @@ DEEPSPEED = MEGATRON_CORE.with_(
     pp_transfers_per_microbatch=4,
     # the Megatron-DeepSpeed runs of 2021-22 (BigScience, vTrain) predate expandable segments (PyTorch 2.1)
     expandable_segments=False,
+    # BigScience's fork keeps the 2021 synchronous input-gradient all-reduce (bigscience-workshop/
+    # Megatron-DeepSpeed megatron/mpu/layers.py ColumnParallelLinear: copy_to_tensor_model_parallel_region)
+    tp_async_backward=False,
 )
 
 # torchtitan FSDP2 (pytorch/torchtitan, docs/fsdp.md): bf16 compute with fp32 sharded parameters and fp32
@@ -182,8 +209,11 @@ TORCHTITAN = MEGATRON_CORE.with_(
     # kernel's outputs and every second matmul output, recompute the rest (torchtitan docs, activation
     # checkpointing "selective op")
     selective_policy="op",
+    # PyTorch tensor parallelism (DTensor ColwiseParallel) runs its backward collectives synchronously unless
+    # async TP is enabled (opt-in)
+    tp_async_backward=False,
 )
 
 FRAMEWORKS: dict[str, Framework] = {
-    f.name: f for f in (MEGATRON_CORE, NEMO, MEGATRON_2021, DEEPSPEED, TORCHTITAN)
+    f.name: f for f in (MEGATRON_CORE, NEMO, MEGATRON_2021, MEGATRON_2022, DEEPSPEED, TORCHTITAN)
 }

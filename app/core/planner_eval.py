@@ -354,11 +354,22 @@ def evaluate(
     tp_node = np.minimum(tp, gpn)
     k_tp = field_code(tp, mb, cp)
     gather = coll("all_gather", act_bytes, tp, tp_node, k_tp)
-    one_sp = 2 * (gather + coll("reduce_scatter", act_bytes, tp, tp_node, k_tp))
+    scatter = coll("reduce_scatter", act_bytes, tp, tp_node, k_tp)
+    one_sp = 2 * (gather + scatter)
     one_ar = 2 * coll("all_reduce", act_bytes, tp, tp_node, k_tp)
     one = np.where(spb, one_sp, one_ar)
     extra = np.where(spb, 2 * gather, 0.0)
-    tp_layer = (one * (2 + share) + extra) * (1 - fw.tp_overlap)
+    hidden = np.zeros(n)
+    if fw.tp_async_backward:
+        # asynchronous column-parallel backward (app.core.step.stage_times): input-gradient collectives behind
+        # the weight-gradient GEMMs, SP re-gathers behind the data-gradient GEMMs
+        half = 0.5 * mix("column_bwd")
+        hidden = np.where(
+            spb,
+            np.minimum(2 * scatter, half) + np.minimum(extra, half),
+            np.minimum(one_ar, half),
+        )
+    tp_layer = (one * (2 + share) + extra - hidden) * (1 - fw.tp_overlap)
 
     kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
     cp_node = _placement_per_node(cp, tp, gpn)

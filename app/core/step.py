@@ -11,7 +11,8 @@ Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et
 * backward = 2× forward GEMM FLOPs (data and weight gradients); recompute re-runs the forward (full) or the
   core attention (selective, Korthikanti et al. 2022 Sec. 5);
 * tensor-parallel all-reduce (or all-gather + reduce-scatter with SP) 2× per layer forward and 2× backward
-  (Shoeybi et al. 2019 Sec. 3; Korthikanti 2022 Sec. 4.2.2), exposed unless overlapped;
+  (Shoeybi et al. 2019 Sec. 3; Korthikanti 2022 Sec. 4.2.2), exposed unless overlapped; Megatron's
+  asynchronous column-parallel backward hides the input-gradient collectives behind the gradient GEMMs;
 * context-parallel ring exchange of K/V (Liu et al. 2023 Ring Attention, arXiv 2310.01889) hidden behind the
   attention kernel where it can be; MoE all-to-all dispatch/combine 2× forward, 2× backward;
 * pipeline: m micro-batches on the bottleneck stage plus the bubble (p − 1)/v micro-batch times
@@ -108,6 +109,9 @@ class LayerTimes:
     attention_fwd: Any  # core attention kernel(s) forward, for hiding CP communication
     linear_fwd: Any = 0.0  # GEMMs of the forward
     elementwise_fwd: Any = 0.0  # memory-bound kernels of the forward
+    # backward GEMMs (data + weight gradient) of the column-parallel linears (QKV, FFN in): the window that
+    # hides their input-gradient collectives (see Framework.tp_async_backward)
+    column_bwd: Any = 0.0
 
 
 def _gemm(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> Any:
@@ -170,6 +174,7 @@ def layer_times(
         ]
         ffn_elems = tokens * (shape.ffn_in_width + shape.ffn_out_width) / tp
     t_ffn = sum(p[0] for p in parts)
+    column_bwd = b1 + parts[0][1] + (parts[2][1] if moe else 0.0)
     t_ffn_bwd = sum(p[1] for p in parts)
     t_linear = t_attn_proj + t_ffn
     t_linear_bwd = t_attn_proj_bwd + t_ffn_bwd
@@ -235,6 +240,7 @@ def layer_times(
         attention_fwd=t_core_fwd + softmax_fwd,
         linear_fwd=t_linear,
         elementwise_fwd=elem_fwd,
+        column_bwd=column_bwd,
     )
 
 
@@ -410,14 +416,23 @@ def stage_times(
     tp_place = group_placement(tp, 1, gpn)
     if layout.sequence_parallel:
         gather = _coll("all_gather", act_bytes, tp_place, cluster, network)
-        one = 2 * (gather + _coll("reduce_scatter", act_bytes, tp_place, cluster, network))
+        scatter = _coll("reduce_scatter", act_bytes, tp_place, cluster, network)
+        one = 2 * (gather + scatter)
         # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
         # (Korthikanti et al. 2022 Sec. 4.2.2)
         extra = 2 * gather
     else:
         one = 2 * _coll("all_reduce", act_bytes, tp_place, cluster, network)
-        extra = 0.0
-    tp_layer = (one * (2 + share) + extra) * (1 - fw.tp_overlap)
+        extra = scatter = 0.0
+    hidden = 0.0
+    if fw.tp_async_backward:
+        # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time:
+        # the input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the
+        # re-gather of the SP-sharded input behind the data-gradient GEMM
+        half = 0.5 * mix("column_bwd")
+        sp_hidden = min(2 * scatter, half) + min(extra, half)
+        hidden = sp_hidden if layout.sequence_parallel else min(one, half)
+    tp_layer = (one * (2 + share) + extra - hidden) * (1 - fw.tp_overlap)
 
     # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
     cp_layer = 0.0

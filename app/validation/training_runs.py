@@ -30,7 +30,15 @@ from typing import Any
 
 from app.core.errors import SpecError
 from app.core.estimate import Estimate, EstimateOptions, estimate
-from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO, TORCHTITAN, Framework
+from app.core.framework import (
+    DEEPSPEED,
+    MEGATRON_2021,
+    MEGATRON_2022,
+    MEGATRON_CORE,
+    NEMO,
+    TORCHTITAN,
+    Framework,
+)
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
 from app.core.layout import Layout
 from app.core.model import ModelSpec, narayanan_flops_per_iteration
@@ -97,13 +105,14 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
     ),
     SourceRule(
         "Korthikanti",
-        MEGATRON_2021,
+        MEGATRON_2022,
         "ib-hdr-8x200",
         None,
         False,
         "eq3",
         False,
-        "Selene DGX A100 (same cluster and code base as Narayanan 2021)",
+        "Selene DGX A100 (same cluster as Narayanan 2021); Megatron-LM of 2022 with sequence parallelism and the "
+        "asynchronous tensor-parallel backward",
     ),
     SourceRule(
         "Megatron-LM README",

@@ -138,3 +138,25 @@ def test_errors_are_not_cached(api: TestClient) -> None:
     assert missing.status_code == 422
     assert any(err["loc"][-1] == "model" for err in missing.json()["detail"])
     assert len(cache) == 0
+
+
+def test_a_burst_of_identical_cold_requests_computes_once(db_url: str) -> None:
+    import asyncio
+
+    import httpx
+
+    cache.clear()
+    body = _scenario(global_batch=1024)
+
+    async def burst() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=create_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return list(
+                await asyncio.gather(*[client.post("/api/v1/estimate", json=body) for _ in range(20)])
+            )
+
+    responses = asyncio.run(burst())
+    assert all(r.status_code == 200 for r in responses), responses[0].text
+    assert len({r.content for r in responses}) == 1
+    assert len(cache) == 1 and cache.hits == 19  # one computation; the other 19 waited for its answer
+    cache.clear()

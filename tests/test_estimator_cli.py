@@ -82,10 +82,10 @@ def test_validation_document_shape(report: dict) -> None:
 
 def test_validation_accuracy_on_published_runs(report: dict) -> None:
     # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time
-    # 5.2 %, memory 4.9 %); the goal is time MAPE ≤ 5 %, which the model does not reach yet.
+    # 5.01 %, memory 4.9 %); the goal is time MAPE ≤ 5 % and every row within ±10 %, not reached yet.
     s = report["summary"]
     assert s["time"]["n"] >= 70
-    assert s["time"]["mape_pct"] <= 5.7
+    assert s["time"]["mape_pct"] <= 5.4  # slack for network-model changes
     outside = [r for r in report["rows"] if r["metric"] in TIME_METRICS and abs(r["error_pct"]) > 10.0]
     assert len(outside) <= 12  # 11 now; one row of slack for network-model changes
     assert s["memory"]["n"] >= 14
@@ -170,3 +170,11 @@ def test_plot_is_written(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "time-like metrics: n=" in out.stdout
+
+
+def test_korthikanti_layer_times_with_the_asynchronous_tp_backward(report: dict) -> None:
+    # Korthikanti et al. 2022 Table 4 (one GPT-22B layer, tp 8, b 4): with the column-parallel input-gradient
+    # collectives hidden behind the gradient GEMMs every configuration is within ±5 % (was +4 … +8.5 %)
+    rows = [r for r in report["rows"] if r["metric"] == "layer_fwd_plus_bwd_ms"]
+    assert len(rows) == 5
+    assert all(abs(r["error_pct"]) <= 5.0 for r in rows)

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers, same for both servers")
     parser.add_argument("--database-url", default="", help="default: a fresh SQLite file")
     parser.add_argument("--only", default="", help="comma-separated subset of targets")
+    parser.add_argument("--app", default="app.asgi:app", help="ClusterPlan's ASGI app (import path)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
 
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     app_port, bare_port = free_port(), free_port()
     app_url, bare_url = f"http://127.0.0.1:{app_port}", f"http://127.0.0.1:{bare_port}"
     servers = [
-        start(uvicorn_command("app.asgi:app", app_port, args.workers), env, tmp / "app.log", f"{app_url}/healthz"),
+        start(uvicorn_command(args.app, app_port, args.workers), env, tmp / "app.log", f"{app_url}/healthz"),
         start(uvicorn_command("benchmarks.load.bare_app:app", bare_port, args.workers), env, tmp / "bare.log",
               f"{bare_url}/bare"),
     ]  # fmt: skip
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             "duration_s": args.duration,
             "uvicorn_workers": args.workers,
             "database": database_url.split(":", 1)[0],
+            "app": args.app,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "machine": platform.machine(),

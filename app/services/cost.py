@@ -328,7 +328,7 @@ def _json_safe(value: object) -> object:
 def network_from_bom(
     session: Session | None, req: s.TcoRequest
 ) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption]]:
-    """On-prem inputs with the network capex taken from the network engineer's BOM when one is asked for."""
+    """On-prem inputs with the network capex taken from the network model's bill of materials when one is asked for."""
     inputs = onprem_inputs(req.onprem)
     if req.network_bom is None or req.onprem.network_capex_usd is not None:
         return inputs, []

@@ -1,4 +1,4 @@
-"""Goodput and cost panels of a planning session, from the cost engineer's services."""
+"""Goodput and cost panels of a planning session, from the cost and goodput services."""
 
 from __future__ import annotations
 

@@ -19,6 +19,12 @@ from app.core.units import GiB
 SPLITTING_ALLOCATOR_FRAGMENTATION = 0.15
 
 
+# Lee et al. 2025, arXiv 2507.03114, Sec. 5 / abstract: mean compute slowdown under overlapped communication
+OVERLAP_COMPUTE_SLOWDOWN = 0.189
+# share of the SMs Transformer Engine's userbuffers kernels hold while they overlap a GEMM (Framework below)
+USERBUFFERS_SM_SHARE = 8.0 / 132.0
+
+
 @dataclass(frozen=True)
 class Framework:
     name: str
@@ -76,6 +82,17 @@ class Framework:
     # parameters of each sub-module — norm, QKV, projection, FFN in/out — right before that sub-module runs)
     zero3_collectives_per_layer: int = 0
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
+    # Compute slows while a collective runs beside it: NCCL's kernels hold SMs (one CTA per channel) and share HBM
+    # bandwidth with the GEMMs. Lee et al. 2025 ("Characterizing Compute-Communication Overlap in GPU-Accelerated
+    # Distributed Deep Learning", arXiv 2507.03114) measure an average compute slowdown of 18.9 % (max 40 %) on
+    # A100/H100/MI250/MI210 for GPT and Llama training kernels overlapped with their collectives. Each second of
+    # hidden communication therefore costs this share of a second (app.core.step.overlapped)
+    overlap_slowdown: float = OVERLAP_COMPUTE_SLOWDOWN
+    # Transformer Engine's userbuffers (tp_overlap) move data with copy engines (ring_exchange, 1 SM) or a few
+    # SMs (bulk: 2-24 SMs per GEMM, pipeline), configured per GEMM so the GEMM keeps the rest: NeMo's H100 recipe
+    # for hidden 8192, tp 4 gives bulk 4/24/2/4 SMs and ring exchange elsewhere (NeMo
+    # nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py), about 8 of 132 SMs on average
+    tp_overlap_slowdown: float = USERBUFFERS_SM_SHARE
     # boundary-activation transfer times on a stage's critical path per micro-batch and model chunk. Megatron's
     # 1F1B pairs each send with the opposite receive in one batched exchange (send_forward_recv_backward /
     # send_backward_recv_forward over torch.distributed.batch_isend_irecv, megatron/core/pipeline_parallel/

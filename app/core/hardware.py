@@ -15,6 +15,15 @@ Transport = Literal["infiniband", "roce", "ethernet_tcp", "efa"]
 TopologyKind = Literal["fat_tree", "rail_optimized", "single_switch"]
 
 
+# GB200/GB300 NVL72: 18 compute trays of 4 GPUs share one NVLink domain (NVIDIA GB200 NVL72 specification)
+NVL72_DOMAIN_GPUS = 72
+
+
+def scaleup_domain_for(scaleup_kind: str, total_gpus: int) -> int:
+    """GPUs in one scale-up domain for a GPU whose catalog scale-up kind is `scaleup_kind` (0: one node)."""
+    return min(NVL72_DOMAIN_GPUS, total_gpus) if scaleup_kind == "nvl72" else 0
+
+
 @dataclass(frozen=True)
 class GPUSpec:
     name: str

@@ -60,6 +60,8 @@ from app.core.step import (
     _gemm,
     flash_dropout_overhead,
     layer_times,
+    overlap_slowdown,
+    overlapped,
 )
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
@@ -369,14 +371,23 @@ def evaluate(
             np.minimum(2 * scatter, half) + np.minimum(extra, half),
             np.minimum(one_ar, half),
         )
-    tp_layer = (one * (2 + share) + extra - hidden) * (1 - fw.tp_overlap)
+    tp_total = one * (2 + share) + extra
+    # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
+    # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
+    tp_rest = tp_total - hidden
+    tp_layer = (
+        tp_rest * (1 - fw.tp_overlap)
+        + overlap_slowdown(fw, cluster, tp, tp_node) * hidden
+        + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
+    )
 
     kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
     cp_node = _placement_per_node(cp, tp, gpn)
     hop_cp = coll("send_recv", np.where(cp > 1, kv_bytes, 0.0), 2, np.where(cp_node > 1, cp_node, 1), k_tp)
     fwd_ring = (cp - 1) * hop_cp
-    cp_layer = np.maximum(0.0, fwd_ring - attn_fwd) + np.maximum(
-        0.0, 2 * fwd_ring - FLASH_BACKWARD_FLOP_RATIO * attn_fwd
+    cp_slow = overlap_slowdown(fw, cluster, cp, cp_node)
+    cp_layer = overlapped(fwd_ring, attn_fwd, cp_slow) + overlapped(
+        2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn_fwd, cp_slow
     )
     cp_layer = np.where(cp > 1, cp_layer * (1 + share), 0.0)
 
@@ -390,7 +401,9 @@ def evaluate(
     p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes
     pp_node = np.where(tp * cp * dp < gpn, 2, 1)
     hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp))
-    pp_mb = np.where(pp > 1, fw.pp_transfers_per_microbatch * vp * hop_pp * (1 - fw.pp_overlap), 0.0)
+    pp_raw = fw.pp_transfers_per_microbatch * vp * hop_pp
+    pp_slow = overlap_slowdown(fw, cluster, 2, pp_node)
+    pp_mb = np.where(pp > 1, pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw, 0.0)
 
     ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm_bw * fw.elementwise_efficiency)
     b_fwd = layers_per_gpu * fwd_layer + logits_fwd
@@ -442,7 +455,8 @@ def evaluate(
         + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
     )
     compute_mb = b_fwd + b_bwd + b_rec
-    zero3 = np.where(z3, m * np.maximum(0.0, per_mb - fw.zero3_overlap * compute_mb), 0.0)
+    z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
+    zero3 = np.where(z3, m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
     rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
         "reduce_scatter", exp_grad_bytes, exp_ranks, exp_node, z12
     )
@@ -452,11 +466,12 @@ def evaluate(
     ar = masked("all_reduce", grad_bytes, dp_ranks, dp_node, z0) + masked(
         "all_reduce", exp_grad_bytes, exp_ranks, exp_node, z0
     )
+    dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
     dp_comm = np.where(
         z12,
-        np.maximum(0.0, rs - fw.dp_overlap * bwd_last)
-        + np.maximum(0.0, ag - fw.param_gather_overlap * fwd_first),
-        np.where(z0, np.maximum(0.0, ar - fw.dp_overlap * bwd_last), 0.0),
+        overlapped(rs, fw.dp_overlap * bwd_last, dp_slow)
+        + overlapped(ag, fw.param_gather_overlap * fwd_first, dp_slow),
+        np.where(z0, overlapped(ar, fw.dp_overlap * bwd_last, dp_slow), 0.0),
     )
     opt_shard = np.where(zero >= 1, dp_ranks, 1)
     opt_exp_shard = np.maximum(1, np.where(zero >= 1, exp_ranks, 1))

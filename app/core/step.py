@@ -432,7 +432,15 @@ def stage_times(
         half = 0.5 * mix("column_bwd")
         sp_hidden = min(2 * scatter, half) + min(extra, half)
         hidden = sp_hidden if layout.sequence_parallel else min(one, half)
-    tp_layer = (one * (2 + share) + extra - hidden) * (1 - fw.tp_overlap)
+    tp_total = one * (2 + share) + extra
+    # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
+    # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
+    tp_rest = tp_total - hidden
+    tp_layer = (
+        tp_rest * (1 - fw.tp_overlap)
+        + overlap_slowdown(fw, cluster, tp_place.ranks, tp_place.ranks_per_node) * hidden
+        + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
+    )
 
     # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
     cp_layer = 0.0
@@ -448,7 +456,10 @@ def stage_times(
         )
         fwd_ring = (cp - 1) * hop
         attn = mix("attention_fwd")
-        cp_layer = max(0.0, fwd_ring - attn) + max(0.0, 2 * fwd_ring - FLASH_BACKWARD_FLOP_RATIO * attn)
+        cp_slow = overlap_slowdown(fw, cluster, cp_place.ranks, cp_place.ranks_per_node)
+        cp_layer = overlapped(fwd_ring, attn, cp_slow) + overlapped(
+            2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
+        )
         cp_layer *= 1 + share
 
     # expert parallel all-to-all: dispatch and combine, forward and backward
@@ -465,7 +476,9 @@ def stage_times(
         pp_stride = tp * cp * layout.dp
         per_node = 2 if pp_stride < gpn else 1
         hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)
-        pp_mb = fw.pp_transfers_per_microbatch * vp * hop * (1 - fw.pp_overlap)
+        pp_raw = fw.pp_transfers_per_microbatch * vp * hop
+        pp_slow = overlap_slowdown(fw, cluster, 2, per_node)
+        pp_mb = pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw
 
     per_layer = {
         "forward": fwd_layer,
@@ -502,6 +515,36 @@ def stage_times(
             )
         )
     return out
+
+
+def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> Any:
+    """Compute slowdown while a collective over `ranks` (`ranks_per_node` of them per node) runs beside it.
+
+    Lee et al. 2025 (arXiv 2507.03114) measure Framework.overlap_slowdown on GPUs joined by NVLink, where the
+    NCCL kernels drive the scale-up bandwidth. The SMs and HBM traffic a collective takes grow with the bytes per
+    second it moves, so a collective that leaves the node, bound by the GPU's share of the NICs, slows the
+    compute by that bandwidth's share of the scale-up bandwidth. Works on numpy arrays (app.core.planner_eval).
+    """
+    fabric = cluster.fabric
+    nic_per_gpu = fabric.nic_bandwidth_bytes_per_s * fabric.nics_per_node / max(1, cluster.gpus_per_node)
+    ratio = min(1.0, nic_per_gpu / cluster.scaleup_bw) if cluster.scaleup_bw > 0 else 1.0
+    # NVL72-style domains span several nodes (trays): a group inside one domain stays on NVLink
+    trays_per_domain = max(1, cluster.domain_gpus // max(1, cluster.gpus_per_node))
+    inter = np.asarray(ranks_per_node) * trays_per_domain < np.asarray(ranks)
+    result = np.where(inter, fw.overlap_slowdown * ratio, fw.overlap_slowdown)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def overlapped(comm: Any, window: Any, slowdown: Any) -> Any:
+    """Critical-path cost of `comm` seconds of communication run beside `window` seconds of compute.
+
+    The part that fits in the window is hidden but slows the compute beside it by `slowdown` (NCCL kernels hold
+    SMs and HBM bandwidth; Lee et al. 2025, arXiv 2507.03114: 18.9 % on average, Framework.overlap_slowdown); the
+    rest is exposed. Works on floats and on numpy arrays (app.core.planner_eval).
+    """
+    hidden = np.minimum(comm, np.maximum(window, 0.0))
+    result = comm - hidden + slowdown * hidden
+    return float(result) if np.ndim(result) == 0 else result
 
 
 def step_estimate(
@@ -563,7 +606,8 @@ def step_estimate(
             + split("reduce_scatter", exp_grad_bytes, exp_place)
         )
         compute_mb = bottleneck.forward_compute + bottleneck.backward_compute + bottleneck.recompute
-        zero3 = m * max(0.0, per_mb - fw.zero3_overlap * compute_mb)
+        z3_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
+        zero3 = m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow)
     elif layout.zero >= 1:
         rs = _coll("reduce_scatter", grad_bytes, dp_place, cluster, network) + _coll(
             "reduce_scatter", exp_grad_bytes, exp_place, cluster, network
@@ -571,12 +615,16 @@ def step_estimate(
         ag = _coll("all_gather", dense_p * fw.param_gather_bytes, dp_place, cluster, network) + _coll(
             "all_gather", expert_p * fw.param_gather_bytes, exp_place, cluster, network
         )
-        dp_comm = max(0.0, rs - fw.dp_overlap * bwd_last) + max(0.0, ag - fw.param_gather_overlap * fwd_first)
+        dp_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
+        dp_comm = overlapped(rs, fw.dp_overlap * bwd_last, dp_slow) + overlapped(
+            ag, fw.param_gather_overlap * fwd_first, dp_slow
+        )
     else:
         ar = _coll("all_reduce", grad_bytes, dp_place, cluster, network) + _coll(
             "all_reduce", exp_grad_bytes, exp_place, cluster, network
         )
-        dp_comm = max(0.0, ar - fw.dp_overlap * bwd_last)
+        dp_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
+        dp_comm = overlapped(ar, fw.dp_overlap * bwd_last, dp_slow)
 
     shard = dp_ranks if layout.zero >= 1 else 1
     opt_params = dense_p / shard + expert_p / max(1, exp_ranks if layout.zero >= 1 else 1)

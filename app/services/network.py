@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from app.catalog.fabrics import find_fabric, presets
 from app.core.errors import Problem, ProblemCollector, SpecError
-from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.hardware import NVL72_DOMAIN_GPUS, ClusterSpec, FabricSpec, GPUSpec
 from app.core.network import (
     ALGORITHMS,
     COLLECTIVE_OPS,
@@ -302,7 +302,7 @@ def resolve_cluster(
     if gpu is None:
         return None
     gpn = c.gpus_per_node or gpu.default_gpus_per_node
-    domain = 72 if gpu.scaleup_kind == "nvl72" else 0
+    domain = NVL72_DOMAIN_GPUS if gpu.scaleup_kind == "nvl72" else 0
     return ClusterSpec(
         gpu=gpu,
         num_nodes=c.nodes,

@@ -12,13 +12,11 @@ from app.core.efficiency import NON_CLOCK_POWER_FRACTION, HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import EstimateOptions
 from app.core.framework import FRAMEWORKS, Framework
-from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
 from app.core.layout import Layout
 from app.core.model import ModelSpec
 from app.errors import NotFoundError
 from app.schemas.scenario import Scenario
-
-NVL72_DOMAIN_GPUS = 72
 
 
 @dataclass(frozen=True)
@@ -159,13 +157,12 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
 
     gpn = c.gpus_per_node or gpu.default_gpus_per_node
     # GB200 NVL72: 18 trays of 4 GPUs share one NVLink domain (NVIDIA GB200 NVL72 spec)
-    domain = NVL72_DOMAIN_GPUS if gpu.scaleup_kind == "nvl72" else 0
     cluster = ClusterSpec(
         gpu=gpu,
         num_nodes=c.nodes,
         gpus_per_node=gpn,
         scaleup_kind=gpu.scaleup_kind,
-        scaleup_domain_gpus=min(domain, c.nodes * gpn) if domain else 0,
+        scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, c.nodes * gpn),
         fabric=fabric,
         name=f"{c.nodes} × {gpn} {gpu.name}",
     )

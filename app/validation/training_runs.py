@@ -39,9 +39,9 @@ from app.core.framework import (
     TORCHTITAN,
     Framework,
 )
-from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
 from app.core.layout import Layout
-from app.core.model import ModelSpec, narayanan_flops_per_iteration
+from app.core.model import ModelSpec, MoESpec, narayanan_flops_per_iteration
 from app.core.units import GiB
 from app.errors import NotFoundError
 
@@ -90,6 +90,8 @@ class SourceRule:
     flops: str  # "eq3" (Narayanan eq. 3, hardware) | "model" (3 × forward, full attention)
     sequence_parallel_default: bool  # when the row leaves SP blank and tp > 1
     reason: str
+    # what the framework's published configs do when the row leaves recompute blank
+    recompute_default: str = "none"
 
 
 SOURCE_RULES: tuple[SourceRule, ...] = (
@@ -144,7 +146,9 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         True,
         "model",
         False,
-        "Meta H100 clusters: 8 × 400 Gb/s RoCE per node; torchtitan FSDP2, eager PyTorch",
+        "Meta H100 clusters: 8 × 400 Gb/s RoCE per node; torchtitan FSDP2, eager PyTorch; a blank recompute is "
+        "torchtitan's default (train_configs/*.toml: [activation_checkpoint] mode = 'selective', per op)",
+        "selective",
     ),
     SourceRule(
         "bigscience",
@@ -218,14 +222,38 @@ def load_rows(path: Path | str) -> list[Row]:
 # (NeMo-Framework-Launcher conf/training/gpt3/*.yaml: hidden_dropout 0.1, attention_dropout 0.1); Llama, Nemotron-4
 # and BLOOM train without dropout (their configs / tech reports).
 FAMILY_DROPOUT: tuple[tuple[str, float], ...] = (
+    ("gpt-oss", 0.0),  # before "gpt": gpt-oss, Qwen, Mistral/Mixtral, DeepSeek and MPT configs set no dropout
+    ("qwen", 0.0),
+    ("mistral", 0.0),
+    ("mixtral", 0.0),
+    ("deepseek", 0.0),
+    ("mpt", 0.0),
     ("llama", 0.0),
     ("nemotron", 0.0),
     ("bloom", 0.0),
     ("gpt", 0.1),
 )
 
+_MODERN = {"activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope", "tied_embeddings": False}
 FAMILY_DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
-    # (substring of the model name, declared architecture of that family)
+    # (substring of the model name, declared architecture of that family); first match wins
+    ("qwen", _MODERN),  # Qwen2/2.5/3 config.json: silu-gated MLP, RMSNorm, RoPE
+    ("mistral", _MODERN),  # Mistral / Mixtral config.json
+    ("mixtral", _MODERN),
+    ("deepseek", _MODERN),  # DeepSeek-V2/V3 config.json
+    ("gpt-oss", _MODERN),  # gpt-oss-120b config.json: gated SwiGLU experts, RMSNorm, RoPE (YaRN), untied
+    # MPT (mosaicml/llm-foundry mpt configs): GELU MLP (expansion 4), LayerNorm without bias, ALiBi, tied
+    (
+        "mpt",
+        {
+            "activation": "gelu",
+            "norm": "layernorm",
+            "position_embedding": "alibi",
+            "tied_embeddings": True,
+            "attention_bias": False,
+            "mlp_bias": False,
+        },
+    ),
     (
         "llama",
         {"activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope", "tied_embeddings": False},
@@ -251,14 +279,24 @@ FAMILY_DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 def _catalog_twin(row: Row, shape: dict[str, int]) -> ModelSpec | None:
-    """A catalog model with exactly this shape (gives the declared activation, norm, embeddings)."""
+    """The catalog model this row trained: by name (aliases, case- and punctuation-insensitive, a parenthesised
+    suffix dropped) when its layers and width agree with the row, else one with exactly this shape. The twin gives
+    the declared activation, norm, embeddings and, for MoE and MLA models, the expert and attention structure."""
     try:
         from app import catalog
 
         table = catalog.models()
     except Exception:  # the catalog is optional for the replay
         return None
-    name = row.get("model_name").lower()
+    name = row.get("model_name")
+    for candidate in (name, name.split("(")[0].strip()):
+        try:
+            spec = catalog.find_model(candidate)
+        except Exception:
+            continue
+        if spec.num_layers == shape["num_layers"] and spec.hidden_size == shape["hidden_size"]:
+            return spec
+    low = name.lower()
     best = None
     for spec in table.values():
         if (
@@ -266,9 +304,39 @@ def _catalog_twin(row: Row, shape: dict[str, int]) -> ModelSpec | None:
             and spec.hidden_size == shape["hidden_size"]
             and spec.num_attention_heads == shape["num_attention_heads"]
             and spec.ffn_hidden_size == shape["ffn_hidden_size"]
-        ) and (best is None or spec.name.lower() in name):
+        ) and (best is None or spec.name.lower() in low):
             best = spec
     return best
+
+
+def _note_int(notes: str, pattern: str) -> int | None:
+    match = re.search(pattern, notes, re.IGNORECASE)
+    return int(match.group(1)) if match else None
+
+
+def moe_from_notes(notes: str, ffn_hidden: int) -> tuple[MoESpec | None, int]:
+    """Mixture-of-experts structure stated in a row's notes, and the dense FFN width.
+
+    The CSV has no expert columns, so MoE rows state it in words: "128 experts, top-8", "256 routed experts + 1
+    shared expert", "first 3 layers dense (ffn 18432)"; the ffn_hidden column then holds one expert's width.
+    Returns (None, ffn_hidden) when the notes describe no experts.
+    """
+    experts = _note_int(notes, r"(\d+)\s+(?:routed\s+)?experts")
+    top_k = _note_int(notes, r"top-?\s*(\d+)")
+    if not experts or not top_k:
+        return None, ffn_hidden
+    shared = _note_int(notes, r"(\d+)\s+shared\s+experts?") or 0
+    first_dense = re.search(r"first\s+(\d+)\s+layers?\s+(?:are\s+)?dense(?:\s*\(ffn\s+(\d+)\))?", notes, re.I)
+    dense_layers = int(first_dense.group(1)) if first_dense else 0
+    dense_ffn = int(first_dense.group(2)) if first_dense and first_dense.group(2) else ffn_hidden
+    spec = MoESpec(
+        num_experts=experts,
+        experts_per_token=top_k,
+        expert_ffn_hidden_size=ffn_hidden,
+        num_shared_experts=shared,
+        first_dense_layers=dense_layers,
+    )
+    return spec, dense_ffn
 
 
 def row_model(row: Row, rule: SourceRule) -> ModelSpec:
@@ -280,7 +348,21 @@ def row_model(row: Row, rule: SourceRule) -> ModelSpec:
         "ffn_hidden_size": row.int_or("ffn_hidden", 0) or 0,
         "vocab_size": row.int_or("vocab", 0) or 0,
     }
+    seq = row.int_or("seq_len", 2048) or 2048
+    name = row.get("model_name").lower()
+    dropout = next((d for key, d in FAMILY_DROPOUT if key in name), FAMILY_DROPOUT[-1][1])
     twin = _catalog_twin(row, shape)
+    if twin is not None and (twin.moe is not None or twin.mla is not None):
+        # the catalog's own description of an MoE / MLA model: its expert and latent-attention structure is
+        # what the CSV's columns cannot carry
+        return replace(
+            twin,
+            name=row.get("model_name"),
+            max_seq_len=seq,
+            hidden_dropout=dropout,
+            attention_dropout=dropout,
+            vocab_size=shape["vocab_size"] or twin.vocab_size,
+        )
     arch: dict[str, Any]
     if twin is not None:
         arch = {
@@ -291,16 +373,22 @@ def row_model(row: Row, rule: SourceRule) -> ModelSpec:
             "attention_bias": twin.attention_bias,
             "mlp_bias": twin.mlp_bias,
         }
+        if twin.head_dim and twin.num_attention_heads == shape["num_attention_heads"]:
+            arch["head_dim"] = twin.head_dim
     else:
-        name = row.get("model_name").lower()
         arch = next((a for key, a in FAMILY_DEFAULTS if key in name), FAMILY_DEFAULTS[-1][1])
         arch = dict(arch)
         gpt_like = arch.get("norm") == "layernorm" and arch.get("activation") == "gelu"
         arch.setdefault("attention_bias", gpt_like)
         arch.setdefault("mlp_bias", gpt_like)
-    seq = row.int_or("seq_len", 2048) or 2048
-    name = row.get("model_name").lower()
-    dropout = next((d for key, d in FAMILY_DROPOUT if key in name), FAMILY_DROPOUT[-1][1])
+    notes = row.get("notes")
+    moe, dense_ffn = moe_from_notes(notes, shape["ffn_hidden_size"])
+    if moe is not None:
+        shape["ffn_hidden_size"] = dense_ffn
+        arch["moe"] = moe
+    head_dim = _note_int(notes, r"head[_ ]dim\s*(\d+)")
+    if head_dim and "head_dim" not in arch:
+        arch["head_dim"] = head_dim
     return ModelSpec(
         name=row.get("model_name"),
         max_seq_len=seq,
@@ -362,9 +450,15 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     if vp is None:
         vp = 1
         defaults.append("vp=1")
-    recompute = row.get("recompute").lower() or "none"
+    recompute = row.get("recompute").lower() or rule.recompute_default
     if not row.get("recompute"):
-        defaults.append("recompute=none")
+        defaults.append(f"recompute={rule.recompute_default}")
+    ep = 1
+    if model.moe is not None:
+        # the CSV has no EP column: MoE rows state it in the notes ("EP=64"); otherwise no expert parallelism
+        ep = _note_int(row.get("notes"), r"\bEP\s*=\s*(\d+)") or 1
+        if ep == 1:
+            defaults.append("ep=1")
     sp_text = row.get("sequence_parallel").lower()
     if sp_text:
         sp = sp_text.startswith("y") or sp_text in ("1", "true")
@@ -379,6 +473,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         pp=pp,
         dp=dp,
         cp=cp,
+        ep=ep,
         vp=vp,
         zero=zero,
         sequence_parallel=sp and tp > 1,
@@ -517,7 +612,14 @@ def evaluate_row(row: Row) -> RowResult:
         if n_gpus % gpn:
             result.skipped = f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes"
             return result
-        cluster = ClusterSpec(gpu=gpu, num_nodes=n_gpus // gpn, gpus_per_node=gpn, fabric=row_fabric(rule))
+        cluster = ClusterSpec(
+            gpu=gpu,
+            num_nodes=n_gpus // gpn,
+            gpus_per_node=gpn,
+            scaleup_kind=gpu.scaleup_kind,
+            scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, n_gpus),
+            fabric=row_fabric(rule),
+        )
         fw = row_framework(row, rule, layout)
         options = EstimateOptions(framework=fw, power_limit_w=power_limit_w)
         est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)

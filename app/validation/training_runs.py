@@ -600,6 +600,12 @@ def evaluate_row(row: Row) -> RowResult:
         model = row_model(row, rule)
         gpu, power_limit_w = row_power(row, row_gpu(row))
         n_gpus = row.int_or("num_gpus", 0) or 0
+        if metric in TIME_METRICS and not row.int_or("global_batch", None):
+            result.skipped = (
+                "global_batch is blank: the number of micro-batches per step (gradient accumulation, pipeline "
+                "bubble) is unknown"
+            )
+            return result
         layout, defaults = row_layout(row, model, rule, n_gpus)
         chunks = layout.pp * layout.vp
         if model.num_layers % chunks:

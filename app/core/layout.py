@@ -2,7 +2,11 @@
 
 Rank order follows Megatron-LM's default `tp-cp-ep-dp-pp` (megatron/core/parallel_state.py): tensor parallel
 ranks are adjacent (inside a node), then context parallel, then data parallel, then pipeline stages.
-Expert parallelism is carved out of the data-parallel × context-parallel ranks, with expert tensor parallel = tp.
+Expert parallelism is carved out of the data-parallel × context-parallel ranks, with expert tensor parallel = tp
+(etp unset). With `etp` set, expert layers follow Megatron-core's MoE parallel folding (Liu et al. 2025,
+arXiv 2504.14960; `--expert-tensor-parallel-size`, Megatron-core ≥ 0.10): the tp·cp·dp ranks of a pipeline stage
+are regrouped for the expert layers as etp × ep × edp with adjacent ranks, so ep may span the attention's tensor
+parallel ranks (etp = 1 is the common choice).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Layout:
     dp: int = 1
     cp: int = 1
     ep: int = 1
+    etp: int | None = None  # expert tensor parallel (MoE parallel folding); None = tp, the legacy mapping
     vp: int = 1
     zero: int = 1
     sequence_parallel: bool = False
@@ -54,6 +59,16 @@ class Layout:
     @property
     def model_parallel(self) -> int:
         return self.tp * self.pp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel size of the expert layers (etp, or tp when unset)."""
+        return self.etp if self.etp is not None else self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks that hold the same expert shard (the expert layers' data-parallel size)."""
+        return max(1, self.tp * self.cp * self.dp // max(1, self.expert_tp * self.ep))
 
     @property
     def num_gpus(self) -> int:
@@ -86,6 +101,12 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         value = getattr(layout, name)
         p.check(
             isinstance(value, int) and value >= 1, f"layout.{name}", f"must be an integer ≥ 1, got {value!r}"
+        )
+    if layout.etp is not None:
+        p.check(
+            isinstance(layout.etp, int) and layout.etp >= 1,
+            "layout.etp",
+            f"must be an integer ≥ 1 or unset, got {layout.etp!r}",
         )
     if p.problems:
         p.raise_if_any()
@@ -158,16 +179,29 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         )
     if model.moe is None:
         p.check(layout.ep == 1, "layout.ep", f"ep = {layout.ep} but {model.name} has no experts")
+        p.check(
+            layout.etp is None or layout.etp == layout.tp,
+            "layout.etp",
+            f"etp = {layout.etp} but {model.name} has no experts",
+        )
     else:
         experts = model.moe.num_experts
         p.check(
             experts % layout.ep == 0, "layout.ep", f"experts ({experts}) not divisible by ep ({layout.ep})"
         )
-        p.check(
-            (layout.dp * layout.cp) % layout.ep == 0,
-            "layout.ep",
-            f"ep ({layout.ep}) must divide dp·cp = {layout.dp * layout.cp}",
-        )
+        if layout.etp is None:
+            p.check(
+                (layout.dp * layout.cp) % layout.ep == 0,
+                "layout.ep",
+                f"ep ({layout.ep}) must divide dp·cp = {layout.dp * layout.cp} (set etp for MoE parallel folding)",
+            )
+        else:
+            group = layout.tp * layout.cp * layout.dp
+            p.check(
+                group % (layout.etp * layout.ep) == 0,
+                "layout.etp",
+                f"etp·ep = {layout.etp}·{layout.ep} must divide tp·cp·dp = {group} (MoE parallel folding)",
+            )
     if layout.sequence_parallel:
         p.check(layout.tp > 1, "layout.sequence_parallel", "sequence parallelism needs tp > 1")
     if layout.recompute_layers is not None:

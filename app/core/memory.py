@@ -52,17 +52,18 @@ def _sel(cond: Any, if_true: Any, if_false: Any) -> Any:
 
 
 def transformer_params_per_gpu(
-    shape: LayerShape, dense_layers: Any, moe_layers: Any, tp: Any, ep: Any
+    shape: LayerShape, dense_layers: Any, moe_layers: Any, tp: Any, ep: Any, etp: Any = None
 ) -> tuple[Any, Any]:
     """(non-expert, expert) parameters per GPU for the transformer layers it holds.
 
     Attention and FFN matrices are split over tp (Shoeybi et al. 2019, arXiv 1909.08053); norms and the MoE
-    router are replicated; routed experts are split over ep and, inside each expert, over tp.
+    router are replicated; routed experts are split over ep and, inside each expert, over tp (over etp under
+    MoE parallel folding, app.core.layout).
     """
     attn = shape.attn_params / tp + shape.norm_params
     dense_layer = attn + shape.dense_ffn_params / tp
     moe_layer = attn + shape.router_params + shape.shared_ffn_params / tp
-    experts = shape.num_experts / ep * shape.expert_ffn_params / tp
+    experts = shape.num_experts / ep * shape.expert_ffn_params / (tp if etp is None else etp)
     return dense_layers * dense_layer + moe_layers * moe_layer, moe_layers * experts
 
 
@@ -316,11 +317,13 @@ def stage_memory(
     layers_per_gpu = model.num_layers / pp
     moe_layers = n_moe / pp
     dense_layers = layers_per_gpu - moe_layers
-    dense_params, expert_params = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep)
+    dense_params, expert_params = transformer_params_per_gpu(
+        shape, dense_layers, moe_layers, tp, ep, layout.etp
+    )
     dense_params += embedding_params_per_gpu(model, tp, pp, int(first), int(last))
     shard = dp * cp
     states = state_bytes(dense_params, shard, layout.zero, fw)
-    expert_states = state_bytes(expert_params, max(1, shard // ep), layout.zero, fw)
+    expert_states = state_bytes(expert_params, layout.expert_dp, layout.zero, fw)
     breakdown: dict[str, float] = {k: float(states[k] + expert_states[k]) for k in states}
 
     tokens = layout.micro_batch * seq_len / cp

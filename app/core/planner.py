@@ -229,6 +229,8 @@ def layout_label(layout: Layout) -> str:
         parts.append(f"CP{layout.cp}")
     if layout.ep > 1:
         parts.append(f"EP{layout.ep}")
+    if getattr(layout, "etp", None) is not None and layout.etp != layout.tp:
+        parts.append(f"ETP{layout.etp}")
     parts += [f"MB{layout.micro_batch}", f"ZeRO-{layout.zero}"]
     if layout.sequence_parallel:
         parts.append("SP")

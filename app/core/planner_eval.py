@@ -393,9 +393,11 @@ def evaluate(
 
     ep_layer = np.zeros(n)
     if n_moe:
-        a2a_bytes = 2.0 * tokens * shape.experts_per_token * h
+        # each rank's sequence-parallel shard of tokens (app.core.step.stage_times); the planner keeps etp = tp
+        a2a_bytes = 2.0 * np.where(spb, tokens / tp, tokens) * shape.experts_per_token * h
         ep_node = _placement_per_node(ep, tp * cp, gpn)
-        a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, field_code(tp, mb, cp, ep))
+        a2a_key = field_code(tp, mb, cp, ep, spb.astype(np.int64))
+        a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, a2a_key)
         ep_layer = np.where(ep > 1, moe_share * 2 * (2 + share) * a2a, 0.0)
 
     p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes

@@ -145,6 +145,7 @@ def layer_times(
     causal: bool = True,
     fp8: bool = False,
     dropout_overhead: tuple[float, float] = (0.0, 0.0),
+    etp: Any = None,
 ) -> LayerTimes:
     h = shape.hidden
     # linear layers: the output projection (attention output width → h) and the QKV (or MLA) projections as
@@ -157,16 +158,27 @@ def layer_times(
     t_attn_proj, t_attn_proj_bwd = f1 + f2, b1 + b2
     if moe:
         e = shape.num_experts
-        per_expert_tokens = tokens * shape.experts_per_token * ep / e
+        # expert GEMMs: with etp unset every TP rank runs its 1/tp slice of the experts over all the micro-batch's
+        # tokens; under MoE parallel folding an etp group gathers its ranks' sequence-parallel shards, so each
+        # GPU's experts see tokens·etp/tp tokens at 1/etp of their width (the same FLOPs, other GEMM shapes)
+        if etp is None:
+            e_tp, moe_tokens = tp, tokens
+        else:
+            sp_on = np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp)
+            e_tp = etp
+            moe_tokens = tokens * np.where(sp_on, etp / tp, 1.0)
+        per_expert_tokens = moe_tokens * shape.experts_per_token * ep / e
         local = e / ep
         parts = [
-            _linear(linear, per_expert_tokens, shape.expert_in_width / tp, h, local),
-            _linear(linear, per_expert_tokens, h, shape.expert_out_width / tp, local),
+            _linear(linear, per_expert_tokens, shape.expert_in_width / e_tp, h, local),
+            _linear(linear, per_expert_tokens, h, shape.expert_out_width / e_tp, local),
             _linear(linear, tokens, shape.shared_in_width / tp, h),
             _linear(linear, tokens, h, shape.shared_out_width / tp),
             _linear(linear, tokens, e, h),  # router
         ]
-        ffn_elems = tokens * shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width) / tp
+        ffn_elems = (
+            moe_tokens * shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width) / e_tp
+        )
     else:
         parts = [
             _linear(linear, tokens, shape.ffn_in_width / tp, h),
@@ -392,7 +404,11 @@ def stage_times(
     fp8 = layout.dtype == "fp8"
     drop = flash_dropout_overhead(cluster.gpu)
     dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8, drop)
-    moe_t = layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop) if n_moe else dense
+    moe_t = (
+        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop, layout.etp)
+        if n_moe
+        else dense
+    )
 
     def mix(attr: str) -> float:
         return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
@@ -465,8 +481,14 @@ def stage_times(
     # expert parallel all-to-all: dispatch and combine, forward and backward
     ep_layer = 0.0
     if n_moe and ep > 1:
-        a2a_bytes = 2.0 * tokens * shape.experts_per_token * shape.hidden
-        ep_place = group_placement(ep, tp * cp, gpn)
+        # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
+        # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
+        # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP
+        # all-gather / reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp
+        # order) or adjacent after the etp ranks (MoE parallel folding)
+        moe_tokens = tokens / tp if layout.sequence_parallel else tokens
+        a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
+        ep_place = group_placement(ep, tp * cp if layout.etp is None else layout.etp, gpn)
         ep_layer = moe_share * 2 * (2 + share) * _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
 
     # pipeline send/recv of the boundary activation (scatter-gather optimisation: 1/tp of it per rank)
@@ -574,14 +596,14 @@ def step_estimate(
     n_moe = num_moe_layers(model)
     layers_per_gpu = model.num_layers / pp
     dense_p, expert_p = transformer_params_per_gpu(
-        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, layout.ep
+        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, layout.ep, layout.etp
     )
     dense_p += embedding_params_per_gpu(model, tp, pp, 1, 1 if pp == 1 else 0)
     dp_ranks = dp * cp
     dp_place = group_placement(dp_ranks, tp, gpn)
     grad_bytes = dense_p * fw.grad_reduce_bytes
-    exp_ranks = max(1, dp_ranks // max(1, layout.ep))
-    exp_place = group_placement(exp_ranks, tp * layout.ep, gpn)
+    exp_ranks = layout.expert_dp
+    exp_place = group_placement(exp_ranks, layout.expert_tp * layout.ep, gpn)
     exp_grad_bytes = expert_p * fw.grad_reduce_bytes
     dp_comm = 0.0
     zero3 = 0.0

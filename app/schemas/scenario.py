@@ -53,6 +53,12 @@ class LayoutIn(BaseModel):
     dp: int | None = Field(default=None, ge=1, description="data parallel size; default: GPUs / (tp·pp·cp)")
     cp: int = Field(default=1, ge=1, description="context parallel size (sequence split for attention)")
     ep: int = Field(default=1, ge=1, description="expert parallel size (MoE models)")
+    etp: int | None = Field(
+        default=None,
+        ge=1,
+        description="expert tensor parallel size under MoE parallel folding (Megatron-core "
+        "--expert-tensor-parallel-size); unset = tp, with ep carved out of dp·cp",
+    )
     zero: int = Field(
         default=1,
         ge=0,

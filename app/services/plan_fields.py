@@ -15,6 +15,8 @@ def layout_label(layout: Any) -> str:
         parts.append(f"CP{layout.cp}")
     if layout.ep > 1:
         parts.append(f"EP{layout.ep}")
+    if getattr(layout, "etp", None) is not None and layout.etp != layout.tp:
+        parts.append(f"ETP{layout.etp}")
     parts.append(f"ZeRO-{layout.zero}")
     if layout.sequence_parallel:
         parts.append("SP")
@@ -55,6 +57,7 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "layout.dp": ("Data parallel (dp)", "replicas"),
     "layout.cp": ("Context parallel (cp)", "GPUs"),
     "layout.ep": ("Expert parallel (ep)", "GPUs"),
+    "layout.etp": ("Expert tensor parallel (etp)", "GPUs"),
     "layout.zero": ("ZeRO stage", ""),
     "layout.sequence_parallel": ("Sequence parallel", ""),
     "layout.recompute": ("Activation recompute", ""),

@@ -454,11 +454,18 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     if not row.get("recompute"):
         defaults.append(f"recompute={rule.recompute_default}")
     ep = 1
+    etp: int | None = None
     if model.moe is not None:
         # the CSV has no EP column: MoE rows state it in the notes ("EP=64"); otherwise no expert parallelism
         ep = _note_int(row.get("notes"), r"\bEP\s*=\s*(\d+)") or 1
         if ep == 1:
             defaults.append("ep=1")
+        # expert tensor parallelism (MoE parallel folding) when the notes give it ("ETP=1"); a published layout
+        # whose ep does not divide dp·cp can only have run folded, with ETP=1 (Megatron-Bridge, MoE model zoo)
+        etp = _note_int(row.get("notes"), r"\bETP\s*=\s*(\d+)")
+        if etp is None and ep > 1 and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
+            etp = 1
+            defaults.append("etp=1 (ep does not divide dp·cp: MoE parallel folding)")
     sp_text = row.get("sequence_parallel").lower()
     if sp_text:
         sp = sp_text.startswith("y") or sp_text in ("1", "true")
@@ -474,6 +481,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         dp=dp,
         cp=cp,
         ep=ep,
+        etp=etp,
         vp=vp,
         zero=zero,
         sequence_parallel=sp and tp > 1,

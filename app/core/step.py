@@ -36,7 +36,7 @@ from app.core.efficiency import GemmEfficiency
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout
-from app.core.memory import embedding_params_per_gpu, transformer_params_per_gpu
+from app.core.memory import ACT_BYTES, embedding_params_per_gpu, transformer_params_per_gpu
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
 from app.core.network import Placement, collective_time
 
@@ -230,6 +230,13 @@ def layer_times(
         elem_fwd *= 2.0
     # the two norms at the framework's own bytes per element (fused kernel 4 B; eager composite more)
     elem_fwd += tokens * 2 * fw.norm_bytes_per_element * h / sp_div / mem_bw
+    if moe:
+        # token permutation around the experts (Megatron moe_utils.permute / unpermute: index_select of the
+        # top-k copies of each token into expert order, then the probability-weighted scatter back): read and write
+        # top-k 16-bit hidden vectors per token in each, plus the fp32 router scores (softmax, top-k) over e experts
+        perm = 2 * 2 * ACT_BYTES * shape.experts_per_token * h
+        router = 3 * 4.0 * shape.num_experts
+        elem_fwd += (moe_tokens * perm + tokens * router) / mem_bw
     elem_bwd = 2.0 * elem_fwd
     if fp8:
         # Transformer Engine casts every GEMM input to FP8 (read 2 B, write 1 B + 1 B transposed copy for the

@@ -53,6 +53,8 @@ load: install-test
 # Replay every published measurement the models are validated against.
 validate: install
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs.csv
+	$(BIN)/clusterplan validate training-runs tests/data/training_runs_heldout.csv
+	$(BIN)/clusterplan validate training-runs tests/data/training_runs_final_check.csv
 	$(BIN)/clusterplan validate collectives tests/data/network/collectives.csv
 	$(BIN)/clusterplan validate costs tests/data/cost_cases.jsonl
 	$(BIN)/clusterplan validate layouts tests/data/training_runs.csv

@@ -182,6 +182,7 @@ def test_heuristic_mask_matches_the_rule() -> None:
         dp=one,
         cp=cols["cp"],
         ep=one,
+        etp=one * 0,
         zero=one,
         sp=one,
         recompute=one,

@@ -38,6 +38,7 @@ def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
         dp=int(rows.dp[i]),
         cp=int(rows.cp[i]),
         ep=int(rows.ep[i]),
+        etp=int(rows.etp[i]) or None,
         vp=int(rows.vp[i]),
         zero=int(rows.zero[i]),
         sequence_parallel=bool(rows.sp[i]),
@@ -109,7 +110,10 @@ def test_every_enumerated_layout_passes_check_layout_and_counts_add_up() -> None
         Constraints(tp=(2,), zero=(1, 3), max_cp=2, max_vp=2, max_micro_batch=1),
         True,
     )
-    assert 100 < len(small.rows) < 1000 and len(set(small.rows.ep.tolist())) >= 3
+    assert 100 < len(small.rows) < 2000 and len(set(small.rows.ep.tolist())) >= 3
+    # both expert mappings: legacy (etp = tp) and MoE parallel folding (etp = 1, ep may span the tp ranks)
+    assert set(small.rows.etp.tolist()) == {0, 1}
+    assert ((small.rows.etp == 1) & (small.rows.dp * small.rows.cp % small.rows.ep != 0)).any()
     ev = evaluate(model, cluster, small.rows, 4096, 128)
     for i in range(len(small.rows)):
         layout = _layout(small.rows, i, 128, "bf16", True)

@@ -204,6 +204,14 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             )
     if layout.sequence_parallel:
         p.check(layout.tp > 1, "layout.sequence_parallel", "sequence parallelism needs tp > 1")
+    if model.moe is not None and layout.ep > 1 and layout.tp > 1:
+        # megatron/training/arguments.py: "When using expert parallelism and tensor parallelism, sequence
+        # parallelism must be used" (the token dispatcher works on each rank's sequence-parallel shard)
+        p.check(
+            layout.sequence_parallel,
+            "layout.sequence_parallel",
+            "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core)",
+        )
     if layout.recompute_layers is not None:
         per_stage = model.num_layers // max(1, chunks) * layout.vp
         p.check(

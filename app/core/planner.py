@@ -72,8 +72,9 @@ REJECTION_REASONS: tuple[str, ...] = (
     "global_batch",  # global batch not divisible by dp·micro_batch
     "interleave_microbatches",  # interleaved schedule needs micro-batches to be a multiple of pp
     "cp_vs_seq_len",  # sequence length not divisible by 2·cp
-    "ep_vs_model",  # experts not divisible by ep, or ep does not divide dp·cp
+    "ep_vs_model",  # experts not divisible by ep, or ep does not divide dp·cp (tp·cp·dp when folded)
     "sequence_parallel_needs_tp",  # SP with tp = 1
+    "moe_tp_needs_sequence_parallel",  # expert parallel with tp > 1 and no SP (Megatron requires SP there)
     "constraints",  # excluded by the request's allowed values
     "heuristic_preset",  # excluded by the seed heuristic (only when the preset is on)
     "out_of_memory",  # most loaded stage above usable HBM minus the requested headroom
@@ -311,6 +312,13 @@ def enumerate_layouts(
         *(np.asarray(v, dtype=np.int64) for v in (tp_c, pp_c, cp_c, vp_c, ep_c, mb_c)), indexing="ij"
     )
     tp, pp, cp, vp, ep, mb = (g.reshape(-1) for g in grids)
+    etp = np.zeros(tp.shape[0], dtype=np.int64)  # 0: legacy mapping (expert tensor parallel = tp)
+    if model.moe is not None:
+        # MoE parallel folding (app.core.layout): the same shapes with the expert layers at etp = 1, so ep may
+        # span the attention's tensor-parallel ranks; identical to the legacy mapping when tp = 1
+        fold = np.nonzero((tp > 1) & (ep > 1))[0]
+        tp, pp, cp, vp, ep, mb = (np.concatenate([a, a[fold]]) for a in (tp, pp, cp, vp, ep, mb))
+        etp = np.concatenate([etp, np.ones(fold.size, dtype=np.int64)])
     total = int(tp.shape[0]) * inner
     mp = tp * pp * cp
     dp = np.where(n_gpus % mp == 0, n_gpus // mp, 0)
@@ -331,7 +339,9 @@ def enumerate_layouts(
         outer_reasons.append(
             (
                 "ep_vs_model",
-                (model.moe.num_experts % ep != 0) | (np.maximum(1, dp * cp) % ep != 0) | (dp == 0),
+                (model.moe.num_experts % ep != 0)
+                | (np.where(etp > 0, np.maximum(1, tp * dp * cp), np.maximum(1, dp * cp)) % ep != 0)
+                | (dp == 0),
             )
         )
     counts: dict[str, int] = {}
@@ -345,7 +355,7 @@ def enumerate_layouts(
     k = keep.size
     zi, ri, si = (g.reshape(-1) for g in np.meshgrid(zero_c, rec_c, sp_c, indexing="ij"))
     rep = np.repeat(keep, inner)
-    tp, pp, cp, vp, ep, mb, dp = (a[rep] for a in (tp, pp, cp, vp, ep, mb, dp))
+    tp, pp, cp, vp, ep, mb, dp, etp = (a[rep] for a in (tp, pp, cp, vp, ep, mb, dp, etp))
     zero = np.tile(np.asarray(zi, dtype=np.int64), k)
     rec = np.tile(np.asarray(ri, dtype=np.int64), k)
     sp = np.tile(np.asarray(si, dtype=np.int64), k)
@@ -386,14 +396,17 @@ def enumerate_layouts(
             # drop repeats (small stages round two shares to the same k)
             _, uniq = np.unique(e_idx * (model.num_layers + 1) + e_rl, return_index=True)
             e_idx, e_rl = e_idx[uniq], e_rl[uniq]
-            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp = (
-                np.concatenate([a, a[e_idx]]) for a in (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp)
+            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp = (
+                np.concatenate([a, a[e_idx]]) for a in (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp)
             )
             allowed = np.concatenate([allowed, allowed[e_idx]])
             rl = np.concatenate([rl, e_rl])
             total += int(e_idx.size)
     sp_bad = (sp == 1) & (tp == 1)
     counts["sequence_parallel_needs_tp"] = int(sp_bad.sum())
+    moe_sp_bad = ~sp_bad & (sp == 0) & (tp > 1) & (ep > 1)
+    counts["moe_tp_needs_sequence_parallel"] = int(moe_sp_bad.sum())
+    sp_bad = sp_bad | moe_sp_bad
     counts["constraints"] = int((~sp_bad & ~allowed).sum())
     idx = np.nonzero(~sp_bad & allowed)[0]
     rows = LayoutArrays(
@@ -403,6 +416,7 @@ def enumerate_layouts(
         dp=dp[idx],
         cp=cp[idx],
         ep=ep[idx],
+        etp=etp[idx],
         zero=zero[idx],
         sp=sp[idx],
         recompute=rec[idx],
@@ -597,6 +611,7 @@ def plan(
             dp=int(rows.dp[i]),
             cp=int(rows.cp[i]),
             ep=int(rows.ep[i]),
+            etp=int(rows.etp[i]) or None,
             vp=int(rows.vp[i]),
             zero=int(rows.zero[i]),
             sequence_parallel=bool(rows.sp[i]),

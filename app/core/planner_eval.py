@@ -72,6 +72,7 @@ LAYOUT_ARRAYS = (
     "dp",
     "cp",
     "ep",
+    "etp",
     "zero",
     "sp",
     "recompute",
@@ -91,6 +92,7 @@ class LayoutArrays:
     dp: np.ndarray
     cp: np.ndarray
     ep: np.ndarray
+    etp: np.ndarray  # expert tensor parallel under MoE parallel folding; 0 = legacy (= tp)
     zero: np.ndarray
     sp: np.ndarray
     recompute: np.ndarray
@@ -182,13 +184,35 @@ class CollectiveTable:
         live = np.nonzero((size > 0) & (ranks_a > 1))[0]
         if live.size == 0:
             return out
-        _, first, inverse = np.unique(key[live], return_index=True, return_inverse=True)
+        first, inverse = unique_first_inverse(key[live])
         rows = live[first]
         values = np.array(
             [self.scalar(op, float(size[i]), int(ranks_a[i]), int(per_node_a[i])) for i in rows], dtype=float
         )
         out[live] = values[inverse.reshape(-1)]
         return out
+
+
+# codes below this bound are grouped with a dense table (O(n)) instead of a sort (O(n log n))
+DENSE_CODE_LIMIT = 1 << 24
+
+
+def unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the first row of each distinct code, group number of every row), as
+    `np.unique(key, return_index=True, return_inverse=True)[1:]` gives them, in code order."""
+    key = np.asarray(key, dtype=np.int64).reshape(-1)
+    if key.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    low, high = int(key.min()), int(key.max())
+    if low < 0 or high >= DENSE_CODE_LIMIT:
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse.reshape(-1)
+    present = np.zeros(high + 1, dtype=bool)
+    present[key] = True
+    group = np.cumsum(present) - 1
+    first_of = np.empty(high + 1, dtype=np.int64)
+    first_of[key[::-1]] = np.arange(key.size - 1, -1, -1, dtype=np.int64)  # the last write is the first row
+    return first_of[present], group[key]
 
 
 def field_code(*columns: np.ndarray) -> np.ndarray:
@@ -204,7 +228,7 @@ def _group_apply(
     key: np.ndarray, keys: list[np.ndarray], fn: Callable[..., tuple[float, ...]], width: int
 ) -> np.ndarray:
     """Call scalar `fn(*values)` once per distinct `key` code; return an (n, width) array gathered to the rows."""
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    first, inverse = unique_first_inverse(key)
     table = np.array([fn(*(float(k[i]) for k in keys)) for i in first], dtype=float).reshape(
         len(first), width
     )
@@ -246,6 +270,9 @@ def evaluate(
     dp = rows.dp.astype(np.int64)
     cp = rows.cp.astype(np.int64)
     ep = rows.ep.astype(np.int64)
+    etp_col = rows.etp.astype(np.int64)
+    folded = etp_col > 0  # MoE parallel folding (app.core.layout); otherwise expert tensor parallel = tp
+    e_tp = np.where(folded, etp_col, tp)
     zero = rows.zero.astype(np.int64)
     sp = rows.sp.astype(np.int64)
     rec = rows.recompute.astype(np.int64)
@@ -262,9 +289,9 @@ def evaluate(
     tokens = mb * seq_len / cp
 
     # ----------------------------------------------------------------------------------------- memory
-    dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep)
+    dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep, e_tp)
     shard = dp * cp
-    exp_shard = np.maximum(1, shard // ep)
+    exp_shard = np.maximum(1, tp * shard // (e_tp * ep))  # Layout.expert_dp
     flash = flash_attention
     spb = sp.astype(bool)
 
@@ -322,14 +349,16 @@ def evaluate(
     fp8 = dtype == "fp8"
 
     # per-layer compute: one array call of the estimator's own `layer_times` over the distinct groups
-    _, first, inverse = np.unique(field_code(mb, cp, tp, sp, ep), return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    first, inverse = unique_first_inverse(field_code(mb, cp, tp, sp, ep, e_tp))
     g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
+    g_etp = e_tp[first]
     args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
     drop = flash_dropout_overhead(cluster.gpu)
     dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop)
     moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop) if n_moe else dense
+        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, g_etp)
+        if n_moe
+        else dense
     )
 
     def mix(attr: str) -> np.ndarray:
@@ -393,10 +422,10 @@ def evaluate(
 
     ep_layer = np.zeros(n)
     if n_moe:
-        # each rank's sequence-parallel shard of tokens (app.core.step.stage_times); the planner keeps etp = tp
+        # each rank's sequence-parallel shard of tokens; EP ranks adjacent under folding (app.core.step.stage_times)
         a2a_bytes = 2.0 * np.where(spb, tokens / tp, tokens) * shape.experts_per_token * h
-        ep_node = _placement_per_node(ep, tp * cp, gpn)
-        a2a_key = field_code(tp, mb, cp, ep, spb.astype(np.int64))
+        ep_node = _placement_per_node(ep, np.where(folded, e_tp, tp * cp), gpn)
+        a2a_key = field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64))
         a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, a2a_key)
         ep_layer = np.where(ep > 1, moe_share * 2 * (2 + share) * a2a, 0.0)
 
@@ -423,8 +452,8 @@ def evaluate(
     dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, (pp == 1).astype(np.int64))
     dp_ranks = dp * cp
     dp_node = _placement_per_node(dp_ranks, tp, gpn)
-    exp_ranks = np.maximum(1, dp_ranks // np.maximum(1, ep))
-    exp_node = _placement_per_node(exp_ranks, tp * ep, gpn)
+    exp_ranks = np.maximum(1, tp * dp_ranks // (e_tp * np.maximum(1, ep)))  # Layout.expert_dp
+    exp_node = _placement_per_node(exp_ranks, e_tp * ep, gpn)
     grad_bytes = dense_p * fw.grad_reduce_bytes
     exp_grad_bytes = expert_p * fw.grad_reduce_bytes
     gather_bytes = dense_p * fw.param_gather_bytes
@@ -432,7 +461,7 @@ def evaluate(
     bwd_last = b_bwd + b_rec
     fwd_first = b_fwd
     z3 = zero >= 3
-    k_dp = field_code(tp, pp, cp, ep)  # the ZeRO stage only masks which collectives run
+    k_dp = field_code(tp, pp, cp, ep, e_tp)  # the ZeRO stage only masks which collectives run
     z12 = (zero >= 1) & ~z3
     z0 = zero == 0
 

@@ -412,7 +412,7 @@ def stage_times(
     drop = flash_dropout_overhead(cluster.gpu)
     dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8, drop)
     moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop, layout.etp)
+        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop, layout.expert_tp)
         if n_moe
         else dense
     )

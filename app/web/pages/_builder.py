@@ -39,6 +39,7 @@ class BuilderState:
     vp: int = 1
     cp: int = 1
     ep: int = 1
+    etp: int = 0  # expert tensor parallel under MoE parallel folding; 0 = unset (= tp)
     zero: int = 1
     sp: bool = True
     recompute: str = "selective"
@@ -89,6 +90,7 @@ _INT_LIMITS = {
     "vp": (1, 128),
     "cp": (1, 1024),
     "ep": (1, 1024),
+    "etp": (0, 1024),
     "micro_batch": (1, 100_000),
 }
 
@@ -185,6 +187,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "dp": state.dp,
             "cp": state.cp,
             "ep": state.ep,
+            "etp": state.etp or None,
             "zero": state.zero,
             "sequence_parallel": state.sp,
             "recompute": state.recompute,
@@ -227,6 +230,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         vp=layout["vp"],
         cp=layout["cp"],
         ep=layout["ep"],
+        etp=layout.get("etp") or 0,
         zero=layout["zero"],
         sp=bool(layout["sequence_parallel"]),
         recompute=layout["recompute"],
@@ -277,7 +281,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     fabric = cluster.get("fabric", state.fabric)
     state.fabric = fabric if isinstance(fabric, str) else str((fabric or {}).get("name", state.fabric))
     layout = scenario.get("layout") or {}
-    for name in ("tp", "pp", "vp", "cp", "ep", "zero", "micro_batch", "global_batch"):
+    for name in ("tp", "pp", "vp", "cp", "ep", "etp", "zero", "micro_batch", "global_batch"):
         if layout.get(name) is not None:
             setattr(state, name, int(layout[name]))
     state.sp = bool(layout.get("sequence_parallel", state.sp))

@@ -139,3 +139,63 @@ def test_final_check_rows_all_replay() -> None:
     assert all(r.predicted is not None for r in results), [r.skipped for r in results if r.skipped]
     errors = [abs(r.error_pct) for r in results if r.error_pct is not None]
     assert sum(errors) / len(errors) <= 40.0  # 35.2 % (docs/validation_training_runs.md)
+
+
+def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_path: Path) -> None:
+    """Blank or malformed cells in an unseen CSV: each row is predicted with a stated default or skipped with
+    its reason, and the command still prints its report."""
+    import csv
+    import subprocess
+    import sys
+
+    from app.validation.training_runs import COLUMNS, replay, row_gpu
+
+    shared = Path(__file__).resolve().parent / "data" / "training_runs.csv"
+    base = next(r for r in csv.DictReader(shared.open()) if r["model_name"] == "GPT-70B")
+    edits = [
+        {"num_gpus": ""},  # derived from tp·pp·dp·cp
+        {"num_gpus": "0"},
+        {"layers": ""},
+        {"hidden": "abc"},
+        {"heads": "0"},
+        {"tp": "0"},
+        {"pp": ""},  # derived from the GPU count
+        {"global_batch": "0"},
+        {"micro_batch": "0"},
+        {"seq_len": ""},
+        {"gpu": "TPU v4"},
+        {"gpu": "A100-40 (PCIe)"},
+        {"dtype": "tf32"},
+        {"measured_metric": "something"},
+        {"measured_value": "~400"},
+        {"vocab": ""},
+        {"cp": "3"},
+        {"num_gpus": "100"},
+        {"recompute": "partial", "sequence_parallel": "maybe"},
+    ]
+    path = tmp_path / "odd.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+        writer.writeheader()
+        for edit in edits:
+            writer.writerow({**base, **edit})
+    report = replay(load_rows(path))
+    assert len(report.rows) == len(edits)
+    for result in report.rows:
+        assert (result.predicted is None) == bool(result.skipped), result
+    by_row = {r.row: r for r in report.rows}
+    assert by_row[1].predicted is not None and by_row[2].predicted is not None  # GPU count from the sizes
+    assert by_row[7].predicted is not None  # pp from the GPU count
+    assert "layers" in (by_row[3].skipped or "") and "hidden" in (by_row[4].skipped or "")
+    assert "unknown gpu" in (by_row[11].skipped or "")
+    assert row_gpu(Row(1, {"gpu": "A100-40 (PCIe)"})).name == "A100-40GB-SXM"
+    assert "unknown metric" in (by_row[14].skipped or "")
+    assert "not a number" in (by_row[15].skipped or "")
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "validate", "training-runs", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "skipped rows" in out.stdout

@@ -409,7 +409,9 @@ def row_gpu(row: Row) -> GPUSpec:
     base = text.split("(")[0].strip()
     candidates += [text, base]
     if base.upper().startswith("A100"):
-        candidates.append("A100-80GB-SXM")
+        # the memory size decides between the two A100 entries; 80 GB when the row does not say
+        forty = re.search(r"A100\W*40\b|\b40\s*GB", text, re.IGNORECASE) is not None
+        candidates.append("A100-40GB-SXM" if forty else "A100-80GB-SXM")
     if base.upper().startswith("H100"):
         candidates.append("H100-SXM")
     for name in candidates:
@@ -435,9 +437,14 @@ def row_power(row: Row, gpu: GPUSpec) -> tuple[GPUSpec, float | None]:
 def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:
     defaults: list[str] = []
     tp = row.int_or("tp", 1) or 1
-    pp = row.int_or("pp", 1) or 1
     cp = row.int_or("cp", 1) or 1
-    dp = row.int_or("dp", None) or max(1, n_gpus // (tp * pp * cp))
+    dp_given = row.int_or("dp", None)
+    pp = row.int_or("pp", None)
+    if pp is None and dp_given and n_gpus and n_gpus % (tp * cp * dp_given) == 0:
+        pp = n_gpus // (tp * cp * dp_given)  # the one blank size the GPU count determines
+        defaults.append(f"pp={pp} (GPUs / tp·cp·dp)")
+    pp = pp or 1
+    dp = dp_given or max(1, n_gpus // (tp * pp * cp))
     zero = row.int_or("zero_stage", None)
     if zero is None:
         zero = 1 if rule.framework.name in ("megatron-core", "nemo") else 0
@@ -604,10 +611,22 @@ def evaluate_row(row: Row) -> RowResult:
         result.skipped = "measured_value is not a number"
         return result
     rule = rule_for(row.get("source"))
+    missing = [c for c in ("layers", "hidden", "heads", "vocab") if not row.int_or(c, 0)]
+    if missing:
+        result.skipped = f"model shape incomplete: {', '.join(missing)} blank or zero"
+        return result
     try:
         model = row_model(row, rule)
         gpu, power_limit_w = row_power(row, row_gpu(row))
         n_gpus = row.int_or("num_gpus", 0) or 0
+        if not n_gpus and all(row.int_or(c, 0) for c in ("tp", "pp", "dp")):
+            # a blank GPU count is the product of the stated sizes
+            n_gpus = int(
+                (row.int_or("tp", 1) or 1)
+                * (row.int_or("pp", 1) or 1)
+                * (row.int_or("dp", 1) or 1)
+                * (row.int_or("cp", 1) or 1)
+            )
         if metric in TIME_METRICS and not row.int_or("global_batch", None):
             result.skipped = (
                 "global_batch is blank: the number of micro-batches per step (gradient accumulation, pipeline "
@@ -661,6 +680,10 @@ def evaluate_row(row: Row) -> RowResult:
         return result
     except NotFoundError as exc:
         result.skipped = str(exc)
+        return result
+    except (ValueError, ArithmeticError, TypeError) as exc:
+        # a row the checks above let through but the model cannot evaluate: reported, the other rows go on
+        result.skipped = f"cannot evaluate this row: {type(exc).__name__}: {exc}"
         return result
     result.predicted = predicted
     if metric != "oom":

@@ -19,7 +19,18 @@ from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.model import Activation, MLASpec, ModelSpec, MoESpec
 
 LLAMA_LIKE = frozenset(
-    {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3"}
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "gpt_oss",
+    }
 )
 SUPPORTED_MODEL_TYPES = (*sorted(LLAMA_LIKE), "gpt2", "gpt_neox")
 
@@ -175,6 +186,14 @@ def _llama_like_fields(read: _Reader, model_type: str) -> dict[str, Any]:
             experts_per_token=read.integer("num_experts_per_tok", default=2),
             expert_ffn_hidden_size=fields["ffn_hidden_size"],
         )
+    elif model_type == "gpt_oss":
+        # gpt-oss (openai/gpt-oss-120b config.json): every layer MoE, gated SwiGLU experts of intermediate_size,
+        # biases on the attention projections
+        fields["moe"] = MoESpec(
+            num_experts=read.integer("num_local_experts"),
+            experts_per_token=read.integer("num_experts_per_tok"),
+            expert_ffn_hidden_size=fields["ffn_hidden_size"],
+        )
     elif model_type in ("qwen2_moe", "qwen3_moe"):
         fields["moe"] = _qwen_moe(read, model_type)
     elif model_type in ("deepseek_v2", "deepseek_v3"):
@@ -188,7 +207,42 @@ def _llama_like_fields(read: _Reader, model_type: str) -> dict[str, Any]:
         )
         if not fields["head_dim"]:
             fields["head_dim"] = fields["mla"].v_head_dim
+    fields.update(_sliding_window(read, model_type, fields["num_layers"]))
     return fields
+
+
+def _sliding_window(read: _Reader, model_type: str, num_layers: int) -> dict[str, int]:
+    """Sliding-window attention: Mistral's `sliding_window` (every layer), gpt-oss's `layer_types`
+    ("sliding_attention" / "full_attention" per layer). Qwen configs carry a `sliding_window` they only use when
+    `use_sliding_window` is true (its per-layer `max_window_layers` split is not modelled)."""
+    window = read.config.get("sliding_window")
+    if model_type.startswith("qwen"):
+        if read.config.get("use_sliding_window"):
+            read.problems.add("use_sliding_window", "Qwen's per-layer sliding window is not supported")
+        return {}
+    if window in (None, 0):
+        return {}
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        read.problems.add("sliding_window", f"must be a positive integer or null, got {window!r}")
+        return {}
+    types = read.config.get("layer_types")
+    if types is None:
+        return {"sliding_window": window, "global_attention_every": 0}
+    if not isinstance(types, list) or len(types) != num_layers:
+        read.problems.add("layer_types", f"must list one attention type per layer ({num_layers})")
+        return {}
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    if len(full) == num_layers:
+        return {}
+    if not full:
+        return {"sliding_window": window, "global_attention_every": 0}
+    k = full[0] + 1
+    if full != list(range(k - 1, num_layers, k)):
+        read.problems.add(
+            "layer_types", "only a periodic pattern (every k-th layer full attention) is supported"
+        )
+        return {}
+    return {"sliding_window": window, "global_attention_every": k}
 
 
 def _leading_dense_layers(read: _Reader, key: str) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+import numpy as np
+
 Activation = Literal["swiglu", "geglu", "gelu", "relu", "squared_relu"]
 AttentionKind = Literal["mha", "gqa", "mqa", "mla"]
 PositionEmbedding = Literal["rope", "learned", "alibi", "none"]
@@ -60,6 +62,11 @@ class ModelSpec:
     mlp_bias: bool = False
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    # sliding-window (local) attention: each query sees at most `sliding_window` keys (0 = none); with
+    # `global_attention_every` = k every k-th layer keeps full attention (gpt-oss alternates: 2; Gemma 3: 6),
+    # 0 = every layer is windowed
+    sliding_window: int = 0
+    global_attention_every: int = 0
     hidden_dropout: float = 0.0  # GPT-2/3-era Megatron runs used 0.1; Llama-era models 0.0
     attention_dropout: float = 0.0
     family: str = ""
@@ -82,6 +89,16 @@ class ModelSpec:
         if self.num_kv_heads == 1:
             return "mqa"
         return "gqa"
+
+    @property
+    def windowed_layer_share(self) -> float:
+        """Share of the layers with sliding-window attention."""
+        if self.sliding_window <= 0:
+            return 0.0
+        k = self.global_attention_every
+        if k <= 0:
+            return 1.0
+        return (self.num_layers - self.num_layers // k) / self.num_layers
 
     @property
     def is_moe(self) -> bool:
@@ -158,6 +175,23 @@ class LayerShape:
     hidden_dropout: bool
     attention_dropout: bool
     rotary: bool = False
+    sliding_window: int = 0  # keys a windowed layer's query sees at most (0 = full attention)
+    windowed_share: float = 0.0  # share of the layers that are windowed
+
+
+def attention_keys(seq_len: Any, causal: bool, window: int = 0) -> Any:
+    """Keys per query, averaged over the sequence: s (bidirectional), (s + 1)/2 (causal); with a sliding window
+    of w keys a causal query i sees min(i + 1, w), whose mean over s queries is w − w(w − 1)/(2s) for s ≥ w
+    (Beltagy et al. 2020, Longformer, arXiv 2004.05150, Sec. 3: O(s·w) attention)."""
+    s = np.asarray(seq_len, dtype=float)
+    if window <= 0:
+        out = (s + 1) / 2 if causal else s
+    elif causal:
+        w = float(window)
+        out = np.where(s >= w, w - w * (w - 1) / (2 * s), (s + 1) / 2)
+    else:
+        out = np.minimum(s, float(window))
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def _norm_params(model: ModelSpec) -> int:
@@ -247,6 +281,8 @@ def layer_shape(model: ModelSpec) -> LayerShape:
         hidden_dropout=model.hidden_dropout > 0,
         attention_dropout=model.attention_dropout > 0,
         rotary=model.position_embedding == "rope",
+        sliding_window=model.sliding_window,
+        windowed_share=model.windowed_layer_share,
     )
 
 
@@ -353,6 +389,15 @@ def forward_flops_per_token(
         attn_weights + (model.num_layers - n_moe) * shape.dense_ffn_params + counts.moe_ffn_active
     )
     keys = seq_len if attention == "full" else (seq_len + 1) / 2
+    if model.sliding_window > 0:
+        # windowed layers: at most w keys per query ("full" counting: min(s, w); causal: attention_keys)
+        win = (
+            min(seq_len, model.sliding_window)
+            if attention == "full"
+            else attention_keys(seq_len, True, model.sliding_window)
+        )
+        share = model.windowed_layer_share
+        keys = (1 - share) * keys + share * win
     per_layer_attn = 2.0 * keys * shape.heads * (shape.qk_head_dim + shape.v_head_dim)
     return FlopsPerToken(
         matmul=2.0 * linear_weights,

@@ -37,7 +37,14 @@ from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout
 from app.core.memory import ACT_BYTES, embedding_params_per_gpu, transformer_params_per_gpu
-from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
+from app.core.model import (
+    LayerShape,
+    ModelSpec,
+    attention_keys,
+    layer_shape,
+    num_moe_layers,
+    padded_vocab_size,
+)
 from app.core.network import Placement, collective_time
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
@@ -196,6 +203,11 @@ def layer_times(
     batch_seqs = tokens / (seq_len / cp)  # micro-batch size
     q_len = seq_len / cp
     keys = (seq_len + 1) / 2 if (flash and causal) else seq_len  # unfused kernels compute the masked half too
+    if flash and shape.sliding_window > 0:
+        # fused kernels skip the key blocks outside a sliding window (FlashAttention's window_size); unfused
+        # attention computes the whole score matrix and masks it
+        windowed = attention_keys(seq_len, causal, shape.sliding_window)
+        keys = (1 - shape.windowed_share) * keys + shape.windowed_share * windowed
     dims = shape.qk_head_dim + shape.v_head_dim
     attn_flops = 2.0 * tokens * keys * heads * dims
     rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim, batch_seqs * heads)

@@ -199,3 +199,26 @@ def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_p
     )
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "skipped rows" in out.stdout
+
+
+def test_a_source_without_a_rule_gets_one_read_from_the_row() -> None:
+    from app.core.framework import DEEPSPEED, MEGATRON_CORE, TORCHTITAN
+    from app.validation.training_runs import rule_for_row
+
+    def rule(**cells: str) -> object:
+        return rule_for_row(_row(source="A blog post", **cells))
+
+    r = rule(notes="Megatron-DeepSpeed, ZeRO-1", gpu="A100-80GB")
+    assert r.framework is DEEPSPEED and r.fabric == "ib-hdr-8x200"  # type: ignore[attr-defined]
+    r = rule(notes="PyTorch FSDP full sharding", gpu="H100 SXM, RoCE 400G")
+    assert r.framework is TORCHTITAN and r.fabric == "roce-8x400"  # type: ignore[attr-defined]
+    assert r.recompute_default == "selective"  # type: ignore[attr-defined]
+    r = rule(notes="", gpu="H200")
+    assert r.framework is MEGATRON_CORE and r.fabric == "ib-ndr-8x400"  # type: ignore[attr-defined]
+    # a source with its own rule keeps it, whatever the notes say
+    assert (
+        rule_for_row(_row(source="Korthikanti et al. 2022", notes="FSDP")).framework.name == "megatron-2022"
+    )
+    fsdp = _row(source="A blog post", notes="FSDP", zero_stage="")
+    layout, defaults = row_layout(fsdp, row_model(fsdp, rule_for_row(fsdp)), rule_for_row(fsdp), 16)
+    assert layout.zero == 3 and "zero=3" in defaults

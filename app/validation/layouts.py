@@ -34,7 +34,7 @@ from app.validation.training_runs import (
     row_gpu,
     row_layout,
     row_model,
-    rule_for,
+    rule_for_row,
 )
 
 TUNED_SOURCES = ("arXiv 2104.04473) Table 1", "Megatron-LM README", "NVIDIA/NeMo")
@@ -196,7 +196,7 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
     n_gpus = row.int_or("num_gpus", 0) or 0
     publisher = " ".join(f"{k}={v}" for k, v in stated.items())
     case = LayoutCase(row.index, row.get("source"), row.get("model_name"), n_gpus, publisher, stated)
-    rule = rule_for(row.get("source"))
+    rule = rule_for_row(row)
     try:
         model = row_model(row, rule)
         gpu = row_gpu(row)

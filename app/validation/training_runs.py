@@ -188,6 +188,50 @@ def rule_for(source: str) -> SourceRule:
     return DEFAULT_RULE
 
 
+# Frameworks named in a source or its notes, most specific first (row text, case-insensitive)
+FRAMEWORK_KEYWORDS: tuple[tuple[tuple[str, ...], Framework, str], ...] = (
+    (("deepspeed",), DEEPSPEED, "DeepSpeed named in the row"),
+    (("fsdp", "torchtitan", "llm-foundry", "composer"), TORCHTITAN, "PyTorch FSDP named in the row"),
+    (("nemo", "megatron-bridge"), NEMO, "NeMo / Megatron-Bridge named in the row"),
+)
+
+
+def _fabric_for_gpu(gpu_text: str, notes: str) -> tuple[str, str]:
+    """The scale-out fabric a row's cluster most likely had: what the row says (RoCE, EFA), else the NVIDIA
+    reference design of the GPU generation (DGX A100: 8 × HDR 200; DGX H100/H200/B200, GB200: 8 × NDR 400)."""
+    text = f"{gpu_text} {notes}".lower()
+    if "roce" in text:
+        return "roce-8x400", "RoCE named in the row"
+    if "efa" in text:
+        return "efa-v3-16x200", "EFA named in the row"
+    if re.search(r"\b(a100|a800|v100)", text):
+        return "ib-hdr-8x200", "DGX A100 reference fabric (8 × HDR 200)"
+    return "ib-ndr-8x400", "DGX H100/B200 reference fabric (8 × NDR 400)"
+
+
+def rule_for_row(row: Row) -> SourceRule:
+    """The source's rule, or — for a source without one — a rule read from the row itself: the framework its text
+    names (DeepSpeed, FSDP, NeMo; Megatron-core otherwise) and the fabric of its GPU generation."""
+    rule = rule_for(row.get("source"))
+    if rule is not DEFAULT_RULE:
+        return rule
+    text = f"{row.get('source')} {row.get('notes')}".lower()
+    framework, why = MEGATRON_CORE, "no framework named: Megatron-core"
+    for words, fw, reason in FRAMEWORK_KEYWORDS:
+        if any(w in text for w in words):
+            framework, why = fw, reason
+            break
+    fabric, fabric_why = _fabric_for_gpu(row.get("gpu"), row.get("notes"))
+    return replace(
+        DEFAULT_RULE,
+        framework=framework,
+        fabric=fabric,
+        sequence_parallel_default=framework.name in ("megatron-core", "nemo"),
+        recompute_default="selective" if framework is TORCHTITAN else "none",
+        reason=f"no rule for this source: {why}; {fabric_why}",
+    )
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Rows
 # ---------------------------------------------------------------------------------------------------------------
@@ -447,7 +491,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     dp = dp_given or max(1, n_gpus // (tp * pp * cp))
     zero = row.int_or("zero_stage", None)
     if zero is None:
-        zero = 1 if rule.framework.name in ("megatron-core", "nemo") else 0
+        zero = {"megatron-core": 1, "nemo": 1, TORCHTITAN.name: 3}.get(rule.framework.name, 0)
         defaults.append(f"zero={zero}")
     mb = row.int_or("micro_batch", None)
     if mb is None:
@@ -610,7 +654,7 @@ def evaluate_row(row: Row) -> RowResult:
     if measured != measured:
         result.skipped = "measured_value is not a number"
         return result
-    rule = rule_for(row.get("source"))
+    rule = rule_for_row(row)
     missing = [c for c in ("layers", "hidden", "heads", "vocab") if not row.int_or(c, 0)]
     if missing:
         result.skipped = f"model shape incomplete: {', '.join(missing)} blank or zero"

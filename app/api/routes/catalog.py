@@ -165,7 +165,10 @@ class ModelSpecIn(BaseModel):
         0, ge=0, le=LIMITS["max_seq_len"], description="sliding-window attention span in tokens (0 = none)"
     )
     global_attention_every: int = Field(
-        0, ge=0, le=LIMITS["num_layers"], description="every k-th layer keeps full attention (0 = all windowed)"
+        0,
+        ge=0,
+        le=LIMITS["num_layers"],
+        description="every k-th layer keeps full attention (0 = all windowed)",
     )
     hidden_dropout: float = Field(0.0, ge=0, lt=1)
     attention_dropout: float = Field(0.0, ge=0, lt=1)

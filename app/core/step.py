@@ -20,7 +20,12 @@ Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et
 * data parallel: gradient all-reduce (ZeRO-0) or reduce-scatter + parameter all-gather (ZeRO ≥ 1),
   overlapped with the last backward / first forward where the framework does it; ZeRO-3 gathers weights
   every micro-batch (Rajbhandari et al. 2020 Sec. 7);
-* optimizer step: memory-bound Adam update over this GPU's shard.
+* optimizer step: memory-bound Adam update over this GPU's shard;
+* communication hidden behind compute still costs: NCCL kernels hold SMs and HBM bandwidth, slowing the compute
+  beside them by 18.9 % on average (Lee et al. 2025, arXiv 2507.03114), scaled down for collectives bound by the
+  NICs (`overlap_slowdown`, `overlapped`);
+* MoE layers: expert GEMMs per local expert (over etp under MoE parallel folding), token permutation traffic, the
+  all-to-all on each rank's sequence-parallel shard; sliding-window layers see at most the window's keys.
 
 All collective times come from app.core.network.collective_time.
 """

@@ -222,3 +222,38 @@ def test_a_source_without_a_rule_gets_one_read_from_the_row() -> None:
     fsdp = _row(source="A blog post", notes="FSDP", zero_stage="")
     layout, defaults = row_layout(fsdp, row_model(fsdp, rule_for_row(fsdp)), rule_for_row(fsdp), 16)
     assert layout.zero == 3 and "zero=3" in defaults
+
+
+def test_mfu_is_computed_against_the_peak_the_row_names() -> None:
+    from app.validation.training_runs import evaluate_row, stated_peak_tflops
+
+    assert stated_peak_tflops("MFU 41% of 989 TF. Model FLOPs") == 989.0
+    assert stated_peak_tflops("44% of 312 TF peak") == 312.0
+    assert stated_peak_tflops("nothing about peaks") is None
+    base = {
+        "source": "Some unseen benchmark table",
+        "model_name": "Llama 3.1 8B",
+        "layers": "32",
+        "hidden": "4096",
+        "heads": "32",
+        "kv_heads": "8",
+        "ffn_hidden": "14336",
+        "vocab": "128256",
+        "seq_len": "8192",
+        "gpu": "H100-SXM",
+        "num_gpus": "8",
+        "tp": "1",
+        "pp": "1",
+        "dp": "8",
+        "micro_batch": "1",
+        "global_batch": "8",
+        "dtype": "fp8",
+        "measured_metric": "mfu_pct",
+        "measured_value": "40",
+    }
+    fp8_peak = evaluate_row(Row(1, {**base, "notes": ""})).predicted
+    bf16_named = evaluate_row(Row(2, {**base, "notes": "MFU against the BF16 peak"})).predicted
+    stated = evaluate_row(Row(3, {**base, "notes": "MFU 40% of 989 TF"})).predicted
+    assert fp8_peak and bf16_named and stated
+    assert bf16_named == pytest.approx(2 * fp8_peak, rel=1e-3)  # H100: 1979 vs 989 TF dense
+    assert stated == pytest.approx(bf16_named, rel=1e-6)

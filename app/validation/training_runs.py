@@ -600,6 +600,24 @@ class RowResult:
         }
 
 
+_PEAK_PATTERNS = (
+    r"\bof\s+(\d+(?:\.\d+)?)\s*TF",  # "41% of 989 TF"
+    r"(\d+(?:\.\d+)?)\s*TF(?:LOP)?(?:/?s)?\s+(?:bf16\s+|fp8\s+|dense\s+)*peak",  # "989 TFLOPs peak"
+    r"peak\s*(?:of\s*|=\s*|:\s*)?(\d+(?:\.\d+)?)\s*TF",  # "peak 989 TF", "peak = 312 TF"
+)
+
+
+def stated_peak_tflops(notes: str) -> float | None:
+    """The per-GPU peak TFLOP/s a row's notes say its MFU was computed against, if they say."""
+    for pattern in _PEAK_PATTERNS:
+        match = re.search(pattern, notes, re.IGNORECASE)
+        if match:
+            value = float(match.group(1))
+            if 10.0 <= value <= 100_000.0:
+                return value
+    return None
+
+
 def predict_metric(
     row: Row, est: Estimate, rule: SourceRule, model: ModelSpec, per_layer: dict[str, float]
 ) -> float:
@@ -619,6 +637,15 @@ def predict_metric(
             return flops / step.total_s / layout.num_gpus / 1e12
         return step.model_tflops_per_gpu
     if metric == "mfu_pct":
+        # the peak the source divided by, when the notes name it ("MFU 41% of 989 TF", "989 TFLOPs peak");
+        # otherwise the dense peak of the compute dtype
+        notes = row.get("notes")
+        stated = stated_peak_tflops(notes)
+        if stated:
+            return step.model_tflops_per_gpu / stated * 100
+        if re.search(r"bf16\s+(?:dense\s+)?(?:peak|mfu)|mfu\W{0,3}\(?\s*bf16", notes, re.IGNORECASE):
+            # an FP8 run's MFU quoted against the 16-bit peak (torchtitan, Llama 3 "BF16 MFU")
+            return step.model_tflops_per_gpu * 1e12 / est.cluster.gpu.peak("bf16") * 100
         return step.mfu * 100
     if metric == "layer_fwd_plus_bwd_ms":
         return 1e3 * (

@@ -257,3 +257,17 @@ def test_mfu_is_computed_against_the_peak_the_row_names() -> None:
     assert fp8_peak and bf16_named and stated
     assert bf16_named == pytest.approx(2 * fp8_peak, rel=1e-3)  # H100: 1979 vs 989 TF dense
     assert stated == pytest.approx(bf16_named, rel=1e-6)
+
+
+def test_tflops_follow_the_flop_convention_the_row_names() -> None:
+    from app.core.model import model_flops_per_token, param_counts
+    from app.validation.training_runs import convention_flops_per_token, stated_flop_convention
+
+    assert stated_flop_convention("TFLOP/s = 6N per token, without attention") == "6N"
+    assert stated_flop_convention("causal attention FLOPs counted") == "causal"
+    assert stated_flop_convention("Model FLOPs, full s^2 attention") is None
+    model = row_model(_row(notes=""), rule_for_row(_row(notes="")))
+    counts = param_counts(model)
+    assert convention_flops_per_token(model, 4096, "6N") == 6.0 * (counts.active - counts.embedding)
+    assert convention_flops_per_token(model, 4096, "causal") == model_flops_per_token(model, 4096, "causal")
+    assert model_flops_per_token(model, 4096, "causal") < model_flops_per_token(model, 4096, "full")

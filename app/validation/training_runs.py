@@ -41,7 +41,13 @@ from app.core.framework import (
 )
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
 from app.core.layout import Layout
-from app.core.model import ModelSpec, MoESpec, narayanan_flops_per_iteration
+from app.core.model import (
+    ModelSpec,
+    MoESpec,
+    model_flops_per_token,
+    narayanan_flops_per_iteration,
+    param_counts,
+)
 from app.core.units import GiB
 from app.errors import NotFoundError
 
@@ -618,6 +624,25 @@ def stated_peak_tflops(notes: str) -> float | None:
     return None
 
 
+def stated_flop_convention(notes: str) -> str | None:
+    """A model-FLOPs convention the notes name: "6N" (6 × parameters per token, no attention term) or "causal"
+    (attention counted over the causal half); None = the Megatron convention (full s² attention)."""
+    low = notes.lower()
+    if re.search(r"\b6\s*[*·x×]?\s*n\b", low) and re.search(r"(no|without|excl\w*)\s+attention", low):
+        return "6N"
+    if re.search(r"causal\s+(attention\s+)?(flops|count)|attention\s+flops\s+(counted\s+)?causal", low):
+        return "causal"
+    return None
+
+
+def convention_flops_per_token(model: ModelSpec, seq_len: int, convention: str) -> float:
+    """Training FLOPs per token under a named convention (app.core.model for the parts)."""
+    if convention == "6N":
+        counts = param_counts(model)
+        return 6.0 * (counts.active - counts.embedding)
+    return model_flops_per_token(model, seq_len, "causal")
+
+
 def predict_metric(
     row: Row, est: Estimate, rule: SourceRule, model: ModelSpec, per_layer: dict[str, float]
 ) -> float:
@@ -635,6 +660,10 @@ def predict_metric(
                 layout.global_batch, seq, model.num_layers, model.hidden_size, model.vocab_size
             )
             return flops / step.total_s / layout.num_gpus / 1e12
+        convention = stated_flop_convention(row.get("notes"))
+        if convention is not None:
+            per_token = convention_flops_per_token(model, seq, convention)
+            return step.tokens_per_s_per_gpu * per_token / 1e12
         return step.model_tflops_per_gpu
     if metric == "mfu_pct":
         # the peak the source divided by, when the notes name it ("MFU 41% of 989 TF", "989 TFLOPs peak");

@@ -261,7 +261,7 @@ def test_mfu_is_computed_against_the_peak_the_row_names() -> None:
 
 def test_tflops_follow_the_flop_convention_the_row_names() -> None:
     from app.core.model import model_flops_per_token, param_counts
-    from app.validation.training_runs import convention_flops_per_token, stated_flop_convention
+    from app.validation.training_runs import convention_flops_per_token, rule_for_row, stated_flop_convention
 
     assert stated_flop_convention("TFLOP/s = 6N per token, without attention") == "6N"
     assert stated_flop_convention("causal attention FLOPs counted") == "causal"

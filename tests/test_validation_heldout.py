@@ -271,3 +271,23 @@ def test_tflops_follow_the_flop_convention_the_row_names() -> None:
     assert convention_flops_per_token(model, 4096, "6N") == 6.0 * (counts.active - counts.embedding)
     assert convention_flops_per_token(model, 4096, "causal") == model_flops_per_token(model, 4096, "causal")
     assert model_flops_per_token(model, 4096, "causal") < model_flops_per_token(model, 4096, "full")
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+        ("8x H100 SXM5", "H100-SXM"),
+        ("8xH200", "H200-SXM"),
+        ("NVIDIA A100-SXM4-40GB", "A100-40GB-SXM"),
+        ("A100-80 (SXM, Selene)", "A100-80GB-SXM"),
+        ("H100 (96GB HBM2e, 500W power cap)", "H100-SXM-96GB"),
+        ("NVIDIA H20 96GB", "H20"),
+        ("NVIDIA H100 PCIe", "H100-PCIe"),
+        ("GB200 (DGX-GB200)", "GB200"),
+    ],
+)
+def test_gpu_names_are_found_in_free_text(text: str, name: str) -> None:
+    from app.validation.training_runs import row_gpu
+
+    assert row_gpu(Row(1, {"gpu": text})).name == name

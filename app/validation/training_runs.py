@@ -454,7 +454,7 @@ def row_gpu(row: Row) -> GPUSpec:
 
     text = row.get("gpu")
     candidates = []
-    if "96GB" in text.replace(" ", ""):
+    if "96GB" in text.replace(" ", "") and "H100" in text.upper():
         candidates.append("H100-SXM-96GB")
     base = text.split("(")[0].strip()
     candidates += [text, base]
@@ -469,7 +469,37 @@ def row_gpu(row: Row) -> GPUSpec:
             return catalog.find_gpu(name)
         except NotFoundError:
             continue
+    # free text ("NVIDIA H100 80GB HBM3", "8x H200 SXM 141GB"): the product name inside it
+    for pattern, name in _GPU_TOKENS:
+        if re.search(pattern, text, re.IGNORECASE):
+            if name == "A100-80GB-SXM" and re.search(r"A100\W*(?:SXM\d?\W*)?40\b|\b40\s*GB", text, re.I):
+                name = "A100-40GB-SXM"
+            if name == "H100-SXM" and re.search(r"pcie", text, re.I):
+                name = "H100-PCIe"
+            return catalog.find_gpu(name)
     raise NotFoundError("gpu", text, [])
+
+
+# product names inside free-text GPU descriptions, most specific first (a digit may not follow: H20 ≠ H200)
+_GPU_TOKENS: tuple[tuple[str, str], ...] = tuple(
+    (rf"(?:(?<![A-Za-z0-9])|(?<=\d[xX])){token}(?![0-9])", name)
+    for token, name in (
+        ("GB300", "GB300"),
+        ("GB200", "GB200"),
+        ("B300", "B300"),
+        ("B200", "B200"),
+        ("H200", "H200-SXM"),
+        ("H800", "H800-SXM"),
+        ("H100", "H100-SXM"),
+        ("H20", "H20"),
+        ("A100", "A100-80GB-SXM"),
+        ("V100", "V100-SXM2-32GB"),
+        ("MI325X", "MI325X"),
+        ("MI300X", "MI300X"),
+        ("L40S", "L40S"),
+        ("Gaudi\\s*3", "Gaudi3"),
+    )
+)
 
 
 def row_power(row: Row, gpu: GPUSpec) -> tuple[GPUSpec, float | None]:

@@ -155,9 +155,9 @@ def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_p
     edits = [
         {"num_gpus": ""},  # derived from tp·pp·dp·cp
         {"num_gpus": "0"},
-        {"layers": ""},
-        {"hidden": "abc"},
-        {"heads": "0"},
+        {"layers": "", "model_name": "In-house 70B"},
+        {"hidden": "abc", "model_name": "In-house 70B"},
+        {"heads": "0", "model_name": "In-house 70B"},
         {"tp": "0"},
         {"pp": ""},  # derived from the GPU count
         {"global_batch": "0"},
@@ -172,6 +172,13 @@ def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_p
         {"cp": "3"},
         {"num_gpus": "100"},
         {"recompute": "partial", "sequence_parallel": "maybe"},
+        {
+            "layers": "",
+            "heads": "",
+            "kv_heads": "",
+            "ffn_hidden": "",
+            "vocab": "",
+        },  # from the catalog's GPT-70B
     ]
     path = tmp_path / "odd.csv"
     with path.open("w", newline="") as fh:
@@ -191,6 +198,7 @@ def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_p
     assert row_gpu(Row(1, {"gpu": "A100-40 (PCIe)"})).name == "A100-40GB-SXM"
     assert "unknown metric" in (by_row[14].skipped or "")
     assert "not a number" in (by_row[15].skipped or "")
+    assert by_row[20].predicted == pytest.approx(by_row[1].predicted, rel=1e-9)  # blanks filled by name
     out = subprocess.run(
         [sys.executable, "-m", "app.cli.main", "validate", "training-runs", str(path)],
         capture_output=True,

@@ -339,13 +339,12 @@ def _catalog_twin(row: Row, shape: dict[str, int]) -> ModelSpec | None:
     except Exception:  # the catalog is optional for the replay
         return None
     name = row.get("model_name")
-    for candidate in (name, name.split("(")[0].strip()):
-        try:
-            spec = catalog.find_model(candidate)
-        except Exception:
-            continue
-        if spec.num_layers == shape["num_layers"] and spec.hidden_size == shape["hidden_size"]:
-            return spec
+    named = twin_by_name(row)
+    if named is not None:
+        # the row's own shape must agree where it gives one
+        layers, hidden = shape["num_layers"], shape["hidden_size"]
+        if (not layers or named.num_layers == layers) and (not hidden or named.hidden_size == hidden):
+            return named
     low = name.lower()
     best = None
     for spec in table.values():
@@ -357,6 +356,34 @@ def _catalog_twin(row: Row, shape: dict[str, int]) -> ModelSpec | None:
         ) and (best is None or spec.name.lower() in low):
             best = spec
     return best
+
+
+def twin_by_name(row: Row) -> ModelSpec | None:
+    """The catalog model the row names (aliases, case- and punctuation-insensitive; a "(…)" suffix dropped)."""
+    try:
+        from app import catalog
+    except Exception:  # the catalog is optional for the replay
+        return None
+    name = row.get("model_name")
+    for candidate in (name, name.split("(")[0].strip()):
+        if not candidate:
+            continue
+        try:
+            return catalog.find_model(candidate)
+        except Exception:
+            continue
+    return None
+
+
+# shape columns a catalog model of the same name may fill when the row leaves them blank
+SHAPE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("layers", "num_layers"),
+    ("hidden", "hidden_size"),
+    ("heads", "num_attention_heads"),
+    ("kv_heads", "num_kv_heads"),
+    ("ffn_hidden", "ffn_hidden_size"),
+    ("vocab", "vocab_size"),
+)
 
 
 def _note_int(notes: str, pattern: str) -> int | None:
@@ -390,14 +417,14 @@ def moe_from_notes(notes: str, ffn_hidden: int) -> tuple[MoESpec | None, int]:
 
 
 def row_model(row: Row, rule: SourceRule) -> ModelSpec:
-    shape: dict[str, Any] = {
-        "num_layers": row.int_or("layers", 0) or 0,
-        "hidden_size": row.int_or("hidden", 0) or 0,
-        "num_attention_heads": row.int_or("heads", 0) or 0,
-        "num_kv_heads": row.int_or("kv_heads", 0) or row.int_or("heads", 0) or 0,
-        "ffn_hidden_size": row.int_or("ffn_hidden", 0) or 0,
-        "vocab_size": row.int_or("vocab", 0) or 0,
-    }
+    shape: dict[str, Any] = {field: row.int_or(column, 0) or 0 for column, field in SHAPE_COLUMNS}
+    named = twin_by_name(row)
+    if named is not None and (not shape["num_layers"] or named.num_layers == shape["num_layers"]):
+        # blank shape cells come from the catalog model the row names
+        for _, field_name in SHAPE_COLUMNS:
+            if not shape[field_name]:
+                shape[field_name] = getattr(named, field_name)
+    shape["num_kv_heads"] = shape["num_kv_heads"] or shape["num_attention_heads"]
     seq = row.int_or("seq_len", 2048) or 2048
     name = row.get("model_name").lower()
     dropout = next((d for key, d in FAMILY_DROPOUT if key in name), FAMILY_DROPOUT[-1][1])
@@ -741,8 +768,9 @@ def evaluate_row(row: Row) -> RowResult:
         result.skipped = "measured_value is not a number"
         return result
     rule = rule_for_row(row)
+    named = twin_by_name(row)
     missing = [c for c in ("layers", "hidden", "heads", "vocab") if not row.int_or(c, 0)]
-    if missing:
+    if missing and named is None:
         result.skipped = f"model shape incomplete: {', '.join(missing)} blank or zero"
         return result
     try:

@@ -25,6 +25,7 @@ import csv
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -360,11 +361,15 @@ def _catalog_twin(row: Row, shape: dict[str, int]) -> ModelSpec | None:
 
 def twin_by_name(row: Row) -> ModelSpec | None:
     """The catalog model the row names (aliases, case- and punctuation-insensitive; a "(…)" suffix dropped)."""
+    return _model_named(row.get("model_name"))
+
+
+@lru_cache(maxsize=512)
+def _model_named(name: str) -> ModelSpec | None:
     try:
         from app import catalog
     except Exception:  # the catalog is optional for the replay
         return None
-    name = row.get("model_name")
     for candidate in (name, name.split("(")[0].strip()):
         if not candidate:
             continue

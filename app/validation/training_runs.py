@@ -628,6 +628,12 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
         )
     # bf16 runs of Megatron-DeepSpeed use DeepSpeed's BF16_Optimizer (Framework.bf16_optimizer, applied by the
     # estimator for the row's dtype): BigScience's rows state its "extra 4 B/param, not sharded"
+    text = f"{row.get('source')} {row.get('notes')}".lower()
+    compiled = re.search(r"(?<!no )(?<!without )(?<!w/o )\b(?:torch\.)?compile\b", text) is not None
+    if fw.name == TORCHTITAN.name and compiled:
+        # torch.compile (torchtitan compiles each transformer block) fuses the eager pointwise chains: the RMSNorm
+        # becomes one kernel (4 B per element, as a fused norm) and the bias/activation/residual ops fuse
+        fw = fw.with_(name=f"{fw.name}+compile", norm_bytes_per_element=4.0, fused_elementwise=True)
     return fw
 
 

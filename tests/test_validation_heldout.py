@@ -239,7 +239,6 @@ def test_mfu_is_computed_against_the_peak_the_row_names() -> None:
     assert stated_peak_tflops("44% of 312 TF peak") == 312.0
     assert stated_peak_tflops("nothing about peaks") is None
     base = {
-        "source": "Some unseen benchmark table",
         "model_name": "Llama 3.1 8B",
         "layers": "32",
         "hidden": "4096",
@@ -248,20 +247,16 @@ def test_mfu_is_computed_against_the_peak_the_row_names() -> None:
         "ffn_hidden": "14336",
         "vocab": "128256",
         "seq_len": "8192",
-        "gpu": "H100-SXM",
         "num_gpus": "8",
-        "tp": "1",
-        "pp": "1",
         "dp": "8",
-        "micro_batch": "1",
         "global_batch": "8",
         "dtype": "fp8",
         "measured_metric": "mfu_pct",
         "measured_value": "40",
     }
-    fp8_peak = evaluate_row(Row(1, {**base, "notes": ""})).predicted
-    bf16_named = evaluate_row(Row(2, {**base, "notes": "MFU against the BF16 peak"})).predicted
-    stated = evaluate_row(Row(3, {**base, "notes": "MFU 40% of 989 TF"})).predicted
+    fp8_peak = evaluate_row(_row(**base, notes="")).predicted
+    bf16_named = evaluate_row(_row(**base, notes="MFU against the BF16 peak")).predicted
+    stated = evaluate_row(_row(**base, notes="MFU 40% of 989 TF")).predicted
     assert fp8_peak and bf16_named and stated
     assert bf16_named == pytest.approx(2 * fp8_peak, rel=1e-3)  # H100: 1979 vs 989 TF dense
     assert stated == pytest.approx(bf16_named, rel=1e-6)

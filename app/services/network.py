@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from app.catalog.fabrics import find_fabric, presets
 from app.core.errors import Problem, ProblemCollector, SpecError
-from app.core.hardware import NVL72_DOMAIN_GPUS, ClusterSpec, FabricSpec, GPUSpec
+from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
 from app.core.network import (
     ALGORITHMS,
     COLLECTIVE_OPS,
@@ -302,13 +302,12 @@ def resolve_cluster(
     if gpu is None:
         return None
     gpn = c.gpus_per_node or gpu.default_gpus_per_node
-    domain = NVL72_DOMAIN_GPUS if gpu.scaleup_kind == "nvl72" else 0
     return ClusterSpec(
         gpu=gpu,
         num_nodes=c.nodes,
         gpus_per_node=gpn,
         scaleup_kind=gpu.scaleup_kind,
-        scaleup_domain_gpus=domain,
+        scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, c.nodes * gpn),
         nvls=nvls,
         fabric=fabric,
         name=f"{c.nodes} × {gpn} {gpu.name}",

@@ -33,6 +33,7 @@ GPUS_FILE = CATALOG_DIR / "gpus.yaml"
 MODELS_FILE = CATALOG_DIR / "models.yaml"
 INTERCONNECTS_FILE = CATALOG_DIR / "interconnects.yaml"
 PRICES_FILE = CATALOG_DIR / "prices.csv"
+ACCURACY_FILE = CATALOG_DIR / "accuracy.json"
 
 # Keys in models.yaml that describe the catalog entry rather than the architecture.
 MODEL_META_KEYS = ("aliases", "published_params_b", "published_active_params_b", "date")
@@ -151,6 +152,14 @@ def interconnect_entries() -> dict[str, CatalogEntry]:
 @cache
 def model_entries() -> dict[str, CatalogEntry]:
     return _index_unique(model_entry_from_record(r) for r in _read_yaml_list(MODELS_FILE))
+
+
+@cache
+def accuracy_table() -> dict[str, Any]:
+    """Accuracy bands by kind of run (app.core.accuracy), built by `clusterplan validate accuracy --write`."""
+    import json
+
+    return dict(json.loads(ACCURACY_FILE.read_text(encoding="utf-8")))
 
 
 def entries(kind: str) -> dict[str, CatalogEntry]:

@@ -52,6 +52,24 @@ class StepOut(BaseModel):
     notes: list[str]
 
 
+class AccuracyOut(BaseModel):
+    regime: str = Field(description="kind of run: dense | dense-long-context | moe (app.core.accuracy)")
+    description: str
+    basis: str = Field(description="which published runs the band comes from")
+    runs: int
+    mape_pct: float = Field(description="mean absolute speed error over those runs, per cent")
+    ratio_low: float = Field(description="10th percentile of measured / estimated step time")
+    ratio_median: float
+    ratio_high: float = Field(description="90th percentile of measured / estimated step time")
+    ratio_min: float
+    ratio_max: float
+    development_runs: int
+    development_mape_pct: float | None
+    step_time_range_s: list[float] = Field(description="step time × [ratio_low, ratio_high]")
+    tokens_per_s_range: list[float] = Field(description="tokens/s ÷ [ratio_high, ratio_low]")
+    summary: str
+
+
 class EstimateOut(BaseModel):
     model: str
     gpu: str
@@ -65,4 +83,8 @@ class EstimateOut(BaseModel):
     memory: MemoryOut
     step: StepOut
     time_to_train_s: float | None = Field(description="training.tokens / tokens_per_s, when tokens is given")
+    accuracy: AccuracyOut | None = Field(
+        None,
+        description="how far published runs of this kind were from their estimates (app/catalog/accuracy.json)",
+    )
     assumptions: list[AssumptionOut]

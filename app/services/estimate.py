@@ -7,9 +7,11 @@ from typing import Any
 from pydantic import ValidationError
 from sqlmodel import Session
 
+from app.catalog import accuracy_table
+from app.core.accuracy import band_for
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
-from app.schemas.estimate import EstimateOut
+from app.schemas.estimate import AccuracyOut, EstimateOut
 from app.schemas.scenario import Scenario
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
@@ -57,8 +59,15 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         memory=d["memory"],
         step=d["step"],
         time_to_train_s=(resolved.tokens / tps) if resolved.tokens and tps > 0 else None,
+        accuracy=AccuracyOut.model_validate(band) if (band := accuracy_payload(est)) else None,
         assumptions=d["assumptions"],
     )
+
+
+def accuracy_payload(est: Estimate) -> dict[str, Any] | None:
+    """The accuracy band of the estimate's kind of run, applied to its step time and throughput."""
+    band = band_for(accuracy_table(), est.model, est.seq_len)
+    return band.applied(est.step.total_s, est.step.tokens_per_s) if band is not None else None
 
 
 def estimate_scenario(data: Any, session: Session | None = None) -> EstimateOut:

@@ -323,6 +323,22 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
         "model_tflops_per_gpu": round(float(step.model_tflops_per_gpu), 2),
         "time_to_train_days": round(seconds / DAY, 3) if seconds is not None else None,
         "gpu_hours": round(seconds * cluster.num_gpus / 3600.0, 1) if seconds is not None else None,
+        **_accuracy_fields(est),
+    }
+
+
+def _accuracy_fields(est: Any) -> dict[str, Any]:
+    """The estimate's accuracy band (app.core.accuracy) as headline fields; none when no band applies."""
+    from app.services.estimate import accuracy_payload
+
+    band = accuracy_payload(est)
+    if band is None:
+        return {}
+    lo, hi = band["step_time_range_s"]
+    return {
+        "accuracy_regime": band["regime"],
+        "step_time_range_s": [round(lo, 6), round(hi, 6)],
+        "accuracy_note": band["summary"],
     }
 
 

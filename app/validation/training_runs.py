@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from app.core.accuracy import accuracy_regime
 from app.core.errors import SpecError
 from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.framework import (
@@ -857,7 +858,12 @@ def evaluate_row(row: Row) -> RowResult:
     result.predicted = predicted
     if metric != "oom":
         result.error_pct = (predicted - measured) / measured * 100 if measured else None
-    result.detail = {"defaults": defaults, "framework": fw.name, "fabric": cluster.fabric.name}
+    result.detail = {
+        "defaults": defaults,
+        "framework": fw.name,
+        "fabric": cluster.fabric.name,
+        "regime": accuracy_regime(model, est.seq_len),
+    }
     return result
 
 
@@ -933,7 +939,7 @@ def render_table(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _speed_error(r: RowResult) -> float:
+def speed_error(r: RowResult) -> float:
     """Error on a common axis: predicted speed / measured speed − 1, for rates and for times alike."""
     if r.metric in ("iter_time_s", "layer_fwd_plus_bwd_ms") and r.predicted:
         return (r.measured / r.predicted - 1) * 100
@@ -960,7 +966,7 @@ def write_plot(report: Report, path: Path | str) -> Path:
         mem = [r for r in rows if r.metric in MEMORY_METRICS]
         if timed:
             ax_time.scatter(
-                [r.row for r in timed], [_speed_error(r) for r in timed], label=src, marker=markers[i % 10]
+                [r.row for r in timed], [speed_error(r) for r in timed], label=src, marker=markers[i % 10]
             )
         if mem:
             ax_mem.scatter(

@@ -75,6 +75,13 @@ def render_text(out: object) -> str:
     ]
     if out.time_to_train_s:
         lines.append(f"time to train: {out.time_to_train_s / 86400:.2f} days")
+    if out.accuracy is not None:
+        lo, hi = out.accuracy.step_time_range_s
+        lines += [
+            "",
+            f"accuracy ({out.accuracy.regime}): step time likely {lo:.3f}–{hi:.3f} s",
+            f"  {out.accuracy.summary}",
+        ]
     lines += ["", "assumptions:"]
     for a in out.assumptions:
         lines.append(f"  {a.name}: {a.value} {a.unit} [{a.source}]")

@@ -45,3 +45,37 @@ def training_runs(
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
         typer.echo(render_table(report))
+
+
+@validate_app.command(
+    "accuracy",
+    help="Replay training-run CSVs and print, per kind of run, how far estimates were from the measured step "
+    "times: the accuracy bands every estimate reports (app/catalog/accuracy.json).",
+)
+def accuracy(
+    unseen: Annotated[
+        list[Path], typer.Argument(help="CSVs of runs outside the development set (the bands' basis)")
+    ],
+    development: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--development", help="CSV of the development set (compared, pooled when too few unseen)"
+        ),
+    ] = None,
+    write: Annotated[
+        bool,
+        typer.Option("--write", help="write the table to app/catalog/accuracy.json for estimates to use"),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the table as JSON")] = False,
+) -> None:
+    from app.catalog import ACCURACY_FILE, accuracy_table
+    from app.validation.accuracy import build_table, dumps, render
+
+    for path in [*unseen, *(development or [])]:
+        if not path.exists():
+            raise FileNotFoundError(f"file not found: {path}")
+    table = build_table(development or [], unseen)
+    if write:
+        ACCURACY_FILE.write_text(dumps(table), encoding="utf-8")
+        accuracy_table.cache_clear()
+    typer.echo(dumps(table) if as_json else render(table))

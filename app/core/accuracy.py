@@ -1,0 +1,130 @@
+"""How far a step-time estimate is from what published runs of the same kind measured.
+
+Every estimate is a point; its trustworthiness depends on the kind of run. The estimator was developed on the
+rows of the shared training-run set (time MAPE ≈ 5 %), but runs it was not developed on show larger errors, and
+they differ by kind: dense models at ordinary context lengths, dense models at long context (attention- and
+context-parallel-bound), and mixture-of-experts models (host overhead, grouped GEMMs and all-to-all make them
+slower than their FLOPs suggest). `AccuracyBand` holds, per kind ("regime"), the spread of
+
+    ratio = measured step time / estimated step time   (= estimated speed / measured speed)
+
+over replayed published runs, and turns it into a range around a new estimate: "runs like this one took between
+`ratio_low` and `ratio_high` times the estimate" (the 10th and 90th percentiles; the extremes are kept too).
+
+The bands are computed by `app.validation.accuracy` from the replayed CSVs (training_runs_heldout.csv and
+training_runs_final_check.csv: runs outside the development set; the development set's own figures are kept
+beside them for comparison) and stored in app/catalog/accuracy.json, which a test keeps in step with the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from app.core.model import ModelSpec
+
+# Sequences longer than this are "long context": attention dominates the FLOPs (for a 7B model at 16K tokens
+# the s² attention term is a third of them: 12·L·h·s against 6·N per token), and context parallelism is needed
+LONG_CONTEXT_TOKENS = 16384
+# percentiles of the measured/estimated ratio quoted as the band
+BAND_PERCENTILES = (10.0, 90.0)
+# fewer runs than this outside the development set: the band also takes the development set's runs
+MIN_UNSEEN_RUNS = 5
+
+REGIMES: dict[str, str] = {
+    "dense": f"dense transformer, sequence ≤ {LONG_CONTEXT_TOKENS:,} tokens",
+    "dense-long-context": f"dense transformer, sequence > {LONG_CONTEXT_TOKENS:,} tokens",
+    "moe": "mixture-of-experts transformer",
+}
+
+
+def accuracy_regime(model: ModelSpec, seq_len: int) -> str:
+    """The kind of run an estimate belongs to, for its accuracy band."""
+    if model.moe is not None:
+        return "moe"
+    return "dense-long-context" if seq_len > LONG_CONTEXT_TOKENS else "dense"
+
+
+def ratio_from_speed_error(speed_error_pct: float) -> float:
+    """measured step time / estimated step time for a run whose estimated speed was off by speed_error_pct
+    (estimated speed / measured speed − 1, in per cent)."""
+    return 1.0 + speed_error_pct / 100.0
+
+
+def ratio_stats(ratios: Iterable[float]) -> dict[str, Any]:
+    """Spread of measured/estimated step-time ratios: count, MAPE of the speed, percentiles, extremes."""
+    values = np.asarray([r for r in ratios if np.isfinite(r) and r > 0], dtype=float)
+    if values.size == 0:
+        return {"runs": 0}
+    low, high = np.percentile(values, BAND_PERCENTILES)
+    return {
+        "runs": int(values.size),
+        "mape_pct": round(float(np.mean(np.abs(values - 1.0))) * 100, 2),
+        "ratio_low": round(float(low), 4),
+        "ratio_median": round(float(np.median(values)), 4),
+        "ratio_high": round(float(high), 4),
+        "ratio_min": round(float(values.min()), 4),
+        "ratio_max": round(float(values.max()), 4),
+    }
+
+
+@dataclass(frozen=True)
+class AccuracyBand:
+    regime: str
+    description: str
+    basis: str  # which runs the band is computed from
+    runs: int
+    mape_pct: float
+    ratio_low: float
+    ratio_median: float
+    ratio_high: float
+    ratio_min: float
+    ratio_max: float
+    development_runs: int
+    development_mape_pct: float | None
+
+    @classmethod
+    def from_record(cls, regime: str, record: Mapping[str, Any]) -> AccuracyBand:
+        dev = record.get("development") or {}
+        return cls(
+            regime=regime,
+            description=REGIMES.get(regime, regime),
+            basis=str(record["basis"]),
+            runs=int(record["runs"]),
+            mape_pct=float(record["mape_pct"]),
+            ratio_low=float(record["ratio_low"]),
+            ratio_median=float(record["ratio_median"]),
+            ratio_high=float(record["ratio_high"]),
+            ratio_min=float(record["ratio_min"]),
+            ratio_max=float(record["ratio_max"]),
+            development_runs=int(dev.get("runs", 0)),
+            development_mape_pct=dev.get("mape_pct"),
+        )
+
+    def applied(self, step_time_s: float, tokens_per_s: float) -> dict[str, Any]:
+        """The band around one estimate: step-time and throughput ranges that runs of this kind fell in."""
+        out = asdict(self)
+        out["step_time_range_s"] = [step_time_s * self.ratio_low, step_time_s * self.ratio_high]
+        out["tokens_per_s_range"] = [tokens_per_s / self.ratio_high, tokens_per_s / self.ratio_low]
+        out["summary"] = self.summary()
+        return out
+
+    def summary(self) -> str:
+        lo, hi = (self.ratio_low - 1) * 100, (self.ratio_high - 1) * 100
+        return (
+            f"Of {self.runs} published runs of this kind ({self.description}) {self.basis}, 8 in 10 measured a "
+            f"step time between {lo:+.0f} % and {hi:+.0f} % of their estimate; mean speed error "
+            f"{self.mape_pct:.0f} %."
+        )
+
+
+def band_for(table: Mapping[str, Any], model: ModelSpec, seq_len: int) -> AccuracyBand | None:
+    """The band of the regime an estimate falls in, from a table in the app/catalog/accuracy.json format."""
+    regime = accuracy_regime(model, seq_len)
+    record = (table.get("regimes") or {}).get(regime)
+    if not record or not record.get("runs"):
+        return None
+    return AccuracyBand.from_record(regime, record)

@@ -147,3 +147,13 @@ def test_accuracy_cli_prints_and_refuses_missing_files(tmp_path: Path) -> None:
     # three unseen rows are too few for a band of their own: pooled with (here absent) development runs
     assert all(r["basis"].startswith("outside and inside") for r in table["regimes"].values())
     assert json.loads(ACCURACY_FILE.read_text(encoding="utf-8")) != table  # --write was not given
+
+
+def test_the_validation_report_quotes_the_committed_bands() -> None:
+    doc = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    for record in accuracy_table()["regimes"].values():
+        row = (
+            f"| {record['runs']} | {record['mape_pct']:.1f} % | {record['ratio_low']:.2f}–"
+            f"{record['ratio_high']:.2f} ×"
+        )
+        assert row in doc, f"docs/validation.md does not quote the band: {row}"

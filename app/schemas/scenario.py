@@ -104,5 +104,5 @@ class Scenario(BaseModel):
     framework: str = Field(
         default="megatron-core",
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
-        "torchtitan-fsdp2",
+        "torchtitan-fsdp2, torchtitan-fsdp2-compile",
     )

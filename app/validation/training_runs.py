@@ -39,6 +39,7 @@ from app.core.framework import (
     MEGATRON_CORE,
     NEMO,
     TORCHTITAN,
+    TORCHTITAN_COMPILE,
     Framework,
 )
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
@@ -632,10 +633,23 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
     text = f"{row.get('source')} {row.get('notes')}".lower()
     compiled = re.search(r"(?<!no )(?<!without )(?<!w/o )\b(?:torch\.)?compile\b", text) is not None
     if fw.name == TORCHTITAN.name and compiled:
-        # torch.compile (torchtitan compiles each transformer block) fuses the eager pointwise chains: the RMSNorm
-        # becomes one kernel (4 B per element, as a fused norm) and the bias/activation/residual ops fuse
-        fw = fw.with_(name=f"{fw.name}+compile", norm_bytes_per_element=4.0, fused_elementwise=True)
+        # torch.compile fuses each transformer block's pointwise chains and, in torchtitan of 2025 on, compiles
+        # the loss (TORCHTITAN_COMPILE); before 2025 the loss stayed eager, as in the plain preset
+        fw = TORCHTITAN_COMPILE
+        dated = source_year_month(row.get("source"))
+        if dated is not None and dated < (2025, 1):
+            fw = fw.with_(
+                name="torchtitan-fsdp2-compile-2024",
+                logits_bytes_per_element=TORCHTITAN.logits_bytes_per_element,
+                ce_bytes_per_logit=TORCHTITAN.ce_bytes_per_logit,
+            )
     return fw
+
+
+def source_year_month(source: str) -> tuple[int, int] | None:
+    """(year, month) a source names ("…_202412_…", "…_2025-06_…"), if it names one."""
+    match = re.search(r"(?<!\d)(20[1-3]\d)[-_]?(0[1-9]|1[0-2])(?!\d)", source)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def row_fabric(rule: SourceRule) -> FabricSpec:

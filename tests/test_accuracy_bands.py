@@ -157,3 +157,21 @@ def test_the_validation_report_quotes_the_committed_bands() -> None:
             f"{record['ratio_high']:.2f} ×"
         )
         assert row in doc, f"docs/validation.md does not quote the band: {row}"
+
+
+def test_planner_reports_the_band_of_its_best_layout(client: Any) -> None:
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    request = {
+        "model": body["model"],
+        "cluster": body["cluster"],
+        "training": body["training"],
+        "global_batch": body["layout"]["global_batch"],
+    }
+    r = client.post("/api/v1/plan", json=request)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    record = accuracy_table()["regimes"]["dense"]
+    assert out["accuracy"]["regime"] == "dense"
+    assert out["accuracy"]["step_time_range_s"] == pytest.approx(
+        [out["best"]["step_time_s"] * record["ratio_low"], out["best"]["step_time_s"] * record["ratio_high"]]
+    )

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session
 
+from app.catalog import accuracy_table
+from app.core.accuracy import band_for
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
@@ -150,6 +152,11 @@ class PlanOut(BaseModel):
     constraints: dict[str, Any]
     collective_calls: int
     assumptions: list[dict[str, Any]]
+    accuracy: dict[str, Any] | None = Field(
+        default=None,
+        description="how far published runs of this kind were from their estimates, applied to the best layout "
+        "(app.core.accuracy)",
+    )
 
 
 class SizesOut(BaseModel):
@@ -293,10 +300,13 @@ def run_plan(
 
 def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
     d = result.to_dict()
+    band = band_for(accuracy_table(), resolved.model, resolved.seq_len)
+    best = d.get("best")
     return PlanOut(
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
+        accuracy=band.applied(best["step_time_s"], best["tokens_per_s"]) if band and best else None,
         **d,
     )
 

@@ -7,6 +7,7 @@ it is now, so a change to the estimator that moves the errors also has to refres
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from app.core.accuracy import (
     MIN_UNSEEN_RUNS,
     AccuracyBand,
     accuracy_regime,
+    applied_memory,
     band_for,
+    memory_band,
     ratio_from_speed_error,
     ratio_stats,
 )
@@ -145,13 +148,14 @@ def test_accuracy_cli_prints_and_refuses_missing_files(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     table = json.loads(result.stdout)
     # three unseen rows are too few for a band of their own: pooled with (here absent) development runs
-    assert all(r["basis"].startswith("outside and inside") for r in table["regimes"].values())
+    assert all(r["basis"].startswith("pooled with the development set") for r in table["regimes"].values())
     assert json.loads(ACCURACY_FILE.read_text(encoding="utf-8")) != table  # --write was not given
 
 
 def test_the_validation_report_quotes_the_committed_bands() -> None:
     doc = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
-    for record in accuracy_table()["regimes"].values():
+    table = accuracy_table()
+    for record in [*table["regimes"].values(), table["memory"]]:
         row = (
             f"| {record['runs']} | {record['mape_pct']:.1f} % | {record['ratio_low']:.2f}–"
             f"{record['ratio_high']:.2f} ×"
@@ -175,3 +179,38 @@ def test_planner_reports_the_band_of_its_best_layout(client: Any) -> None:
     assert out["accuracy"]["step_time_range_s"] == pytest.approx(
         [out["best"]["step_time_s"] * record["ratio_low"], out["best"]["step_time_s"] * record["ratio_high"]]
     )
+
+
+def test_memory_band_and_the_worst_case_fit() -> None:
+    table = accuracy_table()
+    record = table["memory"]
+    # 14 development readings and 2 outside it: pooled, and said so
+    assert record["runs"] == record["unseen"]["runs"] + record["development"]["runs"]
+    assert record["basis"] == "pooled with the development set, too few outside it"
+    band = memory_band(table)
+    assert band is not None and band.ratio_low <= 1.0 <= band.ratio_high <= band.ratio_max
+    gib = 1024**3
+    roomy = applied_memory(band, 60 * gib, 80 * gib)
+    assert roomy["peak_range_bytes"] == pytest.approx([60 * gib * band.ratio_low, 60 * gib * band.ratio_high])
+    assert roomy["fits_at_worst"] is True
+    # a peak that fits under the safety margin but not once the largest published miss is added
+    edge = 80 * gib / band.ratio_max * 1.01
+    assert applied_memory(band, edge, 80 * gib)["fits_at_worst"] is False
+    assert memory_band({}) is None
+
+
+def test_estimate_reports_the_memory_band(client: Any) -> None:
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    out = client.post("/api/v1/estimate", json=body).json()
+    mem, record = out["memory_accuracy"], accuracy_table()["memory"]
+    assert mem["peak_range_bytes"] == pytest.approx(
+        [
+            out["memory"]["peak_bytes"] * record["ratio_low"],
+            out["memory"]["peak_bytes"] * record["ratio_high"],
+        ]
+    )
+    assert mem["fits_at_worst"] == (
+        out["memory"]["peak_bytes"] * record["ratio_max"] <= out["memory"]["hbm_bytes"]
+    )
+    html = client.get(f"/plans/new?{BuilderState(nodes=4).query()}", headers=HX).text
+    assert re.search(r"likely [\d.,]+–[\d.,]+ GiB", html) and "peak-memory readings" in html

@@ -19,7 +19,7 @@ beside them for comparison) and stored in app/catalog/accuracy.json, which a tes
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -119,6 +119,37 @@ class AccuracyBand:
             f"step time between {lo:+.0f} % and {hi:+.0f} % of their estimate; mean speed error "
             f"{self.mape_pct:.0f} %."
         )
+
+
+MEMORY_DESCRIPTION = "peak memory per GPU"
+
+
+def memory_band(table: Mapping[str, Any]) -> AccuracyBand | None:
+    """The band of measured ÷ estimated peak memory per GPU (all kinds of run together: memory readings are few)."""
+    record = table.get("memory")
+    if not record or not record.get("runs"):
+        return None
+    return replace(AccuracyBand.from_record("memory", record), description=MEMORY_DESCRIPTION)
+
+
+def applied_memory(band: AccuracyBand, peak_bytes: float, hbm_bytes: float) -> dict[str, Any]:
+    """The memory band around one estimate's most loaded stage, and whether its upper end still fits in HBM."""
+    lo, hi = (band.ratio_low - 1) * 100, (band.ratio_high - 1) * 100
+    worst = peak_bytes * band.ratio_max
+    return {
+        "runs": band.runs,
+        "basis": band.basis,
+        "mape_pct": band.mape_pct,
+        "ratio_low": band.ratio_low,
+        "ratio_high": band.ratio_high,
+        "ratio_max": band.ratio_max,
+        "peak_range_bytes": [peak_bytes * band.ratio_low, peak_bytes * band.ratio_high],
+        "fits_at_worst": bool(worst <= hbm_bytes),
+        "summary": (
+            f"Of {band.runs} published peak-memory readings ({band.basis}), 8 in 10 were between {lo:+.0f} % and "
+            f"{hi:+.0f} % of their estimate (largest {(band.ratio_max - 1) * 100:+.0f} %)."
+        ),
+    }
 
 
 def band_for(table: Mapping[str, Any], model: ModelSpec, seq_len: int) -> AccuracyBand | None:

@@ -70,6 +70,18 @@ class AccuracyOut(BaseModel):
     summary: str
 
 
+class MemoryAccuracyOut(BaseModel):
+    runs: int
+    basis: str = Field(description="which published peak-memory readings the band comes from")
+    mape_pct: float
+    ratio_low: float = Field(description="10th percentile of measured / estimated peak memory")
+    ratio_high: float = Field(description="90th percentile of measured / estimated peak memory")
+    ratio_max: float = Field(description="largest measured / estimated peak memory")
+    peak_range_bytes: list[float] = Field(description="most loaded stage's peak × [ratio_low, ratio_high]")
+    fits_at_worst: bool = Field(description="the peak × ratio_max still fits in HBM")
+    summary: str
+
+
 class EstimateOut(BaseModel):
     model: str
     gpu: str
@@ -83,6 +95,9 @@ class EstimateOut(BaseModel):
     memory: MemoryOut
     step: StepOut
     time_to_train_s: float | None = Field(description="training.tokens / tokens_per_s, when tokens is given")
+    memory_accuracy: MemoryAccuracyOut | None = Field(
+        None, description="how far published peak-memory readings were from their estimates"
+    )
     accuracy: AccuracyOut | None = Field(
         None,
         description="how far published runs of this kind were from their estimates (app/catalog/accuracy.json)",

@@ -8,10 +8,10 @@ from pydantic import ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.core.accuracy import band_for
+from app.core.accuracy import applied_memory, band_for, memory_band
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
-from app.schemas.estimate import AccuracyOut, EstimateOut
+from app.schemas.estimate import AccuracyOut, EstimateOut, MemoryAccuracyOut
 from app.schemas.scenario import Scenario
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
@@ -60,6 +60,9 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         step=d["step"],
         time_to_train_s=(resolved.tokens / tps) if resolved.tokens and tps > 0 else None,
         accuracy=AccuracyOut.model_validate(band) if (band := accuracy_payload(est)) else None,
+        memory_accuracy=MemoryAccuracyOut.model_validate(mem)
+        if (mem := memory_accuracy_payload(est))
+        else None,
         assumptions=d["assumptions"],
     )
 
@@ -68,6 +71,14 @@ def accuracy_payload(est: Estimate) -> dict[str, Any] | None:
     """The accuracy band of the estimate's kind of run, applied to its step time and throughput."""
     band = band_for(accuracy_table(), est.model, est.seq_len)
     return band.applied(est.step.total_s, est.step.tokens_per_s) if band is not None else None
+
+
+def memory_accuracy_payload(est: Estimate) -> dict[str, Any] | None:
+    """The peak-memory band applied to the most loaded stage, with whether its worst case still fits."""
+    band = memory_band(accuracy_table())
+    if band is None:
+        return None
+    return applied_memory(band, est.memory.most_loaded.total_bytes, est.memory.hbm_bytes)
 
 
 def estimate_scenario(data: Any, session: Session | None = None) -> EstimateOut:

@@ -329,17 +329,26 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
 
 def _accuracy_fields(est: Any) -> dict[str, Any]:
     """The estimate's accuracy band (app.core.accuracy) as headline fields; none when no band applies."""
-    from app.services.estimate import accuracy_payload
+    from app.services.estimate import accuracy_payload, memory_accuracy_payload
 
+    out: dict[str, Any] = {}
     band = accuracy_payload(est)
-    if band is None:
-        return {}
-    lo, hi = band["step_time_range_s"]
-    return {
-        "accuracy_regime": band["regime"],
-        "step_time_range_s": [round(lo, 6), round(hi, 6)],
-        "accuracy_note": band["summary"],
-    }
+    if band is not None:
+        lo, hi = band["step_time_range_s"]
+        out.update(
+            accuracy_regime=band["regime"],
+            step_time_range_s=[round(lo, 6), round(hi, 6)],
+            accuracy_note=band["summary"],
+        )
+    mem = memory_accuracy_payload(est)
+    if mem is not None:
+        lo, hi = mem["peak_range_bytes"]
+        out.update(
+            peak_memory_range_gib=[round(lo / GiB, 3), round(hi / GiB, 3)],
+            memory_fits_at_worst=mem["fits_at_worst"],
+            memory_accuracy_note=mem["summary"],
+        )
+    return out
 
 
 __all__ = [

@@ -21,22 +21,43 @@ from app.core.accuracy import (
     ratio_from_speed_error,
     ratio_stats,
 )
-from app.validation.training_runs import TIME_METRICS, load_rows, replay, speed_error
+from app.validation.training_runs import MEMORY_METRICS, TIME_METRICS, load_rows, replay, speed_error
+
+MEMORY = "memory"  # key of the peak-memory ratios beside the regimes
 
 
 def _ratios(paths: Sequence[Path]) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
-    by_regime: dict[str, list[float]] = {regime: [] for regime in REGIMES}
+    """measured ÷ estimated step time per regime, and measured ÷ estimated peak memory under "memory"."""
+    by_regime: dict[str, list[float]] = {regime: [] for regime in (*REGIMES, MEMORY)}
     sources = []
     for path in paths:
         report = replay(load_rows(path))
-        used = 0
+        used = memory = 0
         for r in report.rows:
-            if r.skipped is not None or r.metric not in TIME_METRICS or r.error_pct is None:
+            if r.skipped is not None or r.error_pct is None:
                 continue
-            by_regime[r.detail["regime"]].append(ratio_from_speed_error(speed_error(r)))
-            used += 1
-        sources.append({"file": Path(path).name, "time_rows": used})
+            if r.metric in TIME_METRICS:
+                by_regime[r.detail["regime"]].append(ratio_from_speed_error(speed_error(r)))
+                used += 1
+            elif r.metric in MEMORY_METRICS and r.predicted:
+                by_regime[MEMORY].append(r.measured / r.predicted)
+                memory += 1
+        sources.append({"file": Path(path).name, "time_rows": used, "memory_rows": memory})
     return by_regime, sources
+
+
+def _record(unseen: list[float], development: list[float]) -> dict[str, Any]:
+    pooled = len(unseen) < MIN_UNSEEN_RUNS
+    record = ratio_stats(unseen + (development if pooled else []))
+    if record["runs"]:
+        record["basis"] = (
+            "pooled with the development set, too few outside it"
+            if pooled
+            else "outside the development set"
+        )
+        record["unseen"] = ratio_stats(unseen)
+        record["development"] = ratio_stats(development)
+    return record
 
 
 def build_table(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str, Any]:
@@ -45,19 +66,9 @@ def build_table(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str
     new, new_sources = _ratios(unseen)
     regimes: dict[str, Any] = {}
     for regime in REGIMES:
-        pooled = len(new[regime]) < MIN_UNSEEN_RUNS
-        ratios = new[regime] + (dev[regime] if pooled else [])
-        record = ratio_stats(ratios)
-        if not record["runs"]:
-            continue
-        record["basis"] = (
-            "outside and inside the development set (too few outside it)"
-            if pooled
-            else "outside the development set"
-        )
-        record["unseen"] = ratio_stats(new[regime])
-        record["development"] = ratio_stats(dev[regime])
-        regimes[regime] = record
+        record = _record(new[regime], dev[regime])
+        if record["runs"]:
+            regimes[regime] = record
     return {
         "about": (
             "measured / estimated step time of replayed published training runs, by kind of run; "
@@ -67,6 +78,7 @@ def build_table(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str
         "percentiles": list(BAND_PERCENTILES),
         "sources": {"development": dev_sources, "unseen": new_sources},
         "regimes": regimes,
+        "memory": _record(new[MEMORY], dev[MEMORY]),
     }
 
 
@@ -88,5 +100,12 @@ def render(table: dict[str, Any]) -> str:
             f"{rec['ratio_median']:>7.2f} {rec['ratio_high']:>7.2f} {rec['ratio_min']:>6.2f} "
             f"{rec['ratio_max']:>6.2f}  {rec['basis']} ({dev_txt})"
         )
-    lines.append("ratio = measured step time / estimated step time")
+    mem = table.get("memory") or {}
+    if mem.get("runs"):
+        lines.append(
+            f"{'memory':<20} {mem['runs']:>5} {mem['mape_pct']:>6.1f}% {mem['ratio_low']:>7.2f} "
+            f"{mem['ratio_median']:>7.2f} {mem['ratio_high']:>7.2f} {mem['ratio_min']:>6.2f} "
+            f"{mem['ratio_max']:>6.2f}  {mem['basis']}"
+        )
+    lines.append("ratio = measured / estimated (step time; peak memory per GPU on the memory line)")
     return "\n".join(lines)

@@ -56,6 +56,10 @@ def render_text(out: object) -> str:
         f"(usable {out.memory.usable_bytes / GiB:.1f}) → {'fits' if out.memory.fits else 'DOES NOT FIT'}, "
         f"margin {out.memory.margin_bytes / GiB:+.2f}",
     ]
+    if out.memory_accuracy is not None:
+        lo, hi = out.memory_accuracy.peak_range_bytes
+        worst = "" if out.memory_accuracy.fits_at_worst else " — the largest published miss would not fit"
+        lines.append(f"  likely {lo / GiB:.1f}–{hi / GiB:.1f} GiB{worst}; {out.memory_accuracy.summary}")
     most = out.memory.stages[out.memory.most_loaded_stage]
     for key, value in most.breakdown_bytes.items():
         lines.append(f"  {key:<18} {value / GiB:10.2f}")

@@ -20,6 +20,7 @@ from app.core.errors import Problem, SpecError
 from app.core.units import DAY, GiB
 from app.errors import NotFoundError
 from app.models.catalog import PriceRow
+from app.services.estimate import accuracy_payload, memory_accuracy_payload
 from app.services.plan_costs import cost_payload, goodput_payload
 from app.services.plan_fields import FIELD_INFO, breakdown_rows, describe_field, layout_label
 from app.services.plan_ranking import planner_search
@@ -202,6 +203,7 @@ def evaluate(
         "step": step_payload(est.step),
         "estimate": estimate_dict,
         "assumptions": list(estimate_dict.get("assumptions", [])),
+        "accuracy": accuracy_notes(est),
         "unavailable": unavailable,
     }
     if ranking is not None:
@@ -328,27 +330,34 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
 
 
 def _accuracy_fields(est: Any) -> dict[str, Any]:
-    """The estimate's accuracy band (app.core.accuracy) as headline fields; none when no band applies."""
-    from app.services.estimate import accuracy_payload, memory_accuracy_payload
-
+    """The estimate's accuracy bands (app.core.accuracy) as headline figures; none when no band applies."""
     out: dict[str, Any] = {}
     band = accuracy_payload(est)
     if band is not None:
         lo, hi = band["step_time_range_s"]
         out.update(
             accuracy_regime=band["regime"],
-            step_time_range_s=[round(lo, 6), round(hi, 6)],
-            accuracy_note=band["summary"],
+            step_time_likely_low_s=round(lo, 6),
+            step_time_likely_high_s=round(hi, 6),
         )
     mem = memory_accuracy_payload(est)
     if mem is not None:
         lo, hi = mem["peak_range_bytes"]
         out.update(
-            peak_memory_range_gib=[round(lo / GiB, 3), round(hi / GiB, 3)],
+            peak_memory_likely_low_gib=round(lo / GiB, 3),
+            peak_memory_likely_high_gib=round(hi / GiB, 3),
             memory_fits_at_worst=mem["fits_at_worst"],
-            memory_accuracy_note=mem["summary"],
         )
     return out
+
+
+def accuracy_notes(est: Any) -> dict[str, str]:
+    """What the step-time and memory bands are based on, in words (shown beside the headline figures)."""
+    band, mem = accuracy_payload(est), memory_accuracy_payload(est)
+    notes = {"step": band["summary"]} if band is not None else {}
+    if mem is not None:
+        notes["memory"] = mem["summary"]
+    return notes
 
 
 __all__ = [

@@ -51,9 +51,7 @@ def _record(unseen: list[float], development: list[float]) -> dict[str, Any]:
     record = ratio_stats(unseen + (development if pooled else []))
     if record["runs"]:
         record["basis"] = (
-            "pooled with the development set, too few outside it"
-            if pooled
-            else "outside the development set"
+            "pooled with the development set, too few outside it" if pooled else "outside the development set"
         )
         record["unseen"] = ratio_stats(unseen)
         record["development"] = ratio_stats(development)

@@ -196,6 +196,8 @@ def evaluate(
         raise _prefixed(exc, field_prefix) from None
     estimate_dict = est.to_dict()
     summary = summarise(resolved, est)
+    accuracy_fields, accuracy_notes = accuracy_view(est)
+    summary.update(accuracy_fields)
     result: dict[str, Any] = {
         "status": "ok",
         "summary": summary,
@@ -203,7 +205,7 @@ def evaluate(
         "step": step_payload(est.step),
         "estimate": estimate_dict,
         "assumptions": list(estimate_dict.get("assumptions", [])),
-        "accuracy": accuracy_notes(est),
+        "accuracy": accuracy_notes,
         "unavailable": unavailable,
     }
     if ranking is not None:
@@ -325,39 +327,33 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
         "model_tflops_per_gpu": round(float(step.model_tflops_per_gpu), 2),
         "time_to_train_days": round(seconds / DAY, 3) if seconds is not None else None,
         "gpu_hours": round(seconds * cluster.num_gpus / 3600.0, 1) if seconds is not None else None,
-        **_accuracy_fields(est),
     }
 
 
-def _accuracy_fields(est: Any) -> dict[str, Any]:
-    """The estimate's accuracy bands (app.core.accuracy) as headline figures; none when no band applies."""
-    out: dict[str, Any] = {}
+def accuracy_view(est: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The estimate's accuracy bands (app.core.accuracy): headline figures for the summary, and what they rest on
+    in words; both empty when no band applies."""
+    fields: dict[str, Any] = {}
+    notes: dict[str, str] = {}
     band = accuracy_payload(est)
     if band is not None:
         lo, hi = band["step_time_range_s"]
-        out.update(
+        fields.update(
             accuracy_regime=band["regime"],
             step_time_likely_low_s=round(lo, 6),
             step_time_likely_high_s=round(hi, 6),
         )
+        notes["step"] = band["summary"]
     mem = memory_accuracy_payload(est)
     if mem is not None:
         lo, hi = mem["peak_range_bytes"]
-        out.update(
+        fields.update(
             peak_memory_likely_low_gib=round(lo / GiB, 3),
             peak_memory_likely_high_gib=round(hi / GiB, 3),
             memory_fits_at_worst=mem["fits_at_worst"],
         )
-    return out
-
-
-def accuracy_notes(est: Any) -> dict[str, str]:
-    """What the step-time and memory bands are based on, in words (shown beside the headline figures)."""
-    band, mem = accuracy_payload(est), memory_accuracy_payload(est)
-    notes = {"step": band["summary"]} if band is not None else {}
-    if mem is not None:
         notes["memory"] = mem["summary"]
-    return notes
+    return fields, notes
 
 
 __all__ = [

@@ -134,6 +134,10 @@ def test_estimate_api_and_cli_report_the_band(client: Any, tmp_path: Path) -> No
 def test_builder_shows_the_likely_step_time(client: Any) -> None:
     html = client.get(f"/plans/new?{BuilderState(nodes=4).query()}", headers=HX).text
     assert 'class="range"' in html and "likely" in html
+    # the time to train and the GPU-hours scale with the step time, so they get the same band
+    assert re.search(r"likely [\d.,]+–[\d.,]+ days", html) and re.search(
+        r"likely [\d.,]+–[\d.,]+ GPU·h", html
+    )
     assert 'id="accuracy-note"' in html and "published runs of this kind" in html
 
 
@@ -214,3 +218,28 @@ def test_estimate_reports_the_memory_band(client: Any) -> None:
     )
     html = client.get(f"/plans/new?{BuilderState(nodes=4).query()}", headers=HX).text
     assert re.search(r"likely [\d.,]+–[\d.,]+ GiB", html) and "peak-memory readings" in html
+
+
+def test_time_to_train_and_gpu_hours_scale_with_the_step_band() -> None:
+    from app.services.estimate import parse_scenario, run
+    from app.services.planning import accuracy_view, summarise
+
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    resolved, est = run(parse_scenario(body))
+    summary = summarise(resolved, est)
+    fields, notes = accuracy_view(est, summary)
+    record = accuracy_table()["regimes"]["dense"]
+    for key, digits in (("time_to_train_days", 3), ("gpu_hours", 1)):
+        assert fields[f"{key}_likely_low"] == pytest.approx(
+            summary[key] * record["ratio_low"], abs=10**-digits
+        )
+        assert fields[f"{key}_likely_high"] == pytest.approx(
+            summary[key] * record["ratio_high"], abs=10**-digits
+        )
+    assert fields["step_time_likely_high_s"] == pytest.approx(
+        summary["step_time_s"] * record["ratio_high"], rel=1e-5
+    )
+    assert set(notes) == {"step", "memory"}
+    # without a token budget there is no time to train, and so no range for it
+    fields, _ = accuracy_view(est, {**summary, "time_to_train_days": None, "gpu_hours": None})
+    assert "time_to_train_days_likely_low" not in fields and "gpu_hours_likely_high" not in fields

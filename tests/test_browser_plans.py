@@ -103,7 +103,7 @@ def test_plan_session_build_save_reload_compare_export(
     assert page.locator("#results").get_by_text("Fits", exact=False).first.is_visible()
     # the headline step time and memory carry their accuracy bands, and the note says what they rest on
     ranges = page.locator(".headline .range")
-    assert ranges.count() == 2 and all("likely" in t for t in ranges.all_inner_texts())
+    assert ranges.count() == 4 and all("likely" in t for t in ranges.all_inner_texts())
     assert "published runs of this kind" in page.locator("#accuracy-note").inner_text()
 
     # change an input: results update in place and the address bar reproduces the view

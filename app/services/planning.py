@@ -196,7 +196,7 @@ def evaluate(
         raise _prefixed(exc, field_prefix) from None
     estimate_dict = est.to_dict()
     summary = summarise(resolved, est)
-    accuracy_fields, accuracy_notes = accuracy_view(est)
+    accuracy_fields, accuracy_notes = accuracy_view(est, summary)
     summary.update(accuracy_fields)
     result: dict[str, Any] = {
         "status": "ok",
@@ -330,9 +330,9 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
     }
 
 
-def accuracy_view(est: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """The estimate's accuracy bands (app.core.accuracy): headline figures for the summary, and what they rest on
-    in words; both empty when no band applies."""
+def accuracy_view(est: Any, summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The estimate's accuracy bands (app.core.accuracy): headline figures for the summary (step time, and the
+    time to train and GPU-hours that scale with it), and what they rest on in words; empty when no band applies."""
     fields: dict[str, Any] = {}
     notes: dict[str, str] = {}
     band = accuracy_payload(est)
@@ -343,6 +343,10 @@ def accuracy_view(est: Any) -> tuple[dict[str, Any], dict[str, str]]:
             step_time_likely_low_s=round(lo, 6),
             step_time_likely_high_s=round(hi, 6),
         )
+        for key, digits in (("time_to_train_days", 3), ("gpu_hours", 1)):
+            if summary.get(key) is not None:
+                fields[f"{key}_likely_low"] = round(summary[key] * band["ratio_low"], digits)
+                fields[f"{key}_likely_high"] = round(summary[key] * band["ratio_high"], digits)
         notes["step"] = band["summary"]
     mem = memory_accuracy_payload(est)
     if mem is not None:

@@ -127,7 +127,9 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
     ),
     SourceRule(
         "Megatron-LM README",
-        NEMO.with_(name="megatron-core-te"),
+        # Megatron-LM keeps and reduces bf16 runs' gradients in fp32 unless --grad-reduce-in-bf16 is given
+        # (megatron/training/arguments.py: accumulate_allreduce_grads_in_fp32 for bf16); the README does not
+        NEMO.with_(name="megatron-core-te", grad_bytes=4.0, grad_reduce_bytes=4.0),
         "ib-ndr-8x400",
         None,
         True,

@@ -257,3 +257,16 @@ def test_overlap_contention_costs_time_only_where_communication_is_hidden() -> N
         model, one, single, 4096, options=EstimateOptions(framework=MEGATRON_CORE.with_(overlap_slowdown=0.0))
     )
     assert a.step.total_s == pytest.approx(b.step.total_s, rel=1e-12)
+
+
+def test_fsdp_shards_only_the_fp32_parameter_under_zero3() -> None:
+    """PyTorch FSDP with a bf16 mixed-precision policy keeps the fp32 shard (the master weight) and casts at
+    all-gather time: 16 B per parameter over the shard group. DeepSpeed ZeRO-3 and Megatron-core keep a 16-bit
+    shard as well: 18 B (Megatron-LM distrib_optimizer.md counts 18 B unsharded)."""
+    from app.core.memory import bytes_per_param
+
+    assert bytes_per_param(3, 8, TORCHTITAN) == pytest.approx(16 / 8)
+    assert bytes_per_param(3, 8, MEGATRON_CORE) == pytest.approx(18 / 8)
+    # below ZeRO-3 FSDP's presets keep their 16-bit working weights whole, like everyone else
+    assert bytes_per_param(1, 8, TORCHTITAN) == pytest.approx(2 + 4 + 12 / 8)
+    assert bytes_per_param(1, 8, MEGATRON_CORE) == pytest.approx(2 + 4 + 12 / 8)

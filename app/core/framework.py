@@ -81,6 +81,12 @@ class Framework:
     # collective's latency, which for a ring grows with the number of ranks (DeepSpeed ZeRO-3 fetches the
     # parameters of each sub-module — norm, QKV, projection, FFN in/out — right before that sub-module runs)
     zero3_collectives_per_layer: int = 0
+    # ZeRO-3 keeps a sharded 16-bit copy of the weights beside the fp32 master shard: DeepSpeed's fp16/bf16 param
+    # partitions, Megatron-FSDP's sharded model-weight buffer. PyTorch FSDP with a mixed-precision policy does
+    # not: the sharded parameter is the fp32 one (the optimizer's master weight) and it is cast to 16 bit only
+    # when a unit is all-gathered (FSDP2 MixedPrecisionPolicy(param_dtype=bf16), torch.distributed.fsdp docs;
+    # FSDP1 MixedPrecision(param_dtype) likewise), so its persistent state is 4 + 4 + 8 = 16 B per parameter
+    zero3_sharded_16bit_copy: bool = True
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
     # Compute slows while a collective runs beside it: NCCL's kernels hold SMs (one CTA per channel) and share HBM
     # bandwidth with the GEMMs. Lee et al. 2025 ("Characterizing Compute-Communication Overlap in GPU-Accelerated
@@ -242,6 +248,8 @@ TORCHTITAN = MEGATRON_CORE.with_(
     # PyTorch tensor parallelism (DTensor ColwiseParallel) runs its backward collectives synchronously unless
     # async TP is enabled (opt-in)
     tp_async_backward=False,
+    # fully_shard keeps only the fp32 parameter shard; bf16 copies exist while a unit is gathered
+    zero3_sharded_16bit_copy=False,
 )
 
 # torchtitan with torch.compile (training.compile = true), as of 2025: each transformer block is compiled, which

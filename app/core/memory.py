@@ -100,8 +100,12 @@ def state_bytes(params: Any, shard: Any, zero: Any, fw: Framework) -> dict[str, 
             else (shard if zero >= stage else 1)
         )
 
+    # FSDP's sharded parameter is the fp32 master: no separate 16-bit shard (Framework.zero3_sharded_16bit_copy)
+    weight_bytes = fw.weight_bytes
+    if not fw.zero3_sharded_16bit_copy:
+        weight_bytes = fw.weight_bytes * (1 - (np.asarray(zero) >= 3) if isinstance(zero, np.ndarray) else zero < 3)
     return {
-        "weights": params * fw.weight_bytes / div(3),
+        "weights": params * weight_bytes / div(3),
         "gradients": params * fw.grad_bytes / div(2) + params * fw.extra_unsharded_bytes,
         "master_weights": params * fw.master_bytes / div(1),
         "optimizer_states": params * fw.optimizer_bytes / div(1),

@@ -101,9 +101,10 @@ def state_bytes(params: Any, shard: Any, zero: Any, fw: Framework) -> dict[str, 
         )
 
     # FSDP's sharded parameter is the fp32 master: no separate 16-bit shard (Framework.zero3_sharded_16bit_copy)
-    weight_bytes = fw.weight_bytes
+    weight_bytes: Any = fw.weight_bytes
     if not fw.zero3_sharded_16bit_copy:
-        weight_bytes = fw.weight_bytes * (1 - (np.asarray(zero) >= 3) if isinstance(zero, np.ndarray) else zero < 3)
+        kept = (np.asarray(zero) < 3) if isinstance(zero, np.ndarray) else float(zero < 3)
+        weight_bytes = fw.weight_bytes * kept
     return {
         "weights": params * weight_bytes / div(3),
         "gradients": params * fw.grad_bytes / div(2) + params * fw.extra_unsharded_bytes,

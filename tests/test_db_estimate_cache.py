@@ -18,10 +18,10 @@ from app.api.routes.estimate import cache
 from app.core.model import ModelSpec
 from app.db import get_engine
 from app.main import create_app
-from app.models.benchmarks import CalibrationProfile
 from app.schemas.estimate import EstimateOut
 from app.services import catalog as catalog_svc
 from app.services import estimate as svc
+from tests.test_profile_scenario import store_profile
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "llama3-70b-64xh100.json"
 
@@ -97,24 +97,7 @@ def test_user_model_scenarios_are_never_cached(api: TestClient) -> None:
 
 def test_profile_scenarios_are_never_cached(api: TestClient) -> None:
     def store(version: int, max_tflops: float) -> None:
-        params = {
-            "gemm": {
-                "bf16": {
-                    "max_flops": max_tflops * 1e12,
-                    "half_intensity": 60.0,
-                    "dtype": "bf16",
-                    "source": "test",
-                }
-            },
-            "gemm_primary_dtype": "bf16",
-        }
-        with Session(get_engine()) as session:
-            session.add(
-                CalibrationProfile(
-                    name="cache-h100", version=version, gpu_name="H100", params=params, report={}
-                )
-            )
-            session.commit()
+        store_profile(max_tflops, name="cache-h100", version=version)
 
     body = {**_scenario(), "profile": "cache-h100"}  # the latest version
     store(1, 200.0)

@@ -13,7 +13,8 @@ from app.models.benchmarks import CalibrationProfile
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "llama3-70b-64xh100.json"
 
 
-def _store_profile(max_tflops: float) -> None:
+def store_profile(max_tflops: float, name: str = "slow-h100", version: int = 1) -> None:
+    """A calibration profile for H100 whose bf16 GEMM curve tops out at `max_tflops`."""
     params = {
         "gemm": {
             "bf16": {
@@ -26,9 +27,7 @@ def _store_profile(max_tflops: float) -> None:
         "gemm_primary_dtype": "bf16",
     }
     with Session(get_engine()) as session:
-        session.add(
-            CalibrationProfile(name="slow-h100", version=1, gpu_name="H100", params=params, report={})
-        )
+        session.add(CalibrationProfile(name=name, version=version, gpu_name="H100", params=params, report={}))
         session.commit()
 
 
@@ -41,7 +40,7 @@ def test_profile_changes_estimate_and_unknown_profile_is_422(db_url: str) -> Non
     with TestClient(create_app()) as client:
         default = client.post("/api/v1/estimate", json=scenario)
         assert default.status_code == 200, default.text
-        _store_profile(200.0)  # a quarter of the H100's measured matmul rate
+        store_profile(200.0)  # a quarter of the H100's measured matmul rate
         slow = client.post("/api/v1/estimate", json={**scenario, "profile": "slow-h100@1"})
         assert slow.status_code == 200, slow.text
         assert slow.json()["step"]["total_s"] > 1.5 * default.json()["step"]["total_s"]

@@ -69,7 +69,8 @@ def build_table(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str
             regimes[regime] = record
     return {
         "about": (
-            "measured / estimated step time of replayed published training runs, by kind of run; "
+            "measured / estimated step time of replayed published training runs, by kind of run, and measured / "
+            "estimated peak memory per GPU; "
             "built by `clusterplan validate accuracy` (app.validation.accuracy)"
         ),
         "long_context_tokens": LONG_CONTEXT_TOKENS,

@@ -124,13 +124,19 @@ def test_nvl72_expert_parallel_rows_stay_on_nvlink(heldout: list) -> None:
 
 
 def test_accuracy_outside_the_development_set_does_not_regress(heldout: list) -> None:
-    """Regression guard at the figures in docs/validation_training_runs.md (dense MAPE 12.1 %, all 20.6 %)."""
+    """Regression guard at the figures in docs/validation_training_runs.md (dense MAPE 12.2 %, all 20.7 %)."""
     time_rows = [r for r in heldout if r.error_pct is not None and r.metric != "mem_gib_per_gpu"]
     dense = [abs(r.error_pct) for r in time_rows if "MoE" not in r.model_name]
     assert len(dense) >= 36
     assert sum(dense) / len(dense) <= 14.0
     every = [abs(r.error_pct) for r in time_rows]
     assert sum(every) / len(every) <= 22.5
+    # runs that ran but are predicted over HBM: 11 of 57 (unstated recompute/offloading), 18 before the bf16
+    # gradients of NVIDIA's recipes and FSDP's fp32-only shards were modelled
+    from app.validation.training_runs import Report
+
+    over = Report(heldout).ran_but_predicted_oom()
+    assert over["n"] >= 55 and len(over["rows"]) <= 11
 
 
 def test_final_check_rows_all_replay() -> None:

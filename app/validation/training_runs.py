@@ -879,6 +879,8 @@ def evaluate_row(row: Row) -> RowResult:
         "framework": fw.name,
         "fabric": cluster.fabric.name,
         "regime": accuracy_regime(model, est.seq_len),
+        # a run that was measured ran, so it fit: a peak above HBM here is a memory-model (or unstated-setting) miss
+        "over_hbm": est.memory.most_loaded.total_bytes > est.memory.hbm_bytes,
     }
     return result
 
@@ -915,6 +917,11 @@ class Report:
             "skipped": [{"row": r.row, "reason": r.skipped} for r in self.rows if r.skipped is not None],
         }
 
+    def ran_but_predicted_oom(self) -> dict[str, Any]:
+        """Measured runs (every metric but `oom`) whose predicted peak exceeds HBM: they ran, so they fit."""
+        ran = [r for r in self.rows if r.skipped is None and r.metric != "oom" and "over_hbm" in r.detail]
+        return {"n": len(ran), "rows": [r.row for r in ran if r.detail["over_hbm"]]}
+
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows if r.skipped is None], "summary": self.summary()}
 
@@ -950,6 +957,9 @@ def render_table(report: Report) -> str:
     lines.append(f"time-like metrics: {fmt(s['time'])}")
     lines.append(f"memory:            {fmt(s['memory'])}")
     lines.append(f"OOM outcomes:      {s['oom']['correct']}/{s['oom']['n']} right")
+    over = report.ran_but_predicted_oom()  # text only: the --json document keeps the issue's exact shape
+    listed = f" (rows {', '.join(map(str, over['rows']))})" if over["rows"] else ""
+    lines.append(f"ran, predicted OOM: {len(over['rows'])} of {over['n']} measured runs{listed}")
     if s["skipped"]:
         lines.append(f"skipped rows:      {len(s['skipped'])}")
     return "\n".join(lines)

@@ -68,6 +68,18 @@ def test_sizes_endpoint(client: Any) -> None:
     assert d["min_gpus_that_fit"] == 32 and not d["points"][0]["feasible"]
     assert d["smallest_meeting_deadline"] in (64, 128)
     assert d["cheapest"] in (32, 64, 128) and d["price_source"] == "request"
+    # the accuracy band: each point's time to train at the band's high end, and the smallest cluster that still
+    # meets the deadline there (never smaller than the one that meets it at the estimate)
+    high = d["accuracy"]["ratio_high"]
+    assert d["accuracy"]["regime"] == "dense" and high >= 1.0
+    for p in d["points"]:
+        if p["time_to_train_days"]:
+            assert p["time_to_train_likely_high_days"] == pytest.approx(p["time_to_train_days"] * high)
+    meets = [p["num_gpus"] for p in d["points"] if p["feasible"] and p["time_to_train_days"] * high <= 400]
+    assert d["smallest_meeting_deadline_at_high"] == (meets[0] if meets else None)
+    assert d["smallest_meeting_deadline_at_high"] is None or (
+        d["smallest_meeting_deadline_at_high"] >= d["smallest_meeting_deadline"]
+    )
 
 
 def test_openapi_has_stable_operation_ids(client: Any) -> None:

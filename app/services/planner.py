@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -177,6 +178,15 @@ class SizesOut(BaseModel):
     knee: int | None
     elapsed_s: float
     assumptions: list[dict[str, Any]]
+    accuracy: dict[str, Any] | None = Field(
+        default=None,
+        description="the accuracy band of this kind of run (app.core.accuracy): measured / estimated step time",
+    )
+    smallest_meeting_deadline_at_high: int | None = Field(
+        default=None,
+        description="smallest GPU count that still meets the deadline if the run takes the band's high end "
+        "(ratio_high × the estimated time; each point carries time_to_train_likely_high_days)",
+    )
 
 
 def parse(cls: type[BaseModel], data: Any) -> Any:
@@ -354,9 +364,29 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
 
 def sizes(data: Any, session: Session | None = None) -> SizesOut:
     resolved, price_source, result = run_sizes(data, session)
+    d = result.to_dict()
+    band = band_for(accuracy_table(), resolved.model, resolved.seq_len)
+    at_high = None
+    if band is not None:
+        for point in d["points"]:
+            days = point.get("time_to_train_days")
+            point["time_to_train_likely_high_days"] = days * band.ratio_high if days else None
+        if result.deadline_s is not None:
+            at_high = next(
+                (
+                    p["num_gpus"]
+                    for p in d["points"]
+                    if p["feasible"]
+                    and p["time_to_train_s"]
+                    and p["time_to_train_s"] * band.ratio_high <= result.deadline_s
+                ),
+                None,
+            )
     return SizesOut(
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
-        **result.to_dict(),
+        accuracy=asdict(band) if band is not None else None,
+        smallest_meeting_deadline_at_high=at_high,
+        **d,
     )

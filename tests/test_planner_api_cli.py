@@ -99,6 +99,7 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
     res = runner.invoke(cli, [*args, "--global-batch", "128", "--preset", "heuristic"])
     assert res.exit_code == 0, res.output
     assert "layouts/s" in res.output and "heuristic" in res.output
+    assert "accuracy (dense): best step time likely" in res.output
     scenario = tmp_path / "s.json"
     scenario.write_text(
         json.dumps(
@@ -110,9 +111,12 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
             }
         )
     )
-    res = runner.invoke(cli, ["plan", str(scenario), "--sweep", "--sizes", "8,16,32", "--price", "2"])
+    res = runner.invoke(
+        cli, ["plan", str(scenario), "--sweep", "--sizes", "8,16,32", "--price", "2", "--deadline-days", "30"]
+    )
     assert res.exit_code == 0, res.output
     assert "cheapest run" in res.output and "smallest cluster that fits: 8" in res.output
+    assert "smallest cluster meeting 30 days" in res.output and "the accuracy band's high end" in res.output
 
 
 def test_cli_bad_input_exits_2_without_traceback() -> None:

@@ -201,6 +201,10 @@ def render_plan(out: Any) -> str:
     lines += [_row(p, width) for p in out.top_shapes[:8]]
     lines += ["", f"Pareto front (step time vs free memory vs GPUs): {out.pareto_size} layouts"]
     lines += [_row(p, width) for p in out.pareto[:8]]
+    if out.accuracy:
+        lo, hi = out.accuracy["step_time_range_s"]
+        lines += ["", f"accuracy ({out.accuracy['regime']}): best step time likely {lo:.3f}–{hi:.3f} s"]
+        lines.append(f"  {out.accuracy['summary']}")
     return "\n".join(lines)
 
 
@@ -234,4 +238,9 @@ def render_sizes(out: Any) -> str:
         lines.append(
             f"smallest cluster meeting {out.deadline_s / DAY:g} days: {out.smallest_meeting_deadline or 'none'}"
         )
+        if out.accuracy:
+            lines.append(
+                f"  … if the run takes {out.accuracy['ratio_high']:.2f}× the estimate (the accuracy band's high "
+                f"end): {out.smallest_meeting_deadline_at_high or 'none'}"
+            )
     return "\n".join(lines)

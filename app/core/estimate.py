@@ -21,11 +21,32 @@ from app.core.model import (
     ModelSpec,
     forward_flops_per_token,
     hardware_flops_per_token,
+    layer_shape,
     model_flops_per_token,
+    num_moe_layers,
     padded_vocab_size,
     param_counts,
 )
 from app.core.step import FLASH_FWD_FRACTION, StepEstimate, flash_dropout_overhead, step_estimate
+
+
+def module_recompute_flops_per_token(model: ModelSpec, modules: tuple[str, ...]) -> float:
+    """Matmul FLOPs per token that Megatron-core's selective recompute modules re-run: the dense MLPs (mlp), the
+    routed experts and router (moe) and the shared experts (moe, shared_experts), 2 FLOPs per weight per token."""
+    shape = layer_shape(model)
+    h = model.hidden_size
+    n_moe = num_moe_layers(model)
+    flops = 0.0
+    if "mlp" in modules:
+        flops += (model.num_layers - n_moe) * 2.0 * h * (shape.ffn_in_width + shape.ffn_out_width)
+    if "moe" in modules:
+        routed = (
+            shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width) + shape.num_experts
+        )
+        flops += n_moe * 2.0 * h * routed
+    if "moe" in modules or "shared_experts" in modules:
+        flops += n_moe * 2.0 * h * (shape.shared_in_width + shape.shared_out_width)
+    return flops
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,8 @@ def estimate(
         # op-level selective checkpointing re-runs every second matmul of the forward (app.core.memory)
         hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab)
         hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab).matmul
+    elif layout.recompute == "selective":
+        hf += module_recompute_flops_per_token(model, layout.selective_modules)
     peak = cluster.gpu.peak(layout.dtype)
     network = profile.network if profile is not None else None
     mem = memory_estimate(model, layout, seq_len, cluster.gpu.hbm_bytes, fw, opts.safety_fraction)

@@ -23,6 +23,12 @@ TrainDtype = Literal["bf16", "fp16", "fp8"]
 Optimizer = Literal["adamw", "adam"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+# Megatron-core's selective recompute modules (--recompute-modules, TransformerConfig.recompute_modules, used with
+# --recompute-granularity selective; default ["core_attn"]): what each re-runs in the backward instead of keeping
+# its activations. core_attn: the attention scores (fused attention keeps none); layernorm: the norm outputs;
+# mlp: a dense layer's MLP; moe: a MoE layer's experts, router and token dispatch; moe_act: the experts'
+# activation function; shared_experts: the shared experts' MLP.
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
 TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8")
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
 
@@ -35,6 +41,8 @@ class Layout:
       2 = also gradients; 3 = also weights (ZeRO-3 / FSDP full sharding). Sharding spans dp·cp ranks.
     - recompute_layers: with recompute="full", how many layers per pipeline stage are recomputed
       (Megatron `--recompute-num-layers`); None = all.
+    - recompute_modules: with recompute="selective", Megatron-core's `--recompute-modules` (RECOMPUTE_MODULES);
+      empty = its default, core_attn.
     - global_batch and micro_batch are in sequences.
     - dtype is the compute dtype; fp8 keeps bf16 weights and fp32 master weights and optimizer states.
     """
@@ -50,6 +58,7 @@ class Layout:
     sequence_parallel: bool = False
     recompute: RecomputeMode = "none"
     recompute_layers: int | None = None
+    recompute_modules: tuple[str, ...] = ()
     micro_batch: int = 1
     global_batch: int = 1
     dtype: TrainDtype = "bf16"
@@ -71,6 +80,13 @@ class Layout:
         return max(1, self.tp * self.cp * self.dp // max(1, self.expert_tp * self.ep))
 
     @property
+    def selective_modules(self) -> tuple[str, ...]:
+        """The modules recompute="selective" re-runs (Megatron-core's default core_attn when none are named)."""
+        if self.recompute != "selective":
+            return ()
+        return self.recompute_modules or ("core_attn",)
+
+    @property
     def num_gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
 
@@ -88,6 +104,8 @@ class Layout:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown layout fields: {sorted(unknown)}")
+        if "recompute_modules" in data:
+            data = {**data, "recompute_modules": tuple(data["recompute_modules"] or ())}
         return cls(**data)
 
     def with_(self, **changes: Any) -> Layout:
@@ -212,6 +230,21 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.sequence_parallel",
             "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core)",
         )
+    if layout.recompute_modules:
+        unknown = [m for m in layout.recompute_modules if m not in RECOMPUTE_MODULES]
+        p.check(
+            not unknown,
+            "layout.recompute_modules",
+            f"unknown modules {unknown}; choose from {list(RECOMPUTE_MODULES)}",
+        )
+        p.check(
+            layout.recompute == "selective",
+            "layout.recompute_modules",
+            "recompute modules apply to recompute='selective' only",
+        )
+        if model.moe is None:
+            moe_only = [m for m in layout.recompute_modules if m in ("moe", "moe_act", "shared_experts")]
+            p.check(not moe_only, "layout.recompute_modules", f"{moe_only} need a mixture-of-experts model")
     if layout.recompute_layers is not None:
         per_stage = model.num_layers // max(1, chunks) * layout.vp
         p.check(

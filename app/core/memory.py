@@ -145,12 +145,13 @@ def layer_activation_bytes(
     flash: bool,
     moe: bool = False,
     fw: Framework = MEGATRON_CORE,
+    modules: tuple[str, ...] = ("core_attn",),
 ) -> Any:
     """Bytes one transformer layer keeps for backward, per micro-batch, per GPU (Korthikanti 2022 Sec. 4).
 
     tokens = micro_batch · seq_len / cp on this GPU; seq_len is the full key length attention sees.
-    recompute: "none" | "selective" (core attention recomputed; with the torchtitan framework, its op-level
-    policy) | "full" (only the layer input kept).
+    recompute: "none" | "selective" (the Megatron-core `modules` recomputed, core attention by default; with the
+    torchtitan framework, its op-level policy) | "full" (only the layer input kept).
     """
     sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
     h = shape.hidden
@@ -172,21 +173,34 @@ def layer_activation_bytes(
         )
         return kept * tokens
     masks = MASK_BYTES * h * 2 if shape.hidden_dropout else 0.0
-    # SP-shardable: LN1 input, QKV input, LN2 input, FFN input (each 2h), dropout masks after attn and MLP
+    mods = set(modules) if recompute == "selective" else set()
+    # SP-shardable: LN1 input, QKV input, LN2 input, FFN input (each 2h), dropout masks after attn and MLP.
+    # Megatron-core's recompute modules drop what they re-run: layernorm the two norm outputs (the QKV input and,
+    # in a dense layer, the FFN input; a MoE layer keeps its permuted expert inputs), mlp a dense layer's FFN input
+    # and intermediates, moe a MoE layer's expert inputs, intermediates and router logits, moe_act the experts'
+    # activation outputs, shared_experts the shared experts' intermediates
     ffn_input = ACT_BYTES * h * (shape.experts_per_token if moe else 1)
-    replicated = ACT_BYTES * h * 3 + ffn_input + masks
+    whole_ffn = ("moe" if moe else "mlp") in mods
+    qkv_input = 0.0 if "layernorm" in mods else ACT_BYTES * h
+    if whole_ffn or ("layernorm" in mods and not moe):
+        ffn_input = 0.0
+    replicated = ACT_BYTES * h * 2 + qkv_input + ffn_input + masks
     # TP-sharded: Q, K, V, attention output (input of the output projection), FFN intermediates
     attn = ACT_BYTES * (2 * shape.q_width + 2 * shape.kv_width)
     if moe:
-        ffn = ACT_BYTES * shape.experts_per_token * (shape.expert_in_width + shape.expert_out_width)
-        ffn += ACT_BYTES * (shape.shared_in_width + shape.shared_out_width)
-        ffn += 4.0 * shape.num_experts  # fp32 router logits
+        ffn = 0.0
+        if not whole_ffn:
+            expert_out = 0.0 if "moe_act" in mods else shape.expert_out_width
+            ffn = ACT_BYTES * shape.experts_per_token * (shape.expert_in_width + expert_out)
+            ffn += 4.0 * shape.num_experts  # fp32 router logits
+        if not whole_ffn and "shared_experts" not in mods:
+            ffn += ACT_BYTES * (shape.shared_in_width + shape.shared_out_width)
     else:
-        ffn = ACT_BYTES * (shape.ffn_in_width + shape.ffn_out_width)
+        ffn = 0.0 if whole_ffn else ACT_BYTES * (shape.ffn_in_width + shape.ffn_out_width)
     sharded = (attn + ffn) / tp
     if flash:
         scores = LSE_BYTES * shape.heads / tp
-    elif recompute == "selective":
+    elif "core_attn" in mods:
         scores = 0.0
     else:
         per_score = ACT_BYTES + ((MASK_BYTES + ACT_BYTES) if shape.attention_dropout else 0.0)
@@ -348,10 +362,12 @@ def stage_memory(
         # the layer being recomputed holds its full activations during its backward
         working = mean_full
     else:
-        mode = layout.recompute
-        sel_dense = layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, False, fw)
+        mode, mods = layout.recompute, layout.selective_modules
+        sel_dense = layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, False, fw, mods)
         sel_moe = (
-            layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, True, fw) if n_moe else 0.0
+            layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, True, fw, mods)
+            if n_moe
+            else 0.0
         )
         per_layer = (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu
         working = 0.0

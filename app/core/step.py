@@ -124,6 +124,11 @@ class LayerTimes:
     # backward GEMMs (data + weight gradient) of the column-parallel linears (QKV, FFN in): the window that
     # hides their input-gradient collectives (see Framework.tp_async_backward)
     column_bwd: Any = 0.0
+    # forward pieces Megatron-core's selective recompute modules re-run (Layout.recompute_modules)
+    norm_fwd: Any = 0.0  # the two norms
+    ffn_fwd: Any = 0.0  # dense MLP or routed experts + router: GEMMs, activation, MoE token permutation
+    act_fwd: Any = 0.0  # the (expert) activation function
+    shared_fwd: Any = 0.0  # shared experts' GEMMs
 
 
 def _gemm(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> Any:
@@ -198,6 +203,7 @@ def layer_times(
         ]
         ffn_elems = tokens * (shape.ffn_in_width + shape.ffn_out_width) / tp
     t_ffn = sum(p[0] for p in parts)
+    t_shared = (parts[2][0] + parts[3][0]) if moe else 0.0
     column_bwd = b1 + parts[0][1] + (parts[2][1] if moe else 0.0)
     t_ffn_bwd = sum(p[1] for p in parts)
     t_linear = t_attn_proj + t_ffn
@@ -242,18 +248,21 @@ def layer_times(
     hidden_traffic = 2 * (RESIDUAL_BYTES + dropout) * h / sp_div
     act_traffic = 2.0 * ffn_elems / tokens + (2.0 * ffn_elems / tokens if not fw.fused_elementwise else 0.0)
     rope_traffic = 4.0 * (shape.q_width + shape.kv_width) / tp if shape.rotary else 0.0
-    elem_fwd = tokens * (hidden_traffic + act_traffic + rope_traffic) / mem_bw
-    if not fw.fused_elementwise:
-        elem_fwd *= 2.0
+    unfused = 1.0 if fw.fused_elementwise else 2.0
+    elem_fwd = tokens * (hidden_traffic + act_traffic + rope_traffic) / mem_bw * unfused
+    t_act = tokens * act_traffic / mem_bw * unfused
     # the two norms at the framework's own bytes per element (fused kernel 4 B; eager composite more)
-    elem_fwd += tokens * 2 * fw.norm_bytes_per_element * h / sp_div / mem_bw
+    t_norm = tokens * 2 * fw.norm_bytes_per_element * h / sp_div / mem_bw
+    elem_fwd += t_norm
+    t_perm = 0.0
     if moe:
         # token permutation around the experts (Megatron moe_utils.permute / unpermute: index_select of the
         # top-k copies of each token into expert order, then the probability-weighted scatter back): read and write
         # top-k 16-bit hidden vectors per token in each, plus the fp32 router scores (softmax, top-k) over e experts
         perm = 2 * 2 * ACT_BYTES * shape.experts_per_token * h
         router = 3 * 4.0 * shape.num_experts
-        elem_fwd += (moe_tokens * perm + tokens * router) / mem_bw
+        t_perm = (moe_tokens * perm + tokens * router) / mem_bw
+        elem_fwd += t_perm
     elem_bwd = 2.0 * elem_fwd
     if fp8:
         # Transformer Engine casts every GEMM input to FP8 (read 2 B, write 1 B + 1 B transposed copy for the
@@ -277,7 +286,35 @@ def layer_times(
         linear_fwd=t_linear,
         elementwise_fwd=elem_fwd,
         column_bwd=column_bwd,
+        norm_fwd=t_norm,
+        ffn_fwd=t_ffn - t_shared + t_act + t_perm,
+        act_fwd=t_act,
+        shared_fwd=t_shared,
     )
+
+
+def module_recompute_time(layout: Layout, dense: LayerTimes, moe_t: LayerTimes, moe_share: float) -> float:
+    """Seconds per layer and micro-batch that Megatron-core's selective recompute modules re-run in the backward
+    (Layout.selective_modules): core_attn the unfused attention (a fused kernel recomputes its scores anyway),
+    layernorm the norms, mlp a dense layer's MLP, moe a MoE layer's experts, router and permutation (its
+    all-to-all is counted in ep_comm), moe_act the experts' activation, shared_experts the shared experts."""
+    mods = set(layout.selective_modules)
+
+    def per_layer(t: LayerTimes, moe: bool) -> float:
+        total = 0.0
+        if "core_attn" in mods and not layout.flash_attention:
+            total += float(t.recompute_selective)
+        if "layernorm" in mods:
+            total += float(t.norm_fwd)
+        if ("moe" if moe else "mlp") in mods:
+            total += float(t.ffn_fwd)
+        elif moe and "moe_act" in mods:
+            total += float(t.act_fwd)
+        if moe and ("moe" in mods or "shared_experts" in mods):
+            total += float(t.shared_fwd)
+        return total
+
+    return (1 - moe_share) * per_layer(dense, False) + moe_share * per_layer(moe_t, True)
 
 
 def flash_dropout_overhead(gpu: GPUSpec) -> tuple[float, float]:
@@ -444,9 +481,9 @@ def stage_times(
     elif layout.recompute == "selective" and fw.selective_policy == "op":
         share = 0.0
         rec_layer = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")  # every second matmul + pointwise ops
-    elif layout.recompute == "selective" and not layout.flash_attention:
+    elif layout.recompute == "selective":
         share = 0.0
-        rec_layer = mix("recompute_selective")
+        rec_layer = module_recompute_time(layout, dense, moe_t, moe_share)
     else:
         share = 0.0
         rec_layer = 0.0
@@ -513,7 +550,9 @@ def stage_times(
         moe_tokens = tokens / tp if layout.sequence_parallel else tokens
         a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
         ep_place = group_placement(ep, tp * cp if layout.etp is None else layout.etp, gpn)
-        ep_layer = moe_share * 2 * (2 + share) * _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
+        # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
+        again = share + (1.0 if "moe" in layout.selective_modules else 0.0)
+        ep_layer = moe_share * 2 * (2 + again) * _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
 
     # pipeline send/recv of the boundary activation (scatter-gather optimisation: 1/tp of it per rank)
     pp_mb = 0.0

@@ -70,6 +70,14 @@ class LayoutIn(BaseModel):
     recompute_layers: int | None = Field(
         default=None, ge=0, description="with recompute='full': layers per stage recomputed (None = all)"
     )
+    recompute_modules: list[Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]] = (
+        Field(
+            default_factory=list,
+            max_length=6,
+            description="with recompute='selective': Megatron-core's --recompute-modules (default core_attn); "
+            "layernorm, mlp (dense layers), moe, moe_act, shared_experts (MoE layers)",
+        )
+    )
     micro_batch: int = Field(default=1, ge=1, description="sequences per micro-batch")
     global_batch: int = Field(ge=1, description="sequences per optimizer step")
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"

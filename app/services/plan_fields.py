@@ -21,7 +21,8 @@ def layout_label(layout: Any) -> str:
     if layout.sequence_parallel:
         parts.append("SP")
     if layout.recompute != "none":
-        parts.append(f"recompute={layout.recompute}")
+        modules = getattr(layout, "recompute_modules", ())
+        parts.append(f"recompute={layout.recompute}" + (f"({','.join(modules)})" if modules else ""))
     parts.append(f"mb={layout.micro_batch}")
     return " ".join(parts)
 

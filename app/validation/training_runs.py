@@ -43,7 +43,7 @@ from app.core.framework import (
     Framework,
 )
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
-from app.core.layout import Layout
+from app.core.layout import RECOMPUTE_MODULES, Layout
 from app.core.model import (
     ModelSpec,
     MoESpec,
@@ -576,6 +576,13 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     recompute = row.get("recompute").lower() or rule.recompute_default
     if not row.get("recompute"):
         defaults.append(f"recompute={rule.recompute_default}")
+    modules: tuple[str, ...] = ()
+    if recompute == "selective":
+        modules, unmodelled = recompute_modules_from_notes(row.get("notes"))
+        if model.moe is None:
+            modules = tuple(m for m in modules if m not in ("moe", "moe_act", "shared_experts"))
+        if unmodelled:
+            defaults.append(f"recompute modules not modelled: {', '.join(unmodelled)}")
     ep = 1
     etp: int | None = None
     if model.moe is not None:
@@ -609,12 +616,39 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         zero=zero,
         sequence_parallel=sp and tp > 1,
         recompute=recompute if recompute in ("none", "selective", "full") else "none",  # type: ignore[arg-type]
+        recompute_modules=modules,
         micro_batch=mb,
         global_batch=gbs,
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=rule.flash_attention,
     )
     return layout, defaults
+
+
+_MODULE_LIST = re.compile(
+    r"recompute[-_ ]modules?\s*[:=]?\s*([a-z_ ,]+)|recompute selective\s*\(([a-z_ ,]+)\)", re.IGNORECASE
+)
+
+
+def recompute_modules_from_notes(notes: str) -> tuple[tuple[str, ...], list[str]]:
+    """Megatron-core recompute modules a row's notes name ("--recompute-modules layernorm moe", "Recompute
+    selective (moe_act, layernorm)"): (the ones the model has, in order; the others, e.g. MLA's up_proj)."""
+    match = _MODULE_LIST.search(notes)
+    if not match:
+        return (), []
+    words = [w for w in re.split(r"[\s,]+", (match.group(1) or match.group(2)).strip()) if w]
+    known: list[str] = []
+    other: list[str] = []
+    for w in words:
+        name = w.lower()
+        if name in RECOMPUTE_MODULES:
+            if name not in known:
+                known.append(name)
+        elif name in ("up_proj", "mla_up_proj"):
+            other.append(name)
+        else:
+            break  # the list ended: the next words are prose
+    return tuple(known), other
 
 
 def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:

@@ -47,7 +47,8 @@ def render_text(out: object) -> str:
     lines = [
         f"{out.model} on {out.num_gpus} × {out.gpu} ({out.fabric}, {out.framework}), seq {out.seq_len}",
         f"layout: TP{lay['tp']} PP{lay['pp']} VP{lay['vp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} "
-        f"ZeRO-{lay['zero']} SP={'on' if lay['sequence_parallel'] else 'off'} recompute={lay['recompute']} "
+        f"ZeRO-{lay['zero']} SP={'on' if lay['sequence_parallel'] else 'off'} recompute={lay['recompute']}"
+        f"{'(' + ','.join(lay['recompute_modules']) + ')' if lay.get('recompute_modules') else ''} "
         f"micro-batch {lay['micro_batch']} global batch {lay['global_batch']} {lay['dtype']}",
         f"parameters: {out.params['total'] / 1e9:.2f} B total, {out.params['active'] / 1e9:.2f} B active",
         "",

@@ -147,3 +147,31 @@ def test_modules_read_from_a_rows_notes() -> None:
         ["up_proj"],
     )
     assert recompute_modules_from_notes("selective recompute, nothing else said") == ((), [])
+
+
+def test_builder_field_round_trips_and_names_bad_modules(client: Any) -> None:
+    from app.web.pages._builder import BuilderState, parse_state, scenario_to_state, state_to_scenario
+
+    state = parse_state({"recompute": "selective", "recompute_modules": "layernorm, mlp layernorm"})
+    assert not state.errors and state.recompute_modules == "layernorm,mlp"
+    scenario = state_to_scenario(state)
+    assert scenario["layout"]["recompute_modules"] == ["layernorm", "mlp"]
+    assert scenario_to_state(scenario).recompute_modules == "layernorm,mlp"  # a saved plan keeps them
+    bad = parse_state({"recompute_modules": "attention"})
+    assert "unknown attention" in bad.errors["recompute_modules"]
+    # the page: the field is there, and dropping the MLP activations shows in the memory table
+    html = client.get(f"/plans/new?{BuilderState().query()}").text
+    assert 'id="f-recompute_modules"' in html
+    hx = {"HX-Request": "true"}
+    plain = client.get(f"/plans/new?{BuilderState().query()}", headers=hx).text
+    lean = client.get(
+        f"/plans/new?{BuilderState(recompute_modules='mlp,layernorm').query()}", headers=hx
+    ).text
+
+    def activations(page: str) -> float:
+        row = page.split(">Activations</th>", 1)[1].split("</tr>", 1)[0]
+        return float(row.split('class="num">', 1)[1].split("<", 1)[0].replace(",", ""))
+
+    assert activations(lean) < activations(plain)
+    wrong = client.get(f"/plans/new?{BuilderState(recompute_modules='moe').query()}", headers=hx).text
+    assert "need a mixture-of-experts model" in wrong

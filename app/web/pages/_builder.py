@@ -7,12 +7,14 @@ turns back into the same query parameters, so "edit" and "reload by URL" both la
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 from urllib.parse import urlencode
 
 from app.core.errors import Problem, SpecError
+from app.core.layout import RECOMPUTE_MODULES
 
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
 
@@ -43,6 +45,9 @@ class BuilderState:
     zero: int = 1
     sp: bool = True
     recompute: str = "selective"
+    recompute_modules: str = (
+        ""  # comma-separated Megatron-core modules for selective recompute; empty = core_attn
+    )
     micro_batch: int = 1
     dtype: str = "bf16"
     profile: str = ""  # calibration profile ("name v3"); empty → published defaults
@@ -66,7 +71,12 @@ class BuilderState:
             data.pop("hf_config")
         if not data["profile"]:
             data.pop("profile")
+        if not data["recompute_modules"]:
+            data.pop("recompute_modules")
         return urlencode({k: _fmt(v) for k, v in data.items()})
+
+    def modules_list(self) -> list[str]:
+        return [m for m in self.recompute_modules.split(",") if m]
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -145,6 +155,15 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
                 setattr(state, name, params[name])
             else:
                 errors[name] = f"one of {', '.join(choices)}"
+    if "recompute_modules" in params:
+        names = [n for n in re.split(r"[\s,]+", params["recompute_modules"].strip().lower()) if n]
+        unknown = [n for n in names if n not in RECOMPUTE_MODULES]
+        if unknown:
+            errors["recompute_modules"] = (
+                f"unknown {', '.join(unknown[:3])}; use {', '.join(RECOMPUTE_MODULES)}"
+            )
+        else:
+            state.recompute_modules = ",".join(dict.fromkeys(names))
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
     state.errors = errors
@@ -191,6 +210,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "zero": state.zero,
             "sequence_parallel": state.sp,
             "recompute": state.recompute,
+            "recompute_modules": state.modules_list() if state.recompute == "selective" else [],
             "micro_batch": state.micro_batch,
             "global_batch": state.global_batch,
             "dtype": state.dtype,
@@ -234,6 +254,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         zero=layout["zero"],
         sp=bool(layout["sequence_parallel"]),
         recompute=layout["recompute"],
+        recompute_modules=",".join(layout.get("recompute_modules") or ()),
         micro_batch=layout["micro_batch"],
         dtype=layout["dtype"],
     )
@@ -286,6 +307,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
             setattr(state, name, int(layout[name]))
     state.sp = bool(layout.get("sequence_parallel", state.sp))
     state.recompute = str(layout.get("recompute", state.recompute))
+    state.recompute_modules = ",".join(str(m) for m in layout.get("recompute_modules") or ())
     state.dtype = str(layout.get("dtype", state.dtype))
     training = scenario.get("training") or {}
     if training.get("seq_len") is not None:

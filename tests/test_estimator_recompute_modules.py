@@ -175,3 +175,12 @@ def test_builder_field_round_trips_and_names_bad_modules(client: Any) -> None:
     assert activations(lean) < activations(plain)
     wrong = client.get(f"/plans/new?{BuilderState(recompute_modules='moe').query()}", headers=hx).text
     assert "need a mixture-of-experts model" in wrong
+
+
+def test_schema_offers_exactly_the_modelled_modules() -> None:
+    from typing import get_args
+
+    from app.schemas.scenario import LayoutIn
+
+    (item,) = get_args(LayoutIn.model_fields["recompute_modules"].annotation)
+    assert set(get_args(item)) == set(RECOMPUTE_MODULES)

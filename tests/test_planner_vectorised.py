@@ -18,6 +18,7 @@ from app.core.planner_eval import RECOMPUTE_CODES, evaluate
 from app.core.step import STEP_COMPONENTS
 
 REL = 1e-9
+MOE_TUNED = NEMO.with_(name="nemo-deepep-a2a-overlap", moe_dispatch_dedup=True, moe_a2a_overlap=True)
 
 CASES = [
     # model, gpu, nodes, gpus/node, fabric, seq, global batch, dtype, flash, framework
@@ -28,6 +29,8 @@ CASES = [
     ("Mixtral-8x7B", "H100-SXM", 8, 8, "ib-ndr-8x400", 4096, 256, "bf16", True, MEGATRON_CORE),
     ("Llama-3.1-8B", "H100-SXM", 1, 4, "ib-ndr-8x400", 2048, 64, "bf16", True, MEGATRON_CORE),
     ("Llama-3.1-8B", "H100-SXM", 2, 8, "roce-8x400", 8192, 32, "bf16", True, TORCHTITAN),
+    # node-deduplicating dispatch (DeepEP) and the EP all-to-all hidden behind the paired micro-batch
+    ("Qwen3-30B-A3B", "H100-SXM", 4, 8, "ib-ndr-8x400", 4096, 256, "bf16", True, MOE_TUNED),
 ]
 
 

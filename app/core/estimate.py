@@ -226,6 +226,20 @@ def estimate(
             "tensor-to-CUDA-core peak ratio (app.core.step.flash_dropout_overhead)",
         ),
         Assumption(
+            "MoE dispatch: one copy per destination node",
+            1 if (fw.moe_dispatch_dedup and model.moe is not None and layout.ep > 1) else 0,
+            "on/off",
+            "DeepEP / HybridEP send a token once per node and fan it out over NVLink (DeepSeek-V3 report "
+            "Sec. 3.2.2); balanced routing over the EP group's nodes (app.core.step.dispatch_dedup_share)",
+        ),
+        Assumption(
+            "EP all-to-all hidden behind the paired micro-batch",
+            1 if (fw.moe_a2a_overlap and model.moe is not None and layout.ep > 1) else 0,
+            "on/off",
+            "Megatron-core --overlap-moe-expert-parallel-comm: each all-to-all beside one attention or expert "
+            "chunk of the other micro-batch (app.core.step.moe_a2a_overlapped)",
+        ),
+        Assumption(
             "model FLOPs per token",
             mf,
             "FLOP",

@@ -88,6 +88,18 @@ class Framework:
     # FSDP1 MixedPrecision(param_dtype) likewise), so its persistent state is 4 + 4 + 8 = 16 B per parameter
     zero3_sharded_16bit_copy: bool = True
     pp_overlap: float = 0.0  # share of pipeline send/recv hidden
+    # Expert-parallel token dispatch. Megatron-core's default MoEAlltoAllTokenDispatcher sends every top-k copy of
+    # a token to its expert's rank with one NCCL all-to-all, so a token whose experts sit on three other nodes
+    # crosses the network up to k times. DeepEP's normal kernels and HybridEP (Megatron-core's "flex" dispatcher,
+    # --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep|hybridep) send each token once per
+    # destination node over RDMA and forward it to the expert GPUs over NVLink (DeepSeek-V3 technical report,
+    # arXiv 2412.19437, Sec. 3.2.2; deepseek-ai/DeepEP README: "asymmetric-domain bandwidth forwarding")
+    moe_dispatch_dedup: bool = False
+    # Megatron-core's --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap, the MoE model zoo's
+    # A2A_OVERLAP=1): the combined 1F1B schedule runs the forward of one micro-batch beside the backward of
+    # another, so each EP all-to-all hides behind the other micro-batch's compute (megatron/core/models/gpt/
+    # fine_grained_callables.py, "EP A2A overlap" in megatron/core/transformer/moe/README.md)
+    moe_a2a_overlap: bool = False
     # Compute slows while a collective runs beside it: NCCL's kernels hold SMs (one CTA per channel) and share HBM
     # bandwidth with the GEMMs. Lee et al. 2025 ("Characterizing Compute-Communication Overlap in GPU-Accelerated
     # Distributed Deep Learning", arXiv 2507.03114) measure an average compute slowdown of 18.9 % (max 40 %) on

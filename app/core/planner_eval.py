@@ -58,10 +58,13 @@ from app.core.step import (
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
     _gemm,
+    dispatch_dedup_share,
     flash_dropout_overhead,
     layer_times,
+    moe_a2a_overlapped,
     overlap_slowdown,
     overlapped,
+    scaleout_domains,
 )
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
@@ -365,6 +368,11 @@ def evaluate(
         value = (1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr)
         return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
 
+    def moe_field(attr: str) -> np.ndarray:
+        """One MoE layer's time `attr` per row ("expert_fwd": its routed and shared experts' forward)."""
+        value = moe_t.ffn_fwd + moe_t.shared_fwd if attr == "expert_fwd" else getattr(moe_t, attr)
+        return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
+
     fwd_layer, bwd_layer, rec_full, attn_fwd = (
         mix("forward"),
         mix("backward"),
@@ -427,7 +435,31 @@ def evaluate(
         ep_node = _placement_per_node(ep, np.where(folded, e_tp, tp * cp), gpn)
         a2a_key = field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64))
         a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, a2a_key)
+        if fw.moe_dispatch_dedup:
+            # node-deduplicating dispatch (app.core.step.stage_times): the larger of the NVLink fan-out inside a
+            # domain and the deduplicated scale-out exchange
+            domains = scaleout_domains(cluster, ep, ep_node)
+            kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
+            multi = domains > 1
+            in_domain = coll(
+                "all_to_all", np.where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, a2a_key
+            )
+            deduped = coll("all_to_all", np.where(multi, kept * a2a_bytes, 0.0), ep, ep_node, a2a_key)
+            a2a = np.where(multi, np.maximum(in_domain, deduped), a2a)
         ep_layer = np.where(ep > 1, moe_share * 2 * (2 + share) * a2a, 0.0)
+        if fw.moe_a2a_overlap:
+            ep_slow = overlap_slowdown(fw, cluster, ep, ep_node)
+            ep_layer = np.where(
+                ep > 1,
+                moe_share
+                * (
+                    2 * share * a2a
+                    + moe_a2a_overlapped(
+                        a2a, moe_field("forward"), moe_field("backward"), moe_field("expert_fwd"), ep_slow
+                    )
+                ),
+                0.0,
+            )
 
     p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes
     pp_node = np.where(tp * cp * dp < gpn, 2, 1)

@@ -345,6 +345,33 @@ def group_placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
     return Placement(ranks=ranks, ranks_per_node=per_node)
 
 
+def scaleout_domains(cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> Any:
+    """Scale-up domains (NVLink islands) a communicator spans: nodes, or NVL72-style racks of several trays.
+    Works on numpy arrays (app.core.planner_eval)."""
+    trays_per_domain = max(1, cluster.domain_gpus // max(1, cluster.gpus_per_node))
+    per_domain = np.maximum(1, np.asarray(ranks_per_node) * trays_per_domain)
+    result = np.maximum(1, -(-np.asarray(ranks) // per_domain))
+    return int(result) if np.ndim(result) == 0 else result
+
+
+def dispatch_dedup_share(experts: int, top_k: int, domains: Any) -> Any:
+    """Scale-out bytes of a node-deduplicating MoE dispatch (DeepEP, HybridEP) over those of a plain all-to-all.
+
+    With the experts spread evenly over N domains and top-k distinct experts drawn uniformly (a balanced router),
+    a domain receives none of a token's copies with probability P0 = C(E − E/N, k) / C(E, k). The token then
+    crosses the network (N − 1)(1 − P0) times instead of k(N − 1)/N times (DeepSeek-V3 technical report,
+    arXiv 2412.19437, Sec. 3.2.2). 1 for a single domain or top-1 routing. Works on numpy arrays.
+    """
+    n = np.maximum(np.asarray(domains, dtype=float), 1.0)
+    others = experts - experts / n
+    p_none = np.ones_like(n)
+    for i in range(max(0, top_k)):
+        p_none = p_none * np.maximum(0.0, (others - i) / max(1.0, experts - i))
+    share = np.minimum(1.0, (1.0 - p_none) * n / max(1, top_k))
+    result = np.where((n <= 1) | (top_k <= 1) | (experts <= 0), 1.0, share)
+    return float(result) if np.ndim(result) == 0 else result
+
+
 def _coll(op: str, size: float, placement: Placement, cluster: ClusterSpec, params: Any) -> float:
     if placement.ranks <= 1 or size <= 0:
         return 0.0
@@ -550,9 +577,31 @@ def stage_times(
         moe_tokens = tokens / tp if layout.sequence_parallel else tokens
         a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
         ep_place = group_placement(ep, tp * cp if layout.etp is None else layout.etp, gpn)
+        a2a = _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
+        domains = scaleout_domains(cluster, ep_place.ranks, ep_place.ranks_per_node)
+        if fw.moe_dispatch_dedup and domains > 1:
+            # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
+            kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
+            in_domain = Placement(-(-ep // domains), ep_place.ranks_per_node)
+            a2a = max(
+                _coll("all_to_all", a2a_bytes, in_domain, cluster, network),
+                _coll("all_to_all", kept * a2a_bytes, ep_place, cluster, network),
+            )
         # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
         again = share + (1.0 if "moe" in layout.selective_modules else 0.0)
-        ep_layer = moe_share * 2 * (2 + again) * _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
+        ep_layer = moe_share * 2 * (2 + again) * a2a
+        if fw.moe_a2a_overlap:
+            # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer:
+            # each of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward
+            # dispatch ‖ expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention
+            # forward, backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
+            ep_slow = overlap_slowdown(fw, cluster, ep_place.ranks, ep_place.ranks_per_node)
+            ep_layer = moe_share * (
+                2 * again * a2a
+                + moe_a2a_overlapped(
+                    a2a, moe_t.forward, moe_t.backward, moe_t.ffn_fwd + moe_t.shared_fwd, ep_slow
+                )
+            )
 
     # pipeline send/recv of the boundary activation (scatter-gather optimisation: 1/tp of it per rank)
     pp_mb = 0.0
@@ -618,6 +667,17 @@ def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Any, ranks_per_
     inter = np.asarray(ranks_per_node) * trays_per_domain < np.asarray(ranks)
     result = np.where(inter, fw.overlap_slowdown * ratio, fw.overlap_slowdown)
     return float(result) if np.ndim(result) == 0 else result
+
+
+def moe_a2a_overlapped(a2a: Any, forward: Any, backward: Any, expert_fwd: Any, slowdown: Any) -> Any:
+    """Critical-path cost of a MoE layer's four all-to-alls (`a2a` seconds each) under Megatron-core's EP A2A
+    overlap: each hides behind one compute chunk of the paired micro-batch, the attention or the expert part of
+    the layer (`forward`, `backward` seconds; `expert_fwd` its routed and shared experts), forward or backward.
+    Works on numpy arrays (app.core.planner_eval)."""
+    attn_fwd = np.maximum(forward - expert_fwd, 0.0)
+    bwd_ratio = backward / np.maximum(forward, 1e-30)
+    windows = (attn_fwd, expert_fwd, attn_fwd * bwd_ratio, expert_fwd * bwd_ratio)
+    return sum(overlapped(a2a, w, slowdown) for w in windows)
 
 
 def overlapped(comm: Any, window: Any, slowdown: Any) -> Any:

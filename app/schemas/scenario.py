@@ -114,3 +114,14 @@ class Scenario(BaseModel):
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
         "torchtitan-fsdp2, torchtitan-fsdp2-compile",
     )
+    moe_dispatcher: Literal["alltoall", "deepep", "hybridep"] = Field(
+        default="alltoall",
+        description="MoE token dispatcher: alltoall (Megatron-core's default NCCL all-to-all: every top-k copy "
+        "of a token crosses the network) or deepep / hybridep (Megatron-core's flex dispatcher: one copy per "
+        "destination node, fanned out over NVLink); MoE models only",
+    )
+    moe_a2a_overlap: bool = Field(
+        default=False,
+        description="hide the expert-parallel all-to-alls behind the paired micro-batch's compute "
+        "(Megatron-core --overlap-moe-expert-parallel-comm); MoE models with ep > 1 only",
+    )

@@ -146,6 +146,21 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
         p.add("framework", f"unknown framework {scenario.framework!r}; choose one of {sorted(FRAMEWORKS)}")
     p.raise_if_any()
     assert model is not None and gpu is not None and framework is not None
+    if scenario.moe_dispatcher != "alltoall" or scenario.moe_a2a_overlap:
+        if model.moe is None:
+            field = "moe_dispatcher" if scenario.moe_dispatcher != "alltoall" else "moe_a2a_overlap"
+            p.add(
+                field, f"{model.name} is a dense model: there are no expert all-to-alls to dispatch or hide"
+            )
+        elif scenario.moe_a2a_overlap and scenario.layout.ep <= 1:
+            p.add(
+                "moe_a2a_overlap",
+                "needs expert parallelism (layout.ep > 1): with ep = 1 there is no all-to-all",
+            )
+        p.raise_if_any()
+        framework = framework.with_(
+            moe_dispatch_dedup=scenario.moe_dispatcher != "alltoall", moe_a2a_overlap=scenario.moe_a2a_overlap
+        )
 
     if c.power_limit_w is not None and c.power_limit_w <= NON_CLOCK_POWER_FRACTION * gpu.full_power_w:
         p.add(

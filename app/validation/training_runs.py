@@ -679,7 +679,21 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
                 logits_bytes_per_element=TORCHTITAN.logits_bytes_per_element,
                 ce_bytes_per_logit=TORCHTITAN.ce_bytes_per_logit,
             )
+    notes = row.get("notes")
+    if _DEDUP_DISPATCHER.search(notes):
+        fw = fw.with_(moe_dispatch_dedup=True)
+    if _A2A_OVERLAP.search(notes):
+        fw = fw.with_(moe_a2a_overlap=True)
     return fw
+
+
+# a node-deduplicating MoE dispatcher named in the notes ("dispatcher DeepEP", "HybridEP", "flex dispatcher with
+# the DeepEP backend"); and the EP all-to-all overlapped with the other micro-batch's compute ("A2A_OVERLAP=1",
+# the MoE model zoo's "+1f1b overlap", Megatron-Bridge's "moe_a2a_overlap=True")
+_DEDUP_DISPATCHER = re.compile(r"\b(?:deepep|hybridep)\b", re.IGNORECASE)
+_A2A_OVERLAP = re.compile(
+    r"a2a_overlap\s*=\s*(?:1|true)\b|\b1f1b overlap\b|overlap-moe-expert-parallel-comm", re.IGNORECASE
+)
 
 
 def source_year_month(source: str) -> tuple[int, int] | None:

@@ -166,10 +166,30 @@ def test_api_rejects_dispatcher_on_a_dense_model(client: TestClient) -> None:
     assert "moe_dispatcher" in r.text and "dense" in r.text
     r = client.post("/api/v1/estimate", json=_scenario(moe_dispatcher="nccl"))
     assert r.status_code == 422 and "moe_dispatcher" in r.text
-    no_ep = _scenario(moe_a2a_overlap=True)
-    no_ep["layout"] = {**no_ep["layout"], "ep": 1, "etp": None}
-    r = client.post("/api/v1/estimate", json=no_ep)
+    body["moe_dispatcher"] = "alltoall"
+    body["moe_a2a_overlap"] = True
+    r = client.post("/api/v1/estimate", json=body)
     assert r.status_code == 422 and "moe_a2a_overlap" in r.text
+
+
+def test_planner_searches_with_the_dispatcher(client: TestClient) -> None:
+    body = {
+        "model": "Qwen3-30B-A3B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 4, "gpus_per_node": 8, "fabric": "ib-ndr-8x400"},
+        "training": {"seq_len": 4096},
+        "global_batch": 256,
+        "top": 3,
+    }
+    plain = client.post("/api/v1/plan", json=body)
+    tuned = client.post("/api/v1/plan", json={**body, "moe_dispatcher": "deepep", "moe_a2a_overlap": True})
+    assert plain.status_code == 200 and tuned.status_code == 200, tuned.text
+    dense = client.post("/api/v1/plan", json={**body, "model": "Llama-3-8B", "moe_dispatcher": "deepep"})
+    assert dense.status_code == 422 and "moe_dispatcher" in dense.text
+
+    def best(r) -> float:
+        return float(r.json()["best"]["step_time_s"])
+
+    assert best(tuned) <= best(plain)
 
 
 def test_placement_helper_matches_network_nodes() -> None:

@@ -94,6 +94,9 @@ class TrainingIn(BaseModel):
     )
 
 
+MoeDispatcher = Literal["alltoall", "deepep", "hybridep"]
+
+
 class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -114,7 +117,7 @@ class Scenario(BaseModel):
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
         "torchtitan-fsdp2, torchtitan-fsdp2-compile",
     )
-    moe_dispatcher: Literal["alltoall", "deepep", "hybridep"] = Field(
+    moe_dispatcher: MoeDispatcher = Field(
         default="alltoall",
         description="MoE token dispatcher: alltoall (Megatron-core's default NCCL all-to-all: every top-k copy "
         "of a token crosses the network) or deepep / hybridep (Megatron-core's flex dispatcher: one copy per "
@@ -123,5 +126,5 @@ class Scenario(BaseModel):
     moe_a2a_overlap: bool = Field(
         default=False,
         description="hide the expert-parallel all-to-alls behind the paired micro-batch's compute "
-        "(Megatron-core --overlap-moe-expert-parallel-comm); MoE models with ep > 1 only",
+        "(Megatron-core --overlap-moe-expert-parallel-comm); MoE models only, no effect at ep = 1",
     )

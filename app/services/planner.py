@@ -15,7 +15,7 @@ from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
 from app.core.units import GiB
-from app.schemas.scenario import ClusterIn, LayoutIn, Scenario, TrainingIn
+from app.schemas.scenario import ClusterIn, LayoutIn, MoeDispatcher, Scenario, TrainingIn
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
 
@@ -91,6 +91,12 @@ class PlanRequest(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True
     framework: str = "megatron-core"
+    moe_dispatcher: MoeDispatcher = Field(
+        default="alltoall", description="MoE token dispatcher (see the scenario schema); MoE models only"
+    )
+    moe_a2a_overlap: bool = Field(
+        default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
+    )
     profile: str | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
     )
@@ -119,6 +125,12 @@ class SizesRequest(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True
     framework: str = "megatron-core"
+    moe_dispatcher: MoeDispatcher = Field(
+        default="alltoall", description="MoE token dispatcher (see the scenario schema); MoE models only"
+    )
+    moe_a2a_overlap: bool = Field(
+        default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
+    )
     profile: str | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
     )
@@ -213,6 +225,7 @@ def _resolve(
     global_batch_tokens: int | None,
     session: Session | None,
     profile: str | None = None,
+    moe: tuple[MoeDispatcher, bool] = ("alltoall", False),
 ) -> tuple[ResolvedScenario, int]:
     p = ProblemCollector()
     p.check(
@@ -237,6 +250,8 @@ def _resolve(
         training=training,
         framework=framework,
         profile=profile,
+        moe_dispatcher=moe[0],
+        moe_a2a_overlap=moe[1],
     )
     return resolve_scenario(scenario, session), seqs
 
@@ -283,6 +298,7 @@ def run_plan(
         req.global_batch_tokens,
         session,
         profile=req.profile,
+        moe=(req.moe_dispatcher, req.moe_a2a_overlap),
     )
     price, price_source = (
         (req.usd_per_gpu_hour, "request")
@@ -337,6 +353,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         req.global_batch_tokens,
         session,
         profile=req.profile,
+        moe=(req.moe_dispatcher, req.moe_a2a_overlap),
     )
     if not resolved.tokens:
         raise SpecError([Problem("training.tokens", "the size sweep needs the training tokens")])

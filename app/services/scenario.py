@@ -152,14 +152,14 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
             p.add(
                 field, f"{model.name} is a dense model: there are no expert all-to-alls to dispatch or hide"
             )
-        elif scenario.moe_a2a_overlap and scenario.layout.ep <= 1:
-            p.add(
-                "moe_a2a_overlap",
-                "needs expert parallelism (layout.ep > 1): with ep = 1 there is no all-to-all",
-            )
         p.raise_if_any()
+        suffix = (f"+{scenario.moe_dispatcher}" if scenario.moe_dispatcher != "alltoall" else "") + (
+            "+a2a-overlap" if scenario.moe_a2a_overlap else ""
+        )
         framework = framework.with_(
-            moe_dispatch_dedup=scenario.moe_dispatcher != "alltoall", moe_a2a_overlap=scenario.moe_a2a_overlap
+            name=f"{framework.name}{suffix}",
+            moe_dispatch_dedup=scenario.moe_dispatcher != "alltoall",
+            moe_a2a_overlap=scenario.moe_a2a_overlap,
         )
 
     if c.power_limit_w is not None and c.power_limit_w <= NON_CLOCK_POWER_FRACTION * gpu.full_power_w:

@@ -196,3 +196,19 @@ def test_placement_helper_matches_network_nodes() -> None:
     # a node-sized placement is one scale-out domain on an 8-GPU HGX node
     h100 = _qwen_cluster()
     assert scaleout_domains(h100, Placement(16, 8).ranks, 8) == Placement(16, 8).nodes
+
+
+def test_cli_estimate_runs_the_deepep_example(tmp_path) -> None:
+    import json
+    from pathlib import Path
+
+    from tests.test_estimator_cli import clusterplan
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
+    run = clusterplan("estimate", str(example), "--json", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["framework"] == "megatron-core+deepep+a2a-overlap"
+    flags = {a["name"]: a["value"] for a in doc["assumptions"]}
+    assert flags["MoE dispatch: one copy per destination node"] == 1
+    assert flags["EP all-to-all hidden behind the paired micro-batch"] == 1

@@ -43,6 +43,7 @@ test: lint typecheck pytest
 # Speed and overhead benchmarks: each prints its figures and ratios against a baseline measured in the same run.
 bench: install-test
 	$(BIN)/python benchmarks/bench_planner.py
+	$(BIN)/python benchmarks/bench_moe_dispatch.py
 	$(BIN)/python benchmarks/bench_ui_latency.py
 	$(BIN)/python benchmarks/bench_runner_overhead.py
 

@@ -663,8 +663,7 @@ def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Any, ranks_per_
     nic_per_gpu = fabric.nic_bandwidth_bytes_per_s * fabric.nics_per_node / max(1, cluster.gpus_per_node)
     ratio = min(1.0, nic_per_gpu / cluster.scaleup_bw) if cluster.scaleup_bw > 0 else 1.0
     # NVL72-style domains span several nodes (trays): a group inside one domain stays on NVLink
-    trays_per_domain = max(1, cluster.domain_gpus // max(1, cluster.gpus_per_node))
-    inter = np.asarray(ranks_per_node) * trays_per_domain < np.asarray(ranks)
+    inter = np.asarray(scaleout_domains(cluster, ranks, ranks_per_node)) > 1
     result = np.where(inter, fw.overlap_slowdown * ratio, fw.overlap_slowdown)
     return float(result) if np.ndim(result) == 0 else result
 

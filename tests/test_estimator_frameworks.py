@@ -270,3 +270,66 @@ def test_fsdp_shards_only_the_fp32_parameter_under_zero3() -> None:
     # below ZeRO-3 FSDP's presets keep their 16-bit working weights whole, like everyone else
     assert bytes_per_param(1, 8, TORCHTITAN) == pytest.approx(2 + 4 + 12 / 8)
     assert bytes_per_param(1, 8, MEGATRON_CORE) == pytest.approx(2 + 4 + 12 / 8)
+
+
+def test_transformer_engine_fp8_keeps_one_byte_gemm_inputs_for_backward() -> None:
+    # Llama-3-8B layer, tp 1, flash attention, no recompute: under FP8 the QKV input, the FFN input and the second
+    # FFN GEMM's input drop from 2 B to 1 B per element, and the output projection adds a 1-B copy of the attention
+    # output beside the 16-bit one the fused attention keeps: bf16 − fp8 = h + h + ffn − q_width per token
+    from app.core.memory import layer_activation_bytes
+    from app.core.model import layer_shape
+
+    shape = layer_shape(find_model("Llama-3-8B"))
+    tokens = 8192
+
+    def act(fw: object) -> float:
+        return float(layer_activation_bytes(shape, tokens, 8192, 1, False, "none", True, False, fw))  # type: ignore[arg-type]
+
+    saved = act(MEGATRON_CORE.for_dtype("bf16")) - act(MEGATRON_CORE.for_dtype("fp8"))
+    h, ffn, q = shape.hidden, shape.ffn_out_width, shape.q_width
+    assert saved == pytest.approx((h + h + ffn - q) * tokens)
+    assert saved == pytest.approx((4096 + 14336) * tokens)
+    # torchao's Float8Linear keeps the bf16 inputs and re-casts them in backward: no saving
+    assert act(TORCHTITAN.for_dtype("fp8")) == pytest.approx(act(TORCHTITAN.for_dtype("bf16")))
+    # the unfused attention path has no second copy of the attention output
+    unfused_saved = float(
+        layer_activation_bytes(shape, tokens, 8192, 1, False, "none", False, False, MEGATRON_CORE)
+    ) - float(
+        layer_activation_bytes(
+            shape, tokens, 8192, 1, False, "none", False, False, MEGATRON_CORE.for_dtype("fp8")
+        )
+    )
+    assert unfused_saved == pytest.approx((h + h + ffn + q) * tokens)
+
+
+def test_fp8_moe_layer_keeps_one_byte_expert_gemm_inputs() -> None:
+    from app.core.memory import layer_activation_bytes
+    from app.core.model import layer_shape
+
+    shape = layer_shape(find_model("Qwen3-30B-A3B"))
+    tokens = 4096
+    bf16 = float(layer_activation_bytes(shape, tokens, 4096, 1, False, "none", True, True, MEGATRON_CORE))
+    fp8 = float(
+        layer_activation_bytes(
+            shape, tokens, 4096, 1, False, "none", True, True, MEGATRON_CORE.for_dtype("fp8")
+        )
+    )
+    k = shape.experts_per_token
+    h, q = shape.hidden, shape.q_width
+    # QKV input, k permuted expert inputs and k expert FC2 inputs at 1 B; one extra 1-B attention-output copy
+    expected = h + k * h + k * shape.expert_out_width + shape.shared_out_width - q
+    assert bf16 - fp8 == pytest.approx(expected * tokens)
+
+
+def test_fp8_estimate_needs_less_activation_memory_than_bf16_only_under_transformer_engine() -> None:
+    model = find_model("Llama-3-70B")
+    cluster = _cluster(nodes=8)
+    base = dict(tp=4, pp=4, dp=4, micro_batch=1, global_batch=64, sequence_parallel=True)
+    for fw, smaller in ((MEGATRON_CORE, True), (TORCHTITAN, False)):
+        acts = {
+            dtype: estimate(
+                model, cluster, Layout(**base, dtype=dtype), 8192, options=EstimateOptions(framework=fw)
+            ).memory.most_loaded.breakdown["activations"]
+            for dtype in ("bf16", "fp8")
+        }
+        assert (acts["fp8"] < 0.95 * acts["bf16"]) is smaller, fw.name

@@ -129,6 +129,16 @@ class Framework:
     # unsharded fp32 gradient-accumulation buffer, and no separate fp32 partition gradient
     # (DeepSpeed runtime/bf16_optimizer.py, fp32_groups_gradients; Megatron-DeepSpeed --bf16)
     bf16_optimizer: bool = False
+    # Bytes per element of the GEMM inputs a layer keeps for its weight-gradient GEMM. 16-bit runs keep the 16-bit
+    # tensor (2). Under FP8, Transformer Engine keeps only the quantized copy it cast for the forward GEMM, in its
+    # column-wise (transposed) layout: "Prepare input tensor for backward pass ... update_usage(rowwise_usage=False,
+    # columnwise_usage=True)" before save_for_backward (transformer_engine/pytorch/ops/basic/basic_linear.py,
+    # grouped_linear.py; module/linear.py, layernorm_linear.py save the FP8 ln_out): 1 B per element (MXFP8 adds one
+    # E8M0 scale per 32 elements, 3 %). torchao's Float8Linear (torchtitan) saves the high-precision input and
+    # re-casts it in backward (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args.forward:
+    # ctx.save_for_backward(input_hp, weight_hp_t)): 2. `for_dtype("fp8")` applies it as `gemm_input_bytes`
+    fp8_saved_input_bytes: float = 1.0
+    gemm_input_bytes: float = 2.0
 
     @property
     def fragmentation_fraction(self) -> float:
@@ -147,6 +157,8 @@ class Framework:
         if self.bf16_optimizer and dtype == "bf16":
             # fp32 accumulation buffer (4 B/param, not sharded); the optimizer keeps fp32 master + Adam moments
             return replace(self, extra_unsharded_bytes=4.0, optimizer_bytes=8.0, bf16_optimizer=False)
+        if dtype == "fp8" and self.gemm_input_bytes != self.fp8_saved_input_bytes:
+            return replace(self, gemm_input_bytes=self.fp8_saved_input_bytes)
         return self
 
 
@@ -262,6 +274,8 @@ TORCHTITAN = MEGATRON_CORE.with_(
     tp_async_backward=False,
     # fully_shard keeps only the fp32 parameter shard; bf16 copies exist while a unit is gathered
     zero3_sharded_16bit_copy=False,
+    # torchao Float8Linear keeps the bf16 GEMM inputs for backward (see Framework.fp8_saved_input_bytes)
+    fp8_saved_input_bytes=2.0,
 )
 
 # torchtitan with torch.compile (training.compile = true), as of 2025: each transformer block is compiled, which

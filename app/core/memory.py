@@ -33,7 +33,9 @@ from app.core.framework import MEGATRON_CORE, Framework
 from app.core.layout import Layout
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
 
-ACT_BYTES = 2.0  # 16-bit activations (also under FP8 training: TE keeps bf16 activations between layers)
+# 16-bit activations (also under FP8 training, where Transformer Engine keeps bf16 tensors between layers and only
+# the GEMM inputs saved for the weight gradient drop to 1 B: Framework.gemm_input_bytes)
+ACT_BYTES = 2.0
 MASK_BYTES = 1.0  # dropout masks are stored as bytes (Korthikanti et al. 2022 Sec. 4.1)
 LSE_BYTES = 4.0  # flash attention saves one fp32 log-sum-exp per query and head (Dao 2022, arXiv 2205.14135)
 DEFAULT_SAFETY_FRACTION = 0.05  # headroom kept free of HBM for allocator spikes; shown in every result
@@ -179,24 +181,31 @@ def layer_activation_bytes(
     # in a dense layer, the FFN input; a MoE layer keeps its permuted expert inputs), mlp a dense layer's FFN input
     # and intermediates, moe a MoE layer's expert inputs, intermediates and router logits, moe_act the experts'
     # activation outputs, shared_experts the shared experts' intermediates
-    ffn_input = ACT_BYTES * h * (shape.experts_per_token if moe else 1)
+    # GEMM inputs kept for the weight gradient: 2 B, or the FP8 copy under Transformer Engine (1 B)
+    gemm_b = fw.gemm_input_bytes
+    ffn_input = gemm_b * h * (shape.experts_per_token if moe else 1)
     whole_ffn = ("moe" if moe else "mlp") in mods
-    qkv_input = 0.0 if "layernorm" in mods else ACT_BYTES * h
+    qkv_input = 0.0 if "layernorm" in mods else gemm_b * h
     if whole_ffn or ("layernorm" in mods and not moe):
         ffn_input = 0.0
     replicated = ACT_BYTES * h * 2 + qkv_input + ffn_input + masks
-    # TP-sharded: Q, K, V, attention output (input of the output projection), FFN intermediates
+    # TP-sharded: Q, K, V, attention output (input of the output projection), FFN intermediates (the activation
+    # function's input, 16 bit, and its output, the input of the second FFN GEMM)
     attn = ACT_BYTES * (2 * shape.q_width + 2 * shape.kv_width)
+    if gemm_b != ACT_BYTES:
+        # the output projection keeps its own FP8 copy of the attention output; a fused attention kernel still
+        # keeps the 16-bit output for its backward (O enters dO·O), the unfused path does not
+        attn += gemm_b * shape.q_width if flash else (gemm_b - ACT_BYTES) * shape.q_width
     if moe:
         ffn = 0.0
         if not whole_ffn:
-            expert_out = 0.0 if "moe_act" in mods else shape.expert_out_width
-            ffn = ACT_BYTES * shape.experts_per_token * (shape.expert_in_width + expert_out)
+            expert_out = 0.0 if "moe_act" in mods else gemm_b * shape.expert_out_width
+            ffn = shape.experts_per_token * (ACT_BYTES * shape.expert_in_width + expert_out)
             ffn += 4.0 * shape.num_experts  # fp32 router logits
         if not whole_ffn and "shared_experts" not in mods:
-            ffn += ACT_BYTES * (shape.shared_in_width + shape.shared_out_width)
+            ffn += ACT_BYTES * shape.shared_in_width + gemm_b * shape.shared_out_width
     else:
-        ffn = 0.0 if whole_ffn else ACT_BYTES * (shape.ffn_in_width + shape.ffn_out_width)
+        ffn = 0.0 if whole_ffn else ACT_BYTES * shape.ffn_in_width + gemm_b * shape.ffn_out_width
     sharded = (attn + ffn) / tp
     if flash:
         scores = LSE_BYTES * shape.heads / tp

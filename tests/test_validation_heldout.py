@@ -345,3 +345,46 @@ def test_compiled_loss_holds_a_third_of_the_eager_logits_memory() -> None:
     assert len(memory) == 2
     for result in memory:
         assert result.error_pct is not None and abs(result.error_pct) < 10.0, result
+
+
+def test_llm_foundry_rows_get_its_fused_cross_entropy_and_other_fsdp_rows_do_not() -> None:
+    from app.validation.training_runs import row_framework, rule_for_row
+
+    def framework(source: str, notes: str = "") -> str:
+        row = _row(source=source, notes=notes, kv_heads="4", zero_stage="3")
+        rule = rule_for_row(row)
+        layout, _ = row_layout(row, row_model(row, rule), rule, 16)
+        return row_framework(row, rule, layout).name
+
+    assert (
+        framework(
+            "mosaicml/llm-foundry scripts/train/benchmarking/README.md", "Composer/PyTorch FSDP (FULL_SHARD)"
+        )
+        == "llm-foundry"
+    )
+    assert framework("A cluster report", "PyTorch FSDP FULL_SHARD") == "torchtitan-fsdp2"
+
+
+def test_llm_foundry_fused_cross_entropy_holds_four_bytes_per_logit() -> None:
+    from app.catalog import find_gpu, find_model
+    from app.catalog.fabrics import find_fabric
+    from app.core.estimate import EstimateOptions, estimate
+    from app.core.framework import LLM_FOUNDRY, TORCHTITAN
+    from app.core.hardware import ClusterSpec
+    from app.core.layout import Layout
+    from app.core.model import padded_vocab_size
+
+    model = find_model("Llama-3.1-8B")
+    cluster = ClusterSpec(
+        gpu=find_gpu("H100-SXM"), num_nodes=1, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
+    )
+    layout = Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, global_batch=8, recompute="full")
+    logits = {
+        fw.name: estimate(
+            model, cluster, layout, 8192, options=EstimateOptions(framework=fw)
+        ).memory.most_loaded.breakdown["logits"]
+        for fw in (LLM_FOUNDRY, TORCHTITAN)
+    }
+    per_logit = 8192 * padded_vocab_size(model.vocab_size, 1)
+    assert logits["llm-foundry"] == pytest.approx(4.0 * per_logit)
+    assert logits["torchtitan-fsdp2"] == pytest.approx(12.0 * per_logit)

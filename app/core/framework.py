@@ -295,7 +295,28 @@ TORCHTITAN_COMPILE = TORCHTITAN.with_(
     ce_bytes_per_logit=8.0,
 )
 
+# MosaicML llm-foundry (Composer, PyTorch FSDP FULL_SHARD): eager PyTorch blocks like torchtitan's, but the loss is
+# FlashAttention's fused cross-entropy: llmfoundry/models/mpt/modeling_mpt.py takes
+# om_model_config.get('loss_fn', 'fused_crossentropy') → flash_attn.losses.cross_entropy.CrossEntropyLoss, a
+# kernel that reads the 16-bit logits, keeps one log-sum-exp per row and writes the 16-bit gradient: at the peak
+# the logits and their gradient, 4 B per logit (no fp32 copy), and 8 B of traffic per logit (forward read, backward
+# read + write, with the max and sum done in one pass over blocks)
+LLM_FOUNDRY = TORCHTITAN.with_(
+    name="llm-foundry",
+    logits_bytes_per_element=4.0,
+    ce_bytes_per_logit=8.0,
+)
+
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
-    for f in (MEGATRON_CORE, NEMO, MEGATRON_2021, MEGATRON_2022, DEEPSPEED, TORCHTITAN, TORCHTITAN_COMPILE)
+    for f in (
+        MEGATRON_CORE,
+        NEMO,
+        MEGATRON_2021,
+        MEGATRON_2022,
+        DEEPSPEED,
+        TORCHTITAN,
+        TORCHTITAN_COMPILE,
+        LLM_FOUNDRY,
+    )
 }

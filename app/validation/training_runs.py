@@ -34,6 +34,7 @@ from app.core.errors import SpecError
 from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.framework import (
     DEEPSPEED,
+    LLM_FOUNDRY,
     MEGATRON_2021,
     MEGATRON_2022,
     MEGATRON_CORE,
@@ -202,7 +203,8 @@ def rule_for(source: str) -> SourceRule:
 # Frameworks named in a source or its notes, most specific first (row text, case-insensitive)
 FRAMEWORK_KEYWORDS: tuple[tuple[tuple[str, ...], Framework, str], ...] = (
     (("deepspeed",), DEEPSPEED, "DeepSpeed named in the row"),
-    (("fsdp", "torchtitan", "llm-foundry", "composer"), TORCHTITAN, "PyTorch FSDP named in the row"),
+    (("llm-foundry", "composer"), LLM_FOUNDRY, "llm-foundry / Composer named in the row"),
+    (("fsdp", "torchtitan"), TORCHTITAN, "PyTorch FSDP named in the row"),
     (("nemo", "megatron-bridge"), NEMO, "NeMo / Megatron-Bridge named in the row"),
 )
 

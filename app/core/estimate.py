@@ -226,6 +226,21 @@ def estimate(
             "tensor-to-CUDA-core peak ratio (app.core.step.flash_dropout_overhead)",
         ),
         Assumption(
+            "saved GEMM inputs",
+            fw.gemm_input_bytes,
+            "B per element",
+            "16-bit; Transformer Engine keeps FP8 runs' 1-byte quantized copies, torchao the 16-bit inputs "
+            "(Framework.fp8_saved_input_bytes)",
+        ),
+        Assumption(
+            "activation offloading",
+            layout.offload_layers,
+            "layers",
+            f"saved activations of these layers copied to host memory and back over a "
+            f"{cluster.gpu.host_link_bytes_per_s / 1e9:g} GB/s link, double-buffered behind the next layer's "
+            "compute (Megatron-core --cpu-offloading-num-layers, Transformer Engine cpu_offload.py)",
+        ),
+        Assumption(
             "MoE dispatch: one copy per destination node",
             1 if (fw.moe_dispatch_dedup and model.moe is not None and layout.ep > 1) else 0,
             "on/off",

@@ -47,6 +47,9 @@ class GPUSpec:
     # power at which the die's peak figures hold; 0 → tdp_w. A part sold with a lower limit than its die's
     # design (H100 96GB at 500 W) lists the die's design power here and its own limit in tdp_w
     design_power_w: float = 0.0
+    # GPU ↔ host memory link, per GPU and direction (activation offloading): PCIe Gen5 x16 (64 GB/s) unless the
+    # catalog entry says otherwise (PCIe Gen4, Gen6, NVLink-C2C)
+    host_link_bytes_per_s: float = 64e9
 
     @property
     def full_power_w(self) -> float:

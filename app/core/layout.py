@@ -45,6 +45,9 @@ class Layout:
       empty = its default, core_attn.
     - global_batch and micro_batch are in sequences.
     - dtype is the compute dtype; fp8 keeps bf16 weights and fp32 master weights and optimizer states.
+    - offload_layers: transformer layers whose saved activations go to host memory during the forward pass and
+      come back for the backward (Megatron-core `--cpu-offloading-num-layers`, Transformer Engine's
+      `get_cpu_offload_context`, double-buffered); 0 = none.
     """
 
     tp: int = 1
@@ -64,6 +67,7 @@ class Layout:
     dtype: TrainDtype = "bf16"
     flash_attention: bool = True
     optimizer: Optimizer = "adamw"
+    offload_layers: int = 0
 
     @property
     def model_parallel(self) -> int:
@@ -245,6 +249,22 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         if model.moe is None:
             moe_only = [m for m in layout.recompute_modules if m in ("moe", "moe_act", "shared_experts")]
             p.check(not moe_only, "layout.recompute_modules", f"{moe_only} need a mixture-of-experts model")
+    if layout.offload_layers:
+        # megatron/core/transformer/transformer_config.py __post_init__: cpu_offloading_num_layers must lie in
+        # [0, num_layers); "Currently there is no support for Pipeline parallelism with CPU offloading"; "CPU
+        # offloading does not work when activation recomputation is enabled"
+        p.check(
+            isinstance(layout.offload_layers, int) and 0 <= layout.offload_layers < model.num_layers,
+            "layout.offload_layers",
+            f"must be an integer between 0 and the model's layers − 1 ({model.num_layers - 1}), "
+            f"got {layout.offload_layers!r}",
+        )
+        p.check(layout.pp == 1, "layout.offload_layers", "activation offloading needs pp = 1 (Megatron-core)")
+        p.check(
+            layout.recompute == "none",
+            "layout.offload_layers",
+            "activation offloading does not combine with recompute (Megatron-core)",
+        )
     if layout.recompute_layers is not None:
         per_stage = model.num_layers // max(1, chunks) * layout.vp
         p.check(

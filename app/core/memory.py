@@ -384,6 +384,13 @@ def stage_memory(
     sp_div = tp if sp else 1
     h = model.hidden_size
     activations = per_layer * inflight
+    offloaded = layout.offload_layers
+    if offloaded:
+        # activation offloading (pp = 1): at the end of the forward pass HBM holds the layers not offloaded and the
+        # one whose copy to the host is still running; the backward reloads one layer ahead into the memory the
+        # layers after it have freed (Transformer Engine cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler)
+        resident = min(layers_per_gpu, layers_per_gpu - offloaded + 1)
+        activations = activations * resident / layers_per_gpu
     if first and shape.hidden_dropout:
         activations += MASK_BYTES * h * tokens / sp_div * inflight / layers_per_gpu  # embedding dropout mask
     logits = 0.0

@@ -549,6 +549,8 @@ def evaluate(
         "cp_comm": m * b_cp,
         "ep_comm": m * b_ep,
         "pp_comm": m * b_pp,
+        # the planner searches no activation offloading (Layout.offload_layers = 0)
+        "offload": np.zeros(n),
         "pipeline_bubble": bubble,
         "dp_comm": dp_comm,
         "zero3_comm": zero3,

@@ -41,7 +41,12 @@ from app.core.efficiency import GemmEfficiency
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout
-from app.core.memory import ACT_BYTES, embedding_params_per_gpu, transformer_params_per_gpu
+from app.core.memory import (
+    ACT_BYTES,
+    embedding_params_per_gpu,
+    layer_activation_bytes,
+    transformer_params_per_gpu,
+)
 from app.core.model import (
     LayerShape,
     ModelSpec,
@@ -97,6 +102,7 @@ STEP_COMPONENTS = (
     "cp_comm",
     "ep_comm",
     "pp_comm",
+    "offload",
     "pipeline_bubble",
     "dp_comm",
     "zero3_comm",
@@ -397,6 +403,7 @@ class StageTime:
     cp_comm: float
     ep_comm: float
     pp_comm: float
+    offload: float = 0.0  # exposed host-link copies of offloaded activations
 
     @property
     def total(self) -> float:
@@ -408,6 +415,7 @@ class StageTime:
             + self.cp_comm
             + self.ep_comm
             + self.pp_comm
+            + self.offload
         )
 
 
@@ -625,6 +633,34 @@ def stage_times(
     if per_layer_out is not None:
         per_layer_out.update(per_layer)
 
+    # activation offloading (Layout.offload_layers, pp = 1): each offloaded layer's saved activations go to the host
+    # while the next layer runs forward and come back while the layer after it runs backward, on the copy engines
+    # (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered); only the part of a copy
+    # longer than the compute beside it is exposed
+    offload_mb = 0.0
+    if layout.offload_layers:
+
+        def saved(moe: bool) -> float:
+            return float(
+                layer_activation_bytes(
+                    shape,
+                    tokens,
+                    seq_len,
+                    tp,
+                    layout.sequence_parallel,
+                    "none",
+                    layout.flash_attention,
+                    moe,
+                    fw,
+                )
+            )
+
+        act = (1 - moe_share) * saved(False) + (moe_share * saved(True) if n_moe else 0.0)
+        copy = act / cluster.gpu.host_link_bytes_per_s
+        offload_mb = layout.offload_layers * (
+            overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
+        )
+
     vocab = padded_vocab_size(model.vocab_size, tp)
     # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain
     # ColumnParallelLinear, not a Transformer Engine FP8 module, and torchtitan's Float8 conversion skips "output"
@@ -646,6 +682,7 @@ def stage_times(
                 cp_comm=layers_per_gpu * cp_layer,
                 ep_comm=layers_per_gpu * ep_layer,
                 pp_comm=pp_mb if pp > 1 else 0.0,
+                offload=offload_mb,
             )
         )
     return out
@@ -787,6 +824,7 @@ def step_estimate(
         "cp_comm": m * b.cp_comm,
         "ep_comm": m * b.ep_comm,
         "pp_comm": m * b.pp_comm,
+        "offload": m * b.offload,
         "pipeline_bubble": bubble,
         "dp_comm": dp_comm,
         "zero3_comm": zero3,

@@ -83,6 +83,13 @@ class LayoutIn(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True
     optimizer: Literal["adamw", "adam"] = "adamw"
+    offload_layers: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="layers whose saved activations are offloaded to host memory during the forward pass "
+        "(Megatron-core --cpu-offloading-num-layers; needs pp = 1 and recompute = 'none'); 0 = none",
+    )
 
 
 class TrainingIn(BaseModel):

@@ -598,6 +598,12 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         if etp is None and ep > 1 and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
             etp = 1
             defaults.append("etp=1 (ep does not divide dp·cp: MoE parallel folding)")
+    # activation offloading the notes state (Megatron-Bridge recipes' cpu_offloading_num_layers=N, Megatron-core's
+    # --cpu-offloading-num-layers N); Megatron-core allows it only with pp = 1 and without recompute
+    offload = _note_int(row.get("notes"), r"cpu[-_]offloading[-_]num[-_]layers\s*[=:]?\s*(\d+)") or 0
+    if offload and (pp > 1 or recompute != "none"):
+        defaults.append(f"cpu offloading of {offload} layers ignored: it needs pp = 1 and no recompute")
+        offload = 0
     sp_text = row.get("sequence_parallel").lower()
     if sp_text:
         sp = sp_text.startswith("y") or sp_text in ("1", "true")
@@ -623,6 +629,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         global_batch=gbs,
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=rule.flash_attention,
+        offload_layers=offload,
     )
     return layout, defaults
 

@@ -1,0 +1,168 @@
+"""Activation offloading to host memory (Megatron-core --cpu-offloading-num-layers) and FP8 saved inputs."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app import catalog
+from app.catalog.fabrics import find_fabric
+from app.core.errors import SpecError
+from app.core.estimate import EstimateOptions, estimate
+from app.core.framework import NEMO
+from app.core.hardware import ClusterSpec, scaleup_domain_for
+from app.core.layout import Layout, check_layout
+from app.core.memory import layer_activation_bytes
+from app.core.model import layer_shape
+from app.core.step import overlapped
+from app.validation.training_runs import Row, row_layout, row_model, rule_for_row
+
+GiB = 2**30
+
+
+def _cluster(gpu: str, gpus: int, per_node: int) -> ClusterSpec:
+    spec = catalog.find_gpu(gpu)
+    return ClusterSpec(
+        gpu=spec,
+        num_nodes=gpus // per_node,
+        gpus_per_node=per_node,
+        scaleup_kind=spec.scaleup_kind,
+        scaleup_domain_gpus=scaleup_domain_for(spec.scaleup_kind, gpus),
+        fabric=find_fabric("ib-ndr-8x400"),
+    )
+
+
+def _llama70b(offload: int, gpu: str = "GB200", dtype: str = "fp8") -> tuple:
+    model = catalog.find_model("Llama-3-70B")
+    layout = Layout(
+        tp=1, pp=1, dp=64, zero=3, micro_batch=2, global_batch=128, dtype=dtype, offload_layers=offload
+    )  # type: ignore[arg-type]
+    cluster = _cluster(gpu, 64, 4 if gpu.startswith("GB") else 8)
+    return (
+        model,
+        cluster,
+        layout,
+        estimate(model, cluster, layout, 8192, options=EstimateOptions(framework=NEMO)),
+    )
+
+
+def test_offloaded_layers_leave_hbm_except_the_one_in_flight() -> None:
+    model, _, _, base = _llama70b(0)
+    *_, off = _llama70b(40)
+    fw = NEMO.for_dtype("fp8")
+    per_layer = layer_activation_bytes(layer_shape(model), 2 * 8192, 8192, 1, False, "none", True, False, fw)
+    # 80 layers resident without offloading, 80 − 40 + 1 with it
+    act_base = base.memory.most_loaded.breakdown["activations"]
+    act_off = off.memory.most_loaded.breakdown["activations"]
+    assert act_base - act_off == pytest.approx(39 * per_layer, rel=1e-9)
+    assert off.memory.most_loaded.total_bytes < base.memory.most_loaded.total_bytes - 100 * GiB
+
+
+def test_offload_copies_hide_behind_compute_and_expose_only_the_excess() -> None:
+    model, cluster, layout, est = _llama70b(40)
+    fw = NEMO.for_dtype("fp8")
+    per_layer = float(
+        layer_activation_bytes(layer_shape(model), 2 * 8192, 8192, 1, False, "none", True, False, fw)
+    )
+    copy = per_layer / cluster.gpu.host_link_bytes_per_s
+    stage = est.step.stages[0]
+    fwd, bwd = (
+        stage.forward_compute / 80,
+        stage.backward_compute / 80,
+    )  # logits are on the last stage too: bound
+    expected_max = 40 * (overlapped(copy, 0.9 * fwd, 0.0) + overlapped(copy, 0.9 * bwd, 0.0))
+    assert 0 < stage.offload <= expected_max
+    assert est.step.breakdown["offload"] == pytest.approx(stage.offload * layout.num_microbatches)
+    assert sum(est.step.breakdown.values()) == pytest.approx(est.step.total_s)
+    # the same offload over PCIe Gen5 (64 GB/s) instead of NVLink-C2C (225 GB/s) exposes more
+    *_, pcie = _llama70b(40, gpu="B200")
+    assert pcie.step.breakdown["offload"] > est.step.breakdown["offload"]
+    *_, none = _llama70b(0)
+    assert none.step.breakdown["offload"] == 0.0
+
+
+def test_offload_is_checked_like_megatron_core() -> None:
+    model = catalog.find_model("Llama-3-70B")
+    cluster = _cluster("H100-SXM", 64, 8)
+    ok = Layout(tp=8, pp=1, dp=8, micro_batch=1, global_batch=64, offload_layers=79)
+    check_layout(model, cluster, ok, 8192)
+    bad = [
+        Layout(tp=8, pp=2, dp=4, micro_batch=1, global_batch=64, offload_layers=10),
+        Layout(tp=8, pp=1, dp=8, micro_batch=1, global_batch=64, offload_layers=10, recompute="full"),
+        Layout(tp=8, pp=1, dp=8, micro_batch=1, global_batch=64, offload_layers=80),
+    ]
+    for layout in bad:
+        with pytest.raises(SpecError) as info:
+            check_layout(model, cluster, layout, 8192)
+        assert "layout.offload_layers" in str(info.value)
+
+
+def _body(**layout: object) -> dict:
+    return {
+        "model": "Llama-3-70B",
+        "cluster": {"gpu": "GB200", "nodes": 16, "gpus_per_node": 4},
+        "layout": {"tp": 1, "zero": 3, "micro_batch": 2, "global_batch": 128, "dtype": "fp8", **layout},
+        "training": {"seq_len": 8192},
+        "framework": "nemo",
+    }
+
+
+def test_api_takes_offload_layers_and_rejects_it_with_pipelines(client: TestClient) -> None:
+    plain = client.post("/api/v1/estimate", json=_body())
+    off = client.post("/api/v1/estimate", json=_body(offload_layers=40))
+    assert plain.status_code == 200 and off.status_code == 200, off.text
+    peak = lambda r: r.json()["memory"]["peak_bytes"]  # noqa: E731
+    assert peak(off) < peak(plain)
+    assert off.json()["step"]["breakdown_s"]["offload"] > 0
+    names = [a["name"] for a in off.json()["assumptions"]]
+    assert "activation offloading" in names
+    r = client.post("/api/v1/estimate", json=_body(offload_layers=40, pp=2))
+    assert r.status_code == 422 and "offload_layers" in r.text and "pp = 1" in r.text
+    r = client.post("/api/v1/estimate", json=_body(offload_layers=-1))
+    assert r.status_code == 422 and "offload_layers" in r.text
+
+
+def _row(notes: str, pp: str = "1", recompute: str = "") -> Row:
+    cells = {
+        "source": "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md",
+        "model_name": "LLAMA3-70B",
+        "layers": "80",
+        "hidden": "8192",
+        "heads": "64",
+        "kv_heads": "8",
+        "ffn_hidden": "28672",
+        "vocab": "128256",
+        "seq_len": "8192",
+        "gpu": "GB200 (DGX-GB200)",
+        "num_gpus": "64",
+        "tp": "1",
+        "pp": pp,
+        "dp": str(64 // int(pp)),
+        "cp": "1",
+        "zero_stage": "3",
+        "recompute": recompute,
+        "sequence_parallel": "",
+        "micro_batch": "2",
+        "global_batch": "256",
+        "interleave_v": "1",
+        "dtype": "fp8",
+        "measured_metric": "tokens_per_s_per_gpu",
+        "measured_value": "4040",
+        "notes": notes,
+    }
+    return Row(1, cells)
+
+
+def test_replay_reads_the_recipe_offload_and_drops_one_megatron_would_refuse() -> None:
+    def layout_of(row: Row) -> tuple[Layout, list[str]]:
+        rule = rule_for_row(row)
+        return row_layout(row, row_model(row, rule), rule, 64)
+
+    layout, _ = layout_of(_row("Recipe: use_megatron_fsdp=True, cpu_offloading_num_layers=40."))
+    assert layout.offload_layers == 40
+    layout, _ = layout_of(_row("run with --cpu-offloading-num-layers 12"))
+    assert layout.offload_layers == 12
+    layout, _ = layout_of(_row("no offloading stated"))
+    assert layout.offload_layers == 0
+    layout, defaults = layout_of(_row("cpu_offloading_num_layers=40", pp="2"))
+    assert layout.offload_layers == 0 and any("offloading" in d for d in defaults)

@@ -166,3 +166,19 @@ def test_replay_reads_the_recipe_offload_and_drops_one_megatron_would_refuse() -
     assert layout.offload_layers == 0
     layout, defaults = layout_of(_row("cpu_offloading_num_layers=40", pp="2"))
     assert layout.offload_layers == 0 and any("offloading" in d for d in defaults)
+
+
+def test_cli_estimate_runs_the_offload_example(tmp_path) -> None:
+    import json
+    from pathlib import Path
+
+    from tests.test_estimator_cli import clusterplan
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-64xgb200-fsdp-offload.json"
+    run = clusterplan("estimate", str(example), "--json", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    flags = {a["name"]: a["value"] for a in doc["assumptions"]}
+    assert flags["activation offloading"] == 50
+    assert flags["saved GEMM inputs"] == 1.0
+    assert doc["step"]["breakdown_s"]["offload"] > 0

@@ -388,3 +388,29 @@ def test_llm_foundry_fused_cross_entropy_holds_four_bytes_per_logit() -> None:
     per_logit = 8192 * padded_vocab_size(model.vocab_size, 1)
     assert logits["llm-foundry"] == pytest.approx(4.0 * per_logit)
     assert logits["torchtitan-fsdp2"] == pytest.approx(12.0 * per_logit)
+
+
+def test_nemo_automodel_rows_replay_as_fsdp2_not_megatron() -> None:
+    from app.validation.training_runs import row_framework, rule_for_row
+
+    def framework(source: str) -> str:
+        row = _row(source=source, notes="FSDP2", kv_heads="4", zero_stage="3")
+        rule = rule_for_row(row)
+        layout, _ = row_layout(row, row_model(row, rule), rule, 16)
+        return row_framework(row, rule, layout).name
+
+    assert framework("NVIDIA-NeMo/Automodel docs/performance-summary.md") == "nemo-automodel-fsdp2"
+    assert framework("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md") == "nemo"
+    assert framework("NVIDIA/NeMo docs/source/performance/performance_summary.md") == "nemo"
+
+
+def test_nemo_automodel_preset_shards_fp32_state_and_keeps_bf16_loss() -> None:
+    from app.core.framework import AUTOMODEL, FRAMEWORKS
+    from app.core.memory import bytes_per_param
+
+    assert FRAMEWORKS["nemo-automodel-fsdp2"] is AUTOMODEL
+    # FSDP2 with an fp32 sharded parameter: 4 (param/master) + 4 (grad) + 8 (Adam) over the shards, no 16-bit copy
+    assert bytes_per_param(3, 8, AUTOMODEL) == pytest.approx(16 / 8)
+    assert AUTOMODEL.logits_bytes_per_element == 6.0
+    # Transformer Engine linears: FP8 runs keep 1-byte GEMM inputs
+    assert AUTOMODEL.for_dtype("fp8").gemm_input_bytes == 1.0

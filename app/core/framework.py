@@ -307,6 +307,22 @@ LLM_FOUNDRY = TORCHTITAN.with_(
     ce_bytes_per_logit=8.0,
 )
 
+# NVIDIA NeMo AutoModel (PyTorch FSDP2 with Hugging Face-style model code and Transformer Engine kernels; not
+# Megatron): fully_shard with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), so the sharded state is
+# torchtitan's 4 + 4 + 8 B per parameter (nemo_automodel/components/moe/parallelizer.py apply_fsdp). The blocks run
+# TE's fused RMSNorm, linear and attention kernels (BackendConfig rms_norm: te, linear: te, attn: te), so fused
+# element-wise traffic and 1-byte FP8 GEMM inputs; the loss is MaskedCrossEntropy with fp32_upcast: false, eager
+# cross-entropy on the bf16 logits: the bf16 logits, bf16 log-softmax and bf16 gradient at the peak (6 B per logit)
+# and half the traffic of the fp32 eager loss (TORCHTITAN's 40 B): 20 B per logit
+AUTOMODEL = TORCHTITAN.with_(
+    name="nemo-automodel-fsdp2",
+    fused_elementwise=True,
+    norm_bytes_per_element=4.0,
+    logits_bytes_per_element=6.0,
+    ce_bytes_per_logit=20.0,
+    fp8_saved_input_bytes=1.0,
+)
+
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
@@ -318,5 +334,6 @@ FRAMEWORKS: dict[str, Framework] = {
         TORCHTITAN,
         TORCHTITAN_COMPILE,
         LLM_FOUNDRY,
+        AUTOMODEL,
     )
 }

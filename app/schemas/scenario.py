@@ -122,7 +122,7 @@ class Scenario(BaseModel):
     framework: str = Field(
         default="megatron-core",
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
-        "torchtitan-fsdp2, torchtitan-fsdp2-compile, llm-foundry",
+        "torchtitan-fsdp2, torchtitan-fsdp2-compile, llm-foundry, nemo-automodel-fsdp2",
     )
     moe_dispatcher: MoeDispatcher = Field(
         default="alltoall",

@@ -33,6 +33,7 @@ from app.core.accuracy import accuracy_regime
 from app.core.errors import SpecError
 from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.framework import (
+    AUTOMODEL,
     DEEPSPEED,
     LLM_FOUNDRY,
     MEGATRON_2021,
@@ -105,6 +106,17 @@ class SourceRule:
 
 
 SOURCE_RULES: tuple[SourceRule, ...] = (
+    SourceRule(
+        "NeMo/Automodel",
+        AUTOMODEL,
+        "ib-ndr-8x400",
+        None,
+        True,
+        "model",
+        False,
+        "DGX H100: 8 × NDR 400 Gb/s; NeMo AutoModel is PyTorch FSDP2 with Transformer Engine kernels, not "
+        "Megatron-core (no sequence parallelism without TP; a blank recompute is no activation checkpointing)",
+    ),
     SourceRule(
         "Narayanan",
         MEGATRON_2021,

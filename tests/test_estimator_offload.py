@@ -182,3 +182,45 @@ def test_cli_estimate_runs_the_offload_example(tmp_path) -> None:
     assert flags["activation offloading"] == 50
     assert flags["saved GEMM inputs"] == 1.0
     assert doc["step"]["breakdown_s"]["offload"] > 0
+
+
+def test_planner_offloads_only_when_asked_and_finds_fsdp_layouts_that_fit() -> None:
+    from app.core.planner import Constraints, plan
+
+    model = catalog.find_model("Llama-3-70B")
+    cluster = _cluster("GB200", 16, 4)
+    only_fsdp = dict(pp=(1,), tp=(1,), zero=(3,), recompute=("none",), micro_batch=(2,), max_cp=1)
+    opts = EstimateOptions(framework=NEMO)
+    without = plan(model, cluster, 8192, 256, dtype="fp8", constraints=Constraints(**only_fsdp), options=opts)
+    assert without.best is None  # 80 layers of activations at micro-batch 2 do not fit in 186 GiB
+    with_offload = plan(
+        model,
+        cluster,
+        8192,
+        256,
+        dtype="fp8",
+        constraints=Constraints(**only_fsdp, activation_offload=True),
+        options=opts,
+    )
+    best = with_offload.best
+    assert best is not None and best.layout.offload_layers in (40, 60)
+    assert best.step_breakdown_s["offload"] >= 0 and best.headroom_bytes >= 0
+
+
+def test_api_plan_takes_activation_offload(client: TestClient) -> None:
+    body = {
+        "model": "Llama-3-70B",
+        "cluster": {"gpu": "GB200", "nodes": 16, "gpus_per_node": 4},
+        "training": {"seq_len": 8192},
+        "global_batch": 256,
+        "dtype": "fp8",
+        "framework": "nemo",
+        "top": 3,
+        "constraints": {"pp": [1], "tp": [1], "zero": [3], "recompute": ["none"], "micro_batch": [2], "max_cp": 1},
+    }
+    plain = client.post("/api/v1/plan", json=body)
+    assert plain.status_code == 200 and plain.json()["best"] is None, plain.text
+    body["constraints"]["activation_offload"] = True
+    offload = client.post("/api/v1/plan", json=body)
+    assert offload.status_code == 200, offload.text
+    assert offload.json()["best"]["layout"]["offload_layers"] > 0

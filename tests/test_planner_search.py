@@ -188,6 +188,7 @@ def test_heuristic_mask_matches_the_rule() -> None:
         recompute=one,
         micro_batch=one,
         recompute_layers=one * 0,
+        offload_layers=one * 0,
     )
     assert heuristic_mask(rows, 8).tolist() == [True, False, False, False]
 

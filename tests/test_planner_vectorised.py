@@ -48,6 +48,7 @@ def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
         recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
         micro_batch=int(rows.micro_batch[i]),
         recompute_layers=int(rows.recompute_layers[i]) or None,
+        offload_layers=int(rows.offload_layers[i]),
         global_batch=global_batch,
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=flash,
@@ -123,3 +124,41 @@ def test_every_enumerated_layout_passes_check_layout_and_counts_add_up() -> None
         est = estimate(model, cluster, layout, 4096)
         assert _close(float(ev.peak_bytes[i]), est.memory.peak_bytes), layout
         assert _close(float(ev.step_time_s[i]), est.step.total_s), layout
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_name", "nodes", "gpn", "dtype", "fw"),
+    [
+        ("Llama-3-70B", "GB200", 4, 4, "fp8", NEMO),
+        ("Mixtral-8x7B", "H100-SXM", 2, 8, "bf16", MEGATRON_CORE),
+    ],
+)
+def test_vectorised_equals_scalar_with_activation_offload(name, gpu_name, nodes, gpn, dtype, fw) -> None:
+    model = catalog.find_model(name)
+    cluster = ClusterSpec(
+        gpu=catalog.find_gpu(gpu_name), num_nodes=nodes, gpus_per_node=gpn, fabric=find_fabric("ib-ndr-8x400")
+    )
+    constraints = Constraints(activation_offload=True, max_vp=2, max_micro_batch=2)
+    space = enumerate_layouts(model, cluster, 8192, 64, constraints, True)
+    offloaded = np.nonzero(space.rows.offload_layers > 0)[0]
+    assert offloaded.size > 10
+    # only where Megatron-core allows it: one pipeline stage, no recompute
+    assert (space.rows.pp[offloaded] == 1).all() and (space.rows.recompute[offloaded] == 0).all()
+    rng = np.random.default_rng(7)
+    pick = rng.choice(offloaded, size=min(30, offloaded.size), replace=False)
+    rows = space.rows.take(pick)
+    opts = EstimateOptions(framework=fw)
+    ev = evaluate(model, cluster, rows, 8192, 64, dtype=dtype, options=opts)
+    exposed = 0
+    for j in range(len(rows)):
+        layout = _layout(rows, j, 64, dtype, True)
+        est = estimate(model, cluster, layout, 8192, options=opts)
+        assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
+        for key in STEP_COMPONENTS:
+            assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
+        assert _close(float(ev.step_time_s[j]), est.step.total_s), layout
+        exposed += est.step.breakdown["offload"] > 0
+    assert exposed > 0
+    # without the flag the planner offloads nothing
+    plain = enumerate_layouts(model, cluster, 8192, 64, Constraints(max_vp=2, max_micro_batch=2), True)
+    assert (plain.rows.offload_layers == 0).all()

@@ -62,6 +62,8 @@ DEFAULT_MAX_MICRO_BATCH = 16
 # layers tried besides "all" (Korthikanti et al. 2022, arXiv 2205.05198, Sec. 5: recompute only as many layers
 # as memory requires).
 PARTIAL_RECOMPUTE_SHARES = (0.25, 0.5, 0.75)
+# shares of the layers whose activations go to host memory when Constraints.activation_offload is on
+OFFLOAD_SHARES = (0.25, 0.5, 0.75)
 
 # Rejection reasons, in the order they are tested (a layout is counted under the first it breaks).
 REJECTION_REASONS: tuple[str, ...] = (
@@ -100,6 +102,8 @@ class Constraints:
     max_micro_batch: int = DEFAULT_MAX_MICRO_BATCH
     min_headroom_bytes: float = 0.0  # free HBM required beyond the estimator's safety fraction
     partial_recompute: bool = True  # also try full recompute of 1/4, 1/2, 3/4 of each stage's layers
+    # also try activation offloading of 1/4, 1/2, 3/4 of the layers (pp = 1, no recompute: Megatron-core's rules)
+    activation_offload: bool = False
     preset: Preset = "none"
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,6 +243,8 @@ def layout_label(layout: Layout) -> str:
         parts.append(f"recompute=full({layout.recompute_layers} layers/stage)")
     elif layout.recompute != "none":
         parts.append(f"recompute={layout.recompute}")
+    if layout.offload_layers:
+        parts.append(f"offload={layout.offload_layers} layers")
     return " ".join(parts)
 
 
@@ -402,6 +408,23 @@ def enumerate_layouts(
             allowed = np.concatenate([allowed, allowed[e_idx]])
             rl = np.concatenate([rl, e_rl])
             total += int(e_idx.size)
+    off = np.zeros(tp.shape[0], dtype=np.int64)
+    if c.activation_offload:
+        # activation offloading: copies of the pp = 1, no-recompute rows with k of the L layers offloaded
+        base = np.nonzero((pp == 1) & (rec == 0))[0]
+        if base.size:
+            ks = sorted({int(np.floor(f * model.num_layers)) for f in OFFLOAD_SHARES} - {0})
+            ks = [k for k in ks if k < model.num_layers]
+            if ks:
+                e_idx = np.repeat(base, len(ks))
+                e_off = np.tile(np.asarray(ks, dtype=np.int64), base.size)
+                tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl = (
+                    np.concatenate([a, a[e_idx]])
+                    for a in (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl)
+                )
+                allowed = np.concatenate([allowed, allowed[e_idx]])
+                off = np.concatenate([off, e_off])
+                total += int(e_idx.size)
     sp_bad = (sp == 1) & (tp == 1)
     counts["sequence_parallel_needs_tp"] = int(sp_bad.sum())
     moe_sp_bad = ~sp_bad & (sp == 0) & (tp > 1) & (ep > 1)
@@ -422,6 +445,7 @@ def enumerate_layouts(
         recompute=rec[idx],
         micro_batch=mb[idx],
         recompute_layers=rl[idx],
+        offload_layers=off[idx],
     )
     return _Space(rows, total, counts)
 
@@ -618,6 +642,7 @@ def plan(
             recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
             micro_batch=int(rows.micro_batch[i]),
             recompute_layers=int(rows.recompute_layers[i]) or None,
+            offload_layers=int(rows.offload_layers[i]),
             global_batch=global_batch,
             dtype=dtype,  # type: ignore[arg-type]
             flash_attention=flash_attention,

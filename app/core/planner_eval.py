@@ -81,13 +81,15 @@ LAYOUT_ARRAYS = (
     "recompute",
     "micro_batch",
     "recompute_layers",
+    "offload_layers",
 )
 
 
 @dataclass
 class LayoutArrays:
     """Layouts as columns. `recompute` holds indices into RECOMPUTE_CODES; `sp` is 0/1; `recompute_layers` is
-    the number of layers per stage recomputed under recompute="full", 0 meaning all (Layout's None)."""
+    the number of layers per stage recomputed under recompute="full", 0 meaning all (Layout's None);
+    `offload_layers` the layers whose activations go to host memory (Layout.offload_layers)."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -101,6 +103,7 @@ class LayoutArrays:
     recompute: np.ndarray
     micro_batch: np.ndarray
     recompute_layers: np.ndarray
+    offload_layers: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -283,6 +286,7 @@ def evaluate(
     n = len(rows)
     full = rec == 2
     rl = rows.recompute_layers.astype(np.int64)
+    off = rows.offload_layers.astype(np.int64)
     m = np.maximum(1, global_batch // np.maximum(1, dp * mb))
 
     n_moe = num_moe_layers(model)
@@ -331,7 +335,9 @@ def evaluate(
         expert_states = state_bytes(expert_p, exp_shard, zero, fw)
         model_states = sum(np.asarray(states[k] + expert_states[k], float) for k in states)
         inflight = inflight_layer_microbatches(layers_per_gpu, pp, vp, m, stage)
-        activations = per_layer * inflight
+        # activation offloading keeps the other layers and the one in flight (app.core.memory.stage_memory)
+        resident = np.where(off > 0, np.minimum(layers_per_gpu, layers_per_gpu - off + 1), layers_per_gpu)
+        activations = per_layer * inflight * resident / layers_per_gpu
         if shape.hidden_dropout:
             activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers_per_gpu)
         activations = activations + last * (2 * ACT_BYTES * h * tokens / sp_div)
@@ -476,7 +482,14 @@ def evaluate(
     b_cp = layers_per_gpu * cp_layer
     b_ep = layers_per_gpu * ep_layer
     b_pp = pp_mb
-    last_total = b_fwd + b_bwd + b_rec + b_tp + b_cp + b_ep + b_pp
+    # activation offloading: each offloaded layer's copy out and back beside the next layer's forward and
+    # backward, exposed where longer (app.core.step.stage_times)
+    saved = (1 - moe_share) * dense_act + (moe_share * moe_act if n_moe else 0.0)
+    copy = saved / cluster.gpu.host_link_bytes_per_s
+    b_off = np.where(
+        off > 0, off * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)), 0.0
+    )
+    last_total = b_fwd + b_bwd + b_rec + b_tp + b_cp + b_ep + b_pp + b_off
     other_total = last_total - logits_fwd - (2 * logits_fwd + ce)
     mean_stage = np.where(pp > 1, ((pp - 1) * other_total + last_total) / pp, last_total)
     bubble = (pp - 1) / vp * mean_stage
@@ -549,8 +562,7 @@ def evaluate(
         "cp_comm": m * b_cp,
         "ep_comm": m * b_ep,
         "pp_comm": m * b_pp,
-        # the planner searches no activation offloading (Layout.offload_layers = 0)
-        "offload": np.zeros(n),
+        "offload": m * b_off,
         "pipeline_bubble": bubble,
         "dp_comm": dp_comm,
         "zero3_comm": zero3,

@@ -42,6 +42,11 @@ class ConstraintsIn(BaseModel):
     partial_recompute: bool = Field(
         default=True, description="also try full recompute of 1/4, 1/2 and 3/4 of each stage's layers"
     )
+    activation_offload: bool = Field(
+        default=False,
+        description="also try offloading the activations of 1/4, 1/2 and 3/4 of the layers to host memory "
+        "(Megatron-core --cpu-offloading-num-layers; pp = 1 and no recompute only)",
+    )
     preset: Literal["none", "heuristic"] = Field(
         default="none",
         description="'heuristic': the seed rule (TP inside a node ≤ 8, PP inside ≤ 4 nodes, DP across racks)",
@@ -67,6 +72,7 @@ class ConstraintsIn(BaseModel):
             max_micro_batch=self.max_micro_batch,
             min_headroom_bytes=self.min_headroom_gib * GiB,
             partial_recompute=self.partial_recompute,
+            activation_offload=self.activation_offload,
             preset=self.preset,
         )
 

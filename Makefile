@@ -44,6 +44,7 @@ test: lint typecheck pytest
 bench: install-test
 	$(BIN)/python benchmarks/bench_planner.py
 	$(BIN)/python benchmarks/bench_moe_dispatch.py
+	$(BIN)/python benchmarks/bench_offload.py
 	$(BIN)/python benchmarks/bench_ui_latency.py
 	$(BIN)/python benchmarks/bench_runner_overhead.py
 

@@ -216,7 +216,14 @@ def test_api_plan_takes_activation_offload(client: TestClient) -> None:
         "dtype": "fp8",
         "framework": "nemo",
         "top": 3,
-        "constraints": {"pp": [1], "tp": [1], "zero": [3], "recompute": ["none"], "micro_batch": [2], "max_cp": 1},
+        "constraints": {
+            "pp": [1],
+            "tp": [1],
+            "zero": [3],
+            "recompute": ["none"],
+            "micro_batch": [2],
+            "max_cp": 1,
+        },
     }
     plain = client.post("/api/v1/plan", json=body)
     assert plain.status_code == 200 and plain.json()["best"] is None, plain.text

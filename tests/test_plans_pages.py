@@ -189,3 +189,23 @@ def test_planner_mode_ranks_layouts_and_hands_one_back(client: Any) -> None:
     r = client.get("/plans/new?" + big.query(), headers=HX)
     assert 'href="#f-mode"' in r.text and "No layout of this model fits" in r.text
     assert "does not fit in usable HBM" in r.text
+
+
+def test_builder_offload_field_round_trips_and_reports_megatron_rules(client: Any) -> None:
+    state = parse_state({"nodes": "2", "tp": "8", "pp": "1", "recompute": "none", "offload_layers": "16"})
+    assert state.errors == {} and state.offload_layers == 16
+    scenario = state_to_scenario(state)
+    assert scenario["layout"]["offload_layers"] == 16
+    back = scenario_to_state(scenario)
+    assert back.offload_layers == 16 and "offload_layers=16" in back.query()
+    assert "offload_layers" not in BuilderState().query()  # 0 stays out of the address bar
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert r.status_code == 200 and _scenario_input(r.text)["layout"]["offload_layers"] == 16
+    # Megatron-core allows offloading only with one pipeline stage: the problem points at the field
+    r = client.get(
+        "/plans/new?" + BuilderState(nodes=2, tp=8, pp=2, recompute="none", offload_layers=8).query(),
+        headers=HX,
+    )
+    assert 'role="alert"' in r.text and 'href="#f-offload_layers"' in r.text and "pp = 1" in r.text
+    r = client.get("/plans/new?offload_layers=-3")
+    assert 'aria-invalid="true"' in r.text

@@ -49,6 +49,7 @@ class BuilderState:
         ""  # comma-separated Megatron-core modules for selective recompute; empty = core_attn
     )
     micro_batch: int = 1
+    offload_layers: int = 0  # layers whose activations go to host memory (pp = 1, no recompute); 0 = none
     dtype: str = "bf16"
     profile: str = ""  # calibration profile ("name v3"); empty → published defaults
     errors: dict[str, str] = field(default_factory=dict)
@@ -73,6 +74,8 @@ class BuilderState:
             data.pop("profile")
         if not data["recompute_modules"]:
             data.pop("recompute_modules")
+        if not data["offload_layers"]:
+            data.pop("offload_layers")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def modules_list(self) -> list[str]:
@@ -102,6 +105,7 @@ _INT_LIMITS = {
     "ep": (1, 1024),
     "etp": (0, 1024),
     "micro_batch": (1, 100_000),
+    "offload_layers": (0, 100_000),
 }
 
 
@@ -214,6 +218,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "micro_batch": state.micro_batch,
             "global_batch": state.global_batch,
             "dtype": state.dtype,
+            "offload_layers": state.offload_layers,
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
     }
@@ -256,6 +261,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         recompute=layout["recompute"],
         recompute_modules=",".join(layout.get("recompute_modules") or ()),
         micro_batch=layout["micro_batch"],
+        offload_layers=layout.get("offload_layers") or 0,
         dtype=layout["dtype"],
     )
 
@@ -302,7 +308,18 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     fabric = cluster.get("fabric", state.fabric)
     state.fabric = fabric if isinstance(fabric, str) else str((fabric or {}).get("name", state.fabric))
     layout = scenario.get("layout") or {}
-    for name in ("tp", "pp", "vp", "cp", "ep", "etp", "zero", "micro_batch", "global_batch"):
+    for name in (
+        "tp",
+        "pp",
+        "vp",
+        "cp",
+        "ep",
+        "etp",
+        "zero",
+        "micro_batch",
+        "global_batch",
+        "offload_layers",
+    ):
         if layout.get(name) is not None:
             setattr(state, name, int(layout[name]))
     state.sp = bool(layout.get("sequence_parallel", state.sp))

@@ -231,3 +231,131 @@ def test_api_plan_takes_activation_offload(client: TestClient) -> None:
     offload = client.post("/api/v1/plan", json=body)
     assert offload.status_code == 200, offload.text
     assert offload.json()["best"]["layout"]["offload_layers"] > 0
+
+
+def _qwen235(modules: tuple[str, ...] = (), **extra: object) -> tuple:
+    model = catalog.find_model("Qwen3-235B-A22B")
+    cluster = _cluster("GB200", 256, 4)
+    layout = Layout(
+        tp=1,
+        pp=2,
+        dp=128,
+        ep=64,
+        etp=1,
+        micro_batch=3,
+        global_batch=3072,
+        recompute="selective",
+        recompute_modules=("moe_act", "layernorm"),
+        dtype="fp8",
+        offload_modules=modules,
+        **extra,  # type: ignore[arg-type]
+    )
+    return model, cluster, layout
+
+
+def test_fine_grained_offload_moves_the_named_module_inputs_by_hand() -> None:
+    from app.core.framework import MEGATRON_CORE
+    from app.core.memory import offloaded_activation_bytes
+
+    shape = layer_shape(catalog.find_model("Qwen3-235B-A22B"))
+    fw = MEGATRON_CORE.for_dtype("fp8")
+    tokens = 3 * 4096
+    moved = offloaded_activation_bytes(shape, tokens, 1, False, True, fw, ("expert_fc1", "moe_act"))
+    # expert_fc1: top-k 1-byte FP8 copies of each token; moe_act: the top-k 16-bit activation inputs (gate + up)
+    k, h = shape.experts_per_token, shape.hidden
+    assert moved == pytest.approx((1.0 * k * h + 2.0 * k * shape.expert_in_width) * tokens)
+    # dense layers have no expert modules; a recomputed MoE layer keeps no expert inputs to move
+    assert offloaded_activation_bytes(shape, tokens, 1, False, False, fw, ("expert_fc1", "moe_act")) == 0
+    assert offloaded_activation_bytes(shape, tokens, 1, False, True, fw, ("expert_fc1",), ("moe",)) == 0
+    # norms: the residual-stream inputs, sequence-parallel shards under SP
+    assert offloaded_activation_bytes(
+        shape, tokens, 4, True, True, fw, ("attn_norm", "mlp_norm")
+    ) == pytest.approx(2 * 2.0 * h * tokens / 4)
+
+
+def test_fine_grained_offload_frees_all_but_one_layer_of_moved_activations() -> None:
+    model, cluster, layout = _qwen235()
+    base = estimate(model, cluster, layout, 4096)
+    *_, off_layout = _qwen235(("expert_fc1", "moe_act"))
+    off = estimate(model, cluster, off_layout, 4096)
+    saved = base.memory.stages[0].breakdown["activations"] - off.memory.stages[0].breakdown["activations"]
+    assert saved > 40 * GiB
+    assert off.step.breakdown["offload"] >= 0 and sum(off.step.breakdown.values()) == pytest.approx(
+        off.step.total_s
+    )
+    # over PCIe the same copies expose more time than over NVLink-C2C
+    pcie = estimate(model, _cluster("B200", 256, 8), off_layout, 4096)
+    assert pcie.step.breakdown["offload"] > off.step.breakdown["offload"]
+
+
+def test_fine_grained_offload_rules() -> None:
+    model, cluster, _ = _qwen235()
+    dense = catalog.find_model("Llama-3-70B")
+    cases = [
+        (model, Layout(tp=1, pp=2, dp=128, ep=64, micro_batch=1, global_batch=256, offload_modules=("qkv",))),
+        (
+            model,
+            Layout(
+                tp=1,
+                pp=2,
+                dp=128,
+                ep=64,
+                micro_batch=1,
+                global_batch=256,
+                recompute="full",
+                offload_modules=("expert_fc1",),
+            ),
+        ),
+        (
+            model,
+            Layout(
+                tp=1,
+                pp=1,
+                dp=256,
+                ep=64,
+                micro_batch=1,
+                global_batch=256,
+                offload_layers=10,
+                offload_modules=("expert_fc1",),
+            ),
+        ),
+        (dense, Layout(tp=4, pp=4, dp=16, micro_batch=1, global_batch=256, offload_modules=("expert_fc1",))),
+    ]
+    for m, layout in cases:
+        with pytest.raises(SpecError) as info:
+            check_layout(m, cluster, layout, 4096)
+        assert "layout.offload_modules" in str(info.value), layout
+
+
+def test_api_and_replay_take_offload_modules(client: TestClient) -> None:
+    from app.validation.training_runs import offload_modules_from_notes
+
+    body = {
+        "model": "Qwen3-235B-A22B",
+        "cluster": {"gpu": "GB200", "nodes": 64, "gpus_per_node": 4},
+        "layout": {
+            "tp": 1,
+            "pp": 2,
+            "ep": 64,
+            "etp": 1,
+            "micro_batch": 1,
+            "global_batch": 2048,
+            "dtype": "fp8",
+            "recompute": "selective",
+            "recompute_modules": ["moe_act"],
+            "offload_modules": ["expert_fc1"],
+        },
+        "training": {"seq_len": 4096},
+    }
+    r = client.post("/api/v1/estimate", json=body)
+    assert r.status_code == 200, r.text
+    body["layout"]["offload_modules"] = ["qkv_everything"]
+    r = client.post("/api/v1/estimate", json=body)
+    assert r.status_code == 422 and "offload_modules" in r.text
+    assert offload_modules_from_notes(
+        "--fine-grained-activation-offloading --offload-modules expert_fc1 moe_act"
+    ) == (
+        "expert_fc1",
+        "moe_act",
+    )
+    assert offload_modules_from_notes("recompute modules moe_act") == ()

@@ -209,3 +209,28 @@ def test_builder_offload_field_round_trips_and_reports_megatron_rules(client: An
     assert 'role="alert"' in r.text and 'href="#f-offload_layers"' in r.text and "pp = 1" in r.text
     r = client.get("/plans/new?offload_layers=-3")
     assert 'aria-invalid="true"' in r.text
+
+
+def test_builder_offload_modules_field(client: Any) -> None:
+    state = parse_state(
+        {
+            "model": "qwen3-30b-a3b",
+            "nodes": "2",
+            "tp": "1",
+            "ep": "8",
+            "sp": "0",
+            "offload_modules": "expert_fc1, moe_act",
+        }
+    )
+    assert state.errors == {} and state.offload_modules == "expert_fc1,moe_act"
+    scenario = state_to_scenario(state)
+    assert scenario["layout"]["offload_modules"] == ["expert_fc1", "moe_act"]
+    assert scenario_to_state(scenario).offload_modules == "expert_fc1,moe_act"
+    assert "offload_modules" not in BuilderState().query()
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert r.status_code == 200 and _scenario_input(r.text)["layout"]["offload_modules"] == [
+        "expert_fc1",
+        "moe_act",
+    ]
+    bad = parse_state({"offload_modules": "qkv_everything"})
+    assert "offload_modules" in bad.errors

@@ -29,6 +29,16 @@ RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 # mlp: a dense layer's MLP; moe: a MoE layer's experts, router and token dispatch; moe_act: the experts'
 # activation function; shared_experts: the shared experts' MLP.
 RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
+# Megatron-core's fine-grained activation offloading (--fine-grained-activation-offloading --offload-modules):
+# modules whose input activation goes to host memory in forward and comes back before their backward
+OFFLOAD_MODULES: tuple[str, ...] = (
+    "attn_norm",
+    "core_attn",
+    "attn_proj",
+    "mlp_norm",
+    "expert_fc1",
+    "moe_act",
+)
 TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8")
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
 
@@ -48,6 +58,8 @@ class Layout:
     - offload_layers: transformer layers whose saved activations go to host memory during the forward pass and
       come back for the backward (Megatron-core `--cpu-offloading-num-layers`, Transformer Engine's
       `get_cpu_offload_context`, double-buffered); 0 = none.
+    - offload_modules: Megatron-core's fine-grained activation offloading (`--offload-modules`, OFFLOAD_MODULES):
+      the listed modules' inputs go to host memory in every layer; works with pipelines and selective recompute.
     """
 
     tp: int = 1
@@ -68,6 +80,7 @@ class Layout:
     flash_attention: bool = True
     optimizer: Optimizer = "adamw"
     offload_layers: int = 0
+    offload_modules: tuple[str, ...] = ()
 
     @property
     def model_parallel(self) -> int:
@@ -108,8 +121,9 @@ class Layout:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown layout fields: {sorted(unknown)}")
-        if "recompute_modules" in data:
-            data = {**data, "recompute_modules": tuple(data["recompute_modules"] or ())}
+        for name in ("recompute_modules", "offload_modules"):
+            if name in data:
+                data = {**data, name: tuple(data[name] or ())}
         return cls(**data)
 
     def with_(self, **changes: Any) -> Layout:
@@ -265,6 +279,27 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.offload_layers",
             "activation offloading does not combine with recompute (Megatron-core)",
         )
+    if layout.offload_modules:
+        unknown = [m for m in layout.offload_modules if m not in OFFLOAD_MODULES]
+        p.check(
+            not unknown,
+            "layout.offload_modules",
+            f"unknown modules {unknown}; choose from {list(OFFLOAD_MODULES)}",
+        )
+        p.check(
+            layout.recompute != "full",
+            "layout.offload_modules",
+            "fine-grained offloading works with no or selective recompute, not full (a fully recomputed layer "
+            "keeps only its input)",
+        )
+        p.check(
+            not layout.offload_layers,
+            "layout.offload_modules",
+            "choose layer offloading (offload_layers) or fine-grained module offloading, not both",
+        )
+        if model.moe is None:
+            moe_only = [m for m in layout.offload_modules if m in ("expert_fc1", "moe_act")]
+            p.check(not moe_only, "layout.offload_modules", f"{moe_only} need a mixture-of-experts model")
     if layout.recompute_layers is not None:
         per_stage = model.num_layers // max(1, chunks) * layout.vp
         p.check(

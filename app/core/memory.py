@@ -218,6 +218,49 @@ def layer_activation_bytes(
     return per_token * tokens
 
 
+def offloaded_activation_bytes(
+    shape: LayerShape,
+    tokens: Any,
+    tp: Any,
+    sp: Any,
+    moe: bool,
+    fw: Framework,
+    offload_modules: tuple[str, ...],
+    recompute_modules: tuple[str, ...] = (),
+) -> Any:
+    """Bytes of one layer's saved activations, per micro-batch and GPU, that Megatron-core's fine-grained
+    activation offloading moves to host memory (`--fine-grained-activation-offloading --offload-modules ...`;
+    docs "Fine-grained Activation Offloading": each listed module offloads its input in forward and reloads it
+    before its backward).
+
+    attn_norm / mlp_norm: the residual-stream input of the attention / MLP norm (2h, sequence-parallel shard);
+    core_attn: Q, K and V; attn_proj: the output projection's saved input (the attention output: 16 bit, or its
+    1-byte copy under FP8); expert_fc1: the permuted tokens entering the experts' first GEMM (top-k copies, at the
+    GEMM-input width); moe_act: the experts' activation input (top-k × expert FFN-in width, 16 bit). The MoE
+    modules apply to MoE layers only, and not when selective recompute re-runs the whole MoE layer (`moe`): its
+    expert inputs are then not kept at all.
+    """
+    if not offload_modules:
+        return 0.0
+    mods = set(offload_modules)
+    if "moe" in recompute_modules:
+        mods -= {"expert_fc1", "moe_act"}
+    sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
+    h = shape.hidden
+    gemm_b = fw.gemm_input_bytes
+    replicated = ACT_BYTES * h * (("attn_norm" in mods) + ("mlp_norm" in mods))
+    if moe and "expert_fc1" in mods:
+        replicated += gemm_b * h * shape.experts_per_token  # each rank's own (sequence-parallel) tokens
+    sharded = 0.0
+    if "core_attn" in mods:
+        sharded += ACT_BYTES * (shape.q_width + 2 * shape.kv_width)
+    if "attn_proj" in mods:
+        sharded += gemm_b * shape.q_width
+    if moe and "moe_act" in mods:
+        sharded += ACT_BYTES * shape.experts_per_token * shape.expert_in_width
+    return (replicated / sp_div + sharded / tp) * tokens
+
+
 def inflight_layer_microbatches(layers_per_gpu: Any, pp: Any, vp: Any, m: Any, stage: Any) -> Any:
     """Layer-activations (layer × micro-batch) stored at the peak on pipeline stage `stage` (0-based).
 
@@ -380,6 +423,15 @@ def stage_memory(
         )
         per_layer = (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu
         working = 0.0
+    moved = 0.0
+    if layout.offload_modules:
+        off_args = (shape, tokens, tp, sp)
+        off_rest = (fw, layout.offload_modules, layout.selective_modules)
+        moved = (
+            offloaded_activation_bytes(*off_args, False, *off_rest) * dense_layers
+            + (offloaded_activation_bytes(*off_args, True, *off_rest) * moe_layers if n_moe else 0.0)
+        ) / layers_per_gpu
+        per_layer = per_layer - moved
     inflight = inflight_layer_microbatches(layers_per_gpu, pp, vp, m, stage)
     sp_div = tp if sp else 1
     h = model.hidden_size
@@ -391,6 +443,8 @@ def stage_memory(
         # layers after it have freed (Transformer Engine cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler)
         resident = min(layers_per_gpu, layers_per_gpu - offloaded + 1)
         activations = activations * resident / layers_per_gpu
+    # fine-grained offloading: the offloaded inputs of the layer whose copy is in flight stay in HBM until it ends
+    activations += moved
     if first and shape.hidden_dropout:
         activations += MASK_BYTES * h * tokens / sp_div * inflight / layers_per_gpu  # embedding dropout mask
     logits = 0.0

@@ -45,6 +45,7 @@ from app.core.memory import (
     ACT_BYTES,
     embedding_params_per_gpu,
     layer_activation_bytes,
+    offloaded_activation_bytes,
     transformer_params_per_gpu,
 )
 from app.core.model import (
@@ -660,6 +661,25 @@ def stage_times(
         offload_mb = layout.offload_layers * (
             overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
         )
+    elif layout.offload_modules:
+        # fine-grained offloading: every layer's listed module inputs, copied beside that layer's own compute
+        def moved(moe: bool) -> float:
+            return float(
+                offloaded_activation_bytes(
+                    shape,
+                    tokens,
+                    tp,
+                    layout.sequence_parallel,
+                    moe,
+                    fw,
+                    layout.offload_modules,
+                    layout.selective_modules,
+                )
+            )
+
+        moved_act = (1 - moe_share) * moved(False) + (moe_share * moved(True) if n_moe else 0.0)
+        copy = moved_act / cluster.gpu.host_link_bytes_per_s
+        offload_mb = layers_per_gpu * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0))
 
     vocab = padded_vocab_size(model.vocab_size, tp)
     # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain

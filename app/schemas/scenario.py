@@ -83,6 +83,15 @@ class LayoutIn(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     flash_attention: bool = True
     optimizer: Literal["adamw", "adam"] = "adamw"
+    offload_modules: list[
+        Literal["attn_norm", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]
+    ] = Field(
+        default_factory=list,
+        max_length=6,
+        description="Megatron-core fine-grained activation offloading (--offload-modules): modules whose input "
+        "activations go to host memory in every layer; expert_fc1 and moe_act for MoE models; not with "
+        "recompute='full' or offload_layers",
+    )
     offload_layers: int = Field(
         default=0,
         ge=0,

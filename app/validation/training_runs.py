@@ -616,6 +616,13 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     if offload and (pp > 1 or recompute != "none"):
         defaults.append(f"cpu offloading of {offload} layers ignored: it needs pp = 1 and no recompute")
         offload = 0
+    # fine-grained activation offloading the notes state ("--offload-modules expert_fc1 moe_act")
+    offload_modules = offload_modules_from_notes(row.get("notes"))
+    if offload_modules and model.moe is None:
+        offload_modules = tuple(m for m in offload_modules if m not in ("expert_fc1", "moe_act"))
+    if offload_modules and (recompute == "full" or offload):
+        defaults.append("fine-grained offloading ignored: not with full recompute or layer offloading")
+        offload_modules = ()
     sp_text = row.get("sequence_parallel").lower()
     if sp_text:
         sp = sp_text.startswith("y") or sp_text in ("1", "true")
@@ -642,8 +649,26 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=rule.flash_attention,
         offload_layers=offload,
+        offload_modules=offload_modules,
     )
     return layout, defaults
+
+
+_OFFLOAD_MODULE_LIST = re.compile(
+    r"offload[-_]modules\s*[:=]?\s*\[?((?:[\"']?(?:attn_norm|core_attn|attn_proj|mlp_norm|expert_fc1|moe_act)"
+    r"[\"']?[\s,]*)+)",
+    re.IGNORECASE,
+)
+
+
+def offload_modules_from_notes(notes: str) -> tuple[str, ...]:
+    """Megatron-core fine-grained offloading modules a row's notes name ("--offload-modules expert_fc1 moe_act",
+    "offload_modules=['expert_fc1']"), in order."""
+    match = _OFFLOAD_MODULE_LIST.search(notes)
+    if not match:
+        return ()
+    names = re.findall(r"attn_norm|core_attn|attn_proj|mlp_norm|expert_fc1|moe_act", match.group(1).lower())
+    return tuple(dict.fromkeys(names))
 
 
 _MODULE_LIST = re.compile(

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.core.errors import Problem, SpecError
-from app.core.layout import RECOMPUTE_MODULES
+from app.core.layout import OFFLOAD_MODULES, RECOMPUTE_MODULES
 
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
 
@@ -50,6 +50,7 @@ class BuilderState:
     )
     micro_batch: int = 1
     offload_layers: int = 0  # layers whose activations go to host memory (pp = 1, no recompute); 0 = none
+    offload_modules: str = ""  # comma-separated modules for fine-grained activation offloading; empty = none
     dtype: str = "bf16"
     profile: str = ""  # calibration profile ("name v3"); empty → published defaults
     errors: dict[str, str] = field(default_factory=dict)
@@ -76,6 +77,8 @@ class BuilderState:
             data.pop("recompute_modules")
         if not data["offload_layers"]:
             data.pop("offload_layers")
+        if not data["offload_modules"]:
+            data.pop("offload_modules")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def modules_list(self) -> list[str]:
@@ -168,6 +171,13 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
             )
         else:
             state.recompute_modules = ",".join(dict.fromkeys(names))
+    if "offload_modules" in params:
+        names = [n for n in re.split(r"[\s,]+", params["offload_modules"].strip().lower()) if n]
+        unknown = [n for n in names if n not in OFFLOAD_MODULES]
+        if unknown:
+            errors["offload_modules"] = f"unknown {', '.join(unknown[:3])}; use {', '.join(OFFLOAD_MODULES)}"
+        else:
+            state.offload_modules = ",".join(dict.fromkeys(names))
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
     state.errors = errors
@@ -219,6 +229,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "global_batch": state.global_batch,
             "dtype": state.dtype,
             "offload_layers": state.offload_layers,
+            "offload_modules": [m for m in state.offload_modules.split(",") if m],
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
     }
@@ -262,6 +273,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         recompute_modules=",".join(layout.get("recompute_modules") or ()),
         micro_batch=layout["micro_batch"],
         offload_layers=layout.get("offload_layers") or 0,
+        offload_modules=",".join(layout.get("offload_modules") or ()),
         dtype=layout["dtype"],
     )
 
@@ -325,6 +337,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     state.sp = bool(layout.get("sequence_parallel", state.sp))
     state.recompute = str(layout.get("recompute", state.recompute))
     state.recompute_modules = ",".join(str(m) for m in layout.get("recompute_modules") or ())
+    state.offload_modules = ",".join(str(m) for m in layout.get("offload_modules") or ())
     state.dtype = str(layout.get("dtype", state.dtype))
     training = scenario.get("training") or {}
     if training.get("seq_len") is not None:

@@ -39,6 +39,8 @@ OFFLOAD_MODULES: tuple[str, ...] = (
     "expert_fc1",
     "moe_act",
 )
+MOE_RECOMPUTE_MODULES: tuple[str, ...] = ("moe", "moe_act", "shared_experts")
+MOE_OFFLOAD_MODULES: tuple[str, ...] = ("expert_fc1", "moe_act")
 TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8")
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
 
@@ -128,6 +130,22 @@ class Layout:
 
     def with_(self, **changes: Any) -> Layout:
         return replace(self, **changes)
+
+
+def _check_module_names(
+    p: ProblemCollector,
+    field_name: str,
+    names: tuple[str, ...],
+    allowed: tuple[str, ...],
+    moe_only: tuple[str, ...],
+    model: ModelSpec,
+) -> None:
+    """Every name known, and the MoE-only ones only on a mixture-of-experts model."""
+    unknown = [m for m in names if m not in allowed]
+    p.check(not unknown, field_name, f"unknown modules {unknown}; choose from {list(allowed)}")
+    if model.moe is None:
+        needs_moe = [m for m in names if m in moe_only]
+        p.check(not needs_moe, field_name, f"{needs_moe} need a mixture-of-experts model")
 
 
 def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, seq_len: int) -> None:
@@ -249,20 +267,19 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core)",
         )
     if layout.recompute_modules:
-        unknown = [m for m in layout.recompute_modules if m not in RECOMPUTE_MODULES]
-        p.check(
-            not unknown,
+        _check_module_names(
+            p,
             "layout.recompute_modules",
-            f"unknown modules {unknown}; choose from {list(RECOMPUTE_MODULES)}",
+            layout.recompute_modules,
+            RECOMPUTE_MODULES,
+            MOE_RECOMPUTE_MODULES,
+            model,
         )
         p.check(
             layout.recompute == "selective",
             "layout.recompute_modules",
             "recompute modules apply to recompute='selective' only",
         )
-        if model.moe is None:
-            moe_only = [m for m in layout.recompute_modules if m in ("moe", "moe_act", "shared_experts")]
-            p.check(not moe_only, "layout.recompute_modules", f"{moe_only} need a mixture-of-experts model")
     if layout.offload_layers:
         # megatron/core/transformer/transformer_config.py __post_init__: cpu_offloading_num_layers must lie in
         # [0, num_layers); "Currently there is no support for Pipeline parallelism with CPU offloading"; "CPU
@@ -280,11 +297,8 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "activation offloading does not combine with recompute (Megatron-core)",
         )
     if layout.offload_modules:
-        unknown = [m for m in layout.offload_modules if m not in OFFLOAD_MODULES]
-        p.check(
-            not unknown,
-            "layout.offload_modules",
-            f"unknown modules {unknown}; choose from {list(OFFLOAD_MODULES)}",
+        _check_module_names(
+            p, "layout.offload_modules", layout.offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model
         )
         p.check(
             layout.recompute != "full",
@@ -297,9 +311,6 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.offload_modules",
             "choose layer offloading (offload_layers) or fine-grained module offloading, not both",
         )
-        if model.moe is None:
-            moe_only = [m for m in layout.offload_modules if m in ("expert_fc1", "moe_act")]
-            p.check(not moe_only, "layout.offload_modules", f"{moe_only} need a mixture-of-experts model")
     if layout.recompute_layers is not None:
         per_stage = model.num_layers // max(1, chunks) * layout.vp
         p.check(

@@ -634,52 +634,32 @@ def stage_times(
     if per_layer_out is not None:
         per_layer_out.update(per_layer)
 
-    # activation offloading (Layout.offload_layers, pp = 1): each offloaded layer's saved activations go to the host
-    # while the next layer runs forward and come back while the layer after it runs backward, on the copy engines
-    # (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered); only the part of a copy
-    # longer than the compute beside it is exposed
+    # activation offloading, on the copy engines beside the compute; only the part of a copy longer than the compute
+    # beside it is exposed. Layer offloading (Layout.offload_layers, pp = 1): each offloaded layer's saved
+    # activations go to the host while the next layer runs forward and come back while the layer after it runs
+    # backward (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered). Fine-grained
+    # offloading (Layout.offload_modules): every layer's listed module inputs, beside that layer's own compute
     offload_mb = 0.0
-    if layout.offload_layers:
+    if layout.offload_layers or layout.offload_modules:
+        sp_flag = layout.sequence_parallel
 
-        def saved(moe: bool) -> float:
-            return float(
-                layer_activation_bytes(
-                    shape,
-                    tokens,
-                    seq_len,
-                    tp,
-                    layout.sequence_parallel,
-                    "none",
-                    layout.flash_attention,
-                    moe,
-                    fw,
-                )
-            )
-
-        act = (1 - moe_share) * saved(False) + (moe_share * saved(True) if n_moe else 0.0)
-        copy = act / cluster.gpu.host_link_bytes_per_s
-        offload_mb = layout.offload_layers * (
-            overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
-        )
-    elif layout.offload_modules:
-        # fine-grained offloading: every layer's listed module inputs, copied beside that layer's own compute
         def moved(moe: bool) -> float:
+            if layout.offload_layers:
+                return float(
+                    layer_activation_bytes(
+                        shape, tokens, seq_len, tp, sp_flag, "none", layout.flash_attention, moe, fw
+                    )
+                )
             return float(
                 offloaded_activation_bytes(
-                    shape,
-                    tokens,
-                    tp,
-                    layout.sequence_parallel,
-                    moe,
-                    fw,
-                    layout.offload_modules,
-                    layout.selective_modules,
+                    shape, tokens, tp, sp_flag, moe, fw, layout.offload_modules, layout.selective_modules
                 )
             )
 
-        moved_act = (1 - moe_share) * moved(False) + (moe_share * moved(True) if n_moe else 0.0)
-        copy = moved_act / cluster.gpu.host_link_bytes_per_s
-        offload_mb = layers_per_gpu * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0))
+        per_layer_moved = (1 - moe_share) * moved(False) + (moe_share * moved(True) if n_moe else 0.0)
+        copy = per_layer_moved / cluster.gpu.host_link_bytes_per_s
+        layers_moved = layout.offload_layers or layers_per_gpu
+        offload_mb = layers_moved * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0))
 
     vocab = padded_vocab_size(model.vocab_size, tp)
     # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain

@@ -45,7 +45,13 @@ from app.core.framework import (
     Framework,
 )
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
-from app.core.layout import RECOMPUTE_MODULES, Layout
+from app.core.layout import (
+    MOE_OFFLOAD_MODULES,
+    MOE_RECOMPUTE_MODULES,
+    OFFLOAD_MODULES,
+    RECOMPUTE_MODULES,
+    Layout,
+)
 from app.core.model import (
     ModelSpec,
     MoESpec,
@@ -594,7 +600,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     if recompute == "selective":
         modules, unmodelled = recompute_modules_from_notes(row.get("notes"))
         if model.moe is None:
-            modules = tuple(m for m in modules if m not in ("moe", "moe_act", "shared_experts"))
+            modules = tuple(m for m in modules if m not in MOE_RECOMPUTE_MODULES)
         if unmodelled:
             defaults.append(f"recompute modules not modelled: {', '.join(unmodelled)}")
     ep = 1
@@ -619,7 +625,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     # fine-grained activation offloading the notes state ("--offload-modules expert_fc1 moe_act")
     offload_modules = offload_modules_from_notes(row.get("notes"))
     if offload_modules and model.moe is None:
-        offload_modules = tuple(m for m in offload_modules if m not in ("expert_fc1", "moe_act"))
+        offload_modules = tuple(m for m in offload_modules if m not in MOE_OFFLOAD_MODULES)
     if offload_modules and (recompute == "full" or offload):
         defaults.append("fine-grained offloading ignored: not with full recompute or layer offloading")
         offload_modules = ()
@@ -667,7 +673,7 @@ def offload_modules_from_notes(notes: str) -> tuple[str, ...]:
     match = _OFFLOAD_MODULE_LIST.search(notes)
     if not match:
         return ()
-    names = re.findall(r"attn_norm|core_attn|attn_proj|mlp_norm|expert_fc1|moe_act", match.group(1).lower())
+    names = re.findall("|".join(OFFLOAD_MODULES), match.group(1).lower())
     return tuple(dict.fromkeys(names))
 
 

@@ -414,3 +414,13 @@ def test_nemo_automodel_preset_shards_fp32_state_and_keeps_bf16_loss() -> None:
     assert AUTOMODEL.logits_bytes_per_element == 6.0
     # Transformer Engine linears: FP8 runs keep 1-byte GEMM inputs
     assert AUTOMODEL.for_dtype("fp8").gemm_input_bytes == 1.0
+
+
+def test_vtrain_rows_use_the_fabric_vtrain_states() -> None:
+    # VIA-Research/vTrain config/validation/multi/*.json: "inter_node_bandwidth": 800 (Gb/s per node, src/config.py)
+    from app.validation.training_runs import row_fabric, rule_for_row
+
+    row = _row(source="VIA-Research/vTrain data/ground_truth_multi.csv (MICRO'24, arXiv 2312.12391)")
+    fabric = row_fabric(rule_for_row(row))
+    assert fabric.nics_per_node == 4
+    assert fabric.nics_per_node * fabric.nic_bandwidth_bytes_per_s * 8 == pytest.approx(800e9)

@@ -194,11 +194,15 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         "vTrain",
         DEEPSPEED,
         "ib-hdr-8x200",
-        None,
+        # vTrain's own validation configs describe the measured cluster: "inter_node_bandwidth": 800 for every
+        # multi-node run (VIA-Research/vTrain config/validation/multi/*.json; src/config.py documents it as the
+        # node's total inter-node bandwidth in Gbps), i.e. 4 × HDR 200 Gb/s per 8-GPU node
+        4,
         False,
         "model",
         False,
-        "Megatron-DeepSpeed on A100 (vTrain's cluster: 8 × HDR 200 Gb/s assumed); no flash attention",
+        "Megatron-DeepSpeed on A100; vTrain's validation configs give 800 Gb/s of inter-node bandwidth per node "
+        "(4 × HDR 200); no flash attention",
     ),
 )
 # DeepSpeed's default stage3_max_live_parameters (deepspeed.readthedocs.io, "ZeRO" config): the ZeRO-3 rows'

@@ -283,6 +283,11 @@ class _Space:
     rejections: dict[str, int]
 
 
+def _with_copies(columns: tuple[np.ndarray, ...], index: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Every column with the rows at `index` appended again (variants of existing layouts)."""
+    return tuple(np.concatenate([a, a[index]]) for a in columns)
+
+
 def enumerate_layouts(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -402,10 +407,9 @@ def enumerate_layouts(
             # drop repeats (small stages round two shares to the same k)
             _, uniq = np.unique(e_idx * (model.num_layers + 1) + e_rl, return_index=True)
             e_idx, e_rl = e_idx[uniq], e_rl[uniq]
-            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp = (
-                np.concatenate([a, a[e_idx]]) for a in (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp)
+            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, allowed = _with_copies(
+                (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, allowed), e_idx
             )
-            allowed = np.concatenate([allowed, allowed[e_idx]])
             rl = np.concatenate([rl, e_rl])
             total += int(e_idx.size)
     off = np.zeros(tp.shape[0], dtype=np.int64)
@@ -418,11 +422,9 @@ def enumerate_layouts(
             if ks:
                 e_idx = np.repeat(base, len(ks))
                 e_off = np.tile(np.asarray(ks, dtype=np.int64), base.size)
-                tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl = (
-                    np.concatenate([a, a[e_idx]])
-                    for a in (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl)
+                tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, allowed = _with_copies(
+                    (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, allowed), e_idx
                 )
-                allowed = np.concatenate([allowed, allowed[e_idx]])
                 off = np.concatenate([off, e_off])
                 total += int(e_idx.size)
     sp_bad = (sp == 1) & (tp == 1)

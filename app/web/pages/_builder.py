@@ -162,22 +162,14 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
                 setattr(state, name, params[name])
             else:
                 errors[name] = f"one of {', '.join(choices)}"
-    if "recompute_modules" in params:
-        names = [n for n in re.split(r"[\s,]+", params["recompute_modules"].strip().lower()) if n]
-        unknown = [n for n in names if n not in RECOMPUTE_MODULES]
-        if unknown:
-            errors["recompute_modules"] = (
-                f"unknown {', '.join(unknown[:3])}; use {', '.join(RECOMPUTE_MODULES)}"
-            )
-        else:
-            state.recompute_modules = ",".join(dict.fromkeys(names))
-    if "offload_modules" in params:
-        names = [n for n in re.split(r"[\s,]+", params["offload_modules"].strip().lower()) if n]
-        unknown = [n for n in names if n not in OFFLOAD_MODULES]
-        if unknown:
-            errors["offload_modules"] = f"unknown {', '.join(unknown[:3])}; use {', '.join(OFFLOAD_MODULES)}"
-        else:
-            state.offload_modules = ",".join(dict.fromkeys(names))
+    for name, allowed in (("recompute_modules", RECOMPUTE_MODULES), ("offload_modules", OFFLOAD_MODULES)):
+        if name in params:
+            names = [n for n in re.split(r"[\s,]+", params[name].strip().lower()) if n]
+            unknown = [n for n in names if n not in allowed]
+            if unknown:
+                errors[name] = f"unknown {', '.join(unknown[:3])}; use {', '.join(allowed)}"
+            else:
+                setattr(state, name, ",".join(dict.fromkeys(names)))
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
     state.errors = errors

@@ -22,10 +22,12 @@ from app.core.efficiency import (
     quantisation_efficiency,
 )
 from app.core.estimate import EstimateOptions, estimate
-from app.core.framework import DEEPSPEED, MEGATRON_CORE, TORCHTITAN
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, TORCHTITAN, Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
 from app.core.model import padded_vocab_size
+from app.core.network import Placement
+from app.core.step import _coll
 
 
 def _cluster(gpu: str = "H100-SXM", nodes: int = 1, fabric: str = "ib-ndr-8x400") -> ClusterSpec:
@@ -75,22 +77,37 @@ def test_eager_norms_move_the_fp32_composite_traffic() -> None:
     assert bwd_diff == pytest.approx(2 * fwd_diff, rel=1e-9)  # backward moves about twice as much
 
 
-def test_deepspeed_pipeline_pays_four_blocking_transfers_per_micro_batch() -> None:
-    assert MEGATRON_CORE.pp_transfers_per_microbatch == 2
-    assert DEEPSPEED.pp_transfers_per_microbatch == 4
+def _boundary(fw: Framework, sp: bool) -> tuple[float, float, float, int]:
+    """(pp_comm per micro-batch, one send of the whole boundary activation, of 1/tp of it, tp all-gather)."""
     model = find_model("GPT-3-175B")
     cluster = _cluster("A100-80GB-SXM", 8, "ib-hdr-8x200")
-    layout = Layout(tp=8, pp=8, dp=1, zero=1, micro_batch=1, global_batch=32, recompute="full")
-    two = estimate(
-        model,
-        cluster,
-        layout,
-        2048,
-        options=EstimateOptions(framework=DEEPSPEED.with_(pp_transfers_per_microbatch=2)),
+    layout = Layout(
+        tp=8, pp=8, dp=1, zero=1, micro_batch=2, global_batch=32, recompute="full", sequence_parallel=sp
     )
-    four = estimate(model, cluster, layout, 2048, options=EstimateOptions(framework=DEEPSPEED))
-    assert two.step.breakdown["pp_comm"] > 0
-    assert four.step.breakdown["pp_comm"] == pytest.approx(2 * two.step.breakdown["pp_comm"], rel=1e-12)
+    est = estimate(model, cluster, layout, 2048, options=EstimateOptions(framework=fw))
+    act = 2.0 * 2 * 2048 * model.hidden_size  # [s, b, h] in 16 bit
+    whole = _coll("send_recv", act, Placement(2, 1), cluster, None)  # one stage per node: over the fabric
+    part = _coll("send_recv", act / 8, Placement(2, 1), cluster, None)
+    gather = _coll("all_gather", act, Placement(8, 8), cluster, None)
+    return est.step.breakdown["pp_comm"] / layout.num_microbatches, whole, part, gather
+
+
+def test_pipeline_boundary_transfers_follow_each_frameworks_p2p_code() -> None:
+    assert MEGATRON_CORE.pp_transfers_per_microbatch == 2
+    assert DEEPSPEED.pp_transfers_per_microbatch == 4
+    # DeepSpeed's PipelineEngine: four blocking transfers of 1/tp of the activation (PartitionedTensor), each
+    # received activation and gradient all-gathered over the TP group
+    per_mb, whole, part, gather = _boundary(DEEPSPEED, sp=False)
+    assert per_mb == pytest.approx(4 * part + 2 * gather, rel=1e-12)
+    assert 0 < gather < part < whole
+    # Megatron-LM 2021: scatter-gather in two batched exchanges
+    per_mb, whole, part, gather = _boundary(MEGATRON_2021, sp=False)
+    assert per_mb == pytest.approx(2 * part + 2 * gather, rel=1e-12)
+    # Megatron-core sends the whole tensor from every TP rank without SP, the sequence shard with it
+    per_mb, whole, part, gather = _boundary(MEGATRON_CORE, sp=False)
+    assert per_mb == pytest.approx(2 * whole, rel=1e-12)
+    per_mb, whole, part, gather = _boundary(MEGATRON_CORE, sp=True)
+    assert per_mb == pytest.approx(2 * part, rel=1e-12)
 
 
 def test_wave_quantisation_follows_the_tile_and_wave_counts() -> None:

@@ -139,6 +139,21 @@ def test_accuracy_outside_the_development_set_does_not_regress(heldout: list) ->
     assert over["n"] >= 55 and len(over["rows"]) <= 11
 
 
+def test_vtrain_full_multi_node_set() -> None:
+    """vTrain's 109 multi-node Megatron-DeepSpeed runs (10 of them are development rows): the estimator's MAPE is
+    8.7 % (vTrain reports 14.7 % for its own simulator at 512 GPUs); with full-tensor pipeline sends instead of
+    DeepSpeed's partitioned ones it was 14.3 %, the 175B pipelines +10 to +32 %."""
+    results = [evaluate_row(row) for row in load_rows(HELDOUT.with_name("training_runs_vtrain_multi.csv"))]
+    assert len(results) == 109
+    errors = [r.error_pct for r in results if r.error_pct is not None]
+    assert len(errors) == 109
+    assert sum(abs(e) for e in errors) / len(errors) <= 9.0
+    assert sum(abs(e) <= 10.0 for e in errors) >= 80
+    # the deep pipelines of the 175B model (pp 16 and 32), too slow by up to a third with full-tensor sends
+    deep = [r.error_pct for r in results if r.model_name == "GPT 175B"]
+    assert len(deep) == 21 and max(abs(e) for e in deep) <= 12.0
+
+
 def test_final_check_rows_all_replay() -> None:
     results = [evaluate_row(row) for row in load_rows(HELDOUT.with_name("training_runs_final_check.csv"))]
     assert len(results) == 22

@@ -118,7 +118,15 @@ class Framework:
     # RecvGrad as four separate blocking instructions (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps,
     # p2p.py send/recv): 4
     pp_transfers_per_microbatch: int = 2
-    pp_scatter_gather: bool = True  # send 1/tp of the boundary activation per rank (Narayanan 2021 Sec. 4.1)
+    # Without sequence parallelism every TP rank holds the whole boundary activation. Scatter-gather sends 1/tp
+    # of it from each rank and all-gathers it over the TP group on receipt: Megatron-LM 2021-22
+    # (--scatter-gather-tensors-in-pipeline, on by default; Narayanan et al. 2021 Sec. 4.1) and DeepSpeed's
+    # PipelineEngine (is_pipe_partitioned = is_grad_partitioned = is_model_parallel; PartitionedTensor over the
+    # TP group, .full() on receipt: deepspeed/runtime/pipe/engine.py). Megatron-core dropped it: without SP it
+    # sends the whole [s, b, h] tensor from every rank (megatron/core/pipeline_parallel/schedules.py
+    # get_tensor_shapes divides the sequence by tp only under sequence parallelism). With SP the boundary is
+    # already [s/tp, b, h] in every framework.
+    pp_scatter_gather: bool = False
     elementwise_efficiency: float = 0.7  # achieved share of HBM bandwidth in memory-bound kernels
     fused_elementwise: bool = True  # fused bias/dropout/add and norm kernels (Megatron fused kernels)
     # HBM traffic of one norm's forward per element of the hidden state (bytes; backward ~2×): a fused
@@ -194,6 +202,7 @@ NEMO = MEGATRON_CORE.with_(
 # (copy_to_tensor_model_parallel_region in megatron/mpu/layers.py), so tp_async_backward is off.
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
+    pp_scatter_gather=True,
     dp_overlap=0.0,
     param_gather_overlap=0.0,
     expandable_segments=False,
@@ -232,9 +241,10 @@ DEEPSPEED = MEGATRON_CORE.with_(
     # ZeRO-1/2 reduce and all-gather buckets, 5e8 elements each in 16 bit (DeepSpeed config defaults,
     # deepspeed.readthedocs.io "ZeRO optimizations": reduce_bucket_size, allgather_bucket_size)
     comm_buffer_bytes=2 * 5e8 * 2,
-    # DeepSpeed's PipelineEngine sends the whole boundary activation from every TP rank, in four blocking
-    # transfers per micro-batch (see pp_transfers_per_microbatch)
-    pp_scatter_gather=False,
+    # DeepSpeed's PipelineEngine partitions the boundary activation and its gradient over the TP ranks (see
+    # pp_scatter_gather) and moves them in four blocking transfers per micro-batch (see
+    # pp_transfers_per_microbatch)
+    pp_scatter_gather=True,
     pp_transfers_per_microbatch=4,
     # the Megatron-DeepSpeed runs of 2021-22 (BigScience, vTrain) predate expandable segments (PyTorch 2.1)
     expandable_segments=False,

@@ -467,10 +467,14 @@ def evaluate(
                 0.0,
             )
 
-    p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes
+    # boundary activation: split over TP under SP or scatter-gather, re-gathered after each receive with
+    # scatter-gather and no SP (app.core.step.stage_times)
+    sharded = spb | fw.pp_scatter_gather
+    p2p_bytes = np.where(sharded, act_bytes / tp, act_bytes)
+    regather = np.where((pp > 1) & (tp > 1) & ~spb & fw.pp_scatter_gather, 2 * gather, 0.0)
     pp_node = np.where(tp * cp * dp < gpn, 2, 1)
-    hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp))
-    pp_raw = fw.pp_transfers_per_microbatch * vp * hop_pp
+    hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp, sp))
+    pp_raw = vp * (fw.pp_transfers_per_microbatch * hop_pp + regather)
     pp_slow = overlap_slowdown(fw, cluster, 2, pp_node)
     pp_mb = np.where(pp > 1, pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw, 0.0)
 

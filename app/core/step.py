@@ -16,7 +16,9 @@ Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et
 * context-parallel ring exchange of K/V (Liu et al. 2023 Ring Attention, arXiv 2310.01889) hidden behind the
   attention kernel where it can be; MoE all-to-all dispatch/combine 2× forward, 2× backward;
 * pipeline: m micro-batches on the bottleneck stage plus the bubble (p − 1)/v micro-batch times
-  (Narayanan et al. 2021 Sec. 2.2), point-to-point sends of the stage boundary activations;
+  (Narayanan et al. 2021 Sec. 2.2), point-to-point sends of the stage boundary activations: the SP shard, or
+  without SP the whole tensor (Megatron-core) or 1/tp of it re-gathered over TP on receipt (Megatron-LM 2021-22
+  scatter-gather, DeepSpeed's partitioned pipe tensors; Framework.pp_scatter_gather);
 * data parallel: gradient all-reduce (ZeRO-0) or reduce-scatter + parameter all-gather (ZeRO ≥ 1),
   overlapped with the last backward / first forward where the framework does it; ZeRO-3 gathers weights
   every micro-batch (Rajbhandari et al. 2020 Sec. 7);
@@ -612,14 +614,20 @@ def stage_times(
                 )
             )
 
-    # pipeline send/recv of the boundary activation (scatter-gather optimisation: 1/tp of it per rank)
+    # pipeline send/recv of the boundary activation: 1/tp of it per rank under SP or scatter-gather, and with
+    # scatter-gather an all-gather over the TP group for each received activation and gradient (two per
+    # micro-batch and model chunk; Framework.pp_scatter_gather)
     pp_mb = 0.0
     if pp > 1:
-        p2p_bytes = act_bytes / tp if fw.pp_scatter_gather else act_bytes
+        sharded = layout.sequence_parallel or fw.pp_scatter_gather
+        p2p_bytes = act_bytes / tp if sharded else act_bytes
+        regather = 0.0
+        if fw.pp_scatter_gather and not layout.sequence_parallel and tp > 1:
+            regather = 2 * _coll("all_gather", act_bytes, tp_place, cluster, network)
         pp_stride = tp * cp * layout.dp
         per_node = 2 if pp_stride < gpn else 1
         hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)
-        pp_raw = fw.pp_transfers_per_microbatch * vp * hop
+        pp_raw = vp * (fw.pp_transfers_per_microbatch * hop + regather)
         pp_slow = overlap_slowdown(fw, cluster, 2, per_node)
         pp_mb = pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw
 

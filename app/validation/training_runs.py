@@ -587,7 +587,10 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     dp = dp_given or max(1, n_gpus // (tp * pp * cp))
     zero = row.int_or("zero_stage", None)
     if zero is None:
-        zero = {"megatron-core": 1, "nemo": 1, TORCHTITAN.name: 3}.get(rule.framework.name, 0)
+        # the framework's published default: Megatron-core's distributed optimizer, FSDP's full sharding, and
+        # Megatron-DeepSpeed's GPT example (examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh: zero_stage=1, the
+        # script that also lists GPT-3 175B at global batch 1536)
+        zero = {"megatron-core": 1, "nemo": 1, DEEPSPEED.name: 1, TORCHTITAN.name: 3}.get(rule.framework.name, 0)
         defaults.append(f"zero={zero}")
     mb = row.int_or("micro_batch", None)
     if mb is None:
@@ -641,6 +644,11 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         defaults.append(f"sequence_parallel={'on' if sp else 'off'}")
     dtype_text = row.get("dtype").lower()
     dtype = "fp8" if "fp8" in dtype_text else ("fp16" if dtype_text.startswith("fp16") else "bf16")
+    if "not stated" in dtype_text and "16" in dtype_text and rule.framework.name == DEEPSPEED.name:
+        # an unstated 16-bit format under Megatron-DeepSpeed: its GPT example trains in fp16 (--fp16 in
+        # examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh), as vTrain's simulator profiles (torch.float16)
+        dtype = "fp16"
+        defaults.append("dtype=fp16 (Megatron-DeepSpeed's example)")
     gbs = row.int_or("global_batch", 1) or 1
     layout = Layout(
         tp=tp,

@@ -590,7 +590,9 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         # the framework's published default: Megatron-core's distributed optimizer, FSDP's full sharding, and
         # Megatron-DeepSpeed's GPT example (examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh: zero_stage=1, the
         # script that also lists GPT-3 175B at global batch 1536)
-        zero = {"megatron-core": 1, "nemo": 1, DEEPSPEED.name: 1, TORCHTITAN.name: 3}.get(rule.framework.name, 0)
+        zero = {"megatron-core": 1, "nemo": 1, DEEPSPEED.name: 1, TORCHTITAN.name: 3}.get(
+            rule.framework.name, 0
+        )
         defaults.append(f"zero={zero}")
     mb = row.int_or("micro_batch", None)
     if mb is None:

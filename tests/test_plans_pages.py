@@ -234,3 +234,35 @@ def test_builder_offload_modules_field(client: Any) -> None:
     ]
     bad = parse_state({"offload_modules": "qkv_everything"})
     assert "offload_modules" in bad.errors
+
+
+def test_planner_mode_may_offload_activations_when_asked(client: Any) -> None:
+    # Llama 3 70B on 64 GB200 (NVLink-C2C to host memory): offloading 3/4 of the layers lets a no-recompute
+    # layout fit, and the planner ranks it first only when the checkbox allows offloading
+    base = {
+        "mode": "planner",
+        "model": "Llama-3-70B",
+        "gpu": "GB200",
+        "nodes": 16,
+        "gpus_per_node": 4,
+        "seq_len": 8192,
+        "global_batch": 256,
+    }
+    off = BuilderState(**base)
+    assert "plan_offload" not in off.query()
+    r = client.get("/plans/new?" + off.query(), headers=HX)
+    assert r.status_code == 200 and "layouts enumerated" in r.text
+    assert _scenario_input(r.text)["layout"].get("offload_layers", 0) == 0
+
+    on = parse_state({**{k: str(v) for k, v in base.items()}, "plan_offload": "1"})
+    assert on.plan_offload and "plan_offload=1" in on.query()
+    r = client.get("/plans/new?" + on.query(), headers=HX)
+    assert r.status_code == 200
+    layout = _scenario_input(r.text)["layout"]
+    assert layout["offload_layers"] == 60 and layout["pp"] == 1 and layout["recompute"] == "none"
+    use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
+    assert use and "offload_layers=60" in use.group(1) and "plan_offload=1" in use.group(1)
+    # the hidden 0 before the checkbox turns it off again
+    assert not parse_state({"plan_offload": "0"}).plan_offload
+    page = client.get("/plans/new?" + on.query())
+    assert 'id="f-plan_offload"' in page.text and "checked" in page.text.split('id="f-plan_offload"')[1][:200]

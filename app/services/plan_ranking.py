@@ -10,13 +10,16 @@ from app.core.units import DAY, GiB
 from app.services.plan_fields import layout_label
 
 
-def planner_search(resolved: Any, options: Any, profile: Any) -> tuple[dict[str, Any] | None, Any, str]:
-    """Rank layouts with the planner; (ranking, best layout, reason when unavailable)."""
+def planner_search(
+    resolved: Any, options: Any, profile: Any, constraints: dict[str, Any] | None = None
+) -> tuple[dict[str, Any] | None, Any, str]:
+    """Rank layouts with the planner; (ranking, best layout, reason when unavailable). `constraints` holds
+    fields of the planner's Constraints (None: its defaults)."""
     try:
         planner = importlib.import_module("app.core.planner")
     except ImportError:
         return None, None, "The planner is not available in this build yet; choose the layout by hand."
-    return _run_planner(planner, resolved, options, profile)
+    return _run_planner(planner, resolved, options, profile, constraints)
 
 
 REJECTION_TEXT = {
@@ -38,7 +41,7 @@ PLANNER_TOP = 10
 
 
 def _run_planner(
-    planner: Any, resolved: Any, options: Any, profile: Any
+    planner: Any, resolved: Any, options: Any, profile: Any, constraints: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any] | None, Any, str]:
     """Search every layout for this model, cluster and global batch; rank by time to train."""
     layout = resolved.layout
@@ -51,6 +54,7 @@ def _run_planner(
             tokens=resolved.tokens or None,
             dtype=layout.dtype,
             flash_attention=layout.flash_attention,
+            constraints=planner.Constraints(**constraints) if constraints else None,
             options=options,
             profile=profile,
             top=PLANNER_TOP,

@@ -148,10 +148,13 @@ def evaluate(
     search: bool = False,
     scaling: bool = True,
     profile_ref: str | None = None,
+    constraints: dict[str, Any] | None = None,
 ) -> Evaluation:
     """Validate, resolve against the catalog (DB, so users' own rows count), estimate, and add the
     scaling sweep, goodput and cost that the planning page shows. `profile_ref` names a calibration
-    profile ("name", "name v3" or an id) whose fitted GEMM and network curves replace the defaults."""
+    profile ("name", "name v3" or an id) whose fitted GEMM and network curves replace the defaults.
+    `constraints` (fields of the planner's Constraints, e.g. {"activation_offload": True}) shapes the search
+    when `search` is on."""
     try:
         from app.core.estimate import estimate
     except ImportError:  # the estimator is a separate component; without it plans still save their inputs
@@ -168,7 +171,9 @@ def evaluate(
     unavailable: dict[str, str] = {}
     ranking = None
     if search:
-        ranking, best_layout, reason = planner_search(resolved, _options(resolved), _profile(resolved))
+        ranking, best_layout, reason = planner_search(
+            resolved, _options(resolved), _profile(resolved), constraints
+        )
         if best_layout is None and ranking is not None:
             reasons = sorted(ranking["rejections"], key=lambda r: r["key"] != "out_of_memory")
             top = "; ".join(f"{r['count']:,} {r['reason']}" for r in reasons[:3])

@@ -52,6 +52,8 @@ class BuilderState:
     offload_layers: int = 0  # layers whose activations go to host memory (pp = 1, no recompute); 0 = none
     offload_modules: str = ""  # comma-separated modules for fine-grained activation offloading; empty = none
     dtype: str = "bf16"
+    # planner mode: also rank layouts that offload 1/4, 1/2 or 3/4 of the layers' activations to host memory
+    plan_offload: bool = False
     profile: str = ""  # calibration profile ("name v3"); empty → published defaults
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -69,6 +71,10 @@ class BuilderState:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
         data.update(overrides)
         data["sp"] = "1" if data["sp"] else "0"
+        if data["plan_offload"]:
+            data["plan_offload"] = "1"
+        else:
+            data.pop("plan_offload")
         if not data["hf_config"]:
             data.pop("hf_config")
         if not data["profile"]:
@@ -172,6 +178,8 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
                 setattr(state, name, ",".join(dict.fromkeys(names)))
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
+    if "plan_offload" in params:
+        state.plan_offload = params["plan_offload"] in ("1", "on", "true", "yes")
     state.errors = errors
     return state
 
@@ -247,6 +255,11 @@ def _cluster(state: BuilderState) -> dict[str, Any]:
         "gpus_per_node": state.gpus_per_node,
         "fabric": state.fabric,
     }
+
+
+def planner_constraints(state: BuilderState) -> dict[str, Any] | None:
+    """The planner constraints the builder's planner mode sets (None: the planner's defaults)."""
+    return {"activation_offload": True} if state.plan_offload else None
 
 
 def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:

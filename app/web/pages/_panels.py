@@ -16,7 +16,13 @@ from app.models.benchmarks import CalibrationProfile
 from app.models.catalog import GPUEntry, ModelEntry
 from app.services import planning
 from app.web.pages import _filters
-from app.web.pages._builder import BuilderState, layout_query, scenario_to_state, state_to_scenario
+from app.web.pages._builder import (
+    BuilderState,
+    layout_query,
+    planner_constraints,
+    scenario_to_state,
+    state_to_scenario,
+)
 
 MS = 1e3
 
@@ -103,7 +109,12 @@ def build_view(session: Session, state: BuilderState) -> View:
     try:
         scenario = state_to_scenario(state)
         evaluation = planning.evaluate(
-            session, scenario, search=state.mode == "planner", scaling=False, profile_ref=state.profile
+            session,
+            scenario,
+            search=state.mode == "planner",
+            scaling=False,
+            profile_ref=state.profile,
+            constraints=planner_constraints(state),
         )
     except SpecError as exc:
         return View(problems=list(exc.problems), reasons=_default_reasons())

@@ -359,3 +359,47 @@ def test_api_and_replay_take_offload_modules(client: TestClient) -> None:
         "moe_act",
     )
     assert offload_modules_from_notes("recompute modules moe_act") == ()
+
+
+def test_offloaded_activations_must_fit_the_host_memory_per_gpu() -> None:
+    from dataclasses import replace
+
+    from app.core.planner import Constraints, plan
+
+    model, cluster, _, off = _llama70b(40)
+    fw = NEMO.for_dtype("fp8")
+    per_layer = layer_activation_bytes(layer_shape(model), 2 * 8192, 8192, 1, False, "none", True, False, fw)
+    # the 40 offloaded layers' activations sit in host memory: 40 × 3.6 GiB of GB200's 240 GiB per GPU
+    # (one Grace with 480 GB LPDDR5X per two GPUs)
+    assert cluster.gpu.host_memory_bytes == 240 * GiB
+    assert off.memory.host_bytes == pytest.approx(40 * per_layer, rel=1e-9)
+    assert off.memory.host_fits
+    assert any("host memory" in note for note in off.memory.notes)
+    *_, none = _llama70b(0)
+    assert none.memory.host_bytes == 0 and none.memory.host_fits
+    # 70 layers would need 254 GiB of host memory per GPU: HBM has room, the host does not
+    *_, many = _llama70b(70)
+    assert many.memory.host_bytes > 240 * GiB and many.memory.margin_bytes > 0
+    assert not many.memory.host_fits and not many.memory.fits
+    # an unknown host capacity (a catalog entry without host_memory_gib) is not checked
+    unknown = replace(cluster, gpu=replace(cluster.gpu, host_memory_bytes=0.0))
+    layout = many.layout
+    est = estimate(model, unknown, layout, 8192, options=EstimateOptions(framework=NEMO))
+    assert est.memory.host_fits and est.memory.host_capacity_bytes == 0
+
+    # the planner drops offloaded layouts the host cannot hold and counts them
+    small_host = replace(cluster, gpu=replace(cluster.gpu, host_memory_bytes=100 * GiB))
+    only_fsdp = dict(pp=(1,), tp=(1,), zero=(3,), recompute=("none",), micro_batch=(2,), max_cp=1)
+    res = plan(
+        model,
+        replace(small_host, num_nodes=16),
+        8192,
+        256,
+        dtype="fp8",
+        constraints=Constraints(**only_fsdp, activation_offload=True),
+        options=EstimateOptions(framework=NEMO),
+    )
+    assert res.rejections["host_memory"] > 0
+    assert (
+        res.best is None
+    )  # 20 offloaded layers still leave too much in HBM; 40 or more need > 100 GiB of host

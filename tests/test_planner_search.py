@@ -31,7 +31,10 @@ def llama70_64() -> object:
 def test_counts_add_up_and_best_is_the_scalar_estimate(llama70_64) -> None:
     r = llama70_64
     assert r.enumerated_layouts == r.feasible_layouts + sum(r.rejections.values())
-    assert r.evaluated_layouts == r.feasible_layouts + r.rejections["out_of_memory"]
+    assert (
+        r.evaluated_layouts
+        == r.feasible_layouts + r.rejections["out_of_memory"] + r.rejections["host_memory"]
+    )
     assert r.rejections["out_of_memory"] > 0 and r.feasible_layouts > 100
     best = r.best
     est = estimate(catalog.find_model("Llama-2-70B"), _cluster(), best.layout, 4096)

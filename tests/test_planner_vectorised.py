@@ -154,6 +154,9 @@ def test_vectorised_equals_scalar_with_activation_offload(name, gpu_name, nodes,
         layout = _layout(rows, j, 64, dtype, True)
         est = estimate(model, cluster, layout, 8192, options=opts)
         assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
+        assert ev.host_bytes is not None and est.memory.host_bytes > 0
+        assert _close(float(ev.host_bytes[j]), est.memory.host_bytes), (layout, "host")
+        assert bool(ev.host_fits[j]) == est.memory.host_fits, layout
         for key in STEP_COMPONENTS:
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
         assert _close(float(ev.step_time_s[j]), est.step.total_s), layout

@@ -260,6 +260,9 @@ def test_planner_mode_may_offload_activations_when_asked(client: Any) -> None:
     assert r.status_code == 200
     layout = _scenario_input(r.text)["layout"]
     assert layout["offload_layers"] == 60 and layout["pp"] == 1 and layout["recompute"] == "none"
+    # the memory panel says what the host keeps per GPU against GB200's 240 GiB (one Grace per two GPUs)
+    host = re.search(r'<p id="host-memory">(.*?)</p>', r.text, re.S)
+    assert host and "of 240 GiB in the reference system" in host.group(1) and "Fits" in host.group(1)
     use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
     assert use and "offload_layers=60" in use.group(1) and "plan_offload=1" in use.group(1)
     # the hidden 0 before the checkbox turns it off again

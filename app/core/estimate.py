@@ -138,7 +138,15 @@ def estimate(
         hf += module_recompute_flops_per_token(model, layout.selective_modules)
     peak = cluster.gpu.peak(layout.dtype)
     network = profile.network if profile is not None else None
-    mem = memory_estimate(model, layout, seq_len, cluster.gpu.hbm_bytes, fw, opts.safety_fraction)
+    mem = memory_estimate(
+        model,
+        layout,
+        seq_len,
+        cluster.gpu.hbm_bytes,
+        fw,
+        opts.safety_fraction,
+        host_capacity_bytes=cluster.gpu.host_memory_bytes,
+    )
     step = step_estimate(
         model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal
     )

@@ -50,6 +50,9 @@ class GPUSpec:
     # GPU ↔ host memory link, per GPU and direction (activation offloading): PCIe Gen5 x16 (64 GB/s) unless the
     # catalog entry says otherwise (PCIe Gen4, Gen6, NVLink-C2C)
     host_link_bytes_per_s: float = 64e9
+    # the reference system's host DRAM per GPU (bytes), where activation offloading puts its copies; 0 = unknown
+    # (no host-capacity check)
+    host_memory_bytes: float = 0.0
 
     @property
     def full_power_w(self) -> float:

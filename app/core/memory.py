@@ -32,6 +32,7 @@ import numpy as np
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.layout import Layout
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
+from app.core.units import GiB
 
 # 16-bit activations (also under FP8 training, where Transformer Engine keeps bf16 tensors between layers and only
 # the GEMM inputs saved for the weight gradient drop to 1 B: Framework.gemm_input_bytes)
@@ -301,6 +302,8 @@ class StageMemory:
     breakdown: dict[str, float]
     params: float  # parameters held by this GPU (before ZeRO sharding)
     inflight_microbatches: float
+    # activations this GPU keeps in host memory at the peak (activation offloading; not part of the HBM total)
+    host_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -331,6 +334,7 @@ class StageMemory:
             "reserved_bytes": self.reserved_bytes,
             "params": self.params,
             "inflight_microbatches": self.inflight_microbatches,
+            "host_bytes": self.host_bytes,
         }
 
 
@@ -340,6 +344,8 @@ class MemoryEstimate:
     hbm_bytes: float
     safety_fraction: float = DEFAULT_SAFETY_FRACTION
     notes: list[str] = field(default_factory=list)
+    # host DRAM per GPU of the reference system (GPUSpec.host_memory_bytes); 0 = unknown, not checked
+    host_capacity_bytes: float = 0.0
 
     @property
     def most_loaded(self) -> StageMemory:
@@ -359,8 +365,19 @@ class MemoryEstimate:
         return self.usable_bytes - self.peak_bytes
 
     @property
+    def host_bytes(self) -> float:
+        """Offloaded activations per GPU in host memory, most loaded stage."""
+        return max(s.host_bytes for s in self.stages)
+
+    @property
+    def host_fits(self) -> bool:
+        """The offloaded activations fit the host DRAM per GPU (true when nothing is offloaded or the capacity is
+        not known)."""
+        return not (self.host_capacity_bytes and self.host_bytes > self.host_capacity_bytes)
+
+    @property
     def fits(self) -> bool:
-        return self.margin_bytes >= 0
+        return self.margin_bytes >= 0 and self.host_fits
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -371,6 +388,9 @@ class MemoryEstimate:
             "safety_fraction": self.safety_fraction,
             "usable_bytes": self.usable_bytes,
             "margin_bytes": self.margin_bytes,
+            "host_bytes": self.host_bytes,
+            "host_capacity_bytes": self.host_capacity_bytes or None,
+            "host_fits": self.host_fits,
             "fits": self.fits,
             "notes": list(self.notes),
         }
@@ -437,6 +457,9 @@ def stage_memory(
     h = model.hidden_size
     activations = per_layer * inflight
     offloaded = layout.offload_layers
+    # host memory: the offloaded layers' activations at the end of the forward pass, and the offloaded modules'
+    # inputs of every layer and micro-batch in flight
+    host = per_layer * inflight * offloaded / layers_per_gpu + moved * inflight
     if offloaded:
         # activation offloading (pp = 1): at the end of the forward pass HBM holds the layers not offloaded and the
         # one whose copy to the host is still running; the backward reloads one layer ahead into the memory the
@@ -473,6 +496,7 @@ def stage_memory(
         breakdown={k: breakdown[k] for k in MEMORY_KEYS},
         params=float(dense_params + expert_params),
         inflight_microbatches=float(inflight / layers_per_gpu),
+        host_bytes=float(host),
     )
 
 
@@ -483,9 +507,17 @@ def memory_estimate(
     hbm_bytes: float,
     fw: Framework = MEGATRON_CORE,
     safety_fraction: float = DEFAULT_SAFETY_FRACTION,
+    host_capacity_bytes: float = 0.0,
 ) -> MemoryEstimate:
     stages = [stage_memory(model, layout, seq_len, i, fw) for i in range(layout.pp)]
     notes = []
     if layout.dtype == "fp8":
         notes.append("FP8 is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32")
-    return MemoryEstimate(stages, float(hbm_bytes), safety_fraction, notes)
+    est = MemoryEstimate(stages, float(hbm_bytes), safety_fraction, notes, float(host_capacity_bytes))
+    if est.host_bytes > 0:
+        held = f"offloaded activations hold {est.host_bytes / GiB:.1f} GiB of host memory per GPU"
+        if host_capacity_bytes:
+            verdict = "fits" if est.host_fits else "does NOT fit"
+            held += f"; {verdict} in the reference system's {host_capacity_bytes / GiB:.0f} GiB per GPU"
+        notes.append(held)
+    return est

@@ -80,6 +80,7 @@ REJECTION_REASONS: tuple[str, ...] = (
     "constraints",  # excluded by the request's allowed values
     "heuristic_preset",  # excluded by the seed heuristic (only when the preset is on)
     "out_of_memory",  # most loaded stage above usable HBM minus the requested headroom
+    "host_memory",  # offloaded activations above the reference system's host DRAM per GPU
 )
 
 
@@ -472,6 +473,7 @@ class _Evaluated:
     step_time_s: np.ndarray
     peak_bytes: np.ndarray
     margin_bytes: np.ndarray
+    host_fits: np.ndarray
     mf_per_token: np.ndarray
     m: np.ndarray
     peak_flops: float
@@ -585,6 +587,7 @@ def plan(
                 step_time_s=ev.step_time_s,
                 peak_bytes=ev.peak_bytes,
                 margin_bytes=ev.margin_bytes,
+                host_fits=ev.host_fits,
                 mf_per_token=ev.model_flops_per_token,
                 m=ev.num_microbatches,
                 peak_flops=ev.peak_flops_per_gpu,
@@ -598,6 +601,7 @@ def plan(
         step_time = np.concatenate([p.step_time_s for p in parts])
         peak = np.concatenate([p.peak_bytes for p in parts])
         margin = np.concatenate([p.margin_bytes for p in parts])
+        host_ok = np.concatenate([p.host_fits for p in parts])
         mf = np.concatenate([p.mf_per_token for p in parts])
         m = np.concatenate([p.m for p in parts])
         heur = np.concatenate([p.heuristic for p in parts])
@@ -607,18 +611,22 @@ def plan(
         rows = LayoutArrays(**{k: np.zeros(0, dtype=np.int64) for k in LayoutArrays.__dataclass_fields__})
         num_gpus = np.zeros(0, dtype=np.int64)
         step_time = peak = margin = mf = np.zeros(0)
+        host_ok = np.zeros(0, dtype=bool)
         m = np.zeros(0, dtype=np.int64)
         heur = np.zeros(0, dtype=bool)
         step = {k: np.zeros(0) for k in STEP_COMPONENTS}
         peak_flops = float(cluster.gpu.peak(dtype))
 
-    fits = margin >= c.min_headroom_bytes
+    hbm_fits = margin >= c.min_headroom_bytes
+    fits = hbm_fits & host_ok
     if c.preset == "heuristic":
         rejections["heuristic_preset"] = int((~heur).sum())
-        rejections["out_of_memory"] = int((heur & ~fits).sum())
+        rejections["out_of_memory"] = int((heur & ~hbm_fits).sum())
+        rejections["host_memory"] = int((heur & hbm_fits & ~host_ok).sum())
         feasible = fits & heur
     else:
-        rejections["out_of_memory"] = int((~fits).sum())
+        rejections["out_of_memory"] = int((~hbm_fits).sum())
+        rejections["host_memory"] = int((hbm_fits & ~host_ok).sum())
         feasible = fits
     tokens_per_step = float(global_batch * seq_len)
     time_to_train = tokens / (tokens_per_step / step_time) if tokens else None

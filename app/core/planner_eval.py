@@ -130,10 +130,20 @@ class Evaluation:
     model_flops_per_token: np.ndarray
     hardware_flops_per_token: np.ndarray
     peak_flops_per_gpu: float
+    # offloaded activations per GPU in host memory and the host DRAM per GPU (0 = unknown, not checked)
+    host_bytes: np.ndarray | None = None
+    host_capacity_bytes: float = 0.0
 
     @property
     def margin_bytes(self) -> np.ndarray:
         return self.usable_bytes - self.peak_bytes
+
+    @property
+    def host_fits(self) -> np.ndarray:
+        """Rows whose offloaded activations fit the host DRAM per GPU (app.core.memory.MemoryEstimate.host_fits)."""
+        if self.host_bytes is None or not self.host_capacity_bytes:
+            return np.ones(len(self.peak_bytes), dtype=bool)
+        return self.host_bytes <= self.host_capacity_bytes
 
 
 def curves_for(
@@ -349,6 +359,10 @@ def evaluate(
         return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes + fw.nccl_buffer_bytes
 
     zeros = np.zeros(n, dtype=np.int64)
+    # host memory: the offloaded layers' activations (layer offloading runs with pp = 1: stage 0)
+    host_bytes = (
+        per_layer * inflight_layer_microbatches(layers_per_gpu, pp, vp, m, zeros) * off / layers_per_gpu
+    )
     first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64))
     last_bytes = np.where(pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64)), first_bytes)
     peak = np.maximum(first_bytes, last_bytes)
@@ -604,4 +618,6 @@ def evaluate(
         model_flops_per_token=fl[:, 0],
         hardware_flops_per_token=fl[:, 1],
         peak_flops_per_gpu=float(cluster.gpu.peak(dtype)),
+        host_bytes=np.asarray(host_bytes, dtype=float),
+        host_capacity_bytes=float(cluster.gpu.host_memory_bytes),
     )

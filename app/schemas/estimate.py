@@ -24,6 +24,10 @@ class StageMemoryOut(BaseModel):
     reserved_bytes: float = Field(description="peak reserved by the caching allocator (max_memory_reserved)")
     params: float = Field(description="parameters on this GPU before ZeRO sharding")
     inflight_microbatches: float
+    host_bytes: float = Field(
+        default=0.0,
+        description="activations this GPU keeps in host memory at the peak (activation offloading)",
+    )
 
 
 class MemoryOut(BaseModel):
@@ -34,7 +38,16 @@ class MemoryOut(BaseModel):
     safety_fraction: float
     usable_bytes: float
     margin_bytes: float = Field(description="usable HBM minus the peak; negative means it does not fit")
-    fits: bool
+    host_bytes: float = Field(
+        default=0.0, description="offloaded activations per GPU in host memory (most loaded stage)"
+    )
+    host_capacity_bytes: float | None = Field(
+        default=None, description="host DRAM per GPU of the catalog's reference system; null when not known"
+    )
+    host_fits: bool = Field(default=True, description="the offloaded activations fit host_capacity_bytes")
+    fits: bool = Field(
+        description="the most loaded stage fits usable HBM and its offloaded activations host DRAM"
+    )
     notes: list[str]
 
 

@@ -289,6 +289,9 @@ def memory_payload(memory: Any) -> dict[str, Any]:
         "most_loaded": memory.most_loaded.stage,
         "fits": bool(memory.fits),
         "margin_bytes": float(memory.margin_bytes),
+        "host_bytes": float(getattr(memory, "host_bytes", 0.0)),
+        "host_capacity_bytes": float(getattr(memory, "host_capacity_bytes", 0.0)),
+        "host_fits": bool(getattr(memory, "host_fits", True)),
         "stages": [
             {
                 "stage": st.stage,

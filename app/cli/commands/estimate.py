@@ -61,6 +61,14 @@ def render_text(out: object) -> str:
         lo, hi = out.memory_accuracy.peak_range_bytes
         worst = "" if out.memory_accuracy.fits_at_worst else " — the largest published miss would not fit"
         lines.append(f"  likely {lo / GiB:.1f}–{hi / GiB:.1f} GiB{worst}; {out.memory_accuracy.summary}")
+    if out.memory.host_bytes:
+        cap = out.memory.host_capacity_bytes
+        room = (
+            f" of {cap / GiB:.0f} per GPU → {'fits' if out.memory.host_fits else 'DOES NOT FIT'}"
+            if cap
+            else " (host memory per GPU not in the catalog: not checked)"
+        )
+        lines.append(f"  host memory for offloaded activations: {out.memory.host_bytes / GiB:.1f} GiB{room}")
     most = out.memory.stages[out.memory.most_loaded_stage]
     for key, value in most.breakdown_bytes.items():
         lines.append(f"  {key:<18} {value / GiB:10.2f}")

@@ -313,6 +313,10 @@ def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
         "hbm_gib": hbm / GiB,
         "usable_gib": usable / GiB,
         "summary": summary,
+        # activation offloading: what the host keeps per GPU, against the reference system's DRAM per GPU
+        "host_gib": float(memory.get("host_bytes") or 0.0) / GiB,
+        "host_capacity_gib": float(memory.get("host_capacity_bytes") or 0.0) / GiB,
+        "host_fits": bool(memory.get("host_fits", True)),
     }
 
 

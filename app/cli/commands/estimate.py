@@ -64,7 +64,8 @@ def render_text(out: object) -> str:
     if out.memory.host_bytes:
         cap = out.memory.host_capacity_bytes
         room = (
-            f" of {cap / GiB:.0f} per GPU → {'fits' if out.memory.host_fits else 'DOES NOT FIT'}"
+            f" of the reference system's {cap / GiB:.0f} GiB per GPU (catalog host_memory_gib) → "
+            f"{'fits' if out.memory.host_fits else 'DOES NOT FIT'}"
             if cap
             else " (host memory per GPU not in the catalog: not checked)"
         )

@@ -110,6 +110,32 @@ def test_pipeline_boundary_transfers_follow_each_frameworks_p2p_code() -> None:
     assert per_mb == pytest.approx(2 * part, rel=1e-12)
 
 
+def test_deepspeed_bf16_accumulates_gradients_in_fp32_after_every_micro_batch() -> None:
+    # BF16_Optimizer.update_hp_grads after each micro-batch's backward: cast to fp32 (2 + 4 B) and add into the
+    # fp32 buffer (4 + 4 + 4 B) for every parameter the stage holds; fp16 runs and Megatron pay nothing
+    assert DEEPSPEED.for_dtype("bf16").grad_accum_bytes_per_param == 18.0
+    assert DEEPSPEED.for_dtype("fp16").grad_accum_bytes_per_param == 0.0
+    assert MEGATRON_CORE.for_dtype("bf16").grad_accum_bytes_per_param == 0.0
+    model = find_model("GPT-3-175B")
+    cluster = _cluster("A100-80GB-SXM", 8, "ib-hdr-8x200")
+    layout = Layout(tp=8, pp=8, dp=1, zero=1, micro_batch=2, global_batch=32, dtype="bf16", recompute="full")
+    seq = 2048
+    with_accum = estimate(model, cluster, layout, seq, options=EstimateOptions(framework=DEEPSPEED))
+    # the same framework without the pass: an fp16-style accumulation inside autograd
+    without = DEEPSPEED.with_(bf16_optimizer=False, extra_unsharded_bytes=4.0, optimizer_bytes=8.0)
+    base = estimate(model, cluster, layout, seq, options=EstimateOptions(framework=without))
+    hbm = find_gpu("A100-80GB-SXM").hbm_bandwidth_bytes_per_s * DEEPSPEED.elementwise_efficiency
+    # the last stage (the bottleneck: it holds the head and the logits) holds its transformer layers and the
+    # (tied, copied) head; the middle stages only layers
+    last = with_accum.memory.stages[-1].params
+    head = last - with_accum.memory.stages[3].params
+    assert head == pytest.approx(padded_vocab_size(model.vocab_size, 8) * model.hidden_size / 8, rel=0.01)
+    per_mb = 18.0 * last / hbm
+    diff = with_accum.step.breakdown["backward_compute"] - base.step.breakdown["backward_compute"]
+    assert diff == pytest.approx(layout.num_microbatches * per_mb, rel=1e-9)
+    assert with_accum.step.total_s > base.step.total_s
+
+
 def test_wave_quantisation_follows_the_tile_and_wave_counts() -> None:
     # 8192² on 132 SMs with 128×256 tiles: 2048 tiles, 16 waves of 132 → 2048 / 2112
     assert quantisation_efficiency(8192, 8192, 132) == pytest.approx(2048 / 2112)

@@ -234,6 +234,14 @@ def estimate(
             "tensor-to-CUDA-core peak ratio (app.core.step.flash_dropout_overhead)",
         ),
         Assumption(
+            "gradient accumulation pass per micro-batch",
+            fw.grad_accum_bytes_per_param,
+            "B per parameter",
+            "DeepSpeed BF16_Optimizer folds the 16-bit gradients into its fp32 buffer after every micro-batch "
+            "(update_hp_grads: cast + add); Megatron accumulates inside the weight-gradient GEMM: 0 "
+            "(Framework.grad_accum_bytes_per_param)",
+        ),
+        Assumption(
             "saved GEMM inputs",
             fw.gemm_input_bytes,
             "B per element",

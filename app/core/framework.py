@@ -23,6 +23,9 @@ SPLITTING_ALLOCATOR_FRAGMENTATION = 0.15
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
 # share of the SMs Transformer Engine's userbuffers kernels hold while they overlap a GEMM (Framework below)
 USERBUFFERS_SM_SHARE = 8.0 / 132.0
+# DeepSpeed BF16_Optimizer's per-micro-batch fp32 gradient accumulation, bytes per parameter (see
+# Framework.grad_accum_bytes_per_param): cast 2 + 4, add 4 + 4 + 4
+BF16_OPTIMIZER_ACCUM_BYTES = 18.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,14 @@ class Framework:
     # unsharded fp32 gradient-accumulation buffer, and no separate fp32 partition gradient
     # (DeepSpeed runtime/bf16_optimizer.py, fp32_groups_gradients; Megatron-DeepSpeed --bf16)
     bf16_optimizer: bool = False
+    # HBM bytes moved per local parameter and micro-batch outside the backward kernels, by a gradient accumulation
+    # the framework runs after each micro-batch's backward. DeepSpeed's BF16_Optimizer folds the 16-bit gradients
+    # into its fp32 buffer after every micro-batch: `hp_grad.add_(lp.grad.to(fp32))` per parameter, called from
+    # PipelineEngine._exec_backward_pass ("manually call because we don't call optimizer.backward()") and from
+    # BF16_Optimizer.backward (deepspeed/runtime/bf16_optimizer.py update_hp_grads): the cast reads 2 B and writes a
+    # 4 B temporary, the add reads it and the fp32 accumulator (4 + 4 B) and writes the accumulator (4 B): 18 B.
+    # Megatron accumulates in fp32 inside the weight-gradient GEMM (gradient_accumulation_fusion): 0
+    grad_accum_bytes_per_param: float = 0.0
     # Bytes per element of the GEMM inputs a layer keeps for its weight-gradient GEMM. 16-bit runs keep the 16-bit
     # tensor (2). Under FP8, Transformer Engine keeps only the quantized copy it cast for the forward GEMM, in its
     # column-wise (transposed) layout: "Prepare input tensor for backward pass ... update_usage(rowwise_usage=False,
@@ -164,7 +175,13 @@ class Framework:
         """The conventions that apply to a run in compute dtype `dtype` (see `bf16_optimizer`)."""
         if self.bf16_optimizer and dtype == "bf16":
             # fp32 accumulation buffer (4 B/param, not sharded); the optimizer keeps fp32 master + Adam moments
-            return replace(self, extra_unsharded_bytes=4.0, optimizer_bytes=8.0, bf16_optimizer=False)
+            return replace(
+                self,
+                extra_unsharded_bytes=4.0,
+                optimizer_bytes=8.0,
+                bf16_optimizer=False,
+                grad_accum_bytes_per_param=BF16_OPTIMIZER_ACCUM_BYTES,
+            )
         if dtype == "fp8" and self.gemm_input_bytes != self.fp8_saved_input_bytes:
             return replace(self, gemm_input_bytes=self.fp8_saved_input_bytes)
         return self

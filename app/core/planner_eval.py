@@ -493,8 +493,15 @@ def evaluate(
     pp_mb = np.where(pp > 1, pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw, 0.0)
 
     ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm_bw * fw.elementwise_efficiency)
+    # per-micro-batch gradient accumulation over the stage's parameters (app.core.step.stage_times): the last
+    # stage holds the head, the first the embedding, the others neither
+    accum_rate = fw.grad_accum_bytes_per_param / (hbm_bw * fw.elementwise_efficiency)
+    one = (pp == 1).astype(np.int64)
+    accum_head = accum_rate * embedding_params_per_gpu(model, tp, pp, one, 1)
+    accum_emb = accum_rate * embedding_params_per_gpu(model, tp, pp, 1, 0) * (pp > 1)
+    accum_layers = accum_rate * (dense_t + expert_p)
     b_fwd = layers_per_gpu * fwd_layer + logits_fwd
-    b_bwd = layers_per_gpu * bwd_layer + (2 * logits_fwd + ce)
+    b_bwd = layers_per_gpu * bwd_layer + (2 * logits_fwd + ce) + accum_layers + accum_head
     b_rec = layers_per_gpu * rec_layer
     b_tp = layers_per_gpu * tp_layer
     b_cp = layers_per_gpu * cp_layer
@@ -508,8 +515,8 @@ def evaluate(
         off > 0, off * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)), 0.0
     )
     last_total = b_fwd + b_bwd + b_rec + b_tp + b_cp + b_ep + b_pp + b_off
-    other_total = last_total - logits_fwd - (2 * logits_fwd + ce)
-    mean_stage = np.where(pp > 1, ((pp - 1) * other_total + last_total) / pp, last_total)
+    other_total = last_total - logits_fwd - (2 * logits_fwd + ce) - accum_head
+    mean_stage = np.where(pp > 1, ((pp - 1) * other_total + last_total + accum_emb) / pp, last_total)
     bubble = (pp - 1) / vp * mean_stage
 
     dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, (pp == 1).astype(np.int64))

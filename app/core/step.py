@@ -675,11 +675,21 @@ def stage_times(
     logits_fwd = _gemm(attn_curve, tokens, vocab / tp, shape.hidden)
     ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
 
+    # a gradient accumulation pass over the stage's parameters after each micro-batch's backward (DeepSpeed's
+    # BF16_Optimizer, Framework.grad_accum_bytes_per_param): memory-bound, in the backward's stream
+    accum_rate = fw.grad_accum_bytes_per_param / (hbm * fw.elementwise_efficiency)
+    dense_t, expert_t = transformer_params_per_gpu(
+        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, ep, layout.etp
+    )
+
     out = []
     for stage in range(pp):
         last = stage == pp - 1
         fwd = layers_per_gpu * fwd_layer + (logits_fwd if last else 0.0)
         bwd = layers_per_gpu * bwd_layer + ((2 * logits_fwd + ce) if last else 0.0)
+        if accum_rate:
+            emb = embedding_params_per_gpu(model, tp, pp, int(stage == 0), int(last))
+            bwd += accum_rate * (dense_t + expert_t + emb)
         out.append(
             StageTime(
                 stage=stage,

@@ -192,6 +192,7 @@ def test_heuristic_mask_matches_the_rule() -> None:
         micro_batch=one,
         recompute_layers=one * 0,
         offload_layers=one * 0,
+        optimizer_offload=one * 0.0,
     )
     assert heuristic_mask(rows, 8).tolist() == [True, False, False, False]
 

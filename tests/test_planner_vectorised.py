@@ -49,6 +49,7 @@ def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
         micro_batch=int(rows.micro_batch[i]),
         recompute_layers=int(rows.recompute_layers[i]) or None,
         offload_layers=int(rows.offload_layers[i]),
+        optimizer_offload=float(rows.optimizer_offload[i]),
         global_batch=global_batch,
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=flash,
@@ -165,3 +166,43 @@ def test_vectorised_equals_scalar_with_activation_offload(name, gpu_name, nodes,
     # without the flag the planner offloads nothing
     plain = enumerate_layouts(model, cluster, 8192, 64, Constraints(max_vp=2, max_micro_batch=2), True)
     assert (plain.rows.offload_layers == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_name", "nodes", "gpn", "dtype", "fw"),
+    [
+        ("Llama-3-70B", "GB200", 4, 4, "bf16", NEMO),
+        ("Mixtral-8x7B", "H100-SXM", 2, 8, "bf16", MEGATRON_CORE),
+        ("GPT-22B", "A100-80GB-SXM", 2, 8, "bf16", DEEPSPEED),
+    ],
+)
+def test_vectorised_equals_scalar_with_optimizer_offload(name, gpu_name, nodes, gpn, dtype, fw) -> None:
+    model = catalog.find_model(name)
+    cluster = ClusterSpec(
+        gpu=catalog.find_gpu(gpu_name), num_nodes=nodes, gpus_per_node=gpn, fabric=find_fabric("ib-ndr-8x400")
+    )
+    constraints = Constraints(optimizer_offload=True, activation_offload=True, max_vp=2, max_micro_batch=2)
+    space = enumerate_layouts(model, cluster, 4096, 64, constraints, True)
+    moved = np.nonzero(space.rows.optimizer_offload > 0)[0]
+    assert moved.size > 10
+    # ZeRO 0-2 only (Megatron-core's HybridDeviceOptimizer), at the planner's shares
+    assert (space.rows.zero[moved] < 3).all()
+    assert set(space.rows.optimizer_offload[moved].tolist()) == {0.5, 1.0}
+    rng = np.random.default_rng(11)
+    pick = rng.choice(moved, size=min(40, moved.size), replace=False)
+    rows = space.rows.take(pick)
+    assert (rows.pp > 1).any()  # stages with and without the embedding hold different shards
+    opts = EstimateOptions(framework=fw)
+    ev = evaluate(model, cluster, rows, 4096, 64, dtype=dtype, options=opts)
+    for j in range(len(rows)):
+        layout = _layout(rows, j, 64, dtype, True)
+        est = estimate(model, cluster, layout, 4096, options=opts)
+        assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
+        assert ev.host_bytes is not None and est.memory.host_bytes > 0
+        assert _close(float(ev.host_bytes[j]), est.memory.host_bytes), (layout, "host")
+        assert bool(ev.host_fits[j]) == est.memory.host_fits, layout
+        for key in STEP_COMPONENTS:
+            assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
+        assert _close(float(ev.step_time_s[j]), est.step.total_s), layout
+    plain = enumerate_layouts(model, cluster, 4096, 64, Constraints(max_vp=2, max_micro_batch=2), True)
+    assert (plain.rows.optimizer_offload == 0).all()

@@ -269,3 +269,45 @@ def test_planner_mode_may_offload_activations_when_asked(client: Any) -> None:
     assert not parse_state({"plan_offload": "0"}).plan_offload
     page = client.get("/plans/new?" + on.query())
     assert 'id="f-plan_offload"' in page.text and "checked" in page.text.split('id="f-plan_offload"')[1][:200]
+
+
+def test_builder_optimizer_offload_field_and_planner_checkbox(client: Any) -> None:
+    # by hand: the share round-trips through the address bar, bad values name the field
+    state = BuilderState(nodes=2, tp=8, pp=2, zero=1, recompute="full", optimizer_offload=0.5)
+    assert "optimizer_offload=0.5" in state.query()
+    assert parse_state({"optimizer_offload": "0.5"}).optimizer_offload == 0.5
+    for bad in ("1.5", "-0.1", "nan", "half"):
+        assert "optimizer_offload" in parse_state({"optimizer_offload": bad}).errors
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert r.status_code == 200
+    host = re.search(r'<p id="host-memory">(.*?)</p>', r.text, re.S)
+    assert host and "offloaded optimizer states" in host.group(1) and "of 256 GiB" in host.group(1)
+    assert _scenario_input(r.text)["layout"]["optimizer_offload"] == 0.5
+    r = client.get(
+        "/plans/new?" + BuilderState(nodes=2, tp=8, zero=3, optimizer_offload=1).query(), headers=HX
+    )
+    assert r.status_code == 200 and "ZeRO-3" in r.text
+    # planner mode: Llama 3 70B on 16 H100 fits only with the optimizer on the host
+    base = {
+        "mode": "planner",
+        "model": "Llama-3-70B",
+        "gpu": "H100-SXM",
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "seq_len": 8192,
+        "global_batch": 64,
+    }
+    off = BuilderState(**base)
+    assert "plan_optimizer_offload" not in off.query()
+    r = client.get("/plans/new?" + off.query(), headers=HX)
+    assert r.status_code == 200 and "Use layout 1" not in r.text  # nothing fits
+    on = parse_state({**{k: str(v) for k, v in base.items()}, "plan_optimizer_offload": "1"})
+    assert on.plan_optimizer_offload and "plan_optimizer_offload=1" in on.query()
+    r = client.get("/plans/new?" + on.query(), headers=HX)
+    assert r.status_code == 200
+    assert _scenario_input(r.text)["layout"]["optimizer_offload"] > 0
+    use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
+    assert use and "optimizer_offload=" in use.group(1) and "plan_optimizer_offload=1" in use.group(1)
+    page = client.get("/plans/new?" + on.query())
+    box = page.text.split('id="f-plan_optimizer_offload"')[1][:200]
+    assert "checked" in box

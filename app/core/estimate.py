@@ -27,7 +27,13 @@ from app.core.model import (
     padded_vocab_size,
     param_counts,
 )
-from app.core.step import FLASH_FWD_FRACTION, StepEstimate, flash_dropout_overhead, step_estimate
+from app.core.step import (
+    DEFAULT_HOST_MEMORY_BYTES_PER_S,
+    FLASH_FWD_FRACTION,
+    StepEstimate,
+    flash_dropout_overhead,
+    step_estimate,
+)
 
 
 def module_recompute_flops_per_token(model: ModelSpec, modules: tuple[str, ...]) -> float:
@@ -255,6 +261,22 @@ def estimate(
             f"saved activations of these layers copied to host memory and back over a "
             f"{cluster.gpu.host_link_bytes_per_s / 1e9:g} GB/s link, double-buffered behind the next layer's "
             "compute (Megatron-core --cpu-offloading-num-layers, Transformer Engine cpu_offload.py)",
+        ),
+        Assumption(
+            "optimizer offloading",
+            layout.optimizer_offload,
+            "share of the optimizer states on the host",
+            "fp32 master + Adam moments + pinned gradient (16 B per parameter) in host memory; gradient to the host "
+            "and weight back (4 B each way over the host link) pipelined with a CPU AdamW bound by host memory "
+            f"bandwidth ({(cluster.gpu.host_memory_bandwidth_bytes_per_s or DEFAULT_HOST_MEMORY_BYTES_PER_S) / 1e9:g} "
+            "GB/s per GPU"
+            + (
+                ""
+                if cluster.gpu.host_memory_bandwidth_bytes_per_s
+                else ", DGX H100 figure: none in the catalog"
+            )
+            + "; assumes several CPU threads per rank, torchrun's default OMP_NUM_THREADS=1 is slower) "
+            "(Megatron-core HybridDeviceOptimizer, app.core.step.optimizer_step_time)",
         ),
         Assumption(
             "MoE dispatch: one copy per destination node",

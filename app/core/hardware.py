@@ -53,6 +53,9 @@ class GPUSpec:
     # the reference system's host DRAM per GPU (bytes), where activation offloading puts its copies; 0 = unknown
     # (no host-capacity check)
     host_memory_bytes: float = 0.0
+    # the reference system's host DRAM bandwidth per GPU (bytes/s, theoretical), for the CPU optimizer step of
+    # optimizer offloading; 0 = unknown
+    host_memory_bandwidth_bytes_per_s: float = 0.0
 
     @property
     def full_power_w(self) -> float:

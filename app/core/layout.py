@@ -62,6 +62,10 @@ class Layout:
       `get_cpu_offload_context`, double-buffered); 0 = none.
     - offload_modules: Megatron-core's fine-grained activation offloading (`--offload-modules`, OFFLOAD_MODULES):
       the listed modules' inputs go to host memory in every layer; works with pipelines and selective recompute.
+    - optimizer_offload: share of this GPU's optimizer shard (fp32 master weights and Adam moments) kept and updated
+      on the host (Megatron-core `--optimizer-cpu-offload --optimizer-offload-fraction F
+      --use-precision-aware-optimizer`, HybridDeviceOptimizer): its gradients go to the host, a CPU AdamW updates
+      it, the new weights come back; 0 = none, 1 = all.
     """
 
     tp: int = 1
@@ -83,6 +87,7 @@ class Layout:
     optimizer: Optimizer = "adamw"
     offload_layers: int = 0
     offload_modules: tuple[str, ...] = ()
+    optimizer_offload: float = 0.0
 
     @property
     def model_parallel(self) -> int:
@@ -310,6 +315,20 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             not layout.offload_layers,
             "layout.offload_modules",
             "choose layer offloading (offload_layers) or fine-grained module offloading, not both",
+        )
+    if layout.optimizer_offload:
+        f = layout.optimizer_offload
+        p.check(
+            isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 <= f <= 1.0,
+            "layout.optimizer_offload",
+            f"must be a share between 0 and 1 of the optimizer states, got {f!r}",
+        )
+        # HybridDeviceOptimizer wraps the optimizer of Megatron-core's data-parallel paths; fully sharded runs
+        # (Megatron-FSDP / torch FSDP2 CPUOffloadPolicy) offload parameters and gradients too, not modelled here
+        p.check(
+            layout.zero < 3,
+            "layout.optimizer_offload",
+            "optimizer offloading is modelled for ZeRO 0-2 (Megatron-core's HybridDeviceOptimizer), not ZeRO-3",
         )
     if layout.recompute_layers is not None:
         per_stage = model.num_layers // max(1, chunks) * layout.vp

@@ -116,6 +116,20 @@ def state_bytes(params: Any, shard: Any, zero: Any, fw: Framework) -> dict[str, 
     }
 
 
+# Host bytes per offloaded parameter under optimizer offloading: HybridDeviceOptimizer keeps an fp32 copy of the
+# parameter (param_update_in_fp32), the CPU AdamW's two fp32 moments and a pinned fp32 gradient buffer
+# (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py: _get_sub_optimizer_param_groups, cpu_copy_map_grad)
+OPTIMIZER_HOST_BYTES = 16.0
+
+
+def optimizer_shard_params(dense_params: Any, expert_params: Any, layout: Layout) -> Any:
+    """Parameters whose optimizer states this GPU holds: its share of the dense and expert parameters under the
+    distributed optimizer (zero ≥ 1 shards over dp·cp, the experts over their own data-parallel group)."""
+    if layout.zero >= 1:
+        return dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
+    return dense_params + expert_params
+
+
 def bytes_per_param(zero: int, dp: int, fw: Framework = MEGATRON_CORE) -> float:
     """Model-state bytes per parameter: 18 (no sharding), 6 + 12/d (distributed optimizer), …"""
     return float(sum(state_bytes(1.0, dp, zero, fw).values()))
@@ -302,8 +316,10 @@ class StageMemory:
     breakdown: dict[str, float]
     params: float  # parameters held by this GPU (before ZeRO sharding)
     inflight_microbatches: float
-    # activations this GPU keeps in host memory at the peak (activation offloading; not part of the HBM total)
+    # what this GPU keeps in host memory at the peak (offloaded activations and optimizer states; not part of the
+    # HBM total), and the optimizer's part of it
     host_bytes: float = 0.0
+    host_optimizer_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -335,6 +351,7 @@ class StageMemory:
             "params": self.params,
             "inflight_microbatches": self.inflight_microbatches,
             "host_bytes": self.host_bytes,
+            "host_optimizer_bytes": self.host_optimizer_bytes,
         }
 
 
@@ -366,13 +383,13 @@ class MemoryEstimate:
 
     @property
     def host_bytes(self) -> float:
-        """Offloaded activations per GPU in host memory, most loaded stage."""
+        """Offloaded activations and optimizer states per GPU in host memory, most loaded stage."""
         return max(s.host_bytes for s in self.stages)
 
     @property
     def host_fits(self) -> bool:
-        """The offloaded activations fit the host DRAM per GPU (true when nothing is offloaded or the capacity is
-        not known)."""
+        """What is offloaded (activations, optimizer states) fits the host DRAM per GPU (true when nothing is
+        offloaded or the capacity is not known)."""
         return not (self.host_capacity_bytes and self.host_bytes > self.host_capacity_bytes)
 
     @property
@@ -416,6 +433,15 @@ def stage_memory(
     states = state_bytes(dense_params, shard, layout.zero, fw)
     expert_states = state_bytes(expert_params, layout.expert_dp, layout.zero, fw)
     breakdown: dict[str, float] = {k: float(states[k] + expert_states[k]) for k in states}
+    # optimizer offloading: the offloaded share of the fp32 master weights and Adam moments lives on the host
+    host_optimizer = 0.0
+    if layout.optimizer_offload:
+        f = layout.optimizer_offload
+        breakdown["master_weights"] *= 1 - f
+        breakdown["optimizer_states"] *= 1 - f
+        host_optimizer = (
+            f * optimizer_shard_params(dense_params, expert_params, layout) * OPTIMIZER_HOST_BYTES
+        )
 
     tokens = layout.micro_batch * seq_len / cp
     flash = layout.flash_attention
@@ -496,7 +522,8 @@ def stage_memory(
         breakdown={k: breakdown[k] for k in MEMORY_KEYS},
         params=float(dense_params + expert_params),
         inflight_microbatches=float(inflight / layers_per_gpu),
-        host_bytes=float(host),
+        host_bytes=float(host + host_optimizer),
+        host_optimizer_bytes=float(host_optimizer),
     )
 
 
@@ -515,7 +542,18 @@ def memory_estimate(
         notes.append("FP8 is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32")
     est = MemoryEstimate(stages, float(hbm_bytes), safety_fraction, notes, float(host_capacity_bytes))
     if est.host_bytes > 0:
-        held = f"offloaded activations hold {est.host_bytes / GiB:.1f} GiB of host memory per GPU"
+        top = max(stages, key=lambda st: st.host_bytes)
+        parts = {
+            "activations": top.host_bytes - top.host_optimizer_bytes,
+            "optimizer states": top.host_optimizer_bytes,
+        }
+        held_parts = [(name, b) for name, b in parts.items() if b > 0]
+        what = (
+            held_parts[0][0]
+            if len(held_parts) == 1
+            else " and ".join(f"{name} ({b / GiB:.1f} GiB)" for name, b in held_parts)
+        )
+        held = f"offloaded {what} hold {est.host_bytes / GiB:.1f} GiB of host memory per GPU"
         if host_capacity_bytes:
             verdict = "fits" if est.host_fits else "does NOT fit"
             held += f"; {verdict} in the reference system's {host_capacity_bytes / GiB:.0f} GiB per GPU"

@@ -64,6 +64,8 @@ DEFAULT_MAX_MICRO_BATCH = 16
 PARTIAL_RECOMPUTE_SHARES = (0.25, 0.5, 0.75)
 # shares of the layers whose activations go to host memory when Constraints.activation_offload is on
 OFFLOAD_SHARES = (0.25, 0.5, 0.75)
+# shares of the optimizer states kept on the host when Constraints.optimizer_offload is on (ZeRO 0-2)
+OPTIMIZER_OFFLOAD_SHARES = (0.5, 1.0)
 
 # Rejection reasons, in the order they are tested (a layout is counted under the first it breaks).
 REJECTION_REASONS: tuple[str, ...] = (
@@ -80,7 +82,7 @@ REJECTION_REASONS: tuple[str, ...] = (
     "constraints",  # excluded by the request's allowed values
     "heuristic_preset",  # excluded by the seed heuristic (only when the preset is on)
     "out_of_memory",  # most loaded stage above usable HBM minus the requested headroom
-    "host_memory",  # offloaded activations above the reference system's host DRAM per GPU
+    "host_memory",  # offloaded activations / optimizer states above the reference system's host DRAM per GPU
 )
 
 
@@ -105,6 +107,8 @@ class Constraints:
     partial_recompute: bool = True  # also try full recompute of 1/4, 1/2, 3/4 of each stage's layers
     # also try activation offloading of 1/4, 1/2, 3/4 of the layers (pp = 1, no recompute: Megatron-core's rules)
     activation_offload: bool = False
+    # also try keeping 1/2 or all of the optimizer states on the host (Megatron-core HybridDeviceOptimizer; ZeRO 0-2)
+    optimizer_offload: bool = False
     preset: Preset = "none"
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,6 +250,8 @@ def layout_label(layout: Layout) -> str:
         parts.append(f"recompute={layout.recompute}")
     if layout.offload_layers:
         parts.append(f"offload={layout.offload_layers} layers")
+    if layout.optimizer_offload:
+        parts.append(f"optimizer offload={layout.optimizer_offload:g}")
     return " ".join(parts)
 
 
@@ -428,6 +434,18 @@ def enumerate_layouts(
                 )
                 off = np.concatenate([off, e_off])
                 total += int(e_idx.size)
+    opt_off = np.zeros(tp.shape[0], dtype=float)
+    if c.optimizer_offload:
+        # optimizer offloading: copies of every ZeRO 0-2 row with a share of the optimizer states on the host
+        base = np.nonzero(zero < 3)[0]
+        if base.size:
+            shares = np.asarray(OPTIMIZER_OFFLOAD_SHARES, dtype=float)
+            e_idx = np.repeat(base, shares.size)
+            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, off, allowed = _with_copies(
+                (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, off, allowed), e_idx
+            )
+            opt_off = np.concatenate([opt_off, np.tile(shares, base.size)])
+            total += int(e_idx.size)
     sp_bad = (sp == 1) & (tp == 1)
     counts["sequence_parallel_needs_tp"] = int(sp_bad.sum())
     moe_sp_bad = ~sp_bad & (sp == 0) & (tp > 1) & (ep > 1)
@@ -449,6 +467,7 @@ def enumerate_layouts(
         micro_batch=mb[idx],
         recompute_layers=rl[idx],
         offload_layers=off[idx],
+        optimizer_offload=opt_off[idx],
     )
     return _Space(rows, total, counts)
 
@@ -653,6 +672,7 @@ def plan(
             micro_batch=int(rows.micro_batch[i]),
             recompute_layers=int(rows.recompute_layers[i]) or None,
             offload_layers=int(rows.offload_layers[i]),
+            optimizer_offload=float(rows.optimizer_offload[i]),
             global_batch=global_batch,
             dtype=dtype,  # type: ignore[arg-type]
             flash_attention=flash_attention,

@@ -36,6 +36,7 @@ from app.core.hardware import ClusterSpec
 from app.core.memory import (
     ACT_BYTES,
     MASK_BYTES,
+    OPTIMIZER_HOST_BYTES,
     embedding_params_per_gpu,
     inflight_layer_microbatches,
     layer_activation_bytes,
@@ -54,7 +55,6 @@ from app.core.model import (
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
 from app.core.step import (
-    ADAM_BYTES_PER_PARAM,
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
     _gemm,
@@ -62,6 +62,7 @@ from app.core.step import (
     flash_dropout_overhead,
     layer_times,
     moe_a2a_overlapped,
+    optimizer_step_time,
     overlap_slowdown,
     overlapped,
     scaleout_domains,
@@ -82,6 +83,7 @@ LAYOUT_ARRAYS = (
     "micro_batch",
     "recompute_layers",
     "offload_layers",
+    "optimizer_offload",
 )
 
 
@@ -89,7 +91,8 @@ LAYOUT_ARRAYS = (
 class LayoutArrays:
     """Layouts as columns. `recompute` holds indices into RECOMPUTE_CODES; `sp` is 0/1; `recompute_layers` is
     the number of layers per stage recomputed under recompute="full", 0 meaning all (Layout's None);
-    `offload_layers` the layers whose activations go to host memory (Layout.offload_layers)."""
+    `offload_layers` the layers whose activations go to host memory (Layout.offload_layers);
+    `optimizer_offload` the share of the optimizer states kept on the host (Layout.optimizer_offload)."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -104,6 +107,7 @@ class LayoutArrays:
     micro_batch: np.ndarray
     recompute_layers: np.ndarray
     offload_layers: np.ndarray
+    optimizer_offload: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -297,6 +301,7 @@ def evaluate(
     full = rec == 2
     rl = rows.recompute_layers.astype(np.int64)
     off = rows.offload_layers.astype(np.int64)
+    opt_off = rows.optimizer_offload.astype(float)
     m = np.maximum(1, global_batch // np.maximum(1, dp * mb))
 
     n_moe = num_moe_layers(model)
@@ -344,6 +349,14 @@ def evaluate(
         states = state_bytes(dense_p, shard, zero, fw)
         expert_states = state_bytes(expert_p, exp_shard, zero, fw)
         model_states = sum(np.asarray(states[k] + expert_states[k], float) for k in states)
+        # optimizer offloading moves its share of the master weights and Adam moments to the host
+        model_states = model_states - opt_off * np.asarray(
+            states["master_weights"]
+            + states["optimizer_states"]
+            + expert_states["master_weights"]
+            + expert_states["optimizer_states"],
+            float,
+        )
         inflight = inflight_layer_microbatches(layers_per_gpu, pp, vp, m, stage)
         # activation offloading keeps the other layers and the one in flight (app.core.memory.stage_memory)
         resident = np.where(off > 0, np.minimum(layers_per_gpu, layers_per_gpu - off + 1), layers_per_gpu)
@@ -359,9 +372,20 @@ def evaluate(
         return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes + fw.nccl_buffer_bytes
 
     zeros = np.zeros(n, dtype=np.int64)
-    # host memory: the offloaded layers' activations (layer offloading runs with pp = 1: stage 0)
-    host_bytes = (
+    ones = np.ones(n, dtype=np.int64)
+
+    def host_optimizer(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+        # the offloaded optimizer shard of a stage (app.core.memory.optimizer_shard_params)
+        dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, first, last)
+        held = np.where(zero >= 1, dense_p / shard + expert_p / exp_shard, dense_p + expert_p)
+        return np.asarray(opt_off * held * OPTIMIZER_HOST_BYTES, float)
+
+    # host memory, most loaded stage: the offloaded layers' activations (layer offloading runs with pp = 1: stage
+    # 0) and the offloaded optimizer states (the first or the last stage holds the most parameters)
+    host_bytes = np.maximum(
         per_layer * inflight_layer_microbatches(layers_per_gpu, pp, vp, m, zeros) * off / layers_per_gpu
+        + host_optimizer(ones, (pp == 1).astype(np.int64)),
+        host_optimizer((pp == 1).astype(np.int64), ones),
     )
     first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64))
     last_bytes = np.where(pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64)), first_bytes)
@@ -577,7 +601,7 @@ def evaluate(
     opt_shard = np.where(zero >= 1, dp_ranks, 1)
     opt_exp_shard = np.maximum(1, np.where(zero >= 1, exp_ranks, 1))
     opt_params = dense_p / opt_shard + expert_p / opt_exp_shard
-    optimizer = opt_params * ADAM_BYTES_PER_PARAM / (hbm_bw * fw.elementwise_efficiency)
+    optimizer = optimizer_step_time(opt_params, opt_off, cluster, fw)
 
     step = {
         "forward_compute": m * b_fwd,

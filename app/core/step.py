@@ -97,6 +97,17 @@ CE_BYTES_PER_LOGIT = 14.0
 ADAM_BYTES_PER_PARAM = (
     38.0  # read grad+master+m+v (16), write master+m+v (12), 16-bit copy (2), clip+zero (8)
 )
+# Optimizer offloading (Megatron-core HybridDeviceOptimizer, --overlap-cpu-optimizer-d2h-h2d as its README
+# recommends): each offloaded parameter's fp32 gradient goes to the host, a CPU AdamW updates it and the fp32 weight
+# comes back, the three pipelined parameter by parameter (one CPU optimizer per parameter, a D2H event per
+# parameter, an H2D copy in each step's post-hook). Link bytes per parameter each way: 4. The CPU step is PyTorch's
+# single-tensor AdamW (CPU tensors do not take the foreach path), bound by host memory bandwidth: mul_ (decoupled
+# weight decay) 8 B, exp_avg.lerp_ 12, exp_avg_sq.mul_ 8 + addcmul_ 12, denom = sqrt / bias correction + eps 24,
+# param.addcdiv_ 16 = 80 B per parameter (torch/optim/adam.py _single_tensor_adam)
+OFFLOAD_LINK_BYTES_PER_PARAM = 4.0
+CPU_ADAMW_BYTES_PER_PARAM = 80.0
+# host DRAM bandwidth per GPU assumed where the catalog has none: the DGX H100 figure (app/catalog/gpus.yaml)
+DEFAULT_HOST_MEMORY_BYTES_PER_S = 76.8e9
 STEP_COMPONENTS = (
     "forward_compute",
     "backward_compute",
@@ -706,6 +717,26 @@ def stage_times(
     return out
 
 
+def optimizer_step_time(opt_params: Any, offload: Any, cluster: ClusterSpec, fw: Framework) -> Any:
+    """Seconds of the optimizer step over `opt_params` (the parameters whose optimizer states this GPU holds), a
+    share `offload` of them updated on the host. The GPU's fused Adam over the rest runs while the host works; the
+    host path is the slowest of its gradient copy, CPU AdamW and weight copy, pipelined per parameter."""
+    gpu = cluster.gpu
+    on_gpu = (
+        (1 - offload)
+        * opt_params
+        * ADAM_BYTES_PER_PARAM
+        / (gpu.hbm_bandwidth_bytes_per_s * fw.elementwise_efficiency)
+    )
+    moved = offload * opt_params
+    host_bw = (
+        gpu.host_memory_bandwidth_bytes_per_s or DEFAULT_HOST_MEMORY_BYTES_PER_S
+    ) * fw.elementwise_efficiency
+    copy = moved * OFFLOAD_LINK_BYTES_PER_PARAM / gpu.host_link_bytes_per_s
+    cpu = moved * CPU_ADAMW_BYTES_PER_PARAM / host_bw
+    return np.maximum(on_gpu, np.maximum(copy, cpu))
+
+
 def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> Any:
     """Compute slowdown while a collective over `ranks` (`ranks_per_node` of them per node) runs beside it.
 
@@ -827,11 +858,7 @@ def step_estimate(
 
     shard = dp_ranks if layout.zero >= 1 else 1
     opt_params = dense_p / shard + expert_p / max(1, exp_ranks if layout.zero >= 1 else 1)
-    optimizer = (
-        opt_params
-        * ADAM_BYTES_PER_PARAM
-        / (cluster.gpu.hbm_bandwidth_bytes_per_s * fw.elementwise_efficiency)
-    )
+    optimizer = optimizer_step_time(opt_params, layout.optimizer_offload, cluster, fw)
 
     b = bottleneck
     breakdown = {

@@ -26,7 +26,10 @@ class StageMemoryOut(BaseModel):
     inflight_microbatches: float
     host_bytes: float = Field(
         default=0.0,
-        description="activations this GPU keeps in host memory at the peak (activation offloading)",
+        description="what this GPU keeps in host memory at the peak: offloaded activations and optimizer states",
+    )
+    host_optimizer_bytes: float = Field(
+        default=0.0, description="the optimizer states' part of host_bytes (optimizer offloading)"
     )
 
 
@@ -39,14 +42,17 @@ class MemoryOut(BaseModel):
     usable_bytes: float
     margin_bytes: float = Field(description="usable HBM minus the peak; negative means it does not fit")
     host_bytes: float = Field(
-        default=0.0, description="offloaded activations per GPU in host memory (most loaded stage)"
+        default=0.0,
+        description="offloaded activations and optimizer states per GPU in host memory (most loaded stage)",
     )
     host_capacity_bytes: float | None = Field(
         default=None, description="host DRAM per GPU of the catalog's reference system; null when not known"
     )
-    host_fits: bool = Field(default=True, description="the offloaded activations fit host_capacity_bytes")
+    host_fits: bool = Field(
+        default=True, description="the offloaded activations and optimizer states fit host_capacity_bytes"
+    )
     fits: bool = Field(
-        description="the most loaded stage fits usable HBM and its offloaded activations host DRAM"
+        description="the most loaded stage fits usable HBM and what it offloads fits host DRAM"
     )
     notes: list[str]
 

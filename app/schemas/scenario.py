@@ -99,6 +99,14 @@ class LayoutIn(BaseModel):
         description="layers whose saved activations are offloaded to host memory during the forward pass "
         "(Megatron-core --cpu-offloading-num-layers; needs pp = 1 and recompute = 'none'); 0 = none",
     )
+    optimizer_offload: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of each GPU's optimizer states (fp32 master weights and Adam moments) kept and updated "
+        "on the host by a CPU AdamW (Megatron-core --optimizer-cpu-offload --optimizer-offload-fraction); "
+        "ZeRO 0-2; 0 = none",
+    )
 
 
 class TrainingIn(BaseModel):

@@ -47,6 +47,11 @@ class ConstraintsIn(BaseModel):
         description="also try offloading the activations of 1/4, 1/2 and 3/4 of the layers to host memory "
         "(Megatron-core --cpu-offloading-num-layers; pp = 1 and no recompute only)",
     )
+    optimizer_offload: bool = Field(
+        default=False,
+        description="also try keeping 1/2 or all of the optimizer states on the host, updated by a CPU AdamW "
+        "(Megatron-core --optimizer-cpu-offload; ZeRO 0-2 only)",
+    )
     preset: Literal["none", "heuristic"] = Field(
         default="none",
         description="'heuristic': the seed rule (TP inside a node ≤ 8, PP inside ≤ 4 nodes, DP across racks)",
@@ -73,6 +78,7 @@ class ConstraintsIn(BaseModel):
             min_headroom_bytes=self.min_headroom_gib * GiB,
             partial_recompute=self.partial_recompute,
             activation_offload=self.activation_offload,
+            optimizer_offload=self.optimizer_offload,
             preset=self.preset,
         )
 

@@ -297,6 +297,8 @@ def memory_payload(memory: Any) -> dict[str, Any]:
                 "stage": st.stage,
                 "components": {k: float(v) for k, v in st.breakdown.items()},
                 "total_bytes": float(st.total_bytes),
+                "host_bytes": float(getattr(st, "host_bytes", 0.0)),
+                "host_optimizer_bytes": float(getattr(st, "host_optimizer_bytes", 0.0)),
             }
             for st in memory.stages
         ],

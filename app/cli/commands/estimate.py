@@ -49,7 +49,13 @@ def render_text(out: object) -> str:
         f"layout: TP{lay['tp']} PP{lay['pp']} VP{lay['vp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} "
         f"ZeRO-{lay['zero']} SP={'on' if lay['sequence_parallel'] else 'off'} recompute={lay['recompute']}"
         f"{'(' + ','.join(lay['recompute_modules']) + ')' if lay.get('recompute_modules') else ''} "
-        f"micro-batch {lay['micro_batch']} global batch {lay['global_batch']} {lay['dtype']}",
+        f"micro-batch {lay['micro_batch']} global batch {lay['global_batch']} {lay['dtype']}"
+        + (f" offload: {lay['offload_layers']} layers' activations" if lay.get("offload_layers") else "")
+        + (
+            f" offload: {lay['optimizer_offload']:.0%} of the optimizer states"
+            if lay.get("optimizer_offload")
+            else ""
+        ),
         f"parameters: {out.params['total'] / 1e9:.2f} B total, {out.params['active'] / 1e9:.2f} B active",
         "",
         "memory per GPU (GiB), most loaded stage "
@@ -69,7 +75,16 @@ def render_text(out: object) -> str:
             if cap
             else " (host memory per GPU not in the catalog: not checked)"
         )
-        lines.append(f"  host memory for offloaded activations: {out.memory.host_bytes / GiB:.1f} GiB{room}")
+        host_stage = max(out.memory.stages, key=lambda st: st.host_bytes)
+        what = " and ".join(
+            name
+            for name, held in (
+                ("activations", host_stage.host_bytes - host_stage.host_optimizer_bytes),
+                ("optimizer states", host_stage.host_optimizer_bytes),
+            )
+            if held > 0
+        )
+        lines.append(f"  host memory for offloaded {what}: {out.memory.host_bytes / GiB:.1f} GiB{room}")
     most = out.memory.stages[out.memory.most_loaded_stage]
     for key, value in most.breakdown_bytes.items():
         lines.append(f"  {key:<18} {value / GiB:10.2f}")

@@ -51,9 +51,12 @@ class BuilderState:
     micro_batch: int = 1
     offload_layers: int = 0  # layers whose activations go to host memory (pp = 1, no recompute); 0 = none
     offload_modules: str = ""  # comma-separated modules for fine-grained activation offloading; empty = none
+    optimizer_offload: float = 0.0  # share of the optimizer states kept and updated on the host; 0 = none
     dtype: str = "bf16"
     # planner mode: also rank layouts that offload 1/4, 1/2 or 3/4 of the layers' activations to host memory
     plan_offload: bool = False
+    # planner mode: also rank layouts that keep half or all of the optimizer states on the host
+    plan_optimizer_offload: bool = False
     profile: str = ""  # calibration profile ("name v3"); empty → published defaults
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -71,10 +74,11 @@ class BuilderState:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
         data.update(overrides)
         data["sp"] = "1" if data["sp"] else "0"
-        if data["plan_offload"]:
-            data["plan_offload"] = "1"
-        else:
-            data.pop("plan_offload")
+        for flag in ("plan_offload", "plan_optimizer_offload"):
+            if data[flag]:
+                data[flag] = "1"
+            else:
+                data.pop(flag)
         if not data["hf_config"]:
             data.pop("hf_config")
         if not data["profile"]:
@@ -85,6 +89,8 @@ class BuilderState:
             data.pop("offload_layers")
         if not data["offload_modules"]:
             data.pop("offload_modules")
+        if not data["optimizer_offload"]:
+            data.pop("optimizer_offload")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def modules_list(self) -> list[str]:
@@ -146,6 +152,15 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
             errors[name] = f"a whole number from {lo} to {hi:,}"
         else:
             setattr(state, name, number)
+    if "optimizer_offload" in params:
+        raw = params["optimizer_offload"].strip()
+        try:
+            share = float(raw) if raw else 0.0
+            if not 0.0 <= share <= 1.0:
+                raise ValueError
+            state.optimizer_offload = share
+        except ValueError:
+            errors["optimizer_offload"] = "a share from 0 to 1 of the optimizer states"
     if "tokens_b" in params:
         try:
             tokens = float(params["tokens_b"])
@@ -178,8 +193,9 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
                 setattr(state, name, ",".join(dict.fromkeys(names)))
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
-    if "plan_offload" in params:
-        state.plan_offload = params["plan_offload"] in ("1", "on", "true", "yes")
+    for flag in ("plan_offload", "plan_optimizer_offload"):
+        if flag in params:
+            setattr(state, flag, params[flag] in ("1", "on", "true", "yes"))
     state.errors = errors
     return state
 
@@ -230,6 +246,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "dtype": state.dtype,
             "offload_layers": state.offload_layers,
             "offload_modules": [m for m in state.offload_modules.split(",") if m],
+            "optimizer_offload": state.optimizer_offload,
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
     }
@@ -259,7 +276,15 @@ def _cluster(state: BuilderState) -> dict[str, Any]:
 
 def planner_constraints(state: BuilderState) -> dict[str, Any] | None:
     """The planner constraints the builder's planner mode sets (None: the planner's defaults)."""
-    return {"activation_offload": True} if state.plan_offload else None
+    constraints = {
+        name: True
+        for name, on in (
+            ("activation_offload", state.plan_offload),
+            ("optimizer_offload", state.plan_optimizer_offload),
+        )
+        if on
+    }
+    return constraints or None
 
 
 def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
@@ -279,6 +304,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         micro_batch=layout["micro_batch"],
         offload_layers=layout.get("offload_layers") or 0,
         offload_modules=",".join(layout.get("offload_modules") or ()),
+        optimizer_offload=float(layout.get("optimizer_offload") or 0.0),
         dtype=layout["dtype"],
     )
 
@@ -343,6 +369,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     state.recompute = str(layout.get("recompute", state.recompute))
     state.recompute_modules = ",".join(str(m) for m in layout.get("recompute_modules") or ())
     state.offload_modules = ",".join(str(m) for m in layout.get("offload_modules") or ())
+    state.optimizer_offload = float(layout.get("optimizer_offload") or 0.0)
     state.dtype = str(layout.get("dtype", state.dtype))
     training = scenario.get("training") or {}
     if training.get("seq_len") is not None:

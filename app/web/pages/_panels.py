@@ -313,11 +313,26 @@ def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
         "hbm_gib": hbm / GiB,
         "usable_gib": usable / GiB,
         "summary": summary,
-        # activation offloading: what the host keeps per GPU, against the reference system's DRAM per GPU
+        # activation and optimizer offloading: what the host keeps per GPU, against the reference system's DRAM
         "host_gib": float(memory.get("host_bytes") or 0.0) / GiB,
+        "host_what": host_contents(memory),
         "host_capacity_gib": float(memory.get("host_capacity_bytes") or 0.0) / GiB,
         "host_fits": bool(memory.get("host_fits", True)),
     }
+
+
+def host_contents(memory: dict[str, Any]) -> str:
+    """What the stage holding the most host memory offloads: 'activations', 'optimizer states' or both."""
+    stages = memory.get("stages") or []
+    if not stages:
+        return "activations"
+    top = max(stages, key=lambda st: float(st.get("host_bytes") or 0.0))
+    optimizer = float(top.get("host_optimizer_bytes") or 0.0)
+    activations = float(top.get("host_bytes") or 0.0) - optimizer
+    parts = [
+        name for name, held in (("activations", activations), ("optimizer states", optimizer)) if held > 0
+    ]
+    return " and ".join(parts) or "activations"
 
 
 def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:

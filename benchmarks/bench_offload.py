@@ -1,11 +1,13 @@
-"""Cost of searching activation offloading in the planner: a full layout search without (baseline) and with
-`Constraints(activation_offload=True)`, interleaved in the same process.
+"""Cost of searching offloading in the planner: a full layout search without (baseline), with
+`Constraints(activation_offload=True)` and with `Constraints(optimizer_offload=True)`, interleaved in the same
+process.
 
     .venv/bin/python benchmarks/bench_offload.py [--repeat 5]
 
 Cases: Llama 3 70B in FP8 on 64 GB200 (NVLink-C2C host link, seq 8192, 256 sequences) and on 64 H100 (PCIe
-Gen5). Offloading adds three copies of every pp = 1, no-recompute layout; the ratio printed is with ÷ without
-median search time, and the best layout of each search is shown.
+Gen5). Activation offloading adds three copies of every pp = 1, no-recompute layout, optimizer offloading two of
+every ZeRO 0-2 layout; the ratios printed are each search ÷ the baseline's median time, and the best layout of
+each search is shown.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from app.core.planner import Constraints, plan
 CASES = (("GB200", 4), ("H100-SXM", 8))
 
 
-def search(gpu_name: str, per_node: int, offload: bool) -> tuple[float, dict, int]:
+KINDS = ("none", "activation_offload", "optimizer_offload")
+
+
+def search(gpu_name: str, per_node: int, kind: str) -> tuple[float, dict, int]:
     model = catalog.find_model("Llama-3-70B")
     gpu = catalog.find_gpu(gpu_name)
     cluster = ClusterSpec(
@@ -42,7 +47,7 @@ def search(gpu_name: str, per_node: int, offload: bool) -> tuple[float, dict, in
         8192,
         256,
         dtype="fp8",
-        constraints=Constraints(activation_offload=offload),
+        constraints=Constraints(**({kind: True} if kind != "none" else {})),
         options=EstimateOptions(framework=NEMO),
     )
     elapsed = time.perf_counter() - t0
@@ -55,20 +60,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     for gpu_name, per_node in CASES:
-        search(gpu_name, per_node, False)  # warm-up: imports, catalog, first-call caches
-        base, with_off = [], []
-        for _ in range(args.repeat):  # interleaved, so drift on a shared machine hits both alike
-            base_s, base_best, base_n = search(gpu_name, per_node, False)
-            off_s, off_best, off_n = search(gpu_name, per_node, True)
-            base.append(base_s)
-            with_off.append(off_s)
-        b, o = statistics.median(base), statistics.median(with_off)
-        print(
-            f"Llama-3-70B FP8 on 64 × {gpu_name}: {base_n} layouts {b:.3f} s, with offload {off_n} layouts "
-            f"{o:.3f} s, ratio {o / b:.2f}"
-        )
-        for label, best in (("without", base_best), ("with", off_best)):
-            print(f"  best {label:7s}: {best['label']}  step {best['step_time_s']:.3f} s")
+        search(gpu_name, per_node, "none")  # warm-up: imports, catalog, first-call caches
+        times: dict[str, list[float]] = {k: [] for k in KINDS}
+        best: dict[str, dict] = {}
+        count: dict[str, int] = {}
+        for _ in range(args.repeat):  # interleaved, so drift on a shared machine hits all alike
+            for kind in KINDS:
+                elapsed, best[kind], count[kind] = search(gpu_name, per_node, kind)
+                times[kind].append(elapsed)
+        base = statistics.median(times["none"])
+        print(f"Llama-3-70B FP8 on 64 × {gpu_name}:")
+        for kind in KINDS:
+            med = statistics.median(times[kind])
+            print(
+                f"  {kind:18s} {count[kind]:6d} layouts {med:.3f} s  ratio {med / base:.2f}  "
+                f"best {best[kind]['label']}  step {best[kind]['step_time_s']:.3f} s"
+            )
 
 
 if __name__ == "__main__":

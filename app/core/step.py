@@ -101,11 +101,11 @@ ADAM_BYTES_PER_PARAM = (
 # recommends): each offloaded parameter's fp32 gradient goes to the host, a CPU AdamW updates it and the fp32 weight
 # comes back, the three pipelined parameter by parameter (one CPU optimizer per parameter, a D2H event per
 # parameter, an H2D copy in each step's post-hook). Link bytes per parameter each way: 4. The CPU step is PyTorch's
-# single-tensor AdamW (CPU tensors do not take the foreach path), bound by host memory bandwidth: mul_ (decoupled
-# weight decay) 8 B, exp_avg.lerp_ 12, exp_avg_sq.mul_ 8 + addcmul_ 12, denom = sqrt / bias correction + eps 24,
-# param.addcdiv_ 16 = 80 B per parameter (torch/optim/adam.py _single_tensor_adam)
+# AdamW with fused=True, as megatron/core/optimizer/__init__.py builds it ("this flag is used to improve the
+# performance of the cpu optimizer"): one pass per parameter that reads the fp32 weight, gradient and both moments
+# and writes the weight and moments, 28 B, bound by host memory bandwidth
 OFFLOAD_LINK_BYTES_PER_PARAM = 4.0
-CPU_ADAMW_BYTES_PER_PARAM = 80.0
+CPU_ADAMW_BYTES_PER_PARAM = 28.0
 # host DRAM bandwidth per GPU assumed where the catalog has none: the DGX H100 figure (app/catalog/gpus.yaml)
 DEFAULT_HOST_MEMORY_BYTES_PER_S = 76.8e9
 STEP_COMPONENTS = (

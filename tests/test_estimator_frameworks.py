@@ -11,7 +11,7 @@ from app.catalog import find_gpu, find_model
 from app.catalog.fabrics import find_fabric
 from app.core.efficiency import NON_CLOCK_POWER_FRACTION, power_capped_clock_fraction
 from app.core.estimate import EstimateOptions, estimate
-from app.core.framework import DEEPSPEED, MEGATRON_CORE, TORCHTITAN
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, TORCHTITAN
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
 from app.core.memory import bytes_per_param
@@ -69,6 +69,21 @@ def test_torchtitan_keeps_twelve_bytes_per_logit_for_its_eager_cross_entropy() -
     assert est.memory.most_loaded.breakdown["logits"] == pytest.approx(12.0 * tokens * vocab)
     megatron = estimate(model, _cluster(), layout, 8192, options=EstimateOptions(framework=MEGATRON_CORE))
     assert megatron.memory.most_loaded.breakdown["logits"] == pytest.approx(6.0 * tokens * vocab)
+
+
+def test_megatron_fp16_keeps_fp16_gradients_and_an_fp32_main_gradient() -> None:
+    # Megatron-LM's distributed-optimizer table: fp16 param + fp16 grads 20 and 4 + 16/d; bf16 param + fp32
+    # grads 18 and 6 + 12/d
+    fp16 = MEGATRON_CORE.for_dtype("fp16")
+    assert bytes_per_param(0, 1, fp16) == pytest.approx(20.0)
+    assert bytes_per_param(1, 8, fp16) == pytest.approx(4 + 16 / 8)
+    assert bytes_per_param(0, 1, MEGATRON_CORE.for_dtype("bf16")) == pytest.approx(18.0)
+    assert bytes_per_param(1, 8, MEGATRON_CORE.for_dtype("bf16")) == pytest.approx(6 + 12 / 8)
+    assert fp16.grad_reduce_bytes == 2.0 and fp16.for_dtype("fp16") == fp16
+    assert MEGATRON_2021.for_dtype("fp16").grad_reduce_bytes == 2.0
+    # frameworks with their own 16-bit conventions keep them
+    assert DEEPSPEED.for_dtype("fp16").optimizer_bytes == DEEPSPEED.optimizer_bytes
+    assert TORCHTITAN.for_dtype("fp16") == TORCHTITAN
 
 
 def test_deepspeed_bf16_uses_the_bf16_optimizer_bytes() -> None:

@@ -17,9 +17,11 @@ from app.validation.training_runs import (
     evaluate_row,
     load_rows,
     moe_from_notes,
+    row_framework,
     row_layout,
     row_model,
     rule_for,
+    rule_for_row,
 )
 
 HELDOUT = Path(__file__).resolve().parent / "data" / "training_runs_heldout.csv"
@@ -444,3 +446,42 @@ def test_vtrain_rows_use_the_fabric_vtrain_states() -> None:
     fabric = row_fabric(rule_for_row(row))
     assert fabric.nics_per_node == 4
     assert fabric.nics_per_node * fabric.nic_bandwidth_bytes_per_s * 8 == pytest.approx(800e9)
+
+
+def test_narayanan_table_1_replays_with_its_sc21_artifact_settings() -> None:
+    # Megatron-LM examples/sc21/run_table_1.sh and CONFIG.sh: micro-batch, interleaving, --fp16, --DDP-impl
+    rows = load_rows(Path(__file__).parent / "data" / "training_runs.csv")
+    table_1 = [r for r in rows if "Table 1" in r.get("source") and "Narayanan" in r.get("source")]
+    assert len(table_1) == 10
+    expected = {  # hidden → (micro-batch, vp, gradient all-reduce overlapped)
+        2304: (16, 1, True),
+        6144: (8, 1, True),
+        8192: (4, 1, False),
+        10240: (2, 3, False),  # 60 layers, pp 4, 5 layers per virtual stage
+        12288: (2, 2, False),
+        16384: (1, 2, False),
+        20480: (1, 3, False),
+        25600: (1, 1, False),
+    }
+    seen = 0
+    for row in table_1:
+        hidden = row.int_or("hidden", 0)
+        if hidden not in expected:
+            continue
+        rule = rule_for_row(row)
+        model = row_model(row, rule)
+        layout, defaults = row_layout(row, model, rule, row.int_or("num_gpus", 0) or 0)
+        mb, vp, overlapped = expected[hidden]
+        assert (layout.micro_batch, layout.vp, layout.dtype) == (mb, vp, "fp16"), hidden
+        assert any("SC21 artifact" in d for d in defaults)
+        fw = row_framework(row, rule, layout)
+        assert (fw.dp_overlap == 1.0) == overlapped, hidden
+        # fp16 Megatron: 16-bit gradients all-reduced in 16 bit
+        assert fw.for_dtype(layout.dtype).grad_reduce_bytes == 2.0
+        seen += 1
+    assert seen == len(expected)
+    # other Narayanan rows (Table 2) keep their own columns and the defaults
+    table_2 = next(r for r in rows if "Table 2" in r.get("source"))
+    rule = rule_for_row(table_2)
+    layout, defaults = row_layout(table_2, row_model(table_2, rule), rule, table_2.int_or("num_gpus", 0) or 0)
+    assert not any("SC21" in d for d in defaults) and layout.dtype == "bf16"

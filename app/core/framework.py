@@ -148,6 +148,12 @@ class Framework:
     # 4 B temporary, the add reads it and the fp32 accumulator (4 + 4 B) and writes the accumulator (4 B): 18 B.
     # Megatron accumulates in fp32 inside the weight-gradient GEMM (gradient_accumulation_fusion): 0
     grad_accum_bytes_per_param: float = 0.0
+    # Megatron keeps an fp16 run's gradients in fp16 (its gradient buffer takes the parameter dtype: fp32
+    # accumulation and reduction are forced only for bf16, megatron/training/arguments.py
+    # accumulate_allreduce_grads_in_fp32) and the optimizer holds a separate fp32 main gradient next to the fp32
+    # main weights: "fp16 param, fp16 grads: 20 bytes per parameter, 4 + 16/d with the distributed optimizer"
+    # (Megatron-LM docs, distributed optimizer). `for_dtype("fp16")` applies it
+    fp16_grads_in_param_dtype: bool = False
     # Bytes per element of the GEMM inputs a layer keeps for its weight-gradient GEMM. 16-bit runs keep the 16-bit
     # tensor (2). Under FP8, Transformer Engine keeps only the quantized copy it cast for the forward GEMM, in its
     # column-wise (transposed) layout: "Prepare input tensor for backward pass ... update_usage(rowwise_usage=False,
@@ -182,6 +188,14 @@ class Framework:
                 bf16_optimizer=False,
                 grad_accum_bytes_per_param=BF16_OPTIMIZER_ACCUM_BYTES,
             )
+        if dtype == "fp16" and self.fp16_grads_in_param_dtype:
+            return replace(
+                self,
+                grad_bytes=2.0,
+                grad_reduce_bytes=2.0,
+                optimizer_bytes=self.optimizer_bytes + 4.0,
+                fp16_grads_in_param_dtype=False,
+            )
         if dtype == "fp8" and self.gemm_input_bytes != self.fp8_saved_input_bytes:
             return replace(self, gemm_input_bytes=self.fp8_saved_input_bytes)
         return self
@@ -191,7 +205,7 @@ class Framework:
 # --overlap-param-gather, Transformer Engine, fp32 gradient buffer); the column-parallel backward overlaps its
 # input-gradient collectives with the weight-gradient GEMM (tp_async_backward; Transformer Engine's Linear does
 # the same without userbuffers).
-MEGATRON_CORE = Framework(name="megatron-core", tp_async_backward=True)
+MEGATRON_CORE = Framework(name="megatron-core", tp_async_backward=True, fp16_grads_in_param_dtype=True)
 
 # NeMo on Megatron-core with Transformer Engine userbuffers (tp_comm_overlap=True in the NeMo performance
 # recipes, NVIDIA/NeMo docs/source/performance/performance_summary.md), distributed optimizer.
@@ -243,6 +257,8 @@ MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True
 # constant chosen against those six rows, the only published DeepSpeed ZeRO-3 runs in the validation set).
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
+    # its fp16 conventions are its own (below): 16-bit gradients, fp32 partition gradient in optimizer_bytes
+    fp16_grads_in_param_dtype=False,
     grad_bytes=2.0,
     # the fp16 ZeRO-1/2 optimizer also keeps an fp32 gradient of its partition for the update
     # (DeepSpeed runtime/zero/stage_1_and_2.py, single_partition_of_fp32_groups[i].grad): 8 + 4 B, sharded
@@ -274,6 +290,7 @@ DEEPSPEED = MEGATRON_CORE.with_(
 # gradient reduce-scatter (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)); eager kernels.
 TORCHTITAN = MEGATRON_CORE.with_(
     name="torchtitan-fsdp2",
+    fp16_grads_in_param_dtype=False,
     weight_bytes=2.0,
     grad_bytes=4.0,
     grad_reduce_bytes=4.0,

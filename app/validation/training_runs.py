@@ -209,6 +209,33 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
 # gathered-parameter working set
 DEEPSPEED_ZERO3_LIVE_PARAMS = 1e9
 
+# Megatron-LM's artifact for Narayanan et al. 2021 Table 1 (examples/sc21/run_table_1.sh, with CONFIG.sh's common
+# flags: --fp16 --loss-scale 8192 for every model): (layers, hidden) → micro-batch size, layers per virtual
+# pipeline stage (--num-layers-per-virtual-pipeline-stage; None = no interleaving) and --DDP-impl (torch: PyTorch
+# DDP, whose bucketed all-reduce overlaps the last micro-batch's backward, Megatron's no-pipelining schedule running
+# the others under no_sync; local: Megatron's own all-reduce after the backward)
+SC21_TABLE_1: dict[tuple[int, int], tuple[int, int | None, str]] = {
+    (24, 2304): (16, None, "torch"),
+    (30, 3072): (16, None, "torch"),
+    (36, 4096): (16, None, "torch"),
+    (40, 6144): (8, None, "torch"),
+    (48, 8192): (4, None, "local"),
+    (60, 10240): (2, 5, "local"),
+    (80, 12288): (2, 5, "local"),
+    (96, 16384): (1, 3, "local"),
+    (105, 20480): (1, 1, "local"),
+    (128, 25600): (1, None, "local"),
+}
+
+
+def sc21_table_1(row: Row) -> tuple[int, int | None, str] | None:
+    """The SC21 artifact's settings for a Narayanan et al. 2021 Table 1 row (None for any other row)."""
+    source = row.get("source").lower()
+    if "narayanan" not in source or "table 1" not in source:
+        return None
+    return SC21_TABLE_1.get((row.int_or("layers", 0) or 0, row.int_or("hidden", 0) or 0))
+
+
 DEFAULT_RULE = SourceRule(
     "", MEGATRON_CORE, "ib-ndr-8x400", None, True, "model", True, "no rule for this source: defaults"
 )
@@ -594,11 +621,19 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
             rule.framework.name, 0
         )
         defaults.append(f"zero={zero}")
+    artifact = sc21_table_1(row)
     mb = row.int_or("micro_batch", None)
+    if mb is None and artifact is not None:
+        mb = artifact[0]
+        defaults.append(f"micro_batch={mb} (SC21 artifact)")
     if mb is None:
         mb = 1
         defaults.append("micro_batch=1")
     vp = row.int_or("interleave_v", None)
+    if vp is None and artifact is not None:
+        per_stage = artifact[1]
+        vp = model.num_layers // (pp * per_stage) if per_stage else 1
+        defaults.append(f"vp={vp} (SC21 artifact)")
     if vp is None:
         vp = 1
         defaults.append("vp=1")
@@ -646,6 +681,9 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         defaults.append(f"sequence_parallel={'on' if sp else 'off'}")
     dtype_text = row.get("dtype").lower()
     dtype = "fp8" if "fp8" in dtype_text else ("fp16" if dtype_text.startswith("fp16") else "bf16")
+    if artifact is not None and "not specified" in dtype_text and "16" in dtype_text:
+        dtype = "fp16"  # CONFIG.sh of the SC21 artifact: --fp16
+        defaults.append("dtype=fp16 (SC21 artifact)")
     if "not stated" in dtype_text and "16" in dtype_text and rule.framework.name == DEEPSPEED.name:
         # an unstated 16-bit format under Megatron-DeepSpeed: its GPT example trains in fp16 (--fp16 in
         # examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh), as vTrain's simulator profiles (torch.float16)
@@ -730,6 +768,10 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
             comm_buffer_bytes=DEEPSPEED.comm_buffer_bytes,
             grad_reduce_bytes=DEEPSPEED.grad_reduce_bytes,
         )
+    artifact = sc21_table_1(row)
+    if artifact is not None and artifact[2] == "torch":
+        # PyTorch DDP: the gradient all-reduce overlaps the last micro-batch's backward
+        fw = fw.with_(name=f"{fw.name}+torch-ddp", dp_overlap=1.0)
     # bf16 runs of Megatron-DeepSpeed use DeepSpeed's BF16_Optimizer (Framework.bf16_optimizer, applied by the
     # estimator for the row's dtype): BigScience's rows state its "extra 4 B/param, not sharded"
     text = f"{row.get('source')} {row.get('notes')}".lower()

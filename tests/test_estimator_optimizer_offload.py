@@ -203,3 +203,16 @@ def test_cli_estimate_runs_the_optimizer_offload_example(tmp_path) -> None:
     assert run.returncode == 0, run.stderr
     assert "offload: 100% of the optimizer states" in run.stdout
     assert "host memory for offloaded optimizer states" in run.stdout
+
+
+def test_saved_plan_labels_name_what_is_offloaded() -> None:
+    from app.services.plan_fields import layout_label
+
+    plain = Layout(tp=8, dp=2, zero=1, sequence_parallel=True, global_batch=64)
+    assert "offload" not in layout_label(plain)
+    moved = Layout(tp=8, dp=2, zero=1, sequence_parallel=True, global_batch=64, optimizer_offload=0.5)
+    assert layout_label(moved).endswith("optimizer offload=0.5")
+    layers = Layout(tp=1, dp=8, zero=3, global_batch=64, offload_layers=40)
+    assert "offload=40 layers" in layout_label(layers)
+    modules = Layout(tp=1, dp=8, zero=3, global_batch=64, offload_modules=("core_attn",))
+    assert "offload=(core_attn)" in layout_label(modules)

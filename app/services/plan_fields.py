@@ -24,6 +24,12 @@ def layout_label(layout: Any) -> str:
         modules = getattr(layout, "recompute_modules", ())
         parts.append(f"recompute={layout.recompute}" + (f"({','.join(modules)})" if modules else ""))
     parts.append(f"mb={layout.micro_batch}")
+    if getattr(layout, "offload_layers", 0):
+        parts.append(f"offload={layout.offload_layers} layers")
+    if getattr(layout, "offload_modules", ()):
+        parts.append(f"offload=({','.join(layout.offload_modules)})")
+    if getattr(layout, "optimizer_offload", 0):
+        parts.append(f"optimizer offload={layout.optimizer_offload:g}")
     return " ".join(parts)
 
 

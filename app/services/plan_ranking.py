@@ -36,7 +36,7 @@ REJECTION_TEXT = {
     "constraints": "excluded by the allowed values",
     "heuristic_preset": "excluded by the TP-in-node / PP-in-rack heuristic",
     "out_of_memory": "most loaded stage does not fit in usable HBM",
-    "host_memory": "offloaded activations do not fit the host memory per GPU",
+    "host_memory": "offloaded activations or optimizer states do not fit the host memory per GPU",
 }
 PLANNER_TOP = 10
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app.core.errors import SpecError
@@ -28,7 +33,24 @@ def spec_error_body(exc: SpecError) -> dict[str, object]:
     }
 
 
+def json_safe(value: Any) -> Any:
+    """`value` with every non-finite float as its name ('nan', 'inf', '-inf'): JSON has no such numbers, and a 422
+    that echoes a NaN the request sent (Python's JSON parser accepts the NaN literal) must still serialise."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own shape ({"detail": [{"loc", "msg", "type", "input", "ctx"}]}), made JSON-safe
+        return JSONResponse(status_code=422, content={"detail": json_safe(jsonable_encoder(exc.errors()))})
+
     @app.exception_handler(SpecError)
     async def _spec_error(_request: Request, exc: SpecError) -> JSONResponse:
         return JSONResponse(status_code=422, content=spec_error_body(exc))

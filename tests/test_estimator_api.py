@@ -132,3 +132,21 @@ def test_parse_scenario_collects_all_pydantic_errors() -> None:
         parse_scenario({"model": "x", "cluster": {"nodes": 0}, "layout": {}, "training": {}})
     fields = {p.field for p in info.value.problems}
     assert {"cluster.gpu", "cluster.nodes", "layout.global_batch", "training.seq_len"} <= fields
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_get_a_422_naming_the_field(client: Any, literal: str) -> None:
+    # Python's JSON parser accepts these literals; the 422 that echoes them must still be valid JSON
+    body = json.loads(
+        (Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-64xh100.json").read_text()
+    )
+    body["layout"]["optimizer_offload"] = 0.25
+    raw = json.dumps(body).replace('"optimizer_offload": 0.25', f'"optimizer_offload": {literal}')
+    r = client.post("/api/v1/estimate", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    (problem,) = r.json()["detail"]
+    assert problem["loc"] == ["body", "layout", "optimizer_offload"]
+    assert problem["input"] == {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[literal]
+    raw = json.dumps(body).replace('"seq_len": ', '"seq_len": NaN, "x": ', 1)
+    r = client.post("/api/v1/estimate", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "seq_len" in r.text

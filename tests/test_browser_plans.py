@@ -203,6 +203,21 @@ def test_keyboard_reaches_inputs_and_updates_results(browser: Any, server: LiveS
     page.context.close()
 
 
+def test_optimizer_offload_field_updates_the_host_memory_line(browser: Any, server: LiveServer) -> None:
+    page = _new_page(browser)
+    page.goto(server.url + "/plans/new")
+    _wait_charts(page, ("chart-step",))
+    assert page.locator("#host-memory").count() == 0  # nothing offloaded by default
+    page.focus("#f-optimizer_offload")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("1")
+    page.wait_for_url(re.compile(r"optimizer_offload=1"), timeout=30000)
+    host = page.locator("#host-memory")
+    host.wait_for(timeout=30000)
+    assert "offloaded optimizer states" in host.inner_text()
+    page.context.close()
+
+
 def test_upload_hf_config_json(browser: Any, server: LiveServer, tmp_path: Path) -> None:
     config = {
         "architectures": ["LlamaForCausalLM"],

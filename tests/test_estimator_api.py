@@ -150,3 +150,21 @@ def test_non_finite_numbers_get_a_422_naming_the_field(client: Any, literal: str
     raw = json.dumps(body).replace('"seq_len": ', '"seq_len": NaN, "x": ', 1)
     r = client.post("/api/v1/estimate", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422 and "seq_len" in r.text
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "reason"), [("V100", "bf16", "BF16"), ("A100-80GB", "fp8", "FP8")])
+def test_a_dtype_the_part_cannot_run_is_422_naming_the_dtype(
+    client: Any, gpu: str, dtype: str, reason: str
+) -> None:
+    scenario = {
+        "model": "Llama-3-8B",
+        "cluster": {"gpu": gpu, "nodes": 1, "gpus_per_node": 8},
+        "layout": {"tp": 1, "dp": 8, "recompute": "full", "global_batch": 64, "dtype": dtype},
+        "training": {"seq_len": 2048},
+    }
+    r = client.post("/api/v1/estimate", json=scenario)
+    assert r.status_code == 422, r.text
+    [problem] = [p for p in r.json()["detail"] if p["loc"][-1] == "dtype"]
+    assert f"no {reason} tensor cores" in problem["msg"]
+    scenario["layout"]["dtype"] = "fp16"
+    assert client.post("/api/v1/estimate", json=scenario).status_code == 200

@@ -139,11 +139,15 @@ def test_host_capacity_limits_the_offloaded_optimizer() -> None:
         gpus_per_node=8,
         fabric=find_fabric("ib-hdr-8x200"),
     )
-    v100 = Layout(tp=8, pp=8, dp=1, zero=1, recompute="full", global_batch=64, optimizer_offload=1.0)
+    v100 = Layout(
+        tp=8, pp=8, dp=1, zero=1, recompute="full", global_batch=64, dtype="fp16", optimizer_offload=1.0
+    )
     est = estimate(catalog.find_model("GPT-3-175B"), small_host, v100, 2048)
     # 175 B / 64 GPUs × 16 B = 41 GiB per GPU: inside a DGX-1's 64 GiB per GPU
     assert est.memory.host_bytes < est.memory.host_capacity_bytes
-    crowded = Layout(tp=8, pp=4, dp=2, zero=0, recompute="full", global_batch=64, optimizer_offload=1.0)
+    crowded = Layout(
+        tp=8, pp=4, dp=2, zero=0, recompute="full", global_batch=64, dtype="fp16", optimizer_offload=1.0
+    )
     est = estimate(catalog.find_model("GPT-3-175B"), small_host, crowded, 2048)
     # ZeRO-0: every replica keeps its stage's whole optimizer: 175 B / 32 × 16 B = 81 GiB > 64 GiB
     assert est.memory.host_bytes > est.memory.host_capacity_bytes

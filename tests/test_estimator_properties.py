@@ -201,3 +201,34 @@ def test_layer_times_accept_numpy_arrays_and_match_scalars() -> None:
         assert vec.backward[i] == pytest.approx(one.backward)
         assert vec.recompute_full[i] == pytest.approx(one.recompute_full)
     assert np.all(vec.backward > vec.forward)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp8"])
+def test_mfu_never_exceeds_one_on_any_catalog_part(dtype: str) -> None:
+    """Achieved FLOP/s stay under the dense peak of the run's compute dtype on every catalog part: a part whose
+    FP16 matrix peak is below its BF16 one (Gaudi 3) must not run fp16 at the BF16 rate."""
+    from app.catalog import gpus
+    from app.core.errors import SpecError
+
+    model = ModelSpec(
+        name="m",
+        num_layers=8,
+        hidden_size=8192,
+        num_attention_heads=64,
+        num_kv_heads=8,
+        ffn_hidden_size=28672,
+        vocab_size=128256,
+        activation="swiglu",
+    )
+    checked = 0
+    for gpu in gpus().values():
+        cluster = ClusterSpec(gpu=gpu, num_nodes=1, gpus_per_node=8)
+        layout = Layout(tp=8, dp=1, micro_batch=8, global_batch=64, dtype=dtype)  # type: ignore[arg-type]
+        try:
+            est = estimate(model, cluster, layout, 4096)
+        except SpecError:
+            continue  # no tensor cores for this dtype (checked in test_estimator_layout)
+        checked += 1
+        assert 0 < est.step.mfu <= 1.0, (gpu.name, dtype, est.step.mfu)
+        assert est.step.hardware_tflops_per_gpu * 1e12 <= gpu.peak(dtype), (gpu.name, dtype)
+    assert checked >= 10

@@ -104,13 +104,18 @@ def measured_matmul_flops(gpu: GPUSpec, dtype: str, sustained: bool = True) -> f
 def _measured(gpu: GPUSpec, dtype: str) -> float:
     key = "bf16" if dtype == "fp16" else dtype
     measured = gpu.measured_matmul_flops.get(key) or gpu.measured_matmul_flops.get(dtype)
+    if measured and dtype == "fp16":
+        # the 16-bit measurement is taken as bf16's (the same tensor-core rate on NVIDIA and AMD parts), but a part
+        # whose FP16 matrix peak is below its BF16 one (Gaudi 3's MME: 459 vs 1677 TFLOP/s) runs FP16 GEMMs that
+        # much slower: scale by the ratio of the datasheet peaks
+        return float(measured) * min(1.0, gpu.peak("fp16") / gpu.peak("bf16"))
     if measured:
         return float(measured)
     if key == "fp8":
         bf16 = gpu.measured_matmul_flops.get("bf16")
         ratio = (bf16 / gpu.peak("bf16")) if bf16 else DEFAULT_MEASURED_FRACTION
         return float(gpu.peak("fp8") * ratio)
-    return float(gpu.peak(key) * DEFAULT_MEASURED_FRACTION)
+    return float(gpu.peak(dtype if dtype == "fp16" else key) * DEFAULT_MEASURED_FRACTION)
 
 
 def half_intensity_for(gpu: GPUSpec) -> float:
@@ -234,7 +239,8 @@ def operating_clock_fraction(gpu: GPUSpec, power_limit_w: float | None, calibrat
 def _training_curves(
     gpu: GPUSpec, dtype: str, profile: HardwareProfile | None
 ) -> tuple[GemmEfficiency, GemmEfficiency]:
-    bf16 = GemmEfficiency.for_gpu(gpu, "bf16")
+    # the 16-bit curve: FP16's for an fp16 run (on most parts the same as BF16's), BF16's otherwise
+    bf16 = GemmEfficiency.for_gpu(gpu, "fp16" if dtype == "fp16" else "bf16")
     gemm = profile.gemm if profile is not None else None
     if gemm is not None and gemm.dtype in ("bf16", "fp16"):
         bf16 = gemm.derated(SUSTAINED_FRACTION)

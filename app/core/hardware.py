@@ -56,6 +56,9 @@ class GPUSpec:
     # the reference system's host DRAM bandwidth per GPU (bytes/s, theoretical), for the CPU optimizer step of
     # optimizer offloading; 0 = unknown
     host_memory_bandwidth_bytes_per_s: float = 0.0
+    # whether the part has BF16 matrix units; V100 has none (its catalog bf16 figure is the FP16 tensor peak, the
+    # 16-bit reference for fp16 plans), so a bf16 run on it is refused
+    bf16_tensor_cores: bool = True
 
     @property
     def full_power_w(self) -> float:

@@ -191,6 +191,12 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
                 "layout.dtype",
                 f"{cluster.gpu.name} has no FP8 tensor cores",
             )
+        if layout.dtype == "bf16":
+            p.check(
+                cluster.gpu.bf16_tensor_cores,
+                "layout.dtype",
+                f"{cluster.gpu.name} has no BF16 tensor cores (train in fp16 with loss scaling)",
+            )
 
     heads = model.num_attention_heads
     p.check(

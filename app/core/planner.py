@@ -527,6 +527,12 @@ def _check_inputs(
         p.check(
             cluster.gpu.peak_flops.get("fp8", 0) > 0, "dtype", f"{cluster.gpu.name} has no FP8 tensor cores"
         )
+    if dtype == "bf16":
+        p.check(
+            cluster.gpu.bf16_tensor_cores,
+            "dtype",
+            f"{cluster.gpu.name} has no BF16 tensor cores (train in fp16 with loss scaling)",
+        )
     p.check(rank_by in ("time", "cost"), "rank_by", "must be 'time' or 'cost'")
     if rank_by == "cost":
         p.check(

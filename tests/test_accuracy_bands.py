@@ -34,16 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 DEVELOPMENT = [DATA / "training_runs.csv"]
 UNSEEN = [DATA / "training_runs_heldout.csv", DATA / "training_runs_final_check.csv"]
+COMPARISONS = [DATA / "training_runs_vtrain_multi.csv"]  # layout comparisons only (ranking resolution)
 HX = {"HX-Request": "true"}
 
 
 def test_committed_table_is_what_the_replay_gives_now() -> None:
-    fresh = build_table(DEVELOPMENT, UNSEEN)
+    fresh = build_table(DEVELOPMENT, UNSEEN, COMPARISONS)
     committed = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))
     assert fresh == committed, (
         "app/catalog/accuracy.json is stale: run `clusterplan validate accuracy "
         "tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv "
-        "--development tests/data/training_runs.csv --write`"
+        "--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv "
+        "--write`"
     )
     # every regime is backed by runs outside the development set, and the table says which files
     assert set(committed["regimes"]) == {"dense", "dense-long-context", "moe"}

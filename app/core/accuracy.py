@@ -18,7 +18,7 @@ beside them for comparison) and stored in app/catalog/accuracy.json, which a tes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -33,6 +33,12 @@ LONG_CONTEXT_TOKENS = 16384
 BAND_PERCENTILES = (10.0, 90.0)
 # fewer runs than this outside the development set: the band also takes the development set's runs
 MIN_UNSEEN_RUNS = 5
+# layout comparisons (pairs of published runs of one model, system and batch that differ in layout): fewer than this
+# outside the development set and the ranking resolution also takes the development set's pairs
+MIN_UNSEEN_PAIRS = 30
+# the ranking resolution is this percentile of the comparisons' folded errors: "8 in 10 comparisons were off by
+# less", the same 8 in 10 as the bands
+RANKING_PERCENTILE = 80.0
 
 REGIMES: dict[str, str] = {
     "dense": f"dense transformer, sequence ≤ {LONG_CONTEXT_TOKENS:,} tokens",
@@ -69,6 +75,82 @@ def ratio_stats(ratios: Iterable[float]) -> dict[str, Any]:
         "ratio_min": round(float(values.min()), 4),
         "ratio_max": round(float(values.max()), 4),
     }
+
+
+def comparison_stats(errors: Iterable[float]) -> dict[str, Any]:
+    """Spread of layout-comparison errors, each a folded ratio ≥ 1 (one run's measured/estimated step time over
+    the other's, or its inverse): pairs, median, RANKING_PERCENTILE-th percentile (the resolution) and largest, in
+    per cent."""
+    values = np.asarray([e for e in errors if np.isfinite(e) and e >= 1.0], dtype=float)
+    if values.size == 0:
+        return {"pairs": 0}
+    pct = (values - 1.0) * 100
+    return {
+        "pairs": int(values.size),
+        "median_pct": round(float(np.median(pct)), 2),
+        "resolution_pct": round(float(np.percentile(pct, RANKING_PERCENTILE)), 2),
+        "max_pct": round(float(pct.max()), 2),
+    }
+
+
+@dataclass(frozen=True)
+class RankingResolution:
+    """How well the estimator orders two layouts of one run: of `pairs` published comparisons (two runs of one
+    model on one system and batch, different layouts), 8 in 10 had the estimated step-time ratio within
+    `resolution_pct` of the measured one. Layouts whose estimates are closer than that to the best cannot be told
+    apart by the estimate: measure them."""
+
+    pairs: int
+    basis: str
+    median_pct: float
+    resolution_pct: float
+    max_pct: float
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> RankingResolution:
+        return cls(
+            pairs=int(record["pairs"]),
+            basis=str(record["basis"]),
+            median_pct=float(record["median_pct"]),
+            resolution_pct=float(record["resolution_pct"]),
+            max_pct=float(record["max_pct"]),
+        )
+
+    def close_to(self, best: float, value: float) -> bool:
+        """Whether `value` (a step time or cost, lower is better) is within the resolution of `best`."""
+        return value <= best * (1.0 + self.resolution_pct / 100.0)
+
+    def summary(self, close: int | None = None, listed: int | None = None) -> str:
+        text = (
+            f"Ranking resolution ±{self.resolution_pct:.0f} %: of {self.pairs} published comparisons of two layouts "
+            f"of one run ({self.basis}), 8 in 10 had the estimated speed ratio within {self.resolution_pct:.0f} % of "
+            f"the measured one (median {self.median_pct:.0f} %)."
+        )
+        if close is not None and close > 1:
+            which = f"All {close} listed layouts are" if close == listed else f"The first {close} layouts are"
+            text += f" {which} within it of the best: the estimate cannot tell them apart, so benchmark them."
+        elif close == 1 and listed and listed > 1:
+            text += " The best layout is ahead of the next by more than that."
+        return text
+
+    def applied(self, best: float, values: Sequence[float]) -> dict[str, Any]:
+        """The resolution over one ranking: which of `values` (ranked, lower is better) are within it of `best`."""
+        close = [self.close_to(best, v) for v in values]
+        out = asdict(self)
+        out["close_to_best"] = sum(close)
+        out["summary"] = self.summary(sum(close), len(close))
+        out["flags"] = close
+        return out
+
+
+def ranking_resolution(table: Mapping[str, Any], model: ModelSpec, seq_len: int) -> RankingResolution | None:
+    """The ranking resolution of the estimate's kind of run, else of all kinds together, from a table in the
+    app/catalog/accuracy.json format (None when it has no layout comparisons)."""
+    ranking = table.get("ranking") or {}
+    record = (ranking.get("regimes") or {}).get(accuracy_regime(model, seq_len)) or ranking.get("all")
+    if not record or not record.get("pairs"):
+        return None
+    return RankingResolution.from_record(record)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from app.catalog import accuracy_table
+from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.units import DAY, GiB
 from app.services.plan_fields import layout_label
@@ -86,10 +88,18 @@ def _run_planner(
         f"{res.feasible_layouts:,} fit in memory; searched in {1000 * res.elapsed_s:.0f} ms."
     )
     heuristic = res.heuristic.to_dict() if getattr(res, "heuristic", None) is not None else {}
+    resolution = ranking_resolution(accuracy_table(), resolved.model, resolved.seq_len)
+    resolution_note = ""
+    if resolution is not None and rows:
+        applied = resolution.applied(rows[0]["step_time_s"], [row["step_time_s"] for row in rows])
+        for row, close in zip(rows, applied["flags"], strict=True):
+            row["close_to_best"] = close
+        resolution_note = applied["summary"]
     ranking = {
         "rows": rows,
         "rejections": rejections,
         "note": note,
+        "resolution_note": resolution_note,
         "heuristic_note": str(heuristic.get("note", "")),
         "feasible": res.feasible_layouts,
     }

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.core.accuracy import band_for
+from app.core.accuracy import band_for, ranking_resolution
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
@@ -182,6 +182,12 @@ class PlanOut(BaseModel):
         description="how far published runs of this kind were from their estimates, applied to the best layout "
         "(app.core.accuracy)",
     )
+    ranking: dict[str, Any] | None = Field(
+        default=None,
+        description="the ranking resolution of this kind of run (how far the estimator's speed ratio of two "
+        "layouts was from the measured one in published comparisons) and how many of the top layouts are within "
+        "it of the best; each entry of `top` carries `close_to_best` (app.core.accuracy.RankingResolution)",
+    )
 
 
 class SizesOut(BaseModel):
@@ -336,15 +342,35 @@ def run_plan(
     return req, resolved, price_source, result
 
 
+def ranking_payload(
+    model: Any, seq_len: int, rank_by: str, top: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The ranking resolution applied to ranked layouts (dicts of PlannedLayout): marks each with `close_to_best`
+    on the metric the ranking used (cost per run when ranked by cost, step time otherwise)."""
+    resolution = ranking_resolution(accuracy_table(), model, seq_len)
+    if resolution is None or not top:
+        return None
+    key = "cost_usd" if rank_by == "cost" and top[0].get("cost_usd") is not None else "step_time_s"
+    applied = resolution.applied(top[0][key], [entry[key] for entry in top])
+    for entry, close in zip(top, applied.pop("flags"), strict=True):
+        entry["close_to_best"] = close
+    applied["metric"] = key
+    return applied
+
+
 def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
     d = result.to_dict()
     band = band_for(accuracy_table(), resolved.model, resolved.seq_len)
     best = d.get("best")
+    ranking = ranking_payload(resolved.model, resolved.seq_len, d["rank_by"], d["top"])
+    if ranking is not None and best is not None:
+        best["close_to_best"] = True  # the best is the first of `top`
     return PlanOut(
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
         accuracy=band.applied(best["step_time_s"], best["tokens_per_s"]) if band and best else None,
+        ranking=ranking,
         **d,
     )
 

@@ -4,46 +4,88 @@ Each time-like row (iteration time, TFLOP/s, MFU, tokens/s, layer time) of the g
 (app.validation.training_runs) and turned into measured / estimated step time; the rows are grouped by the
 regime of app.core.accuracy. A regime's band comes from the runs outside the development set ("unseen"); with
 fewer than MIN_UNSEEN_RUNS of those it also takes the development set's runs and says so.
+
+Beside the bands, the ranking resolution: how well the estimator compares two layouts of one run. Two published
+runs are a layout comparison when they share the source, model, GPU, sequence length, dtype, GPU count, global
+batch and metric and differ in at least one layout column; the comparison's error is the ratio of their two
+measured/estimated ratios (what the estimator got wrong about which is faster, and by how much), folded to ≥ 1.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Sequence
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from app.core.accuracy import (
     BAND_PERCENTILES,
     LONG_CONTEXT_TOKENS,
+    MIN_UNSEEN_PAIRS,
     MIN_UNSEEN_RUNS,
+    RANKING_PERCENTILE,
     REGIMES,
+    comparison_stats,
     ratio_from_speed_error,
     ratio_stats,
 )
 from app.validation.training_runs import MEMORY_METRICS, TIME_METRICS, load_rows, replay, speed_error
 
 MEMORY = "memory"  # key of the peak-memory ratios beside the regimes
+# what two published runs must share to be a comparison of layouts, and the columns a layout differs in
+COMPARISON_KEY = ("source", "model_name", "gpu", "seq_len", "dtype", "num_gpus", "global_batch")
+LAYOUT_COLUMNS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "zero_stage",
+    "recompute",
+    "sequence_parallel",
+    "micro_batch",
+    "interleave_v",
+)
 
 
-def _ratios(paths: Sequence[Path]) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
-    """measured ÷ estimated step time per regime, and measured ÷ estimated peak memory under "memory"."""
+def _ratios(
+    paths: Sequence[Path],
+) -> tuple[dict[str, list[float]], dict[str, list[float]], list[dict[str, Any]]]:
+    """measured ÷ estimated step time per regime, measured ÷ estimated peak memory under "memory", and the
+    folded errors of every layout comparison per regime (module docstring)."""
     by_regime: dict[str, list[float]] = {regime: [] for regime in (*REGIMES, MEMORY)}
+    comparisons: dict[str, list[float]] = {regime: [] for regime in REGIMES}
     sources = []
     for path in paths:
-        report = replay(load_rows(path))
+        rows = load_rows(path)
+        by_index = {row.index: row for row in rows}
+        report = replay(rows)
         used = memory = 0
+        groups: dict[tuple[str, ...], list[tuple[float, tuple[str, ...], str]]] = defaultdict(list)
         for r in report.rows:
             if r.skipped is not None or r.error_pct is None:
                 continue
             if r.metric in TIME_METRICS:
-                by_regime[r.detail["regime"]].append(ratio_from_speed_error(speed_error(r)))
+                ratio = ratio_from_speed_error(speed_error(r))
+                by_regime[r.detail["regime"]].append(ratio)
                 used += 1
+                row = by_index[r.row]
+                key = (*(row.get(c) for c in COMPARISON_KEY), r.metric)
+                groups[key].append((ratio, tuple(row.get(c) for c in LAYOUT_COLUMNS), r.detail["regime"]))
             elif r.metric in MEMORY_METRICS and r.predicted:
                 by_regime[MEMORY].append(r.measured / r.predicted)
                 memory += 1
-        sources.append({"file": Path(path).name, "time_rows": used, "memory_rows": memory})
-    return by_regime, sources
+        pairs = 0
+        for runs in groups.values():
+            for (a, layout_a, regime), (b, layout_b, _) in combinations(runs, 2):
+                if layout_a != layout_b and a > 0 and b > 0:
+                    comparisons[regime].append(max(a / b, b / a))
+                    pairs += 1
+        sources.append(
+            {"file": Path(path).name, "time_rows": used, "memory_rows": memory, "layout_pairs": pairs}
+        )
+    return by_regime, comparisons, sources
 
 
 def _record(unseen: list[float], development: list[float]) -> dict[str, Any]:
@@ -58,10 +100,42 @@ def _record(unseen: list[float], development: list[float]) -> dict[str, Any]:
     return record
 
 
-def build_table(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str, Any]:
-    """The accuracy table: per regime, the spread of measured/estimated step time over replayed runs."""
-    dev, dev_sources = _ratios(development)
-    new, new_sources = _ratios(unseen)
+def _ranking_record(unseen: list[float], development: list[float]) -> dict[str, Any]:
+    pooled = len(unseen) < MIN_UNSEEN_PAIRS and bool(development)
+    record = comparison_stats(unseen + (development if pooled else []))
+    if record["pairs"]:
+        if pooled:
+            record["basis"] = "pooled with the development set, too few outside it"
+        elif len(unseen) < MIN_UNSEEN_PAIRS:
+            record["basis"] = f"outside the development set, only {len(unseen)}"
+        else:
+            record["basis"] = "outside the development set"
+        record["unseen"] = comparison_stats(unseen)
+        record["development"] = comparison_stats(development)
+    return record
+
+
+def build_table(
+    development: Sequence[Path], unseen: Sequence[Path], comparisons: Sequence[Path] = ()
+) -> dict[str, Any]:
+    """The accuracy table: per regime, the spread of measured/estimated step time over replayed runs; the spread
+    of measured/estimated peak memory; and, per regime, the ranking resolution of layout comparisons.
+    `comparisons`: further CSVs outside the development set used for the layout comparisons only (a layout sweep
+    of one system would otherwise outweigh every other run in the bands)."""
+    dev, dev_pairs, dev_sources = _ratios(development)
+    new, new_pairs, new_sources = _ratios(unseen)
+    _, sweep_pairs, sweep_sources = _ratios(comparisons)
+    for regime, errors in sweep_pairs.items():
+        new_pairs[regime].extend(errors)
+    ranking: dict[str, Any] = {}
+    for regime in REGIMES:
+        record = _ranking_record(new_pairs[regime], dev_pairs[regime])
+        if record["pairs"]:
+            ranking[regime] = record
+    every = _ranking_record(
+        [e for errors in new_pairs.values() for e in errors],
+        [e for errors in dev_pairs.values() for e in errors],
+    )
     regimes: dict[str, Any] = {}
     for regime in REGIMES:
         record = _record(new[regime], dev[regime])
@@ -75,9 +149,24 @@ def build_table(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str
         ),
         "long_context_tokens": LONG_CONTEXT_TOKENS,
         "percentiles": list(BAND_PERCENTILES),
-        "sources": {"development": dev_sources, "unseen": new_sources},
+        "sources": {
+            "development": dev_sources,
+            "unseen": new_sources,
+            "comparisons_only": [
+                {"file": x["file"], "layout_pairs": x["layout_pairs"]} for x in sweep_sources
+            ],
+        },
         "regimes": regimes,
         "memory": _record(new[MEMORY], dev[MEMORY]),
+        "ranking": {
+            "about": (
+                "layout comparisons: pairs of published runs of one model, system, dtype, GPU count and batch that "
+                "differ in layout; the folded ratio of their measured/estimated step times, in per cent"
+            ),
+            "percentile": RANKING_PERCENTILE,
+            "regimes": ranking,
+            "all": every,
+        },
     }
 
 
@@ -106,5 +195,14 @@ def render(table: dict[str, Any]) -> str:
             f"{mem['ratio_median']:>7.2f} {mem['ratio_high']:>7.2f} {mem['ratio_min']:>6.2f} "
             f"{mem['ratio_max']:>6.2f}  {mem['basis']}"
         )
+    ranking = table.get("ranking") or {}
+    records = [*((ranking.get("regimes") or {}).items()), ("all kinds", ranking.get("all") or {})]
+    for regime, rank in records:
+        if rank.get("pairs"):
+            lines.append(
+                f"layout comparisons, {regime}: {rank['pairs']} pairs ({rank['basis']}): the estimated speed ratio "
+                f"was off by a median {rank['median_pct']:.1f} %, p{ranking['percentile']:g} "
+                f"{rank['resolution_pct']:.1f} %, largest {rank['max_pct']:.1f} %"
+            )
     lines.append("ratio = measured / estimated (step time; peak memory per GPU on the memory line)")
     return "\n".join(lines)

@@ -192,11 +192,20 @@ def render_plan(out: Any) -> str:
         lines.append("no layout fits: try more GPUs, a smaller micro-batch or the full recompute option")
         return "\n".join(lines)
     width = max(48, *(len(p["label"]) for p in out.top + out.pareto[:8] + out.top_shapes[:8]))
-    lines += ["", _header(width)] + [_row(p, width) for p in out.top]
+    lines += ["", _header(width)] + [
+        _row(p, width) + ("  ≈ best" if p.get("close_to_best") and p["rank"] > 1 else "") for p in out.top
+    ]
     h = out.heuristic
     lines += ["", f"seed heuristic (TP ≤ 8 in a node, PP within 4 nodes, DP across): {h['note']}"]
     if h.get("slowdown_pct") is not None:
-        lines.append(f"  heuristic costs {h['slowdown_pct']:+.1f} % step time vs the unconstrained best")
+        within = (
+            " (within the ranking resolution)"
+            if out.ranking and abs(h["slowdown_pct"]) <= out.ranking["resolution_pct"]
+            else ""
+        )
+        lines.append(
+            f"  heuristic costs {h['slowdown_pct']:+.1f} % step time vs the unconstrained best{within}"
+        )
     lines += ["", "best layout of each parallel shape (tp, pp, cp, ep):"]
     lines += [_row(p, width) for p in out.top_shapes[:8]]
     lines += ["", f"Pareto front (step time vs free memory vs GPUs): {out.pareto_size} layouts"]
@@ -205,6 +214,8 @@ def render_plan(out: Any) -> str:
         lo, hi = out.accuracy["step_time_range_s"]
         lines += ["", f"accuracy ({out.accuracy['regime']}): best step time likely {lo:.3f}–{hi:.3f} s"]
         lines.append(f"  {out.accuracy['summary']}")
+    if out.ranking:
+        lines += ["", f"ranking: {out.ranking['summary']}"]
     return "\n".join(lines)
 
 

@@ -62,6 +62,14 @@ def accuracy(
             "--development", help="CSV of the development set (compared, pooled when too few unseen)"
         ),
     ] = None,
+    comparisons: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--comparisons",
+            help="CSV outside the development set used only for the layout comparisons (ranking resolution), "
+            "e.g. a layout sweep of one system",
+        ),
+    ] = None,
     write: Annotated[
         bool,
         typer.Option("--write", help="write the table to app/catalog/accuracy.json for estimates to use"),
@@ -71,10 +79,10 @@ def accuracy(
     from app.catalog import ACCURACY_FILE, accuracy_table
     from app.validation.accuracy import build_table, dumps, render
 
-    for path in [*unseen, *(development or [])]:
+    for path in [*unseen, *(development or []), *(comparisons or [])]:
         if not path.exists():
             raise FileNotFoundError(f"file not found: {path}")
-    table = build_table(development or [], unseen)
+    table = build_table(development or [], unseen, comparisons or [])
     if write:
         ACCURACY_FILE.write_text(dumps(table), encoding="utf-8")
         accuracy_table.cache_clear()

@@ -122,7 +122,7 @@ class RankingResolution:
 
     def summary(self, close: int | None = None, listed: int | None = None) -> str:
         text = (
-            f"Ranking resolution ±{self.resolution_pct:.0f} %: of {self.pairs} published comparisons of two layouts "
+            f"Ranking resolution ±{self.resolution_pct:.0f} %: of {self.pairs:,} published comparisons of two layouts "
             f"of one run ({self.basis}), 8 in 10 had the estimated speed ratio within {self.resolution_pct:.0f} % of "
             f"the measured one (median {self.median_pct:.0f} %)."
         )

@@ -40,18 +40,50 @@ MIN_UNSEEN_PAIRS = 30
 # less", the same 8 in 10 as the bands
 RANKING_PERCENTILE = 80.0
 
+# A MoE layer pass (forward and backward of one micro-batch through one layer) with less GPU work than this risks
+# being host-bound in eager PyTorch: the CPU issues ~30 Transformer Engine module calls per pass (QKV, attention,
+# projection, router, two grouped linears, permutes, forward and backward) at ~100 µs each on Grace and ~15-40 µs
+# on x86 (TransformerEngine issue #2053, a TE Linear's CPU time), the router another 31-72 small kernels (Megatron-LM
+# DeepSeek-V3 GB200 write-up), and a device-to-host sync for the tokens per expert stops it from running ahead:
+# ~3-10 ms of host time per pass. Passes with less than about twice that of GPU work are the "light" MoE regime;
+# its band is kept apart because published runs in it scatter far wider (docs/validation.md, "Accuracy bands").
+MOE_LIGHT_LAYER_PASS_S = 0.020
+
 REGIMES: dict[str, str] = {
     "dense": f"dense transformer, sequence ≤ {LONG_CONTEXT_TOKENS:,} tokens",
     "dense-long-context": f"dense transformer, sequence > {LONG_CONTEXT_TOKENS:,} tokens",
-    "moe": "mixture-of-experts transformer",
+    "moe": f"mixture-of-experts transformer with at least {MOE_LIGHT_LAYER_PASS_S * 1e3:g} ms of GPU work per layer pass",
+    "moe-light": (
+        f"mixture-of-experts transformer with under {MOE_LIGHT_LAYER_PASS_S * 1e3:g} ms of GPU work per layer pass, "
+        "where host dispatch may not keep up"
+    ),
 }
+# the regime whose layout comparisons a regime's ranking resolution uses (a comparison may straddle light/heavy)
+RANKING_FAMILY: dict[str, str] = {"moe-light": "moe"}
+# step components that are GPU work of the layers (the rest: pipeline bubble, DP/ZeRO traffic, optimizer, offload)
+LAYER_WORK_COMPONENTS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm", "ep_comm")
 
 
-def accuracy_regime(model: ModelSpec, seq_len: int) -> str:
-    """The kind of run an estimate belongs to, for its accuracy band."""
+def layer_pass_seconds(breakdown: Mapping[str, float], layers_per_stage: float, microbatches: int) -> float:
+    """GPU work of one layer pass (forward + backward + recompute of one micro-batch through one layer, with its
+    exposed TP/CP/EP communication) from a step breakdown of the bottleneck stage."""
+    work = sum(float(breakdown.get(k, 0.0)) for k in LAYER_WORK_COMPONENTS)
+    return work / max(layers_per_stage * microbatches, 1e-12)
+
+
+def accuracy_regime(model: ModelSpec, seq_len: int, layer_pass_s: float | None = None) -> str:
+    """The kind of run an estimate belongs to, for its accuracy band. A MoE estimate whose GPU work per layer pass
+    is known and under MOE_LIGHT_LAYER_PASS_S is "moe-light"."""
     if model.moe is not None:
-        return "moe"
+        light = layer_pass_s is not None and layer_pass_s < MOE_LIGHT_LAYER_PASS_S
+        return "moe-light" if light else "moe"
     return "dense-long-context" if seq_len > LONG_CONTEXT_TOKENS else "dense"
+
+
+def estimate_layer_pass_seconds(est: Any) -> float:
+    """layer_pass_seconds of an app.core.estimate.Estimate."""
+    layout = est.layout
+    return layer_pass_seconds(est.step.breakdown, est.model.num_layers / layout.pp, layout.num_microbatches)
 
 
 def ratio_from_speed_error(speed_error_pct: float) -> float:
@@ -147,7 +179,8 @@ def ranking_resolution(table: Mapping[str, Any], model: ModelSpec, seq_len: int)
     """The ranking resolution of the estimate's kind of run, else of all kinds together, from a table in the
     app/catalog/accuracy.json format (None when it has no layout comparisons)."""
     ranking = table.get("ranking") or {}
-    record = (ranking.get("regimes") or {}).get(accuracy_regime(model, seq_len)) or ranking.get("all")
+    regime = accuracy_regime(model, seq_len)
+    record = (ranking.get("regimes") or {}).get(RANKING_FAMILY.get(regime, regime)) or ranking.get("all")
     if not record or not record.get("pairs"):
         return None
     return RankingResolution.from_record(record)
@@ -234,9 +267,12 @@ def applied_memory(band: AccuracyBand, peak_bytes: float, hbm_bytes: float) -> d
     }
 
 
-def band_for(table: Mapping[str, Any], model: ModelSpec, seq_len: int) -> AccuracyBand | None:
-    """The band of the regime an estimate falls in, from a table in the app/catalog/accuracy.json format."""
-    regime = accuracy_regime(model, seq_len)
+def band_for(
+    table: Mapping[str, Any], model: ModelSpec, seq_len: int, layer_pass_s: float | None = None
+) -> AccuracyBand | None:
+    """The band of the regime an estimate falls in, from a table in the app/catalog/accuracy.json format
+    (`layer_pass_s`: GPU work per layer pass, which splits MoE estimates; unknown → "moe")."""
+    regime = accuracy_regime(model, seq_len, layer_pass_s)
     record = (table.get("regimes") or {}).get(regime)
     if not record or not record.get("runs"):
         return None

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.core.accuracy import applied_memory, band_for, memory_band
+from app.core.accuracy import applied_memory, band_for, estimate_layer_pass_seconds, memory_band
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
 from app.schemas.estimate import AccuracyOut, EstimateOut, MemoryAccuracyOut
@@ -69,7 +69,7 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
 
 def accuracy_payload(est: Estimate) -> dict[str, Any] | None:
     """The accuracy band of the estimate's kind of run, applied to its step time and throughput."""
-    band = band_for(accuracy_table(), est.model, est.seq_len)
+    band = band_for(accuracy_table(), est.model, est.seq_len, estimate_layer_pass_seconds(est))
     return band.applied(est.step.total_s, est.step.tokens_per_s) if band is not None else None
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.core.accuracy import band_for, ranking_resolution
+from app.core.accuracy import band_for, layer_pass_seconds, ranking_resolution
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
@@ -360,8 +360,17 @@ def ranking_payload(
 
 def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
     d = result.to_dict()
-    band = band_for(accuracy_table(), resolved.model, resolved.seq_len)
     best = d.get("best")
+    layer_pass = (
+        layer_pass_seconds(
+            best["step_breakdown_s"],
+            resolved.model.num_layers / best["layout"]["pp"],
+            best["num_microbatches"],
+        )
+        if best
+        else None
+    )
+    band = band_for(accuracy_table(), resolved.model, resolved.seq_len, layer_pass)
     ranking = ranking_payload(resolved.model, resolved.seq_len, d["rank_by"], d["top"])
     if ranking is not None and best is not None:
         best["close_to_best"] = True  # the best is the first of `top`

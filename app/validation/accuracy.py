@@ -25,6 +25,7 @@ from app.core.accuracy import (
     LONG_CONTEXT_TOKENS,
     MIN_UNSEEN_PAIRS,
     MIN_UNSEEN_RUNS,
+    RANKING_FAMILY,
     RANKING_PERCENTILE,
     REGIMES,
     comparison_stats,
@@ -34,6 +35,8 @@ from app.core.accuracy import (
 from app.validation.training_runs import MEMORY_METRICS, TIME_METRICS, load_rows, replay, speed_error
 
 MEMORY = "memory"  # key of the peak-memory ratios beside the regimes
+# the regimes layout comparisons are grouped by (light and heavy MoE passes together)
+RANKING_REGIMES = tuple(dict.fromkeys(RANKING_FAMILY.get(r, r) for r in REGIMES))
 # what two published runs must share to be a comparison of layouts, and the columns a layout differs in
 COMPARISON_KEY = ("source", "model_name", "gpu", "seq_len", "dtype", "num_gpus", "global_batch")
 LAYOUT_COLUMNS = (
@@ -55,7 +58,7 @@ def _ratios(
     """measured ÷ estimated step time per regime, measured ÷ estimated peak memory under "memory", and the
     folded errors of every layout comparison per regime (module docstring)."""
     by_regime: dict[str, list[float]] = {regime: [] for regime in (*REGIMES, MEMORY)}
-    comparisons: dict[str, list[float]] = {regime: [] for regime in REGIMES}
+    comparisons: dict[str, list[float]] = {family: [] for family in RANKING_REGIMES}
     sources = []
     for path in paths:
         rows = load_rows(path)
@@ -80,7 +83,7 @@ def _ratios(
         for runs in groups.values():
             for (a, layout_a, regime), (b, layout_b, _) in combinations(runs, 2):
                 if layout_a != layout_b and a > 0 and b > 0:
-                    comparisons[regime].append(max(a / b, b / a))
+                    comparisons[RANKING_FAMILY.get(regime, regime)].append(max(a / b, b / a))
                     pairs += 1
         sources.append(
             {"file": Path(path).name, "time_rows": used, "memory_rows": memory, "layout_pairs": pairs}
@@ -128,7 +131,7 @@ def build_table(
     for regime, errors in sweep_pairs.items():
         new_pairs[regime].extend(errors)
     ranking: dict[str, Any] = {}
-    for regime in REGIMES:
+    for regime in RANKING_REGIMES:
         record = _ranking_record(new_pairs[regime], dev_pairs[regime])
         if record["pairs"]:
             ranking[regime] = record

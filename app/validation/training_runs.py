@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from app.core.accuracy import accuracy_regime
+from app.core.accuracy import accuracy_regime, estimate_layer_pass_seconds
 from app.core.errors import SpecError
 from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.framework import (
@@ -1034,7 +1034,7 @@ def evaluate_row(row: Row) -> RowResult:
         "defaults": defaults,
         "framework": fw.name,
         "fabric": cluster.fabric.name,
-        "regime": accuracy_regime(model, est.seq_len),
+        "regime": accuracy_regime(model, est.seq_len, estimate_layer_pass_seconds(est)),
         # a run that was measured ran, so it fit: a peak above HBM here is a memory-model (or unstated-setting) miss
         "over_hbm": est.memory.most_loaded.total_bytes > est.memory.hbm_bytes,
     }

@@ -293,3 +293,35 @@ def test_builder_marks_a_layout_that_fits_only_without_the_largest_memory_miss(c
     assert peak <= 76.0 < peak * record["ratio_max"]
     assert 'class="tight"' in tight and "largest published miss would not fit" in tight
     assert 'class="tight"' not in roomy
+
+
+def test_moe_size_sweep_quotes_each_points_own_band(client: Any) -> None:
+    body = {
+        "model": "Qwen3-30B-A3B",
+        "cluster": {"gpu": "B200", "nodes": 1},
+        "training": {"seq_len": 4096, "tokens": 1e11},
+        "global_batch": 256,
+        "sizes": [8, 64],
+        "usd_per_gpu_hour": 4.0,
+    }
+    r = client.post("/api/v1/plan/sizes", json=body)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    regimes = accuracy_table()["regimes"]
+    seen = set()
+    for point in d["points"]:
+        if not point["feasible"]:
+            continue
+        best = point["best"]
+        layers = find_model("Qwen3-30B-A3B").num_layers / best["layout"]["pp"]
+        light = (
+            layer_pass_seconds(best["step_breakdown_s"], layers, best["num_microbatches"])
+            < MOE_LIGHT_LAYER_PASS_S
+        )
+        assert point["accuracy_regime"] == ("moe-light" if light else "moe")
+        high = regimes[point["accuracy_regime"]]["ratio_high"]
+        assert point["time_to_train_likely_high_days"] == pytest.approx(point["time_to_train_days"] * high)
+        seen.add(point["accuracy_regime"])
+    assert seen
+    # the sweep's headline band is the widest of its points'
+    assert d["accuracy"]["ratio_high"] == max(regimes[r]["ratio_high"] for r in seen)

@@ -429,23 +429,41 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
 def sizes(data: Any, session: Session | None = None) -> SizesOut:
     resolved, price_source, result = run_sizes(data, session)
     d = result.to_dict()
-    band = band_for(accuracy_table(), resolved.model, resolved.seq_len)
-    at_high = None
-    if band is not None:
-        for point in d["points"]:
-            days = point.get("time_to_train_days")
-            point["time_to_train_likely_high_days"] = days * band.ratio_high if days else None
-        if result.deadline_s is not None:
-            at_high = next(
-                (
-                    p["num_gpus"]
-                    for p in d["points"]
-                    if p["feasible"]
-                    and p["time_to_train_s"]
-                    and p["time_to_train_s"] * band.ratio_high <= result.deadline_s
-                ),
-                None,
+    table = accuracy_table()
+    band = None  # the widest band of the sweep's points (MoE points split by their GPU work per layer pass)
+    high_of: dict[int, float] = {}
+    for point in d["points"]:
+        best = point.get("best")
+        layer_pass = (
+            layer_pass_seconds(
+                best["step_breakdown_s"],
+                resolved.model.num_layers / best["layout"]["pp"],
+                best["num_microbatches"],
             )
+            if best
+            else None
+        )
+        point_band = band_for(table, resolved.model, resolved.seq_len, layer_pass)
+        if point_band is None:
+            continue
+        point["accuracy_regime"] = point_band.regime
+        high_of[point["num_gpus"]] = point_band.ratio_high
+        days = point.get("time_to_train_days")
+        point["time_to_train_likely_high_days"] = days * point_band.ratio_high if days else None
+        if band is None or point_band.ratio_high > band.ratio_high:
+            band = point_band
+    at_high = None
+    if band is not None and result.deadline_s is not None:
+        at_high = next(
+            (
+                p["num_gpus"]
+                for p in d["points"]
+                if p["feasible"]
+                and p["time_to_train_s"]
+                and p["time_to_train_s"] * high_of.get(p["num_gpus"], band.ratio_high) <= result.deadline_s
+            ),
+            None,
+        )
     return SizesOut(
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,

@@ -325,3 +325,23 @@ def test_moe_size_sweep_quotes_each_points_own_band(client: Any) -> None:
     assert seen
     # the sweep's headline band is the widest of its points'
     assert d["accuracy"]["ratio_high"] == max(regimes[r]["ratio_high"] for r in seen)
+
+
+def test_a_light_moe_estimate_says_its_layer_pass_and_what_helps(client: Any, tmp_path: Path) -> None:
+    path = ROOT / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
+    out = client.post("/api/v1/estimate", json=json.loads(path.read_text())).json()
+    acc, layout = out["accuracy"], out["layout"]
+    layers = find_model("Qwen3-30B-A3B").num_layers / layout["pp"]
+    microbatches = layout["global_batch"] // (layout["dp"] * layout["micro_batch"])
+    assert acc["layer_pass_s"] == pytest.approx(
+        layer_pass_seconds(out["step"]["breakdown_s"], layers, microbatches)
+    )
+    assert acc["layer_pass_s"] < MOE_LIGHT_LAYER_PASS_S and acc["regime"] == "moe-light"
+    assert "CUDA graphs" in acc["advice"] and f"{acc['layer_pass_s'] * 1e3:.1f} ms" in acc["advice"]
+    run = clusterplan("estimate", str(path), tmp_path=tmp_path)
+    assert run.returncode == 0 and "eager host dispatch may set the pace" in run.stdout
+    # a dense estimate reports its pass time but has no advice to give
+    dense = client.post(
+        "/api/v1/estimate", json=json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    ).json()
+    assert dense["accuracy"]["layer_pass_s"] > 0 and dense["accuracy"]["advice"] is None

@@ -72,7 +72,9 @@ class StepOut(BaseModel):
 
 
 class AccuracyOut(BaseModel):
-    regime: str = Field(description="kind of run: dense | dense-long-context | moe (app.core.accuracy)")
+    regime: str = Field(
+        description="kind of run: dense | dense-long-context | moe | moe-light (app.core.accuracy)"
+    )
     description: str
     basis: str = Field(description="which published runs the band comes from")
     runs: int
@@ -87,6 +89,14 @@ class AccuracyOut(BaseModel):
     step_time_range_s: list[float] = Field(description="step time × [ratio_low, ratio_high]")
     tokens_per_s_range: list[float] = Field(description="tokens/s ÷ [ratio_high, ratio_low]")
     summary: str
+    layer_pass_s: float | None = Field(
+        default=None,
+        description="GPU work of one layer pass (forward + backward + recompute of one micro-batch through one "
+        "layer, with its exposed TP/CP/EP traffic): a MoE estimate under 20 ms is the moe-light regime",
+    )
+    advice: str | None = Field(
+        default=None, description="what tends to help in this regime, where there is advice"
+    )
 
 
 class MemoryAccuracyOut(BaseModel):

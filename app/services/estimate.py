@@ -69,8 +69,19 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
 
 def accuracy_payload(est: Estimate) -> dict[str, Any] | None:
     """The accuracy band of the estimate's kind of run, applied to its step time and throughput."""
-    band = band_for(accuracy_table(), est.model, est.seq_len, estimate_layer_pass_seconds(est))
-    return band.applied(est.step.total_s, est.step.tokens_per_s) if band is not None else None
+    layer_pass = estimate_layer_pass_seconds(est)
+    band = band_for(accuracy_table(), est.model, est.seq_len, layer_pass)
+    if band is None:
+        return None
+    out = band.applied(est.step.total_s, est.step.tokens_per_s)
+    out["layer_pass_s"] = layer_pass
+    if band.regime == "moe-light":
+        out["advice"] = (
+            f"{layer_pass * 1e3:.1f} ms of GPU work per MoE layer pass: eager host dispatch may set the pace. "
+            "Larger micro-batches, fewer local experts per GPU, fused router/permute kernels or CUDA graphs "
+            "(Megatron-core --cuda-graph-scope) give the GPU more work per launch."
+        )
+    return out
 
 
 def memory_accuracy_payload(est: Estimate) -> dict[str, Any] | None:

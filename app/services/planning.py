@@ -357,7 +357,7 @@ def accuracy_view(est: Any, summary: dict[str, Any]) -> tuple[dict[str, Any], di
             if summary.get(key) is not None:
                 fields[f"{key}_likely_low"] = round(summary[key] * band["ratio_low"], digits)
                 fields[f"{key}_likely_high"] = round(summary[key] * band["ratio_high"], digits)
-        notes["step"] = band["summary"]
+        notes["step"] = band["summary"] + (f" {band['advice']}" if band.get("advice") else "")
     mem = memory_accuracy_payload(est)
     if mem is not None:
         lo, hi = mem["peak_range_bytes"]

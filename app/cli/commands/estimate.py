@@ -111,6 +111,8 @@ def render_text(out: object) -> str:
             f"accuracy ({out.accuracy.regime}): step time likely {lo:.3f}–{hi:.3f} s",
             f"  {out.accuracy.summary}",
         ]
+        if out.accuracy.advice:
+            lines.append(f"  {out.accuracy.advice}")
     lines += ["", "assumptions:"]
     for a in out.assumptions:
         lines.append(f"  {a.name}: {a.value} {a.unit} [{a.source}]")

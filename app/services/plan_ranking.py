@@ -43,6 +43,22 @@ REJECTION_TEXT = {
 PLANNER_TOP = 10
 
 
+def ranking_payload(
+    model: Any, seq_len: int, rank_by: str, top: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The ranking resolution applied to ranked layouts (dicts of PlannedLayout): marks each with `close_to_best`
+    on the metric the ranking used (cost per run when ranked by cost, step time otherwise)."""
+    resolution = ranking_resolution(accuracy_table(), model, seq_len)
+    if resolution is None or not top:
+        return None
+    key = "cost_usd" if rank_by == "cost" and top[0].get("cost_usd") is not None else "step_time_s"
+    applied = resolution.applied(top[0][key], [entry[key] for entry in top])
+    for entry, close in zip(top, applied.pop("flags"), strict=True):
+        entry["close_to_best"] = close
+    applied["metric"] = key
+    return applied
+
+
 def _run_planner(
     planner: Any, resolved: Any, options: Any, profile: Any, constraints: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any] | None, Any, str]:
@@ -88,13 +104,8 @@ def _run_planner(
         f"{res.feasible_layouts:,} fit in memory; searched in {1000 * res.elapsed_s:.0f} ms."
     )
     heuristic = res.heuristic.to_dict() if getattr(res, "heuristic", None) is not None else {}
-    resolution = ranking_resolution(accuracy_table(), resolved.model, resolved.seq_len)
-    resolution_note = ""
-    if resolution is not None and rows:
-        applied = resolution.applied(rows[0]["step_time_s"], [row["step_time_s"] for row in rows])
-        for row, close in zip(rows, applied["flags"], strict=True):
-            row["close_to_best"] = close
-        resolution_note = applied["summary"]
+    applied = ranking_payload(resolved.model, resolved.seq_len, "time", rows)
+    resolution_note = applied["summary"] if applied else ""
     ranking = {
         "rows": rows,
         "rejections": rejections,

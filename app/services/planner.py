@@ -10,12 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.core.accuracy import band_for, layer_pass_seconds, ranking_resolution
+from app.core.accuracy import band_for, layer_pass_seconds
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
 from app.core.units import GiB
 from app.schemas.scenario import ClusterIn, LayoutIn, MoeDispatcher, Scenario, TrainingIn
+from app.services.plan_ranking import ranking_payload
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
 
@@ -342,34 +343,18 @@ def run_plan(
     return req, resolved, price_source, result
 
 
-def ranking_payload(
-    model: Any, seq_len: int, rank_by: str, top: list[dict[str, Any]]
-) -> dict[str, Any] | None:
-    """The ranking resolution applied to ranked layouts (dicts of PlannedLayout): marks each with `close_to_best`
-    on the metric the ranking used (cost per run when ranked by cost, step time otherwise)."""
-    resolution = ranking_resolution(accuracy_table(), model, seq_len)
-    if resolution is None or not top:
+def planned_layer_pass(model: Any, planned: dict[str, Any] | None) -> float | None:
+    """GPU work per layer pass (app.core.accuracy.layer_pass_seconds) of a ranked layout's dict; None without one."""
+    if not planned:
         return None
-    key = "cost_usd" if rank_by == "cost" and top[0].get("cost_usd") is not None else "step_time_s"
-    applied = resolution.applied(top[0][key], [entry[key] for entry in top])
-    for entry, close in zip(top, applied.pop("flags"), strict=True):
-        entry["close_to_best"] = close
-    applied["metric"] = key
-    return applied
+    layers_per_stage = model.num_layers / planned["layout"]["pp"]
+    return layer_pass_seconds(planned["step_breakdown_s"], layers_per_stage, planned["num_microbatches"])
 
 
 def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
     d = result.to_dict()
     best = d.get("best")
-    layer_pass = (
-        layer_pass_seconds(
-            best["step_breakdown_s"],
-            resolved.model.num_layers / best["layout"]["pp"],
-            best["num_microbatches"],
-        )
-        if best
-        else None
-    )
+    layer_pass = planned_layer_pass(resolved.model, best)
     band = band_for(accuracy_table(), resolved.model, resolved.seq_len, layer_pass)
     ranking = ranking_payload(resolved.model, resolved.seq_len, d["rank_by"], d["top"])
     if ranking is not None and best is not None:
@@ -434,15 +419,7 @@ def sizes(data: Any, session: Session | None = None) -> SizesOut:
     high_of: dict[int, float] = {}
     for point in d["points"]:
         best = point.get("best")
-        layer_pass = (
-            layer_pass_seconds(
-                best["step_breakdown_s"],
-                resolved.model.num_layers / best["layout"]["pp"],
-                best["num_microbatches"],
-            )
-            if best
-            else None
-        )
+        layer_pass = planned_layer_pass(resolved.model, best)
         point_band = band_for(table, resolved.model, resolved.seq_len, layer_pass)
         if point_band is None:
             continue

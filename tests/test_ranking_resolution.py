@@ -184,3 +184,79 @@ def test_resolution_is_finite_and_ordered_in_the_committed_table() -> None:
         assert record["pairs"] > 0
         assert 0 <= record["median_pct"] <= record["resolution_pct"] <= record["max_pct"]
         assert all(math.isfinite(record[k]) for k in ("median_pct", "resolution_pct", "max_pct"))
+
+
+def test_planner_can_leave_out_light_moe_passes() -> None:
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+    from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, layer_pass_seconds
+    from app.core.hardware import ClusterSpec
+    from app.core.planner import Constraints, plan
+
+    model = find_model("Qwen3-30B-A3B")
+    cluster = ClusterSpec(
+        gpu=find_gpu("B200"), num_nodes=1, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
+    )
+
+    def pass_s(p: Any) -> float:
+        return layer_pass_seconds(
+            p.step_breakdown_s, model.num_layers / p.layout.pp, p.layout.num_microbatches
+        )
+
+    free = plan(model, cluster, 4096, 256, top=20)
+    assert (
+        free.best is not None and pass_s(free.best) < MOE_LIGHT_LAYER_PASS_S
+    )  # the fastest estimate is light
+    heavy = plan(model, cluster, 4096, 256, top=20, constraints=Constraints(avoid_light_moe_passes=True))
+    assert heavy.best is not None and all(pass_s(p) >= MOE_LIGHT_LAYER_PASS_S for p in heavy.top)
+    left_out = heavy.rejections["light_moe_pass"]
+    assert left_out > 0 and heavy.feasible_layouts == free.feasible_layouts - left_out
+    assert heavy.enumerated_layouts == heavy.feasible_layouts + sum(heavy.rejections.values())
+    assert heavy.best.step_time_s >= free.best.step_time_s
+    # a dense model has no MoE passes to leave out
+    dense = find_model("Llama-3.1-8B")
+    a = plan(dense, cluster, 4096, 256, top=1)
+    b = plan(dense, cluster, 4096, 256, top=1, constraints=Constraints(avoid_light_moe_passes=True))
+    assert a.feasible_layouts == b.feasible_layouts and "light_moe_pass" not in b.rejections
+
+
+def test_api_cli_and_builder_pass_the_light_moe_constraint(client: Any, tmp_path: Path) -> None:
+    from app.web.pages._builder import parse_state, planner_constraints
+
+    request = {
+        "model": "Qwen3-30B-A3B",
+        "cluster": {"gpu": "B200", "nodes": 1},
+        "training": {"seq_len": 4096},
+        "global_batch": 256,
+        "top": 3,
+        "constraints": {"avoid_light_moe_passes": True},
+    }
+    out = client.post("/api/v1/plan", json=request).json()
+    assert out["rejections"]["light_moe_pass"] > 0 and out["accuracy"]["regime"] == "moe"
+    run = clusterplan(
+        "plan",
+        "--model",
+        "Qwen3-30B-A3B",
+        "--gpu",
+        "B200",
+        "--nodes",
+        "1",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "256",
+        "--top",
+        "3",
+        "--avoid-light-moe",
+        tmp_path=tmp_path,
+    )
+    assert run.returncode == 0 and "light_moe_pass" in run.stdout and "accuracy (moe):" in run.stdout
+    state = parse_state(
+        {"mode": "planner", "model": "Qwen3-30B-A3B", "gpu": "B200", "plan_avoid_light_moe": "1"}
+    )
+    assert state.plan_avoid_light_moe and "plan_avoid_light_moe=1" in state.query()
+    assert planner_constraints(state) == {"avoid_light_moe_passes": True}
+    html = client.get("/plans/new?" + state.query(), headers=HX).text
+    assert "MoE layer passes under 20 ms of GPU work" in html  # the rejection reason in the ranking panel
+    page = client.get("/plans/new?" + state.query()).text
+    assert "checked" in page.split('id="f-plan_avoid_light_moe"')[1][:120]

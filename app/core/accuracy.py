@@ -64,11 +64,16 @@ RANKING_FAMILY: dict[str, str] = {"moe-light": "moe"}
 LAYER_WORK_COMPONENTS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm", "ep_comm")
 
 
-def layer_pass_seconds(breakdown: Mapping[str, float], layers_per_stage: float, microbatches: int) -> float:
+def layer_pass_seconds(breakdown: Mapping[str, Any], layers_per_stage: Any, microbatches: Any) -> Any:
     """GPU work of one layer pass (forward + backward + recompute of one micro-batch through one layer, with its
-    exposed TP/CP/EP communication) from a step breakdown of the bottleneck stage."""
-    work = sum(float(breakdown.get(k, 0.0)) for k in LAYER_WORK_COMPONENTS)
-    return work / max(layers_per_stage * microbatches, 1e-12)
+    exposed TP/CP/EP communication) from a step breakdown of the bottleneck stage. Scalars give a float; numpy
+    columns (the planner's) give a column."""
+    work = sum(np.asarray(breakdown.get(k, 0.0), dtype=float) for k in LAYER_WORK_COMPONENTS)
+    passes = np.maximum(
+        np.asarray(layers_per_stage, dtype=float) * np.asarray(microbatches, dtype=float), 1e-12
+    )
+    out = work / passes
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def accuracy_regime(model: ModelSpec, seq_len: int, layer_pass_s: float | None = None) -> str:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, layer_pass_seconds
 from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
@@ -109,6 +110,9 @@ class Constraints:
     activation_offload: bool = False
     # also try keeping 1/2 or all of the optimizer states on the host (Megatron-core HybridDeviceOptimizer; ZeRO 0-2)
     optimizer_offload: bool = False
+    # MoE models: leave out layouts whose layer passes carry under MOE_LIGHT_LAYER_PASS_S of GPU work, where published
+    # runs took up to 2× their estimate (host dispatch; app.core.accuracy)
+    avoid_light_moe_passes: bool = False
     preset: Preset = "none"
 
     def to_dict(self) -> dict[str, Any]:
@@ -653,6 +657,10 @@ def plan(
         rejections["out_of_memory"] = int((~hbm_fits).sum())
         rejections["host_memory"] = int((hbm_fits & ~host_ok).sum())
         feasible = fits
+    if c.avoid_light_moe_passes and model.moe is not None:
+        heavy = layer_pass_seconds(step, model.num_layers / rows.pp, m) >= MOE_LIGHT_LAYER_PASS_S
+        rejections["light_moe_pass"] = int((feasible & ~heavy).sum())
+        feasible = feasible & heavy
     tokens_per_step = float(global_batch * seq_len)
     time_to_train = tokens / (tokens_per_step / step_time) if tokens else None
     cost = (

@@ -39,6 +39,7 @@ REJECTION_TEXT = {
     "heuristic_preset": "excluded by the TP-in-node / PP-in-rack heuristic",
     "out_of_memory": "most loaded stage does not fit in usable HBM",
     "host_memory": "offloaded activations or optimizer states do not fit the host memory per GPU",
+    "light_moe_pass": "MoE layer passes under 20 ms of GPU work (host dispatch may set the pace)",
 }
 PLANNER_TOP = 10
 

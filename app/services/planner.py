@@ -53,6 +53,11 @@ class ConstraintsIn(BaseModel):
         description="also try keeping 1/2 or all of the optimizer states on the host, updated by a CPU AdamW "
         "(Megatron-core --optimizer-cpu-offload; ZeRO 0-2 only)",
     )
+    avoid_light_moe_passes: bool = Field(
+        default=False,
+        description="MoE models: leave out layouts with under 20 ms of GPU work per layer pass, where published "
+        "runs took up to 2× their estimate because host dispatch set the pace (docs/validation.md)",
+    )
     preset: Literal["none", "heuristic"] = Field(
         default="none",
         description="'heuristic': the seed rule (TP inside a node ≤ 8, PP inside ≤ 4 nodes, DP across racks)",
@@ -80,6 +85,7 @@ class ConstraintsIn(BaseModel):
             partial_recompute=self.partial_recompute,
             activation_offload=self.activation_offload,
             optimizer_offload=self.optimizer_offload,
+            avoid_light_moe_passes=self.avoid_light_moe_passes,
             preset=self.preset,
         )
 

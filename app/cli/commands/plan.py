@@ -110,6 +110,13 @@ def plan_command(
     framework: Annotated[str | None, typer.Option("--framework", help="megatron-core, nemo, …")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8")] = None,
     preset: Annotated[str, typer.Option("--preset", help="none | heuristic (seed rule)")] = "none",
+    avoid_light_moe: Annotated[
+        bool,
+        typer.Option(
+            "--avoid-light-moe",
+            help="MoE: leave out layouts with under 20 ms of GPU work per layer pass (host-bound risk)",
+        ),
+    ] = False,
     rank_by: Annotated[str, typer.Option("--rank-by", help="time | cost")] = "time",
     price: Annotated[float | None, typer.Option("--price", help="$/GPU-hour (default: price book)")] = None,
     top: Annotated[int, typer.Option("--top", min=1, max=1000, help="layouts to list")] = 10,
@@ -135,6 +142,8 @@ def plan_command(
     if dtype:
         req["dtype"] = dtype
     req["constraints"] = {"preset": preset}
+    if avoid_light_moe:
+        req["constraints"]["avoid_light_moe_passes"] = True
     if price is not None:
         req["usd_per_gpu_hour"] = price
     if sweep:

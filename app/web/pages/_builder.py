@@ -22,6 +22,8 @@ RECOMPUTE_CHOICES = ("none", "selective", "full")
 DTYPE_CHOICES = ("bf16", "fp16", "fp8")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
+# planner-mode checkboxes (sent as name=1, absent from the query when off)
+PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
 
 
 @dataclass
@@ -57,6 +59,8 @@ class BuilderState:
     plan_offload: bool = False
     # planner mode: also rank layouts that keep half or all of the optimizer states on the host
     plan_optimizer_offload: bool = False
+    # planner mode, MoE: leave out layouts whose layer passes are light enough to be host-bound
+    plan_avoid_light_moe: bool = False
     profile: str = ""  # calibration profile ("name v3"); empty → published defaults
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -74,7 +78,7 @@ class BuilderState:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
         data.update(overrides)
         data["sp"] = "1" if data["sp"] else "0"
-        for flag in ("plan_offload", "plan_optimizer_offload"):
+        for flag in PLANNER_FLAGS:
             if data[flag]:
                 data[flag] = "1"
             else:
@@ -193,7 +197,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
                 setattr(state, name, ",".join(dict.fromkeys(names)))
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
-    for flag in ("plan_offload", "plan_optimizer_offload"):
+    for flag in PLANNER_FLAGS:
         if flag in params:
             setattr(state, flag, params[flag] in ("1", "on", "true", "yes"))
     state.errors = errors
@@ -281,6 +285,7 @@ def planner_constraints(state: BuilderState) -> dict[str, Any] | None:
         for name, on in (
             ("activation_offload", state.plan_offload),
             ("optimizer_offload", state.plan_optimizer_offload),
+            ("avoid_light_moe_passes", state.plan_avoid_light_moe),
         )
         if on
     }

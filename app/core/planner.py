@@ -661,6 +661,7 @@ def plan(
         heavy = layer_pass_seconds(step, model.num_layers / rows.pp, m) >= MOE_LIGHT_LAYER_PASS_S
         rejections["light_moe_pass"] = int((feasible & ~heavy).sum())
         feasible = feasible & heavy
+        fits = fits & heavy  # the heuristic comparison below keeps to the same rule
     tokens_per_step = float(global_batch * seq_len)
     time_to_train = tokens / (tokens_per_step / step_time) if tokens else None
     cost = (

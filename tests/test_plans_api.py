@@ -238,3 +238,24 @@ def test_compare_two_revisions_of_one_plan(client: Any) -> None:
     assert link
     diff = client.get(link.group(1).replace("&amp;", "&"))
     assert diff.status_code == 200 and "Micro-batch" in diff.text and "≠ differs" in diff.text
+
+
+def test_compare_says_whether_two_layouts_differ_by_more_than_the_ranking_resolution(client: Any) -> None:
+    from app.catalog import accuracy_table
+    from app.core.accuracy import ranking_resolution_of
+
+    a = _create(client, "resolution a")
+    b = _create(client, "resolution b", tp=4, dp=4)
+    body = client.get("/api/v1/plans/compare", params={"ids": [a["id"], b["id"]]}).json()
+    speeds = [p["current"]["result"]["summary"]["tokens_per_s"] for p in (a, b)]
+    regime = a["current"]["result"]["summary"]["accuracy_regime"]
+    resolution = ranking_resolution_of(accuracy_table(), regime)
+    assert resolution is not None
+    gap = (max(speeds) / min(speeds) - 1) * 100
+    note = body["ranking_note"]
+    assert f"{gap:.1f} % ahead" in note and f"±{resolution.resolution_pct:.0f} %" in note
+    within = gap <= resolution.resolution_pct
+    assert ("cannot tell these layouts apart" in note) is within
+    # two revisions of one layout are not a layout comparison: no note
+    same = client.get("/api/v1/plans/compare", params={"ids": [a["id"], a["id"]]}).json()
+    assert same["ranking_note"] is None

@@ -164,6 +164,8 @@ def test_list_and_compare_pages(client: Any) -> None:
     assert "≠ differs" in r.text and 'class="differs"' in r.text
     tp_row = re.search(r"<th scope=\"row\">Tensor parallel \(tp\)</th>.*?</tr>", r.text, re.S)
     assert tp_row and "≠ differs" in tp_row.group(0)
+    # two layouts of one run: whether their gap is within the estimator's ranking resolution
+    assert 'id="ranking-note"' in r.text and "ranking resolution for this kind of run" in r.text
     only = client.get(
         "/plans/compare?" + urlencode([("ids", i) for i in ids] + [("only_differences", "true")])
     )

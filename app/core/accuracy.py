@@ -170,6 +170,21 @@ class RankingResolution:
             text += " The best layout is ahead of the next by more than that."
         return text
 
+    def comparison_note(self, what: str, fastest: float, slowest: float) -> str:
+        """Whether two estimated speeds of layouts of one run (`what`: "Llama-3-70B on 64 × H100-SXM") are further
+        apart than the estimator can resolve."""
+        gap = (fastest / slowest - 1.0) * 100 if slowest > 0 else float("inf")
+        head = (
+            f"{what}: the fastest estimate is {gap:.1f} % ahead of the slowest; the ranking resolution for this kind "
+            f"of run is ±{self.resolution_pct:.0f} % ({self.pairs:,} published layout comparisons, 8 in 10 within it)."
+        )
+        if gap <= self.resolution_pct:
+            return (
+                head
+                + " Within it the estimate cannot tell these layouts apart: benchmark them before choosing."
+            )
+        return head + " The gap is wider than the estimator usually misses a layout comparison by."
+
     def applied(self, best: float, values: Sequence[float]) -> dict[str, Any]:
         """The resolution over one ranking: which of `values` (ranked, lower is better) are within it of `best`."""
         close = [self.close_to(best, v) for v in values]
@@ -183,9 +198,14 @@ class RankingResolution:
 def ranking_resolution(table: Mapping[str, Any], model: ModelSpec, seq_len: int) -> RankingResolution | None:
     """The ranking resolution of the estimate's kind of run, else of all kinds together, from a table in the
     app/catalog/accuracy.json format (None when it has no layout comparisons)."""
+    return ranking_resolution_of(table, accuracy_regime(model, seq_len))
+
+
+def ranking_resolution_of(table: Mapping[str, Any], regime: str | None) -> RankingResolution | None:
+    """The ranking resolution of a named regime (light MoE → MoE), else of all kinds together."""
     ranking = table.get("ranking") or {}
-    regime = accuracy_regime(model, seq_len)
-    record = (ranking.get("regimes") or {}).get(RANKING_FAMILY.get(regime, regime)) or ranking.get("all")
+    family = RANKING_FAMILY.get(regime or "", regime or "")
+    record = (ranking.get("regimes") or {}).get(family) or ranking.get("all")
     if not record or not record.get("pairs"):
         return None
     return RankingResolution.from_record(record)

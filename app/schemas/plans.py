@@ -144,6 +144,11 @@ class ComparisonPublic(BaseModel):
     plans: list[ComparisonColumn]
     rows: list[ComparisonRow]
     differences: int = Field(description="number of rows whose values differ")
+    ranking_note: str | None = Field(
+        default=None,
+        description="for plans of one model on the same GPUs with different layouts: whether their estimated "
+        "speeds differ by more than the estimator's ranking resolution (docs/validation.md)",
+    )
 
 
 class NotFoundOut(BaseModel):

@@ -22,6 +22,8 @@ from sqlalchemy import func, or_
 from sqlmodel import Session, col, delete, select
 
 import app as app_pkg
+from app.catalog import accuracy_table
+from app.core.accuracy import ranking_resolution_of
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
@@ -393,7 +395,32 @@ def compare_plans(
                     differs=_values_differ(values),
                 )
             )
-    return ComparisonPublic(plans=columns, rows=rows, differences=sum(r.differs for r in rows))
+    return ComparisonPublic(
+        plans=columns,
+        rows=rows,
+        differences=sum(r.differs for r in rows),
+        ranking_note=_ranking_note([_summary_of(r.result) for r in chosen]),
+    )
+
+
+def _ranking_note(summaries: list[dict[str, Any]]) -> str | None:
+    """For plans of one model on the same GPUs, whether their estimated speeds differ by more than the estimator's
+    ranking resolution (app.core.accuracy); None when the plans are not such a comparison."""
+    keys = {(s.get("model"), s.get("gpu"), s.get("num_gpus")) for s in summaries}
+    raw = [s.get("tokens_per_s") for s in summaries]
+    layouts = {s.get("layout") for s in summaries}
+    if len(keys) != 1 or len(layouts) < 2 or not all(isinstance(v, (int, float)) and v > 0 for v in raw):
+        return None
+    speeds = [float(v) for v in raw if v is not None]
+    regimes = [s.get("accuracy_regime") for s in summaries]
+    # the widest resolution among the plans' kinds (light MoE passes share the MoE comparisons)
+    table = accuracy_table()
+    resolutions = [r for r in (ranking_resolution_of(table, regime) for regime in regimes) if r is not None]
+    if not resolutions:
+        return None
+    resolution = max(resolutions, key=lambda r: r.resolution_pct)
+    model, gpu, num_gpus = keys.pop()
+    return resolution.comparison_note(f"{model} on {num_gpus} × {gpu}", max(speeds), min(speeds))
 
 
 # ---------------------------------------------------------------------------------------------- export

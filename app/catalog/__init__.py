@@ -106,6 +106,7 @@ def gpu_entry_from_record(record: Mapping[str, Any]) -> CatalogEntry:
         host_memory_bytes=float(record.get("host_memory_gib", 0) or 0) * GiB,
         host_memory_bandwidth_bytes_per_s=float(record.get("host_memory_gb_per_s", 0) or 0) * GB,
         bf16_tensor_cores=bool(record.get("bf16_tensor_cores", True)),
+        compute_capability=float(record.get("compute_capability", 0) or 0),
     )
     extra = {k: record[k] for k in ("hbm_type", "scaleup_fabric", "notes", "measured_date") if k in record}
     return CatalogEntry("gpu", spec.name, spec, aliases, spec.source, spec.date, extra)

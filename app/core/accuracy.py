@@ -57,9 +57,12 @@ REGIMES: dict[str, str] = {
         f"mixture-of-experts transformer with under {MOE_LIGHT_LAYER_PASS_S * 1e3:g} ms of GPU work per layer pass, "
         "where host dispatch may not keep up"
     ),
+    # attention dominates a long-context MoE step as it does a dense one (its expert FLOPs per token are the
+    # active experts only), so its error follows the attention kernel, not the expert dispatch
+    "moe-long-context": f"mixture-of-experts transformer, sequence > {LONG_CONTEXT_TOKENS:,} tokens",
 }
 # the regime whose layout comparisons a regime's ranking resolution uses (a comparison may straddle light/heavy)
-RANKING_FAMILY: dict[str, str] = {"moe-light": "moe"}
+RANKING_FAMILY: dict[str, str] = {"moe-light": "moe", "moe-long-context": "moe"}
 # step components that are GPU work of the layers (the rest: pipeline bubble, DP/ZeRO traffic, optimizer, offload)
 LAYER_WORK_COMPONENTS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm", "ep_comm")
 
@@ -77,9 +80,12 @@ def layer_pass_seconds(breakdown: Mapping[str, Any], layers_per_stage: Any, micr
 
 
 def accuracy_regime(model: ModelSpec, seq_len: int, layer_pass_s: float | None = None) -> str:
-    """The kind of run an estimate belongs to, for its accuracy band. A MoE estimate whose GPU work per layer pass
-    is known and under MOE_LIGHT_LAYER_PASS_S is "moe-light"."""
+    """The kind of run an estimate belongs to, for its accuracy band. A MoE estimate at long context is
+    "moe-long-context"; otherwise one whose GPU work per layer pass is known and under MOE_LIGHT_LAYER_PASS_S is
+    "moe-light"."""
     if model.moe is not None:
+        if seq_len > LONG_CONTEXT_TOKENS:
+            return "moe-long-context"
         light = layer_pass_s is not None and layer_pass_s < MOE_LIGHT_LAYER_PASS_S
         return "moe-light" if light else "moe"
     return "dense-long-context" if seq_len > LONG_CONTEXT_TOKENS else "dense"

@@ -29,8 +29,8 @@ from app.core.model import (
 )
 from app.core.step import (
     DEFAULT_HOST_MEMORY_BYTES_PER_S,
-    FLASH_FWD_FRACTION,
     StepEstimate,
+    attention_kernel,
     flash_dropout_overhead,
     step_estimate,
 )
@@ -125,6 +125,7 @@ def estimate(
     opts = options or EstimateOptions()
     fw = opts.framework.for_dtype(layout.dtype)
     linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
+    kernel = attention_kernel(fw, cluster.gpu)
     calibrated = profile is not None and profile.gemm is not None
     vocab = padded_vocab_size(model.vocab_size, layout.tp)
     counts = param_counts(model)
@@ -180,9 +181,15 @@ def estimate(
         ),
         Assumption(
             "flash attention throughput (forward)",
-            round(FLASH_FWD_FRACTION * attn_curve.max_flops / 1e12, 1),
+            round(kernel.forward_share * attn_curve.max_flops / 1e12, 1),
             "TFLOP/s",
-            "share of the sustained GEMM rate; backward at 0.8× that over 2.5× the FLOPs (Dao 2023)",
+            f"{fw.attention_backend} runs {kernel.kernel}; {kernel.basis} (app.core.attention)",
+        ),
+        Assumption(
+            "flash attention throughput (backward)",
+            round(kernel.backward_share * attn_curve.max_flops / 1e12, 1),
+            "TFLOP/s",
+            "over 2.5× the forward FLOPs (Dao 2023, Sec. 3.1); same source",
         ),
         Assumption(
             "sustained share of measured matmul",

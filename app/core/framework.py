@@ -164,6 +164,10 @@ class Framework:
     # ctx.save_for_backward(input_hp, weight_hp_t)): 2. `for_dtype("fp8")` applies it as `gemm_input_bytes`
     fp8_saved_input_bytes: float = 1.0
     gemm_input_bytes: float = 2.0
+    # Fused attention: "flash-attention-2" (the flash-attn package, PyTorch SDPA's flash backend) or
+    # "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
+    # kernel speeds per architecture in app.core.attention
+    attention_backend: str = "flash-attention-2"
 
     @property
     def fragmentation_fraction(self) -> float:
@@ -205,7 +209,12 @@ class Framework:
 # --overlap-param-gather, Transformer Engine, fp32 gradient buffer); the column-parallel backward overlaps its
 # input-gradient collectives with the weight-gradient GEMM (tp_async_backward; Transformer Engine's Linear does
 # the same without userbuffers).
-MEGATRON_CORE = Framework(name="megatron-core", tp_async_backward=True, fp16_grads_in_param_dtype=True)
+MEGATRON_CORE = Framework(
+    name="megatron-core",
+    tp_async_backward=True,
+    fp16_grads_in_param_dtype=True,
+    attention_backend="transformer-engine",
+)
 
 # NeMo on Megatron-core with Transformer Engine userbuffers (tp_comm_overlap=True in the NeMo performance
 # recipes, NVIDIA/NeMo docs/source/performance/performance_summary.md), distributed optimizer.
@@ -233,6 +242,7 @@ NEMO = MEGATRON_CORE.with_(
 # (copy_to_tensor_model_parallel_region in megatron/mpu/layers.py), so tp_async_backward is off.
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
+    attention_backend="flash-attention-2",  # before Transformer Engine
     pp_scatter_gather=True,
     dp_overlap=0.0,
     param_gather_overlap=0.0,
@@ -257,6 +267,8 @@ MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True
 # constant chosen against those six rows, the only published DeepSpeed ZeRO-3 runs in the validation set).
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
+    # Megatron-DeepSpeed's --use-flash-attn-v2 calls the flash-attn package, not Transformer Engine
+    attention_backend="flash-attention-2",
     # its fp16 conventions are its own (below): 16-bit gradients, fp32 partition gradient in optimizer_bytes
     fp16_grads_in_param_dtype=False,
     grad_bytes=2.0,
@@ -290,6 +302,9 @@ DEEPSPEED = MEGATRON_CORE.with_(
 # gradient reduce-scatter (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)); eager kernels.
 TORCHTITAN = MEGATRON_CORE.with_(
     name="torchtitan-fsdp2",
+    # F.scaled_dot_product_attention on CUDA tries its flash backend (FlashAttention-2) first; cuDNN attention is
+    # last in PyTorch's default backend priority
+    attention_backend="flash-attention-2",
     fp16_grads_in_param_dtype=False,
     weight_bytes=2.0,
     grad_bytes=4.0,
@@ -365,6 +380,7 @@ AUTOMODEL = TORCHTITAN.with_(
     logits_bytes_per_element=6.0,
     ce_bytes_per_logit=20.0,
     fp8_saved_input_bytes=1.0,
+    attention_backend="transformer-engine",  # BackendConfig attn: te
 )
 
 FRAMEWORKS: dict[str, Framework] = {

@@ -59,6 +59,9 @@ class GPUSpec:
     # whether the part has BF16 matrix units; V100 has none (its catalog bf16 figure is the FP16 tensor peak, the
     # 16-bit reference for fp16 plans), so a bf16 run on it is refused
     bf16_tensor_cores: bool = True
+    # CUDA compute capability (8.0 Ampere, 9.0 Hopper, 10.x Blackwell); 0 = not an NVIDIA part or unknown. Frameworks
+    # choose kernels by it (Transformer Engine's cuDNN attention on 9.0 and later: app.core.attention)
+    compute_capability: float = 0.0
 
     @property
     def full_power_w(self) -> float:

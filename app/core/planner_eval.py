@@ -58,6 +58,7 @@ from app.core.step import (
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
     _gemm,
+    attention_kernel,
     dispatch_dedup_share,
     flash_dropout_overhead,
     layer_times,
@@ -401,9 +402,10 @@ def evaluate(
     g_etp = e_tp[first]
     args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
     drop = flash_dropout_overhead(cluster.gpu)
-    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop)
+    shares = attention_kernel(fw, cluster.gpu).shares
+    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, None, shares)
     moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, g_etp)
+        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, g_etp, shares)
         if n_moe
         else dense
     )

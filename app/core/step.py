@@ -4,8 +4,9 @@ Structure (Calculon: Isaev et al., "Calculon: a Methodology and Tool for High-Le
 Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et al. 2021 Sec. 2-3):
 
 * compute per layer and micro-batch = GEMMs at the achievable throughput of the GEMM efficiency curve
-  (app.core.efficiency) + attention (flash: one fused kernel at FLASH_FWD_FRACTION of the sustained GEMM rate,
-  backward = 2.5× forward FLOPs, Dao 2023 arXiv 2307.08691 Sec. 3.1; unfused: batched GEMMs on the curve plus
+  (app.core.efficiency) + attention (flash: one fused kernel at the measured speed of the kernel the framework
+  runs on the GPU, app.core.attention; backward = 2.5× forward FLOPs, Dao 2023 arXiv 2307.08691 Sec. 3.1;
+  unfused: batched GEMMs on the curve plus
   the softmax/dropout traffic over the s² scores) + memory-bound element-wise
   kernels (norms, activations, bias/dropout/residual, RoPE, softmax) at a share of HBM bandwidth;
 * backward = 2× forward GEMM FLOPs (data and weight gradients); recompute re-runs the forward (full) or the
@@ -39,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from app.core.efficiency import GemmEfficiency
+from app.core.attention import LEGACY_SHARES, AttentionKernel, fused_attention_kernel
+from app.core.efficiency import GemmEfficiency, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout
@@ -61,12 +63,10 @@ from app.core.model import (
 from app.core.network import Placement, collective_time
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
-# Fused (flash) attention keeps the score tiles on chip, so it is not bound by the GEMM curve's HBM roofline.
-# Forward throughput as a share of the GPU's best measured GEMM: FlashAttention-2 reaches up to 73 % of A100
-# peak forward (84 % of its measured GEMM) and 63 % backward (Dao 2023, arXiv 2307.08691, Sec. 4.1);
-# FlashAttention-3 75 % of H100 peak forward (Shah et al. 2024, arXiv 2407.08608). Head dim 64 runs ~15 %
-# slower than 128 in both papers.
-FLASH_FWD_FRACTION = 0.4
+# Fused (flash) attention keeps the score tiles on chip, so it is not bound by the GEMM curve's HBM roofline: its
+# forward and backward rates are shares of the sustained 16-bit GEMM rate, by kernel and architecture
+# (app.core.attention.fused_attention_kernel: published micro-benchmarks of FlashAttention-2 and cuDNN). Head dim
+# 64 runs ~15 % slower than 128 in both FlashAttention papers.
 # Attention dropout inside a fused kernel draws a Philox random number per score on the CUDA cores while the
 # matmuls run on the tensor cores, so its cost relative to the kernel grows with the ratio of 16-bit tensor peak to
 # fp32 CUDA-core peak. Published figures: on GB200 (ratio 2500/80 = 31) FA4 and cuDNN with dropout run the forward
@@ -75,7 +75,6 @@ FLASH_FWD_FRACTION = 0.4
 # shows at most a few per cent (PR #2439). Overhead = reference × ratio / 31.2, capped at the reference.
 FLASH_DROPOUT_REF_RATIO = 2500.0 / 80.0
 FLASH_DROPOUT_REF_OVERHEAD = (1.0 / 0.8 - 1.0, 1.0 / 0.65 - 1.0)  # (forward, backward) extra time share
-FLASH_BWD_RELATIVE = 0.8  # backward throughput relative to forward (FA2: 63 % vs 73 % of peak)
 # head-dim saturation d/(d + c), normalised at d = 128: c = 28 makes d = 64 run 15 % slower than d = 128
 FLASH_HEAD_DIM_HALF = 28.0
 # Bytes per token of the memory-bound kernels, forward (backward moves about twice as much, Korthikanti 2022
@@ -183,6 +182,7 @@ def layer_times(
     fp8: bool = False,
     dropout_overhead: tuple[float, float] = (0.0, 0.0),
     etp: Any = None,
+    attention_shares: tuple[float, float] = LEGACY_SHARES,
 ) -> LayerTimes:
     h = shape.hidden
     # linear layers: the output projection (attention output width → h) and the QKV (or MLA) projections as
@@ -246,9 +246,10 @@ def layer_times(
     if flash:
         d = shape.qk_head_dim
         head_factor = (d / (d + FLASH_HEAD_DIM_HALF)) / (128.0 / (128.0 + FLASH_HEAD_DIM_HALF))
-        flash_rate = FLASH_FWD_FRACTION * attn_curve.max_flops * np.minimum(1.0, head_factor)
-        t_core_fwd = attn_flops / flash_rate
-        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * t_core_fwd / FLASH_BWD_RELATIVE
+        # the fused kernel's forward and backward rates (app.core.attention: kernel by framework and GPU)
+        kernel_rate = attn_curve.max_flops * np.minimum(1.0, head_factor)
+        t_core_fwd = attn_flops / (attention_shares[0] * kernel_rate)
+        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / (attention_shares[1] * kernel_rate)
         if shape.attention_dropout:
             t_core_fwd = t_core_fwd * (1.0 + dropout_overhead[0])
             t_core_bwd = t_core_bwd * (1.0 + dropout_overhead[1])
@@ -335,6 +336,13 @@ def module_recompute_time(layout: Layout, dense: LayerTimes, moe_t: LayerTimes, 
         return total
 
     return (1 - moe_share) * per_layer(dense, False) + moe_share * per_layer(moe_t, True)
+
+
+def attention_kernel(fw: Framework, gpu: GPUSpec) -> AttentionKernel:
+    """The fused attention kernel `fw` runs on `gpu`, with its rates relative to the sustained 16-bit GEMM curve."""
+    return fused_attention_kernel(
+        fw.attention_backend, gpu, measured_matmul_flops(gpu, "bf16", sustained=False)
+    )
 
 
 def flash_dropout_overhead(gpu: GPUSpec) -> tuple[float, float]:
@@ -513,9 +521,10 @@ def stage_times(
     args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
     fp8 = layout.dtype == "fp8"
     drop = flash_dropout_overhead(cluster.gpu)
-    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8, drop)
+    shares = attention_kernel(fw, cluster.gpu).shares
+    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8, drop, None, shares)
     moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop, layout.expert_tp)
+        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop, layout.expert_tp, shares)
         if n_moe
         else dense
     )

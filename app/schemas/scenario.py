@@ -119,6 +119,13 @@ class TrainingIn(BaseModel):
 
 
 MoeDispatcher = Literal["alltoall", "deepep", "hybridep"]
+AttentionBackendChoice = Literal["auto", "flash-attention-2", "transformer-engine"]
+ATTENTION_BACKEND_HELP = (
+    "fused attention kernel: auto (the framework's: Transformer Engine for megatron-core, nemo and "
+    "nemo-automodel-fsdp2, FlashAttention-2 for the others), flash-attention-2 (the flash-attn package or PyTorch "
+    "SDPA's flash backend) or transformer-engine (cuDNN attention on compute capability 9.0 and later, "
+    "FlashAttention-2 below); kernel speeds per GPU architecture from published micro-benchmarks"
+)
 
 
 class Scenario(BaseModel):
@@ -152,3 +159,4 @@ class Scenario(BaseModel):
         description="hide the expert-parallel all-to-alls behind the paired micro-batch's compute "
         "(Megatron-core --overlap-moe-expert-parallel-comm); MoE models only, no effect at ep = 1",
     )
+    attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)

@@ -15,7 +15,15 @@ from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
 from app.core.units import GiB
-from app.schemas.scenario import ClusterIn, LayoutIn, MoeDispatcher, Scenario, TrainingIn
+from app.schemas.scenario import (
+    ATTENTION_BACKEND_HELP,
+    AttentionBackendChoice,
+    ClusterIn,
+    LayoutIn,
+    MoeDispatcher,
+    Scenario,
+    TrainingIn,
+)
 from app.services.plan_ranking import ranking_payload
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
@@ -116,6 +124,7 @@ class PlanRequest(BaseModel):
     moe_a2a_overlap: bool = Field(
         default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
     )
+    attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
     profile: str | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
     )
@@ -150,6 +159,7 @@ class SizesRequest(BaseModel):
     moe_a2a_overlap: bool = Field(
         default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
     )
+    attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
     profile: str | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
     )
@@ -251,6 +261,7 @@ def _resolve(
     session: Session | None,
     profile: str | None = None,
     moe: tuple[MoeDispatcher, bool] = ("alltoall", False),
+    attention_backend: AttentionBackendChoice = "auto",
 ) -> tuple[ResolvedScenario, int]:
     p = ProblemCollector()
     p.check(
@@ -277,6 +288,7 @@ def _resolve(
         profile=profile,
         moe_dispatcher=moe[0],
         moe_a2a_overlap=moe[1],
+        attention_backend=attention_backend,
     )
     return resolve_scenario(scenario, session), seqs
 
@@ -324,6 +336,7 @@ def run_plan(
         session,
         profile=req.profile,
         moe=(req.moe_dispatcher, req.moe_a2a_overlap),
+        attention_backend=req.attention_backend,
     )
     price, price_source = (
         (req.usd_per_gpu_hour, "request")
@@ -392,6 +405,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         session,
         profile=req.profile,
         moe=(req.moe_dispatcher, req.moe_a2a_overlap),
+        attention_backend=req.attention_backend,
     )
     if not resolved.tokens:
         raise SpecError([Problem("training.tokens", "the size sweep needs the training tokens")])

@@ -162,6 +162,12 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
             moe_a2a_overlap=scenario.moe_a2a_overlap,
         )
 
+    if scenario.attention_backend != "auto" and scenario.attention_backend != framework.attention_backend:
+        framework = framework.with_(
+            name=f"{framework.name}+{scenario.attention_backend}",
+            attention_backend=scenario.attention_backend,
+        )
+
     if c.power_limit_w is not None and c.power_limit_w <= NON_CLOCK_POWER_FRACTION * gpu.full_power_w:
         p.add(
             "cluster.power_limit_w",

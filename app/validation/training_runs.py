@@ -876,6 +876,35 @@ def stated_flop_convention(notes: str) -> str | None:
     return None
 
 
+# Sources whose TFLOP/s follow a convention their rows do not state, with the evidence. Megatron-LM's throughput
+# logging counted full s² attention until 2024 (NVIDIA/Megatron-LM issue #831, May 2024, at commit c3677e0; NeMo
+# 24.03's TFLOP/s equal its tokens/s × full-attention model FLOPs to 0.1 %) and the causal half by July 2025
+# ("seq_length / 2" in megatron/training/training.py num_floating_point_operations; AI-Hypercomputer/maxtext issue
+# #1972 cites commit 250b794).
+SOURCE_FLOP_CONVENTIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "Megatron-MoE-ModelZoo",
+        "causal",
+        "the zoo's Qwen3-235B H100 rows: 245 and 276 'Per GPU TF' at 19.7 and 17.6 s per 2048 x 4096-token step on "
+        "256 GPUs are tokens x causal-attention model FLOPs / time (246.7, 276.2); full s² attention gives 278, 311",
+    ),
+    (
+        "deepseek-v3-gb200-optimization",
+        "causal",
+        "Megatron-LM's logging of late 2025 (the write-up's last step needs cuDNN 9.14), after the causal change",
+    ),
+)
+
+
+def source_flop_convention(source: str) -> str | None:
+    """The FLOP convention a source's TFLOP/s follow when its rows do not say (SOURCE_FLOP_CONVENTIONS)."""
+    low = source.lower()
+    for match, convention, _evidence in SOURCE_FLOP_CONVENTIONS:
+        if match.lower() in low:
+            return convention
+    return None
+
+
 def convention_flops_per_token(model: ModelSpec, seq_len: int, convention: str) -> float:
     """Training FLOPs per token under a named convention (app.core.model for the parts)."""
     if convention == "6N":
@@ -901,7 +930,7 @@ def predict_metric(
                 layout.global_batch, seq, model.num_layers, model.hidden_size, model.vocab_size
             )
             return flops / step.total_s / layout.num_gpus / 1e12
-        convention = stated_flop_convention(row.get("notes"))
+        convention = stated_flop_convention(row.get("notes")) or source_flop_convention(row.get("source"))
         if convention is not None:
             per_token = convention_flops_per_token(model, seq, convention)
             return step.tokens_per_s_per_gpu * per_token / 1e12

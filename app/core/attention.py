@@ -1,0 +1,159 @@
+"""Throughput of the fused (flash) attention kernel a framework runs on a GPU.
+
+A fused attention kernel keeps the score tiles on chip, so its speed is set by how well the kernel uses the
+tensor cores of one architecture, not by the GEMM curve's memory roofline. Which kernel runs depends on the
+framework and the GPU:
+
+* "flash-attention-2": the flash-attn package (Dao 2023) or PyTorch SDPA's flash backend, built for Ampere's
+  mma.sync instructions. On Hopper and Blackwell it does not use the WGMMA / tcgen05 tensor-core paths.
+* "transformer-engine": Transformer Engine's DotProductAttention picks its FusedAttention (cuDNN) backend on
+  compute capability 9.0 and later ("Disabling FlashAttention to give FusedAttention preference on Hopper+ for
+  performance reasons", transformer_engine/pytorch/attention get_attention_backend) and FlashAttention-2 below.
+
+Kernel speeds come from published micro-benchmarks at long sequences (causal, head dim 128, BF16), as a share
+of the part's dense 16-bit peak (ATTENTION_KERNELS, by compute capability). A training run reaches a share of that
+speed (TRAINING_SHARES) on top of the GEMMs' sustained-clock derating: the rate is applied to the sustained 16-bit
+GEMM curve, so power capping and calibration carry over. Parts without a measurement of their architecture keep
+the H100 training rates (LEGACY_SHARES), and the estimate's assumptions say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.hardware import GPUSpec
+
+FLASH_ATTENTION_2 = "flash-attention-2"
+TRANSFORMER_ENGINE = "transformer-engine"
+ATTENTION_BACKENDS = (FLASH_ATTENTION_2, TRANSFORMER_ENGINE)
+CUDNN = "cudnn"  # the kernel Transformer Engine runs on compute capability >= 9.0
+CUDNN_MIN_CAPABILITY = 9.0
+
+# Forward and backward throughput of the attention kernel as a share of the sustained 16-bit GEMM rate, before
+# this module existed: FlashAttention-2 on an H100 at long sequence, the rates the training-run validation was
+# built on (forward 0.4, backward 0.8 x that; docs/validation_training_runs.md). Used where ATTENTION_KERNELS
+# has no entry for the GPU's architecture.
+LEGACY_SHARES = (0.4, 0.32)
+
+
+@dataclass(frozen=True)
+class KernelMeasurement:
+    """Long-sequence throughput of one kernel on one architecture, as shares of the dense 16-bit peak."""
+
+    forward: float
+    backward: float
+    source: str
+
+
+# (compute capability, kernel) -> measured share of dense BF16 peak, causal, head dim 128, mean over 16k-64k
+# (or 16k-128k) tokens. Peaks: A100 312, H100/H200 989, B200 2250, GB200/GB300 2500 TFLOP/s (app/catalog).
+ATTENTION_KERNELS: dict[tuple[float, str], KernelMeasurement] = {
+    (8.0, FLASH_ATTENTION_2): KernelMeasurement(
+        0.66,
+        0.63,
+        "Dao 2023 (arXiv 2307.08691) Sec. 4.1, A100: forward up to 73 %, backward up to 63 % of peak; forward x "
+        "0.905 for the causal mask (FlashAttention-2's causal / non-causal forward at 16k on H100, Shah et al. "
+        "2024 Fig. 5)",
+    ),
+    (9.0, FLASH_ATTENTION_2): KernelMeasurement(
+        0.341,
+        0.319,
+        "NVIDIA/cudnn-frontend benchmark/benchmark_results.csv (H200 at 1980 MHz, PyTorch SDPA flash backend, "
+        "causal, 16k/32k/64k): forward 325/345/343, backward 305/317/323 TFLOP/s",
+    ),
+    (9.0, CUDNN): KernelMeasurement(
+        0.583,
+        0.506,
+        "NVIDIA/cudnn-frontend benchmark/benchmark_results.csv (H200, cuDNN 9.1.0, causal, 16k/32k/64k): "
+        "forward 587/577/567, backward 498/500/504 TFLOP/s; Shah et al. 2024 (FlashAttention-3) Figs. 5-6 give "
+        "cuDNN 1.6x FlashAttention-2 on H100 likewise",
+    ),
+    (10.0, FLASH_ATTENTION_2): KernelMeasurement(
+        0.185,
+        0.149,
+        "NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training artifacts, flash-attn 2.7.4, GQA 128/8, causal, "
+        "16k-128k: B200 forward 437, backward 345 TFLOP/s (0.194 / 0.153 of 2250); GB200 (PyTorch flash) 439 / "
+        "360 (0.175 / 0.144 of 2500); mean of the two",
+    ),
+    (10.0, CUDNN): KernelMeasurement(
+        0.625,
+        0.493,
+        "same artifacts, cuDNN 9.10: B200 forward 1372, backward 1076 TFLOP/s (0.610 / 0.478); GB200 1597 / 1267 "
+        "(0.639 / 0.507); mean of the two",
+    ),
+    (10.3, FLASH_ATTENTION_2): KernelMeasurement(
+        0.190,
+        0.151,
+        "same artifacts, GB300, flash-attn 2.7.4, 16k-128k: forward 476, backward 377 TFLOP/s of 2500",
+    ),
+    (10.3, CUDNN): KernelMeasurement(
+        0.699,
+        0.517,
+        "same artifacts, GB300, cuDNN: forward 1747, backward 1292 TFLOP/s of 2500",
+    ),
+}
+
+# Training reaches a share of a kernel's micro-benchmark speed (locked clocks, one kernel alone on the GPU; in a
+# layer the kernel shares the SMs and HBM with the communication and element-wise kernels around it and waits on
+# layout copies). One share per kernel, each the share at which the development runs of that kernel on H100 ran:
+# the rates the training-run validation was built on (LEGACY_SHARES, chosen against those runs; docs/
+# validation_training_runs.md) over the kernel's H100 micro-benchmark shares of the sustained GEMM (x 989 / 794.5),
+# weighted as a layer uses them (backward: 2.5x the forward FLOPs):
+#   FlashAttention-2 (torchtitan's runs): (1/0.4245 + 2.5/0.3971) / (1/0.4 + 2.5/0.32) = 0.839
+#   cuDNN (the Megatron-LM README's and NeMo 24.07's Transformer Engine runs): (1/0.7257 + 2.5/0.6299) / 10.31 = 0.519
+# So H100 estimates keep their validated speed with either kernel, and the measured differences between
+# architectures (FlashAttention-2 at 66 % of A100 peak but 19 % of B200's) carry over. The 2024 runs put cuDNN in
+# training at the speed of FlashAttention-2 although its micro-benchmark is 1.6x faster; 2025-26 runs reach more of
+# it (docs/validation_training_runs.md, "Attention kernels")
+TRAINING_SHARES = {FLASH_ATTENTION_2: 0.84, CUDNN: 0.52}
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """The fused attention kernel an estimate uses: forward and backward throughput as shares of the sustained
+    16-bit GEMM rate (the attention curve's max_flops), and where the figures come from."""
+
+    kernel: str  # flash-attention-2 | cudnn
+    forward_share: float
+    backward_share: float
+    basis: str
+
+    @property
+    def shares(self) -> tuple[float, float]:
+        return (self.forward_share, self.backward_share)
+
+
+def kernel_for(backend: str, gpu: GPUSpec) -> str:
+    """The kernel `backend` runs on `gpu`: Transformer Engine's cuDNN attention on compute capability ≥ 9.0,
+    FlashAttention-2 otherwise."""
+    if backend == TRANSFORMER_ENGINE and gpu.compute_capability >= CUDNN_MIN_CAPABILITY:
+        return CUDNN
+    return FLASH_ATTENTION_2
+
+
+def fused_attention_kernel(backend: str, gpu: GPUSpec, measured_16bit_flops: float) -> AttentionKernel:
+    """Forward/backward fused-attention throughput for `backend` on `gpu`, relative to the sustained 16-bit GEMM
+    curve whose measured best is `measured_16bit_flops` (FLOP/s, before the sustained derating)."""
+    if backend not in ATTENTION_BACKENDS:
+        raise ValueError(
+            f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}"
+        )
+    kernel = kernel_for(backend, gpu)
+    measured = ATTENTION_KERNELS.get((gpu.compute_capability, kernel))
+    if measured is None or measured_16bit_flops <= 0:
+        return AttentionKernel(
+            kernel,
+            LEGACY_SHARES[0],
+            LEGACY_SHARES[1],
+            f"no published {kernel} measurement for {gpu.name}'s architecture: the H100 training rates "
+            f"({LEGACY_SHARES[0]:g} / {LEGACY_SHARES[1]:g} of the sustained GEMM rate)",
+        )
+    share = TRAINING_SHARES[kernel]
+    to_gemm = gpu.peak("bf16") / measured_16bit_flops * share
+    return AttentionKernel(
+        kernel,
+        measured.forward * to_gemm,
+        measured.backward * to_gemm,
+        f"{measured.forward:.3g} / {measured.backward:.3g} of dense peak on compute capability "
+        f"{gpu.compute_capability:g} ({measured.source}), x {share:g} in training",
+    )

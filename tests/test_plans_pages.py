@@ -313,3 +313,39 @@ def test_builder_optimizer_offload_field_and_planner_checkbox(client: Any) -> No
     page = client.get("/plans/new?" + on.query())
     box = page.text.split('id="f-plan_optimizer_offload"')[1][:200]
     assert "checked" in box
+
+
+def test_builder_attention_kernel_field(client: Any) -> None:
+    # the kernel round-trips through the address bar and the saved scenario; auto stays out of both
+    base = {
+        "model": "llama-3-8b",
+        "gpu": "B200",
+        "nodes": 1,
+        "tp": 1,
+        "cp": 8,
+        "sp": False,
+        "seq_len": 131072,
+        "global_batch": 8,
+    }
+    auto = BuilderState(**base, recompute="full")
+    assert "attention_backend" not in auto.query()
+    assert "attention_backend" not in state_to_scenario(auto)
+    fa2 = BuilderState(**base, recompute="full", attention_backend="flash-attention-2")
+    assert "attention_backend=flash-attention-2" in fa2.query()
+    assert (
+        parse_state(dict(p.split("=") for p in fa2.query().split("&"))).attention_backend
+        == "flash-attention-2"
+    )
+    assert scenario_to_state(state_to_scenario(fa2)).attention_backend == "flash-attention-2"
+    assert "attention_backend" in parse_state({"attention_backend": "xformers"}).errors
+    pages = {}
+    for state in (auto, fa2):
+        r = client.get("/plans/new?" + state.query(), headers=HX)
+        assert r.status_code == 200, r.text
+        pages[state.attention_backend] = r.text
+    assert "transformer-engine runs cudnn" in pages["auto"]
+    assert "flash-attention-2 runs flash-attention-2" in pages["flash-attention-2"]
+    assert _scenario_input(pages["flash-attention-2"])["attention_backend"] == "flash-attention-2"
+    page = client.get("/plans/new?" + fa2.query())
+    select = page.text.split('id="f-attention_backend"')[1][:600]
+    assert 'value="flash-attention-2" selected' in select

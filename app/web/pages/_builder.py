@@ -22,6 +22,7 @@ RECOMPUTE_CHOICES = ("none", "selective", "full")
 DTYPE_CHOICES = ("bf16", "fp16", "fp8")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
+ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
 PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
 
@@ -62,6 +63,9 @@ class BuilderState:
     # planner mode, MoE: leave out layouts whose layer passes are light enough to be host-bound
     plan_avoid_light_moe: bool = False
     profile: str = ""  # calibration profile ("name v3"); empty → published defaults
+    attention_backend: str = (
+        "auto"  # fused attention kernel; auto = the framework's (scenario attention_backend)
+    )
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -95,6 +99,8 @@ class BuilderState:
             data.pop("offload_modules")
         if not data["optimizer_offload"]:
             data.pop("optimizer_offload")
+        if data["attention_backend"] == "auto":
+            data.pop("attention_backend")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def modules_list(self) -> list[str]:
@@ -181,7 +187,12 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
             state.zero = zero
         except ValueError:
             errors["zero"] = "0, 1, 2 or 3"
-    for name, choices in (("recompute", RECOMPUTE_CHOICES), ("dtype", DTYPE_CHOICES), ("mode", MODE_CHOICES)):
+    for name, choices in (
+        ("recompute", RECOMPUTE_CHOICES),
+        ("dtype", DTYPE_CHOICES),
+        ("mode", MODE_CHOICES),
+        ("attention_backend", ATTENTION_CHOICES),
+    ):
         if name in params:
             if params[name] in choices:
                 setattr(state, name, params[name])
@@ -210,6 +221,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
     model: Any = state.model
     if state.hf_config.strip():
         model = _model_from_pasted_config(state.hf_config, problems)
+    kernel = {} if state.attention_backend == "auto" else {"attention_backend": state.attention_backend}
     if state.mode == "planner":
         if problems:
             raise SpecError(problems)
@@ -219,6 +231,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             # placeholder layout: the planner replaces it with the best one it finds for this global batch
             "layout": {"global_batch": state.global_batch, "dtype": state.dtype},
             "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
+            **kernel,
         }
     if state.dp == 0:
         problems.append(
@@ -253,6 +266,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "optimizer_offload": state.optimizer_offload,
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
+        **kernel,
     }
 
 
@@ -381,4 +395,6 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
         state.seq_len = int(training["seq_len"])
     if training.get("tokens") is not None:
         state.tokens_b = float(training["tokens"]) / TOKENS_UNIT
+    if scenario.get("attention_backend") in ATTENTION_CHOICES:
+        state.attention_backend = str(scenario["attention_backend"])
     return state

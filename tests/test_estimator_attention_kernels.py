@@ -161,3 +161,20 @@ def test_planner_takes_the_attention_backend(client) -> None:
     assert auto.status_code == 200 and fa2.status_code == 200, fa2.text
     assert float(fa2.json()["best"]["step_time_s"]) > float(auto.json()["best"]["step_time_s"])
     assert fa2.json()["framework"].endswith("+flash-attention-2")
+
+
+def test_catalog_shows_each_gpus_attention_kernels(client) -> None:
+    h100 = client.get("/api/v1/gpus/H100-SXM").json()
+    assert h100["compute_capability"] == 9.0
+    kernels = {k["kernel"]: k for k in h100["attention_kernels"]}
+    assert kernels["cudnn"]["used_by"] == ["transformer-engine"]
+    assert kernels["flash-attention-2"]["used_by"] == ["flash-attention-2"]
+    assert kernels["cudnn"]["forward_tflops"] == pytest.approx(0.583 * 989, rel=1e-6)
+    assert kernels["cudnn"]["training_share"] == TRAINING_SHARES[CUDNN]
+    a100 = client.get("/api/v1/gpus/A100-80GB-SXM").json()
+    assert [k["kernel"] for k in a100["attention_kernels"]] == ["flash-attention-2"]
+    assert a100["attention_kernels"][0]["used_by"] == ["flash-attention-2", "transformer-engine"]
+    assert client.get("/api/v1/gpus/MI300X").json()["attention_kernels"] == []
+    page = client.get("/catalog/gpus/B200")
+    assert page.status_code == 200
+    assert "Fused attention" in page.text and "cudnn-frontend" in page.text and "compute capability" in page.text

@@ -157,3 +157,25 @@ def fused_attention_kernel(backend: str, gpu: GPUSpec, measured_16bit_flops: flo
         f"{measured.forward:.3g} / {measured.backward:.3g} of dense peak on compute capability "
         f"{gpu.compute_capability:g} ({measured.source}), x {share:g} in training",
     )
+
+
+def published_kernels(gpu: GPUSpec) -> list[dict[str, object]]:
+    """The measured fused-attention kernels of `gpu`'s architecture, for the catalog: micro-benchmark TFLOP/s
+    (forward, backward), the share training reaches, which backends run the kernel there, and the source."""
+    out: list[dict[str, object]] = []
+    for kernel in (FLASH_ATTENTION_2, CUDNN):
+        measured = ATTENTION_KERNELS.get((gpu.compute_capability, kernel))
+        if measured is None:
+            continue
+        peak = gpu.peak("bf16") / 1e12
+        out.append(
+            {
+                "kernel": kernel,
+                "forward_tflops": measured.forward * peak,
+                "backward_tflops": measured.backward * peak,
+                "training_share": TRAINING_SHARES[kernel],
+                "used_by": [b for b in ATTENTION_BACKENDS if kernel_for(b, gpu) == kernel],
+                "source": measured.source,
+            }
+        )
+    return out

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, require_scope
+from app.core.attention import published_kernels
 from app.core.errors import Problem, SpecError
 from app.core.hardware import GPUSpec, InterconnectSpec
 from app.core.model import MLASpec, ModelSpec, MoESpec
@@ -40,6 +41,17 @@ NamePath = Annotated[str, Path(min_length=1, max_length=200, description="name o
 # --- response models -----------------------------------------------------------------------------------------
 
 
+class AttentionKernelPublic(BaseModel):
+    kernel: str = Field(description="flash-attention-2 | cudnn")
+    forward_tflops: float = Field(
+        description="micro-benchmark forward TFLOP/s, long sequence, causal, head dim 128"
+    )
+    backward_tflops: float = Field(description="micro-benchmark backward TFLOP/s (2.5x the forward FLOPs)")
+    training_share: float = Field(description="share of the micro-benchmark speed training reaches")
+    used_by: list[str] = Field(description="attention backends that run this kernel on this GPU")
+    source: str
+
+
 class GPUPublic(BaseModel):
     name: str
     vendor: str
@@ -58,6 +70,13 @@ class GPUPublic(BaseModel):
     notes: str = ""
     source: str
     date: str
+    compute_capability: float = Field(
+        default=0.0, description="CUDA compute capability; 0 = not an NVIDIA part"
+    )
+    attention_kernels: list[AttentionKernelPublic] = Field(
+        default_factory=list,
+        description="published fused-attention micro-benchmarks of this architecture (app.core.attention)",
+    )
     spec: dict[str, Any] = Field(description="GPUSpec in SI base units")
 
 
@@ -266,6 +285,8 @@ def gpu_public(row: GPUEntry) -> GPUPublic:
         notes=str(extra.get("notes", "")).strip(),
         source=row.source,
         date=row.source_date,
+        compute_capability=spec.compute_capability,
+        attention_kernels=[AttentionKernelPublic.model_validate(k) for k in published_kernels(spec)],
         spec=row.spec,
     )
 

@@ -177,4 +177,6 @@ def test_catalog_shows_each_gpus_attention_kernels(client) -> None:
     assert client.get("/api/v1/gpus/MI300X").json()["attention_kernels"] == []
     page = client.get("/catalog/gpus/B200")
     assert page.status_code == 200
-    assert "Fused attention" in page.text and "cudnn-frontend" in page.text and "compute capability" in page.text
+    assert (
+        "Fused attention" in page.text and "cudnn-frontend" in page.text and "compute capability" in page.text
+    )

@@ -29,10 +29,10 @@ ATTENTION_BACKENDS = (FLASH_ATTENTION_2, TRANSFORMER_ENGINE)
 CUDNN = "cudnn"  # the kernel Transformer Engine runs on compute capability >= 9.0
 CUDNN_MIN_CAPABILITY = 9.0
 
-# Forward and backward throughput of the attention kernel as a share of the sustained 16-bit GEMM rate, before
-# this module existed: FlashAttention-2 on an H100 at long sequence, the rates the training-run validation was
-# built on (forward 0.4, backward 0.8 x that; docs/validation_training_runs.md). Used where ATTENTION_KERNELS
-# has no entry for the GPU's architecture.
+# Forward and backward throughput of the attention kernel on an H100 in training, as shares of the sustained 16-bit
+# GEMM rate: the rates the training-run validation is built on (forward 0.4, backward 0.8 x that, chosen against
+# its development set; docs/validation_training_runs.md). Used where ATTENTION_KERNELS has no entry for the GPU's
+# architecture, and the reference TRAINING_SHARES are derived from.
 LEGACY_SHARES = (0.4, 0.32)
 
 

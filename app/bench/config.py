@@ -204,3 +204,72 @@ def validate_gemm(config: GemmConfig, cuda_devices: int, fp8_supported: bool = F
     p.check(config.iters >= 1, "iters", "must be ≥ 1")
     p.check(config.warmup_iters >= 0, "warmup_iters", "must be ≥ 0")
     p.raise_if_any()
+
+
+# kernel name in reports -> torch SDPBackend member name; "auto" lets PyTorch choose (not used for calibration)
+ATTENTION_SDPA_BACKENDS = {
+    "flash-attention-2": "FLASH_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "math": "MATH",
+    "auto": "",
+}
+ATTENTION_DTYPES = ("bf16", "fp16", "fp32")
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    seq_lens: tuple[int, ...] = (1024, 4096, 16384)
+    kernels: tuple[str, ...] = ("auto",)
+    batch: int = 1
+    heads: int = 16
+    head_dim: int = 128
+    dtype: str = "bf16"
+    device: str = "auto"
+    iters: int = 10
+    warmup_iters: int = 3
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["seq_lens"] = list(self.seq_lens)
+        data["kernels"] = list(self.kernels)
+        return data
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> AttentionConfig:
+        """From a job's params (`{"seq_lens": [...], "kernels": [...], ...}`); unknown keys are ignored."""
+        known = {f: params[f] for f in cls.__dataclass_fields__ if f in params}
+        for name in ("seq_lens", "kernels"):
+            if name in known:
+                raw = known[name]
+                known[name] = tuple(raw.split(",") if isinstance(raw, str) else raw)
+        if "seq_lens" in known:
+            known["seq_lens"] = tuple(int(s) for s in known["seq_lens"])
+        return cls(**known)
+
+
+def validate_attention(config: AttentionConfig, cuda_devices: int) -> None:
+    p = ProblemCollector()
+    p.check(bool(config.seq_lens), "seq_lens", "give at least one sequence length")
+    for i, s in enumerate(config.seq_lens):
+        p.check(s >= 1, f"seq_lens.{i}", "every sequence length must be ≥ 1")
+    for kernel in config.kernels:
+        p.check(
+            kernel in ATTENTION_SDPA_BACKENDS,
+            "kernel",
+            f"unknown kernel {kernel!r}; choose from {', '.join(ATTENTION_SDPA_BACKENDS)}",
+        )
+    p.check(config.dtype in ATTENTION_DTYPES, "dtype", f"choose from {', '.join(ATTENTION_DTYPES)}")
+    for name in ("batch", "heads", "head_dim", "iters"):
+        p.check(getattr(config, name) >= 1, name, "must be ≥ 1")
+    p.check(config.warmup_iters >= 0, "warmup_iters", "must be ≥ 0")
+    p.check(config.device in ("auto", "cpu", "cuda"), "device", "choose from auto, cpu, cuda")
+    if config.device == "cuda" and cuda_devices == 0:
+        p.add("device", "CUDA requested but no CUDA GPU is visible on this node; use --device cpu")
+    on_gpu = config.device == "cuda" or (config.device == "auto" and cuda_devices > 0)
+    if not on_gpu:
+        for kernel in config.kernels:
+            if kernel == "cudnn":
+                p.add(
+                    "kernel", "cudnn attention runs on NVIDIA GPUs only; use auto, math or flash-attention-2"
+                )
+    p.raise_if_any()

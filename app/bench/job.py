@@ -1,4 +1,5 @@
-"""Run one benchmark job (what the node agent launches): gemm, collectives, or calibration (both).
+"""Run one benchmark job (what the node agent launches): gemm, collectives, or calibration (both); a GEMM or
+calibration job with `"attention"` in its params also times the fused attention kernels (app.bench.attention).
 
     python -m app.bench.job --kind calibration --params '{...}' --out result.json
 
@@ -85,6 +86,15 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
         parts.append("gemm")
     if kind in ("collectives", "calibration") and int(params.get("nproc", 2)) >= 1:
         parts.append("collectives")
+    # an attention sweep rides along with a GEMM or calibration job when params ask for it ("attention": true, or
+    # the sweep's own parameters: app.bench.config.AttentionConfig)
+    attention = params.get("attention")
+    attn_cfg = None
+    if attention and kind in ("gemm", "calibration"):
+        from app.bench.config import AttentionConfig
+
+        parts.append("attention")
+        attn_cfg = AttentionConfig.from_params(attention if isinstance(attention, dict) else {})
     gemm_cfg = gemm_config_from_params(params.get("gemm", params)) if "gemm" in parts else None
     coll_cfg = (
         collective_config_from_params(params.get("collectives", params)) if "collectives" in parts else None
@@ -97,6 +107,15 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
         gemm_doc = run_gemm(gemm_cfg, part_sink, None, argv=sys.argv)
         doc["environment"] = gemm_doc["environment"]
         doc.setdefault("parts", {})["gemm"] = {"config": gemm_doc["config"], "summary": gemm_doc["summary"]}
+    if attn_cfg is not None:
+        from app.bench.attention import run_attention
+
+        attn_doc = run_attention(attn_cfg, part_sink, None, argv=sys.argv)
+        doc["environment"] = doc["environment"] or attn_doc["environment"]
+        doc.setdefault("parts", {})["attention"] = {
+            "config": attn_doc["config"],
+            "summary": attn_doc["summary"],
+        }
     if coll_cfg is not None:
         from app.bench.config import validate_collectives
         from app.bench.environment import cuda_device_count

@@ -35,6 +35,21 @@ def gemm_line(row: dict[str, Any]) -> str:
     )
 
 
+def attention_header() -> str:
+    return (
+        f"# {'kernel':>17} {'seq':>7} {'b':>3} {'heads':>5} {'d':>4} {'fwd':>9} {'bwd':>9} {'fwd':>9} {'bwd':>9}\n"
+        f"# {'':>17} {'':>7} {'':>3} {'':>5} {'':>4} {'(us)':>9} {'(us)':>9} {'TFLOP/s':>9} {'TFLOP/s':>9}"
+    )
+
+
+def attention_line(row: dict[str, Any]) -> str:
+    return (
+        f"  {row['attention_kernel']:>17} {row['seq_len']:>7} {row['batch']:>3} {row['heads']:>5}"
+        f" {row['head_dim']:>4} {row['forward_us_median']:>9.1f} {row['backward_us_median']:>9.1f}"
+        f" {row['forward_tflops']:>9.3f} {row['backward_tflops']:>9.3f}"
+    )
+
+
 def render_document(doc: dict[str, Any]) -> str:
     lines = [
         f"# {doc.get('kind')} · source {doc.get('source')} · status {doc.get('status')}"
@@ -59,12 +74,22 @@ def render_document(doc: dict[str, Any]) -> str:
                 lines.append(gemm_header())
                 last_key = "gemm"
             lines.append(gemm_line(row))
+        elif "attention_kernel" in row:
+            if last_key != "attention":
+                lines.append(attention_header())
+                last_key = "attention"
+            lines.append(attention_line(row))
     summary = doc.get("summary", {})
     for key, value in (summary.get("avg_busbw_gbps") or {}).items():
         lines.append(f"# Avg bus bandwidth {key}: {value:.3f} GB/s")
     if "wrong" in summary:
         lines.append(
             f"# Out of bounds values : {summary['wrong']} {'OK' if summary['wrong'] == 0 else 'FAILED'}"
+        )
+    for kernel, best in (summary.get("attention_max_tflops") or {}).items():
+        lines.append(
+            f"# attention {kernel}: forward {best['forward_tflops']:.3f}, backward {best['backward_tflops']:.3f}"
+            f" TFLOP/s @ seq {best['seq_len']}"
         )
     for dtype, best in (summary.get("max_tflops") or {}).items():
         lines.append(

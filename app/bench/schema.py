@@ -4,7 +4,8 @@
      environment: {hostnames, torch, cuda, nccl, driver, devices, ...}, config, rows, summary}
 
 Collective rows carry at least size_bytes, time_us, algbw_gbps, busbw_gbps, wrong (nccl-tests columns,
-GB/s = 1e9 bytes/s); GEMM rows carry m, n, k, dtype and best/median/mean TFLOP/s (1e12 FLOP/s).
+GB/s = 1e9 bytes/s); GEMM rows carry m, n, k, dtype and best/median/mean TFLOP/s (1e12 FLOP/s); attention rows
+carry attention_kernel, seq_len, batch, heads, head_dim and forward/backward TFLOP/s (app.bench.attention).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from app.bench import BENCHMARK_VERSION, SCHEMA_VERSION
 
-KINDS = ("gemm", "collectives", "calibration")
+KINDS = ("gemm", "collectives", "calibration", "attention")
 STATUSES = ("running", "complete", "partial", "interrupted", "failed")
 
 
@@ -111,6 +112,45 @@ def gemm_row(
     }
 
 
+# backward of a fused attention kernel: 5 matmuls against the forward's 2 (Dao 2023, Sec. 3.1)
+ATTENTION_BACKWARD_FLOP_RATIO = 2.5
+
+
+def causal_forward_flops(batch: int, heads: int, seq_len: int, head_dim: int) -> float:
+    """Q·Kᵀ and P·V over the causal half of the score matrix: 2 matmuls × 2 FLOP × b·h·s²·d / 2."""
+    return 4.0 * batch * heads * seq_len * seq_len * head_dim / 2.0
+
+
+def attention_row(
+    kernel: str, seq_len: int, config: Any, device: str, fwd_s: list[float], bwd_s: list[float]
+) -> dict[str, Any]:
+    """One kernel and sequence length: median forward/backward times and their TFLOP/s (causal FLOPs). `config`
+    is an app.bench.config.AttentionConfig."""
+    flops = causal_forward_flops(config.batch, config.heads, seq_len, config.head_dim)
+    f, b = statistics.median(fwd_s), statistics.median(bwd_s)
+    return {
+        "attention_kernel": kernel,
+        "seq_len": seq_len,
+        "batch": config.batch,
+        "heads": config.heads,
+        "head_dim": config.head_dim,
+        "causal": True,
+        "dtype": config.dtype,
+        "device": device,
+        "iters": len(fwd_s),
+        "forward_flops": flops,
+        "forward_us_median": f * 1e6,
+        "backward_us_median": b * 1e6,
+        "forward_tflops": flops / f / 1e12 if f > 0 else 0.0,
+        "backward_tflops": ATTENTION_BACKWARD_FLOP_RATIO * flops / b / 1e12 if b > 0 else 0.0,
+    }
+
+
+def attention_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attention rows of a result document (any kind)."""
+    return [r for r in doc.get("rows", []) if "attention_kernel" in r and r.get("forward_tflops", 0) > 0]
+
+
 def summarise(doc: dict[str, Any]) -> dict[str, Any]:
     """Headline numbers: max TFLOP/s per dtype (GEMM); average busbw and #wrong per op and group."""
     rows = doc.get("rows", [])
@@ -128,6 +168,18 @@ def summarise(doc: dict[str, Any]) -> dict[str, Any]:
                     "k": row["k"],
                 }
         summary["max_tflops"] = best
+    attn_rows = [r for r in rows if "attention_kernel" in r]
+    if attn_rows:
+        attn: dict[str, Any] = {}
+        for row in attn_rows:
+            cur = attn.get(row["attention_kernel"])
+            if cur is None or row["seq_len"] >= cur["seq_len"]:
+                attn[row["attention_kernel"]] = {
+                    "forward_tflops": row["forward_tflops"],
+                    "backward_tflops": row["backward_tflops"],
+                    "seq_len": row["seq_len"],
+                }
+        summary["attention_max_tflops"] = attn
     coll_rows = [r for r in rows if "busbw_gbps" in r]
     if coll_rows:
         groups: dict[str, list[dict[str, Any]]] = {}

@@ -16,6 +16,7 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
+from app.bench.schema import attention_rows
 from app.calibration.collective_fit import (
     calibrate_network,
     collective_rows,
@@ -25,6 +26,7 @@ from app.calibration.collective_fit import (
     regime_for,
 )
 from app.calibration.gemm_fit import fit_all_dtypes, gemm_rows
+from app.core.attention import ATTENTION_KERNELS, CUDNN, FLASH_ATTENTION_2
 from app.core.efficiency import GemmEfficiency, HardwareProfile
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
 from app.core.network import NetworkParams, busbw_factor, default_network_params
@@ -179,8 +181,15 @@ def build_profile(
             "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
             "error_alpha_beta_pct": _mean_error([t["alpha_beta_err_pct"] for t in table]),
         }
-    if not g_rows and not c_rows:
-        raise ValueError("the result has no GEMM or collective rows to calibrate from")
+    a_rows = attention_rows(doc)
+    if a_rows:
+        measured, table, notes = fit_attention(a_rows, gpu)
+        if measured:
+            params["attention"] = measured
+        report["attention"] = {"rows": table, "kernels": measured}
+        report["notes"] += notes
+    if not g_rows and not c_rows and not a_rows:
+        raise ValueError("the result has no GEMM, collective or attention rows to calibrate from")
     devices = params["environment"].get("devices") or []
     if devices and all(str(d.get("name", "")).startswith("cpu") for d in devices):
         report["notes"].append(
@@ -188,6 +197,61 @@ def build_profile(
             "the fit itself is valid for the measured device"
         )
     return params, report
+
+
+def fit_attention(
+    rows: list[dict[str, Any]], gpu: GPUSpec
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Per kernel the longest sequence's median forward/backward TFLOP/s as shares of the GPU's dense 16-bit peak
+    (what app.core.attention takes), the measured-vs-published table and notes. Rows of PyTorch's own choice
+    ("auto") or of the unfused math path are reported but not used: the estimate needs the kernel's name."""
+    peak = gpu.peak("bf16") / 1e12
+    published = {k: v for (cc, k), v in ATTENTION_KERNELS.items() if cc == gpu.compute_capability}
+    table = []
+    for r in rows:
+        ref = published.get(r["attention_kernel"])
+        table.append(
+            {
+                "kernel": r["attention_kernel"],
+                "seq_len": r["seq_len"],
+                "batch": r.get("batch"),
+                "heads": r.get("heads"),
+                "head_dim": r.get("head_dim"),
+                "measured_forward_tflops": r["forward_tflops"],
+                "measured_backward_tflops": r["backward_tflops"],
+                "published_forward_tflops": ref.forward * peak if ref else None,
+                "published_backward_tflops": ref.backward * peak if ref else None,
+            }
+        )
+    measured: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    for kernel in (FLASH_ATTENTION_2, CUDNN):
+        mine = [r for r in rows if r["attention_kernel"] == kernel]
+        if not mine:
+            continue
+        longest = max(r["seq_len"] for r in mine)
+        at = [r for r in mine if r["seq_len"] == longest]
+        fwd = statistics.median(r["forward_tflops"] for r in at)
+        bwd = statistics.median(r["backward_tflops"] for r in at)
+        measured[kernel] = {
+            "forward_share_of_peak": fwd / peak,
+            "backward_share_of_peak": bwd / peak,
+            "forward_tflops": fwd,
+            "backward_tflops": bwd,
+            "seq_len": longest,
+        }
+        if longest < 8192:
+            notes.append(
+                f"{kernel}: the longest sequence measured is {longest} tokens; the published figures it replaces "
+                "are long-sequence (16K–128K) rates, so long-context estimates may be too slow"
+            )
+    skipped = sorted({r["attention_kernel"] for r in rows} - set(measured))
+    if skipped:
+        notes.append(
+            f"attention rows of {', '.join(skipped)} are reported but not calibrated: the estimate needs a named "
+            "kernel (flash-attention-2 or cudnn)"
+        )
+    return measured, table, notes
 
 
 def hardware_profile(params: dict[str, Any], name: str, version: int | str) -> HardwareProfile:
@@ -206,4 +270,8 @@ def hardware_profile(params: dict[str, Any], name: str, version: int | str) -> H
     network = None
     if params.get("network"):
         network = NetworkParams.from_dict({**params["network"], "name": name, "version": str(version)})
-    return HardwareProfile(gemm=gemm, network=network, name=name, version=str(version))
+    attention = {
+        str(kernel): (float(m["forward_share_of_peak"]), float(m["backward_share_of_peak"]))
+        for kernel, m in (params.get("attention") or {}).items()
+    }
+    return HardwareProfile(gemm=gemm, network=network, name=name, version=str(version), attention=attention)

@@ -19,6 +19,7 @@ the H100 training rates (LEGACY_SHARES), and the estimate's assumptions say so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.core.hardware import GPUSpec
@@ -131,15 +132,26 @@ def kernel_for(backend: str, gpu: GPUSpec) -> str:
     return FLASH_ATTENTION_2
 
 
-def fused_attention_kernel(backend: str, gpu: GPUSpec, measured_16bit_flops: float) -> AttentionKernel:
+def fused_attention_kernel(
+    backend: str,
+    gpu: GPUSpec,
+    measured_16bit_flops: float,
+    calibrated: Mapping[str, tuple[float, float]] | None = None,
+    calibration: str = "",
+) -> AttentionKernel:
     """Forward/backward fused-attention throughput for `backend` on `gpu`, relative to the sustained 16-bit GEMM
-    curve whose measured best is `measured_16bit_flops` (FLOP/s, before the sustained derating)."""
+    curve whose measured best is `measured_16bit_flops` (FLOP/s, before the sustained derating). `calibrated`
+    (kernel → forward, backward share of dense peak, from a calibration profile named `calibration`) replaces the
+    published micro-benchmark of that kernel."""
     if backend not in ATTENTION_BACKENDS:
         raise ValueError(
             f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}"
         )
     kernel = kernel_for(backend, gpu)
     measured = ATTENTION_KERNELS.get((gpu.compute_capability, kernel))
+    if calibrated and kernel in calibrated:
+        fwd, bwd = calibrated[kernel]
+        measured = KernelMeasurement(float(fwd), float(bwd), f"measured by calibration profile {calibration}")
     if measured is None or measured_16bit_flops <= 0:
         return AttentionKernel(
             kernel,

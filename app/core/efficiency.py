@@ -23,7 +23,8 @@ Every function here accepts numpy arrays.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -200,12 +201,15 @@ class GemmEfficiency:
 
 @dataclass(frozen=True)
 class HardwareProfile:
-    """What a calibration run produces: a fitted GEMM curve and α/β network parameters (either may be None)."""
+    """What a calibration run produces: a fitted GEMM curve, α/β network parameters (either may be None) and the
+    measured fused-attention kernels (kernel → forward, backward share of the GPU's dense 16-bit peak at long
+    sequence; app.core.attention uses them in place of the published micro-benchmarks)."""
 
     gemm: GemmEfficiency | None = None
     network: Any = None  # app.core.network.NetworkParams (calibrated α/β per tier), None → defaults
     name: str = "defaults"
     version: str = "1"
+    attention: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def training_curves(

@@ -125,7 +125,7 @@ def estimate(
     opts = options or EstimateOptions()
     fw = opts.framework.for_dtype(layout.dtype)
     linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
-    kernel = attention_kernel(fw, cluster.gpu)
+    kernel = attention_kernel(fw, cluster.gpu, profile)
     calibrated = profile is not None and profile.gemm is not None
     vocab = padded_vocab_size(model.vocab_size, layout.tp)
     counts = param_counts(model)
@@ -155,7 +155,7 @@ def estimate(
         host_capacity_bytes=cluster.gpu.host_memory_bytes,
     )
     step = step_estimate(
-        model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal
+        model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal, kernel
     )
     assumptions = [
         Assumption("framework", fw.name, "", "app.core.framework presets (sources in that module)"),

@@ -402,7 +402,7 @@ def evaluate(
     g_etp = e_tp[first]
     args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
     drop = flash_dropout_overhead(cluster.gpu)
-    shares = attention_kernel(fw, cluster.gpu).shares
+    shares = attention_kernel(fw, cluster.gpu, profile).shares
     dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, None, shares)
     moe_t = (
         layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, g_etp, shares)

@@ -338,10 +338,13 @@ def module_recompute_time(layout: Layout, dense: LayerTimes, moe_t: LayerTimes, 
     return (1 - moe_share) * per_layer(dense, False) + moe_share * per_layer(moe_t, True)
 
 
-def attention_kernel(fw: Framework, gpu: GPUSpec) -> AttentionKernel:
-    """The fused attention kernel `fw` runs on `gpu`, with its rates relative to the sustained 16-bit GEMM curve."""
+def attention_kernel(fw: Framework, gpu: GPUSpec, profile: Any = None) -> AttentionKernel:
+    """The fused attention kernel `fw` runs on `gpu`, with its rates relative to the sustained 16-bit GEMM curve; a
+    calibration profile (app.core.efficiency.HardwareProfile) that measured the kernel supplies its speed."""
+    calibrated = getattr(profile, "attention", None) or None
+    label = f"{getattr(profile, 'name', '')} v{getattr(profile, 'version', '')}" if calibrated else ""
     return fused_attention_kernel(
-        fw.attention_backend, gpu, measured_matmul_flops(gpu, "bf16", sustained=False)
+        fw.attention_backend, gpu, measured_matmul_flops(gpu, "bf16", sustained=False), calibrated, label
     )
 
 
@@ -508,6 +511,7 @@ def stage_times(
     network: Any = None,
     causal: bool = True,
     per_layer_out: dict[str, float] | None = None,
+    attention: AttentionKernel | None = None,
 ) -> list[StageTime]:
     """Per-micro-batch time of every pipeline stage; `per_layer_out`, if given, receives one layer's parts."""
     shape = layer_shape(model)
@@ -521,7 +525,7 @@ def stage_times(
     args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
     fp8 = layout.dtype == "fp8"
     drop = flash_dropout_overhead(cluster.gpu)
-    shares = attention_kernel(fw, cluster.gpu).shares
+    shares = (attention or attention_kernel(fw, cluster.gpu)).shares
     dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8, drop, None, shares)
     moe_t = (
         layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop, layout.expert_tp, shares)
@@ -799,8 +803,11 @@ def step_estimate(
     fw: Framework = MEGATRON_CORE,
     network: Any = None,
     causal: bool = True,
+    attention: AttentionKernel | None = None,
 ) -> StepEstimate:
-    stages = stage_times(model, cluster, layout, seq_len, linear, attn_curve, fw, network, causal)
+    stages = stage_times(
+        model, cluster, layout, seq_len, linear, attn_curve, fw, network, causal, attention=attention
+    )
     m = layout.num_microbatches
     pp, vp, tp, cp, dp = layout.pp, layout.vp, layout.tp, layout.cp, layout.dp
     gpn = cluster.gpus_per_node

@@ -58,6 +58,18 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
             problems += [Problem(f"params.{p.field}", p.message) for p in exc.problems]
         except (TypeError, ValueError) as exc:
             problems.append(Problem("params", str(exc)))
+    attention = params.get("attention")
+    if attention and kind in ("gemm", "calibration"):
+        from app.bench.config import AttentionConfig, validate_attention
+
+        try:
+            validate_attention(
+                AttentionConfig.from_params(attention if isinstance(attention, dict) else {}), known_gpus
+            )
+        except SpecError as exc:
+            problems += [Problem(f"params.attention.{p.field}", p.message) for p in exc.problems]
+        except (TypeError, ValueError) as exc:
+            problems.append(Problem("params.attention", str(exc)))
     if kind in ("gemm", "calibration"):
         gp = params.get("gemm", params)
         try:

@@ -37,7 +37,9 @@ class BenchmarkCreate(BaseModel):
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="runner parameters: sizes/dtypes/iters (GEMM); ops, min_bytes, max_bytes, step_factor, "
-        "iters, warmup_iters, nproc, groups (collectives); profile_name, gpu, fabric (calibration)",
+        "iters, warmup_iters, nproc, groups (collectives); profile_name, gpu, fabric (calibration); attention: "
+        "true or {seq_lens, kernels, batch, heads, head_dim} to also time the fused attention kernels (GEMM, "
+        "calibration)",
         examples=[{"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "16M", "nproc": 8}],
     )
     target_node: str | None = Field(default=None, description="node name or id; empty = any node")

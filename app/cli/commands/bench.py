@@ -1,4 +1,5 @@
-"""`clusterplan bench gemm|collectives|import|slurm-script`: run and import GEMM and collective benchmarks.
+"""`clusterplan bench gemm|attention|collectives|import|slurm-script`: run and import GEMM, attention and
+collective benchmarks.
 
 torch is imported only when a measurement runs (gemm), or inside the torchrun workers (collectives).
 """
@@ -22,7 +23,15 @@ from app.bench.config import (
     validate_collectives,
 )
 from app.bench.progress import ProgressSink
-from app.bench.report import collective_header, collective_line, gemm_header, gemm_line, render_document
+from app.bench.report import (
+    attention_header,
+    attention_line,
+    collective_header,
+    collective_line,
+    gemm_header,
+    gemm_line,
+    render_document,
+)
 from app.bench.schema import write_document
 from app.bench.sizes import parse_size
 from app.cli.main import UserError
@@ -127,6 +136,63 @@ def gemm(
         typer.echo(f"# benchmark_version {doc['benchmark_version']}")
 
 
+@bench.command(
+    "attention",
+    help="Fused-attention sweep: forward and backward TFLOP/s of causal SDPA per kernel and sequence length.",
+)
+def attention(
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    kernel: Annotated[
+        list[str],
+        typer.Option(
+            help="flash-attention-2, cudnn, math or auto (PyTorch's choice); repeat or comma-separate"
+        ),
+    ] = ["auto"],  # noqa: B006
+    seq: Annotated[str, typer.Option(help="sequence lengths, comma-separated, e.g. 1024,4096,16384")] = "",
+    batch: Annotated[int, typer.Option(min=1)] = 1,
+    heads: Annotated[int, typer.Option(min=1)] = 16,
+    head_dim: Annotated[int, typer.Option(min=1)] = 128,
+    dtype: Annotated[str, typer.Option(help="bf16 | fp16 | fp32")] = "bf16",
+    iters: Annotated[int, typer.Option(min=1)] = 10,
+    warmup_iters: Annotated[int, typer.Option(min=0)] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="also write the document here (partial on interrupt)")
+    ] = None,
+    events: Annotated[bool, typer.Option(help="JSON-lines progress events on stderr")] = False,
+) -> None:
+    from app.bench.attention import AttentionConfig, run_attention
+
+    try:
+        seq_lens = tuple(int(s) for s in seq.split(",") if s.strip()) if seq else ()
+    except ValueError:
+        raise UserError(f"--seq: give whole numbers separated by commas, got {seq!r}") from None
+    if not seq_lens:
+        seq_lens = (256, 512, 1024) if device == "cpu" else (1024, 4096, 16384, 32768)
+    config = AttentionConfig(
+        seq_lens=seq_lens,
+        kernels=tuple(_split(kernel)),
+        batch=batch,
+        heads=heads,
+        head_dim=head_dim,
+        dtype=dtype,
+        device=device,
+        iters=iters,
+        warmup_iters=warmup_iters,
+    )
+    sink = _TableSink(events, attention_header, attention_line, quiet=as_json)
+    doc = run_attention(config, sink, str(out) if out else None, argv=["clusterplan", *sys.argv[1:]])
+    if as_json:
+        typer.echo(json.dumps(doc, indent=1))
+    else:
+        for name, best in doc["summary"].get("attention_max_tflops", {}).items():
+            typer.echo(
+                f"# {name}: forward {best['forward_tflops']:.3f}, backward {best['backward_tflops']:.3f} TFLOP/s"
+                f" @ seq {best['seq_len']}"
+            )
+        typer.echo(f"# benchmark_version {doc['benchmark_version']}")
+
+
 class _TableSink(ProgressSink):
     """Prints table lines as rows arrive (unless --json), JSON-lines events to stderr with --events."""
 
@@ -140,7 +206,7 @@ class _TableSink(ProgressSink):
         super().row(row, steps)
         if self.quiet or "skipped_size_bytes" in row:
             return
-        key = (row.get("op"), row.get("group"), row.get("ranks")) if "op" in row else "gemm"
+        key = (row.get("op"), row.get("group"), row.get("ranks")) if "op" in row else "table"
         if key != self.printed_header:
             typer.echo(self.header(row) if "op" in row else self.header())
             self.printed_header = key

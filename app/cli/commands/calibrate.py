@@ -66,6 +66,26 @@ def render_report(name: str, version: int, report: dict[str, Any]) -> str:
                 f"  {r['op'] + '·' + str(r['group']) + '·' + str(r['ranks']):>24} {r['size_bytes']:>10} {r['measured_time_us']:>10.2f}"
                 f" {r['before_time_us']:>10.2f} {r['after_time_us']:>10.2f} {_pct(r['before_err_pct']):>11} {_pct(r['after_err_pct']):>10}"
             )
+    attention = report.get("attention")
+    if attention:
+        lines.append(
+            "# fused attention (causal; TFLOP/s; published = the micro-benchmark the estimator uses otherwise)"
+        )
+        lines.append(
+            f"  {'kernel':>17} {'seq':>7} {'meas fwd':>9} {'meas bwd':>9} {'publ fwd':>9} {'publ bwd':>9}"
+        )
+        for r in attention["rows"]:
+            pub_f = "—" if r["published_forward_tflops"] is None else f"{r['published_forward_tflops']:.1f}"
+            pub_b = "—" if r["published_backward_tflops"] is None else f"{r['published_backward_tflops']:.1f}"
+            lines.append(
+                f"  {r['kernel']:>17} {r['seq_len']:>7} {r['measured_forward_tflops']:>9.3f}"
+                f" {r['measured_backward_tflops']:>9.3f} {pub_f:>9} {pub_b:>9}"
+            )
+        for kernel, m in attention["kernels"].items():
+            lines.append(
+                f"# calibrated {kernel}: {m['forward_share_of_peak']:.3f} / {m['backward_share_of_peak']:.3f} of dense"
+                f" peak (forward / backward) at {m['seq_len']} tokens"
+            )
     return "\n".join(lines)
 
 

@@ -212,6 +212,12 @@ def test_attention_job_to_profile_to_estimate_over_http(client) -> None:  # type
         },
     )
     assert done.status_code == 200, done.text
+    job_page = client.get(f"/benchmarks/jobs/{job['id']}").text
+    assert (
+        "Fused attention (causal SDPA)" in job_page
+        and "32768" in job_page
+        and "No results yet" not in job_page
+    )
     fit = client.post(
         "/api/v1/calibration/profiles", json={"job_id": job["id"], "name": "attn-lab", "gpu": "H100-SXM"}
     )
@@ -226,3 +232,30 @@ def test_attention_job_to_profile_to_estimate_over_http(client) -> None:  # type
     assert calibrated["step"]["total_s"] > plain["step"]["total_s"]
     sources = {a["name"]: a["source"] for a in calibrated["assumptions"]}
     assert "calibration profile attn-lab" in sources["flash attention throughput (forward)"]
+
+
+def test_launch_form_adds_an_attention_sweep(client) -> None:  # type: ignore[no-untyped-def]
+    from tests.test_bench_web import HTMX
+
+    bad = client.post(
+        "/benchmarks/launch",
+        data={"kind": "gemm", "attention_kernels": "cudnn", "attention_seq_lens": "4096,lots"},
+        headers=HTMX,
+    )
+    assert bad.status_code == 200 and 'role="alert"' in bad.text and "sequence lengths" in bad.text
+    launched = client.post(
+        "/benchmarks/launch",
+        data={
+            "kind": "gemm",
+            "gemm_sizes": "256",
+            "attention_kernels": ["cudnn", "flash-attention-2"],
+            "attention_seq_lens": "4096, 32768",
+        },
+        follow_redirects=False,
+    )
+    assert launched.status_code == 303
+    job_id = launched.headers["location"].rsplit("/", 1)[-1]
+    job = client.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert job["params"]["attention"]["kernels"] == ["cudnn", "flash-attention-2"]
+    assert job["params"]["attention"]["seq_lens"] == [4096, 32768]
+    client.post(f"/benchmarks/jobs/{job_id}/cancel")  # leave nothing queued for other tests' nodes

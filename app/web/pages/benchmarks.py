@@ -17,7 +17,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.api.deps import SessionDep
 from app.auth.deps import Principal, current_principal, require_scope
-from app.core.errors import SpecError
+from app.bench.schema import attention_rows
+from app.calibration.profile import DEFAULT_GPU, fit_attention
+from app.catalog import find_gpu
+from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.models.benchmarks import BenchmarkJob, CalibrationProfile
 from app.services import calibration as calibration_service
@@ -133,8 +136,22 @@ def _launch_params(form: dict[str, str], ops: list[str]) -> tuple[str, dict[str,
     }
     if kind == "calibration" and form.get("profile_name"):
         params["profile_name"] = form["profile_name"]
+    kernels = [k for k in form.get("attention_kernels", "").split(",") if k]
+    attention = None
+    if kernels and kind in ("gemm", "calibration"):
+        try:
+            seq_lens = [
+                int(s) for s in (form.get("attention_seq_lens") or "").replace(" ", "").split(",") if s
+            ]
+        except ValueError:
+            raise SpecError(
+                [Problem("seq_lens", "sequence lengths: whole numbers separated by commas")]
+            ) from None
+        attention = {"kernels": kernels, "seq_lens": seq_lens, "device": device}
     if kind == "gemm":
         params = {**params["gemm"], "gpu": params["gpu"]}
+    if attention is not None:
+        params["attention"] = attention
     elif kind == "collectives":
         params = {**params["collectives"], "nproc": nproc, "gpu": params["gpu"], "fabric": params["fabric"]}
     return kind, params, form.get("target_node") or None
@@ -143,7 +160,8 @@ def _launch_params(form: dict[str, str], ops: list[str]) -> tuple[str, dict[str,
 @router.post("/benchmarks/launch")
 async def launch(request: Request, session: SessionDep, principal: RunDep) -> Response:
     raw = await request.form()
-    form = {k: str(v) for k, v in raw.items() if k != "ops"}
+    form = {k: str(v) for k, v in raw.items() if k not in ("ops", "attention_kernels")}
+    form["attention_kernels"] = ",".join(str(v) for v in raw.getlist("attention_kernels"))
     ops = [str(v) for v in raw.getlist("ops")]
     errors: dict[str, str] = {}
     try:
@@ -232,7 +250,15 @@ def _charts(job: BenchmarkJob) -> dict[str, Any]:
         ],
         "layout": {"barmode": "group", "yaxis": {"type": "log", "title": {"text": "TFLOP/s"}}, "height": 360},
     }
-    return {"pred": pred, "busbw_fig": busbw_fig, "gemm_fig": gemm_fig}
+    attention: list[dict[str, Any]] = []
+    measured_attention = attention_rows({"rows": rows})
+    if measured_attention:
+        try:
+            gpu = find_gpu(params.get("gpu") or DEFAULT_GPU)
+        except NotFoundError:
+            gpu = find_gpu(DEFAULT_GPU)
+        attention = fit_attention(measured_attention, gpu)[1]
+    return {"pred": pred, "busbw_fig": busbw_fig, "gemm_fig": gemm_fig, "attention_rows": attention}
 
 
 @router.get("/benchmarks/jobs/{job_id}", response_class=HTMLResponse)

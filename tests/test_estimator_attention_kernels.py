@@ -180,3 +180,27 @@ def test_catalog_shows_each_gpus_attention_kernels(client) -> None:
     assert (
         "Fused attention" in page.text and "cudnn-frontend" in page.text and "compute capability" in page.text
     )
+
+
+def test_plan_cli_takes_the_kernel_and_the_scenarios_framework_settings(capsys) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from app.cli.commands.plan import build_request
+    from app.cli.main import main
+
+    example = Path(__file__).parent.parent / "examples" / "llama3-8b-128k-8xb200.json"
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as info:
+            main(list(args))
+        out = capsys.readouterr()
+        return int(info.value.code or 0), out.out, out.err
+
+    code, out, err = run("plan", str(example), "--top", "1", "--attention-backend", "flash-attention-2")
+    assert code == 0, err
+    assert "megatron-core+flash-attention-2" in out.splitlines()[0]
+    code, _, err = run("plan", str(example), "--attention-backend", "xformers")
+    assert code == 2 and "attention_backend" in err
+    moe = Path(__file__).parent.parent / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
+    req = build_request(moe, None, None, None, None, None, None, None, None, None)
+    assert req["moe_dispatcher"] == "deepep"

@@ -76,6 +76,10 @@ def build_request(
     req["global_batch"] = global_batch or (layout.get("global_batch") if isinstance(layout, dict) else None)
     if framework or doc.get("framework"):
         req["framework"] = framework or doc.get("framework")
+    # the scenario's framework-level settings travel with it (the plan request takes the same fields)
+    for key in ("attention_backend", "moe_dispatcher", "moe_a2a_overlap"):
+        if key in doc:
+            req[key] = doc[key]
     if isinstance(layout, dict) and layout.get("dtype"):
         req["dtype"] = layout["dtype"]
     missing = [
@@ -109,6 +113,13 @@ def plan_command(
     tokens: Annotated[float | None, typer.Option("--tokens", help="training tokens (time to train)")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="megatron-core, nemo, …")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8")] = None,
+    attention_backend: Annotated[
+        str | None,
+        typer.Option(
+            "--attention-backend",
+            help="fused attention kernel: auto | flash-attention-2 | transformer-engine (cuDNN on Hopper+)",
+        ),
+    ] = None,
     preset: Annotated[str, typer.Option("--preset", help="none | heuristic (seed rule)")] = "none",
     avoid_light_moe: Annotated[
         bool,
@@ -141,6 +152,8 @@ def plan_command(
     )
     if dtype:
         req["dtype"] = dtype
+    if attention_backend:
+        req["attention_backend"] = attention_backend
     req["constraints"] = {"preset": preset}
     if avoid_light_moe:
         req["constraints"]["avoid_light_moe_passes"] = True

@@ -259,3 +259,24 @@ def test_launch_form_adds_an_attention_sweep(client) -> None:  # type: ignore[no
     assert job["params"]["attention"]["kernels"] == ["cudnn", "flash-attention-2"]
     assert job["params"]["attention"]["seq_lens"] == [4096, 32768]
     client.post(f"/benchmarks/jobs/{job_id}/cancel")  # leave nothing queued for other tests' nodes
+
+
+def test_a_profile_with_both_curves_does_not_count_the_machine_twice() -> None:
+    """Attention measured on the machine whose GEMMs the profile also measured: its rate is what was measured
+    (at the training share and the sustained derating), whatever the GEMM curve says."""
+    from app.core.attention import TRAINING_SHARES
+    from app.core.efficiency import SUSTAINED_FRACTION, GemmEfficiency, training_curves
+    from tests.test_bench_calibration import _gemm_doc
+
+    h100 = find_gpu("H100-SXM")
+    slow_gemm = GemmEfficiency(max_flops=400e12, half_intensity=60.0, dtype="bf16")
+    doc = _gemm_doc(slow_gemm)
+    doc["rows"] += _doc([("cudnn", 32768, 450.0, 380.0)])["rows"]
+    params, _ = build_profile(doc, h100, find_fabric("ib-ndr-8x400"))
+    profile = hardware_profile(params, "both", 1)
+    assert profile.gemm is not None and profile.gemm.max_flops == pytest.approx(400e12, rel=0.05)
+    _, attn_curve = training_curves(h100, "bf16", profile)
+    kernel = attention_kernel(MEGATRON_CORE, h100, profile)
+    share = TRAINING_SHARES[CUDNN] * SUSTAINED_FRACTION
+    assert kernel.forward_share * attn_curve.max_flops == pytest.approx(450e12 * share, rel=1e-6)
+    assert kernel.backward_share * attn_curve.max_flops == pytest.approx(380e12 * share, rel=1e-6)

@@ -138,11 +138,14 @@ def fused_attention_kernel(
     measured_16bit_flops: float,
     calibrated: Mapping[str, tuple[float, float]] | None = None,
     calibration: str = "",
+    calibrated_16bit_flops: float = 0.0,
 ) -> AttentionKernel:
     """Forward/backward fused-attention throughput for `backend` on `gpu`, relative to the sustained 16-bit GEMM
     curve whose measured best is `measured_16bit_flops` (FLOP/s, before the sustained derating). `calibrated`
     (kernel → forward, backward share of dense peak, from a calibration profile named `calibration`) replaces the
-    published micro-benchmark of that kernel."""
+    published micro-benchmark of that kernel; as it was measured on the same machine as the profile's GEMM curve,
+    its rates are taken relative to that curve's best (`calibrated_16bit_flops`, when the profile has one), so the
+    machine's clocks are not counted twice."""
     if backend not in ATTENTION_BACKENDS:
         raise ValueError(
             f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}"
@@ -152,6 +155,8 @@ def fused_attention_kernel(
     if calibrated and kernel in calibrated:
         fwd, bwd = calibrated[kernel]
         measured = KernelMeasurement(float(fwd), float(bwd), f"measured by calibration profile {calibration}")
+        if calibrated_16bit_flops > 0:
+            measured_16bit_flops = calibrated_16bit_flops
     if measured is None or measured_16bit_flops <= 0:
         return AttentionKernel(
             kernel,

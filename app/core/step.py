@@ -343,8 +343,10 @@ def attention_kernel(fw: Framework, gpu: GPUSpec, profile: Any = None) -> Attent
     calibration profile (app.core.efficiency.HardwareProfile) that measured the kernel supplies its speed."""
     calibrated = getattr(profile, "attention", None) or None
     label = f"{getattr(profile, 'name', '')} v{getattr(profile, 'version', '')}" if calibrated else ""
+    gemm = getattr(profile, "gemm", None)
+    own = float(gemm.max_flops) if gemm is not None and gemm.dtype in ("bf16", "fp16") else 0.0
     return fused_attention_kernel(
-        fw.attention_backend, gpu, measured_matmul_flops(gpu, "bf16", sustained=False), calibrated, label
+        fw.attention_backend, gpu, measured_matmul_flops(gpu, "bf16", sustained=False), calibrated, label, own
     )
 
 

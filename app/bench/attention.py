@@ -19,6 +19,7 @@ import torch
 
 from app.bench.config import ATTENTION_SDPA_BACKENDS, AttentionConfig, validate_attention
 from app.bench.environment import collect_environment, cuda_device_count
+from app.bench.gemm import resolve_device
 from app.bench.progress import ProgressSink
 from app.bench.schema import attention_row, finish, new_document, write_document
 
@@ -92,7 +93,7 @@ def run_attention(
     """Run the sweep; the document (partial while running) is rewritten to out_path after every row."""
     gpus = cuda_device_count()
     validate_attention(config, gpus)
-    device = "cuda" if config.device == "cuda" or (config.device == "auto" and gpus > 0) else "cpu"
+    device = resolve_device(config.device)
     sink = sink or ProgressSink(None)
     doc = new_document("attention", {**config.to_dict(), "device": device}, argv, collect_environment())
     sink.start(len(config.kernels) * len(config.seq_lens), kind="attention", devices=[device])

@@ -13,7 +13,7 @@ from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO, TORCHTITAN
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
-from app.core.planner import Constraints, enumerate_layouts
+from app.core.planner import Constraints, end_layers_of, enumerate_layouts
 from app.core.planner_eval import RECOMPUTE_CODES, evaluate
 from app.core.step import STEP_COMPONENTS
 
@@ -53,6 +53,8 @@ def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
         recompute_layers=int(rows.recompute_layers[i]) or None,
         offload_layers=int(rows.offload_layers[i]),
         optimizer_offload=float(rows.optimizer_offload[i]),
+        first_stage_layers=end_layers_of(rows, i),
+        last_stage_layers=end_layers_of(rows, i),
         global_batch=global_batch,
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=flash,

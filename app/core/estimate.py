@@ -14,7 +14,7 @@ from app.core.efficiency import (
 )
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, check_layout
+from app.core.layout import Layout, check_layout, stage_layer_counts, stage_layers_label
 from app.core.memory import DEFAULT_SAFETY_FRACTION, MemoryEstimate, memory_estimate
 from app.core.model import (
     AttentionCounting,
@@ -132,7 +132,8 @@ def estimate(
     mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab)
     rec_share = 1.0
     if layout.recompute == "full" and layout.recompute_layers is not None:
-        rec_share = layout.recompute_layers * layout.pp / model.num_layers
+        per_stage = stage_layer_counts(model.num_layers, layout)
+        rec_share = sum(min(layout.recompute_layers, n) for n in per_stage) / model.num_layers
     rec_mode = layout.recompute
     if rec_mode == "selective" and layout.flash_attention:
         rec_mode = "none"  # flash attention already recomputes attention scores inside its backward kernel
@@ -166,6 +167,17 @@ def estimate(
             "Megatron-LM distrib_optimizer.md: 18 B/param, 6 + 12/d with the distributed optimizer",
         ),
         Assumption("ZeRO stage", layout.zero, "", "Rajbhandari et al. 2020 (arXiv 1910.02054) Sec. 5"),
+        Assumption(
+            "transformer layers per pipeline stage",
+            stage_layers_label(stage_layer_counts(model.num_layers, layout)),
+            "layers",
+            "uneven split: the rest shared evenly by the stages between (Megatron-core "
+            "--decoder-first/last-pipeline-num-layers); the first stage also holds the embedding, the last the "
+            "LM head and loss; the slowest stage sets the 1F1B pace"
+            if layout.uneven_pipeline
+            else "even split: L / pp on every stage; the first also holds the embedding, the last the LM head and "
+            "loss",
+        ),
         Assumption(
             "activations",
             layout.recompute,

@@ -11,6 +11,7 @@ parallel ranks (etp = 1 is the common choice).
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
@@ -66,6 +67,12 @@ class Layout:
       on the host (Megatron-core `--optimizer-cpu-offload --optimizer-offload-fraction F
       --use-precision-aware-optimizer`, HybridDeviceOptimizer): its gradients go to the host, a CPU AdamW updates
       it, the new weights come back; 0 = none, 1 = all.
+    - first_stage_layers / last_stage_layers: transformer layers on the first / last pipeline stage, the rest split
+      evenly over the stages between (Megatron-core `--decoder-first-pipeline-num-layers`,
+      `--decoder-last-pipeline-num-layers`); None = an even split. One layer fewer on each end stage gives the
+      embedding and the LM head and loss a layer's slot each, as Megatron-core's
+      `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split` and DeepSpeed's
+      `partition_method="type:transformer|embedding"` do (Llama 3.1 405B: 126 layers on 16 stages, 7 + 14·8 + 7).
     """
 
     tp: int = 1
@@ -88,6 +95,13 @@ class Layout:
     offload_layers: int = 0
     offload_modules: tuple[str, ...] = ()
     optimizer_offload: float = 0.0
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+
+    @property
+    def uneven_pipeline(self) -> bool:
+        """True when the first or the last pipeline stage has its own number of layers."""
+        return self.pp > 1 and (self.first_stage_layers is not None or self.last_stage_layers is not None)
 
     @property
     def model_parallel(self) -> int:
@@ -135,6 +149,138 @@ class Layout:
 
     def with_(self, **changes: Any) -> Layout:
         return replace(self, **changes)
+
+
+def stage_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
+    """Transformer layers on each pipeline stage, all its model chunks together (check_layout makes them whole).
+
+    An even split gives every stage L / p. With first_stage_layers and/or last_stage_layers set, the layers left
+    over are shared evenly by the stages between, as Megatron-core's get_num_layers_to_build does
+    (megatron/core/transformer/transformer_block.py, num_layers_in_first/last_pipeline_stage).
+    """
+    pp = max(1, layout.pp)
+    if not layout.uneven_pipeline:
+        return (num_layers // pp,) * pp
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    middle_stages = pp - (first is not None) - (last is not None)
+    rest = num_layers - (first or 0) - (last or 0)
+    each = rest // middle_stages if middle_stages > 0 else 0
+    counts = [each] * pp
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return tuple(counts)
+
+
+def stage_layers_label(counts: tuple[int, ...]) -> str:
+    """Compact form of per-stage layer counts: "8 × 16" for an even split, "7 + 8 × 14 + 7" for an uneven one."""
+    if not counts:
+        return ""
+    if len(set(counts)) == 1:
+        return f"{counts[0]} × {len(counts)}"
+    middle = counts[1:-1]
+    parts = [str(counts[0])]
+    if middle:
+        parts.append(f"{middle[0]} × {len(middle)}" if len(middle) > 1 else str(middle[0]))
+    parts.append(str(counts[-1]))
+    return " + ".join(parts)
+
+
+def even_split_layers(num_layers: int, pp: int) -> int | None:
+    """Layers on each end stage when the embedding and the LM head with its loss take one layer's slot each
+    (Megatron-core --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split): (L + 2) / p − 1,
+    or None when L + 2 does not divide by p or an end stage would be left without a layer."""
+    if pp < 2 or (num_layers + 2) % pp:
+        return None
+    end = (num_layers + 2) // pp - 1
+    return end if end >= 1 else None
+
+
+_LAYOUT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
+_LAYOUT_REPEAT = re.compile(r"([EtmL])\*(\d+)")
+
+
+def stage_layers_from_pipeline_layout(text: str, pp: int) -> tuple[int, ...]:
+    """Transformer layers per pipeline rank of a Megatron-core pipeline layout string
+    (--pipeline-model-parallel-layout, e.g. DeepSeek-V3's "Et|(tt|)*30L"): '|' separates the virtual stages,
+    'E' is the embedding, 't' a transformer layer, 'm' an MTP layer, 'L' the loss; "(...)*N" and "t*N" repeat.
+    Virtual stage i runs on pipeline rank i mod pp (megatron/core/transformer/pipeline_parallel_layer_layout.py).
+    Raises ValueError on other symbols or when the virtual stages do not divide by pp."""
+    expanded = text.replace(" ", "")
+    while True:
+        nxt = _LAYOUT_GROUP.sub(lambda m: m.group(1) * int(m.group(2)), expanded)
+        nxt = _LAYOUT_REPEAT.sub(lambda m: m.group(1) * int(m.group(2)), nxt)
+        if nxt == expanded:
+            break
+        expanded = nxt
+    stages = expanded.split("|")
+    bad = sorted(set(expanded) - set("EtmL|"))
+    if bad:
+        raise ValueError(f"unknown symbols {bad} in pipeline layout {text!r}")
+    if pp < 1 or len(stages) % pp:
+        raise ValueError(f"{len(stages)} virtual stages in {text!r} do not divide by pp = {pp}")
+    counts = [0] * pp
+    for i, stage in enumerate(stages):
+        counts[i % pp] += stage.count("t")
+    return tuple(counts)
+
+
+def _check_pipeline_split(p: ProblemCollector, model: ModelSpec, layout: Layout) -> bool:
+    """The layer counts of an uneven pipeline split: whole and at least one on every stage. True when the split
+    itself is consistent (stage_layer_counts may then be used)."""
+    chunks = layout.pp * layout.vp
+    if not (layout.first_stage_layers is not None or layout.last_stage_layers is not None):
+        p.check(
+            model.num_layers % chunks == 0,
+            "layout.pp",
+            f"layers ({model.num_layers}) not divisible by pp·vp = {layout.pp}·{layout.vp} = {chunks}"
+            + (
+                f"; an uneven split fits: first_stage_layers = last_stage_layers = "
+                f"{even_split_layers(model.num_layers, layout.pp)} (the embedding and the loss count as a layer)"
+                if even_split_layers(model.num_layers, layout.pp)
+                else ""
+            ),
+        )
+        return model.num_layers % chunks == 0
+    ok = True
+    for name in ("first_stage_layers", "last_stage_layers"):
+        value = getattr(layout, name)
+        if value is None:
+            continue
+        good = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        p.check(good, f"layout.{name}", f"must be an integer ≥ 1 or unset, got {value!r}")
+        ok = ok and good
+    if not ok:
+        return False
+    if layout.pp < 2:
+        p.check(
+            False, "layout.pp", "first_stage_layers / last_stage_layers need pipeline parallelism (pp > 1)"
+        )
+        return False
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    middle = layout.pp - (first is not None) - (last is not None)
+    rest = model.num_layers - (first or 0) - (last or 0)
+    named = " and ".join(f"{n} {v}" for n, v in (("first", first), ("last", last)) if v is not None)
+    if middle == 0:
+        ok = rest == 0
+        p.check(
+            ok,
+            "layout.pp",
+            f"with pp = 2 the first and last stages hold every layer: {named} must add up to the model's "
+            f"{model.num_layers} layers",
+        )
+    else:
+        ok = rest >= middle and rest % middle == 0
+        p.check(
+            ok,
+            "layout.pp",
+            f"{model.num_layers} layers minus {named} leave {rest}, which must split evenly over the {middle} "
+            f"other stages, at least one each",
+        )
+    # with interleaving the stage's layers need not divide by vp: Megatron-core's pipeline layouts
+    # (--pipeline-model-parallel-layout) and its embedding / loss accounting give chunks of different depth
+    return ok
 
 
 def _check_module_names(
@@ -214,12 +360,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         "layout.tp",
         f"FFN hidden size ({model.ffn_hidden_size}) not divisible by tp ({layout.tp})",
     )
-    chunks = layout.pp * layout.vp
-    p.check(
-        model.num_layers % chunks == 0,
-        "layout.pp",
-        f"layers ({model.num_layers}) not divisible by pp·vp = {layout.pp}·{layout.vp} = {chunks}",
-    )
+    split_ok = _check_pipeline_split(p, model, layout)
     if layout.vp > 1:
         p.check(layout.pp > 1, "layout.vp", "interleaved stages (vp > 1) need pipeline parallelism (pp > 1)")
     per_step = layout.dp * layout.micro_batch
@@ -337,7 +478,11 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "optimizer offloading is modelled for ZeRO 0-2 (Megatron-core's HybridDeviceOptimizer), not ZeRO-3",
         )
     if layout.recompute_layers is not None:
-        per_stage = model.num_layers // max(1, chunks) * layout.vp
+        per_stage = (
+            max(stage_layer_counts(model.num_layers, layout))
+            if split_ok
+            else model.num_layers // max(1, layout.pp * layout.vp) * layout.vp
+        )
         p.check(
             layout.recompute == "full",
             "layout.recompute_layers",

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.core.framework import MEGATRON_CORE, Framework
-from app.core.layout import Layout
+from app.core.layout import Layout, stage_layer_counts
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
 from app.core.units import GiB
 
@@ -422,8 +422,9 @@ def stage_memory(
     m = layout.num_microbatches
     first, last = stage == 0, stage == pp - 1
     n_moe = num_moe_layers(model)
-    layers_per_gpu = model.num_layers / pp
-    moe_layers = n_moe / pp
+    # this stage's layers (an uneven split gives the end stages their own count); MoE layers in proportion
+    layers_per_gpu = float(stage_layer_counts(model.num_layers, layout)[stage])
+    moe_layers = n_moe / model.num_layers * layers_per_gpu
     dense_layers = layers_per_gpu - moe_layers
     dense_params, expert_params = transformer_params_per_gpu(
         shape, dense_layers, moe_layers, tp, ep, layout.etp
@@ -454,7 +455,7 @@ def stage_memory(
     if layout.recompute == "full":
         kept = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "full", flash, False, fw)
         recomputed_share = (
-            1.0 if layout.recompute_layers is None else layout.recompute_layers / layers_per_gpu
+            1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / layers_per_gpu)
         )
         per_layer = recomputed_share * kept + (1 - recomputed_share) * mean_full
         # the layer being recomputed holds its full activations during its backward

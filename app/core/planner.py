@@ -351,7 +351,10 @@ def enumerate_layouts(
             "tp_vs_model",
             (model.num_attention_heads % tp != 0) | ~np.asarray(kv_ok) | (model.ffn_hidden_size % tp != 0),
         ),
-        ("layers_vs_pp", model.num_layers % (pp * vp) != 0),
+        (
+            "layers_vs_pp",
+            (model.num_layers % (pp * vp) != 0) & (uneven_end_layers(model.num_layers, pp, vp) == 0),
+        ),
         ("interleave_needs_pp", (vp > 1) & (pp == 1)),
         ("global_batch", (dp == 0) | (global_batch % np.maximum(1, dp * mb) != 0)),
         ("interleave_microbatches", (vp > 1) & ((global_batch // np.maximum(1, dp * mb)) % pp != 0)),
@@ -405,7 +408,8 @@ def enumerate_layouts(
     if c.partial_recompute:
         # partial recompute: copies of the full-recompute rows with k of the stage's L/pp layers recomputed
         per_stage = model.num_layers // pp
-        base = np.nonzero(rec == 2)[0]
+        # an uneven split keeps recompute on every layer (its stages differ in depth)
+        base = np.nonzero((rec == 2) & (uneven_end_layers(model.num_layers, pp, vp) == 0))[0]
         extra_idx, extra_rl = [], []
         for frac in PARTIAL_RECOMPUTE_SHARES:
             k_layers = np.floor(frac * per_stage[base]).astype(np.int64)
@@ -472,8 +476,29 @@ def enumerate_layouts(
         recompute_layers=rl[idx],
         offload_layers=off[idx],
         optimizer_offload=opt_off[idx],
+        end_layers=uneven_end_layers(model.num_layers, pp[idx], vp[idx]),
     )
     return _Space(rows, total, counts)
+
+
+def uneven_end_layers(num_layers: int, pp: np.ndarray, vp: np.ndarray) -> np.ndarray:
+    """Layers on each end stage of the uneven split the search tries where L is not a multiple of pp·vp: the
+    embedding and the LM head with its loss take one layer's slot each (Megatron-core
+    --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split, which needs L + 2 to be a
+    multiple of pp·vp), so the end stages hold (L + 2) / p − 1 layers and the stages between (L + 2) / p.
+    0 where the split is even or no such split exists (app.core.layout.even_split_layers)."""
+    pp = np.asarray(pp, dtype=np.int64)
+    vp = np.asarray(vp, dtype=np.int64)
+    chunks = np.maximum(1, pp * vp)
+    end = (num_layers + 2) // np.maximum(1, pp) - 1
+    ok = (pp >= 2) & (num_layers % chunks != 0) & ((num_layers + 2) % chunks == 0) & (end >= 1)
+    return np.where(ok, end, 0).astype(np.int64)
+
+
+def end_layers_of(rows: LayoutArrays, i: int) -> int | None:
+    """Layout.first_stage_layers / last_stage_layers of row `i` (None for an even split)."""
+    end = rows.end_layers
+    return int(end[i]) if end is not None and int(end[i]) > 0 else None
 
 
 def heuristic_mask(rows: LayoutArrays, gpus_per_node: int) -> np.ndarray:
@@ -688,6 +713,8 @@ def plan(
             recompute_layers=int(rows.recompute_layers[i]) or None,
             offload_layers=int(rows.offload_layers[i]),
             optimizer_offload=float(rows.optimizer_offload[i]),
+            first_stage_layers=end_layers_of(rows, i),
+            last_stage_layers=end_layers_of(rows, i),
             global_batch=global_batch,
             dtype=dtype,  # type: ignore[arg-type]
             flash_attention=flash_attention,

@@ -85,6 +85,7 @@ LAYOUT_ARRAYS = (
     "recompute_layers",
     "offload_layers",
     "optimizer_offload",
+    "end_layers",
 )
 
 
@@ -93,7 +94,9 @@ class LayoutArrays:
     """Layouts as columns. `recompute` holds indices into RECOMPUTE_CODES; `sp` is 0/1; `recompute_layers` is
     the number of layers per stage recomputed under recompute="full", 0 meaning all (Layout's None);
     `offload_layers` the layers whose activations go to host memory (Layout.offload_layers);
-    `optimizer_offload` the share of the optimizer states kept on the host (Layout.optimizer_offload)."""
+    `optimizer_offload` the share of the optimizer states kept on the host (Layout.optimizer_offload);
+    `end_layers` the layers on each end stage of an uneven pipeline split (Layout.first_stage_layers =
+    last_stage_layers, the stages between holding one more), 0 meaning an even split."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -109,6 +112,11 @@ class LayoutArrays:
     recompute_layers: np.ndarray
     offload_layers: np.ndarray
     optimizer_offload: np.ndarray
+    end_layers: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.end_layers is None:
+            self.end_layers = np.zeros(self.tp.shape[0], dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -310,6 +318,20 @@ def evaluate(
     moe_layers = n_moe / pp
     dense_layers = layers_per_gpu - moe_layers
     tokens = mb * seq_len / cp
+    # uneven pipeline split (Layout.first_stage_layers = last_stage_layers = end_layers): the end stages hold
+    # end_l layers, the stages between mid_l; an even split gives every stage L / p
+    end_col = rows.end_layers if rows.end_layers is not None else np.zeros(n, dtype=np.int64)
+    uneven = (end_col.astype(np.int64) > 0) & (pp > 2)
+    moe_frac = n_moe / model.num_layers
+    end_l = np.where(uneven, end_col, layers_per_gpu).astype(float)
+    mid_l = np.where(uneven, (model.num_layers - 2 * end_col) / np.maximum(1, pp - 2), layers_per_gpu).astype(
+        float
+    )
+
+    def params_of(layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Dense and expert parameters per GPU of `layers` transformer layers (MoE layers in proportion)."""
+        d, e = transformer_params_per_gpu(shape, layers * (1 - moe_frac), layers * moe_frac, tp, ep, e_tp)
+        return np.asarray(d, float), np.asarray(e, float)
 
     # ----------------------------------------------------------------------------------------- memory
     dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep, e_tp)
@@ -345,10 +367,11 @@ def evaluate(
     workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
     vocab = padded_vocab_size(model.vocab_size, tp)  # type: ignore[arg-type]
 
-    def stage_total(stage: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
-        dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, first, last)
+    def stage_total(stage: np.ndarray, first: np.ndarray, last: np.ndarray, layers: np.ndarray) -> np.ndarray:
+        layers_t, expert_s = params_of(layers)
+        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last)
         states = state_bytes(dense_p, shard, zero, fw)
-        expert_states = state_bytes(expert_p, exp_shard, zero, fw)
+        expert_states = state_bytes(expert_s, exp_shard, zero, fw)
         model_states = sum(np.asarray(states[k] + expert_states[k], float) for k in states)
         # optimizer offloading moves its share of the master weights and Adam moments to the host
         model_states = model_states - opt_off * np.asarray(
@@ -358,16 +381,16 @@ def evaluate(
             + expert_states["optimizer_states"],
             float,
         )
-        inflight = inflight_layer_microbatches(layers_per_gpu, pp, vp, m, stage)
+        inflight = inflight_layer_microbatches(layers, pp, vp, m, stage)
         # activation offloading keeps the other layers and the one in flight (app.core.memory.stage_memory)
-        resident = np.where(off > 0, np.minimum(layers_per_gpu, layers_per_gpu - off + 1), layers_per_gpu)
-        activations = per_layer * inflight * resident / layers_per_gpu
+        resident = np.where(off > 0, np.minimum(layers, layers - off + 1), layers)
+        activations = per_layer * inflight * resident / layers
         if shape.hidden_dropout:
-            activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers_per_gpu)
+            activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers)
         activations = activations + last * (2 * ACT_BYTES * h * tokens / sp_div)
         logits = last * (fw.logits_bytes_per_element * tokens * vocab / tp)
         comm = np.full(n, float(fw.comm_buffer_bytes))
-        layer_params = (dense_p + expert_p) / np.maximum(1.0, layers_per_gpu)
+        layer_params = (dense_p + expert_s) / np.maximum(1.0, layers)
         comm = np.where(zero >= 3, comm + zero3_working_bytes(layer_params, fw), comm)
         allocated = model_states + activations + logits + workspace + comm
         return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes + fw.nccl_buffer_bytes
@@ -375,22 +398,28 @@ def evaluate(
     zeros = np.zeros(n, dtype=np.int64)
     ones = np.ones(n, dtype=np.int64)
 
-    def host_optimizer(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    def host_optimizer(first: np.ndarray, last: np.ndarray, layers: np.ndarray) -> np.ndarray:
         # the offloaded optimizer shard of a stage (app.core.memory.optimizer_shard_params)
-        dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, first, last)
-        held = np.where(zero >= 1, dense_p / shard + expert_p / exp_shard, dense_p + expert_p)
+        layers_t, expert_s = params_of(layers)
+        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last)
+        held = np.where(zero >= 1, dense_p / shard + expert_s / exp_shard, dense_p + expert_s)
         return np.asarray(opt_off * held * OPTIMIZER_HOST_BYTES, float)
 
     # host memory, most loaded stage: the offloaded layers' activations (layer offloading runs with pp = 1: stage
     # 0) and the offloaded optimizer states (the first or the last stage holds the most parameters)
     host_bytes = np.maximum(
         per_layer * inflight_layer_microbatches(layers_per_gpu, pp, vp, m, zeros) * off / layers_per_gpu
-        + host_optimizer(ones, (pp == 1).astype(np.int64)),
-        host_optimizer((pp == 1).astype(np.int64), ones),
+        + host_optimizer(ones, (pp == 1).astype(np.int64), end_l),
+        host_optimizer((pp == 1).astype(np.int64), ones, end_l),
     )
-    first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64))
-    last_bytes = np.where(pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64)), first_bytes)
+    first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64), end_l)
+    last_bytes = np.where(pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64), end_l), first_bytes)
     peak = np.maximum(first_bytes, last_bytes)
+    if uneven.any():
+        # the second stage holds the most layer-activations of the stages between (p − 1 micro-batches in flight)
+        second = stage_total(ones, zeros, zeros, mid_l)
+        peak = np.where(uneven, np.maximum(peak, second), peak)
+        host_bytes = np.where(uneven, np.maximum(host_bytes, host_optimizer(zeros, zeros, mid_l)), host_bytes)
 
     # ----------------------------------------------------------------------------------------- step time
     moe_share = n_moe / model.num_layers
@@ -525,13 +554,6 @@ def evaluate(
     one = (pp == 1).astype(np.int64)
     accum_head = accum_rate * embedding_params_per_gpu(model, tp, pp, one, 1)
     accum_emb = accum_rate * embedding_params_per_gpu(model, tp, pp, 1, 0) * (pp > 1)
-    accum_layers = accum_rate * (dense_t + expert_p)
-    b_fwd = layers_per_gpu * fwd_layer + logits_fwd
-    b_bwd = layers_per_gpu * bwd_layer + (2 * logits_fwd + ce) + accum_layers + accum_head
-    b_rec = layers_per_gpu * rec_layer
-    b_tp = layers_per_gpu * tp_layer
-    b_cp = layers_per_gpu * cp_layer
-    b_ep = layers_per_gpu * ep_layer
     b_pp = pp_mb
     # activation offloading: each offloaded layer's copy out and back beside the next layer's forward and
     # backward, exposed where longer (app.core.step.stage_times)
@@ -540,12 +562,59 @@ def evaluate(
     b_off = np.where(
         off > 0, off * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)), 0.0
     )
-    last_total = b_fwd + b_bwd + b_rec + b_tp + b_cp + b_ep + b_pp + b_off
-    other_total = last_total - logits_fwd - (2 * logits_fwd + ce) - accum_head
-    mean_stage = np.where(pp > 1, ((pp - 1) * other_total + last_total + accum_emb) / pp, last_total)
+
+    def stage_parts(layers: np.ndarray, head: np.ndarray, emb: np.ndarray) -> dict[str, np.ndarray]:
+        """One micro-batch on a stage of `layers` layers; `head` / `emb` mark the LM head and the embedding."""
+        d_s, e_s = params_of(layers)
+        return {
+            "fwd": layers * fwd_layer + head * logits_fwd,
+            "bwd": layers * bwd_layer
+            + head * (2 * logits_fwd + ce + accum_head)
+            + accum_rate * (d_s + e_s)
+            + emb * accum_emb,
+            "rec": layers * rec_layer,
+            "tp": layers * tp_layer,
+            "cp": layers * cp_layer,
+            "ep": layers * ep_layer,
+        }
+
+    head_all, no = np.ones(n), np.zeros(n)
+    last_parts = stage_parts(end_l, head_all, no)
+    mid_parts = stage_parts(mid_l, no, no)
+    first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0))
+
+    def stage_sum(parts: dict[str, np.ndarray]) -> np.ndarray:
+        return sum(parts.values()) + b_pp + b_off  # type: ignore[return-value]
+
+    last_total, mid_total, first_total = stage_sum(last_parts), stage_sum(mid_parts), stage_sum(first_parts)
+    # the bottleneck stage, the first of equals in stage order as app.core.step.step_estimate picks it
+    use_first = (pp > 1) & (first_total >= mid_total) & (first_total >= last_total)
+    use_mid = (pp > 2) & ~use_first & (mid_total >= last_total)
+
+    def pick(key: str) -> np.ndarray:
+        return np.where(use_first, first_parts[key], np.where(use_mid, mid_parts[key], last_parts[key]))
+
+    b_fwd, b_bwd, b_rec = pick("fwd"), pick("bwd"), pick("rec")
+    b_tp, b_cp, b_ep = pick("tp"), pick("cp"), pick("ep")
+    mean_stage = np.where(pp > 1, (first_total + (pp - 2) * mid_total + last_total) / pp, last_total)
     bubble = (pp - 1) / vp * mean_stage
 
     dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, (pp == 1).astype(np.int64))
+    if uneven.any():
+        # an uneven split: the stage holding the most parameters has the longest gradient reduction
+        end_t, end_e = params_of(end_l)
+        mid_t, mid_e = params_of(mid_l)
+        held = [
+            (end_t + embedding_params_per_gpu(model, tp, pp, 1, 0), end_e),
+            (mid_t, mid_e),
+            (end_t + embedding_params_per_gpu(model, tp, pp, 0, 1), end_e),
+        ]
+        best_d, best_e = held[0]
+        for d_k, e_k in held[1:]:
+            more = d_k + e_k > best_d + best_e
+            best_d, best_e = np.where(more, d_k, best_d), np.where(more, e_k, best_e)
+        dense_p = np.where(uneven, best_d, dense_p)
+        expert_p = np.where(uneven, best_e, expert_p)
     dp_ranks = dp * cp
     dp_node = _placement_per_node(dp_ranks, tp, gpn)
     exp_ranks = np.maximum(1, tp * dp_ranks // (e_tp * np.maximum(1, ep)))  # Layout.expert_dp

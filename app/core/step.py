@@ -44,7 +44,7 @@ from app.core.attention import LEGACY_SHARES, AttentionKernel, fused_attention_k
 from app.core.efficiency import GemmEfficiency, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
-from app.core.layout import Layout
+from app.core.layout import Layout, stage_layer_counts
 from app.core.memory import (
     ACT_BYTES,
     embedding_params_per_gpu,
@@ -522,6 +522,7 @@ def stage_times(
     tokens = layout.micro_batch * seq_len / cp
     hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
     n_moe = num_moe_layers(model)
+    counts = stage_layer_counts(model.num_layers, layout)
     layers_per_gpu = model.num_layers / pp
     moe_share = n_moe / model.num_layers
     args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
@@ -539,8 +540,17 @@ def stage_times(
         return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
 
     fwd_layer, bwd_layer = mix("forward"), mix("backward")
+
+    def recomputed_share(layers: float) -> float:
+        """Share of a stage's `layers` whose forward full recompute re-runs (Megatron --recompute-num-layers)."""
+        if layout.recompute != "full":
+            return 0.0
+        return (
+            1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / max(layers, 1.0))
+        )
+
     if layout.recompute == "full":
-        share = 1.0 if layout.recompute_layers is None else layout.recompute_layers / layers_per_gpu
+        share = recomputed_share(layers_per_gpu)
         rec_layer = share * mix("recompute_full")
     elif layout.recompute == "selective" and fw.selective_policy == "op":
         share = 0.0
@@ -555,90 +565,106 @@ def stage_times(
     # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
     act_bytes = 2.0 * tokens * shape.hidden
     tp_place = group_placement(tp, 1, gpn)
-    if layout.sequence_parallel:
-        gather = _coll("all_gather", act_bytes, tp_place, cluster, network)
-        scatter = _coll("reduce_scatter", act_bytes, tp_place, cluster, network)
-        one = 2 * (gather + scatter)
-        # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
-        # (Korthikanti et al. 2022 Sec. 4.2.2)
-        extra = 2 * gather
-    else:
-        one = 2 * _coll("all_reduce", act_bytes, tp_place, cluster, network)
-        extra = scatter = 0.0
-    hidden = 0.0
-    if fw.tp_async_backward:
-        # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time:
-        # the input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the
-        # re-gather of the SP-sharded input behind the data-gradient GEMM
-        half = 0.5 * mix("column_bwd")
-        sp_hidden = min(2 * scatter, half) + min(extra, half)
-        hidden = sp_hidden if layout.sequence_parallel else min(one, half)
-    tp_total = one * (2 + share) + extra
-    # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
-    # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
-    tp_rest = tp_total - hidden
-    tp_layer = (
-        tp_rest * (1 - fw.tp_overlap)
-        + overlap_slowdown(fw, cluster, tp_place.ranks, tp_place.ranks_per_node) * hidden
-        + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
-    )
 
-    # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
-    cp_layer = 0.0
-    if cp > 1:
-        kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
-        cp_place = group_placement(cp, tp, gpn)
-        hop = _coll(
-            "send_recv",
-            kv_bytes,
-            Placement(2, cp_place.ranks_per_node if cp_place.ranks_per_node > 1 else 1),
-            cluster,
-            network,
+    def comm_per_layer(share: float) -> tuple[float, float, float]:
+        """TP, CP and EP seconds of one layer whose forward is recomputed with probability `share`."""
+        if layout.sequence_parallel:
+            gather = _coll("all_gather", act_bytes, tp_place, cluster, network)
+            scatter = _coll("reduce_scatter", act_bytes, tp_place, cluster, network)
+            one = 2 * (gather + scatter)
+            # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
+            # (Korthikanti et al. 2022 Sec. 4.2.2)
+            extra = 2 * gather
+        else:
+            one = 2 * _coll("all_reduce", act_bytes, tp_place, cluster, network)
+            extra = scatter = 0.0
+        hidden = 0.0
+        if fw.tp_async_backward:
+            # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time:
+            # the input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the
+            # re-gather of the SP-sharded input behind the data-gradient GEMM
+            half = 0.5 * mix("column_bwd")
+            sp_hidden = min(2 * scatter, half) + min(extra, half)
+            hidden = sp_hidden if layout.sequence_parallel else min(one, half)
+        tp_total = one * (2 + share) + extra
+        # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
+        # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
+        tp_rest = tp_total - hidden
+        tp_layer = (
+            tp_rest * (1 - fw.tp_overlap)
+            + overlap_slowdown(fw, cluster, tp_place.ranks, tp_place.ranks_per_node) * hidden
+            + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
         )
-        fwd_ring = (cp - 1) * hop
-        attn = mix("attention_fwd")
-        cp_slow = overlap_slowdown(fw, cluster, cp_place.ranks, cp_place.ranks_per_node)
-        cp_layer = overlapped(fwd_ring, attn, cp_slow) + overlapped(
-            2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
-        )
-        cp_layer *= 1 + share
 
-    # expert parallel all-to-all: dispatch and combine, forward and backward
-    ep_layer = 0.0
-    if n_moe and ep > 1:
-        # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
-        # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
-        # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP
-        # all-gather / reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp
-        # order) or adjacent after the etp ranks (MoE parallel folding)
-        moe_tokens = tokens / tp if layout.sequence_parallel else tokens
-        a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
-        ep_place = group_placement(ep, tp * cp if layout.etp is None else layout.etp, gpn)
-        a2a = _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
-        domains = scaleout_domains(cluster, ep_place.ranks, ep_place.ranks_per_node)
-        if fw.moe_dispatch_dedup and domains > 1:
-            # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
-            kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
-            in_domain = Placement(-(-ep // domains), ep_place.ranks_per_node)
-            a2a = max(
-                _coll("all_to_all", a2a_bytes, in_domain, cluster, network),
-                _coll("all_to_all", kept * a2a_bytes, ep_place, cluster, network),
+        # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
+        cp_layer = 0.0
+        if cp > 1:
+            kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
+            cp_place = group_placement(cp, tp, gpn)
+            hop = _coll(
+                "send_recv",
+                kv_bytes,
+                Placement(2, cp_place.ranks_per_node if cp_place.ranks_per_node > 1 else 1),
+                cluster,
+                network,
             )
-        # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
-        again = share + (1.0 if "moe" in layout.selective_modules else 0.0)
-        ep_layer = moe_share * 2 * (2 + again) * a2a
-        if fw.moe_a2a_overlap:
-            # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer:
-            # each of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward
-            # dispatch ‖ expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention
-            # forward, backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
-            ep_slow = overlap_slowdown(fw, cluster, ep_place.ranks, ep_place.ranks_per_node)
-            ep_layer = moe_share * (
-                2 * again * a2a
-                + moe_a2a_overlapped(
-                    a2a, moe_t.forward, moe_t.backward, moe_t.ffn_fwd + moe_t.shared_fwd, ep_slow
+            fwd_ring = (cp - 1) * hop
+            attn = mix("attention_fwd")
+            cp_slow = overlap_slowdown(fw, cluster, cp_place.ranks, cp_place.ranks_per_node)
+            cp_layer = overlapped(fwd_ring, attn, cp_slow) + overlapped(
+                2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
+            )
+            cp_layer *= 1 + share
+
+        # expert parallel all-to-all: dispatch and combine, forward and backward
+        ep_layer = 0.0
+        if n_moe and ep > 1:
+            # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
+            # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
+            # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP
+            # all-gather / reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp
+            # order) or adjacent after the etp ranks (MoE parallel folding)
+            moe_tokens = tokens / tp if layout.sequence_parallel else tokens
+            a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
+            ep_place = group_placement(ep, tp * cp if layout.etp is None else layout.etp, gpn)
+            a2a = _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
+            domains = scaleout_domains(cluster, ep_place.ranks, ep_place.ranks_per_node)
+            if fw.moe_dispatch_dedup and domains > 1:
+                # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
+                kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
+                in_domain = Placement(-(-ep // domains), ep_place.ranks_per_node)
+                a2a = max(
+                    _coll("all_to_all", a2a_bytes, in_domain, cluster, network),
+                    _coll("all_to_all", kept * a2a_bytes, ep_place, cluster, network),
                 )
-            )
+            # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
+            again = share + (1.0 if "moe" in layout.selective_modules else 0.0)
+            ep_layer = moe_share * 2 * (2 + again) * a2a
+            if fw.moe_a2a_overlap:
+                # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer:
+                # each of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward
+                # dispatch ‖ expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention
+                # forward, backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
+                ep_slow = overlap_slowdown(fw, cluster, ep_place.ranks, ep_place.ranks_per_node)
+                ep_layer = moe_share * (
+                    2 * again * a2a
+                    + moe_a2a_overlapped(
+                        a2a, moe_t.forward, moe_t.backward, moe_t.ffn_fwd + moe_t.shared_fwd, ep_slow
+                    )
+                )
+
+        return tp_layer, cp_layer, ep_layer
+
+    # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
+    comm_plain = comm_per_layer(0.0)
+    comm_rec = comm_per_layer(1.0) if layout.recompute == "full" else comm_plain
+
+    def comm_at(share: float) -> tuple[float, float, float]:
+        return tuple(  # type: ignore[return-value]
+            (1.0 - share) * a + share * b for a, b in zip(comm_plain, comm_rec, strict=True)
+        )
+
+    tp_layer, cp_layer, ep_layer = comm_at(share)
 
     # pipeline send/recv of the boundary activation: 1/tp of it per rank under SP or scatter-gather, and with
     # scatter-gather an all-gather over the TP group for each received activation and gradient (two per
@@ -673,7 +699,7 @@ def stage_times(
     # activations go to the host while the next layer runs forward and come back while the layer after it runs
     # backward (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered). Fine-grained
     # offloading (Layout.offload_modules): every layer's listed module inputs, beside that layer's own compute
-    offload_mb = 0.0
+    offload_layer = 0.0
     if layout.offload_layers or layout.offload_modules:
         sp_flag = layout.sequence_parallel
 
@@ -692,8 +718,7 @@ def stage_times(
 
         per_layer_moved = (1 - moe_share) * moved(False) + (moe_share * moved(True) if n_moe else 0.0)
         copy = per_layer_moved / cluster.gpu.host_link_bytes_per_s
-        layers_moved = layout.offload_layers or layers_per_gpu
-        offload_mb = layers_moved * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0))
+        offload_layer = overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
 
     vocab = padded_vocab_size(model.vocab_size, tp)
     # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain
@@ -704,27 +729,34 @@ def stage_times(
     # a gradient accumulation pass over the stage's parameters after each micro-batch's backward (DeepSpeed's
     # BF16_Optimizer, Framework.grad_accum_bytes_per_param): memory-bound, in the backward's stream
     accum_rate = fw.grad_accum_bytes_per_param / (hbm * fw.elementwise_efficiency)
-    dense_t, expert_t = transformer_params_per_gpu(
-        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, ep, layout.etp
-    )
-
     out = []
     for stage in range(pp):
         last = stage == pp - 1
-        fwd = layers_per_gpu * fwd_layer + (logits_fwd if last else 0.0)
-        bwd = layers_per_gpu * bwd_layer + ((2 * logits_fwd + ce) if last else 0.0)
+        # this stage's layers: L / p, or the end stages' own counts under an uneven split (Layout)
+        n_s = float(counts[stage])
+        share_s = recomputed_share(n_s)
+        tp_s, cp_s, ep_s = comm_at(share_s)
+        rec_s = n_s * share_s * mix("recompute_full") if layout.recompute == "full" else n_s * rec_layer
+        fwd = n_s * fwd_layer + (logits_fwd if last else 0.0)
+        bwd = n_s * bwd_layer + ((2 * logits_fwd + ce) if last else 0.0)
         if accum_rate:
+            dense_t, expert_t = transformer_params_per_gpu(
+                shape, n_s * (1 - moe_share), n_s * moe_share, tp, ep, layout.etp
+            )
             emb = embedding_params_per_gpu(model, tp, pp, int(stage == 0), int(last))
             bwd += accum_rate * (dense_t + expert_t + emb)
+        offload_mb = 0.0
+        if layout.offload_layers or layout.offload_modules:
+            offload_mb = (layout.offload_layers or n_s) * offload_layer
         out.append(
             StageTime(
                 stage=stage,
                 forward_compute=fwd,
                 backward_compute=bwd,
-                recompute=layers_per_gpu * rec_layer,
-                tp_comm=layers_per_gpu * tp_layer,
-                cp_comm=layers_per_gpu * cp_layer,
-                ep_comm=layers_per_gpu * ep_layer,
+                recompute=rec_s,
+                tp_comm=n_s * tp_s,
+                cp_comm=n_s * cp_s,
+                ep_comm=n_s * ep_s,
                 pp_comm=pp_mb if pp > 1 else 0.0,
                 offload=offload_mb,
             )
@@ -825,6 +857,16 @@ def step_estimate(
         shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, layout.ep, layout.etp
     )
     dense_p += embedding_params_per_gpu(model, tp, pp, 1, 1 if pp == 1 else 0)
+    if len(set(stage_layer_counts(model.num_layers, layout))) > 1:
+        # an uneven split: the stage holding the most parameters has the longest gradient reduction
+        moe_frac = n_moe / model.num_layers
+        held = []
+        for i, n_s in enumerate(stage_layer_counts(model.num_layers, layout)):
+            d_s, e_s = transformer_params_per_gpu(
+                shape, n_s * (1 - moe_frac), n_s * moe_frac, tp, layout.ep, layout.etp
+            )
+            held.append((d_s + embedding_params_per_gpu(model, tp, pp, int(i == 0), int(i == pp - 1)), e_s))
+        dense_p, expert_p = max(held, key=lambda t: t[0] + t[1])
     dp_ranks = dp * cp
     dp_place = group_placement(dp_ranks, tp, gpn)
     grad_bytes = dense_p * fw.grad_reduce_bytes

@@ -118,6 +118,11 @@ class EstimateOut(BaseModel):
     fabric: str
     framework: str
     layout: dict[str, Any]
+    stage_layers: list[int] = Field(
+        default_factory=list,
+        description="transformer layers on each pipeline stage (all its model chunks); an uneven split gives the "
+        "first and last stages their own count",
+    )
     seq_len: int
     params: dict[str, int]
     flops_per_token: dict[str, float]

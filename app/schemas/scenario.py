@@ -107,6 +107,22 @@ class LayoutIn(BaseModel):
         "on the host by a CPU AdamW (Megatron-core --optimizer-cpu-offload --optimizer-offload-fraction); "
         "ZeRO 0-2; 0 = none",
     )
+    first_stage_layers: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="transformer layers on the first pipeline stage (Megatron-core "
+        "--decoder-first-pipeline-num-layers); the layers left over split evenly over the stages between; unset = "
+        "an even split. One layer fewer than the middle stages gives the embedding a layer's slot",
+    )
+    last_stage_layers: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="transformer layers on the last pipeline stage (Megatron-core "
+        "--decoder-last-pipeline-num-layers); one fewer than the middle stages gives the LM head and loss a "
+        "layer's slot (e.g. Llama-3.1-405B, 126 layers on pp = 16: first 7, last 7, 8 on each other stage)",
+    )
 
 
 class TrainingIn(BaseModel):

@@ -11,6 +11,7 @@ from app.catalog import accuracy_table
 from app.core.accuracy import applied_memory, band_for, estimate_layer_pass_seconds, memory_band
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
+from app.core.layout import stage_layer_counts
 from app.schemas.estimate import AccuracyOut, EstimateOut, MemoryAccuracyOut
 from app.schemas.scenario import Scenario
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -53,6 +54,7 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         layout=d["layout"],
+        stage_layers=list(stage_layer_counts(est.model.num_layers, est.layout)),
         seq_len=d["seq_len"],
         params=d["params"],
         flops_per_token=d["flops_per_token"],

@@ -51,6 +51,8 @@ from app.core.layout import (
     OFFLOAD_MODULES,
     RECOMPUTE_MODULES,
     Layout,
+    even_split_layers,
+    stage_layers_from_pipeline_layout,
 )
 from app.core.model import (
     ModelSpec,
@@ -444,6 +446,57 @@ SHAPE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ffn_hidden", "ffn_hidden_size"),
     ("vocab", "vocab_size"),
 )
+
+
+# Frameworks on Megatron-core (2024-) whose published recipes split an uneven pipeline with the embedding and the
+# loss as one layer each: NeMo's Llama 3.1 405B performance recipe sets
+# trainer.strategy.account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split = True, and
+# Megatron-Bridge's Qwen3-235B-A22B recipe sets both ("Pipeline split accounting (required for 235B model)")
+MEGATRON_CORE_SPLIT_FRAMEWORKS = ("megatron-core", "nemo")
+# BigScience's 02-28 benchmarks ran with DeepSpeed's --pp-partition-method 'type:transformer|embedding': the
+# embedding and the tied LM head each take a transformer layer's slot (bigscience train/tr11-176B-ml/
+# chronicles-prequel.md, "Rebalancing layers": "so we use 2 layers less, to match 2+nlayers*PP math")
+EMBEDDING_PARTITION_MARKERS = ("rebalancing layers", "02-28")
+_PIPELINE_LAYOUT_NOTE = re.compile(r"PP layout\s*'([^']+)'", re.IGNORECASE)
+
+
+def pipeline_split_for(
+    row: Row, model: ModelSpec, layout: Layout, framework: Framework
+) -> tuple[int, int, str] | None:
+    """First- and last-stage layers of a row whose layers do not divide by pp·vp, from what its source states:
+    a Megatron-core pipeline layout in the notes, DeepSpeed's 'type:transformer|embedding' partition, or the
+    Megatron-core recipes' embedding / loss accounting. None when nothing stated fits (the caller then models
+    every stage at the bottleneck's depth)."""
+    text = f"{row.get('source')} {row.get('notes')}".lower()
+    stated = _PIPELINE_LAYOUT_NOTE.search(row.get("notes"))
+    if stated:
+        try:
+            counts = stage_layers_from_pipeline_layout(stated.group(1), layout.pp)
+        except ValueError:
+            counts = ()
+        middle = set(counts[1:-1])
+        if counts and sum(counts) == model.num_layers and len(middle) <= 1:
+            return counts[0], counts[-1], f"pipeline layout {stated.group(1)!r} from the notes"
+    end = even_split_layers(model.num_layers, layout.pp)
+    if end is None:
+        return None
+    deepspeed_split = "type:transformer|embedding" in text or (
+        "bigscience" in text and any(marker in text for marker in EMBEDDING_PARTITION_MARKERS)
+    )
+    if deepspeed_split and layout.vp == 1:
+        return (
+            end,
+            end,
+            "DeepSpeed partition 'type:transformer|embedding': embedding and LM head count as layers",
+        )
+    chunks = layout.pp * layout.vp
+    if framework.name.startswith(MEGATRON_CORE_SPLIT_FRAMEWORKS) and (model.num_layers + 2) % chunks == 0:
+        return (
+            end,
+            end,
+            "Megatron-core embedding / loss accounting in the pipeline split (the recipes' setting)",
+        )
+    return None
 
 
 def _note_int(notes: str, pattern: str) -> int | None:
@@ -1006,7 +1059,12 @@ def evaluate_row(row: Row) -> RowResult:
             return result
         layout, defaults = row_layout(row, model, rule, n_gpus)
         chunks = layout.pp * layout.vp
-        if model.num_layers % chunks:
+        split = pipeline_split_for(row, model, layout, rule.framework) if model.num_layers % chunks else None
+        if split is not None:
+            first, last, why = split
+            layout = replace(layout, first_stage_layers=first, last_stage_layers=last)
+            defaults.append(f"uneven pipeline: first stage {first}, last stage {last} layers ({why})")
+        elif model.num_layers % chunks:
             # uneven pipeline partitions (DeepSpeed 'type:transformer|embedding'): the bottleneck stage holds
             # ceil(L / p) layers, so model every stage at that depth
             deeper = -(-model.num_layers // chunks) * chunks

@@ -40,6 +40,7 @@ def estimate_command(
 
 
 def render_text(out: object) -> str:
+    from app.core.layout import stage_layers_label
     from app.schemas.estimate import EstimateOut
 
     assert isinstance(out, EstimateOut)
@@ -54,6 +55,11 @@ def render_text(out: object) -> str:
         + (
             f" offload: {lay['optimizer_offload']:.0%} of the optimizer states"
             if lay.get("optimizer_offload")
+            else ""
+        )
+        + (
+            f" stage layers: {stage_layers_label(tuple(out.stage_layers))}"
+            if lay.get("first_stage_layers") or lay.get("last_stage_layers")
             else ""
         ),
         f"parameters: {out.params['total'] / 1e9:.2f} B total, {out.params['active'] / 1e9:.2f} B active",

@@ -42,6 +42,8 @@ class BuilderState:
     tp: int = 2
     pp: int = 1
     vp: int = 1
+    first_stage_layers: int = 0  # layers on the first pipeline stage; 0 = an even split
+    last_stage_layers: int = 0  # layers on the last pipeline stage; 0 = an even split
     cp: int = 1
     ep: int = 1
     etp: int = 0  # expert tensor parallel under MoE parallel folding; 0 = unset (= tp)
@@ -95,6 +97,9 @@ class BuilderState:
             data.pop("recompute_modules")
         if not data["offload_layers"]:
             data.pop("offload_layers")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            if not data[name]:
+                data.pop(name)
         if not data["offload_modules"]:
             data.pop("offload_modules")
         if not data["optimizer_offload"]:
@@ -131,6 +136,8 @@ _INT_LIMITS = {
     "etp": (0, 1024),
     "micro_batch": (1, 100_000),
     "offload_layers": (0, 100_000),
+    "first_stage_layers": (0, 100_000),
+    "last_stage_layers": (0, 100_000),
 }
 
 
@@ -264,6 +271,8 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "offload_layers": state.offload_layers,
             "offload_modules": [m for m in state.offload_modules.split(",") if m],
             "optimizer_offload": state.optimizer_offload,
+            "first_stage_layers": state.first_stage_layers or None,
+            "last_stage_layers": state.last_stage_layers or None,
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
         **kernel,
@@ -324,6 +333,8 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         offload_layers=layout.get("offload_layers") or 0,
         offload_modules=",".join(layout.get("offload_modules") or ()),
         optimizer_offload=float(layout.get("optimizer_offload") or 0.0),
+        first_stage_layers=layout.get("first_stage_layers") or 0,
+        last_stage_layers=layout.get("last_stage_layers") or 0,
         dtype=layout["dtype"],
     )
 
@@ -381,6 +392,8 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
         "micro_batch",
         "global_batch",
         "offload_layers",
+        "first_stage_layers",
+        "last_stage_layers",
     ):
         if layout.get(name) is not None:
             setattr(state, name, int(layout[name]))

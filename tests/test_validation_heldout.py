@@ -126,19 +126,20 @@ def test_nvl72_expert_parallel_rows_stay_on_nvlink(heldout: list) -> None:
 
 
 def test_accuracy_outside_the_development_set_does_not_regress(heldout: list) -> None:
-    """Regression guard at the figures in docs/validation_training_runs.md (dense MAPE 10.7 %, all 19.4 %)."""
+    """Regression guard at the figures in docs/validation_training_runs.md (dense MAPE 10.9 %, all 19.9 %)."""
     time_rows = [r for r in heldout if r.error_pct is not None and r.metric != "mem_gib_per_gpu"]
     dense = [abs(r.error_pct) for r in time_rows if "MoE" not in r.model_name]
     assert len(dense) >= 36
     assert sum(dense) / len(dense) <= 12.0
     every = [abs(r.error_pct) for r in time_rows]
     assert sum(every) / len(every) <= 21.0
-    # runs that ran but are predicted over HBM: 11 of 57 (unstated recompute/offloading), 18 before the bf16
-    # gradients of NVIDIA's recipes and FSDP's fp32-only shards were modelled
+    # runs that ran but are predicted over HBM: 4 of 57 (unstated recompute/offloading); 18 before the bf16
+    # gradients of NVIDIA's recipes and FSDP's fp32-only shards were modelled, 5 before round 13 gave uneven
+    # pipelines the stage depths they ran
     from app.validation.training_runs import Report
 
     over = Report(heldout).ran_but_predicted_oom()
-    assert over["n"] >= 55 and len(over["rows"]) <= 11
+    assert over["n"] >= 55 and len(over["rows"]) <= 4
 
 
 def test_vtrain_full_multi_node_set() -> None:
@@ -166,7 +167,11 @@ def test_final_check_rows_all_replay() -> None:
     assert len(results) == 22
     assert all(r.predicted is not None for r in results), [r.skipped for r in results if r.skipped]
     errors = [abs(r.error_pct) for r in results if r.error_pct is not None]
-    assert sum(errors) / len(errors) <= 33.0  # 30.0 % (docs/validation_training_runs.md, round 12)
+    assert sum(errors) / len(errors) <= 33.0  # 32.5 % (docs/validation_training_runs.md, round 13)
+    # the uneven pipelines of these runs are split as they ran (round 13): one run predicted over HBM, 4 before
+    from app.validation.training_runs import Report
+
+    assert len(Report(results).ran_but_predicted_oom()["rows"]) <= 1
 
 
 def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_path: Path) -> None:

@@ -328,10 +328,14 @@ def evaluate(
         float
     )
 
+    # parameters per GPU are linear in the layers held (app.core.memory.transformer_params_per_gpu)
+    unit_d, unit_e = (
+        np.asarray(x, float) for x in transformer_params_per_gpu(shape, 1 - moe_frac, moe_frac, tp, ep, e_tp)
+    )
+
     def params_of(layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Dense and expert parameters per GPU of `layers` transformer layers (MoE layers in proportion)."""
-        d, e = transformer_params_per_gpu(shape, layers * (1 - moe_frac), layers * moe_frac, tp, ep, e_tp)
-        return np.asarray(d, float), np.asarray(e, float)
+        return layers * unit_d, layers * unit_e
 
     # ----------------------------------------------------------------------------------------- memory
     dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep, e_tp)

@@ -173,6 +173,14 @@ def stage_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
     return tuple(counts)
 
 
+def pipeline_label(layout: Any) -> str:
+    """ "PP16", or "PP16(7|…|7)" with an uneven split's first and last stage layers ("=" for an even end)."""
+    first, last = getattr(layout, "first_stage_layers", None), getattr(layout, "last_stage_layers", None)
+    if first is None and last is None:
+        return f"PP{layout.pp}"
+    return f"PP{layout.pp}({'=' if first is None else first}|…|{'=' if last is None else last})"
+
+
 def stage_layers_label(counts: tuple[int, ...]) -> str:
     """Compact form of per-stage layer counts: "8 × 16" for an even split, "7 + 8 × 14 + 7" for an uneven one."""
     if not counts:

@@ -36,7 +36,7 @@ from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout
+from app.core.layout import Layout, pipeline_label
 from app.core.model import ModelSpec
 from app.core.planner_eval import (
     RECOMPUTE_CODES,
@@ -235,7 +235,7 @@ class PlanResult:
 
 
 def layout_label(layout: Layout) -> str:
-    parts = [f"TP{layout.tp}", f"PP{layout.pp}"]
+    parts = [f"TP{layout.tp}", pipeline_label(layout)]
     if layout.vp > 1:
         parts.append(f"VP{layout.vp}")
     parts.append(f"DP{layout.dp}")

@@ -5,16 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from app.core.layout import pipeline_label
+
 
 def layout_label(layout: Any) -> str:
-    parts = [f"TP{layout.tp}", f"PP{layout.pp}"]
+    parts = [f"TP{layout.tp}", pipeline_label(layout)]
     if getattr(layout, "vp", 1) and layout.vp > 1:
         parts.append(f"VP{layout.vp}")
-    first, last = getattr(layout, "first_stage_layers", None), getattr(layout, "last_stage_layers", None)
-    if first is not None or last is not None:
-        parts[1] = (
-            f"PP{layout.pp}({first if first is not None else '='}/…/{last if last is not None else '='})"
-        )
     parts.append(f"DP{layout.dp}")
     if layout.cp > 1:
         parts.append(f"CP{layout.cp}")

@@ -321,3 +321,39 @@ def test_validation_models_the_partition_each_source_ran() -> None:
     final = {r.index: r for r in load_rows(ROOT / "tests" / "data" / "training_runs_final_check.csv")}
     deepseek = evaluate_row(final[13])  # the notes state 'Et|(tt|)*30L'
     assert any("first stage 7, last stage 6" in d for d in deepseek.detail["defaults"])
+
+
+def test_scenario_takes_a_megatron_pipeline_layout(client: Any) -> None:
+    body = {
+        "model": "Llama-3.1-405B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 32},
+        "layout": {
+            "tp": 8,
+            "pp": 16,
+            "global_batch": 64,
+            "sequence_parallel": True,
+            "recompute": "full",
+            "pipeline_layout": "Et*7|(t*8|)*14t*7L",
+        },
+        "training": {"seq_len": 8192},
+    }
+    r = client.post("/api/v1/estimate", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["stage_layers"] == [7] + [8] * 14 + [7]
+    assert r.json()["layout"]["first_stage_layers"] == 7
+
+    def problem(layout: dict[str, Any]) -> str:
+        bad = client.post("/api/v1/estimate", json={**body, "layout": {**body["layout"], **layout}})
+        assert bad.status_code == 422, bad.text
+        found = {".".join(str(x) for x in d["loc"][1:]): d["msg"] for d in bad.json()["detail"]}
+        assert "layout.pipeline_layout" in found, found
+        return found["layout.pipeline_layout"]
+
+    assert "only the first and last stages may differ" in problem(
+        {"pipeline_layout": "Et*6|t*9|(t*8|)*13t*7L"}
+    )
+    assert "pp·vp = 16·2" in problem({"vp": 2, "global_batch": 64})
+    assert "the model has 126" in problem({"pipeline_layout": "Et*7|(t*8|)*14t*6L"})
+    assert "not both" in problem({"first_stage_layers": 7})
+    assert "unknown symbols" in problem({"pipeline_layout": "Ex|t"})
+    assert "expands beyond" in problem({"pipeline_layout": "(t|)*1000000000"})

@@ -209,19 +209,33 @@ _LAYOUT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
 _LAYOUT_REPEAT = re.compile(r"([EtmL])\*(\d+)")
 
 
+def expand_pipeline_layout(text: str) -> str:
+    """A Megatron-core pipeline layout with its repetitions written out: "(tt|)*2L" → "tt|tt|L"."""
+    limit = 100_000
+
+    def repeat(m: re.Match[str]) -> str:
+        body, times = m.group(1), int(m.group(2))
+        if len(body) * times > limit:
+            raise ValueError(f"pipeline layout expands beyond {limit:,} symbols")
+        return body * times
+
+    expanded = re.sub(r"\s", "", text)
+    while True:
+        nxt = _LAYOUT_REPEAT.sub(repeat, _LAYOUT_GROUP.sub(repeat, expanded))
+        if len(nxt) > limit:
+            raise ValueError(f"pipeline layout expands beyond {limit:,} symbols")
+        if nxt == expanded:
+            return nxt
+        expanded = nxt
+
+
 def stage_layers_from_pipeline_layout(text: str, pp: int) -> tuple[int, ...]:
     """Transformer layers per pipeline rank of a Megatron-core pipeline layout string
     (--pipeline-model-parallel-layout, e.g. DeepSeek-V3's "Et|(tt|)*30L"): '|' separates the virtual stages,
     'E' is the embedding, 't' a transformer layer, 'm' an MTP layer, 'L' the loss; "(...)*N" and "t*N" repeat.
     Virtual stage i runs on pipeline rank i mod pp (megatron/core/transformer/pipeline_parallel_layer_layout.py).
     Raises ValueError on other symbols or when the virtual stages do not divide by pp."""
-    expanded = text.replace(" ", "")
-    while True:
-        nxt = _LAYOUT_GROUP.sub(lambda m: m.group(1) * int(m.group(2)), expanded)
-        nxt = _LAYOUT_REPEAT.sub(lambda m: m.group(1) * int(m.group(2)), nxt)
-        if nxt == expanded:
-            break
-        expanded = nxt
+    expanded = expand_pipeline_layout(text)
     stages = expanded.split("|")
     bad = sorted(set(expanded) - set("EtmL|"))
     if bad:

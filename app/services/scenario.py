@@ -13,7 +13,7 @@ from app.core.errors import ProblemCollector
 from app.core.estimate import EstimateOptions
 from app.core.framework import FRAMEWORKS, Framework
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
-from app.core.layout import Layout
+from app.core.layout import Layout, expand_pipeline_layout, stage_layers_from_pipeline_layout
 from app.core.model import ModelSpec
 from app.errors import NotFoundError
 from app.schemas.scenario import Scenario
@@ -197,12 +197,46 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
             )
             p.raise_if_any()
         lay["dp"] = cluster.num_gpus // denom
+    text = lay.pop("pipeline_layout", None)
+    if text:
+        _apply_pipeline_layout(text, lay, model.num_layers, p)
+        p.raise_if_any()
     layout = Layout.from_dict(lay)
     seq_len = scenario.training.seq_len
     tokens = scenario.training.tokens or 0.0
     return ResolvedScenario(
         model, cluster, layout, seq_len, float(tokens), framework, profile, c.power_limit_w
     )
+
+
+def _apply_pipeline_layout(text: str, lay: dict[str, Any], num_layers: int, p: ProblemCollector) -> None:
+    """Read a Megatron-core pipeline layout string into first/last stage layers (the middle stages even)."""
+    field = "layout.pipeline_layout"
+    if lay.get("first_stage_layers") is not None or lay.get("last_stage_layers") is not None:
+        p.add(field, "give the pipeline layout or first_stage_layers / last_stage_layers, not both")
+        return
+    pp, vp = int(lay["pp"]), int(lay["vp"])
+    try:
+        counts = stage_layers_from_pipeline_layout(text, pp)
+    except ValueError as exc:
+        p.add(field, str(exc))
+        return
+    chunks = len(expand_pipeline_layout(text).split("|"))
+    if chunks != pp * vp:
+        p.add(field, f"{chunks} virtual stages, but pp·vp = {pp}·{vp} = {pp * vp}")
+    if sum(counts) != num_layers:
+        p.add(field, f"holds {sum(counts)} transformer layers ('t'), the model has {num_layers}")
+    middle = sorted(set(counts[1:-1]))
+    if len(middle) > 1:
+        p.add(
+            field,
+            f"stages hold {'/'.join(str(c) for c in counts)} layers: only the first and last stages may differ "
+            "from the rest (the estimator models uneven end stages)",
+        )
+    if p.problems:
+        return
+    if pp > 1 and (len(set(counts)) > 1 or num_layers % (pp * vp)):
+        lay["first_stage_layers"], lay["last_stage_layers"] = counts[0], counts[-1]
 
 
 def _profile(ref: str | None, session: Session | None, p: ProblemCollector) -> HardwareProfile | None:

@@ -27,8 +27,8 @@ from app.core.layout import (
     stage_layers_from_pipeline_layout,
     stage_layers_label,
 )
-from app.core.planner import Constraints, end_layers_of, enumerate_layouts, plan, uneven_end_layers
-from app.core.planner_eval import RECOMPUTE_CODES, evaluate
+from app.core.planner import Constraints, enumerate_layouts, plan, uneven_end_layers
+from app.core.planner_eval import evaluate
 from app.core.step import STEP_COMPONENTS
 from app.web.pages._builder import (
     BuilderState,
@@ -37,6 +37,7 @@ from app.web.pages._builder import (
     scenario_to_state,
     state_to_scenario,
 )
+from tests.test_planner_vectorised import _layout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,30 +149,6 @@ def test_405b_on_pp16_fits_where_the_even_split_cannot_run() -> None:
     assert est.step.bottleneck_stage not in (0, 15)
 
 
-def _layout_of(rows: Any, i: int, gb: int, dtype: str, flash: bool) -> Layout:
-    return Layout(
-        tp=int(rows.tp[i]),
-        pp=int(rows.pp[i]),
-        dp=int(rows.dp[i]),
-        cp=int(rows.cp[i]),
-        ep=int(rows.ep[i]),
-        etp=int(rows.etp[i]) or None,
-        vp=int(rows.vp[i]),
-        zero=int(rows.zero[i]),
-        sequence_parallel=bool(rows.sp[i]),
-        recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
-        micro_batch=int(rows.micro_batch[i]),
-        recompute_layers=int(rows.recompute_layers[i]) or None,
-        offload_layers=int(rows.offload_layers[i]),
-        optimizer_offload=float(rows.optimizer_offload[i]),
-        first_stage_layers=end_layers_of(rows, i),
-        last_stage_layers=end_layers_of(rows, i),
-        global_batch=gb,
-        dtype=dtype,  # type: ignore[arg-type]
-        flash_attention=flash,
-    )
-
-
 @pytest.mark.parametrize(
     "name,nodes,seq,gb,fw,dtype",
     [
@@ -190,7 +167,7 @@ def test_vectorised_planner_equals_the_estimate_on_uneven_rows(name, nodes, seq,
     opts = EstimateOptions(framework=fw)
     ev = evaluate(model, cluster, rows, seq, gb, dtype=dtype, options=opts)
     for j in range(len(rows)):
-        layout = _layout_of(rows, j, gb, dtype, True)
+        layout = _layout(rows, j, gb, dtype, True)
         assert layout.first_stage_layers is not None
         est = estimate(model, cluster, layout, seq, options=opts)  # raises if the split were invalid
         pairs = [

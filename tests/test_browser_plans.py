@@ -218,6 +218,26 @@ def test_optimizer_offload_field_updates_the_host_memory_line(browser: Any, serv
     page.context.close()
 
 
+def test_uneven_pipeline_split_from_the_error_to_the_stage_layers(browser: Any, server: LiveServer) -> None:
+    # Llama 3.1 405B (126 layers) on 16 stages: the error names the split that fits; typing it in fixes the plan
+    page = _new_page(browser)
+    page.goto(
+        server.url + "/plans/new?model=Llama-3.1-405B&nodes=32&tp=8&pp=16&recompute=full&global_batch=64"
+    )
+    problem = page.locator("text=an uneven split fits")
+    problem.first.wait_for(timeout=30000)
+    assert "first_stage_layers = last_stage_layers = 7" in problem.first.inner_text()
+    for name in ("first_stage_layers", "last_stage_layers"):
+        page.focus(f"#f-{name}")
+        page.keyboard.press("Control+A")
+        page.keyboard.type("7")
+        page.wait_for_url(re.compile(rf"{name}=7"), timeout=30000)
+    # the Assumptions panel (collapsed) lists the layers on every stage
+    page.locator("td", has_text="7 + 8 × 14 + 7").first.wait_for(state="attached", timeout=30000)
+    _wait_charts(page, ("chart-step",))
+    page.context.close()
+
+
 def test_upload_hf_config_json(browser: Any, server: LiveServer, tmp_path: Path) -> None:
     config = {
         "architectures": ["LlamaForCausalLM"],

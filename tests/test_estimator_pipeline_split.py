@@ -326,11 +326,54 @@ def test_scenario_takes_a_megatron_pipeline_layout(client: Any) -> None:
         assert "layout.pipeline_layout" in found, found
         return found["layout.pipeline_layout"]
 
-    assert "only the first and last stages may differ" in problem(
-        {"pipeline_layout": "Et*6|t*9|(t*8|)*13t*7L"}
-    )
+    # middle stages that differ too: every stage's layers (stage_layers)
+    layout = {**body["layout"], "pipeline_layout": "Et*6|t*9|(t*8|)*13t*7L"}
+    uneven = client.post("/api/v1/estimate", json={**body, "layout": layout})
+    assert uneven.status_code == 200, uneven.text
+    assert uneven.json()["stage_layers"] == [6, 9] + [8] * 13 + [7]
+    assert uneven.json()["layout"]["stage_layers"] == [6, 9] + [8] * 13 + [7]
+    assert "every stage needs at least one" in problem({"pipeline_layout": "E|(t*9|)*14t*0L"})
     assert "pp·vp = 16·2" in problem({"vp": 2, "global_batch": 64})
     assert "the model has 126" in problem({"pipeline_layout": "Et*7|(t*8|)*14t*6L"})
     assert "not both" in problem({"first_stage_layers": 7})
     assert "unknown symbols" in problem({"pipeline_layout": "Ex|t"})
     assert "expands beyond" in problem({"pipeline_layout": "(t|)*1000000000"})
+
+
+def test_every_stage_given_explicitly() -> None:
+    model = catalog.find_model("Llama-3.1-405B")
+    counts = (6, 9) + (8,) * 13 + (7,)
+    layout = _llama405b_split(first_stage_layers=None, last_stage_layers=None, stage_layers=counts)
+    assert stage_layer_counts(126, layout) == counts
+    est = estimate(model, _h100(32), layout, 8192)
+    # the 9-layer stage sets the pace; the 6-layer first stage holds the fewest parameters
+    assert est.step.bottleneck_stage == 1
+    assert min(range(16), key=lambda i: est.memory.stages[i].params) == 0
+    names = {a.name: a.value for a in est.assumptions}
+    assert names["transformer layers per pipeline stage"] == "6 + 9 + 8 × 13 + 7"
+    assert Layout.from_dict({**layout.to_dict(), "stage_layers": list(counts)}) == layout
+    cases = [
+        (dict(stage_layers=counts[:-1]), "15 stages given but pp = 16"),
+        (dict(stage_layers=(7, *counts[1:])), "the stages hold 127 layers, the model has 126"),
+        (dict(stage_layers=(0, *counts[1:])), "whole number of layers ≥ 1"),
+        (dict(stage_layers=counts, first_stage_layers=6), "not both"),
+    ]
+    for changes, text in cases:
+        with pytest.raises(SpecError) as bad:
+            check_layout(model, _h100(32), layout.with_(**changes), 8192)
+        found = " | ".join(p.message for p in bad.value.problems if p.field == "layout.stage_layers")
+        assert text in found, bad.value.problems
+
+
+def test_builder_stage_layers_field(client: Any) -> None:
+    counts = "6,9," + ",".join(["8"] * 13) + ",7"
+    params = {"model": "Llama-3.1-405B", "nodes": "32", "tp": "8", "pp": "16", "recompute": "full"}
+    state = parse_state({**params, "stage_layers": counts.replace(",", " ")})
+    assert state.stage_layers == counts and not state.errors
+    scenario = state_to_scenario(state)
+    assert scenario["layout"]["stage_layers"][:2] == [6, 9]
+    assert scenario_to_state(scenario).stage_layers == counts
+    for bad in ("6,x", "0,126", "9" * 5000):
+        assert "stage_layers" in parse_state({"stage_layers": bad}).errors
+    page = client.get("/plans/new?" + state.query())
+    assert page.status_code == 200 and "PP16" in page.text and "6 + 9 + 8 × 13 + 7" in page.text

@@ -73,6 +73,9 @@ class Layout:
       embedding and the LM head and loss a layer's slot each, as Megatron-core's
       `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split` and DeepSpeed's
       `partition_method="type:transformer|embedding"` do (Llama 3.1 405B: 126 layers on 16 stages, 7 + 14·8 + 7).
+    - stage_layers: the transformer layers of every pipeline stage, first to last, for splits whose middle stages
+      differ too (what a Megatron-core `--pipeline-model-parallel-layout` gives); empty = derived from the fields
+      above. Not together with first_stage_layers / last_stage_layers.
     """
 
     tp: int = 1
@@ -97,11 +100,16 @@ class Layout:
     optimizer_offload: float = 0.0
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    stage_layers: tuple[int, ...] = ()
 
     @property
     def uneven_pipeline(self) -> bool:
-        """True when the first or the last pipeline stage has its own number of layers."""
-        return self.pp > 1 and (self.first_stage_layers is not None or self.last_stage_layers is not None)
+        """True when the stages' layer counts are given (first/last stage or every stage), not derived as L / p."""
+        return self.pp > 1 and (
+            self.first_stage_layers is not None
+            or self.last_stage_layers is not None
+            or bool(self.stage_layers)
+        )
 
     @property
     def model_parallel(self) -> int:
@@ -142,7 +150,7 @@ class Layout:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown layout fields: {sorted(unknown)}")
-        for name in ("recompute_modules", "offload_modules"):
+        for name in ("recompute_modules", "offload_modules", "stage_layers"):
             if name in data:
                 data = {**data, name: tuple(data[name] or ())}
         return cls(**data)
@@ -161,6 +169,8 @@ def stage_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
     pp = max(1, layout.pp)
     if not layout.uneven_pipeline:
         return (num_layers // pp,) * pp
+    if layout.stage_layers:
+        return tuple(int(n) for n in layout.stage_layers)
     first, last = layout.first_stage_layers, layout.last_stage_layers
     middle_stages = pp - (first is not None) - (last is not None)
     rest = num_layers - (first or 0) - (last or 0)
@@ -174,7 +184,11 @@ def stage_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
 
 
 def pipeline_label(layout: Any) -> str:
-    """ "PP16", or "PP16(7|…|7)" with an uneven split's first and last stage layers ("=" for an even end)."""
+    """ "PP16", "PP16(7|…|7)" with an uneven split's first and last stage layers ("=" for an even end), or every
+    stage's layers ("PP8(9|8|8|8|8|8|6|6)") when they are all given."""
+    stages = tuple(getattr(layout, "stage_layers", ()) or ())
+    if stages:
+        return f"PP{layout.pp}({'|'.join(str(n) for n in stages)})"
     first, last = getattr(layout, "first_stage_layers", None), getattr(layout, "last_stage_layers", None)
     if first is None and last is None:
         return f"PP{layout.pp}"
@@ -182,17 +196,15 @@ def pipeline_label(layout: Any) -> str:
 
 
 def stage_layers_label(counts: tuple[int, ...]) -> str:
-    """Compact form of per-stage layer counts: "8 × 16" for an even split, "7 + 8 × 14 + 7" for an uneven one."""
-    if not counts:
-        return ""
-    if len(set(counts)) == 1:
-        return f"{counts[0]} × {len(counts)}"
-    middle = counts[1:-1]
-    parts = [str(counts[0])]
-    if middle:
-        parts.append(f"{middle[0]} × {len(middle)}" if len(middle) > 1 else str(middle[0]))
-    parts.append(str(counts[-1]))
-    return " + ".join(parts)
+    """Compact form of per-stage layer counts, runs of equal stages grouped: "8 × 16" for an even split,
+    "7 + 8 × 14 + 7" for uneven end stages, "6 + 9 + 8 × 13 + 7" for any other split."""
+    runs: list[list[int]] = []
+    for n in counts:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return " + ".join(f"{n} × {k}" if k > 1 else str(n) for n, k in runs)
 
 
 def even_split_layers(num_layers: int, pp: int) -> int | None:
@@ -252,6 +264,8 @@ def _check_pipeline_split(p: ProblemCollector, model: ModelSpec, layout: Layout)
     """The layer counts of an uneven pipeline split: whole and at least one on every stage. True when the split
     itself is consistent (stage_layer_counts may then be used)."""
     chunks = layout.pp * layout.vp
+    if layout.stage_layers:
+        return _check_stage_layers(p, model, layout)
     if not (layout.first_stage_layers is not None or layout.last_stage_layers is not None):
         p.check(
             model.num_layers % chunks == 0,
@@ -302,6 +316,31 @@ def _check_pipeline_split(p: ProblemCollector, model: ModelSpec, layout: Layout)
         )
     # with interleaving the stage's layers need not divide by vp: Megatron-core's pipeline layouts
     # (--pipeline-model-parallel-layout) and its embedding / loss accounting give chunks of different depth
+    return ok
+
+
+def _check_stage_layers(p: ProblemCollector, model: ModelSpec, layout: Layout) -> bool:
+    """Every stage's layers given: one whole number ≥ 1 per stage, adding up to the model's layers."""
+    field = "layout.stage_layers"
+    counts = layout.stage_layers
+    if layout.first_stage_layers is not None or layout.last_stage_layers is not None:
+        p.check(False, field, "give every stage's layers or first_stage_layers / last_stage_layers, not both")
+        return False
+    whole = all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts)
+    p.check(whole, field, f"every stage needs a whole number of layers ≥ 1, got {list(counts)!r}")
+    if not whole:
+        return False
+    ok = len(counts) == layout.pp and sum(counts) == model.num_layers
+    p.check(
+        len(counts) == layout.pp,
+        field,
+        f"{len(counts)} stages given but pp = {layout.pp}",
+    )
+    p.check(
+        sum(counts) == model.num_layers,
+        field,
+        f"the stages hold {sum(counts)} layers, the model has {model.num_layers}",
+    )
     return ok
 
 

@@ -123,13 +123,20 @@ class LayoutIn(BaseModel):
         "--decoder-last-pipeline-num-layers); one fewer than the middle stages gives the LM head and loss a "
         "layer's slot (e.g. Llama-3.1-405B, 126 layers on pp = 16: first 7, last 7, 8 on each other stage)",
     )
+    stage_layers: list[int] = Field(
+        default_factory=list,
+        max_length=1024,
+        description="transformer layers of every pipeline stage, first to last (pp numbers adding up to the "
+        "model's layers), for splits whose middle stages differ too; empty = derived; not with "
+        "first_stage_layers / last_stage_layers",
+    )
     pipeline_layout: str | None = Field(
         default=None,
         max_length=2000,
         description="Megatron-core --pipeline-model-parallel-layout, e.g. DeepSeek-V3's 'Et|(tt|)*30L': '|' "
         "separates virtual stages (pp·vp of them), E the embedding, t a transformer layer, m an MTP layer, L the "
-        "loss, (…)*N repeats; read as first_stage_layers / last_stage_layers (the stages between must hold "
-        "the same number of layers); not with those two fields",
+        "loss, (…)*N repeats; read as first_stage_layers / last_stage_layers, or as stage_layers when the stages "
+        "between differ; not with those fields",
     )
 
 

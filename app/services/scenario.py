@@ -212,8 +212,15 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
 def _apply_pipeline_layout(text: str, lay: dict[str, Any], num_layers: int, p: ProblemCollector) -> None:
     """Read a Megatron-core pipeline layout string into first/last stage layers (the middle stages even)."""
     field = "layout.pipeline_layout"
-    if lay.get("first_stage_layers") is not None or lay.get("last_stage_layers") is not None:
-        p.add(field, "give the pipeline layout or first_stage_layers / last_stage_layers, not both")
+    if (
+        lay.get("first_stage_layers") is not None
+        or lay.get("last_stage_layers") is not None
+        or lay.get("stage_layers")
+    ):
+        p.add(
+            field,
+            "give the pipeline layout or first_stage_layers / last_stage_layers / stage_layers, not both",
+        )
         return
     pp, vp = int(lay["pp"]), int(lay["vp"])
     try:
@@ -226,17 +233,15 @@ def _apply_pipeline_layout(text: str, lay: dict[str, Any], num_layers: int, p: P
         p.add(field, f"{chunks} virtual stages, but pp·vp = {pp}·{vp} = {pp * vp}")
     if sum(counts) != num_layers:
         p.add(field, f"holds {sum(counts)} transformer layers ('t'), the model has {num_layers}")
-    middle = sorted(set(counts[1:-1]))
-    if len(middle) > 1:
-        p.add(
-            field,
-            f"stages hold {'/'.join(str(c) for c in counts)} layers: only the first and last stages may differ "
-            "from the rest (the estimator models uneven end stages)",
-        )
+    if any(c < 1 for c in counts):
+        p.add(field, f"stages hold {'/'.join(str(c) for c in counts)} layers: every stage needs at least one")
     if p.problems:
         return
     if pp > 1 and (len(set(counts)) > 1 or num_layers % (pp * vp)):
-        lay["first_stage_layers"], lay["last_stage_layers"] = counts[0], counts[-1]
+        if len(set(counts[1:-1])) <= 1:
+            lay["first_stage_layers"], lay["last_stage_layers"] = counts[0], counts[-1]
+        else:
+            lay["stage_layers"] = list(counts)
 
 
 def _profile(ref: str | None, session: Session | None, p: ProblemCollector) -> HardwareProfile | None:

@@ -462,8 +462,8 @@ _PIPELINE_LAYOUT_NOTE = re.compile(r"PP layout\s*'([^']+)'", re.IGNORECASE)
 
 def pipeline_split_for(
     row: Row, model: ModelSpec, layout: Layout, framework: Framework
-) -> tuple[int, int, str] | None:
-    """First- and last-stage layers of a row whose layers do not divide by pp·vp, from what its source states:
+) -> tuple[tuple[int, ...], str] | None:
+    """Layers of every stage of a row whose layers do not divide by pp·vp, from what its source states:
     a Megatron-core pipeline layout in the notes, DeepSpeed's 'type:transformer|embedding' partition, or the
     Megatron-core recipes' embedding / loss accounting. None when nothing stated fits (the caller then models
     every stage at the bottleneck's depth)."""
@@ -474,28 +474,20 @@ def pipeline_split_for(
             counts = stage_layers_from_pipeline_layout(stated.group(1), layout.pp)
         except ValueError:
             counts = ()
-        middle = set(counts[1:-1])
-        if counts and sum(counts) == model.num_layers and len(middle) <= 1:
-            return counts[0], counts[-1], f"pipeline layout {stated.group(1)!r} from the notes"
+        if counts and sum(counts) == model.num_layers and min(counts) >= 1:
+            return counts, f"pipeline layout {stated.group(1)!r} from the notes"
     end = even_split_layers(model.num_layers, layout.pp)
     if end is None:
         return None
+    ends = (end,) + (end + 1,) * (layout.pp - 2) + (end,)
     deepspeed_split = "type:transformer|embedding" in text or (
         "bigscience" in text and any(marker in text for marker in EMBEDDING_PARTITION_MARKERS)
     )
     if deepspeed_split and layout.vp == 1:
-        return (
-            end,
-            end,
-            "DeepSpeed partition 'type:transformer|embedding': embedding and LM head count as layers",
-        )
+        return ends, "DeepSpeed partition 'type:transformer|embedding': embedding and LM head count as layers"
     chunks = layout.pp * layout.vp
     if framework.name.startswith(MEGATRON_CORE_SPLIT_FRAMEWORKS) and (model.num_layers + 2) % chunks == 0:
-        return (
-            end,
-            end,
-            "Megatron-core embedding / loss accounting in the pipeline split (the recipes' setting)",
-        )
+        return ends, "Megatron-core embedding / loss accounting in the pipeline split (the recipes' setting)"
     return None
 
 
@@ -1061,9 +1053,15 @@ def evaluate_row(row: Row) -> RowResult:
         chunks = layout.pp * layout.vp
         split = pipeline_split_for(row, model, layout, rule.framework) if model.num_layers % chunks else None
         if split is not None:
-            first, last, why = split
-            layout = replace(layout, first_stage_layers=first, last_stage_layers=last)
-            defaults.append(f"uneven pipeline: first stage {first}, last stage {last} layers ({why})")
+            counts, why = split
+            if len(set(counts[1:-1])) <= 1:
+                layout = replace(layout, first_stage_layers=counts[0], last_stage_layers=counts[-1])
+                defaults.append(
+                    f"uneven pipeline: first stage {counts[0]}, last stage {counts[-1]} layers ({why})"
+                )
+            else:
+                layout = replace(layout, stage_layers=counts)
+                defaults.append(f"uneven pipeline: stages of {'/'.join(map(str, counts))} layers ({why})")
         elif model.num_layers % chunks:
             # uneven pipeline partitions (DeepSpeed 'type:transformer|embedding'): the bottleneck stage holds
             # ceil(L / p) layers, so model every stage at that depth

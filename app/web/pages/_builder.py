@@ -44,6 +44,7 @@ class BuilderState:
     vp: int = 1
     first_stage_layers: int = 0  # layers on the first pipeline stage; 0 = an even split
     last_stage_layers: int = 0  # layers on the last pipeline stage; 0 = an even split
+    stage_layers: str = ""  # comma-separated layers of every stage, first to last; empty = derived
     cp: int = 1
     ep: int = 1
     etp: int = 0  # expert tensor parallel under MoE parallel folding; 0 = unset (= tp)
@@ -97,7 +98,7 @@ class BuilderState:
             data.pop("recompute_modules")
         if not data["offload_layers"]:
             data.pop("offload_layers")
-        for name in ("first_stage_layers", "last_stage_layers"):
+        for name in ("first_stage_layers", "last_stage_layers", "stage_layers"):
             if not data[name]:
                 data.pop(name)
         if not data["offload_modules"]:
@@ -213,6 +214,12 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
                 errors[name] = f"unknown {', '.join(unknown[:3])}; use {', '.join(allowed)}"
             else:
                 setattr(state, name, ",".join(dict.fromkeys(names)))
+    if "stage_layers" in params:
+        given = [n for n in re.split(r"[\s,|]+", params["stage_layers"].strip()) if n]
+        if len(given) <= 1024 and all(n.isdigit() and len(n) <= 6 and 1 <= int(n) <= 100_000 for n in given):
+            state.stage_layers = ",".join(str(int(n)) for n in given)
+        else:
+            errors["stage_layers"] = "whole numbers ≥ 1, one per pipeline stage, separated by commas"
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
     for flag in PLANNER_FLAGS:
@@ -273,6 +280,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "optimizer_offload": state.optimizer_offload,
             "first_stage_layers": state.first_stage_layers or None,
             "last_stage_layers": state.last_stage_layers or None,
+            "stage_layers": [int(n) for n in state.stage_layers.split(",") if n],
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
         **kernel,
@@ -335,6 +343,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         optimizer_offload=float(layout.get("optimizer_offload") or 0.0),
         first_stage_layers=layout.get("first_stage_layers") or 0,
         last_stage_layers=layout.get("last_stage_layers") or 0,
+        stage_layers=",".join(str(n) for n in layout.get("stage_layers") or ()),
         dtype=layout["dtype"],
     )
 
@@ -401,6 +410,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     state.recompute = str(layout.get("recompute", state.recompute))
     state.recompute_modules = ",".join(str(m) for m in layout.get("recompute_modules") or ())
     state.offload_modules = ",".join(str(m) for m in layout.get("offload_modules") or ())
+    state.stage_layers = ",".join(str(int(n)) for n in layout.get("stage_layers") or ())
     state.optimizer_offload = float(layout.get("optimizer_offload") or 0.0)
     state.dtype = str(layout.get("dtype", state.dtype))
     training = scenario.get("training") or {}

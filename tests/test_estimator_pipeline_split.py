@@ -63,6 +63,17 @@ def _llama405b_split(**changes: Any) -> Layout:
     return Layout(**base)  # type: ignore[arg-type]
 
 
+def _scenario_405b(**split: Any) -> dict[str, Any]:
+    """Llama 3.1 405B on 32 nodes of 8 H100, TP 8 × PP 16, full recompute; `split` sets how the 126 layers split."""
+    layout = {"tp": 8, "pp": 16, "global_batch": 64, "sequence_parallel": True, "recompute": "full", **split}
+    return {
+        "model": "Llama-3.1-405B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 32, "gpus_per_node": 8, "fabric": "ib-ndr-8x400"},
+        "layout": layout,
+        "training": {"seq_len": 8192},
+    }
+
+
 def test_llama_405b_split_counts_and_label() -> None:
     # Llama 3.1 405B: 126 layers on 16 stages, the embedding and the loss a layer's slot each: 7 + 8·14 + 7
     assert even_split_layers(126, 16) == 7
@@ -194,20 +205,7 @@ def test_planner_searches_the_split_and_hands_back_a_valid_layout() -> None:
 
 
 def test_api_estimate_and_422(client: Any) -> None:
-    body = {
-        "model": "Llama-3.1-405B",
-        "cluster": {"gpu": "H100-SXM", "nodes": 32, "gpus_per_node": 8, "fabric": "ib-ndr-8x400"},
-        "layout": {
-            "tp": 8,
-            "pp": 16,
-            "global_batch": 64,
-            "sequence_parallel": True,
-            "recompute": "full",
-            "first_stage_layers": 7,
-            "last_stage_layers": 7,
-        },
-        "training": {"seq_len": 8192},
-    }
+    body = _scenario_405b(first_stage_layers=7, last_stage_layers=7)
     r = client.post("/api/v1/estimate", json=body)
     assert r.status_code == 200, r.text
     out = r.json()
@@ -248,20 +246,7 @@ def test_builder_round_trip_and_planner_hand_back(client: Any) -> None:
 
 
 def test_cli_estimate_prints_the_stage_layers(tmp_path: Path) -> None:
-    scenario = {
-        "model": "Llama-3.1-405B",
-        "cluster": {"gpu": "H100-SXM", "nodes": 32},
-        "layout": {
-            "tp": 8,
-            "pp": 16,
-            "global_batch": 64,
-            "sequence_parallel": True,
-            "recompute": "full",
-            "first_stage_layers": 7,
-            "last_stage_layers": 7,
-        },
-        "training": {"seq_len": 8192},
-    }
+    scenario = _scenario_405b(first_stage_layers=7, last_stage_layers=7)
     path = tmp_path / "split.json"
     path.write_text(json.dumps(scenario))
     env_db = {"CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
@@ -301,19 +286,7 @@ def test_validation_models_the_partition_each_source_ran() -> None:
 
 
 def test_scenario_takes_a_megatron_pipeline_layout(client: Any) -> None:
-    body = {
-        "model": "Llama-3.1-405B",
-        "cluster": {"gpu": "H100-SXM", "nodes": 32},
-        "layout": {
-            "tp": 8,
-            "pp": 16,
-            "global_batch": 64,
-            "sequence_parallel": True,
-            "recompute": "full",
-            "pipeline_layout": "Et*7|(t*8|)*14t*7L",
-        },
-        "training": {"seq_len": 8192},
-    }
+    body = _scenario_405b(pipeline_layout="Et*7|(t*8|)*14t*7L")
     r = client.post("/api/v1/estimate", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["stage_layers"] == [7] + [8] * 14 + [7]

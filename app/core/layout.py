@@ -241,17 +241,20 @@ def expand_pipeline_layout(text: str) -> str:
         expanded = nxt
 
 
-def stage_layers_from_pipeline_layout(text: str, pp: int) -> tuple[int, ...]:
+def stage_layers_from_pipeline_layout(text: str, pp: int, vp: int | None = None) -> tuple[int, ...]:
     """Transformer layers per pipeline rank of a Megatron-core pipeline layout string
     (--pipeline-model-parallel-layout, e.g. DeepSeek-V3's "Et|(tt|)*30L"): '|' separates the virtual stages,
     'E' is the embedding, 't' a transformer layer, 'm' an MTP layer, 'L' the loss; "(...)*N" and "t*N" repeat.
     Virtual stage i runs on pipeline rank i mod pp (megatron/core/transformer/pipeline_parallel_layer_layout.py).
-    Raises ValueError on other symbols or when the virtual stages do not divide by pp."""
+    Raises ValueError on other symbols, when the virtual stages do not divide by pp, or (vp given) when they are
+    not pp·vp."""
     expanded = expand_pipeline_layout(text)
     stages = expanded.split("|")
     bad = sorted(set(expanded) - set("EtmL|"))
     if bad:
         raise ValueError(f"unknown symbols {bad} in pipeline layout {text!r}")
+    if vp is not None and len(stages) != pp * vp:
+        raise ValueError(f"{len(stages)} virtual stages, but pp·vp = {pp}·{vp} = {pp * vp}")
     if pp < 1 or len(stages) % pp:
         raise ValueError(f"{len(stages)} virtual stages in {text!r} do not divide by pp = {pp}")
     counts = [0] * pp
@@ -267,16 +270,17 @@ def _check_pipeline_split(p: ProblemCollector, model: ModelSpec, layout: Layout)
     if layout.stage_layers:
         return _check_stage_layers(p, model, layout)
     if not (layout.first_stage_layers is not None or layout.last_stage_layers is not None):
+        end = even_split_layers(model.num_layers, layout.pp)
+        hint = (
+            f"; an uneven split fits: first_stage_layers = last_stage_layers = {end} (the embedding and the loss "
+            "count as a layer)"
+            if end
+            else ""
+        )
         p.check(
             model.num_layers % chunks == 0,
             "layout.pp",
-            f"layers ({model.num_layers}) not divisible by pp·vp = {layout.pp}·{layout.vp} = {chunks}"
-            + (
-                f"; an uneven split fits: first_stage_layers = last_stage_layers = "
-                f"{even_split_layers(model.num_layers, layout.pp)} (the embedding and the loss count as a layer)"
-                if even_split_layers(model.num_layers, layout.pp)
-                else ""
-            ),
+            f"layers ({model.num_layers}) not divisible by pp·vp = {layout.pp}·{layout.vp} = {chunks}{hint}",
         )
         return model.num_layers % chunks == 0
     ok = True

@@ -660,8 +660,11 @@ def stage_times(
     comm_rec = comm_per_layer(1.0) if layout.recompute == "full" else comm_plain
 
     def comm_at(share: float) -> tuple[float, float, float]:
-        return tuple(  # type: ignore[return-value]
-            (1.0 - share) * a + share * b for a, b in zip(comm_plain, comm_rec, strict=True)
+        (tp0, cp0, ep0), (tp1, cp1, ep1) = comm_plain, comm_rec
+        return (
+            (1.0 - share) * tp0 + share * tp1,
+            (1.0 - share) * cp0 + share * cp1,
+            (1.0 - share) * ep0 + share * ep1,
         )
 
     tp_layer, cp_layer, ep_layer = comm_at(share)

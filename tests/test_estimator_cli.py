@@ -82,9 +82,11 @@ def test_validation_document_shape(report: dict) -> None:
 
 
 def test_validation_accuracy_on_published_runs(report: dict) -> None:
-    # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time 5.73 %,
-    # memory 5.3 %). The targets, time MAPE ≤ 5 % and every row within ±10 %, are not met: 11 rows are
-    # outside, BigScience's TP-8 runs among them (slow on one node too, see the report's known gaps). Modelling
+    # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time 5.54 %,
+    # memory 5.3 %). The targets, time MAPE ≤ 5 % and every row within ±10 %, are not met: 9 rows are
+    # outside, BigScience's TP-8 runs among them (slow on one node too, see the report's known gaps). Replaying
+    # BigScience on the Omni-Path fabric Jean Zay has (4 × 100 Gb/s per node, BLOOM paper Sec. 3.4.1) instead of
+    # 4 × HDR 200 gained 0.19 points and brought two of its TP-4 rows within ±10 %. Modelling
     # BigScience's 'type:transformer|embedding' pipeline partition as it ran (5 + 6 × 10 + 5 layers, not every stage
     # at 6 layers plus the LM head) cost 0.37 points: the old rounding up had hidden that source's bias.
     # DeepSpeed's partitioned pipeline sends cost 0.3 points here and gain 5.5 on vTrain's full multi-node set
@@ -92,9 +94,9 @@ def test_validation_accuracy_on_published_runs(report: dict) -> None:
     # (micro-batch, interleaving, fp16, PyTorch DDP) costs 0.12.
     s = report["summary"]
     assert s["time"]["n"] >= 70
-    assert s["time"]["mape_pct"] <= 5.8
+    assert s["time"]["mape_pct"] <= 5.6
     outside = [r for r in report["rows"] if r["metric"] in TIME_METRICS and abs(r["error_pct"]) > 10.0]
-    assert len(outside) <= 11
+    assert len(outside) <= 9
     assert s["memory"]["n"] >= 14
     assert s["memory"]["mape_pct"] <= 6.0
     # memory target: ±15 % of nvidia-smi readings (BigScience), ±5 % of allocator-level ones (below)

@@ -185,12 +185,14 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
     SourceRule(
         "bigscience",
         DEEPSPEED,
-        "ib-hdr-8x200",
-        4,
+        # BLOOM paper (arXiv 2211.05100) Sec. 3.4.1: "4 Omni-Path 100 Gbps links per node" on Jean Zay's A100 nodes
+        "opa-4x100",
+        None,
         False,
         "model",
         False,
-        "Jean Zay A100 partition: 4 × HDR 200 Gb/s per 8-GPU node (IDRIS); Megatron-DeepSpeed, no flash attention",
+        "Jean Zay A100 partition: 4 × Omni-Path 100 Gb/s per 8-GPU node (BLOOM paper, Sec. 3.4.1); "
+        "Megatron-DeepSpeed, no flash attention",
     ),
     SourceRule(
         "vTrain",

@@ -34,17 +34,20 @@ def training_runs(
         Path | None, typer.Option("--plot", help="also write a predicted-vs-measured PNG to this path")
     ] = None,
 ) -> None:
+    from app.validation.repeats import render_repeats, repeat_groups
     from app.validation.training_runs import load_rows, render_table, replay, write_plot
 
     if not csv_file.exists():
         raise FileNotFoundError(f"file not found: {csv_file}")
-    report = replay(load_rows(csv_file))
+    rows = load_rows(csv_file)
+    report = replay(rows)
     if plot is not None:
         write_plot(report, plot)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        typer.echo(render_table(report))
+        # text only: the --json document keeps the exact shape
+        typer.echo(render_table(report) + render_repeats(repeat_groups(rows)))
 
 
 @validate_app.command(

@@ -14,7 +14,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.hardware import ClusterSpec, FabricSpec
 from app.core.units import GBIT
-from app.validation.repeats import repeat_groups
+from app.validation.repeats import render_repeats, repeat_groups
 from app.validation.training_runs import (
     Row,
     load_rows,
@@ -156,3 +156,13 @@ def test_the_206b_oom_contradicts_the_203b_run_that_fit_beside_it() -> None:
     assert small.memory.most_loaded.total_bytes < hbm and big.memory.most_loaded.total_bytes < hbm
     # the 203B's measured 67 GB (nvidia-smi) is within the ±15 % target of its estimate
     assert small.memory.most_loaded.total_bytes / 2**30 == pytest.approx(67, rel=0.15)
+
+
+def test_repeats_of_equal_values_state_no_bound() -> None:
+    # the development set measures one configuration twice (rows 58 and 64, 37 GB each): listed, no spread claimed
+    groups = repeat_groups(load_rows(RUNS))
+    assert [(g.rows, g.values) for g in groups] == [((58, 64), (37.0, 37.0))]
+    text = render_repeats(groups)
+    assert "repeated configurations: 1 measured more than once" in text
+    assert "no single prediction" not in text and "spread 0.0 %" in text
+    assert render_repeats([]) == ""

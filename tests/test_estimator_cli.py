@@ -83,7 +83,7 @@ def test_validation_document_shape(report: dict) -> None:
 
 def test_validation_accuracy_on_published_runs(report: dict) -> None:
     # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time 5.54 %,
-    # memory 5.3 %). The targets, time MAPE ≤ 5 % and every row within ±10 %, are not met: 9 rows are
+    # memory 4.5 %). The targets, time MAPE ≤ 5 % and every row within ±10 %, are not met: 9 rows are
     # outside, BigScience's TP-8 runs among them (slow on one node too, see the report's known gaps). Replaying
     # BigScience on the Omni-Path fabric Jean Zay has (4 × 100 Gb/s per node, BLOOM paper Sec. 3.4.1) instead of
     # 4 × HDR 200 gained 0.19 points and brought two of its TP-4 rows within ±10 %. Modelling
@@ -98,7 +98,7 @@ def test_validation_accuracy_on_published_runs(report: dict) -> None:
     outside = [r for r in report["rows"] if r["metric"] in TIME_METRICS and abs(r["error_pct"]) > 10.0]
     assert len(outside) <= 9
     assert s["memory"]["n"] >= 14
-    assert s["memory"]["mape_pct"] <= 6.0
+    assert s["memory"]["mape_pct"] <= 5.0
     # memory target: ±15 % of nvidia-smi readings (BigScience), ±5 % of allocator-level ones (below)
     smi = [
         abs(r["error_pct"])

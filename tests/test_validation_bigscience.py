@@ -136,7 +136,7 @@ def test_the_chronicles_error_grows_with_tensor_parallelism() -> None:
     assert -26 < mean[8] < -15
     s = report.summary()
     assert s["time"]["mape_pct"] <= 15.0
-    assert s["memory"]["n"] == 60 and s["memory"]["mape_pct"] <= 6.0
+    assert s["memory"]["n"] == 60 and s["memory"]["mape_pct"] <= 5.5
     assert s["oom"]["correct"] == 5 and s["oom"]["n"] == 6
 
 
@@ -166,3 +166,16 @@ def test_repeats_of_equal_values_state_no_bound() -> None:
     assert "repeated configurations: 1 measured more than once" in text
     assert "no single prediction" not in text and "spread 0.0 %" in text
     assert render_repeats([]) == ""
+
+
+def test_megatron_deepspeed_of_2022_carries_the_cuda_context_bigscience_measured() -> None:
+    from app.core.framework import DEEPSPEED, MEGATRON_CORE
+    from app.core.units import GiB, MiB
+
+    # "40GB A100 takes 1573MiB for cuda kernels" (chronicles-prequel.md): every kernel image loaded at start-up,
+    # before CUDA 11.7's lazy module loading; current stacks keep the 0.8 GiB default
+    assert DEEPSPEED.cuda_context_bytes == 1573 * MiB
+    assert MEGATRON_CORE.cuda_context_bytes == 0.8 * GiB
+    est = _estimate(_dev_row(49))  # 176B, TP 4 PP 12 DP 8, micro-batch 2: 59 GB on nvidia-smi
+    assert est.memory.most_loaded.breakdown["cuda_context"] == 1573 * MiB
+    assert est.memory.most_loaded.total_bytes / 2**30 == pytest.approx(59, rel=0.06)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from app.core.units import GiB
+from app.core.units import GiB, MiB
 
 # Fragmentation the splitting caching allocator adds over a virtual-memory-stitching one: GMLake (Guo et al.,
 # ASPLOS 2024, arXiv 2401.08156) removes 15 % fragmentation on average (up to 33 %) across eight LLM training
@@ -293,6 +293,11 @@ DEEPSPEED = MEGATRON_CORE.with_(
     pp_transfers_per_microbatch=4,
     # the Megatron-DeepSpeed runs of 2021-22 (BigScience, vTrain) predate expandable segments (PyTorch 2.1)
     expandable_segments=False,
+    # ... and lazy loading of CUDA modules (CUDA 11.7, on by default from PyTorch 1.13): every kernel image is
+    # loaded at start-up. BigScience measured that context with nvidia-smi on its own stack: "40GB A100 takes
+    # 1573MiB for cuda kernels" (bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md, "Possible
+    # topologies for 200B"; 1271 MiB on its 32 GB V100s)
+    cuda_context_bytes=1573 * MiB,
     # BigScience's fork keeps the 2021 synchronous input-gradient all-reduce (bigscience-workshop/
     # Megatron-DeepSpeed megatron/mpu/layers.py ColumnParallelLinear: copy_to_tensor_model_parallel_region)
     tp_async_backward=False,

@@ -12,20 +12,10 @@ import pytest
 
 from app.catalog.fabrics import find_fabric
 from app.core.estimate import Estimate, EstimateOptions, estimate
-from app.core.hardware import ClusterSpec, FabricSpec
+from app.core.hardware import FabricSpec
 from app.core.units import GBIT
 from app.validation.repeats import render_repeats, repeat_groups
-from app.validation.training_runs import (
-    Row,
-    load_rows,
-    replay,
-    row_fabric,
-    row_framework,
-    row_gpu,
-    row_layout,
-    row_model,
-    rule_for_row,
-)
+from app.validation.training_runs import Row, estimate_row, load_rows, replay, row_fabric, rule_for_row
 
 DATA = Path(__file__).parent / "data"
 RUNS = DATA / "training_runs.csv"
@@ -52,24 +42,13 @@ def test_bigscience_replays_on_jean_zays_omni_path_fabric() -> None:
 
 
 def _estimate(row: Row, fabric: FabricSpec | None = None) -> Estimate:
-    rule = rule_for_row(row)
-    model = row_model(row, rule)
-    gpu = row_gpu(row)
-    n = int(row.get("num_gpus"))
-    layout, _ = row_layout(row, model, rule, n)
-    chunks = layout.pp * layout.vp
-    if model.num_layers % chunks:
-        # the DeepSpeed 'type:transformer|embedding' partition: the embedding and the LM head take a layer's slot
-        per = (model.num_layers + 2) // chunks
-        layout = replace(layout, first_stage_layers=per - 1, last_stage_layers=per - 1)
-    cluster = ClusterSpec(
-        gpu=gpu,
-        num_nodes=n // 8,
-        gpus_per_node=8,
-        fabric=fabric or row_fabric(rule),
-    )
-    fw = row_framework(row, rule, layout)
-    return estimate(model, cluster, layout, 2048, options=EstimateOptions(framework=fw))
+    """The replay's own estimate of a row, optionally on another fabric."""
+    modelled = estimate_row(row)
+    if fabric is None:
+        return modelled.estimate
+    cluster = replace(modelled.cluster, fabric=fabric)
+    options = EstimateOptions(framework=modelled.framework)
+    return estimate(modelled.model, cluster, modelled.layout, modelled.estimate.seq_len, options=options)
 
 
 def _row(base: Row, index: int, **cells: str) -> Row:

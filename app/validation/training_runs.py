@@ -1014,6 +1014,85 @@ def predict_metric(
     raise ValueError(f"unknown metric {metric!r}")
 
 
+class RowSkipped(Exception):
+    """A row the replay cannot evaluate, with the reason it reports."""
+
+
+@dataclass(frozen=True)
+class RowEstimate:
+    """A row as the replay models it: the estimate and everything it was made from."""
+
+    estimate: Estimate
+    model: ModelSpec
+    cluster: ClusterSpec
+    layout: Layout
+    framework: Framework
+    rule: SourceRule
+    power_limit_w: float | None
+    defaults: list[str]
+
+
+def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
+    """Model one row under its source's rule and estimate it. Raises RowSkipped for a row that cannot be modelled
+    (with `metric`, also for a time metric without the global batch), and the core's SpecError / NotFoundError /
+    ValueError for an inconsistent one."""
+    rule = rule_for_row(row)
+    named = twin_by_name(row)
+    missing = [c for c in ("layers", "hidden", "heads", "vocab") if not row.int_or(c, 0)]
+    if missing and named is None:
+        raise RowSkipped(f"model shape incomplete: {', '.join(missing)} blank or zero")
+    model = row_model(row, rule)
+    gpu, power_limit_w = row_power(row, row_gpu(row))
+    n_gpus = row.int_or("num_gpus", 0) or 0
+    if not n_gpus and all(row.int_or(c, 0) for c in ("tp", "pp", "dp")):
+        # a blank GPU count is the product of the stated sizes
+        n_gpus = int(
+            (row.int_or("tp", 1) or 1)
+            * (row.int_or("pp", 1) or 1)
+            * (row.int_or("dp", 1) or 1)
+            * (row.int_or("cp", 1) or 1)
+        )
+    if metric in TIME_METRICS and not row.int_or("global_batch", None):
+        raise RowSkipped(
+            "global_batch is blank: the number of micro-batches per step (gradient accumulation, pipeline "
+            "bubble) is unknown"
+        )
+    layout, defaults = row_layout(row, model, rule, n_gpus)
+    chunks = layout.pp * layout.vp
+    split = pipeline_split_for(row, model, layout, rule.framework) if model.num_layers % chunks else None
+    if split is not None:
+        counts, why = split
+        if len(set(counts[1:-1])) <= 1:
+            layout = replace(layout, first_stage_layers=counts[0], last_stage_layers=counts[-1])
+            defaults.append(
+                f"uneven pipeline: first stage {counts[0]}, last stage {counts[-1]} layers ({why})"
+            )
+        else:
+            layout = replace(layout, stage_layers=counts)
+            defaults.append(f"uneven pipeline: stages of {'/'.join(map(str, counts))} layers ({why})")
+    elif model.num_layers % chunks:
+        # uneven pipeline partitions (DeepSpeed 'type:transformer|embedding'): the bottleneck stage holds
+        # ceil(L / p) layers, so model every stage at that depth
+        deeper = -(-model.num_layers // chunks) * chunks
+        defaults.append(f"uneven pipeline: {model.num_layers} layers modelled as {deeper}")
+        model = replace(model, num_layers=deeper)
+    gpn = min(gpu.default_gpus_per_node, n_gpus) if n_gpus else gpu.default_gpus_per_node
+    if n_gpus % gpn:
+        raise RowSkipped(f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes")
+    cluster = ClusterSpec(
+        gpu=gpu,
+        num_nodes=n_gpus // gpn,
+        gpus_per_node=gpn,
+        scaleup_kind=gpu.scaleup_kind,
+        scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, n_gpus),
+        fabric=row_fabric(rule),
+    )
+    fw = row_framework(row, rule, layout)
+    options = EstimateOptions(framework=fw, power_limit_w=power_limit_w)
+    est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)
+    return RowEstimate(est, model, cluster, layout, fw, rule, power_limit_w, defaults)
+
+
 def evaluate_row(row: Row) -> RowResult:
     metric = row.get("measured_metric")
     try:
@@ -1027,73 +1106,18 @@ def evaluate_row(row: Row) -> RowResult:
     if measured != measured:
         result.skipped = "measured_value is not a number"
         return result
-    rule = rule_for_row(row)
-    named = twin_by_name(row)
-    missing = [c for c in ("layers", "hidden", "heads", "vocab") if not row.int_or(c, 0)]
-    if missing and named is None:
-        result.skipped = f"model shape incomplete: {', '.join(missing)} blank or zero"
-        return result
     try:
-        model = row_model(row, rule)
-        gpu, power_limit_w = row_power(row, row_gpu(row))
-        n_gpus = row.int_or("num_gpus", 0) or 0
-        if not n_gpus and all(row.int_or(c, 0) for c in ("tp", "pp", "dp")):
-            # a blank GPU count is the product of the stated sizes
-            n_gpus = int(
-                (row.int_or("tp", 1) or 1)
-                * (row.int_or("pp", 1) or 1)
-                * (row.int_or("dp", 1) or 1)
-                * (row.int_or("cp", 1) or 1)
-            )
-        if metric in TIME_METRICS and not row.int_or("global_batch", None):
-            result.skipped = (
-                "global_batch is blank: the number of micro-batches per step (gradient accumulation, pipeline "
-                "bubble) is unknown"
-            )
-            return result
-        layout, defaults = row_layout(row, model, rule, n_gpus)
-        chunks = layout.pp * layout.vp
-        split = pipeline_split_for(row, model, layout, rule.framework) if model.num_layers % chunks else None
-        if split is not None:
-            counts, why = split
-            if len(set(counts[1:-1])) <= 1:
-                layout = replace(layout, first_stage_layers=counts[0], last_stage_layers=counts[-1])
-                defaults.append(
-                    f"uneven pipeline: first stage {counts[0]}, last stage {counts[-1]} layers ({why})"
-                )
-            else:
-                layout = replace(layout, stage_layers=counts)
-                defaults.append(f"uneven pipeline: stages of {'/'.join(map(str, counts))} layers ({why})")
-        elif model.num_layers % chunks:
-            # uneven pipeline partitions (DeepSpeed 'type:transformer|embedding'): the bottleneck stage holds
-            # ceil(L / p) layers, so model every stage at that depth
-            deeper = -(-model.num_layers // chunks) * chunks
-            defaults.append(f"uneven pipeline: {model.num_layers} layers modelled as {deeper}")
-            model = replace(model, num_layers=deeper)
-        gpn = min(gpu.default_gpus_per_node, n_gpus) if n_gpus else gpu.default_gpus_per_node
-        if n_gpus % gpn:
-            result.skipped = f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes"
-            return result
-        cluster = ClusterSpec(
-            gpu=gpu,
-            num_nodes=n_gpus // gpn,
-            gpus_per_node=gpn,
-            scaleup_kind=gpu.scaleup_kind,
-            scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, n_gpus),
-            fabric=row_fabric(rule),
-        )
-        fw = row_framework(row, rule, layout)
-        options = EstimateOptions(framework=fw, power_limit_w=power_limit_w)
-        est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)
+        modelled = estimate_row(row, metric)
+        est, model, layout, fw = modelled.estimate, modelled.model, modelled.layout, modelled.framework
         per_layer: dict[str, float] = {}
         if metric == "layer_fwd_plus_bwd_ms":
             from app.core.efficiency import training_curves
             from app.core.step import stage_times
 
-            linear, attn = training_curves(gpu, layout.dtype, None, power_limit_w)
+            linear, attn = training_curves(modelled.cluster.gpu, layout.dtype, None, modelled.power_limit_w)
             stage_times(
                 model,
-                cluster,
+                modelled.cluster,
                 layout,
                 est.seq_len,
                 linear,
@@ -1103,7 +1127,10 @@ def evaluate_row(row: Row) -> RowResult:
                 True,
                 per_layer,
             )
-        predicted = predict_metric(row, est, rule, model, per_layer)
+        predicted = predict_metric(row, est, modelled.rule, model, per_layer)
+    except RowSkipped as exc:
+        result.skipped = str(exc)
+        return result
     except SpecError as exc:
         result.skipped = f"inconsistent row: {exc}"
         return result
@@ -1118,9 +1145,9 @@ def evaluate_row(row: Row) -> RowResult:
     if metric != "oom":
         result.error_pct = (predicted - measured) / measured * 100 if measured else None
     result.detail = {
-        "defaults": defaults,
+        "defaults": modelled.defaults,
         "framework": fw.name,
-        "fabric": cluster.fabric.name,
+        "fabric": modelled.cluster.fabric.name,
         "regime": accuracy_regime(model, est.seq_len, estimate_layer_pass_seconds(est)),
         # a run that was measured ran, so it fit: a peak above HBM here is a memory-model (or unstated-setting) miss
         "over_hbm": est.memory.most_loaded.total_bytes > est.memory.hbm_bytes,

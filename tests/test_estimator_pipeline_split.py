@@ -248,29 +248,24 @@ def test_builder_round_trip_and_planner_hand_back(client: Any) -> None:
 def test_cli_estimate_prints_the_stage_layers(tmp_path: Path) -> None:
     scenario = _scenario_405b(first_stage_layers=7, last_stage_layers=7)
     path = tmp_path / "split.json"
-    path.write_text(json.dumps(scenario))
     env_db = {"CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
 
-    run = subprocess.run(
-        [sys.executable, "-m", "app.cli.main", "estimate", str(path)],
-        cwd=ROOT,
-        env={**os.environ, **env_db},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    def estimate_cli() -> subprocess.CompletedProcess[str]:
+        path.write_text(json.dumps(scenario))
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli.main", "estimate", str(path)],
+            cwd=ROOT,
+            env={**os.environ, **env_db},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    run = estimate_cli()
     assert run.returncode == 0, run.stderr
     assert "stage layers: 7 + 8 × 14 + 7" in run.stdout
     scenario["layout"]["last_stage_layers"] = 9
-    path.write_text(json.dumps(scenario))
-    bad = subprocess.run(
-        [sys.executable, "-m", "app.cli.main", "estimate", str(path)],
-        cwd=ROOT,
-        env={**os.environ, **env_db},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    bad = estimate_cli()
     assert bad.returncode != 0 and "layout.pp" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -112,10 +112,12 @@ def _measured(gpu: GPUSpec, dtype: str) -> float:
         return float(measured) * min(1.0, gpu.peak("fp16") / gpu.peak("bf16"))
     if measured:
         return float(measured)
-    if key == "fp8":
+    if key in ("fp8", "fp4"):
+        # no measurement at this precision: its dense peak at the share of peak the part's measured BF16 GEMMs
+        # reach (the same tensor cores and memory system at a narrower operand)
         bf16 = gpu.measured_matmul_flops.get("bf16")
         ratio = (bf16 / gpu.peak("bf16")) if bf16 else DEFAULT_MEASURED_FRACTION
-        return float(gpu.peak("fp8") * ratio)
+        return float(gpu.peak(key) * ratio)
     return float(gpu.peak(dtype if dtype == "fp16" else key) * DEFAULT_MEASURED_FRACTION)
 
 
@@ -249,15 +251,20 @@ def _training_curves(
     if gemm is not None and gemm.dtype in ("bf16", "fp16"):
         bf16 = gemm.derated(SUSTAINED_FRACTION)
     linear = bf16
-    if dtype == "fp8":
-        if gemm is not None and gemm.dtype == "fp8":
+    if dtype in ("fp8", "fp4"):
+        if gemm is not None and gemm.dtype == dtype:
             linear = gemm.derated(SUSTAINED_FRACTION)
         else:
+            measured = dtype in gpu.measured_matmul_flops
             linear = GemmEfficiency.from_measured(
-                measured_matmul_flops(gpu, "fp8"),
-                "fp8",
+                measured_matmul_flops(gpu, dtype),
+                dtype,
                 half_intensity=bf16.half_intensity,
-                source=f"{gpu.name} fp8 measured matmul",
+                source=(
+                    f"{gpu.name} {dtype} measured matmul"
+                    if measured
+                    else f"{gpu.name} dense {dtype} peak × its measured BF16 share of peak"
+                ),
                 sm_count=bf16.sm_count,
             )
     return linear, bf16

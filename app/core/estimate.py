@@ -27,6 +27,7 @@ from app.core.model import (
     padded_vocab_size,
     param_counts,
 )
+from app.core.precision import cast_bytes_per_element
 from app.core.step import (
     DEFAULT_HOST_MEMORY_BYTES_PER_S,
     StepEstimate,
@@ -270,8 +271,15 @@ def estimate(
             "saved GEMM inputs",
             fw.gemm_input_bytes,
             "B per element",
-            "16-bit; Transformer Engine keeps FP8 runs' 1-byte quantized copies, torchao the 16-bit inputs "
-            "(Framework.fp8_saved_input_bytes)",
+            "16-bit; Transformer Engine keeps FP8 runs' 1-byte and NVFP4 runs' 4.5-bit quantized copies, torchao "
+            "the 16-bit inputs (Framework.fp8_saved_input_bytes, app.core.precision)",
+        ),
+        Assumption(
+            "quantization casts",
+            cast_bytes_per_element(layout.dtype),
+            "B per GEMM-input element",
+            "read 16 bit, write row-wise and transposed copies: FP8 2 + 1 + 1, NVFP4 2 + 2 × 0.5625 (E2M1 with "
+            "an E4M3 scale per 16 elements, arXiv 2509.25149); 0 for 16-bit runs (app.core.precision)",
         ),
         Assumption(
             "activation offloading",

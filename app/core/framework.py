@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from app.core.precision import NVFP4, SOURCE_BYTES
 from app.core.units import GiB, MiB
 
 # Fragmentation the splitting caching allocator adds over a virtual-memory-stitching one: GMLake (Guo et al.,
@@ -202,6 +203,13 @@ class Framework:
             )
         if dtype == "fp8" and self.gemm_input_bytes != self.fp8_saved_input_bytes:
             return replace(self, gemm_input_bytes=self.fp8_saved_input_bytes)
+        if dtype == "fp4":
+            # a framework that keeps the quantized FP8 copy keeps the NVFP4 one (Transformer Engine's
+            # NVFP4BlockScaling saves the column-wise, Hadamard-transformed NVFP4 input for the weight-gradient
+            # GEMM: 4.5 bits per element); one that keeps the 16-bit input under FP8 (torchao) keeps it here too
+            keeps_quantized = self.fp8_saved_input_bytes < SOURCE_BYTES
+            saved = NVFP4.bytes_per_element if keeps_quantized else SOURCE_BYTES
+            return replace(self, gemm_input_bytes=saved) if saved != self.gemm_input_bytes else self
         return self
 
 

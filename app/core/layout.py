@@ -20,7 +20,7 @@ from app.core.hardware import ClusterSpec
 from app.core.model import ModelSpec
 
 RecomputeMode = Literal["none", "selective", "full"]
-TrainDtype = Literal["bf16", "fp16", "fp8"]
+TrainDtype = Literal["bf16", "fp16", "fp8", "fp4"]
 Optimizer = Literal["adamw", "adam"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
@@ -42,7 +42,7 @@ OFFLOAD_MODULES: tuple[str, ...] = (
 )
 MOE_RECOMPUTE_MODULES: tuple[str, ...] = ("moe", "moe_act", "shared_experts")
 MOE_OFFLOAD_MODULES: tuple[str, ...] = ("expert_fc1", "moe_act")
-TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8")
+TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
 
 
@@ -57,7 +57,8 @@ class Layout:
     - recompute_modules: with recompute="selective", Megatron-core's `--recompute-modules` (RECOMPUTE_MODULES);
       empty = its default, core_attn.
     - global_batch and micro_batch are in sequences.
-    - dtype is the compute dtype; fp8 keeps bf16 weights and fp32 master weights and optimizer states.
+    - dtype is the compute dtype of the linear layers: fp8 (per-tensor scaled FP8) and fp4 (NVFP4, Blackwell) keep
+      bf16 weights and fp32 master weights and optimizer states; attention runs in 16 bit (app.core.precision).
     - offload_layers: transformer layers whose saved activations go to host memory during the forward pass and
       come back for the backward (Megatron-core `--cpu-offloading-num-layers`, Transformer Engine's
       `get_cpu_offload_context`, double-buffered); 0 = none.
@@ -396,11 +397,11 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             f"tp·pp·dp·cp = {layout.tp}·{layout.pp}·{layout.dp}·{layout.cp} = {layout.num_gpus} "
             f"but the cluster has {gpus} GPUs",
         )
-        if layout.dtype == "fp8":
+        if layout.dtype in ("fp8", "fp4"):
             p.check(
-                cluster.gpu.peak_flops.get("fp8", 0) > 0,
+                cluster.gpu.peak_flops.get(layout.dtype, 0) > 0,
                 "layout.dtype",
-                f"{cluster.gpu.name} has no FP8 tensor cores",
+                f"{cluster.gpu.name} has no {layout.dtype.upper()} tensor cores",
             )
         if layout.dtype == "bf16":
             p.check(

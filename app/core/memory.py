@@ -539,8 +539,12 @@ def memory_estimate(
 ) -> MemoryEstimate:
     stages = [stage_memory(model, layout, seq_len, i, fw) for i in range(layout.pp)]
     notes = []
-    if layout.dtype == "fp8":
-        notes.append("FP8 is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32")
+    if layout.dtype in ("fp8", "fp4"):
+        name = "FP8" if layout.dtype == "fp8" else "NVFP4"
+        notes.append(
+            f"{name} is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32; "
+            f"only the saved GEMM inputs shrink ({fw.gemm_input_bytes:g} B per element)"
+        )
     est = MemoryEstimate(stages, float(hbm_bytes), safety_fraction, notes, float(host_capacity_bytes))
     if est.host_bytes > 0:
         top = max(stages, key=lambda st: st.host_bytes)

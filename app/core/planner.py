@@ -36,7 +36,7 @@ from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, pipeline_label
+from app.core.layout import TRAIN_DTYPES, Layout, pipeline_label
 from app.core.model import ModelSpec
 from app.core.planner_eval import (
     RECOMPUTE_CODES,
@@ -551,10 +551,12 @@ def _check_inputs(
             "gpu_counts",
             f"{n} GPUs is not a whole number of {gpn}-GPU nodes",
         )
-    p.check(dtype in ("bf16", "fp16", "fp8"), "dtype", "must be bf16, fp16 or fp8")
-    if dtype == "fp8":
+    p.check(dtype in TRAIN_DTYPES, "dtype", f"must be one of {', '.join(TRAIN_DTYPES)}")
+    if dtype in ("fp8", "fp4"):
         p.check(
-            cluster.gpu.peak_flops.get("fp8", 0) > 0, "dtype", f"{cluster.gpu.name} has no FP8 tensor cores"
+            cluster.gpu.peak_flops.get(dtype, 0) > 0,
+            "dtype",
+            f"{cluster.gpu.name} has no {dtype.upper()} tensor cores",
         )
     if dtype == "bf16":
         p.check(

@@ -54,6 +54,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
+from app.core.precision import cast_bytes_per_element
 from app.core.step import (
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
@@ -427,7 +428,7 @@ def evaluate(
 
     # ----------------------------------------------------------------------------------------- step time
     moe_share = n_moe / model.num_layers
-    fp8 = dtype == "fp8"
+    cast = cast_bytes_per_element(dtype)
 
     # per-layer compute: one array call of the estimator's own `layer_times` over the distinct groups
     first, inverse = unique_first_inverse(field_code(mb, cp, tp, sp, ep, e_tp))
@@ -436,9 +437,9 @@ def evaluate(
     args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
     drop = flash_dropout_overhead(cluster.gpu)
     shares = attention_kernel(fw, cluster.gpu, profile).shares
-    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, None, shares)
+    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, cast, drop, None, shares)
     moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, fp8, drop, g_etp, shares)
+        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, cast, drop, g_etp, shares)
         if n_moe
         else dense
     )

@@ -61,6 +61,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import Placement, collective_time
+from app.core.precision import cast_bytes_per_element
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
 # Fused (flash) attention keeps the score tiles on chip, so it is not bound by the GEMM curve's HBM roofline: its
@@ -179,7 +180,7 @@ def layer_times(
     hbm_bytes_per_s: float,
     fw: Framework = MEGATRON_CORE,
     causal: bool = True,
-    fp8: bool = False,
+    cast_bytes: float = 0.0,
     dropout_overhead: tuple[float, float] = (0.0, 0.0),
     etp: Any = None,
     attention_shares: tuple[float, float] = LEGACY_SHARES,
@@ -285,16 +286,17 @@ def layer_times(
         t_perm = (moe_tokens * perm + tokens * router) / mem_bw
         elem_fwd += t_perm
     elem_bwd = 2.0 * elem_fwd
-    if fp8:
-        # Transformer Engine casts every GEMM input to FP8 (read 2 B, write 1 B + 1 B transposed copy for the
-        # weight-gradient GEMM) in forward, and every output gradient in backward (TE docs, "FP8 primer")
+    if cast_bytes:
+        # Transformer Engine quantizes every GEMM input in forward and every output gradient in backward, writing
+        # a row-wise and a transposed copy: `cast_bytes` per element (FP8 2 + 1 + 1 = 4 B, NVFP4 2 + 2 × 0.5625
+        # = 3.125 B; app.core.precision)
         ffn_in = shape.expert_in_width if moe else shape.ffn_in_width
         ffn_out = shape.expert_out_width if moe else shape.ffn_out_width
         mult = shape.experts_per_token if moe else 1
         fwd_inputs = 2 * h + shape.q_width / tp + mult * ffn_out / tp
         bwd_grads = attn_n + h + mult * (ffn_in / tp + h)
-        elem_fwd += tokens * 4.0 * fwd_inputs / mem_bw
-        elem_bwd += tokens * 4.0 * bwd_grads / mem_bw
+        elem_fwd += tokens * cast_bytes * fwd_inputs / mem_bw
+        elem_bwd += tokens * cast_bytes * bwd_grads / mem_bw
 
     forward = t_linear + t_core_fwd + softmax_fwd + elem_fwd
     backward = t_linear_bwd + t_core_bwd + softmax_bwd + elem_bwd
@@ -526,12 +528,12 @@ def stage_times(
     layers_per_gpu = model.num_layers / pp
     moe_share = n_moe / model.num_layers
     args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
-    fp8 = layout.dtype == "fp8"
+    cast = cast_bytes_per_element(layout.dtype)
     drop = flash_dropout_overhead(cluster.gpu)
     shares = (attention or attention_kernel(fw, cluster.gpu)).shares
-    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, fp8, drop, None, shares)
+    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, cast, drop, None, shares)
     moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, fp8, drop, layout.expert_tp, shares)
+        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, cast, drop, layout.expert_tp, shares)
         if n_moe
         else dense
     )

@@ -71,7 +71,7 @@ class RunCostRequest(StrictModel):
     active_params: float | None = Field(None, ge=1, le=1e16, description="MoE: parameters active per token")
     tokens: float | None = Field(None, gt=0, le=1e18)
     gpu: str | None = Field(None, description="catalog GPU: gives the peak FLOP/s and default price rows")
-    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     peak_tflops: float | None = Field(
         None, gt=0, le=1e6, description="dense peak TFLOP/s per GPU (overrides gpu)"
     )

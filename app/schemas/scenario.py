@@ -80,7 +80,7 @@ class LayoutIn(BaseModel):
     )
     micro_batch: int = Field(default=1, ge=1, description="sequences per micro-batch")
     global_batch: int = Field(ge=1, description="sequences per optimizer step")
-    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     flash_attention: bool = True
     optimizer: Literal["adamw", "adam"] = "adamw"
     offload_modules: list[

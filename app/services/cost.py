@@ -247,7 +247,10 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
         if req.peak_tflops is not None:
             peak = req.peak_tflops * 1e12
         elif req.gpu is not None:
-            peak = gpu_peak_flops(req.gpu, req.dtype)
+            try:
+                peak = gpu_peak_flops(req.gpu, req.dtype)
+            except KeyError:
+                problems.append(Problem("dtype", f"{req.gpu} has no {req.dtype} tensor cores"))
         else:
             problems.append(Problem("gpu", "give gpu or peak_tflops to turn FLOPs into GPU-hours"))
     if not req.options and req.gpu is None:

@@ -115,7 +115,7 @@ class PlanRequest(BaseModel):
         max_length=16,
         description="search several cluster sizes at once (default: the cluster's GPUs)",
     )
-    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -150,7 +150,7 @@ class SizesRequest(BaseModel):
         default=None, max_length=24, description="GPU counts (default 8, 16, … 16,384)"
     )
     deadline_days: float | None = Field(default=None, gt=0, description="finish within this many days")
-    dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(

@@ -684,9 +684,15 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     if vp is None:
         vp = 1
         defaults.append("vp=1")
-    recompute = row.get("recompute").lower() or rule.recompute_default
-    if not row.get("recompute"):
-        defaults.append(f"recompute={rule.recompute_default}")
+    recompute = recompute_from_cell(row.get("recompute"))
+    if recompute is None:
+        recompute = rule.recompute_default
+        stated = row.get("recompute")
+        defaults.append(
+            f"recompute {stated!r} not understood: replayed as {recompute}"
+            if stated
+            else f"recompute={rule.recompute_default}"
+        )
     modules: tuple[str, ...] = ()
     if recompute == "selective":
         modules, unmodelled = recompute_modules_from_notes(row.get("notes"))
@@ -727,7 +733,9 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         sp = rule.sequence_parallel_default and tp > 1
         defaults.append(f"sequence_parallel={'on' if sp else 'off'}")
     dtype_text = row.get("dtype").lower()
-    dtype = "fp8" if "fp8" in dtype_text else ("fp16" if dtype_text.startswith("fp16") else "bf16")
+    dtype = dtype_from_cell(dtype_text)
+    if "mxfp4" in dtype_text:
+        defaults.append("dtype MXFP4 modelled as NVFP4 (4-bit elements, finer scales)")
     if artifact is not None and "not specified" in dtype_text and "16" in dtype_text:
         dtype = "fp16"  # CONFIG.sh of the SC21 artifact: --fp16
         defaults.append("dtype=fp16 (SC21 artifact)")
@@ -757,6 +765,35 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         offload_modules=offload_modules,
     )
     return layout, defaults
+
+
+def recompute_from_cell(text: str) -> str | None:
+    """The recompute mode a row's cell names ("full", "Full (uniform, 1 layer)", "selective (core_attn)", "none",
+    "no"); None for a blank or unrecognised cell."""
+    word = re.match(r"\s*([a-z]+)", text.lower())
+    if word is None:
+        return None
+    head = word.group(1)
+    if head.startswith("full"):
+        return "full"
+    if head.startswith("selective") or head == "partial":
+        return "selective"
+    if head in ("none", "no", "off", "n", "false", "disabled"):
+        return "none"
+    return None
+
+
+def dtype_from_cell(text: str) -> str:
+    """The compute dtype a row's dtype cell names: fp4 for NVFP4 (or MXFP4), fp8 for any FP8 recipe (per-tensor,
+    MXFP8, FP8-CS/DS), fp16 when FP16 alone is named, else bf16 (a 16-bit run that does not say which)."""
+    low = text.lower()
+    if "fp4" in low:
+        return "fp4"
+    if "fp8" in low or "float8" in low:
+        return "fp8"
+    if low.startswith("fp16") or (re.search(r"\bfp16\b|float16", low) and "bf16" not in low):
+        return "fp16"
+    return "bf16"
 
 
 _OFFLOAD_MODULE_LIST = re.compile(

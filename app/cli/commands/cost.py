@@ -149,7 +149,7 @@ def run(
     mfu: Annotated[float | None, typer.Option(help="model FLOPs utilisation, 0-1")] = None,
     goodput: Annotated[float, typer.Option(help="useful / billed time, 0-1")] = 1.0,
     gpu: GpuOpt = None,
-    dtype: Annotated[str, typer.Option(help="bf16 | fp16 | fp8")] = "bf16",
+    dtype: Annotated[str, typer.Option(help="bf16 | fp16 | fp8 | fp4")] = "bf16",
     peak_tflops: Annotated[float | None, typer.Option(help="dense peak TFLOP/s per GPU")] = None,
     price: PriceOpt = None,
     price_row: PriceRowOpt = None,

@@ -112,7 +112,7 @@ def plan_command(
     ] = None,
     tokens: Annotated[float | None, typer.Option("--tokens", help="training tokens (time to train)")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="megatron-core, nemo, …")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | fp4 (NVFP4)")] = None,
     attention_backend: Annotated[
         str | None,
         typer.Option(

@@ -19,7 +19,7 @@ from app.core.layout import OFFLOAD_MODULES, RECOMPUTE_MODULES
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
 
 RECOMPUTE_CHOICES = ("none", "selective", "full")
-DTYPE_CHOICES = ("bf16", "fp16", "fp8")
+DTYPE_CHOICES = ("bf16", "fp16", "fp8", "fp4")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
 ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")

@@ -150,6 +150,19 @@ def test_cost_run_from_flops_over_http(client: Any) -> None:
             "job_mtbf_hours",
         ),
         ("/api/v1/cost/spot", {"on_demand_usd_per_hour": 10, "spot_discount": 1.5}, "spot_discount"),
+        (
+            "/api/v1/cost/run",
+            {
+                "num_gpus": 8,
+                "params": 7e9,
+                "tokens": 1e11,
+                "gpu": "H100",
+                "dtype": "fp4",
+                "mfu": 0.4,
+                "options": [{"usd_per_gpu_hour": 2}],
+            },
+            "dtype",
+        ),
     ],
 )
 def test_bad_input_is_422_naming_the_field(client: Any, path: str, body: dict[str, Any], field: str) -> None:

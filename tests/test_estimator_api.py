@@ -152,7 +152,10 @@ def test_non_finite_numbers_get_a_422_naming_the_field(client: Any, literal: str
     assert r.status_code == 422 and "seq_len" in r.text
 
 
-@pytest.mark.parametrize(("gpu", "dtype", "reason"), [("V100", "bf16", "BF16"), ("A100-80GB", "fp8", "FP8")])
+@pytest.mark.parametrize(
+    ("gpu", "dtype", "reason"),
+    [("V100", "bf16", "BF16"), ("A100-80GB", "fp8", "FP8"), ("H100-SXM", "fp4", "FP4")],
+)
 def test_a_dtype_the_part_cannot_run_is_422_naming_the_dtype(
     client: Any, gpu: str, dtype: str, reason: str
 ) -> None:

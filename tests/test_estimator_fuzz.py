@@ -61,7 +61,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "micro_batch": micro,
         # the interleaved schedule needs a multiple of pp micro-batches
         "global_batch": micro * dp * pp * draw(st.sampled_from([1, 4, 16])),
-        "dtype": draw(st.sampled_from(["bf16", "fp16", "fp8"])),
+        "dtype": draw(st.sampled_from(["bf16", "fp16", "fp8", "fp4"])),
         "flash_attention": draw(st.booleans()),
     }
     if recompute == "full" and draw(st.booleans()):

@@ -26,6 +26,8 @@ CASES = [
     ("GPT-3-175B", "A100-80GB-SXM", 16, 8, "ib-hdr-8x200", 2048, 1536, "fp16", False, MEGATRON_2021),
     ("GPT-22B", "A100-80GB-SXM", 4, 8, "roce-8x400", 2048, 256, "bf16", False, DEEPSPEED),
     ("Llama-3-8B", "H100-SXM", 2, 8, "ethernet-tcp-100", 8192, 128, "fp8", True, NEMO),
+    # NVFP4 on Blackwell Ultra: GEMMs at the FP4 rate, NVFP4 casts and 4.5-bit saved inputs
+    ("Llama-3-70B", "GB300", 4, 4, "ib-ndr-8x400", 8192, 256, "fp4", True, NEMO),
     ("Mixtral-8x7B", "H100-SXM", 8, 8, "ib-ndr-8x400", 4096, 256, "bf16", True, MEGATRON_CORE),
     ("Llama-3.1-8B", "H100-SXM", 1, 4, "ib-ndr-8x400", 2048, 64, "bf16", True, MEGATRON_CORE),
     ("Llama-3.1-8B", "H100-SXM", 2, 8, "roce-8x400", 8192, 32, "bf16", True, TORCHTITAN),
@@ -155,6 +157,7 @@ def _assert_offloaded_rows_match(model, cluster, rows, seq: int, dtype: str, opt
     ("name", "gpu_name", "nodes", "gpn", "dtype", "fw"),
     [
         ("Llama-3-70B", "GB200", 4, 4, "fp8", NEMO),
+        ("Llama-3-70B", "GB200", 4, 4, "fp4", NEMO),
         ("Mixtral-8x7B", "H100-SXM", 2, 8, "bf16", MEGATRON_CORE),
     ],
 )

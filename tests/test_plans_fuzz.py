@@ -29,7 +29,7 @@ scenarios = st.fixed_dictionaries(
         "micro_batch": small_ints,
         "global_batch": st.integers(min_value=1, max_value=10**7),
         "recompute": st.sampled_from(["none", "selective", "full"]),
-        "dtype": st.sampled_from(["bf16", "fp16", "fp8"]),
+        "dtype": st.sampled_from(["bf16", "fp16", "fp8", "fp4"]),
         "seq_len": st.integers(min_value=1, max_value=10_000_000),
         "tokens": st.floats(min_value=1e-3, max_value=1e18, allow_nan=False),
     }

@@ -39,7 +39,14 @@ def _llama70b(dtype: str, gpu: str = "GB300", fw=NEMO, tp: int = 2):
     model = find_model("Llama-3-70B")
     cluster = ClusterSpec(gpu=find_gpu(gpu), num_nodes=4, gpus_per_node=4, fabric=find_fabric("ib-ndr-8x400"))
     layout = Layout(
-        tp=tp, pp=4, vp=5, dp=16 // (4 * tp), sequence_parallel=tp > 1, micro_batch=1, global_batch=128, dtype=dtype
+        tp=tp,
+        pp=4,
+        vp=5,
+        dp=16 // (4 * tp),
+        sequence_parallel=tp > 1,
+        micro_batch=1,
+        global_batch=128,
+        dtype=dtype,
     )
     return estimate(model, cluster, layout, 8192, options=EstimateOptions(framework=fw))
 
@@ -64,6 +71,9 @@ def test_nvfp4_runs_the_linear_gemms_at_the_fp4_rate_and_attention_as_before() -
     # model FLOPs are the same work; MFU is taken against the FP4 peak
     assert fp4.step.model_flops_per_step == pytest.approx(fp8.step.model_flops_per_step)
     assert fp4.step.mfu < fp8.step.mfu
+    # the assumed FP4 rate is said so, with what the published NVFP4 runs measured against it
+    assert any("NVFP4 GEMM rate assumed" in n for n in fp4.step.notes)
+    assert not any("NVFP4" in n for n in fp8.step.notes)
 
 
 def test_nvfp4_shrinks_only_the_saved_gemm_inputs() -> None:
@@ -136,3 +146,20 @@ def test_megatron_bridge_nvfp4_runs_replay_beside_their_fp8_partners() -> None:
         assert 1.25 <= measured <= 1.5  # the published speed-ups: 1.30-1.48
         assert abs(predicted / measured - 1) <= 0.30, (fp4_row.index, measured, predicted)
         assert abs(b.error_pct) <= 25.0
+
+
+def test_the_nvfp4_example_scenario_over_http(client) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    scenario = json.loads(
+        (Path(__file__).parents[1] / "examples" / "llama3-70b-nvfp4-64xgb300.json").read_text()
+    )
+    r = client.post("/api/v1/estimate", json=scenario)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["layout"]["dtype"] == "fp4" and body["memory"]["fits"]
+    assert any("NVFP4 GEMM rate assumed" in n for n in body["step"]["notes"])
+    gemm = next(a for a in body["assumptions"] if a["name"] == "GEMM throughput (large shapes)")
+    assert "fp4" in gemm["source"]
+    # the Megatron-Bridge run of this layout measured 6,798 tokens/s per GPU (26.02 table)
+    assert body["step"]["tokens_per_s_per_gpu"] == pytest.approx(6798, rel=0.1)

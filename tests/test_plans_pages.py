@@ -349,3 +349,16 @@ def test_builder_attention_kernel_field(client: Any) -> None:
     page = client.get("/plans/new?" + fa2.query())
     select = page.text.split('id="f-attention_backend"')[1][:600]
     assert 'value="flash-attention-2" selected' in select
+
+
+def test_builder_plans_nvfp4_on_blackwell_and_refuses_it_on_hopper(client: Any) -> None:
+    query = BuilderState(gpu="GB300", nodes=2, gpus_per_node=4, tp=1, sp=False, dtype="fp4").query()
+    block = client.get(f"/plans/new?{query}", headers=HX)
+    assert block.status_code == 200
+    saved = _scenario_input(block.text)
+    assert saved["layout"]["dtype"] == "fp4"
+    # the assumed FP4 GEMM rate is stated under the step-time breakdown
+    assert "NVFP4 GEMM rate assumed" in block.text
+    hopper = client.get("/plans/new?" + BuilderState(tp=1, sp=False, dtype="fp4").query(), headers=HX)
+    assert hopper.status_code in (200, 422)
+    assert "no FP4 tensor cores" in hopper.text

@@ -255,16 +255,21 @@ def _training_curves(
         if gemm is not None and gemm.dtype == dtype:
             linear = gemm.derated(SUSTAINED_FRACTION)
         else:
-            measured = dtype in gpu.measured_matmul_flops
+            if dtype in gpu.measured_matmul_flops:
+                source = f"{gpu.name} {dtype} measured matmul"
+            elif gpu.measured_matmul_flops.get("bf16"):
+                share = gpu.measured_matmul_flops["bf16"] / gpu.peak("bf16")
+                source = f"{gpu.name} dense {dtype} peak × its measured BF16 share of peak ({share:.0%})"
+            else:
+                source = (
+                    f"{gpu.name} dense {dtype} peak × {DEFAULT_MEASURED_FRACTION:.0%} (no measured matmul for this "
+                    "part: the catalog's median measured share of peak)"
+                )
             linear = GemmEfficiency.from_measured(
                 measured_matmul_flops(gpu, dtype),
                 dtype,
                 half_intensity=bf16.half_intensity,
-                source=(
-                    f"{gpu.name} {dtype} measured matmul"
-                    if measured
-                    else f"{gpu.name} dense {dtype} peak × its measured BF16 share of peak"
-                ),
+                source=source,
                 sm_count=bf16.sm_count,
             )
     return linear, bf16

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.core.efficiency import (
@@ -159,6 +159,19 @@ def estimate(
     step = step_estimate(
         model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal, kernel
     )
+    fp4_measured = "fp4" in cluster.gpu.measured_matmul_flops or (
+        profile is not None and profile.gemm is not None and profile.gemm.dtype == "fp4"
+    )
+    if layout.dtype == "fp4" and not fp4_measured:
+        step = replace(
+            step,
+            notes=[
+                *step.notes,
+                f"NVFP4 GEMM rate assumed, not measured, for {cluster.gpu.name}: its dense FP4 peak at the share of "
+                "peak measured BF16 GEMMs reach (see GEMM throughput). Megatron-Bridge's published NVFP4 runs took "
+                "1.00-1.24x the step time estimated this way (docs/validation_training_runs.md, round 15)",
+            ],
+        )
     assumptions = [
         Assumption("framework", fw.name, "", "app.core.framework presets (sources in that module)"),
         Assumption(

@@ -311,6 +311,7 @@ def step_payload(step: Any) -> dict[str, Any]:
         "total_s": float(step.total_s),
         "tokens_per_s": float(step.tokens_per_s),
         "mfu": float(step.mfu),
+        "notes": [str(n) for n in step.notes],
     }
 
 

@@ -110,6 +110,7 @@ def render_text(out: object) -> str:
     ]
     if out.time_to_train_s:
         lines.append(f"time to train: {out.time_to_train_s / 86400:.2f} days")
+    lines += [f"note: {note}" for note in step.notes]
     if out.accuracy is not None:
         lo, hi = out.accuracy.step_time_range_s
         lines += [

@@ -367,6 +367,7 @@ def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": rows,
         "total_ms": total * MS,
         "summary": f"total {total * MS:.1f} ms per step",
+        "notes": [str(n) for n in step.get("notes") or []],
     }
 
 

@@ -412,6 +412,11 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
 
     heads = model.num_attention_heads
     p.check(
+        model.mla is not None or model.effective_head_dim >= 1,
+        "model.num_attention_heads",
+        f"{heads} attention heads leave no head dimension in hidden size {model.hidden_size}",
+    )
+    p.check(
         heads % layout.tp == 0, "layout.tp", f"attention heads ({heads}) not divisible by tp ({layout.tp})"
     )
     if model.mla is None:

@@ -312,9 +312,15 @@ class Row:
         return (self.data.get(key) or "").strip()
 
     def int_or(self, key: str, default: int | None) -> int | None:
+        """The first whole number in the cell ("8", "TP=8", "1 (distributed optimizer)"); a sequence length
+        written in thousands of tokens ("4K", "128k") counts 1,024 each."""
         text = self.get(key)
-        match = re.match(r"\s*(\d+)", text)
-        return int(match.group(1)) if match else default
+        match = re.search(r"(\d+(?:\.\d+)?)\s*([kK](?![a-zA-Z]))?" if key == "seq_len" else r"\d+", text)
+        if not match:
+            return default
+        if key == "seq_len":
+            return round(float(match.group(1)) * (1024 if match.group(2) else 1))
+        return int(match.group(0))
 
 
 def load_rows(path: Path | str) -> list[Row]:
@@ -660,6 +666,14 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     pp = pp or 1
     dp = dp_given or max(1, n_gpus // (tp * pp * cp))
     zero = row.int_or("zero_stage", None)
+    zero_text = row.get("zero_stage").lower()
+    if zero is None and ("fsdp" in zero_text or "hsdp" in zero_text or "full_shard" in zero_text):
+        zero = 3  # fully sharded data parallel without a stage number
+        defaults.append(
+            "zero=3 (HSDP modelled as sharding over every data-parallel rank)"
+            if "hsdp" in zero_text
+            else "zero=3 (FSDP)"
+        )
     if zero is None:
         # the framework's published default: Megatron-core's distributed optimizer, FSDP's full sharding, and
         # Megatron-DeepSpeed's GPT example (examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh: zero_stage=1, the
@@ -728,7 +742,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         offload_modules = ()
     sp_text = row.get("sequence_parallel").lower()
     if sp_text:
-        sp = sp_text.startswith("y") or sp_text in ("1", "true")
+        sp = sp_text.startswith("y") or sp_text.split()[0].strip(",;()") in ("1", "true", "on", "enabled")
     else:
         sp = rule.sequence_parallel_default and tp > 1
         defaults.append(f"sequence_parallel={'on' if sp else 'off'}")
@@ -1142,6 +1156,14 @@ def evaluate_row(row: Row) -> RowResult:
         return result
     if measured != measured:
         result.skipped = "measured_value is not a number"
+        return result
+    if metric == "oom" and measured not in (0.0, 1.0):
+        result.skipped = (
+            f"measured_value of an oom row must be 1 (ran out of memory) or 0 (fit), got {measured:g}"
+        )
+        return result
+    if metric != "oom" and not (0.0 < measured < float("inf")):
+        result.skipped = f"measured_value must be a positive finite number, got {measured:g}"
         return result
     try:
         modelled = estimate_row(row, metric)

@@ -46,7 +46,11 @@ def test_gpu_rows_show_datasheet_numbers(client: Any) -> None:
     row = re.search(r'<a href="/catalog/gpus/H100-SXM">H100-SXM</a>.*?</tr>', html, re.S)
     assert row is not None
     cells = re.findall(r'<td class="num">([^<]*)</td>', row.group(0))
-    assert cells[:6] == ["989", "1,979", "794.5", "80", "3,350", "450"]
+    # BF16, FP8, FP4 peaks (Hopper has no FP4 tensor cores), measured BF16 matmul, HBM, bandwidth, scale-up
+    assert cells[:7] == ["989", "1,979", "—", "794.5", "80", "3,350", "450"]
+    b200 = re.search(r'<a href="/catalog/gpus/B200">B200</a>.*?</tr>', html, re.S)
+    assert b200 is not None
+    assert re.findall(r'<td class="num">([^<]*)</td>', b200.group(0))[:3] == ["2,250", "4,500", "9,000"]
 
 
 def test_detail_pages_and_missing_names(client: Any) -> None:

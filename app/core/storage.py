@@ -16,7 +16,7 @@ from typing import Literal
 
 from app.core.errors import ProblemCollector
 
-Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+Precision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
 OptimizerKind = Literal["adamw", "adam", "sgd_momentum", "adafactor", "none"]
 CheckpointFormat = Literal["safetensors", "torch_save"]
 TierKind = Literal["local_nvme", "parallel_fs", "object_store"]
@@ -44,9 +44,10 @@ class Assumption:
 
 # --- checkpoint contents ------------------------------------------------------------------------------
 
-# Bytes per parameter of the saved model weights by training precision. FP8 training (Transformer Engine)
-# keeps bf16 weights; the fp8 copies are transient (NVIDIA Transformer Engine docs, "FP8 primer", 2023).
-WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp32": 4.0}
+# Bytes per parameter of the saved model weights by training precision. FP8 and NVFP4 training (Transformer
+# Engine) keep bf16 weights; the quantized copies are transient (NVIDIA Transformer Engine docs, "FP8 primer",
+# 2023; Megatron-Bridge's bf16_with_nvfp4_mixed recipe: fp8_param_gather off, bf16 parameters).
+WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp4": 2.0, "fp32": 4.0}
 
 # Optimizer state bytes per parameter in the checkpoint (mixed precision keeps an fp32 master copy):
 # Adam/AdamW: fp32 master (4) + first and second moments (4 + 4) = 12, the 12 of Megatron-LM's
@@ -120,7 +121,7 @@ def checkpoint_size(spec: CheckpointSpec) -> CheckpointSize:
                 "weight_bytes_per_param",
                 w,
                 "B",
-                "bf16/fp16 = 2, fp32 = 4; fp8 training keeps bf16 weights",
+                "bf16/fp16 = 2, fp32 = 4; fp8 and NVFP4 training keep bf16 weights",
                 "2023",
             ),
             Assumption(

@@ -224,7 +224,7 @@ class SpotResponse(BaseModel):
 
 class CheckpointIn(StrictModel):
     params: float = Field(ge=1, le=1e16, description="total parameters (MoE: all experts)")
-    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    precision: Literal["bf16", "fp16", "fp8", "fp4", "fp32"] = "bf16"
     optimizer: Literal["adamw", "adam", "sgd_momentum", "adafactor", "none"] = "adamw"
     include_optimizer: bool = True
     format: Literal["safetensors", "torch_save"] = "safetensors"

@@ -70,6 +70,15 @@ def quantisation_efficiency(m: Any, n: Any, sm_count: int, batch: Any = 1.0) -> 
 # Median of the measured/peak ratios in the catalog (A100 86.9 %, H100 80.3 %, B200 77.6 %, MI300X 51 %).
 DEFAULT_MEASURED_FRACTION = 0.80
 
+# NVFP4 GEMMs without a measurement: the share of dense FP4 peak is this fraction of the share the part's BF16 GEMMs
+# reach of theirs (block-scaled tensor-core MMAs load an E4M3 scale per 16 elements of each operand). No published
+# NVFP4 matmul benchmark was found; the constant is the one global choice made on the four NVFP4 runs of
+# Megatron-Bridge's 26.02 table (tests/data/training_runs_nvfp4.csv: MAPE of those runs 10.4 % at 1.0, 5.5 % at 0.8,
+# the optimum of 0.6-1.0 in steps of 0.05) and checked on the four of its 26.02.01 table
+# (tests/data/training_runs_megatron_bridge_2602_01.csv: 17.3 → 7.3 %); docs/validation_training_runs.md, round 15.
+# A measured FP4 matmul in the catalog (measured_matmul_tflops: {fp4: …}) or a calibration profile replaces it
+FP4_GEMM_SHARE = 0.80
+
 
 # Training runs for minutes at the power limit; mamf-finder's figures are a short loop of one GEMM. Share of the
 # measured best kept under sustained load (power/thermal clock throttling), one global constant chosen against the
@@ -117,6 +126,8 @@ def _measured(gpu: GPUSpec, dtype: str) -> float:
         # reach (the same tensor cores and memory system at a narrower operand)
         bf16 = gpu.measured_matmul_flops.get("bf16")
         ratio = (bf16 / gpu.peak("bf16")) if bf16 else DEFAULT_MEASURED_FRACTION
+        if key == "fp4":
+            ratio *= FP4_GEMM_SHARE
         return float(gpu.peak(key) * ratio)
     return float(gpu.peak(dtype if dtype == "fp16" else key) * DEFAULT_MEASURED_FRACTION)
 
@@ -265,6 +276,8 @@ def _training_curves(
                     f"{gpu.name} dense {dtype} peak × {DEFAULT_MEASURED_FRACTION:.0%} (no measured matmul for this "
                     "part: the catalog's median measured share of peak)"
                 )
+            if dtype == "fp4" and dtype not in gpu.measured_matmul_flops:
+                source += f" × {FP4_GEMM_SHARE:g} for NVFP4's block scales (efficiency.FP4_GEMM_SHARE)"
             linear = GemmEfficiency.from_measured(
                 measured_matmul_flops(gpu, dtype),
                 dtype,

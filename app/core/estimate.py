@@ -168,8 +168,8 @@ def estimate(
             notes=[
                 *step.notes,
                 f"NVFP4 GEMM rate assumed, not measured, for {cluster.gpu.name}: its dense FP4 peak at the share of "
-                "peak measured BF16 GEMMs reach (see GEMM throughput). Megatron-Bridge's published NVFP4 runs took "
-                "1.00-1.24x the step time estimated this way (docs/validation_training_runs.md, round 15)",
+                "peak measured BF16 GEMMs reach, x 0.8 (see GEMM throughput). Megatron-Bridge's eight published NVFP4 "
+                "runs took 0.93-1.13x the step time estimated this way (docs/validation_training_runs.md, round 15)",
             ],
         )
     assumptions = [

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.core.hardware import GPUSpec
+from app.core.precision import QUANTIZED_DTYPES
 
 # Intensity at which a GEMM reaches half of its asymptotic throughput, as a multiple of the GPU's roofline
 # ridge point (dense 16-bit peak FLOP/s ÷ HBM bytes/s, Williams et al. 2009): faster tensor cores over the same
@@ -121,7 +122,7 @@ def _measured(gpu: GPUSpec, dtype: str) -> float:
         return float(measured) * min(1.0, gpu.peak("fp16") / gpu.peak("bf16"))
     if measured:
         return float(measured)
-    if key in ("fp8", "fp4"):
+    if key in QUANTIZED_DTYPES:
         # no measurement at this precision: its dense peak at the share of peak the part's measured BF16 GEMMs
         # reach (the same tensor cores and memory system at a narrower operand)
         bf16 = gpu.measured_matmul_flops.get("bf16")
@@ -262,7 +263,7 @@ def _training_curves(
     if gemm is not None and gemm.dtype in ("bf16", "fp16"):
         bf16 = gemm.derated(SUSTAINED_FRACTION)
     linear = bf16
-    if dtype in ("fp8", "fp4"):
+    if dtype in QUANTIZED_DTYPES:
         if gemm is not None and gemm.dtype == dtype:
             linear = gemm.derated(SUSTAINED_FRACTION)
         else:

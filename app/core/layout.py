@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from app.core.errors import ProblemCollector
-from app.core.hardware import ClusterSpec
+from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.model import ModelSpec
+from app.core.precision import QUANTIZED_DTYPES
 
 RecomputeMode = Literal["none", "selective", "full"]
 TrainDtype = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -42,7 +43,7 @@ OFFLOAD_MODULES: tuple[str, ...] = (
 )
 MOE_RECOMPUTE_MODULES: tuple[str, ...] = ("moe", "moe_act", "shared_experts")
 MOE_OFFLOAD_MODULES: tuple[str, ...] = ("expert_fc1", "moe_act")
-TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp4")
+TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", *QUANTIZED_DTYPES)
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
 
 
@@ -365,6 +366,16 @@ def _check_module_names(
         p.check(not needs_moe, field_name, f"{needs_moe} need a mixture-of-experts model")
 
 
+def unsupported_dtype(gpu: GPUSpec, dtype: str) -> str | None:
+    """Why `gpu` cannot train in compute dtype `dtype`, or None: FP8 and FP4 need their tensor cores (a dense peak in
+    the catalog), BF16 needs BF16 tensor cores (V100 trains fp16 with loss scaling)."""
+    if dtype in QUANTIZED_DTYPES and gpu.peak_flops.get(dtype, 0) <= 0:
+        return f"{gpu.name} has no {dtype.upper()} tensor cores"
+    if dtype == "bf16" and not gpu.bf16_tensor_cores:
+        return f"{gpu.name} has no BF16 tensor cores (train in fp16 with loss scaling)"
+    return None
+
+
 def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, seq_len: int) -> None:
     """Raise SpecError listing every inconsistency between model, cluster, layout and sequence length."""
     p = ProblemCollector()
@@ -397,18 +408,8 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             f"tp·pp·dp·cp = {layout.tp}·{layout.pp}·{layout.dp}·{layout.cp} = {layout.num_gpus} "
             f"but the cluster has {gpus} GPUs",
         )
-        if layout.dtype in ("fp8", "fp4"):
-            p.check(
-                cluster.gpu.peak_flops.get(layout.dtype, 0) > 0,
-                "layout.dtype",
-                f"{cluster.gpu.name} has no {layout.dtype.upper()} tensor cores",
-            )
-        if layout.dtype == "bf16":
-            p.check(
-                cluster.gpu.bf16_tensor_cores,
-                "layout.dtype",
-                f"{cluster.gpu.name} has no BF16 tensor cores (train in fp16 with loss scaling)",
-            )
+        refused = unsupported_dtype(cluster.gpu, layout.dtype)
+        p.check(refused is None, "layout.dtype", refused or "")
 
     heads = model.num_attention_heads
     p.check(

@@ -32,6 +32,7 @@ import numpy as np
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.layout import Layout, stage_layer_counts
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
+from app.core.precision import QUANTIZED_DTYPES
 from app.core.units import GiB
 
 # 16-bit activations (also under FP8 training, where Transformer Engine keeps bf16 tensors between layers and only
@@ -539,7 +540,7 @@ def memory_estimate(
 ) -> MemoryEstimate:
     stages = [stage_memory(model, layout, seq_len, i, fw) for i in range(layout.pp)]
     notes = []
-    if layout.dtype in ("fp8", "fp4"):
+    if layout.dtype in QUANTIZED_DTYPES:
         name = "FP8" if layout.dtype == "fp8" else "NVFP4"
         notes.append(
             f"{name} is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32; "

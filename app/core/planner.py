@@ -36,7 +36,7 @@ from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
 from app.core.hardware import ClusterSpec
-from app.core.layout import TRAIN_DTYPES, Layout, pipeline_label
+from app.core.layout import TRAIN_DTYPES, Layout, pipeline_label, unsupported_dtype
 from app.core.model import ModelSpec
 from app.core.planner_eval import (
     RECOMPUTE_CODES,
@@ -552,18 +552,8 @@ def _check_inputs(
             f"{n} GPUs is not a whole number of {gpn}-GPU nodes",
         )
     p.check(dtype in TRAIN_DTYPES, "dtype", f"must be one of {', '.join(TRAIN_DTYPES)}")
-    if dtype in ("fp8", "fp4"):
-        p.check(
-            cluster.gpu.peak_flops.get(dtype, 0) > 0,
-            "dtype",
-            f"{cluster.gpu.name} has no {dtype.upper()} tensor cores",
-        )
-    if dtype == "bf16":
-        p.check(
-            cluster.gpu.bf16_tensor_cores,
-            "dtype",
-            f"{cluster.gpu.name} has no BF16 tensor cores (train in fp16 with loss scaling)",
-        )
+    refused = unsupported_dtype(cluster.gpu, dtype)
+    p.check(refused is None, "dtype", refused or "")
     p.check(rank_by in ("time", "cost"), "rank_by", "must be 'time' or 'cost'")
     if rank_by == "cost":
         p.check(

@@ -53,6 +53,7 @@ NVFP4 = QuantizedFormat("nvfp4", element_bits=4.0, block=16, scale_bits=8.0)
 
 # the format each quantized compute dtype trains with
 QUANTIZED_FORMATS: dict[str, QuantizedFormat] = {"fp8": FP8, "fp4": NVFP4}
+QUANTIZED_DTYPES: tuple[str, ...] = tuple(QUANTIZED_FORMATS)
 
 
 def quantized_format(dtype: str) -> QuantizedFormat | None:

@@ -14,7 +14,13 @@ from app.core.efficiency import (
 )
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, check_layout, stage_layer_counts, stage_layers_label
+from app.core.layout import (
+    Layout,
+    check_layout,
+    stage_bf16_layer_counts,
+    stage_layer_counts,
+    stage_layers_label,
+)
 from app.core.memory import DEFAULT_SAFETY_FRACTION, MemoryEstimate, memory_estimate
 from app.core.model import (
     AttentionCounting,
@@ -27,7 +33,7 @@ from app.core.model import (
     padded_vocab_size,
     param_counts,
 )
-from app.core.precision import cast_bytes_per_element
+from app.core.precision import QUANTIZED_DTYPES, cast_bytes_per_element
 from app.core.step import (
     DEFAULT_HOST_MEMORY_BYTES_PER_S,
     StepEstimate,
@@ -371,6 +377,19 @@ def estimate(
             "network model (defaults from published nccl-tests measurements unless calibrated)",
         ),
     ]
+    if layout.dtype in QUANTIZED_DTYPES:
+        bf16_by_stage = "|".join(str(n) for n in stage_bf16_layer_counts(model.num_layers, layout))
+        assumptions.append(
+            Assumption(
+                "layers kept 16-bit",
+                layout.bf16_first_layers + layout.bf16_last_layers,
+                "layers",
+                f"first {layout.bf16_first_layers}, last {layout.bf16_last_layers} (Megatron-core "
+                "--first-last-layers-bf16 --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16): 16-bit "
+                f"GEMMs, no casts, 16-bit saved inputs; per stage {bf16_by_stage}. Megatron-Bridge's FP8 current-"
+                "scaling recipe keeps 1 + 1, NVIDIA's NVFP4 recipe about 15 % of the layers (arXiv 2509.25149)",
+            )
+        )
     return Estimate(
         model=model,
         cluster=cluster,

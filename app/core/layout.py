@@ -78,6 +78,11 @@ class Layout:
     - stage_layers: the transformer layers of every pipeline stage, first to last, for splits whose middle stages
       differ too (what a Megatron-core `--pipeline-model-parallel-layout` gives); empty = derived from the fields
       above. Not together with first_stage_layers / last_stage_layers.
+    - bf16_first_layers / bf16_last_layers: under dtype fp8 or fp4, transformer layers at the start / end of the
+      network whose linear layers stay 16-bit (Megatron-core `--first-last-layers-bf16
+      --num-layers-at-start-in-bf16 N --num-layers-at-end-in-bf16 M`). Megatron-Bridge's FP8 current-scaling recipe
+      keeps 1 + 1 (bf16_with_fp8_current_scaling_mixed); NVIDIA's NVFP4 pretraining recipe about 15 % of the
+      layers, most of them at the end (arXiv 2509.25149); 0 = every layer quantized.
     """
 
     tp: int = 1
@@ -103,6 +108,8 @@ class Layout:
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
     stage_layers: tuple[int, ...] = ()
+    bf16_first_layers: int = 0
+    bf16_last_layers: int = 0
 
     @property
     def uneven_pipeline(self) -> bool:
@@ -182,6 +189,31 @@ def stage_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
         counts[0] = first
     if last is not None:
         counts[-1] = last
+    return tuple(counts)
+
+
+def stage_bf16_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
+    """Layers each pipeline stage keeps 16-bit under bf16_first_layers / bf16_last_layers.
+
+    The flags name global layer numbers (Megatron-core is_first_last_bf16_layer: layer < start count or ≥ L − end
+    count). Under interleaving, model chunk v of stage s holds virtual stage v·pp + s, the virtual stages taking the
+    layers in order; each stage's layers are split over its vp chunks as evenly as they go (the first chunks take
+    one more), so the end layers fall on the last stage's final chunk first, then on the stages before it.
+    """
+    first, last = layout.bf16_first_layers, layout.bf16_last_layers
+    pp, vp = max(1, layout.pp), max(1, layout.vp)
+    if not (first or last):
+        return (0,) * pp
+    chunks: list[tuple[int, int, int]] = []  # (virtual stage, stage, layers)
+    for stage, n in enumerate(stage_layer_counts(num_layers, layout)):
+        base, extra = divmod(n, vp)
+        chunks += [(v * pp + stage, stage, base + (1 if v < extra else 0)) for v in range(vp)]
+    counts = [0] * pp
+    start = 0
+    for _, stage, n in sorted(chunks):
+        end = start + n
+        counts[stage] += max(0, min(end, first) - start) + max(0, end - max(start, num_layers - last))
+        start = end
     return tuple(counts)
 
 
@@ -503,6 +535,27 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             layout.recompute == "selective",
             "layout.recompute_modules",
             "recompute modules apply to recompute='selective' only",
+        )
+    for name in ("bf16_first_layers", "bf16_last_layers"):
+        value = getattr(layout, name)
+        if not value:
+            continue
+        p.check(
+            isinstance(value, int) and 0 <= value <= model.num_layers,
+            f"layout.{name}",
+            f"must be a whole number of layers between 0 and {model.num_layers}, got {value!r}",
+        )
+        p.check(
+            layout.dtype in QUANTIZED_DTYPES,
+            f"layout.{name}",
+            f"16-bit layers apply to an fp8 or fp4 run; this run is {layout.dtype} throughout",
+        )
+    if isinstance(layout.bf16_first_layers, int) and isinstance(layout.bf16_last_layers, int):
+        p.check(
+            layout.bf16_first_layers + layout.bf16_last_layers <= model.num_layers,
+            "layout.bf16_last_layers",
+            f"bf16_first_layers + bf16_last_layers = {layout.bf16_first_layers + layout.bf16_last_layers} is more "
+            f"than the model's {model.num_layers} layers",
         )
     if layout.offload_layers:
         # megatron/core/transformer/transformer_config.py __post_init__: cpu_offloading_num_layers must lie in

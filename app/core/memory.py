@@ -24,15 +24,15 @@ only on group-level fields (recompute mode, flash attention) so a vectorised pla
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from app.core.framework import MEGATRON_CORE, Framework
-from app.core.layout import Layout, stage_layer_counts
+from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
-from app.core.precision import QUANTIZED_DTYPES
+from app.core.precision import QUANTIZED_DTYPES, SOURCE_BYTES
 from app.core.units import GiB
 
 # 16-bit activations (also under FP8 training, where Transformer Engine keeps bf16 tensors between layers and only
@@ -448,29 +448,38 @@ def stage_memory(
     tokens = layout.micro_batch * seq_len / cp
     flash = layout.flash_attention
     sp = layout.sequence_parallel
-    dense_act = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, False, fw)
-    moe_act = (
-        layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, True, fw) if n_moe else 0.0
-    )
-    mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
-    if layout.recompute == "full":
-        kept = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "full", flash, False, fw)
-        recomputed_share = (
-            1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / layers_per_gpu)
+
+    def saved_per_layer(f: Framework) -> tuple[Any, Any]:
+        """Activations one layer keeps per micro-batch (mean over dense and MoE layers) and, under full
+        recompute, the working set of the layer being recomputed; `f` sets the saved GEMM-input bytes."""
+        dense_act = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, False, f)
+        moe_act = (
+            layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, True, f) if n_moe else 0.0
         )
-        per_layer = recomputed_share * kept + (1 - recomputed_share) * mean_full
-        # the layer being recomputed holds its full activations during its backward
-        working = mean_full
-    else:
+        mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
+        if layout.recompute == "full":
+            kept = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "full", flash, False, f)
+            recomputed_share = (
+                1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / layers_per_gpu)
+            )
+            # the layer being recomputed holds its full activations during its backward
+            return recomputed_share * kept + (1 - recomputed_share) * mean_full, mean_full
         mode, mods = layout.recompute, layout.selective_modules
-        sel_dense = layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, False, fw, mods)
+        sel_dense = layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, False, f, mods)
         sel_moe = (
-            layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, True, fw, mods)
+            layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, True, f, mods)
             if n_moe
             else 0.0
         )
-        per_layer = (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu
-        working = 0.0
+        return (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu, 0.0
+
+    per_layer, working = saved_per_layer(fw)
+    bf16_layers = float(stage_bf16_layer_counts(model.num_layers, layout)[stage])
+    if bf16_layers:
+        # layers kept 16-bit under fp8 / fp4 (Layout.bf16_first_layers / bf16_last_layers) save 16-bit GEMM inputs
+        per_layer16, working16 = saved_per_layer(replace(fw, gemm_input_bytes=SOURCE_BYTES))
+        per_layer = ((layers_per_gpu - bf16_layers) * per_layer + bf16_layers * per_layer16) / layers_per_gpu
+        working = max(working, working16)
     moved = 0.0
     if layout.offload_modules:
         off_args = (shape, tokens, tp, sp)

@@ -35,6 +35,7 @@ All collective times come from app.core.network.collective_time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,7 @@ from app.core.attention import LEGACY_SHARES, AttentionKernel, fused_attention_k
 from app.core.efficiency import GemmEfficiency, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
-from app.core.layout import Layout, stage_layer_counts
+from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts
 from app.core.memory import (
     ACT_BYTES,
     embedding_params_per_gpu,
@@ -542,6 +543,24 @@ def stage_times(
         return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
 
     fwd_layer, bwd_layer = mix("forward"), mix("backward")
+    # layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers / bf16_last_layers): their GEMMs on the 16-bit
+    # curve, no quantization casts
+    bf16_counts = stage_bf16_layer_counts(model.num_layers, layout)
+    dense16, moe16 = dense, moe_t
+    if any(bf16_counts):
+        dense16 = layer_times(*args, False, attn_curve, attn_curve, hbm, fw, causal, 0.0, drop, None, shares)
+        moe16 = (
+            layer_times(
+                *args, True, attn_curve, attn_curve, hbm, fw, causal, 0.0, drop, layout.expert_tp, shares
+            )
+            if n_moe
+            else dense16
+        )
+
+    def mix16(attr: str) -> float:
+        return float((1 - moe_share) * getattr(dense16, attr) + moe_share * getattr(moe16, attr))
+
+    fwd16, bwd16 = mix16("forward"), mix16("backward")
 
     def recomputed_share(layers: float) -> float:
         """Share of a stage's `layers` whose forward full recompute re-runs (Megatron --recompute-num-layers)."""
@@ -551,18 +570,22 @@ def stage_times(
             1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / max(layers, 1.0))
         )
 
+    def partial_recompute(d: LayerTimes, m: LayerTimes, mixed: Callable[[str], float]) -> float:
+        """Seconds a layer re-runs in the backward under selective recompute (0 without recompute)."""
+        if layout.recompute == "selective" and fw.selective_policy == "op":
+            return 0.5 * mixed("linear_fwd") + mixed("elementwise_fwd")  # every second matmul + pointwise ops
+        if layout.recompute == "selective":
+            return float(module_recompute_time(layout, d, m, moe_share))
+        return 0.0
+
     if layout.recompute == "full":
         share = recomputed_share(layers_per_gpu)
         rec_layer = share * mix("recompute_full")
-    elif layout.recompute == "selective" and fw.selective_policy == "op":
-        share = 0.0
-        rec_layer = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")  # every second matmul + pointwise ops
-    elif layout.recompute == "selective":
-        share = 0.0
-        rec_layer = module_recompute_time(layout, dense, moe_t, moe_share)
+        rec16 = share * mix16("recompute_full")
     else:
         share = 0.0
-        rec_layer = 0.0
+        rec_layer = partial_recompute(dense, moe_t, mix)
+        rec16 = partial_recompute(dense16, moe16, mix16)
 
     # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
     act_bytes = 2.0 * tokens * shape.hidden
@@ -739,11 +762,16 @@ def stage_times(
         last = stage == pp - 1
         # this stage's layers: L / p, or the end stages' own counts under an uneven split (Layout)
         n_s = float(counts[stage])
+        b_s = float(bf16_counts[stage])  # of which 16-bit
+        q_s = n_s - b_s
         share_s = recomputed_share(n_s)
         tp_s, cp_s, ep_s = comm_at(share_s)
-        rec_s = n_s * share_s * mix("recompute_full") if layout.recompute == "full" else n_s * rec_layer
-        fwd = n_s * fwd_layer + (logits_fwd if last else 0.0)
-        bwd = n_s * bwd_layer + ((2 * logits_fwd + ce) if last else 0.0)
+        if layout.recompute == "full":
+            rec_s = share_s * (q_s * mix("recompute_full") + b_s * mix16("recompute_full"))
+        else:
+            rec_s = q_s * rec_layer + b_s * rec16
+        fwd = q_s * fwd_layer + b_s * fwd16 + (logits_fwd if last else 0.0)
+        bwd = q_s * bwd_layer + b_s * bwd16 + ((2 * logits_fwd + ce) if last else 0.0)
         if accum_rate:
             dense_t, expert_t = transformer_params_per_gpu(
                 shape, n_s * (1 - moe_share), n_s * moe_share, tp, ep, layout.etp

@@ -130,6 +130,21 @@ class LayoutIn(BaseModel):
         "model's layers), for splits whose middle stages differ too; empty = derived; not with "
         "first_stage_layers / last_stage_layers",
     )
+    bf16_first_layers: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="with dtype fp8 or fp4: transformer layers at the start of the network kept 16-bit (Megatron-core "
+        "--first-last-layers-bf16 --num-layers-at-start-in-bf16); 0 = none",
+    )
+    bf16_last_layers: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="with dtype fp8 or fp4: transformer layers at the end kept 16-bit (--num-layers-at-end-in-bf16; "
+        "Megatron-Bridge's FP8 current-scaling recipe keeps 1 + 1, NVIDIA's NVFP4 recipe about 15 % of the layers, "
+        "most at the end); 0 = none",
+    )
     pipeline_layout: str | None = Field(
         default=None,
         max_length=2000,

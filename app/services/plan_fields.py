@@ -81,6 +81,8 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "layout.sequence_parallel": ("Sequence parallel", ""),
     "layout.recompute": ("Activation recompute", ""),
     "layout.dtype": ("Compute precision", ""),
+    "layout.bf16_first_layers": ("16-bit layers at the start", "layers"),
+    "layout.bf16_last_layers": ("16-bit layers at the end", "layers"),
     "layout.flash_attention": ("Flash attention", ""),
     "layout.optimizer": ("Optimizer", ""),
     "framework": ("Framework conventions", ""),

@@ -61,6 +61,7 @@ from app.core.model import (
     narayanan_flops_per_iteration,
     param_counts,
 )
+from app.core.precision import QUANTIZED_DTYPES
 from app.core.units import GiB
 from app.errors import NotFoundError
 
@@ -758,6 +759,14 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         # examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh), as vTrain's simulator profiles (torch.float16)
         dtype = "fp16"
         defaults.append("dtype=fp16 (Megatron-DeepSpeed's example)")
+    # layers an fp8 / fp4 run keeps 16-bit, where the notes give Megatron-core's flags
+    # ("--num-layers-at-start-in-bf16 1", "num_layers_at_end_in_bf16=14")
+    bf16_ends = [
+        _note_int(row.get("notes"), rf"num[-_]layers[-_]at[-_]{end}[-_]in[-_]bf16\s*[=:]?\s*(\d+)") or 0
+        for end in ("start", "end")
+    ]
+    if dtype not in QUANTIZED_DTYPES:
+        bf16_ends = [0, 0]
     gbs = row.int_or("global_batch", 1) or 1
     layout = Layout(
         tp=tp,
@@ -777,6 +786,8 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         flash_attention=rule.flash_attention,
         offload_layers=offload,
         offload_modules=offload_modules,
+        bf16_first_layers=bf16_ends[0],
+        bf16_last_layers=bf16_ends[1],
     )
     return layout, defaults
 

@@ -59,6 +59,8 @@ class BuilderState:
     offload_modules: str = ""  # comma-separated modules for fine-grained activation offloading; empty = none
     optimizer_offload: float = 0.0  # share of the optimizer states kept and updated on the host; 0 = none
     dtype: str = "bf16"
+    bf16_first_layers: int = 0  # fp8 / fp4: layers at the start kept 16-bit; 0 = none
+    bf16_last_layers: int = 0  # fp8 / fp4: layers at the end kept 16-bit; 0 = none
     # planner mode: also rank layouts that offload 1/4, 1/2 or 3/4 of the layers' activations to host memory
     plan_offload: bool = False
     # planner mode: also rank layouts that keep half or all of the optimizer states on the host
@@ -98,7 +100,13 @@ class BuilderState:
             data.pop("recompute_modules")
         if not data["offload_layers"]:
             data.pop("offload_layers")
-        for name in ("first_stage_layers", "last_stage_layers", "stage_layers"):
+        for name in (
+            "first_stage_layers",
+            "last_stage_layers",
+            "stage_layers",
+            "bf16_first_layers",
+            "bf16_last_layers",
+        ):
             if not data[name]:
                 data.pop(name)
         if not data["offload_modules"]:
@@ -139,6 +147,8 @@ _INT_LIMITS = {
     "offload_layers": (0, 100_000),
     "first_stage_layers": (0, 100_000),
     "last_stage_layers": (0, 100_000),
+    "bf16_first_layers": (0, 100_000),
+    "bf16_last_layers": (0, 100_000),
 }
 
 
@@ -281,6 +291,8 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "first_stage_layers": state.first_stage_layers or None,
             "last_stage_layers": state.last_stage_layers or None,
             "stage_layers": [int(n) for n in state.stage_layers.split(",") if n],
+            "bf16_first_layers": state.bf16_first_layers,
+            "bf16_last_layers": state.bf16_last_layers,
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
         **kernel,
@@ -345,6 +357,8 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         last_stage_layers=layout.get("last_stage_layers") or 0,
         stage_layers=",".join(str(n) for n in layout.get("stage_layers") or ()),
         dtype=layout["dtype"],
+        bf16_first_layers=layout.get("bf16_first_layers") or 0,
+        bf16_last_layers=layout.get("bf16_last_layers") or 0,
     )
 
 
@@ -403,6 +417,8 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
         "offload_layers",
         "first_stage_layers",
         "last_stage_layers",
+        "bf16_first_layers",
+        "bf16_last_layers",
     ):
         if layout.get(name) is not None:
             setattr(state, name, int(layout[name]))

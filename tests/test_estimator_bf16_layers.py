@@ -126,3 +126,37 @@ def test_the_builder_and_the_replay_carry_the_16_bit_layers() -> None:
     assert (modelled.layout.bf16_first_layers, modelled.layout.bf16_last_layers) == (1, 1)
     plain = estimate_row(Row(1, {**row, "notes": ""}))
     assert modelled.estimate.step.total_s > plain.estimate.step.total_s
+
+
+def test_plan_and_sizes_endpoints_search_with_the_16_bit_layers(client: Any) -> None:
+    body = {
+        "model": "Llama-3-70B",
+        "cluster": {"gpu": "GB300", "nodes": 16, "gpus_per_node": 4, "fabric": "ib-ndr-8x400"},
+        "training": {"seq_len": 8192, "tokens": 1e12},
+        "global_batch": 256,
+        "dtype": "fp4",
+        "top": 3,
+    }
+    plain = client.post("/api/v1/plan", json=body)
+    ends = client.post("/api/v1/plan", json={**body, "bf16_first_layers": 2, "bf16_last_layers": 10})
+    assert plain.status_code == 200 and ends.status_code == 200, ends.text
+    best = ends.json()["best"]
+    assert (best["layout"]["bf16_first_layers"], best["layout"]["bf16_last_layers"]) == (2, 10)
+    assert best["step_time_s"] > plain.json()["best"]["step_time_s"]
+    # the ranked layout through the estimate endpoint gives the same step time
+    scenario = {
+        "model": "Llama-3-70B",
+        "cluster": body["cluster"],
+        "layout": {k: v for k, v in best["layout"].items() if v is not None and k != "stage_layers"},
+        "training": body["training"],
+    }
+    est = client.post("/api/v1/estimate", json=scenario)
+    assert est.status_code == 200, est.text
+    assert est.json()["step"]["total_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+    bad = client.post("/api/v1/plan", json={**body, "dtype": "bf16", "bf16_last_layers": 2})
+    assert bad.status_code == 422 and any(d["loc"][-1] == "bf16_last_layers" for d in bad.json()["detail"])
+    sizes = client.post(
+        "/api/v1/plan/sizes",
+        json={k: v for k, v in body.items() if k != "top"} | {"sizes": [32, 64], "bf16_last_layers": 10},
+    )
+    assert sizes.status_code == 200, sizes.text

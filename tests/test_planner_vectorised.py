@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -209,3 +210,59 @@ def test_vectorised_equals_scalar_with_optimizer_offload(name, gpu_name, nodes, 
     _assert_offloaded_rows_match(model, cluster, rows, 4096, dtype, EstimateOptions(framework=fw))
     plain = enumerate_layouts(model, cluster, 4096, 64, Constraints(max_vp=2, max_micro_batch=2), True)
     assert (plain.rows.optimizer_offload == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_name", "nodes", "gpn", "dtype", "bf16", "fw"),
+    [
+        # NVIDIA's NVFP4 recipe: ~15 % of the layers 16-bit, most at the end (they spill over several stages)
+        ("Llama-3-70B", "GB300", 4, 4, "fp4", (2, 10), NEMO),
+        # Megatron-Bridge's FP8 current-scaling default: the first and the last layer
+        ("Llama-3.1-8B", "H100-SXM", 2, 8, "fp8", (1, 1), MEGATRON_CORE),
+        # an MoE model, end layers only
+        ("Mixtral-8x7B", "H100-SXM", 4, 8, "fp8", (0, 6), MEGATRON_CORE),
+    ],
+)
+def test_vectorised_equals_scalar_with_16_bit_layers(name, gpu_name, nodes, gpn, dtype, bf16, fw) -> None:
+    model = catalog.find_model(name)
+    cluster = ClusterSpec(
+        gpu=catalog.find_gpu(gpu_name), num_nodes=nodes, gpus_per_node=gpn, fabric=find_fabric("ib-ndr-8x400")
+    )
+    space = enumerate_layouts(model, cluster, 4096, 128, Constraints(max_micro_batch=2), True)
+    rng = np.random.default_rng(11)
+    # rows with several stages between the ends, where the stages differ by their 16-bit layers
+    deep = np.nonzero(space.rows.pp >= 4)[0]
+    pick = np.concatenate(
+        [rng.choice(deep, size=min(30, deep.size), replace=False), rng.choice(len(space.rows), 10)]
+    )
+    rows = space.rows.take(pick)
+    opts = EstimateOptions(framework=fw)
+    ev = evaluate(model, cluster, rows, 4096, 128, dtype=dtype, options=opts, bf16_layers=bf16)
+    plain = evaluate(model, cluster, rows, 4096, 128, dtype=dtype, options=opts)
+    assert (ev.step_time_s >= plain.step_time_s).all() and (ev.step_time_s > plain.step_time_s).any()
+    for j in range(len(rows)):
+        layout = replace(
+            _layout(rows, j, 128, dtype, True), bf16_first_layers=bf16[0], bf16_last_layers=bf16[1]
+        )
+        est = estimate(model, cluster, layout, 4096, options=opts)
+        assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
+        for key in STEP_COMPONENTS:
+            assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
+        assert _close(float(ev.step_time_s[j]), est.step.total_s), layout
+
+
+def test_the_planner_keeps_the_16_bit_layers_in_every_layout_it_lists() -> None:
+    from app.core.planner import plan
+
+    model = catalog.find_model("Llama-3-70B")
+    cluster = ClusterSpec(
+        gpu=catalog.find_gpu("GB300"), num_nodes=16, gpus_per_node=4, fabric=find_fabric("ib-ndr-8x400")
+    )
+    with_ends = plan(model, cluster, 8192, 256, dtype="fp4", bf16_layers=(2, 10), top=5)
+    plain = plan(model, cluster, 8192, 256, dtype="fp4", top=5)
+    assert with_ends.best is not None and plain.best is not None
+    assert (with_ends.best.layout.bf16_first_layers, with_ends.best.layout.bf16_last_layers) == (2, 10)
+    assert with_ends.best.step_time_s > plain.best.step_time_s
+    # the listed layout re-estimates to the same step time
+    again = estimate(model, cluster, with_ends.best.layout, 8192)
+    assert _close(again.step.total_s, with_ends.best.step_time_s)

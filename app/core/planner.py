@@ -46,6 +46,7 @@ from app.core.planner_eval import (
     evaluate,
     field_code,
 )
+from app.core.precision import QUANTIZED_DTYPES
 from app.core.step import STEP_COMPONENTS
 
 RankBy = Literal["time", "cost"]
@@ -539,9 +540,22 @@ def _check_inputs(
     usd_per_gpu_hour: float | None,
     tokens: float | None,
     top: int,
+    bf16_layers: tuple[int, int] = (0, 0),
 ) -> None:
     p = ProblemCollector()
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
+    for name, value in zip(("bf16_first_layers", "bf16_last_layers"), bf16_layers, strict=True):
+        if value:
+            p.check(
+                dtype in QUANTIZED_DTYPES,
+                name,
+                f"16-bit layers apply to an fp8 or fp4 run; this run is {dtype} throughout",
+            )
+    p.check(
+        min(bf16_layers) >= 0 and sum(bf16_layers) <= model.num_layers,
+        "bf16_last_layers",
+        f"bf16_first_layers + bf16_last_layers must be between 0 and the model's {model.num_layers} layers",
+    )
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
     gpn = cluster.gpus_per_node
@@ -584,16 +598,28 @@ def plan(
     usd_per_gpu_hour: float | None = None,
     top: int = 10,
     pareto_limit: int = 50,
+    bf16_layers: tuple[int, int] = (0, 0),
 ) -> PlanResult:
     """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
 
     `global_batch` is in sequences; `tokens` (optional) gives time to train; `usd_per_gpu_hour` gives cost per
     run. Ranking by "time" orders by time to train (step time when all sizes are equal), "cost" by cost per run.
+    `bf16_layers` (first, last): layers an fp8 / fp4 run keeps 16-bit, in every layout searched.
     """
     c = constraints or Constraints()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
     _check_inputs(
-        model, cluster, seq_len, global_batch, counts, dtype, rank_by, usd_per_gpu_hour, tokens, top
+        model,
+        cluster,
+        seq_len,
+        global_batch,
+        counts,
+        dtype,
+        rank_by,
+        usd_per_gpu_hour,
+        tokens,
+        top,
+        bf16_layers,
     )
     opts = options or EstimateOptions()
     start = time.perf_counter()
@@ -623,6 +649,7 @@ def plan(
             options=opts,
             profile=profile,
             collectives=table,
+            bf16_layers=bf16_layers,
         )
         calls += table.calls
         parts.append(
@@ -710,6 +737,8 @@ def plan(
             global_batch=global_batch,
             dtype=dtype,  # type: ignore[arg-type]
             flash_attention=flash_attention,
+            bf16_first_layers=bf16_layers[0],
+            bf16_last_layers=bf16_layers[1],
         )
         t = float(step_time[i])
         g = int(num_gpus[i])

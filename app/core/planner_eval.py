@@ -24,7 +24,7 @@ when p > 1 (it adds the LM head to identical per-layer work), as `step_estimate`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
 from app.core.estimate import EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
+from app.core.layout import Layout, stage_bf16_layer_counts
 from app.core.memory import (
     ACT_BYTES,
     MASK_BYTES,
@@ -54,7 +55,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
-from app.core.precision import cast_bytes_per_element
+from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
 from app.core.step import (
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
@@ -270,6 +271,36 @@ def _placement_per_node(ranks: np.ndarray, stride: Any, gpus_per_node: int) -> n
     return np.maximum(1, np.minimum(ranks, gpus_per_node // np.maximum(1, stride)))
 
 
+def _bf16_stage_table(
+    num_layers: int,
+    pp: np.ndarray,
+    vp: np.ndarray,
+    end_layers: np.ndarray,
+    uneven: np.ndarray,
+    bf16_layers: tuple[int, int],
+    dtype: str,
+) -> np.ndarray:
+    """16-bit layers of every stage of every row (rows × max pp; 0 past a row's last stage), from the scalar rule
+    (app.core.layout.stage_bf16_layer_counts) over the rows' distinct pipeline shapes."""
+    end = np.where(uneven, end_layers, 0).astype(np.int64)
+    first, inverse = unique_first_inverse(field_code(pp, vp, end))
+    table = np.zeros((first.size, int(pp.max())))
+    for g, i in enumerate(first):
+        ends = int(end[i]) or None
+        shape = Layout(
+            pp=int(pp[i]),
+            vp=int(vp[i]),
+            first_stage_layers=ends,
+            last_stage_layers=ends,
+            bf16_first_layers=bf16_layers[0],
+            bf16_last_layers=bf16_layers[1],
+            dtype=dtype,  # type: ignore[arg-type]
+        )
+        counts = stage_bf16_layer_counts(num_layers, shape)
+        table[g, : len(counts)] = counts
+    return table[inverse]
+
+
 def evaluate(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -282,8 +313,13 @@ def evaluate(
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
     collectives: CollectiveTable | None = None,
+    bf16_layers: tuple[int, int] = (0, 0),
 ) -> Evaluation:
-    """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs)."""
+    """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs).
+
+    `bf16_layers` (first, last): transformer layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers /
+    bf16_last_layers); every stage is then evaluated, since the stages between differ by the 16-bit layers they hold.
+    """
     opts = options or EstimateOptions()
     fw: Framework = framework_for(opts, dtype)
     net = profile.network if profile is not None else None
@@ -345,34 +381,56 @@ def evaluate(
     flash = flash_attention
     spb = sp.astype(bool)
 
-    def act(mode: str, moe: bool) -> np.ndarray:
-        return np.asarray(
-            layer_activation_bytes(shape, tokens, seq_len, tp, spb, mode, flash, moe, fw), float
-        )
-
-    dense_act = act("none", False)
-    moe_act = act("none", True) if n_moe else np.zeros(n)
-    mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
-    kept_full = act("full", False)
     # share of the stage's layers recomputed (Megatron --recompute-num-layers), as app.core.memory.stage_memory
     share = np.where(full, np.where(rl > 0, rl / layers_per_gpu, 1.0), 0.0)
-    per_layer = np.where(full, share * kept_full + (1 - share) * mean_full, 0.0)
-    working = np.where(full, mean_full, 0.0)
-    for code, mode in ((0, "none"), (1, "selective")):
-        sel = rec == code
-        if not sel.any():
-            continue
-        sel_dense = act(mode, False)
-        sel_moe = act(mode, True) if n_moe else np.zeros(n)
-        per_layer = np.where(
-            sel, (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu, per_layer
-        )
+
+    def activation_terms(f: Framework) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Dense and MoE layers' full activations, the mean kept per layer and the full-recompute working set,
+        with `f`'s saved GEMM-input bytes (app.core.memory.stage_memory)."""
+
+        def act(mode: str, moe: bool) -> np.ndarray:
+            return np.asarray(
+                layer_activation_bytes(shape, tokens, seq_len, tp, spb, mode, flash, moe, f), float
+            )
+
+        dense_act = act("none", False)
+        moe_act = act("none", True) if n_moe else np.zeros(n)
+        mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
+        kept_full = act("full", False)
+        per_layer = np.where(full, share * kept_full + (1 - share) * mean_full, 0.0)
+        working = np.where(full, mean_full, 0.0)
+        for code, mode in ((0, "none"), (1, "selective")):
+            sel = rec == code
+            if not sel.any():
+                continue
+            sel_dense = act(mode, False)
+            sel_moe = act(mode, True) if n_moe else np.zeros(n)
+            per_layer = np.where(
+                sel, (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu, per_layer
+            )
+        return dense_act, moe_act, per_layer, working
+
+    dense_act, moe_act, per_layer, working = activation_terms(fw)
+    # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
+    with_bf16 = bool(bf16_layers[0] or bf16_layers[1])
+    bf16_by_stage = np.zeros((n, 1))
+    per_layer16, working16 = per_layer, working
+    if with_bf16:
+        bf16_by_stage = _bf16_stage_table(model.num_layers, pp, vp, end_col, uneven, bf16_layers, dtype)
+        _, _, per_layer16, working16 = activation_terms(replace(fw, gemm_input_bytes=SOURCE_BYTES))
     sp_div = np.where(spb, tp, 1)
     widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
-    workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
+    workspace_rest = ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
+    workspace = working + workspace_rest
     vocab = padded_vocab_size(model.vocab_size, tp)  # type: ignore[arg-type]
 
-    def stage_total(stage: np.ndarray, first: np.ndarray, last: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    def stage_total(
+        stage: np.ndarray,
+        first: np.ndarray,
+        last: np.ndarray,
+        layers: np.ndarray,
+        bf16: np.ndarray | None = None,
+    ) -> np.ndarray:
         layers_t, expert_s = params_of(layers)
         dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last)
         states = state_bytes(dense_p, shard, zero, fw)
@@ -389,7 +447,12 @@ def evaluate(
         inflight = inflight_layer_microbatches(layers, pp, vp, m, stage)
         # activation offloading keeps the other layers and the one in flight (app.core.memory.stage_memory)
         resident = np.where(off > 0, np.minimum(layers, layers - off + 1), layers)
-        activations = per_layer * inflight * resident / layers
+        kept = per_layer
+        work = workspace
+        if bf16 is not None:
+            kept = ((layers - bf16) * per_layer + bf16 * per_layer16) / layers
+            work = np.where(bf16 > 0, np.maximum(working, working16), working) + workspace_rest
+        activations = kept * inflight * resident / layers
         if shape.hidden_dropout:
             activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers)
         activations = activations + last * (2 * ACT_BYTES * h * tokens / sp_div)
@@ -397,7 +460,7 @@ def evaluate(
         comm = np.full(n, float(fw.comm_buffer_bytes))
         layer_params = (dense_p + expert_s) / np.maximum(1.0, layers)
         comm = np.where(zero >= 3, comm + zero3_working_bytes(layer_params, fw), comm)
-        allocated = model_states + activations + logits + workspace + comm
+        allocated = model_states + activations + logits + work + comm
         return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes + fw.nccl_buffer_bytes
 
     zeros = np.zeros(n, dtype=np.int64)
@@ -417,9 +480,19 @@ def evaluate(
         + host_optimizer(ones, (pp == 1).astype(np.int64), end_l),
         host_optimizer((pp == 1).astype(np.int64), ones, end_l),
     )
-    first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64), end_l)
-    last_bytes = np.where(pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64), end_l), first_bytes)
+    rows_at = np.arange(n)
+    b_first = bf16_by_stage[:, 0] if with_bf16 else None
+    b_last = bf16_by_stage[rows_at, pp - 1] if with_bf16 else None
+    first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64), end_l, b_first)
+    last_bytes = np.where(
+        pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64), end_l, b_last), first_bytes
+    )
     peak = np.maximum(first_bytes, last_bytes)
+    if with_bf16:
+        # the stages between differ by the 16-bit layers they hold: every one of them
+        for s_mid in range(1, bf16_by_stage.shape[1] - 1):
+            mid_bytes = stage_total(np.full(n, s_mid), zeros, zeros, mid_l, bf16_by_stage[:, s_mid])
+            peak = np.where(s_mid < pp - 1, np.maximum(peak, mid_bytes), peak)
     if uneven.any():
         # the second stage holds the most layer-activations of the stages between (p − 1 micro-batches in flight)
         second = stage_total(ones, zeros, zeros, mid_l)
@@ -468,6 +541,30 @@ def evaluate(
     # the LM head stays in 16 bit under FP8 training (app.core.step.stage_times)
     logits_fwd = np.asarray(_gemm(attn_curve, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
     rec_layer = np.where(full, share * rec_full, np.where(rec == 1, rec_sel, 0.0))
+    # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts (app.core.step.stage_times)
+    fwd16, bwd16, rec16 = fwd_layer, bwd_layer, rec_layer
+    if with_bf16:
+        dense16 = layer_times(
+            *args, False, attn_curve, attn_curve, hbm_bw, fw, opts.causal, 0.0, drop, None, shares
+        )
+        moe16 = (
+            layer_times(
+                *args, True, attn_curve, attn_curve, hbm_bw, fw, opts.causal, 0.0, drop, g_etp, shares
+            )
+            if n_moe
+            else dense16
+        )
+
+        def mix16(attr: str) -> np.ndarray:
+            value = (1 - moe_share) * getattr(dense16, attr) + moe_share * getattr(moe16, attr)
+            return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
+
+        fwd16, bwd16 = mix16("forward"), mix16("backward")
+        if fw.selective_policy == "op":
+            rec_sel16 = 0.5 * mix16("linear_fwd") + mix16("elementwise_fwd")
+        else:
+            rec_sel16 = mix16("recompute_selective") if not flash else np.zeros(n)
+        rec16 = np.where(full, share * mix16("recompute_full"), np.where(rec == 1, rec_sel16, 0.0))
 
     act_bytes = 2.0 * tokens * h
     tp_node = np.minimum(tp, gpn)
@@ -568,40 +665,77 @@ def evaluate(
         off > 0, off * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)), 0.0
     )
 
-    def stage_parts(layers: np.ndarray, head: np.ndarray, emb: np.ndarray) -> dict[str, np.ndarray]:
-        """One micro-batch on a stage of `layers` layers; `head` / `emb` mark the LM head and the embedding."""
+    def stage_parts(
+        layers: np.ndarray, head: np.ndarray, emb: np.ndarray, bf16: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """One micro-batch on a stage of `layers` layers, `bf16` of them kept 16-bit; `head` / `emb` mark the LM
+        head and the embedding."""
         d_s, e_s = params_of(layers)
+        b = np.zeros(n) if bf16 is None else bf16
+        q = layers - b
         return {
-            "fwd": layers * fwd_layer + head * logits_fwd,
-            "bwd": layers * bwd_layer
+            "fwd": q * fwd_layer + b * fwd16 + head * logits_fwd,
+            "bwd": q * bwd_layer
+            + b * bwd16
             + head * (2 * logits_fwd + ce + accum_head)
             + accum_rate * (d_s + e_s)
             + emb * accum_emb,
-            "rec": layers * rec_layer,
+            "rec": q * rec_layer + b * rec16,
             "tp": layers * tp_layer,
             "cp": layers * cp_layer,
             "ep": layers * ep_layer,
         }
 
-    head_all, no = np.ones(n), np.zeros(n)
-    last_parts = stage_parts(end_l, head_all, no)
-    mid_parts = stage_parts(mid_l, no, no)
-    first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0))
-
     def stage_sum(parts: dict[str, np.ndarray]) -> np.ndarray:
         return sum(parts.values()) + b_pp + b_off  # type: ignore[return-value]
 
-    last_total, mid_total, first_total = stage_sum(last_parts), stage_sum(mid_parts), stage_sum(first_parts)
-    # the bottleneck stage, the first of equals in stage order as app.core.step.step_estimate picks it
-    use_first = (pp > 1) & (first_total >= mid_total) & (first_total >= last_total)
-    use_mid = (pp > 2) & ~use_first & (mid_total >= last_total)
+    head_all, no = np.ones(n), np.zeros(n)
+    if not with_bf16:
+        last_parts = stage_parts(end_l, head_all, no)
+        mid_parts = stage_parts(mid_l, no, no)
+        first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0))
+        last_total, mid_total, first_total = (
+            stage_sum(last_parts),
+            stage_sum(mid_parts),
+            stage_sum(first_parts),
+        )
+        # the bottleneck stage, the first of equals in stage order as app.core.step.step_estimate picks it
+        use_first = (pp > 1) & (first_total >= mid_total) & (first_total >= last_total)
+        use_mid = (pp > 2) & ~use_first & (mid_total >= last_total)
 
-    def pick(key: str) -> np.ndarray:
-        return np.where(use_first, first_parts[key], np.where(use_mid, mid_parts[key], last_parts[key]))
+        def pick(key: str) -> np.ndarray:
+            return np.where(use_first, first_parts[key], np.where(use_mid, mid_parts[key], last_parts[key]))
+
+        mean_stage = np.where(pp > 1, (first_total + (pp - 2) * mid_total + last_total) / pp, last_total)
+    else:
+        # every stage: the stages between differ by the 16-bit layers they hold. The bottleneck is the first of
+        # equals in stage order (app.core.step.step_estimate): stage 0, then each stage between, then the last
+        first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0), b_first)
+        last_parts = stage_parts(end_l, head_all, no, b_last)
+        best = {k: v.copy() for k, v in first_parts.items()}
+        best_total = stage_sum(first_parts)
+        total_all = np.where(pp > 1, best_total, 0.0)
+        for s_mid in range(1, bf16_by_stage.shape[1] - 1):
+            inside = s_mid < pp - 1
+            parts_s = stage_parts(mid_l, no, no, bf16_by_stage[:, s_mid])
+            total_s = stage_sum(parts_s)
+            slower = inside & (total_s > best_total)
+            for key in best:
+                best[key] = np.where(slower, parts_s[key], best[key])
+            best_total = np.where(slower, total_s, best_total)
+            total_all = total_all + np.where(inside, total_s, 0.0)
+        last_total = stage_sum(last_parts)
+        use_last = (pp == 1) | (last_total > best_total)
+        for key in best:
+            best[key] = np.where(use_last, last_parts[key], best[key])
+        total_all = total_all + last_total
+        mean_stage = total_all / pp
+
+        def pick(key: str) -> np.ndarray:
+            return best[key]
 
     b_fwd, b_bwd, b_rec = pick("fwd"), pick("bwd"), pick("rec")
     b_tp, b_cp, b_ep = pick("tp"), pick("cp"), pick("ep")
-    mean_stage = np.where(pp > 1, (first_total + (pp - 2) * mid_total + last_total) / pp, last_total)
     bubble = (pp - 1) / vp * mean_stage
 
     dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, (pp == 1).astype(np.int64))

@@ -137,6 +137,7 @@ def size_sweep(
     constraints: Constraints | None = None,
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
+    bf16_layers: tuple[int, int] = (0, 0),
 ) -> SizingResult:
     """Best layout, time to train, cost per run and scaling efficiency for each cluster size."""
     import time
@@ -171,6 +172,7 @@ def size_sweep(
             usd_per_gpu_hour=usd_per_gpu_hour,
             top=1,
             pareto_limit=0,
+            bf16_layers=bf16_layers,
         )
         raw.append((n, res))
     feasible = [(n, r) for n, r in raw if r.best is not None]

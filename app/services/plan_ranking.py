@@ -78,6 +78,7 @@ def _run_planner(
             options=options,
             profile=profile,
             top=PLANNER_TOP,
+            bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)

@@ -116,6 +116,12 @@ class PlanRequest(BaseModel):
         description="search several cluster sizes at once (default: the cluster's GPUs)",
     )
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
+    bf16_first_layers: int = Field(
+        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the start kept 16-bit"
+    )
+    bf16_last_layers: int = Field(
+        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the end kept 16-bit"
+    )
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -151,6 +157,12 @@ class SizesRequest(BaseModel):
     )
     deadline_days: float | None = Field(default=None, gt=0, description="finish within this many days")
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
+    bf16_first_layers: int = Field(
+        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the start kept 16-bit"
+    )
+    bf16_last_layers: int = Field(
+        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the end kept 16-bit"
+    )
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -358,6 +370,7 @@ def run_plan(
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
         top=req.top,
+        bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
     )
     return req, resolved, price_source, result
 
@@ -427,6 +440,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         constraints=req.constraints.to_core(),
         options=resolved.estimate_options(),
         profile=resolved.profile,
+        bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
     )
     return resolved, price_source, result
 

@@ -82,6 +82,9 @@ def build_request(
             req[key] = doc[key]
     if isinstance(layout, dict) and layout.get("dtype"):
         req["dtype"] = layout["dtype"]
+    for key in ("bf16_first_layers", "bf16_last_layers"):
+        if isinstance(layout, dict) and layout.get(key):
+            req[key] = layout[key]
     missing = [
         name
         for name, value in (
@@ -113,6 +116,13 @@ def plan_command(
     tokens: Annotated[float | None, typer.Option("--tokens", help="training tokens (time to train)")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="megatron-core, nemo, …")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | fp4 (NVFP4)")] = None,
+    bf16_layers: Annotated[
+        str | None,
+        typer.Option(
+            "--bf16-layers",
+            help="with fp8 / fp4: layers kept 16-bit at the start and the end, FIRST,LAST (e.g. 2,10)",
+        ),
+    ] = None,
     attention_backend: Annotated[
         str | None,
         typer.Option(
@@ -152,6 +162,11 @@ def plan_command(
     )
     if dtype:
         req["dtype"] = dtype
+    if bf16_layers:
+        parts = [p.strip() for p in bf16_layers.split(",")]
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise PlanInputError("--bf16-layers: give two whole numbers, FIRST,LAST (e.g. 2,10)")
+        req["bf16_first_layers"], req["bf16_last_layers"] = int(parts[0]), int(parts[1])
     if attention_backend:
         req["attention_backend"] = attention_backend
     req["constraints"] = {"preset": preset}

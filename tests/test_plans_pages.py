@@ -362,3 +362,24 @@ def test_builder_plans_nvfp4_on_blackwell_and_refuses_it_on_hopper(client: Any) 
     hopper = client.get("/plans/new?" + BuilderState(tp=1, sp=False, dtype="fp4").query(), headers=HX)
     assert hopper.status_code in (200, 422)
     assert "no FP4 tensor cores" in hopper.text
+
+
+def test_builder_planner_mode_keeps_the_16_bit_layers(client: Any) -> None:
+    common = dict(
+        gpu="GB300", nodes=16, gpus_per_node=4, mode="planner", global_batch=256, seq_len=8192, dtype="fp4"
+    )
+    plain = client.get("/plans/new?" + BuilderState(**common).query(), headers=HX)  # type: ignore[arg-type]
+    ends = client.get(
+        "/plans/new?" + BuilderState(**common, bf16_first_layers=2, bf16_last_layers=10).query(),  # type: ignore[arg-type]
+        headers=HX,
+    )
+    assert plain.status_code == ends.status_code == 200
+    chosen = _scenario_input(ends.text)["layout"]
+    assert (chosen["bf16_first_layers"], chosen["bf16_last_layers"]) == (2, 10)
+
+    def step_s(html: str) -> float:
+        match = re.search(r"<dt>Step time</dt><dd class=\"num\">([0-9.]+) s", html)
+        assert match, "no step time"
+        return float(match.group(1))
+
+    assert step_s(ends.text) > step_s(plain.text)

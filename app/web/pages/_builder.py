@@ -253,7 +253,12 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "model": model,
             "cluster": _cluster(state),
             # placeholder layout: the planner replaces it with the best one it finds for this global batch
-            "layout": {"global_batch": state.global_batch, "dtype": state.dtype},
+            "layout": {
+                "global_batch": state.global_batch,
+                "dtype": state.dtype,
+                "bf16_first_layers": state.bf16_first_layers,
+                "bf16_last_layers": state.bf16_last_layers,
+            },
             "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
             **kernel,
         }

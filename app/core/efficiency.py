@@ -254,6 +254,13 @@ def operating_clock_fraction(gpu: GPUSpec, power_limit_w: float | None, calibrat
     return power_capped_clock_fraction(gpu.full_power_w, limit)
 
 
+def fp4_rate_assumed(gpu: GPUSpec, profile: HardwareProfile | None) -> bool:
+    """True when an NVFP4 estimate's GEMM rate rests on FP4_GEMM_SHARE: no FP4 matmul measured for `gpu`, in the
+    catalog or in the calibration profile."""
+    gemm = profile.gemm if profile is not None else None
+    return "fp4" not in gpu.measured_matmul_flops and not (gemm is not None and gemm.dtype == "fp4")
+
+
 def _training_curves(
     gpu: GPUSpec, dtype: str, profile: HardwareProfile | None
 ) -> tuple[GemmEfficiency, GemmEfficiency]:
@@ -277,7 +284,7 @@ def _training_curves(
                     f"{gpu.name} dense {dtype} peak × {DEFAULT_MEASURED_FRACTION:.0%} (no measured matmul for this "
                     "part: the catalog's median measured share of peak)"
                 )
-            if dtype == "fp4" and dtype not in gpu.measured_matmul_flops:
+            if dtype == "fp4" and fp4_rate_assumed(gpu, profile):
                 source += f" × {FP4_GEMM_SHARE:g} for NVFP4's block scales (efficiency.FP4_GEMM_SHARE)"
             linear = GemmEfficiency.from_measured(
                 measured_matmul_flops(gpu, dtype),

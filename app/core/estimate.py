@@ -6,9 +6,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.core.efficiency import (
+    FP4_GEMM_SHARE,
     NON_CLOCK_POWER_FRACTION,
     SUSTAINED_FRACTION,
     HardwareProfile,
+    fp4_rate_assumed,
     operating_clock_fraction,
     training_curves,
 )
@@ -165,17 +167,15 @@ def estimate(
     step = step_estimate(
         model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal, kernel
     )
-    fp4_measured = "fp4" in cluster.gpu.measured_matmul_flops or (
-        profile is not None and profile.gemm is not None and profile.gemm.dtype == "fp4"
-    )
-    if layout.dtype == "fp4" and not fp4_measured:
+    if layout.dtype == "fp4" and fp4_rate_assumed(cluster.gpu, profile):
         step = replace(
             step,
             notes=[
                 *step.notes,
                 f"NVFP4 GEMM rate assumed, not measured, for {cluster.gpu.name}: its dense FP4 peak at the share of "
-                "peak measured BF16 GEMMs reach, x 0.8 (see GEMM throughput). Megatron-Bridge's eight published NVFP4 "
-                "runs took 0.93-1.13x the step time estimated this way (docs/validation_training_runs.md, round 15)",
+                f"peak measured BF16 GEMMs reach, x {FP4_GEMM_SHARE:g} (see GEMM throughput). Megatron-Bridge's eight "
+                "published NVFP4 runs took 0.93-1.13x the step time estimated this way "
+                "(docs/validation_training_runs.md, round 15)",
             ],
         )
     assumptions = [

@@ -398,6 +398,32 @@ def _check_module_names(
         p.check(not needs_moe, field_name, f"{needs_moe} need a mixture-of-experts model")
 
 
+def check_bf16_layers(
+    p: ProblemCollector, num_layers: int, dtype: str, first: Any, last: Any, prefix: str = ""
+) -> None:
+    """Layers kept 16-bit (bf16_first_layers / bf16_last_layers): whole numbers within the model, on an fp8 or fp4
+    run only; problems go to `p` under `prefix` + the field name (the layout's or the planner request's)."""
+    for name, value in (("bf16_first_layers", first), ("bf16_last_layers", last)):
+        if not value:
+            continue
+        p.check(
+            isinstance(value, int) and 0 <= value <= num_layers,
+            f"{prefix}{name}",
+            f"must be a whole number of layers between 0 and {num_layers}, got {value!r}",
+        )
+        p.check(
+            dtype in QUANTIZED_DTYPES,
+            f"{prefix}{name}",
+            f"16-bit layers apply to an fp8 or fp4 run; this run is {dtype} throughout",
+        )
+    if isinstance(first, int) and isinstance(last, int):
+        p.check(
+            first + last <= num_layers,
+            f"{prefix}bf16_last_layers",
+            f"bf16_first_layers + bf16_last_layers = {first + last} is more than the model's {num_layers} layers",
+        )
+
+
 def unsupported_dtype(gpu: GPUSpec, dtype: str) -> str | None:
     """Why `gpu` cannot train in compute dtype `dtype`, or None: FP8 and FP4 need their tensor cores (a dense peak in
     the catalog), BF16 needs BF16 tensor cores (V100 trains fp16 with loss scaling)."""
@@ -536,27 +562,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.recompute_modules",
             "recompute modules apply to recompute='selective' only",
         )
-    for name in ("bf16_first_layers", "bf16_last_layers"):
-        value = getattr(layout, name)
-        if not value:
-            continue
-        p.check(
-            isinstance(value, int) and 0 <= value <= model.num_layers,
-            f"layout.{name}",
-            f"must be a whole number of layers between 0 and {model.num_layers}, got {value!r}",
-        )
-        p.check(
-            layout.dtype in QUANTIZED_DTYPES,
-            f"layout.{name}",
-            f"16-bit layers apply to an fp8 or fp4 run; this run is {layout.dtype} throughout",
-        )
-    if isinstance(layout.bf16_first_layers, int) and isinstance(layout.bf16_last_layers, int):
-        p.check(
-            layout.bf16_first_layers + layout.bf16_last_layers <= model.num_layers,
-            "layout.bf16_last_layers",
-            f"bf16_first_layers + bf16_last_layers = {layout.bf16_first_layers + layout.bf16_last_layers} is more "
-            f"than the model's {model.num_layers} layers",
-        )
+    check_bf16_layers(
+        p, model.num_layers, layout.dtype, layout.bf16_first_layers, layout.bf16_last_layers, "layout."
+    )
     if layout.offload_layers:
         # megatron/core/transformer/transformer_config.py __post_init__: cpu_offloading_num_layers must lie in
         # [0, num_layers); "Currently there is no support for Pipeline parallelism with CPU offloading"; "CPU

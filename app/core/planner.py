@@ -36,7 +36,7 @@ from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
 from app.core.hardware import ClusterSpec
-from app.core.layout import TRAIN_DTYPES, Layout, pipeline_label, unsupported_dtype
+from app.core.layout import TRAIN_DTYPES, Layout, check_bf16_layers, pipeline_label, unsupported_dtype
 from app.core.model import ModelSpec
 from app.core.planner_eval import (
     RECOMPUTE_CODES,
@@ -46,7 +46,6 @@ from app.core.planner_eval import (
     evaluate,
     field_code,
 )
-from app.core.precision import QUANTIZED_DTYPES
 from app.core.step import STEP_COMPONENTS
 
 RankBy = Literal["time", "cost"]
@@ -544,18 +543,7 @@ def _check_inputs(
 ) -> None:
     p = ProblemCollector()
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
-    for name, value in zip(("bf16_first_layers", "bf16_last_layers"), bf16_layers, strict=True):
-        if value:
-            p.check(
-                dtype in QUANTIZED_DTYPES,
-                name,
-                f"16-bit layers apply to an fp8 or fp4 run; this run is {dtype} throughout",
-            )
-    p.check(
-        min(bf16_layers) >= 0 and sum(bf16_layers) <= model.num_layers,
-        "bf16_last_layers",
-        f"bf16_first_layers + bf16_last_layers must be between 0 and the model's {model.num_layers} layers",
-    )
+    check_bf16_layers(p, model.num_layers, dtype, *bf16_layers)
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
     gpn = cluster.gpus_per_node

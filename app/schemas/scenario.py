@@ -15,7 +15,7 @@ See docs/scenario.md for every field.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +42,28 @@ class ClusterIn(BaseModel):
         description="operating power limit per GPU in watts (nvidia-smi -pl); below the GPU's design power it "
         "lowers the SM clock and so GEMM and attention throughput; default: the GPU's own limit (tdp_w)",
     )
+
+
+# layers an fp8 / fp4 run keeps 16-bit (app.core.layout.Layout), as the scenario, plan and sizes requests take them
+Bf16FirstLayers = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=100_000,
+        description="with dtype fp8 or fp4: transformer layers at the start of the network kept 16-bit (Megatron-core "
+        "--first-last-layers-bf16 --num-layers-at-start-in-bf16); 0 = none",
+    ),
+]
+Bf16LastLayers = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=100_000,
+        description="with dtype fp8 or fp4: transformer layers at the end kept 16-bit (--num-layers-at-end-in-bf16; "
+        "Megatron-Bridge's FP8 current-scaling recipe keeps 1 + 1, NVIDIA's NVFP4 recipe about 15 % of the layers, "
+        "most at the end); 0 = none",
+    ),
+]
 
 
 class LayoutIn(BaseModel):
@@ -130,21 +152,8 @@ class LayoutIn(BaseModel):
         "model's layers), for splits whose middle stages differ too; empty = derived; not with "
         "first_stage_layers / last_stage_layers",
     )
-    bf16_first_layers: int = Field(
-        default=0,
-        ge=0,
-        le=100_000,
-        description="with dtype fp8 or fp4: transformer layers at the start of the network kept 16-bit (Megatron-core "
-        "--first-last-layers-bf16 --num-layers-at-start-in-bf16); 0 = none",
-    )
-    bf16_last_layers: int = Field(
-        default=0,
-        ge=0,
-        le=100_000,
-        description="with dtype fp8 or fp4: transformer layers at the end kept 16-bit (--num-layers-at-end-in-bf16; "
-        "Megatron-Bridge's FP8 current-scaling recipe keeps 1 + 1, NVIDIA's NVFP4 recipe about 15 % of the layers, "
-        "most at the end); 0 = none",
-    )
+    bf16_first_layers: Bf16FirstLayers = 0
+    bf16_last_layers: Bf16LastLayers = 0
     pipeline_layout: str | None = Field(
         default=None,
         max_length=2000,

@@ -18,6 +18,8 @@ from app.core.units import GiB
 from app.schemas.scenario import (
     ATTENTION_BACKEND_HELP,
     AttentionBackendChoice,
+    Bf16FirstLayers,
+    Bf16LastLayers,
     ClusterIn,
     LayoutIn,
     MoeDispatcher,
@@ -116,12 +118,8 @@ class PlanRequest(BaseModel):
         description="search several cluster sizes at once (default: the cluster's GPUs)",
     )
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
-    bf16_first_layers: int = Field(
-        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the start kept 16-bit"
-    )
-    bf16_last_layers: int = Field(
-        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the end kept 16-bit"
-    )
+    bf16_first_layers: Bf16FirstLayers = 0
+    bf16_last_layers: Bf16LastLayers = 0
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -157,12 +155,8 @@ class SizesRequest(BaseModel):
     )
     deadline_days: float | None = Field(default=None, gt=0, description="finish within this many days")
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
-    bf16_first_layers: int = Field(
-        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the start kept 16-bit"
-    )
-    bf16_last_layers: int = Field(
-        default=0, ge=0, le=100_000, description="with dtype fp8 or fp4: layers at the end kept 16-bit"
-    )
+    bf16_first_layers: Bf16FirstLayers = 0
+    bf16_last_layers: Bf16LastLayers = 0
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(

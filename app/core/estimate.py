@@ -14,6 +14,7 @@ from app.core.efficiency import (
     operating_clock_fraction,
     training_curves,
 )
+from app.core.errors import Problem, SpecError
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import (
@@ -120,6 +121,18 @@ class Estimate:
         }
 
 
+def framework_for(framework: Framework, layout: Layout) -> Framework:
+    """The framework's conventions for this layout: its compute dtype (Framework.for_dtype) and FP8 parameters
+    (Framework.with_fp8_params). Raises SpecError when the framework cannot keep FP8 parameters at this ZeRO stage."""
+    fw = framework.for_dtype(layout.dtype)
+    if not layout.fp8_param_gather:
+        return fw
+    refusal = fw.fp8_param_gather_refusal(layout.zero)
+    if refusal is not None:
+        raise SpecError([Problem("layout.fp8_param_gather", refusal)])
+    return fw.with_fp8_params()
+
+
 def estimate(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -132,7 +145,7 @@ def estimate(
     """Memory and step time of one training configuration. Raises SpecError listing every inconsistency."""
     check_layout(model, cluster, layout, seq_len)
     opts = options or EstimateOptions()
-    fw = opts.framework.for_dtype(layout.dtype)
+    fw = framework_for(opts.framework, layout)
     linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
     kernel = attention_kernel(fw, cluster.gpu, profile)
     calibrated = profile is not None and profile.gemm is not None
@@ -377,6 +390,18 @@ def estimate(
             "network model (defaults from published nccl-tests measurements unless calibrated)",
         ),
     ]
+    if layout.fp8_param_gather:
+        assumptions.append(
+            Assumption(
+                "FP8 parameters",
+                fw.weight_bytes,
+                "B per working weight",
+                "working weights kept and all-gathered as FP8 tensors (Megatron-core --fp8-param-gather, NeMo "
+                "fp8_params; torchao's FSDP2 float8 all-gather): weights and the parameter all-gather at 1 B per "
+                "parameter, fp32 master weights, Adam moments and gradients unchanged; the transposed FP8 weight "
+                "copies Transformer Engine caches for the backward are not counted, with or without FP8 parameters",
+            )
+        )
     if layout.dtype in QUANTIZED_DTYPES:
         bf16_by_stage = "|".join(str(n) for n in stage_bf16_layer_counts(model.num_layers, layout))
         assumptions.append(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from app.core.precision import NVFP4, SOURCE_BYTES
+from app.core.precision import FP8, NVFP4, SOURCE_BYTES
 from app.core.units import GiB, MiB
 
 # Fragmentation the splitting caching allocator adds over a virtual-memory-stitching one: GMLake (Guo et al.,
@@ -165,6 +165,13 @@ class Framework:
     # ctx.save_for_backward(input_hp, weight_hp_t)): 2. `for_dtype("fp8")` applies it as `gemm_input_bytes`
     fp8_saved_input_bytes: float = 1.0
     gemm_input_bytes: float = 2.0
+    # FP8 parameters (Layout.fp8_param_gather): which sharding keeps the working weights as FP8 tensors and
+    # all-gathers them in FP8. "distributed-optimizer": Megatron-core `--fp8-param-gather` (Transformer Engine
+    # Float8Tensor parameters; the distributed optimizer or FSDP, zero ≥ 1). "fsdp": torchao's FSDP2 float8
+    # all-gather (`enable_fsdp_float8_all_gather`: the fp32 shard is cast to FP8 before the all-gather, zero = 3
+    # only; torchao/float8/fsdp_utils.py). "unsupported": frameworks without either (DeepSpeed, Megatron-LM
+    # before FP8). `with_fp8_params` applies it
+    fp8_param_gather: str = "distributed-optimizer"
     # Fused attention: "flash-attention-2" (the flash-attn package, PyTorch SDPA's flash backend) or
     # "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
     # kernel speeds per architecture in app.core.attention
@@ -181,6 +188,25 @@ class Framework:
 
     def with_(self, **changes: Any) -> Framework:
         return replace(self, **changes)
+
+    def fp8_param_gather_refusal(self, zero: int) -> str | None:
+        """Why this framework cannot keep FP8 parameters at ZeRO stage `zero`, or None when it can."""
+        if self.fp8_param_gather == "unsupported":
+            return f"{self.name} has no FP8 parameters (fp8_param_gather)"
+        if self.fp8_param_gather == "fsdp" and zero != 3:
+            return (
+                f"{self.name} gathers FP8 parameters through FSDP only (zero = 3, torchao float8 all-gather)"
+            )
+        return None
+
+    def with_fp8_params(self) -> Framework:
+        """The conventions of a run whose working weights are FP8 tensors (Layout.fp8_param_gather): 1 B per
+        parameter for the working weights (Megatron-core's Float8Tensor parameters; FSDP's gathered units) and for
+        the parameter all-gather (the distributed optimizer's update, ZeRO-3 fetches). Master weights, Adam moments
+        and gradients keep their precision. FP8 has one scale per tensor (1 B per element, precision.FP8); the
+        transposed FP8 copies Transformer Engine caches for the backward GEMMs are counted in neither case."""
+        fp8 = FP8.bytes_per_element
+        return replace(self, weight_bytes=fp8, param_gather_bytes=fp8)
 
     def for_dtype(self, dtype: str) -> Framework:
         """The conventions that apply to a run in compute dtype `dtype` (see `bf16_optimizer`)."""
@@ -250,6 +276,7 @@ NEMO = MEGATRON_CORE.with_(
 # (copy_to_tensor_model_parallel_region in megatron/mpu/layers.py), so tp_async_backward is off.
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
+    fp8_param_gather="unsupported",
     attention_backend="flash-attention-2",  # before Transformer Engine
     pp_scatter_gather=True,
     dp_overlap=0.0,
@@ -275,6 +302,7 @@ MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True
 # constant chosen against those six rows, the only published DeepSpeed ZeRO-3 runs in the validation set).
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
+    fp8_param_gather="unsupported",
     # Megatron-DeepSpeed's --use-flash-attn-v2 calls the flash-attn package, not Transformer Engine
     attention_backend="flash-attention-2",
     # its fp16 conventions are its own (below): 16-bit gradients, fp32 partition gradient in optimizer_bytes
@@ -315,6 +343,7 @@ DEEPSPEED = MEGATRON_CORE.with_(
 # gradient reduce-scatter (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)); eager kernels.
 TORCHTITAN = MEGATRON_CORE.with_(
     name="torchtitan-fsdp2",
+    fp8_param_gather="fsdp",
     # F.scaled_dot_product_attention on CUDA tries its flash backend (FlashAttention-2) first; cuDNN attention is
     # last in PyTorch's default backend priority
     attention_backend="flash-attention-2",
@@ -375,6 +404,7 @@ TORCHTITAN_COMPILE = TORCHTITAN.with_(
 # read + write, with the max and sum done in one pass over blocks)
 LLM_FOUNDRY = TORCHTITAN.with_(
     name="llm-foundry",
+    fp8_param_gather="unsupported",
     logits_bytes_per_element=4.0,
     ce_bytes_per_logit=8.0,
 )

@@ -83,6 +83,11 @@ class Layout:
       --num-layers-at-start-in-bf16 N --num-layers-at-end-in-bf16 M`). Megatron-Bridge's FP8 current-scaling recipe
       keeps 1 + 1 (bf16_with_fp8_current_scaling_mixed); NVIDIA's NVFP4 pretraining recipe about 15 % of the
       layers, most of them at the end (arXiv 2509.25149); 0 = every layer quantized.
+    - fp8_param_gather: under dtype fp8, the working weights are FP8 tensors (1 B per parameter instead of 2) and
+      the sharded parameters are all-gathered in FP8: Megatron-core `--fp8-param-gather` (NeMo `fp8_params`,
+      Megatron-Bridge's FP8 presets), which needs the distributed optimizer or FSDP (zero ≥ 1), and torchao's
+      FSDP2 float8 all-gather (`enable_fsdp_float8_all_gather`, zero = 3). The fp32 master weights, Adam moments
+      and gradients are unchanged (check_fp8_param_gather).
     """
 
     tp: int = 1
@@ -110,6 +115,7 @@ class Layout:
     stage_layers: tuple[int, ...] = ()
     bf16_first_layers: int = 0
     bf16_last_layers: int = 0
+    fp8_param_gather: bool = False
 
     @property
     def uneven_pipeline(self) -> bool:
@@ -398,6 +404,25 @@ def _check_module_names(
         p.check(not needs_moe, field_name, f"{needs_moe} need a mixture-of-experts model")
 
 
+def check_fp8_param_gather(p: ProblemCollector, on: bool, dtype: str, zero: Any, prefix: str = "") -> None:
+    """FP8 parameters (fp8_param_gather) need FP8 compute and sharded parameters to gather: Megatron-core refuses
+    `--fp8-param-gather` without the distributed optimizer or FSDP (megatron/training/arguments.py), and torchao's
+    float8 all-gather is an FSDP2 feature. NVFP4 recipes keep 16-bit parameters (Megatron-Bridge
+    bf16_with_nvfp4_mixed: fp8_param_gather off). Problems go to `p` under `prefix` + the field name."""
+    if not on:
+        return
+    p.check(
+        dtype == "fp8",
+        f"{prefix}fp8_param_gather",
+        f"FP8 parameters need the fp8 compute dtype; this run is {dtype}",
+    )
+    p.check(
+        isinstance(zero, int) and zero >= 1,
+        f"{prefix}fp8_param_gather",
+        "FP8 parameters are gathered from sharded ones: they need the distributed optimizer or FSDP (zero ≥ 1)",
+    )
+
+
 def check_bf16_layers(
     p: ProblemCollector, num_layers: int, dtype: str, first: Any, last: Any, prefix: str = ""
 ) -> None:
@@ -565,6 +590,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
     check_bf16_layers(
         p, model.num_layers, layout.dtype, layout.bf16_first_layers, layout.bf16_last_layers, "layout."
     )
+    check_fp8_param_gather(p, layout.fp8_param_gather, layout.dtype, layout.zero, "layout.")
     if layout.offload_layers:
         # megatron/core/transformer/transformer_config.py __post_init__: cpu_offloading_num_layers must lie in
         # [0, num_layers); "Currently there is no support for Pipeline parallelism with CPU offloading"; "CPU

@@ -549,7 +549,13 @@ def memory_estimate(
 ) -> MemoryEstimate:
     stages = [stage_memory(model, layout, seq_len, i, fw) for i in range(layout.pp)]
     notes = []
-    if layout.dtype in QUANTIZED_DTYPES:
+    if layout.fp8_param_gather:
+        notes.append(
+            f"FP8 parameters: working weights {fw.weight_bytes:g} B per parameter, gathered in FP8; master weights "
+            f"and Adam moments fp32, gradients {fw.grad_bytes:g} B; saved GEMM inputs {fw.gemm_input_bytes:g} B per "
+            "element"
+        )
+    elif layout.dtype in QUANTIZED_DTYPES:
         name = "FP8" if layout.dtype == "fp8" else "NVFP4"
         notes.append(
             f"{name} is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32; "

@@ -31,7 +31,7 @@ from typing import Any
 
 from app.core.accuracy import accuracy_regime, estimate_layer_pass_seconds
 from app.core.errors import SpecError
-from app.core.estimate import Estimate, EstimateOptions, estimate
+from app.core.estimate import Estimate, EstimateOptions, estimate, framework_for
 from app.core.framework import (
     AUTOMODEL,
     DEEPSPEED,
@@ -767,6 +767,12 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     ]
     if dtype not in QUANTIZED_DTYPES:
         bf16_ends = [0, 0]
+    fp8_params = dtype == "fp8" and zero >= 1 and fp8_params_from_notes(row.get("notes"))
+    if fp8_params:
+        refusal = rule.framework.fp8_param_gather_refusal(zero)
+        if refusal is not None:
+            fp8_params = False
+            defaults.append(f"FP8 parameters in the notes not modelled: {refusal}")
     gbs = row.int_or("global_batch", 1) or 1
     layout = Layout(
         tp=tp,
@@ -788,8 +794,23 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         offload_modules=offload_modules,
         bf16_first_layers=bf16_ends[0],
         bf16_last_layers=bf16_ends[1],
+        fp8_param_gather=fp8_params,
     )
     return layout, defaults
+
+
+# how notes name FP8 parameters: Megatron-core's flag and config field, NeMo's model.fp8_params, torchtitan's
+# "FSDP float8 all-gather" (torchao enable_fsdp_float8_all_gather)
+FP8_PARAMS_NOTE = re.compile(
+    r"fp8[-_ ]param[-_ ]gather|fp8[-_]params\s*[=:]?\s*true|fp8_params\b(?!\s*[=:]\s*false)"
+    r"|fsdp[-_ ]float8[-_ ]all[-_ ]gather|float8 all[-_ ]gather",
+    re.IGNORECASE,
+)
+
+
+def fp8_params_from_notes(notes: str) -> bool:
+    """True where a row's notes say its FP8 run kept FP8 parameters (Layout.fp8_param_gather)."""
+    return bool(FP8_PARAMS_NOTE.search(notes or ""))
 
 
 def recompute_from_cell(text: str) -> str | None:
@@ -1192,7 +1213,7 @@ def evaluate_row(row: Row) -> RowResult:
                 est.seq_len,
                 linear,
                 attn,
-                fw.for_dtype(layout.dtype),
+                framework_for(fw, layout),
                 None,
                 True,
                 per_layer,

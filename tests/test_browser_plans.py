@@ -318,3 +318,20 @@ def test_axe_no_serious_violations_on_any_page(browser: Any, server: LiveServer)
             failures[path] = result
     page.context.close()
     assert failures == {}
+
+
+def test_fp8_parameters_checkbox_from_the_error_to_the_assumption(browser: Any, server: LiveServer) -> None:
+    # FP8 parameters on a BF16 run: the error points at the checkbox; switching to FP8 gives the plan and says so
+    page = _new_page(browser)
+    page.goto(server.url + "/plans/new?dtype=bf16")
+    _wait_charts(page, ("chart-step",))
+    page.check("#f-fp8_params")
+    page.wait_for_url(re.compile(r"fp8_params=1"), timeout=30000)
+    problem = page.locator("text=FP8 parameters need the fp8 compute dtype")
+    problem.first.wait_for(timeout=30000)
+    page.select_option("#f-dtype", "fp8")
+    page.wait_for_url(re.compile(r"dtype=fp8"), timeout=30000)
+    page.locator("td", has_text="FP8 parameters").first.wait_for(state="attached", timeout=30000)
+    _wait_charts(page, ("chart-step",))
+    assert page.is_checked("#f-fp8_params")
+    page.context.close()

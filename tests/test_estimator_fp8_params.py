@@ -153,3 +153,99 @@ def test_torchtitans_float8_all_gather_rows_are_replayed_with_fp8_parameters() -
     modelled = estimate_row(deepspeed, deepspeed.get("measured_metric"))
     assert not modelled.layout.fp8_param_gather
     assert any("FP8 parameters in the notes not modelled" in d for d in modelled.defaults)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_name", "nodes", "gpn", "fw"),
+    [
+        ("Llama-3-70B", "H100-SXM", 4, 8, MEGATRON_CORE),
+        ("Mixtral-8x7B", "H100-SXM", 4, 8, MEGATRON_CORE),
+        ("Llama-3.1-8B", "H100-SXM", 2, 8, TORCHTITAN),
+    ],
+)
+def test_the_vectorised_planner_gives_the_scalar_estimate_with_fp8_parameters(
+    name: str, gpu_name: str, nodes: int, gpn: int, fw: Framework
+) -> None:
+    import numpy as np
+
+    from app.core.planner import Constraints, enumerate_layouts
+    from app.core.planner_eval import evaluate
+    from app.core.step import STEP_COMPONENTS
+    from tests.test_planner_vectorised import _close, _layout
+
+    model = find_model(name)
+    cluster = ClusterSpec(
+        gpu=find_gpu(gpu_name), num_nodes=nodes, gpus_per_node=gpn, fabric=find_fabric("ib-ndr-8x400")
+    )
+    space = enumerate_layouts(model, cluster, 4096, 128, Constraints(max_micro_batch=2), True)
+    allowed = space.rows.zero == 3 if fw.fp8_param_gather == "fsdp" else space.rows.zero >= 1
+    rng = np.random.default_rng(5)
+    idx = np.nonzero(allowed)[0]
+    rows = space.rows.take(rng.choice(idx, size=min(40, idx.size), replace=False))
+    opts = EstimateOptions(framework=fw)
+    ev = evaluate(model, cluster, rows, 4096, 128, dtype="fp8", options=opts, fp8_params=True)
+    plain = evaluate(model, cluster, rows, 4096, 128, dtype="fp8", options=opts)
+    assert (ev.peak_bytes < plain.peak_bytes).all()
+    for j in range(len(rows)):
+        layout = replace(_layout(rows, j, 128, "fp8", True), fp8_param_gather=True)
+        est = estimate(model, cluster, layout, 4096, options=opts)
+        assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
+        for key in STEP_COMPONENTS:
+            assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
+
+
+def test_the_planner_searches_with_fp8_parameters_and_rejects_the_stages_without_them() -> None:
+    from app.core.planner import Constraints, plan
+
+    model = find_model("Llama-3-70B")
+    cluster = ClusterSpec(
+        gpu=find_gpu("H100-SXM"), num_nodes=8, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
+    )
+    fp8 = plan(model, cluster, 8192, 128, dtype="fp8", fp8_param_gather=True, top=5)
+    plain = plan(model, cluster, 8192, 128, dtype="fp8", top=5)
+    assert fp8.best is not None and plain.best is not None
+    assert fp8.rejections["fp8_params_need_sharding"] > 0
+    assert fp8.enumerated_layouts == fp8.feasible_layouts + sum(fp8.rejections.values())
+    assert all(p.layout.fp8_param_gather and p.layout.zero >= 1 for p in fp8.top)
+    # among the layouts that can keep FP8 parameters, 1-byte weights let more of them fit
+    sharded = plan(model, cluster, 8192, 128, dtype="fp8", constraints=Constraints(zero=(1, 2, 3)), top=5)
+    assert fp8.feasible_layouts > sharded.feasible_layouts
+    assert fp8.evaluated_layouts == sharded.evaluated_layouts
+    again = estimate(model, cluster, fp8.best.layout, 8192)
+    assert again.step.total_s == pytest.approx(fp8.best.step_time_s, rel=1e-9)
+    with pytest.raises(SpecError) as err:
+        plan(model, cluster, 8192, 128, dtype="bf16", fp8_param_gather=True)
+    assert any(p.field == "fp8_param_gather" for p in err.value.problems)
+    with pytest.raises(SpecError) as err:
+        plan(
+            model,
+            cluster,
+            8192,
+            128,
+            dtype="fp8",
+            fp8_param_gather=True,
+            options=EstimateOptions(framework=DEEPSPEED),
+        )
+    assert any("has no FP8 parameters" in p.message for p in err.value.problems)
+
+
+def test_plan_endpoint_and_cli_take_fp8_parameters(client: Any) -> None:
+    body = {
+        "model": "Llama-3-70B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 8, "gpus_per_node": 8},
+        "training": {"seq_len": 8192, "tokens": 1e12},
+        "global_batch": 128,
+        "dtype": "fp8",
+        "fp8_param_gather": True,
+        "top": 3,
+    }
+    out = client.post("/api/v1/plan", json=body)
+    assert out.status_code == 200, out.text
+    assert out.json()["best"]["layout"]["fp8_param_gather"] is True
+    assert out.json()["rejections"]["fp8_params_need_sharding"] > 0
+    bad = client.post("/api/v1/plan", json={**body, "dtype": "bf16"})
+    assert bad.status_code == 422 and any(d["loc"][-1] == "fp8_param_gather" for d in bad.json()["detail"])
+    sizes = client.post(
+        "/api/v1/plan/sizes", json={k: v for k, v in body.items() if k != "top"} | {"sizes": [32, 64]}
+    )
+    assert sizes.status_code == 200, sizes.text

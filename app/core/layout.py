@@ -408,7 +408,8 @@ def check_fp8_param_gather(p: ProblemCollector, on: bool, dtype: str, zero: Any,
     """FP8 parameters (fp8_param_gather) need FP8 compute and sharded parameters to gather: Megatron-core refuses
     `--fp8-param-gather` without the distributed optimizer or FSDP (megatron/training/arguments.py), and torchao's
     float8 all-gather is an FSDP2 feature. NVFP4 recipes keep 16-bit parameters (Megatron-Bridge
-    bf16_with_nvfp4_mixed: fp8_param_gather off). Problems go to `p` under `prefix` + the field name."""
+    bf16_with_nvfp4_mixed: fp8_param_gather off). Problems go to `p` under `prefix` + the field name; `zero` None
+    leaves the ZeRO stage unchecked (the planner searches it)."""
     if not on:
         return
     p.check(
@@ -417,7 +418,7 @@ def check_fp8_param_gather(p: ProblemCollector, on: bool, dtype: str, zero: Any,
         f"FP8 parameters need the fp8 compute dtype; this run is {dtype}",
     )
     p.check(
-        isinstance(zero, int) and zero >= 1,
+        zero is None or (isinstance(zero, int) and zero >= 1),
         f"{prefix}fp8_param_gather",
         "FP8 parameters are gathered from sharded ones: they need the distributed optimizer or FSDP (zero ≥ 1)",
     )

@@ -35,8 +35,16 @@ from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, layer_pass_seconds
 from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
+from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import TRAIN_DTYPES, Layout, check_bf16_layers, pipeline_label, unsupported_dtype
+from app.core.layout import (
+    TRAIN_DTYPES,
+    Layout,
+    check_bf16_layers,
+    check_fp8_param_gather,
+    pipeline_label,
+    unsupported_dtype,
+)
 from app.core.model import ModelSpec
 from app.core.planner_eval import (
     RECOMPUTE_CODES,
@@ -540,10 +548,15 @@ def _check_inputs(
     tokens: float | None,
     top: int,
     bf16_layers: tuple[int, int] = (0, 0),
+    fp8_param_gather: bool = False,
+    framework: Framework | None = None,
 ) -> None:
     p = ProblemCollector()
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
     check_bf16_layers(p, model.num_layers, dtype, *bf16_layers)
+    check_fp8_param_gather(p, fp8_param_gather, dtype, None)
+    if fp8_param_gather and framework is not None and framework.fp8_param_gather == "unsupported":
+        p.add("fp8_param_gather", framework.fp8_param_gather_refusal(3) or "")
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
     gpn = cluster.gpus_per_node
@@ -587,14 +600,18 @@ def plan(
     top: int = 10,
     pareto_limit: int = 50,
     bf16_layers: tuple[int, int] = (0, 0),
+    fp8_param_gather: bool = False,
 ) -> PlanResult:
     """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
 
     `global_batch` is in sequences; `tokens` (optional) gives time to train; `usd_per_gpu_hour` gives cost per
     run. Ranking by "time" orders by time to train (step time when all sizes are equal), "cost" by cost per run.
     `bf16_layers` (first, last): layers an fp8 / fp4 run keeps 16-bit, in every layout searched.
+    `fp8_param_gather`: FP8 working weights (Layout.fp8_param_gather) in every layout searched; the ZeRO stages the
+    framework cannot keep them at are rejected ("fp8_params_need_sharding").
     """
     c = constraints or Constraints()
+    opts = options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
     _check_inputs(
         model,
@@ -608,8 +625,9 @@ def plan(
         tokens,
         top,
         bf16_layers,
+        fp8_param_gather,
+        opts.framework,
     )
-    opts = options or EstimateOptions()
     start = time.perf_counter()
     parts: list[_Evaluated] = []
     enumerated = 0
@@ -623,13 +641,23 @@ def plan(
         enumerated += space.enumerated
         for k, v in space.rejections.items():
             rejections[k] += v
-        if len(space.rows) == 0:
+        searched = space.rows
+        if fp8_param_gather:
+            # Megatron-core gathers FP8 parameters through the distributed optimizer or FSDP (zero ≥ 1), torchao
+            # through FSDP2 only (zero = 3): Framework.fp8_param_gather
+            zero_col = searched.zero
+            allowed = zero_col == 3 if opts.framework.fp8_param_gather == "fsdp" else zero_col >= 1
+            rejections["fp8_params_need_sharding"] = rejections.get("fp8_params_need_sharding", 0) + int(
+                (~allowed).sum()
+            )
+            searched = searched.take(np.nonzero(allowed)[0])
+        if len(searched) == 0:
             continue
         table = CollectiveTable(cl, profile.network if profile is not None else None)
         ev: Evaluation = evaluate(
             model,
             cl,
-            space.rows,
+            searched,
             seq_len,
             global_batch,
             dtype=dtype,
@@ -638,12 +666,13 @@ def plan(
             profile=profile,
             collectives=table,
             bf16_layers=bf16_layers,
+            fp8_params=fp8_param_gather,
         )
         calls += table.calls
         parts.append(
             _Evaluated(
-                rows=space.rows,
-                num_gpus=np.full(len(space.rows), n, dtype=np.int64),
+                rows=searched,
+                num_gpus=np.full(len(searched), n, dtype=np.int64),
                 ev_step=ev.step,
                 step_time_s=ev.step_time_s,
                 peak_bytes=ev.peak_bytes,
@@ -652,7 +681,7 @@ def plan(
                 mf_per_token=ev.model_flops_per_token,
                 m=ev.num_microbatches,
                 peak_flops=ev.peak_flops_per_gpu,
-                heuristic=heuristic_mask(space.rows, cl.gpus_per_node),
+                heuristic=heuristic_mask(searched, cl.gpus_per_node),
             )
         )
     evaluated = sum(len(p.rows) for p in parts)
@@ -727,6 +756,7 @@ def plan(
             flash_attention=flash_attention,
             bf16_first_layers=bf16_layers[0],
             bf16_last_layers=bf16_layers[1],
+            fp8_param_gather=fp8_param_gather,
         )
         t = float(step_time[i])
         g = int(num_gpus[i])

@@ -138,6 +138,7 @@ def size_sweep(
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
     bf16_layers: tuple[int, int] = (0, 0),
+    fp8_param_gather: bool = False,
 ) -> SizingResult:
     """Best layout, time to train, cost per run and scaling efficiency for each cluster size."""
     import time
@@ -173,6 +174,7 @@ def size_sweep(
             top=1,
             pareto_limit=0,
             bf16_layers=bf16_layers,
+            fp8_param_gather=fp8_param_gather,
         )
         raw.append((n, res))
     feasible = [(n, r) for n, r in raw if r.best is not None]

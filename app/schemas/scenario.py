@@ -64,6 +64,15 @@ Bf16LastLayers = Annotated[
         "most at the end); 0 = none",
     ),
 ]
+# FP8 parameters (app.core.layout.Layout.fp8_param_gather), as the scenario, plan and sizes requests take them
+Fp8ParamGather = Annotated[
+    bool,
+    Field(
+        description="with dtype fp8: working weights kept and all-gathered as FP8 tensors, 1 B per parameter "
+        "(Megatron-core --fp8-param-gather, NeMo fp8_params, Megatron-Bridge's FP8 presets: zero ≥ 1; torchao's "
+        "FSDP2 float8 all-gather: zero = 3); master weights, Adam moments and gradients unchanged",
+    ),
+]
 
 
 class LayoutIn(BaseModel):
@@ -154,12 +163,7 @@ class LayoutIn(BaseModel):
     )
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
-    fp8_param_gather: bool = Field(
-        default=False,
-        description="with dtype fp8: working weights kept and all-gathered as FP8 tensors, 1 B per parameter "
-        "(Megatron-core --fp8-param-gather, NeMo fp8_params, Megatron-Bridge's FP8 presets: zero ≥ 1; torchao's "
-        "FSDP2 float8 all-gather: zero = 3); master weights, Adam moments and gradients unchanged",
-    )
+    fp8_param_gather: Fp8ParamGather = False
     pipeline_layout: str | None = Field(
         default=None,
         max_length=2000,

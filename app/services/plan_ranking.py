@@ -40,6 +40,7 @@ REJECTION_TEXT = {
     "out_of_memory": "most loaded stage does not fit in usable HBM",
     "host_memory": "offloaded activations or optimizer states do not fit the host memory per GPU",
     "light_moe_pass": "MoE layer passes under 20 ms of GPU work (host dispatch may set the pace)",
+    "fp8_params_need_sharding": "FP8 parameters need sharded parameters (zero ≥ 1; zero = 3 for FSDP2 frameworks)",
 }
 PLANNER_TOP = 10
 
@@ -79,6 +80,7 @@ def _run_planner(
             profile=profile,
             top=PLANNER_TOP,
             bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
+            fp8_param_gather=layout.fp8_param_gather,
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)

@@ -21,6 +21,7 @@ from app.schemas.scenario import (
     Bf16FirstLayers,
     Bf16LastLayers,
     ClusterIn,
+    Fp8ParamGather,
     LayoutIn,
     MoeDispatcher,
     Scenario,
@@ -120,6 +121,7 @@ class PlanRequest(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
+    fp8_param_gather: Fp8ParamGather = False
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -157,6 +159,7 @@ class SizesRequest(BaseModel):
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
+    fp8_param_gather: Fp8ParamGather = False
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -365,6 +368,7 @@ def run_plan(
         usd_per_gpu_hour=price,
         top=req.top,
         bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
+        fp8_param_gather=req.fp8_param_gather,
     )
     return req, resolved, price_source, result
 
@@ -435,6 +439,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         options=resolved.estimate_options(),
         profile=resolved.profile,
         bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
+        fp8_param_gather=req.fp8_param_gather,
     )
     return resolved, price_source, result
 

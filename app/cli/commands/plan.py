@@ -82,7 +82,7 @@ def build_request(
             req[key] = doc[key]
     if isinstance(layout, dict) and layout.get("dtype"):
         req["dtype"] = layout["dtype"]
-    for key in ("bf16_first_layers", "bf16_last_layers"):
+    for key in ("bf16_first_layers", "bf16_last_layers", "fp8_param_gather"):
         if isinstance(layout, dict) and layout.get(key):
             req[key] = layout[key]
     missing = [
@@ -123,6 +123,14 @@ def plan_command(
             help="with fp8 / fp4: layers kept 16-bit at the start and the end, FIRST,LAST (e.g. 2,10)",
         ),
     ] = None,
+    fp8_params: Annotated[
+        bool,
+        typer.Option(
+            "--fp8-params",
+            help="with fp8: FP8 working weights, gathered in FP8 (Megatron-core --fp8-param-gather); "
+            "zero ≥ 1 layouts only",
+        ),
+    ] = False,
     attention_backend: Annotated[
         str | None,
         typer.Option(
@@ -167,6 +175,8 @@ def plan_command(
         if len(parts) != 2 or not all(p.isdigit() for p in parts):
             raise PlanInputError("--bf16-layers: give two whole numbers, FIRST,LAST (e.g. 2,10)")
         req["bf16_first_layers"], req["bf16_last_layers"] = int(parts[0]), int(parts[1])
+    if fp8_params:
+        req["fp8_param_gather"] = True
     if attention_backend:
         req["attention_backend"] = attention_backend
     req["constraints"] = {"preset": preset}

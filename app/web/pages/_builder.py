@@ -25,6 +25,8 @@ MODE_CHOICES = ("manual", "planner")
 ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
 PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
+# checkboxes sent the same way in both modes
+OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params")
 
 
 @dataclass
@@ -61,6 +63,7 @@ class BuilderState:
     dtype: str = "bf16"
     bf16_first_layers: int = 0  # fp8 / fp4: layers at the start kept 16-bit; 0 = none
     bf16_last_layers: int = 0  # fp8 / fp4: layers at the end kept 16-bit; 0 = none
+    fp8_params: bool = False  # fp8: working weights kept and gathered as FP8 (layout fp8_param_gather)
     # planner mode: also rank layouts that offload 1/4, 1/2 or 3/4 of the layers' activations to host memory
     plan_offload: bool = False
     # planner mode: also rank layouts that keep half or all of the optimizer states on the host
@@ -87,7 +90,7 @@ class BuilderState:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
         data.update(overrides)
         data["sp"] = "1" if data["sp"] else "0"
-        for flag in PLANNER_FLAGS:
+        for flag in OPTIONAL_FLAGS:
             if data[flag]:
                 data[flag] = "1"
             else:
@@ -232,7 +235,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
             errors["stage_layers"] = "whole numbers ≥ 1, one per pipeline stage, separated by commas"
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
-    for flag in PLANNER_FLAGS:
+    for flag in OPTIONAL_FLAGS:
         if flag in params:
             setattr(state, flag, params[flag] in ("1", "on", "true", "yes"))
     state.errors = errors
@@ -258,6 +261,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
                 "dtype": state.dtype,
                 "bf16_first_layers": state.bf16_first_layers,
                 "bf16_last_layers": state.bf16_last_layers,
+                **({"fp8_param_gather": True} if state.fp8_params else {}),
             },
             "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
             **kernel,
@@ -298,6 +302,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "stage_layers": [int(n) for n in state.stage_layers.split(",") if n],
             "bf16_first_layers": state.bf16_first_layers,
             "bf16_last_layers": state.bf16_last_layers,
+            **({"fp8_param_gather": True} if state.fp8_params else {}),
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
         **kernel,
@@ -364,6 +369,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         dtype=layout["dtype"],
         bf16_first_layers=layout.get("bf16_first_layers") or 0,
         bf16_last_layers=layout.get("bf16_last_layers") or 0,
+        fp8_params=bool(layout.get("fp8_param_gather")),
     )
 
 
@@ -434,6 +440,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     state.stage_layers = ",".join(str(int(n)) for n in layout.get("stage_layers") or ())
     state.optimizer_offload = float(layout.get("optimizer_offload") or 0.0)
     state.dtype = str(layout.get("dtype", state.dtype))
+    state.fp8_params = bool(layout.get("fp8_param_gather", False))
     training = scenario.get("training") or {}
     if training.get("seq_len") is not None:
         state.seq_len = int(training["seq_len"])

@@ -90,6 +90,7 @@ def field_anchor(field: Any) -> str:
     return {
         "tokens": "tokens_b",
         "sequence_parallel": "sp",
+        "fp8_param_gather": "fp8_params",
         "layout": "mode",
         "dp": "tp",
         "calibration_profile": "profile",

@@ -13,11 +13,11 @@ from app import catalog
 from app.catalog.fabrics import find_fabric
 from app.core.errors import SpecError
 from app.core.estimate import estimate
+from app.core.framework import MEGATRON_CORE
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, check_layout
 from app.core.memory import OPTIMIZER_HOST_BYTES
 from app.core.step import (
-    ADAM_BYTES_PER_PARAM,
     CPU_ADAMW_BYTES_PER_PARAM,
     DEFAULT_HOST_MEMORY_BYTES_PER_S,
     OFFLOAD_LINK_BYTES_PER_PARAM,
@@ -86,7 +86,9 @@ def test_host_path_of_the_optimizer_step_by_hand() -> None:
     # half offloaded: the GPU's fused Adam over the other half runs beside the host's share
     model, cluster, half = _setup(0.5)
     est_half = estimate(model, cluster, half, 8192)
-    gpu_part = 0.5 * stage.params * ADAM_BYTES_PER_PARAM / (gpu.hbm_bandwidth_bytes_per_s * 0.7)
+    gpu_part = (
+        0.5 * stage.params * MEGATRON_CORE.adam_step_bytes_per_param / (gpu.hbm_bandwidth_bytes_per_s * 0.7)
+    )
     assert est_half.step.breakdown["optimizer"] == pytest.approx(max(gpu_part, 0.5 * cpu), rel=1e-9)
     model, cluster, none = _setup(0.0)
     est_none = estimate(model, cluster, none, 8192)

@@ -122,15 +122,24 @@ class Estimate:
 
 
 def framework_for(framework: Framework, layout: Layout) -> Framework:
-    """The framework's conventions for this layout: its compute dtype (Framework.for_dtype) and FP8 parameters
-    (Framework.with_fp8_params). Raises SpecError when the framework cannot keep FP8 parameters at this ZeRO stage."""
+    """The framework's conventions for this layout: its compute dtype (Framework.for_dtype), FP8 parameters
+    (Framework.with_fp8_params) and bf16 Adam moments (Framework.with_bf16_moments). Raises SpecError when the
+    framework has neither at this ZeRO stage."""
     fw = framework.for_dtype(layout.dtype)
-    if not layout.fp8_param_gather:
-        return fw
-    refusal = fw.fp8_param_gather_refusal(layout.zero)
-    if refusal is not None:
-        raise SpecError([Problem("layout.fp8_param_gather", refusal)])
-    return fw.with_fp8_params()
+    problems = []
+    if layout.fp8_param_gather:
+        refusal = fw.fp8_param_gather_refusal(layout.zero)
+        if refusal is not None:
+            problems.append(Problem("layout.fp8_param_gather", refusal))
+        fw = fw.with_fp8_params()
+    if layout.optimizer_moments_dtype == "bf16":
+        refusal = fw.precision_aware_refusal()
+        if refusal is not None:
+            problems.append(Problem("layout.optimizer_moments_dtype", refusal))
+        fw = fw.with_bf16_moments()
+    if problems:
+        raise SpecError(problems)
+    return fw
 
 
 def estimate(
@@ -400,6 +409,18 @@ def estimate(
                 "fp8_params; torchao's FSDP2 float8 all-gather): weights and the parameter all-gather at 1 B per "
                 "parameter, fp32 master weights, Adam moments and gradients unchanged; the transposed FP8 weight "
                 "copies Transformer Engine caches for the backward are not counted, with or without FP8 parameters",
+            )
+        )
+    if layout.optimizer_moments_dtype == "bf16":
+        assumptions.append(
+            Assumption(
+                "Adam moments",
+                fw.optimizer_bytes,
+                "B per parameter",
+                "bf16 first and second moments (Megatron-core --use-precision-aware-optimizer --exp-avg-dtype bf16 "
+                "--exp-avg-sq-dtype bf16, Transformer Engine FusedAdam; Megatron-Bridge's DeepSeek-V3 recipe); "
+                "fp32 master weights; the optimizer step reads and writes "
+                f"{fw.adam_step_bytes_per_param:g} B per parameter",
             )
         )
     if layout.dtype in QUANTIZED_DTYPES:

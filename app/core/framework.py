@@ -172,6 +172,12 @@ class Framework:
     # only; torchao/float8/fsdp_utils.py). "unsupported": frameworks without either (DeepSpeed, Megatron-LM
     # before FP8). `with_fp8_params` applies it
     fp8_param_gather: str = "distributed-optimizer"
+    # Megatron-core's precision-aware optimizer (Transformer Engine FusedAdam with exp_avg_dtype /
+    # exp_avg_sq_dtype): Adam moments in bf16 (Layout.optimizer_moments_dtype); `with_bf16_moments` applies it
+    precision_aware_optimizer: bool = True
+    # HBM traffic of the fused Adam step per parameter: read grad + master + m + v (16), write master + m + v (12),
+    # the 16-bit copy of the weight (2), gradient clipping and zeroing (8)
+    adam_step_bytes_per_param: float = 38.0
     # Fused attention: "flash-attention-2" (the flash-attn package, PyTorch SDPA's flash backend) or
     # "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
     # kernel speeds per architecture in app.core.attention
@@ -198,6 +204,23 @@ class Framework:
                 f"{self.name} gathers FP8 parameters through FSDP only (zero = 3, torchao float8 all-gather)"
             )
         return None
+
+    def precision_aware_refusal(self) -> str | None:
+        """Why this framework cannot keep the Adam moments in bf16, or None when it can."""
+        if not self.precision_aware_optimizer:
+            return f"{self.name} keeps fp32 Adam moments (bf16 moments are Megatron-core's precision-aware optimizer)"
+        return None
+
+    def with_bf16_moments(self) -> Framework:
+        """Adam moments in bf16 (Layout.optimizer_moments_dtype): 2 B each instead of 4 in the optimizer states and
+        in the optimizer step's reads and writes (Megatron-core --use-precision-aware-optimizer --exp-avg-dtype bf16
+        --exp-avg-sq-dtype bf16). The fp32 master weights stay (TE's store_param_remainders, which keeps only the
+        low 16 bits beside bf16 weights, is not modelled: 2 B per sharded parameter high)."""
+        return replace(
+            self,
+            optimizer_bytes=self.optimizer_bytes - 4.0,
+            adam_step_bytes_per_param=self.adam_step_bytes_per_param - 8.0,
+        )
 
     def with_fp8_params(self) -> Framework:
         """The conventions of a run whose working weights are FP8 tensors (Layout.fp8_param_gather): 1 B per
@@ -276,6 +299,7 @@ NEMO = MEGATRON_CORE.with_(
 # (copy_to_tensor_model_parallel_region in megatron/mpu/layers.py), so tp_async_backward is off.
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
+    precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     attention_backend="flash-attention-2",  # before Transformer Engine
     pp_scatter_gather=True,
@@ -302,6 +326,7 @@ MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True
 # constant chosen against those six rows, the only published DeepSpeed ZeRO-3 runs in the validation set).
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
+    precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     # Megatron-DeepSpeed's --use-flash-attn-v2 calls the flash-attn package, not Transformer Engine
     attention_backend="flash-attention-2",
@@ -343,6 +368,7 @@ DEEPSPEED = MEGATRON_CORE.with_(
 # gradient reduce-scatter (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)); eager kernels.
 TORCHTITAN = MEGATRON_CORE.with_(
     name="torchtitan-fsdp2",
+    precision_aware_optimizer=False,
     fp8_param_gather="fsdp",
     # F.scaled_dot_product_attention on CUDA tries its flash backend (FlashAttention-2) first; cuDNN attention is
     # last in PyTorch's default backend priority
@@ -404,6 +430,7 @@ TORCHTITAN_COMPILE = TORCHTITAN.with_(
 # read + write, with the max and sum done in one pass over blocks)
 LLM_FOUNDRY = TORCHTITAN.with_(
     name="llm-foundry",
+    precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     logits_bytes_per_element=4.0,
     ce_bytes_per_logit=8.0,

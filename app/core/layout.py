@@ -23,6 +23,7 @@ from app.core.precision import QUANTIZED_DTYPES
 RecomputeMode = Literal["none", "selective", "full"]
 TrainDtype = Literal["bf16", "fp16", "fp8", "fp4"]
 Optimizer = Literal["adamw", "adam"]
+MomentsDtype = Literal["fp32", "bf16"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 # Megatron-core's selective recompute modules (--recompute-modules, TransformerConfig.recompute_modules, used with
@@ -45,6 +46,7 @@ MOE_RECOMPUTE_MODULES: tuple[str, ...] = ("moe", "moe_act", "shared_experts")
 MOE_OFFLOAD_MODULES: tuple[str, ...] = ("expert_fc1", "moe_act")
 TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", *QUANTIZED_DTYPES)
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
+MOMENTS_DTYPES: tuple[str, ...] = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,10 @@ class Layout:
       Megatron-Bridge's FP8 presets), which needs the distributed optimizer or FSDP (zero ≥ 1), and torchao's
       FSDP2 float8 all-gather (`enable_fsdp_float8_all_gather`, zero = 3). The fp32 master weights, Adam moments
       and gradients are unchanged (check_fp8_param_gather).
+    - optimizer_moments_dtype: the Adam moments' dtype. "bf16" is Megatron-core's precision-aware optimizer
+      (`--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`, Transformer Engine's
+      FusedAdam), 2 + 2 B per parameter instead of 4 + 4; Megatron-core allows it with Adam and the distributed
+      optimizer only (OptimizerConfig.__post_init__), so zero ≥ 1. Megatron-Bridge's DeepSeek-V3 recipe uses it.
     """
 
     tp: int = 1
@@ -116,6 +122,7 @@ class Layout:
     bf16_first_layers: int = 0
     bf16_last_layers: int = 0
     fp8_param_gather: bool = False
+    optimizer_moments_dtype: MomentsDtype = "fp32"
 
     @property
     def uneven_pipeline(self) -> bool:
@@ -482,6 +489,19 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
     )
     p.check(layout.dtype in TRAIN_DTYPES, "layout.dtype", f"must be one of {list(TRAIN_DTYPES)}")
     p.check(layout.optimizer in OPTIMIZERS, "layout.optimizer", f"must be one of {list(OPTIMIZERS)}")
+    p.check(
+        layout.optimizer_moments_dtype in MOMENTS_DTYPES,
+        "layout.optimizer_moments_dtype",
+        f"must be one of {list(MOMENTS_DTYPES)}",
+    )
+    if layout.optimizer_moments_dtype == "bf16":
+        # megatron/core/optimizer/optimizer_config.py OptimizerConfig.__post_init__: "--use-precision-aware-optimizer
+        # only supported with distributed optimizer"
+        p.check(
+            layout.zero >= 1,
+            "layout.optimizer_moments_dtype",
+            "bf16 Adam moments (Megatron-core's precision-aware optimizer) need the distributed optimizer (zero ≥ 1)",
+        )
     p.check(seq_len >= 1, "training.seq_len", f"must be ≥ 1, got {seq_len}")
 
     if cluster is not None:

@@ -549,17 +549,23 @@ def memory_estimate(
 ) -> MemoryEstimate:
     stages = [stage_memory(model, layout, seq_len, i, fw) for i in range(layout.pp)]
     notes = []
+    moments = layout.optimizer_moments_dtype
     if layout.fp8_param_gather:
         notes.append(
             f"FP8 parameters: working weights {fw.weight_bytes:g} B per parameter, gathered in FP8; master weights "
-            f"and Adam moments fp32, gradients {fw.grad_bytes:g} B; saved GEMM inputs {fw.gemm_input_bytes:g} B per "
-            "element"
+            f"fp32, Adam moments {moments}, gradients {fw.grad_bytes:g} B; saved GEMM inputs "
+            f"{fw.gemm_input_bytes:g} B per element"
         )
     elif layout.dtype in QUANTIZED_DTYPES:
         name = "FP8" if layout.dtype == "fp8" else "NVFP4"
         notes.append(
-            f"{name} is a compute dtype: weights stay 16-bit, master weights and Adam moments fp32; "
+            f"{name} is a compute dtype: weights stay 16-bit, master weights fp32, Adam moments {moments}; "
             f"only the saved GEMM inputs shrink ({fw.gemm_input_bytes:g} B per element)"
+        )
+    if moments == "bf16":
+        notes.append(
+            f"Adam moments in bf16 (precision-aware optimizer): {fw.optimizer_bytes:g} B per parameter, sharded "
+            "over the data-parallel ranks; fp32 master weights"
         )
     est = MemoryEstimate(stages, float(hbm_bytes), safety_fraction, notes, float(host_capacity_bytes))
     if est.host_bytes > 0:

@@ -38,6 +38,7 @@ from app.core.estimate import Assumption, EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import (
+    MOMENTS_DTYPES,
     TRAIN_DTYPES,
     Layout,
     check_bf16_layers,
@@ -550,6 +551,7 @@ def _check_inputs(
     bf16_layers: tuple[int, int] = (0, 0),
     fp8_param_gather: bool = False,
     framework: Framework | None = None,
+    optimizer_moments_dtype: str = "fp32",
 ) -> None:
     p = ProblemCollector()
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
@@ -557,6 +559,14 @@ def _check_inputs(
     check_fp8_param_gather(p, fp8_param_gather, dtype, None)
     if fp8_param_gather and framework is not None and framework.fp8_param_gather == "unsupported":
         p.add("fp8_param_gather", framework.fp8_param_gather_refusal(3) or "")
+    p.check(
+        optimizer_moments_dtype in MOMENTS_DTYPES,
+        "optimizer_moments_dtype",
+        f"must be one of {', '.join(MOMENTS_DTYPES)}",
+    )
+    if optimizer_moments_dtype == "bf16" and framework is not None:
+        refusal = framework.precision_aware_refusal()
+        p.check(refusal is None, "optimizer_moments_dtype", refusal or "")
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
     gpn = cluster.gpus_per_node
@@ -601,6 +611,7 @@ def plan(
     pareto_limit: int = 50,
     bf16_layers: tuple[int, int] = (0, 0),
     fp8_param_gather: bool = False,
+    optimizer_moments_dtype: str = "fp32",
 ) -> PlanResult:
     """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
 
@@ -608,7 +619,9 @@ def plan(
     run. Ranking by "time" orders by time to train (step time when all sizes are equal), "cost" by cost per run.
     `bf16_layers` (first, last): layers an fp8 / fp4 run keeps 16-bit, in every layout searched.
     `fp8_param_gather`: FP8 working weights (Layout.fp8_param_gather) in every layout searched; the ZeRO stages the
-    framework cannot keep them at are rejected ("fp8_params_need_sharding").
+    framework cannot keep them at are rejected ("fp8_params_need_sharding"). `optimizer_moments_dtype` "bf16":
+    Megatron-core's precision-aware optimizer in every layout searched; ZeRO 0 is rejected
+    ("bf16_moments_need_distributed_optimizer").
     """
     c = constraints or Constraints()
     opts = options or EstimateOptions()
@@ -627,6 +640,7 @@ def plan(
         bf16_layers,
         fp8_param_gather,
         opts.framework,
+        optimizer_moments_dtype,
     )
     start = time.perf_counter()
     parts: list[_Evaluated] = []
@@ -651,6 +665,12 @@ def plan(
                 (~allowed).sum()
             )
             searched = searched.take(np.nonzero(allowed)[0])
+        if optimizer_moments_dtype == "bf16":
+            # Megatron-core's precision-aware optimizer runs inside the distributed optimizer (zero ≥ 1)
+            allowed = searched.zero >= 1
+            key = "bf16_moments_need_distributed_optimizer"
+            rejections[key] = rejections.get(key, 0) + int((~allowed).sum())
+            searched = searched.take(np.nonzero(allowed)[0])
         if len(searched) == 0:
             continue
         table = CollectiveTable(cl, profile.network if profile is not None else None)
@@ -667,6 +687,7 @@ def plan(
             collectives=table,
             bf16_layers=bf16_layers,
             fp8_params=fp8_param_gather,
+            moments_dtype=optimizer_moments_dtype,
         )
         calls += table.calls
         parts.append(
@@ -757,6 +778,7 @@ def plan(
             bf16_first_layers=bf16_layers[0],
             bf16_last_layers=bf16_layers[1],
             fp8_param_gather=fp8_param_gather,
+            optimizer_moments_dtype=optimizer_moments_dtype,  # type: ignore[arg-type]
         )
         t = float(step_time[i])
         g = int(num_gpus[i])

@@ -171,13 +171,18 @@ def curves_for(
     return training_curves(cluster.gpu, dtype, profile)
 
 
-def framework_for(options: EstimateOptions, dtype: str, fp8_params: bool = False) -> Framework:
-    """The framework conventions for this compute dtype and FP8 parameters, as `estimate` applies them
-    (app.core.estimate.framework_for; the planner keeps FP8-parameter searches to the ZeRO stages that allow them)."""
+def framework_for(
+    options: EstimateOptions, dtype: str, fp8_params: bool = False, moments_dtype: str = "fp32"
+) -> Framework:
+    """The framework conventions for this compute dtype, FP8 parameters and Adam-moment dtype, as `estimate`
+    applies them (app.core.estimate.framework_for; the planner keeps such searches to the ZeRO stages that allow
+    them)."""
     fw = options.framework
     for_dtype = getattr(fw, "for_dtype", None)
     fw = for_dtype(dtype) if for_dtype is not None else fw
-    return fw.with_fp8_params() if fp8_params else fw
+    if fp8_params:
+        fw = fw.with_fp8_params()
+    return fw.with_bf16_moments() if moments_dtype == "bf16" else fw
 
 
 class CollectiveTable:
@@ -317,16 +322,17 @@ def evaluate(
     collectives: CollectiveTable | None = None,
     bf16_layers: tuple[int, int] = (0, 0),
     fp8_params: bool = False,
+    moments_dtype: str = "fp32",
 ) -> Evaluation:
     """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs).
 
     `bf16_layers` (first, last): transformer layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers /
     bf16_last_layers); every stage is then evaluated, since the stages between differ by the 16-bit layers they hold.
-    `fp8_params`: FP8 working weights (Layout.fp8_param_gather) in every row; the caller keeps the rows to the ZeRO
-    stages the framework allows them at.
+    `fp8_params`: FP8 working weights (Layout.fp8_param_gather) and `moments_dtype`: the Adam moments' dtype
+    (Layout.optimizer_moments_dtype) in every row; the caller keeps the rows to the ZeRO stages that allow them.
     """
     opts = options or EstimateOptions()
-    fw: Framework = framework_for(opts, dtype, fp8_params)
+    fw: Framework = framework_for(opts, dtype, fp8_params, moments_dtype)
     net = profile.network if profile is not None else None
     coll = collectives or CollectiveTable(cluster, net)
     linear, attn_curve = curves_for(cluster, dtype, profile, opts)

@@ -95,9 +95,6 @@ SOFTMAX_BYTES_PER_SCORE, ATTN_DROPOUT_BYTES_PER_SCORE, SOFTMAX_BACKWARD_RATIO = 
 # write and re-read fp32 probabilities, write the 16-bit gradient (2 + 4 + 4 + 4 B per logit). The frameworks'
 # own (unfused) loss kernels move more: Framework.ce_bytes_per_logit, which the step time uses.
 CE_BYTES_PER_LOGIT = 14.0
-ADAM_BYTES_PER_PARAM = (
-    38.0  # read grad+master+m+v (16), write master+m+v (12), 16-bit copy (2), clip+zero (8)
-)
 # Optimizer offloading (Megatron-core HybridDeviceOptimizer, --overlap-cpu-optimizer-d2h-h2d as its README
 # recommends): each offloaded parameter's fp32 gradient goes to the host, a CPU AdamW updates it and the fp32 weight
 # comes back, the three pipelined parameter by parameter (one CPU optimizer per parameter, a D2H event per
@@ -805,7 +802,7 @@ def optimizer_step_time(opt_params: Any, offload: Any, cluster: ClusterSpec, fw:
     on_gpu = (
         (1 - offload)
         * opt_params
-        * ADAM_BYTES_PER_PARAM
+        * fw.adam_step_bytes_per_param
         / (gpu.hbm_bandwidth_bytes_per_s * fw.elementwise_efficiency)
     )
     moved = offload * opt_params

@@ -64,6 +64,16 @@ Bf16LastLayers = Annotated[
         "most at the end); 0 = none",
     ),
 ]
+# the Adam moments' dtype (app.core.layout.Layout.optimizer_moments_dtype), as the scenario, plan and sizes
+# requests take it
+OptimizerMomentsDtype = Annotated[
+    Literal["fp32", "bf16"],
+    Field(
+        description="Adam first and second moments: fp32, or bf16 with Megatron-core's precision-aware optimizer "
+        "(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16; needs the distributed "
+        "optimizer, zero ≥ 1): 4 B per parameter instead of 8",
+    ),
+]
 # FP8 parameters (app.core.layout.Layout.fp8_param_gather), as the scenario, plan and sizes requests take them
 Fp8ParamGather = Annotated[
     bool,
@@ -164,6 +174,7 @@ class LayoutIn(BaseModel):
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
+    optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     pipeline_layout: str | None = Field(
         default=None,
         max_length=2000,

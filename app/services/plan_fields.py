@@ -84,6 +84,7 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "layout.bf16_first_layers": ("16-bit layers at the start", "layers"),
     "layout.bf16_last_layers": ("16-bit layers at the end", "layers"),
     "layout.fp8_param_gather": ("FP8 parameters", ""),
+    "layout.optimizer_moments_dtype": ("Adam moments", ""),
     "layout.flash_attention": ("Flash attention", ""),
     "layout.optimizer": ("Optimizer", ""),
     "framework": ("Framework conventions", ""),

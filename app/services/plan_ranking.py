@@ -41,6 +41,7 @@ REJECTION_TEXT = {
     "host_memory": "offloaded activations or optimizer states do not fit the host memory per GPU",
     "light_moe_pass": "MoE layer passes under 20 ms of GPU work (host dispatch may set the pace)",
     "fp8_params_need_sharding": "FP8 parameters need sharded parameters (zero ≥ 1; zero = 3 for FSDP2 frameworks)",
+    "bf16_moments_need_distributed_optimizer": "bf16 Adam moments need the distributed optimizer (zero ≥ 1)",
 }
 PLANNER_TOP = 10
 
@@ -81,6 +82,7 @@ def _run_planner(
             top=PLANNER_TOP,
             bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
             fp8_param_gather=layout.fp8_param_gather,
+            optimizer_moments_dtype=layout.optimizer_moments_dtype,
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)

@@ -24,6 +24,7 @@ from app.schemas.scenario import (
     Fp8ParamGather,
     LayoutIn,
     MoeDispatcher,
+    OptimizerMomentsDtype,
     Scenario,
     TrainingIn,
 )
@@ -122,6 +123,7 @@ class PlanRequest(BaseModel):
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
+    optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -160,6 +162,7 @@ class SizesRequest(BaseModel):
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
+    optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -369,6 +372,7 @@ def run_plan(
         top=req.top,
         bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
         fp8_param_gather=req.fp8_param_gather,
+        optimizer_moments_dtype=req.optimizer_moments_dtype,
     )
     return req, resolved, price_source, result
 
@@ -440,6 +444,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         profile=resolved.profile,
         bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
         fp8_param_gather=req.fp8_param_gather,
+        optimizer_moments_dtype=req.optimizer_moments_dtype,
     )
     return resolved, price_source, result
 

@@ -773,6 +773,10 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         if refusal is not None:
             fp8_params = False
             defaults.append(f"FP8 parameters in the notes not modelled: {refusal}")
+    moments = "bf16" if zero >= 1 and bf16_moments_for(row, defaults) else "fp32"
+    if moments == "bf16" and rule.framework.precision_aware_refusal() is not None:
+        moments = "fp32"
+        defaults.append(f"bf16 Adam moments not modelled: {rule.framework.precision_aware_refusal()}")
     gbs = row.int_or("global_batch", 1) or 1
     layout = Layout(
         tp=tp,
@@ -795,6 +799,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         bf16_first_layers=bf16_ends[0],
         bf16_last_layers=bf16_ends[1],
         fp8_param_gather=fp8_params,
+        optimizer_moments_dtype=moments,  # type: ignore[arg-type]
     )
     return layout, defaults
 
@@ -806,6 +811,28 @@ FP8_PARAMS_NOTE = re.compile(
     r"|fsdp[-_ ]float8[-_ ]all[-_ ]gather|float8 all[-_ ]gather",
     re.IGNORECASE,
 )
+
+
+# how notes name bf16 Adam moments: Megatron-core's precision-aware optimizer and its dtype flags (not DeepSpeed's
+# "BF16 optimizer", which keeps fp32 moments beside an fp32 gradient accumulator)
+BF16_MOMENTS_NOTE = re.compile(
+    r"bf16 (?:adam )?(?:optimizer states|moments)|precision[-_ ]aware[-_ ]optimizer"
+    r"|exp[-_]avg(?:[-_]sq)?[-_]dtype\s*[=:]?\s*(?:torch\.)?(?:bf16|bfloat16)",
+    re.IGNORECASE,
+)
+
+
+def bf16_moments_for(row: Row, defaults: list[str]) -> bool:
+    """True where a row's run kept bf16 Adam moments (Layout.optimizer_moments_dtype): its notes say so, or it is a
+    Megatron-Bridge DeepSeek-V3 run, whose recipe sets the precision-aware optimizer with bf16 moments
+    (src/megatron/bridge/recipes/deepseek/deepseek_v3.py: use_precision_aware_optimizer, exp_avg_dtype and
+    exp_avg_sq_dtype torch.bfloat16; the performance configs build on that recipe)."""
+    if BF16_MOMENTS_NOTE.search(row.get("notes")):
+        return True
+    if "megatron-bridge" in row.get("source").lower() and "deepseek-v3" in row.get("model_name").lower():
+        defaults.append("optimizer_moments_dtype=bf16 (Megatron-Bridge's DeepSeek-V3 recipe)")
+        return True
+    return False
 
 
 def fp8_params_from_notes(notes: str) -> bool:

@@ -82,7 +82,7 @@ def build_request(
             req[key] = doc[key]
     if isinstance(layout, dict) and layout.get("dtype"):
         req["dtype"] = layout["dtype"]
-    for key in ("bf16_first_layers", "bf16_last_layers", "fp8_param_gather"):
+    for key in ("bf16_first_layers", "bf16_last_layers", "fp8_param_gather", "optimizer_moments_dtype"):
         if isinstance(layout, dict) and layout.get(key):
             req[key] = layout[key]
     missing = [
@@ -131,6 +131,13 @@ def plan_command(
             "zero ≥ 1 layouts only",
         ),
     ] = False,
+    optimizer_moments: Annotated[
+        str | None,
+        typer.Option(
+            "--optimizer-moments",
+            help="Adam moments: fp32 | bf16 (Megatron-core's precision-aware optimizer; zero ≥ 1 layouts only)",
+        ),
+    ] = None,
     attention_backend: Annotated[
         str | None,
         typer.Option(
@@ -177,6 +184,8 @@ def plan_command(
         req["bf16_first_layers"], req["bf16_last_layers"] = int(parts[0]), int(parts[1])
     if fp8_params:
         req["fp8_param_gather"] = True
+    if optimizer_moments:
+        req["optimizer_moments_dtype"] = optimizer_moments
     if attention_backend:
         req["attention_backend"] = attention_backend
     req["constraints"] = {"preset": preset}

@@ -23,6 +23,7 @@ DTYPE_CHOICES = ("bf16", "fp16", "fp8", "fp4")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
 ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
+MOMENTS_CHOICES = ("fp32", "bf16")
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
 PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
 # checkboxes sent the same way in both modes
@@ -64,6 +65,7 @@ class BuilderState:
     bf16_first_layers: int = 0  # fp8 / fp4: layers at the start kept 16-bit; 0 = none
     bf16_last_layers: int = 0  # fp8 / fp4: layers at the end kept 16-bit; 0 = none
     fp8_params: bool = False  # fp8: working weights kept and gathered as FP8 (layout fp8_param_gather)
+    optimizer_moments_dtype: str = "fp32"  # Adam moments; bf16 = Megatron-core's precision-aware optimizer
     # planner mode: also rank layouts that offload 1/4, 1/2 or 3/4 of the layers' activations to host memory
     plan_offload: bool = False
     # planner mode: also rank layouts that keep half or all of the optimizer states on the host
@@ -118,6 +120,8 @@ class BuilderState:
             data.pop("optimizer_offload")
         if data["attention_backend"] == "auto":
             data.pop("attention_backend")
+        if data["optimizer_moments_dtype"] == "fp32":
+            data.pop("optimizer_moments_dtype")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def modules_list(self) -> list[str]:
@@ -213,6 +217,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
         ("dtype", DTYPE_CHOICES),
         ("mode", MODE_CHOICES),
         ("attention_backend", ATTENTION_CHOICES),
+        ("optimizer_moments_dtype", MOMENTS_CHOICES),
     ):
         if name in params:
             if params[name] in choices:
@@ -262,6 +267,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
                 "bf16_first_layers": state.bf16_first_layers,
                 "bf16_last_layers": state.bf16_last_layers,
                 **({"fp8_param_gather": True} if state.fp8_params else {}),
+                **_moments(state),
             },
             "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
             **kernel,
@@ -303,6 +309,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "bf16_first_layers": state.bf16_first_layers,
             "bf16_last_layers": state.bf16_last_layers,
             **({"fp8_param_gather": True} if state.fp8_params else {}),
+            **_moments(state),
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
         **kernel,
@@ -320,6 +327,12 @@ _MODEL_SPEC_KEYS = frozenset(
         "activation",
     }
 )
+
+
+def _moments(state: BuilderState) -> dict[str, Any]:
+    """The Adam-moment dtype of the scenario's layout, only when it is not the fp32 default."""
+    moments = state.optimizer_moments_dtype
+    return {} if moments == "fp32" else {"optimizer_moments_dtype": moments}
 
 
 def _cluster(state: BuilderState) -> dict[str, Any]:
@@ -370,6 +383,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         bf16_first_layers=layout.get("bf16_first_layers") or 0,
         bf16_last_layers=layout.get("bf16_last_layers") or 0,
         fp8_params=bool(layout.get("fp8_param_gather")),
+        optimizer_moments_dtype=str(layout.get("optimizer_moments_dtype") or "fp32"),
     )
 
 
@@ -441,6 +455,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     state.optimizer_offload = float(layout.get("optimizer_offload") or 0.0)
     state.dtype = str(layout.get("dtype", state.dtype))
     state.fp8_params = bool(layout.get("fp8_param_gather", False))
+    state.optimizer_moments_dtype = str(layout.get("optimizer_moments_dtype") or "fp32")
     training = scenario.get("training") or {}
     if training.get("seq_len") is not None:
         state.seq_len = int(training["seq_len"])

@@ -249,3 +249,11 @@ def test_plan_endpoint_and_cli_take_fp8_parameters(client: Any) -> None:
         "/api/v1/plan/sizes", json={k: v for k, v in body.items() if k != "top"} | {"sizes": [32, 64]}
     )
     assert sizes.status_code == 200, sizes.text
+
+
+def test_the_layouts_and_the_frameworks_problems_come_together() -> None:
+    layout = replace(MEGATRON_LAYOUT, tp=3, fp8_param_gather=True, optimizer_moments_dtype="bf16")
+    with pytest.raises(SpecError) as err:
+        _run(layout, DEEPSPEED)
+    fields = {p.field for p in err.value.problems}
+    assert {"layout.tp", "layout.fp8_param_gather", "layout.optimizer_moments_dtype"} <= fields

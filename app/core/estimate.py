@@ -152,9 +152,18 @@ def estimate(
     options: EstimateOptions | None = None,
 ) -> Estimate:
     """Memory and step time of one training configuration. Raises SpecError listing every inconsistency."""
-    check_layout(model, cluster, layout, seq_len)
     opts = options or EstimateOptions()
-    fw = framework_for(opts.framework, layout)
+    problems: list[Problem] = []
+    try:
+        check_layout(model, cluster, layout, seq_len)
+    except SpecError as exc:
+        problems = list(exc.problems)
+    try:
+        fw = framework_for(opts.framework, layout)
+    except SpecError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise SpecError(problems)  # every problem at once: the layout's and the framework's
     linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
     kernel = attention_kernel(fw, cluster.gpu, profile)
     calibrated = profile is not None and profile.gemm is not None

@@ -41,18 +41,38 @@ def test_bf16_moments_halve_the_optimizer_states_and_lighten_the_step(fw: Framew
         assert s_bf16.breakdown["optimizer_states"] == pytest.approx(
             s_plain.breakdown["optimizer_states"] / 2
         )
-        for key in ("weights", "gradients", "master_weights", "activations", "workspace"):
+        # bf16 weights: the precision-aware optimizer keeps only the low 16 bits of each fp32 master weight
+        assert s_bf16.breakdown["master_weights"] == pytest.approx(s_plain.breakdown["master_weights"] / 2)
+        for key in ("weights", "gradients", "activations", "workspace"):
             assert s_bf16.breakdown[key] == pytest.approx(s_plain.breakdown[key]), key
-    # the fused Adam step moves 38 B per parameter with fp32 moments, 30 with bf16 ones (HBM-bound)
-    assert bf16.step.breakdown["optimizer"] == pytest.approx(plain.step.breakdown["optimizer"] * 30 / 38)
+    # the fused Adam step moves 38 B per parameter with fp32 moments and masters, 28 with bf16 moments and remainders
+    assert bf16.step.breakdown["optimizer"] == pytest.approx(plain.step.breakdown["optimizer"] * 28 / 38)
     for key in ("forward_compute", "backward_compute", "dp_comm", "tp_comm", "pipeline_bubble"):
         assert bf16.step.breakdown[key] == pytest.approx(plain.step.breakdown[key]), key
     by_name = {a.name: a for a in bf16.assumptions}
     assert by_name["Adam moments"].value == 4.0
     assert by_name["bytes per parameter (weights+grads+master+Adam)"].value == pytest.approx(
-        {MEGATRON_CORE.name: 14.0, NEMO.name: 12.0}[fw.name]
+        {MEGATRON_CORE.name: 12.0, NEMO.name: 10.0}[fw.name]
     )
     assert any("Adam moments in bf16" in n for n in bf16.memory.notes)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fp8_params", "master_bytes"),
+    [("bf16", False, 2.0), ("fp8", False, 2.0), ("fp8", True, 4.0), ("fp16", False, 4.0)],
+)
+def test_the_master_weights_keep_their_low_bits_only_beside_bf16_weights(
+    dtype: str, fp8_params: bool, master_bytes: float
+) -> None:
+    layout = replace(LAYOUT, dtype=dtype, optimizer_moments_dtype="bf16", fp8_param_gather=fp8_params)
+    est = _run(layout)
+    by_name = {a.name: a for a in est.assumptions}
+    assert f"master weights at {master_bytes:g} B" in by_name["Adam moments"].source
+    plain = _run(replace(layout, optimizer_moments_dtype="fp32"))
+    ratio = (
+        est.memory.stages[0].breakdown["master_weights"] / plain.memory.stages[0].breakdown["master_weights"]
+    )
+    assert ratio == pytest.approx(master_bytes / 4.0)
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,12 @@ class Estimate:
         }
 
 
+def bf16_working_weights(layout: Layout) -> bool:
+    """The working weights are bf16 tensors: a bf16 run or an FP8 / NVFP4 one without FP8 parameters (fp16 runs keep
+    fp16 weights)."""
+    return layout.dtype != "fp16" and not layout.fp8_param_gather
+
+
 def framework_for(framework: Framework, layout: Layout) -> Framework:
     """The framework's conventions for this layout: its compute dtype (Framework.for_dtype), FP8 parameters
     (Framework.with_fp8_params) and bf16 Adam moments (Framework.with_bf16_moments). Raises SpecError when the
@@ -136,7 +142,7 @@ def framework_for(framework: Framework, layout: Layout) -> Framework:
         refusal = fw.precision_aware_refusal()
         if refusal is not None:
             problems.append(Problem("layout.optimizer_moments_dtype", refusal))
-        fw = fw.with_bf16_moments()
+        fw = fw.with_bf16_moments(bf16_params=bf16_working_weights(layout))
     if problems:
         raise SpecError(problems)
     return fw
@@ -428,7 +434,8 @@ def estimate(
                 "B per parameter",
                 "bf16 first and second moments (Megatron-core --use-precision-aware-optimizer --exp-avg-dtype bf16 "
                 "--exp-avg-sq-dtype bf16, Transformer Engine FusedAdam; Megatron-Bridge's DeepSeek-V3 recipe); "
-                "fp32 master weights; the optimizer step reads and writes "
+                f"fp32 master weights at {fw.master_bytes:g} B per parameter (with bf16 weights only their low 16 "
+                "bits, Megatron-core store_param_remainders); the optimizer step reads and writes "
                 f"{fw.adam_step_bytes_per_param:g} B per parameter",
             )
         )

@@ -92,7 +92,8 @@ class Layout:
       and gradients are unchanged (check_fp8_param_gather).
     - optimizer_moments_dtype: the Adam moments' dtype. "bf16" is Megatron-core's precision-aware optimizer
       (`--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`, Transformer Engine's
-      FusedAdam), 2 + 2 B per parameter instead of 4 + 4; Megatron-core allows it with Adam and the distributed
+      FusedAdam), 2 + 2 B per parameter instead of 4 + 4, and beside bf16 working weights only the low 16 bits of
+      each fp32 master weight (store_param_remainders); Megatron-core allows it with Adam and the distributed
       optimizer only (OptimizerConfig.__post_init__), so zero ≥ 1. Megatron-Bridge's DeepSeek-V3 recipe uses it.
     """
 

@@ -565,7 +565,7 @@ def memory_estimate(
     if moments == "bf16":
         notes.append(
             f"Adam moments in bf16 (precision-aware optimizer): {fw.optimizer_bytes:g} B per parameter, sharded "
-            "over the data-parallel ranks; fp32 master weights"
+            f"over the data-parallel ranks; fp32 master weights at {fw.master_bytes:g} B per parameter"
         )
     est = MemoryEstimate(stages, float(hbm_bytes), safety_fraction, notes, float(host_capacity_bytes))
     if est.host_bytes > 0:

@@ -182,7 +182,9 @@ def framework_for(
     fw = for_dtype(dtype) if for_dtype is not None else fw
     if fp8_params:
         fw = fw.with_fp8_params()
-    return fw.with_bf16_moments() if moments_dtype == "bf16" else fw
+    # bf16 working weights keep only the master weights' low 16 bits (app.core.estimate.bf16_working_weights)
+    bf16_params = dtype != "fp16" and not fp8_params
+    return fw.with_bf16_moments(bf16_params) if moments_dtype == "bf16" else fw
 
 
 class CollectiveTable:

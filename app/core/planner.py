@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -592,6 +592,22 @@ def _check_inputs(
     p.raise_if_any()
 
 
+def _sharding_rules(
+    fw: Framework, fp8_param_gather: bool, moments_dtype: str
+) -> list[tuple[str, Callable[[np.ndarray], np.ndarray]]]:
+    """(rejection reason, ZeRO stages allowed) for the precision options searched: FP8 parameters gather through
+    the distributed optimizer or FSDP in Megatron-core (zero ≥ 1) and through FSDP2 only in torchao (zero = 3,
+    Framework.fp8_param_gather); bf16 moments are Megatron-core's precision-aware optimizer, which runs inside the
+    distributed optimizer (zero ≥ 1)."""
+    rules: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = []
+    if fp8_param_gather:
+        fsdp_only = fw.fp8_param_gather == "fsdp"
+        rules.append(("fp8_params_need_sharding", (lambda z: z == 3) if fsdp_only else (lambda z: z >= 1)))
+    if moments_dtype == "bf16":
+        rules.append(("bf16_moments_need_distributed_optimizer", lambda z: z >= 1))
+    return rules
+
+
 def plan(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -656,21 +672,10 @@ def plan(
         for k, v in space.rejections.items():
             rejections[k] += v
         searched = space.rows
-        if fp8_param_gather:
-            # Megatron-core gathers FP8 parameters through the distributed optimizer or FSDP (zero ≥ 1), torchao
-            # through FSDP2 only (zero = 3): Framework.fp8_param_gather
-            zero_col = searched.zero
-            allowed = zero_col == 3 if opts.framework.fp8_param_gather == "fsdp" else zero_col >= 1
-            rejections["fp8_params_need_sharding"] = rejections.get("fp8_params_need_sharding", 0) + int(
-                (~allowed).sum()
-            )
-            searched = searched.take(np.nonzero(allowed)[0])
-        if optimizer_moments_dtype == "bf16":
-            # Megatron-core's precision-aware optimizer runs inside the distributed optimizer (zero ≥ 1)
-            allowed = searched.zero >= 1
-            key = "bf16_moments_need_distributed_optimizer"
-            rejections[key] = rejections.get(key, 0) + int((~allowed).sum())
-            searched = searched.take(np.nonzero(allowed)[0])
+        for key, allowed in _sharding_rules(opts.framework, fp8_param_gather, optimizer_moments_dtype):
+            keep = allowed(searched.zero)
+            rejections[key] = rejections.get(key, 0) + int((~keep).sum())
+            searched = searched.take(np.nonzero(keep)[0])
         if len(searched) == 0:
             continue
         table = CollectiveTable(cl, profile.network if profile is not None else None)

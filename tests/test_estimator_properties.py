@@ -232,3 +232,32 @@ def test_mfu_never_exceeds_one_on_any_catalog_part(dtype: str) -> None:
         assert 0 < est.step.mfu <= 1.0, (gpu.name, dtype, est.step.mfu)
         assert est.step.hardware_tflops_per_gpu * 1e12 <= gpu.peak(dtype), (gpu.name, dtype)
     assert checked >= (4 if dtype == "fp4" else 10)
+
+
+@PROFILE
+@given(
+    models(),
+    st.sampled_from([1, 2, 8, 64]),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from(["none", "selective", "full"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_fp8_parameters_and_bf16_moments_never_raise_memory(
+    model: ModelSpec, dp: int, zero: int, recompute: str, fp8_params: bool, bf16_moments: bool
+) -> None:
+    # the precision options only shrink state: FP8 working weights (1 B), bf16 Adam moments and, beside bf16
+    # weights, 2-byte master remainders; every stage's peak is at most the plain run's, and its breakdown sums
+    from app.core.estimate import framework_for
+
+    plain = Layout(dp=dp, zero=zero, global_batch=dp, recompute=recompute, dtype="fp8")  # type: ignore[arg-type]
+    shrunk = plain.with_(
+        fp8_param_gather=fp8_params, optimizer_moments_dtype="bf16" if bf16_moments else "fp32"
+    )
+    fw_plain, fw_shrunk = framework_for(MEGATRON_CORE, plain), framework_for(MEGATRON_CORE, shrunk)
+    for stage in range(plain.pp):
+        a = stage_memory(model, plain, 2048, stage, fw_plain)
+        b = stage_memory(model, shrunk, 2048, stage, fw_shrunk)
+        assert b.total_bytes <= a.total_bytes * (1 + 1e-12)
+        assert sum(b.breakdown.values()) == pytest.approx(b.total_bytes)
+        assert b.breakdown["activations"] == pytest.approx(a.breakdown["activations"])

@@ -121,10 +121,10 @@ class Estimate:
         }
 
 
-def bf16_working_weights(layout: Layout) -> bool:
+def bf16_working_weights(dtype: str, fp8_params: bool) -> bool:
     """The working weights are bf16 tensors: a bf16 run or an FP8 / NVFP4 one without FP8 parameters (fp16 runs keep
     fp16 weights)."""
-    return layout.dtype != "fp16" and not layout.fp8_param_gather
+    return dtype != "fp16" and not fp8_params
 
 
 def framework_for(framework: Framework, layout: Layout) -> Framework:
@@ -142,7 +142,7 @@ def framework_for(framework: Framework, layout: Layout) -> Framework:
         refusal = fw.precision_aware_refusal()
         if refusal is not None:
             problems.append(Problem("layout.optimizer_moments_dtype", refusal))
-        fw = fw.with_bf16_moments(bf16_params=bf16_working_weights(layout))
+        fw = fw.with_bf16_moments(bf16_working_weights(layout.dtype, layout.fp8_param_gather))
     if problems:
         raise SpecError(problems)
     return fw

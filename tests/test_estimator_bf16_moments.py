@@ -215,3 +215,47 @@ def test_the_builder_carries_the_moments_dtype_both_ways() -> None:
     assert "optimizer_moments_dtype" not in plain.query() and "fp8_params" not in plain.query()
     assert "optimizer_moments_dtype" not in state_to_scenario(plain)["layout"]
     assert parse_state({"optimizer_moments_dtype": "fp8"}).errors["optimizer_moments_dtype"]
+
+
+def test_the_plan_command_takes_both_precision_options_and_says_so(tmp_path: Any) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from app.cli.main import build_cli
+
+    runner, cli = CliRunner(), build_cli()
+    args = ["plan", "--model", "Llama-3-70B", "--gpu", "H100-SXM", "--nodes", "8", "--seq-len", "8192"]
+    res = runner.invoke(
+        cli, [*args, "--global-batch", "128", "--dtype", "fp8", "--fp8-params", "--optimizer-moments", "bf16"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "precision: fp8, FP8 parameters, bf16 Adam moments" in res.output
+    assert "fp8_params_need_sharding" in res.output
+    # a scenario file's layout carries them too
+    scenario = tmp_path / "s.json"
+    scenario.write_text(
+        json.dumps(
+            {
+                "model": "Llama-3-70B",
+                "cluster": {"gpu": "H100-SXM", "nodes": 8},
+                "layout": {"global_batch": 128, "dtype": "bf16", "optimizer_moments_dtype": "bf16"},
+                "training": {"seq_len": 8192},
+            }
+        )
+    )
+    res = runner.invoke(cli, ["plan", str(scenario), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["best"]["layout"]["optimizer_moments_dtype"] == "bf16"
+    # bad input: one message naming the field, exit status 2, no traceback
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args, "--global-batch", "128", "--fp8-params"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "fp8_param_gather: FP8 parameters need the fp8 compute dtype" in proc.stderr

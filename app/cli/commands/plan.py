@@ -234,6 +234,20 @@ def _header(width: int) -> str:
     )
 
 
+def _precision(layout: dict[str, Any]) -> str:
+    """The compute dtype and the precision options every listed layout shares ("fp8, FP8 parameters, bf16 Adam
+    moments")."""
+    parts = [str(layout.get("dtype", "bf16"))]
+    first, last = layout.get("bf16_first_layers") or 0, layout.get("bf16_last_layers") or 0
+    if first or last:
+        parts.append(f"16-bit layers {first} + {last}")
+    if layout.get("fp8_param_gather"):
+        parts.append("FP8 parameters")
+    if layout.get("optimizer_moments_dtype") == "bf16":
+        parts.append("bf16 Adam moments")
+    return ", ".join(parts)
+
+
 def render_plan(out: Any) -> str:
     lines = [
         f"{out.model} on {', '.join(str(n) for n in out.gpu_counts)} × {out.gpu} ({out.fabric}, {out.framework}), "
@@ -244,6 +258,8 @@ def render_plan(out: Any) -> str:
     ]
     if out.usd_per_gpu_hour:
         lines.append(f"price: ${out.usd_per_gpu_hour:.2f}/GPU-hour ({out.price_source})")
+    if out.top:
+        lines.append(f"precision: {_precision(out.top[0]['layout'])}")
     if not out.top:
         lines.append("no layout fits: try more GPUs, a smaller micro-batch or the full recompute option")
         return "\n".join(lines)

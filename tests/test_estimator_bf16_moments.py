@@ -202,18 +202,20 @@ def test_the_builder_carries_the_moments_dtype_both_ways() -> None:
 
     from app.web.pages._builder import BuilderState, parse_state, scenario_to_state, state_to_scenario
 
-    state = BuilderState(optimizer_moments_dtype="bf16", fp8_params=True, dtype="fp8")
+    state = BuilderState(optimizer_moments_dtype="bf16", fp8_params=True, dtype="fp8", mtp_layers=1)
     parsed = parse_state(dict(parse_qsl(state.query())))
-    assert (parsed.optimizer_moments_dtype, parsed.fp8_params) == ("bf16", True)
+    assert (parsed.optimizer_moments_dtype, parsed.fp8_params, parsed.mtp_layers) == ("bf16", True, 1)
     scenario = state_to_scenario(parsed)
     assert scenario["layout"]["optimizer_moments_dtype"] == "bf16"
     assert scenario["layout"]["fp8_param_gather"] is True
+    assert scenario["layout"]["mtp_layers"] == 1
     back = scenario_to_state(scenario)
-    assert (back.optimizer_moments_dtype, back.fp8_params) == ("bf16", True)
+    assert (back.optimizer_moments_dtype, back.fp8_params, back.mtp_layers) == ("bf16", True, 1)
     # the defaults stay out of the URL and the scenario
     plain = BuilderState()
     assert "optimizer_moments_dtype" not in plain.query() and "fp8_params" not in plain.query()
     assert "optimizer_moments_dtype" not in state_to_scenario(plain)["layout"]
+    assert "mtp_layers" not in plain.query() and "mtp_layers" not in state_to_scenario(plain)["layout"]
     assert parse_state({"optimizer_moments_dtype": "fp8"}).errors["optimizer_moments_dtype"]
 
 

@@ -32,6 +32,7 @@ from app.core.model import (
     hardware_flops_per_token,
     layer_shape,
     model_flops_per_token,
+    mtp_flops_per_token,
     num_moe_layers,
     padded_vocab_size,
     param_counts,
@@ -190,6 +191,10 @@ def estimate(
         hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab).matmul
     elif layout.recompute == "selective":
         hf += module_recompute_flops_per_token(model, layout.selective_modules)
+    mtp_mf, mtp_hf = mtp_flops_per_token(
+        model, layout.mtp_layers, seq_len, layout.recompute, opts.flop_counting, vocab
+    )
+    mf, hf = mf + mtp_mf, hf + mtp_hf
     peak = cluster.gpu.peak(layout.dtype)
     network = profile.network if profile is not None else None
     mem = memory_estimate(

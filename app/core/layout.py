@@ -95,6 +95,11 @@ class Layout:
       FusedAdam), 2 + 2 B per parameter instead of 4 + 4, and beside bf16 working weights only the low 16 bits of
       each fp32 master weight (store_param_remainders); Megatron-core allows it with Adam and the distributed
       optimizer only (OptimizerConfig.__post_init__), so zero ≥ 1. Megatron-Bridge's DeepSeek-V3 recipe uses it.
+    - mtp_layers: multi-token-prediction modules trained with the model (Megatron-core `--mtp-num-layers`;
+      DeepSeek-V3 trains one, Megatron-Bridge's DeepSeek-V3 recipe mtp_num_layers = 1). They run on the last
+      pipeline stage after its transformer layers: per module a projection, one transformer block (costed as the
+      model's average layer) and a second pass through the shared LM head and loss (app.core.memory
+      mtp_params_per_gpu, app.core.model.mtp_flops_per_token).
     """
 
     tp: int = 1
@@ -124,6 +129,7 @@ class Layout:
     bf16_last_layers: int = 0
     fp8_param_gather: bool = False
     optimizer_moments_dtype: MomentsDtype = "fp32"
+    mtp_layers: int = 0
 
     @property
     def uneven_pipeline(self) -> bool:
@@ -311,6 +317,18 @@ def stage_layers_from_pipeline_layout(text: str, pp: int, vp: int | None = None)
     return tuple(counts)
 
 
+def mtp_layers_in_pipeline_layout(text: str, pp: int) -> int:
+    """Multi-token-prediction layers ('m') of a Megatron-core pipeline layout string. Megatron-core runs them with
+    the loss, on the last pipeline rank; raises ValueError when an 'm' sits on another rank."""
+    stages = expand_pipeline_layout(text).split("|")
+    for i, stage in enumerate(stages):
+        if "m" in stage and (pp < 1 or i % pp != pp - 1):
+            raise ValueError(
+                f"MTP layers ('m') must sit on the last pipeline rank; virtual stage {i} runs on rank {i % pp}"
+            )
+    return sum(stage.count("m") for stage in stages)
+
+
 def _check_pipeline_split(p: ProblemCollector, model: ModelSpec, layout: Layout) -> bool:
     """The layer counts of an uneven pipeline split: whole and at least one on every stage. True when the split
     itself is consistent (stage_layer_counts may then be used)."""
@@ -494,6 +512,13 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         layout.optimizer_moments_dtype in MOMENTS_DTYPES,
         "layout.optimizer_moments_dtype",
         f"must be one of {list(MOMENTS_DTYPES)}",
+    )
+    p.check(
+        isinstance(layout.mtp_layers, int)
+        and not isinstance(layout.mtp_layers, bool)
+        and 0 <= layout.mtp_layers <= 8,
+        "layout.mtp_layers",
+        f"must be a whole number of multi-token-prediction modules from 0 to 8, got {layout.mtp_layers!r}",
     )
     if layout.optimizer_moments_dtype == "bf16":
         # megatron/core/optimizer/optimizer_config.py OptimizerConfig.__post_init__: "--use-precision-aware-optimizer

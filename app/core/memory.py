@@ -83,6 +83,29 @@ def embedding_params_per_gpu(model: ModelSpec, tp: Any, pp: Any, first: Any, las
     return first * (emb + pos) + last * (emb * head_copy * _head_not_shared(first, last, model) + norm)
 
 
+def mtp_params_per_gpu(
+    model: ModelSpec, shape: LayerShape, mtp_layers: int, tp: Any, ep: Any, pp: Any, etp: Any = None
+) -> tuple[Any, Any]:
+    """(non-expert, expert) parameters per GPU of `mtp_layers` multi-token-prediction modules on the last pipeline
+    stage (Layout.mtp_layers). A module (DeepSeek-V3, arXiv 2412.19437 Sec. 2.2; Megatron-core
+    MultiTokenPredictionLayer) normalises the hidden state and the next token's embedding, projects the two (2h → h,
+    split over tp), runs one transformer block (costed as the model's average layer) and a final norm; it shares the
+    embedding and the LM head with the model, so with pp > 1 an untied model's last stage also holds an embedding
+    copy (Megatron-core GPTModel builds the embedding on the stage that runs MTP)."""
+    if not mtp_layers:
+        return 0.0, 0.0
+    moe_frac = num_moe_layers(model) / model.num_layers
+    block_d, block_e = transformer_params_per_gpu(shape, 1 - moe_frac, moe_frac, tp, ep, etp)
+    h = model.hidden_size
+    module = block_d + 2 * h * h / tp + 3 * h
+    embedding = (
+        0.0
+        if model.tied_embeddings
+        else (np.asarray(pp) > 1) * padded_vocab_size(model.vocab_size, tp) * h / tp
+    )
+    return mtp_layers * module + embedding, mtp_layers * block_e
+
+
 def _head_not_shared(first: Any, last: Any, model: ModelSpec) -> Any:
     # with pp = 1 and tied embeddings the head reuses the embedding already counted on the (only) stage
     if not model.tied_embeddings:
@@ -431,6 +454,10 @@ def stage_memory(
         shape, dense_layers, moe_layers, tp, ep, layout.etp
     )
     dense_params += embedding_params_per_gpu(model, tp, pp, int(first), int(last))
+    if last and layout.mtp_layers:
+        mtp_dense, mtp_expert = mtp_params_per_gpu(model, shape, layout.mtp_layers, tp, ep, pp, layout.etp)
+        dense_params += mtp_dense
+        expert_params += mtp_expert
     shard = dp * cp
     states = state_bytes(dense_params, shard, layout.zero, fw)
     expert_states = state_bytes(expert_params, layout.expert_dp, layout.zero, fw)
@@ -513,6 +540,11 @@ def stage_memory(
         # final norm input + LM-head input (kept) and the logits of one micro-batch (transient)
         activations += 2 * ACT_BYTES * h * tokens / sp_div
         logits = fw.logits_bytes_per_element * tokens * vocab / tp
+        # multi-token prediction: each module's block keeps an average layer's activations for the micro-batches
+        # in flight on this stage, and its projection input (the two normalised h-wide halves) and head input
+        activations += layout.mtp_layers * (
+            per_layer * inflight / layers_per_gpu + 3 * ACT_BYTES * h * tokens / sp_div
+        )
     # transient buffers of the layer in flight: all-gathered SP input and the largest intermediate + its gradient
     widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
     workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)

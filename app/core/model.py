@@ -440,6 +440,32 @@ def hardware_flops_per_token(
     return base
 
 
+def mtp_flops_per_token(
+    model: ModelSpec,
+    mtp_layers: int,
+    seq_len: int,
+    recompute: str = "none",
+    attention: AttentionCounting = "full",
+    vocab_size: int | None = None,
+) -> tuple[float, float]:
+    """(model, hardware) training FLOPs per token of `mtp_layers` multi-token-prediction modules (Layout.mtp_layers).
+
+    Model FLOPs follow Megatron-core's count, which the published MoE runs report (megatron/training/training.py
+    num_floating_point_operations: 3·2·k·(3h + 2h²) for the two input norms, the final norm and the 2h → h
+    projection, and 3·2·h·V·k for the extra pass through the LM head; the MTP transformer block is not counted).
+    Hardware FLOPs add the block, costed as the model's average layer, forward and backward, and its forward again
+    under full recompute."""
+    if not mtp_layers:
+        return 0.0, 0.0
+    h = model.hidden_size
+    vocab = model.vocab_size if vocab_size is None else vocab_size
+    model_flops = 3 * 2 * mtp_layers * (3 * h + 2 * h * h) + 3 * 2 * h * vocab * mtp_layers
+    fwd = forward_flops_per_token(model, seq_len, attention, vocab)
+    block_fwd = (fwd.matmul + fwd.attention) / model.num_layers
+    block = mtp_layers * block_fwd * (4.0 if recompute == "full" else 3.0)
+    return model_flops, model_flops + block
+
+
 def narayanan_flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int) -> float:
     """Narayanan et al. 2021 eq. 3: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) (with full recompute)."""
     return (

@@ -552,6 +552,7 @@ def _check_inputs(
     fp8_param_gather: bool = False,
     framework: Framework | None = None,
     optimizer_moments_dtype: str = "fp32",
+    mtp_layers: int = 0,
 ) -> None:
     p = ProblemCollector()
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
@@ -563,6 +564,11 @@ def _check_inputs(
         optimizer_moments_dtype in MOMENTS_DTYPES,
         "optimizer_moments_dtype",
         f"must be one of {', '.join(MOMENTS_DTYPES)}",
+    )
+    p.check(
+        isinstance(mtp_layers, int) and 0 <= mtp_layers <= 8,
+        "mtp_layers",
+        f"must be a whole number of multi-token-prediction modules from 0 to 8, got {mtp_layers!r}",
     )
     if optimizer_moments_dtype == "bf16" and framework is not None:
         refusal = framework.precision_aware_refusal()
@@ -628,6 +634,7 @@ def plan(
     bf16_layers: tuple[int, int] = (0, 0),
     fp8_param_gather: bool = False,
     optimizer_moments_dtype: str = "fp32",
+    mtp_layers: int = 0,
 ) -> PlanResult:
     """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
 
@@ -637,7 +644,8 @@ def plan(
     `fp8_param_gather`: FP8 working weights (Layout.fp8_param_gather) in every layout searched; the ZeRO stages the
     framework cannot keep them at are rejected ("fp8_params_need_sharding"). `optimizer_moments_dtype` "bf16":
     Megatron-core's precision-aware optimizer in every layout searched; ZeRO 0 is rejected
-    ("bf16_moments_need_distributed_optimizer").
+    ("bf16_moments_need_distributed_optimizer"). `mtp_layers`: multi-token-prediction modules on the last stage of
+    every layout searched (Layout.mtp_layers).
     """
     c = constraints or Constraints()
     opts = options or EstimateOptions()
@@ -657,6 +665,7 @@ def plan(
         fp8_param_gather,
         opts.framework,
         optimizer_moments_dtype,
+        mtp_layers,
     )
     start = time.perf_counter()
     parts: list[_Evaluated] = []
@@ -693,6 +702,7 @@ def plan(
             bf16_layers=bf16_layers,
             fp8_params=fp8_param_gather,
             moments_dtype=optimizer_moments_dtype,
+            mtp_layers=mtp_layers,
         )
         calls += table.calls
         parts.append(
@@ -784,6 +794,7 @@ def plan(
             bf16_last_layers=bf16_layers[1],
             fp8_param_gather=fp8_param_gather,
             optimizer_moments_dtype=optimizer_moments_dtype,  # type: ignore[arg-type]
+            mtp_layers=mtp_layers,
         )
         t = float(step_time[i])
         g = int(num_gpus[i])

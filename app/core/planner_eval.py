@@ -41,6 +41,7 @@ from app.core.memory import (
     embedding_params_per_gpu,
     inflight_layer_microbatches,
     layer_activation_bytes,
+    mtp_params_per_gpu,
     state_bytes,
     transformer_params_per_gpu,
     zero3_working_bytes,
@@ -51,6 +52,7 @@ from app.core.model import (
     hardware_flops_per_token,
     layer_shape,
     model_flops_per_token,
+    mtp_flops_per_token,
     num_moe_layers,
     padded_vocab_size,
 )
@@ -60,6 +62,7 @@ from app.core.step import (
     FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
     _gemm,
+    _linear,
     attention_kernel,
     dispatch_dedup_share,
     flash_dropout_overhead,
@@ -323,6 +326,7 @@ def evaluate(
     bf16_layers: tuple[int, int] = (0, 0),
     fp8_params: bool = False,
     moments_dtype: str = "fp32",
+    mtp_layers: int = 0,
 ) -> Evaluation:
     """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs).
 
@@ -330,6 +334,7 @@ def evaluate(
     bf16_last_layers); every stage is then evaluated, since the stages between differ by the 16-bit layers they hold.
     `fp8_params`: FP8 working weights (Layout.fp8_param_gather) and `moments_dtype`: the Adam moments' dtype
     (Layout.optimizer_moments_dtype) in every row; the caller keeps the rows to the ZeRO stages that allow them.
+    `mtp_layers`: multi-token-prediction modules on the last stage of every row (Layout.mtp_layers).
     """
     opts = options or EstimateOptions()
     fw: Framework = framework_for(opts, dtype, fp8_params, moments_dtype)
@@ -435,6 +440,12 @@ def evaluate(
     workspace = working + workspace_rest
     vocab = padded_vocab_size(model.vocab_size, tp)  # type: ignore[arg-type]
 
+    # multi-token-prediction modules on the last stage (app.core.memory.mtp_params_per_gpu)
+    mtp_d, mtp_e = (
+        np.asarray(x, float) * np.ones(n)
+        for x in mtp_params_per_gpu(model, shape, mtp_layers, tp, ep, pp, e_tp)
+    )
+
     def stage_total(
         stage: np.ndarray,
         first: np.ndarray,
@@ -443,7 +454,8 @@ def evaluate(
         bf16: np.ndarray | None = None,
     ) -> np.ndarray:
         layers_t, expert_s = params_of(layers)
-        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last)
+        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last) + last * mtp_d
+        expert_s = expert_s + last * mtp_e
         states = state_bytes(dense_p, shard, zero, fw)
         expert_states = state_bytes(expert_s, exp_shard, zero, fw)
         model_states = sum(np.asarray(states[k] + expert_states[k], float) for k in states)
@@ -468,6 +480,10 @@ def evaluate(
             activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers)
         activations = activations + last * (2 * ACT_BYTES * h * tokens / sp_div)
         logits = last * (fw.logits_bytes_per_element * tokens * vocab / tp)
+        # multi-token prediction on the last stage (app.core.memory.stage_memory)
+        activations = activations + last * mtp_layers * (
+            kept * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div
+        )
         comm = np.full(n, float(fw.comm_buffer_bytes))
         layer_params = (dense_p + expert_s) / np.maximum(1.0, layers)
         comm = np.where(zero >= 3, comm + zero3_working_bytes(layer_params, fw), comm)
@@ -480,7 +496,8 @@ def evaluate(
     def host_optimizer(first: np.ndarray, last: np.ndarray, layers: np.ndarray) -> np.ndarray:
         # the offloaded optimizer shard of a stage (app.core.memory.optimizer_shard_params)
         layers_t, expert_s = params_of(layers)
-        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last)
+        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last) + last * mtp_d
+        expert_s = expert_s + last * mtp_e
         held = np.where(zero >= 1, dense_p / shard + expert_s / exp_shard, dense_p + expert_s)
         return np.asarray(opt_off * held * OPTIMIZER_HOST_BYTES, float)
 
@@ -551,6 +568,10 @@ def evaluate(
     g_vocab = padded_vocab_size(model.vocab_size, g_tp)  # type: ignore[arg-type]
     # the LM head stays in 16 bit under FP8 training (app.core.step.stage_times)
     logits_fwd = np.asarray(_gemm(attn_curve, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
+    # multi-token prediction: each module's 2h → h projection (app.core.step.stage_times)
+    proj_fwd, proj_bwd = (
+        np.asarray(t, dtype=float)[inverse] for t in _linear(linear, g_tok, h / g_tp, 2 * h)
+    )
     rec_layer = np.where(full, share * rec_full, np.where(rec == 1, rec_sel, 0.0))
     # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts (app.core.step.stage_times)
     fwd16, bwd16, rec16 = fwd_layer, bwd_layer, rec_layer
@@ -684,17 +705,19 @@ def evaluate(
         d_s, e_s = params_of(layers)
         b = np.zeros(n) if bf16 is None else bf16
         q = layers - b
+        k = head * mtp_layers  # multi-token-prediction modules run on the last stage
         return {
-            "fwd": q * fwd_layer + b * fwd16 + head * logits_fwd,
+            "fwd": q * fwd_layer + b * fwd16 + head * logits_fwd + k * (fwd_layer + proj_fwd + logits_fwd),
             "bwd": q * bwd_layer
             + b * bwd16
             + head * (2 * logits_fwd + ce + accum_head)
-            + accum_rate * (d_s + e_s)
+            + k * (bwd_layer + proj_bwd + 2 * logits_fwd + ce)
+            + accum_rate * (d_s + e_s + head * (mtp_d + mtp_e))
             + emb * accum_emb,
-            "rec": q * rec_layer + b * rec16,
-            "tp": layers * tp_layer,
-            "cp": layers * cp_layer,
-            "ep": layers * ep_layer,
+            "rec": q * rec_layer + b * rec16 + k * rec_layer,
+            "tp": (layers + k) * tp_layer,
+            "cp": (layers + k) * cp_layer,
+            "ep": (layers + k) * ep_layer,
         }
 
     def stage_sum(parts: dict[str, np.ndarray]) -> np.ndarray:
@@ -749,22 +772,32 @@ def evaluate(
     b_tp, b_cp, b_ep = pick("tp"), pick("cp"), pick("ep")
     bubble = (pp - 1) / vp * mean_stage
 
-    dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, (pp == 1).astype(np.int64))
-    if uneven.any():
-        # an uneven split: the stage holding the most parameters has the longest gradient reduction
+    single = (pp == 1).astype(np.int64)
+    dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, single)
+    if uneven.any() or mtp_layers:
+        # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
+        # gradient reduction (app.core.step.step_estimate)
         end_t, end_e = params_of(end_l)
         mid_t, mid_e = params_of(mid_l)
+        several = 1 - single
         held = [
-            (end_t + embedding_params_per_gpu(model, tp, pp, 1, 0), end_e),
-            (mid_t, mid_e),
-            (end_t + embedding_params_per_gpu(model, tp, pp, 0, 1), end_e),
+            (
+                end_t + embedding_params_per_gpu(model, tp, pp, 1, single) + single * mtp_d,
+                end_e + single * mtp_e,
+            ),
+            (mid_t * several, mid_e * several),
+            (
+                several * (end_t + embedding_params_per_gpu(model, tp, pp, 0, 1) + mtp_d),
+                several * (end_e + mtp_e),
+            ),
         ]
         best_d, best_e = held[0]
         for d_k, e_k in held[1:]:
             more = d_k + e_k > best_d + best_e
             best_d, best_e = np.where(more, d_k, best_d), np.where(more, e_k, best_e)
-        dense_p = np.where(uneven, best_d, dense_p)
-        expert_p = np.where(uneven, best_e, expert_p)
+        apply = uneven | (mtp_layers > 0)
+        dense_p = np.where(apply, best_d, dense_p)
+        expert_p = np.where(apply, best_e, expert_p)
     dp_ranks = dp * cp
     dp_node = _placement_per_node(dp_ranks, tp, gpn)
     exp_ranks = np.maximum(1, tp * dp_ranks // (e_tp * np.maximum(1, ep)))  # Layout.expert_dp
@@ -856,7 +889,10 @@ def evaluate(
             # op-level selective checkpointing re-runs every second matmul of the forward (app.core.estimate)
             hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab_)
             hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab_).matmul
-        return mf, hf
+        mtp_mf, mtp_hf = mtp_flops_per_token(
+            model, mtp_layers, seq_len, RECOMPUTE_CODES[int(rec_)], opts.flop_counting, vocab_
+        )
+        return mf + mtp_mf, hf + mtp_hf
 
     fl = _group_apply(field_code(tp, rec, rl, pp), [tp, rec, rl, pp], flops, 2)
     return Evaluation(

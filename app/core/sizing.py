@@ -140,6 +140,7 @@ def size_sweep(
     bf16_layers: tuple[int, int] = (0, 0),
     fp8_param_gather: bool = False,
     optimizer_moments_dtype: str = "fp32",
+    mtp_layers: int = 0,
 ) -> SizingResult:
     """Best layout, time to train, cost per run and scaling efficiency for each cluster size."""
     import time
@@ -177,6 +178,7 @@ def size_sweep(
             bf16_layers=bf16_layers,
             fp8_param_gather=fp8_param_gather,
             optimizer_moments_dtype=optimizer_moments_dtype,
+            mtp_layers=mtp_layers,
         )
         raw.append((n, res))
     feasible = [(n, r) for n, r in raw if r.best is not None]

@@ -50,6 +50,7 @@ from app.core.memory import (
     ACT_BYTES,
     embedding_params_per_gpu,
     layer_activation_bytes,
+    mtp_params_per_gpu,
     offloaded_activation_bytes,
     transformer_params_per_gpu,
 )
@@ -751,6 +752,11 @@ def stage_times(
     logits_fwd = _gemm(attn_curve, tokens, vocab / tp, shape.hidden)
     ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
 
+    # multi-token prediction (Layout.mtp_layers) on the last stage: per module the 2h → h projection, one block
+    # (an average layer: compute, recompute and its TP/CP/EP collectives) and a second LM-head pass with its loss
+    mtp = layout.mtp_layers
+    proj_fwd, proj_bwd = _linear(linear, tokens, shape.hidden / tp, 2 * shape.hidden)
+
     # a gradient accumulation pass over the stage's parameters after each micro-batch's backward (DeepSpeed's
     # BF16_Optimizer, Framework.grad_accum_bytes_per_param): memory-bound, in the backward's stream
     accum_rate = fw.grad_accum_bytes_per_param / (hbm * fw.elementwise_efficiency)
@@ -769,12 +775,18 @@ def stage_times(
             rec_s = q_s * rec_layer + b_s * rec16
         fwd = q_s * fwd_layer + b_s * fwd16 + (logits_fwd if last else 0.0)
         bwd = q_s * bwd_layer + b_s * bwd16 + ((2 * logits_fwd + ce) if last else 0.0)
+        k_s = mtp if last else 0
+        if k_s:
+            fwd += k_s * (fwd_layer + proj_fwd + logits_fwd)
+            bwd += k_s * (bwd_layer + proj_bwd + 2 * logits_fwd + ce)
+            rec_s += k_s * rec_layer
         if accum_rate:
             dense_t, expert_t = transformer_params_per_gpu(
                 shape, n_s * (1 - moe_share), n_s * moe_share, tp, ep, layout.etp
             )
             emb = embedding_params_per_gpu(model, tp, pp, int(stage == 0), int(last))
-            bwd += accum_rate * (dense_t + expert_t + emb)
+            mtp_d, mtp_e = mtp_params_per_gpu(model, shape, k_s, tp, ep, pp, layout.etp)
+            bwd += accum_rate * (dense_t + expert_t + emb + mtp_d + mtp_e)
         offload_mb = 0.0
         if layout.offload_layers or layout.offload_modules:
             offload_mb = (layout.offload_layers or n_s) * offload_layer
@@ -784,9 +796,9 @@ def stage_times(
                 forward_compute=fwd,
                 backward_compute=bwd,
                 recompute=rec_s,
-                tp_comm=n_s * tp_s,
-                cp_comm=n_s * cp_s,
-                ep_comm=n_s * ep_s,
+                tp_comm=(n_s + k_s) * tp_s,
+                cp_comm=(n_s + k_s) * cp_s,
+                ep_comm=(n_s + k_s) * ep_s,
                 pp_comm=pp_mb if pp > 1 else 0.0,
                 offload=offload_mb,
             )
@@ -887,15 +899,19 @@ def step_estimate(
         shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, layout.ep, layout.etp
     )
     dense_p += embedding_params_per_gpu(model, tp, pp, 1, 1 if pp == 1 else 0)
-    if len(set(stage_layer_counts(model.num_layers, layout))) > 1:
-        # an uneven split: the stage holding the most parameters has the longest gradient reduction
+    if len(set(stage_layer_counts(model.num_layers, layout))) > 1 or layout.mtp_layers:
+        # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
+        # gradient reduction
         moe_frac = n_moe / model.num_layers
         held = []
         for i, n_s in enumerate(stage_layer_counts(model.num_layers, layout)):
             d_s, e_s = transformer_params_per_gpu(
                 shape, n_s * (1 - moe_frac), n_s * moe_frac, tp, layout.ep, layout.etp
             )
-            held.append((d_s + embedding_params_per_gpu(model, tp, pp, int(i == 0), int(i == pp - 1)), e_s))
+            k_i = layout.mtp_layers if i == pp - 1 else 0
+            mtp_d, mtp_e = mtp_params_per_gpu(model, shape, k_i, tp, layout.ep, pp, layout.etp)
+            emb = embedding_params_per_gpu(model, tp, pp, int(i == 0), int(i == pp - 1))
+            held.append((d_s + emb + mtp_d, e_s + mtp_e))
         dense_p, expert_p = max(held, key=lambda t: t[0] + t[1])
     dp_ranks = dp * cp
     dp_place = group_placement(dp_ranks, tp, gpn)

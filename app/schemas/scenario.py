@@ -74,6 +74,18 @@ OptimizerMomentsDtype = Annotated[
         "optimizer, zero ≥ 1): 4 B per parameter instead of 8",
     ),
 ]
+# multi-token-prediction modules (app.core.layout.Layout.mtp_layers), as the scenario, plan and sizes requests take
+# them
+MtpLayers = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=8,
+        description="multi-token-prediction modules trained on the last pipeline stage (Megatron-core "
+        "--mtp-num-layers; DeepSeek-V3: 1): each a projection, one transformer block and a second LM-head pass; "
+        "a pipeline_layout's 'm' symbols set it",
+    ),
+]
 # FP8 parameters (app.core.layout.Layout.fp8_param_gather), as the scenario, plan and sizes requests take them
 Fp8ParamGather = Annotated[
     bool,
@@ -175,6 +187,7 @@ class LayoutIn(BaseModel):
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
+    mtp_layers: MtpLayers = 0
     pipeline_layout: str | None = Field(
         default=None,
         max_length=2000,

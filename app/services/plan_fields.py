@@ -85,6 +85,7 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "layout.bf16_last_layers": ("16-bit layers at the end", "layers"),
     "layout.fp8_param_gather": ("FP8 parameters", ""),
     "layout.optimizer_moments_dtype": ("Adam moments", ""),
+    "layout.mtp_layers": ("Multi-token-prediction modules", "modules"),
     "layout.flash_attention": ("Flash attention", ""),
     "layout.optimizer": ("Optimizer", ""),
     "framework": ("Framework conventions", ""),

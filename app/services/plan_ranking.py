@@ -83,6 +83,7 @@ def _run_planner(
             bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
             fp8_param_gather=layout.fp8_param_gather,
             optimizer_moments_dtype=layout.optimizer_moments_dtype,
+            mtp_layers=layout.mtp_layers,
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)

@@ -24,6 +24,7 @@ from app.schemas.scenario import (
     Fp8ParamGather,
     LayoutIn,
     MoeDispatcher,
+    MtpLayers,
     OptimizerMomentsDtype,
     Scenario,
     TrainingIn,
@@ -124,6 +125,7 @@ class PlanRequest(BaseModel):
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
+    mtp_layers: MtpLayers = 0
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -163,6 +165,7 @@ class SizesRequest(BaseModel):
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
+    mtp_layers: MtpLayers = 0
     flash_attention: bool = True
     framework: str = "megatron-core"
     moe_dispatcher: MoeDispatcher = Field(
@@ -373,6 +376,7 @@ def run_plan(
         bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
         fp8_param_gather=req.fp8_param_gather,
         optimizer_moments_dtype=req.optimizer_moments_dtype,
+        mtp_layers=req.mtp_layers,
     )
     return req, resolved, price_source, result
 
@@ -445,6 +449,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
         fp8_param_gather=req.fp8_param_gather,
         optimizer_moments_dtype=req.optimizer_moments_dtype,
+        mtp_layers=req.mtp_layers,
     )
     return resolved, price_source, result
 

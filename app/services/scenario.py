@@ -13,7 +13,7 @@ from app.core.errors import ProblemCollector
 from app.core.estimate import EstimateOptions
 from app.core.framework import FRAMEWORKS, Framework
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
-from app.core.layout import Layout, stage_layers_from_pipeline_layout
+from app.core.layout import Layout, mtp_layers_in_pipeline_layout, stage_layers_from_pipeline_layout
 from app.core.model import ModelSpec
 from app.errors import NotFoundError
 from app.schemas.scenario import Scenario
@@ -225,9 +225,14 @@ def _apply_pipeline_layout(text: str, lay: dict[str, Any], num_layers: int, p: P
     pp, vp = int(lay["pp"]), int(lay["vp"])
     try:
         counts = stage_layers_from_pipeline_layout(text, pp, vp)
+        mtp = mtp_layers_in_pipeline_layout(text, pp)
     except ValueError as exc:
         p.add(field, str(exc))
         return
+    given = int(lay.get("mtp_layers") or 0)
+    if given and given != mtp:
+        p.add(field, f"places {mtp} MTP layers ('m'), but mtp_layers is {given}")
+    lay["mtp_layers"] = mtp
     if sum(counts) != num_layers:
         p.add(field, f"holds {sum(counts)} transformer layers ('t'), the model has {num_layers}")
     if any(c < 1 for c in counts):

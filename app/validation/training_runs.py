@@ -52,6 +52,7 @@ from app.core.layout import (
     RECOMPUTE_MODULES,
     Layout,
     even_split_layers,
+    mtp_layers_in_pipeline_layout,
     stage_layers_from_pipeline_layout,
 )
 from app.core.model import (
@@ -468,6 +469,46 @@ MEGATRON_CORE_SPLIT_FRAMEWORKS = ("megatron-core", "nemo")
 EMBEDDING_PARTITION_MARKERS = ("rebalancing layers", "02-28")
 _PIPELINE_LAYOUT_NOTE = re.compile(r"PP layout\s*'([^']+)'", re.IGNORECASE)
 
+# Megatron-Bridge's DeepSeek-V3 recipe (src/megatron/bridge/recipes/deepseek/deepseek_v3.py, layout_map by (pp, vp);
+# mtp_num_layers = 1): the embedding on the first virtual stage, the MTP layer and the loss on the last
+MEGATRON_BRIDGE_DSV3_LAYOUTS: dict[tuple[int, int], str] = {
+    (4, 1): "Et*16|t*16|t*16|t*13mL",
+    (8, 1): "Et*8|(t*8|)*6t*5mL",
+    (4, 2): "Et*8|(t*8|)*6t*5mL",
+    (16, 1): "Et*4|(t*4|)*14tmL",
+    (8, 2): "Et*4|(t*4|)*14tmL",
+    (4, 4): "Et*4|(t*4|)*14tmL",
+}
+
+
+def megatron_bridge_dsv3(row: Row) -> bool:
+    """A Megatron-Bridge run of DeepSeek-V3, which its recipe trains with one MTP layer and lays out by (pp, vp)."""
+    return "megatron-bridge" in row.get("source").lower() and "deepseek-v3" in row.get("model_name").lower()
+
+
+def stated_pipeline_layout(row: Row, layout: Layout) -> tuple[str, str] | None:
+    """(Megatron-core pipeline layout string, where it comes from) for a row: the notes' own, or Megatron-Bridge's
+    DeepSeek-V3 recipe layout for its (pp, vp); None when neither applies."""
+    stated = _PIPELINE_LAYOUT_NOTE.search(row.get("notes"))
+    if stated:
+        return stated.group(1), "the notes"
+    recipe = MEGATRON_BRIDGE_DSV3_LAYOUTS.get((layout.pp, layout.vp)) if megatron_bridge_dsv3(row) else None
+    if recipe:
+        return recipe, "Megatron-Bridge's DeepSeek-V3 recipe"
+    return None
+
+
+def mtp_layers_for(row: Row, layout: Layout) -> int:
+    """Multi-token-prediction layers of a row's run: the 'm' of its stated pipeline layout, else one for a
+    Megatron-Bridge DeepSeek-V3 run (its recipe's mtp_num_layers), else none."""
+    stated = stated_pipeline_layout(row, layout)
+    if stated:
+        try:
+            return mtp_layers_in_pipeline_layout(stated[0], layout.pp)
+        except ValueError:
+            return 0
+    return 1 if megatron_bridge_dsv3(row) else 0
+
 
 def pipeline_split_for(
     row: Row, model: ModelSpec, layout: Layout, framework: Framework
@@ -477,14 +518,14 @@ def pipeline_split_for(
     Megatron-core recipes' embedding / loss accounting. None when nothing stated fits (the caller then models
     every stage at the bottleneck's depth)."""
     text = f"{row.get('source')} {row.get('notes')}".lower()
-    stated = _PIPELINE_LAYOUT_NOTE.search(row.get("notes"))
+    stated = stated_pipeline_layout(row, layout)
     if stated:
         try:
-            counts = stage_layers_from_pipeline_layout(stated.group(1), layout.pp)
+            counts = stage_layers_from_pipeline_layout(stated[0], layout.pp)
         except ValueError:
             counts = ()
         if counts and sum(counts) == model.num_layers and min(counts) >= 1:
-            return counts, f"pipeline layout {stated.group(1)!r} from the notes"
+            return counts, f"pipeline layout {stated[0]!r} from {stated[1]}"
     end = even_split_layers(model.num_layers, layout.pp)
     if end is None:
         return None
@@ -1168,6 +1209,13 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
             "bubble) is unknown"
         )
     layout, defaults = row_layout(row, model, rule, n_gpus)
+    mtp = mtp_layers_for(row, layout)
+    if mtp:
+        layout = replace(layout, mtp_layers=mtp)
+        source = (
+            "its stated pipeline layout" if _PIPELINE_LAYOUT_NOTE.search(row.get("notes")) else "its recipe"
+        )
+        defaults.append(f"mtp_layers={mtp} ({source})")
     chunks = layout.pp * layout.vp
     split = pipeline_split_for(row, model, layout, rule.framework) if model.num_layers % chunks else None
     if split is not None:

@@ -82,7 +82,13 @@ def build_request(
             req[key] = doc[key]
     if isinstance(layout, dict) and layout.get("dtype"):
         req["dtype"] = layout["dtype"]
-    for key in ("bf16_first_layers", "bf16_last_layers", "fp8_param_gather", "optimizer_moments_dtype"):
+    for key in (
+        "bf16_first_layers",
+        "bf16_last_layers",
+        "fp8_param_gather",
+        "optimizer_moments_dtype",
+        "mtp_layers",
+    ):
         if isinstance(layout, dict) and layout.get(key):
             req[key] = layout[key]
     missing = [
@@ -131,6 +137,15 @@ def plan_command(
             "zero ≥ 1 layouts only",
         ),
     ] = False,
+    mtp_layers: Annotated[
+        int | None,
+        typer.Option(
+            "--mtp-layers",
+            min=0,
+            max=8,
+            help="multi-token-prediction modules on the last stage (Megatron-core --mtp-num-layers; DeepSeek-V3: 1)",
+        ),
+    ] = None,
     optimizer_moments: Annotated[
         str | None,
         typer.Option(
@@ -186,6 +201,8 @@ def plan_command(
         req["fp8_param_gather"] = True
     if optimizer_moments:
         req["optimizer_moments_dtype"] = optimizer_moments
+    if mtp_layers is not None:
+        req["mtp_layers"] = mtp_layers
     if attention_backend:
         req["attention_backend"] = attention_backend
     req["constraints"] = {"preset": preset}
@@ -245,6 +262,8 @@ def _precision(layout: dict[str, Any]) -> str:
         parts.append("FP8 parameters")
     if layout.get("optimizer_moments_dtype") == "bf16":
         parts.append("bf16 Adam moments")
+    if layout.get("mtp_layers"):
+        parts.append(f"{layout['mtp_layers']} MTP module(s) on the last stage")
     return ", ".join(parts)
 
 

@@ -66,6 +66,7 @@ class BuilderState:
     bf16_last_layers: int = 0  # fp8 / fp4: layers at the end kept 16-bit; 0 = none
     fp8_params: bool = False  # fp8: working weights kept and gathered as FP8 (layout fp8_param_gather)
     optimizer_moments_dtype: str = "fp32"  # Adam moments; bf16 = Megatron-core's precision-aware optimizer
+    mtp_layers: int = 0  # multi-token-prediction modules on the last stage (Megatron-core --mtp-num-layers)
     # planner mode: also rank layouts that offload 1/4, 1/2 or 3/4 of the layers' activations to host memory
     plan_offload: bool = False
     # planner mode: also rank layouts that keep half or all of the optimizer states on the host
@@ -111,6 +112,7 @@ class BuilderState:
             "stage_layers",
             "bf16_first_layers",
             "bf16_last_layers",
+            "mtp_layers",
         ):
             if not data[name]:
                 data.pop(name)
@@ -156,6 +158,7 @@ _INT_LIMITS = {
     "last_stage_layers": (0, 100_000),
     "bf16_first_layers": (0, 100_000),
     "bf16_last_layers": (0, 100_000),
+    "mtp_layers": (0, 8),
 }
 
 
@@ -268,6 +271,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
                 "bf16_last_layers": state.bf16_last_layers,
                 **({"fp8_param_gather": True} if state.fp8_params else {}),
                 **_moments(state),
+                **_mtp(state),
             },
             "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
             **kernel,
@@ -310,6 +314,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "bf16_last_layers": state.bf16_last_layers,
             **({"fp8_param_gather": True} if state.fp8_params else {}),
             **_moments(state),
+            **_mtp(state),
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
         **kernel,
@@ -333,6 +338,11 @@ def _moments(state: BuilderState) -> dict[str, Any]:
     """The Adam-moment dtype of the scenario's layout, only when it is not the fp32 default."""
     moments = state.optimizer_moments_dtype
     return {} if moments == "fp32" else {"optimizer_moments_dtype": moments}
+
+
+def _mtp(state: BuilderState) -> dict[str, Any]:
+    """The multi-token-prediction modules of the scenario's layout, only when there are any."""
+    return {"mtp_layers": state.mtp_layers} if state.mtp_layers else {}
 
 
 def _cluster(state: BuilderState) -> dict[str, Any]:
@@ -384,6 +394,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         bf16_last_layers=layout.get("bf16_last_layers") or 0,
         fp8_params=bool(layout.get("fp8_param_gather")),
         optimizer_moments_dtype=str(layout.get("optimizer_moments_dtype") or "fp32"),
+        mtp_layers=int(layout.get("mtp_layers") or 0),
     )
 
 
@@ -444,6 +455,7 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
         "last_stage_layers",
         "bf16_first_layers",
         "bf16_last_layers",
+        "mtp_layers",
     ):
         if layout.get(name) is not None:
             setattr(state, name, int(layout[name]))

@@ -122,31 +122,23 @@ class Estimate:
         }
 
 
-def bf16_working_weights(dtype: str, fp8_params: bool) -> bool:
-    """The working weights are bf16 tensors: a bf16 run or an FP8 / NVFP4 one without FP8 parameters (fp16 runs keep
-    fp16 weights)."""
-    return dtype != "fp16" and not fp8_params
-
-
 def framework_for(framework: Framework, layout: Layout) -> Framework:
-    """The framework's conventions for this layout: its compute dtype (Framework.for_dtype), FP8 parameters
-    (Framework.with_fp8_params) and bf16 Adam moments (Framework.with_bf16_moments). Raises SpecError when the
-    framework has neither at this ZeRO stage."""
+    """The framework's conventions for this layout: its compute dtype (Framework.for_dtype) and precision options
+    (Framework.with_precision). Raises SpecError naming the field when the framework cannot run FP8 parameters at
+    this ZeRO stage or bf16 Adam moments at all."""
     fw = framework.for_dtype(layout.dtype)
     problems = []
     if layout.fp8_param_gather:
         refusal = fw.fp8_param_gather_refusal(layout.zero)
         if refusal is not None:
             problems.append(Problem("layout.fp8_param_gather", refusal))
-        fw = fw.with_fp8_params()
     if layout.optimizer_moments_dtype == "bf16":
         refusal = fw.precision_aware_refusal()
         if refusal is not None:
             problems.append(Problem("layout.optimizer_moments_dtype", refusal))
-        fw = fw.with_bf16_moments(bf16_working_weights(layout.dtype, layout.fp8_param_gather))
     if problems:
         raise SpecError(problems)
-    return fw
+    return fw.with_precision(layout.dtype, layout.fp8_param_gather, layout.optimizer_moments_dtype)
 
 
 def estimate(

@@ -195,11 +195,12 @@ class Framework:
     def with_(self, **changes: Any) -> Framework:
         return replace(self, **changes)
 
-    def fp8_param_gather_refusal(self, zero: int) -> str | None:
-        """Why this framework cannot keep FP8 parameters at ZeRO stage `zero`, or None when it can."""
+    def fp8_param_gather_refusal(self, zero: int | None) -> str | None:
+        """Why this framework cannot keep FP8 parameters at ZeRO stage `zero` (None: at any stage, as the planner asks
+        before it searches them), or None when it can."""
         if self.fp8_param_gather == "unsupported":
             return f"{self.name} has no FP8 parameters (fp8_param_gather)"
-        if self.fp8_param_gather == "fsdp" and zero != 3:
+        if self.fp8_param_gather == "fsdp" and zero is not None and zero != 3:
             return (
                 f"{self.name} gathers FP8 parameters through FSDP only (zero = 3, torchao float8 all-gather)"
             )
@@ -210,6 +211,15 @@ class Framework:
         if not self.precision_aware_optimizer:
             return f"{self.name} keeps fp32 Adam moments (bf16 moments are Megatron-core's precision-aware optimizer)"
         return None
+
+    def with_precision(self, dtype: str, fp8_params: bool, moments_dtype: str) -> Framework:
+        """This framework with a layout's precision options applied: FP8 parameters (`with_fp8_params`) and the Adam
+        moments' dtype (`with_bf16_moments`, whose master-weight remainders need bf16 working weights: a bf16, FP8 or
+        NVFP4 run without FP8 parameters; fp16 runs keep fp16 weights). The estimate and the planner both use it."""
+        fw = self.with_fp8_params() if fp8_params else self
+        if moments_dtype == "bf16":
+            fw = fw.with_bf16_moments(bf16_params=dtype != "fp16" and not fp8_params)
+        return fw
 
     def with_bf16_moments(self, bf16_params: bool) -> Framework:
         """Adam moments in bf16 (Layout.optimizer_moments_dtype): 2 B each instead of 4 in the optimizer states and

@@ -89,7 +89,7 @@ class Layout:
       the sharded parameters are all-gathered in FP8: Megatron-core `--fp8-param-gather` (NeMo `fp8_params`,
       Megatron-Bridge's FP8 presets), which needs the distributed optimizer or FSDP (zero ≥ 1), and torchao's
       FSDP2 float8 all-gather (`enable_fsdp_float8_all_gather`, zero = 3). The fp32 master weights, Adam moments
-      and gradients are unchanged (check_fp8_param_gather).
+      and gradients are unchanged (check_precision_options).
     - optimizer_moments_dtype: the Adam moments' dtype. "bf16" is Megatron-core's precision-aware optimizer
       (`--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`, Transformer Engine's
       FusedAdam), 2 + 2 B per parameter instead of 4 + 4, and beside bf16 working weights only the low 16 bits of
@@ -430,23 +430,50 @@ def _check_module_names(
         p.check(not needs_moe, field_name, f"{needs_moe} need a mixture-of-experts model")
 
 
-def check_fp8_param_gather(p: ProblemCollector, on: bool, dtype: str, zero: Any, prefix: str = "") -> None:
-    """FP8 parameters (fp8_param_gather) need FP8 compute and sharded parameters to gather: Megatron-core refuses
-    `--fp8-param-gather` without the distributed optimizer or FSDP (megatron/training/arguments.py), and torchao's
-    float8 all-gather is an FSDP2 feature. NVFP4 recipes keep 16-bit parameters (Megatron-Bridge
-    bf16_with_nvfp4_mixed: fp8_param_gather off). Problems go to `p` under `prefix` + the field name; `zero` None
-    leaves the ZeRO stage unchecked (the planner searches it)."""
-    if not on:
-        return
+def check_precision_options(
+    p: ProblemCollector,
+    dtype: str,
+    zero: Any,
+    fp8_param_gather: bool,
+    moments_dtype: str,
+    mtp_layers: Any,
+    prefix: str = "",
+) -> None:
+    """The precision and MTP options of a layout or a planner request; problems go to `p` under `prefix` + the field
+    name. `zero` None leaves the ZeRO stage unchecked (the planner searches it).
+
+    FP8 parameters need FP8 compute and sharded parameters to gather: Megatron-core refuses `--fp8-param-gather`
+    without the distributed optimizer or FSDP (megatron/training/arguments.py), torchao's float8 all-gather is an
+    FSDP2 feature, and NVFP4 recipes keep 16-bit parameters (Megatron-Bridge bf16_with_nvfp4_mixed:
+    fp8_param_gather off). bf16 Adam moments are Megatron-core's precision-aware optimizer, "only supported with
+    distributed optimizer" (megatron/core/optimizer/optimizer_config.py OptimizerConfig.__post_init__)."""
+    sharded = zero is None or (isinstance(zero, int) and zero >= 1)
+    if fp8_param_gather:
+        p.check(
+            dtype == "fp8",
+            f"{prefix}fp8_param_gather",
+            f"FP8 parameters need the fp8 compute dtype; this run is {dtype}",
+        )
+        p.check(
+            sharded,
+            f"{prefix}fp8_param_gather",
+            "FP8 parameters are gathered from sharded ones: they need the distributed optimizer or FSDP (zero ≥ 1)",
+        )
     p.check(
-        dtype == "fp8",
-        f"{prefix}fp8_param_gather",
-        f"FP8 parameters need the fp8 compute dtype; this run is {dtype}",
+        moments_dtype in MOMENTS_DTYPES,
+        f"{prefix}optimizer_moments_dtype",
+        f"must be one of {list(MOMENTS_DTYPES)}",
     )
+    if moments_dtype == "bf16":
+        p.check(
+            sharded,
+            f"{prefix}optimizer_moments_dtype",
+            "bf16 Adam moments (Megatron-core's precision-aware optimizer) need the distributed optimizer (zero ≥ 1)",
+        )
     p.check(
-        zero is None or (isinstance(zero, int) and zero >= 1),
-        f"{prefix}fp8_param_gather",
-        "FP8 parameters are gathered from sharded ones: they need the distributed optimizer or FSDP (zero ≥ 1)",
+        isinstance(mtp_layers, int) and not isinstance(mtp_layers, bool) and 0 <= mtp_layers <= 8,
+        f"{prefix}mtp_layers",
+        f"must be a whole number of multi-token-prediction modules from 0 to 8, got {mtp_layers!r}",
     )
 
 
@@ -508,26 +535,6 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
     )
     p.check(layout.dtype in TRAIN_DTYPES, "layout.dtype", f"must be one of {list(TRAIN_DTYPES)}")
     p.check(layout.optimizer in OPTIMIZERS, "layout.optimizer", f"must be one of {list(OPTIMIZERS)}")
-    p.check(
-        layout.optimizer_moments_dtype in MOMENTS_DTYPES,
-        "layout.optimizer_moments_dtype",
-        f"must be one of {list(MOMENTS_DTYPES)}",
-    )
-    p.check(
-        isinstance(layout.mtp_layers, int)
-        and not isinstance(layout.mtp_layers, bool)
-        and 0 <= layout.mtp_layers <= 8,
-        "layout.mtp_layers",
-        f"must be a whole number of multi-token-prediction modules from 0 to 8, got {layout.mtp_layers!r}",
-    )
-    if layout.optimizer_moments_dtype == "bf16":
-        # megatron/core/optimizer/optimizer_config.py OptimizerConfig.__post_init__: "--use-precision-aware-optimizer
-        # only supported with distributed optimizer"
-        p.check(
-            layout.zero >= 1,
-            "layout.optimizer_moments_dtype",
-            "bf16 Adam moments (Megatron-core's precision-aware optimizer) need the distributed optimizer (zero ≥ 1)",
-        )
     p.check(seq_len >= 1, "training.seq_len", f"must be ≥ 1, got {seq_len}")
 
     if cluster is not None:
@@ -637,7 +644,15 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
     check_bf16_layers(
         p, model.num_layers, layout.dtype, layout.bf16_first_layers, layout.bf16_last_layers, "layout."
     )
-    check_fp8_param_gather(p, layout.fp8_param_gather, layout.dtype, layout.zero, "layout.")
+    check_precision_options(
+        p,
+        layout.dtype,
+        layout.zero,
+        layout.fp8_param_gather,
+        layout.optimizer_moments_dtype,
+        layout.mtp_layers,
+        "layout.",
+    )
     if layout.offload_layers:
         # megatron/core/transformer/transformer_config.py __post_init__: cpu_offloading_num_layers must lie in
         # [0, num_layers); "Currently there is no support for Pipeline parallelism with CPU offloading"; "CPU

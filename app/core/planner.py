@@ -38,11 +38,10 @@ from app.core.estimate import Assumption, EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import (
-    MOMENTS_DTYPES,
     TRAIN_DTYPES,
     Layout,
     check_bf16_layers,
-    check_fp8_param_gather,
+    check_precision_options,
     pipeline_label,
     unsupported_dtype,
 )
@@ -557,20 +556,11 @@ def _check_inputs(
     p = ProblemCollector()
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
     check_bf16_layers(p, model.num_layers, dtype, *bf16_layers)
-    check_fp8_param_gather(p, fp8_param_gather, dtype, None)
-    if fp8_param_gather and framework is not None and framework.fp8_param_gather == "unsupported":
-        p.add("fp8_param_gather", framework.fp8_param_gather_refusal(3) or "")
-    p.check(
-        optimizer_moments_dtype in MOMENTS_DTYPES,
-        "optimizer_moments_dtype",
-        f"must be one of {', '.join(MOMENTS_DTYPES)}",
-    )
-    p.check(
-        isinstance(mtp_layers, int) and 0 <= mtp_layers <= 8,
-        "mtp_layers",
-        f"must be a whole number of multi-token-prediction modules from 0 to 8, got {mtp_layers!r}",
-    )
-    if optimizer_moments_dtype == "bf16" and framework is not None:
+    check_precision_options(p, dtype, None, fp8_param_gather, optimizer_moments_dtype, mtp_layers)
+    if framework is not None and fp8_param_gather:
+        refusal = framework.fp8_param_gather_refusal(None)
+        p.check(refusal is None, "fp8_param_gather", refusal or "")
+    if framework is not None and optimizer_moments_dtype == "bf16":
         refusal = framework.precision_aware_refusal()
         p.check(refusal is None, "optimizer_moments_dtype", refusal or "")
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")

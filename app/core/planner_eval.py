@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
-from app.core.estimate import EstimateOptions, bf16_working_weights
+from app.core.estimate import EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, stage_bf16_layer_counts
@@ -183,9 +183,7 @@ def framework_for(
     fw = options.framework
     for_dtype = getattr(fw, "for_dtype", None)
     fw = for_dtype(dtype) if for_dtype is not None else fw
-    if fp8_params:
-        fw = fw.with_fp8_params()
-    return fw.with_bf16_moments(bf16_working_weights(dtype, fp8_params)) if moments_dtype == "bf16" else fw
+    return fw.with_precision(dtype, fp8_params, moments_dtype)
 
 
 class CollectiveTable:

@@ -498,16 +498,16 @@ def stated_pipeline_layout(row: Row, layout: Layout) -> tuple[str, str] | None:
     return None
 
 
-def mtp_layers_for(row: Row, layout: Layout) -> int:
-    """Multi-token-prediction layers of a row's run: the 'm' of its stated pipeline layout, else one for a
-    Megatron-Bridge DeepSeek-V3 run (its recipe's mtp_num_layers), else none."""
+def mtp_layers_for(row: Row, layout: Layout) -> tuple[int, str]:
+    """(multi-token-prediction layers, where the count comes from) of a row's run: the 'm' of its stated pipeline
+    layout, else one for a Megatron-Bridge DeepSeek-V3 run (its recipe's mtp_num_layers), else none."""
     stated = stated_pipeline_layout(row, layout)
     if stated:
         try:
-            return mtp_layers_in_pipeline_layout(stated[0], layout.pp)
+            return mtp_layers_in_pipeline_layout(stated[0], layout.pp), f"pipeline layout from {stated[1]}"
         except ValueError:
-            return 0
-    return 1 if megatron_bridge_dsv3(row) else 0
+            return 0, ""
+    return (1, "Megatron-Bridge's DeepSeek-V3 recipe") if megatron_bridge_dsv3(row) else (0, "")
 
 
 def pipeline_split_for(
@@ -870,7 +870,7 @@ def bf16_moments_for(row: Row, defaults: list[str]) -> bool:
     exp_avg_sq_dtype torch.bfloat16; the performance configs build on that recipe)."""
     if BF16_MOMENTS_NOTE.search(row.get("notes")):
         return True
-    if "megatron-bridge" in row.get("source").lower() and "deepseek-v3" in row.get("model_name").lower():
+    if megatron_bridge_dsv3(row):
         defaults.append("optimizer_moments_dtype=bf16 (Megatron-Bridge's DeepSeek-V3 recipe)")
         return True
     return False
@@ -1209,13 +1209,10 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
             "bubble) is unknown"
         )
     layout, defaults = row_layout(row, model, rule, n_gpus)
-    mtp = mtp_layers_for(row, layout)
+    mtp, mtp_source = mtp_layers_for(row, layout)
     if mtp:
         layout = replace(layout, mtp_layers=mtp)
-        source = (
-            "its stated pipeline layout" if _PIPELINE_LAYOUT_NOTE.search(row.get("notes")) else "its recipe"
-        )
-        defaults.append(f"mtp_layers={mtp} ({source})")
+        defaults.append(f"mtp_layers={mtp} ({mtp_source})")
     chunks = layout.pp * layout.vp
     split = pipeline_split_for(row, model, layout, rule.framework) if model.num_layers % chunks else None
     if split is not None:

@@ -1,9 +1,9 @@
 """SQLModel tables. Importing this package registers every table on SQLModel.metadata (Alembic reads it)."""
 
-from app.models.auth import ApiToken, UserAccount
-from app.models.benchmarks import BenchmarkJob, CalibrationProfile, JobEvent, Node
+from app.models.auth import ApiToken, LoginThrottle, UserAccount
+from app.models.benchmarks import BenchmarkJob, CalibrationProfile, JobAttempt, JobEvent, Node
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
-from app.models.plans import Plan, PlanRevision
+from app.models.plans import Plan, PlanRevision, PlanShare
 
 __all__ = [
     "ApiToken",
@@ -11,11 +11,14 @@ __all__ = [
     "CalibrationProfile",
     "GPUEntry",
     "InterconnectEntry",
+    "JobAttempt",
     "JobEvent",
+    "LoginThrottle",
     "ModelEntry",
     "Node",
     "Plan",
     "PlanRevision",
+    "PlanShare",
     "PriceRow",
     "UserAccount",
 ]

@@ -58,8 +58,30 @@ class JobEvent(SQLModel, table=True):
     __tablename__ = "job_event"
     id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
     job_id: uuid.UUID = Field(foreign_key="benchmark_job.id", index=True, ondelete="CASCADE")
+    attempt: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     created_at: datetime = created_at_field()
     payload: dict[str, Any] = json_field()
+
+
+class JobAttempt(SQLModel, table=True):
+    """One attempt of a job on one node: its partial rows, log and outcome, kept apart from other attempts.
+
+    A retry starts a new attempt with empty rows and log; the job's own `partial_rows`/`log_tail` always
+    belong to its current `attempt`.
+    """
+
+    __tablename__ = "job_attempt"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", name="uq_job_attempt"),)
+    id: uuid.UUID = uuid_pk()
+    job_id: uuid.UUID = Field(foreign_key="benchmark_job.id", index=True, ondelete="CASCADE")
+    attempt: int
+    node_id: uuid.UUID | None = Field(default=None, foreign_key="node.id")
+    status: str = Field(default="running", max_length=20)  # running|succeeded|failed|cancelled|lost
+    partial_rows: list[Any] = json_field(list)
+    log_tail: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    error: str = Field(default="", max_length=5000)
+    started_at: datetime = created_at_field()
+    finished_at: datetime | None = timestamp_field()
 
 
 class CalibrationProfile(SQLModel, table=True):

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import UniqueConstraint
+from sqlalchemy import Column, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.models.base import created_at_field, json_field, timestamp_field, uuid_pk
@@ -19,8 +19,25 @@ class Plan(SQLModel, table=True):
     notes: str = Field(default="", max_length=20000)
     owner_id: uuid.UUID | None = Field(default=None, foreign_key="user_account.id", index=True)
     latest_revision: int = 0
+    # Who may read it besides its owner and admins: "private" (nobody), "users" (the PlanShare rows),
+    # "everyone" (every signed-in principal with plans:read). Sharing is read-only: only the owner or an
+    # admin revises, renames or deletes.
+    visibility: str = Field(
+        default="private", sa_column=Column(String(20), nullable=False, server_default="private")
+    )
     created_at: datetime = created_at_field()
     updated_at: datetime | None = timestamp_field()
+
+
+class PlanShare(SQLModel, table=True):
+    """A named user a plan is shared with, read-only (used when the plan's visibility is "users")."""
+
+    __tablename__ = "plan_share"
+    __table_args__ = (UniqueConstraint("plan_id", "user_id", name="uq_plan_share"),)
+    id: uuid.UUID = uuid_pk()
+    plan_id: uuid.UUID = Field(foreign_key="plan.id", index=True, ondelete="CASCADE")
+    user_id: uuid.UUID = Field(foreign_key="user_account.id", index=True, ondelete="CASCADE")
+    created_at: datetime = created_at_field()
 
 
 class PlanRevision(SQLModel, table=True):

@@ -16,6 +16,7 @@ from app.errors import NotFoundError
 from app.models.plans import Plan, PlanRevision
 from app.schemas.plans import PlanCreate, PlanDuplicate, PlanRevise
 from app.services import plans as plan_service
+from app.services.plans import SERVER_ACTOR as ADMIN
 from tests.test_plans_support import small_scenario
 
 WRITERS = 50
@@ -24,7 +25,7 @@ WRITERS = 50
 def _create(name: str = "integrity") -> uuid.UUID:
     with Session(get_engine()) as session:
         return plan_service.create_plan(
-            session, PlanCreate.model_validate({"name": name, "scenario": small_scenario()})
+            session, PlanCreate.model_validate({"name": name, "scenario": small_scenario()}), ADMIN
         ).id
 
 
@@ -35,7 +36,7 @@ def test_fifty_concurrent_writers_lose_nothing(db_url: str) -> None:
     def write(i: int) -> int:
         barrier.wait()
         with Session(get_engine()) as session:
-            out = plan_service.add_revision(session, plan_id, PlanRevise(notes=f"writer {i}"))
+            out = plan_service.add_revision(session, plan_id, PlanRevise(notes=f"writer {i}"), ADMIN)
             return out.current.revision
 
     with ThreadPoolExecutor(max_workers=WRITERS) as pool:
@@ -58,14 +59,14 @@ def test_fifty_concurrent_writers_lose_nothing(db_url: str) -> None:
 def test_revisions_are_immutable_and_keep_omitted_fields(db_url: str) -> None:
     plan_id = _create("first name")
     with Session(get_engine()) as session:
-        first = plan_service.get_revision(session, plan_id, 1)
-        plan_service.add_revision(session, plan_id, PlanRevise(name="second name"))
+        first = plan_service.get_revision(session, plan_id, 1, ADMIN)
+        plan_service.add_revision(session, plan_id, PlanRevise(name="second name"), ADMIN)
     with Session(get_engine()) as session:
-        plan_service.add_revision(session, plan_id, PlanRevise(notes="a note"))
+        plan_service.add_revision(session, plan_id, PlanRevise(notes="a note"), ADMIN)
     with Session(get_engine()) as session:
-        again = plan_service.get_revision(session, plan_id, 1)
-        latest = plan_service.get_plan(session, plan_id)
-        revisions, count = plan_service.list_revisions(session, plan_id)
+        again = plan_service.get_revision(session, plan_id, 1, ADMIN)
+        latest = plan_service.get_plan(session, plan_id, ADMIN)
+        revisions, count = plan_service.list_revisions(session, plan_id, ADMIN)
     assert again == first
     assert latest.name == "second name" and latest.notes == "a note"
     assert latest.current.revision == 3 and latest.latest_revision == 3
@@ -81,7 +82,9 @@ def test_rejected_scenario_writes_nothing_and_names_the_field(db_url: str) -> No
     with Session(get_engine()) as session:
         before = len(session.exec(select(Plan)).all())
         with pytest.raises(SpecError) as info:
-            plan_service.create_plan(session, PlanCreate.model_validate({"name": "bad", "scenario": bad}))
+            plan_service.create_plan(
+                session, PlanCreate.model_validate({"name": "bad", "scenario": bad}), ADMIN
+            )
     assert any(p.field == "scenario.layout.tp" for p in info.value.problems), info.value.problems
     with Session(get_engine()) as session:
         assert len(session.exec(select(Plan)).all()) == before
@@ -94,29 +97,29 @@ def test_rejected_scenario_writes_nothing_and_names_the_field(db_url: str) -> No
 def test_duplicate_and_delete(db_url: str) -> None:
     plan_id = _create("original")
     with Session(get_engine()) as session:
-        plan_service.add_revision(session, plan_id, PlanRevise(notes="kept"))
-        copy = plan_service.duplicate_plan(session, plan_id, PlanDuplicate())
+        plan_service.add_revision(session, plan_id, PlanRevise(notes="kept"), ADMIN)
+        copy = plan_service.duplicate_plan(session, plan_id, PlanDuplicate(), ADMIN)
     assert copy.id != plan_id
     assert copy.name == "Copy of original" and copy.notes == "kept" and copy.latest_revision == 1
     with Session(get_engine()) as session:
-        original = plan_service.get_plan(session, plan_id)
+        original = plan_service.get_plan(session, plan_id, ADMIN)
         assert copy.current.scenario == original.current.scenario
         assert copy.current.result == original.current.result
-        plan_service.delete_plan(session, plan_id)
+        plan_service.delete_plan(session, plan_id, ADMIN)
     with Session(get_engine()) as session:
         with pytest.raises(NotFoundError):
-            plan_service.get_plan(session, plan_id)
+            plan_service.get_plan(session, plan_id, ADMIN)
         assert session.exec(select(PlanRevision).where(PlanRevision.plan_id == plan_id)).all() == []
-        assert plan_service.get_plan(session, copy.id).name == "Copy of original"
+        assert plan_service.get_plan(session, copy.id, ADMIN).name == "Copy of original"
 
 
 def test_list_paging_and_search(db_url: str) -> None:
     ids = [_create(f"paging plan {i}") for i in range(5)]
     _create("something else")
     with Session(get_engine()) as session:
-        page1, count = plan_service.list_plans(session, offset=0, limit=2, q="PAGING")
-        page2, _ = plan_service.list_plans(session, offset=2, limit=2, q="paging")
-        page3, _ = plan_service.list_plans(session, offset=4, limit=2, q="paging")
+        page1, count = plan_service.list_plans(session, ADMIN, offset=0, limit=2, q="PAGING")
+        page2, _ = plan_service.list_plans(session, ADMIN, offset=2, limit=2, q="paging")
+        page3, _ = plan_service.list_plans(session, ADMIN, offset=4, limit=2, q="paging")
     assert count == 5
     seen = [p.id for p in page1 + page2 + page3]
     assert sorted(seen) == sorted(ids)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from app.schemas.scenario import Scenario
+
+Visibility = Literal["private", "users", "everyone"]  # Plan.visibility (app/models/plans.py)
+MAX_SHARED_USERS = 200  # a bound on one request's list; sharing wider than this is what "everyone" is for
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -108,6 +111,18 @@ class PlanSummary(BaseModel):
     id: uuid.UUID
     name: str
     notes: str
+    owner: str | None = Field(
+        default=None, description="the owner's e-mail; null for a plan saved before plans had owners"
+    )
+    visibility: Visibility = Field(
+        default="private",
+        description="who may read it besides its owner and administrators: nobody ('private'), the users in "
+        "shared_with ('users'), every caller with plans:read ('everyone')",
+    )
+    may_change: bool = Field(
+        default=False,
+        description="whether the caller may revise, rename, share or delete it (its owner or an administrator)",
+    )
     latest_revision: int
     created_at: datetime
     updated_at: datetime | None = None
@@ -122,7 +137,41 @@ class PlanSummary(BaseModel):
 
 
 class PlanPublic(PlanSummary):
+    shared_with: list[str] | None = Field(
+        default=None,
+        description="e-mails of the users it is shared with (read-only); shown to its owner and "
+        "administrators, null for other readers",
+    )
     current: RevisionPublic = Field(description="the latest revision")
+
+
+class PlanSharingUpdate(BaseModel):
+    """Who may read a plan besides its owner and administrators; replaces the previous sharing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    visibility: Visibility = Field(
+        description="'private': nobody; 'users': the users listed in `users`; 'everyone': every caller with "
+        "plans:read"
+    )
+    users: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_SHARED_USERS,
+        description="e-mails of existing users to share with, read-only (only with visibility 'users')",
+    )
+
+
+class PlanSharingPublic(BaseModel):
+    plan_id: uuid.UUID
+    owner: str | None = Field(description="the owner's e-mail; null for a plan without an owner")
+    visibility: Visibility
+    shared_with: list[str] = Field(description="e-mails of the users it is shared with, sorted")
+
+
+class ForbiddenOut(BaseModel):
+    """Body of a 403: why the caller may not do this."""
+
+    detail: str
 
 
 class ComparisonColumn(BaseModel):

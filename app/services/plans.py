@@ -1,5 +1,9 @@
 """Saved plans: create, revise (immutable, contiguous revision numbers), list, get, duplicate, delete,
-compare and export.
+share, compare and export.
+
+Every function takes the caller as a `PlanActor` and applies app.services.plan_access: a plan the caller may
+not read is a NotFoundError (its existence is not revealed); one they may read but not change is a
+PlanChangeForbidden.
 
 Revision numbers stay unique and contiguous under concurrent writers because the plan row is locked
 for the short write: `SELECT … FOR UPDATE` on PostgreSQL; on SQLite every transaction starts with
@@ -22,12 +26,14 @@ from sqlalchemy import func, or_
 from sqlmodel import Session, col, delete, select
 
 import app as app_pkg
+from app.auth.users import find_user, normalise_email
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution_of
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
+from app.models.auth import UserAccount
 from app.models.base import as_utc, utcnow
-from app.models.plans import Plan, PlanRevision
+from app.models.plans import Plan, PlanRevision, PlanShare
 from app.schemas.plans import (
     ComparisonColumn,
     ComparisonPublic,
@@ -36,12 +42,28 @@ from app.schemas.plans import (
     PlanDuplicate,
     PlanPublic,
     PlanRevise,
+    PlanSharingPublic,
+    PlanSharingUpdate,
     PlanSummary,
     RevisionPublic,
     RevisionSummary,
 )
 from app.schemas.scenario import Scenario
 from app.services import planning
+from app.services.csv_safe import safe_row
+from app.services.plan_access import (
+    NoAccountError,
+    OwnerFilter,
+    PlanActor,
+    PlanChangeForbidden,
+    may_change,
+    may_read,
+    owner_clause,
+    readable_clause,
+)
+
+# Code running on the server itself (tests, maintenance scripts): an administrator without an account.
+SERVER_ACTOR = PlanActor(user_id=None, is_admin=True)
 
 EXPORT_FORMAT = "clusterplan-plan"
 EXPORT_FORMAT_VERSION = 1
@@ -71,11 +93,64 @@ def _end_read(session: Session) -> None:
         session.rollback()
 
 
-def _lock_plan(session: Session, plan_id: uuid.UUID) -> Plan:
-    plan = session.exec(select(Plan).where(Plan.id == plan_id).with_for_update()).first()
-    if plan is None:
-        raise NotFoundError("plan", str(plan_id))
+def _shared_with_actor(session: Session, plan: Plan, actor: PlanActor) -> bool:
+    if actor.user_id is None or plan.visibility != "users":
+        return False
+    row = session.exec(
+        select(PlanShare.id).where(PlanShare.plan_id == plan.id, PlanShare.user_id == actor.user_id)
+    ).first()
+    return row is not None
+
+
+def _check_read(session: Session, plan: Plan | None, plan_id: uuid.UUID, actor: PlanActor) -> Plan:
+    if plan is None or not may_read(plan, actor, _shared_with_actor(session, plan, actor)):
+        raise NotFoundError("plan", str(plan_id))  # unreadable reads as absent: existence is not revealed
     return plan
+
+
+def _readable_plan(session: Session, plan_id: uuid.UUID, actor: PlanActor) -> Plan:
+    return _check_read(session, session.get(Plan, plan_id), plan_id, actor)
+
+
+def _check_change(
+    session: Session, plan: Plan | None, plan_id: uuid.UUID, actor: PlanActor, action: str
+) -> Plan:
+    plan = _check_read(session, plan, plan_id, actor)
+    if not may_change(plan, actor):
+        raise PlanChangeForbidden(plan.id, action)
+    return plan
+
+
+def _lock_plan(session: Session, plan_id: uuid.UUID, actor: PlanActor, action: str) -> Plan:
+    """The plan row, locked for the write, after checking the actor may `action` it."""
+    plan = session.exec(select(Plan).where(Plan.id == plan_id).with_for_update()).first()
+    return _check_change(session, plan, plan_id, actor, action)
+
+
+def _owner_id_for_new_plan(actor: PlanActor) -> uuid.UUID | None:
+    """The new plan's owner; an administrator without an account saves an unowned (admin-only) plan."""
+    if actor.user_id is None and not actor.is_admin:
+        raise NoAccountError()
+    return actor.user_id
+
+
+def _emails(session: Session, user_ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    if not user_ids:
+        return {}
+    rows = session.exec(
+        select(UserAccount.id, UserAccount.email).where(col(UserAccount.id).in_(user_ids))
+    ).all()
+    return {uid: email for uid, email in rows}
+
+
+def _shared_emails(session: Session, plan_id: uuid.UUID) -> list[str]:
+    rows = session.exec(
+        select(UserAccount.email)
+        .join(PlanShare, col(PlanShare.user_id) == col(UserAccount.id))
+        .where(PlanShare.plan_id == plan_id)
+        .order_by(col(UserAccount.email))
+    ).all()
+    return list(rows)
 
 
 def _revision_row(session: Session, plan_id: uuid.UUID, revision: int | None = None) -> PlanRevision:
@@ -115,11 +190,14 @@ def _summary_of(result: dict[str, Any]) -> dict[str, Any]:
     return dict(summary) if isinstance(summary, dict) else {}
 
 
-def plan_summary(plan: Plan, latest: PlanRevision | None) -> PlanSummary:
+def plan_summary(plan: Plan, latest: PlanRevision | None, actor: PlanActor, owner: str | None) -> PlanSummary:
     return PlanSummary(
         id=plan.id,
         name=plan.name,
         notes=plan.notes,
+        owner=owner,
+        visibility=plan.visibility,  # type: ignore[arg-type]  # the column holds one of VISIBILITIES
+        may_change=may_change(plan, actor),
         latest_revision=plan.latest_revision,
         created_at=as_utc(plan.created_at),  # type: ignore[arg-type]
         updated_at=as_utc(plan.updated_at),
@@ -127,9 +205,12 @@ def plan_summary(plan: Plan, latest: PlanRevision | None) -> PlanSummary:
     )
 
 
-def plan_public(plan: Plan, latest: PlanRevision) -> PlanPublic:
-    base = plan_summary(plan, latest)
-    return PlanPublic(**base.model_dump(), current=revision_public(latest))
+def plan_public(session: Session, plan: Plan, latest: PlanRevision, actor: PlanActor) -> PlanPublic:
+    """The plan as `actor` sees it: the list of named readers only for those who may change the sharing."""
+    owner = _emails(session, {plan.owner_id}).get(plan.owner_id) if plan.owner_id else None
+    base = plan_summary(plan, latest, actor, owner)
+    shared_with = _shared_emails(session, plan.id) if may_change(plan, actor) else None
+    return PlanPublic(**base.model_dump(), shared_with=shared_with, current=revision_public(latest))
 
 
 def _new_revision(
@@ -158,27 +239,31 @@ def _new_revision(
 # ---------------------------------------------------------------------------------------------- writes
 
 
-def create_plan(session: Session, data: PlanCreate, author_id: uuid.UUID | None = None) -> PlanPublic:
-    """Evaluate the scenario, then write the plan and revision 1 in one transaction."""
+def create_plan(session: Session, data: PlanCreate, actor: PlanActor) -> PlanPublic:
+    """Evaluate the scenario, then write the plan (owned by the actor, private) and revision 1 in one
+    transaction."""
+    owner_id = _owner_id_for_new_plan(actor)
     evaluation = planning.evaluate(
         session, scenario_dict(data.scenario), field_prefix="scenario", profile_ref=data.calibration_profile
     )
     _end_read(session)
-    plan = Plan(name=data.name, notes=data.notes, owner_id=author_id, latest_revision=1, updated_at=utcnow())
+    plan = Plan(name=data.name, notes=data.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow())
     session.add(plan)
-    revision = _new_revision(plan, 1, data.name, data.notes, evaluation, author_id)
+    revision = _new_revision(plan, 1, data.name, data.notes, evaluation, actor.user_id)
     session.add(revision)
-    out = plan_public(plan, revision)
+    session.flush()
+    out = plan_public(session, plan, revision, actor)
     session.commit()
     return out
 
 
 def add_revision(
-    session: Session, plan_id: uuid.UUID | str, change: PlanRevise, author_id: uuid.UUID | None = None
+    session: Session, plan_id: uuid.UUID | str, change: PlanRevise, actor: PlanActor
 ) -> PlanPublic:
     """Save an edit as the next revision. Omitted fields keep the latest revision's values (read under
-    the lock, so concurrent editors never overwrite each other's revision numbers)."""
+    the lock, so concurrent editors never overwrite each other's revision numbers). Owner or admin only."""
     pid = _parse_id(plan_id)
+    _check_change(session, session.get(Plan, pid), pid, actor, "revise")  # before the (slow) evaluation
     evaluation: planning.Evaluation | None = None
     if change.scenario is not None or change.calibration_profile is not None:
         previous_read = _revision_row(session, pid)
@@ -188,77 +273,143 @@ def add_revision(
             profile = previous_read.calibration_profile
         evaluation = planning.evaluate(session, scenario, field_prefix="scenario", profile_ref=profile)
     _end_read(session)
-    plan = _lock_plan(session, pid)
+    plan = _lock_plan(session, pid, actor, "revise")
     previous = _revision_row(session, pid)
     if evaluation is None:
         evaluation = planning.Evaluation.from_revision(previous)
     number = plan.latest_revision + 1
     name = change.name if change.name is not None else previous.name
     notes = change.notes if change.notes is not None else previous.notes
-    revision = _new_revision(plan, number, name, notes, evaluation, author_id)
+    revision = _new_revision(plan, number, name, notes, evaluation, actor.user_id)
     plan.latest_revision = number
     plan.name = name
     plan.notes = notes
     plan.updated_at = utcnow()
     session.add(plan)
     session.add(revision)
-    out = plan_public(plan, revision)
+    session.flush()
+    out = plan_public(session, plan, revision, actor)
     session.commit()
     return out
 
 
 def duplicate_plan(
-    session: Session, plan_id: uuid.UUID | str, data: PlanDuplicate, author_id: uuid.UUID | None = None
+    session: Session, plan_id: uuid.UUID | str, data: PlanDuplicate, actor: PlanActor
 ) -> PlanPublic:
-    """A new plan whose revision 1 copies the source's latest revision (numbers and provenance kept)."""
+    """A new plan, the actor's own and private, whose revision 1 copies the source's latest revision
+    (numbers and provenance kept). Needs read access to the source only."""
     pid = _parse_id(plan_id)
-    source_plan = session.get(Plan, pid)
-    if source_plan is None:
-        raise NotFoundError("plan", str(pid))
+    _readable_plan(session, pid, actor)
+    owner_id = _owner_id_for_new_plan(actor)
     source = _revision_row(session, pid)
     name = data.name or f"Copy of {source.name}"[:200]
     evaluation = planning.Evaluation.from_revision(source)
-    plan = Plan(name=name, notes=source.notes, owner_id=author_id, latest_revision=1, updated_at=utcnow())
+    plan = Plan(name=name, notes=source.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow())
     session.add(plan)
-    revision = _new_revision(plan, 1, name, source.notes, evaluation, author_id)
+    revision = _new_revision(plan, 1, name, source.notes, evaluation, actor.user_id)
     session.add(revision)
-    out = plan_public(plan, revision)
+    session.flush()
+    out = plan_public(session, plan, revision, actor)
     session.commit()
     return out
 
 
-def delete_plan(session: Session, plan_id: uuid.UUID | str) -> None:
+def delete_plan(session: Session, plan_id: uuid.UUID | str, actor: PlanActor) -> None:
+    """Delete a plan, its revisions and its sharing. Owner or admin only."""
     pid = _parse_id(plan_id)
-    plan = _lock_plan(session, pid)
+    plan = _lock_plan(session, pid, actor, "delete")
+    session.exec(delete(PlanShare).where(col(PlanShare.plan_id) == pid))  # type: ignore[call-overload]
     session.exec(delete(PlanRevision).where(col(PlanRevision.plan_id) == pid))  # type: ignore[call-overload]
     session.delete(plan)
     session.commit()
 
 
+# ---------------------------------------------------------------------------------------------- sharing
+
+
+def _share_user_ids(session: Session, update: PlanSharingUpdate) -> list[uuid.UUID]:
+    """The named users' ids; an unknown or malformed e-mail is a SpecError naming its place in `users`."""
+    if update.visibility != "users" and update.users:
+        raise SpecError([Problem("users", "name users only with visibility 'users'")])
+    problems: list[Problem] = []
+    ids: list[uuid.UUID] = []
+    for i, email in enumerate(update.users):
+        try:
+            normalise_email(email)
+        except ValueError as exc:
+            problems.append(Problem(f"users.{i}", str(exc)))
+            continue
+        user = find_user(session, email)
+        if user is None:
+            problems.append(Problem(f"users.{i}", f"no user has the e-mail {email.strip().lower()!r}"))
+        elif user.id not in ids:
+            ids.append(user.id)
+    if problems:
+        raise SpecError(problems)
+    return ids
+
+
+def sharing_of(session: Session, plan: Plan) -> PlanSharingPublic:
+    owner = _emails(session, {plan.owner_id}).get(plan.owner_id) if plan.owner_id else None
+    return PlanSharingPublic(
+        plan_id=plan.id,
+        owner=owner,
+        visibility=plan.visibility,  # type: ignore[arg-type]  # the column holds one of VISIBILITIES
+        shared_with=_shared_emails(session, plan.id),
+    )
+
+
+def set_sharing(
+    session: Session, plan_id: uuid.UUID | str, update: PlanSharingUpdate, actor: PlanActor
+) -> PlanSharingPublic:
+    """Replace who may read the plan (visibility and named users). Owner or admin only."""
+    pid = _parse_id(plan_id)
+    _check_change(session, session.get(Plan, pid), pid, actor, "change the sharing of")
+    user_ids = _share_user_ids(session, update)
+    plan = _lock_plan(session, pid, actor, "change the sharing of")
+    user_ids = [u for u in user_ids if u != plan.owner_id]  # the owner reads it anyway
+    session.exec(delete(PlanShare).where(col(PlanShare.plan_id) == pid))  # type: ignore[call-overload]
+    for user_id in user_ids:
+        session.add(PlanShare(plan_id=pid, user_id=user_id))
+    plan.visibility = update.visibility
+    plan.updated_at = utcnow()
+    session.add(plan)
+    session.flush()
+    out = sharing_of(session, plan)
+    session.commit()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- reads
 
 
-def get_plan(session: Session, plan_id: uuid.UUID | str) -> PlanPublic:
+def get_plan(session: Session, plan_id: uuid.UUID | str, actor: PlanActor) -> PlanPublic:
     pid = _parse_id(plan_id)
-    plan = session.get(Plan, pid)
-    if plan is None:
-        raise NotFoundError("plan", str(pid))
-    return plan_public(plan, _revision_row(session, pid))
+    plan = _readable_plan(session, pid, actor)
+    return plan_public(session, plan, _revision_row(session, pid), actor)
 
 
-def get_revision(session: Session, plan_id: uuid.UUID | str, revision: int | None = None) -> RevisionPublic:
+def get_plan_sharing(session: Session, plan_id: uuid.UUID | str, actor: PlanActor) -> PlanSharingPublic:
+    """Who may read the plan; only for those who may change it (others get PlanChangeForbidden)."""
     pid = _parse_id(plan_id)
-    if session.get(Plan, pid) is None:
-        raise NotFoundError("plan", str(pid))
+    return sharing_of(
+        session, _check_change(session, session.get(Plan, pid), pid, actor, "see the sharing of")
+    )
+
+
+def get_revision(
+    session: Session, plan_id: uuid.UUID | str, revision: int | None, actor: PlanActor
+) -> RevisionPublic:
+    pid = _parse_id(plan_id)
+    _readable_plan(session, pid, actor)
     return revision_public(_revision_row(session, pid, revision))
 
 
 def list_revisions(
-    session: Session, plan_id: uuid.UUID | str, offset: int = 0, limit: int = 100
+    session: Session, plan_id: uuid.UUID | str, actor: PlanActor, offset: int = 0, limit: int = 100
 ) -> tuple[list[RevisionSummary], int]:
     pid = _parse_id(plan_id)
-    if session.get(Plan, pid) is None:
-        raise NotFoundError("plan", str(pid))
+    _readable_plan(session, pid, actor)
     offset = min(offset, MAX_OFFSET)
     count = session.exec(
         select(func.count()).select_from(PlanRevision).where(PlanRevision.plan_id == pid)
@@ -282,11 +433,17 @@ def list_revisions(
 
 
 def list_plans(
-    session: Session, offset: int = 0, limit: int = 100, q: str | None = None
+    session: Session,
+    actor: PlanActor,
+    offset: int = 0,
+    limit: int = 100,
+    q: str | None = None,
+    owner: OwnerFilter = "all",
 ) -> tuple[list[PlanSummary], int]:
-    """Plans, most recently changed first, with the latest revision's headline figures."""
+    """The plans the actor may read (narrowed by `owner`), most recently changed first, with the latest
+    revision's headline figures."""
     offset = min(offset, MAX_OFFSET)
-    where = []
+    where = [readable_clause(actor), owner_clause(actor, owner)]
     if q:
         pattern = f"%{q.strip().lower()}%"
         where.append(or_(func.lower(Plan.name).like(pattern), func.lower(Plan.notes).like(pattern)))
@@ -306,7 +463,11 @@ def list_plans(
         ]
         for rev in session.exec(select(PlanRevision).where(or_(*conditions))).all():
             latest[rev.plan_id] = rev
-    return [plan_summary(p, latest.get(p.id)) for p in plans], int(count)
+    owners = _emails(session, {p.owner_id for p in plans if p.owner_id is not None})
+    return [
+        plan_summary(p, latest.get(p.id), actor, owners.get(p.owner_id) if p.owner_id else None)
+        for p in plans
+    ], int(count)
 
 
 # ---------------------------------------------------------------------------------------------- compare
@@ -345,7 +506,10 @@ def _values_differ(values: list[Any]) -> bool:
 
 
 def compare_plans(
-    session: Session, plan_ids: list[uuid.UUID | str], revisions: list[int | None] | None = None
+    session: Session,
+    plan_ids: list[uuid.UUID | str],
+    revisions: list[int | None] | None,
+    actor: PlanActor,
 ) -> ComparisonPublic:
     """Side-by-side inputs, headline results and provenance of 2–4 plans, differences flagged."""
     if not MIN_COMPARE <= len(plan_ids) <= MAX_COMPARE:
@@ -356,7 +520,7 @@ def compare_plans(
     if len(revs) > len(plan_ids):
         raise SpecError([Problem("revs", "give at most one revision per plan id")])
     revs += [None] * (len(plan_ids) - len(revs))
-    chosen = [get_revision(session, pid, rev) for pid, rev in zip(plan_ids, revs, strict=True)]
+    chosen = [get_revision(session, pid, rev, actor) for pid, rev in zip(plan_ids, revs, strict=True)]
     columns = [ComparisonColumn(plan_id=r.plan_id, name=r.name, revision=r.revision) for r in chosen]
 
     sections: list[tuple[str, list[dict[str, Any]]]] = [
@@ -426,8 +590,10 @@ def _ranking_note(summaries: list[dict[str, Any]]) -> str | None:
 # ---------------------------------------------------------------------------------------------- export
 
 
-def export_json(session: Session, plan_id: uuid.UUID | str, revision: int | None = None) -> dict[str, Any]:
-    rev = get_revision(session, plan_id, revision)
+def export_json(
+    session: Session, plan_id: uuid.UUID | str, revision: int | None, actor: PlanActor
+) -> dict[str, Any]:
+    rev = get_revision(session, plan_id, revision, actor)
     return {
         "format": EXPORT_FORMAT,
         "format_version": EXPORT_FORMAT_VERSION,
@@ -452,32 +618,37 @@ def export_json(session: Session, plan_id: uuid.UUID | str, revision: int | None
 CSV_COLUMNS = ("section", "key", "value", "unit", "source")
 
 
-def export_csv(session: Session, plan_id: uuid.UUID | str, revision: int | None = None) -> str:
-    """One row per figure: provenance, inputs, headline results, breakdowns and assumptions."""
-    doc = export_json(session, plan_id, revision)
+def export_csv(session: Session, plan_id: uuid.UUID | str, revision: int | None, actor: PlanActor) -> str:
+    """One row per figure: provenance, inputs, headline results, breakdowns and assumptions. Text cells
+    that a spreadsheet would run as a formula are escaped (app.services.csv_safe)."""
+    doc = export_json(session, plan_id, revision, actor)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for key in ("app_version", "formula_version", "price_book_date", "calibration_profile", "exported_at"):
-        writer.writerow(("provenance", key, doc[key], "", ""))
+        writer.writerow(safe_row(("provenance", key, doc[key], "", "")))
     for key, value in doc["plan"].items():
-        writer.writerow(("plan", key, value, "", ""))
+        writer.writerow(safe_row(("plan", key, value, "", "")))
     for key, value in _flatten(doc["scenario"]).items():
-        writer.writerow(("input", key, _cell(value), planning.describe_field("Inputs", key)[1], ""))
+        writer.writerow(safe_row(("input", key, _cell(value), planning.describe_field("Inputs", key)[1], "")))
     result = doc["result"]
     for key, value in _summary_of(result).items():
-        writer.writerow(("result", key, _cell(value), planning.describe_field("Results", key)[1], ""))
+        writer.writerow(
+            safe_row(("result", key, _cell(value), planning.describe_field("Results", key)[1], ""))
+        )
     for section, key, value, unit in planning.breakdown_rows(result):
-        writer.writerow((section, key, _cell(value), unit, ""))
+        writer.writerow(safe_row((section, key, _cell(value), unit, "")))
     for item in result.get("assumptions", []) or []:
         if isinstance(item, dict):
             writer.writerow(
-                (
-                    "assumption",
-                    item.get("name", ""),
-                    _cell(item.get("value")),
-                    item.get("unit", ""),
-                    item.get("source", ""),
+                safe_row(
+                    (
+                        "assumption",
+                        item.get("name", ""),
+                        _cell(item.get("value")),
+                        item.get("unit", ""),
+                        item.get("source", ""),
+                    )
                 )
             )
     return buf.getvalue()

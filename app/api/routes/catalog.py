@@ -26,6 +26,7 @@ from app.core.model import MLASpec, ModelSpec, MoESpec
 from app.core.units import GB, TFLOP, US, GiB
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
 from app.services import catalog as catalog_service
+from app.services.csv_safe import safe_record
 
 router = APIRouter()
 
@@ -551,7 +552,7 @@ def export_prices_csv(
     writer = csv.DictWriter(buffer, fieldnames=PRICE_CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow(price_public(row, today).model_dump(mode="json"))
+        writer.writerow(safe_record(price_public(row, today).model_dump(mode="json")))
     return Response(
         buffer.getvalue(),
         media_type="text/csv; charset=utf-8",

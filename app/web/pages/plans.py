@@ -1,6 +1,8 @@
-"""Planning session pages: the plan builder, saved plans, a plan's revisions, compare.
+"""Planning session pages: the plan builder, saved plans, a plan's revisions and sharing, compare.
 
 Every page renders in full on a direct load; htmx requests get only the named block of the same template.
+The pages apply the same sharing rules as the API (app.services.plan_access): a plan the caller may not read
+is the 404 page, a change they may not make is a 403 page saying why.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
+from sqlmodel import Session
 
 from app.api.deps import SessionDep
 from app.auth.deps import Principal, current_principal, require_scope
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
-from app.schemas.plans import PlanCreate, PlanDuplicate, PlanRevise
+from app.schemas.plans import PlanCreate, PlanDuplicate, PlanPublic, PlanRevise, PlanSharingUpdate
 from app.services import planning
 from app.services import plans as plan_service
+from app.services.plan_access import OwnerFilter, PlanActor
 from app.web.pages import _builder, _panels
 from app.web.templating import render
 
@@ -29,8 +33,8 @@ WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
 ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 
 
-def _author(principal: Principal) -> uuid.UUID | None:
-    return principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
+def _actor(principal: Principal) -> PlanActor:
+    return PlanActor.of(principal)
 
 
 def _csrf(request: Request) -> str:
@@ -47,24 +51,28 @@ def _not_found(request: Request, kind: str, name: str) -> HTMLResponse:
     )
 
 
+def _forbidden(request: Request, exc: PermissionError) -> HTMLResponse:
+    return render(
+        request,
+        "plan_missing.html",
+        {"title": "Not allowed", "reason": str(exc), "kind": "", "name": ""},
+        status_code=403,
+    )
+
+
 # ---------------------------------------------------------------------------------------------- builder
 
 
 @router.get("/plans/new", response_class=HTMLResponse)
 def builder(
-    request: Request, session: SessionDep, _principal: Annotated[Principal, Depends(current_principal)]
+    request: Request, session: SessionDep, principal: Annotated[Principal, Depends(current_principal)]
 ) -> HTMLResponse:
     """The planning session: inputs on the left, results updated in place on the right."""
     params = dict(request.query_params)
     editing = params.pop("plan", None)
     state = _builder.parse_state(params)
     view = _panels.build_view(session, state)
-    editing_plan = None
-    if editing:
-        try:
-            editing_plan = plan_service.get_plan(session, editing)
-        except NotFoundError:
-            editing_plan = None
+    editing_plan = _plan_to_edit(session, editing, principal) if editing else None
     context: dict[str, Any] = {
         "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
         "state": state,
@@ -74,6 +82,17 @@ def builder(
         "csrf_token": _csrf(request),
     }
     return render(request, "plan_new.html", context, block="results")
+
+
+def _plan_to_edit(session: Session, plan_id: str, principal: Principal) -> PlanPublic | None:
+    """The plan the builder saves a revision of: only one the caller may change (else a new plan)."""
+    if not principal.has("plans:read"):
+        return None
+    try:
+        plan = plan_service.get_plan(session, plan_id, _actor(principal))
+    except NotFoundError:
+        return None
+    return plan if plan.may_change else None
 
 
 @router.get("/plans/new/scaling", response_class=HTMLResponse)
@@ -107,11 +126,13 @@ def save_new_plan(
                 "calibration_profile": calibration_profile or None,
             }
         )
-        plan = plan_service.create_plan(session, body, _author(principal))
+        plan = plan_service.create_plan(session, body, _actor(principal))
     except SpecError as exc:
         return _save_failed(request, exc)
     except ValidationError as exc:
         return _save_failed(request, planning.validation_problems(exc, ""))
+    except PermissionError as exc:
+        return _forbidden(request, exc)
     return _see_other(request, f"/plans/{plan.id}")
 
 
@@ -135,13 +156,42 @@ def save_revision(
                 "calibration_profile": calibration_profile or planning.DEFAULT_PROFILE,
             }
         )
-        plan_service.add_revision(session, plan_id, change, _author(principal))
+        plan_service.add_revision(session, plan_id, change, _actor(principal))
     except SpecError as exc:
         return _save_failed(request, exc)
     except ValidationError as exc:
         return _save_failed(request, planning.validation_problems(exc, ""))
     except NotFoundError:
         return _not_found(request, "plan", str(plan_id))
+    except PermissionError as exc:
+        return _forbidden(request, exc)
+    return _see_other(request, f"/plans/{plan_id}")
+
+
+@router.post("/plans/{plan_id}/sharing", response_class=HTMLResponse)
+def save_sharing(
+    request: Request,
+    plan_id: uuid.UUID,
+    session: SessionDep,
+    principal: WriteDep,
+    visibility: Annotated[str, Form(max_length=20)] = "private",
+    users: Annotated[str, Form(max_length=20000)] = "",
+) -> Response:
+    """The sharing form: visibility and the e-mails of named readers (one per line or comma-separated)."""
+    emails = [e for e in users.replace(",", "\n").split() if e]
+    try:
+        update = PlanSharingUpdate.model_validate(
+            {"visibility": visibility, "users": emails if visibility == "users" else []}
+        )
+        plan_service.set_sharing(session, plan_id, update, _actor(principal))
+    except SpecError as exc:
+        return _save_failed(request, exc)
+    except ValidationError as exc:
+        return _save_failed(request, planning.validation_problems(exc, ""))
+    except NotFoundError:
+        return _not_found(request, "plan", str(plan_id))
+    except PermissionError as exc:
+        return _forbidden(request, exc)
     return _see_other(request, f"/plans/{plan_id}")
 
 
@@ -177,17 +227,21 @@ def _see_other(request: Request, url: str) -> Response:
 def plan_list(
     request: Request,
     session: SessionDep,
-    _principal: ReadDep,
+    principal: ReadDep,
     q: Annotated[str | None, Query(max_length=200)] = None,
+    owner: Annotated[OwnerFilter, Query()] = "all",
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> HTMLResponse:
-    limit = 50
-    rows, count = plan_service.list_plans(session, offset=offset, limit=limit, q=q)
+    limit = 50  # rows per page: a screenful of the table
+    rows, count = plan_service.list_plans(
+        session, _actor(principal), offset=offset, limit=limit, q=q, owner=owner
+    )
     context = {
         "title": "Saved plans",
         "plans": rows,
         "count": count,
         "q": q or "",
+        "owner": owner,
         "offset": offset,
         "limit": limit,
         "csrf_token": _csrf(request),
@@ -199,16 +253,19 @@ def plan_list(
 def compare(
     request: Request,
     session: SessionDep,
-    _principal: ReadDep,
+    principal: ReadDep,
     ids: Annotated[list[str] | None, Query()] = None,
     revs: Annotated[list[int] | None, Query(max_length=4)] = None,
     only_differences: Annotated[bool, Query()] = False,
 ) -> HTMLResponse:
     chosen = [i for i in (ids or []) if i]
+    actor = _actor(principal)
     comparison = None
     problem = ""
     try:
-        comparison = plan_service.compare_plans(session, list(chosen), [r or None for r in (revs or [])])
+        comparison = plan_service.compare_plans(
+            session, list(chosen), [r or None for r in (revs or [])], actor
+        )
     except SpecError as exc:
         problem = "; ".join(p.message for p in exc.problems)
     except NotFoundError as exc:
@@ -223,7 +280,7 @@ def compare(
         "problem": problem,
         "ids": chosen,
         "only_differences": only_differences,
-        "plans": plan_service.list_plans(session, limit=200)[0],
+        "plans": plan_service.list_plans(session, actor, limit=200)[0],
     }
     status_code = 200 if comparison or not chosen else 422
     return render(request, "plan_compare.html", context, block="comparison", status_code=status_code)
@@ -234,13 +291,14 @@ def plan_detail(
     request: Request,
     plan_id: str,
     session: SessionDep,
-    _principal: ReadDep,
+    principal: ReadDep,
     revision: Annotated[int | None, Query(ge=1)] = None,
 ) -> HTMLResponse:
+    actor = _actor(principal)
     try:
-        plan = plan_service.get_plan(session, plan_id)
-        rev = plan_service.get_revision(session, plan_id, revision)
-        revisions, _count = plan_service.list_revisions(session, plan_id, limit=1000)
+        plan = plan_service.get_plan(session, plan_id, actor)
+        rev = plan_service.get_revision(session, plan_id, revision, actor)
+        revisions, _count = plan_service.list_revisions(session, plan_id, actor, limit=1000)
     except NotFoundError:
         return _not_found(request, "plan", plan_id)
     state = _builder.scenario_to_state(rev.scenario)
@@ -252,7 +310,8 @@ def plan_detail(
         "rev": rev,
         "revisions": revisions,
         "view": _panels.view_from_saved(rev),
-        "builder_query": state.query(plan=str(plan.id)),
+        "builder_query": state.query(plan=str(plan.id)) if plan.may_change else state.query(),
+        "can_write": principal.has("plans:write"),
         "csrf_token": _csrf(request),
     }
     return render(request, "plan_detail.html", context, block="revision")
@@ -261,16 +320,20 @@ def plan_detail(
 @router.post("/plans/{plan_id}/duplicate", response_class=HTMLResponse)
 def duplicate(request: Request, plan_id: uuid.UUID, session: SessionDep, principal: WriteDep) -> Response:
     try:
-        copy = plan_service.duplicate_plan(session, plan_id, PlanDuplicate(), _author(principal))
+        copy = plan_service.duplicate_plan(session, plan_id, PlanDuplicate(), _actor(principal))
     except NotFoundError:
         return _not_found(request, "plan", str(plan_id))
+    except PermissionError as exc:
+        return _forbidden(request, exc)
     return _see_other(request, f"/plans/{copy.id}")
 
 
 @router.post("/plans/{plan_id}/delete", response_class=HTMLResponse)
-def delete(request: Request, plan_id: uuid.UUID, session: SessionDep, _principal: WriteDep) -> Response:
+def delete(request: Request, plan_id: uuid.UUID, session: SessionDep, principal: WriteDep) -> Response:
     try:
-        plan_service.delete_plan(session, plan_id)
+        plan_service.delete_plan(session, plan_id, _actor(principal))
     except NotFoundError:
         return _not_found(request, "plan", str(plan_id))
+    except PermissionError as exc:
+        return _forbidden(request, exc)
     return _see_other(request, "/plans")

@@ -6,6 +6,8 @@ import re
 
 from fastapi.testclient import TestClient
 
+from tests.auth_support import bearer, issue_token
+
 HTMX = {"HX-Request": "true"}
 INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*application/json)[^>]*>", re.IGNORECASE)
 
@@ -139,3 +141,20 @@ def test_results_charts_and_profile_report(client: TestClient) -> None:
     assert "Launch overhead" in text and not INLINE_SCRIPT.search(text)
     assert "web-lab" in client.get("/benchmarks").text
     assert client.get("/benchmarks/profiles/nope").status_code == 404
+
+
+def test_only_the_owner_or_an_admin_sees_and_uses_cancel_and_retry(client: TestClient) -> None:
+    owner = bearer(issue_token("web-owner@example.com", ["plans:read", "benchmarks:run"], is_admin=False))
+    other = bearer(issue_token("web-other@example.com", ["plans:read", "benchmarks:run"], is_admin=False))
+    job = {"kind": "collectives", "params": {"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "4K"}}
+    job_id = client.post("/api/v1/benchmarks", json=job, headers=owner).json()["id"]
+    url = f"/benchmarks/jobs/{job_id}"
+    seen_by_other = client.get(url, headers=other).text
+    assert "Cancel job" not in seen_by_other and "Only the job's creator or an administrator" in seen_by_other
+    assert client.post(f"{url}/cancel", headers=other, follow_redirects=False).status_code == 403
+    assert "Cancel job" in client.get(url, headers=owner).text
+    assert client.post(f"{url}/cancel", headers=owner, follow_redirects=False).status_code == 303
+    assert "Retry job" in client.get(url, headers=owner).text
+    assert client.post(f"{url}/retry", headers=other, follow_redirects=False).status_code == 403
+    assert client.post(f"{url}/retry", headers=owner, follow_redirects=False).status_code == 303
+    assert client.get(f"/api/v1/benchmarks/{job_id}", headers=other).json()["status"] == "queued"

@@ -1,6 +1,8 @@
 """Calibrated hardware profiles: fit from a finished job (or an imported document), list, get, load.
 
 Profiles are named and versioned: fitting again under the same name adds version n+1, never overwrites.
+A job is fitted only when it succeeded and its rows come from one attempt on one node (`check_fittable`):
+rows of a failed run are partial, and rows of two machines would fit a profile of neither.
 `get_hardware_profile(session, name)` returns the core's HardwareProfile for the estimator and planner.
 """
 
@@ -16,7 +18,7 @@ from app.calibration.profile import DEFAULT_FABRIC, DEFAULT_GPU, build_profile, 
 from app.core.efficiency import HardwareProfile
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
-from app.models.benchmarks import BenchmarkJob, CalibrationProfile
+from app.models.benchmarks import BenchmarkJob, CalibrationProfile, JobAttempt
 
 
 def _gpu(name: str | None) -> Any:
@@ -73,11 +75,33 @@ def fit_profile(
     return profile
 
 
+def _refuse(message: str) -> SpecError:
+    return SpecError([Problem("job_id", message)])
+
+
+def check_fittable(session: Session, job: BenchmarkJob) -> None:
+    """Refuse (SpecError on job_id) a job that did not succeed or whose rows span attempts or nodes."""
+    if job.status != "succeeded":
+        raise _refuse(f"job {job.id} is {job.status}: only a succeeded job can be fitted")
+    attempts = list(session.exec(select(JobAttempt).where(JobAttempt.job_id == job.id)).all())
+    final = next((a for a in attempts if a.attempt == job.attempt), None)
+    if final is None:
+        if job.attempt > 1:  # written before attempts were kept apart: its rows may mix attempts
+            raise _refuse(f"job {job.id} ran {job.attempt} attempts and its rows cannot be traced to one")
+        return
+    if final.status != "succeeded" or final.node_id != job.claimed_by:
+        raise _refuse(
+            f"job {job.id}: its rows do not come from one attempt on one node "
+            f"(attempt {final.attempt} is {final.status} on another node than the result)"
+        )
+    if not (job.result or {}).get("rows") and not final.partial_rows:
+        raise _refuse(f"job {job.id} succeeded without result rows to fit")
+
+
 def fit_profile_from_job(
     session: Session, job: BenchmarkJob, name: str, gpu: str | None = None, fabric: str | None = None
 ) -> CalibrationProfile:
-    if job.status != "succeeded" and not job.partial_rows:
-        raise SpecError([Problem("job_id", f"job {job.id} is {job.status} and has no results to fit")])
+    check_fittable(session, job)
     doc = job.result or {"rows": job.partial_rows}
     if not doc.get("rows"):
         doc = {**doc, "rows": job.partial_rows}

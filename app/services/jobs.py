@@ -5,6 +5,13 @@ Claiming is atomic on both backends: PostgreSQL takes the oldest queued row with
 with BEGIN IMMEDIATE (app/db.py), so read-then-update claims serialise. A claim bumps `attempt`, which
 fences the agent: progress and completion must quote the attempt they hold, so an agent whose lease
 expired (and whose job was handed to another node) gets 409 and stops — a job never runs twice at once.
+
+Attempts are kept apart: each claim opens a `JobAttempt` row and starts the job's `partial_rows` and
+`log_tail` empty; when an attempt ends (completed, lease lost) its rows, log and outcome are archived in its
+`JobAttempt` row. Events carry the attempt they belong to.
+
+Only the job's creator or an administrator may cancel or retry it (`may_manage`); anyone who may read jobs
+sees every job.
 """
 
 from __future__ import annotations
@@ -19,18 +26,37 @@ from sqlmodel import Session, col, select
 
 from app.bench.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
 from app.core.errors import Problem, SpecError
+from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
-from app.models.benchmarks import BenchmarkJob, JobEvent, Node
+from app.models.benchmarks import BenchmarkJob, JobAttempt, JobEvent, Node
 
 JOB_KINDS = ("gemm", "collectives", "calibration")
 TERMINAL = ("succeeded", "failed", "cancelled")
+# A job that ended this way may be queued again by its owner (a succeeded one has nothing to redo).
+RETRYABLE = ("failed", "cancelled")
 LOG_TAIL_CHARS = 4000
 MAX_PARTIAL_ROWS = 5000
 
 
 class ConflictError(Exception):
     """The request contradicts the job's state (lease lost, already finished); HTTP 409."""
+
+
+class ForbiddenError(Exception):
+    """The caller may see the job but is neither its creator nor an administrator; HTTP 403."""
+
+
+def may_manage(job: BenchmarkJob, user_id: uuid.UUID | None, is_admin: bool) -> bool:
+    """Cancel and retry belong to the job's creator and to administrators (jobs without a creator: admins)."""
+    return is_admin or (user_id is not None and job.created_by == user_id)
+
+
+def check_may_manage(job: BenchmarkJob, user_id: uuid.UUID | None, is_admin: bool) -> None:
+    if not may_manage(job, user_id, is_admin):
+        raise ForbiddenError(
+            f"job {job.id} belongs to another user: only its creator or an admin may change it"
+        )
 
 
 def lease_s() -> float:
@@ -94,7 +120,36 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
 
 
 def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:
-    session.add(JobEvent(job_id=job.id, payload={"event": event, **payload}))
+    """Record an event of the job's current attempt (0 before the first claim)."""
+    session.add(JobEvent(job_id=job.id, attempt=job.attempt, payload={"event": event, **payload}))
+
+
+def attempts_of(session: Session, job_id: uuid.UUID) -> list[JobAttempt]:
+    return list(
+        session.exec(select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(col(JobAttempt.attempt)))
+    )
+
+
+def current_attempt(session: Session, job: BenchmarkJob) -> JobAttempt | None:
+    return session.exec(
+        select(JobAttempt).where(JobAttempt.job_id == job.id, JobAttempt.attempt == job.attempt)
+    ).first()
+
+
+def _archive_attempt(session: Session, job: BenchmarkJob, outcome: str) -> None:
+    """Copy the current attempt's rows, log and outcome into its JobAttempt row (the job's own fields are
+    overwritten by the next attempt)."""
+    record = current_attempt(session, job)
+    if record is None:
+        if job.attempt < 1:
+            return
+        record = JobAttempt(job_id=job.id, attempt=job.attempt, node_id=job.claimed_by)
+    record.status = outcome
+    record.partial_rows = list(job.partial_rows)
+    record.log_tail = job.log_tail
+    record.error = job.error
+    record.finished_at = utcnow()
+    session.add(record)
 
 
 def create_job(
@@ -131,13 +186,33 @@ def get_job(session: Session, job_id: str | uuid.UUID) -> BenchmarkJob:
     return job
 
 
+def _expired_query(now: Any) -> Any:
+    return select(BenchmarkJob).where(
+        BenchmarkJob.status == "running", col(BenchmarkJob.lease_expires_at) < now
+    )
+
+
 def requeue_expired(session: Session) -> int:
-    """Jobs whose agent stopped renewing the lease go back to the queue (or to cancelled if asked)."""
+    """Jobs whose agent stopped renewing the lease go back to the queue (or to cancelled if asked).
+
+    On a read-only session (GET requests, the SSE poll) it only looks; when something did expire, the
+    requeue is written through a short read-write session and the reader's snapshot is ended so that its
+    next query sees the result.
+    """
+    if not is_read_only(session):
+        return _requeue(session)
+    if session.exec(_expired_query(utcnow())).first() is None:
+        return 0
+    session.rollback()
+    with Session(get_engine()) as writer:
+        return _requeue(writer)
+
+
+def _requeue(session: Session) -> int:
     now = utcnow()
-    expired = session.exec(
-        select(BenchmarkJob).where(BenchmarkJob.status == "running", col(BenchmarkJob.lease_expires_at) < now)
-    ).all()
+    expired = session.exec(_expired_query(now)).all()
     for job in expired:
+        _archive_attempt(session, job, "lost")
         lost_node = job.claimed_by
         if job.cancel_requested:
             job.status = "cancelled"
@@ -208,12 +283,18 @@ def claim_job(session: Session, node: Node) -> BenchmarkJob | None:
             started_at=job.started_at or now,
             progress=0.0,
             eta_s=None,
+            # a new attempt starts from nothing: the last one's rows and log live in its JobAttempt row
+            partial_rows=[],
+            log_tail="",
+            result=None,
+            error="",
         )
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         session.rollback()
         return None
     session.refresh(job)
+    session.add(JobAttempt(job_id=job.id, attempt=job.attempt, node_id=node.id, started_at=now))
     add_event(session, job, "claimed", node_id=str(node.id), node=node.name, attempt=job.attempt)
     node.last_heartbeat_at = now
     session.add(node)
@@ -304,6 +385,7 @@ def complete_job(
         job.progress = 1.0
         job.eta_s = 0.0
     session.add(job)
+    _archive_attempt(session, job, status)
     add_event(
         session,
         job,
@@ -329,9 +411,12 @@ def complete_job(
     return job
 
 
-def cancel_job(session: Session, job_id: str | uuid.UUID) -> BenchmarkJob:
+def cancel_job(
+    session: Session, job_id: str | uuid.UUID, user_id: uuid.UUID | None = None, is_admin: bool = True
+) -> BenchmarkJob:
     """Queued → cancelled now; running → the agent is told on its next progress or heartbeat."""
     job = get_job(session, job_id)
+    check_may_manage(job, user_id, is_admin)
     if job.status in TERMINAL:
         raise ConflictError(f"job {job.id} already {job.status}")
     if job.status == "queued":
@@ -342,6 +427,27 @@ def cancel_job(session: Session, job_id: str | uuid.UUID) -> BenchmarkJob:
         job.cancel_requested = True
         add_event(session, job, "cancel_requested")
     session.add(job)
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def retry_job(
+    session: Session, job_id: str | uuid.UUID, user_id: uuid.UUID | None = None, is_admin: bool = True
+) -> BenchmarkJob:
+    """A failed or cancelled job goes back to the queue; its next claim opens a new, empty attempt (the
+    earlier attempts stay archived)."""
+    job = get_job(session, job_id)
+    check_may_manage(job, user_id, is_admin)
+    if job.status not in RETRYABLE:
+        raise ConflictError(f"job {job.id} is {job.status}; only a failed or cancelled job can be retried")
+    job.status = "queued"
+    job.cancel_requested = False
+    job.finished_at = None
+    job.progress = 0.0
+    job.eta_s = None
+    session.add(job)
+    add_event(session, job, "retried", after_attempt=job.attempt)
     session.commit()
     session.refresh(job)
     return job

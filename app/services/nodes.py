@@ -22,7 +22,9 @@ def heartbeat_interval_s() -> float:
 
 
 def online_window_s() -> float:
-    return 3 * heartbeat_interval_s()
+    """CLUSTERPLAN_NODE_ONLINE_S if set (tests pin it), else 3 heartbeat intervals (two missed beats)."""
+    pinned = os.environ.get("CLUSTERPLAN_NODE_ONLINE_S")
+    return float(pinned) if pinned else 3 * heartbeat_interval_s()
 
 
 def is_online(node: Node, now: datetime | None = None) -> bool:

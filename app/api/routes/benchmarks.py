@@ -1,4 +1,6 @@
-"""/api/v1/benchmarks: submit benchmark jobs to nodes, follow them (status, SSE events), cancel them."""
+"""/api/v1/benchmarks: submit benchmark jobs to nodes, follow them (status, attempts, SSE events), cancel or
+retry them. Anyone with plans:read sees every job; only its creator or an admin may cancel or retry it (403
+for others: they can see the job, so a 404 would hide nothing)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,12 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from sqlmodel import Session
 
-from app.api.deps import SessionDep
+from app.api.deps import ReadSessionDep, SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
-from app.auth.deps import Principal, require_scope
-from app.db import get_engine
+from app.auth.deps import Principal, principal_user_id, require_scope
+from app.db import get_read_engine
 from app.models.base import as_utc
-from app.models.benchmarks import BenchmarkJob
+from app.models.benchmarks import BenchmarkJob, JobAttempt
 from app.services import jobs as job_service
 from app.services import nodes as node_service
 
@@ -29,7 +31,7 @@ router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
 ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 PagingDep = Annotated[Paging, Depends(paging)]
-SSE_POLL_S = 0.5
+SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under a progress flush (0.5 s)
 
 
 class BenchmarkCreate(BaseModel):
@@ -60,7 +62,20 @@ class BenchmarkSummary(BaseModel):
     finished_at: datetime | None
 
 
+class AttemptSummary(BaseModel):
+    attempt: int
+    status: str = Field(description="running | succeeded | failed | cancelled | lost (lease expired)")
+    node_id: uuid.UUID | None
+    rows: int = Field(description="result rows this attempt produced")
+    error: str
+    started_at: datetime
+    finished_at: datetime | None
+
+
 class BenchmarkPublic(BenchmarkSummary):
+    attempts: list[AttemptSummary] = Field(
+        default_factory=list, description="every claim of the job, oldest first, each with its own rows"
+    )
     params: dict[str, Any]
     log_tail: str
     partial_rows: list[dict[str, Any]]
@@ -86,9 +101,23 @@ def summary_of(job: BenchmarkJob) -> BenchmarkSummary:
     )
 
 
-def public_of(job: BenchmarkJob) -> BenchmarkPublic:
+def attempt_of(job: BenchmarkJob, record: JobAttempt) -> AttemptSummary:
+    running = record.attempt == job.attempt and record.finished_at is None
+    return AttemptSummary(
+        attempt=record.attempt,
+        status=record.status,
+        node_id=record.node_id,
+        rows=len(job.partial_rows if running else record.partial_rows),
+        error=record.error,
+        started_at=as_utc(record.started_at),  # type: ignore[arg-type]
+        finished_at=as_utc(record.finished_at),
+    )
+
+
+def public_of(job: BenchmarkJob, attempts: list[JobAttempt] | None = None) -> BenchmarkPublic:
     return BenchmarkPublic(
         **summary_of(job).model_dump(),
+        attempts=[attempt_of(job, a) for a in attempts or []],
         params=job.params,
         log_tail=job.log_tail,
         partial_rows=list(job.partial_rows),
@@ -113,6 +142,10 @@ def create_benchmark(
     job = job_service.create_job(session, body.kind, body.params, target, created_by)
     response.headers["Location"] = f"/api/v1/benchmarks/{job.id}"
     return public_of(job)
+
+
+def full_public(session: Session, job: BenchmarkJob) -> BenchmarkPublic:
+    return public_of(job, job_service.attempts_of(session, job.id))
 
 
 @router.get(
@@ -142,7 +175,18 @@ def list_benchmarks(
 )
 def get_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -> BenchmarkPublic:
     job_service.requeue_expired(session)
-    return public_of(job_service.get_job(session, job_id))
+    return full_public(session, job_service.get_job(session, job_id))
+
+
+def _manage(action: Any, session: Session, job_id: uuid.UUID, principal: Principal) -> BenchmarkPublic:
+    """Run cancel/retry as `principal`: 403 when the job is someone else's, 409 when its state forbids it."""
+    try:
+        job = action(session, job_id, principal_user_id(principal), principal.has("admin"))
+    except job_service.ForbiddenError as exc:
+        raise HTTPException(status_code=status.HTTP_403_FORBIDDEN, detail=str(exc)) from exc
+    except job_service.ConflictError as exc:
+        raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
+    return full_public(session, job)
 
 
 @router.post(
@@ -150,21 +194,37 @@ def get_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -
     operation_id="cancel_benchmark",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=BenchmarkPublic,
+    responses={403: {"description": "the job belongs to another user"}},
     summary="Cancel a job: queued jobs stop at once, running ones at the agent's next report",
 )
-def cancel_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: RunDep) -> BenchmarkPublic:
-    try:
-        job = job_service.cancel_job(session, job_id)
-    except job_service.ConflictError as exc:
-        raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
-    return public_of(job)
+def cancel_benchmark(job_id: uuid.UUID, session: SessionDep, principal: RunDep) -> BenchmarkPublic:
+    return _manage(job_service.cancel_job, session, job_id, principal)
+
+
+@router.post(
+    "/{job_id}/retry",
+    operation_id="retry_benchmark",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=BenchmarkPublic,
+    responses={
+        403: {"description": "the job belongs to another user"},
+        409: {"description": "the job is not failed or cancelled"},
+    },
+    summary="Queue a failed or cancelled job again; its next claim starts a new, empty attempt",
+)
+def retry_benchmark(job_id: uuid.UUID, session: SessionDep, principal: RunDep) -> BenchmarkPublic:
+    return _manage(job_service.retry_job, session, job_id, principal)
 
 
 def _poll(job_id: uuid.UUID, after: int) -> tuple[list[tuple[int, dict[str, Any]]], str]:
-    with Session(get_engine()) as session:
+    """One look at the job's new events, on a read-only session (requeue_expired writes only when needed)."""
+    with Session(get_read_engine()) as session:
         job_service.requeue_expired(session)
         job = job_service.get_job(session, job_id)
-        events = [(int(e.id or 0), e.payload) for e in job_service.events_after(session, job_id, after)]
+        events = [
+            (int(e.id or 0), {**e.payload, "attempt": e.attempt})
+            for e in job_service.events_after(session, job_id, after)
+        ]
         return events, job.status
 
 
@@ -178,7 +238,7 @@ def _poll(job_id: uuid.UUID, after: int) -> tuple[list[tuple[int, dict[str, Any]
 async def stream_benchmark_events(
     job_id: uuid.UUID,
     request: Request,
-    session: SessionDep,
+    session: ReadSessionDep,
     _principal: ReadDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     after: Annotated[int, Query(ge=0, description="replay events after this id")] = 0,

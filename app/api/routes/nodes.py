@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope
-from app.api.routes.benchmarks import BenchmarkPublic, public_of
+from app.api.routes.benchmarks import BenchmarkPublic, full_public
 from app.auth.deps import Principal, require_scope
 from app.auth.nodes import NodeDep
 from app.models.base import as_utc
@@ -197,7 +197,7 @@ def agent_claim(node: NodeDep, session: SessionDep) -> Any:
     job = job_service.claim_job(session, node)
     if job is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return public_of(job)
+    return full_public(session, job)
 
 
 @router.post(
@@ -237,4 +237,4 @@ def agent_complete(
         )
     except job_service.ConflictError as exc:
         raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
-    return public_of(job)
+    return full_public(session, job)

@@ -1,6 +1,6 @@
 """Benchmarks pages: nodes (online/offline, add with a one-time token, revoke), launch a job, follow it live
-(progress bar, ETA, log tail, partial results, busbw and GEMM charts against the model), cancel it, and the
-calibrated profiles with their predicted-vs-measured reports.
+(progress bar, ETA, log tail, partial results, busbw and GEMM charts against the model, its attempts), cancel
+or retry it (its creator or an admin only), and the calibrated profiles with their predicted-vs-measured reports.
 
 Every page renders in full on a direct load; htmx requests get only the named block. Forms work without
 JavaScript (POST, then 303). torch is never imported here.
@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.api.deps import SessionDep
-from app.auth.deps import Principal, current_principal, require_scope
+from app.auth.deps import Principal, current_principal, principal_user_id, require_scope
 from app.bench.schema import attention_rows
 from app.calibration.profile import DEFAULT_GPU, fit_attention
 from app.catalog import find_gpu
@@ -262,7 +262,7 @@ def _charts(job: BenchmarkJob) -> dict[str, Any]:
 
 
 @router.get("/benchmarks/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
+def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal: ReadDep) -> HTMLResponse:
     job_service.requeue_expired(session)
     try:
         job = job_service.get_job(session, job_id)
@@ -281,19 +281,55 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, _p: ReadD
         "job": job,
         "node": node,
         "final": job.status in job_service.TERMINAL,
+        "may_manage": principal.has("benchmarks:run")
+        and job_service.may_manage(job, principal_user_id(principal), principal.has("admin")),
+        "retryable": job.status in job_service.RETRYABLE,
+        "attempts": _attempt_rows(session, job),
         "csrf_token": _csrf(request),
         **_charts(job),
     }
     return render(request, "benchmarks_job.html", ctx, block="live")
 
 
-@router.post("/benchmarks/jobs/{job_id}/cancel")
-def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, _p: RunDep) -> Response:
-    with contextlib.suppress(job_service.ConflictError):  # already finished: the page shows its final state
-        job_service.cancel_job(session, job_id)
+def _attempt_rows(session: Any, job: BenchmarkJob) -> list[dict[str, Any]]:
+    names = {n.id: n.name for n in node_service.list_nodes(session)}
+    rows = []
+    for record in job_service.attempts_of(session, job.id):
+        current = record.attempt == job.attempt and record.finished_at is None
+        rows.append(
+            {
+                "attempt": record.attempt,
+                "status": record.status,
+                "node": names.get(record.node_id, "—") if record.node_id else "—",
+                "rows": len(job.partial_rows if current else record.partial_rows),
+                "error": record.error,
+                "started_at": record.started_at,
+                "finished_at": record.finished_at,
+            }
+        )
+    return rows
+
+
+def _manage(action: Any, job_id: uuid.UUID, request: Request, session: Any, principal: Principal) -> Response:
+    """Cancel or retry as `principal`; someone else's job is a 403, a finished/unfit state just re-renders."""
+    try:
+        with contextlib.suppress(job_service.ConflictError):  # the page shows the job's actual state
+            action(session, job_id, principal_user_id(principal), principal.has("admin"))
+    except job_service.ForbiddenError as exc:
+        return Response(str(exc), status_code=403, media_type="text/plain")
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Trigger": "refresh"})
     return RedirectResponse(f"/benchmarks/jobs/{job_id}", status_code=303)
+
+
+@router.post("/benchmarks/jobs/{job_id}/cancel")
+def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, principal: RunDep) -> Response:
+    return _manage(job_service.cancel_job, job_id, request, session, principal)
+
+
+@router.post("/benchmarks/jobs/{job_id}/retry")
+def retry(job_id: uuid.UUID, request: Request, session: SessionDep, principal: RunDep) -> Response:
+    return _manage(job_service.retry_job, job_id, request, session, principal)
 
 
 def _profile_figs(profile: CalibrationProfile) -> dict[str, Any]:

@@ -2,18 +2,19 @@
 
 `require_scope(scope)` is the one way a route states what it needs. Scopes: plans:read, plans:write,
 benchmarks:run, admin (admin implies every scope, plans:write implies plans:read). Reads of public catalog
-data need no scope.
+data and pure calculations need no scope.
 
 Who the caller is (`current_principal`), in this order:
-1. `Authorization: Bearer cpt_…` — a personal API token; a bad, expired or revoked one is a 401 (never a
-   silent fall-back to anonymous).
-2. the signed `cp_session` cookie of a signed-in browser user.
-3. nobody: on a server that only listens on loopback (`settings.host`), with
-   `settings.allow_anonymous_loopback`, a request straight from this machine acts as a local administrator
-   (the first-run path of `make run`); anyone else is anonymous with no scopes.
+1. `Authorization: Bearer cpt_…` (a personal API token) or `Bearer cpn_…` (a node agent's token); a bad,
+   expired or revoked one, or any other Authorization header, is a 401 — on every route, public ones
+   included (app.hooks.security checks the header before routing), never a silent fall-back to anonymous.
+2. the signed `cp_session` cookie of a signed-in browser user, valid while its session version is the
+   account's (signing out, a new password or deactivation revoke every cookie of that user).
+3. nobody: anonymous, with no scopes. There is no anonymous administrator, not even on loopback; the first
+   run signs in through a one-time link instead (app.auth.bootstrap).
 
-Unsafe methods (POST, PUT, PATCH, DELETE) authenticated by cookie or by the loopback rule must also pass the
-CSRF check of app.auth.sessions; bearer tokens are never sent by a browser on its own, so they need none.
+Unsafe methods (POST, PUT, PATCH, DELETE) authenticated by cookie must also pass the CSRF check of
+app.auth.sessions; bearer tokens are never sent by a browser on its own, so they need none.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fastapi import Depends, HTTPException, Request
 from sqlmodel import Session
 
 from app.auth import sessions
+from app.auth.nodes import NODE_TOKEN_PREFIX, authenticate_node_token
 from app.auth.tokens import SCOPES, TOKEN_PREFIX, authenticate_token, user_scopes
 from app.db import get_engine
 from app.models.auth import UserAccount
@@ -36,7 +38,6 @@ __all__ = [
     "SCOPES",
     "AuthenticationRequired",
     "Principal",
-    "anonymous_may_act_locally",
     "current_principal",
     "require_scope",
     "require_user",
@@ -47,7 +48,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a user (cookie or token), a node agent, or the anonymous (possibly loopback) user."""
+    """Who is calling: a user (cookie or token), a node agent, or anonymous."""
 
     kind: str  # "user" | "token" | "node" | "anonymous"
     user_id: Any = None
@@ -55,7 +56,7 @@ class Principal:
     scopes: frozenset[str] = frozenset()
     email: str | None = None
     token_id: Any = None
-    via: str = "none"  # "cookie" | "token" | "node-token" | "loopback" | "none"
+    via: str = "none"  # "cookie" | "token" | "node-token" | "none"
     csrf_token: str | None = None  # the cookie session's CSRF token
 
     @property
@@ -77,17 +78,7 @@ def _settings(request: Request) -> Settings:
     return getattr(request.app.state, "settings", None) or get_settings()
 
 
-def anonymous_may_act_locally(request: Request, settings: Settings | None = None) -> bool:
-    settings = settings or _settings(request)
-    return (
-        settings.allow_anonymous_loopback
-        and sessions.is_loopback_address(settings.host)
-        and sessions.is_direct_loopback(request)
-    )
-
-
 ANONYMOUS = Principal(kind="anonymous")
-LOCAL_ADMIN = Principal(kind="anonymous", scopes=frozenset(SCOPES), via="loopback")
 
 
 def _principal_from_token(credential: str) -> Principal:
@@ -105,13 +96,32 @@ def _principal_from_token(credential: str) -> Principal:
     )
 
 
+def _principal_from_node_token(credential: str) -> Principal:
+    with Session(get_engine()) as session:
+        node_id = authenticate_node_token(session, credential)
+    if node_id is None:
+        raise AuthenticationRequired("unknown or revoked node token")
+    return Principal(kind="node", node_id=node_id, via="node-token")
+
+
+def principal_from_authorization(authorization: str) -> Principal:
+    """The caller named by an Authorization header; AuthenticationRequired (401) for anything not valid."""
+    scheme, _, credential = authorization.strip().partition(" ")
+    credential = credential.strip()
+    if scheme.lower() == "bearer" and credential.startswith(TOKEN_PREFIX):
+        return _principal_from_token(credential)
+    if scheme.lower() == "bearer" and credential.startswith(NODE_TOKEN_PREFIX):
+        return _principal_from_node_token(credential)
+    raise AuthenticationRequired(f"expected 'Authorization: Bearer {TOKEN_PREFIX}…'")
+
+
 def _principal_from_cookie(request: Request, settings: Settings) -> Principal | None:
     data = sessions.read_session(request, settings.secret_key)
     if data is None:
         return None
     with Session(get_engine()) as session:
         user = session.get(UserAccount, data.user_id)
-        if user is None or not user.is_active:
+        if user is None or not user.is_active or user.session_version != data.version:
             return None
         return Principal(
             kind="user",
@@ -131,16 +141,10 @@ def resolve_principal(request: Request) -> Principal:
     settings = _settings(request)
     authorization = request.headers.get("authorization")
     principal: Principal | None = None
-    if authorization:
-        scheme, _, credential = authorization.strip().partition(" ")
-        credential = credential.strip()
-        if scheme.lower() != "bearer" or not credential.startswith(TOKEN_PREFIX):
-            raise AuthenticationRequired(f"expected 'Authorization: Bearer {TOKEN_PREFIX}…'")
-        principal = _principal_from_token(credential)
+    if authorization is not None:
+        principal = principal_from_authorization(authorization)
     if principal is None:
-        principal = _principal_from_cookie(request, settings)
-    if principal is None:
-        principal = LOCAL_ADMIN if anonymous_may_act_locally(request, settings) else ANONYMOUS
+        principal = _principal_from_cookie(request, settings) or ANONYMOUS
     request.state.principal = principal
     return principal
 
@@ -164,18 +168,13 @@ async def presented_csrf_token(request: Request) -> str | None:
 
 
 async def check_csrf(request: Request, principal: Principal) -> None:
-    """Refuse cross-site unsafe requests that ride on a cookie or on the loopback rule (403)."""
-    if request.method in SAFE_METHODS or principal.via not in ("cookie", "loopback"):
+    """Refuse cross-site unsafe requests that ride on a cookie (403)."""
+    if request.method in SAFE_METHODS or principal.via != "cookie":
         return
-    if principal.via == "cookie" and sessions.tokens_match(
-        principal.csrf_token, await presented_csrf_token(request)
-    ):
+    if sessions.tokens_match(principal.csrf_token, await presented_csrf_token(request)):
         return
-    verdict = sessions.browser_origin_verdict(request)
-    if verdict is True:
+    if sessions.browser_origin_verdict(request, _settings(request)) is True:
         return
-    if verdict is None and principal.via == "loopback":
-        return  # curl and scripts on this machine send neither Origin nor Sec-Fetch-Site
     raise HTTPException(
         status_code=403,
         detail="cross-site request refused: send the X-CSRF-Token header (see static/js/csrf.js)",

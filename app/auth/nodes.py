@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from app.api.deps import SessionDep
 from app.models.benchmarks import Node
@@ -47,6 +48,12 @@ def bearer_token(request: Request) -> str | None:
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
     return request.headers.get("X-Node-Token") or None
+
+
+def authenticate_node_token(session: Session, token: str) -> uuid.UUID | None:
+    """The id of the node a token belongs to, or None when it is unknown or revoked."""
+    node = session.exec(select(Node).where(Node.token_hash == hash_node_token(token))).first()
+    return node.id if node is not None and node.revoked_at is None else None
 
 
 def current_node(request: Request, session: SessionDep) -> Node:

@@ -1,9 +1,15 @@
 """Browser sessions: a signed cookie (itsdangerous) plus CSRF protection for cookie-authenticated writes.
 
 Cookies
-- `cp_session`: signed, timestamped {user id, CSRF token}; HttpOnly, SameSite=Lax, Path=/, Secure unless the
-  request is a direct loopback one (plain http://127.0.0.1 must keep working for the first-run path).
+- `cp_session`: signed, timestamped {user id, session version, CSRF token}; HttpOnly, SameSite=Lax, Path=/.
+  The session version is the account's `session_version` when the cookie was issued: signing out, changing
+  the password and deactivation bump it, which revokes every cookie of that user in every browser at once.
 - `cp_csrf`: the same CSRF token, readable by our own JavaScript (not HttpOnly), SameSite=Strict.
+
+Both are `Secure` when the site runs over TLS (`CLUSTERPLAN_HTTPS=true`, or https as seen through a trusted
+proxy). Over plain HTTP they are not Secure for a client on this machine (loopback never leaves the host) or
+when `CLUSTERPLAN_INSECURE_COOKIES=true` (a LAN without TLS); for anyone else they would be Secure, a browser
+would drop them, and the sign-in routes say so instead (`cookie_needs_tls`).
 
 How the CSRF token travels (double submit): pages carry it in `<meta name="csrf-token">` (and the `cp_csrf`
 cookie); static/js/csrf.js copies it into the `X-CSRF-Token` header of every htmx request; plain HTML forms
@@ -15,7 +21,6 @@ matches the one sealed in the signed session, or when the browser itself vouches
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -24,6 +29,9 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from app.auth.clientaddr import is_loopback_client, request_origin, request_scheme
+from app.settings import Settings
+
 SESSION_COOKIE = "cp_session"
 CSRF_COOKIE = "cp_csrf"
 CSRF_HEADER = "X-CSRF-Token"
@@ -31,17 +39,18 @@ CSRF_FORM_FIELD = "csrf_token"
 SESSION_MAX_AGE_S = 14 * 24 * 3600
 _SALT = "clusterplan.session.v1"
 
-# Headers a reverse proxy adds: a loopback peer that forwards someone else's request is not the local user.
-FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
-# Starlette's TestClient reports this peer/host; it can never be a real socket address.
-_TEST_CLIENT_NAMES = {"testclient", "testserver"}
-_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
+COOKIE_NEEDS_TLS = (
+    "sign-in needs HTTPS here: the session cookie is Secure, so a browser drops it over plain HTTP. Serve "
+    "the site over TLS (a TLS proxy listed in CLUSTERPLAN_TRUSTED_PROXIES, and CLUSTERPLAN_HTTPS=true), or, "
+    "on a trusted network without TLS, set CLUSTERPLAN_INSECURE_COOKIES=true"
+)
 
 
 @dataclass(frozen=True)
 class SessionData:
     user_id: uuid.UUID
     csrf_token: str
+    version: int  # the account's session_version when the cookie was issued
 
 
 def _serializer(secret_key: str) -> URLSafeTimedSerializer:
@@ -49,7 +58,8 @@ def _serializer(secret_key: str) -> URLSafeTimedSerializer:
 
 
 def encode_session(secret_key: str, data: SessionData) -> str:
-    return _serializer(secret_key).dumps({"uid": str(data.user_id), "csrf": data.csrf_token})
+    payload = {"uid": str(data.user_id), "csrf": data.csrf_token, "ver": data.version}
+    return _serializer(secret_key).dumps(payload)
 
 
 def decode_session(secret_key: str, value: str | None) -> SessionData | None:
@@ -58,60 +68,40 @@ def decode_session(secret_key: str, value: str | None) -> SessionData | None:
         return None
     try:
         payload = _serializer(secret_key).loads(value, max_age=SESSION_MAX_AGE_S)
-        return SessionData(user_id=uuid.UUID(str(payload["uid"])), csrf_token=str(payload["csrf"]))
+        return SessionData(
+            user_id=uuid.UUID(str(payload["uid"])),
+            csrf_token=str(payload["csrf"]),
+            version=int(payload["ver"]),
+        )
     except (BadSignature, KeyError, TypeError, ValueError):
         return None
 
 
-def is_loopback_address(host: str | None) -> bool:
-    """True for 127.0.0.0/8, ::1, 'localhost' and the TestClient's pseudo address."""
-    if not host:
-        return False
-    host = host.strip().strip("[]").lower()
-    if host in _LOOPBACK_NAMES or host in _TEST_CLIENT_NAMES or host.endswith(".localhost"):
+def cookie_secure(conn: HTTPConnection, settings: Settings) -> bool:
+    """Whether session cookies carry the Secure attribute (see the module docstring)."""
+    if settings.https or request_scheme(conn, settings) == "https":
         return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return not (settings.insecure_cookies or is_loopback_client(conn, settings))
 
 
-def _host_without_port(host_header: str) -> str:
-    if host_header.startswith("["):
-        return host_header[1 : host_header.find("]")] if "]" in host_header else host_header
-    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
-
-
-def is_direct_loopback(conn: HTTPConnection) -> bool:
-    """The request comes straight from this machine: loopback peer, loopback Host, no proxy headers.
-
-    The Host check defeats DNS rebinding (a page on evil.example resolved to 127.0.0.1 sends
-    `Host: evil.example`); the proxy-header check stops a same-host reverse proxy from turning every
-    remote visitor into the local user.
-    """
-    client = conn.client
-    if client is None or not is_loopback_address(client.host):
-        return False
-    if any(name in conn.headers for name in FORWARDING_HEADERS):
-        return False
-    return is_loopback_address(_host_without_port(conn.headers.get("host", "")))
-
-
-def cookie_secure(conn: HTTPConnection) -> bool:
-    return conn.url.scheme == "https" or not is_direct_loopback(conn)
+def cookie_needs_tls(conn: HTTPConnection, settings: Settings) -> bool:
+    """A session cookie set now would be Secure on a plain-HTTP page: the browser would silently drop it."""
+    return not settings.https and request_scheme(conn, settings) == "http" and cookie_secure(conn, settings)
 
 
 def new_csrf_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def set_session_cookies(response: Response, conn: HTTPConnection, secret_key: str, user_id: uuid.UUID) -> str:
-    """Start a session for `user_id` on `response`; returns the new CSRF token."""
-    data = SessionData(user_id=user_id, csrf_token=new_csrf_token())
-    secure = cookie_secure(conn)
+def set_session_cookies(
+    response: Response, conn: HTTPConnection, settings: Settings, user_id: uuid.UUID, version: int
+) -> str:
+    """Start a session for `user_id` (at its current `session_version`) on `response`; returns the CSRF token."""
+    data = SessionData(user_id=user_id, csrf_token=new_csrf_token(), version=version)
+    secure = cookie_secure(conn, settings)
     response.set_cookie(
         SESSION_COOKIE,
-        encode_session(secret_key, data),
+        encode_session(settings.secret_key, data),
         max_age=SESSION_MAX_AGE_S,
         path="/",
         httponly=True,
@@ -130,8 +120,8 @@ def set_session_cookies(response: Response, conn: HTTPConnection, secret_key: st
     return data.csrf_token
 
 
-def clear_session_cookies(response: Response, conn: HTTPConnection) -> None:
-    secure = cookie_secure(conn)
+def clear_session_cookies(response: Response, conn: HTTPConnection, settings: Settings) -> None:
+    secure = cookie_secure(conn, settings)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=secure)
     response.delete_cookie(CSRF_COOKIE, path="/", samesite="strict", secure=secure)
 
@@ -146,7 +136,7 @@ def tokens_match(expected: str | None, presented: str | None) -> bool:
     return hmac.compare_digest(expected.encode(), presented.encode())
 
 
-def browser_origin_verdict(conn: HTTPConnection) -> bool | None:
+def browser_origin_verdict(conn: HTTPConnection, settings: Settings | None = None) -> bool | None:
     """What the browser says about where an unsafe request comes from.
 
     True: same origin (Sec-Fetch-Site: same-origin, or Origin equal to ours). False: another site, a sibling
@@ -157,6 +147,5 @@ def browser_origin_verdict(conn: HTTPConnection) -> bool | None:
         return fetch_site.strip().lower() == "same-origin"
     origin = conn.headers.get("origin")
     if origin is not None:
-        own = f"{conn.url.scheme}://{conn.headers.get('host', '')}".lower()
-        return origin.strip().lower() == own
+        return origin.strip().lower() == request_origin(conn, settings)
     return None

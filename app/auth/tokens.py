@@ -20,6 +20,8 @@ from app.models.auth import ApiToken, UserAccount
 from app.models.base import as_utc, utcnow
 
 TOKEN_PREFIX = "cpt_"
+# One-time sign-in links (app.auth.bootstrap) share the table but never authenticate an API call.
+LINK_TOKEN_PREFIX = "cpl_"
 DISPLAY_PREFIX_CHARS = 12
 MAX_TOKEN_DAYS = 3650
 # last_used_at is refreshed at most this often, so busy scripts don't turn every read into a write.
@@ -150,9 +152,11 @@ def authenticate_token(session: Session, plaintext: str) -> TokenIdentity | None
 def list_tokens(
     session: Session, user_id: uuid.UUID, offset: int = 0, limit: int = 100
 ) -> tuple[list[ApiToken], int]:
-    query = select(ApiToken).where(ApiToken.user_id == user_id)
+    """A user's personal API tokens, newest first (one-time sign-in links are not listed)."""
+    mine = (ApiToken.user_id == user_id, ~col(ApiToken.prefix).startswith(LINK_TOKEN_PREFIX))
+    query = select(ApiToken).where(*mine)
     rows = list(session.exec(query.order_by(col(ApiToken.created_at).desc()).offset(offset).limit(limit)))
-    total = session.exec(select(func.count()).select_from(ApiToken).where(ApiToken.user_id == user_id)).one()
+    total = session.exec(select(func.count()).select_from(ApiToken).where(*mine)).one()
     return rows, total
 
 

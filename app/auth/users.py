@@ -1,18 +1,22 @@
-"""User accounts: create, find, authenticate by e-mail and password."""
+"""User accounts: create, find, authenticate by e-mail and password, change passwords, revoke sessions."""
 
 from __future__ import annotations
 
 import re
+import uuid
 
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from app.auth.passwords import hash_password, needs_rehash, verify_password
 from app.models.auth import UserAccount
 
-# Deliberately loose: one @, something on each side, a dot in the domain, no spaces.
-_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# Deliberately loose: one @, something on each side, a dot in the domain (or the name `localhost`, RFC 6761,
+# for the first-run account admin@localhost), no spaces.
+_EMAIL_RE = re.compile(r"^[^@\s]+@([^@\s]+\.[^@\s]+|localhost)$")
+# Argon2 hashes (PHC string format) start so; anything else ("!" for the first-run account) matches nothing.
+_PASSWORD_HASH_PREFIX = "$argon2"
 
 
 def normalise_email(email: str) -> str:
@@ -72,3 +76,58 @@ def list_users(session: Session, offset: int = 0, limit: int = 100) -> tuple[lis
     )
     total = session.exec(select(func.count()).select_from(UserAccount)).one()
     return rows, total
+
+
+def has_usable_password(user: UserAccount) -> bool:
+    """False for an account that cannot sign in with a password (the first-run administrator before setup)."""
+    return user.password_hash.startswith(_PASSWORD_HASH_PREFIX)
+
+
+def revoke_sessions(session: Session, user_id: uuid.UUID) -> None:
+    """Bump the account's session_version: every session cookie issued so far stops working, everywhere."""
+    statement = (
+        update(UserAccount)
+        .where(col(UserAccount.id) == user_id)
+        .values(session_version=UserAccount.session_version + 1)  # type: ignore[operator]
+    )
+    session.execute(statement)
+    session.commit()
+
+
+def set_password(session: Session, user: UserAccount, password: str) -> UserAccount:
+    """A new password (policy-checked; raises ValueError) and the end of every existing session."""
+    user.password_hash = hash_password(password)
+    session.add(user)
+    session.commit()
+    revoke_sessions(session, user.id)
+    session.refresh(user)
+    return user
+
+
+def set_active(session: Session, user: UserAccount, active: bool) -> UserAccount:
+    """Deactivate (sessions revoked; tokens stop working as their owner is inactive) or re-activate."""
+    user.is_active = active
+    session.add(user)
+    session.commit()
+    if not active:
+        revoke_sessions(session, user.id)
+    session.refresh(user)
+    return user
+
+
+def change_email(session: Session, user: UserAccount, email: str) -> UserAccount:
+    """Move the account to another e-mail; raises ValueError (bad address) or UserExistsError (taken)."""
+    email = normalise_email(email)
+    if email == user.email:
+        return user
+    if find_user(session, email) is not None:
+        raise UserExistsError(f"a user with e-mail {email} already exists")
+    user.email = email
+    session.add(user)
+    try:
+        session.commit()
+    except IntegrityError as exc:
+        session.rollback()
+        raise UserExistsError(f"a user with e-mail {email} already exists") from exc
+    session.refresh(user)
+    return user

@@ -1,4 +1,12 @@
-"""Security headers on every response, a request body size limit (413), and the sign-in redirect for pages.
+"""Security headers on every response, a request body size limit (413), credentials checked on every route
+(a bad token is a 401 even where none is needed), the sign-in throttle, and the sign-in redirect for pages.
+
+HSTS (`Strict-Transport-Security: max-age=31536000; includeSubDomains`, one year as the HSTS preload list
+asks) is sent when `CLUSTERPLAN_HTTPS=true`: only the operator knows the site is always served over TLS.
+
+An `Authorization` header is resolved before routing, for every path but /healthz (liveness probes send
+none, and must not depend on the token table) and /static (files anyone may fetch): a bad, expired or
+revoked token, or a header that is not `Bearer cpt_…`/`Bearer cpn_…`, gets 401 at once.
 
 Content-Security-Policy: no inline script anywhere (`script-src 'self'`), no framing (`frame-ancestors
 'none'`), images from us or data: URLs (Plotly's "download as PNG"). `style-src` also allows
@@ -15,12 +23,14 @@ from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from starlette.datastructures import MutableHeaders
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.auth.deps import AuthenticationRequired, route_requirement
+from app.auth.deps import AuthenticationRequired, principal_from_authorization, route_requirement
+from app.auth.throttle import LoginThrottler
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -33,6 +43,11 @@ DOCS_CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'"
 )
 DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect"})
+# One year and subdomains: the values the HSTS preload list (hstspreload.org) requires.
+HSTS = "max-age=31536000; includeSubDomains"
+# Paths served without looking at credentials (see the module docstring).
+CREDENTIAL_EXEMPT_PATHS = frozenset({"/healthz"})
+CREDENTIAL_EXEMPT_PREFIXES = ("/static/",)
 
 SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
     ("x-content-type-options", "nosniff"),
@@ -46,15 +61,16 @@ SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
 class SecurityHeadersMiddleware:
     """Adds the CSP and friends to every HTTP response (pages, API, static files, errors)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hsts: bool = False) -> None:
         self.app = app
+        self.hsts = hsts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         policy = DOCS_CONTENT_SECURITY_POLICY if scope.get("path") in DOCS_PATHS else CONTENT_SECURITY_POLICY
-        https = scope.get("scheme") == "https"
+        hsts = self.hsts
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -62,8 +78,8 @@ class SecurityHeadersMiddleware:
                 headers.setdefault("content-security-policy", policy)
                 for name, value in SECURITY_HEADERS:
                     headers.setdefault(name, value)
-                if https:
-                    headers.setdefault("strict-transport-security", "max-age=31536000")
+                if hsts:
+                    headers.setdefault("strict-transport-security", HSTS)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -111,6 +127,33 @@ class BodySizeLimitMiddleware:
         detail = self._detail() if status == 413 else "invalid Content-Length"
         response = JSONResponse({"detail": detail}, status_code=status, headers={"Connection": "close"})
         await response(scope, receive, send)
+
+
+class CredentialCheckMiddleware:
+    """401 for a bad Authorization header on any route; a good one is resolved once and kept for the route."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _credential_exempt(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        authorization = Headers(scope=scope).get("authorization")
+        if authorization is not None:
+            try:
+                principal = await run_in_threadpool(principal_from_authorization, authorization)
+            except AuthenticationRequired as exc:
+                response = JSONResponse({"detail": exc.detail}, status_code=401, headers=exc.headers)
+                await response(scope, receive, send)
+                return
+            # request.state is this dict: app.auth.deps.resolve_principal finds the principal there.
+            scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+def _credential_exempt(path: str) -> bool:
+    return path in CREDENTIAL_EXEMPT_PATHS or path.startswith(CREDENTIAL_EXEMPT_PREFIXES)
 
 
 def _wants_html_page(request: Request) -> bool:
@@ -201,9 +244,13 @@ def document_security(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any]:
 def install(app: FastAPI) -> None:
     settings: Any = app.state.settings
     # Outermost: every response gets the headers, including 413/429/500 written by other middleware.
-    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware, hsts=settings.https)
+    # Appended after the rate limit (app.hooks.ratelimit): a flood of made-up tokens is limited first.
+    app.user_middleware.append(Middleware(CredentialCheckMiddleware))
     # Innermost (appended): sits right in front of the routes.
     app.user_middleware.append(Middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes))
+    # Sign-in backoff per account and address (app.auth.throttle); tests replace it with a fake clock.
+    app.state.login_throttle = LoginThrottler()
     app.add_exception_handler(AuthenticationRequired, authentication_required_handler)
 
     build_schema = app.openapi

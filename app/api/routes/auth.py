@@ -12,13 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging
 from app.auth import sessions
+from app.auth.clientaddr import settings_of
 from app.auth.deps import Principal, current_principal, require_user
+from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verify_password
+from app.auth.signin import attempt_sign_in, end_session, start_session
 from app.auth.tokens import MAX_TOKEN_DAYS, SCOPES, create_token, list_tokens, revoke_token
-from app.auth.users import authenticate
-from app.hooks.ratelimit import too_many_requests
+from app.auth.users import has_usable_password, set_password
 from app.models.auth import ApiToken, UserAccount
 from app.models.base import as_utc
-from app.settings import get_settings
 
 router = APIRouter(tags=["auth"])
 
@@ -65,10 +66,17 @@ class LoginResponse(BaseModel):
 class WhoAmI(BaseModel):
     authenticated: bool
     kind: str = Field(description="user (cookie), token, node, or anonymous")
-    via: str = Field(description="cookie, token, node-token, loopback (local first-run user) or none")
+    via: str = Field(description="cookie, token, node-token or none")
     email: str | None
     user_id: uuid.UUID | None
     scopes: list[str]
+
+
+class PasswordChange(BaseModel):
+    current_password: str | None = Field(
+        default=None, max_length=MAX_PASSWORD_LENGTH, description="required unless the account has none yet"
+    )
+    new_password: str = Field(min_length=MIN_PASSWORD_LENGTH, max_length=MAX_PASSWORD_LENGTH)
 
 
 class TokenCreate(BaseModel):
@@ -117,35 +125,70 @@ def check_login_origin(request: Request) -> None:
     "/auth/login",
     operation_id="auth_login",
     response_model=LoginResponse,
-    responses={401: {"description": "wrong e-mail or password"}, 429: {"description": "too many attempts"}},
+    responses={
+        400: {"description": "plain HTTP from another machine: the Secure cookie would be dropped"},
+        401: {"description": "wrong e-mail or password"},
+        429: {"description": "too many failures for this account from this address; see Retry-After"},
+    },
 )
 def login(body: LoginRequest, request: Request, response: Response, session: SessionDep) -> LoginResponse:
     """Check e-mail and password and start a cookie session (for browsers; scripts should use API tokens)."""
     check_login_origin(request)
-    limiter = getattr(request.app.state, "login_limiter", None)
-    if limiter is not None:
-        wait = limiter.acquire("email:" + body.email.strip().lower())
-        if wait > 0:
-            limited = too_many_requests(wait, "sign-in attempts for this account")
-            raise HTTPException(
-                status_code=429,
-                detail="too many sign-in attempts for this account",
-                headers={"Retry-After": limited.headers["retry-after"]},
-            )
-    user = authenticate(session, body.email, body.password)
-    if user is None:
+    settings = settings_of(request)
+    outcome = attempt_sign_in(session, request, settings, body.email, body.password)
+    if outcome.needs_tls:
+        raise HTTPException(status_code=400, detail=sessions.COOKIE_NEEDS_TLS)
+    if outcome.throttled:
+        raise HTTPException(
+            status_code=429,
+            detail=f"too many failed sign-ins for this account; retry in {outcome.retry_after_s} s",
+            headers={"Retry-After": str(outcome.retry_after_s)},
+        )
+    if outcome.user is None:
         raise HTTPException(status_code=401, detail="wrong e-mail or password")
-    csrf = sessions.set_session_cookies(response, request, get_settings().secret_key, user.id)
-    return LoginResponse(user=UserPublic.of(user), csrf_token=csrf)
+    csrf = start_session(response, request, settings, outcome.user)
+    return LoginResponse(user=UserPublic.of(outcome.user), csrf_token=csrf)
 
 
 @router.post("/auth/logout", operation_id="auth_logout", status_code=status.HTTP_204_NO_CONTENT)
-def logout(request: Request) -> Response:
-    """End the cookie session (API tokens are unaffected; revoke them separately)."""
+def logout(request: Request, session: SessionDep) -> Response:
+    """End the user's cookie sessions in every browser (API tokens are unaffected; revoke them separately)."""
     check_login_origin(request)
     response = Response(status_code=status.HTTP_204_NO_CONTENT)
-    sessions.clear_session_cookies(response, request)
+    end_session(session, response, request, settings_of(request))
     return response
+
+
+@router.post(
+    "/auth/password",
+    operation_id="auth_change_password",
+    response_model=LoginResponse,
+    responses={403: {"description": "the current password is wrong"}},
+)
+def change_password(
+    body: PasswordChange,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: Principal = Depends(require_user),
+) -> LoginResponse:
+    """Set a new password: every session of the account ends; a cookie caller gets a fresh one."""
+    user = session.get(UserAccount, principal.user_id)
+    if user is None or not user.is_active:
+        raise HTTPException(status_code=401, detail="account no longer active")
+    if has_usable_password(user) and not verify_password(user.password_hash, body.current_password or ""):
+        raise HTTPException(status_code=403, detail="the current password is wrong")
+    try:
+        user = set_password(session, user, body.new_password)
+    except ValueError as exc:
+        raise HTTPException(
+            status_code=422,
+            detail=[{"loc": ["body", "new_password"], "msg": str(exc), "type": "value_error"}],
+        ) from exc
+    csrf = ""
+    if principal.via == "cookie":
+        csrf = start_session(response, request, settings_of(request), user)
+    return LoginResponse(user=UserPublic.of(user), csrf_token=csrf)
 
 
 @router.get("/auth/me", operation_id="auth_me", response_model=WhoAmI)

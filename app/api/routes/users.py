@@ -11,8 +11,8 @@ from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging
 from app.api.routes.auth import UserPublic, bounded_paging
 from app.auth.deps import Principal, require_scope
-from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, hash_password
-from app.auth.users import UserExistsError, create_user, list_users
+from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
+from app.auth.users import UserExistsError, create_user, list_users, set_active, set_password
 from app.models.auth import UserAccount
 
 router = APIRouter(prefix="/users", tags=["users"])
@@ -82,7 +82,8 @@ def update_user_account(
 ) -> UserPublic:
     """Deactivate or reactivate a user, grant or withdraw admin, or set a new password.
 
-    Takes effect on the next request: sessions and API tokens of a deactivated user stop working at once.
+    Takes effect on the next request: deactivation ends the user's sessions and stops their API tokens; a new
+    password ends their sessions (every browser signs in again).
     """
     user = session.get(UserAccount, user_id)
     if user is None:
@@ -92,12 +93,18 @@ def update_user_account(
         admins = [u for u in list_users(session, 0, 100_000)[0] if u.is_admin and u.is_active]
         if len(admins) <= 1:
             raise HTTPException(status_code=409, detail="this is the last active administrator")
-    if body.is_active is not None:
-        user.is_active = body.is_active
     if body.is_admin is not None:
         user.is_admin = body.is_admin
+    if body.is_active is not None:
+        user = set_active(session, user, body.is_active)
     if body.password is not None:
-        user.password_hash = hash_password(body.password)
+        try:
+            user = set_password(session, user, body.password)
+        except ValueError as exc:
+            raise HTTPException(
+                status_code=422,
+                detail=[{"loc": ["body", "password"], "msg": str(exc), "type": "value_error"}],
+            ) from exc
     session.add(user)
     session.commit()
     session.refresh(user)

@@ -31,9 +31,9 @@ def serve(
 ) -> None:
     import uvicorn
 
-    from app.startup import prepare_database
+    from app.startup import display_base_url, prepare_database, sign_in_banner
 
-    # The app decides loopback trust from settings.host: pass the chosen address to the app (and its workers).
+    # Pass the chosen address to the app (and its workers) through the environment.
     if host:
         os.environ["CLUSTERPLAN_HOST"] = host
     if port:
@@ -41,6 +41,8 @@ def serve(
     get_settings.cache_clear()
     settings = get_settings()
     prepare_database()
+    # Printed before the workers start; the link's token is in the database, so every worker accepts it.
+    typer.echo(sign_in_banner(display_base_url(settings.host, settings.port)))
     uvicorn.run(
         "app.asgi:app",
         host=settings.host,
@@ -48,6 +50,7 @@ def serve(
         workers=workers,
         reload=reload,
         log_level=settings.log_level,
+        # Forwarded headers are read by the app itself, from CLUSTERPLAN_TRUSTED_PROXIES only.
         proxy_headers=False,
     )
 

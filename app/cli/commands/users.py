@@ -22,7 +22,11 @@ def register(root: typer.Typer) -> None:
         create_user
     )
     users.command("list", help="List user accounts.")(list_users)
-    users.command("set-password", help="Set a new password (prompted, or read from stdin).")(set_password)
+    users.command(
+        "set-password",
+        help="Set a new password (prompted, or read from stdin); signs the user out everywhere.",
+    )(set_password)
+    users.command("set-admin", help="Make a user an administrator (--no-admin: withdraw it).")(set_admin)
     users.command("deactivate", help="Disable a user: their sessions and API tokens stop working.")(
         deactivate
     )
@@ -79,17 +83,13 @@ def _read_password(password_stdin: bool) -> str:
     return str(typer.prompt("Password", hide_input=True, confirmation_prompt=True))
 
 
-def _change_user(email: str, **changes: object) -> None:
+def _find(session, email: str):  # type: ignore[no-untyped-def]
     from app.auth.users import find_user
 
-    with _session() as session:
-        user = find_user(session, email)
-        if user is None:
-            raise UserError(f"no user with e-mail {email!r}")
-        for key, value in changes.items():
-            setattr(user, key, value)
-        session.add(user)
-        session.commit()
+    user = find_user(session, email)
+    if user is None:
+        raise UserError(f"no user with e-mail {email!r}")
+    return user
 
 
 def set_password(
@@ -99,20 +99,40 @@ def set_password(
     ] = False,
 ) -> None:
     """Also the way back in for a locked-out administrator: it needs shell access, not the web."""
-    from app.auth.passwords import hash_password
+    from app.auth.users import set_password as change
 
-    _change_user(email, password_hash=hash_password(_read_password(password_stdin)))
-    typer.echo(f"password changed for {email.strip().lower()}")
+    password = _read_password(password_stdin)
+    with _session() as session:
+        user = change(session, _find(session, email), password)
+        typer.echo(f"password changed for {user.email}; its sessions are signed out")
+
+
+def set_admin(
+    email: Annotated[str, typer.Argument(help="the user's e-mail")],
+    admin: Annotated[bool, typer.Option("--admin/--no-admin", help="grant or withdraw administrator")] = True,
+) -> None:
+    with _session() as session:
+        user = _find(session, email)
+        user.is_admin = admin
+        session.add(user)
+        session.commit()
+        typer.echo(f"{user.email} is {'now' if admin else 'no longer'} an administrator")
 
 
 def deactivate(email: Annotated[str, typer.Argument(help="the user's e-mail")]) -> None:
-    _change_user(email, is_active=False)
-    typer.echo(f"deactivated {email.strip().lower()}")
+    from app.auth.users import set_active
+
+    with _session() as session:
+        user = set_active(session, _find(session, email), False)
+        typer.echo(f"deactivated {user.email}")
 
 
 def activate(email: Annotated[str, typer.Argument(help="the user's e-mail")]) -> None:
-    _change_user(email, is_active=True)
-    typer.echo(f"activated {email.strip().lower()}")
+    from app.auth.users import set_active
+
+    with _session() as session:
+        user = set_active(session, _find(session, email), True)
+        typer.echo(f"activated {user.email}")
 
 
 def create_token(

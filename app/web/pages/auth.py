@@ -1,27 +1,24 @@
-"""Sign-in, sign-out and personal API token pages (plain HTML forms; no script needed)."""
+"""Sign-in (password or one-time link), sign-out, password and personal API token pages (plain HTML forms)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel import Session
 
 from app.auth import sessions
-from app.auth.deps import (
-    AuthenticationRequired,
-    Principal,
-    anonymous_may_act_locally,
-    current_principal,
-    require_user,
-)
+from app.auth.bootstrap import consume_link_token
+from app.auth.clientaddr import settings_of
+from app.auth.deps import AuthenticationRequired, Principal, current_principal, require_user
+from app.auth.passwords import MAX_PASSWORD_LENGTH, verify_password
+from app.auth.signin import attempt_sign_in, end_session, start_session
 from app.auth.tokens import SCOPES, create_token, list_tokens, revoke_token, user_scopes
-from app.auth.users import authenticate
+from app.auth.users import UserExistsError, change_email, has_usable_password, set_password
 from app.db import get_engine
 from app.models.auth import ApiToken, UserAccount
-from app.settings import get_settings
 from app.web.templating import render, templates
 
 router = APIRouter()
@@ -31,7 +28,7 @@ TOKEN_LIFETIMES_DAYS = (7, 30, 90, 365)
 
 def csrf_token_for(request: Request) -> str:
     """The CSRF token of the browser's session ('' when signed out): for <meta name="csrf-token">."""
-    data = sessions.read_session(request, get_settings().secret_key)
+    data = sessions.read_session(request, settings_of(request).secret_key)
     return data.csrf_token if data else ""
 
 
@@ -45,42 +42,64 @@ def safe_next(target: str | None) -> str:
     return target
 
 
+LINK_REFUSED = "This sign-in link is not valid (already used, expired or replaced by a newer one). Restart \
+`clusterplan serve` for a new link, or sign in with a password."
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _login_page(
+    request: Request, next: str, error: str | None = None, email: str = "", status_code: int = 200
+) -> HTMLResponse:
+    settings = settings_of(request)
+    if error is None and sessions.cookie_needs_tls(request, settings):
+        error = sessions.COOKIE_NEEDS_TLS  # say so before anyone types a password
+    context = {"title": "Sign in", "next": safe_next(next), "error": error, "email": email}
+    return render(request, "login.html", context, block="content", status_code=status_code)
+
+
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/") -> HTMLResponse:
-    principal = current_principal(request)
-    return render(
-        request,
-        "login.html",
-        {"title": "Sign in", "next": safe_next(next), "principal": principal, "error": None, "email": ""},
-        block="content",
-    )
+    return _login_page(request, next)
 
 
 @router.post("/login", response_class=HTMLResponse)
 def login_submit(
     request: Request,
     email: Annotated[str, Form(max_length=320)],
-    password: Annotated[str, Form(max_length=1024)],
+    password: Annotated[str, Form(max_length=MAX_PASSWORD_LENGTH)],
     next: Annotated[str, Form(max_length=2000)] = "/",
 ) -> Response:
     if sessions.browser_origin_verdict(request) is False:
         raise HTTPException(status_code=403, detail="cross-site sign-in refused")
-    limiter = getattr(request.app.state, "login_limiter", None)
-    wait = limiter.acquire("email:" + email.strip().lower()) if limiter is not None else 0.0
-    user = None
-    if wait == 0:
-        with Session(get_engine()) as session:
-            user = authenticate(session, email, password)
-    if user is None:
-        error = "Too many attempts; wait a minute." if wait else "Wrong e-mail or password."
-        return render(
-            request,
-            "login.html",
-            {"title": "Sign in", "next": safe_next(next), "principal": None, "error": error, "email": email},
-            status_code=429 if wait else 401,
-        )
+    settings = settings_of(request)
+    with Session(get_engine()) as session:
+        outcome = attempt_sign_in(session, request, settings, email, password)
+    if outcome.needs_tls:
+        return _login_page(request, next, sessions.COOKIE_NEEDS_TLS, email, status_code=400)
+    if outcome.throttled:
+        error = f"Too many failed attempts; try again in {outcome.retry_after_s} s."
+        throttled = _login_page(request, next, error, email, status_code=429)
+        throttled.headers["Retry-After"] = str(outcome.retry_after_s)
+        return throttled
+    if outcome.user is None:
+        return _login_page(request, next, "Wrong e-mail or password.", email, status_code=401)
     response = RedirectResponse(safe_next(next), status_code=303)
-    sessions.set_session_cookies(response, request, get_settings().secret_key, user.id)
+    start_session(response, request, settings, outcome.user)
+    return response
+
+
+@router.get("/login/link", response_class=HTMLResponse)
+def login_link(request: Request, token: Annotated[str, Query(max_length=200)] = "") -> Response:
+    """The one-time link `clusterplan serve` prints on a first run: sign in, then choose a password."""
+    settings = settings_of(request)
+    if sessions.cookie_needs_tls(request, settings):
+        return _login_page(request, "/", sessions.COOKIE_NEEDS_TLS, status_code=400)
+    with Session(get_engine()) as session:
+        user = consume_link_token(session, token)
+    if user is None:
+        return _login_page(request, "/", LINK_REFUSED, status_code=400)
+    response = RedirectResponse("/account/password", status_code=303, headers=NO_STORE)
+    start_session(response, request, settings, user)
     return response
 
 
@@ -89,8 +108,69 @@ def logout_submit(request: Request) -> Response:
     if sessions.browser_origin_verdict(request) is False:
         raise HTTPException(status_code=403, detail="cross-site request refused")
     response = RedirectResponse("/login", status_code=303)
-    sessions.clear_session_cookies(response, request)
+    with Session(get_engine()) as session:
+        end_session(session, response, request, settings_of(request))
     return response
+
+
+def _account_context(user: UserAccount, error: str | None = None, done: bool = False) -> dict[str, object]:
+    return {
+        "title": "Your password",
+        "email": user.email,
+        "has_password": has_usable_password(user),
+        "error": error,
+        "done": done,
+    }
+
+
+@router.get("/account/password", response_class=HTMLResponse)
+def password_page(
+    request: Request, done: bool = False, principal: Principal = Depends(require_user)
+) -> HTMLResponse:
+    with Session(get_engine()) as session:
+        user = session.get(UserAccount, principal.user_id)
+        if user is None:
+            raise AuthenticationRequired("account no longer exists")
+        context = _account_context(user, done=done)
+        return render(request, "account_password.html", context, block="content")
+
+
+@router.post("/account/password", response_class=HTMLResponse)
+def password_submit(
+    request: Request,
+    email: Annotated[str, Form(min_length=1, max_length=320)],
+    new_password: Annotated[str, Form(max_length=MAX_PASSWORD_LENGTH)],
+    confirm_password: Annotated[str, Form(max_length=MAX_PASSWORD_LENGTH)],
+    current_password: Annotated[str, Form(max_length=MAX_PASSWORD_LENGTH)] = "",
+    principal: Principal = Depends(require_user),
+) -> Response:
+    """Change the password (and optionally the e-mail); every other session of the account ends."""
+    with Session(get_engine()) as session:
+        user = session.get(UserAccount, principal.user_id)
+        if user is None:
+            raise AuthenticationRequired("account no longer exists")
+        error = _password_change_error(user, current_password, new_password, confirm_password)
+        if error is None:
+            try:
+                user = change_email(session, user, email)
+                user = set_password(session, user, new_password)
+            except (ValueError, UserExistsError) as exc:
+                error = str(exc)
+        if error is not None:
+            context = _account_context(user, error)
+            return render(request, "account_password.html", context, status_code=422)
+        # A redirect, so the next page carries the new session's CSRF token.
+        response = RedirectResponse("/account/password?done=1", status_code=303)
+        start_session(response, request, settings_of(request), user)
+        return response
+
+
+def _password_change_error(user: UserAccount, current: str, new: str, confirm: str) -> str | None:
+    if has_usable_password(user) and not verify_password(user.password_hash, current):
+        return "current_password: the current password is wrong"
+    if new != confirm:
+        return "confirm_password: the two new passwords differ"
+    return None
 
 
 def _tokens_context(request: Request, principal: Principal, created: str | None = None) -> dict[str, object]:
@@ -112,15 +192,7 @@ def _tokens_context(request: Request, principal: Principal, created: str | None 
 @router.get("/tokens", response_class=HTMLResponse)
 def tokens_page(request: Request, principal: Principal = Depends(current_principal)) -> HTMLResponse:
     if principal.user_id is None:
-        if not anonymous_may_act_locally(request):
-            raise AuthenticationRequired("sign in to manage API tokens")
-        # The local first-run user has no account: explain how to make one.
-        return render(
-            request,
-            "tokens.html",
-            {"title": "API tokens", "principal": principal, "tokens": []},
-            block="content",
-        )
+        raise AuthenticationRequired("sign in to manage API tokens")
     return render(request, "tokens.html", _tokens_context(request, principal), block="content")
 
 

@@ -135,9 +135,12 @@ def test_bad_model_bodies_name_their_fields(client: Any) -> None:
     huge = catalog.find_model("GPT-2").to_dict() | {"name": "huge", "num_layers": 10**21}
     r = client.post("/api/v1/models", json=huge)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "num_layers"
-    huge_hf = json.loads((HF_DIR / "gpt2.json").read_text()) | {"n_layer": 10**21}
+    huge_hf = json.loads((HF_DIR / "gpt2.json").read_text()) | {"n_layer": 10**15}
     r = client.post("/api/v1/models", json={"name": "huge", "hf_config": huge_hf})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "hf_config", "num_layers"]
+    # beyond 64 bits the request itself is refused, at the key that was sent
+    r = client.post("/api/v1/models", json={"name": "huge", "hf_config": huge_hf | {"n_layer": 10**21}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "hf_config", "n_layer"]
     neither = client.post("/api/v1/models", json={"name": "nothing"})
     assert neither.status_code == 422
 

@@ -11,9 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.schemas.fields import JsonObject, SafeStr
+
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Base of the request bodies here: unknown fields refused, no NaN or Infinity in a float field."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class AssumptionOut(BaseModel):
@@ -28,9 +32,9 @@ class PriceOptionIn(StrictModel):
     """A cloud pricing option: a price-book row by id, or an inline price."""
 
     price_row_id: uuid.UUID | None = Field(None, description="id of a price_row (price book)")
-    label: str | None = Field(None, max_length=200)
+    label: SafeStr | None = Field(None, max_length=200)
     usd_per_gpu_hour: float | None = Field(None, ge=0, le=1e6, description="inline price, USD per GPU-hour")
-    pricing_model: str = Field("on-demand", max_length=100)
+    pricing_model: SafeStr = Field("on-demand", max_length=100)
     commitment_months: float | None = Field(
         None, ge=0, le=120, description="minimum billed term; None → from model"
     )
@@ -60,7 +64,7 @@ class PriceOptionOut(BaseModel):
 
 class RunCostRequest(StrictModel):
     num_gpus: int | None = Field(None, ge=1, le=1_000_000, description="GPUs of the run (else from scenario)")
-    scenario: dict[str, Any] | None = Field(
+    scenario: JsonObject | None = Field(
         None,
         description="an estimator scenario (model, cluster, layout, training.tokens): GPU-hours from its step time",
     )
@@ -70,7 +74,9 @@ class RunCostRequest(StrictModel):
     params: float | None = Field(None, ge=1, le=1e16, description="total parameters")
     active_params: float | None = Field(None, ge=1, le=1e16, description="MoE: parameters active per token")
     tokens: float | None = Field(None, gt=0, le=1e18)
-    gpu: str | None = Field(None, description="catalog GPU: gives the peak FLOP/s and default price rows")
+    gpu: SafeStr | None = Field(
+        None, max_length=100, description="catalog GPU: gives the peak FLOP/s and default price rows"
+    )
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     peak_tflops: float | None = Field(
         None, gt=0, le=1e6, description="dense peak TFLOP/s per GPU (overrides gpu)"
@@ -80,7 +86,9 @@ class RunCostRequest(StrictModel):
     options: list[PriceOptionIn] = Field(
         default_factory=list, description="empty → price-book rows for the gpu"
     )
-    pricing_models: list[str] | None = Field(None, description="filter default rows by pricing model text")
+    pricing_models: list[SafeStr] | None = Field(
+        None, max_length=100, description="filter default rows by pricing model text"
+    )
 
 
 class RunCostResponse(BaseModel):
@@ -119,15 +127,15 @@ class OnPremIn(StrictModel):
 
 class TcoRequest(StrictModel):
     onprem: OnPremIn = Field(default_factory=lambda: OnPremIn.model_validate({}))
-    network_bom: dict[str, Any] | None = Field(
+    network_bom: JsonObject | None = Field(
         None,
         description="network bill of materials inputs (as POST /network/bom, e.g. {'fabric': 'ib-ndr-8x400'}); "
         "its cost becomes the network capex; nodes default to onprem.nodes",
     )
     utilisation: float = Field(0.9, gt=0, le=1, description="share of hours the cluster runs jobs")
-    gpu: str | None = Field(None, description="catalog GPU for default cloud price rows")
+    gpu: SafeStr | None = Field(None, max_length=100, description="catalog GPU for default cloud price rows")
     options: list[PriceOptionIn] = Field(default_factory=list)
-    pricing_models: list[str] | None = None
+    pricing_models: list[SafeStr] | None = Field(None, max_length=100)
     months: int | None = Field(None, ge=1, le=240, description="horizon of the cumulative-cost curve")
 
 
@@ -232,11 +240,13 @@ class CheckpointIn(StrictModel):
 
 class GoodputRequest(StrictModel):
     num_gpus: int | None = Field(None, ge=1, le=1_000_000, description="GPUs of the job (else from scenario)")
-    scenario: dict[str, Any] | None = Field(
+    scenario: JsonObject | None = Field(
         None, description="an estimator scenario: gives GPUs, checkpoint params, MFU and the run length"
     )
     gpus_per_node: int = Field(8, ge=1, le=72)
-    preset: str | None = Field(None, description="failure rates from a published run (GET /goodput/presets)")
+    preset: SafeStr | None = Field(
+        None, max_length=200, description="failure rates from a published run (GET /goodput/presets)"
+    )
     mtbf_gpu_hours: float | None = Field(
         None, ge=1e-3, le=1e12, description="per-GPU mean time between failures"
     )
@@ -300,7 +310,7 @@ class PresetOut(BaseModel):
 
 
 class StorageRequest(StrictModel):
-    scenario: dict[str, Any] | None = Field(
+    scenario: JsonObject | None = Field(
         None,
         description="an estimator scenario: gives checkpoint params, nodes, tokens per step, step time, vocab",
     )

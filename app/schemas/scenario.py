@@ -15,22 +15,36 @@ See docs/scenario.md for every field.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.schemas.fields import JsonObject, SafeStr
+
+# Upper bounds: generous beyond any real run, small enough that every product the estimator forms stays exact in
+# 64-bit arithmetic and every value fits the database.
+MAX_PARALLEL = (
+    2**20
+)  # tp, pp, dp, cp, ep, etp: 1,048,576 GPUs, ~10x the largest cluster built (xAI Colossus, 2025)
+MAX_VIRTUAL_STAGES = 10_000  # vp: each model chunk holds at least one layer (ModelSpec num_layers ≤ 10,000)
+MAX_BATCH = 2**24  # micro_batch, global_batch: 16.7M sequences; Llama 3 405B trained with 16M tokens = 2,048
+MAX_LAYERS = 100_000  # layer counts, as the other layer fields here
+MAX_TOKENS = 1e18  # training.tokens: ~50,000x Llama 3's 15.6T-token run; as the cost requests' `tokens`
+# scenario documents: no NaN/Infinity (JSON has none), unknown fields refused
+SCENARIO_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+
 
 class ClusterIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SCENARIO_CONFIG
 
-    gpu: str | dict[str, Any] = Field(
+    gpu: SafeStr | JsonObject = Field(
         description="GPU catalog name or alias (e.g. 'H100-SXM', 'A100-80GB'), or an inline GPUSpec object"
     )
     nodes: int = Field(ge=1, le=100_000, description="number of nodes (servers)")
     gpus_per_node: int | None = Field(
         default=None, ge=1, le=576, description="GPUs per node; default: the GPU's usual server (8)"
     )
-    fabric: str | dict[str, Any] | None = Field(
+    fabric: SafeStr | JsonObject | None = Field(
         default=None,
         description="scale-out fabric preset name (e.g. 'ib-ndr-8x400', 'roce-8x400') or inline FabricSpec "
         "fields; default: 8 × NDR 400 Gb/s InfiniBand, rail-optimised",
@@ -98,17 +112,29 @@ Fp8ParamGather = Annotated[
 
 
 class LayoutIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SCENARIO_CONFIG
 
-    tp: int = Field(default=1, ge=1, description="tensor parallel size (inside the scale-up domain)")
-    pp: int = Field(default=1, ge=1, description="pipeline parallel stages")
-    vp: int = Field(default=1, ge=1, description="interleaved model chunks per stage (1 = plain 1F1B)")
-    dp: int | None = Field(default=None, ge=1, description="data parallel size; default: GPUs / (tp·pp·cp)")
-    cp: int = Field(default=1, ge=1, description="context parallel size (sequence split for attention)")
-    ep: int = Field(default=1, ge=1, description="expert parallel size (MoE models)")
+    tp: int = Field(
+        default=1, ge=1, le=MAX_PARALLEL, description="tensor parallel size (inside the scale-up domain)"
+    )
+    pp: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="pipeline parallel stages")
+    vp: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_VIRTUAL_STAGES,
+        description="interleaved model chunks per stage (1 = plain 1F1B)",
+    )
+    dp: int | None = Field(
+        default=None, ge=1, le=MAX_PARALLEL, description="data parallel size; default: GPUs / (tp·pp·cp)"
+    )
+    cp: int = Field(
+        default=1, ge=1, le=MAX_PARALLEL, description="context parallel size (sequence split for attention)"
+    )
+    ep: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="expert parallel size (MoE models)")
     etp: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_PARALLEL,
         description="expert tensor parallel size under MoE parallel folding (Megatron-core "
         "--expert-tensor-parallel-size); unset = tp, with ep carved out of dp·cp",
     )
@@ -121,7 +147,10 @@ class LayoutIn(BaseModel):
     sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1)")
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_layers: int | None = Field(
-        default=None, ge=0, description="with recompute='full': layers per stage recomputed (None = all)"
+        default=None,
+        ge=0,
+        le=MAX_LAYERS,
+        description="with recompute='full': layers per stage recomputed (None = all)",
     )
     recompute_modules: list[Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]] = (
         Field(
@@ -131,8 +160,8 @@ class LayoutIn(BaseModel):
             "layernorm, mlp (dense layers), moe, moe_act, shared_experts (MoE layers)",
         )
     )
-    micro_batch: int = Field(default=1, ge=1, description="sequences per micro-batch")
-    global_batch: int = Field(ge=1, description="sequences per optimizer step")
+    micro_batch: int = Field(default=1, ge=1, le=MAX_BATCH, description="sequences per micro-batch")
+    global_batch: int = Field(ge=1, le=MAX_BATCH, description="sequences per optimizer step")
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     flash_attention: bool = True
     optimizer: Literal["adamw", "adam"] = "adamw"
@@ -176,7 +205,7 @@ class LayoutIn(BaseModel):
         "--decoder-last-pipeline-num-layers); one fewer than the middle stages gives the LM head and loss a "
         "layer's slot (e.g. Llama-3.1-405B, 126 layers on pp = 16: first 7, last 7, 8 on each other stage)",
     )
-    stage_layers: list[int] = Field(
+    stage_layers: list[Annotated[int, Field(le=MAX_LAYERS)]] = Field(
         default_factory=list,
         max_length=1024,
         description="transformer layers of every pipeline stage, first to last (pp numbers adding up to the "
@@ -188,7 +217,7 @@ class LayoutIn(BaseModel):
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     mtp_layers: MtpLayers = 0
-    pipeline_layout: str | None = Field(
+    pipeline_layout: SafeStr | None = Field(
         default=None,
         max_length=2000,
         description="Megatron-core --pipeline-model-parallel-layout, e.g. DeepSeek-V3's 'Et|(tt|)*30L': '|' "
@@ -199,11 +228,14 @@ class LayoutIn(BaseModel):
 
 
 class TrainingIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SCENARIO_CONFIG
 
     seq_len: int = Field(ge=1, le=10_000_000, description="tokens per sequence")
     tokens: float | None = Field(
-        default=None, gt=0, description="training tokens in total (for time to train); optional"
+        default=None,
+        gt=0,
+        le=MAX_TOKENS,
+        description="training tokens in total (for time to train); optional",
     )
 
 
@@ -218,21 +250,21 @@ ATTENTION_BACKEND_HELP = (
 
 
 class Scenario(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SCENARIO_CONFIG
 
-    model: str | dict[str, Any] = Field(
+    model: SafeStr | JsonObject = Field(
         description="model catalog name (e.g. 'Llama-3-70B') or an inline ModelSpec object"
     )
     cluster: ClusterIn
     layout: LayoutIn
     training: TrainingIn
-    profile: str | None = Field(
+    profile: SafeStr | None = Field(
         default=None,
         max_length=200,
         description="calibrated hardware profile (name, 'name@version' or id) whose GEMM curve and "
         "collective α/β replace the catalog defaults; omitted → catalog defaults",
     )
-    framework: str = Field(
+    framework: SafeStr = Field(
         default="megatron-core",
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
         "torchtitan-fsdp2, torchtitan-fsdp2-compile, llm-foundry, nemo-automodel-fsdp2",

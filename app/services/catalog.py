@@ -28,6 +28,7 @@ from app.core.model import ModelSpec
 from app.errors import NotFoundError
 from app.models.base import utcnow
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
+from app.schemas.fields import catalog_name_problem, control_char_problem
 from app.services.seed import _json_ready
 from app.settings import get_settings
 
@@ -362,8 +363,12 @@ def validate_model_spec(spec: ModelSpec) -> list[Problem]:
             limit = MODEL_LIMITS["ffn_hidden_size" if "ffn" in field_name else "num_experts"]
             if value > limit:
                 problems.append(Problem(f"moe.{field_name}", f"must be at most {limit:,}, got {value:,}"))
-    if not spec.name.strip() or len(spec.name) > 100:
-        problems.append(Problem("name", "must be 1 to 100 characters"))
+    name_problem = catalog_name_problem(spec.name)
+    if name_problem:
+        problems.append(Problem("name", name_problem))
+    family_problem = control_char_problem(spec.family)
+    if family_problem:
+        problems.append(Problem("family", family_problem))
     if problems:
         return problems
     if spec.num_attention_heads % spec.num_kv_heads:
@@ -468,6 +473,21 @@ def get_price_row(session: Session, price_id: uuid.UUID | str) -> PriceRow:
     return row
 
 
+# price columns without NULL (app.models.catalog.PriceRow): a null edit is refused, not written
+PRICE_NOT_NULL = (
+    "category",
+    "item",
+    "vendor",
+    "region",
+    "pricing_model",
+    "unit",
+    "price_usd",
+    "price_date",
+    "source",
+    "confidence",
+    "includes",
+    "notes",
+)
 PRICE_EDITABLE = (
     "category",
     "item",
@@ -491,10 +511,13 @@ def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """Check a user's price fields; the GPU name is resolved to its catalog name (aliases accepted)."""
     problems: list[Problem] = []
     clean = {k: v for k, v in values.items() if k in PRICE_EDITABLE}
+    for key in PRICE_NOT_NULL:
+        if key in clean and clean[key] is None:
+            problems.append(Problem(key, "must not be null"))
     for key in ("category", "item", "source", "includes"):
-        if key in clean and not str(clean[key] or "").strip():
+        if clean.get(key) is not None and not str(clean[key]).strip():
             problems.append(Problem(key, "must not be empty"))
-    if "price_usd" in clean and (clean["price_usd"] is None or clean["price_usd"] < 0):
+    if clean.get("price_usd") is not None and clean["price_usd"] < 0:
         problems.append(Problem("price_usd", "must be a number ≥ 0"))
     if clean.get("usd_per_gpu_hour") is not None and clean["usd_per_gpu_hour"] < 0:
         problems.append(Problem("usd_per_gpu_hour", "must be ≥ 0"))

@@ -14,6 +14,7 @@ from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, require_scope
 from app.models.base import as_utc
 from app.models.benchmarks import CalibrationProfile
+from app.schemas.fields import SafeStr
 from app.services import calibration as calibration_service
 from app.services import jobs as job_service
 
@@ -21,15 +22,20 @@ router = APIRouter(prefix="/calibration", tags=["calibration"])
 ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
 PagingDep = Annotated[Paging, Depends(paging)]
+MAX_VERSION = 2**31 - 1  # calibration_profile.version is a 32-bit INTEGER column (PostgreSQL integer)
 
 
 class ProfileFit(BaseModel):
     job_id: uuid.UUID = Field(description="a finished benchmark job (gemm, collectives or calibration)")
-    name: str = Field(min_length=1, max_length=200, description="profile name; fitting again adds a version")
-    gpu: str | None = Field(
-        default=None, description="catalog GPU the node has (for the 'before' prediction)"
+    name: SafeStr = Field(
+        min_length=1, max_length=200, description="profile name; fitting again adds a version"
     )
-    fabric: str | None = Field(default=None, description="fabric preset between nodes, e.g. ib-ndr-8x400")
+    gpu: SafeStr | None = Field(
+        default=None, max_length=100, description="catalog GPU the node has (for the 'before' prediction)"
+    )
+    fabric: SafeStr | None = Field(
+        default=None, max_length=100, description="fabric preset between nodes, e.g. ib-ndr-8x400"
+    )
 
 
 class ProfileSummary(BaseModel):
@@ -92,7 +98,9 @@ def get_profile(
     ref: str,
     session: SessionDep,
     _p: ReadDep,
-    version: Annotated[int | None, Query(ge=1, description="a version of a named profile")] = None,
+    version: Annotated[
+        int | None, Query(ge=1, le=MAX_VERSION, description="a version of a named profile")
+    ] = None,
 ) -> ProfilePublic:
     return public_of(calibration_service.get_profile(session, ref, version))
 

@@ -11,6 +11,7 @@ import io
 import uuid
 from datetime import date
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
 from fastapi.responses import PlainTextResponse
@@ -25,6 +26,7 @@ from app.core.hardware import GPUSpec, InterconnectSpec
 from app.core.model import MLASpec, ModelSpec, MoESpec
 from app.core.units import GB, TFLOP, US, GiB
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
+from app.schemas.fields import CatalogName, FreeText, JsonObject, SafeStr
 from app.services import catalog as catalog_service
 from app.services.csv_safe import safe_record
 
@@ -37,6 +39,8 @@ MAX_PRICE_USD = catalog_service.MAX_PRICE_USD
 WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
 PagingDep = Annotated[Paging, Depends(paging)]
 NamePath = Annotated[str, Path(min_length=1, max_length=200, description="name or alias (case-insensitive)")]
+# request bodies: unknown fields refused, no NaN or Infinity in a float field
+REQUEST_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 # --- response models -----------------------------------------------------------------------------------------
@@ -139,7 +143,7 @@ class PricePublic(BaseModel):
 
 
 class MoEIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
     num_experts: int = Field(ge=1, le=LIMITS["num_experts"])
     experts_per_token: int = Field(ge=1, le=LIMITS["num_experts"])
     expert_ffn_hidden_size: int = Field(ge=1, le=LIMITS["ffn_hidden_size"])
@@ -150,7 +154,7 @@ class MoEIn(BaseModel):
 
 
 class MLAIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = REQUEST_CONFIG
     q_lora_rank: int = Field(0, ge=0, le=LIMITS["hidden_size"])
     kv_lora_rank: int = Field(ge=1, le=LIMITS["hidden_size"])
     qk_nope_head_dim: int = Field(ge=1, le=LIMITS["head_dim"])
@@ -161,8 +165,8 @@ class MLAIn(BaseModel):
 class ModelSpecIn(BaseModel):
     """A model architecture given inline (the fields of app.core.model.ModelSpec)."""
 
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=100)
+    model_config = REQUEST_CONFIG
+    name: CatalogName
     num_layers: int = Field(ge=1, le=LIMITS["num_layers"])
     hidden_size: int = Field(ge=1, le=LIMITS["hidden_size"])
     num_attention_heads: int = Field(ge=1, le=LIMITS["num_attention_heads"])
@@ -192,8 +196,8 @@ class ModelSpecIn(BaseModel):
     )
     hidden_dropout: float = Field(0.0, ge=0, lt=1)
     attention_dropout: float = Field(0.0, ge=0, lt=1)
-    family: str = Field("", max_length=50)
-    source: str = Field("", max_length=2000)
+    family: SafeStr = Field("", max_length=50)
+    source: FreeText = Field("", max_length=2000)
 
     def to_spec(self) -> ModelSpec:
         data = self.model_dump()
@@ -206,8 +210,9 @@ class ModelSpecIn(BaseModel):
 class ModelCreate(BaseModel):
     """Either an inline spec (`spec`, or its fields at the top level) or a Hugging Face `hf_config`."""
 
-    name: str | None = Field(None, max_length=100, description="name for an imported hf_config")
-    hf_config: dict[str, Any] | None = Field(None, description="a Hugging Face config.json, parsed")
+    model_config = ConfigDict(allow_inf_nan=False)
+    name: CatalogName | None = Field(None, description="name for an imported hf_config")
+    hf_config: JsonObject | None = Field(None, description="a Hugging Face config.json, parsed")
     spec: ModelSpecIn | None = None
 
     @model_validator(mode="before")
@@ -225,41 +230,46 @@ class ModelCreate(BaseModel):
 
 
 class PriceCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    category: str = Field(min_length=1, max_length=50, examples=["cloud_gpu"])
-    item: str = Field(min_length=1, max_length=200)
-    vendor: str = Field("", max_length=100)
-    region: str = Field("", max_length=100)
-    pricing_model: str = Field("", max_length=100, examples=["on-demand"])
-    unit: str = Field("", max_length=50, examples=["GPU-hour"])
+    model_config = REQUEST_CONFIG
+    category: SafeStr = Field(min_length=1, max_length=50, examples=["cloud_gpu"])
+    item: SafeStr = Field(min_length=1, max_length=200)
+    vendor: SafeStr = Field("", max_length=100)
+    region: SafeStr = Field("", max_length=100)
+    pricing_model: SafeStr = Field("", max_length=100, examples=["on-demand"])
+    unit: SafeStr = Field("", max_length=50, examples=["GPU-hour"])
     price_usd: float = Field(ge=0, le=MAX_PRICE_USD)
     usd_per_gpu_hour: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
-    gpu_name: str | None = Field(None, max_length=100, description="catalog GPU name or alias")
+    gpu_name: SafeStr | None = Field(None, max_length=100, description="catalog GPU name or alias")
     gpus_per_unit: int | None = Field(None, ge=1, le=MAX_GPUS_PER_UNIT)
     price_date: date
-    source: str = Field(min_length=1, max_length=2000)
-    confidence: str = Field("user", max_length=50)
-    includes: str = Field(min_length=1, max_length=500, description="what the price covers")
-    notes: str = Field("", max_length=2000)
+    source: FreeText = Field(min_length=1, max_length=2000)
+    confidence: SafeStr = Field("user", max_length=50)
+    includes: FreeText = Field(min_length=1, max_length=500, description="what the price covers")
+    notes: FreeText = Field("", max_length=2000)
 
 
 class PriceUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    category: str | None = Field(None, min_length=1, max_length=50)
-    item: str | None = Field(None, min_length=1, max_length=200)
-    vendor: str | None = Field(None, max_length=100)
-    region: str | None = Field(None, max_length=100)
-    pricing_model: str | None = Field(None, max_length=100)
-    unit: str | None = Field(None, max_length=50)
-    price_usd: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
+    """A partial edit: omitted fields keep their value. Null clears the three columns that may be empty
+    (usd_per_gpu_hour, gpu_name, gpus_per_unit); the others have no null (send "" to empty a text), so null there
+    is a 422."""
+
+    model_config = REQUEST_CONFIG
+    # None = not sent (model_dump(exclude_unset=True)); a null sent for these fields is refused
+    category: SafeStr = Field(None, min_length=1, max_length=50)  # type: ignore[assignment]
+    item: SafeStr = Field(None, min_length=1, max_length=200)  # type: ignore[assignment]
+    vendor: SafeStr = Field(None, max_length=100)  # type: ignore[assignment]
+    region: SafeStr = Field(None, max_length=100)  # type: ignore[assignment]
+    pricing_model: SafeStr = Field(None, max_length=100)  # type: ignore[assignment]
+    unit: SafeStr = Field(None, max_length=50)  # type: ignore[assignment]
+    price_usd: float = Field(None, ge=0, le=MAX_PRICE_USD)  # type: ignore[assignment]
     usd_per_gpu_hour: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
-    gpu_name: str | None = Field(None, max_length=100)
+    gpu_name: SafeStr | None = Field(None, max_length=100)
     gpus_per_unit: int | None = Field(None, ge=1, le=MAX_GPUS_PER_UNIT)
-    price_date: date | None = None
-    source: str | None = Field(None, min_length=1, max_length=2000)
-    confidence: str | None = Field(None, max_length=50)
-    includes: str | None = Field(None, min_length=1, max_length=500)
-    notes: str | None = Field(None, max_length=2000)
+    price_date: date = Field(None)  # type: ignore[assignment]
+    source: FreeText = Field(None, min_length=1, max_length=2000)  # type: ignore[assignment]
+    confidence: SafeStr = Field(None, max_length=50)  # type: ignore[assignment]
+    includes: FreeText = Field(None, min_length=1, max_length=500)  # type: ignore[assignment]
+    notes: FreeText = Field(None, max_length=2000)  # type: ignore[assignment]
 
 
 # --- conversions (SI → display units) ------------------------------------------------------------------------
@@ -460,7 +470,7 @@ def create_model(
     else:
         assert body.spec is not None
         row = catalog_service.add_model(session, body.spec.to_spec(), owner_id=owner)
-    response.headers["Location"] = f"/api/v1/models/{row.name}"
+    response.headers["Location"] = f"/api/v1/models/{quote(row.name, safe='')}"
     return model_public(row)
 
 

@@ -10,7 +10,7 @@ import json
 import uuid
 from datetime import date
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -30,6 +30,7 @@ from app.auth.deps import Principal, current_principal, require_scope, resolve_p
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.models.catalog import PriceRow
+from app.schemas.fields import json_value_problems
 from app.services import catalog as catalog_service
 from app.settings import get_settings
 from app.web.templating import is_htmx, render
@@ -169,6 +170,8 @@ async def import_model(request: Request, session: SessionDep, principal: WriteDe
     except json.JSONDecodeError as exc:
         problems.append(Problem("hf_config", f"not valid JSON: {exc}"))
     else:
+        problems = _config_problems(config)
+    if not problems:
         try:
             row = catalog_service.add_model_from_hf(
                 session, config, name, owner_id=actor_of(principal).user_id
@@ -176,7 +179,7 @@ async def import_model(request: Request, session: SessionDep, principal: WriteDe
         except SpecError as exc:
             problems = list(exc.problems)
     if row is not None and not is_htmx(request):
-        return RedirectResponse(f"/catalog/models/{row.name}", status_code=303)
+        return RedirectResponse(f"/catalog/models/{quote(row.name, safe='')}", status_code=303)
     models = [model_public(r) for r in catalog_service.list_models(session)]
     context = _base_context(request, "Models", "models") | {
         "models": models,
@@ -187,6 +190,15 @@ async def import_model(request: Request, session: SessionDep, principal: WriteDe
     }
     status = 200 if (row is not None or is_htmx(request)) else 422
     return render(request, "catalog_models.html", context, block="importer", status_code=status)
+
+
+def _config_problems(config: Any) -> list[Problem]:
+    """A pasted config.json must be an object without NaN, Infinity, NUL or integers beyond 64 bits."""
+    if not isinstance(config, dict):
+        return [Problem("hf_config", "must be a JSON object")]
+    return [
+        Problem(".".join(["hf_config", *map(str, path)]), reason) for path, reason in json_value_problems(config)
+    ]
 
 
 # --- price book ----------------------------------------------------------------------------------------------

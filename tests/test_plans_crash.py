@@ -14,27 +14,37 @@ from sqlmodel import Session, select
 
 from app.db import make_engine
 from app.models.plans import Plan, PlanRevision
+from tests.auth_support import bearer, issue_token
 from tests.conftest import start_live_server
 from tests.test_plans_support import small_scenario
 
 WRITERS = 6
 
 
+def _owner_headers() -> dict[str, str]:
+    """One plan owner's token in the test database (every write needs a credential)."""
+    return bearer(issue_token("crash-owner@example.com", ["plans:write"], is_admin=False))
+
+
 @pytest.mark.slow
 def test_kill_mid_write_leaves_whole_plans(db_url: str, tmp_path: Path) -> None:
+    headers = _owner_headers()
     server = start_live_server(db_url, tmp_path)
     acknowledged: list[tuple[str, int]] = []  # (plan id, revision) the server answered 2xx for
     stop = threading.Event()
     try:
         first = httpx.post(
-            server.url + "/api/v1/plans", json={"name": "crash", "scenario": small_scenario()}, timeout=30
+            server.url + "/api/v1/plans",
+            json={"name": "crash", "scenario": small_scenario()},
+            headers=headers,
+            timeout=30,
         )
         assert first.status_code == 201, first.text
         plan_id = first.json()["id"]
         acknowledged.append((plan_id, 1))
 
         def writer(i: int) -> None:
-            with httpx.Client(timeout=10) as http:
+            with httpx.Client(timeout=10, headers=headers) as http:
                 n = 0
                 while not stop.is_set():
                     n += 1
@@ -97,10 +107,14 @@ def test_kill_mid_write_leaves_whole_plans(db_url: str, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_fifty_http_clients_saving_revisions_lose_nothing(db_url: str, tmp_path: Path) -> None:
     """50 clients at once, each its own HTTP connection to the real server, revising one plan."""
+    headers = _owner_headers()
     server = start_live_server(db_url, tmp_path, {"CLUSTERPLAN_RATE_LIMIT_PER_MINUTE": "100000"})
     try:
         created = httpx.post(
-            server.url + "/api/v1/plans", json={"name": "fifty", "scenario": small_scenario()}, timeout=30
+            server.url + "/api/v1/plans",
+            json={"name": "fifty", "scenario": small_scenario()},
+            headers=headers,
+            timeout=30,
         )
         assert created.status_code == 201, created.text
         plan_id = created.json()["id"]
@@ -111,7 +125,7 @@ def test_fifty_http_clients_saving_revisions_lose_nothing(db_url: str, tmp_path:
             body: dict[str, object] = {"notes": f"client {i}"}
             if i % 2:
                 body["scenario"] = small_scenario(micro_batch=1 + i % 4)
-            with httpx.Client(timeout=120) as http:
+            with httpx.Client(timeout=120, headers=headers) as http:
                 barrier.wait()
                 r = http.post(f"{server.url}/api/v1/plans/{plan_id}/revisions", json=body)
             assert r.status_code == 201, r.text
@@ -124,12 +138,17 @@ def test_fifty_http_clients_saving_revisions_lose_nothing(db_url: str, tmp_path:
             t.join(timeout=180)
         assert sorted(answers) == list(range(2, 52))
         listing = httpx.get(
-            f"{server.url}/api/v1/plans/{plan_id}/revisions", params={"limit": 100}, timeout=30
+            f"{server.url}/api/v1/plans/{plan_id}/revisions",
+            params={"limit": 100},
+            headers=headers,
+            timeout=30,
         )
         data = listing.json()["data"]
         assert [r["revision"] for r in data] == list(range(51, 0, -1))
         notes = {
-            httpx.get(f"{server.url}/api/v1/plans/{plan_id}/revisions/{n}", timeout=30).json()["notes"]
+            httpx.get(
+                f"{server.url}/api/v1/plans/{plan_id}/revisions/{n}", headers=headers, timeout=30
+            ).json()["notes"]
             for n in range(2, 52)
         }
         assert notes == {f"client {i}" for i in range(50)}

@@ -1,4 +1,8 @@
-"""Helpers for the auth and security tests: remote/loopback clients, users and tokens in the app's database."""
+"""Helpers for the auth and security tests: remote/loopback clients, users and tokens in the app's database.
+
+Nobody is an administrator without credentials, not even on loopback: authenticate explicitly
+(`issue_token` + `bearer`, or `login`).
+"""
 
 from __future__ import annotations
 
@@ -31,9 +35,14 @@ def remote_client(app: Any = None, client: tuple[str, int] = REMOTE) -> TestClie
     return TestClient(app or app_with(), client=client, base_url="https://testserver")
 
 
-def local_client(app: Any = None) -> TestClient:
-    """TestClient's default peer: the loopback first-run user."""
-    return TestClient(app or app_with())
+def loopback_client(app: Any = None, headers: dict[str, str] | None = None) -> TestClient:
+    """TestClient's default peer, which counts as loopback: anonymous unless `headers` carry a credential."""
+    return TestClient(app or app_with(), headers=headers)
+
+
+def admin_headers(email: str = "support-admin@example.com") -> dict[str, str]:
+    """A bearer header of an administrator's fresh API token."""
+    return bearer(issue_token(email, ["admin"], is_admin=True))
 
 
 def ensure_user(email: str, is_admin: bool = False, password: str = PASSWORD) -> UserAccount:

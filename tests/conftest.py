@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -110,14 +112,30 @@ def sqlite_app_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
+FIXTURE_ADMIN = "fixture-admin@example.com"
+LIVE_ADMIN = "live-admin@example.com"
+LIVE_ADMIN_PASSWORD = "live server admin password"
+ONE_TIME_LINK = re.compile(r"http://\S+/login/link\?token=cpl_[A-Za-z0-9_-]+")
+
+
+@pytest.fixture(scope="session")
+def admin_token(sqlite_app_url: str) -> str:
+    """A never-expiring admin API token in the shared SQLite database (there is no anonymous admin)."""
+    from tests.auth_support import issue_token
+
+    configure_app_database(sqlite_app_url)
+    return issue_token(FIXTURE_ADMIN, ["admin"], is_admin=True, days=None)
+
+
 @pytest.fixture
-def client(sqlite_app_url: str) -> Iterator[object]:
+def client(sqlite_app_url: str, admin_token: str) -> Iterator[object]:
+    """The real app over TestClient, every request sent with an administrator's bearer token."""
     from fastapi.testclient import TestClient
 
     from app.main import create_app
 
     configure_app_database(sqlite_app_url)
-    with TestClient(create_app()) as test_client:
+    with TestClient(create_app(), headers={"Authorization": f"Bearer {admin_token}"}) as test_client:
         yield test_client
 
 
@@ -127,11 +145,52 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def provision_admin(database_url: str, email: str = LIVE_ADMIN, password: str = LIVE_ADMIN_PASSWORD) -> str:
+    """An administrator with a password in the database at `database_url`; returns a fresh admin API token.
+
+    Uses its own engine, so the app's configured database (settings, cached engine) is left alone.
+    """
+    from sqlmodel import Session
+
+    from app.auth.tokens import create_token
+    from app.auth.users import create_user, find_user
+
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            user = find_user(session, email) or create_user(session, email, password, is_admin=True)
+            return create_token(session, user, "live server tests", ["admin"], None).plaintext
+    finally:
+        engine.dispose()
+
+
 class LiveServer:
-    def __init__(self, url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """A running `clusterplan serve`, with an administrator (password and API token) made after it started."""
+
+    def __init__(self, url: str, process: subprocess.Popen[bytes], log_path: Path, admin_token: str) -> None:
         self.url = url
         self.process = process
         self.log_path = log_path
+        self.admin_email = LIVE_ADMIN
+        self.admin_password = LIVE_ADMIN_PASSWORD
+        self.admin_token = admin_token
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Send these to act as the administrator (`httpx.get(url, headers=server.headers)`)."""
+        return {"Authorization": f"Bearer {self.admin_token}"}
+
+    def sign_in_link(self) -> str | None:
+        """The one-time sign-in URL the server printed at start (None when it printed none)."""
+        found = ONE_TIME_LINK.search(self.log_path.read_text(errors="replace"))
+        return found.group(0) if found else None
+
+    def sign_in(self, context: Any) -> None:
+        """Sign a Playwright browser context in as the administrator (its cookie jar gets the session)."""
+        response = context.request.post(
+            f"{self.url}/api/v1/auth/login", data={"email": self.admin_email, "password": self.admin_password}
+        )
+        assert response.status == 200, response.text()
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -171,7 +230,7 @@ def start_live_server(
             raise RuntimeError(f"server exited: {log_path.read_text()[-2000:]}")
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return LiveServer(url, proc, log_path)
+                return LiveServer(url, proc, log_path, provision_admin(database_url))
         except httpx.HTTPError:
             pass
         time.sleep(0.2)

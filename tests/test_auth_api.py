@@ -1,4 +1,7 @@
-"""Sign-in, sessions, CSRF, API tokens and users through the real app (remote and loopback callers)."""
+"""Sign-in, sessions, CSRF, API tokens and users through the real app (remote and loopback callers).
+
+Nobody is an administrator without credentials, loopback included.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +18,8 @@ from tests.auth_support import (
     bearer,
     ensure_user,
     issue_token,
-    local_client,
     login,
+    loopback_client,
     remote_client,
 )
 
@@ -47,50 +50,42 @@ def _attrs(response, name: str) -> str:  # type: ignore[no-untyped-def]
     return next(h for h in response.headers.get_list("set-cookie") if h.startswith(name + "=")).lower()
 
 
-def test_remote_anonymous_is_nobody_local_is_admin(app_db: str) -> None:
-    remote = remote_client().get("/api/v1/auth/me").json()
-    assert remote == {
-        "authenticated": False,
-        "kind": "anonymous",
-        "via": "none",
-        "email": None,
-        "user_id": None,
-        "scopes": [],
-    }
-    local = local_client().get("/api/v1/auth/me").json()
-    assert local["via"] == "loopback"
-    assert local["scopes"] == ["plans:read", "plans:write", "benchmarks:run", "admin"]
-
-
-def test_remote_write_needs_credentials(app_db: str) -> None:
-    response = remote_client().post("/api/v1/users", json={"email": _unique("x"), "password": PASSWORD})
-    assert response.status_code == 401
-    assert response.headers["www-authenticate"] == "Bearer"
-    # The same request from the loopback first-run user works.
-    assert (
-        local_client().post("/api/v1/users", json={"email": _unique("x"), "password": PASSWORD}).status_code
-        == 201
-    )
+ANONYMOUS = {
+    "authenticated": False,
+    "kind": "anonymous",
+    "via": "none",
+    "email": None,
+    "user_id": None,
+    "scopes": [],
+}
 
 
 @pytest.mark.parametrize(
-    ("overrides", "headers"),
+    "headers",
     [
-        ({"host": "0.0.0.0"}, {}),  # server reachable beyond loopback: nobody is trusted for being local
-        ({"allow_anonymous_loopback": False}, {}),
-        ({}, {"X-Forwarded-For": "203.0.113.77"}),  # a same-host reverse proxy relaying a visitor
-        ({}, {"Forwarded": "for=203.0.113.77"}),
-        ({}, {"Host": "evil.example:8000"}),  # DNS rebinding: evil.example resolved to 127.0.0.1
+        {},
+        {"X-Forwarded-For": "127.0.0.1"},
+        {"X-Client-IP": "127.0.0.1"},
+        {"True-Client-IP": "127.0.0.1"},
+        {"CF-Connecting-IP": "127.0.0.1"},
+        {"Host": "localhost:8000"},
     ],
 )
-def test_loopback_trust_withdrawn(app_db: str, overrides: dict[str, object], headers: dict[str, str]) -> None:
-    client = local_client(app_with(**overrides))
-    me = client.get("/api/v1/auth/me", headers=headers).json()
-    assert me["scopes"] == [] and me["via"] == "none"
-    response = client.post(
-        "/api/v1/users", json={"email": _unique("y"), "password": PASSWORD}, headers=headers
-    )
-    assert response.status_code == 401
+def test_anonymous_is_nobody_even_on_loopback(app_db: str, headers: dict[str, str]) -> None:
+    """No header and no address makes a caller an administrator: neither from afar nor from this machine."""
+    for client in (remote_client(), loopback_client(app_with(host="127.0.0.1"))):
+        assert client.get("/api/v1/auth/me", headers=headers).json() == ANONYMOUS
+        response = client.post(
+            "/api/v1/users", json={"email": _unique("x"), "password": PASSWORD}, headers=headers
+        )
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_public_reads_stay_public(app_db: str) -> None:
+    for client in (remote_client(), loopback_client()):
+        assert client.get("/api/v1/gpus").status_code == 200
+        assert client.get("/catalog/gpus").status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -100,17 +95,21 @@ def test_loopback_trust_withdrawn(app_db: str, overrides: dict[str, object], hea
         ({"Sec-Fetch-Site": "cross-site"}, 403),
         ({"Sec-Fetch-Site": "same-site"}, 403),
         ({"Origin": "null"}, 403),
+        ({}, 403),  # a cookie alone is not enough: no CSRF token, no browser vouching
         ({"Sec-Fetch-Site": "same-origin"}, 201),
         ({"Origin": "http://testserver"}, 201),
-        ({}, 201),  # curl and scripts on this machine
     ],
 )
-def test_loopback_user_protected_from_cross_site_requests(
+def test_signed_in_admin_protected_from_cross_site_requests(
     app_db: str, headers: dict[str, str], status: int
 ) -> None:
-    """A web page in the local user's browser must not drive the loopback server."""
+    """A web page in the administrator's browser must not drive the server with the admin's cookie."""
+    admin = _unique("cookie-admin")
+    ensure_user(admin, is_admin=True)
+    client = loopback_client()
+    login(client, admin)
     body = {"email": _unique("csrf"), "password": PASSWORD}
-    assert local_client().post("/api/v1/users", json=body, headers=headers).status_code == status
+    assert client.post("/api/v1/users", json=body, headers=headers).status_code == status
 
 
 def test_login_cookie_flags_and_me(app_db: str) -> None:
@@ -139,7 +138,7 @@ def test_login_cookie_flags_and_me(app_db: str) -> None:
 def test_loopback_login_cookie_not_secure(app_db: str) -> None:
     email = _unique("local")
     ensure_user(email)
-    response = local_client().post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
+    response = loopback_client().post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
     assert response.status_code == 200
     assert "secure" not in _attrs(response, "cp_session")
 
@@ -259,16 +258,47 @@ def test_token_lifecycle_over_api(app_db: str) -> None:
     assert client.get("/api/v1/auth/me", headers=bearer(secret)).status_code == 401
 
 
-def test_bad_credentials_are_401_not_anonymous(app_db: str) -> None:
-    client = remote_client()
-    for header in ("Bearer cpt_" + "x" * 43, "Basic dXNlcjpwYXNz", "Bearer something-else", "Bearer"):
-        response = client.get("/api/v1/auth/me", headers={"Authorization": header})
-        assert response.status_code == 401, header
-    # Even on loopback a wrong token does not fall back to the local user.
-    assert (
-        local_client().get("/api/v1/auth/me", headers={"Authorization": "Bearer cpt_" + "y" * 43}).status_code
-        == 401
-    )
+BAD_AUTHORIZATION = (
+    "Bearer cpt_" + "x" * 43,
+    "Bearer cpn_" + "x" * 43,
+    "Basic dXNlcjpwYXNz",
+    "Bearer something-else",
+    "Bearer",
+    "",
+)
+
+
+@pytest.mark.parametrize("path", ["/api/v1/auth/me", "/api/v1/gpus", "/", "/login"])
+def test_bad_credentials_are_401_on_every_route(app_db: str, path: str) -> None:
+    """Public routes too: a broken token is reported, never silently ignored."""
+    for client in (remote_client(), loopback_client()):
+        for header in BAD_AUTHORIZATION:
+            response = client.get(path, headers={"Authorization": header})
+            assert response.status_code == 401, (path, header)
+            assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_expired_and_revoked_tokens_are_401_on_public_routes(app_db: str) -> None:
+    from datetime import timedelta
+
+    from sqlmodel import Session, select
+
+    from app.db import get_engine
+    from app.models.auth import ApiToken
+    from app.models.base import utcnow
+
+    expired, revoked = (issue_token(_unique(n), ["plans:read"], is_admin=False) for n in ("exp", "rev"))
+    with Session(get_engine()) as session:
+        for secret, change in ((expired, "expires_at"), (revoked, "revoked_at")):
+            row = session.exec(select(ApiToken).where(ApiToken.prefix == secret[:12])).one()
+            setattr(row, change, utcnow() - timedelta(seconds=1))
+            session.add(row)
+        session.commit()
+    for secret in (expired, revoked):
+        assert remote_client().get("/api/v1/gpus", headers=bearer(secret)).status_code == 401
+    # Liveness probes and static files never look at credentials.
+    assert remote_client().get("/healthz", headers=bearer(revoked)).status_code == 200
+    assert remote_client().get("/static/css/app.css", headers=bearer(revoked)).status_code == 200
 
 
 def test_token_creation_validation(app_db: str) -> None:
@@ -365,8 +395,8 @@ def test_pages_redirect_remote_visitors_to_login(app_db: str) -> None:
     assert response.status_code == 303 and response.headers["location"] == "/login?next=/tokens"
     htmx = remote_client().get("/tokens", headers={"HX-Request": "true"}, follow_redirects=False)
     assert htmx.status_code == 401 and htmx.headers["hx-redirect"] == "/login?next=/tokens"
-    local = local_client().get("/tokens")
-    assert local.status_code == 200 and "clusterplan users create" in local.text
+    local = loopback_client().get("/tokens", headers={"Accept": "text/html"}, follow_redirects=False)
+    assert local.status_code == 303 and local.headers["location"] == "/login?next=/tokens"
 
 
 def test_admin_deactivates_and_resets_users(app_db: str) -> None:
@@ -412,10 +442,238 @@ def test_last_administrator_cannot_be_removed(empty_db_url: str) -> None:
     configure_app_database(empty_db_url)
     prepare_database()
     only = ensure_user(_unique("only-admin"), is_admin=True)
-    client = local_client()
+    client = loopback_client(headers=bearer(issue_token(only.email, ["admin"])))
     for change in ({"is_active": False}, {"is_admin": False}):
         response = client.patch(f"/api/v1/users/{only.id}", json=change)
         assert response.status_code == 409, change
     second = ensure_user(_unique("second-admin"), is_admin=True)
     assert client.patch(f"/api/v1/users/{only.id}", json={"is_admin": False}).status_code == 200
-    assert client.patch(f"/api/v1/users/{second.id}", json={"is_active": False}).status_code == 409
+    # The demoted admin's token lost the scope; the remaining admin cannot remove themself.
+    assert client.patch(f"/api/v1/users/{second.id}", json={"is_active": False}).status_code == 403
+    second_client = loopback_client(headers=bearer(issue_token(second.email, ["admin"])))
+    assert second_client.patch(f"/api/v1/users/{second.id}", json={"is_active": False}).status_code == 409
+
+
+def test_logout_revokes_every_cookie_of_the_user(app_db: str) -> None:
+    email = _unique("twice")
+    ensure_user(email)
+    laptop, phone = remote_client(), remote_client(client=OTHER_REMOTE)
+    login(laptop, email)
+    login(phone, email)
+    stolen = laptop.cookies.get("cp_session")
+    assert laptop.post("/api/v1/auth/logout").status_code == 204
+    assert phone.get("/api/v1/auth/me").json()["authenticated"] is False
+    replay = remote_client()
+    replay.cookies.set("cp_session", str(stolen))
+    assert replay.get("/api/v1/auth/me").json()["authenticated"] is False
+    login(phone, email)  # signing in again works
+    assert phone.get("/api/v1/auth/me").json()["authenticated"] is True
+
+
+def test_password_change_revokes_other_sessions_keeps_this_one(app_db: str) -> None:
+    email = _unique("changer")
+    ensure_user(email)
+    mine, other = remote_client(), remote_client(client=OTHER_REMOTE)
+    csrf = login(mine, email)
+    login(other, email)
+    wrong = mine.post(
+        "/api/v1/auth/password",
+        json={"current_password": "not it at all", "new_password": "a newer password"},
+        headers={"X-CSRF-Token": csrf},
+    )
+    assert wrong.status_code == 403
+    short = mine.post(
+        "/api/v1/auth/password",
+        json={"current_password": PASSWORD, "new_password": "short"},
+        headers={"X-CSRF-Token": csrf},
+    )
+    assert short.status_code == 422 and short.json()["detail"][0]["loc"] == ["body", "new_password"]
+    changed = mine.post(
+        "/api/v1/auth/password",
+        json={"current_password": PASSWORD, "new_password": "a newer password"},
+        headers={"X-CSRF-Token": csrf},
+    )
+    assert changed.status_code == 200, changed.text
+    assert mine.get("/api/v1/auth/me").json()["authenticated"] is True  # a fresh cookie came back
+    assert other.get("/api/v1/auth/me").json()["authenticated"] is False
+    login(remote_client(), email, "a newer password")
+
+
+def test_admin_password_reset_revokes_sessions(app_db: str) -> None:
+    admin = issue_token(_unique("resetter"), ["admin"])
+    email = _unique("reset")
+    user = ensure_user(email)
+    browser = remote_client()
+    login(browser, email)
+    reset = remote_client().patch(
+        f"/api/v1/users/{user.id}", json={"password": "set by the admin"}, headers=bearer(admin)
+    )
+    assert reset.status_code == 200
+    assert browser.get("/api/v1/auth/me").json()["authenticated"] is False
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        from datetime import UTC, datetime
+
+        self.value = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def __call__(self):  # type: ignore[no-untyped-def]
+        return self.value
+
+    def advance(self, seconds: float) -> None:
+        from datetime import timedelta
+
+        self.value += timedelta(seconds=seconds)
+
+
+def _throttled_app(clock: FakeClock):  # type: ignore[no-untyped-def]
+    from app.auth.throttle import LoginThrottler
+
+    app = app_with(login_rate_limit_per_minute=0)  # the per-address bucket is tested elsewhere
+    app.state.login_throttle = LoginThrottler(now=clock)
+    return app
+
+
+def test_login_backoff_per_account_and_address(app_db: str) -> None:
+    email = _unique("backoff")
+    ensure_user(email)
+    clock = FakeClock()
+    app = _throttled_app(clock)
+    attacker = remote_client(app)
+    wrong = {"email": email, "password": "not the password"}
+    assert [attacker.post("/api/v1/auth/login", json=wrong).status_code for _ in range(4)] == [401] * 4
+    blocked = attacker.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
+    assert blocked.status_code == 429 and blocked.headers["retry-after"] == "1"
+    # The owner, from their own address, is not slowed down by someone else's failures.
+    owner = remote_client(app, client=OTHER_REMOTE)
+    assert owner.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD}).status_code == 200
+    # The wait doubles per failure: 1 s after the 4th, 2 s after the 5th, 4 s after the 6th.
+    clock.advance(1)
+    assert attacker.post("/api/v1/auth/login", json=wrong).status_code == 401
+    assert attacker.post("/api/v1/auth/login", json=wrong).headers["retry-after"] == "2"
+    clock.advance(2)
+    assert attacker.post("/api/v1/auth/login", json=wrong).status_code == 401
+    form = attacker.post("/login", data={"email": email, "password": PASSWORD})
+    assert form.status_code == 429 and form.headers["retry-after"] == "4" and "try again in 4 s" in form.text
+    # After the wait the right password works, and success clears the record.
+    clock.advance(4)
+    assert attacker.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD}).status_code == 200
+    assert [attacker.post("/api/v1/auth/login", json=wrong).status_code for _ in range(4)] == [401] * 4
+
+
+def test_plain_http_from_afar_explains_the_secure_cookie(app_db: str) -> None:
+    from fastapi.testclient import TestClient
+
+    email = _unique("lan")
+    ensure_user(email)
+    body = {"email": email, "password": PASSWORD}
+    lan = TestClient(app_with(), client=OTHER_REMOTE, base_url="http://testserver")
+    refused = lan.post("/api/v1/auth/login", json=body)
+    assert refused.status_code == 400 and "CLUSTERPLAN_INSECURE_COOKIES=true" in refused.json()["detail"]
+    assert "set-cookie" not in refused.headers
+    page = lan.get("/login")
+    assert "CLUSTERPLAN_HTTPS" in page.text and "CLUSTERPLAN_INSECURE_COOKIES" in page.text
+    form = lan.post("/login", data=body)
+    assert form.status_code == 400 and "needs HTTPS" in form.text
+    # Opted in for a LAN without TLS: a non-Secure cookie that the browser keeps.
+    insecure = TestClient(app_with(insecure_cookies=True), client=OTHER_REMOTE, base_url="http://testserver")
+    allowed = insecure.post("/api/v1/auth/login", json=body)
+    assert allowed.status_code == 200 and "secure" not in _attrs(allowed, "cp_session")
+    assert insecure.get("/api/v1/auth/me").json()["authenticated"] is True
+    # CLUSTERPLAN_HTTPS=true: TLS is outside (a proxy), cookies are always Secure.
+    tls = TestClient(app_with(https=True), client=OTHER_REMOTE, base_url="http://testserver")
+    secure = tls.post("/api/v1/auth/login", json=body)
+    assert secure.status_code == 200 and "secure" in _attrs(secure, "cp_session")
+
+
+def test_trusted_proxy_headers(app_db: str) -> None:
+    from fastapi.testclient import TestClient
+
+    email = _unique("proxied")
+    ensure_user(email)
+    body = {"email": email, "password": PASSWORD}
+    proxied = {
+        "X-Forwarded-For": "198.51.100.9",
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-Host": "cp.example",
+    }
+    app = app_with(trusted_proxies="10.0.0.0/8")
+    via_proxy = TestClient(app, client=("10.0.0.2", 4000), base_url="http://testserver", headers=proxied)
+    response = via_proxy.post("/api/v1/auth/login", json=body)
+    assert response.status_code == 200 and "secure" in _attrs(response, "cp_session")
+    # Behind the proxy, the browser's origin is the forwarded one. (httpx keeps a Secure cookie off http://.)
+    cookie = {"Cookie": f"cp_session={response.cookies['cp_session']}"}
+    token = {"name": "n", "scopes": ["plans:read"]}
+    for origin, status in (("https://cp.example", 201), ("http://testserver", 403)):
+        made = via_proxy.post("/api/v1/tokens", json=token, headers={**cookie, "Origin": origin})
+        assert made.status_code == status, origin
+    # The same headers from a peer that is not a listed proxy are ignored: plain HTTP from afar.
+    direct = TestClient(app, client=("203.0.113.9", 4000), base_url="http://testserver")
+    assert direct.post("/api/v1/auth/login", json=body, headers=proxied).status_code == 400
+
+
+def test_first_run_link_signs_in_once_then_asks_for_a_password(empty_db_url: str) -> None:
+    from app.startup import prepare_database, sign_in_banner
+    from tests.conftest import ONE_TIME_LINK, configure_app_database
+
+    configure_app_database(empty_db_url)
+    prepare_database()
+    stale = ONE_TIME_LINK.search(sign_in_banner("http://127.0.0.1:8000"))
+    banner = sign_in_banner("http://127.0.0.1:8000")
+    found = ONE_TIME_LINK.search(banner)
+    assert stale and found and "no administrator can sign in with a password" in banner
+    path = found.group(0).removeprefix("http://127.0.0.1:8000")
+    browser = loopback_client()
+    # Each start replaces the link: the one printed before no longer works.
+    old = browser.get(stale.group(0).removeprefix("http://127.0.0.1:8000"), follow_redirects=False)
+    assert old.status_code == 400 and "not valid" in old.text
+    opened = browser.get(path, follow_redirects=False)
+    assert opened.status_code == 303 and opened.headers["location"] == "/account/password"
+    assert opened.headers["cache-control"] == "no-store" and "cp_session" in _cookies(opened)
+    me = browser.get("/api/v1/auth/me").json()
+    assert me["email"] == "admin@localhost" and "admin" in me["scopes"]
+    # Single use: a second visit (another browser, another worker) is refused.
+    assert loopback_client().get(path, follow_redirects=False).status_code == 400
+    # The link token is no API token.
+    assert loopback_client().get("/api/v1/auth/me", headers=bearer(path.split("=")[1])).status_code == 401
+    assert browser.get("/api/v1/tokens").json()["count"] == 0
+
+    page = browser.get("/account/password")
+    assert (
+        page.status_code == 200 and "Choose a password" in page.text and "current_password" not in page.text
+    )
+    csrf = browser.cookies["cp_csrf"]
+    form = {"email": "Boss@Example.com", "new_password": "first admin password", "csrf_token": csrf}
+    differ = browser.post("/account/password", data={**form, "confirm_password": "something else!"})
+    assert differ.status_code == 422 and "confirm_password" in differ.text
+    saved = browser.post(
+        "/account/password", data={**form, "confirm_password": form["new_password"]}, follow_redirects=False
+    )
+    assert saved.status_code == 303, saved.text
+    assert browser.get("/api/v1/auth/me").json()["email"] == "boss@example.com"  # still signed in here
+    assert "Change your password" in browser.get("/account/password").text
+    login(remote_client(), "boss@example.com", "first admin password")
+    # From now on `serve` says where to sign in; no link.
+    after = sign_in_banner("http://127.0.0.1:8000")
+    assert ONE_TIME_LINK.search(after) is None and "sign in at http://127.0.0.1:8000/login" in after
+    assert "clusterplan users create" in after
+
+
+def test_first_run_link_needs_a_cookie_the_browser_keeps(empty_db_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.startup import prepare_database, sign_in_banner
+    from tests.conftest import ONE_TIME_LINK, configure_app_database
+
+    configure_app_database(empty_db_url)
+    prepare_database()
+    found = ONE_TIME_LINK.search(sign_in_banner("http://cp.lan:8000"))
+    assert found
+    path = found.group(0).removeprefix("http://cp.lan:8000")
+    lan = TestClient(app_with(), client=OTHER_REMOTE, base_url="http://cp.lan:8000")
+    refused = lan.get(path, follow_redirects=False)
+    assert refused.status_code == 400 and "CLUSTERPLAN_INSECURE_COOKIES" in refused.text
+    # Not used up by the refusal: the same link works once the cookie can be kept.
+    ok = TestClient(app_with(insecure_cookies=True), client=OTHER_REMOTE, base_url="http://cp.lan:8000")
+    assert ok.get(path, follow_redirects=False).status_code == 303

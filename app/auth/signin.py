@@ -53,6 +53,7 @@ def attempt_sign_in(
         throttle.record_failure(session, key)
         return SignInOutcome()
     throttle.clear(session, key)
+    session.refresh(user)  # loaded again after the commit, so the caller may use it once the session closes
     return SignInOutcome(user=user)
 
 

@@ -256,7 +256,7 @@ def test_scheme_and_host_from_trusted_proxies_only() -> None:
 def test_trusted_proxies_setting_names_a_bad_entry() -> None:
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="'10.0.0.300' is not an IP address or CIDR network"):
+    with pytest.raises(ValidationError, match=r"'10\.0\.0\.300' is not an IP address or CIDR network"):
         _settings(trusted_proxies="10.0.0.1, 10.0.0.300")
 
 

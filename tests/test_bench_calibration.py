@@ -187,6 +187,59 @@ def test_calibrate_cli_fit_show_list_and_plot(db_url: str, tmp_path, capsys) -> 
     assert code == 2 and "unknown calibration profile 'lba'" in err and "lab" in err
 
 
+def test_calibrate_cli_fits_only_a_succeeded_single_attempt_job(db_url: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    from sqlmodel import Session
+
+    from app.cli.main import main
+    from app.db import get_engine
+    from app.models.benchmarks import BenchmarkJob, JobAttempt, Node
+
+    rows = [
+        {"m": s, "n": s, "k": s, "dtype": "bf16", "median_tflops": 700 * s / (s + 400), "best_tflops": 1.0}
+        for s in (512, 1024, 2048, 4096)
+    ]
+    with Session(get_engine()) as session:
+        node = Node(name="cli-node", token_prefix="cpn_x", token_hash="h-cli")
+        session.add(node)
+        session.flush()
+        jobs = {
+            "failed": BenchmarkJob(kind="gemm", params={}, status="failed", attempt=1, result={"rows": rows}),
+            "mixed": BenchmarkJob(
+                kind="gemm", params={}, status="succeeded", attempt=2, result={"rows": rows}
+            ),
+            "good": BenchmarkJob(
+                kind="gemm",
+                params={},
+                status="succeeded",
+                attempt=1,
+                claimed_by=node.id,
+                result={"rows": rows},
+            ),
+        }
+        session.add_all(jobs.values())
+        session.flush()
+        session.add(JobAttempt(job_id=jobs["good"].id, attempt=1, node_id=node.id, status="succeeded"))
+        session.commit()
+        ids = {k: str(j.id) for k, j in jobs.items()}
+
+    def run(*args: str) -> tuple[int, str]:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, capsys.readouterr().err
+
+    code, err = run("calibrate", "fit", "--job", ids["failed"], "--name", "cli-gate")
+    assert code == 2 and "job_id: job" in err and "is failed: only a succeeded job" in err
+    code, err = run("calibrate", "fit", "--job", ids["mixed"], "--name", "cli-gate")
+    assert code == 2 and "ran 2 attempts" in err
+    code, err = run("calibrate", "fit", "--name", "cli-gate")
+    assert code == 2 and "either a RESULT file or --job" in err
+    code, err = run("calibrate", "fit", "--job", ids["good"], "--name", "cli-gate", "--gpu", "H100-SXM")
+    assert code == 0, err
+
+
 def test_latency_bound_data_keeps_efficiencies_physical() -> None:
     """Tiny messages say nothing about bandwidth: the fit must not push efficiencies above line rate."""
     rows = [

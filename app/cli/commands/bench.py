@@ -6,7 +6,6 @@ torch is imported only when a measurement runs (gemm), or inside the torchrun wo
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from app.bench.report import (
 from app.bench.schema import write_document
 from app.bench.sizes import parse_size
 from app.cli.main import UserError
+from app.cli.output import to_json
 
 bench = typer.Typer(
     help="Measure GEMM and collective performance; import nccl-tests / mamf-finder output.",
@@ -46,6 +46,20 @@ def register(root: typer.Typer) -> None:
     root.add_typer(bench, name="bench")
 
 
+TORCH_MISSING = (
+    "torch is not installed: pip install 'clusterplan[bench]' "
+    "(CPU build: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
+
+
+def _require_torch() -> None:
+    """Measurements need torch (the optional [bench] extra): say how to install it instead of crashing."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UserError(TORCH_MISSING) from None
+
+
 def _split(values: list[str]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
@@ -54,7 +68,7 @@ def _emit(doc: dict[str, Any], as_json: bool, out: Path | None) -> None:
     if out is not None:
         write_document(doc, out)
     if as_json:
-        typer.echo(json.dumps(doc, indent=1))
+        typer.echo(to_json(doc, indent=1))
 
 
 @bench.command(
@@ -87,6 +101,7 @@ def gemm(
     ] = None,
     events: Annotated[bool, typer.Option(help="JSON-lines progress events on stderr")] = False,
 ) -> None:
+    _require_torch()
     if model:
         from app.bench.shapes import model_gemm_shapes
         from app.catalog import find_model
@@ -127,7 +142,7 @@ def gemm(
     )
     sink.doc = doc
     if as_json:
-        typer.echo(json.dumps(doc, indent=1))
+        typer.echo(to_json(doc, indent=1))
     else:
         for dt, best in doc["summary"].get("max_tflops", {}).items():
             typer.echo(
@@ -161,6 +176,7 @@ def attention(
     ] = None,
     events: Annotated[bool, typer.Option(help="JSON-lines progress events on stderr")] = False,
 ) -> None:
+    _require_torch()
     from app.bench.attention import AttentionConfig, run_attention
 
     try:
@@ -183,7 +199,7 @@ def attention(
     sink = _TableSink(events, attention_header, attention_line, quiet=as_json)
     doc = run_attention(config, sink, str(out) if out else None, argv=["clusterplan", *sys.argv[1:]])
     if as_json:
-        typer.echo(json.dumps(doc, indent=1))
+        typer.echo(to_json(doc, indent=1))
     else:
         for name, best in doc["summary"].get("attention_max_tflops", {}).items():
             typer.echo(
@@ -248,6 +264,7 @@ def collectives(
     ] = None,
     events: Annotated[bool, typer.Option(help="JSON-lines progress events on stderr")] = False,
 ) -> None:
+    _require_torch()
     from app.bench.environment import cuda_device_count
     from app.bench.launch import Rendezvous, run_torchrun
 
@@ -295,7 +312,7 @@ def collectives(
         detail = "\n".join(line for line in stderr_tail if line.strip())[-3000:]
         raise UserError(f"the benchmark did not produce results (torchrun exit {code}):\n{detail}")
     if as_json:
-        typer.echo(json.dumps(doc, indent=1))
+        typer.echo(to_json(doc, indent=1))
     else:
         summary = doc.get("summary", {})
         for key, value in (summary.get("avg_busbw_gbps") or {}).items():
@@ -329,7 +346,7 @@ def import_(
     doc = import_file(path, op=op, fmt=fmt)
     if out is not None:
         write_document(doc, out)
-    typer.echo(json.dumps(doc, indent=1) if as_json else render_document(doc))
+    typer.echo(to_json(doc, indent=1) if as_json else render_document(doc))
 
 
 @bench.command(

@@ -1,18 +1,21 @@
 """`clusterplan calibrate fit|list|show`: calibrated hardware profiles from benchmark results.
 
 `fit` reads a result document (from `clusterplan bench … --out`, or `bench import` of nccl-tests /
-mamf-finder output, or any of those files directly), fits the GEMM curve and the network α/β parameters,
+mamf-finder output, or any of those files directly) or, with `--job ID`, a benchmark job that succeeded with
+rows from one attempt on one node (anything else is refused, exit 2), fits the GEMM curve and the network α/β parameters,
 stores a new version of the named profile and prints the predicted-vs-measured report (before and after
 calibration); `--plot FILE.png` draws the same comparison.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from app.cli.errors import UserError
+from app.cli.output import to_json
 
 calibrate = typer.Typer(help="Fit and inspect calibrated hardware profiles.", no_args_is_help=True)
 
@@ -133,8 +136,12 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
 )
 def fit(
     result: Annotated[
-        Path, typer.Argument(exists=True, dir_okay=False, help="result document or tool output")
-    ],
+        Path | None, typer.Argument(exists=True, dir_okay=False, help="result document or tool output")
+    ] = None,
+    *,
+    job: Annotated[
+        str | None, typer.Option("--job", help="fit a finished benchmark job's result instead of a file")
+    ] = None,
     name: Annotated[str, typer.Option(help="profile name (a new version is added each time)")],
     gpu: Annotated[
         str | None, typer.Option(help="catalog GPU measured (for the 'before' prediction)")
@@ -144,12 +151,8 @@ def fit(
     plot: Annotated[Path | None, typer.Option(help="also draw the report to this PNG")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the profile as JSON")] = False,
 ) -> None:
-    from app.bench.importers import import_file
-    from app.services.calibration import fit_profile
-
-    doc = import_file(result, op=op)
     with _session() as session:
-        profile = fit_profile(session, doc, name, gpu, fabric)
+        profile = _fit(session, result, job, name, gpu, fabric, op)
         data: dict[str, Any] = {
             "id": str(profile.id),
             "name": profile.name,
@@ -161,10 +164,31 @@ def fit(
     if plot is not None:
         plot_report(data["report"], plot)
     typer.echo(
-        json.dumps(data, indent=1)
-        if as_json
-        else render_report(data["name"], data["version"], data["report"])
+        to_json(data, indent=1) if as_json else render_report(data["name"], data["version"], data["report"])
     )
+
+
+def _fit(
+    session: Any,
+    result: Path | None,
+    job: str | None,
+    name: str,
+    gpu: str | None,
+    fabric: str | None,
+    op: str | None,
+) -> Any:
+    """A new profile version from RESULT or from --job (one of the two): the job must have succeeded, with
+    rows from one attempt on one node (app.services.calibration.check_fittable)."""
+    from app.bench.importers import import_file
+    from app.services import calibration as calibration_service
+    from app.services.jobs import get_job
+
+    if (result is None) == (job is None):
+        raise UserError("give either a RESULT file or --job JOB_ID")
+    if job is not None:
+        return calibration_service.fit_profile_from_job(session, get_job(session, job), name, gpu, fabric)
+    assert result is not None
+    return calibration_service.fit_profile(session, import_file(result, op=op), name, gpu, fabric)
 
 
 @calibrate.command("list", help="List calibrated profiles (every version).")
@@ -208,7 +232,5 @@ def show(
     if plot is not None:
         plot_report(data["report"], plot)
     typer.echo(
-        json.dumps(data, indent=1)
-        if as_json
-        else render_report(data["name"], data["version"], data["report"])
+        to_json(data, indent=1) if as_json else render_report(data["name"], data["version"], data["report"])
     )

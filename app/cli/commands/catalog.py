@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from app.cli.output import to_json
+
 
 class Kind(StrEnum):
     gpus = "gpus"
@@ -68,7 +70,7 @@ def _cell(value: Any) -> str:
 
 
 def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
+    typer.echo(to_json(data, indent=2, default=str))
 
 
 def list_cmd(
@@ -228,12 +230,12 @@ def show_cmd(
         return
     spec = data.pop("spec")
     for key, value in data.items():
-        typer.echo(f"{key:>28}: {_cell(value) if not isinstance(value, dict | list) else json.dumps(value)}")
-    typer.echo(f"{'spec (SI units)':>28}: {json.dumps(spec)}")
+        typer.echo(f"{key:>28}: {_cell(value) if not isinstance(value, dict | list) else to_json(value)}")
+    typer.echo(f"{'spec (SI units)':>28}: {to_json(spec)}")
 
 
 def import_hf_cmd(
-    config_path: Annotated[Path, typer.Argument(help="path to a Hugging Face config.json")],
+    config_path: Annotated[Path, typer.Argument(dir_okay=False, help="path to a Hugging Face config.json")],
     name: Annotated[
         str | None, typer.Option("--name", help="model name (default: the file's _name_or_path)")
     ] = None,

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import BaseModel, ValidationError
 
+from app.cli.output import days_text, to_json
 from app.core.errors import Problem, SpecError
 from app.schemas import cost as s
 
@@ -28,7 +29,9 @@ PriceRowOpt = Annotated[list[str] | None, typer.Option("--price-row", help="pric
 GpuOpt = Annotated[str | None, typer.Option("--gpu", help="catalog GPU (peak FLOP/s, default price rows)")]
 ScenarioOpt = Annotated[
     Path | None,
-    typer.Option("--scenario", help="estimator scenario file (JSON or YAML): step time, GPUs, size"),
+    typer.Option(
+        "--scenario", dir_okay=False, help="estimator scenario file (JSON or YAML): step time, GPUs, size"
+    ),
 ]
 
 
@@ -107,7 +110,7 @@ def _prepare_db() -> None:
 
 
 def _echo_json(model: BaseModel) -> None:
-    typer.echo(json.dumps(model.model_dump(mode="json"), indent=2))
+    typer.echo(to_json(model.model_dump(mode="json"), indent=2))
 
 
 def usd(x: float | None) -> str:
@@ -186,7 +189,7 @@ def run(
         return
     typer.echo(
         f"productive GPU-hours {result.productive_gpu_hours:,.0f}   billed {result.billed_gpu_hours:,.0f}   "
-        f"wall clock {result.wall_clock_hours / 24:,.1f} days"
+        f"wall clock {days_text(result.wall_clock_hours / 24, digits=1)}"
     )
     for o in result.options:
         flag = " [stale price]" if o.stale else ""
@@ -529,7 +532,7 @@ def presets(json_out: JsonOpt = False) -> None:
 
     rows = svc.presets()
     if json_out:
-        typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        typer.echo(to_json([r.model_dump(mode="json") for r in rows], indent=2))
         return
     for p in rows:
         typer.echo(
@@ -552,7 +555,7 @@ def prices(
     with Session(get_engine()) as session:
         rows = svc.price_book(session, category, stale_only)
     if json_out:
-        typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        typer.echo(to_json([r.model_dump(mode="json") for r in rows], indent=2))
         return
     for r in rows:
         per = (

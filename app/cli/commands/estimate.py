@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.output import SECONDS_PER_DAY, days_text, to_json
 from app.core.units import GiB
 
 
@@ -27,14 +28,16 @@ def load_json(path: Path) -> object:
 
 
 def estimate_command(
-    scenario: Annotated[Path, typer.Argument(help="scenario JSON file (see docs/scenario.md, examples/)")],
+    scenario: Annotated[
+        Path, typer.Argument(dir_okay=False, help="scenario JSON file (see docs/scenario.md, examples/)")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print the full result as JSON")] = False,
 ) -> None:
     from app.services.estimate import estimate_scenario
 
     out = estimate_scenario(load_json(scenario))
     if as_json:
-        typer.echo(json.dumps(out.model_dump(mode="json"), indent=2))
+        typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
     typer.echo(render_text(out))
 
@@ -109,7 +112,7 @@ def render_text(out: object) -> str:
         f"MFU {step.mfu * 100:.1f} %  HFU {step.hfu * 100:.1f} %",
     ]
     if out.time_to_train_s:
-        lines.append(f"time to train: {out.time_to_train_s / 86400:.2f} days")
+        lines.append(f"time to train: {days_text(out.time_to_train_s / SECONDS_PER_DAY)}")
     lines += [f"note: {note}" for note in step.notes]
     if out.accuracy is not None:
         lo, hi = out.accuracy.step_time_range_s

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from app.cli.output import days_cell, to_json
+
 
 class UserError(ValueError):
     """Bad command-line input; a ValueError so `clusterplan` prints it and exits 2 even under `python -m`."""
@@ -104,7 +106,7 @@ def collective(
         body["sweep"] = {"min_bytes": _size(begin), "max_bytes": _size(end), "factor": factor}
     out = svc.run_collective(svc.parse(svc.CollectiveIn, body))
     if as_json:
-        typer.echo(json.dumps(out.model_dump(mode="json"), indent=2))
+        typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
     first = out.results[0]
     typer.echo(
@@ -129,7 +131,7 @@ def fabrics(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] 
 
     rows = svc.list_fabrics()
     if as_json:
-        typer.echo(json.dumps([r.model_dump() for r in rows], indent=2))
+        typer.echo(to_json([r.model_dump() for r in rows], indent=2))
         return
     for f in rows:
         sharp = ", SHARP" if f.sharp else ""
@@ -175,7 +177,7 @@ def bom(
     }
     result = svc.run_bom(svc.parse(svc.BomIn, body))
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(to_json(result.to_dict(), indent=2))
         return
     d = result.design
     kind = "non-blocking" if result.non_blocking else f"oversubscribed ({1 / result.bisection_fraction:g}:1)"
@@ -215,7 +217,7 @@ def _load(path: Path) -> Any:
     "scaling", help="Scaling efficiency and time-to-train vs GPU count for a scenario, per fabric."
 )
 def scaling(
-    scenario: Annotated[Path, typer.Argument(help="scenario JSON file")],
+    scenario: Annotated[Path, typer.Argument(dir_okay=False, help="scenario JSON file")],
     gpus: Annotated[str, typer.Option(help="comma-separated GPU counts, e.g. 32,64,128")] = "8,16,32,64,128",
     fabrics: Annotated[str, typer.Option(help="comma-separated fabric presets")] = "ib-ndr-8x400,roce-8x400",
     mode: Annotated[str, typer.Option(help="weak | strong")] = "weak",
@@ -239,7 +241,7 @@ def scaling(
     }
     out = svc.run_scaling(svc.parse(svc.ScalingIn, body))
     if as_json:
-        typer.echo(json.dumps(out.model_dump(mode="json"), indent=2))
+        typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
     typer.echo(render_scaling(out))
 
@@ -262,7 +264,7 @@ def render_scaling(out: Any) -> str:
             lines.append(
                 f"{s['fabric_name']:22s} {p['num_gpus']:6d} {p['step_time_s']:8.3f} {comm:15.3f} "
                 f"{p['scaling_efficiency'] * 100:7.1f}% {p['network_efficiency'] * 100:7.1f}% "
-                f"{p['mfu'] * 100:5.1f}% {days if days is None else round(days, 1)!s:>8}"
+                f"{p['mfu'] * 100:5.1f}% {days_cell(days):>8}"
             )
     for r in out.required:
         val = "not reachable" if r.value is None else f"{r.value:.4g} {r.unit}"
@@ -318,6 +320,6 @@ def seed_claims(as_json: Annotated[bool, typer.Option("--json", help="print JSON
     }
     out = svc.run_scaling(svc.parse(svc.ScalingIn, body))
     if as_json:
-        typer.echo(json.dumps(out.model_dump(mode="json"), indent=2))
+        typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
     typer.echo(render_scaling(out))

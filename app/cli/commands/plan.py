@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from app.cli.output import days_text, to_json
 from app.core.units import DAY, GiB
 
 
@@ -108,7 +109,7 @@ def build_request(
 
 def plan_command(
     scenario: Annotated[
-        Path | None, typer.Argument(help="scenario JSON (model, cluster, training, batch)")
+        Path | None, typer.Argument(dir_okay=False, help="scenario JSON (model, cluster, training, batch)")
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="model catalog name")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="GPU catalog name")] = None,
@@ -215,7 +216,7 @@ def plan_command(
         req["deadline_days"] = deadline_days
         out = svc.sizes(req)
         if as_json:
-            typer.echo(json.dumps(out.model_dump(mode="json"), indent=2))
+            typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         else:
             typer.echo(render_sizes(out))
         return
@@ -224,7 +225,7 @@ def plan_command(
     req["gpu_counts"] = _int_list(gpu_counts, "--gpu-counts")
     result = svc.search(req)
     if as_json:
-        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+        typer.echo(to_json(result.model_dump(mode="json"), indent=2))
     else:
         typer.echo(render_plan(result))
 
@@ -236,7 +237,7 @@ def _money(usd: float | None) -> str:
 
 
 def _row(p: dict[str, Any], width: int = 48) -> str:
-    ttt = f"{p['time_to_train_s'] / DAY:8.1f} d" if p.get("time_to_train_s") else "       - "
+    ttt = f"{days_text(p['time_to_train_s'] / DAY, 1):>10}" if p.get("time_to_train_s") else "       - "
     cost = _money(p.get("cost_usd"))
     return (
         f"{p['rank']:>3}  {p['label']:<{width}} {p['num_gpus']:>6} {p['step_time_s']:9.3f} s "
@@ -326,7 +327,7 @@ def render_sizes(out: Any) -> str:
         b = p["best"]
         cost = _money(p.get("cost_usd"))
         lines.append(
-            f"{p['num_gpus']:>6}  {b['label']:<{width}} {p['time_to_train_days']:9.1f} d  {cost}  "
+            f"{p['num_gpus']:>6}  {b['label']:<{width}} {days_text(p['time_to_train_days'], 1):>12}  {cost}  "
             f"{p['scaling_efficiency'] * 100:6.1f} % {b['mfu'] * 100:5.1f} %"
         )
     lines += [

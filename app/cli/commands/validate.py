@@ -7,11 +7,12 @@ This module registers the group on the root CLI once and adds `training-runs`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from app.cli.output import to_json
 
 validate_app = typer.Typer(
     help="Replay published measurements and report prediction errors.", no_args_is_help=True
@@ -28,7 +29,9 @@ def register(root: typer.Typer) -> None:
     "and report errors per row and in summary.",
 )
 def training_runs(
-    csv_file: Annotated[Path, typer.Argument(help="CSV with the columns of validation/training_runs.csv")],
+    csv_file: Annotated[
+        Path, typer.Argument(dir_okay=False, help="CSV with the columns of validation/training_runs.csv")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document (rows + summary)")] = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="also write a predicted-vs-measured PNG to this path")
@@ -44,7 +47,7 @@ def training_runs(
     if plot is not None:
         write_plot(report, plot)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        typer.echo(to_json(report.to_dict(), indent=2))
     else:
         # text only: the --json document keeps the issue's exact shape
         typer.echo(render_table(report) + render_repeats(repeat_groups(rows)))
@@ -57,18 +60,22 @@ def training_runs(
 )
 def accuracy(
     unseen: Annotated[
-        list[Path], typer.Argument(help="CSVs of runs outside the development set (the bands' basis)")
+        list[Path],
+        typer.Argument(dir_okay=False, help="CSVs of runs outside the development set (the bands' basis)"),
     ],
     development: Annotated[
         list[Path] | None,
         typer.Option(
-            "--development", help="CSV of the development set (compared, pooled when too few unseen)"
+            "--development",
+            dir_okay=False,
+            help="CSV of the development set (compared, pooled when too few unseen)",
         ),
     ] = None,
     comparisons: Annotated[
         list[Path] | None,
         typer.Option(
             "--comparisons",
+            dir_okay=False,
             help="CSV outside the development set used only for the layout comparisons (ranking resolution), "
             "e.g. a layout sweep of one system",
         ),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from app.cli.output import to_json
 
 
 class UserError(ValueError):
@@ -24,7 +25,9 @@ def register(root: typer.Typer) -> None:
 
 
 def collectives(
-    csv_file: Annotated[Path, typer.Argument(help="CSV with the columns of validation/collectives.csv")],
+    csv_file: Annotated[
+        Path, typer.Argument(dir_okay=False, help="CSV with the columns of validation/collectives.csv")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document (rows + summary)")] = False,
     plots: Annotated[Path | None, typer.Option(help="write busbw-vs-size PNG plots into this folder")] = None,
 ) -> None:
@@ -36,6 +39,6 @@ def collectives(
     if plots is not None:
         write_plots(report, plots)
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        typer.echo(to_json(report.to_json(), indent=2))
     else:
         typer.echo(render_table(report))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from app.cli.output import to_json
 
 
 def register(root: typer.Typer) -> None:
@@ -20,7 +21,9 @@ def register(root: typer.Typer) -> None:
 
 
 def costs(
-    case_file: Annotated[Path, typer.Argument(help="JSON lines, e.g. tests/data/cost_cases.jsonl")],
+    case_file: Annotated[
+        Path, typer.Argument(dir_okay=False, help="JSON lines, e.g. tests/data/cost_cases.jsonl")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print {rows, summary} as JSON")] = False,
     strict: Annotated[
         bool, typer.Option("--strict", help="exit 1 when any case is outside tolerance")
@@ -32,7 +35,7 @@ def costs(
         raise FileNotFoundError(f"file not found: {case_file}")
     report = replay(load_cases(case_file))
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        typer.echo(to_json(report.to_dict(), indent=2))
     else:
         typer.echo(render_table(report))
     if strict and report.passed < len(report.results):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from app.cli.output import to_json
 
 
 def register(root: typer.Typer) -> None:
@@ -20,7 +21,9 @@ def register(root: typer.Typer) -> None:
 
 
 def layouts(
-    csv_file: Annotated[Path, typer.Argument(help="CSV with the columns of validation/training_runs.csv")],
+    csv_file: Annotated[
+        Path, typer.Argument(dir_okay=False, help="CSV with the columns of validation/training_runs.csv")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print {cases, summary} as JSON")] = False,
     all_sources: Annotated[
         bool, typer.Option("--all-sources", help="every row with a layout, not only the tuned tables")
@@ -38,6 +41,6 @@ def layouts(
         raise FileNotFoundError(f"file not found: {csv_file}")
     report = replay_layouts(load(csv_file), all_sources, framework_limits=not any_framework)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        typer.echo(to_json(report.to_dict(), indent=2))
     else:
         typer.echo(render_table(report))

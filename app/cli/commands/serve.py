@@ -14,9 +14,9 @@ def register(root: typer.Typer) -> None:
     root.command("serve", help="Apply migrations, seed the catalog, then serve the app with uvicorn.")(serve)
     db = typer.Typer(help="Database schema management (Alembic).", no_args_is_help=True)
     db.command("upgrade", help="Apply all migrations (creates the database if needed).")(db_upgrade)
-    db.command("downgrade", help="Revert migrations down to REVISION (default: base, i.e. drop everything).")(
-        db_downgrade
-    )
+    db.command(
+        "downgrade", help="Revert migrations down to REVISION ('base' drops every table); asks first."
+    )(db_downgrade)
     db.command("current", help="Show the revision(s) the database is at.")(db_current)
     root.add_typer(db, name="db")
 
@@ -64,9 +64,17 @@ def db_upgrade(
     typer.echo(f"database at {revision}: {get_settings().resolved_database_url.split('@')[-1]}")
 
 
-def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision")] = "base") -> None:
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="target revision id, or 'base' to drop every table")],
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation (scripts)")] = False,
+) -> None:
     from app import migrate
 
+    where = get_settings().resolved_database_url.split("@")[-1]
+    question = f"downgrade {where} to {revision}? Tables and columns of the reverted migrations are lost"
+    if not yes and not typer.confirm(question, default=False):
+        typer.echo("not confirmed: the database is unchanged", err=True)
+        raise typer.Exit(1)
     migrate.downgrade(revision=revision)
     typer.echo(f"database downgraded to {revision}")
 

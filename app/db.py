@@ -7,7 +7,11 @@ Two views of one engine (one connection pool):
   instead of failing with SQLITE_BUSY when two of them try to upgrade their read locks at once.
 - `get_read_engine()`: the same pool with the execution option `clusterplan_readonly=True`; on SQLite its
   transactions start with a plain (deferred) `BEGIN`, so readers never queue behind the write lock (in WAL mode
-  they read a consistent snapshot while a writer works). Used for GET/HEAD requests (app/api/deps.py).
+  they read a consistent snapshot while a writer works). Used for GET/HEAD requests and for every POST that
+  computes without storing (app/api/deps.py `ReadSessionDep`).
+- `get_health_engine()`: a separate one-connection engine for /healthz with short timeouts, so the liveness
+  probe answers (503 if the database is down) within the container's health-check timeout even when the main
+  pool is exhausted or SQLite's write lock is held.
 
 The pool is sized above the concurrency limit in app/hooks/ratelimit.py, so a request admitted by that limit
 never waits for a connection held by a request that is itself waiting to be admitted.
@@ -32,6 +36,9 @@ POOL_SIZE = 20
 MAX_OVERFLOW = 30
 POOL_TIMEOUT_S = 30
 READONLY_OPTION = "clusterplan_readonly"
+# /healthz: seconds to get a connection and to run `SELECT 1`. The Dockerfile's HEALTHCHECK allows 5 s
+# (--timeout=5s, urlopen timeout 4 s); 2 s leaves room for the HTTP round trip on a loaded machine.
+HEALTH_TIMEOUT_S = 2
 
 
 def normalise_url(url: str) -> str:
@@ -79,6 +86,33 @@ def make_engine(url: str) -> Engine:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def make_health_engine(url: str) -> Engine:
+    """One pooled connection (plus one spare) with short connect, pool and statement timeouts."""
+    url = normalise_url(url)
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if url.startswith("sqlite"):
+        # `SELECT 1` takes no lock; the timeout bounds opening the file.
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": HEALTH_TIMEOUT_S}
+        if url.split("///", 1)[-1] in ("", ":memory:"):
+            return create_engine(url, **kwargs)
+    elif url.startswith("postgresql"):
+        kwargs["connect_args"] = {
+            "connect_timeout": HEALTH_TIMEOUT_S,
+            "options": f"-c statement_timeout={HEALTH_TIMEOUT_S * 1000}",
+        }
+    return create_engine(url, pool_size=1, max_overflow=1, pool_timeout=HEALTH_TIMEOUT_S, **kwargs)
+
+
+@lru_cache(maxsize=8)
+def _health_engine_for(url: str) -> Engine:
+    return make_health_engine(url)
+
+
+def get_health_engine() -> Engine:
+    """The /healthz engine for the configured database (its own small pool, never the requests' pool)."""
+    return _health_engine_for(get_settings().resolved_database_url)
 
 
 def read_view(engine: Engine) -> Engine:

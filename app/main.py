@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 import app as app_pkg
 from app.api import build_api_router
-from app.db import get_engine
+from app.db import get_health_engine
 from app.errors import install_error_handlers
 from app.resources import STATIC_DIR
 from app.settings import Settings, get_settings
@@ -33,9 +33,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @application.get("/healthz", tags=["health"], operation_id="healthz")
     def healthz() -> JSONResponse:
-        """Liveness and database check."""
+        """Liveness and database check: never waits for a concurrency slot (app/hooks/ratelimit.py) nor for the
+        requests' connection pool, and gives up on the database after a few seconds (app/db.py)."""
         try:
-            with get_engine().connect() as conn:
+            with get_health_engine().connect() as conn:
                 conn.execute(text("SELECT 1"))
         except Exception as exc:  # the point of the endpoint is to report any database failure
             return JSONResponse({"status": "error", "database": str(exc)[:200]}, status_code=503)

@@ -82,14 +82,19 @@ def test_many_concurrent_database_requests_complete(live_server) -> None:  # typ
     """100 clients at once on estimate and plans: each answered, none stuck behind the pool or SQLite's lock."""
     scenario = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
     created = httpx.post(
-        f"{live_server.url}/api/v1/plans", json={"name": "load", "scenario": scenario}, timeout=60
+        f"{live_server.url}/api/v1/plans",
+        json={"name": "load", "scenario": scenario},
+        headers=live_server.headers,
+        timeout=60,
     )
     assert created.status_code == 201, created.text
     plan_id = created.json()["id"]
 
     async def main() -> list[int]:
         limits = httpx.Limits(max_connections=100)
-        async with httpx.AsyncClient(base_url=live_server.url, limits=limits, timeout=120) as client:
+        async with httpx.AsyncClient(
+            base_url=live_server.url, limits=limits, headers=live_server.headers, timeout=120
+        ) as client:
             calls = []
             for i in range(100):
                 if i % 2:

@@ -2,9 +2,9 @@
 
 Request latency is labelled by method, route *template* (`/api/v1/plans/{plan_id}`, never the raw path, so
 the number of series stays bounded) and status code. Benchmark job counts by status are read from the
-database at scrape time, so every worker process reports the same, current numbers. /metrics needs the
-admin scope (the local user of a loopback-only server has it; Prometheus sends an admin API token as
-`authorization: {credentials: cpt_…}`).
+database at scrape time (through the read-only engine view: a scrape never takes SQLite's write lock), so
+every worker process reports the same, current numbers. /metrics needs the admin scope (Prometheus sends an
+admin API token as `authorization: {credentials: cpt_…}`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import app as app_pkg
 from app.auth.deps import require_scope
-from app.db import get_engine
+from app.db import get_read_engine
 from app.models.benchmarks import BenchmarkJob
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -76,7 +76,7 @@ class AppMetrics:
 
     def refresh_job_counts(self) -> None:
         try:
-            with Session(get_engine()) as session:
+            with Session(get_read_engine()) as session:
                 rows = session.exec(
                     select(BenchmarkJob.status, func.count()).group_by(BenchmarkJob.status)
                 ).all()

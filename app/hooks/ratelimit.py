@@ -1,81 +1,67 @@
-"""Rate limits: an in-process token bucket per caller for /api, and a stricter one for sign-in.
+"""Rate limits (the `limits` library) for /api and sign-in, and the cap on requests worked on at once.
 
-Keys: an API token (by its hash) or a signed-in session (by user id) gets its own bucket; everything else is
-keyed by client address. The local user of a loopback-only server (the first-run path) is not limited.
-Sign-in attempts are limited per client address here and per e-mail address in the login routes, whatever
-the caller. Over the limit: 429 with Retry-After (whole seconds). Buckets live in this process: with
-several uvicorn workers each worker counts on its own (the effective limit is workers × the setting).
+Rate limits: `settings.rate_limit_per_minute` requests per caller per minute on /api, and five times that per
+client address whoever the callers are; `settings.login_rate_limit_per_minute` sign-in posts per address.
+Callers are keyed by app/hooks/callers.py: a verified user, else the client address, so made-up tokens share
+their sender's address budget. The counting is `limits`' sliding-window counter in its in-process memory
+storage: with several uvicorn workers each worker counts on its own (the effective limit is workers × the
+setting). Over a limit: 429 with Retry-After (whole seconds).
+
+Concurrency: at most `MAX_CONCURRENT_REQUESTS` requests between arrival and the start of their response;
+/healthz and static files never wait for a slot (docs/architecture.md, "Rate limiting and concurrency").
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
-import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from limits import RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import SlidingWindowCounterRateLimiter
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.auth import sessions
+from app.hooks.callers import VerifiedTokens, address_key, caller_key
+from app.hooks.inflight import install_cap
 
 LOGIN_PATHS = frozenset({"/api/v1/auth/login", "/login"})
-MAX_BUCKETS = 100_000
-# Every client address also has a wider bucket, so rotating made-up tokens buys no extra requests.
+# Every client address also has a wider bucket, so many verified callers behind one address (a NAT, a CI
+# farm) are still bounded as a whole.
 PER_ADDRESS_FACTOR = 5
+# Paths that bypass the concurrency limit: the liveness probe must answer while every slot is busy (the
+# Dockerfile's HEALTHCHECK gives it 5 s), and static files are served from memory-mapped files, not the app.
+UNLIMITED_PATHS = frozenset({"/healthz"})
+UNLIMITED_PREFIXES = ("/static/",)
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
+class RateLimiter:
+    """`per_minute` hits per key in any minute (sliding-window counter); 0 disables. Thread-safe.
 
+    The sliding-window counter (limits' `SlidingWindowCounterRateLimiter`) keeps two counters per key and
+    weights the previous window by its overlap, so, unlike a fixed window, a caller cannot send twice the
+    limit across a window boundary, and unlike a moving window it stores O(1) per key, not O(limit).
+    """
 
-class TokenBucketLimiter:
-    """`per_minute` requests per key per minute, bursts up to `per_minute`; thread-safe."""
-
-    def __init__(self, per_minute: int, clock: Any = time.monotonic) -> None:
-        self.capacity = float(per_minute)
-        self.rate_per_s = per_minute / 60.0
-        self.clock = clock
-        self._buckets: dict[str, _Bucket] = {}
-        self._lock = threading.Lock()
+    def __init__(self, per_minute: int, storage: MemoryStorage | None = None, name: str = "api") -> None:
+        self.item = RateLimitItemPerMinute(per_minute, namespace=name) if per_minute > 0 else None
+        self._strategy = SlidingWindowCounterRateLimiter(storage or MemoryStorage())
 
     @property
     def enabled(self) -> bool:
-        return self.capacity > 0
+        return self.item is not None
 
     def acquire(self, key: str) -> float:
-        """Take one token; 0.0 when allowed, else the seconds until a token is available."""
-        if not self.enabled:
+        """Count one hit; 0.0 when allowed, else the seconds until the key may try again."""
+        if self.item is None or self._strategy.hit(self.item, key):
             return 0.0
-        now = self.clock()
-        with self._lock:
-            bucket = self._buckets.get(key)
-            if bucket is None:
-                if len(self._buckets) >= MAX_BUCKETS:
-                    self._prune(now)
-                bucket = self._buckets[key] = _Bucket(tokens=self.capacity, updated=now)
-            bucket.tokens = min(self.capacity, bucket.tokens + (now - bucket.updated) * self.rate_per_s)
-            bucket.updated = now
-            if bucket.tokens >= 1.0:
-                bucket.tokens -= 1.0
-                return 0.0
-            return (1.0 - bucket.tokens) / self.rate_per_s
-
-    def _prune(self, now: float) -> None:
-        """Forget buckets that have refilled completely (they behave exactly like new ones)."""
-        full_after_s = self.capacity / self.rate_per_s
-        for key in [k for k, b in self._buckets.items() if now - b.updated >= full_after_s]:
-            del self._buckets[key]
-        if len(self._buckets) >= MAX_BUCKETS:  # under a flood of distinct keys: start over
-            self._buckets.clear()
+        reset_at = self._strategy.get_window_stats(self.item, key).reset_time
+        return max(reset_at - time.time(), 1.0)
 
 
 def too_many_requests(retry_after_s: float, what: str) -> JSONResponse:
@@ -87,85 +73,100 @@ def too_many_requests(retry_after_s: float, what: str) -> JSONResponse:
     )
 
 
-def caller_key(conn: HTTPConnection, secret_key: str) -> str:
-    authorization = conn.headers.get("authorization", "")
-    if authorization:
-        return "token:" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
-    session = sessions.read_session(conn, secret_key)
-    if session is not None:
-        return f"user:{session.user_id}"
-    return f"ip:{conn.client.host if conn.client else '-'}"
-
-
 class RateLimitMiddleware:
     def __init__(
         self,
         app: ASGIApp,
-        api: TokenBucketLimiter,
-        per_address: TokenBucketLimiter,
-        login: TokenBucketLimiter,
+        api: RateLimiter,
+        per_address: RateLimiter,
+        login: RateLimiter,
+        verified: VerifiedTokens,
         settings: Any,
     ) -> None:
         self.app = app
         self.api = api
         self.per_address = per_address
         self.login = login
+        self.verified = verified
         self.settings = settings
 
-    def _local_user(self, conn: HTTPConnection) -> bool:
-        return (
-            self.settings.allow_anonymous_loopback
-            and sessions.is_loopback_address(self.settings.host)
-            and sessions.is_direct_loopback(conn)
-            and "authorization" not in conn.headers
-        )
+    async def _wait(self, conn: HTTPConnection, path: str, method: str) -> tuple[float, str]:
+        """Seconds to wait (0: go ahead) and what was counted."""
+        if path in LOGIN_PATHS and method == "POST":
+            return self.login.acquire(address_key(conn, self.settings)), "sign-in attempts"
+        if not path.startswith("/api/"):
+            return 0.0, ""
+        wait = self.api.acquire(await caller_key(conn, self.settings, self.verified))
+        if wait == 0:
+            wait = self.per_address.acquire(address_key(conn, self.settings))
+        return wait, "requests"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path: str = scope.get("path", "")
-        conn = HTTPConnection(scope)
-        if path in LOGIN_PATHS and scope.get("method") == "POST":
-            wait = self.login.acquire(f"ip:{conn.client.host if conn.client else '-'}")
-            if wait > 0:
-                await too_many_requests(wait, "sign-in attempts")(scope, receive, send)
-                return
-        elif path.startswith("/api/") and not self._local_user(conn):
-            wait = self.api.acquire(caller_key(conn, self.settings.secret_key))
-            if wait == 0:
-                wait = self.per_address.acquire(f"ip:{conn.client.host if conn.client else '-'}")
-            if wait > 0:
-                await too_many_requests(wait, "requests")(scope, receive, send)
-                return
+        wait, what = await self._wait(HTTPConnection(scope), scope.get("path", ""), scope.get("method", ""))
+        if wait > 0:
+            await too_many_requests(wait, what)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
 
 # Requests being worked on at once (the rest wait their turn on the event loop, costing nothing). Kept below
-# the database pool (5 + 10 overflow) and far below the 40 threads that run sync routes: otherwise, under load,
-# every thread can end up waiting for a connection or SQLite's write lock held by requests that need a thread
-# to finish — a deadlock that lasts until the 30 s pool/busy timeout (see docs/performance.md).
+# the database pool (app/db.py: 20 + 30 overflow) and far below the 40 threads that run sync routes:
+# otherwise, under load, every thread can end up waiting for a connection or SQLite's write lock held by
+# requests that need a thread to finish (see docs/performance.md).
 MAX_CONCURRENT_REQUESTS = 12
 
 
+def bypasses_concurrency_limit(path: str) -> bool:
+    return path in UNLIMITED_PATHS or path.startswith(UNLIMITED_PREFIXES)
+
+
+class Slots:
+    """The shared state of one app's concurrency limit: a semaphore made on first use (inside the event
+    loop), and how many requests hold a slot or wait for one (observable: tests poll it, never sleep)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.waiting = 0
+        self._semaphore: asyncio.Semaphore | None = None
+
+    async def acquire(self) -> None:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.limit)
+        self.waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.waiting -= 1
+        self.held += 1
+
+    def release(self) -> None:
+        assert self._semaphore is not None
+        self.held -= 1
+        self._semaphore.release()
+
+
 class ConcurrencyLimitMiddleware:
-    """At most `limit` requests between arrival and the start of their response; static files bypass it.
+    """At most `limit` requests between arrival and the start of their response; see UNLIMITED_PATHS.
 
     The slot is released when the response starts, so long-lived streams (server-sent events) hold none.
     """
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_CONCURRENT_REQUESTS) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: int = MAX_CONCURRENT_REQUESTS, slots: Slots | None = None
+    ) -> None:
         self.app = app
-        self.limit = limit
-        self._slots: asyncio.Semaphore | None = None
+        self.slots = slots or Slots(limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.limit <= 0 or scope.get("path", "").startswith("/static/"):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or self.slots.limit <= 0 or bypasses_concurrency_limit(path):
             await self.app(scope, receive, send)
             return
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.limit)
-        slots = self._slots
+        slots = self.slots
         await slots.acquire()
         held = True
 
@@ -188,15 +189,28 @@ class ConcurrencyLimitMiddleware:
 
 def install(app: FastAPI) -> None:
     settings = app.state.settings
-    api = TokenBucketLimiter(settings.rate_limit_per_minute)
-    per_address = TokenBucketLimiter(settings.rate_limit_per_minute * PER_ADDRESS_FACTOR)
-    login = TokenBucketLimiter(settings.login_rate_limit_per_minute)
+    storage = MemoryStorage()  # one store; each limiter's namespace keeps its keys apart
+    api = RateLimiter(settings.rate_limit_per_minute, storage, "api")
+    per_address = RateLimiter(settings.rate_limit_per_minute * PER_ADDRESS_FACTOR, storage, "address")
+    login = RateLimiter(settings.login_rate_limit_per_minute, storage, "login")
+    verified = VerifiedTokens()
     # The login routes also limit per e-mail address with this limiter (keys "email:…").
     app.state.login_limiter = login
     app.state.api_limiter = api
+    app.state.verified_tokens = verified
     # Appended = inside the logging and metrics middleware, so 429s are logged and counted.
     app.user_middleware.append(
-        Middleware(RateLimitMiddleware, api=api, per_address=per_address, login=login, settings=settings)
+        Middleware(
+            RateLimitMiddleware,
+            api=api,
+            per_address=per_address,
+            login=login,
+            verified=verified,
+            settings=settings,
+        )
     )
+    # Then the per-caller cap on CPU-heavy requests: refused before they queue for a concurrency slot.
+    install_cap(app, verified)
     # Then the concurrency limit: time spent waiting for a slot still shows in request logs and metrics.
-    app.user_middleware.append(Middleware(ConcurrencyLimitMiddleware, limit=MAX_CONCURRENT_REQUESTS))
+    slots = app.state.concurrency_slots = Slots(MAX_CONCURRENT_REQUESTS)
+    app.user_middleware.append(Middleware(ConcurrencyLimitMiddleware, slots=slots))

@@ -1,6 +1,7 @@
 """/api/v1/cost, /api/v1/goodput, /api/v1/storage: cost per run, TCO, breakeven, goodput and storage tiers.
 
-These endpoints compute and store nothing, so they need no scope; every price and default used is echoed
+These endpoints compute and store nothing, so they need no scope and read through the read-only database view
+(app/api/deps.py `ReadSessionDep`); every price and default used is echoed
 with its date and source in the response's `assumptions`.
 """
 
@@ -10,7 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import SessionDep
+from app.api.deps import ReadSessionDep
 from app.api.envelope import ListEnvelope
 from app.schemas import cost as s
 from app.services import cost as svc
@@ -27,7 +28,7 @@ storage_router = APIRouter(prefix="/storage", tags=["storage"])
     response_model=s.RunCostResponse,
     summary="Cost of one training run under each pricing option",
 )
-def cost_run(body: s.RunCostRequest, session: SessionDep) -> s.RunCostResponse:
+def cost_run(body: s.RunCostRequest, session: ReadSessionDep) -> s.RunCostResponse:
     return svc.run_cost(session, body)
 
 
@@ -37,7 +38,7 @@ def cost_run(body: s.RunCostRequest, session: SessionDep) -> s.RunCostResponse:
     response_model=s.TcoResponse,
     summary="On-prem total cost of ownership, $/GPU-hour, breakeven vs cloud, curves",
 )
-def cost_tco(body: s.TcoRequest, session: SessionDep) -> s.TcoResponse:
+def cost_tco(body: s.TcoRequest, session: ReadSessionDep) -> s.TcoResponse:
     return svc.tco(session, body)
 
 
@@ -47,7 +48,7 @@ def cost_tco(body: s.TcoRequest, session: SessionDep) -> s.TcoResponse:
     response_model=s.BreakevenResponse,
     summary="Breakeven months and utilisation of buying vs each cloud option",
 )
-def cost_breakeven(body: s.TcoRequest, session: SessionDep) -> s.BreakevenResponse:
+def cost_breakeven(body: s.TcoRequest, session: ReadSessionDep) -> s.BreakevenResponse:
     return svc.breakeven(session, body)
 
 
@@ -78,7 +79,7 @@ def cost_spot(body: s.SpotRequest) -> s.SpotResponse:
     summary="The price book with each row's date, source and staleness",
 )
 def cost_list_prices(
-    session: SessionDep,
+    session: ReadSessionDep,
     category: Annotated[str | None, Query(max_length=50, description="e.g. cloud_gpu")] = None,
     stale_only: Annotated[bool, Query(description="only rows older than a year")] = False,
 ) -> ListEnvelope[s.PriceBookRow]:
@@ -92,7 +93,7 @@ def cost_list_prices(
     response_model=s.GoodputResponse,
     summary="Interruptions, checkpoint interval (Young/Daly), restarts → goodput and effective MFU",
 )
-def goodput_estimate(body: s.GoodputRequest, session: SessionDep) -> s.GoodputResponse:
+def goodput_estimate(body: s.GoodputRequest, session: ReadSessionDep) -> s.GoodputResponse:
     return svc.goodput(body, session)
 
 
@@ -113,7 +114,7 @@ def goodput_presets() -> ListEnvelope[s.PresetOut]:
     response_model=s.StorageResponse,
     summary="Checkpoint size and write time per tier (p99), data-loading bandwidth vs each tier",
 )
-def storage_estimate(body: s.StorageRequest, session: SessionDep) -> s.StorageResponse:
+def storage_estimate(body: s.StorageRequest, session: ReadSessionDep) -> s.StorageResponse:
     return svc.storage(body, session)
 
 

@@ -14,6 +14,9 @@ the event loop with the stored bytes; a miss resolves and computes in the thread
 for the same scenario wait for the first one's answer instead of computing it again). Both are encoded the
 same way (pydantic's JSON encoding of EstimateOut, as FastAPI itself does), so hits and misses are
 byte-identical.
+
+A computation (a miss) holds one of the caller's CPU-heavy slots (app/hooks/inflight.py), so one caller
+cannot run more than a few at once; hits need none.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlmodel import Session
 
 import app as app_pkg
 from app.db import get_engine, get_read_engine
+from app.hooks import inflight
 from app.schemas.estimate import EstimateOut
 from app.schemas.scenario import Scenario
 from app.services import catalog as catalog_svc
@@ -134,9 +138,10 @@ def compute(body: Scenario) -> tuple[bytes, bool, int]:
     responses={
         404: {"description": "unknown model or GPU name (with close matches)"},
         422: {"description": "inconsistent scenario: every problem listed with its field path"},
+        429: {"description": "too many requests, or too many of this caller's computations in flight"},
     },
 )
-async def create_estimate(body: Scenario) -> Response:
+async def create_estimate(body: Scenario, request: Request) -> Response:
     key = cache_key(body)
     hit = cache.get(key, catalog_svc.catalog_generation())
     if hit is not None:
@@ -150,10 +155,10 @@ async def create_estimate(body: Scenario) -> Response:
         hit = cache.get(key, catalog_svc.catalog_generation())
         if hit is not None:
             return Response(content=hit, media_type="application/json")
-        return Response(content=await _compute_and_store(key, body), media_type="application/json")
+        return Response(content=await _compute_and_store(key, body, request), media_type="application/json")
     done = _in_flight[key] = asyncio.Event()
     try:
-        content = await _compute_and_store(key, body)
+        content = await _compute_and_store(key, body, request)
     finally:
         done.set()
         if _in_flight.get(key) is done:
@@ -164,8 +169,9 @@ async def create_estimate(body: Scenario) -> Response:
 _in_flight: dict[tuple[Any, ...], asyncio.Event] = {}
 
 
-async def _compute_and_store(key: tuple[Any, ...], body: Scenario) -> bytes:
-    content, may_cache, generation = await run_in_threadpool(compute, body)
+async def _compute_and_store(key: tuple[Any, ...], body: Scenario, request: Request) -> bytes:
+    async with inflight.hold(request):
+        content, may_cache, generation = await run_in_threadpool(compute, body)
     if may_cache and generation == catalog_svc.catalog_generation():
         cache.put(key, generation, content)
     return content

@@ -1,6 +1,7 @@
 """Network model API: collective times, scaling efficiency vs GPU count, fat-tree bill of materials, fabric presets.
 
-These compute and store nothing, so they need no scope (like /api/v1/estimate).
+These compute and store nothing, so they need no scope (like /api/v1/estimate) and read through the read-only
+database view (app/api/deps.py `ReadSessionDep`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import SessionDep
+from app.api.deps import ReadSessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
 from app.services import network as svc
 
@@ -28,7 +29,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     summary="Time, algbw and busbw of one collective (or an nccl-tests style size sweep) on a cluster",
     responses=ERRORS,
 )
-def collective(body: svc.CollectiveIn, session: SessionDep) -> svc.CollectiveResponse:
+def collective(body: svc.CollectiveIn, session: ReadSessionDep) -> svc.CollectiveResponse:
     return svc.run_collective(body, session)
 
 
@@ -39,7 +40,7 @@ def collective(body: svc.CollectiveIn, session: SessionDep) -> svc.CollectiveRes
     summary="Exposed communication, scaling efficiency and time-to-train vs GPU count, fabrics side by side",
     responses=ERRORS,
 )
-def scaling(body: svc.ScalingIn, session: SessionDep) -> svc.ScalingResponse:
+def scaling(body: svc.ScalingIn, session: ReadSessionDep) -> svc.ScalingResponse:
     return svc.run_scaling(body, session)
 
 
@@ -50,7 +51,7 @@ def scaling(body: svc.ScalingIn, session: SessionDep) -> svc.ScalingResponse:
     summary="Fat-tree bill of materials (switches per tier, cables, transceivers) and network capex",
     responses=ERRORS,
 )
-def bom(body: svc.BomIn, session: SessionDep) -> dict[str, Any]:
+def bom(body: svc.BomIn, session: ReadSessionDep) -> dict[str, Any]:
     return svc.run_bom(body, session).to_dict()
 
 

@@ -1,7 +1,9 @@
 """POST /api/v1/plan (layout search) and POST /api/v1/plan/sizes ("how many GPUs do I need").
 
 Both compute and store nothing; a search costs up to a second of CPU, so they ask for the `plans:read` scope
-(saved plans live under /api/v1/plans).
+(saved plans live under /api/v1/plans), read the catalog through the read-only database view (on SQLite they
+never take the write lock, so plan saves go on while searches run), and each caller may have only a few of
+them in flight (app/hooks/inflight.py).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.api.deps import SessionDep
+from app.api.deps import ReadSessionDep
 from app.auth.deps import Principal, require_scope
 from app.services import planner as svc
 
@@ -30,7 +32,7 @@ ERRORS: dict[int | str, dict[str, str]] = {
     summary="Search every parallel layout, rank by time to train or cost, Pareto front and rejections",
     responses=ERRORS,
 )
-def plan_search(body: svc.PlanRequest, session: SessionDep, _principal: ReadDep) -> svc.PlanOut:
+def plan_search(body: svc.PlanRequest, session: ReadSessionDep, _principal: ReadDep) -> svc.PlanOut:
     return svc.search(body, session)
 
 
@@ -41,5 +43,5 @@ def plan_search(body: svc.PlanRequest, session: SessionDep, _principal: ReadDep)
     summary="Sweep cluster sizes: time to train, cost per run, scaling efficiency, deadline, cheapest, knee",
     responses=ERRORS,
 )
-def plan_sizes(body: svc.SizesRequest, session: SessionDep, _principal: ReadDep) -> svc.SizesOut:
+def plan_sizes(body: svc.SizesRequest, session: ReadSessionDep, _principal: ReadDep) -> svc.SizesOut:
     return svc.sizes(body, session)

@@ -262,6 +262,7 @@ def compare(
     actor = _actor(principal)
     comparison = None
     problem = ""
+    missing = False
     try:
         comparison = plan_service.compare_plans(
             session, list(chosen), [r or None for r in (revs or [])], actor
@@ -269,7 +270,7 @@ def compare(
     except SpecError as exc:
         problem = "; ".join(p.message for p in exc.problems)
     except NotFoundError as exc:
-        problem = str(exc)
+        problem, missing = str(exc), True  # absent or not readable: the same answer as the API's 404
     rows = comparison.rows if comparison else []
     if only_differences:
         rows = [r for r in rows if r.differs]
@@ -282,7 +283,7 @@ def compare(
         "only_differences": only_differences,
         "plans": plan_service.list_plans(session, actor, limit=200)[0],
     }
-    status_code = 200 if comparison or not chosen else 422
+    status_code = 200 if comparison or not chosen else 404 if missing else 422
     return render(request, "plan_compare.html", context, block="comparison", status_code=status_code)
 
 

@@ -31,6 +31,7 @@ PUBLIC_ROUTES: dict[tuple[str, str], str] = {
     ("GET", r"/favicon\.ico"): "site icon",
     ("GET", r"/"): "home page",
     ("GET", r"/login"): "sign-in form",
+    ("GET", r"/login/link"): "one-time sign-in link: the single-use token in the link is the credential",
     ("POST", r"/login"): "sign-in (rate limited, Origin-checked)",
     ("POST", r"/logout"): "sign-out only clears the caller's own cookies",
     ("GET", r"/tokens"): "checks itself: redirects remote visitors to /login",

@@ -1,4 +1,4 @@
-"""Sign-in and token pages in a real chromium against a real server that requires signing in everywhere."""
+"""Sign-in, the first-run link and token pages in a real chromium against a real `clusterplan serve`."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_sign_in_create_and_revoke_a_token(tmp_path: Path) -> None:
         env=env,
         check=True,
     )
-    server = start_live_server(url, tmp_path, {"CLUSTERPLAN_ALLOW_ANONYMOUS_LOOPBACK": "false"})
+    server = start_live_server(url, tmp_path)
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
@@ -80,6 +80,45 @@ def test_sign_in_create_and_revoke_a_token(tmp_path: Path) -> None:
             page.get_by_role("button", name="Sign out").click()
             page.wait_for_url(f"{server.url}/login")
             assert "cp_session" not in {c["name"] for c in page.context.cookies()}
+            assert problems == []
+            browser.close()
+    finally:
+        server.stop()
+
+
+def test_newcomer_opens_the_printed_link_and_sets_a_password(tmp_path: Path) -> None:
+    """`make run` on an empty database: the link in the log signs in, then a password is chosen."""
+    from playwright.sync_api import expect, sync_playwright
+
+    server = start_live_server(f"sqlite:///{tmp_path / 'first.db'}", tmp_path)
+    try:
+        link = server.sign_in_link()
+        assert link is not None and link.startswith(server.url + "/login/link?token=cpl_"), link
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+            page = browser.new_page()
+            problems: list[str] = []
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.goto(link)
+            page.wait_for_url(f"{server.url}/account/password")
+            expect(page.get_by_role("heading", name="Choose a password")).to_be_visible()
+            page.get_by_label("E-mail").fill("first@example.com")
+            page.get_by_label("New password", exact=True).fill("the first admin password")
+            page.get_by_label("New password again").fill("the first admin password")
+            page.get_by_role("button", name="Save password").click()
+            expect(page.locator("#password-done")).to_contain_text("first@example.com")
+            me = page.request.get(f"{server.url}/api/v1/auth/me").json()
+            assert me["email"] == "first@example.com" and "admin" in me["scopes"]
+            # The link was used up: another browser gets the explanation, not a session.
+            other = browser.new_page()
+            other.goto(link)
+            expect(other.get_by_role("alert")).to_contain_text("not valid")
+            # The new password signs in like any other account.
+            other.goto(f"{server.url}/login")
+            other.get_by_label("E-mail").fill("first@example.com")
+            other.get_by_label("Password").fill("the first admin password")
+            other.get_by_role("button", name="Sign in").click()
+            other.wait_for_url(f"{server.url}/")
             assert problems == []
             browser.close()
     finally:

@@ -134,6 +134,12 @@ def test_lockout_recovery_and_deactivation(cli) -> None:  # type: ignore[no-unty
         "users", "set-password", "ROOT@example.com", "--password-stdin", stdin="second password 2\n"
     )
     assert changed.returncode == 0 and "password changed for root@example.com" in changed.stdout
+    demoted = cli("users", "set-admin", "root@example.com", "--no-admin")
+    assert demoted.returncode == 0 and "no longer an administrator" in demoted.stdout
+    assert "root@example.com  admin" not in cli("users", "list").stdout
+    promoted = cli("users", "set-admin", "root@example.com")
+    assert promoted.returncode == 0 and "root@example.com  admin" in cli("users", "list").stdout
+    assert cli("users", "set-admin", "ghost@example.com").returncode == 2
     assert cli("users", "deactivate", "root@example.com").returncode == 0
     assert "inactive" in cli("users", "list").stdout
     assert cli("users", "activate", "root@example.com").returncode == 0
@@ -147,5 +153,7 @@ def test_lockout_recovery_and_deactivation(cli) -> None:  # type: ignore[no-unty
     from app.db import get_engine
 
     with Session(get_engine()) as session:
-        assert authenticate(session, "root@example.com", "second password 2") is not None
-        assert authenticate(session, "root@example.com", "first password 1") is None
+        user = authenticate(session, "root@example.com", "second password 2")
+        assert user is not None and authenticate(session, "root@example.com", "first password 1") is None
+        # A new password and a deactivation each revoked the account's sessions.
+        assert user.session_version == 2

@@ -110,3 +110,30 @@ def test_live_server_serves_over_http(live_server) -> None:  # type: ignore[no-u
     response = httpx.get(f"{live_server.url}/healthz")
     assert response.status_code == 200
     assert httpx.get(f"{live_server.url}/").status_code == 200
+
+
+def test_serve_prints_a_one_time_link_then_where_to_sign_in(tmp_path: Path) -> None:
+    """First start on an empty database: a sign-in link; once an admin has a password: where to sign in."""
+    import httpx
+
+    from tests.conftest import start_live_server
+
+    url = f"sqlite:///{tmp_path / 'first-run.db'}"
+    first = start_live_server(url, tmp_path)
+    try:
+        link = first.sign_in_link()
+        assert link is not None and link.startswith(f"{first.url}/login/link?token=cpl_")
+        with httpx.Client(timeout=30, follow_redirects=True) as browser:
+            opened = browser.get(link)
+            assert opened.url.path == "/account/password" and "Choose a password" in opened.text
+            assert browser.get(f"{first.url}/api/v1/auth/me").json()["email"] == "admin@localhost"
+    finally:
+        first.stop()
+    # start_live_server gave the database an administrator with a password: no link on the next start.
+    second = start_live_server(url, tmp_path)
+    try:
+        log = second.log_path.read_text()
+        assert second.sign_in_link() is None
+        assert f"sign in at {second.url}/login" in log and "clusterplan users create" in log
+    finally:
+        second.stop()

@@ -25,7 +25,8 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disa
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("browser-bench")
-    live = start_live_server(f"sqlite:///{tmp / 'bench.db'}", tmp)
+    # a node seen once stays "online" for the whole module (the default window is 30 s)
+    live = start_live_server(f"sqlite:///{tmp / 'bench.db'}", tmp, {"CLUSTERPLAN_NODE_ONLINE_S": "3600"})
     yield live
     live.stop()
 
@@ -100,14 +101,16 @@ def _axe(page: Any) -> list[str]:
 
 
 def test_launch_follow_live_and_reports(browser: Any, server: LiveServer) -> None:
-    api = httpx.Client(base_url=server.url + "/api/v1", timeout=30)
+    api = httpx.Client(base_url=server.url + "/api/v1", headers=server.headers, timeout=30)
     token = api.post("/nodes", json={"name": "browser-node"}).json()["token"]
     auth = {"Authorization": f"Bearer {token}"}
     api.post(
         "/agent/register", headers=auth, json={"hostname": "gpu-b", "info": {"devices": [{"name": "GPU"}]}}
     )
 
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    server.sign_in(context)
+    page = context.new_page()
     errors: list[str] = []
     page.on(
         "console",
@@ -156,7 +159,7 @@ def test_launch_follow_live_and_reports(browser: Any, server: LiveServer) -> Non
     page.wait_for_selector("#busbw-chart[data-drawn] .main-svg", timeout=40000)
     page.wait_for_selector("#gemm-chart[data-drawn] .main-svg", timeout=40000)
     assert page.locator("#busbw-chart + script + .chart-table tbody tr").count() == 7
-    job_violations = _axe_page(browser, page.url)
+    job_violations = _axe_page(browser, server, page.url)
 
     profiles = api.get("/calibration/profiles").json()["data"]
     assert [p["name"] for p in profiles] == ["browser-lab"]
@@ -165,14 +168,16 @@ def test_launch_follow_live_and_reports(browser: Any, server: LiveServer) -> Non
     page.wait_for_selector("#profile-busbw[data-drawn] .main-svg", timeout=40000)
     assert errors == []
     assert {
-        "index": _axe_page(browser, server.url + "/benchmarks"),
+        "index": _axe_page(browser, server, server.url + "/benchmarks"),
         "job": job_violations,
-        "profile": _axe_page(browser, profile_url),
+        "profile": _axe_page(browser, server, profile_url),
     } == {"index": [], "job": [], "profile": []}
 
 
-def _axe_page(browser: Any, url: str) -> list[str]:
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True).new_page()
+def _axe_page(browser: Any, server: LiveServer, url: str) -> list[str]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
+    server.sign_in(context)
+    page = context.new_page()
     page.goto(url)
     page.wait_for_load_state("load")
     if page.locator(".chart[data-figure]").count():

@@ -48,9 +48,12 @@ bench: install-test
 	$(BIN)/python benchmarks/bench_ui_latency.py
 	$(BIN)/python benchmarks/bench_runner_overhead.py
 
-# Load test against loopback (bounded: 100 clients, 20 s per endpoint); see docs/performance.md.
+# Load tests against loopback (bounded: 100 clients, 20 s per endpoint; then saves beside planner searches
+# and /healthz under 30 searches, 20 s per phase, on SQLite and PostgreSQL); see docs/performance.md.
 load: install-test
 	$(BIN)/python -m benchmarks.load.run
+	$(BIN)/python -m benchmarks.load.contention --backend sqlite
+	$(BIN)/python -m benchmarks.load.contention --backend postgres
 
 # Replay every published measurement the models are validated against.
 validate: install

@@ -5,7 +5,10 @@
 
 Both servers run the same uvicorn command line (host, workers, log level, no access log); ClusterPlan keeps
 all its middleware (security headers, request logs, metrics, rate limits) and a fresh, migrated and seeded
-SQLite database (or --database-url). Each endpoint is driven in turn by `locust --headless` with N
+SQLite database (or --database-url), with two limits switched off: the API rate limit
+(CLUSTERPLAN_RATE_LIMIT_PER_MINUTE=0) and the per-caller cap on computations in flight
+(CLUSTERPLAN_CPU_REQUESTS_PER_CALLER=0), since all N clients are one caller (an administrator's token made
+in the database before the run) and the point is the server's throughput, not its refusals. Each endpoint is driven in turn by `locust --headless` with N
 closed-loop clients (no think time); statistics are reset once all clients are running. The bare endpoint
 is measured first and last, and the mean of the two is the baseline.
 """
@@ -27,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from benchmarks.load.provision import provision
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -131,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         "CLUSTERPLAN_ENVIRONMENT": "production",
         "CLUSTERPLAN_SECRET_KEY": secrets.token_urlsafe(48),
         "CLUSTERPLAN_LOG_LEVEL": "warning",
+        "CLUSTERPLAN_RATE_LIMIT_PER_MINUTE": "0",
+        "CLUSTERPLAN_CPU_REQUESTS_PER_CALLER": "0",
     }
     subprocess.run([sys.executable, "-m", "app.cli.main", "db", "upgrade"], cwd=ROOT, env=env, check=True,
                    capture_output=True)  # fmt: skip
@@ -142,9 +149,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{bare_url}/bare"),
     ]  # fmt: skip
     try:
+        env["LOAD_TOKEN"] = provision(database_url).admin
+        admin = {"Authorization": f"Bearer {env['LOAD_TOKEN']}"}
         scenario = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
         created = httpx.post(
-            f"{app_url}/api/v1/plans", json={"name": "load test", "scenario": scenario}, timeout=30
+            f"{app_url}/api/v1/plans",
+            json={"name": "load test", "scenario": scenario},
+            headers=admin,
+            timeout=30,
         )
         created.raise_for_status()
         env["LOAD_PLAN_ID"] = created.json()["id"]
@@ -156,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
             host = bare_url if user_class == "BareUser" else app_url
             results[target] = run_locust(user_class, host, args.users, args.duration, tmp / target, env)
             print(f"{target:12s} {json.dumps(results[target])}", flush=True)
-        revisions = httpx.get(f"{app_url}/api/v1/plans/{env['LOAD_PLAN_ID']}", timeout=30).json()
+        revisions = httpx.get(
+            f"{app_url}/api/v1/plans/{env['LOAD_PLAN_ID']}", headers=admin, timeout=30
+        ).json()
     finally:
         for proc in servers:
             stop(proc)

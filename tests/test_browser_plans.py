@@ -33,10 +33,15 @@ ARGS = [
 ]
 
 
+# The module's server: every new page signs in as its administrator (there is no anonymous admin).
+SIGNED_IN: dict[str, LiveServer] = {}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("browser-plans")
     live = start_live_server(f"sqlite:///{tmp / 'browser.db'}", tmp)
+    SIGNED_IN["server"] = live
     yield live
     live.stop()
 
@@ -72,6 +77,7 @@ class Console:
 
 def _new_page(browser: Any, **kwargs: Any) -> Any:
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True, **kwargs)
+    SIGNED_IN["server"].sign_in(context)
     return context.new_page()
 
 
@@ -155,6 +161,7 @@ def test_plan_session_build_save_reload_compare_export(
     r = httpx.post(
         server.url + "/api/v1/plans",
         json={"name": "Browser plan TP4", "scenario": small_scenario(tp=4, dp=4)},
+        headers=server.headers,
         timeout=30,
     )
     assert r.status_code == 201, r.text
@@ -273,11 +280,15 @@ def test_upload_hf_config_json(browser: Any, server: LiveServer, tmp_path: Path)
 
 def _pages(server: LiveServer) -> list[str]:
     r = httpx.post(
-        server.url + "/api/v1/plans", json={"name": "axe plan", "scenario": small_scenario()}, timeout=30
+        server.url + "/api/v1/plans",
+        json={"name": "axe plan", "scenario": small_scenario()},
+        headers=server.headers,
+        timeout=30,
     )
     r2 = httpx.post(
         server.url + "/api/v1/plans",
         json={"name": "axe plan 2", "scenario": small_scenario(tp=4, dp=4)},
+        headers=server.headers,
         timeout=30,
     )
     pid, pid2 = r.json()["id"], r2.json()["id"]
@@ -289,7 +300,7 @@ def _pages(server: LiveServer) -> list[str]:
         f"/plans/{pid}",
         f"/plans/compare?ids={pid}&ids={pid2}",
     ]
-    html = httpx.get(server.url + "/", timeout=30).text
+    html = httpx.get(server.url + "/", headers=server.headers, timeout=30).text
     for href in re.findall(r'<nav aria-label="Main">(.*?)</nav>', html, re.S)[0].split('href="')[1:]:
         path = href.split('"', 1)[0]
         if path.startswith("/") and path not in pages:

@@ -23,10 +23,15 @@ AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.10.2.min.js"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 
+# The module's server: every new page signs in as its administrator (there is no anonymous admin).
+SIGNED_IN: dict[str, LiveServer] = {}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("browser-catalog")
     live = start_live_server(f"sqlite:///{tmp / 'catalog.db'}", tmp)
+    SIGNED_IN["server"] = live
     yield live
     live.stop()
 
@@ -45,6 +50,7 @@ def browser() -> Iterator[Any]:
 
 def _page(browser: Any, **kwargs: Any) -> tuple[Any, list[str]]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, **kwargs)
+    SIGNED_IN["server"].sign_in(context)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))

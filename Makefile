@@ -18,9 +18,12 @@ install: $(BIN)/python
 run: install
 	$(BIN)/clusterplan serve
 
-# torch is pinned to the CPU build for the tests; the [bench] extra pins the same version.
+# torch is pinned for the tests; the [bench] extra pins the same version. TORCH_INDEX (empty: pip's configured
+# indexes and find-links) adds a wheel index, e.g. PyTorch's CPU builds instead of PyPI's multi-GB CUDA one:
+#   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 install-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]' '$(TORCH_PIN)'
+	$(BIN)/pip install --quiet -e '.[dev]' '$(TORCH_PIN)' $(if $(TORCH_INDEX),--extra-index-url '$(TORCH_INDEX)')
 
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 system-deps:

@@ -11,7 +11,6 @@ import os
 import sys
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -28,7 +27,7 @@ class OutputClosed(Exception):
 
 
 class ClusterplanGroup(TyperGroup):
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
         try:
             return super().invoke(ctx)
         except BrokenPipeError as exc:

@@ -193,3 +193,31 @@ def test_a_hugging_face_import_name_is_checked_too(admin: TestClient) -> None:
     }
     response = admin.post("/api/v1/models", json={"name": "org/model", "hf_config": config})
     assert locs(response) == [["body", "name"]]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/plan", {"global_batch": 2**62}, "global_batch"),
+        ("/api/v1/plan/sizes", {"global_batch": 2**62}, "global_batch"),
+        ("/api/v1/plan", {"global_batch_tokens": 2**40}, "global_batch_tokens"),  # 2^28 sequences of 4,096
+        ("/api/v1/plan/sizes", {"global_batch_tokens": 2**62}, "global_batch_tokens"),
+    ],
+)
+def test_planner_batches_have_upper_bounds(
+    admin: TestClient, path: str, body: dict[str, Any], field: str
+) -> None:
+    request = {
+        "model": "Llama-3-8B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 1},
+        "training": {"seq_len": 4096},
+    }
+    assert locs(admin.post(path, json=request | body)) == [["body", field]]
+
+
+def test_plan_revision_beyond_its_column_is_a_422(admin: TestClient) -> None:
+    created = admin.post("/api/v1/plans", json={"name": "boundary", "scenario": scenario()})
+    assert created.status_code == 201, created.text
+    plan_id = created.json()["id"]
+    for url in (f"/api/v1/plans/{plan_id}/export.csv", f"/plans/{plan_id}"):
+        assert locs(admin.get(url, params={"revision": 2**40})) == [["query", "revision"]], url

@@ -28,6 +28,7 @@ MAX_PARALLEL = (
 )  # tp, pp, dp, cp, ep, etp: 1,048,576 GPUs, ~10x the largest cluster built (xAI Colossus, 2025)
 MAX_VIRTUAL_STAGES = 10_000  # vp: each model chunk holds at least one layer (ModelSpec num_layers ≤ 10,000)
 MAX_BATCH = 2**24  # micro_batch, global_batch: 16.7M sequences; Llama 3 405B trained with 16M tokens = 2,048
+MAX_BATCH_TOKENS = 2**40  # tokens per step: 1.1T, 65,000x Llama 3 405B's 16M-token batch
 MAX_LAYERS = 100_000  # layer counts, as the other layer fields here
 MAX_TOKENS = 1e18  # training.tokens: ~50,000x Llama 3's 15.6T-token run; as the cost requests' `tokens`
 # scenario documents: no NaN/Infinity (JSON has none), unknown fields refused

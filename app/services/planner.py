@@ -17,6 +17,8 @@ from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
 from app.core.units import GiB
 from app.schemas.scenario import (
     ATTENTION_BACKEND_HELP,
+    MAX_BATCH,
+    MAX_BATCH_TOKENS,
     AttentionBackendChoice,
     Bf16FirstLayers,
     Bf16LastLayers,
@@ -111,9 +113,14 @@ class PlanRequest(BaseModel):
     model: str | dict[str, Any] = Field(description="model catalog name or an inline ModelSpec object")
     cluster: ClusterIn
     training: TrainingIn
-    global_batch: int | None = Field(default=None, ge=1, description="sequences per optimizer step")
+    global_batch: int | None = Field(
+        default=None, ge=1, le=MAX_BATCH, description="sequences per optimizer step"
+    )
     global_batch_tokens: int | None = Field(
-        default=None, ge=1, description="tokens per optimizer step (alternative to global_batch)"
+        default=None,
+        ge=1,
+        le=MAX_BATCH_TOKENS,
+        description="tokens per optimizer step (alternative to global_batch)",
     )
     gpu_counts: list[Annotated[int, Field(ge=1, le=1_048_576)]] | None = Field(
         default=None,
@@ -154,8 +161,8 @@ class SizesRequest(BaseModel):
     model: str | dict[str, Any]
     cluster: ClusterIn = Field(description="GPU, GPUs per node and fabric; nodes is ignored (sizes decide)")
     training: TrainingIn
-    global_batch: int | None = Field(default=None, ge=1)
-    global_batch_tokens: int | None = Field(default=None, ge=1)
+    global_batch: int | None = Field(default=None, ge=1, le=MAX_BATCH)
+    global_batch_tokens: int | None = Field(default=None, ge=1, le=MAX_BATCH_TOKENS)
     sizes: list[Annotated[int, Field(ge=1, le=1_048_576)]] | None = Field(
         default=None, max_length=24, description="GPU counts (default 8, 16, … 16,384)"
     )
@@ -291,6 +298,11 @@ def _resolve(
             global_batch_tokens % training.seq_len == 0 and seqs >= 1,
             "global_batch_tokens",
             f"{global_batch_tokens} tokens is not a whole number of {training.seq_len}-token sequences",
+        )
+        p.check(
+            seqs <= MAX_BATCH,
+            "global_batch_tokens",
+            f"{global_batch_tokens} tokens are {seqs:,} sequences; at most {MAX_BATCH:,} (layout.global_batch)",
         )
     p.raise_if_any()
     assert seqs is not None

@@ -256,7 +256,10 @@ def delete_plan(plan_id: uuid.UUID, session: SessionDep, principal: WriteDep) ->
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-RevisionQuery = Annotated[int | None, Query(ge=1, description="revision number; default: the latest")]
+# plan_revision.revision is a 32-bit INTEGER column: a larger number is a 422, not a database error
+RevisionQuery = Annotated[
+    int | None, Query(ge=1, le=2**31 - 1, description="revision number; default: the latest")
+]
 
 
 @router.get(

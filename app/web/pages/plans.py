@@ -293,7 +293,7 @@ def plan_detail(
     plan_id: str,
     session: SessionDep,
     principal: ReadDep,
-    revision: Annotated[int | None, Query(ge=1)] = None,
+    revision: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,  # a 32-bit INTEGER column
 ) -> HTMLResponse:
     actor = _actor(principal)
     try:

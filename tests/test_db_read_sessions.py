@@ -8,8 +8,8 @@ a planner search on it stopped every plan save for its whole duration (10 planne
   a user account, a node token) or be a sign-in route listed below; a public or read-scope calculation on the
   read-write session fails here, whoever adds it;
 - the lock: with another connection holding SQLite's write lock and no busy wait, the public calculations
-  still answer. (Routes behind a token cannot be checked this way: verifying the token may record its last
-  use, so the auth layer looks it up on the read-write session.)
+  still answer (anonymously: routes behind a token are left to the walk, so the check does not depend on how
+  the auth layer looks tokens up).
 """
 
 from __future__ import annotations

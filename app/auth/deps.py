@@ -29,8 +29,8 @@ from sqlmodel import Session
 
 from app.auth import sessions
 from app.auth.nodes import NODE_TOKEN_PREFIX, authenticate_node_token
-from app.auth.tokens import SCOPES, TOKEN_PREFIX, authenticate_token, user_scopes
-from app.db import get_engine
+from app.auth.tokens import SCOPES, TOKEN_PREFIX, authenticate_token, record_token_use, user_scopes
+from app.db import get_engine, get_read_engine
 from app.models.auth import UserAccount
 from app.settings import Settings, get_settings
 
@@ -82,10 +82,15 @@ ANONYMOUS = Principal(kind="anonymous")
 
 
 def _principal_from_token(credential: str) -> Principal:
-    with Session(get_engine()) as session:
-        identity = authenticate_token(session, credential)
+    # Read-only first (on SQLite it never waits for the write lock); the last-used time is written at most
+    # once a minute per token (app.auth.tokens.LAST_USED_RESOLUTION_S).
+    with Session(get_read_engine()) as session:
+        identity = authenticate_token(session, credential, record_use=False)
     if identity is None:
         raise AuthenticationRequired("invalid, expired or revoked API token")
+    if identity.use_unrecorded:
+        with Session(get_engine()) as session:
+            record_token_use(session, identity.token_id)
     return Principal(
         kind="token",
         user_id=identity.user_id,
@@ -97,7 +102,7 @@ def _principal_from_token(credential: str) -> Principal:
 
 
 def _principal_from_node_token(credential: str) -> Principal:
-    with Session(get_engine()) as session:
+    with Session(get_read_engine()) as session:
         node_id = authenticate_node_token(session, credential)
     if node_id is None:
         raise AuthenticationRequired("unknown or revoked node token")
@@ -119,7 +124,7 @@ def _principal_from_cookie(request: Request, settings: Settings) -> Principal | 
     data = sessions.read_session(request, settings.secret_key)
     if data is None:
         return None
-    with Session(get_engine()) as session:
+    with Session(get_read_engine()) as session:
         user = session.get(UserAccount, data.user_id)
         if user is None or not user.is_active or user.session_version != data.version:
             return None

@@ -122,10 +122,15 @@ class TokenIdentity:
     user_id: uuid.UUID
     email: str
     scopes: frozenset[str]  # effective: the token's scopes within what its user may do today
+    use_unrecorded: bool = False  # last_used_at is older than LAST_USED_RESOLUTION_S and was not refreshed
 
 
-def authenticate_token(session: Session, plaintext: str) -> TokenIdentity | None:
-    """The identity behind a presented token, or None if unknown, revoked, expired or its user is inactive."""
+def authenticate_token(session: Session, plaintext: str, record_use: bool = True) -> TokenIdentity | None:
+    """The identity behind a presented token, or None if unknown, revoked, expired or its user is inactive.
+
+    With `record_use=False` nothing is written (a read-only session will do); `use_unrecorded` then says
+    whether the caller should `record_token_use` in a writable one.
+    """
     if not looks_like_token(plaintext):
         return None
     row = session.exec(select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext))).first()
@@ -134,19 +139,26 @@ def authenticate_token(session: Session, plaintext: str) -> TokenIdentity | None
     user = session.get(UserAccount, row.user_id)
     if user is None or not user.is_active:
         return None
+    last = as_utc(row.last_used_at)
+    stale = last is None or (utcnow() - last).total_seconds() >= LAST_USED_RESOLUTION_S
     identity = TokenIdentity(
         token_id=row.id,
         user_id=user.id,
         email=user.email,
         scopes=expand_scopes(token_scopes(row)) & user_scopes(user),
+        use_unrecorded=stale and not record_use,
     )
-    now = utcnow()
-    last = as_utc(row.last_used_at)
-    if last is None or (now - last).total_seconds() >= LAST_USED_RESOLUTION_S:
-        row.last_used_at = now
+    if stale and record_use:
+        record_token_use(session, row.id)
+    return identity
+
+
+def record_token_use(session: Session, token_id: uuid.UUID) -> None:
+    row = session.get(ApiToken, token_id)
+    if row is not None:
+        row.last_used_at = utcnow()
         session.add(row)
         session.commit()
-    return identity
 
 
 def list_tokens(

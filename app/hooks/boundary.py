@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.errors import json_safe
 from app.schemas.fields import FREE_TEXT_CONTROLS, control_char_problem, json_value_problems
 
 Location = list[str | int]
@@ -32,8 +33,9 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 
-def _error(loc: Location, msg: str) -> dict[str, Any]:
-    return {"loc": loc, "msg": msg, "type": "value_error"}
+def _error(loc: Location, msg: str, value: Any) -> dict[str, Any]:
+    # FastAPI's own fields; the input as JSON can carry it (a non-finite float by its name, as app.errors does)
+    return {"type": "value_error", "loc": loc, "msg": msg, "input": json_safe(value)}
 
 
 def path_errors(scope: Scope) -> list[dict[str, Any]]:
@@ -43,8 +45,8 @@ def path_errors(scope: Scope) -> list[dict[str, Any]]:
         return []
     params = _path_params(scope)
     bad = [(name, control_char_problem(str(value))) for name, value in params.items()]
-    named = [_error(["path", name], problem) for name, problem in bad if problem]
-    return named or [_error(["path"], control_char_problem(path) or "")]
+    named = [_error(["path", name], problem, params[name]) for name, problem in bad if problem]
+    return named or [_error(["path"], control_char_problem(path) or "", path)]
 
 
 def _path_params(scope: Scope) -> dict[str, str]:
@@ -76,7 +78,7 @@ def query_errors(scope: Scope) -> list[dict[str, Any]]:
     for key, value in parse_qsl(raw, keep_blank_values=True):
         problem = control_char_problem(key) or control_char_problem(value)
         if problem:
-            errors.append(_error(["query", key], problem))
+            errors.append(_error(["query", key], problem, value))
     return errors
 
 
@@ -105,14 +107,23 @@ def body_errors(body: bytes, content_type: str) -> list[dict[str, Any]]:
         document = json.loads(body)
     except (ValueError, RecursionError):  # not JSON: the route's own parser answers (422 json_invalid)
         return []
-    return [_error(["body", *path], reason) for path, reason in json_value_problems(document)]
+    return [
+        _error(["body", *path], reason, _value_at(document, path))
+        for path, reason in json_value_problems(document)
+    ]
+
+
+def _value_at(document: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        document = document[step]
+    return document
 
 
 def _form_errors(body: bytes) -> Iterator[dict[str, Any]]:
     for key, value in parse_qsl(body.decode("latin-1"), keep_blank_values=True):
         problem = control_char_problem(key) or control_char_problem(value, FREE_TEXT_CONTROLS)
         if problem:
-            yield _error(["body", key], problem)
+            yield _error(["body", key], problem, value)
 
 
 class BoundaryGuardMiddleware:

@@ -197,7 +197,8 @@ def _config_problems(config: Any) -> list[Problem]:
     if not isinstance(config, dict):
         return [Problem("hf_config", "must be a JSON object")]
     return [
-        Problem(".".join(["hf_config", *map(str, path)]), reason) for path, reason in json_value_problems(config)
+        Problem(".".join(["hf_config", *map(str, path)]), reason)
+        for path, reason in json_value_problems(config)
     ]
 
 

@@ -97,11 +97,14 @@ def test_a_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 2 and len(err.strip().splitlines()) == 1 and "absent.json" in err
 
 
-def test_a_closed_output_pipe_is_one_line_and_exit_2() -> None:
+def test_a_closed_output_pipe_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """`clusterplan catalog list gpus | head -1`: the reader goes away before the table is written."""
+    # its own database: the environment may still name one an earlier test has dropped
+    env = {**os.environ, "CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'pipe.db'}"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli.main", "catalog", "list", "gpus"],
         cwd=ROOT,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -6,7 +6,8 @@ reachable; node-agent routes answer 401 without a node token, which is not a fai
 
 What is generated: the examples in the schema, the coverage phase (boundary values of every constraint, nulls,
 wrong types, missing and unexpected fields) and random cases of both kinds (`--mode all`: valid and invalid
-input), strings with NUL bytes included (`--generation-allow-x00 true`). Bounded: a fixed seed, FUZZ_EXAMPLES
+input), strings with NUL bytes included (`--generation-allow-x00 true`, and tests/schemathesis_hooks.py ends
+one string of some path, query and body values with NUL). Bounded: a fixed seed, FUZZ_EXAMPLES
 cases per operation and phase, no shrinking; about two minutes per database on two cores. On failure the message
 carries schemathesis' summary with a curl command reproducing each failing request.
 """
@@ -30,6 +31,7 @@ FUZZ_EXAMPLES = int(os.environ.get("CLUSTERPLAN_FUZZ_EXAMPLES", "5"))
 FUZZ_SEED = int(os.environ.get("CLUSTERPLAN_FUZZ_SEED", "1"))
 CHECKS = "not_a_server_error,response_schema_conformance"
 FUZZ_ADMIN = "fuzz-admin@example.com"
+HOOKS = Path(__file__).with_name("schemathesis_hooks.py")  # NUL bytes in path, query and body values
 TIMEOUT_S = 600  # a hung run fails the test instead of the CI job
 # The fuzzer is one caller sending thousands of requests a minute: with the server's rate limits most of them
 # would be answered 429 and never reach a route.
@@ -83,7 +85,11 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(db_url: str, t
     report = tmp_path / "schemathesis.json"
     try:
         result = subprocess.run(
-            schemathesis_command(server.url, token, report), capture_output=True, text=True, timeout=TIMEOUT_S
+            schemathesis_command(server.url, token, report),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)},
         )
     finally:
         server.stop()

@@ -15,10 +15,16 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# No test depends on a wall-clock window: Hypothesis' default 200 ms deadline per example fails on a busy
+# machine (DeadlineExceeded) without saying anything about the code, so every property test runs without one.
+hypothesis_settings.register_profile("clusterplan", deadline=None)
+hypothesis_settings.load_profile("clusterplan")
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 

@@ -15,14 +15,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_at_most_limit_requests_in_flight() -> None:
+    """20 requests against a limit of 3: exactly 3 inside at once, counted by state, not by elapsed time."""
     inside = 0
     peak = 0
+    gate: asyncio.Event | None = None
 
     async def slow_app(scope: Any, receive: Any, send: Any) -> None:
         nonlocal inside, peak
         inside += 1
         peak = max(peak, inside)
-        await asyncio.sleep(0.01)
+        assert gate is not None
+        await gate.wait()  # held until the test has seen the limit reached
         inside -= 1
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
@@ -30,9 +33,16 @@ def test_at_most_limit_requests_in_flight() -> None:
     limited = ConcurrencyLimitMiddleware(slow_app, limit=3)
 
     async def main() -> list[int]:
+        nonlocal gate
+        gate = asyncio.Event()
         transport = httpx.ASGITransport(app=limited)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            responses = await asyncio.gather(*[client.get("/api/v1/x") for _ in range(20)])
+            calls = asyncio.gather(*[client.get("/api/v1/x") for _ in range(20)])
+            # Loop turns, not time: enough for every request to get in if the limit leaked (or never filled).
+            for _ in range(2000):
+                await asyncio.sleep(0)
+            gate.set()
+            responses = await calls
         return [r.status_code for r in responses]
 
     assert asyncio.run(main()) == [200] * 20
@@ -43,8 +53,11 @@ def test_streams_release_their_slot_when_they_start() -> None:
     """Two open event streams must not block a third request when the limit is 1."""
     finish = None
 
+    started: list[str] = []
+
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
+        started.append(scope["path"])
         if scope["path"] == "/stream":
             assert finish is not None
             await finish.wait()  # a long-lived stream
@@ -69,7 +82,8 @@ def test_streams_release_their_slot_when_they_start() -> None:
         nonlocal finish
         finish = asyncio.Event()
         streams = [asyncio.create_task(call("/stream")) for _ in range(2)]
-        await asyncio.sleep(0.01)
+        while started.count("/stream") < 2:  # poll for state: both streams hold (then release) a slot
+            await asyncio.sleep(0)
         status = await asyncio.wait_for(call("/plain"), timeout=10)
         finish.set()
         await asyncio.gather(*streams)

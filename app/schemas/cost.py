@@ -7,11 +7,15 @@ Field constraints give 422 with the field named for out-of-range input (negative
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.schemas.fields import JsonObject, SafeStr
+
+# price options one request compares: a price book holds tens of rows per GPU; 1,000 bounds one request's work
+MAX_PRICE_OPTIONS = 1000
+PricingModelFilter = Annotated[SafeStr, Field(max_length=100)]  # as PriceOptionIn.pricing_model
 
 
 class StrictModel(BaseModel):
@@ -84,9 +88,9 @@ class RunCostRequest(StrictModel):
     mfu: float | None = Field(None, gt=0, le=1)
     goodput: float = Field(1.0, gt=0, le=1)
     options: list[PriceOptionIn] = Field(
-        default_factory=list, description="empty → price-book rows for the gpu"
+        default_factory=list, max_length=MAX_PRICE_OPTIONS, description="empty → price-book rows for the gpu"
     )
-    pricing_models: list[SafeStr] | None = Field(
+    pricing_models: list[PricingModelFilter] | None = Field(
         None, max_length=100, description="filter default rows by pricing model text"
     )
 
@@ -134,8 +138,8 @@ class TcoRequest(StrictModel):
     )
     utilisation: float = Field(0.9, gt=0, le=1, description="share of hours the cluster runs jobs")
     gpu: SafeStr | None = Field(None, max_length=100, description="catalog GPU for default cloud price rows")
-    options: list[PriceOptionIn] = Field(default_factory=list)
-    pricing_models: list[SafeStr] | None = Field(None, max_length=100)
+    options: list[PriceOptionIn] = Field(default_factory=list, max_length=MAX_PRICE_OPTIONS)
+    pricing_models: list[PricingModelFilter] | None = Field(None, max_length=100)
     months: int | None = Field(None, ge=1, le=240, description="horizon of the cumulative-cost curve")
 
 

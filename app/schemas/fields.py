@@ -121,6 +121,9 @@ def _check_catalog_name(value: str) -> str:
 
 # one-line text: labels, identifiers, names, filters
 SafeStr = Annotated[str, AfterValidator(_check_safe)]
+# a catalog row named in a request (GPU, model, fabric preset, profile): one-line text no longer than the name
+# columns, as no longer name can be found (app.models.catalog: max_length=100)
+CatalogRef = Annotated[str, Field(max_length=CATALOG_NAME_MAX), AfterValidator(_check_safe)]
 # multi-line text: notes, descriptions (tab, newline and carriage return allowed)
 FreeText = Annotated[str, AfterValidator(_check_free_text)]
 # a name a user gives a catalog row (it becomes a URL path segment)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from app.schemas.fields import SafeStr
 from app.schemas.scenario import Scenario
 
 Visibility = Literal["private", "users", "everyone"]  # Plan.visibility (app/models/plans.py)
@@ -154,7 +155,7 @@ class PlanSharingUpdate(BaseModel):
         description="'private': nobody; 'users': the users listed in `users`; 'everyone': every caller with "
         "plans:read"
     )
-    users: list[str] = Field(
+    users: list[Annotated[SafeStr, Field(max_length=320)]] = Field(  # an e-mail, as user_account.email
         default_factory=list,
         max_length=MAX_SHARED_USERS,
         description="e-mails of existing users to share with, read-only (only with visibility 'users')",

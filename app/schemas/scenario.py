@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.fields import JsonObject, SafeStr
+from app.schemas.fields import CatalogRef, JsonObject, SafeStr
 
 # Upper bounds: generous beyond any real run, small enough that every product the estimator forms stays exact in
 # 64-bit arithmetic and every value fits the database.
@@ -31,6 +31,7 @@ MAX_BATCH = 2**24  # micro_batch, global_batch: 16.7M sequences; Llama 3 405B tr
 MAX_BATCH_TOKENS = 2**40  # tokens per step: 1.1T, 65,000x Llama 3 405B's 16M-token batch
 MAX_LAYERS = 100_000  # layer counts, as the other layer fields here
 MAX_TOKENS = 1e18  # training.tokens: ~50,000x Llama 3's 15.6T-token run; as the cost requests' `tokens`
+FRAMEWORK_NAME_MAX = 100  # framework names: the longest, 'torchtitan-fsdp2-compile', has 24 characters
 # scenario documents: no NaN/Infinity (JSON has none), unknown fields refused
 SCENARIO_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -38,14 +39,14 @@ SCENARIO_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
 class ClusterIn(BaseModel):
     model_config = SCENARIO_CONFIG
 
-    gpu: SafeStr | JsonObject = Field(
+    gpu: CatalogRef | JsonObject = Field(
         description="GPU catalog name or alias (e.g. 'H100-SXM', 'A100-80GB'), or an inline GPUSpec object"
     )
     nodes: int = Field(ge=1, le=100_000, description="number of nodes (servers)")
     gpus_per_node: int | None = Field(
         default=None, ge=1, le=576, description="GPUs per node; default: the GPU's usual server (8)"
     )
-    fabric: SafeStr | JsonObject | None = Field(
+    fabric: CatalogRef | JsonObject | None = Field(
         default=None,
         description="scale-out fabric preset name (e.g. 'ib-ndr-8x400', 'roce-8x400') or inline FabricSpec "
         "fields; default: 8 × NDR 400 Gb/s InfiniBand, rail-optimised",
@@ -253,7 +254,7 @@ ATTENTION_BACKEND_HELP = (
 class Scenario(BaseModel):
     model_config = SCENARIO_CONFIG
 
-    model: SafeStr | JsonObject = Field(
+    model: CatalogRef | JsonObject = Field(
         description="model catalog name (e.g. 'Llama-3-70B') or an inline ModelSpec object"
     )
     cluster: ClusterIn
@@ -267,6 +268,7 @@ class Scenario(BaseModel):
     )
     framework: SafeStr = Field(
         default="megatron-core",
+        max_length=FRAMEWORK_NAME_MAX,
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
         "torchtitan-fsdp2, torchtitan-fsdp2-compile, llm-foundry, nemo-automodel-fsdp2",
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlmodel import Session
@@ -32,47 +32,66 @@ from app.core.scaling import ScalingResult, required_assumption, scaling_curve
 from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials
 from app.core.units import GB, GBIT, US
 from app.errors import NotFoundError
-from app.schemas.scenario import ClusterIn, Scenario
+from app.schemas.fields import CatalogRef, JsonObject, SafeStr
+from app.schemas.scenario import MAX_PARALLEL, ClusterIn, Scenario
 
 # --------------------------------------------------------------------------------------------------------
 # Schemas
 # --------------------------------------------------------------------------------------------------------
 
+# requests carry no NaN or Infinity (app.schemas.fields), unknown fields refused
+NETWORK_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+NAME_MAX = 100  # op, algorithm and protocol names: the longest, 'reduce_scatter', has 14 characters
+PROFILE_REF_MAX = 200  # a calibration profile's name, 'name@version' or id, as the planner's `profile`
+MAX_GPUS_PER_NODE = 576  # as the scenario's cluster.gpus_per_node (an NVL576 rack as one node)
+MAX_FABRICS = 32  # fabrics compared in one scaling request: the catalog has about a dozen presets
+# oversubscription per switch tier: BomIn allows 3 tiers; a longer list gets the service's message
+MAX_TIERS = 8
+
 
 class SweepIn(BaseModel):
     """nccl-tests style sweep: -b min_bytes -e max_bytes -f factor."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = NETWORK_CONFIG
     min_bytes: float = Field(ge=1, description="first size (bytes)")
     max_bytes: float = Field(ge=1, le=2**40, description="last size (bytes), inclusive")
     factor: float = Field(default=2.0, gt=1.0, le=1024, description="multiply the size by this each step")
 
 
 class CollectiveIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    op: str = Field(
-        description=f"one of {', '.join(COLLECTIVE_OPS)} (nccl-tests names like allreduce accepted)"
+    model_config = NETWORK_CONFIG
+    op: SafeStr = Field(
+        max_length=NAME_MAX,
+        description=f"one of {', '.join(COLLECTIVE_OPS)} (nccl-tests names like allreduce accepted)",
     )
     message_bytes: float | None = Field(
         default=None, ge=0, description="message size in bytes, nccl-tests convention (total buffer)"
     )
     sweep: SweepIn | None = Field(default=None, description="a size sweep instead of one message_bytes")
     cluster: ClusterIn
-    ranks: int | None = Field(default=None, ge=1, description="ranks in the communicator; default: every GPU")
+    # a communicator spans at most every GPU: 2^20, as the scenario's parallel sizes
+    ranks: int | None = Field(
+        default=None, ge=1, le=MAX_PARALLEL, description="ranks in the communicator; default: every GPU"
+    )
     ranks_per_node: int | None = Field(
-        default=None, ge=1, description="ranks per node; default: min(ranks, GPUs per node)"
+        default=None,
+        ge=1,
+        le=MAX_GPUS_PER_NODE,
+        description="ranks per node; default: min(ranks, GPUs per node)",
     )
-    algorithm: str | None = Field(
-        default=None, description=f"force one of {', '.join(ALGORITHMS)} (NCCL_ALGO)"
+    algorithm: SafeStr | None = Field(
+        default=None, max_length=NAME_MAX, description=f"force one of {', '.join(ALGORITHMS)} (NCCL_ALGO)"
     )
-    protocol: str | None = Field(
-        default=None, description=f"force one of {', '.join(PROTOCOLS)} (NCCL_PROTO)"
+    protocol: SafeStr | None = Field(
+        default=None, max_length=NAME_MAX, description=f"force one of {', '.join(PROTOCOLS)} (NCCL_PROTO)"
     )
     nvls: bool | None = Field(default=None, description="override NVLS availability (default: the GPU's)")
-    profile: str | None = Field(
-        default=None, description="calibration profile name/id whose α/β replace defaults"
+    profile: SafeStr | None = Field(
+        default=None,
+        max_length=PROFILE_REF_MAX,
+        description="calibration profile name/id whose α/β replace defaults",
     )
-    params: dict[str, Any] | None = Field(
+    params: JsonObject | None = Field(
         default=None, description="NetworkParams fields overriding the defaults (SI units)"
     )
 
@@ -129,7 +148,7 @@ class FabricOut(BaseModel):
 class FabricOverrides(BaseModel):
     """Stated assumptions applied on top of every fabric in a scaling request."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = NETWORK_CONFIG
     congestion_derate: float | None = Field(default=None, gt=0, le=1)
     nics_per_node: int | None = Field(default=None, ge=1, le=64)
     base_latency_us: float | None = Field(default=None, gt=0, le=100_000)
@@ -139,11 +158,11 @@ class FabricOverrides(BaseModel):
 class ClaimIn(BaseModel):
     """A claimed scaling efficiency to explain: which fabric value would make the model reproduce it."""
 
-    model_config = ConfigDict(extra="forbid")
-    fabric: str = Field(description="one of the request's fabrics (name as given)")
-    gpus: int = Field(ge=1)
+    model_config = NETWORK_CONFIG
+    fabric: CatalogRef = Field(description="one of the request's fabrics (name as given)")
+    gpus: int = Field(ge=1, le=MAX_PARALLEL)  # 2^20 GPUs, as the scenario's parallel sizes
     efficiency: float = Field(gt=0, le=1.5)
-    relative_to: str | None = Field(
+    relative_to: CatalogRef | None = Field(
         default=None,
         description="another fabric of the request: the claim is then a throughput ratio at the same GPU count "
         "(e.g. 18/43 for '18 days on InfiniBand vs 43 on RoCE') instead of a scaling efficiency",
@@ -151,18 +170,22 @@ class ClaimIn(BaseModel):
 
 
 class ScalingIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = NETWORK_CONFIG
     scenario: Scenario
-    gpu_counts: list[int] = Field(min_length=1, max_length=64, description="GPU counts to evaluate")
-    fabrics: list[str | dict[str, Any]] | None = Field(
+    # 2^20 GPUs at most, as the scenario's parallel sizes
+    gpu_counts: list[Annotated[int, Field(le=MAX_PARALLEL)]] = Field(
+        min_length=1, max_length=64, description="GPU counts to evaluate"
+    )
+    fabrics: list[CatalogRef | JsonObject] | None = Field(
         default=None,
+        max_length=MAX_FABRICS,
         description="fabric presets or inline FabricSpec objects; default: the scenario's fabric",
     )
     mode: Literal["weak", "strong"] = "weak"
-    baseline_gpus: int | None = None
+    baseline_gpus: int | None = Field(default=None, le=MAX_PARALLEL)  # as gpu_counts
     overrides: FabricOverrides | None = None
     claims: list[ClaimIn] = Field(default_factory=list, max_length=8)
-    profile: str | None = None
+    profile: SafeStr | None = Field(default=None, max_length=PROFILE_REF_MAX)
 
 
 class RequiredOut(BaseModel):
@@ -189,7 +212,7 @@ class ScalingResponse(BaseModel):
 
 
 class PricesIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = NETWORK_CONFIG
     switch_usd: float | None = Field(default=None, ge=0)
     transceiver_usd: float | None = Field(default=None, ge=0)
     cable_usd: float | None = Field(default=None, ge=0)
@@ -197,9 +220,9 @@ class PricesIn(BaseModel):
 
 
 class BomIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = NETWORK_CONFIG
     nodes: int = Field(ge=1, le=100_000)
-    fabric: str | None = Field(
+    fabric: CatalogRef | None = Field(
         default=None, description="preset supplying rails, radix, tiers, oversubscription"
     )
     rails: int | None = Field(
@@ -209,7 +232,7 @@ class BomIn(BaseModel):
     switch_radix: int | None = Field(default=None, ge=4, le=1024)
     tiers: int | None = Field(default=None, ge=1, le=3)
     oversubscription: list[float] | None = Field(
-        default=None, description="per tier, leaf first; 1 = non-blocking"
+        default=None, max_length=MAX_TIERS, description="per tier, leaf first; 1 = non-blocking"
     )
     rail_optimized: bool | None = None
     node_links_optical: bool = True

@@ -15,10 +15,14 @@ from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import Constraints, PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
 from app.core.units import GiB
+from app.schemas.fields import CatalogRef, JsonObject, SafeStr
 from app.schemas.scenario import (
     ATTENTION_BACKEND_HELP,
+    FRAMEWORK_NAME_MAX,
     MAX_BATCH,
     MAX_BATCH_TOKENS,
+    MAX_PARALLEL,
+    MAX_VIRTUAL_STAGES,
     AttentionBackendChoice,
     Bf16FirstLayers,
     Bf16LastLayers,
@@ -34,21 +38,45 @@ from app.schemas.scenario import (
 from app.services.plan_ranking import ranking_payload
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
+# values one constraint list may hold: every power of two up to MAX_PARALLEL is 21 of them, so 1024 leaves room for
+# any hand-picked set while keeping the filter's work per layout small
+MAX_ALLOWED_VALUES = 1024
+# requests carry no NaN or Infinity (app.schemas.fields), unknown fields refused
+PLANNER_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+ParallelSize = Annotated[int, Field(ge=1, le=MAX_PARALLEL)]  # as the scenario's layout (app.schemas.scenario)
+
 
 class ConstraintsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = PLANNER_CONFIG
 
-    tp: list[int] | None = Field(
-        default=None, description="allowed tensor-parallel sizes (default: all valid)"
+    tp: list[ParallelSize] | None = Field(
+        default=None,
+        max_length=MAX_ALLOWED_VALUES,
+        description="allowed tensor-parallel sizes (default: all valid)",
     )
-    pp: list[int] | None = Field(default=None, description="allowed pipeline stages")
-    vp: list[int] | None = Field(default=None, description="allowed interleaved chunks per stage")
-    cp: list[int] | None = Field(default=None, description="allowed context-parallel sizes")
-    ep: list[int] | None = Field(default=None, description="allowed expert-parallel sizes (MoE)")
-    micro_batch: list[int] | None = Field(default=None, description="allowed micro-batch sizes (sequences)")
-    zero: list[int] | None = Field(default=None, description="allowed ZeRO stages (0-3)")
-    recompute: list[Literal["none", "selective", "full"]] | None = None
-    sequence_parallel: list[bool] | None = None
+    pp: list[ParallelSize] | None = Field(
+        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed pipeline stages"
+    )
+    vp: list[Annotated[int, Field(ge=1, le=MAX_VIRTUAL_STAGES)]] | None = Field(
+        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed interleaved chunks per stage"
+    )
+    cp: list[ParallelSize] | None = Field(
+        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed context-parallel sizes"
+    )
+    ep: list[ParallelSize] | None = Field(
+        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed expert-parallel sizes (MoE)"
+    )
+    micro_batch: list[Annotated[int, Field(ge=1, le=MAX_BATCH)]] | None = Field(
+        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed micro-batch sizes (sequences)"
+    )
+    # ZeRO stages 0 to 3 (3: weights sharded); another number is refused rather than silently matching nothing
+    zero: list[Annotated[int, Field(ge=0, le=3)]] | None = Field(
+        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed ZeRO stages (0-3)"
+    )
+    recompute: list[Literal["none", "selective", "full"]] | None = Field(
+        default=None, max_length=MAX_ALLOWED_VALUES
+    )
+    sequence_parallel: list[bool] | None = Field(default=None, max_length=MAX_ALLOWED_VALUES)
     tp_beyond_scaleup_domain: bool = Field(default=False, description="let TP groups span nodes")
     # upper bounds keep one request's search within a few seconds of CPU
     max_cp: int = Field(default=16, ge=1, le=64)
@@ -108,9 +136,9 @@ class ConstraintsIn(BaseModel):
 class PlanRequest(BaseModel):
     """Search every layout for one model on one cluster (or on several cluster sizes)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = PLANNER_CONFIG
 
-    model: str | dict[str, Any] = Field(description="model catalog name or an inline ModelSpec object")
+    model: CatalogRef | JsonObject = Field(description="model catalog name or an inline ModelSpec object")
     cluster: ClusterIn
     training: TrainingIn
     global_batch: int | None = Field(
@@ -134,7 +162,7 @@ class PlanRequest(BaseModel):
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     mtp_layers: MtpLayers = 0
     flash_attention: bool = True
-    framework: str = "megatron-core"
+    framework: SafeStr = Field(default="megatron-core", max_length=FRAMEWORK_NAME_MAX)
     moe_dispatcher: MoeDispatcher = Field(
         default="alltoall", description="MoE token dispatcher (see the scenario schema); MoE models only"
     )
@@ -142,7 +170,7 @@ class PlanRequest(BaseModel):
         default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
     )
     attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
-    profile: str | None = Field(
+    profile: SafeStr | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
     )
     constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
@@ -156,9 +184,9 @@ class PlanRequest(BaseModel):
 class SizesRequest(BaseModel):
     """Sweep cluster sizes: best layout, time to train, cost per run and scaling efficiency per size."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = PLANNER_CONFIG
 
-    model: str | dict[str, Any]
+    model: CatalogRef | JsonObject
     cluster: ClusterIn = Field(description="GPU, GPUs per node and fabric; nodes is ignored (sizes decide)")
     training: TrainingIn
     global_batch: int | None = Field(default=None, ge=1, le=MAX_BATCH)
@@ -174,7 +202,7 @@ class SizesRequest(BaseModel):
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     mtp_layers: MtpLayers = 0
     flash_attention: bool = True
-    framework: str = "megatron-core"
+    framework: SafeStr = Field(default="megatron-core", max_length=FRAMEWORK_NAME_MAX)
     moe_dispatcher: MoeDispatcher = Field(
         default="alltoall", description="MoE token dispatcher (see the scenario schema); MoE models only"
     )
@@ -182,7 +210,7 @@ class SizesRequest(BaseModel):
         default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
     )
     attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
-    profile: str | None = Field(
+    profile: SafeStr | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
     )
     constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)

@@ -20,6 +20,7 @@ from app.auth.tokens import MAX_TOKEN_DAYS, SCOPES, create_token, list_tokens, r
 from app.auth.users import has_usable_password, set_password
 from app.models.auth import ApiToken, UserAccount
 from app.models.base import as_utc
+from app.schemas.fields import SafeStr
 
 router = APIRouter(tags=["auth"])
 
@@ -52,7 +53,7 @@ class UserPublic(BaseModel):
 
 
 class LoginRequest(BaseModel):
-    email: str = Field(min_length=3, max_length=320, examples=["ada@example.com"])
+    email: SafeStr = Field(min_length=3, max_length=320, examples=["ada@example.com"])
     password: str = Field(min_length=1, max_length=1024)
 
 
@@ -80,7 +81,7 @@ class PasswordChange(BaseModel):
 
 
 class TokenCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=200, examples=["procurement script"])
+    name: SafeStr = Field(min_length=1, max_length=200, examples=["procurement script"])
     scopes: list[ScopeName] = Field(min_length=1, max_length=len(SCOPES), examples=[["plans:read"]])
     expires_in_days: int | None = Field(
         default=90, ge=1, le=MAX_TOKEN_DAYS, description="null: never expires (not recommended)"

@@ -23,6 +23,7 @@ from app.auth.deps import Principal, principal_user_id, require_scope
 from app.db import get_read_engine
 from app.models.base import as_utc
 from app.models.benchmarks import BenchmarkJob, JobAttempt
+from app.schemas.fields import JsonObject, SafeStr
 from app.services import jobs as job_service
 from app.services import nodes as node_service
 
@@ -31,12 +32,14 @@ router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
 ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 PagingDep = Annotated[Paging, Depends(paging)]
+MAX_EVENT_ID = 2**31 - 1  # job_event.id is a 32-bit INTEGER column (PostgreSQL integer)
+NODE_REF_MAX = 200  # a node's name (node.name: max_length=200) or its UUID
 SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under a progress flush (0.5 s)
 
 
 class BenchmarkCreate(BaseModel):
     kind: Literal["gemm", "collectives", "calibration"] = Field(description="what to measure")
-    params: dict[str, Any] = Field(
+    params: JsonObject = Field(
         default_factory=dict,
         description="runner parameters: sizes/dtypes/iters (GEMM); ops, min_bytes, max_bytes, step_factor, "
         "iters, warmup_iters, nproc, groups (collectives); profile_name, gpu, fabric (calibration); attention: "
@@ -44,7 +47,9 @@ class BenchmarkCreate(BaseModel):
         "calibration)",
         examples=[{"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "16M", "nproc": 8}],
     )
-    target_node: str | None = Field(default=None, description="node name or id; empty = any node")
+    target_node: SafeStr | None = Field(
+        default=None, max_length=NODE_REF_MAX, description="node name or id; empty = any node"
+    )
 
 
 class BenchmarkSummary(BaseModel):
@@ -240,8 +245,9 @@ async def stream_benchmark_events(
     request: Request,
     session: ReadSessionDep,
     _principal: ReadDep,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-    after: Annotated[int, Query(ge=0, description="replay events after this id")] = 0,
+    # an event id this stream sent: 18 digits stay below 2^63, the widest integer SQLite compares
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=18)] = None,
+    after: Annotated[int, Query(ge=0, le=MAX_EVENT_ID, description="replay events after this id")] = 0,
 ) -> StreamingResponse:
     job_service.get_job(session, job_id)  # 404 before the stream starts
     session.close()

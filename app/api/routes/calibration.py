@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, Field
 
 from app.api.deps import SessionDep
@@ -95,7 +95,8 @@ def list_profiles(session: SessionDep, _p: ReadDep, page: PagingDep) -> ListEnve
     summary="One profile (id, or name = latest version) with its predicted-vs-measured report",
 )
 def get_profile(
-    ref: str,
+    # a profile's UUID, or its name (calibration_profile.name: max_length=200, as ProfileFit.name)
+    ref: Annotated[str, Path(max_length=200)],
     session: SessionDep,
     _p: ReadDep,
     version: Annotated[

@@ -63,7 +63,10 @@ def bom(body: svc.BomIn, session: ReadSessionDep) -> dict[str, Any]:
 )
 def fabrics(
     page: Annotated[Paging, Depends(paging)],
-    transport: Annotated[str | None, Query(description="infiniband | roce | efa | ethernet_tcp")] = None,
+    # a filter on the preset's transport, compared with each preset's: the names are all shorter than 20
+    transport: Annotated[
+        str | None, Query(max_length=100, description="infiniband | roce | efa | ethernet_tcp")
+    ] = None,
 ) -> ListEnvelope[svc.FabricOut]:
     rows = svc.list_fabrics(transport)
     return ListEnvelope(data=rows[page.offset : page.offset + page.limit], count=len(rows))

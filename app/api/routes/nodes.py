@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Response, status
 from pydantic import BaseModel, Field
 
 from app.api.deps import SessionDep
@@ -18,15 +18,22 @@ from app.auth.deps import Principal, require_scope
 from app.auth.nodes import NodeDep
 from app.models.base import as_utc
 from app.models.benchmarks import Node
+from app.schemas.fields import JsonObject, SafeStr
 from app.services import jobs as job_service
 from app.services import nodes as node_service
 
 router = APIRouter()
 AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
+NODE_NAME_MAX = 200  # the node.name column (app.models.benchmarks)
+# a node's name or its UUID (36 characters), as the benchmarks' target_node
+NodeRef = Annotated[str, Path(max_length=NODE_NAME_MAX, description="node name or id")]
+MAX_ATTEMPT = 2**31 - 1  # benchmark_job.attempt is a 32-bit INTEGER column (PostgreSQL integer)
 
 
 class NodeCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=200, description="a unique name, e.g. the host name")
+    name: SafeStr = Field(
+        min_length=1, max_length=NODE_NAME_MAX, description="a unique name, e.g. the host name"
+    )
 
 
 class NodePublic(BaseModel):
@@ -94,7 +101,7 @@ def list_nodes(session: SessionDep, _admin: AdminDep) -> ListEnvelope[NodePublic
     response_model=NodePublic,
     summary="One node by id or name",
 )
-def get_node(node_ref: str, session: SessionDep, _admin: AdminDep) -> NodePublic:
+def get_node(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> NodePublic:
     return node_public(node_service.get_node(session, node_ref))
 
 
@@ -105,7 +112,7 @@ def get_node(node_ref: str, session: SessionDep, _admin: AdminDep) -> NodePublic
     response_model=NodePublic,
     summary="Revoke a node's token (its agent gets 401 from then on)",
 )
-def revoke_node(node_ref: str, session: SessionDep, _admin: AdminDep) -> NodePublic:
+def revoke_node(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> NodePublic:
     return node_public(node_service.revoke_node(session, node_ref))
 
 
@@ -113,10 +120,8 @@ def revoke_node(node_ref: str, session: SessionDep, _admin: AdminDep) -> NodePub
 
 
 class AgentRegister(BaseModel):
-    hostname: str = Field(max_length=255)
-    info: dict[str, Any] = Field(
-        default_factory=dict, description="GPUs, driver, torch / CUDA / NCCL versions"
-    )
+    hostname: SafeStr = Field(max_length=255)
+    info: JsonObject = Field(default_factory=dict, description="GPUs, driver, torch / CUDA / NCCL versions")
 
 
 class AgentConfig(BaseModel):
@@ -133,8 +138,10 @@ class HeartbeatReply(BaseModel):
 
 
 class ProgressReport(BaseModel):
-    attempt: int = Field(ge=1, description="the attempt number the claim returned (fencing token)")
-    events: list[dict[str, Any]] = Field(default_factory=list, max_length=1000)
+    attempt: int = Field(
+        ge=1, le=MAX_ATTEMPT, description="the attempt number the claim returned (fencing token)"
+    )
+    events: list[JsonObject] = Field(default_factory=list, max_length=1000)
 
 
 class ProgressReply(BaseModel):
@@ -144,9 +151,9 @@ class ProgressReply(BaseModel):
 
 
 class CompleteReport(BaseModel):
-    attempt: int = Field(ge=1)
+    attempt: int = Field(ge=1, le=MAX_ATTEMPT)
     status: Literal["succeeded", "failed", "cancelled"]
-    result: dict[str, Any] | None = None
+    result: JsonObject | None = None
     error: str = Field(default="", max_length=5000)
 
 

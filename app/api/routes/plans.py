@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import Field
 
 from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
@@ -35,6 +36,7 @@ from app.services import plans as plan_service
 from app.services.plan_access import OwnerFilter, PlanActor
 
 router = APIRouter(prefix="/plans", tags=["plans"])
+MAX_REVISION = 2**31 - 1  # plan_revision.revision is a 32-bit INTEGER column (PostgreSQL integer)
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": NotFoundOut, "description": "no such plan or revision, or one you may not read"}
@@ -113,7 +115,7 @@ def compare_plans(
     principal: ReadDep,
     ids: Annotated[list[uuid.UUID], Query(min_length=2, max_length=4, description="plan ids, 2 to 4")],
     revs: Annotated[
-        list[int] | None,
+        list[Annotated[int, Field(le=MAX_REVISION)]] | None,
         Query(
             max_length=4,
             description="revision of each plan, in the order of ids (0 = latest); default latest",
@@ -218,7 +220,10 @@ def list_revisions(
     summary="One revision of a plan",
 )
 def get_revision(
-    plan_id: uuid.UUID, revision: Annotated[int, Path(ge=1)], session: SessionDep, principal: ReadDep
+    plan_id: uuid.UUID,
+    revision: Annotated[int, Path(ge=1, le=MAX_REVISION)],
+    session: SessionDep,
+    principal: ReadDep,
 ) -> RevisionPublic:
     return plan_service.get_revision(session, plan_id, revision, _actor(principal))
 
@@ -258,7 +263,7 @@ def delete_plan(plan_id: uuid.UUID, session: SessionDep, principal: WriteDep) ->
 
 # plan_revision.revision is a 32-bit INTEGER column: a larger number is a 422, not a database error
 RevisionQuery = Annotated[
-    int | None, Query(ge=1, le=2**31 - 1, description="revision number; default: the latest")
+    int | None, Query(ge=1, le=MAX_REVISION, description="revision number; default: the latest")
 ]
 
 

@@ -14,12 +14,13 @@ from app.auth.deps import Principal, require_scope
 from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
 from app.auth.users import UserExistsError, create_user, list_users, set_active, set_password
 from app.models.auth import UserAccount
+from app.schemas.fields import SafeStr
 
 router = APIRouter(prefix="/users", tags=["users"])
 
 
 class UserCreate(BaseModel):
-    email: str = Field(min_length=3, max_length=320, examples=["ada@example.com"])
+    email: SafeStr = Field(min_length=3, max_length=320, examples=["ada@example.com"])
     password: str = Field(min_length=MIN_PASSWORD_LENGTH, max_length=MAX_PASSWORD_LENGTH)
     is_admin: bool = False
 

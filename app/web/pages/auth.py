@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import Field
 from sqlmodel import Session
 
 from app.auth import sessions
@@ -58,7 +59,10 @@ def _login_page(
 
 
 @router.get("/login", response_class=HTMLResponse)
-def login_page(request: Request, next: str = "/") -> HTMLResponse:
+def login_page(
+    request: Request,
+    next: Annotated[str, Query(max_length=2000)] = "/",  # as the sign-in form's `next`
+) -> HTMLResponse:
     return _login_page(request, next)
 
 
@@ -200,7 +204,8 @@ def tokens_page(request: Request, principal: Principal = Depends(current_princip
 def tokens_create(
     request: Request,
     name: Annotated[str, Form(min_length=1, max_length=200)],
-    scopes: Annotated[list[str], Form()],
+    # a scope name each (the longest, 'benchmarks:run', has 14 characters), at most every scope once
+    scopes: Annotated[list[Annotated[str, Field(max_length=100)]], Form(max_length=len(SCOPES))],
     expires_in_days: Annotated[int, Form(ge=0, le=3650)] = 90,
     principal: Principal = Depends(require_user),
 ) -> HTMLResponse:

@@ -12,7 +12,7 @@ from datetime import date
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
@@ -36,6 +36,8 @@ from app.settings import get_settings
 from app.web.templating import is_htmx, render
 
 router = APIRouter()
+# a name or alias, as the API's catalog paths (app.api.routes.catalog.NamePath)
+NamePath = Annotated[str, Path(max_length=200)]
 
 WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
@@ -107,7 +109,7 @@ def gpus_page(request: Request, session: SessionDep) -> HTMLResponse:
 
 
 @router.get("/catalog/gpus/{name}", response_class=HTMLResponse)
-def gpu_page(name: str, request: Request, session: SessionDep) -> HTMLResponse:
+def gpu_page(name: NamePath, request: Request, session: SessionDep) -> HTMLResponse:
     try:
         gpu = gpu_public(catalog_service.get_gpu_entry(session, name))
     except NotFoundError as exc:
@@ -148,7 +150,7 @@ def models_page(
 
 
 @router.get("/catalog/models/{name}", response_class=HTMLResponse)
-def model_page(name: str, request: Request, session: SessionDep) -> HTMLResponse:
+def model_page(name: NamePath, request: Request, session: SessionDep) -> HTMLResponse:
     try:
         model = model_public(catalog_service.get_model_entry(session, name))
     except NotFoundError as exc:

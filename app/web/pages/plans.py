@@ -11,9 +11,9 @@ import json
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from sqlmodel import Session
 
 from app.api.deps import SessionDep
@@ -28,6 +28,9 @@ from app.web.pages import _builder, _panels
 from app.web.templating import render
 
 router = APIRouter()
+MAX_OFFSET = 2**53  # rows to skip: as the API's paging (app.api.envelope), beyond any table
+MAX_REVISION = 2**31 - 1  # plan_revision.revision is a 32-bit INTEGER column (PostgreSQL integer)
+COMPARE_CHOICES = 200  # the compare page offers up to 200 plans to tick; the service says "2 to 4"
 
 WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
 ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
@@ -230,7 +233,7 @@ def plan_list(
     principal: ReadDep,
     q: Annotated[str | None, Query(max_length=200)] = None,
     owner: Annotated[OwnerFilter, Query()] = "all",
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> HTMLResponse:
     limit = 50  # rows per page: a screenful of the table
     rows, count = plan_service.list_plans(
@@ -254,8 +257,11 @@ def compare(
     request: Request,
     session: SessionDep,
     principal: ReadDep,
-    ids: Annotated[list[str] | None, Query()] = None,
-    revs: Annotated[list[int] | None, Query(max_length=4)] = None,
+    # plan ids (a UUID has 36 characters); blanks are skipped
+    ids: Annotated[
+        list[Annotated[str, Field(max_length=100)]] | None, Query(max_length=COMPARE_CHOICES)
+    ] = None,
+    revs: Annotated[list[Annotated[int, Field(le=MAX_REVISION)]] | None, Query(max_length=4)] = None,
     only_differences: Annotated[bool, Query()] = False,
 ) -> HTMLResponse:
     chosen = [i for i in (ids or []) if i]
@@ -290,10 +296,10 @@ def compare(
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
 def plan_detail(
     request: Request,
-    plan_id: str,
+    plan_id: Annotated[str, Path(max_length=100)],  # a UUID (36 characters); anything else is the page's 404
     session: SessionDep,
     principal: ReadDep,
-    revision: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,  # a 32-bit INTEGER column
+    revision: Annotated[int | None, Query(ge=1, le=MAX_REVISION)] = None,
 ) -> HTMLResponse:
     actor = _actor(principal)
     try:

@@ -30,6 +30,7 @@ from app.auth.users import find_user, normalise_email
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution_of
 from app.core.errors import Problem, SpecError
+from app.db import READONLY_OPTION
 from app.errors import NotFoundError
 from app.models.auth import UserAccount
 from app.models.base import as_utc, utcnow
@@ -91,6 +92,15 @@ def _end_read(session: Session) -> None:
     """Close the read transaction (on SQLite it holds the write lock) before slow work or waiting."""
     if not (session.new or session.dirty or session.deleted):
         session.rollback()
+
+
+def _begin_read(session: Session) -> None:
+    """Start the session's next transaction read-only (on SQLite a deferred BEGIN, app/db.py), so the checks
+    and the scenario's evaluation that precede a save never hold SQLite's write lock while they compute; the
+    write itself then begins its own BEGIN IMMEDIATE transaction after `_end_read`."""
+    _end_read(session)
+    if not session.in_transaction():
+        session.connection(execution_options={READONLY_OPTION: True})
 
 
 def _shared_with_actor(session: Session, plan: Plan, actor: PlanActor) -> bool:
@@ -243,6 +253,7 @@ def create_plan(session: Session, data: PlanCreate, actor: PlanActor) -> PlanPub
     """Evaluate the scenario, then write the plan (owned by the actor, private) and revision 1 in one
     transaction."""
     owner_id = _owner_id_for_new_plan(actor)
+    _begin_read(session)
     evaluation = planning.evaluate(
         session, scenario_dict(data.scenario), field_prefix="scenario", profile_ref=data.calibration_profile
     )
@@ -263,6 +274,7 @@ def add_revision(
     """Save an edit as the next revision. Omitted fields keep the latest revision's values (read under
     the lock, so concurrent editors never overwrite each other's revision numbers). Owner or admin only."""
     pid = _parse_id(plan_id)
+    _begin_read(session)
     _check_change(session, session.get(Plan, pid), pid, actor, "revise")  # before the (slow) evaluation
     evaluation: planning.Evaluation | None = None
     if change.scenario is not None or change.calibration_profile is not None:

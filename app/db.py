@@ -19,7 +19,9 @@ never waits for a connection held by a request that is itself waiting to be admi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,11 @@ READONLY_OPTION = "clusterplan_readonly"
 # /healthz: seconds to get a connection and to run `SELECT 1`. The Dockerfile's HEALTHCHECK allows 5 s
 # (--timeout=5s, urlopen timeout 4 s); 2 s leaves room for the HTTP round trip on a loaded machine.
 HEALTH_TIMEOUT_S = 2
+# One writer at a time per process on SQLite, queued on a lock rather than on SQLite's busy handler: its
+# retries sleep up to 100 ms each (sqlite3_busy_timeout's schedule, sqlite3 source `sqliteDefaultBusyCallback`),
+# so a newcomer overtakes a long waiter and, with 10 concurrent savers, the p99 save grew to ~5 s while the
+# median stayed ~0.5 s (docs/performance.md).
+_SQLITE_WRITERS = threading.Lock()
 
 
 def normalise_url(url: str) -> str:
@@ -149,3 +156,19 @@ def get_session() -> Iterator[Session]:
 def get_read_session() -> Iterator[Session]:
     with Session(get_read_engine()) as session:
         yield session
+
+
+@contextmanager
+def write_turn(session: Session) -> Iterator[None]:
+    """Wrap a short write transaction (from its first statement to its commit): on SQLite, writers of this
+    process take turns on a lock before `BEGIN IMMEDIATE`; elsewhere it does nothing. On an error the
+    transaction is rolled back before the turn passes on."""
+    if session.get_bind().dialect.name != "sqlite":
+        yield
+        return
+    with _SQLITE_WRITERS:
+        try:
+            yield
+        except BaseException:
+            session.rollback()
+            raise

@@ -48,3 +48,27 @@ def test_create_and_revise_evaluate_outside_the_write_lock(client: Any, lock_pro
     assert revised.status_code == 201, revised.text
     assert revised.json()["current"]["revision"] == 2
     assert lock_probe == ["free", "free"]
+
+
+def test_write_turn_rolls_back_and_passes_the_turn_on_an_error(sqlite_app_url: str) -> None:
+    from sqlmodel import Session
+
+    from app import db
+    from app.models.plans import Plan
+
+    engine = db.make_engine(sqlite_app_url)
+    try:
+        with Session(engine) as session:
+            with pytest.raises(RuntimeError), db.write_turn(session):
+                session.add(Plan(name="never stored"))
+                session.flush()  # BEGIN IMMEDIATE: the write lock is held inside the turn
+                raise RuntimeError("boom")
+            assert not session.in_transaction()  # rolled back before the turn passed on
+            assert db._SQLITE_WRITERS.acquire(blocking=False)  # and the turn is free again
+            db._SQLITE_WRITERS.release()
+            other = sqlite3.connect(sqlite_app_url.split("///", 1)[1], timeout=0, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # SQLite's own lock is free too
+            other.execute("ROLLBACK")
+            other.close()
+    finally:
+        engine.dispose()

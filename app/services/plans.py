@@ -30,7 +30,7 @@ from app.auth.users import find_user, normalise_email
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution_of
 from app.core.errors import Problem, SpecError
-from app.db import READONLY_OPTION
+from app.db import READONLY_OPTION, write_turn
 from app.errors import NotFoundError
 from app.models.auth import UserAccount
 from app.models.base import as_utc, utcnow
@@ -258,13 +258,16 @@ def create_plan(session: Session, data: PlanCreate, actor: PlanActor) -> PlanPub
         session, scenario_dict(data.scenario), field_prefix="scenario", profile_ref=data.calibration_profile
     )
     _end_read(session)
-    plan = Plan(name=data.name, notes=data.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow())
-    session.add(plan)
-    revision = _new_revision(plan, 1, data.name, data.notes, evaluation, actor.user_id)
-    session.add(revision)
-    session.flush()
-    out = plan_public(session, plan, revision, actor)
-    session.commit()
+    with write_turn(session):
+        plan = Plan(
+            name=data.name, notes=data.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow()
+        )
+        session.add(plan)
+        revision = _new_revision(plan, 1, data.name, data.notes, evaluation, actor.user_id)
+        session.add(revision)
+        session.flush()
+        out = plan_public(session, plan, revision, actor)
+        session.commit()
     return out
 
 
@@ -285,23 +288,24 @@ def add_revision(
             profile = previous_read.calibration_profile
         evaluation = planning.evaluate(session, scenario, field_prefix="scenario", profile_ref=profile)
     _end_read(session)
-    plan = _lock_plan(session, pid, actor, "revise")
-    previous = _revision_row(session, pid)
-    if evaluation is None:
-        evaluation = planning.Evaluation.from_revision(previous)
-    number = plan.latest_revision + 1
-    name = change.name if change.name is not None else previous.name
-    notes = change.notes if change.notes is not None else previous.notes
-    revision = _new_revision(plan, number, name, notes, evaluation, actor.user_id)
-    plan.latest_revision = number
-    plan.name = name
-    plan.notes = notes
-    plan.updated_at = utcnow()
-    session.add(plan)
-    session.add(revision)
-    session.flush()
-    out = plan_public(session, plan, revision, actor)
-    session.commit()
+    with write_turn(session):
+        plan = _lock_plan(session, pid, actor, "revise")
+        previous = _revision_row(session, pid)
+        if evaluation is None:
+            evaluation = planning.Evaluation.from_revision(previous)
+        number = plan.latest_revision + 1
+        name = change.name if change.name is not None else previous.name
+        notes = change.notes if change.notes is not None else previous.notes
+        revision = _new_revision(plan, number, name, notes, evaluation, actor.user_id)
+        plan.latest_revision = number
+        plan.name = name
+        plan.notes = notes
+        plan.updated_at = utcnow()
+        session.add(plan)
+        session.add(revision)
+        session.flush()
+        out = plan_public(session, plan, revision, actor)
+        session.commit()
     return out
 
 

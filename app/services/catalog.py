@@ -16,6 +16,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from sqlalchemy import event, func, or_
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm import object_session
 from sqlmodel import Session, SQLModel, col, select
@@ -473,21 +474,6 @@ def get_price_row(session: Session, price_id: uuid.UUID | str) -> PriceRow:
     return row
 
 
-# price columns without NULL (app.models.catalog.PriceRow): a null edit is refused, not written
-PRICE_NOT_NULL = (
-    "category",
-    "item",
-    "vendor",
-    "region",
-    "pricing_model",
-    "unit",
-    "price_usd",
-    "price_date",
-    "source",
-    "confidence",
-    "includes",
-    "notes",
-)
 PRICE_EDITABLE = (
     "category",
     "item",
@@ -504,6 +490,12 @@ PRICE_EDITABLE = (
     "confidence",
     "includes",
     "notes",
+)
+# editable price columns without NULL, read from the table itself: a null edit of one is refused, not written
+PRICE_NOT_NULL = tuple(
+    column.name
+    for column in sa_inspect(PriceRow).columns
+    if column.name in PRICE_EDITABLE and not column.nullable
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 
+import pytest
 from limits.storage import MemoryStorage
 
 from app.hooks.ratelimit import RateLimiter
@@ -23,6 +24,37 @@ def test_limiter_allows_the_budget_then_says_how_long_to_wait() -> None:
     assert limiter.acquire("b") == 0.0  # keys are independent
     disabled = RateLimiter(0)
     assert not disabled.enabled and all(disabled.acquire("x") == 0.0 for _ in range(100))
+
+
+class FrozenTime:
+    """Stands in for the `time` module limits' memory storage and our limiter read, so the test sets the clock."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_the_limit_holds_across_a_window_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three hits a minute: the fourth within 60 s of the first is refused, wherever the minute edge falls
+    (the sliding-window counter let it through when the first hit came 0.2 s before an edge)."""
+    import limits.storage.memory
+
+    import app.hooks.ratelimit as ratelimit
+
+    clock = FrozenTime(1_800_000_059.8)  # 0.2 s before a whole minute
+    monkeypatch.setattr(limits.storage.memory, "time", clock)
+    monkeypatch.setattr(ratelimit, "time", clock)
+    limiter = RateLimiter(3)
+    waits = []
+    for step in (0.0, 0.4, 0.6, 0.8):
+        clock.now += step
+        waits.append(limiter.acquire("a"))
+    assert waits[:3] == [0.0] * 3
+    assert 58.0 <= waits[3] <= 60.0  # until the first hit is a minute old
+    clock.now += 60.0
+    assert limiter.acquire("a") == 0.0
 
 
 def test_limiters_sharing_a_store_keep_their_counts_apart() -> None:

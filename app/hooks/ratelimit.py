@@ -3,8 +3,7 @@
 Rate limits: `settings.rate_limit_per_minute` requests per caller per minute on /api, and five times that per
 client address whoever the callers are; `settings.login_rate_limit_per_minute` sign-in posts per address.
 Callers are keyed by app/hooks/callers.py: a verified user, else the client address, so made-up tokens share
-their sender's address budget. The counting is `limits`' sliding-window counter in its in-process memory
-storage: with several uvicorn workers each worker counts on its own (the effective limit is workers × the
+their sender's address budget. The counting is `limits`' moving window in its in-process memory storage: with several uvicorn workers each worker counts on its own (the effective limit is workers × the
 setting). Over a limit: 429 with Retry-After (whole seconds).
 
 Concurrency: at most `MAX_CONCURRENT_REQUESTS` requests between arrival and the start of their response;
@@ -22,7 +21,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
-from limits.strategies import SlidingWindowCounterRateLimiter
+from limits.strategies import MovingWindowRateLimiter
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,16 +40,18 @@ UNLIMITED_PREFIXES = ("/static/",)
 
 
 class RateLimiter:
-    """`per_minute` hits per key in any minute (sliding-window counter); 0 disables. Thread-safe.
+    """`per_minute` hits per key in any 60 s (moving window); 0 disables. Thread-safe.
 
-    The sliding-window counter (limits' `SlidingWindowCounterRateLimiter`) keeps two counters per key and
-    weights the previous window by its overlap, so, unlike a fixed window, a caller cannot send twice the
-    limit across a window boundary, and unlike a moving window it stores O(1) per key, not O(limit).
+    The moving window (limits' `MovingWindowRateLimiter`) keeps the time of each hit of the last minute, so the
+    limit is exact over any 60 s: no double burst at a fixed window's edge, and no allowance from the rounding
+    of the sliding-window counter, which weights the previous window's count by its overlap and rounds down
+    (four hits in one second passed a limit of three when the first fell before a window edge). Memory is one
+    entry per hit of the last minute, bounded by the limit per key.
     """
 
     def __init__(self, per_minute: int, storage: MemoryStorage | None = None, name: str = "api") -> None:
         self.item = RateLimitItemPerMinute(per_minute, namespace=name) if per_minute > 0 else None
-        self._strategy = SlidingWindowCounterRateLimiter(storage or MemoryStorage())
+        self._strategy = MovingWindowRateLimiter(storage or MemoryStorage())
 
     @property
     def enabled(self) -> bool:

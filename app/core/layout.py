@@ -188,6 +188,54 @@ class Layout:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class LayoutColumns:
+    """The layout fields the training-step model reads, each one layout's number or one value per row (app.core.num).
+
+    `etp` is the expert tensor-parallel size in effect (Layout.expert_tp), `recompute` an index into RECOMPUTE_MODES,
+    `sp` 0/1, `recompute_layers` 0 for all of a stage's layers (Layout's None), `num_microbatches` and `expert_dp`
+    as Layout's properties compute them.
+    """
+
+    tp: Any
+    pp: Any
+    vp: Any
+    dp: Any
+    cp: Any
+    ep: Any
+    etp: Any
+    zero: Any
+    sp: Any
+    recompute: Any
+    micro_batch: Any
+    num_microbatches: Any
+    recompute_layers: Any
+    offload_layers: Any
+    optimizer_offload: Any
+    expert_dp: Any
+
+    @classmethod
+    def of(cls, layout: Layout) -> LayoutColumns:
+        return cls(
+            tp=layout.tp,
+            pp=layout.pp,
+            vp=layout.vp,
+            dp=layout.dp,
+            cp=layout.cp,
+            ep=layout.ep,
+            etp=layout.expert_tp,
+            zero=layout.zero,
+            sp=int(layout.sequence_parallel),
+            recompute=RECOMPUTE_MODES.index(layout.recompute),
+            micro_batch=layout.micro_batch,
+            num_microbatches=layout.num_microbatches,
+            recompute_layers=layout.recompute_layers or 0,
+            offload_layers=layout.offload_layers,
+            optimizer_offload=layout.optimizer_offload,
+            expert_dp=layout.expert_dp,
+        )
+
+
 def stage_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
     """Transformer layers on each pipeline stage, all its model chunks together (check_layout makes them whole).
 

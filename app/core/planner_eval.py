@@ -24,7 +24,7 @@ when p > 1 (it adds the LM head to identical per-layer work), as `step_estimate`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,18 +33,15 @@ from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
 from app.core.estimate import EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, stage_bf16_layer_counts
+from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts
 from app.core.memory import (
-    ACT_BYTES,
-    MASK_BYTES,
-    OPTIMIZER_HOST_BYTES,
+    MemoryRun,
+    StageTerms,
     embedding_params_per_gpu,
-    inflight_layer_microbatches,
-    layer_activation_bytes,
+    layer_activations,
     mtp_params_per_gpu,
-    state_bytes,
+    stage_terms,
     transformer_params_per_gpu,
-    zero3_working_bytes,
 )
 from app.core.model import (
     ModelSpec,
@@ -390,52 +387,39 @@ def evaluate(
 
     # ----------------------------------------------------------------------------------------- memory
     dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep, e_tp)
-    shard = dp * cp
-    exp_shard = np.maximum(1, tp * shard // (e_tp * ep))  # Layout.expert_dp
     flash = flash_attention
     spb = sp.astype(bool)
-
-    # share of the stage's layers recomputed (Megatron --recompute-num-layers), as app.core.memory.stage_memory
+    # share of the stage's layers recomputed (Megatron --recompute-num-layers), as app.core.memory._saved_per_layer
     share = np.where(full, np.where(rl > 0, rl / layers_per_gpu, 1.0), 0.0)
-
-    def activation_terms(f: Framework) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Dense and MoE layers' full activations, the mean kept per layer and the full-recompute working set,
-        with `f`'s saved GEMM-input bytes (app.core.memory.stage_memory)."""
-
-        def act(mode: str, moe: bool) -> np.ndarray:
-            return np.asarray(
-                layer_activation_bytes(shape, tokens, seq_len, tp, spb, mode, flash, moe, f), float
-            )
-
-        dense_act = act("none", False)
-        moe_act = act("none", True) if n_moe else np.zeros(n)
-        mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
-        kept_full = act("full", False)
-        per_layer = np.where(full, share * kept_full + (1 - share) * mean_full, 0.0)
-        working = np.where(full, mean_full, 0.0)
-        for code, mode in ((0, "none"), (1, "selective")):
-            sel = rec == code
-            if not sel.any():
-                continue
-            sel_dense = act(mode, False)
-            sel_moe = act(mode, True) if n_moe else np.zeros(n)
-            per_layer = np.where(
-                sel, (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu, per_layer
-            )
-        return dense_act, moe_act, per_layer, working
-
-    dense_act, moe_act, per_layer, working = activation_terms(fw)
+    exp_shard = np.maximum(1, tp * (dp * cp) // (e_tp * ep))  # Layout.expert_dp
+    cols = LayoutColumns(
+        tp=tp,
+        pp=pp,
+        vp=vp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        etp=e_tp,
+        zero=zero,
+        sp=sp,
+        recompute=rec,
+        micro_batch=mb,
+        num_microbatches=m,
+        recompute_layers=rl,
+        offload_layers=off,
+        optimizer_offload=opt_off,
+        expert_dp=exp_shard,
+    )
+    run = MemoryRun(model, seq_len, fw, flash, mtp_layers)
+    acts = layer_activations(run, cols)
+    dense_act, moe_act = acts.dense_none, acts.moe_none
     # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
     with_bf16 = bool(bf16_layers[0] or bf16_layers[1])
     bf16_by_stage = np.zeros((n, 1))
-    per_layer16, working16 = per_layer, working
+    acts16 = acts
     if with_bf16:
         bf16_by_stage = _bf16_stage_table(model.num_layers, pp, vp, end_col, uneven, bf16_layers, dtype)
-        _, _, per_layer16, working16 = activation_terms(replace(fw, gemm_input_bytes=SOURCE_BYTES))
-    sp_div = np.where(spb, tp, 1)
-    widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
-    workspace_rest = ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
-    workspace = working + workspace_rest
+        acts16 = layer_activations(run, cols, SOURCE_BYTES)
     vocab = padded_vocab_size(model.vocab_size, tp)  # type: ignore[arg-type]
 
     # multi-token-prediction modules on the last stage (app.core.memory.mtp_params_per_gpu)
@@ -444,86 +428,34 @@ def evaluate(
         for x in mtp_params_per_gpu(model, shape, mtp_layers, tp, ep, pp, e_tp)
     )
 
-    def stage_total(
-        stage: np.ndarray,
-        first: np.ndarray,
-        last: np.ndarray,
-        layers: np.ndarray,
-        bf16: np.ndarray | None = None,
-    ) -> np.ndarray:
-        layers_t, expert_s = params_of(layers)
-        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last) + last * mtp_d
-        expert_s = expert_s + last * mtp_e
-        states = state_bytes(dense_p, shard, zero, fw)
-        expert_states = state_bytes(expert_s, exp_shard, zero, fw)
-        model_states = sum(np.asarray(states[k] + expert_states[k], float) for k in states)
-        # optimizer offloading moves its share of the master weights and Adam moments to the host
-        model_states = model_states - opt_off * np.asarray(
-            states["master_weights"]
-            + states["optimizer_states"]
-            + expert_states["master_weights"]
-            + expert_states["optimizer_states"],
-            float,
+    def stage(index: Any, first: Any, last: Any, layers: np.ndarray, bf16: np.ndarray | None) -> StageTerms:
+        """The memory of one stage of every row (app.core.memory.stage_terms)."""
+        return stage_terms(
+            run, cols, acts, index, first, last, layers, None if bf16 is None else (bf16, acts16)
         )
-        inflight = inflight_layer_microbatches(layers, pp, vp, m, stage)
-        # activation offloading keeps the other layers and the one in flight (app.core.memory.stage_memory)
-        resident = np.where(off > 0, np.minimum(layers, layers - off + 1), layers)
-        kept = per_layer
-        work = workspace
-        if bf16 is not None:
-            kept = ((layers - bf16) * per_layer + bf16 * per_layer16) / layers
-            work = np.where(bf16 > 0, np.maximum(working, working16), working) + workspace_rest
-        activations = kept * inflight * resident / layers
-        if shape.hidden_dropout:
-            activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers)
-        activations = activations + last * (2 * ACT_BYTES * h * tokens / sp_div)
-        logits = last * (fw.logits_bytes_per_element * tokens * vocab / tp)
-        # multi-token prediction on the last stage (app.core.memory.stage_memory)
-        activations = activations + last * mtp_layers * (
-            kept * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div
-        )
-        comm = np.full(n, float(fw.comm_buffer_bytes))
-        layer_params = (dense_p + expert_s) / np.maximum(1.0, layers)
-        comm = np.where(zero >= 3, comm + zero3_working_bytes(layer_params, fw), comm)
-        allocated = model_states + activations + logits + work + comm
-        return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes + fw.nccl_buffer_bytes
 
+    # the most loaded stage: stage 0 or the last (see the module docstring); with 16-bit layers every stage between,
+    # with an uneven split the second (it holds the most layer-activations of the stages between)
     zeros = np.zeros(n, dtype=np.int64)
     ones = np.ones(n, dtype=np.int64)
-
-    def host_optimizer(first: np.ndarray, last: np.ndarray, layers: np.ndarray) -> np.ndarray:
-        # the offloaded optimizer shard of a stage (app.core.memory.optimizer_shard_params)
-        layers_t, expert_s = params_of(layers)
-        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last) + last * mtp_d
-        expert_s = expert_s + last * mtp_e
-        held = np.where(zero >= 1, dense_p / shard + expert_s / exp_shard, dense_p + expert_s)
-        return np.asarray(opt_off * held * OPTIMIZER_HOST_BYTES, float)
-
-    # host memory, most loaded stage: the offloaded layers' activations (layer offloading runs with pp = 1: stage
-    # 0) and the offloaded optimizer states (the first or the last stage holds the most parameters)
-    host_bytes = np.maximum(
-        per_layer * inflight_layer_microbatches(layers_per_gpu, pp, vp, m, zeros) * off / layers_per_gpu
-        + host_optimizer(ones, (pp == 1).astype(np.int64), end_l),
-        host_optimizer((pp == 1).astype(np.int64), ones, end_l),
-    )
     rows_at = np.arange(n)
     b_first = bf16_by_stage[:, 0] if with_bf16 else None
     b_last = bf16_by_stage[rows_at, pp - 1] if with_bf16 else None
-    first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64), end_l, b_first)
-    last_bytes = np.where(
-        pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64), end_l, b_last), first_bytes
-    )
+    first_t = stage(zeros, 1, (pp == 1).astype(np.int64), end_l, b_first)
+    last_t = stage(pp - 1, 0, 1, end_l, b_last)
+    first_bytes = first_t.total_bytes
+    last_bytes = np.where(pp > 1, last_t.total_bytes, first_bytes)
     peak = np.maximum(first_bytes, last_bytes)
+    # host memory, most loaded stage
+    host_bytes = np.where(pp > 1, np.maximum(first_t.host_bytes, last_t.host_bytes), first_t.host_bytes)
     if with_bf16:
-        # the stages between differ by the 16-bit layers they hold: every one of them
         for s_mid in range(1, bf16_by_stage.shape[1] - 1):
-            mid_bytes = stage_total(np.full(n, s_mid), zeros, zeros, mid_l, bf16_by_stage[:, s_mid])
-            peak = np.where(s_mid < pp - 1, np.maximum(peak, mid_bytes), peak)
+            mid_stage = stage(np.full(n, s_mid), 0, 0, mid_l, bf16_by_stage[:, s_mid])
+            peak = np.where(s_mid < pp - 1, np.maximum(peak, mid_stage.total_bytes), peak)
     if uneven.any():
-        # the second stage holds the most layer-activations of the stages between (p − 1 micro-batches in flight)
-        second = stage_total(ones, zeros, zeros, mid_l)
-        peak = np.where(uneven, np.maximum(peak, second), peak)
-        host_bytes = np.where(uneven, np.maximum(host_bytes, host_optimizer(zeros, zeros, mid_l)), host_bytes)
+        second = stage(ones, 0, 0, mid_l, bf16_by_stage[:, 1] if with_bf16 else None)
+        peak = np.where(uneven, np.maximum(peak, second.total_bytes), peak)
+        host_bytes = np.where(uneven, np.maximum(host_bytes, second.host_bytes), host_bytes)
 
     # ----------------------------------------------------------------------------------------- step time
     moe_share = n_moe / model.num_layers

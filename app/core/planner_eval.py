@@ -61,13 +61,15 @@ from app.core.step import (
     _gemm,
     _linear,
     attention_kernel,
+    data_parallel_times,
     dispatch_dedup_share,
     flash_dropout_overhead,
+    gradient_params,
     layer_times,
     moe_a2a_overlapped,
-    optimizer_step_time,
     overlap_slowdown,
     overlapped,
+    ranks_per_node,
     scaleout_domains,
 )
 
@@ -271,11 +273,6 @@ def _group_apply(
     return table[inverse.reshape(-1)]
 
 
-def _placement_per_node(ranks: np.ndarray, stride: Any, gpus_per_node: int) -> np.ndarray:
-    """ranks_per_node of `app.core.step.group_placement` on arrays."""
-    return np.maximum(1, np.minimum(ranks, gpus_per_node // np.maximum(1, stride)))
-
-
 def _bf16_stage_table(
     num_layers: int,
     pp: np.ndarray,
@@ -363,8 +360,6 @@ def evaluate(
 
     n_moe = num_moe_layers(model)
     layers_per_gpu = model.num_layers / pp
-    moe_layers = n_moe / pp
-    dense_layers = layers_per_gpu - moe_layers
     tokens = mb * seq_len / cp
     # uneven pipeline split (Layout.first_stage_layers = last_stage_layers = end_layers): the end stages hold
     # end_l layers, the stages between mid_l; an even split gives every stage L / p
@@ -386,7 +381,6 @@ def evaluate(
         return layers * unit_d, layers * unit_e
 
     # ----------------------------------------------------------------------------------------- memory
-    dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep, e_tp)
     flash = flash_attention
     spb = sp.astype(bool)
     # share of the stage's layers recomputed (Megatron --recompute-num-layers), as app.core.memory._saved_per_layer
@@ -558,7 +552,7 @@ def evaluate(
     )
 
     kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
-    cp_node = _placement_per_node(cp, tp, gpn)
+    cp_node = ranks_per_node(cp, tp, gpn)
     hop_cp = coll("send_recv", np.where(cp > 1, kv_bytes, 0.0), 2, np.where(cp_node > 1, cp_node, 1), k_tp)
     fwd_ring = (cp - 1) * hop_cp
     cp_slow = overlap_slowdown(fw, cluster, cp, cp_node)
@@ -571,7 +565,7 @@ def evaluate(
     if n_moe:
         # each rank's sequence-parallel shard of tokens; EP ranks adjacent under folding (app.core.step.stage_times)
         a2a_bytes = 2.0 * np.where(spb, tokens / tp, tokens) * shape.experts_per_token * h
-        ep_node = _placement_per_node(ep, np.where(folded, e_tp, tp * cp), gpn)
+        ep_node = ranks_per_node(ep, np.where(folded, e_tp, tp * cp), gpn)
         a2a_key = field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64))
         a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, a2a_key)
         if fw.moe_dispatch_dedup:
@@ -702,90 +696,23 @@ def evaluate(
     b_tp, b_cp, b_ep = pick("tp"), pick("cp"), pick("ep")
     bubble = (pp - 1) / vp * mean_stage
 
+    # data parallelism, ZeRO-3 and the optimizer (app.core.step.data_parallel_times); the candidates for the stage
+    # holding the most parameters are stage 0, a stage between and the last (app.core.step.gradient_params)
     single = (pp == 1).astype(np.int64)
-    dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, single)
-    if uneven.any() or mtp_layers:
-        # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
-        # gradient reduction (app.core.step.step_estimate)
-        end_t, end_e = params_of(end_l)
-        mid_t, mid_e = params_of(mid_l)
-        several = 1 - single
-        held = [
-            (
-                end_t + embedding_params_per_gpu(model, tp, pp, 1, single) + single * mtp_d,
-                end_e + single * mtp_e,
-            ),
-            (mid_t * several, mid_e * several),
-            (
-                several * (end_t + embedding_params_per_gpu(model, tp, pp, 0, 1) + mtp_d),
-                several * (end_e + mtp_e),
-            ),
-        ]
-        best_d, best_e = held[0]
-        for d_k, e_k in held[1:]:
-            more = d_k + e_k > best_d + best_e
-            best_d, best_e = np.where(more, d_k, best_d), np.where(more, e_k, best_e)
-        apply = uneven | (mtp_layers > 0)
-        dense_p = np.where(apply, best_d, dense_p)
-        expert_p = np.where(apply, best_e, expert_p)
-    dp_ranks = dp * cp
-    dp_node = _placement_per_node(dp_ranks, tp, gpn)
-    exp_ranks = np.maximum(1, tp * dp_ranks // (e_tp * np.maximum(1, ep)))  # Layout.expert_dp
-    exp_node = _placement_per_node(exp_ranks, e_tp * ep, gpn)
-    grad_bytes = dense_p * fw.grad_reduce_bytes
-    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
-    gather_bytes = dense_p * fw.param_gather_bytes
-    exp_gather_bytes = expert_p * fw.param_gather_bytes
-    bwd_last = b_bwd + b_rec
-    fwd_first = b_fwd
-    z3 = zero >= 3
+    candidates = [(end_l, 1, single, True), (mid_l, 0, 0, pp > 2), (end_l, 0, 1, pp > 1)]
+    params = gradient_params(model, cols, mtp_layers, candidates, uneven | (mtp_layers > 0))
     k_dp = field_code(tp, pp, cp, ep, e_tp)  # the ZeRO stage only masks which collectives run
-    z12 = (zero >= 1) & ~z3
-    z0 = zero == 0
 
-    def masked(
-        op: str, size: np.ndarray, ranks: np.ndarray, node: np.ndarray, mask: np.ndarray
-    ) -> np.ndarray:
-        return coll(op, np.where(mask, size, 0.0), ranks, node, k_dp)
+    def dp_coll(op: str, size: Any, ranks: Any, node: Any) -> np.ndarray:
+        return coll(op, size, ranks, node, k_dp)
 
-    z3_dp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else dp_node
-    z3_exp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else exp_node
-    # ZeRO-3 moves each pass as one message, or as k per layer (Framework.zero3_collectives_per_layer)
-    per_layer_k = float(getattr(fw, "zero3_collectives_per_layer", 0) or 0)
-    k = np.maximum(1.0, per_layer_k * layers_per_gpu) if per_layer_k > 0 else np.ones(n)
-
-    def split(op: str, size: np.ndarray, ranks: np.ndarray, node: np.ndarray) -> np.ndarray:
-        return k * masked(op, size / k, ranks, node, z3)
-
-    per_mb = (
-        2 * split("all_gather", gather_bytes, dp_ranks, z3_dp_node)
-        + split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node)
-        + 2 * split("all_gather", exp_gather_bytes, exp_ranks, z3_exp_node)
-        + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
+    # a term no row has comes back as a number: one value per row (adding 0.0 changes no bit)
+    dp_comm, zero3, optimizer = (
+        np.zeros(n) + t
+        for t in data_parallel_times(
+            cols, params, (b_fwd, b_bwd, b_rec), layers_per_gpu, cluster, fw, dp_coll
+        )
     )
-    compute_mb = b_fwd + b_bwd + b_rec
-    z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
-    zero3 = np.where(z3, m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
-    rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
-        "reduce_scatter", exp_grad_bytes, exp_ranks, exp_node, z12
-    )
-    ag = masked("all_gather", gather_bytes, dp_ranks, dp_node, z12) + masked(
-        "all_gather", exp_gather_bytes, exp_ranks, exp_node, z12
-    )
-    ar = masked("all_reduce", grad_bytes, dp_ranks, dp_node, z0) + masked(
-        "all_reduce", exp_grad_bytes, exp_ranks, exp_node, z0
-    )
-    dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
-    dp_comm = np.where(
-        z12,
-        overlapped(rs, fw.dp_overlap * bwd_last, dp_slow)
-        + overlapped(ag, fw.param_gather_overlap * fwd_first, dp_slow),
-        np.where(z0, overlapped(ar, fw.dp_overlap * bwd_last, dp_slow), 0.0),
-    )
-    opt_shard = np.where(zero >= 1, dp_ranks, 1)
-    opt_exp_shard = np.maximum(1, np.where(zero >= 1, exp_ranks, 1))
-    opt_params = dense_p / opt_shard + expert_p / opt_exp_shard
-    optimizer = optimizer_step_time(opt_params, opt_off, cluster, fw)
 
     step = {
         "forward_compute": m * b_fwd,

@@ -45,7 +45,7 @@ from app.core.attention import LEGACY_SHARES, AttentionKernel, fused_attention_k
 from app.core.efficiency import GemmEfficiency, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
-from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts
+from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts, stage_layer_counts
 from app.core.memory import (
     ACT_BYTES,
     embedding_params_per_gpu,
@@ -63,6 +63,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import Placement, collective_time
+from app.core.num import any_true, maximum, minimum, where
 from app.core.precision import cast_bytes_per_element
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
@@ -375,8 +376,7 @@ def zero3_collectives_per_pass(fw: Framework, layers_per_gpu: Any) -> Any:
 
 def group_placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
     """Placement of a communicator whose consecutive ranks are `stride` global ranks apart."""
-    per_node = max(1, min(ranks, gpus_per_node // max(1, stride)))
-    return Placement(ranks=ranks, ranks_per_node=per_node)
+    return Placement(ranks=ranks, ranks_per_node=ranks_per_node(ranks, stride, gpus_per_node))
 
 
 def scaleout_domains(cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> Any:
@@ -866,6 +866,144 @@ def overlapped(comm: Any, window: Any, slowdown: Any) -> Any:
     return float(result) if np.ndim(result) == 0 else result
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Data parallelism: gradient reduction, ZeRO-3 traffic and the optimizer step, for one layout or every row
+# ---------------------------------------------------------------------------------------------------------------
+
+# seconds of one collective: (operation, bytes, ranks, ranks per node) → seconds, 0 for one rank or no bytes
+Collective = Callable[[str, Any, Any, Any], Any]
+
+
+def ranks_per_node(ranks: Any, stride: Any, gpus_per_node: int) -> Any:
+    """Ranks per node of a communicator whose consecutive ranks are `stride` global ranks apart."""
+    return maximum(1, minimum(ranks, gpus_per_node // maximum(1, stride)))
+
+
+def scalar_collective(cluster: ClusterSpec, network: Any) -> Collective:
+    """`Collective` of one layout: `collective_time` (app.core.network) on its placement."""
+
+    def call(op: str, size: Any, ranks: Any, per_node: Any) -> float:
+        return _coll(op, size, Placement(int(ranks), int(per_node)), cluster, network)
+
+    return call
+
+
+def gradient_params(
+    model: ModelSpec,
+    cols: LayoutColumns,
+    mtp_layers: int,
+    stages: list[tuple[Any, Any, Any, Any]],
+    compare: Any,
+) -> tuple[Any, Any]:
+    """(dense, expert) parameters whose gradients a GPU reduces. An even split without multi-token prediction: the
+    first stage's L / p layers and its embedding (and the head when p = 1). Where `compare` holds (an uneven split, or
+    MTP modules on the last stage), the stage holding the most of `stages`, each (layers, first, last, present):
+    the first of equals in stage order."""
+    shape = layer_shape(model)
+    tp, pp, ep, etp = cols.tp, cols.pp, cols.ep, cols.etp
+    n_moe = num_moe_layers(model)
+    layers_per_gpu = model.num_layers / pp
+    dense_p, expert_p = transformer_params_per_gpu(
+        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, ep, etp
+    )
+    dense_p = dense_p + embedding_params_per_gpu(model, tp, pp, 1, where(pp == 1, 1, 0))
+    if not any_true(compare):
+        return dense_p, expert_p
+    moe_frac = n_moe / model.num_layers
+    mtp_d, mtp_e = mtp_params_per_gpu(model, shape, mtp_layers, tp, ep, pp, etp)
+    best: tuple[Any, Any] | None = None
+    for layers, first, last, present in stages:
+        d_s, e_s = transformer_params_per_gpu(shape, layers * (1 - moe_frac), layers * moe_frac, tp, ep, etp)
+        emb = embedding_params_per_gpu(model, tp, pp, first, last)
+        held = (d_s + emb + where(last, mtp_d, 0.0), e_s + where(last, mtp_e, 0.0))
+        if best is None:
+            best = held
+            continue
+        more = present & (held[0] + held[1] > best[0] + best[1])
+        best = (where(more, held[0], best[0]), where(more, held[1], best[1]))
+    assert best is not None
+    return where(compare, best[0], dense_p), where(compare, best[1], expert_p)
+
+
+def data_parallel_times(
+    cols: LayoutColumns,
+    params: tuple[Any, Any],
+    bottleneck: tuple[Any, Any, Any],
+    layers_per_gpu: Any,
+    cluster: ClusterSpec,
+    fw: Framework,
+    coll: Collective,
+) -> tuple[Any, Any, Any]:
+    """(data-parallel gradient communication, ZeRO-3 communication, optimizer step) seconds per step.
+
+    `params`: the (dense, expert) parameters reduced (gradient_params); `bottleneck`: the bottleneck stage's
+    (forward, backward, recompute) seconds per micro-batch, the windows the collectives hide behind. Gradients are
+    reduced over the dp·cp ranks (Megatron reduces over the dp × cp group), the experts' over their own
+    data-parallel group. ZeRO-0 all-reduces the gradients behind the backward; ZeRO-1/2 reduce-scatter them behind
+    the backward and all-gather the updated parameters behind the next forward; ZeRO-3 gathers the weights in
+    forward and backward and reduce-scatters the gradients every micro-batch."""
+    dense_p, expert_p = params
+    fwd, bwd, rec = bottleneck
+    gpn = cluster.gpus_per_node
+    zero, m = cols.zero, cols.num_microbatches
+    dp_ranks, exp_ranks = cols.dp * cols.cp, cols.expert_dp
+    dp_node = ranks_per_node(dp_ranks, cols.tp, gpn)
+    exp_node = ranks_per_node(exp_ranks, cols.etp * cols.ep, gpn)
+    grad_bytes = dense_p * fw.grad_reduce_bytes
+    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
+    z3, z12, z0 = zero >= 3, (zero >= 1) & (zero < 3), zero == 0
+
+    def masked(op: str, size: Any, ranks: Any, node: Any, mask: Any) -> Any:
+        return coll(op, where(mask, size, 0.0), ranks, node)
+
+    zero3: Any = 0.0
+    if any_true(z3):
+        # every rank drives its own NIC share (no topology-aware channels): see Framework.zero3_rank_nic
+        z3_dp_node = 1 if fw.zero3_rank_nic else dp_node
+        z3_exp_node = 1 if fw.zero3_rank_nic else exp_node
+        # one message per pass, or k per layer (Framework.zero3_collectives_per_layer), each paying latency
+        k = zero3_collectives_per_pass(fw, layers_per_gpu)
+
+        def split(op: str, size: Any, ranks: Any, node: Any) -> Any:
+            return k * masked(op, size / k, ranks, node, z3)
+
+        per_mb = (
+            2 * split("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, z3_dp_node)
+            + split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node)
+            + 2 * split("all_gather", expert_p * fw.param_gather_bytes, exp_ranks, z3_exp_node)
+            + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
+        )
+        compute_mb = fwd + bwd + rec
+        z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
+        zero3 = where(z3, m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
+    dp_comm: Any = 0.0
+    bwd_last = bwd + rec
+    if any_true(z12):
+        rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
+            "reduce_scatter", exp_grad_bytes, exp_ranks, exp_node, z12
+        )
+        ag = masked("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, dp_node, z12) + masked(
+            "all_gather", expert_p * fw.param_gather_bytes, exp_ranks, exp_node, z12
+        )
+        dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
+        sharded = overlapped(rs, fw.dp_overlap * bwd_last, dp_slow) + overlapped(
+            ag, fw.param_gather_overlap * fwd, dp_slow
+        )
+        dp_comm = where(z12, sharded, dp_comm)
+    if any_true(z0):
+        ar = masked("all_reduce", grad_bytes, dp_ranks, dp_node, z0) + masked(
+            "all_reduce", exp_grad_bytes, exp_ranks, exp_node, z0
+        )
+        dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
+        dp_comm = where(z0, overlapped(ar, fw.dp_overlap * bwd_last, dp_slow), dp_comm)
+    # the optimizer updates the shard whose states this GPU holds
+    opt_params = dense_p / where(zero >= 1, dp_ranks, 1) + expert_p / maximum(
+        1, where(zero >= 1, exp_ranks, 1)
+    )
+    optimizer = optimizer_step_time(opt_params, cols.optimizer_offload, cluster, fw)
+    return dp_comm, zero3, optimizer
+
+
 def step_estimate(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -885,86 +1023,23 @@ def step_estimate(
         model, cluster, layout, seq_len, linear, attn_curve, fw, network, causal, attention=attention
     )
     m = layout.num_microbatches
-    pp, vp, tp, cp, dp = layout.pp, layout.vp, layout.tp, layout.cp, layout.dp
-    gpn = cluster.gpus_per_node
+    pp, vp = layout.pp, layout.vp
     bottleneck = max(stages, key=lambda s: s.total)
     mean_stage = sum(s.total for s in stages) / len(stages)
     bubble = (pp - 1) / vp * mean_stage
 
-    # data parallel over dp·cp ranks (Megatron reduces gradients over the dp × cp group)
-    shape = layer_shape(model)
-    n_moe = num_moe_layers(model)
-    layers_per_gpu = model.num_layers / pp
-    dense_p, expert_p = transformer_params_per_gpu(
-        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, layout.ep, layout.etp
+    cols = LayoutColumns.of(layout)
+    counts = stage_layer_counts(model.num_layers, layout)
+    # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
+    # gradient reduction
+    stage_rows = [(float(n_s), int(i == 0), int(i == pp - 1), True) for i, n_s in enumerate(counts)]
+    params = gradient_params(
+        model, cols, layout.mtp_layers, stage_rows, len(set(counts)) > 1 or layout.mtp_layers > 0
     )
-    dense_p += embedding_params_per_gpu(model, tp, pp, 1, 1 if pp == 1 else 0)
-    if len(set(stage_layer_counts(model.num_layers, layout))) > 1 or layout.mtp_layers:
-        # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
-        # gradient reduction
-        moe_frac = n_moe / model.num_layers
-        held = []
-        for i, n_s in enumerate(stage_layer_counts(model.num_layers, layout)):
-            d_s, e_s = transformer_params_per_gpu(
-                shape, n_s * (1 - moe_frac), n_s * moe_frac, tp, layout.ep, layout.etp
-            )
-            k_i = layout.mtp_layers if i == pp - 1 else 0
-            mtp_d, mtp_e = mtp_params_per_gpu(model, shape, k_i, tp, layout.ep, pp, layout.etp)
-            emb = embedding_params_per_gpu(model, tp, pp, int(i == 0), int(i == pp - 1))
-            held.append((d_s + emb + mtp_d, e_s + mtp_e))
-        dense_p, expert_p = max(held, key=lambda t: t[0] + t[1])
-    dp_ranks = dp * cp
-    dp_place = group_placement(dp_ranks, tp, gpn)
-    grad_bytes = dense_p * fw.grad_reduce_bytes
-    exp_ranks = layout.expert_dp
-    exp_place = group_placement(exp_ranks, layout.expert_tp * layout.ep, gpn)
-    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
-    dp_comm = 0.0
-    zero3 = 0.0
-    bwd_last = bottleneck.backward_compute + bottleneck.recompute
-    fwd_first = bottleneck.forward_compute
-    if layout.zero >= 3:
-        if fw.zero3_rank_nic:
-            # every rank drives its own NIC share (no topology-aware channels): see Framework.zero3_rank_nic
-            dp_place = Placement(dp_place.ranks, 1)
-            exp_place = Placement(exp_place.ranks, 1)
-        gather = dense_p * fw.param_gather_bytes
-        # one message per pass, or k per layer (Framework.zero3_collectives_per_layer), each paying latency
-        k = zero3_collectives_per_pass(fw, layers_per_gpu)
-
-        def split(op: str, size: float, place: Placement) -> float:
-            return k * _coll(op, size / k, place, cluster, network)
-
-        per_mb = (
-            2 * split("all_gather", gather, dp_place)
-            + split("reduce_scatter", grad_bytes, dp_place)
-            + 2 * split("all_gather", expert_p * fw.param_gather_bytes, exp_place)
-            + split("reduce_scatter", exp_grad_bytes, exp_place)
-        )
-        compute_mb = bottleneck.forward_compute + bottleneck.backward_compute + bottleneck.recompute
-        z3_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
-        zero3 = m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow)
-    elif layout.zero >= 1:
-        rs = _coll("reduce_scatter", grad_bytes, dp_place, cluster, network) + _coll(
-            "reduce_scatter", exp_grad_bytes, exp_place, cluster, network
-        )
-        ag = _coll("all_gather", dense_p * fw.param_gather_bytes, dp_place, cluster, network) + _coll(
-            "all_gather", expert_p * fw.param_gather_bytes, exp_place, cluster, network
-        )
-        dp_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
-        dp_comm = overlapped(rs, fw.dp_overlap * bwd_last, dp_slow) + overlapped(
-            ag, fw.param_gather_overlap * fwd_first, dp_slow
-        )
-    else:
-        ar = _coll("all_reduce", grad_bytes, dp_place, cluster, network) + _coll(
-            "all_reduce", exp_grad_bytes, exp_place, cluster, network
-        )
-        dp_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
-        dp_comm = overlapped(ar, fw.dp_overlap * bwd_last, dp_slow)
-
-    shard = dp_ranks if layout.zero >= 1 else 1
-    opt_params = dense_p / shard + expert_p / max(1, exp_ranks if layout.zero >= 1 else 1)
-    optimizer = optimizer_step_time(opt_params, layout.optimizer_offload, cluster, fw)
+    bottleneck_mb = (bottleneck.forward_compute, bottleneck.backward_compute, bottleneck.recompute)
+    dp_comm, zero3, optimizer = data_parallel_times(
+        cols, params, bottleneck_mb, model.num_layers / pp, cluster, fw, scalar_collective(cluster, network)
+    )
 
     b = bottleneck
     breakdown = {

@@ -204,6 +204,7 @@ class LayoutColumns:
     cp: Any
     ep: Any
     etp: Any
+    folded: Any  # 1 where etp is set (MoE parallel folding): expert ranks adjacent after the etp ranks
     zero: Any
     sp: Any
     recompute: Any
@@ -224,6 +225,7 @@ class LayoutColumns:
             cp=layout.cp,
             ep=layout.ep,
             etp=layout.expert_tp,
+            folded=int(layout.etp is not None),
             zero=layout.zero,
             sp=int(layout.sequence_parallel),
             recompute=RECOMPUTE_MODES.index(layout.recompute),

@@ -56,21 +56,18 @@ from app.core.model import (
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
 from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
 from app.core.step import (
-    FLASH_BACKWARD_FLOP_RATIO,
     STEP_COMPONENTS,
     _gemm,
     _linear,
     attention_kernel,
     data_parallel_times,
-    dispatch_dedup_share,
     flash_dropout_overhead,
     gradient_params,
+    layer_comm,
     layer_times,
-    moe_a2a_overlapped,
     overlap_slowdown,
     overlapped,
     ranks_per_node,
-    scaleout_domains,
 )
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
@@ -394,6 +391,7 @@ def evaluate(
         cp=cp,
         ep=ep,
         etp=e_tp,
+        folded=folded.astype(np.int64),
         zero=zero,
         sp=sp,
         recompute=rec,
@@ -478,12 +476,7 @@ def evaluate(
         value = moe_t.ffn_fwd + moe_t.shared_fwd if attr == "expert_fwd" else getattr(moe_t, attr)
         return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
 
-    fwd_layer, bwd_layer, rec_full, attn_fwd = (
-        mix("forward"),
-        mix("backward"),
-        mix("recompute_full"),
-        mix("attention_fwd"),
-    )
+    fwd_layer, bwd_layer, rec_full = mix("forward"), mix("backward"), mix("recompute_full")
     if fw.selective_policy == "op":
         # op-level selective checkpointing re-runs every second matmul and the pointwise ops (app.core.step)
         rec_sel = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")
@@ -522,82 +515,35 @@ def evaluate(
             rec_sel16 = mix16("recompute_selective") if not flash else np.zeros(n)
         rec16 = np.where(full, share * mix16("recompute_full"), np.where(rec == 1, rec_sel16, 0.0))
 
+    # TP, CP and EP collectives per layer (app.core.step.layer_comm), at no and at full recompute, interpolated
+    # per row over the share recomputed as the estimate does
     act_bytes = 2.0 * tokens * h
-    tp_node = np.minimum(tp, gpn)
+    tp_node = ranks_per_node(tp, 1, gpn)
     k_tp = field_code(tp, mb, cp)
-    gather = coll("all_gather", act_bytes, tp, tp_node, k_tp)
-    scatter = coll("reduce_scatter", act_bytes, tp, tp_node, k_tp)
-    one_sp = 2 * (gather + scatter)
-    one_ar = 2 * coll("all_reduce", act_bytes, tp, tp_node, k_tp)
-    one = np.where(spb, one_sp, one_ar)
-    extra = np.where(spb, 2 * gather, 0.0)
-    hidden = np.zeros(n)
-    if fw.tp_async_backward:
-        # asynchronous column-parallel backward (app.core.step.stage_times): input-gradient collectives behind
-        # the weight-gradient GEMMs, SP re-gathers behind the data-gradient GEMMs
-        half = 0.5 * mix("column_bwd")
-        hidden = np.where(
-            spb,
-            np.minimum(2 * scatter, half) + np.minimum(extra, half),
-            np.minimum(one_ar, half),
-        )
-    tp_total = one * (2 + share) + extra
-    # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
-    # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
-    tp_rest = tp_total - hidden
-    tp_layer = (
-        tp_rest * (1 - fw.tp_overlap)
-        + overlap_slowdown(fw, cluster, tp, tp_node) * hidden
-        + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
-    )
+    group_keys = {
+        "tp": k_tp,
+        "ep": field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64)),
+        "dp": field_code(tp, pp, cp, ep, e_tp),  # the ZeRO stage only masks which collectives run
+    }
 
-    kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
-    cp_node = ranks_per_node(cp, tp, gpn)
-    hop_cp = coll("send_recv", np.where(cp > 1, kv_bytes, 0.0), 2, np.where(cp_node > 1, cp_node, 1), k_tp)
-    fwd_ring = (cp - 1) * hop_cp
-    cp_slow = overlap_slowdown(fw, cluster, cp, cp_node)
-    cp_layer = overlapped(fwd_ring, attn_fwd, cp_slow) + overlapped(
-        2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn_fwd, cp_slow
-    )
-    cp_layer = np.where(cp > 1, cp_layer * (1 + share), 0.0)
+    def row_coll(op: str, size: Any, ranks: Any, node: Any, group: str) -> np.ndarray:
+        return coll(op, size, ranks, node, group_keys[group])
 
-    ep_layer = np.zeros(n)
-    if n_moe:
-        # each rank's sequence-parallel shard of tokens; EP ranks adjacent under folding (app.core.step.stage_times)
-        a2a_bytes = 2.0 * np.where(spb, tokens / tp, tokens) * shape.experts_per_token * h
-        ep_node = ranks_per_node(ep, np.where(folded, e_tp, tp * cp), gpn)
-        a2a_key = field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64))
-        a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, a2a_key)
-        if fw.moe_dispatch_dedup:
-            # node-deduplicating dispatch (app.core.step.stage_times): the larger of the NVLink fan-out inside a
-            # domain and the deduplicated scale-out exchange
-            domains = scaleout_domains(cluster, ep, ep_node)
-            kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
-            multi = domains > 1
-            in_domain = coll(
-                "all_to_all", np.where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, a2a_key
-            )
-            deduped = coll("all_to_all", np.where(multi, kept * a2a_bytes, 0.0), ep, ep_node, a2a_key)
-            a2a = np.where(multi, np.maximum(in_domain, deduped), a2a)
-        ep_layer = np.where(ep > 1, moe_share * 2 * (2 + share) * a2a, 0.0)
-        if fw.moe_a2a_overlap:
-            ep_slow = overlap_slowdown(fw, cluster, ep, ep_node)
-            ep_layer = np.where(
-                ep > 1,
-                moe_share
-                * (
-                    2 * share * a2a
-                    + moe_a2a_overlapped(
-                        a2a, moe_field("forward"), moe_field("backward"), moe_field("expert_fwd"), ep_slow
-                    )
-                ),
-                0.0,
-            )
+    moe_again = 0.0  # the planner searches Megatron-core's default selective module (core_attn)
+    comm_args = (mix, moe_field, moe_again, cluster, fw, row_coll)
+    comm0 = [np.zeros(n) + t for t in layer_comm(model, cols, tokens, 0.0, *comm_args)]
+    comm1 = (
+        [np.zeros(n) + t for t in layer_comm(model, cols, tokens, 1.0, *comm_args)] if full.any() else comm0
+    )
+    tp_layer, cp_layer, ep_layer = (
+        (1.0 - share) * c0 + share * c1 for c0, c1 in zip(comm0, comm1, strict=True)
+    )
 
     # boundary activation: split over TP under SP or scatter-gather, re-gathered after each receive with
     # scatter-gather and no SP (app.core.step.stage_times)
     sharded = spb | fw.pp_scatter_gather
     p2p_bytes = np.where(sharded, act_bytes / tp, act_bytes)
+    gather = coll("all_gather", act_bytes, tp, tp_node, k_tp)
     regather = np.where((pp > 1) & (tp > 1) & ~spb & fw.pp_scatter_gather, 2 * gather, 0.0)
     pp_node = np.where(tp * cp * dp < gpn, 2, 1)
     hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp, sp))
@@ -701,16 +647,12 @@ def evaluate(
     single = (pp == 1).astype(np.int64)
     candidates = [(end_l, 1, single, True), (mid_l, 0, 0, pp > 2), (end_l, 0, 1, pp > 1)]
     params = gradient_params(model, cols, mtp_layers, candidates, uneven | (mtp_layers > 0))
-    k_dp = field_code(tp, pp, cp, ep, e_tp)  # the ZeRO stage only masks which collectives run
-
-    def dp_coll(op: str, size: Any, ranks: Any, node: Any) -> np.ndarray:
-        return coll(op, size, ranks, node, k_dp)
 
     # a term no row has comes back as a number: one value per row (adding 0.0 changes no bit)
     dp_comm, zero3, optimizer = (
         np.zeros(n) + t
         for t in data_parallel_times(
-            cols, params, (b_fwd, b_bwd, b_rec), layers_per_gpu, cluster, fw, dp_coll
+            cols, params, (b_fwd, b_bwd, b_rec), layers_per_gpu, cluster, fw, row_coll
         )
     )
 

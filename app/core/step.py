@@ -585,98 +585,18 @@ def stage_times(
         rec_layer = partial_recompute(dense, moe_t, mix)
         rec16 = partial_recompute(dense16, moe16, mix16)
 
-    # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
     act_bytes = 2.0 * tokens * shape.hidden
     tp_place = group_placement(tp, 1, gpn)
+    cols = LayoutColumns.of(layout)
+    coll = scalar_collective(cluster, network)
+    moe_again = 1.0 if "moe" in layout.selective_modules else 0.0
+
+    def moe_times(attr: str) -> Any:
+        return moe_t.ffn_fwd + moe_t.shared_fwd if attr == "expert_fwd" else getattr(moe_t, attr)
 
     def comm_per_layer(share: float) -> tuple[float, float, float]:
         """TP, CP and EP seconds of one layer whose forward is recomputed with probability `share`."""
-        if layout.sequence_parallel:
-            gather = _coll("all_gather", act_bytes, tp_place, cluster, network)
-            scatter = _coll("reduce_scatter", act_bytes, tp_place, cluster, network)
-            one = 2 * (gather + scatter)
-            # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
-            # (Korthikanti et al. 2022 Sec. 4.2.2)
-            extra = 2 * gather
-        else:
-            one = 2 * _coll("all_reduce", act_bytes, tp_place, cluster, network)
-            extra = scatter = 0.0
-        hidden = 0.0
-        if fw.tp_async_backward:
-            # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time:
-            # the input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the
-            # re-gather of the SP-sharded input behind the data-gradient GEMM
-            half = 0.5 * mix("column_bwd")
-            sp_hidden = min(2 * scatter, half) + min(extra, half)
-            hidden = sp_hidden if layout.sequence_parallel else min(one, half)
-        tp_total = one * (2 + share) + extra
-        # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
-        # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
-        tp_rest = tp_total - hidden
-        tp_layer = (
-            tp_rest * (1 - fw.tp_overlap)
-            + overlap_slowdown(fw, cluster, tp_place.ranks, tp_place.ranks_per_node) * hidden
-            + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
-        )
-
-        # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
-        cp_layer = 0.0
-        if cp > 1:
-            kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
-            cp_place = group_placement(cp, tp, gpn)
-            hop = _coll(
-                "send_recv",
-                kv_bytes,
-                Placement(2, cp_place.ranks_per_node if cp_place.ranks_per_node > 1 else 1),
-                cluster,
-                network,
-            )
-            fwd_ring = (cp - 1) * hop
-            attn = mix("attention_fwd")
-            cp_slow = overlap_slowdown(fw, cluster, cp_place.ranks, cp_place.ranks_per_node)
-            cp_layer = overlapped(fwd_ring, attn, cp_slow) + overlapped(
-                2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
-            )
-            cp_layer *= 1 + share
-
-        # expert parallel all-to-all: dispatch and combine, forward and backward
-        ep_layer = 0.0
-        if n_moe and ep > 1:
-            # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
-            # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
-            # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP
-            # all-gather / reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp
-            # order) or adjacent after the etp ranks (MoE parallel folding)
-            moe_tokens = tokens / tp if layout.sequence_parallel else tokens
-            a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
-            ep_place = group_placement(ep, tp * cp if layout.etp is None else layout.etp, gpn)
-            a2a = _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
-            domains = scaleout_domains(cluster, ep_place.ranks, ep_place.ranks_per_node)
-            if fw.moe_dispatch_dedup and domains > 1:
-                # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
-                kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
-                in_domain = Placement(-(-ep // domains), ep_place.ranks_per_node)
-                a2a = max(
-                    _coll("all_to_all", a2a_bytes, in_domain, cluster, network),
-                    _coll("all_to_all", kept * a2a_bytes, ep_place, cluster, network),
-                )
-            # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
-            again = share + (1.0 if "moe" in layout.selective_modules else 0.0)
-            ep_layer = moe_share * 2 * (2 + again) * a2a
-            if fw.moe_a2a_overlap:
-                # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer:
-                # each of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward
-                # dispatch ‖ expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention
-                # forward, backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
-                ep_slow = overlap_slowdown(fw, cluster, ep_place.ranks, ep_place.ranks_per_node)
-                ep_layer = moe_share * (
-                    2 * again * a2a
-                    + moe_a2a_overlapped(
-                        a2a, moe_t.forward, moe_t.backward, moe_t.ffn_fwd + moe_t.shared_fwd, ep_slow
-                    )
-                )
-
-        return tp_layer, cp_layer, ep_layer
+        return layer_comm(model, cols, tokens, share, mix, moe_times, moe_again, cluster, fw, coll)
 
     # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
     comm_plain = comm_per_layer(0.0)
@@ -870,8 +790,9 @@ def overlapped(comm: Any, window: Any, slowdown: Any) -> Any:
 # Data parallelism: gradient reduction, ZeRO-3 traffic and the optimizer step, for one layout or every row
 # ---------------------------------------------------------------------------------------------------------------
 
-# seconds of one collective: (operation, bytes, ranks, ranks per node) → seconds, 0 for one rank or no bytes
-Collective = Callable[[str, Any, Any, Any], Any]
+# seconds of one collective: (operation, bytes, ranks, ranks per node, group) → seconds, 0 for one rank or no bytes.
+# The group ("tp", "ep", "pp", "dp") names what determines the message and the placement, for memoising over rows
+Collective = Callable[[str, Any, Any, Any, str], Any]
 
 
 def ranks_per_node(ranks: Any, stride: Any, gpus_per_node: int) -> Any:
@@ -882,7 +803,7 @@ def ranks_per_node(ranks: Any, stride: Any, gpus_per_node: int) -> Any:
 def scalar_collective(cluster: ClusterSpec, network: Any) -> Collective:
     """`Collective` of one layout: `collective_time` (app.core.network) on its placement."""
 
-    def call(op: str, size: Any, ranks: Any, per_node: Any) -> float:
+    def call(op: str, size: Any, ranks: Any, per_node: Any, group: str) -> float:
         return _coll(op, size, Placement(int(ranks), int(per_node)), cluster, network)
 
     return call
@@ -954,7 +875,7 @@ def data_parallel_times(
     z3, z12, z0 = zero >= 3, (zero >= 1) & (zero < 3), zero == 0
 
     def masked(op: str, size: Any, ranks: Any, node: Any, mask: Any) -> Any:
-        return coll(op, where(mask, size, 0.0), ranks, node)
+        return coll(op, where(mask, size, 0.0), ranks, node, "dp")
 
     zero3: Any = 0.0
     if any_true(z3):
@@ -1002,6 +923,117 @@ def data_parallel_times(
     )
     optimizer = optimizer_step_time(opt_params, cols.optimizer_offload, cluster, fw)
     return dp_comm, zero3, optimizer
+
+
+def layer_comm(
+    model: ModelSpec,
+    cols: LayoutColumns,
+    tokens: Any,
+    share: float,
+    times: Callable[[str], Any],
+    moe_times: Callable[[str], Any],
+    moe_again: Any,
+    cluster: ClusterSpec,
+    fw: Framework,
+    coll: Collective,
+) -> tuple[Any, Any, Any]:
+    """Exposed TP, CP and EP seconds of one layer and micro-batch whose forward full recompute re-runs with
+    probability `share`, for one layout or every row.
+
+    `times(attr)`: the layer's time `attr` (LayerTimes), mean over dense and MoE layers; `moe_times(attr)`: a MoE
+    layer's ("expert_fwd": its routed and shared experts' forward); `moe_again`: 1 where selective recompute re-runs
+    the MoE layer (module "moe"), which dispatches and combines its tokens again.
+    """
+    shape = layer_shape(model)
+    tp, cp, ep, sp = cols.tp, cols.cp, cols.ep, cols.sp
+    gpn = cluster.gpus_per_node
+    # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
+    act_bytes = 2.0 * tokens * shape.hidden
+    tp_node = ranks_per_node(tp, 1, gpn)
+    gather: Any = 0.0
+    scatter: Any = 0.0
+    one_sp: Any = 0.0
+    one_ar: Any = 0.0
+    if any_true(sp):
+        gather = coll("all_gather", act_bytes, tp, tp_node, "tp")
+        scatter = coll("reduce_scatter", act_bytes, tp, tp_node, "tp")
+        one_sp = 2 * (gather + scatter)
+    if any_true(sp == 0):
+        one_ar = 2 * coll("all_reduce", act_bytes, tp, tp_node, "tp")
+    one = where(sp, one_sp, one_ar)
+    # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
+    # (Korthikanti et al. 2022 Sec. 4.2.2)
+    extra = where(sp, 2 * gather, 0.0)
+    hidden: Any = 0.0
+    if fw.tp_async_backward:
+        # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time: the
+        # input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the re-gather
+        # of the SP-sharded input behind the data-gradient GEMM
+        half = 0.5 * times("column_bwd")
+        sp_hidden = minimum(2 * scatter, half) + minimum(extra, half)
+        hidden = where(sp, sp_hidden, minimum(one, half))
+    tp_total = one * (2 + share) + extra
+    # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
+    # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
+    tp_rest = tp_total - hidden
+    tp_layer = (
+        tp_rest * (1 - fw.tp_overlap)
+        + overlap_slowdown(fw, cluster, tp, tp_node) * hidden
+        + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
+    )
+
+    # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
+    cp_layer: Any = 0.0
+    if any_true(cp > 1):
+        kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
+        cp_node = ranks_per_node(cp, tp, gpn)
+        hop = coll("send_recv", where(cp > 1, kv_bytes, 0.0), 2, cp_node, "tp")
+        fwd_ring = (cp - 1) * hop
+        attn = times("attention_fwd")
+        cp_slow = overlap_slowdown(fw, cluster, cp, cp_node)
+        ring = overlapped(fwd_ring, attn, cp_slow) + overlapped(
+            2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
+        )
+        cp_layer = where(cp > 1, ring * (1 + share), 0.0)
+
+    # expert parallel all-to-all: dispatch and combine, forward and backward
+    ep_layer: Any = 0.0
+    if num_moe_layers(model) and any_true(ep > 1):
+        moe_share = num_moe_layers(model) / model.num_layers
+        # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
+        # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
+        # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP all-gather /
+        # reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp order) or
+        # adjacent after the etp ranks (MoE parallel folding)
+        moe_tokens = where(sp, tokens / tp, tokens)
+        a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
+        ep_node = ranks_per_node(ep, where(cols.folded, cols.etp, tp * cp), gpn)
+        a2a = coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
+        if fw.moe_dispatch_dedup:
+            domains = scaleout_domains(cluster, ep, ep_node)
+            multi = domains > 1
+            if any_true(multi):
+                # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
+                kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
+                in_domain = coll("all_to_all", where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, "ep")
+                deduped = coll("all_to_all", where(multi, kept * a2a_bytes, 0.0), ep, ep_node, "ep")
+                a2a = where(multi, maximum(in_domain, deduped), a2a)
+        again = share + moe_again
+        exchange = moe_share * 2 * (2 + again) * a2a
+        if fw.moe_a2a_overlap:
+            # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each
+            # of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward dispatch ‖
+            # expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention forward,
+            # backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
+            ep_slow = overlap_slowdown(fw, cluster, ep, ep_node)
+            exchange = moe_share * (
+                2 * again * a2a
+                + moe_a2a_overlapped(
+                    a2a, moe_times("forward"), moe_times("backward"), moe_times("expert_fwd"), ep_slow
+                )
+            )
+        ep_layer = where(ep > 1, exchange, 0.0)
+    return tp_layer, cp_layer, ep_layer
 
 
 def step_estimate(

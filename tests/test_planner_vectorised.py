@@ -98,9 +98,12 @@ def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
         )
         for key in STEP_COMPONENTS:
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
-        # one implementation each (app.core.step.layer_comm, data_parallel_times): equal bits
-        for key in ("tp_comm", "cp_comm", "ep_comm", "optimizer"):
-            assert float(ev.step[key][j]) == est.step.breakdown[key], (layout, key)
+        # one implementation of every per-stage and data-parallel term (app.core.step.stage_time_parts,
+        # data_parallel_times): equal bits. The bubble's mean stage differs in the last bit: the planner sums the equal
+        # stages between as a product, the estimate one by one
+        for key in STEP_COMPONENTS:
+            if key != "pipeline_bubble":
+                assert float(ev.step[key][j]) == est.step.breakdown[key], (layout, key)
         assert _close(float(ev.step_time_s[j]), est.step.total_s), layout
         assert _close(float(ev.model_flops_per_token[j]), est.model_flops_per_token)
         assert _close(float(ev.hardware_flops_per_token[j]), est.hardware_flops_per_token)

@@ -37,11 +37,8 @@ from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts
 from app.core.memory import (
     MemoryRun,
     StageTerms,
-    embedding_params_per_gpu,
     layer_activations,
-    mtp_params_per_gpu,
     stage_terms,
-    transformer_params_per_gpu,
 )
 from app.core.model import (
     ModelSpec,
@@ -56,18 +53,20 @@ from app.core.model import (
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
 from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
 from app.core.step import (
+    STAGE_PARTS,
     STEP_COMPONENTS,
+    LayerTimesView,
     _gemm,
     _linear,
     attention_kernel,
     data_parallel_times,
     flash_dropout_overhead,
     gradient_params,
-    layer_comm,
+    layer_step_times,
     layer_times,
-    overlap_slowdown,
-    overlapped,
-    ranks_per_node,
+    pipeline_bubble,
+    stage_time_parts,
+    stage_total,
 )
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
@@ -332,7 +331,6 @@ def evaluate(
     linear, attn_curve = curves_for(cluster, dtype, profile, opts)
     shape = layer_shape(model)
     h = model.hidden_size
-    gpn = cluster.gpus_per_node
     hbm_bw = cluster.gpu.hbm_bandwidth_bytes_per_s
 
     tp = rows.tp.astype(np.int64)
@@ -349,7 +347,6 @@ def evaluate(
     rec = rows.recompute.astype(np.int64)
     mb = rows.micro_batch.astype(np.int64)
     n = len(rows)
-    full = rec == 2
     rl = rows.recompute_layers.astype(np.int64)
     off = rows.offload_layers.astype(np.int64)
     opt_off = rows.optimizer_offload.astype(float)
@@ -362,26 +359,14 @@ def evaluate(
     # end_l layers, the stages between mid_l; an even split gives every stage L / p
     end_col = rows.end_layers if rows.end_layers is not None else np.zeros(n, dtype=np.int64)
     uneven = (end_col.astype(np.int64) > 0) & (pp > 2)
-    moe_frac = n_moe / model.num_layers
     end_l = np.where(uneven, end_col, layers_per_gpu).astype(float)
     mid_l = np.where(uneven, (model.num_layers - 2 * end_col) / np.maximum(1, pp - 2), layers_per_gpu).astype(
         float
     )
 
-    # parameters per GPU are linear in the layers held (app.core.memory.transformer_params_per_gpu)
-    unit_d, unit_e = (
-        np.asarray(x, float) for x in transformer_params_per_gpu(shape, 1 - moe_frac, moe_frac, tp, ep, e_tp)
-    )
-
-    def params_of(layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Dense and expert parameters per GPU of `layers` transformer layers (MoE layers in proportion)."""
-        return layers * unit_d, layers * unit_e
-
     # ----------------------------------------------------------------------------------------- memory
     flash = flash_attention
     spb = sp.astype(bool)
-    # share of the stage's layers recomputed (Megatron --recompute-num-layers), as app.core.memory._saved_per_layer
-    share = np.where(full, np.where(rl > 0, rl / layers_per_gpu, 1.0), 0.0)
     exp_shard = np.maximum(1, tp * (dp * cp) // (e_tp * ep))  # Layout.expert_dp
     cols = LayoutColumns(
         tp=tp,
@@ -404,7 +389,6 @@ def evaluate(
     )
     run = MemoryRun(model, seq_len, fw, flash, mtp_layers)
     acts = layer_activations(run, cols)
-    dense_act, moe_act = acts.dense_none, acts.moe_none
     # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
     with_bf16 = bool(bf16_layers[0] or bf16_layers[1])
     bf16_by_stage = np.zeros((n, 1))
@@ -412,13 +396,6 @@ def evaluate(
     if with_bf16:
         bf16_by_stage = _bf16_stage_table(model.num_layers, pp, vp, end_col, uneven, bf16_layers, dtype)
         acts16 = layer_activations(run, cols, SOURCE_BYTES)
-    vocab = padded_vocab_size(model.vocab_size, tp)  # type: ignore[arg-type]
-
-    # multi-token-prediction modules on the last stage (app.core.memory.mtp_params_per_gpu)
-    mtp_d, mtp_e = (
-        np.asarray(x, float) * np.ones(n)
-        for x in mtp_params_per_gpu(model, shape, mtp_layers, tp, ep, pp, e_tp)
-    )
 
     def stage(index: Any, first: Any, last: Any, layers: np.ndarray, bf16: np.ndarray | None) -> StageTerms:
         """The memory of one stage of every row (app.core.memory.stage_terms)."""
@@ -450,158 +427,64 @@ def evaluate(
         host_bytes = np.where(uneven, np.maximum(host_bytes, second.host_bytes), host_bytes)
 
     # ----------------------------------------------------------------------------------------- step time
-    moe_share = n_moe / model.num_layers
-    cast = cast_bytes_per_element(dtype)
-
     # per-layer compute: one array call of the estimator's own `layer_times` over the distinct groups
     first, inverse = unique_first_inverse(field_code(mb, cp, tp, sp, ep, e_tp))
+    inverse = inverse.reshape(-1)
     g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
     g_etp = e_tp[first]
     args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
     drop = flash_dropout_overhead(cluster.gpu)
     shares = attention_kernel(fw, cluster.gpu, profile).shares
-    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, cast, drop, None, shares)
-    moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, cast, drop, g_etp, shares)
-        if n_moe
-        else dense
-    )
 
-    def mix(attr: str) -> np.ndarray:
-        value = (1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr)
-        return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
+    def group_times(curve: GemmEfficiency, cast_bytes: float) -> LayerTimesView:
+        dense = layer_times(
+            *args, False, curve, attn_curve, hbm_bw, fw, opts.causal, cast_bytes, drop, None, shares
+        )
+        moe_t = (
+            layer_times(
+                *args, True, curve, attn_curve, hbm_bw, fw, opts.causal, cast_bytes, drop, g_etp, shares
+            )
+            if n_moe
+            else dense
+        )
+        return LayerTimesView(dense, moe_t, n_moe / model.num_layers, inverse, len(first))
 
-    def moe_field(attr: str) -> np.ndarray:
-        """One MoE layer's time `attr` per row ("expert_fwd": its routed and shared experts' forward)."""
-        value = moe_t.ffn_fwd + moe_t.shared_fwd if attr == "expert_fwd" else getattr(moe_t, attr)
-        return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
-
-    fwd_layer, bwd_layer, rec_full = mix("forward"), mix("backward"), mix("recompute_full")
-    if fw.selective_policy == "op":
-        # op-level selective checkpointing re-runs every second matmul and the pointwise ops (app.core.step)
-        rec_sel = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")
-    else:
-        rec_sel = mix("recompute_selective") if not flash else np.zeros(n)
+    view = group_times(linear, cast_bytes_per_element(dtype))
+    # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts
+    view16 = group_times(attn_curve, 0.0) if with_bf16 else view
     g_vocab = padded_vocab_size(model.vocab_size, g_tp)  # type: ignore[arg-type]
-    # the LM head stays in 16 bit under FP8 training (app.core.step.stage_times)
     logits_fwd = np.asarray(_gemm(attn_curve, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
-    # multi-token prediction: each module's 2h → h projection (app.core.step.stage_times)
     proj_fwd, proj_bwd = (
         np.asarray(t, dtype=float)[inverse] for t in _linear(linear, g_tok, h / g_tp, 2 * h)
     )
-    rec_layer = np.where(full, share * rec_full, np.where(rec == 1, rec_sel, 0.0))
-    # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts (app.core.step.stage_times)
-    fwd16, bwd16, rec16 = fwd_layer, bwd_layer, rec_layer
-    if with_bf16:
-        dense16 = layer_times(
-            *args, False, attn_curve, attn_curve, hbm_bw, fw, opts.causal, 0.0, drop, None, shares
-        )
-        moe16 = (
-            layer_times(
-                *args, True, attn_curve, attn_curve, hbm_bw, fw, opts.causal, 0.0, drop, g_etp, shares
-            )
-            if n_moe
-            else dense16
-        )
-
-        def mix16(attr: str) -> np.ndarray:
-            value = (1 - moe_share) * getattr(dense16, attr) + moe_share * getattr(moe16, attr)
-            return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
-
-        fwd16, bwd16 = mix16("forward"), mix16("backward")
-        if fw.selective_policy == "op":
-            rec_sel16 = 0.5 * mix16("linear_fwd") + mix16("elementwise_fwd")
-        else:
-            rec_sel16 = mix16("recompute_selective") if not flash else np.zeros(n)
-        rec16 = np.where(full, share * mix16("recompute_full"), np.where(rec == 1, rec_sel16, 0.0))
-
-    # TP, CP and EP collectives per layer (app.core.step.layer_comm), at no and at full recompute, interpolated
-    # per row over the share recomputed as the estimate does
-    act_bytes = 2.0 * tokens * h
-    tp_node = ranks_per_node(tp, 1, gpn)
-    k_tp = field_code(tp, mb, cp)
     group_keys = {
-        "tp": k_tp,
+        "tp": field_code(tp, mb, cp),
         "ep": field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64)),
+        "pp": field_code(tp, mb, cp, pp, sp),
         "dp": field_code(tp, pp, cp, ep, e_tp),  # the ZeRO stage only masks which collectives run
     }
 
     def row_coll(op: str, size: Any, ranks: Any, node: Any, group: str) -> np.ndarray:
         return coll(op, size, ranks, node, group_keys[group])
 
-    moe_again = 0.0  # the planner searches Megatron-core's default selective module (core_attn)
-    comm_args = (mix, moe_field, moe_again, cluster, fw, row_coll)
-    comm0 = [np.zeros(n) + t for t in layer_comm(model, cols, tokens, 0.0, *comm_args)]
-    comm1 = (
-        [np.zeros(n) + t for t in layer_comm(model, cols, tokens, 1.0, *comm_args)] if full.any() else comm0
-    )
-    tp_layer, cp_layer, ep_layer = (
-        (1.0 - share) * c0 + share * c1 for c0, c1 in zip(comm0, comm1, strict=True)
+    lt = layer_step_times(
+        run, cols, (view, view16), (logits_fwd, proj_fwd, proj_bwd), cluster, row_coll, acts
     )
 
-    # boundary activation: split over TP under SP or scatter-gather, re-gathered after each receive with
-    # scatter-gather and no SP (app.core.step.stage_times)
-    sharded = spb | fw.pp_scatter_gather
-    p2p_bytes = np.where(sharded, act_bytes / tp, act_bytes)
-    gather = coll("all_gather", act_bytes, tp, tp_node, k_tp)
-    regather = np.where((pp > 1) & (tp > 1) & ~spb & fw.pp_scatter_gather, 2 * gather, 0.0)
-    pp_node = np.where(tp * cp * dp < gpn, 2, 1)
-    hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp, sp))
-    pp_raw = vp * (fw.pp_transfers_per_microbatch * hop_pp + regather)
-    pp_slow = overlap_slowdown(fw, cluster, 2, pp_node)
-    pp_mb = np.where(pp > 1, pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw, 0.0)
+    def stage_parts(layers: np.ndarray, bf16: Any, first_: Any, last_: Any) -> dict[str, np.ndarray]:
+        """One micro-batch on a stage of every row (app.core.step.stage_time_parts)."""
+        parts = stage_time_parts(run, cols, lt, cluster, layers, bf16, first_, last_)
+        return {k: np.zeros(n) + v for k, v in parts.items()}
 
-    ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm_bw * fw.elementwise_efficiency)
-    # per-micro-batch gradient accumulation over the stage's parameters (app.core.step.stage_times): the last
-    # stage holds the head, the first the embedding, the others neither
-    accum_rate = fw.grad_accum_bytes_per_param / (hbm_bw * fw.elementwise_efficiency)
-    one = (pp == 1).astype(np.int64)
-    accum_head = accum_rate * embedding_params_per_gpu(model, tp, pp, one, 1)
-    accum_emb = accum_rate * embedding_params_per_gpu(model, tp, pp, 1, 0) * (pp > 1)
-    b_pp = pp_mb
-    # activation offloading: each offloaded layer's copy out and back beside the next layer's forward and
-    # backward, exposed where longer (app.core.step.stage_times)
-    saved = (1 - moe_share) * dense_act + (moe_share * moe_act if n_moe else 0.0)
-    copy = saved / cluster.gpu.host_link_bytes_per_s
-    b_off = np.where(
-        off > 0, off * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)), 0.0
-    )
-
-    def stage_parts(
-        layers: np.ndarray, head: np.ndarray, emb: np.ndarray, bf16: np.ndarray | None = None
-    ) -> dict[str, np.ndarray]:
-        """One micro-batch on a stage of `layers` layers, `bf16` of them kept 16-bit; `head` / `emb` mark the LM
-        head and the embedding."""
-        d_s, e_s = params_of(layers)
-        b = np.zeros(n) if bf16 is None else bf16
-        q = layers - b
-        k = head * mtp_layers  # multi-token-prediction modules run on the last stage
-        return {
-            "fwd": q * fwd_layer + b * fwd16 + head * logits_fwd + k * (fwd_layer + proj_fwd + logits_fwd),
-            "bwd": q * bwd_layer
-            + b * bwd16
-            + head * (2 * logits_fwd + ce + accum_head)
-            + k * (bwd_layer + proj_bwd + 2 * logits_fwd + ce)
-            + accum_rate * (d_s + e_s + head * (mtp_d + mtp_e))
-            + emb * accum_emb,
-            "rec": q * rec_layer + b * rec16 + k * rec_layer,
-            "tp": (layers + k) * tp_layer,
-            "cp": (layers + k) * cp_layer,
-            "ep": (layers + k) * ep_layer,
-        }
-
-    def stage_sum(parts: dict[str, np.ndarray]) -> np.ndarray:
-        return sum(parts.values()) + b_pp + b_off  # type: ignore[return-value]
-
-    head_all, no = np.ones(n), np.zeros(n)
+    single = (pp == 1).astype(np.int64)
     if not with_bf16:
-        last_parts = stage_parts(end_l, head_all, no)
-        mid_parts = stage_parts(mid_l, no, no)
-        first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0))
+        last_parts = stage_parts(end_l, 0.0, single, 1)
+        mid_parts = stage_parts(mid_l, 0.0, 0, 0)
+        first_parts = stage_parts(end_l, 0.0, 1, 0)
         last_total, mid_total, first_total = (
-            stage_sum(last_parts),
-            stage_sum(mid_parts),
-            stage_sum(first_parts),
+            stage_total(last_parts),
+            stage_total(mid_parts),
+            stage_total(first_parts),
         )
         # the bottleneck stage, the first of equals in stage order as app.core.step.step_estimate picks it
         use_first = (pp > 1) & (first_total >= mid_total) & (first_total >= last_total)
@@ -610,25 +493,27 @@ def evaluate(
         def pick(key: str) -> np.ndarray:
             return np.where(use_first, first_parts[key], np.where(use_mid, mid_parts[key], last_parts[key]))
 
+        # the stages between are equal: their sum as a product (the estimate adds the stages one by one, which can
+        # differ from it in the last bit)
         mean_stage = np.where(pp > 1, (first_total + (pp - 2) * mid_total + last_total) / pp, last_total)
     else:
         # every stage: the stages between differ by the 16-bit layers they hold. The bottleneck is the first of
         # equals in stage order (app.core.step.step_estimate): stage 0, then each stage between, then the last
-        first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0), b_first)
-        last_parts = stage_parts(end_l, head_all, no, b_last)
+        first_parts = stage_parts(end_l, b_first, 1, 0)
+        last_parts = stage_parts(end_l, b_last, single, 1)
         best = {k: v.copy() for k, v in first_parts.items()}
-        best_total = stage_sum(first_parts)
+        best_total = stage_total(first_parts)
         total_all = np.where(pp > 1, best_total, 0.0)
         for s_mid in range(1, bf16_by_stage.shape[1] - 1):
             inside = s_mid < pp - 1
-            parts_s = stage_parts(mid_l, no, no, bf16_by_stage[:, s_mid])
-            total_s = stage_sum(parts_s)
+            parts_s = stage_parts(mid_l, bf16_by_stage[:, s_mid], 0, 0)
+            total_s = stage_total(parts_s)
             slower = inside & (total_s > best_total)
             for key in best:
                 best[key] = np.where(slower, parts_s[key], best[key])
             best_total = np.where(slower, total_s, best_total)
             total_all = total_all + np.where(inside, total_s, 0.0)
-        last_total = stage_sum(last_parts)
+        last_total = stage_total(last_parts)
         use_last = (pp == 1) | (last_total > best_total)
         for key in best:
             best[key] = np.where(use_last, last_parts[key], best[key])
@@ -638,13 +523,11 @@ def evaluate(
         def pick(key: str) -> np.ndarray:
             return best[key]
 
-    b_fwd, b_bwd, b_rec = pick("fwd"), pick("bwd"), pick("rec")
-    b_tp, b_cp, b_ep = pick("tp"), pick("cp"), pick("ep")
-    bubble = (pp - 1) / vp * mean_stage
+    b_fwd, b_bwd, b_rec = pick("forward_compute"), pick("backward_compute"), pick("recompute")
+    bubble = pipeline_bubble(pp, vp, mean_stage)
 
     # data parallelism, ZeRO-3 and the optimizer (app.core.step.data_parallel_times); the candidates for the stage
     # holding the most parameters are stage 0, a stage between and the last (app.core.step.gradient_params)
-    single = (pp == 1).astype(np.int64)
     candidates = [(end_l, 1, single, True), (mid_l, 0, 0, pp > 2), (end_l, 0, 1, pp > 1)]
     params = gradient_params(model, cols, mtp_layers, candidates, uneven | (mtp_layers > 0))
 
@@ -656,21 +539,16 @@ def evaluate(
         )
     )
 
-    step = {
-        "forward_compute": m * b_fwd,
-        "backward_compute": m * b_bwd,
-        "recompute": m * b_rec,
-        "tp_comm": m * b_tp,
-        "cp_comm": m * b_cp,
-        "ep_comm": m * b_ep,
-        "pp_comm": m * b_pp,
-        "offload": m * b_off,
-        "pipeline_bubble": bubble,
-        "dp_comm": dp_comm,
-        "zero3_comm": zero3,
-        "optimizer": optimizer,
-        "overhead": np.full(n, float(fw.step_overhead_s)),
-    }
+    step = {key: m * pick(key) for key in STAGE_PARTS}
+    step.update(
+        {
+            "pipeline_bubble": bubble,
+            "dp_comm": dp_comm,
+            "zero3_comm": zero3,
+            "optimizer": optimizer,
+            "overhead": np.full(n, float(fw.step_overhead_s)),
+        }
+    )
     total = np.zeros(n)
     for key in STEP_COMPONENTS:
         total = total + step[key]

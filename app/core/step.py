@@ -48,10 +48,11 @@ from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts, stage_layer_counts
 from app.core.memory import (
     ACT_BYTES,
+    LayerActivations,
+    MemoryRun,
     embedding_params_per_gpu,
-    layer_activation_bytes,
+    layer_activations,
     mtp_params_per_gpu,
-    offloaded_activation_bytes,
     transformer_params_per_gpu,
 )
 from app.core.model import (
@@ -123,6 +124,7 @@ STEP_COMPONENTS = (
     "optimizer",
     "overhead",
 )
+STAGE_PARTS = STEP_COMPONENTS[:8]  # the StageTime fields, per micro-batch on one stage
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -316,30 +318,6 @@ def layer_times(
     )
 
 
-def module_recompute_time(layout: Layout, dense: LayerTimes, moe_t: LayerTimes, moe_share: float) -> float:
-    """Seconds per layer and micro-batch that Megatron-core's selective recompute modules re-run in the backward
-    (Layout.selective_modules): core_attn the unfused attention (a fused kernel recomputes its scores anyway),
-    layernorm the norms, mlp a dense layer's MLP, moe a MoE layer's experts, router and permutation (its
-    all-to-all is counted in ep_comm), moe_act the experts' activation, shared_experts the shared experts."""
-    mods = set(layout.selective_modules)
-
-    def per_layer(t: LayerTimes, moe: bool) -> float:
-        total = 0.0
-        if "core_attn" in mods and not layout.flash_attention:
-            total += float(t.recompute_selective)
-        if "layernorm" in mods:
-            total += float(t.norm_fwd)
-        if ("moe" if moe else "mlp") in mods:
-            total += float(t.ffn_fwd)
-        elif moe and "moe_act" in mods:
-            total += float(t.act_fwd)
-        if moe and ("moe" in mods or "shared_experts" in mods):
-            total += float(t.shared_fwd)
-        return total
-
-    return (1 - moe_share) * per_layer(dense, False) + moe_share * per_layer(moe_t, True)
-
-
 def attention_kernel(fw: Framework, gpu: GPUSpec, profile: Any = None) -> AttentionKernel:
     """The fused attention kernel `fw` runs on `gpu`, with its rates relative to the sustained 16-bit GEMM curve; a
     calibration profile (app.core.efficiency.HardwareProfile) that measured the kernel supplies its speed."""
@@ -518,8 +496,7 @@ def stage_times(
 ) -> list[StageTime]:
     """Per-micro-batch time of every pipeline stage; `per_layer_out`, if given, receives one layer's parts."""
     shape = layer_shape(model)
-    tp, pp, cp, ep, vp = layout.tp, layout.pp, layout.cp, layout.ep, layout.vp
-    gpn = cluster.gpus_per_node
+    tp, pp, cp, ep = layout.tp, layout.pp, layout.cp, layout.ep
     tokens = layout.micro_batch * seq_len / cp
     hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
     n_moe = num_moe_layers(model)
@@ -537,10 +514,6 @@ def stage_times(
         else dense
     )
 
-    def mix(attr: str) -> float:
-        return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
-
-    fwd_layer, bwd_layer = mix("forward"), mix("backward")
     # layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers / bf16_last_layers): their GEMMs on the 16-bit
     # curve, no quantization casts
     bf16_counts = stage_bf16_layer_counts(model.num_layers, layout)
@@ -555,174 +528,33 @@ def stage_times(
             else dense16
         )
 
-    def mix16(attr: str) -> float:
-        return float((1 - moe_share) * getattr(dense16, attr) + moe_share * getattr(moe16, attr))
-
-    fwd16, bwd16 = mix16("forward"), mix16("backward")
-
-    def recomputed_share(layers: float) -> float:
-        """Share of a stage's `layers` whose forward full recompute re-runs (Megatron --recompute-num-layers)."""
-        if layout.recompute != "full":
-            return 0.0
-        return (
-            1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / max(layers, 1.0))
-        )
-
-    def partial_recompute(d: LayerTimes, m: LayerTimes, mixed: Callable[[str], float]) -> float:
-        """Seconds a layer re-runs in the backward under selective recompute (0 without recompute)."""
-        if layout.recompute == "selective" and fw.selective_policy == "op":
-            return 0.5 * mixed("linear_fwd") + mixed("elementwise_fwd")  # every second matmul + pointwise ops
-        if layout.recompute == "selective":
-            return float(module_recompute_time(layout, d, m, moe_share))
-        return 0.0
-
-    if layout.recompute == "full":
-        share = recomputed_share(layers_per_gpu)
-        rec_layer = share * mix("recompute_full")
-        rec16 = share * mix16("recompute_full")
-    else:
-        share = 0.0
-        rec_layer = partial_recompute(dense, moe_t, mix)
-        rec16 = partial_recompute(dense16, moe16, mix16)
-
-    act_bytes = 2.0 * tokens * shape.hidden
-    tp_place = group_placement(tp, 1, gpn)
+    run = MemoryRun.of(model, layout, seq_len, fw)
     cols = LayoutColumns.of(layout)
-    coll = scalar_collective(cluster, network)
-    moe_again = 1.0 if "moe" in layout.selective_modules else 0.0
-
-    def moe_times(attr: str) -> Any:
-        return moe_t.ffn_fwd + moe_t.shared_fwd if attr == "expert_fwd" else getattr(moe_t, attr)
-
-    def comm_per_layer(share: float) -> tuple[float, float, float]:
-        """TP, CP and EP seconds of one layer whose forward is recomputed with probability `share`."""
-        return layer_comm(model, cols, tokens, share, mix, moe_times, moe_again, cluster, fw, coll)
-
-    # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
-    comm_plain = comm_per_layer(0.0)
-    comm_rec = comm_per_layer(1.0) if layout.recompute == "full" else comm_plain
-
-    def comm_at(share: float) -> tuple[float, float, float]:
-        (tp0, cp0, ep0), (tp1, cp1, ep1) = comm_plain, comm_rec
-        return (
-            (1.0 - share) * tp0 + share * tp1,
-            (1.0 - share) * cp0 + share * cp1,
-            (1.0 - share) * ep0 + share * ep1,
-        )
-
-    tp_layer, cp_layer, ep_layer = comm_at(share)
-
-    # pipeline send/recv of the boundary activation: 1/tp of it per rank under SP or scatter-gather, and with
-    # scatter-gather an all-gather over the TP group for each received activation and gradient (two per
-    # micro-batch and model chunk; Framework.pp_scatter_gather)
-    pp_mb = 0.0
-    if pp > 1:
-        sharded = layout.sequence_parallel or fw.pp_scatter_gather
-        p2p_bytes = act_bytes / tp if sharded else act_bytes
-        regather = 0.0
-        if fw.pp_scatter_gather and not layout.sequence_parallel and tp > 1:
-            regather = 2 * _coll("all_gather", act_bytes, tp_place, cluster, network)
-        pp_stride = tp * cp * layout.dp
-        per_node = 2 if pp_stride < gpn else 1
-        hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)
-        pp_raw = vp * (fw.pp_transfers_per_microbatch * hop + regather)
-        pp_slow = overlap_slowdown(fw, cluster, 2, per_node)
-        pp_mb = pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw
-
-    per_layer = {
-        "forward": fwd_layer,
-        "backward": bwd_layer,
-        "recompute": rec_layer,
-        "tp_comm": tp_layer,
-        "cp_comm": cp_layer,
-        "ep_comm": ep_layer,
-    }
-    if per_layer_out is not None:
-        per_layer_out.update(per_layer)
-
-    # activation offloading, on the copy engines beside the compute; only the part of a copy longer than the compute
-    # beside it is exposed. Layer offloading (Layout.offload_layers, pp = 1): each offloaded layer's saved
-    # activations go to the host while the next layer runs forward and come back while the layer after it runs
-    # backward (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered). Fine-grained
-    # offloading (Layout.offload_modules): every layer's listed module inputs, beside that layer's own compute
-    offload_layer = 0.0
-    if layout.offload_layers or layout.offload_modules:
-        sp_flag = layout.sequence_parallel
-
-        def moved(moe: bool) -> float:
-            if layout.offload_layers:
-                return float(
-                    layer_activation_bytes(
-                        shape, tokens, seq_len, tp, sp_flag, "none", layout.flash_attention, moe, fw
-                    )
-                )
-            return float(
-                offloaded_activation_bytes(
-                    shape, tokens, tp, sp_flag, moe, fw, layout.offload_modules, layout.selective_modules
-                )
-            )
-
-        per_layer_moved = (1 - moe_share) * moved(False) + (moe_share * moved(True) if n_moe else 0.0)
-        copy = per_layer_moved / cluster.gpu.host_link_bytes_per_s
-        offload_layer = overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
-
+    views = (LayerTimesView(dense, moe_t, moe_share), LayerTimesView(dense16, moe16, moe_share))
     vocab = padded_vocab_size(model.vocab_size, tp)
-    # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain
-    # ColumnParallelLinear, not a Transformer Engine FP8 module, and torchtitan's Float8 conversion skips "output"
     logits_fwd = _gemm(attn_curve, tokens, vocab / tp, shape.hidden)
-    ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
-
-    # multi-token prediction (Layout.mtp_layers) on the last stage: per module the 2h → h projection, one block
-    # (an average layer: compute, recompute and its TP/CP/EP collectives) and a second LM-head pass with its loss
-    mtp = layout.mtp_layers
     proj_fwd, proj_bwd = _linear(linear, tokens, shape.hidden / tp, 2 * shape.hidden)
-
-    # a gradient accumulation pass over the stage's parameters after each micro-batch's backward (DeepSpeed's
-    # BF16_Optimizer, Framework.grad_accum_bytes_per_param): memory-bound, in the backward's stream
-    accum_rate = fw.grad_accum_bytes_per_param / (hbm * fw.elementwise_efficiency)
+    coll = scalar_collective(cluster, network)
+    lt = layer_step_times(run, cols, views, (logits_fwd, proj_fwd, proj_bwd), cluster, coll)
+    if per_layer_out is not None:
+        share = recomputed_share(cols, layers_per_gpu)
+        tp_layer, cp_layer, ep_layer = comm_at(lt, share)
+        per_layer_out.update(
+            {
+                "forward": lt.forward,
+                "backward": lt.backward,
+                "recompute": where(cols.recompute == 2, share * lt.recompute_full, lt.recompute_partial),
+                "tp_comm": tp_layer,
+                "cp_comm": cp_layer,
+                "ep_comm": ep_layer,
+            }
+        )
     out = []
     for stage in range(pp):
-        last = stage == pp - 1
-        # this stage's layers: L / p, or the end stages' own counts under an uneven split (Layout)
-        n_s = float(counts[stage])
-        b_s = float(bf16_counts[stage])  # of which 16-bit
-        q_s = n_s - b_s
-        share_s = recomputed_share(n_s)
-        tp_s, cp_s, ep_s = comm_at(share_s)
-        if layout.recompute == "full":
-            rec_s = share_s * (q_s * mix("recompute_full") + b_s * mix16("recompute_full"))
-        else:
-            rec_s = q_s * rec_layer + b_s * rec16
-        fwd = q_s * fwd_layer + b_s * fwd16 + (logits_fwd if last else 0.0)
-        bwd = q_s * bwd_layer + b_s * bwd16 + ((2 * logits_fwd + ce) if last else 0.0)
-        k_s = mtp if last else 0
-        if k_s:
-            fwd += k_s * (fwd_layer + proj_fwd + logits_fwd)
-            bwd += k_s * (bwd_layer + proj_bwd + 2 * logits_fwd + ce)
-            rec_s += k_s * rec_layer
-        if accum_rate:
-            dense_t, expert_t = transformer_params_per_gpu(
-                shape, n_s * (1 - moe_share), n_s * moe_share, tp, ep, layout.etp
-            )
-            emb = embedding_params_per_gpu(model, tp, pp, int(stage == 0), int(last))
-            mtp_d, mtp_e = mtp_params_per_gpu(model, shape, k_s, tp, ep, pp, layout.etp)
-            bwd += accum_rate * (dense_t + expert_t + emb + mtp_d + mtp_e)
-        offload_mb = 0.0
-        if layout.offload_layers or layout.offload_modules:
-            offload_mb = (layout.offload_layers or n_s) * offload_layer
-        out.append(
-            StageTime(
-                stage=stage,
-                forward_compute=fwd,
-                backward_compute=bwd,
-                recompute=rec_s,
-                tp_comm=(n_s + k_s) * tp_s,
-                cp_comm=(n_s + k_s) * cp_s,
-                ep_comm=(n_s + k_s) * ep_s,
-                pp_comm=pp_mb if pp > 1 else 0.0,
-                offload=offload_mb,
-            )
-        )
+        # this stage's layers: L / p, or the end stages' own counts under an uneven split (Layout), and of them 16-bit
+        layers, bf16 = float(counts[stage]), float(bf16_counts[stage])
+        parts = stage_time_parts(run, cols, lt, cluster, layers, bf16, int(stage == 0), int(stage == pp - 1))
+        out.append(StageTime(stage=stage, **{k: float(v) for k, v in parts.items()}))
     return out
 
 
@@ -1034,6 +866,292 @@ def layer_comm(
             )
         ep_layer = where(ep > 1, exchange, 0.0)
     return tp_layer, cp_layer, ep_layer
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One micro-batch on a pipeline stage, for one layout or every row
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerTimesView:
+    """A dense and a MoE layer's LayerTimes read per layout, or per row: `rows` maps each row to its group (the
+    planner computes layer_times once per distinct group of `groups`)."""
+
+    dense_times: LayerTimes
+    moe_times: LayerTimes
+    moe_share: float
+    rows: np.ndarray | None = None
+    groups: int = 1
+
+    def _read(self, value: Any) -> Any:
+        if self.rows is None:
+            return value
+        return np.broadcast_to(np.asarray(value, dtype=float), (self.groups,))[self.rows]
+
+    def dense(self, attr: str) -> Any:
+        return self._read(getattr(self.dense_times, attr))
+
+    def moe(self, attr: str) -> Any:
+        """A MoE layer's time `attr` ("expert_fwd": its routed and shared experts' forward)."""
+        t = self.moe_times
+        return self._read(t.ffn_fwd + t.shared_fwd if attr == "expert_fwd" else getattr(t, attr))
+
+    def mix(self, attr: str) -> Any:
+        """The mean over the model's dense and MoE layers."""
+        value = (1 - self.moe_share) * getattr(self.dense_times, attr) + self.moe_share * getattr(
+            self.moe_times, attr
+        )
+        return float(value) if self.rows is None else self._read(value)
+
+
+def recomputed_share(cols: LayoutColumns, layers: Any) -> Any:
+    """Share of a stage's `layers` whose forward full recompute re-runs (Megatron --recompute-num-layers; 0 without
+    full recompute)."""
+    rl = cols.recompute_layers
+    return where(cols.recompute == 2, where(rl > 0, minimum(1.0, rl / maximum(layers, 1.0)), 1.0), 0.0)
+
+
+def selective_recompute_time(run: MemoryRun, view: LayerTimesView) -> Any:
+    """Seconds a layer re-runs in the backward under selective recompute (0 in the rows without it).
+
+    torchtitan's op-level policy re-runs every second matmul and the pointwise ops. Megatron-core's modules
+    (Layout.selective_modules): core_attn the unfused attention (a fused kernel recomputes its scores anyway),
+    layernorm the norms, mlp a dense layer's MLP, moe a MoE layer's experts, router and permutation (its all-to-all is
+    counted in ep_comm), moe_act the experts' activation, shared_experts the shared experts."""
+    if run.fw.selective_policy == "op":
+        return 0.5 * view.mix("linear_fwd") + view.mix("elementwise_fwd")
+    mods = set(run.selective_modules)
+
+    def per_layer(read: Callable[[str], Any], moe: bool) -> Any:
+        total: Any = 0.0
+        if "core_attn" in mods and not run.flash:
+            total = total + read("recompute_selective")
+        if "layernorm" in mods:
+            total = total + read("norm_fwd")
+        if ("moe" if moe else "mlp") in mods:
+            total = total + read("ffn_fwd")
+        elif moe and "moe_act" in mods:
+            total = total + read("act_fwd")
+        if moe and ("moe" in mods or "shared_experts" in mods):
+            total = total + read("shared_fwd")
+        return total
+
+    return (1 - view.moe_share) * per_layer(view.dense, False) + view.moe_share * per_layer(view.moe, True)
+
+
+@dataclass(frozen=True)
+class LayerStepTimes:
+    """Seconds per layer and micro-batch shared by every stage of a layout (or of each row): compute of a layer
+    (mean over dense and MoE layers) and of one kept 16-bit (`*16`), its full and selective recompute, its TP, CP
+    and EP communication with no and with full recompute, the LM head and loss, an MTP module's projection, the
+    pipeline send/recv of a micro-batch and one offloaded layer's exposed copies."""
+
+    forward: Any
+    backward: Any
+    forward16: Any
+    backward16: Any
+    recompute_full: Any
+    recompute_full16: Any
+    recompute_partial: Any
+    recompute_partial16: Any
+    comm_plain: tuple[Any, Any, Any]
+    comm_recomputed: tuple[Any, Any, Any]
+    logits_fwd: Any
+    ce: Any
+    proj_fwd: Any
+    proj_bwd: Any
+    pp_mb: Any
+    offload_layer: Any
+
+
+def pipeline_p2p_time(
+    cols: LayoutColumns, tokens: Any, shape: LayerShape, cluster: ClusterSpec, fw: Framework, coll: Collective
+) -> Any:
+    """Seconds of one micro-batch's pipeline send/recv (all model chunks) on a stage.
+
+    The boundary activation goes 1/tp per rank under SP or scatter-gather; with scatter-gather and no SP an
+    all-gather over the TP group follows each received activation and gradient (two per micro-batch and model
+    chunk; Framework.pp_scatter_gather)."""
+    pp, tp, sp = cols.pp, cols.tp, cols.sp
+    if not any_true(pp > 1):
+        return 0.0
+    gpn = cluster.gpus_per_node
+    act_bytes = 2.0 * tokens * shape.hidden
+    p2p_bytes = where(sp | fw.pp_scatter_gather, act_bytes / tp, act_bytes)
+    regather: Any = 0.0
+    if fw.pp_scatter_gather:
+        need = (pp > 1) & (tp > 1) & (sp == 0)
+        if any_true(need):
+            gather = coll("all_gather", act_bytes, tp, ranks_per_node(tp, 1, gpn), "tp")
+            regather = where(need, 2 * gather, 0.0)
+    per_node = where(tp * cols.cp * cols.dp < gpn, 2, 1)
+    hop = coll("send_recv", where(pp > 1, p2p_bytes, 0.0), 2, per_node, "pp")
+    pp_raw = cols.vp * (fw.pp_transfers_per_microbatch * hop + regather)
+    pp_slow = overlap_slowdown(fw, cluster, 2, per_node)
+    return where(pp > 1, pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw, 0.0)
+
+
+def layer_step_times(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    views: tuple[LayerTimesView, LayerTimesView],
+    head: tuple[Any, Any, Any],
+    cluster: ClusterSpec,
+    coll: Collective,
+    acts: LayerActivations | None = None,
+) -> LayerStepTimes:
+    """The per-layer terms of `stage_time_parts`. `views`: the layer times, and those of a layer kept 16-bit (the
+    same without 16-bit layers); `head`: the LM head's forward and an MTP module's projection forward and backward
+    (the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain ColumnParallelLinear,
+    and torchtitan's Float8 conversion skips "output"); `acts`: the rows' layer activations, if already computed."""
+    model, fw = run.model, run.fw
+    view, view16 = views
+    shape = run.shape
+    tokens = cols.micro_batch * run.seq_len / cols.cp
+    selective = cols.recompute == 1
+    partial = where(selective, selective_recompute_time(run, view), 0.0) if any_true(selective) else 0.0
+    partial16 = partial
+    if view16 is not view:
+        partial16 = (
+            where(selective, selective_recompute_time(run, view16), 0.0) if any_true(selective) else 0.0
+        )
+    # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
+    moe_again = where(selective, 1.0 if "moe" in run.selective_modules else 0.0, 0.0)
+    comm_args = (view.mix, view.moe, moe_again, cluster, fw, coll)
+    plain = layer_comm(model, cols, tokens, 0.0, *comm_args)
+    # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
+    recomputed = layer_comm(model, cols, tokens, 1.0, *comm_args) if any_true(cols.recompute == 2) else plain
+    hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
+    vocab = padded_vocab_size(model.vocab_size, cols.tp)
+    ce = tokens * vocab / cols.tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
+    fwd_layer, bwd_layer = view.mix("forward"), view.mix("backward")
+    offload_layer: Any = 0.0
+    off = cols.offload_layers
+    if run.offload_modules or any_true(off > 0):
+        # activation offloading, on the copy engines beside the compute; only the part of a copy longer than the
+        # compute beside it is exposed. Layer offloading (Layout.offload_layers, pp = 1): each offloaded layer's
+        # saved activations go to the host while the next layer runs forward and come back while the layer after
+        # it runs backward (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered).
+        # Fine-grained offloading (Layout.offload_modules): every layer's listed module inputs, beside its compute
+        acts = acts or layer_activations(run, cols)
+        moe_share = view.moe_share
+        n_moe = num_moe_layers(model)
+        layer_moved = (1 - moe_share) * acts.dense_none + (moe_share * acts.moe_none if n_moe else 0.0)
+        module_moved = (1 - moe_share) * acts.moved_dense + (moe_share * acts.moved_moe if n_moe else 0.0)
+        copy = where(off > 0, layer_moved, module_moved) / cluster.gpu.host_link_bytes_per_s
+        offload_layer = overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
+    logits_fwd, proj_fwd, proj_bwd = head
+    return LayerStepTimes(
+        forward=fwd_layer,
+        backward=bwd_layer,
+        forward16=view16.mix("forward"),
+        backward16=view16.mix("backward"),
+        recompute_full=view.mix("recompute_full"),
+        recompute_full16=view16.mix("recompute_full"),
+        recompute_partial=partial,
+        recompute_partial16=partial16,
+        comm_plain=plain,
+        comm_recomputed=recomputed,
+        logits_fwd=logits_fwd,
+        ce=ce,
+        proj_fwd=proj_fwd,
+        proj_bwd=proj_bwd,
+        pp_mb=pipeline_p2p_time(cols, tokens, shape, cluster, fw, coll),
+        offload_layer=offload_layer,
+    )
+
+
+def comm_at(lt: LayerStepTimes, share: Any) -> tuple[Any, Any, Any]:
+    """TP, CP and EP seconds of a layer whose forward is recomputed with probability `share`."""
+    (tp0, cp0, ep0), (tp1, cp1, ep1) = lt.comm_plain, lt.comm_recomputed
+    return (
+        (1.0 - share) * tp0 + share * tp1,
+        (1.0 - share) * cp0 + share * cp1,
+        (1.0 - share) * ep0 + share * ep1,
+    )
+
+
+def stage_time_parts(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    lt: LayerStepTimes,
+    cluster: ClusterSpec,
+    layers: Any,
+    bf16: Any,
+    first: Any,
+    last: Any,
+) -> dict[str, Any]:
+    """One micro-batch (all model chunks) on a stage of `layers` transformer layers, `bf16` of them kept 16-bit;
+    `first` / `last` 0/1 mark the stage holding the embedding / the LM head, loss and MTP modules. Keys: the
+    StageTime fields."""
+    model, fw = run.model, run.fw
+    full = cols.recompute == 2
+    quantized = layers - bf16
+    share = recomputed_share(cols, layers)
+    tp_s, cp_s, ep_s = comm_at(lt, share)
+    rec = where(
+        full,
+        share * (quantized * lt.recompute_full + bf16 * lt.recompute_full16),
+        quantized * lt.recompute_partial + bf16 * lt.recompute_partial16,
+    )
+    fwd = quantized * lt.forward + bf16 * lt.forward16 + where(last, lt.logits_fwd, 0.0)
+    bwd = quantized * lt.backward + bf16 * lt.backward16 + where(last, 2 * lt.logits_fwd + lt.ce, 0.0)
+    mtp = run.mtp_layers
+    if mtp and any_true(last):
+        # multi-token prediction (Layout.mtp_layers) on the last stage: per module the 2h → h projection, one block
+        # (an average layer: compute, recompute and its TP/CP/EP collectives) and a second LM-head pass with its loss
+        block_rec = where(
+            full, recomputed_share(cols, model.num_layers / cols.pp) * lt.recompute_full, lt.recompute_partial
+        )
+        fwd = fwd + where(last, mtp * (lt.forward + lt.proj_fwd + lt.logits_fwd), 0.0)
+        bwd = bwd + where(last, mtp * (lt.backward + lt.proj_bwd + 2 * lt.logits_fwd + lt.ce), 0.0)
+        rec = rec + where(last, mtp * block_rec, 0.0)
+    # a gradient accumulation pass over the stage's parameters after each micro-batch's backward (DeepSpeed's
+    # BF16_Optimizer, Framework.grad_accum_bytes_per_param): memory-bound, in the backward's stream
+    accum_rate = fw.grad_accum_bytes_per_param / (
+        cluster.gpu.hbm_bandwidth_bytes_per_s * fw.elementwise_efficiency
+    )
+    if accum_rate:
+        tp, pp, ep, etp = cols.tp, cols.pp, cols.ep, cols.etp
+        moe_share = num_moe_layers(model) / model.num_layers
+        dense_t, expert_t = transformer_params_per_gpu(
+            run.shape, layers * (1 - moe_share), layers * moe_share, tp, ep, etp
+        )
+        emb = embedding_params_per_gpu(model, tp, pp, first, last)
+        mtp_d, mtp_e = mtp_params_per_gpu(model, run.shape, mtp, tp, ep, pp, etp)
+        bwd = bwd + accum_rate * (
+            dense_t + expert_t + emb + where(last, mtp_d, 0.0) + where(last, mtp_e, 0.0)
+        )
+    offload: Any = 0.0
+    off = cols.offload_layers
+    if run.offload_modules or any_true(off > 0):
+        offload = where(off > 0, off, layers if run.offload_modules else 0.0) * lt.offload_layer
+    blocks = layers + where(last, mtp, 0)
+    return {
+        "forward_compute": fwd,
+        "backward_compute": bwd,
+        "recompute": rec,
+        "tp_comm": blocks * tp_s,
+        "cp_comm": blocks * cp_s,
+        "ep_comm": blocks * ep_s,
+        "pp_comm": where(cols.pp > 1, lt.pp_mb, 0.0),
+        "offload": offload,
+    }
+
+
+def stage_total(parts: dict[str, Any]) -> Any:
+    """A stage's seconds per micro-batch (StageTime.total, in its order)."""
+    total: Any = 0.0
+    for key in STAGE_PARTS:
+        total = total + parts[key]
+    return total
+
+
+def pipeline_bubble(pp: Any, vp: Any, mean_stage: Any) -> Any:
+    """Pipeline fill and drain: (p − 1) / v of a mean stage's micro-batch (Narayanan et al. 2021, arXiv 2104.04473,
+    Sec. 2.2.1-2.2.2: the 1F1B bubble is (p − 1)/m of the ideal time, divided by v with v model chunks)."""
+    return (pp - 1) / vp * mean_stage
 
 
 def step_estimate(

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
-from app.core.estimate import EstimateOptions
+from app.core.estimate import EstimateOptions, flops_per_token, recomputed_layer_share
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts
@@ -42,11 +42,7 @@ from app.core.memory import (
 )
 from app.core.model import (
     ModelSpec,
-    forward_flops_per_token,
-    hardware_flops_per_token,
     layer_shape,
-    model_flops_per_token,
-    mtp_flops_per_token,
     num_moe_layers,
     padded_vocab_size,
 )
@@ -227,8 +223,10 @@ class CollectiveTable:
         return out
 
 
-# codes below this bound are grouped with a dense table (O(n)) instead of a sort (O(n log n))
+# codes below this bound, and below DENSE_CODES_PER_ROW per row, are grouped with a dense table (O(n + codes))
+# instead of a sort (O(n log n)): a table much larger than the rows costs more than the sort it saves
 DENSE_CODE_LIMIT = 1 << 24
+DENSE_CODES_PER_ROW = 16
 
 
 def unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +236,7 @@ def unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if key.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     low, high = int(key.min()), int(key.max())
-    if low < 0 or high >= DENSE_CODE_LIMIT:
+    if low < 0 or high >= min(DENSE_CODE_LIMIT, DENSE_CODES_PER_ROW * key.size + 1024):
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         return first, inverse.reshape(-1)
     present = np.zeros(high + 1, dtype=bool)
@@ -553,25 +551,25 @@ def evaluate(
     for key in STEP_COMPONENTS:
         total = total + step[key]
 
-    # FLOPs per token depend on tp (vocabulary padding) and on the recompute mode
-    def flops(tp_: float, rec_: float, rl_: float, pp_: float) -> tuple[float, float]:
-        vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
+    # FLOPs per token (app.core.estimate.flops_per_token) depend on tp (vocabulary padding), the recompute mode and
+    # the layers each stage recomputes
+    def flops(tp_: float, rec_: float, rl_: float, pp_: float, end_: float) -> tuple[float, float]:
         mode = RECOMPUTE_CODES[int(rec_)]
-        if mode == "selective" and flash:
-            mode = "none"
-        rec_share = rl_ * pp_ / model.num_layers if mode == "full" and rl_ > 0 else 1.0
-        mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab_)
-        hf = hardware_flops_per_token(model, seq_len, mode, rec_share, opts.flop_counting, vocab_)
-        if RECOMPUTE_CODES[int(rec_)] == "selective" and fw.selective_policy == "op":
-            # op-level selective checkpointing re-runs every second matmul of the forward (app.core.estimate)
-            hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab_)
-            hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab_).matmul
-        mtp_mf, mtp_hf = mtp_flops_per_token(
-            model, mtp_layers, seq_len, RECOMPUTE_CODES[int(rec_)], opts.flop_counting, vocab_
-        )
-        return mf + mtp_mf, hf + mtp_hf
+        rec_share = 1.0
+        if mode == "full":
+            p = int(pp_)
+            ends = int(end_) if end_ > 0 and p > 2 else 0
+            counts = (
+                [ends, *[(model.num_layers - 2 * ends) // (p - 2)] * (p - 2), ends]
+                if ends
+                else [model.num_layers // p] * p
+            )
+            rec_share = recomputed_layer_share(model.num_layers, counts, int(rl_) or None)
+        vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
+        return flops_per_token(model, seq_len, mode, rec_share, run, opts.flop_counting, vocab_)
 
-    fl = _group_apply(field_code(tp, rec, rl, pp), [tp, rec, rl, pp], flops, 2)
+    end_flops = np.where(uneven, end_col, 0).astype(np.int64)
+    fl = _group_apply(field_code(tp, rec, rl, pp, end_flops), [tp, rec, rl, pp, end_flops], flops, 2)
     return Evaluation(
         peak_bytes=peak,
         first_stage_bytes=first_bytes,

@@ -1,24 +1,29 @@
-"""Vectorised evaluation of many layouts at once: the same formulas as `app.core.estimate.estimate`, on arrays.
+"""Vectorised evaluation of many layouts at once: `app.core.estimate.estimate`'s model, driven over arrays.
 
-One row per layout; every field of `app.core.layout.Layout` is an integer numpy array here. Memory reuses the
-array-ready helpers of app.core.memory (transformer_params_per_gpu, embedding_params_per_gpu, state_bytes,
-layer_activation_bytes, inflight_layer_microbatches) and follows `app.core.memory.stage_memory` term by term.
-Step time follows `app.core.step.stage_times` and `step_estimate`:
+One row per layout; every field of `app.core.layout.Layout` is an integer numpy array here (LayoutArrays, and
+LayoutColumns for the formulas). This module holds no formula of its own: it groups the rows and calls the
+row-polymorphic implementations the single estimate also runs (app.core.num):
 
-* per-layer compute (`app.core.step.layer_times`, scalar) depends only on (tokens per micro-batch, tp, sp, cp,
-  ep); it is computed once per distinct group and gathered to the rows;
-* every collective goes through the scalar `app.core.network.collective_time`, once per distinct
-  (operation, message size, ranks, ranks per node) — a few hundred calls for a million layouts;
-* everything else (pipeline bubble, micro-batch count, data-parallel overlap, ZeRO-3 prefetch, optimizer)
-  is plain numpy over the rows.
+* memory: `app.core.memory.layer_activations` and `stage_terms`, for the stages that can be the most loaded;
+* per-layer compute: `app.core.step.layer_times`, once per distinct (tokens per micro-batch, tp, sp, cp, ep, etp)
+  group, read per row through `LayerTimesView`;
+* one micro-batch on a stage: `app.core.step.layer_step_times` and `stage_time_parts` (compute, recompute, TP, CP,
+  EP and PP communication, activation offload) and `pipeline_bubble`;
+* data parallelism: `app.core.step.gradient_params` and `data_parallel_times` (DP/ZeRO collectives, optimizer);
+* FLOPs per token: `app.core.estimate.flops_per_token`, once per distinct group;
+* every collective goes through `app.core.network.collective_time`, once per distinct (operation, message size,
+  ranks, ranks per node): `CollectiveTable`, a few hundred calls for a million layouts.
 
 Most loaded pipeline stage: stage 0 holds the embedding and the most in-flight micro-batches (1F1B and
 interleaved warm-up counts are non-increasing in the stage index), so every middle stage is at most stage 0;
-the last stage adds the LM head and logits. The peak is therefore max(stage 0, stage p − 1), as
-`MemoryEstimate.most_loaded` finds by looking at all stages. The bottleneck stage for time is the last one
-when p > 1 (it adds the LM head to identical per-layer work), as `step_estimate` finds.
+the last stage adds the LM head and logits. The peak is therefore max(stage 0, stage p − 1) (and the second
+stage of an uneven split, every stage with 16-bit layers), as `MemoryEstimate.most_loaded` finds by looking at
+all stages. The bottleneck stage for time is the slowest of stage 0, a stage between and the last, the first of
+equals in stage order as `step_estimate` picks it. The stages between an even split are equal, so the mean stage
+of the bubble adds them as a product; the estimate adds them one by one, which can differ in the last bit.
 
-`tests/test_planner_vectorised.py` checks every output against the scalar `estimate` on random layouts.
+`tests/test_planner_vectorised.py` checks every output against the scalar `estimate` on random layouts: equal
+bits for memory, FLOPs and every step component but the bubble (1e-9).
 """
 
 from __future__ import annotations

@@ -464,7 +464,7 @@ def _check_stage_layers(p: ProblemCollector, model: ModelSpec, layout: Layout) -
     return ok
 
 
-def _check_module_names(
+def check_module_names(
     p: ProblemCollector,
     field_name: str,
     names: tuple[str, ...],
@@ -678,7 +678,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core)",
         )
     if layout.recompute_modules:
-        _check_module_names(
+        check_module_names(
             p,
             "layout.recompute_modules",
             layout.recompute_modules,
@@ -720,7 +720,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "activation offloading does not combine with recompute (Megatron-core)",
         )
     if layout.offload_modules:
-        _check_module_names(
+        check_module_names(
             p, "layout.offload_modules", layout.offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model
         )
         p.check(

@@ -38,9 +38,14 @@ from app.core.estimate import Assumption, EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import (
+    MOE_OFFLOAD_MODULES,
+    MOE_RECOMPUTE_MODULES,
+    OFFLOAD_MODULES,
+    RECOMPUTE_MODULES,
     TRAIN_DTYPES,
     Layout,
     check_bf16_layers,
+    check_module_names,
     check_precision_options,
     pipeline_label,
     unsupported_dtype,
@@ -92,6 +97,8 @@ REJECTION_REASONS: tuple[str, ...] = (
     "heuristic_preset",  # excluded by the seed heuristic (only when the preset is on)
     "out_of_memory",  # most loaded stage above usable HBM minus the requested headroom
     "host_memory",  # offloaded activations / optimizer states above the reference system's host DRAM per GPU
+    "offload_modules_need_no_full_recompute",  # fine-grained offloading with full recompute (check_layout)
+    "offload_modules_exclude_layer_offload",  # fine-grained and layer offloading together (check_layout)
 )
 
 
@@ -552,8 +559,14 @@ def _check_inputs(
     framework: Framework | None = None,
     optimizer_moments_dtype: str = "fp32",
     mtp_layers: int = 0,
+    modules: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> None:
     p = ProblemCollector()
+    recompute_modules, offload_modules = modules
+    check_module_names(
+        p, "recompute_modules", recompute_modules, RECOMPUTE_MODULES, MOE_RECOMPUTE_MODULES, model
+    )
+    check_module_names(p, "offload_modules", offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model)
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
     check_bf16_layers(p, model.num_layers, dtype, *bf16_layers)
     check_precision_options(p, dtype, None, fp8_param_gather, optimizer_moments_dtype, mtp_layers)
@@ -604,6 +617,22 @@ def _sharding_rules(
     return rules
 
 
+def _offload_module_rules(
+    offload_modules: Sequence[str],
+) -> list[tuple[str, Callable[[LayoutArrays], np.ndarray]]]:
+    """(rejection reason, rows refused) under fine-grained activation offloading: it works with no or selective
+    recompute (a fully recomputed layer keeps only its input) and not beside layer offloading (check_layout)."""
+    if not offload_modules:
+        return []
+    return [
+        (
+            "offload_modules_need_no_full_recompute",
+            lambda rows: rows.recompute == RECOMPUTE_CODES.index("full"),
+        ),
+        ("offload_modules_exclude_layer_offload", lambda rows: rows.offload_layers > 0),
+    ]
+
+
 def plan(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -625,6 +654,8 @@ def plan(
     fp8_param_gather: bool = False,
     optimizer_moments_dtype: str = "fp32",
     mtp_layers: int = 0,
+    recompute_modules: tuple[str, ...] = (),
+    offload_modules: tuple[str, ...] = (),
 ) -> PlanResult:
     """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
 
@@ -635,7 +666,10 @@ def plan(
     framework cannot keep them at are rejected ("fp8_params_need_sharding"). `optimizer_moments_dtype` "bf16":
     Megatron-core's precision-aware optimizer in every layout searched; ZeRO 0 is rejected
     ("bf16_moments_need_distributed_optimizer"). `mtp_layers`: multi-token-prediction modules on the last stage of
-    every layout searched (Layout.mtp_layers).
+    every layout searched (Layout.mtp_layers). `recompute_modules`: what the selective-recompute layouts re-run
+    (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading in every layout searched
+    (Layout.offload_modules), the layouts with full recompute or layer offloading rejected
+    ("offload_modules_need_no_full_recompute", "offload_modules_exclude_layer_offload").
     """
     c = constraints or Constraints()
     opts = options or EstimateOptions()
@@ -656,6 +690,7 @@ def plan(
         opts.framework,
         optimizer_moments_dtype,
         mtp_layers,
+        (tuple(recompute_modules), tuple(offload_modules)),
     )
     start = time.perf_counter()
     parts: list[_Evaluated] = []
@@ -664,15 +699,21 @@ def plan(
     calls = 0
     for n in counts:
         cl = cluster_for(cluster, n)
-        space = enumerate_layouts(
-            model, cl, seq_len, global_batch, c, flash_attention, opts.framework.selective_policy == "op"
+        # selective recompute differs from none under flash attention when it re-runs more than core attention
+        selective_distinct = opts.framework.selective_policy == "op" or any(
+            m != "core_attn" for m in recompute_modules
         )
+        space = enumerate_layouts(model, cl, seq_len, global_batch, c, flash_attention, selective_distinct)
         enumerated += space.enumerated
         for k, v in space.rejections.items():
             rejections[k] += v
         searched = space.rows
         for key, allowed in _sharding_rules(opts.framework, fp8_param_gather, optimizer_moments_dtype):
             keep = allowed(searched.zero)
+            rejections[key] = rejections.get(key, 0) + int((~keep).sum())
+            searched = searched.take(np.nonzero(keep)[0])
+        for key, refused in _offload_module_rules(offload_modules):
+            keep = ~refused(searched)
             rejections[key] = rejections.get(key, 0) + int((~keep).sum())
             searched = searched.take(np.nonzero(keep)[0])
         if len(searched) == 0:
@@ -693,6 +734,8 @@ def plan(
             fp8_params=fp8_param_gather,
             moments_dtype=optimizer_moments_dtype,
             mtp_layers=mtp_layers,
+            recompute_modules=tuple(recompute_modules),
+            offload_modules=tuple(offload_modules),
         )
         calls += table.calls
         parts.append(
@@ -785,6 +828,8 @@ def plan(
             fp8_param_gather=fp8_param_gather,
             optimizer_moments_dtype=optimizer_moments_dtype,  # type: ignore[arg-type]
             mtp_layers=mtp_layers,
+            recompute_modules=tuple(recompute_modules) if int(rows.recompute[i]) == 1 else (),
+            offload_modules=tuple(offload_modules),
         )
         t = float(step_time[i])
         g = int(num_gpus[i])

@@ -318,6 +318,8 @@ def evaluate(
     fp8_params: bool = False,
     moments_dtype: str = "fp32",
     mtp_layers: int = 0,
+    recompute_modules: tuple[str, ...] = (),
+    offload_modules: tuple[str, ...] = (),
 ) -> Evaluation:
     """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs).
 
@@ -326,6 +328,9 @@ def evaluate(
     `fp8_params`: FP8 working weights (Layout.fp8_param_gather) and `moments_dtype`: the Adam moments' dtype
     (Layout.optimizer_moments_dtype) in every row; the caller keeps the rows to the ZeRO stages that allow them.
     `mtp_layers`: multi-token-prediction modules on the last stage of every row (Layout.mtp_layers).
+    `recompute_modules`: what selective recompute re-runs in the selective rows (Layout.recompute_modules);
+    `offload_modules`: Megatron-core's fine-grained activation offloading in every row (Layout.offload_modules; the
+    caller keeps the rows to no or selective recompute without layer offloading).
     """
     opts = options or EstimateOptions()
     fw: Framework = framework_for(opts, dtype, fp8_params, moments_dtype)
@@ -390,7 +395,7 @@ def evaluate(
         optimizer_offload=opt_off,
         expert_dp=exp_shard,
     )
-    run = MemoryRun(model, seq_len, fw, flash, mtp_layers)
+    run = MemoryRun(model, seq_len, fw, flash, mtp_layers, recompute_modules, offload_modules)
     acts = layer_activations(run, cols)
     # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
     with_bf16 = bool(bf16_layers[0] or bf16_layers[1])

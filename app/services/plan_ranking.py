@@ -42,6 +42,8 @@ REJECTION_TEXT = {
     "light_moe_pass": "MoE layer passes under 20 ms of GPU work (host dispatch may set the pace)",
     "fp8_params_need_sharding": "FP8 parameters need sharded parameters (zero ≥ 1; zero = 3 for FSDP2 frameworks)",
     "bf16_moments_need_distributed_optimizer": "bf16 Adam moments need the distributed optimizer (zero ≥ 1)",
+    "offload_modules_need_no_full_recompute": "fine-grained activation offloading needs no or selective recompute",
+    "offload_modules_exclude_layer_offload": "fine-grained activation offloading excludes layer offloading",
 }
 PLANNER_TOP = 10
 

@@ -156,6 +156,14 @@ class Estimate:
         }
 
 
+def framework_conventions(
+    framework: Framework, dtype: str, fp8_params: bool = False, moments_dtype: str = "fp32"
+) -> Framework:
+    """The framework's conventions for a compute dtype (Framework.for_dtype), FP8 parameters and an Adam-moment dtype
+    (Framework.with_precision)."""
+    return framework.for_dtype(dtype).with_precision(dtype, fp8_params, moments_dtype)
+
+
 def framework_for(framework: Framework, layout: Layout) -> Framework:
     """The framework's conventions for this layout: its compute dtype (Framework.for_dtype) and precision options
     (Framework.with_precision). Raises SpecError naming the field when the framework cannot run FP8 parameters at
@@ -172,7 +180,9 @@ def framework_for(framework: Framework, layout: Layout) -> Framework:
             problems.append(Problem("layout.optimizer_moments_dtype", refusal))
     if problems:
         raise SpecError(problems)
-    return fw.with_precision(layout.dtype, layout.fp8_param_gather, layout.optimizer_moments_dtype)
+    return framework_conventions(
+        framework, layout.dtype, layout.fp8_param_gather, layout.optimizer_moments_dtype
+    )
 
 
 def estimate(

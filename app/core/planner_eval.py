@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
-from app.core.estimate import EstimateOptions, flops_per_token, recomputed_layer_share
+from app.core.estimate import EstimateOptions, flops_per_token, framework_conventions, recomputed_layer_share
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts
@@ -163,23 +163,16 @@ class Evaluation:
 def curves_for(
     cluster: ClusterSpec, dtype: str, profile: HardwareProfile | None, options: EstimateOptions | None = None
 ) -> tuple[GemmEfficiency, GemmEfficiency]:
-    """Linear-layer and attention GEMM curves exactly as `app.core.estimate.estimate` picks them."""
-    power = getattr(options, "power_limit_w", None)
-    if power:
-        return training_curves(cluster.gpu, dtype, profile, power)  # type: ignore[call-arg]
-    return training_curves(cluster.gpu, dtype, profile)
+    """Linear-layer and attention GEMM curves as `app.core.estimate.estimate` picks them."""
+    return training_curves(cluster.gpu, dtype, profile, (options or EstimateOptions()).power_limit_w)
 
 
 def framework_for(
     options: EstimateOptions, dtype: str, fp8_params: bool = False, moments_dtype: str = "fp32"
 ) -> Framework:
-    """The framework conventions for this compute dtype, FP8 parameters and Adam-moment dtype, as `estimate`
-    applies them (app.core.estimate.framework_for; the planner keeps such searches to the ZeRO stages that allow
-    them)."""
-    fw = options.framework
-    for_dtype = getattr(fw, "for_dtype", None)
-    fw = for_dtype(dtype) if for_dtype is not None else fw
-    return fw.with_precision(dtype, fp8_params, moments_dtype)
+    """The framework conventions for this compute dtype, FP8 parameters and Adam-moment dtype
+    (app.core.estimate.framework_conventions; the planner keeps such searches to the ZeRO stages that allow them)."""
+    return framework_conventions(options.framework, dtype, fp8_params, moments_dtype)
 
 
 class CollectiveTable:

@@ -13,7 +13,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO, TORCHTITAN
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout
+from app.core.layout import Layout, RunOptions
 from app.core.planner import Constraints, end_layers_of, enumerate_layouts
 from app.core.planner_eval import RECOMPUTE_CODES, evaluate
 from app.core.step import STEP_COMPONENTS
@@ -80,7 +80,7 @@ def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
     pick = rng.choice(len(space.rows), size=min(40, len(space.rows)), replace=False)
     rows = space.rows.take(pick)
     opts = EstimateOptions(framework=fw)
-    ev = evaluate(model, cluster, rows, seq, gb, dtype=dtype, flash_attention=flash, options=opts)
+    ev = evaluate(model, cluster, rows, seq, gb, RunOptions(dtype, flash), options=opts)
     seen_recompute, seen_zero = set(), set()
     for j in range(len(rows)):
         layout = _layout(rows, j, gb, dtype, flash)
@@ -146,7 +146,7 @@ def test_every_enumerated_layout_passes_check_layout_and_counts_add_up() -> None
 def _assert_offloaded_rows_match(model, cluster, rows, seq: int, dtype: str, opts: EstimateOptions) -> list:
     """The vectorised evaluation of offloading rows equals the scalar estimate: memory, host memory and every step
     component (global batch 64); returns the scalar estimates."""
-    ev = evaluate(model, cluster, rows, seq, 64, dtype=dtype, options=opts)
+    ev = evaluate(model, cluster, rows, seq, 64, RunOptions(dtype), options=opts)
     estimates = []
     for j in range(len(rows)):
         layout = _layout(rows, j, 64, dtype, True)
@@ -245,8 +245,8 @@ def test_vectorised_equals_scalar_with_16_bit_layers(name, gpu_name, nodes, gpn,
     )
     rows = space.rows.take(pick)
     opts = EstimateOptions(framework=fw)
-    ev = evaluate(model, cluster, rows, 4096, 128, dtype=dtype, options=opts, bf16_layers=bf16)
-    plain = evaluate(model, cluster, rows, 4096, 128, dtype=dtype, options=opts)
+    ev = evaluate(model, cluster, rows, 4096, 128, RunOptions(dtype, bf16_layers=bf16), options=opts)
+    plain = evaluate(model, cluster, rows, 4096, 128, RunOptions(dtype), options=opts)
     assert (ev.step_time_s >= plain.step_time_s).all() and (ev.step_time_s > plain.step_time_s).any()
     for j in range(len(rows)):
         layout = replace(
@@ -299,7 +299,7 @@ def test_vectorised_equals_scalar_with_recompute_and_offload_modules(
     rows = space.rows.take(rng.choice(usable, size=min(40, usable.size), replace=False))
     assert (rows.recompute == 1).any() and (rows.recompute == 0).any()
     modules = {"recompute_modules": recompute_modules, "offload_modules": offload_modules}
-    ev = evaluate(model, cluster, rows, 4096, 64, **modules)
+    ev = evaluate(model, cluster, rows, 4096, 64, RunOptions(**modules))
     plain = evaluate(model, cluster, rows, 4096, 64)
     selective = rows.recompute == 1
     # re-running more saves memory on the selective rows; offloading saves it on every row

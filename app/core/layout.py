@@ -189,6 +189,36 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """The layout fields every layout of a search shares: compute dtype, flash attention, the layers an fp8 / fp4 run
+    keeps 16-bit (first, last), FP8 parameters, the Adam moments' dtype, multi-token-prediction modules, and
+    Megatron-core's selective recompute modules and fine-grained offload modules (Layout's fields of those names)."""
+
+    dtype: TrainDtype = "bf16"
+    flash_attention: bool = True
+    bf16_layers: tuple[int, int] = (0, 0)
+    fp8_param_gather: bool = False
+    optimizer_moments_dtype: MomentsDtype = "fp32"
+    mtp_layers: int = 0
+    recompute_modules: tuple[str, ...] = ()
+    offload_modules: tuple[str, ...] = ()
+
+    def layout_fields(self, recompute: str) -> dict[str, Any]:
+        """The Layout fields of a layout with this `recompute` mode (the recompute modules apply to "selective")."""
+        return {
+            "dtype": self.dtype,
+            "flash_attention": self.flash_attention,
+            "bf16_first_layers": self.bf16_layers[0],
+            "bf16_last_layers": self.bf16_layers[1],
+            "fp8_param_gather": self.fp8_param_gather,
+            "optimizer_moments_dtype": self.optimizer_moments_dtype,
+            "mtp_layers": self.mtp_layers,
+            "recompute_modules": self.recompute_modules if recompute == "selective" else (),
+            "offload_modules": self.offload_modules,
+        }
+
+
+@dataclass(frozen=True)
 class LayoutColumns:
     """The layout fields the training-step model reads, each one layout's number or one value per row (app.core.num).
 

@@ -44,6 +44,7 @@ from app.core.layout import (
     RECOMPUTE_MODULES,
     TRAIN_DTYPES,
     Layout,
+    RunOptions,
     check_bf16_layers,
     check_module_names,
     check_precision_options,
@@ -549,33 +550,17 @@ def _check_inputs(
     seq_len: int,
     global_batch: int,
     counts: Sequence[int],
-    dtype: str,
+    run: RunOptions,
+    framework: Framework,
     rank_by: str,
-    usd_per_gpu_hour: float | None,
-    tokens: float | None,
+    prices: tuple[float | None, float | None],
     top: int,
-    bf16_layers: tuple[int, int] = (0, 0),
-    fp8_param_gather: bool = False,
-    framework: Framework | None = None,
-    optimizer_moments_dtype: str = "fp32",
-    mtp_layers: int = 0,
-    modules: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> None:
+    """Every problem of the request at once; `prices`: (USD per GPU-hour, training tokens)."""
+    usd_per_gpu_hour, tokens = prices
     p = ProblemCollector()
-    recompute_modules, offload_modules = modules
-    check_module_names(
-        p, "recompute_modules", recompute_modules, RECOMPUTE_MODULES, MOE_RECOMPUTE_MODULES, model
-    )
-    check_module_names(p, "offload_modules", offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model)
+    _check_run(p, model, cluster, run, framework)
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
-    check_bf16_layers(p, model.num_layers, dtype, *bf16_layers)
-    check_precision_options(p, dtype, None, fp8_param_gather, optimizer_moments_dtype, mtp_layers)
-    if framework is not None and fp8_param_gather:
-        refusal = framework.fp8_param_gather_refusal(None)
-        p.check(refusal is None, "fp8_param_gather", refusal or "")
-    if framework is not None and optimizer_moments_dtype == "bf16":
-        refusal = framework.precision_aware_refusal()
-        p.check(refusal is None, "optimizer_moments_dtype", refusal or "")
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
     gpn = cluster.gpus_per_node
@@ -585,9 +570,6 @@ def _check_inputs(
             "gpu_counts",
             f"{n} GPUs is not a whole number of {gpn}-GPU nodes",
         )
-    p.check(dtype in TRAIN_DTYPES, "dtype", f"must be one of {', '.join(TRAIN_DTYPES)}")
-    refused = unsupported_dtype(cluster.gpu, dtype)
-    p.check(refused is None, "dtype", refused or "")
     p.check(rank_by in ("time", "cost"), "rank_by", "must be 'time' or 'cost'")
     if rank_by == "cost":
         p.check(
@@ -599,6 +581,28 @@ def _check_inputs(
     p.check(tokens is None or tokens > 0, "tokens", "must be > 0")
     p.check(top >= 1, "top", "must be ≥ 1")
     p.raise_if_any()
+
+
+def _check_run(
+    p: ProblemCollector, model: ModelSpec, cluster: ClusterSpec, run: RunOptions, framework: Framework
+) -> None:
+    """The run-wide options, as check_layout checks the same Layout fields."""
+    dtype = run.dtype
+    check_module_names(
+        p, "recompute_modules", run.recompute_modules, RECOMPUTE_MODULES, MOE_RECOMPUTE_MODULES, model
+    )
+    check_module_names(p, "offload_modules", run.offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model)
+    check_bf16_layers(p, model.num_layers, dtype, *run.bf16_layers)
+    check_precision_options(p, dtype, None, run.fp8_param_gather, run.optimizer_moments_dtype, run.mtp_layers)
+    if run.fp8_param_gather:
+        refusal = framework.fp8_param_gather_refusal(None)
+        p.check(refusal is None, "fp8_param_gather", refusal or "")
+    if run.optimizer_moments_dtype == "bf16":
+        refusal = framework.precision_aware_refusal()
+        p.check(refusal is None, "optimizer_moments_dtype", refusal or "")
+    p.check(dtype in TRAIN_DTYPES, "dtype", f"must be one of {', '.join(TRAIN_DTYPES)}")
+    refused = unsupported_dtype(cluster.gpu, dtype)
+    p.check(refused is None, "dtype", refused or "")
 
 
 def _sharding_rules(
@@ -674,23 +678,27 @@ def plan(
     c = constraints or Constraints()
     opts = options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
+    run = RunOptions(
+        dtype,  # type: ignore[arg-type]
+        flash_attention,
+        bf16_layers,
+        fp8_param_gather,
+        optimizer_moments_dtype,  # type: ignore[arg-type]
+        mtp_layers,
+        tuple(recompute_modules),
+        tuple(offload_modules),
+    )
     _check_inputs(
         model,
         cluster,
         seq_len,
         global_batch,
         counts,
-        dtype,
-        rank_by,
-        usd_per_gpu_hour,
-        tokens,
-        top,
-        bf16_layers,
-        fp8_param_gather,
+        run,
         opts.framework,
-        optimizer_moments_dtype,
-        mtp_layers,
-        (tuple(recompute_modules), tuple(offload_modules)),
+        rank_by,
+        (usd_per_gpu_hour, tokens),
+        top,
     )
     start = time.perf_counter()
     parts: list[_Evaluated] = []
@@ -701,18 +709,22 @@ def plan(
         cl = cluster_for(cluster, n)
         # selective recompute differs from none under flash attention when it re-runs more than core attention
         selective_distinct = opts.framework.selective_policy == "op" or any(
-            m != "core_attn" for m in recompute_modules
+            m != "core_attn" for m in run.recompute_modules
         )
-        space = enumerate_layouts(model, cl, seq_len, global_batch, c, flash_attention, selective_distinct)
+        space = enumerate_layouts(
+            model, cl, seq_len, global_batch, c, run.flash_attention, selective_distinct
+        )
         enumerated += space.enumerated
         for k, v in space.rejections.items():
             rejections[k] += v
         searched = space.rows
-        for key, allowed in _sharding_rules(opts.framework, fp8_param_gather, optimizer_moments_dtype):
+        for key, allowed in _sharding_rules(
+            opts.framework, run.fp8_param_gather, run.optimizer_moments_dtype
+        ):
             keep = allowed(searched.zero)
             rejections[key] = rejections.get(key, 0) + int((~keep).sum())
             searched = searched.take(np.nonzero(keep)[0])
-        for key, refused in _offload_module_rules(offload_modules):
+        for key, refused in _offload_module_rules(run.offload_modules):
             keep = ~refused(searched)
             rejections[key] = rejections.get(key, 0) + int((~keep).sum())
             searched = searched.take(np.nonzero(keep)[0])
@@ -720,22 +732,7 @@ def plan(
             continue
         table = CollectiveTable(cl, profile.network if profile is not None else None)
         ev: Evaluation = evaluate(
-            model,
-            cl,
-            searched,
-            seq_len,
-            global_batch,
-            dtype=dtype,
-            flash_attention=flash_attention,
-            options=opts,
-            profile=profile,
-            collectives=table,
-            bf16_layers=bf16_layers,
-            fp8_params=fp8_param_gather,
-            moments_dtype=optimizer_moments_dtype,
-            mtp_layers=mtp_layers,
-            recompute_modules=tuple(recompute_modules),
-            offload_modules=tuple(offload_modules),
+            model, cl, searched, seq_len, global_batch, run, options=opts, profile=profile, collectives=table
         )
         calls += table.calls
         parts.append(
@@ -821,15 +818,7 @@ def plan(
             first_stage_layers=end_layers_of(rows, i),
             last_stage_layers=end_layers_of(rows, i),
             global_batch=global_batch,
-            dtype=dtype,  # type: ignore[arg-type]
-            flash_attention=flash_attention,
-            bf16_first_layers=bf16_layers[0],
-            bf16_last_layers=bf16_layers[1],
-            fp8_param_gather=fp8_param_gather,
-            optimizer_moments_dtype=optimizer_moments_dtype,  # type: ignore[arg-type]
-            mtp_layers=mtp_layers,
-            recompute_modules=tuple(recompute_modules) if int(rows.recompute[i]) == 1 else (),
-            offload_modules=tuple(offload_modules),
+            **run.layout_fields(RECOMPUTE_CODES[int(rows.recompute[i])]),
         )
         t = float(step_time[i])
         g = int(num_gpus[i])

@@ -38,7 +38,7 @@ from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
 from app.core.estimate import EstimateOptions, flops_per_token, framework_conventions, recomputed_layer_share
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts
+from app.core.layout import Layout, LayoutColumns, RunOptions, stage_bf16_layer_counts
 from app.core.memory import (
     MemoryRun,
     StageTerms,
@@ -301,32 +301,22 @@ def evaluate(
     rows: LayoutArrays,
     seq_len: int,
     global_batch: int,
+    run: RunOptions | None = None,
     *,
-    dtype: str = "bf16",
-    flash_attention: bool = True,
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
     collectives: CollectiveTable | None = None,
-    bf16_layers: tuple[int, int] = (0, 0),
-    fp8_params: bool = False,
-    moments_dtype: str = "fp32",
-    mtp_layers: int = 0,
-    recompute_modules: tuple[str, ...] = (),
-    offload_modules: tuple[str, ...] = (),
 ) -> Evaluation:
     """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs).
 
-    `bf16_layers` (first, last): transformer layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers /
-    bf16_last_layers); every stage is then evaluated, since the stages between differ by the 16-bit layers they hold.
-    `fp8_params`: FP8 working weights (Layout.fp8_param_gather) and `moments_dtype`: the Adam moments' dtype
-    (Layout.optimizer_moments_dtype) in every row; the caller keeps the rows to the ZeRO stages that allow them.
-    `mtp_layers`: multi-token-prediction modules on the last stage of every row (Layout.mtp_layers).
-    `recompute_modules`: what selective recompute re-runs in the selective rows (Layout.recompute_modules);
-    `offload_modules`: Megatron-core's fine-grained activation offloading in every row (Layout.offload_modules; the
-    caller keeps the rows to no or selective recompute without layer offloading).
+    `run`: what every row shares (RunOptions). Its 16-bit layers make every stage evaluated, since the stages between
+    differ by the 16-bit layers they hold; the caller keeps the rows to the ZeRO stages that allow FP8 parameters and
+    bf16 moments, and to no or selective recompute without layer offloading under fine-grained offloading.
     """
     opts = options or EstimateOptions()
-    fw: Framework = framework_for(opts, dtype, fp8_params, moments_dtype)
+    r = run or RunOptions()
+    dtype, flash_attention, bf16_layers, mtp_layers = r.dtype, r.flash_attention, r.bf16_layers, r.mtp_layers
+    fw: Framework = framework_for(opts, dtype, r.fp8_param_gather, r.optimizer_moments_dtype)
     net = profile.network if profile is not None else None
     coll = collectives or CollectiveTable(cluster, net)
     linear, attn_curve = curves_for(cluster, dtype, profile, opts)
@@ -388,20 +378,20 @@ def evaluate(
         optimizer_offload=opt_off,
         expert_dp=exp_shard,
     )
-    run = MemoryRun(model, seq_len, fw, flash, mtp_layers, recompute_modules, offload_modules)
-    acts = layer_activations(run, cols)
+    run_memory = MemoryRun(model, seq_len, fw, flash, mtp_layers, r.recompute_modules, r.offload_modules)
+    acts = layer_activations(run_memory, cols)
     # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
     with_bf16 = bool(bf16_layers[0] or bf16_layers[1])
     bf16_by_stage = np.zeros((n, 1))
     acts16 = acts
     if with_bf16:
         bf16_by_stage = _bf16_stage_table(model.num_layers, pp, vp, end_col, uneven, bf16_layers, dtype)
-        acts16 = layer_activations(run, cols, SOURCE_BYTES)
+        acts16 = layer_activations(run_memory, cols, SOURCE_BYTES)
 
     def stage(index: Any, first: Any, last: Any, layers: np.ndarray, bf16: np.ndarray | None) -> StageTerms:
         """The memory of one stage of every row (app.core.memory.stage_terms)."""
         return stage_terms(
-            run, cols, acts, index, first, last, layers, None if bf16 is None else (bf16, acts16)
+            run_memory, cols, acts, index, first, last, layers, None if bf16 is None else (bf16, acts16)
         )
 
     # the most loaded stage: stage 0 or the last (see the module docstring); with 16-bit layers every stage between,
@@ -469,12 +459,12 @@ def evaluate(
         return coll(op, size, ranks, node, group_keys[group])
 
     lt = layer_step_times(
-        run, cols, (view, view16), (logits_fwd, proj_fwd, proj_bwd), cluster, row_coll, acts
+        run_memory, cols, (view, view16), (logits_fwd, proj_fwd, proj_bwd), cluster, row_coll, acts
     )
 
     def stage_parts(layers: np.ndarray, bf16: Any, first_: Any, last_: Any) -> dict[str, np.ndarray]:
         """One micro-batch on a stage of every row (app.core.step.stage_time_parts)."""
-        parts = stage_time_parts(run, cols, lt, cluster, layers, bf16, first_, last_)
+        parts = stage_time_parts(run_memory, cols, lt, cluster, layers, bf16, first_, last_)
         return {k: np.zeros(n) + v for k, v in parts.items()}
 
     single = (pp == 1).astype(np.int64)
@@ -569,7 +559,7 @@ def evaluate(
             )
             rec_share = recomputed_layer_share(model.num_layers, counts, int(rl_) or None)
         vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
-        return flops_per_token(model, seq_len, mode, rec_share, run, opts.flop_counting, vocab_)
+        return flops_per_token(model, seq_len, mode, rec_share, run_memory, opts.flop_counting, vocab_)
 
     end_flops = np.where(uneven, end_col, 0).astype(np.int64)
     fl = _group_apply(field_code(tp, rec, rl, pp, end_flops), [tp, rec, rl, pp, end_flops], flops, 2)

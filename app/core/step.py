@@ -761,16 +761,16 @@ def layer_comm(
     model: ModelSpec,
     cols: LayoutColumns,
     tokens: Any,
-    share: float,
+    shares: tuple[float, ...],
     times: Callable[[str], Any],
     moe_times: Callable[[str], Any],
     moe_again: Any,
     cluster: ClusterSpec,
     fw: Framework,
     coll: Collective,
-) -> tuple[Any, Any, Any]:
+) -> list[tuple[Any, Any, Any]]:
     """Exposed TP, CP and EP seconds of one layer and micro-batch whose forward full recompute re-runs with
-    probability `share`, for one layout or every row.
+    probability `share`, for each of `shares` (the collectives priced once), for one layout or every row.
 
     `times(attr)`: the layer's time `attr` (LayerTimes), mean over dense and MoE layers; `moe_times(attr)`: a MoE
     layer's ("expert_fwd": its routed and shared experts' forward); `moe_again`: 1 where selective recompute re-runs
@@ -804,18 +804,21 @@ def layer_comm(
         half = 0.5 * times("column_bwd")
         sp_hidden = minimum(2 * scatter, half) + minimum(extra, half)
         hidden = where(sp, sp_hidden, minimum(one, half))
-    tp_total = one * (2 + share) + extra
-    # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
-    # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
-    tp_rest = tp_total - hidden
-    tp_layer = (
-        tp_rest * (1 - fw.tp_overlap)
-        + overlap_slowdown(fw, cluster, tp, tp_node) * hidden
-        + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
-    )
+    tp_slow = overlap_slowdown(fw, cluster, tp, tp_node)
+
+    def tp_at(share: float) -> Any:
+        tp_total = one * (2 + share) + extra
+        # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
+        # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
+        tp_rest = tp_total - hidden
+        return (
+            tp_rest * (1 - fw.tp_overlap)
+            + tp_slow * hidden
+            + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
+        )
 
     # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
-    cp_layer: Any = 0.0
+    ring: Any = None
     if any_true(cp > 1):
         kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
         cp_node = ranks_per_node(cp, tp, gpn)
@@ -826,12 +829,11 @@ def layer_comm(
         ring = overlapped(fwd_ring, attn, cp_slow) + overlapped(
             2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
         )
-        cp_layer = where(cp > 1, ring * (1 + share), 0.0)
 
     # expert parallel all-to-all: dispatch and combine, forward and backward
-    ep_layer: Any = 0.0
+    a2a: Any = None
+    moe_share = num_moe_layers(model) / model.num_layers
     if num_moe_layers(model) and any_true(ep > 1):
-        moe_share = num_moe_layers(model) / model.num_layers
         # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
         # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
         # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP all-gather /
@@ -850,22 +852,29 @@ def layer_comm(
                 in_domain = coll("all_to_all", where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, "ep")
                 deduped = coll("all_to_all", where(multi, kept * a2a_bytes, 0.0), ep, ep_node, "ep")
                 a2a = where(multi, maximum(in_domain, deduped), a2a)
-        again = share + moe_again
-        exchange = moe_share * 2 * (2 + again) * a2a
+        overlapped_a2a: Any = 0.0
         if fw.moe_a2a_overlap:
             # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each
             # of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward dispatch ‖
             # expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention forward,
             # backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
             ep_slow = overlap_slowdown(fw, cluster, ep, ep_node)
-            exchange = moe_share * (
-                2 * again * a2a
-                + moe_a2a_overlapped(
-                    a2a, moe_times("forward"), moe_times("backward"), moe_times("expert_fwd"), ep_slow
-                )
+            overlapped_a2a = moe_a2a_overlapped(
+                a2a, moe_times("forward"), moe_times("backward"), moe_times("expert_fwd"), ep_slow
             )
-        ep_layer = where(ep > 1, exchange, 0.0)
-    return tp_layer, cp_layer, ep_layer
+
+    def ep_at(share: float) -> Any:
+        if a2a is None:
+            return 0.0
+        again = share + moe_again
+        if fw.moe_a2a_overlap:
+            return where(ep > 1, moe_share * (2 * again * a2a + overlapped_a2a), 0.0)
+        return where(ep > 1, moe_share * 2 * (2 + again) * a2a, 0.0)
+
+    def cp_at(share: float) -> Any:
+        return 0.0 if ring is None else where(cp > 1, ring * (1 + share), 0.0)
+
+    return [(tp_at(share), cp_at(share), ep_at(share)) for share in shares]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1019,9 +1028,11 @@ def layer_step_times(
     # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
     moe_again = where(selective, 1.0 if "moe" in run.selective_modules else 0.0, 0.0)
     comm_args = (view.mix, view.moe, moe_again, cluster, fw, coll)
-    plain = layer_comm(model, cols, tokens, 0.0, *comm_args)
     # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
-    recomputed = layer_comm(model, cols, tokens, 1.0, *comm_args) if any_true(cols.recompute == 2) else plain
+    ends = layer_comm(
+        model, cols, tokens, (0.0, 1.0) if any_true(cols.recompute == 2) else (0.0,), *comm_args
+    )
+    plain, recomputed = ends[0], ends[-1]
     hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
     vocab = padded_vocab_size(model.vocab_size, cols.tp)
     ce = tokens * vocab / cols.tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)

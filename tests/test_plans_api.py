@@ -121,6 +121,33 @@ def test_compare_flags_differences(client: Any) -> None:
     assert client.get("/api/v1/plans/compare", params={"ids": five}).status_code == 422
 
 
+def test_compare_gives_changes_against_the_first_plan(client: Any) -> None:
+    a = _create(client, "delta a")
+    b = _create(client, "delta b", tp=4, dp=4)
+    ids = {"ids": [a["id"], b["id"]]}
+    body = client.get("/api/v1/plans/compare", params=ids).json()
+    assert body["same_within_pct"] == 0.5
+    rows = {(row["section"], row["key"]): row for row in body["rows"]}
+    step = rows[("Results", "step_time_s")]
+    first, second = step["values"]
+    assert step["deltas"][0] is None and step["deltas"][1] == pytest.approx(second - first)
+    assert step["percents"][1] == pytest.approx(100 * (second - first) / first)
+    assert rows[("Inputs", "layout.tp")]["deltas"] == [None, 2] and rows[("Inputs", "layout.tp")][
+        "percents"
+    ] == [None, 100]
+    assert rows[("Inputs", "model")]["deltas"] == [None, None]
+    # a threshold above the step time's move makes it the same; the layout input still differs (inputs are exact)
+    wide = abs(step["percents"][1]) + 1
+    loose = client.get("/api/v1/plans/compare", params={**ids, "same_within_pct": wide}).json()
+    loose_rows = {(row["section"], row["key"]): row for row in loose["rows"]}
+    assert loose_rows[("Results", "step_time_s")]["differs"] is False
+    assert loose_rows[("Inputs", "layout.tp")]["differs"] is True
+    assert loose["differences"] < body["differences"]
+    for bad in (-1, 101, "nan"):
+        r = client.get("/api/v1/plans/compare", params={**ids, "same_within_pct": bad})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "same_within_pct"
+
+
 def test_export_json_and_csv_carry_provenance(client: Any) -> None:
     plan = _create(client, "export me")
     pid = plan["id"]

@@ -164,6 +164,9 @@ def test_list_and_compare_pages(client: Any) -> None:
     assert "≠ differs" in r.text and 'class="differs"' in r.text
     tp_row = re.search(r"<th scope=\"row\">Tensor parallel \(tp\)</th>.*?</tr>", r.text, re.S)
     assert tp_row and "≠ differs" in tp_row.group(0)
+    # Δ and % against the first plan: tp 2 → 4 is +2, +100 %
+    assert '<td class="num delta">+2</td><td class="num delta">+100 %</td>' in tp_row.group(0)
+    assert "Δ cmp two" in r.text and "results that move by 0.5 % or less are marked same" in r.text
     # two layouts of one run: whether their gap is within the estimator's ranking resolution
     assert 'id="ranking-note"' in r.text and "ranking resolution for this kind of run" in r.text
     only = client.get(

@@ -23,7 +23,7 @@ def _scenario_input(html: str) -> dict[str, Any]:
 def test_builder_full_page_and_htmx_block(client: Any) -> None:
     query = BuilderState(nodes=4).query()
     full = client.get(f"/plans/new?{query}")
-    assert full.status_code == 200 and full.headers["vary"] == "HX-Request"
+    assert full.status_code == 200 and "HX-Request" in full.headers["vary"].split(", ")
     assert "<html" in full.text and 'id="plan-form"' in full.text and 'id="results"' in full.text
     assert 'value="4"' in full.text  # the form shows the state from the address bar
     block = client.get(f"/plans/new?{query}", headers=HX)
@@ -117,6 +117,9 @@ def test_save_revise_duplicate_delete_by_form(client: Any) -> None:
     page = client.get(url)
     assert page.status_code == 200 and "form plan" in page.text and "Revision 1" in page.text
     assert f"/api/v1/plans/{plan_id}/export.csv" in page.text and "price book" in page.text
+    # a saved page has no planner mode: it says where layouts are ranked instead of asking for a missing control
+    assert "Saved with a fixed layout, so no layout ranking was computed." in page.text
+    assert "Choose “Let the planner choose”" not in page.text
     # "edit in builder" reproduces the saved inputs, then saving makes revision 2
     edit = re.search(r'href="/plans/new\?([^"]+)"', page.text)
     assert edit
@@ -156,6 +159,11 @@ def test_list_and_compare_pages(client: Any) -> None:
         ids.append(r.json()["id"])
     listing = client.get("/plans?q=cmp")
     assert "cmp one" in listing.text and "cmp two" in listing.text and 'name="ids"' in listing.text
+    summary = client.get(f"/api/v1/plans/{ids[0]}").json()["summary"]
+    row = re.search(r"cmp one</a></th>.*?</tr>", listing.text, re.S)
+    assert row and f"<td>{summary['fabric']}</td>" in row.group(0)
+    assert f"{summary['cost_per_run_usd']:,.0f}" in row.group(0)
+    assert '<th scope="col">Fabric</th>' in listing.text and "Cost per run (USD)" in listing.text
     block = client.get("/plans?q=cmp+two", headers=HX)
     assert "cmp two" in block.text and "cmp one" not in block.text and "<html" not in block.text
 

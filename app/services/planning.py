@@ -28,6 +28,13 @@ from app.services.plan_scaling import scaling_sweep
 
 DEFAULT_PROFILE = "published defaults"
 
+# Why a result has no layout ranking when the scenario fixed its layout (the builder's planner mode ranks).
+RANKING_HINT = "Choose “Let the planner choose” to rank every layout for this model and cluster."
+SAVED_RANKING_HINT = (
+    "Saved with a fixed layout, so no layout ranking was computed. In the builder, “Let the planner choose” "
+    "ranks every layout for this model and cluster."
+)
+
 
 @dataclass
 class Evaluation:
@@ -185,9 +192,7 @@ def evaluate(
         else:
             unavailable["ranking"] = reason
     else:
-        unavailable["ranking"] = (
-            "Choose “Let the planner choose” to rank every layout for this model and cluster."
-        )
+        unavailable["ranking"] = RANKING_HINT
     try:
         est = estimate(
             resolved.model,

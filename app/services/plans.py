@@ -525,24 +525,32 @@ def _values_differ(values: list[Any]) -> bool:
     return len({json.dumps(norm(v), sort_keys=True, default=str) for v in values}) > 1
 
 
+def _number(value: Any) -> float | None:
+    """A finite int or float as a float; None for anything else (booleans included)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return _number(value) is not None
 
 
 def _changes(values: list[Any]) -> tuple[list[float | None], list[float | None]]:
     """Each value's change against the first plan's: the difference and the percentage (None where either is
     not a number, or the percentage of a change from zero)."""
-    first = values[0] if values else None
+    first = _number(values[0]) if values else None
     deltas: list[float | None] = [None]
     percents: list[float | None] = [None]
     for value in values[1:]:
-        if not (_is_number(first) and _is_number(value)):
+        number = _number(value)
+        if first is None or number is None:
             deltas.append(None)
             percents.append(None)
             continue
-        delta = float(value) - float(first)
+        delta = number - first
         deltas.append(delta)
-        percents.append(100.0 * delta / abs(float(first)) if first != 0 else None)
+        percents.append(100.0 * delta / abs(first) if first != 0 else None)
     return deltas, percents
 
 

@@ -160,7 +160,8 @@ def scaling_view(session: Session, state: BuilderState) -> View:
 
 
 def view_from_saved(rev: Any) -> View:
-    return view_from_result(
+    """A saved revision's panels; a saved page has no planner mode, so it says where the ranking is made."""
+    view = view_from_result(
         rev.result,
         {
             "app_version": rev.app_version,
@@ -169,6 +170,9 @@ def view_from_saved(rev: Any) -> View:
             "calibration_profile": rev.calibration_profile,
         },
     )
+    if view.reasons.get("ranking") == planning.RANKING_HINT:
+        view.reasons["ranking"] = planning.SAVED_RANKING_HINT
+    return view
 
 
 def _kind_field(kind: str) -> str:
@@ -199,9 +203,7 @@ def view_from_result(result: dict[str, Any], provenance: dict[str, str]) -> View
     view.cost = cost_panel(result.get("cost_panel"))
     view.goodput = goodput_panel(result.get("goodput"))
     view.assumptions = [a for a in result.get("assumptions") or [] if isinstance(a, dict)]
-    view.reasons.setdefault(
-        "ranking", "Choose “Let the planner choose” to rank every layout for this model and cluster."
-    )
+    view.reasons.setdefault("ranking", planning.RANKING_HINT)
     view.reasons.setdefault("scaling", "No scaling sweep was computed for this plan.")
     view.reasons.setdefault("cost", "The cost model is not available in this build.")
     view.reasons.setdefault("goodput", "The goodput model is not available in this build.")

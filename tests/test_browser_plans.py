@@ -349,3 +349,50 @@ def test_fp8_parameters_checkbox_from_the_error_to_the_assumption(browser: Any, 
     _wait_charts(page, ("chart-step",))
     assert page.is_checked("#f-fp8_params")
     page.context.close()
+
+
+def test_invalid_inputs_show_at_their_fields_and_grey_the_last_valid_result(
+    browser: Any, server: LiveServer
+) -> None:
+    page = _new_page(browser)
+    console = Console(page)
+    page.goto(server.url + "/plans/new")
+    _wait_charts(page, ("chart-step",))
+    step_before = page.locator(".headline").inner_text()
+
+    # the browser refuses a negative node count: htmx sends nothing, so the page must say so itself
+    page.fill("#f-nodes", "-4")
+    _wait_until(page, "document.getElementById('results').classList.contains('stale')")
+    assert (
+        page.locator("#stale-banner").inner_text().startswith("Inputs are invalid: last valid result shown.")
+    )
+    assert page.locator("#e-nodes").inner_text().startswith("Nodes: ")
+    assert page.get_attribute("#f-nodes", "aria-invalid") == "true"
+    assert page.locator(".headline").inner_text() == step_before  # the last valid result, greyed
+
+    # valid again: fresh results, no error, no banner
+    page.fill("#f-nodes", "2")
+    _wait_until(page, "!document.getElementById('results').classList.contains('stale')")
+    _wait_until(page, "document.getElementById('e-nodes') === null")
+    assert page.get_attribute("#f-nodes", "aria-invalid") is None
+
+    # the server refuses 3 pipeline stages on 16 GPUs: the message sits at the pipeline field, with its label
+    page.fill("#f-pp", "3")
+    _wait_until(page, "document.getElementById('e-pp') !== null")
+    assert (
+        page.locator("#e-pp")
+        .inner_text()
+        .startswith("Pipeline stages: the cluster's 16 GPUs are not divisible")
+    )
+    assert page.locator("#e-tp").count() == 0
+    page.wait_for_url(re.compile(r"pp=3"), timeout=30000)  # the address bar still reproduces what was typed
+    assert "stale" in (page.get_attribute("#results", "class") or "")
+    assert page.locator("#stale-banner li a").inner_text() == "Pipeline stages"
+    assert page.locator(".headline").inner_text() == step_before
+
+    # a reload of a refused value keeps what was typed beside its error, not the default
+    page.goto(server.url + "/plans/new?nodes=-4")
+    assert page.input_value("#f-nodes") == "-4"
+    assert "Error:" in page.locator("#d-nodes").inner_text()
+    assert console.errors == []
+    page.context.close()

@@ -394,3 +394,28 @@ def test_builder_planner_mode_keeps_the_16_bit_layers(client: Any) -> None:
         return float(match.group(1))
 
     assert step_s(ends.text) > step_s(plain.text)
+
+
+def test_a_layout_that_does_not_fit_says_why_and_what_fits(client: Any) -> None:
+    # Llama 3 70B on 8 nodes with tp 1, no sharding and no recompute: far over 80 GB per GPU
+    state = BuilderState(
+        model="Llama-3-70B", nodes=8, tp=1, pp=1, zero=0, sp=False, recompute="none", global_batch=512
+    )
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert r.status_code == 200
+    headline = re.search(r'<dl class="headline">.*?</dl>', r.text, re.S)
+    assert headline and "Does not fit" in headline.group(0)
+    assert " days<" not in headline.group(0) and "USD" not in headline.group(
+        0
+    )  # no days or dollars to run on
+    assert "this layout does not fit, so it cannot run" in headline.group(0)
+    why = re.search(r'<div class="does-not-fit".*?</div>', r.text, re.S)
+    assert why and "Why it does not fit:" in why.group(0) and "GiB over the usable" in why.group(0)
+    use = re.search(
+        r'id="fit-alternative"><strong>What fits:</strong> (.*?), .*?href="/plans/new\?([^"]+)">Use',
+        r.text,
+        re.S,
+    )
+    assert use, why.group(0)
+    fitted = client.get("/plans/new?" + use.group(2).replace("&amp;", "&"), headers=HX)
+    assert 'id="does-not-fit"' not in fitted.text and "✓" in fitted.text  # the suggested layout fits

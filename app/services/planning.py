@@ -273,6 +273,28 @@ _LAYOUT_KEYS = frozenset(
 )
 
 
+def fitting_alternative(
+    session: Session,
+    scenario: dict[str, Any],
+    profile_ref: str | None = None,
+    constraints: dict[str, Any] | None = None,
+) -> dict[str, Any] | str:
+    """For a scenario whose layout does not fit: the planner's best layout that does, on the same model, cluster,
+    batch and precision (a ranking row, with `layout_fields`), or the reason none was found."""
+    _normalised, resolved = _parse_and_resolve(session, scenario, "")
+    profile, _label = load_profile(session, profile_ref)
+    if profile is not None:
+        resolved = _Profiled(resolved, profile)
+    if not (session.new or session.dirty or session.deleted):
+        session.rollback()
+    ranking, best_layout, reason = planner_search(
+        resolved, _options(resolved), _profile(resolved), constraints
+    )
+    if best_layout is None or ranking is None or not ranking["rows"]:
+        return reason or "No layout of this model fits on this cluster with this global batch."
+    return dict(ranking["rows"][0])
+
+
 def scaling_for(
     session: Session, scenario: dict[str, Any], profile_ref: str | None = None
 ) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ turns back into the same query parameters, so "edit" and "reload by URL" both la
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -78,6 +79,7 @@ class BuilderState:
         "auto"  # fused attention kernel; auto = the framework's (scenario attention_backend)
     )
     errors: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)  # the text of inputs that were refused (parse_state)
 
     @property
     def num_gpus(self) -> int:
@@ -90,7 +92,7 @@ class BuilderState:
 
     def query(self, **overrides: Any) -> str:
         """The query string that reproduces this state (checkbox off is sent as sp=0)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("errors", "raw")}
         data.update(overrides)
         data["sp"] = "1" if data["sp"] else "0"
         for flag in OPTIONAL_FLAGS:
@@ -132,6 +134,7 @@ class BuilderState:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("errors")
+        out.pop("raw")
         return out
 
 
@@ -247,6 +250,8 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
         if flag in params:
             setattr(state, flag, params[flag] in ("1", "on", "true", "yes"))
     state.errors = errors
+    # what was typed into a refused input, so a reloaded page shows it beside its error, not the default
+    state.raw = {name: str(params[name])[:200] for name in errors if name in params}
     return state
 
 
@@ -277,13 +282,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             **kernel,
         }
     if state.dp == 0:
-        problems.append(
-            Problem(
-                "tp",
-                f"the cluster's {state.num_gpus} GPUs are not divisible by tp·pp·cp = "
-                f"{state.tp}·{state.pp}·{state.cp}",
-            )
-        )
+        problems.append(_undivided_gpus(state))
     if problems:
         raise SpecError(problems)
     return {
@@ -366,6 +365,29 @@ def planner_constraints(state: BuilderState) -> dict[str, Any] | None:
         if on
     }
     return constraints or None
+
+
+def _undivided_gpus(state: BuilderState) -> Problem:
+    """The GPU count is not a multiple of tp·pp·cp: the problem goes to the factor that does not divide it on its
+    own (else pipeline stages, then context, then tensor parallel, whichever is above 1), naming the values that
+    would, given the other two."""
+    factors = {"tp": state.tp, "pp": state.pp, "cp": state.cp}
+    alone = [name for name in ("pp", "cp", "tp") if state.num_gpus % max(1, factors[name])]
+    above_one = [name for name in ("pp", "cp", "tp") if factors[name] > 1]
+    name = (alone or above_one or ["tp"])[0]
+    others = math.prod(max(1, v) for k, v in factors.items() if k != name)
+    room = state.num_gpus // others if state.num_gpus % others == 0 else 0
+    valid = [d for d in range(1, room + 1) if room % d == 0]
+    hint = (
+        f"; with the other two as they are, {name} may be {', '.join(map(str, valid[:12]))}"
+        if valid
+        else f"; the other two ({others} GPUs together) do not divide it either"
+    )
+    return Problem(
+        name,
+        f"the cluster's {state.num_gpus} GPUs are not divisible by tp·pp·cp = "
+        f"{state.tp}·{state.pp}·{state.cp}{hint}",
+    )
 
 
 def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:

@@ -55,6 +55,9 @@ class View:
     assumptions: list[dict[str, Any]] = field(default_factory=list)
     provenance: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    # a by-hand layout that does not fit: the planner's best layout that does (a ranking row with `use_query`), or
+    # the reason there is none
+    fit_alternative: dict[str, Any] | str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- choices
@@ -138,6 +141,8 @@ def build_view(session: Session, state: BuilderState) -> View:
             ],
         }
     view.profile_label = evaluation.calibration_profile
+    if state.mode != "planner" and view.summary.get("fits") is False:
+        view.fit_alternative = _fitting_alternative(session, state, scenario)
     if evaluation.result.get("status") == "ok":
         concrete = scenario_to_state(evaluation.scenario)
         concrete.hf_config = state.hf_config
@@ -145,6 +150,18 @@ def build_view(session: Session, state: BuilderState) -> View:
         view.scaling_query = concrete.query()
         view.scenario_json = json.dumps(evaluation.scenario, separators=(",", ":"))
     return view
+
+
+def _fitting_alternative(
+    session: Session, state: BuilderState, scenario: dict[str, Any]
+) -> dict[str, Any] | str:
+    try:
+        found = planning.fitting_alternative(session, scenario, state.profile, planner_constraints(state))
+    except (SpecError, NotFoundError) as exc:
+        return str(exc)
+    if isinstance(found, str):
+        return found
+    return {**found, "use_query": layout_query(state, found["layout_fields"])}
 
 
 def scaling_view(session: Session, state: BuilderState) -> View:
@@ -304,6 +321,13 @@ def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
         },
     }
     worst = max(rows, key=lambda r: r["total_gib"])
+    largest = sorted(worst["gib"].items(), key=lambda kv: -kv[1])[:3]
+    overflow = {
+        "stage": worst["stage"],
+        "total_gib": worst["total_gib"],
+        "over_gib": worst["total_gib"] - usable / GiB,
+        "largest": [{"name": _filters.label(name), "gib": gib} for name, gib in largest],
+    }
     summary = (
         f"most-loaded stage uses {worst['total_gib']:.1f} GiB of {hbm / GiB:.0f} GiB "
         f"({'fits' if worst['fits'] else 'does not fit'} within the usable {usable / GiB:.0f} GiB)"
@@ -315,6 +339,7 @@ def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
         "hbm_gib": hbm / GiB,
         "usable_gib": usable / GiB,
         "summary": summary,
+        "overflow": overflow,  # the most loaded stage and its largest parts (the headline's "why" when over)
         # activation and optimizer offloading: what the host keeps per GPU, against the reference system's DRAM
         "host_gib": float(memory.get("host_bytes") or 0.0) / GiB,
         "host_what": host_contents(memory),

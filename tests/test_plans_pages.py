@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -419,3 +420,36 @@ def test_a_layout_that_does_not_fit_says_why_and_what_fits(client: Any) -> None:
     assert use, why.group(0)
     fitted = client.get("/plans/new?" + use.group(2).replace("&amp;", "&"), headers=HX)
     assert 'id="does-not-fit"' not in fitted.text and "✓" in fitted.text  # the suggested layout fits
+
+
+def test_deadline_and_budget_find_the_smallest_cluster(client: Any) -> None:
+    state = BuilderState(
+        model="Llama-3-70B", nodes=2, tokens_b=15_000.0, global_batch=2048, deadline_days=60.0
+    )
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert 'hx-get="/plans/new/sizes?' in r.text and "deadline_days=60" in r.text
+    sized = client.get("/plans/new/sizes?" + state.query(), headers=HX)
+    assert sized.status_code == 200 and "<html" not in sized.text
+    answer = re.search(
+        r'id="sizing-answer"><strong>Smallest cluster that meets it:</strong> (\d+) nodes \(([\d,]+) GPUs\)',
+        sized.text,
+    )
+    assert answer, sized.text[:2000]
+    gpus = int(answer.group(2).replace(",", ""))
+    assert int(answer.group(1)) * 8 == gpus
+    # the chosen size meets the deadline, and the next smaller size searched does not
+    rows = re.findall(
+        r'<th scope="row" class="num">([\d,]+)</th>.*?<td class="num">([\d,.]+)</td><td class="num">[\d,]+</td>',
+        sized.text,
+        re.S,
+    )
+    days = {int(g.replace(",", "")): float(d.replace(",", "")) for g, d in rows}
+    assert days[gpus] <= 60.0 and days[gpus // 2] > 60.0
+    use = re.search(r'href="/plans/new\?([^"]+)">Use this size', sized.text)
+    assert use and f"nodes={gpus // 8}" in use.group(1) and "mode=planner" in use.group(1)
+    # an impossible budget says so and names the cheapest size
+    broke = client.get("/plans/new/sizes?" + replace(state, budget_usd=1.0).query(), headers=HX)
+    assert "No size searched meets them." in broke.text and "The cheapest," in broke.text
+    # refused goals are errors at their fields
+    bad = client.get("/plans/new?" + state.query().replace("deadline_days=60", "deadline_days=-3"))
+    assert 'id="d-deadline_days"' in bad.text and 'value="-3"' in bad.text

@@ -27,6 +27,9 @@ ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
 MOMENTS_CHOICES = ("fp32", "bf16")
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
 PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
+# the sizing goals: upper bound and what the value is (a deadline of 100 years is no deadline)
+SIZING_LIMITS = {"deadline_days": (36_500.0, "days"), "budget_usd": (1e12, "US dollars")}
+
 # checkboxes sent the same way in both modes
 OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params")
 
@@ -40,6 +43,8 @@ class BuilderState:
     gpus_per_node: int = 8
     fabric: str = "ib-ndr-8x400"
     tokens_b: float = 1000.0
+    deadline_days: float = 0.0  # "finish within N days": the size panel finds the smallest cluster (0 = none)
+    budget_usd: float = 0.0  # "at most $X per run" (0 = none)
     seq_len: int = 4096
     global_batch: int = 256
     mode: str = "manual"
@@ -120,6 +125,9 @@ class BuilderState:
                 data.pop(name)
         if not data["offload_modules"]:
             data.pop("offload_modules")
+        for name in ("deadline_days", "budget_usd"):
+            if not data[name]:
+                data.pop(name)
         if not data["optimizer_offload"]:
             data.pop("optimizer_offload")
         if data["attention_backend"] == "auto":
@@ -202,6 +210,15 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
             state.optimizer_offload = share
         except ValueError:
             errors["optimizer_offload"] = "a share from 0 to 1 of the optimizer states"
+    for name, (limit, what) in SIZING_LIMITS.items():
+        if params.get(name, "").strip():
+            try:
+                goal = float(params[name])
+                if not 0 <= goal <= limit:
+                    raise ValueError
+                setattr(state, name, goal)
+            except ValueError:
+                errors[name] = f"{what} from 0 (none) to {limit:,.0f}"
     if "tokens_b" in params:
         try:
             tokens = float(params["tokens_b"])
@@ -351,6 +368,34 @@ def _cluster(state: BuilderState) -> dict[str, Any]:
         "gpus_per_node": state.gpus_per_node,
         "fabric": state.fabric,
     }
+
+
+def sizes_request(state: BuilderState, scenario: dict[str, Any]) -> dict[str, Any]:
+    """The size sweep's request (app.services.planner.SizesRequest) for this builder state: its model, GPU, fabric,
+    batch, tokens and precision, every cluster size searched by the planner."""
+    layout = scenario["layout"]
+    request: dict[str, Any] = {
+        "model": scenario["model"],
+        "cluster": scenario["cluster"],  # its node count is not used: the sweep sets the size
+        "training": scenario["training"],
+        "global_batch": layout["global_batch"],
+        "deadline_days": state.deadline_days or None,
+        "constraints": planner_constraints(state) or {},
+        "attention_backend": state.attention_backend,
+        "profile": state.profile or None,
+    }
+    for name in (
+        "dtype",
+        "bf16_first_layers",
+        "bf16_last_layers",
+        "fp8_param_gather",
+        "optimizer_moments_dtype",
+    ):
+        if name in layout:
+            request[name] = layout[name]
+    if layout.get("mtp_layers"):
+        request["mtp_layers"] = layout["mtp_layers"]
+    return request
 
 
 def planner_constraints(state: BuilderState) -> dict[str, Any] | None:

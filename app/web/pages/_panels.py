@@ -4,7 +4,7 @@ Plotly figures (drawn by static/js/charts.js) and the tables beside them, in dis
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -21,6 +21,7 @@ from app.web.pages._builder import (
     layout_query,
     planner_constraints,
     scenario_to_state,
+    sizes_request,
     state_to_scenario,
 )
 
@@ -50,6 +51,9 @@ class View:
     scaling: dict[str, Any] | None = None
     profile_label: str = ""
     scaling_query: str = ""  # builder: the scaling panel loads on its own from /plans/new/scaling?…
+    sizing_query: str = (
+        ""  # builder with a deadline or budget: the sizing panel loads from /plans/new/sizes?…
+    )
     cost: dict[str, Any] | None = None
     goodput: dict[str, Any] | None = None
     assumptions: list[dict[str, Any]] = field(default_factory=list)
@@ -141,6 +145,8 @@ def build_view(session: Session, state: BuilderState) -> View:
             ],
         }
     view.profile_label = evaluation.calibration_profile
+    if state.deadline_days or state.budget_usd:
+        view.sizing_query = state.query()
     if state.mode != "planner" and view.summary.get("fits") is False:
         view.fit_alternative = _fitting_alternative(session, state, scenario)
     if evaluation.result.get("status") == "ok":
@@ -162,6 +168,59 @@ def _fitting_alternative(
     if isinstance(found, str):
         return found
     return {**found, "use_query": layout_query(state, found["layout_fields"])}
+
+
+def sizing_view(session: Session, state: BuilderState) -> dict[str, Any]:
+    """The smallest cluster that meets the builder's deadline and budget: every size the planner searched, with
+    its best layout, days, GPU-hours and cost, and the answer or why there is none."""
+    from app.services import planner as planner_service
+
+    goal = {"deadline_days": state.deadline_days or None, "budget_usd": state.budget_usd or None}
+    try:
+        scenario = state_to_scenario(replace(state, mode="planner"))
+        swept = planner_service.sizes(sizes_request(state, scenario), session)
+    except (SpecError, NotFoundError) as exc:
+        return {**goal, "problem": str(exc)}
+    rows = [_size_row(state, point, goal) for point in swept.points]
+    answer = next((row for row in rows if row["meets"]), None)
+    feasible = [row for row in rows if row["feasible"]]
+    return {
+        **goal,
+        "rows": rows,
+        "answer": answer,
+        "price": swept.usd_per_gpu_hour,
+        "price_source": swept.price_source,
+        "fastest": min(feasible, key=lambda r: r["days"]) if feasible else None,
+        "cheapest": min(
+            (r for r in feasible if r["cost_usd"] is not None), key=lambda r: r["cost_usd"], default=None
+        ),
+    }
+
+
+def _size_row(state: BuilderState, point: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]:
+    gpus = int(point["num_gpus"])
+    days = point.get("time_to_train_days")
+    cost = point.get("cost_usd")
+    deadline, budget = goal["deadline_days"], goal["budget_usd"]
+    on_time = deadline is None or (days is not None and days <= deadline)
+    affordable = budget is None or (cost is not None and cost <= budget)
+    nodes, rest = divmod(gpus, state.gpus_per_node)
+    best = point.get("best") or {}
+    return {
+        "gpus": gpus,
+        "nodes": nodes if not rest else None,
+        "feasible": bool(point["feasible"]),
+        "layout": str(best.get("label") or ""),
+        "days": days,
+        "days_high": point.get("time_to_train_likely_high_days"),
+        "gpu_hours": days * 24.0 * gpus if days is not None else None,
+        "cost_usd": cost,
+        "on_time": on_time,
+        "affordable": affordable,
+        "meets": bool(point["feasible"]) and on_time and affordable and not rest,
+        "reason": point.get("reason") or "",
+        "use_query": state.query(nodes=nodes, mode="planner") if nodes and not rest else "",
+    }
 
 
 def scaling_view(session: Session, state: BuilderState) -> View:

@@ -110,6 +110,19 @@ def builder_scaling(request: Request, session: SessionDep) -> HTMLResponse:
     return render(request, "plan_scaling.html", context, block="scaling")
 
 
+@router.get("/plans/new/sizes", response_class=HTMLResponse)
+def builder_sizes(request: Request, session: SessionDep) -> HTMLResponse:
+    """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a
+    direct load)."""
+    state = _builder.parse_state(dict(request.query_params))
+    context = {
+        "title": "Cluster size",
+        "sizing": _panels.sizing_view(session, state),
+        "builder_query": state.query(),
+    }
+    return render(request, "plan_sizes.html", context, block="sizing")
+
+
 @router.post("/plans", response_class=HTMLResponse)
 def save_new_plan(
     request: Request,

@@ -9,6 +9,8 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
+from app.core.hf_config import model_from_hf_config
+from app.services.planning import model_card
 from app.web.pages._builder import BuilderState, parse_state, scenario_to_state, state_to_scenario
 from tests.test_plans_support import small_scenario
 
@@ -101,6 +103,11 @@ def test_pasted_hf_config_is_used(client: Any) -> None:
     r = client.get("/plans/new?" + BuilderState(hf_config=json.dumps(config)).query(), headers=HX)
     saved = _scenario_input(r.text)
     assert saved["model"]["num_layers"] == 16 and saved["model"]["hidden_size"] == 2048
+    # the page says which model it read: this is Llama 3.2 1B's shape, 1,235,814,400 parameters on its model card
+    card = re.search(r'<p class="model-read" id="model-read">.*?</p>', r.text, re.S)
+    assert card and "1.24 B</span> parameters" in card.group(0)
+    assert "16 layers, hidden size 2,048, 32 attention heads, 8 KV heads, vocabulary 128,256" in card.group(0)
+    assert model_card(model_from_hf_config(config, name="llama"))["total_params"] == 1_235_814_400
     r = client.get("/plans/new?" + BuilderState(hf_config="{not json").query(), headers=HX)
     assert 'href="#f-hf_config"' in r.text and "not valid JSON" in r.text
 

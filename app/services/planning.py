@@ -211,6 +211,7 @@ def evaluate(
     result: dict[str, Any] = {
         "status": "ok",
         "summary": summary,
+        "model": model_card(resolved.model),
         "memory": memory_payload(est.memory),
         "step": step_payload(est.step),
         "estimate": estimate_dict,
@@ -339,6 +340,28 @@ def step_payload(step: Any) -> dict[str, Any]:
         "tokens_per_s": float(step.tokens_per_s),
         "mfu": float(step.mfu),
         "notes": [str(n) for n in step.notes],
+    }
+
+
+def model_card(model: Any) -> dict[str, Any]:
+    """The model as the estimate read it (a catalog row or a pasted config.json): its name and shape, and its
+    parameters counted from that shape (app.core.model.param_counts)."""
+    from app.core.model import param_counts
+
+    counts = param_counts(model)
+    moe = model.moe
+    return {
+        "name": model.name,
+        "family": model.family,
+        "total_params": counts.total,
+        "active_params": counts.active,
+        "num_layers": model.num_layers,
+        "hidden_size": model.hidden_size,
+        "num_attention_heads": model.num_attention_heads,
+        "num_kv_heads": model.num_kv_heads,
+        "vocab_size": model.vocab_size,
+        "num_experts": moe.num_experts if moe else 0,
+        "experts_per_token": moe.experts_per_token if moe else 0,
     }
 
 

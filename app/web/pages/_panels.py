@@ -44,6 +44,7 @@ class View:
     notice: str = ""
     scenario_json: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)  # the model as read (planning.model_card)
     accuracy: dict[str, str] = field(default_factory=dict)  # what the accuracy bands rest on, in words
     memory: dict[str, Any] | None = None
     step: dict[str, Any] | None = None
@@ -271,6 +272,7 @@ def view_from_result(result: dict[str, Any], provenance: dict[str, str]) -> View
         view.reasons = {k: view.notice for k in ("ranking", "scaling", "cost", "goodput")}
         return view
     view.summary = dict(result.get("summary") or {})
+    view.model = dict(result.get("model") or {})
     view.accuracy = {k: str(v) for k, v in (result.get("accuracy") or {}).items()}
     view.memory = memory_panel(result.get("memory"))
     view.step = step_panel(result.get("step"))

@@ -253,18 +253,19 @@ def render_scaling(out: Any) -> str:
         "fabric, 'network' = share of the step not stalled on communication"
     ]
     lines.append(
-        f"{'fabric':22s} {'GPUs':>6} {'step s':>8} {'exposed comm s':>15} {'scaling':>8} {'vs base':>8} "
-        f"{'network':>8} {'MFU':>6} {'days':>8}"
+        f"{'fabric':26s} {'GPUs':>6} {'step s':>8} {'exposed comm s':>15} {'tokens/s':>11} {'scaling':>8} "
+        f"{'vs base':>8} {'network':>8} {'MFU':>6} {'days':>8}"
     )
     for s in out.series:
         for p in s["points"]:
             if p.get("error"):
-                lines.append(f"{s['fabric_name']:22s} {p['num_gpus']:6d}  error: {p['error']}")
+                lines.append(f"{s['fabric_name']:26s} {p['num_gpus']:6d}  error: {p['error']}")
                 continue
             comm = sum(p["exposed_comm_s"].values())
             days = p.get("time_to_train_days")
             lines.append(
-                f"{s['fabric_name']:22s} {p['num_gpus']:6d} {p['step_time_s']:8.3f} {comm:15.3f} "
+                f"{s['fabric_name']:26s} {p['num_gpus']:6d} {p['step_time_s']:8.3f} {comm:15.3f} "
+                f"{p['tokens_per_s']:11,.0f} "
                 f"{p['scaling_efficiency'] * 100:7.1f}% {p['efficiency_vs_baseline'] * 100:7.1f}% "
                 f"{p['network_efficiency'] * 100:7.1f}% "
                 f"{p['mfu'] * 100:5.1f}% {days_cell(days):>8}"

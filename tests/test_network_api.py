@@ -246,3 +246,33 @@ def test_through_the_real_server(live_server: Any) -> None:
         op["operationId"] for path in spec["paths"].values() for op in path.values() if "operationId" in op
     }
     assert {"network_collective", "network_scaling", "network_bom", "network_fabrics_list"} <= ops
+
+
+def _doc_table(heading: str, first_cell: str) -> list[list[str]]:
+    """The rows of the first markdown table under `heading` in docs/network.md whose header starts so."""
+    text = (ROOT / "docs" / "network.md").read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1]
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_cell} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_docs_seed_claims_table_matches_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_cli(capsys, "network", "seed-claims", "--json")
+    assert out.returncode == 0, out.stderr
+    series = {
+        s["fabric_name"]: {p["num_gpus"]: p["scaling_efficiency"] for p in s["points"]}
+        for s in json.loads(out.stdout)["series"]
+    }
+    order = ["ib-ndr-8x400", "roce-8x400", "roce-ecmp-32-nodes", "roce-ecmp-scattered"]
+    rows = _doc_table("## The seed article's claims", "GPUs")
+    assert len(rows) == 4
+    for row in rows:
+        gpus = int(row[0])
+        for fabric, cell in zip(order, row[1:5], strict=True):
+            assert cell == f"{series[fabric][gpus] * 100:.1f} %", (fabric, gpus)

@@ -135,9 +135,13 @@ def fabrics(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] 
         return
     for f in rows:
         sharp = ", SHARP" if f.sharp else ""
+        tiers = f"{f.tiers} tiers" if f.tiers else "tiers inferred"
+        routing = f.routing if f.routing == "adaptive" else f"{f.routing} ({f.qps_per_connection} QP/conn)"
+        placement = "" if f.placement == "contiguous" else f", {f.placement} jobs"
         typer.echo(
-            f"{f.name:22s} {f.transport:12s} {f.nics_per_node:2d} × {f.nic_gbps:g} Gb/s  {f.topology}, {f.tiers} tiers, "
-            f"radix {f.switch_radix}{sharp}; latency {f.base_latency_us:g} µs + {f.hop_latency_us:g} µs/hop"
+            f"{f.name:26s} {f.transport:12s} {f.nics_per_node:2d} × {f.nic_gbps:g} Gb/s  {f.topology}, {tiers}, "
+            f"radix {f.switch_radix}{sharp}, {routing} routing{placement}; "
+            f"latency {f.base_latency_us:g} µs + {f.hop_latency_us:g} µs/hop"
         )
 
 

@@ -203,7 +203,7 @@ def test_cli_seed_claims_reports_required_derate(capsys: pytest.CaptureFixture[s
     )
 
 
-def test_tier_counts_are_inferred_or_refused(capsys: pytest.CaptureFixture[str], client: Any) -> None:
+def test_tier_counts_are_inferred_or_refused(client: Any) -> None:
     one = client.post("/api/v1/network/bom", json={"nodes": 1, "rails": 8}).json()
     assert one["design"]["tiers"] == 1 and one["switches"] == 1
     big = client.post("/api/v1/network/bom", json={"nodes": 4096, "fabric": "ib-ndr-8x400"}).json()
@@ -221,8 +221,26 @@ def test_tier_counts_are_inferred_or_refused(capsys: pytest.CaptureFixture[str],
     )
     assert r.status_code == 422
     assert ["body", "cluster", "fabric", "tiers"] in [d["loc"] for d in r.json()["detail"]]
+    bad_routing = {"preset": "roce-ecmp-8x400", "routing": "random", "qps_per_connection": 0}
+    r = client.post(
+        "/api/v1/network/scaling",
+        json={"scenario": SEED_SCENARIO, "gpu_counts": [32, 64], "fabrics": [bad_routing]},
+    )
+    assert r.status_code == 422
+    locs = [d["loc"] for d in r.json()["detail"]]
+    assert ["body", "fabrics", "0", "routing"] in locs and [
+        "body",
+        "fabrics",
+        "0",
+        "qps_per_connection",
+    ] in locs
+
+
+def test_cli_refuses_too_few_tiers(capsys: pytest.CaptureFixture[str]) -> None:
     cli = run_cli(capsys, "network", "bom", "4096", "--tiers", "1")
-    assert cli.returncode == 2 and "tiers" in cli.stderr and "Traceback" not in cli.stderr
+    assert cli.returncode == 2 and "3 tiers are needed" in cli.stderr and "Traceback" not in cli.stderr
+    inferred = run_cli(capsys, "network", "bom", "4096")
+    assert inferred.returncode == 0 and "3-tier" in inferred.stdout
 
 
 def test_through_the_real_server(live_server: Any) -> None:

@@ -670,6 +670,19 @@ def check_placement(op: str, message_bytes: float, placement: Placement, cluster
         "cluster.fabric.congestion_derate",
         "must be in (0, 1] (1 = no derate)",
     )
+    problems.check(
+        fab.routing in ("adaptive", "ecmp"), "cluster.fabric.routing", "must be 'adaptive' or 'ecmp'"
+    )
+    problems.check(
+        isinstance(fab.qps_per_connection, int) and 1 <= fab.qps_per_connection <= 128,
+        "cluster.fabric.qps_per_connection",
+        "must be a whole number of queue pairs from 1 to 128",
+    )
+    problems.check(
+        fab.placement in ("contiguous", "scattered"),
+        "cluster.fabric.placement",
+        "must be 'contiguous' or 'scattered'",
+    )
     problems.raise_if_any()
 
 

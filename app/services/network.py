@@ -316,10 +316,26 @@ def resolve_fabric(
         p.add(where, f"unknown field(s) {', '.join(unknown)}")
         return base
     try:
-        return replace(base, **data)
+        fabric = replace(base, **data)
     except (TypeError, ValueError) as exc:
         p.add(where, str(exc))
         return base
+    _check_routing(fabric, p, where)
+    return fabric
+
+
+def _check_routing(fabric: FabricSpec, p: ProblemCollector, where: str) -> None:
+    p.check(fabric.routing in ("adaptive", "ecmp"), f"{where}.routing", "must be 'adaptive' or 'ecmp'")
+    p.check(
+        isinstance(fabric.qps_per_connection, int) and 1 <= fabric.qps_per_connection <= 128,
+        f"{where}.qps_per_connection",
+        "must be a whole number of queue pairs from 1 to 128",
+    )
+    p.check(
+        fabric.placement in ("contiguous", "scattered"),
+        f"{where}.placement",
+        "must be 'contiguous' or 'scattered'",
+    )
 
 
 def check_fabric_tiers(

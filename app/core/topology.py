@@ -309,7 +309,9 @@ def path_profile(fabric: FabricSpec, nodes_spanned: int, cluster_nodes: int, pat
         return _ring_path(
             fabric, nodes_spanned, nodes_per_leaf, radix - d1, hops, cluster_leaves if scattered else 0
         )
-    cross_leaf = 1.0 - nodes_per_leaf / nodes_spanned
+    # packed, a leaf holds up to nodes_per_leaf of the group; scattered over L leaves, ⌈N / L⌉ of them
+    local = math.ceil(nodes_spanned / min(nodes_spanned, cluster_leaves)) if scattered else nodes_per_leaf
+    cross_leaf = 1.0 - min(local, nodes_spanned) / nodes_spanned
     factor = 1.0 / max(1.0, cross_leaf * ratios[0])
     if crosses_core:
         cross_pod = 1.0 - nodes_per_pod / nodes_spanned

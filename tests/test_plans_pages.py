@@ -50,15 +50,23 @@ def test_builder_full_page_and_htmx_block(client: Any) -> None:
     scaling = client.get(lazy.group(1).replace("&amp;", "&"), headers=HX)
     assert scaling.status_code == 200 and "<html" not in scaling.text
     figure = json.loads(scaling.text.split('id="chart-scaling-data">', 1)[1].split("</script>", 1)[0])
-    efficiency = {t["name"]: t for t in figure["data"] if t["name"].endswith("efficiency")}
-    assert set(efficiency) == {
-        "ib-ndr-8x400 efficiency",
-        "roce-8x400 efficiency",
-        "ethernet-tcp-100 efficiency",
+    throughput = {t["name"]: t for t in figure["data"] if t["name"].endswith("throughput")}
+    assert set(throughput) == {
+        "ib-ndr-8x400 throughput",
+        "roce-8x400 throughput",
+        "ethernet-tcp-100 throughput",
     }
-    # efficiency is 100 % at the baseline size and TCP Ethernet scales worse than InfiniBand at the largest
-    ib, tcp = efficiency["ib-ndr-8x400 efficiency"], efficiency["ethernet-tcp-100 efficiency"]
-    assert ib["y"][0] == 100.0 and tcp["y"][-1] < ib["y"][-1]
+    # absolute terms: at the largest size TCP Ethernet trains fewer tokens/s than InfiniBand
+    ib, tcp = throughput["ib-ndr-8x400 throughput"], throughput["ethernet-tcp-100 throughput"]
+    assert ib["x"][-1] == tcp["x"][-1] and tcp["y"][-1] < ib["y"][-1]
+    # strong scaling by default: the user's global batch at every size, efficiency against one stated ideal
+    assert "Strong scaling: throughput (tokens/s), efficiency (% of the ideal" in scaling.text
+    assert "strong scaling" in scaling.text
+    # InfiniBand and tuned RoCE (adaptive routing) come out equal here: the panel says what the model leaves out
+    assert "ib-ndr-8x400 and roce-8x400 come out within 1 % of each other" in scaling.text
+    assert "congestion control under incast" in scaling.text
+    weak = client.get(lazy.group(1).replace("&amp;", "&") + "&scaling_mode=weak", headers=HX)
+    assert "Weak scaling: throughput" in weak.text
     page = client.get(lazy.group(1).replace("&amp;", "&"))
     assert "<html" in page.text and 'id="chart-scaling"' in page.text
 

@@ -297,7 +297,7 @@ def fitting_alternative(
 
 
 def scaling_for(
-    session: Session, scenario: dict[str, Any], profile_ref: str | None = None
+    session: Session, scenario: dict[str, Any], profile_ref: str | None = None, mode: str = "strong"
 ) -> dict[str, Any] | None:
     """The scaling panel alone for a concrete scenario (the builder loads it after the main results)."""
     _normalised, resolved = _parse_and_resolve(session, scenario, "")
@@ -306,7 +306,7 @@ def scaling_for(
         resolved = _Profiled(resolved, profile)
     if not (session.new or session.dirty or session.deleted):
         session.rollback()
-    return scaling_sweep(resolved, _options(resolved), _profile(resolved))
+    return scaling_sweep(resolved, _options(resolved), _profile(resolved), mode)
 
 
 def memory_payload(memory: Any) -> dict[str, Any]:

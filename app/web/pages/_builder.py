@@ -23,6 +23,7 @@ RECOMPUTE_CHOICES = ("none", "selective", "full")
 DTYPE_CHOICES = ("bf16", "fp16", "fp8", "fp4")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
+SCALING_CHOICES = ("strong", "weak")  # app.services.plan_scaling.SCALING_MODES
 ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
 MOMENTS_CHOICES = ("fp32", "bf16")
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
@@ -43,6 +44,7 @@ class BuilderState:
     gpus_per_node: int = 8
     fabric: str = "ib-ndr-8x400"
     tokens_b: float = 1000.0
+    scaling_mode: str = "strong"  # the scaling panel keeps the global batch (strong) or grows it (weak)
     deadline_days: float = 0.0  # "finish within N days": the size panel finds the smallest cluster (0 = none)
     budget_usd: float = 0.0  # "at most $X per run" (0 = none)
     seq_len: int = 4096
@@ -130,6 +132,8 @@ class BuilderState:
                 data.pop(name)
         if not data["optimizer_offload"]:
             data.pop("optimizer_offload")
+        if data["scaling_mode"] == "strong":
+            data.pop("scaling_mode")
         if data["attention_backend"] == "auto":
             data.pop("attention_backend")
         if data["optimizer_moments_dtype"] == "fp32":
@@ -239,6 +243,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
         ("recompute", RECOMPUTE_CHOICES),
         ("dtype", DTYPE_CHOICES),
         ("mode", MODE_CHOICES),
+        ("scaling_mode", SCALING_CHOICES),
         ("attention_backend", ATTENTION_CHOICES),
         ("optimizer_moments_dtype", MOMENTS_CHOICES),
     ):

@@ -228,7 +228,9 @@ def scaling_view(session: Session, state: BuilderState) -> View:
     """Only the scaling panel of a concrete (by-hand) builder state."""
     view = View(reasons={"scaling": "Fix the inputs to see the scaling curve."})
     try:
-        view.scaling = scaling_panel(planning.scaling_for(session, state_to_scenario(state), state.profile))
+        view.scaling = scaling_panel(
+            planning.scaling_for(session, state_to_scenario(state), state.profile, state.scaling_mode)
+        )
     except (SpecError, NotFoundError):
         return view
     if view.scaling is None:
@@ -464,28 +466,31 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Throughput (tokens/s) and time to train per fabric, in absolute terms on one chart, with the scaling
+    efficiency against one ideal (app.core.scaling) in the table."""
     if not scaling or not scaling.get("points"):
         return None
     fabrics: list[str] = list(scaling["fabrics"])
     by_gpus: dict[int, dict[str, Any]] = {}
     for p in scaling["points"]:
-        row = by_gpus.setdefault(int(p["gpus"]), {"gpus": int(p["gpus"]), "eff": {}, "days": {}})
+        row = by_gpus.setdefault(int(p["gpus"]), {"gpus": int(p["gpus"]), "eff": {}, "days": {}, "tps": {}})
         row["eff"][p["fabric"]] = None if p.get("efficiency") is None else 100.0 * float(p["efficiency"])
         row["days"][p["fabric"]] = p.get("days")
+        row["tps"][p["fabric"]] = p.get("tokens_per_s")
     rows = [by_gpus[k] for k in sorted(by_gpus)]
     traces = []
     for i, f in enumerate(fabrics):
-        xs = [r["gpus"] for r in rows if r["eff"].get(f) is not None]
+        symbol, line = _SYMBOLS[i % len(_SYMBOLS)], {"dash": _DASHES[i % len(_DASHES)]}
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": f"{f} efficiency",
-                "x": xs,
-                "y": [round(r["eff"][f], 2) for r in rows if r["eff"].get(f) is not None],
-                "marker": {"symbol": _SYMBOLS[i % len(_SYMBOLS)], "size": 8},
-                "line": {"dash": _DASHES[i % len(_DASHES)]},
-                "hovertemplate": "%{x} GPUs: %{y:.1f} %<extra>" + f + "</extra>",
+                "name": f"{f} throughput",
+                "x": [r["gpus"] for r in rows if r["tps"].get(f)],
+                "y": [round(float(r["tps"][f]), 1) for r in rows if r["tps"].get(f)],
+                "marker": {"symbol": symbol, "size": 8},
+                "line": line,
+                "hovertemplate": "%{x} GPUs: %{y:,.0f} tokens/s<extra>" + f + "</extra>",
             }
         )
         traces.append(
@@ -497,8 +502,8 @@ def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
                 "y": [round(float(r["days"][f]), 3) for r in rows if r["days"].get(f) is not None],
                 "xaxis": "x2",
                 "yaxis": "y2",
-                "marker": {"symbol": _SYMBOLS[i % len(_SYMBOLS)] + "-open", "size": 8},
-                "line": {"dash": _DASHES[i % len(_DASHES)]},
+                "marker": {"symbol": symbol + "-open", "size": 8},
+                "line": line,
                 "hovertemplate": "%{x} GPUs: %{y:.1f} days<extra>" + f + "</extra>",
             }
         )
@@ -507,18 +512,20 @@ def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
         "layout": {
             "grid": {"rows": 1, "columns": 2, "pattern": "independent"},
             "xaxis": _axis("GPUs", type="log"),
-            "yaxis": _axis("Scaling efficiency (%)", rangemode="tozero"),
+            "yaxis": _axis("Throughput (tokens/s)", type="log"),
             "xaxis2": _axis("GPUs", type="log"),
             "yaxis2": _axis("Time to train (days)", type="log"),
             "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
         },
     }
+    mode = str(scaling.get("mode") or "strong")
     return {
         "figure": figure,
         "rows": rows,
         "fabrics": fabrics,
+        "mode": mode,
         "note": scaling.get("note", ""),
-        "summary": f"{len(rows)} cluster sizes on {len(fabrics)} fabrics",
+        "summary": f"{len(rows)} cluster sizes on {len(fabrics)} fabrics, {mode} scaling",
     }
 
 

@@ -396,3 +396,23 @@ def test_invalid_inputs_show_at_their_fields_and_grey_the_last_valid_result(
     assert "Error:" in page.locator("#d-nodes").inner_text()
     assert console.errors == []
     page.context.close()
+
+
+def test_planner_mode_takes_the_ignored_layout_inputs_out_of_the_tab_order(
+    browser: Any, server: LiveServer
+) -> None:
+    page = _new_page(browser)
+    console = Console(page)
+    page.goto(server.url + "/plans/new")
+    _wait_charts(page, ("chart-step",))
+    inert = "(name) => document.getElementById('f-' + name).closest('.field').inert"
+    assert page.evaluate(inert, "tp") is False
+    page.check('input[name="mode"][value="planner"]')
+    assert page.evaluate(inert, "tp") is True and page.evaluate(inert, "micro_batch") is True
+    assert page.evaluate(inert, "dtype") is False  # precision still counts when the planner chooses
+    page.check('input[name="mode"][value="manual"]')
+    assert page.evaluate(inert, "tp") is False
+    page.click("a.skip-results")
+    assert page.url.endswith("#results")
+    assert console.errors == []
+    page.context.close()

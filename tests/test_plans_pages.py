@@ -71,6 +71,14 @@ def test_builder_full_page_and_htmx_block(client: Any) -> None:
     assert "<html" in page.text and 'id="chart-scaling"' in page.text
 
 
+def test_step_table_lists_only_parts_that_take_time(client: Any) -> None:
+    r = client.get("/plans/new?" + BuilderState().query(), headers=HX)
+    table = r.text.split('id="chart-step-data"', 1)[1].split("</table>", 1)[0]
+    assert '<td class="num">0.00</td>' not in table
+    note = re.search(r'<p class="muted" id="step-zero">Not shown, 0 ms in this layout: ([^<]+)\.</p>', r.text)
+    assert note and "pipeline bubble" in note.group(1)  # one stage: no bubble
+
+
 def test_builder_reports_problems_per_field(client: Any) -> None:
     r = client.get("/plans/new?" + BuilderState(tp=3).query(), headers=HX)
     assert r.status_code == 200

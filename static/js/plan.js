@@ -155,6 +155,34 @@
     if (form && problems) { applyProblems(form, problems); }
   });
 
+  // In planner mode the layout inputs the planner chooses are ignored: take them out of the tab order and the
+  // accessibility tree (inert) while keeping their values in the form, so "By hand" gets them back.
+  var PLANNER_CHOOSES = ["tp", "pp", "vp", "first_stage_layers", "last_stage_layers", "stage_layers", "cp", "ep",
+    "etp", "micro_batch", "zero", "recompute", "recompute_modules", "offload_modules", "offload_layers",
+    "optimizer_offload", "sp"];
+
+  function syncPlannerMode(form) {
+    var planner = form.querySelector('input[name="mode"][value="planner"]');
+    var on = !!(planner && planner.checked);
+    PLANNER_CHOOSES.forEach(function (name) {
+      var input = form.querySelector('#f-' + name);
+      var field = input && input.closest(".field");
+      if (!field) { return; }
+      field.inert = on;
+      field.classList.toggle("planner-chooses", on);
+    });
+  }
+
+  document.addEventListener("change", function (evt) {
+    var form = document.getElementById("plan-form");
+    if (form && evt.target && evt.target.name === "mode" && form.contains(evt.target)) { syncPlannerMode(form); }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = document.getElementById("plan-form");
+    if (form) { syncPlannerMode(form); }
+  });
+
   // Mark the results busy while a new estimate is on its way (screen readers announce the update after).
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var results = document.getElementById("results");

@@ -26,6 +26,7 @@ from app.web.pages._builder import (
 )
 
 MS = 1e3
+ZERO_MS = 0.005  # below this a step part shows as 0.00 ms in the table
 
 # Agreed fabric preset names (app/catalog/fabrics.yaml); used when the loader is not importable.
 FALLBACK_FABRICS = (
@@ -429,10 +430,13 @@ def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:
     if not step or not step.get("breakdown_s"):
         return None
     total = float(step["total_s"])
-    rows = [
+    every = [
         {"name": k, "ms": float(v) * MS, "pct": (100.0 * float(v) / total) if total else 0.0}
         for k, v in step["breakdown_s"].items()
     ]
+    # parts that round to 0.00 ms are named once under the table instead of filling it with zeros
+    rows = [r for r in every if r["ms"] >= ZERO_MS]
+    zero = [_filters.label(r["name"]).lower() for r in every if r["ms"] < ZERO_MS]
     figure = {
         "data": [
             {
@@ -457,6 +461,7 @@ def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": rows,
         "total_ms": total * MS,
         "summary": f"total {total * MS:.1f} ms per step",
+        "zero": zero,
         "notes": [str(n) for n in step.get("notes") or []],
     }
 

@@ -41,6 +41,15 @@ def test_create_stores_the_estimate_the_estimate_endpoint_returns(client: Any) -
     assert rev["formula_version"] == app_pkg.FORMULA_VERSION
     assert rev["price_book_date"] >= "2025-01-01"  # the seeded price book's newest row
     assert rev["calibration_profile"] == "published defaults"
+    # the wall clock: compute time over the goodput of this cluster (failures, checkpoints, restarts)
+    summary = plan["summary"]
+    assert 0.5 < summary["goodput"] < 1
+    assert summary["wall_clock_days"] == pytest.approx(
+        summary["time_to_train_days"] / summary["goodput"], rel=1e-3
+    )
+    assert summary["wall_clock_gpu_hours"] == pytest.approx(
+        summary["gpu_hours"] / summary["goodput"], rel=1e-3
+    )
 
     direct = client.post("/api/v1/estimate", json=small_scenario()).json()
     summary = rev["result"]["summary"]

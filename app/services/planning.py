@@ -229,6 +229,7 @@ def evaluate(
     else:
         result["goodput"] = goodput_block
         summary["goodput"] = goodput_block["goodput"]
+        summary.update(wall_clock(summary))
     cost_block = cost_payload(session, resolved, summary)
     if isinstance(cost_block, str):
         unavailable["cost"] = cost_block
@@ -389,6 +390,19 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
         "time_to_train_days": round(seconds / DAY, 3) if seconds is not None else None,
         "gpu_hours": round(seconds * cluster.num_gpus / 3600.0, 1) if seconds is not None else None,
     }
+
+
+def wall_clock(summary: dict[str, Any]) -> dict[str, Any]:
+    """Days and GPU-hours on the wall clock: the compute time divided by the goodput (failures, checkpoint stalls
+    and restarts for this cluster, app.core.goodput); empty when either is missing."""
+    goodput = summary.get("goodput")
+    days = summary.get("time_to_train_days")
+    if not goodput or days is None or goodput <= 0:
+        return {}
+    out = {"wall_clock_days": round(days / goodput, 3)}
+    if summary.get("gpu_hours") is not None:
+        out["wall_clock_gpu_hours"] = round(summary["gpu_hours"] / goodput, 1)
+    return out
 
 
 def accuracy_view(est: Any, summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

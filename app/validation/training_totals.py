@@ -80,15 +80,19 @@ _LAYOUT_TOKEN = re.compile(r"^([a-z]+)=([a-z0-9]+)$")
 
 
 def load_rows(path: Path | str) -> list[Row]:
-    """The CSV's data rows (1-based); ValueError when a required column is missing."""
+    """The CSV's data rows (1-based); ValueError when a required column is missing or the file is not a CSV."""
     with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
-        if missing:
-            raise ValueError(
-                f"{path}: missing columns {missing}; expected the columns of training_totals.csv"
-            )
-        return [Row(i + 1, dict(r)) for i, r in enumerate(reader)]
+        try:
+            reader = csv.DictReader(fh)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(
+                    f"{path}: missing columns {', '.join(missing)}; expected the columns of training_totals.csv"
+                )
+            # a short row leaves None in its last cells, a long one puts the extras under None: both read as blank
+            return [Row(i + 1, {k: v or "" for k, v in r.items() if k}) for i, r in enumerate(reader)]
+        except csv.Error as exc:
+            raise ValueError(f"{path}: not a readable CSV ({exc})") from None
 
 
 def parse_layout(text: str) -> dict[str, str]:

@@ -246,7 +246,9 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> float:
 
 def evaluate_stated(row: Row, run: RunInputs, result: TotalsResult) -> None:
     """Fill the stated layout's GPU-hours (with the same goodput as the best layout)."""
-    est = estimate_row(replay_row(row, run, stated=True)).estimate
+    replayed = estimate_row(replay_row(row, run, stated=True))
+    est = replayed.estimate
+    result.stated_defaults = list(replayed.defaults)
     layout_text = " ".join(f"{k}={v}" for k, v in run.layout.items())
     result.stated_layout = layout_text
     result.stated_mfu_pct = 100.0 * float(est.step.mfu)

@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from app.validation.training_totals import (
 
 ROOT = Path(__file__).resolve().parent.parent
 TOTALS = ROOT / "tests" / "data" / "training_totals.csv"
+DOCS = ROOT / "docs" / "validation.md"
 
 
 def clusterplan(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -72,6 +74,10 @@ def test_published_figures_are_the_papers() -> None:
     # DeepSeek-V3 technical report Table 1 and its 180K GPU-hours per trillion tokens
     dsv3 = _row("DeepSeek-V3")
     assert float(dsv3["reported_gpu_hours"]) == 2_664_000 == pytest.approx(180_000 * 14.8)
+    # TinyLlama README: 3,456 A100 GPU-hours on 300B tokens at 24k tokens/s per GPU, 56 % MFU
+    tiny = _row("TinyLlama-1.1B")
+    assert float(tiny["reported_gpu_hours"]) == 3456 and float(tiny["reported_mfu_pct"]) == 56
+    assert pytest.approx(3456, rel=0.005) == 0.3e12 / 24_000 / 3600
 
 
 def test_every_row_is_sourced_and_well_formed() -> None:
@@ -160,3 +166,21 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, content: str | None, me
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in out.stderr
+
+
+def test_the_docs_quote_the_current_summary(report: TotalsReport) -> None:
+    """docs/validation.md's whole-run figures are this replay's; regenerate them with
+    `clusterplan validate training-totals tests/data/training_totals.csv` after any change to the estimator."""
+    text = " ".join(DOCS.read_text(encoding="utf-8").split())
+    quoted = re.search(
+        r"Summary \(`--json`\): n = (\d+), MAPE ([\d.]+) %, max \|error\| ([\d.]+) %, mean error ([+−-][\d.]+) %, "
+        r"optimistic \(more than 10 % low\) (\d+) of \d+, skipped (\d+)\.",
+        text,
+    )
+    assert quoted, "docs/validation.md lost its whole-run summary line"
+    s = report.summary()
+    assert int(quoted.group(1)) == s["n"]
+    assert float(quoted.group(2)) == pytest.approx(s["mape_pct"], abs=0.051)
+    assert float(quoted.group(3)) == pytest.approx(s["max_abs_pct"], abs=0.051)
+    assert float(quoted.group(4).replace("−", "-")) == pytest.approx(s["mean_error_pct"], abs=0.051)
+    assert (int(quoted.group(5)), int(quoted.group(6))) == (s["optimistic"], s["skipped"])

@@ -214,11 +214,14 @@ def replay_row(row: Row, run: RunInputs, stated: bool) -> Row:
 
 
 def _hours(tokens: float, tokens_per_s: float, num_gpus: int) -> float:
+    """Compute GPU-hours from throughput alone (not the planner's time to train, so that goodput is applied here
+    once, whatever the planner's headline includes)."""
     return tokens / tokens_per_s * num_gpus / 3600.0
 
 
-def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> float:
-    """Fill the planner's best layout and its GPU-hours; returns the model's parameter count (for checkpoints)."""
+def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float, float, float]:
+    """Fill the planner's best layout; returns its compute GPU-hours, its MFU (fraction) and the model's parameter
+    count (for the checkpoints of the goodput model)."""
     searched = replay_row(row, run, stated=False)
     rule = rule_for_row(searched)
     model = row_model(searched, rule)
@@ -240,8 +243,9 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> float:
         raise RowSkipped("no layout of this model fits on this cluster with this global batch")
     result.best_layout = layout_label(best.layout)
     result.best_mfu_pct = 100.0 * best.mfu
-    result.best_compute_gpu_hours = _hours(run.tokens, best.tokens_per_s, run.num_gpus)
-    return float(param_counts(model).total)
+    compute = _hours(run.tokens, best.tokens_per_s, run.num_gpus)
+    result.best_compute_gpu_hours = compute
+    return compute, float(best.mfu), float(param_counts(model).total)
 
 
 def evaluate_stated(row: Row, run: RunInputs, result: TotalsResult) -> None:
@@ -272,18 +276,15 @@ def evaluate_row(row: Row) -> TotalsResult:
     )
     try:
         run = check_row(row)
-        params = evaluate_best(row, run, result)
-        assert result.best_compute_gpu_hours is not None and result.best_mfu_pct is not None
+        compute, mfu, params = evaluate_best(row, run, result)
         gpus_per_node = row_gpu(row).default_gpus_per_node
-        run_days = result.best_compute_gpu_hours / run.num_gpus / 24.0
-        result.goodput = float(
-            plan_goodput(run.num_gpus, gpus_per_node, params, result.best_mfu_pct / 100, run_days).goodput
-        )
+        run_days = compute / run.num_gpus / 24.0
+        result.goodput = float(plan_goodput(run.num_gpus, gpus_per_node, params, mfu, run_days).goodput)
         result.compared_with = "compute" if overheads == "no" else "wall-clock"
-        wall = result.best_compute_gpu_hours / result.goodput
-        result.best_gpu_hours = result.best_compute_gpu_hours if overheads == "no" else wall
+        result.best_gpu_hours = compute if overheads == "no" else compute / result.goodput
         result.error_pct = 100.0 * (result.best_gpu_hours / run.reported_gpu_hours - 1.0)
-        result.implied_mfu_pct = result.best_mfu_pct * result.best_gpu_hours / run.reported_gpu_hours
+        # the MFU at which this layout's prediction would equal the reported hours
+        result.implied_mfu_pct = 100.0 * mfu * result.best_gpu_hours / run.reported_gpu_hours
         if run.layout:
             evaluate_stated(row, run, result)
     except (RowSkipped, SpecError, ValueError, LookupError) as exc:

@@ -24,12 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.catalog import validated_region
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
 from app.core.model import param_counts
 from app.core.planner import plan
+from app.core.validated_region import LayoutFacts, outside
 from app.services.plan_costs import plan_goodput
 from app.services.plan_fields import layout_label
+from app.services.region import REGION_CANDIDATES
 from app.validation.training_runs import (
     SHAPE_COLUMNS,
     Row,
@@ -125,6 +128,10 @@ class TotalsResult:
     implied_mfu_pct: float | None = (
         None  # the MFU at which the planner's best layout would take the reported hours
     )
+    # the recommendation: the fastest ranked layout inside the validated region (app.core.validated_region)
+    recommended_layout: str | None = None
+    recommended_gpu_hours: float | None = None
+    recommended_error_pct: float | None = None
     stated_layout: str | None = None
     stated_mfu_pct: float | None = None
     stated_fits: bool | None = None
@@ -235,7 +242,7 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         dtype=dtype_from_cell(row.get("dtype").lower()),
         flash_attention=rule.flash_attention,
         options=EstimateOptions(framework=rule.framework),
-        top=1,
+        top=REGION_CANDIDATES,
         pareto_limit=0,
     )
     best = planned.best
@@ -245,6 +252,20 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
     result.best_mfu_pct = 100.0 * best.mfu
     compute = _hours(run.tokens, best.tokens_per_s, run.num_gpus)
     result.best_compute_gpu_hours = compute
+    region = validated_region()
+    inside = next(
+        (
+            p
+            for p in planned.top
+            if not outside(LayoutFacts.of(p.layout, run.seq_len, cluster.gpus_per_node), region)
+        ),
+        None,
+    )
+    if inside is not None:
+        result.recommended_layout = layout_label(inside.layout)
+        result.recommended_gpu_hours = _hours(
+            run.tokens, inside.tokens_per_s, run.num_gpus
+        )  # compute, for now
     return compute, float(best.mfu), float(param_counts(model).total)
 
 
@@ -285,6 +306,12 @@ def evaluate_row(row: Row) -> TotalsResult:
         result.error_pct = 100.0 * (result.best_gpu_hours / run.reported_gpu_hours - 1.0)
         # the MFU at which this layout's prediction would equal the reported hours
         result.implied_mfu_pct = 100.0 * mfu * result.best_gpu_hours / run.reported_gpu_hours
+        if result.recommended_gpu_hours is not None:
+            if overheads != "no":  # the same goodput as the best layout's
+                result.recommended_gpu_hours /= result.goodput
+            result.recommended_error_pct = 100.0 * (
+                result.recommended_gpu_hours / run.reported_gpu_hours - 1.0
+            )
         if run.layout:
             evaluate_stated(row, run, result)
     except (RowSkipped, SpecError, ValueError, LookupError) as exc:
@@ -315,12 +342,30 @@ class TotalsReport:
             "mean_error_pct": sum(errors) / len(errors) if errors else None,
             "optimistic": sum(1 for e in errors if e < -OPTIMISTIC_PCT),
             "skipped": sum(1 for r in self.rows if r.skipped is not None),
+            "recommended_mape_pct": _mape(
+                [
+                    r.recommended_error_pct
+                    for r in self.rows
+                    if r.skipped is None and r.recommended_error_pct is not None
+                ]
+            ),
+            "recommended_optimistic": sum(
+                1
+                for r in self.rows
+                if r.skipped is None
+                and r.recommended_error_pct is not None
+                and r.recommended_error_pct < -OPTIMISTIC_PCT
+            ),
             "stated_n": len(stated),
             "stated_mape_pct": sum(abs(e) for e in stated) / len(stated) if stated else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "summary": self.summary()}
+
+
+def _mape(errors: list[float]) -> float | None:
+    return sum(abs(e) for e in errors) / len(errors) if errors else None
 
 
 def replay(rows: list[Row]) -> TotalsReport:
@@ -353,11 +398,18 @@ def render_table(report: TotalsReport) -> str:
             f"{head} {_num(r.best_gpu_hours, ',.0f'):>12} {_num(r.error_pct, '+.1f'):>6}%  {mfu:<18} "
             f"{(r.best_layout or '')[:44]:<44} {stated}"
         )
+        if r.recommended_layout and r.recommended_layout != r.best_layout:
+            lines.append(
+                f"{'':>3} {'':<16} {'':>6} {'':>12} {_num(r.recommended_gpu_hours, ',.0f'):>12} "
+                f"{_num(r.recommended_error_pct, '+.1f'):>6}%  {'recommended:':<18} {r.recommended_layout}"
+            )
     s = report.summary()
     lines += [
         "",
         f"n={s['n']} MAPE {_num(s['mape_pct'], '.1f')} % (mean error {_num(s['mean_error_pct'], '+.1f')} %), "
         f"max |error| {_num(s['max_abs_pct'], '.1f')} %; {s['optimistic']} of {s['n']} predicted more than "
         f"{OPTIMISTIC_PCT:.0f} % low; {s['skipped']} skipped. Error = predicted / reported − 1 (negative: optimistic).",
+        f"recommended (fastest inside the validated region): MAPE {_num(s['recommended_mape_pct'], '.1f')} %, "
+        f"{s['recommended_optimistic']} predicted more than {OPTIMISTIC_PCT:.0f} % low.",
     ]
     return "\n".join(lines)

@@ -34,6 +34,7 @@ MODELS_FILE = CATALOG_DIR / "models.yaml"
 INTERCONNECTS_FILE = CATALOG_DIR / "interconnects.yaml"
 PRICES_FILE = CATALOG_DIR / "prices.csv"
 ACCURACY_FILE = CATALOG_DIR / "accuracy.json"
+REGION_FILE = CATALOG_DIR / "validated_region.json"
 
 # Keys in models.yaml that describe the catalog entry rather than the architecture.
 MODEL_META_KEYS = ("aliases", "published_params_b", "published_active_params_b", "date")
@@ -165,6 +166,15 @@ def accuracy_table() -> dict[str, Any]:
     import json
 
     return dict(json.loads(ACCURACY_FILE.read_text(encoding="utf-8")))
+
+
+@cache
+def validated_region() -> dict[str, Any]:
+    """Which kinds of layout published runs cover (app.core.validated_region), built by
+    `clusterplan validate region --write`."""
+    import json
+
+    return dict(json.loads(REGION_FILE.read_text(encoding="utf-8")))
 
 
 def entries(kind: str) -> dict[str, CatalogEntry]:

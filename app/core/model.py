@@ -265,7 +265,7 @@ def layer_shape(model: ModelSpec) -> LayerShape:
         qk_head_dim=qk_dim,
         v_head_dim=v_dim,
         attn_params=attention_params(model),
-        norm_params=_norm_params(model),
+        norm_params=2 * _norm_params(model),  # the pre-attention and pre-FFN norms
         ffn_in_width=gated * model.ffn_hidden_size,
         ffn_out_width=model.ffn_hidden_size,
         dense_ffn_params=ffn_params(model, model.ffn_hidden_size),

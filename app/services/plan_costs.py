@@ -12,26 +12,40 @@ from app.core.errors import SpecError
 FAILURE_PRESET = "llama3-405b"  # Meta's published interruption rates (Llama 3 paper, Sec. 3.3.4)
 
 
+def plan_goodput(
+    num_gpus: int, gpus_per_node: int, params_total: float, mfu: float, run_days: float | None = None
+) -> Any:
+    """Goodput of a training job (app.services.cost.goodput): the failure rates of FAILURE_PRESET on this many
+    GPUs, checkpoints of a model of `params_total` parameters. Raises SpecError, ValidationError or ValueError."""
+    from app.schemas.cost import CheckpointIn, GoodputRequest
+    from app.services import cost as cost_service
+
+    return cost_service.goodput(
+        GoodputRequest.model_validate(
+            {
+                "num_gpus": num_gpus,
+                "gpus_per_node": min(gpus_per_node, 72),
+                "preset": FAILURE_PRESET,
+                "checkpoint": CheckpointIn.model_validate({"params": float(params_total)}),
+                "mfu": min(max(float(mfu), 1e-6), 1.0),
+                "run_days": run_days,
+            }
+        )
+    )
+
+
 def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        from app.schemas.cost import CheckpointIn, GoodputRequest
-        from app.services import cost as cost_service
-    except ImportError:
-        return None
     cluster = resolved.cluster
     try:
-        res = cost_service.goodput(
-            GoodputRequest.model_validate(
-                {
-                    "num_gpus": cluster.num_gpus,
-                    "gpus_per_node": min(cluster.gpus_per_node, 72),
-                    "preset": FAILURE_PRESET,
-                    "checkpoint": CheckpointIn.model_validate({"params": float(est.params_total)}),
-                    "mfu": min(max(float(est.step.mfu), 1e-6), 1.0),
-                    "run_days": summary.get("time_to_train_days") or None,
-                }
-            )
+        res = plan_goodput(
+            cluster.num_gpus,
+            cluster.gpus_per_node,
+            est.params_total,
+            est.step.mfu,
+            summary.get("time_to_train_days") or None,
         )
+    except ImportError:
+        return None
     except (SpecError, ValidationError, ValueError):
         return None
     rows = [

@@ -10,6 +10,7 @@ from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.units import DAY, GiB
 from app.services.plan_fields import layout_label
+from app.services.region import REGION_CANDIDATES, mark, region_note
 
 
 def planner_search(
@@ -45,7 +46,7 @@ REJECTION_TEXT = {
     "offload_modules_need_no_full_recompute": "fine-grained activation offloading needs no or selective recompute",
     "offload_modules_exclude_layer_offload": "fine-grained activation offloading excludes layer offloading",
 }
-PLANNER_TOP = 10
+PLANNER_TOP = 10  # ranked layouts shown (plus the recommended one when it ranks lower)
 
 
 def ranking_payload(
@@ -81,7 +82,7 @@ def _run_planner(
             constraints=planner.Constraints(**constraints) if constraints else None,
             options=options,
             profile=profile,
-            top=PLANNER_TOP,
+            top=max(PLANNER_TOP, REGION_CANDIDATES),
             bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
             fp8_param_gather=layout.fp8_param_gather,
             optimizer_moments_dtype=layout.optimizer_moments_dtype,
@@ -103,6 +104,16 @@ def _run_planner(
         }
         for p in res.top
     ]
+    recommended = mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
+    region = region_note(rows, recommended, "layout", "step_time_s")
+    for row in rows:
+        row["recommended"] = False
+    if recommended is not None:
+        rows[recommended]["recommended"] = True
+    shown = rows[:PLANNER_TOP]
+    if recommended is not None and recommended >= PLANNER_TOP:
+        shown.append(rows[recommended])
+    rows = shown
     rejections = [
         {"reason": REJECTION_TEXT.get(k, k), "key": k, "count": int(v)}
         for k, v in sorted(res.rejections.items(), key=lambda kv: -kv[1])
@@ -117,6 +128,7 @@ def _run_planner(
     resolution_note = applied["summary"] if applied else ""
     ranking = {
         "rows": rows,
+        "region_note": region,
         "rejections": rejections,
         "note": note,
         "resolution_note": resolution_note,
@@ -125,4 +137,5 @@ def _run_planner(
     }
     if res.best is None:
         return ranking, None, "No layout of this model fits on this cluster with this global batch."
-    return ranking, res.best.layout, ""
+    chosen = res.top[recommended].layout if recommended is not None else res.best.layout
+    return ranking, chosen, ""

@@ -190,7 +190,8 @@ def test_tco_curves_and_breakeven_over_http(client: Any) -> None:
     (b,) = r.json()["breakevens"]
     assert b["breakeven_months"] == pytest.approx(8.45, abs=0.01)
     t = client.post(
-        "/api/v1/cost/tco", json={"onprem": {"nodes": 4}, "options": [{"usd_per_gpu_hour": 6.88}]}
+        "/api/v1/cost/tco",
+        json={"onprem": {"nodes": 4}, "gpu": "H100", "options": [{"usd_per_gpu_hour": 6.88}]},
     )
     assert t.status_code == 200, t.text
     data = t.json()
@@ -199,6 +200,69 @@ def test_tco_curves_and_breakeven_over_http(client: Any) -> None:
     assert curve["series"]["on-prem"][0] == pytest.approx(data["capex_total_usd"])
     sources = {a["name"]: a for a in data["assumptions"]}
     assert sources["pue"]["value"] == 1.56 and "Uptime" in sources["pue"]["source"] and sources["pue"]["date"]
+    assert sources["server_capex_usd_per_node"]["value"] == 288142.0
+    assert "archive.ph/D6Dub" in sources["server_capex_usd_per_node"]["source"]
+
+
+def _tco(client: Any, gpu: str | None, gpus_per_node: int = 8, **onprem: float) -> Any:
+    body: dict[str, Any] = {
+        "onprem": {"nodes": 16, "gpus_per_node": gpus_per_node, "network_share": 0} | onprem,
+        "options": [{"usd_per_gpu_hour": 4.0}],
+    }
+    if gpu is not None:
+        body["gpu"] = gpu
+    return client.post("/api/v1/cost/tco", json=body)
+
+
+def test_tco_prices_each_gpu_from_its_own_server_row(client: Any) -> None:
+    # DGX A100 320GB $199,000 (NVIDIA, 2020-05-21), 6.5 kW; GB200 NVL72 rack ~$3.0M, 120 kW for 72 GPUs
+    a100 = _tco(client, "A100-40GB-SXM").json()
+    assert a100["capex"]["servers"] == pytest.approx(16 * 199_000)
+    used = {a["name"]: a for a in a100["assumptions"]}
+    assert used["node_power_kw"]["value"] == 6.5 and used["server_capex_usd_per_node"]["date"] == "2020-05-21"
+    gb200 = _tco(client, "GB200", gpus_per_node=4).json()
+    assert gb200["capex"]["servers"] == pytest.approx(16 * 4 * 3.0e6 / 72)
+    used = {a["name"]: a for a in gb200["assumptions"]}
+    assert used["node_power_kw"]["value"] == pytest.approx(4 * 120 / 72)
+    assert "NVL72" in used["server_capex_usd_per_node"]["source"]
+    h100 = _tco(client, "H100").json()
+    per_gpu = {
+        name: r["capex"]["servers"] / (16 * n)
+        for name, r, n in (("a100", a100, 8), ("gb200", gb200, 4), ("h100", h100, 8))
+    }
+    assert per_gpu["a100"] < per_gpu["h100"] < per_gpu["gb200"]
+
+
+def test_tco_without_a_server_row_is_refused_never_priced_as_h100(client: Any) -> None:
+    no_row = _tco(client, "L40S")
+    assert no_row.status_code == 422
+    (problem,) = no_row.json()["detail"]
+    assert problem["loc"][-1] == "gpu" and "no on-prem server row for L40S" in problem["msg"]
+    no_gpu = _tco(client, None)
+    assert no_gpu.status_code == 422 and "server_capex_usd_per_node" in no_gpu.json()["detail"][0]["msg"]
+    given = _tco(client, "L40S", server_capex_usd_per_node=100_000, node_power_kw=4.0)
+    assert given.status_code == 200, given.text
+    assert given.json()["capex"]["servers"] == pytest.approx(1.6e6)
+
+
+def test_tco_overrides_replace_the_row_and_defaults(client: Any) -> None:
+    overrides = {
+        "server_capex_usd_per_node": 250_000,
+        "node_power_kw": 12.0,
+        "pue": 1.2,
+        "usd_per_kwh": 0.1,
+        "colo_usd_per_kw_month": 150.0,
+        "maintenance_fraction_per_year": 0.05,
+        "gpus_per_fte": 500.0,
+        "usd_per_fte_year": 200_000,
+    }
+    data = _tco(client, "H100", **overrides).json()
+    used = {a["name"]: a for a in data["assumptions"]}
+    for name, value in overrides.items():
+        assert used[name]["value"] == value and used[name]["source"] == "user input", name
+    annual = data["annual"]
+    assert annual["power"] == pytest.approx(16 * 12.0 * 0.75 * 0.9 * 1.2 * 24 * 365.25 * 0.1)
+    assert annual["staff"] == pytest.approx(128 / 500 * 200_000)
 
 
 def test_goodput_presets_and_estimate_over_http(client: Any) -> None:
@@ -311,6 +375,7 @@ def test_cost_run_and_storage_from_an_estimator_scenario(client: Any) -> None:
 def test_tco_takes_network_capex_from_the_network_bom(client: Any) -> None:
     body = {
         "onprem": {"nodes": 128},
+        "gpu": "H100",
         "network_bom": {"fabric": "ib-ndr-8x400"},
         "options": [{"usd_per_gpu_hour": 6.88}],
     }

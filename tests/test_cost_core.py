@@ -199,6 +199,34 @@ def test_commitment_months_from_pricing_model_text() -> None:
 # --- TCO and breakeven ---------------------------------------------------------------------------------
 
 
+# HGX H100 8-GPU server, $288,142 (archive.ph/D6Dub, 2024-07-31); DGX H100 max power 10.2 kW (user guide)
+H100_NODE = {"server_capex_usd_per_node": 288142.0, "node_power_kw": 10.2}
+
+
+def test_onprem_without_a_server_price_or_power_is_refused() -> None:
+    with pytest.raises(SpecError) as err:
+        cost.tco(cost.OnPremInputs(nodes=2), 0.9, [])
+    fields = {p.field for p in err.value.problems}
+    assert fields == {"server_capex_usd_per_node", "node_power_kw"}
+
+
+def test_server_row_fills_only_what_the_user_left_out() -> None:
+    # GB200 NVL72: $3.0M and 120 kW for 72 GPUs; a 4-GPU compute tray is priced and powered pro rata
+    rack = cost.ServerQuote("GB200", "NVL72", 72, 3.0e6, "2024", "rack price", 120.0, "2024-03", "rack power")
+    filled = cost.with_server(cost.OnPremInputs(nodes=18, gpus_per_node=4), rack)
+    assert filled.server_capex_usd_per_node == pytest.approx(3.0e6 / 18)
+    assert filled.node_power_kw == pytest.approx(120.0 / 18)
+    r = cost.tco(filled, 0.9, [])
+    assert r.capex["servers"] == pytest.approx(3.0e6)
+    used = {a.name: a for a in r.assumptions}
+    assert "rack price" in used["server_capex_usd_per_node"].source
+    assert used["node_power_kw"].date == "2024-03"
+    kept = cost.with_server(cost.OnPremInputs(nodes=18, gpus_per_node=4, node_power_kw=5.0), rack)
+    assert kept.node_power_kw == 5.0 and kept.server_capex_usd_per_node == pytest.approx(3.0e6 / 18)
+    mine = {a.name: a for a in cost.tco(kept, 0.9, []).assumptions}["node_power_kw"]
+    assert mine.source == "user input"
+
+
 def test_seed_breakeven_claim() -> None:
     # $250k fully loaded vs $40-50/h at 90 %: 9.5 / 8.5 / 7.6 months; 7-8 months needs ≥ $48/h
     assert cost.seed_breakeven(250000, 45, 0.9).months == pytest.approx(8.45, abs=0.01)
@@ -207,7 +235,7 @@ def test_seed_breakeven_claim() -> None:
 
 
 def test_tco_breakdowns_sum_and_breakeven_is_consistent() -> None:
-    inputs = cost.OnPremInputs(nodes=16)
+    inputs = cost.OnPremInputs(nodes=16, **H100_NODE)
     r = cost.tco(inputs, 0.9, [cost.PriceQuote("cloud", 6.88), cost.PriceQuote("cheap", 0.5)])
     assert r.capex_total_usd == pytest.approx(sum(r.capex.values()))
     assert r.annual_total_usd == pytest.approx(sum(r.annual.values()))
@@ -229,14 +257,21 @@ def test_tco_breakdowns_sum_and_breakeven_is_consistent() -> None:
 
 
 def test_power_line_follows_tdp_draw_pue_and_price() -> None:
-    inputs = cost.OnPremInputs(nodes=2, node_power_kw=10.2, avg_draw_fraction=0.75, pue=1.5, usd_per_kwh=0.1)
+    inputs = cost.OnPremInputs(
+        nodes=2,
+        server_capex_usd_per_node=288142.0,
+        node_power_kw=10.2,
+        avg_draw_fraction=0.75,
+        pue=1.5,
+        usd_per_kwh=0.1,
+    )
     annual = cost.annual_cost(inputs, 1.0)
     assert annual["power"] == pytest.approx(2 * 10.2 * 0.75 * 1.5 * cost.HOURS_PER_YEAR * 0.1)
     assert annual["colocation"] == pytest.approx(2 * 10.2 * 184.06 * 12)
 
 
 def test_economic_depreciation_uses_epoch_rate() -> None:
-    inputs = cost.OnPremInputs(depreciation="economic", network_share=0.0)
+    inputs = cost.OnPremInputs(depreciation="economic", network_share=0.0, **H100_NODE)
     annual = cost.annual_cost(inputs, 0.5)
     assert annual["depreciation"] == pytest.approx(288142.0 * 0.14 * math.log(10))
 
@@ -244,14 +279,14 @@ def test_economic_depreciation_uses_epoch_rate() -> None:
 @settings(max_examples=60, deadline=None)
 @given(u1=st.floats(min_value=0.05, max_value=0.95), du=st.floats(min_value=0.01, max_value=0.5))
 def test_onprem_price_per_gpu_hour_falls_with_utilisation(u1: float, du: float) -> None:
-    inputs = cost.OnPremInputs(nodes=4)
+    inputs = cost.OnPremInputs(nodes=4, **H100_NODE)
     u2 = min(1.0, u1 + du)
     assert cost.onprem_usd_per_gpu_hour(inputs, u2) <= cost.onprem_usd_per_gpu_hour(inputs, u1) + 1e-12
 
 
 def test_tco_rejects_utilisation_outside_unit_interval() -> None:
     with pytest.raises(SpecError) as err:
-        cost.tco(cost.OnPremInputs(), 1.5, [])
+        cost.tco(cost.OnPremInputs(**H100_NODE), 1.5, [])
     assert err.value.problems[0].field == "utilisation"
 
 

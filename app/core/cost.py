@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Literal
 
-from app.core.errors import ProblemCollector
+from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.storage import Assumption
 
 HOURS_PER_YEAR = 24 * 365.25  # Epoch AI's convention (training-cost-trends, HOURS_PER_YEAR)
@@ -223,13 +223,6 @@ DEFAULTS: dict[str, Assumption] = {
     a.name: a
     for a in [
         Assumption(
-            "server_capex_usd_per_node",
-            288142.0,
-            "USD",
-            "HGX H100 8-GPU server reseller price (archive.ph/D6Dub via Epoch AI Hardware prices.csv)",
-            "2024-07-31",
-        ),
-        Assumption(
             "lifetime_years", 5.0, "years", "Epoch AI server lifetime for hardware from 2023 on", "2025"
         ),
         Assumption(
@@ -245,9 +238,6 @@ DEFAULTS: dict[str, Assumption] = {
             "1/yr",
             "assumption: corporate weighted average cost of capital; replace with your own",
             "",
-        ),
-        Assumption(
-            "node_power_kw", 10.2, "kW", "NVIDIA DGX H100 user guide: system max power 10.2 kW", "2023"
         ),
         Assumption(
             "avg_draw_fraction",
@@ -309,10 +299,55 @@ def _d(name: str) -> float:
 
 
 @dataclass(frozen=True)
+class ServerQuote:
+    """The purchase price and maximum power of one server model, per GPU type (app/catalog/onprem_servers.csv).
+
+    A server holds `gpus_per_server` GPUs (8 for HGX/DGX, 72 for a GB200 NVL72 rack); a node of another size is
+    priced and powered pro rata per GPU."""
+
+    gpu_name: str
+    server: str
+    gpus_per_server: int
+    server_usd: float
+    server_date: str
+    server_source: str
+    node_kw: float
+    power_date: str
+    power_source: str
+
+    def capex_per_node(self, gpus_per_node: int) -> float:
+        return self.server_usd / self.gpus_per_server * gpus_per_node
+
+    def kw_per_node(self, gpus_per_node: int) -> float:
+        return self.node_kw / self.gpus_per_server * gpus_per_node
+
+    def assumptions(self, gpus_per_node: int) -> tuple[Assumption, Assumption]:
+        share = (
+            "" if gpus_per_node == self.gpus_per_server else f" × {gpus_per_node}/{self.gpus_per_server} GPUs"
+        )
+        return (
+            Assumption(
+                "server_capex_usd_per_node",
+                self.capex_per_node(gpus_per_node),
+                "USD",
+                f"{self.gpu_name}: {self.server} ${self.server_usd:,.0f}{share} ({self.server_source})",
+                self.server_date,
+            ),
+            Assumption(
+                "node_power_kw",
+                self.kw_per_node(gpus_per_node),
+                "kW",
+                f"{self.gpu_name}: {self.server} {self.node_kw:g} kW{share} ({self.power_source})",
+                self.power_date,
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class OnPremInputs:
     nodes: int = 1
     gpus_per_node: int = 8
-    server_capex_usd_per_node: float = _d("server_capex_usd_per_node")
+    server_capex_usd_per_node: float | None = None  # None → refused: give it, or the GPU's server row
     network_capex_usd: float | None = None  # from a network BOM; None → share by fabric tiers
     network_share: float | None = None  # of (server + network) capex; None → NETWORK_SHARE_BY_TIERS
     fabric_tiers: int = 2
@@ -321,7 +356,7 @@ class OnPremInputs:
     lifetime_years: float = _d("lifetime_years")
     economic_ooms_per_year: float = _d("economic_ooms_per_year")
     cost_of_capital: float = _d("cost_of_capital")
-    node_power_kw: float = _d("node_power_kw")
+    node_power_kw: float | None = None  # None → refused: give it, or the GPU's server row
     avg_draw_fraction: float = _d("avg_draw_fraction")
     idle_draw_fraction: float = 0.0  # draw when idle, share of node max (0 → idle power ignored, lower bound)
     pue: float = _d("pue")
@@ -331,17 +366,51 @@ class OnPremInputs:
     gpus_per_fte: float = _d("gpus_per_fte")
     usd_per_fte_year: float = _d("usd_per_fte_year")
     software_usd_per_gpu_year: float = _d("software_usd_per_gpu_year")
+    provenance: tuple[Assumption, ...] = ()  # where the given figures come from (a server row, a BOM)
 
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def server_usd(self) -> float:
+        return _required(self.server_capex_usd_per_node, "server_capex_usd_per_node")
+
+    @property
+    def node_kw(self) -> float:
+        return _required(self.node_power_kw, "node_power_kw")
+
+
+def _required(value: float | None, name: str) -> float:
+    if value is None:
+        raise SpecError([Problem(name, "required: give it, or a GPU with an on-prem server row")])
+    return value
+
+
+def with_server(inputs: OnPremInputs, quote: ServerQuote) -> OnPremInputs:
+    """Fill the server price and node power the user did not give from the GPU's server row, with its source."""
+    capex, kw = quote.assumptions(inputs.gpus_per_node)
+    provenance = list(inputs.provenance)
+    server_usd, node_kw = inputs.server_capex_usd_per_node, inputs.node_power_kw
+    if server_usd is None:
+        server_usd = quote.capex_per_node(inputs.gpus_per_node)
+        provenance.append(capex)
+    if node_kw is None:
+        node_kw = quote.kw_per_node(inputs.gpus_per_node)
+        provenance.append(kw)
+    return replace(
+        inputs, server_capex_usd_per_node=server_usd, node_power_kw=node_kw, provenance=tuple(provenance)
+    )
 
 
 def check_onprem(inputs: OnPremInputs) -> None:
     pc = ProblemCollector()
     pc.check(inputs.nodes >= 1, "nodes", "must be >= 1")
     pc.check(inputs.gpus_per_node >= 1, "gpus_per_node", "must be >= 1")
-    pc.check(inputs.server_capex_usd_per_node >= 0, "server_capex_usd_per_node", "must be >= 0")
+    for name in ("server_capex_usd_per_node", "node_power_kw"):
+        value = getattr(inputs, name)
+        pc.check(value is not None, name, "required: give it, or a GPU with an on-prem server row")
+        pc.check(value is None or value >= 0, name, "must be >= 0")
     pc.check(
         inputs.network_capex_usd is None or inputs.network_capex_usd >= 0, "network_capex_usd", "must be >= 0"
     )
@@ -357,7 +426,6 @@ def check_onprem(inputs: OnPremInputs) -> None:
     pc.check(inputs.gpus_per_fte > 0, "gpus_per_fte", "must be positive")
     for name in (
         "storage_capex_usd",
-        "node_power_kw",
         "usd_per_kwh",
         "colo_usd_per_kw_month",
         "maintenance_fraction_per_year",
@@ -369,7 +437,7 @@ def check_onprem(inputs: OnPremInputs) -> None:
 
 
 def capex_breakdown(inputs: OnPremInputs) -> dict[str, float]:
-    servers = inputs.nodes * inputs.server_capex_usd_per_node
+    servers = inputs.nodes * inputs.server_usd
     if inputs.network_capex_usd is not None:
         network = inputs.network_capex_usd
     else:
@@ -402,7 +470,7 @@ def annual_cost(inputs: OnPremInputs, utilisation: float) -> dict[str, float]:
         # Epoch AI: value decays continuously at k·ln10 per year (k = 0.14 OOM/yr), financing on the value
         depreciation = capex * inputs.economic_ooms_per_year * math.log(10)
         capital = capex * inputs.cost_of_capital
-    it_kw = inputs.nodes * inputs.node_power_kw
+    it_kw = inputs.nodes * inputs.node_kw
     draw = inputs.avg_draw_fraction * utilisation + inputs.idle_draw_fraction * (1.0 - utilisation)
     power = it_kw * draw * inputs.pue * HOURS_PER_YEAR * inputs.usd_per_kwh
     colo = it_kw * inputs.colo_usd_per_kw_month * 12.0
@@ -506,6 +574,21 @@ class TcoResult:
         }
 
 
+UNITS = {"server_capex_usd_per_node": "USD", "node_power_kw": "kW"}
+
+
+def _provenance(inputs: OnPremInputs, name: str, value: float) -> Assumption:
+    """Where an on-prem figure comes from: the server row or BOM it was filled from, the default, or the user."""
+    for given in inputs.provenance:
+        if given.name == name and given.value == value:
+            return given
+    default = DEFAULTS.get(name)
+    if default is not None and default.value == value:
+        return default
+    unit = default.unit if default is not None else UNITS.get(name, "")
+    return Assumption(name, value, unit, "user input", "")
+
+
 def tco(
     inputs: OnPremInputs, utilisation: float, cloud: list[PriceQuote], months: int | None = None
 ) -> TcoResult:
@@ -564,11 +647,11 @@ def tco(
             },
         },
     }
-    used = {
-        "server_capex_usd_per_node": inputs.server_capex_usd_per_node,
+    used: dict[str, float] = {
+        "server_capex_usd_per_node": inputs.server_usd,
         "lifetime_years": inputs.lifetime_years,
         "cost_of_capital": inputs.cost_of_capital,
-        "node_power_kw": inputs.node_power_kw,
+        "node_power_kw": inputs.node_kw,
         "avg_draw_fraction": inputs.avg_draw_fraction,
         "pue": inputs.pue,
         "usd_per_kwh": inputs.usd_per_kwh,
@@ -581,10 +664,7 @@ def tco(
     }
     if inputs.depreciation == "economic":
         used["economic_ooms_per_year"] = inputs.economic_ooms_per_year
-    assumptions = [
-        DEFAULTS[k] if DEFAULTS[k].value == v else Assumption(k, v, DEFAULTS[k].unit, "user input", "")
-        for k, v in used.items()
-    ]
+    assumptions = [_provenance(inputs, k, v) for k, v in used.items()]
     if inputs.network_capex_usd is None:
         share = (
             inputs.network_share

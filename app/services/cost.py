@@ -291,10 +291,43 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
 # --- TCO and breakeven -----------------------------------------------------------------------------------
 
 
-def onprem_inputs(body: s.OnPremIn) -> core_cost.OnPremInputs:
+def onprem_inputs(body: s.OnPremIn, gpu: str | None = None) -> core_cost.OnPremInputs:
+    """The request's on-prem figures; the server price and node power it leaves out come from the GPU's server
+    row (app/catalog/onprem_servers.csv). With no GPU, or none with a row, they must be given: never a default
+    server of another GPU."""
     given = {k: v for k, v in body.model_dump().items() if v is not None}
     known = {f.name for f in fields(core_cost.OnPremInputs)}
-    return core_cost.OnPremInputs(**{k: v for k, v in given.items() if k in known})
+    inputs = core_cost.OnPremInputs(**{k: v for k, v in given.items() if k in known})
+    missing = [
+        f"onprem.{name}"
+        for name in ("server_capex_usd_per_node", "node_power_kw")
+        if getattr(inputs, name) is None
+    ]
+    if not missing:
+        return inputs
+    if gpu is None:
+        raise SpecError(
+            [
+                Problem(
+                    "gpu", f"give a GPU (its on-prem server row prices the nodes) or {' and '.join(missing)}"
+                )
+            ]
+        )
+    from app.catalog.onprem import ONPREM_SERVERS_FILE, server_quote
+
+    name = canonical_gpu_name(gpu)
+    quote = server_quote(name)
+    if quote is None:
+        raise SpecError(
+            [
+                Problem(
+                    "gpu",
+                    f"no on-prem server row for {name} in {ONPREM_SERVERS_FILE.name}; "
+                    f"give {' and '.join(missing)}",
+                )
+            ]
+        )
+    return core_cost.with_server(inputs, quote)
 
 
 def _option_rows(quotes: list[core_cost.PriceQuote]) -> list[s.PriceOptionOut]:
@@ -332,7 +365,7 @@ def network_from_bom(
     session: Session | None, req: s.TcoRequest
 ) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption]]:
     """On-prem inputs with the network capex taken from the network model's bill of materials when one is asked for."""
-    inputs = onprem_inputs(req.onprem)
+    inputs = onprem_inputs(req.onprem, req.gpu)
     if req.network_bom is None or req.onprem.network_capex_usd is not None:
         return inputs, []
     from pydantic import ValidationError

@@ -25,6 +25,7 @@ import yaml
 
 from app.core.hardware import GPUSpec, InterconnectSpec
 from app.core.model import ModelSpec
+from app.core.price_terms import parse_term, parse_unit
 from app.core.units import GB, TB, TFLOP, US, GiB
 from app.errors import NotFoundError
 
@@ -323,12 +324,24 @@ def price_seed_key(raw: Mapping[str, str]) -> str:
     return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:40]
 
 
-@cache
-def _price_rows() -> tuple[dict[str, Any], ...]:
-    with PRICES_FILE.open(encoding="utf-8", newline="") as handle:
+def check_cloud_price_terms(raw: Mapping[str, str], where: str) -> None:
+    """A cloud GPU row must name a billing term and a GPU price unit; anything else is refused, row named."""
+    if raw["category"].strip() != "cloud_gpu":
+        return
+    try:
+        parse_term(raw["pricing_model"])
+        parse_unit(raw["unit"])
+    except ValueError as exc:
+        item = f"{raw['item'].strip()} ({raw['vendor_or_source_entity'].strip()})"
+        raise ValueError(f"{where}, {item}: {exc}") from None
+
+
+def read_price_rows(path: Path) -> tuple[dict[str, Any], ...]:
+    with path.open(encoding="utf-8", newline="") as handle:
         raw_rows = list(csv.DictReader(handle))
     rows = []
-    for raw in raw_rows:
+    for line, raw in enumerate(raw_rows, start=2):
+        check_cloud_price_terms(raw, f"{path.name} line {line}")
         date_text = raw["date"].strip()
         rows.append(
             {
@@ -352,6 +365,11 @@ def _price_rows() -> tuple[dict[str, Any], ...]:
             }
         )
     return tuple(rows)
+
+
+@cache
+def _price_rows() -> tuple[dict[str, Any], ...]:
+    return read_price_rows(PRICES_FILE)
 
 
 def price_rows() -> list[dict[str, Any]]:

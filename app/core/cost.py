@@ -8,12 +8,12 @@ its source and date; every result carries a breakdown that sums to its total.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Literal
 
 from app.core.errors import Problem, ProblemCollector, SpecError
+from app.core.price_terms import TermKind, parse_term
 from app.core.storage import Assumption
 
 HOURS_PER_YEAR = 24 * 365.25  # Epoch AI's convention (training-cost-trends, HOURS_PER_YEAR)
@@ -34,6 +34,7 @@ class PriceQuote:
     usd_per_gpu_hour: float
     pricing_model: str = "on-demand"
     commitment_months: float = 0.0  # minimum billed term (1-yr reserved → 12); 0 → pay as you go
+    term: TermKind = "on_demand"  # parsed from the pricing model (app.core.price_terms)
     gpus_per_instance: int = 8
     date: str = ""
     source: str = ""
@@ -51,12 +52,9 @@ class PriceQuote:
 
 
 def commitment_months_for(pricing_model: str) -> float:
-    """Minimum term implied by a price book's pricing model text ("1-yr reserved", "3-yr CUD" …)."""
-    text = pricing_model.lower()
-    match = re.search(r"(\d+)\s*-?\s*(yr|year|y\b)", text)
-    if match:
-        return 12.0 * float(match.group(1))
-    return 0.0
+    """Minimum term implied by a price book's pricing model text ("1-yr reserved" → 12, "PAYG / 1y / 3y" → 0);
+    ValueError when the text names no known term (app.core.price_terms.parse_term)."""
+    return parse_term(pricing_model).commitment_months
 
 
 def is_stale(price_date: date, today: date, max_age_days: int = STALE_AFTER_DAYS) -> bool:
@@ -92,11 +90,27 @@ class RunOptionCost:
     billed_hours: float  # wall-clock hours paid for (≥ run length under a commitment)
     commitment_exceeds_run: bool
 
+    @property
+    def billing(self) -> str:
+        """How this option is billed, in words: by the hour, or a committed term and what of it goes unused."""
+        if self.quote.commitment_months <= 0:
+            spot = ", preemptible" if self.quote.term == "spot" else ""
+            block = "prepaid block, " if self.quote.term == "capacity_block" else ""
+            return f"{block}hourly{spot}"
+        term = f"{self.quote.commitment_months:g}-month commitment"
+        unused = self.breakdown["unused_commitment"]
+        if unused <= 0:
+            return f"{term}, used in full by the run"
+        return f"{term} billed in full: ${unused:,.0f} of it unused after the run"
+
     def to_dict(self) -> dict[str, object]:
         return {
             "label": self.quote.label,
             "price_id": self.quote.price_id,
             "pricing_model": self.quote.pricing_model,
+            "term": self.quote.term,
+            "commitment_months": self.quote.commitment_months,
+            "billing": self.billing,
             "usd_per_gpu_hour": self.quote.usd_per_gpu_hour,
             "price_date": self.quote.date,
             "price_source": self.quote.source,

@@ -55,6 +55,11 @@ class PriceOptionOut(BaseModel):
     label: str
     price_id: str
     pricing_model: str
+    term: Literal["on_demand", "reserved", "capacity_block", "spot"] = "on_demand"
+    commitment_months: float = 0.0
+    billing: str = Field(
+        default="", description="hourly, or the committed term and how much of it the run leaves unused"
+    )
     usd_per_gpu_hour: float
     price_date: str
     price_source: str

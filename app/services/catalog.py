@@ -22,6 +22,7 @@ from sqlalchemy.orm import object_session
 from sqlmodel import Session, SQLModel, col, select
 
 import app.catalog as catalog
+from app.core import price_terms
 from app.core.errors import Problem, SpecError
 from app.core.hardware import GPUSpec, InterconnectSpec
 from app.core.hf_config import model_from_hf_config
@@ -544,8 +545,26 @@ def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
+def _check_price_terms(category: str, pricing_model: str, unit: str) -> None:
+    """A cloud GPU price must name its billing term and unit (app.core.price_terms), never be guessed."""
+    if category != "cloud_gpu":
+        return
+    problems = []
+    try:
+        price_terms.parse_term(pricing_model)
+    except ValueError as exc:
+        problems.append(Problem("pricing_model", str(exc)))
+    try:
+        price_terms.parse_unit(unit)
+    except ValueError as exc:
+        problems.append(Problem("unit", str(exc)))
+    if problems:
+        raise SpecError(problems)
+
+
 def add_price_row(session: Session, values: Mapping[str, Any], owner_id: uuid.UUID | None = None) -> PriceRow:
     clean = _clean_price_values(values)
+    _check_price_terms(clean.get("category", ""), clean.get("pricing_model", ""), clean.get("unit", ""))
     missing = [
         k for k in ("category", "item", "price_usd", "price_date", "source", "includes") if k not in clean
     ]
@@ -563,7 +582,13 @@ def update_price_row(
 ) -> PriceRow:
     row = get_price_row(session, price_id)
     check_may_change(row, "price row", row.item, actor)
-    for key, value in _clean_price_values(values).items():
+    clean = _clean_price_values(values)
+    _check_price_terms(
+        clean.get("category", row.category),
+        clean.get("pricing_model", row.pricing_model),
+        clean.get("unit", row.unit),
+    )
+    for key, value in clean.items():
         setattr(row, key, value)
     row.updated_at = utcnow()
     session.add(row)

@@ -18,6 +18,7 @@ from sqlmodel import Session, select
 
 from app.core import cost as core_cost
 from app.core import goodput as core_goodput
+from app.core import price_terms
 from app.core import storage as core_storage
 from app.core.errors import Problem, SpecError
 from app.models.catalog import PriceRow
@@ -41,24 +42,46 @@ def _session_or_new(session: Session | None) -> Iterator[Session]:
         yield new_session
 
 
+def row_term(row: PriceRow, field_name: str = "price_row_id") -> price_terms.PriceTerm:
+    """The billing term of a price-book row; a row whose pricing model names none is refused, named."""
+    try:
+        return price_terms.parse_term(row.pricing_model)
+    except ValueError as exc:
+        raise SpecError([Problem(field_name, f"price row {row.id} ({row.item}): {exc}")]) from None
+
+
+def row_usd_per_gpu_hour(row: PriceRow) -> float | None:
+    """The row's price per GPU-hour: as given, or its per-instance-hour price shared by the instance's GPUs."""
+    if row.usd_per_gpu_hour is not None:
+        return float(row.usd_per_gpu_hour)
+    try:
+        unit = price_terms.parse_unit(row.unit)
+        return price_terms.usd_per_gpu_hour(float(row.price_usd), unit, row.gpus_per_unit)
+    except ValueError:
+        return None
+
+
 def quote_from_row(
-    row: PriceRow, today: date | None = None, option: s.PriceOptionIn | None = None
+    row: PriceRow,
+    today: date | None = None,
+    option: s.PriceOptionIn | None = None,
+    field_name: str = "price_row_id",
 ) -> core_cost.PriceQuote:
     """A price-book row as a quote; the option may override the label, term and instance shape."""
     today = today or _today()
-    price = row.usd_per_gpu_hour
+    price = row_usd_per_gpu_hour(row)
     if price is None:
-        per_unit = row.gpus_per_unit or 1
-        price = row.price_usd / per_unit
-    term = core_cost.commitment_months_for(row.pricing_model)
+        raise SpecError([Problem(field_name, f"price row {row.id} ({row.item}) has no price per GPU-hour")])
+    term = row_term(row, field_name)
     label = f"{row.vendor} {row.item} {row.pricing_model} ({row.price_date.isoformat()})"
     return core_cost.PriceQuote(
         label=(option.label if option and option.label else label),
-        usd_per_gpu_hour=float(price),
+        usd_per_gpu_hour=price,
         pricing_model=row.pricing_model,
         commitment_months=option.commitment_months
         if option and option.commitment_months is not None
-        else term,
+        else term.commitment_months,
+        term=term.kind,
         gpus_per_instance=(
             option.gpus_per_instance if option and option.gpus_per_instance else row.gpus_per_unit or 1
         ),
@@ -69,18 +92,21 @@ def quote_from_row(
     )
 
 
-def quote_from_inline(option: s.PriceOptionIn, index: int) -> core_cost.PriceQuote:
+def quote_from_inline(
+    option: s.PriceOptionIn, index: int, field_prefix: str = "options"
+) -> core_cost.PriceQuote:
     assert option.usd_per_gpu_hour is not None
-    term = (
-        option.commitment_months
-        if option.commitment_months is not None
-        else core_cost.commitment_months_for(option.pricing_model)
-    )
+    try:
+        term = price_terms.parse_term(option.pricing_model)
+    except ValueError as exc:
+        raise SpecError([Problem(f"{field_prefix}.{index}.pricing_model", str(exc))]) from None
+    months = option.commitment_months if option.commitment_months is not None else term.commitment_months
     return core_cost.PriceQuote(
         label=option.label or f"option {index + 1} ({option.pricing_model})",
         usd_per_gpu_hour=option.usd_per_gpu_hour,
         pricing_model=option.pricing_model,
-        commitment_months=term,
+        commitment_months=months,
+        term=term.kind,
         gpus_per_instance=option.gpus_per_instance or 8,
         date="",
         source="user input",
@@ -100,12 +126,12 @@ def gpu_peak_flops(name: str, dtype: str) -> float:
 
 
 def default_cloud_rows(session: Session, gpu: str, pricing_models: list[str] | None = None) -> list[PriceRow]:
-    """Cloud price-book rows for a catalog GPU that carry a per-GPU-hour price."""
+    """Cloud price-book rows for a catalog GPU with a price per GPU-hour, given or from an instance-hour price."""
     canonical = canonical_gpu_name(gpu)
     rows = session.exec(
         select(PriceRow).where(PriceRow.category == "cloud_gpu", PriceRow.gpu_name == canonical)
     ).all()
-    rows = [r for r in rows if r.usd_per_gpu_hour is not None]
+    rows = [r for r in rows if row_usd_per_gpu_hour(r) is not None]
     if pricing_models:
         wanted = [p.lower() for p in pricing_models]
         rows = [r for r in rows if any(w in r.pricing_model.lower() for w in wanted)]
@@ -126,13 +152,13 @@ def resolve_options(
     problems: list[Problem] = []
     needs_db = any(o.price_row_id is not None for o in options) or (not options and gpu is not None)
     if not needs_db:
-        return [quote_from_inline(o, i) for i, o in enumerate(options)]
+        return [quote_from_inline(o, i, field_prefix) for i, o in enumerate(options)]
     with _session_or_new(session) as db:
         if not options and gpu is not None:
             return [quote_from_row(r, today) for r in default_cloud_rows(db, gpu, pricing_models)]
         for i, option in enumerate(options):
             if option.price_row_id is None:
-                quotes.append(quote_from_inline(option, i))
+                quotes.append(quote_from_inline(option, i, field_prefix))
                 continue
             row = db.get(PriceRow, option.price_row_id)
             if row is None:
@@ -140,16 +166,18 @@ def resolve_options(
                     Problem(f"{field_prefix}.{i}.price_row_id", f"unknown price row {option.price_row_id}")
                 )
                 continue
-            if (
-                row.usd_per_gpu_hour is None
-                and option.usd_per_gpu_hour is None
-                and row.category != "cloud_gpu"
-            ):
+            if row.category != "cloud_gpu":
                 problems.append(
-                    Problem(f"{field_prefix}.{i}.price_row_id", f"price row {row.id} is not a GPU-hour price")
+                    Problem(
+                        f"{field_prefix}.{i}.price_row_id", f"price row {row.id} is not a cloud GPU price"
+                    )
                 )
                 continue
-            quote = quote_from_row(row, today, option)
+            try:
+                quote = quote_from_row(row, today, option, f"{field_prefix}.{i}.price_row_id")
+            except SpecError as exc:
+                problems += exc.problems
+                continue
             if option.usd_per_gpu_hour is not None:
                 quote = replace(
                     quote, usd_per_gpu_hour=option.usd_per_gpu_hour, source=f"user override of {row.source}"
@@ -336,6 +364,9 @@ def _option_rows(quotes: list[core_cost.PriceQuote]) -> list[s.PriceOptionOut]:
             label=q.label,
             price_id=q.price_id,
             pricing_model=q.pricing_model,
+            term=q.term,
+            commitment_months=q.commitment_months,
+            billing="",
             usd_per_gpu_hour=q.usd_per_gpu_hour,
             price_date=q.date,
             price_source=q.source,

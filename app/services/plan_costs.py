@@ -133,6 +133,7 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
             "option": o.label,
             "usd_per_gpu_hour": o.usd_per_gpu_hour,
             "cost_per_run_usd": o.total_usd,
+            "billing": o.billing,
             "date": o.price_date,
             "stale": o.stale,
         }

@@ -193,8 +193,7 @@ def run(
     )
     for o in result.options:
         flag = " [stale price]" if o.stale else ""
-        extra = " (commitment longer than the run)" if o.commitment_exceeds_run else ""
-        typer.echo(f"  {o.label}: {usd(o.total_usd)} at ${o.usd_per_gpu_hour:.2f}/GPU-h{flag}{extra}")
+        typer.echo(f"  {o.label}: {usd(o.total_usd)} at ${o.usd_per_gpu_hour:.2f}/GPU-h{flag}; {o.billing}")
         for k, v in o.breakdown.items():
             if v:
                 typer.echo(f"      {k:<18} {usd(v)}")

@@ -61,6 +61,66 @@ def is_stale(price_date: date, today: date, max_age_days: int = STALE_AFTER_DAYS
     return (today - price_date).days > max_age_days
 
 
+@dataclass(frozen=True)
+class HeadlinePrice:
+    """The one price a plan is costed at, and the spread around it.
+
+    Rule: the median of the non-stale on-demand quotes for the GPU (all on-demand quotes when every one is
+    stale), the lower middle quote when their number is even so that the headline is a price someone quotes;
+    the cheapest and dearest of the same quotes beside it. Spot, reserved and capacity-block quotes are left
+    out: they bill differently (see each option's billing)."""
+
+    quote: PriceQuote
+    cheapest: PriceQuote
+    dearest: PriceQuote
+    quotes: int
+    all_stale: bool
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.quote.usd_per_gpu_hour
+
+    @property
+    def statement(self) -> str:
+        pool = "on-demand quotes, all stale" if self.all_stale else "non-stale on-demand quotes"
+        return (
+            f"${self.usd_per_gpu_hour:.2f}/GPU-hour, median of {self.quotes} {pool}: {self.quote.label}; "
+            f"cheapest ${self.cheapest.usd_per_gpu_hour:.2f} ({self.cheapest.label}), "
+            f"dearest ${self.dearest.usd_per_gpu_hour:.2f} ({self.dearest.label})"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "label": self.quote.label,
+            "price_id": self.quote.price_id,
+            "price_date": self.quote.date,
+            "quotes": self.quotes,
+            "all_stale": self.all_stale,
+            "cheapest_usd_per_gpu_hour": self.cheapest.usd_per_gpu_hour,
+            "cheapest_label": self.cheapest.label,
+            "dearest_usd_per_gpu_hour": self.dearest.usd_per_gpu_hour,
+            "dearest_label": self.dearest.label,
+            "statement": self.statement,
+        }
+
+
+def headline_price(quotes: list[PriceQuote]) -> HeadlinePrice | None:
+    """The headline price of a set of quotes (rule in HeadlinePrice); None when none is on-demand."""
+    on_demand = [q for q in quotes if q.term == "on_demand"]
+    fresh = [q for q in on_demand if not q.stale]
+    pool = sorted(fresh or on_demand, key=lambda q: (q.usd_per_gpu_hour, q.date, q.label))
+    if not pool:
+        return None
+    return HeadlinePrice(
+        quote=pool[(len(pool) - 1) // 2],
+        cheapest=pool[0],
+        dearest=pool[-1],
+        quotes=len(pool),
+        all_stale=not fresh,
+    )
+
+
 # --- cost per training run -----------------------------------------------------------------------------
 
 

@@ -107,6 +107,11 @@ class RunCostResponse(BaseModel):
     total_flop: float | None
     options: list[PriceOptionOut]
     cheapest: str | None
+    headline: dict[str, Any] | None = Field(
+        default=None,
+        description="the headline price of these options: the median of the non-stale on-demand quotes, with "
+        "the quote's label and date and the cheapest and dearest beside it (app.core.cost.HeadlinePrice)",
+    )
     assumptions: list[AssumptionOut]
 
 

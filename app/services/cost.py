@@ -138,6 +138,29 @@ def default_cloud_rows(session: Session, gpu: str, pricing_models: list[str] | N
     return sorted(rows, key=lambda r: (r.vendor, r.pricing_model, r.price_date))
 
 
+def builtin_cloud_rows(gpu: str) -> list[PriceRow]:
+    """The built-in price file's cloud rows for a catalog GPU, as (unsaved) rows, for use without a database."""
+    from app import catalog
+
+    canonical = canonical_gpu_name(gpu)
+    columns = set(PriceRow.model_fields) - {"id", "created_at", "updated_at", "owner_id"}
+    rows = [
+        PriceRow(**{k: v for k, v in r.items() if k in columns})
+        for r in catalog.price_rows()
+        if r["category"] == "cloud_gpu" and r["gpu_name"] == canonical and r["price_usd"] is not None
+    ]
+    return [r for r in rows if row_usd_per_gpu_hour(r) is not None]
+
+
+def headline_for_gpu(
+    session: Session | None, gpu: str, today: date | None = None
+) -> core_cost.HeadlinePrice | None:
+    """The headline price for a catalog GPU under the one rule (app.core.cost.HeadlinePrice): from the price
+    book in the database (users' rows included), or from the built-in price file without one."""
+    rows = default_cloud_rows(session, gpu) if session is not None else builtin_cloud_rows(gpu)
+    return core_cost.headline_price([quote_from_row(r, today) for r in rows])
+
+
 def resolve_options(
     session: Session | None,
     options: list[s.PriceOptionIn],
@@ -305,6 +328,8 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
     )
     data = result.to_dict()
     data["total_flop"] = total_flop
+    headline = core_cost.headline_price(quotes)
+    data["headline"] = headline.to_dict() if headline is not None else None
     assumptions = list(result.assumptions) + extra
     if peak is not None:
         assumptions.append(

@@ -198,6 +198,8 @@ def run(
             if v:
                 typer.echo(f"      {k:<18} {usd(v)}")
     typer.echo(f"cheapest: {result.cheapest}")
+    if result.headline is not None:
+        typer.echo(f"headline: {result.headline['statement']}")
 
 
 def tco(

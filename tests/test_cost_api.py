@@ -196,7 +196,8 @@ def test_tco_curves_and_breakeven_over_http(client: Any) -> None:
     assert t.status_code == 200, t.text
     data = t.json()
     curve = data["curves"]["cumulative_usd_vs_month"]
-    assert len(curve["x"]) == 61 and set(curve["series"]) == {"on-prem", "option 1 (on-demand)"}
+    assert len(curve["x"]) == 61
+    assert set(curve["series"]) == {"on-prem", "on-prem net of resale", "option 1 (on-demand)"}
     assert curve["series"]["on-prem"][0] == pytest.approx(data["capex_total_usd"])
     sources = {a["name"]: a for a in data["assumptions"]}
     assert sources["pue"]["value"] == 1.56 and "Uptime" in sources["pue"]["source"] and sources["pue"]["date"]

@@ -270,10 +270,46 @@ def test_power_line_follows_tdp_draw_pue_and_price() -> None:
     assert annual["colocation"] == pytest.approx(2 * 10.2 * 184.06 * 12)
 
 
-def test_economic_depreciation_uses_epoch_rate() -> None:
+def test_economic_depreciation_declines_at_epochs_rate_to_a_residual() -> None:
     inputs = cost.OnPremInputs(depreciation="economic", network_share=0.0, **H100_NODE)
+    # value C·10^(−0.14 t): 20.9 % left after 5 years, so 79.1 % of capex is lost over the lifetime (it was
+    # charged 32 %/yr of the original price, 161 % over 5 years, before)
+    share = 10 ** (-0.14 * 5)
+    assert cost.residual_fraction(inputs) == pytest.approx(share) == pytest.approx(0.1995, abs=1e-4)
     annual = cost.annual_cost(inputs, 0.5)
-    assert annual["depreciation"] == pytest.approx(288142.0 * 0.14 * math.log(10))
+    assert annual["depreciation"] * 5 == pytest.approx(288142.0 * (1 - share))
+    # the first year loses 1 − 10^(−0.14) = 27.6 % of capex: declining balance at 0.14·ln10 per year
+    assert cost.asset_value(inputs, 1.0) == pytest.approx(288142.0 * 10**-0.14)
+    assert cost.asset_value(inputs, 5.0) == pytest.approx(288142.0 * share)
+    # financing on the declining value: r × its lifetime average (C − R)/(λL), λ = 0.14·ln10
+    average = 288142.0 * (1 - share) / (0.14 * math.log(10) * 5)
+    assert annual["cost_of_capital"] == pytest.approx(0.08 * average)
+
+
+def test_straight_line_depreciation_runs_to_the_residual_value() -> None:
+    inputs = cost.OnPremInputs(network_share=0.0, residual_fraction=0.3, cost_of_capital=0.0, **H100_NODE)
+    annual = cost.annual_cost(inputs, 0.9)
+    assert annual["depreciation"] == pytest.approx(288142.0 * 0.7 / 5)
+    assert annual["cost_of_capital"] == pytest.approx(0.0, abs=1e-6)
+    assert cost.asset_value(inputs, 2.5) == pytest.approx(288142.0 * 0.65)
+    financed = cost.annual_cost(cost.OnPremInputs(**{**inputs.__dict__, "cost_of_capital": 0.08}), 0.9)
+    crf = 0.08 * 1.08**5 / (1.08**5 - 1)
+    # equivalent annual cost of buying at C and selling at 0.3·C after 5 years at 8 %
+    eac = 288142.0 * crf - 0.3 * 288142.0 * (crf - 0.08)
+    assert financed["depreciation"] + financed["cost_of_capital"] == pytest.approx(eac)
+    r = cost.tco(inputs, 0.9, [])
+    series = r.curves["cumulative_usd_vs_month"]["series"]  # type: ignore[index]
+    net, gross = series["on-prem net of resale"], series["on-prem"]
+    assert net[0] == pytest.approx(0.0, abs=1e-6) and gross[60] - net[60] == pytest.approx(0.3 * 288142.0)
+    used = {a.name: a for a in r.assumptions}
+    assert used["residual_fraction"].value == 0.3 and used["residual_fraction"].source == "user input"
+
+
+def test_declining_balance_to_nothing_is_refused() -> None:
+    inputs = cost.OnPremInputs(depreciation="economic", residual_fraction=0.0, **H100_NODE)
+    with pytest.raises(SpecError) as err:
+        cost.tco(inputs, 0.9, [])
+    assert [p.field for p in err.value.problems] == ["residual_fraction"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -429,6 +429,7 @@ class OnPremInputs:
     depreciation: Depreciation = "straight_line"
     lifetime_years: float = _d("lifetime_years")
     economic_ooms_per_year: float = _d("economic_ooms_per_year")
+    residual_fraction: float | None = None  # resale value at end of life, share of capex; None → decay curve
     cost_of_capital: float = _d("cost_of_capital")
     node_power_kw: float | None = None  # None → refused: give it, or the GPU's server row
     avg_draw_fraction: float = _d("avg_draw_fraction")
@@ -493,6 +494,13 @@ def check_onprem(inputs: OnPremInputs) -> None:
     )
     pc.check(inputs.fabric_tiers in NETWORK_SHARE_BY_TIERS, "fabric_tiers", "must be 1, 2 or 3")
     pc.check(inputs.lifetime_years > 0, "lifetime_years", "must be positive")
+    residual = inputs.residual_fraction
+    pc.check(residual is None or 0 <= residual <= 1, "residual_fraction", "must be in [0, 1]")
+    pc.check(
+        inputs.depreciation == "straight_line" or residual is None or residual > 0,
+        "residual_fraction",
+        "declining-balance depreciation never reaches 0: give a residual above 0, or straight-line",
+    )
     pc.check(inputs.cost_of_capital >= 0, "cost_of_capital", "must be >= 0")
     pc.check(0 <= inputs.avg_draw_fraction <= 1, "avg_draw_fraction", "must be in [0, 1]")
     pc.check(0 <= inputs.idle_draw_fraction <= 1, "idle_draw_fraction", "must be in [0, 1]")
@@ -532,18 +540,49 @@ def capital_recovery_factor(rate: float, years: float) -> float:
     return rate * (1.0 + growth) / growth
 
 
+def residual_fraction(inputs: OnPremInputs) -> float:
+    """Resale value at the end of the lifetime, as a share of capex: given, or the default decay curve
+    10^(−k·L) with k = 0.14 OOM/yr (Epoch AI's hardware price-performance trend; 20 % after 5 years)."""
+    if inputs.residual_fraction is not None:
+        return inputs.residual_fraction
+    return float(10.0 ** (-inputs.economic_ooms_per_year * inputs.lifetime_years))
+
+
+def asset_value(inputs: OnPremInputs, years: float) -> float:
+    """What the hardware is worth `years` after purchase: down to the residual at end of life, in a straight
+    line or declining balance (a constant share per year, C·f^(t/L)); the residual after the lifetime."""
+    capex = sum(capex_breakdown(inputs).values())
+    share = residual_fraction(inputs)
+    t = min(max(years, 0.0), inputs.lifetime_years) / inputs.lifetime_years
+    if inputs.depreciation == "straight_line":
+        return capex * (1.0 - (1.0 - share) * t)
+    return float(capex * share**t)
+
+
+def ownership_cost(inputs: OnPremInputs) -> tuple[float, float]:
+    """Yearly (depreciation, cost of capital) of buying at capex C and selling at the residual R after L years.
+
+    Depreciation is (C − R)/L either way: the two curves differ in when value is lost, not how much.
+    Straight line: the equivalent annual cost C·CRF(r, L) − R·(CRF − r) (an annuity that repays C less the
+    discounted resale); cost of capital is its excess over depreciation. Declining balance (economic): value
+    C·e^(−λt), λ = −ln(R/C)/L, financed at r: r × the average value (C − R)/(λL)."""
+    capex = sum(capex_breakdown(inputs).values())
+    share = residual_fraction(inputs)
+    years, rate = inputs.lifetime_years, inputs.cost_of_capital
+    depreciation = capex * (1.0 - share) / years
+    if inputs.depreciation == "straight_line":
+        crf = capital_recovery_factor(rate, years)
+        equivalent = capex * crf - capex * share * (crf - rate)
+        return depreciation, equivalent - depreciation
+    decay = -math.log(share) / years
+    average_value = capex * (1.0 - share) / (decay * years) if decay > 0 else capex
+    return depreciation, rate * average_value
+
+
 def annual_cost(inputs: OnPremInputs, utilisation: float) -> dict[str, float]:
     """Yearly cost of owning and running the cluster at a utilisation (share of hours running jobs)."""
     capex = sum(capex_breakdown(inputs).values())
-    if inputs.depreciation == "straight_line":
-        depreciation = capex / inputs.lifetime_years
-        capital = (
-            capex * capital_recovery_factor(inputs.cost_of_capital, inputs.lifetime_years) - depreciation
-        )
-    else:
-        # Epoch AI: value decays continuously at k·ln10 per year (k = 0.14 OOM/yr), financing on the value
-        depreciation = capex * inputs.economic_ooms_per_year * math.log(10)
-        capital = capex * inputs.cost_of_capital
+    depreciation, capital = ownership_cost(inputs)
     it_kw = inputs.nodes * inputs.node_kw
     draw = inputs.avg_draw_fraction * utilisation + inputs.idle_draw_fraction * (1.0 - utilisation)
     power = it_kw * draw * inputs.pue * HOURS_PER_YEAR * inputs.usd_per_kwh
@@ -649,6 +688,20 @@ class TcoResult:
 
 
 UNITS = {"server_capex_usd_per_node": "USD", "node_power_kw": "kW"}
+# AWS on-demand list prices in the price book (app/catalog/prices.csv): p5.48xlarge H100 $12.29 → $6.88 per
+# GPU-hour (2025-03-17 → 2026-11-09), 0.15 OOM/yr; p4d.24xlarge A100 $4.10 → $2.74 (2024-08-03 → 2026-11-09),
+# 0.08 OOM/yr. Epoch AI's 0.14 OOM/yr lies between: the default residual curve.
+RESIDUAL_SOURCE = (
+    "decay curve 10^(-0.14 OOM/yr × lifetime) (Epoch AI hardware price-performance trend); rental list prices "
+    "fell 0.15 OOM/yr (AWS p5 H100, 2025-03 to 2026-11) and 0.08 OOM/yr (AWS p4d A100, 2024-08 to 2026-11)"
+)
+
+
+def residual_assumption(inputs: OnPremInputs) -> Assumption:
+    share = residual_fraction(inputs)
+    if inputs.residual_fraction is not None:
+        return Assumption("residual_fraction", share, "of capex", "user input", "")
+    return Assumption("residual_fraction", share, "of capex", RESIDUAL_SOURCE, "2025")
 
 
 def _provenance(inputs: OnPremInputs, name: str, value: float) -> Assumption:
@@ -700,7 +753,12 @@ def tco(
         },
         "cumulative_usd_vs_month": {
             "x": month_x,
-            "series": {"on-prem": [capex_total + running * m for m in month_x]}
+            "series": {
+                "on-prem": [capex_total + running * m for m in month_x],
+                "on-prem net of resale": [
+                    capex_total - asset_value(inputs, m / 12.0) + running * m for m in month_x
+                ],
+            }
             | {
                 q.label: [
                     q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_MONTH * utilisation * m for m in month_x
@@ -736,9 +794,10 @@ def tco(
         "software_usd_per_gpu_year": inputs.software_usd_per_gpu_year,
         "storage_capex_usd": inputs.storage_capex_usd,
     }
-    if inputs.depreciation == "economic":
+    if inputs.depreciation == "economic" or inputs.residual_fraction is None:
         used["economic_ooms_per_year"] = inputs.economic_ooms_per_year
     assumptions = [_provenance(inputs, k, v) for k, v in used.items()]
+    assumptions.append(residual_assumption(inputs))
     if inputs.network_capex_usd is None:
         share = (
             inputs.network_share

@@ -126,6 +126,12 @@ class OnPremIn(StrictModel):
     depreciation: Literal["straight_line", "economic"] = "straight_line"
     lifetime_years: float | None = Field(None, ge=0.5, le=20)
     economic_ooms_per_year: float | None = Field(None, ge=0, le=1)
+    residual_fraction: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="resale value at end of life, share of capex; default: 10^(-0.14·lifetime)",
+    )
     cost_of_capital: float | None = Field(None, ge=0, le=1)
     node_power_kw: float | None = Field(None, ge=0, le=1000)
     avg_draw_fraction: float | None = Field(None, ge=0, le=1)

@@ -212,6 +212,10 @@ def tco(
     storage_capex: Annotated[float | None, typer.Option(help="USD")] = None,
     depreciation: Annotated[str, typer.Option(help="straight_line | economic")] = "straight_line",
     lifetime_years: Annotated[float | None, typer.Option(help="straight-line lifetime")] = None,
+    residual: Annotated[
+        float | None,
+        typer.Option(help="resale value at end of life, share of capex (default 10^(-0.14·years))"),
+    ] = None,
     cost_of_capital: Annotated[float | None, typer.Option(help="per year, e.g. 0.08")] = None,
     node_power_kw: Annotated[float | None, typer.Option(help="node max power, kW")] = None,
     pue: Annotated[float | None, typer.Option(help="power usage effectiveness")] = None,
@@ -270,6 +274,7 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
         "storage_capex_usd": storage_capex,
         "depreciation": depreciation,
         "lifetime_years": lifetime_years,
+        "residual_fraction": a["residual"],
         "cost_of_capital": cost_of_capital,
         "node_power_kw": node_power_kw,
         "pue": pue,

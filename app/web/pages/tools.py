@@ -242,6 +242,7 @@ ONPREM_OVERRIDES: dict[str, tuple[float, float, str, float]] = {
     "maintenance_pct": (0.0, 100.0, "maintenance_fraction_per_year", 0.01),
     "gpus_per_fte": (1.0, 1e6, "gpus_per_fte", 1.0),
     "usd_per_fte_year": (0.0, 1e8, "usd_per_fte_year", 1.0),
+    "residual_pct": (0.0, 100.0, "residual_fraction", 0.01),
 }
 
 
@@ -282,7 +283,7 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
     except (SpecError, ValidationError, NotFoundError, LookupError) as exc:
         return {"problems": _problems(exc)}
     breakevens = sorted(tco.breakevens, key=lambda b: b.usd_per_gpu_hour)
-    shown = {b.label for b in breakevens[:6]} | {"on-prem"}
+    shown = {b.label for b in breakevens[:6]} | {"on-prem", "on-prem net of resale"}
     cumulative = tco.curves.get("cumulative_usd_vs_month") or {"x": [], "series": {}}
     per_hour = tco.curves.get("usd_per_gpu_hour_vs_utilisation") or {"x": [], "series": {}}
 

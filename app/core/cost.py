@@ -18,7 +18,6 @@ from app.core.storage import Assumption
 
 HOURS_PER_YEAR = 24 * 365.25  # Epoch AI's convention (training-cost-trends, HOURS_PER_YEAR)
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12
-STALE_AFTER_DAYS = 365  # GPU rental prices moved by up to 45 % within a year (AWS P5 cut, June 2025)
 
 Depreciation = Literal["straight_line", "economic"]
 
@@ -55,10 +54,6 @@ def commitment_months_for(pricing_model: str) -> float:
     """Minimum term implied by a price book's pricing model text ("1-yr reserved" → 12, "PAYG / 1y / 3y" → 0);
     ValueError when the text names no known term (app.core.price_terms.parse_term)."""
     return parse_term(pricing_model).commitment_months
-
-
-def is_stale(price_date: date, today: date, max_age_days: int = STALE_AFTER_DAYS) -> bool:
-    return (today - price_date).days > max_age_days
 
 
 @dataclass(frozen=True)
@@ -227,7 +222,7 @@ def check_run_inputs(inputs: RunInputs) -> None:
         )
         pc.check(inputs.mfu is not None and 0 < inputs.mfu <= 1, "mfu", "must be in (0, 1]")
     else:
-        pc.check(inputs.gpu_hours >= 0, "gpu_hours", "must be >= 0")
+        pc.check(inputs.gpu_hours > 0, "gpu_hours", "must be > 0")
     pc.raise_if_any()
 
 

@@ -30,6 +30,9 @@ class AssumptionOut(BaseModel):
     unit: str
     source: str
     date: str
+    stale: bool = Field(
+        default=False, description="a dated default older than its category's threshold (app.core.price_age)"
+    )
 
 
 class PriceOptionIn(StrictModel):
@@ -78,7 +81,7 @@ class RunCostRequest(StrictModel):
         description="an estimator scenario (model, cluster, layout, training.tokens): GPU-hours from its step time",
     )
     gpu_hours: float | None = Field(
-        None, ge=0, le=1e13, description="productive GPU-hours; or give params/tokens/mfu"
+        None, gt=0, le=1e13, description="productive GPU-hours; or give params/tokens/mfu"
     )
     params: float | None = Field(None, ge=1, le=1e16, description="total parameters")
     active_params: float | None = Field(None, ge=1, le=1e16, description="MoE: parameters active per token")

@@ -18,11 +18,12 @@ from sqlmodel import Session, select
 
 from app.core import cost as core_cost
 from app.core import goodput as core_goodput
-from app.core import price_terms
+from app.core import price_age, price_terms
 from app.core import storage as core_storage
 from app.core.errors import Problem, SpecError
 from app.models.catalog import PriceRow
 from app.schemas import cost as s
+from app.services.catalog import is_stale as catalog_is_stale
 
 # --- price book ------------------------------------------------------------------------------------------
 
@@ -88,7 +89,7 @@ def quote_from_row(
         date=row.price_date.isoformat(),
         source=row.source,
         price_id=str(row.id),
-        stale=core_cost.is_stale(row.price_date, today),
+        stale=price_age.is_stale(row.price_date, today, "cloud_gpu"),
     )
 
 
@@ -220,7 +221,7 @@ def price_book(
         query = query.where(PriceRow.category == category)
     out = []
     for r in session.exec(query).all():
-        stale = core_cost.is_stale(r.price_date, today)
+        stale = catalog_is_stale(r, today)
         if stale_only and not stale:
             continue
         out.append(
@@ -245,8 +246,23 @@ def price_book(
     return sorted(out, key=lambda p: (p.category, p.vendor, p.item, p.price_date))
 
 
-def _assumptions(items: list[core_storage.Assumption]) -> list[s.AssumptionOut]:
-    return [s.AssumptionOut(**a.as_dict()) for a in items]  # type: ignore[arg-type]
+def cost_assumptions(
+    items: list[core_storage.Assumption], today: date | None = None
+) -> list[s.AssumptionOut]:
+    """The assumptions of a result; a dated default of a price-book category (staff ratio, maintenance, PUE …)
+    is marked stale past that category's threshold, like a price."""
+    from app.catalog import parse_price_date
+
+    today = today or _today()
+    out = []
+    for a in items:
+        stale = False
+        category = price_age.DEFAULT_CATEGORIES.get(a.name)
+        if category is not None and a.date:
+            with contextlib.suppress(ValueError):
+                stale = price_age.is_stale(parse_price_date(a.date), today, category)
+        out.append(s.AssumptionOut(**a.as_dict(), stale=stale))  # type: ignore[arg-type]
+    return out
 
 
 # --- cost per run ----------------------------------------------------------------------------------------
@@ -337,7 +353,7 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
                 "peak_flops_per_gpu", peak, "FLOP/s", f"catalog {req.gpu} {req.dtype} dense", ""
             )
         )
-    data["assumptions"] = _assumptions(assumptions)
+    data["assumptions"] = cost_assumptions(assumptions)
     return s.RunCostResponse.model_validate(data)
 
 
@@ -456,7 +472,7 @@ def tco(session: Session | None, req: s.TcoRequest) -> s.TcoResponse:
     inputs, extra = network_from_bom(session, req)
     result = core_cost.tco(inputs, req.utilisation, quotes, req.months)
     data = result.to_dict()
-    data["assumptions"] = _assumptions(result.assumptions + extra)
+    data["assumptions"] = cost_assumptions(result.assumptions + extra)
     data["curves"] = _json_safe(data["curves"])
     data["cloud_options"] = _option_rows(quotes)
     return s.TcoResponse.model_validate(data)
@@ -481,14 +497,14 @@ def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse
             for k, v in result.curves.items()
             if k in ("cumulative_usd_vs_month", "breakeven_months_vs_utilisation")
         },
-        assumptions=_assumptions(result.assumptions + extra),
+        assumptions=cost_assumptions(result.assumptions + extra),
     )
 
 
 def epoch(req: s.EpochRequest) -> s.EpochResponse:
     result = core_cost.epoch_costs(core_cost.EpochInputs(**req.model_dump()))
     data = result.to_dict()
-    data["assumptions"] = _assumptions(result.assumptions)
+    data["assumptions"] = cost_assumptions(result.assumptions)
     return s.EpochResponse.model_validate(data)
 
 
@@ -501,7 +517,7 @@ def spot(req: s.SpotRequest) -> s.SpotResponse:
     )
     data = _json_safe(result.to_dict())
     assert isinstance(data, dict)
-    data["assumptions"] = _assumptions(result.assumptions)
+    data["assumptions"] = cost_assumptions(result.assumptions)
     if target is not None:
         inv = core_goodput.invert_spot_claim(
             target, req.spot_discount, req.preemptions_per_day, result.lost_hours_per_preemption
@@ -686,7 +702,7 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         effective_mfu=result.effective_mfu,
         breakdown=result.breakdown,
         run=run,
-        assumptions=_assumptions(assumptions),
+        assumptions=cost_assumptions(assumptions),
     )
 
 
@@ -782,7 +798,7 @@ def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageR
         required_bytes_per_s=dl.required_bytes_per_s,
         data_tiers=[s.TierLoadOut(**t.__dict__) for t in dl.tiers],
         warnings=dl.warnings,
-        assumptions=_assumptions(assumptions),
+        assumptions=cost_assumptions(assumptions),
     )
 
 

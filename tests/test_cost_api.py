@@ -427,3 +427,71 @@ def test_limits_return_json_nulls_not_errors(client: Any) -> None:
         and body["cost_per_useful_hour_spot"] is None
         and body["net_savings"] is None
     )
+
+
+def test_no_progress_and_absurd_durations_are_422_naming_the_input(client: Any) -> None:
+    hopeless = client.post(
+        "/api/v1/goodput", json={"num_gpus": 16384, "job_mtbf_hours": 0.01, "checkpoint_stall_s": 600}
+    )
+    assert hopeless.status_code == 422
+    (problem,) = hopeless.json()["detail"]
+    assert problem["loc"][-1] == "job_mtbf_hours" and "no progress" in problem["msg"]
+    century = client.post(
+        "/api/v1/cost/run",
+        json={
+            "num_gpus": 1024,
+            "params": 70e9,
+            "tokens": 1e18,
+            "mfu": 0.4,
+            "gpu": "H100",
+            "options": [{"usd_per_gpu_hour": 2}],
+        },
+    )
+    assert century.status_code == 422 and century.json()["detail"][0]["loc"][-1] == "tokens"
+    assert "years of wall time" in century.json()["detail"][0]["msg"]
+    long_run = client.post(
+        "/api/v1/goodput",
+        json={"num_gpus": 8, "job_mtbf_hours": 100, "checkpoint_stall_s": 10, "run_days": 40_000},
+    )
+    assert long_run.status_code == 422 and long_run.json()["detail"][0]["loc"][-1] == "run_days"
+
+
+def test_spot_loses_work_by_default_and_bills_the_fleet_kept_while_waiting(client: Any) -> None:
+    base = {"on_demand_usd_per_hour": 10, "preemptions_per_day": 2.4, "restart_s": 0}
+    periodic = client.post("/api/v1/cost/spot", json=base).json()
+    assert periodic["lost_hours_per_preemption"] == pytest.approx(0.5)  # half the default 1-hour interval
+    hooked = client.post("/api/v1/cost/spot", json=base | {"checkpoint_on_notice": True}).json()
+    assert hooked["lost_hours_per_preemption"] == 0
+    waiting = client.post(
+        "/api/v1/cost/spot",
+        json=base | {"reacquire_wait_s": 3600, "billed_while_waiting_fraction": 0.5},
+    ).json()
+    assert waiting["breakdown_per_day"]["waiting"] == pytest.approx(2.4 * 0.5)
+
+
+def test_llama3_scale_goodput_uses_a_filesystem_that_scales_or_the_given_one(client: Any) -> None:
+    body = {
+        "num_gpus": 16384,
+        "preset": "llama3-405b",
+        "checkpoint": {"params": 405e9},
+        "tier": "parallel_fs",
+        "mfu": 0.4,
+    }
+    scaled = client.post("/api/v1/goodput", json=body).json()
+    fixed = client.post("/api/v1/goodput", json=body | {"parallel_fs_gb_per_s": 100}).json()
+    # Meta reports > 90 % effective training time; a 100 GB/s filesystem for 2,048 nodes gives 83 %
+    assert scaled["goodput"] > 0.9 > fixed["goodput"] > 0.8
+    assert scaled["sync_stall_s"] < fixed["sync_stall_s"]
+    tiers = client.post(
+        "/api/v1/storage",
+        json={
+            "checkpoint": {"params": 70e9},
+            "num_nodes": 2048,
+            "tokens_per_step": 4e6,
+            "step_s": 10,
+            "vocab_size": 128000,
+            "parallel_fs_gb_per_s": 250,
+        },
+    ).json()["checkpoint_tiers"]
+    (pfs,) = [t for t in tiers if t["tier"] == "parallel_fs"]
+    assert pfs["bandwidth_bytes_per_s"] == pytest.approx(250e9)

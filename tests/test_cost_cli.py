@@ -206,3 +206,31 @@ def test_cli_tco_uses_each_gpus_server_row_and_refuses_a_gpu_without_one(
     assert code == 2 and "no on-prem server row for L40S" in err and "Traceback" not in err
     code, _, err = run_main(base, capsys)
     assert code == 2 and "server_capex_usd_per_node" in err
+
+
+def test_cli_spot_takes_fleet_billing_while_waiting(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["cost", "spot", "--on-demand", "10", "--restart-s", "0", "--reacquire-wait-s", "3600", "--json"]
+    code, out, _ = run_main([*args, "--billed-while-waiting", "0.5"], capsys)
+    assert code == 0 and json.loads(out)["breakdown_per_day"]["waiting"] == pytest.approx(1.2)
+    code, out, _ = run_main([*args, "--checkpoint-on-notice"], capsys)
+    assert code == 0 and json.loads(out)["lost_hours_per_preemption"] == 0
+    code, _, err = run_main(
+        [
+            "cost",
+            "run",
+            "--gpus",
+            "1024",
+            "--params",
+            "70e9",
+            "--tokens",
+            "1e18",
+            "--mfu",
+            "0.4",
+            "--gpu",
+            "H100",
+            "--price",
+            "2",
+        ],
+        capsys,
+    )
+    assert code == 2 and "years of wall time" in err and "Traceback" not in err

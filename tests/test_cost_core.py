@@ -77,10 +77,15 @@ def test_more_gpus_never_raise_job_mtbf(small: int, extra: int) -> None:
 def test_goodput_breakdown_sums_to_wall_time_and_stays_in_unit_interval(
     mtbf: float, delta: float, restart: float
 ) -> None:
-    r = goodput.goodput(
-        goodput.GoodputInputs(mtbf_s=mtbf, checkpoint_stall_s=delta, restart_s=restart, mfu=0.4)
-    )
-    assert 0 < r.goodput <= 1
+    try:
+        r = goodput.goodput(
+            goodput.GoodputInputs(mtbf_s=mtbf, checkpoint_stall_s=delta, restart_s=restart, mfu=0.4)
+        )
+    except SpecError:  # refused only when the optimal interval still leaves under 1 % goodput
+        tau = goodput.daly_interval(delta, mtbf) if delta > 0 else mtbf / 100
+        assert goodput.expected_wall_time(1.0, tau, delta, restart, mtbf) > goodput.MAX_WALL_PER_USEFUL
+        return
+    assert 0.01 <= r.goodput <= 1
     assert sum(r.breakdown.values()) == pytest.approx(r.wall_per_useful, rel=1e-9)
     assert r.breakdown["lost_work"] >= -1e-9
     assert r.effective_mfu == pytest.approx(0.4 * r.goodput)
@@ -134,19 +139,44 @@ def test_spot_claim_inversion_round_trips() -> None:
     assert inv.spot_discount == pytest.approx(0.337, abs=0.001)
 
 
-def test_spot_notice_long_enough_to_checkpoint_loses_no_work() -> None:
-    r = goodput.spot_savings(
-        goodput.SpotInputs(
-            on_demand_usd_per_hour=10,
-            spot_discount=0.6,
-            preemptions_per_day=2.4,
-            notice_s=120,
-            checkpoint_stall_s=60,
-            restart_s=600,
-        )
+def test_spot_loses_half_an_interval_unless_it_checkpoints_on_the_notice() -> None:
+    base = {
+        "on_demand_usd_per_hour": 10,
+        "spot_discount": 0.6,
+        "preemptions_per_day": 2.4,
+        "notice_s": 120,
+        "checkpoint_stall_s": 60,
+        "restart_s": 600,
+        "checkpoint_interval_s": 3600,
+    }
+    periodic = goodput.spot_savings(goodput.SpotInputs(**base))  # type: ignore[arg-type]
+    # by default only periodic checkpoints: 2.4 preemptions × 30 min lost = 1.2 h of work a day
+    assert periodic.breakdown_per_day["lost_work"] == pytest.approx(1.2)
+    assert {a.name: a.value for a in periodic.assumptions}["lost_work_s"] == 1800
+    hooked = goodput.spot_savings(goodput.SpotInputs(**base, checkpoint_on_notice=True))  # type: ignore[arg-type]
+    assert hooked.breakdown_per_day["lost_work"] == 0
+    assert hooked.breakdown_per_day["restart"] == pytest.approx(0.4)
+    short = goodput.spot_savings(
+        goodput.SpotInputs(**base | {"notice_s": 30}, checkpoint_on_notice=True)  # type: ignore[arg-type]
     )
-    assert r.breakdown_per_day["lost_work"] == 0
-    assert r.breakdown_per_day["restart"] == pytest.approx(0.4)
+    assert short.breakdown_per_day["lost_work"] == pytest.approx(1.2)  # GCP's 30 s notice: too short to save
+
+
+def test_a_job_that_makes_no_progress_is_refused() -> None:
+    # one interruption every 36 s against a 10-minute checkpoint: goodput would be ~1e-80
+    with pytest.raises(SpecError) as err:
+        goodput.goodput(goodput.GoodputInputs(mtbf_s=36.0, checkpoint_stall_s=600.0, restart_s=600.0))
+    assert err.value.problems[0].field == "mtbf_s" and "no progress" in err.value.problems[0].message
+    slow = goodput.goodput(goodput.GoodputInputs(mtbf_s=3600.0, checkpoint_stall_s=600.0, restart_s=600.0))
+    assert 0.01 < slow.goodput < 0.6
+
+
+def test_a_run_longer_than_a_century_is_refused() -> None:
+    # 70B parameters, 1e18 tokens, 1,024 H100 at 40 % MFU: 32,854 years
+    inputs = cost.RunInputs(num_gpus=1024, total_flop=6 * 70e9 * 1e18, peak_flops_per_gpu=989e12, mfu=0.4)
+    with pytest.raises(SpecError) as err:
+        cost.run_cost(inputs, [cost.PriceQuote("od", 2.0)])
+    assert err.value.problems[0].field == "total_flop" and "32,854 years" in err.value.problems[0].message
 
 
 # --- cost per run --------------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ from app.core.storage import Assumption
 
 HOURS_PER_YEAR = 24 * 365.25  # Epoch AI's convention (training-cost-trends, HOURS_PER_YEAR)
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12
+MAX_WALL_YEARS = (
+    100.0  # a run longer than this is an input mistake (tokens 1e18 …), refused rather than costed
+)
 
 Depreciation = Literal["straight_line", "economic"]
 
@@ -243,6 +246,17 @@ def run_cost(inputs: RunInputs, quotes: list[PriceQuote]) -> RunCost:
     productive = productive_gpu_hours(inputs)
     billed = productive / inputs.goodput
     wall = billed / inputs.num_gpus
+    if wall > MAX_WALL_YEARS * HOURS_PER_YEAR:
+        where = "gpu_hours" if inputs.gpu_hours is not None else "total_flop"
+        raise SpecError(
+            [
+                Problem(
+                    where,
+                    f"the run would take {wall / HOURS_PER_YEAR:,.0f} years of wall time on {inputs.num_gpus:,} "
+                    f"GPUs (more than {MAX_WALL_YEARS:.0f}): check the tokens, GPU-hours and GPU count",
+                )
+            ]
+        )
     options: list[RunOptionCost] = []
     for q in quotes:
         p = q.usd_per_gpu_hour

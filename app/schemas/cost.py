@@ -229,7 +229,13 @@ class SpotRequest(StrictModel):
     checkpoint_stall_s: float = Field(60.0, ge=0, le=1e6)
     restart_s: float = Field(1200.0, ge=0, le=1e7)
     reacquire_wait_s: float = Field(0.0, ge=0, le=1e8)
-    billed_while_waiting_fraction: float = Field(0.0, ge=0, le=1)
+    billed_while_waiting_fraction: float = Field(
+        0.0, ge=0, le=1, description="share of the fleet kept, and billed, while waiting for spot capacity"
+    )
+    checkpoint_on_notice: bool = Field(
+        False,
+        description="the job writes a checkpoint on the preemption notice (else it loses half an interval)",
+    )
     target_net_savings: float | None = Field(None, gt=-1, lt=1, description="solve which input gives this")
 
 
@@ -279,6 +285,13 @@ class GoodputRequest(StrictModel):
     job_mtbf_hours: float | None = Field(None, ge=1e-3, le=1e9, description="overrides the component rates")
     checkpoint: CheckpointIn | None = None
     tier: Literal["local_nvme", "parallel_fs", "object_store"] = "parallel_fs"
+    parallel_fs_gb_per_s: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="whole-system parallel-filesystem bandwidth, GB/s; default: the larger of 100 GB/s and "
+        "3.4 GB/s per compute node (Llama 3's Tectonic)",
+    )
     async_checkpoint: bool = False
     checkpoint_stall_s: float | None = Field(None, ge=0, le=1e6, description="overrides the computed stall")
     restart_s: float | None = Field(None, ge=0, le=1e7, description="overrides the computed restart time")
@@ -286,7 +299,10 @@ class GoodputRequest(StrictModel):
     method: Literal["young", "daly"] = "daly"
     mfu: float | None = Field(None, gt=0, le=1)
     run_days: float | None = Field(
-        None, gt=0, le=1e5, description="to report checkpoints and idle hours of the run"
+        None,
+        gt=0,
+        le=36_525,
+        description="to report checkpoints and idle hours of the run (at most 100 years)",
     )
 
     @model_validator(mode="after")
@@ -345,6 +361,13 @@ class StorageRequest(StrictModel):
     vocab_size: int | None = Field(None, ge=1, le=100_000_000)
     slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
     jitter_sigma: float = Field(0.1, ge=0, le=2)
+    parallel_fs_gb_per_s: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="whole-system parallel-filesystem bandwidth, GB/s; default: the larger of 100 GB/s and "
+        "3.4 GB/s per compute node (Llama 3's Tectonic)",
+    )
 
 
 class TierCheckpointOut(BaseModel):

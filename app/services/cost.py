@@ -331,17 +331,20 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
     quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
     if not quotes:
         raise SpecError([Problem("gpu", f"no cloud price rows for {req.gpu}; give options")])
-    result = core_cost.run_cost(
-        core_cost.RunInputs(
-            num_gpus=req.num_gpus,
-            gpu_hours=req.gpu_hours,
-            total_flop=total_flop if req.gpu_hours is None else None,
-            peak_flops_per_gpu=peak,
-            mfu=req.mfu,
-            goodput=req.goodput,
-        ),
-        quotes,
+    inputs = core_cost.RunInputs(
+        num_gpus=req.num_gpus,
+        gpu_hours=req.gpu_hours,
+        total_flop=total_flop if req.gpu_hours is None else None,
+        peak_flops_per_gpu=peak,
+        mfu=req.mfu,
+        goodput=req.goodput,
     )
+    try:
+        result = core_cost.run_cost(inputs, quotes)
+    except SpecError as exc:  # the request gives tokens (or a scenario's tokens), not FLOPs
+        tokens = "scenario.training.tokens" if req.scenario is not None else "tokens"
+        renamed = {"total_flop": tokens, "gpu_hours": tokens if req.scenario is not None else "gpu_hours"}
+        raise SpecError([Problem(renamed.get(p.field, p.field), p.message) for p in exc.problems]) from None
     data = result.to_dict()
     data["total_flop"] = total_flop
     headline = core_cost.headline_price(quotes)
@@ -620,7 +623,7 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
     if req.checkpoint is not None:
         ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
         size = ck.total_bytes
-        tier = core_storage.DEFAULT_TIERS[req.tier]
+        tier = storage_tier(req.tier, req.parallel_fs_gb_per_s)
         stall = core_storage.checkpoint_stall(size, tier, nodes, req.gpus_per_node)
         sync, asyn = stall.sync_stall_s, stall.async_stall_s
         read_s = core_storage.checkpoint_write(size, tier, nodes, format=req.checkpoint.format).read_s
@@ -646,17 +649,23 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
     if req.restart_s is not None:
         restart_parts = {"given": req.restart_s, "total": req.restart_s}
     restart_total = restart_parts["total"]
-    result = core_goodput.goodput(
-        core_goodput.GoodputInputs(
-            mtbf_s=mtbf_s,
-            checkpoint_stall_s=stall_s,
-            restart_s=restart_total,
-            interval_s=req.interval_s,
-            method=req.method,
-            mfu=req.mfu,
-            min_interval_s=background_s,
+    rate_field = "job_mtbf_hours" if req.job_mtbf_hours else "preset" if preset else "mtbf_gpu_hours"
+    try:
+        result = core_goodput.goodput(
+            core_goodput.GoodputInputs(
+                mtbf_s=mtbf_s,
+                checkpoint_stall_s=stall_s,
+                restart_s=restart_total,
+                interval_s=req.interval_s,
+                method=req.method,
+                mfu=req.mfu,
+                min_interval_s=background_s,
+            )
         )
-    )
+    except SpecError as exc:  # name the request's failure-rate field, not the core's MTBF in seconds
+        raise SpecError(
+            [Problem(rate_field if p.field == "mtbf_s" else p.field, p.message) for p in exc.problems]
+        ) from None
     assumptions += result.assumptions
     if req.restart_s is None:
         assumptions.append(
@@ -674,6 +683,16 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         if req.run_days is not None
         else (useful_days * result.wall_per_useful if useful_days is not None else None)
     )
+    if run_days is not None and run_days > core_cost.MAX_WALL_YEARS * 365.25:
+        raise SpecError(
+            [
+                Problem(
+                    "scenario.training.tokens",
+                    f"the run would take {run_days / 365.25:,.0f} years of wall time "
+                    f"(more than {core_cost.MAX_WALL_YEARS:.0f})",
+                )
+            ]
+        )
     if run_days is not None:
         wall_s = run_days * 86400.0
         n_ckpt = wall_s / result.wall_per_useful / result.interval_s
@@ -709,6 +728,14 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
 # --- storage ---------------------------------------------------------------------------------------------
 
 
+def storage_tier(name: str, parallel_fs_gb_per_s: float | None) -> core_storage.StorageTier:
+    """A default tier; the parallel filesystem at the user's aggregate bandwidth when one is given."""
+    tier = core_storage.DEFAULT_TIERS[name]
+    if tier.kind == "parallel_fs" and parallel_fs_gb_per_s is not None:
+        return tier.with_aggregate(parallel_fs_gb_per_s * 1e9)
+    return tier
+
+
 def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageResponse:
     if req.scenario is not None:
         resolved, est = estimate_for(session, req.scenario)
@@ -736,7 +763,8 @@ def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageR
     ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
     tiers_out = []
     assumptions = list(ck.assumptions)
-    for tier in core_storage.DEFAULT_TIERS.values():
+    for name in core_storage.DEFAULT_TIERS:
+        tier = storage_tier(name, req.parallel_fs_gb_per_s)
         w = core_storage.checkpoint_write(
             ck.total_bytes,
             tier,

@@ -341,6 +341,9 @@ def goodput(
     precision: Annotated[str, typer.Option(help="bf16 | fp16 | fp8 | fp4 | fp32")] = "bf16",
     optimizer: Annotated[str, typer.Option(help="adamw | sgd_momentum | adafactor | none")] = "adamw",
     tier: Annotated[str, typer.Option(help="local_nvme | parallel_fs | object_store")] = "parallel_fs",
+    parallel_fs_gb_per_s: Annotated[
+        float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
+    ] = None,
     async_checkpoint: Annotated[bool, typer.Option("--async", help="asynchronous checkpointing")] = False,
     checkpoint_stall_s: Annotated[float | None, typer.Option(help="pause per checkpoint, s")] = None,
     restart_s: Annotated[float | None, typer.Option(help="restart time, s")] = None,
@@ -366,6 +369,7 @@ def goodput(
             if params
             else None,
             "tier": tier,
+            "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
             "async_checkpoint": async_checkpoint,
             "checkpoint_stall_s": checkpoint_stall_s,
             "restart_s": restart_s,
@@ -409,6 +413,9 @@ def storage(
     optimizer: Annotated[str, typer.Option(help="adamw | sgd_momentum | adafactor | none")] = "adamw",
     format: Annotated[str, typer.Option(help="safetensors | torch_save")] = "safetensors",
     slow_disk_fraction: Annotated[float, typer.Option(help="one slow disk at this share of bandwidth")] = 0.5,
+    parallel_fs_gb_per_s: Annotated[
+        float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     from app.services import cost as svc
@@ -426,6 +433,7 @@ def storage(
             "step_s": step_s,
             "vocab_size": vocab_size,
             "slow_disk_fraction": slow_disk_fraction,
+            "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
         },
     )
     r = svc.storage(req)
@@ -457,6 +465,12 @@ def spot(
     checkpoint_stall_s: Annotated[float, typer.Option(help="time to write a checkpoint, s")] = 60.0,
     restart_s: Annotated[float, typer.Option(help="restart time, s")] = 1200.0,
     reacquire_wait_s: Annotated[float, typer.Option(help="wait for capacity, s")] = 0.0,
+    billed_while_waiting: Annotated[
+        float, typer.Option(help="share of the fleet kept, and billed, while waiting for capacity, 0-1")
+    ] = 0.0,
+    checkpoint_on_notice: Annotated[
+        bool, typer.Option(help="the job checkpoints on the preemption notice (else loses half an interval)")
+    ] = False,
     target: Annotated[float | None, typer.Option(help="solve which input gives this net saving")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -474,6 +488,8 @@ def spot(
             "checkpoint_stall_s": checkpoint_stall_s,
             "restart_s": restart_s,
             "reacquire_wait_s": reacquire_wait_s,
+            "billed_while_waiting_fraction": billed_while_waiting,
+            "checkpoint_on_notice": checkpoint_on_notice,
             "target_net_savings": target,
         },
     )

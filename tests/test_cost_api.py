@@ -495,3 +495,31 @@ def test_llama3_scale_goodput_uses_a_filesystem_that_scales_or_the_given_one(cli
     ).json()["checkpoint_tiers"]
     (pfs,) = [t for t in tiers if t["tier"] == "parallel_fs"]
     assert pfs["bandwidth_bytes_per_s"] == pytest.approx(250e9)
+
+
+def test_epoch_takes_dates_and_says_when_it_has_none(client: Any) -> None:
+    base = {"chips": 16384, "training_hours": 2142, "server_price_per_chip_usd": 44489.88, "pue": 1.1}
+    undated = client.post("/api/v1/cost/epoch", json=base).json()
+    notes = {a["name"]: a for a in undated["assumptions"]}
+    assert (
+        notes["years_since_acquisition"]["value"] == 0
+        and "no value decay" in notes["years_since_acquisition"]["source"]
+    )
+    dated = client.post(
+        "/api/v1/cost/epoch",
+        json=base | {"gpu": "H100", "price_date": "2022-09-29", "publication_date": "2024-07-23"},
+    ).json()
+    notes = {a["name"]: a for a in dated["assumptions"]}
+    assert (
+        notes["acquisition_date"]["value"] == "2022-09-29"
+        and notes["training_start"]["value"] == "2024-02-25"
+    )
+    # Epoch AI's $51.04M for Llama 3.1-405B: within 10 % dated, +44 % without the decay
+    assert dated["amortized_hardware_energy_usd"] == pytest.approx(51.04e6, rel=0.10)
+    assert undated["amortized_hardware_energy_usd"] > 1.4 * 51.04e6
+    bad = client.post(
+        "/api/v1/cost/epoch",
+        json={k: v for k, v in base.items() if k != "training_hours"}
+        | {"training_start": "2024-03-01", "training_end": "2024-02-01"},
+    )
+    assert bad.status_code == 422 and "training_end" in {d["loc"][-1] for d in bad.json()["detail"]}

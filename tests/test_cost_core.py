@@ -389,3 +389,33 @@ def test_async_interval_is_at_least_the_background_write() -> None:
     )
     assert free.interval_s < 90.0 and bound.interval_s == 90.0
     assert bound.goodput < free.goodput
+
+
+def test_epoch_timeline_dates_acquisition_and_training_start_by_epochs_lags() -> None:
+    from datetime import date
+
+    # Llama 3.1-405B: H100 priced 2022-09-29 (catalog date 2022-03-22 + 90 days is earlier), 2,142 h of
+    # training published 2024-07-23: start = publication − 89.25 days − 60 days
+    dates = cost.EpochDates(
+        price_date=date(2022, 9, 29), release_date=date(2022, 3, 22), publication_date=date(2024, 7, 23)
+    )
+    t = cost.epoch_timeline(dates, 2142.0)
+    assert t.acquisition_date == date(2022, 9, 29) and t.training_start == date(2024, 2, 25)
+    assert t.years_since_acquisition == pytest.approx((date(2024, 2, 25) - date(2022, 9, 29)).days / 365.25)
+    # a price quoted before release + 90 days: acquired no sooner than that
+    early = cost.epoch_timeline(
+        cost.EpochDates(price_date=date(2022, 1, 1), release_date=date(2022, 3, 22)), 10.0
+    )
+    assert early.acquisition_date == date(2022, 6, 20)
+    # training time from start and end; training cannot start before acquisition
+    span = cost.EpochDates(
+        acquisition_date=date(2024, 1, 10), training_start=date(2024, 1, 1), training_end=date(2024, 3, 1)
+    )
+    s = cost.epoch_timeline(span, None)
+    assert s.training_hours == pytest.approx(60 * 24) and s.years_since_acquisition == 0.0
+    assert cost.epoch_timeline(cost.EpochDates(), 100.0).years_since_acquisition is None
+    with pytest.raises(SpecError) as err:
+        cost.epoch_timeline(
+            cost.EpochDates(training_start=date(2024, 3, 1), training_end=date(2024, 3, 1)), None
+        )
+    assert [p.field for p in err.value.problems] == ["training_end"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import date, timedelta
 from typing import Literal
 
 from app.core.errors import Problem, ProblemCollector, SpecError
@@ -844,6 +844,86 @@ def tco(
 # --- Epoch AI's three methods (Cottier et al. 2024, arXiv 2405.21015) ------------------------------------
 
 EPOCH_INTERCONNECT_FRACTION = 0.19  # training-cost-trends CLUSTER_INTERCONNECT_COST_FRACTION
+# training-cost-trends cost_analysis_standalone.py: a GPU is first acquired no sooner than 90 days after its
+# release (find_hardware_acquisition_price, buffer_time), and training ends 60 days before publication
+# (get_training_start_date, buffer_time)
+EPOCH_RELEASE_TO_ACQUISITION_DAYS = 90
+EPOCH_TRAINING_TO_PUBLICATION_DAYS = 60
+DAYS_PER_YEAR = 365.25
+
+
+@dataclass(frozen=True)
+class EpochDates:
+    """The dates Epoch AI's amortized method depends on; each optional, the missing ones from their lags."""
+
+    price_date: date | None = None  # when the hardware price was quoted
+    release_date: date | None = None  # the GPU's release
+    acquisition_date: date | None = None  # else the later of the price date and release + 90 days
+    training_start: date | None = None  # else training end − training time, or publication − time − 60 days
+    training_end: date | None = None
+    publication_date: date | None = None
+
+
+@dataclass(frozen=True)
+class EpochTimeline:
+    years_since_acquisition: float | None  # None: not enough dates to say
+    training_hours: float | None
+    acquisition_date: date | None
+    training_start: date | None
+    assumptions: list[Assumption]
+
+
+def _acquisition(dates: EpochDates) -> tuple[date | None, str]:
+    if dates.acquisition_date is not None:
+        return dates.acquisition_date, "given"
+    lag = timedelta(days=EPOCH_RELEASE_TO_ACQUISITION_DAYS)
+    known = [d for d in (dates.price_date, dates.release_date + lag if dates.release_date else None) if d]
+    if not known:
+        return None, ""
+    return max(known), "the later of the price date and release + 90 days (Epoch AI)"
+
+
+def _training_start(dates: EpochDates, hours: float | None) -> tuple[date | None, str]:
+    if dates.training_start is not None:
+        return dates.training_start, "given"
+    if hours is None:
+        return None, ""
+    if dates.training_end is not None:
+        return dates.training_end - timedelta(hours=hours), "training end − training time"
+    if dates.publication_date is not None:
+        lag = timedelta(hours=hours, days=EPOCH_TRAINING_TO_PUBLICATION_DAYS)
+        return dates.publication_date - lag, "publication − training time − 60 days (Epoch AI)"
+    return None, ""
+
+
+def epoch_timeline(dates: EpochDates, training_hours: float | None) -> EpochTimeline:
+    """Years between acquiring the hardware and starting to train, by Epoch AI's rules; training can only start
+    after acquisition (floored at 0). Training time comes from start and end when not given."""
+    pc = ProblemCollector()
+    start, end = dates.training_start, dates.training_end
+    pc.check(start is None or end is None or end > start, "training_end", "must be after training_start")
+    pc.check(training_hours is None or training_hours > 0, "training_hours", "must be positive")
+    pc.check(
+        training_hours is not None or (start is not None and end is not None),
+        "training_hours",
+        "give it, or training_start and training_end",
+    )
+    pc.raise_if_any()
+    hours = training_hours
+    if hours is None and start is not None and end is not None:
+        hours = (end - start).total_seconds() / 3600.0
+    acquired, how_acquired = _acquisition(dates)
+    started, how_started = _training_start(dates, hours)
+    src = "Epoch AI training-cost-trends cost_analysis_standalone.py"
+    notes = []
+    if acquired is not None:
+        notes.append(Assumption("acquisition_date", acquired.isoformat(), "", f"{how_acquired}; {src}", ""))
+    if started is not None:
+        notes.append(Assumption("training_start", started.isoformat(), "", f"{how_started}; {src}", ""))
+    years = None
+    if acquired is not None and started is not None:
+        years = max(0.0, (started - acquired).days / DAYS_PER_YEAR)
+    return EpochTimeline(years, hours, acquired, started, notes)
 
 
 @dataclass(frozen=True)

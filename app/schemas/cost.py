@@ -6,6 +6,7 @@ Field constraints give 422 with the field named for out-of-range input (negative
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -195,9 +196,22 @@ class BreakevenResponse(BaseModel):
 
 class EpochRequest(StrictModel):
     chips: int = Field(ge=1, le=100_000_000)
-    training_hours: float = Field(gt=0, le=1e6)
+    training_hours: float | None = Field(None, gt=0, le=1e6, description="else training_end − training_start")
     server_price_per_chip_usd: float = Field(gt=0, le=1e8)
-    years_since_acquisition: float = Field(0.0, ge=0, le=50)
+    years_since_acquisition: float | None = Field(
+        None, ge=0, le=50, description="value decay from acquisition to training start; else from the dates"
+    )
+    gpu: SafeStr | None = Field(None, max_length=100, description="catalog GPU: its release date")
+    price_date: datetime.date | None = Field(None, description="when the server price was quoted")
+    hardware_release_date: datetime.date | None = Field(None, description="overrides the GPU's catalog date")
+    acquisition_date: datetime.date | None = Field(
+        None, description="else the later of price_date and release + 90 days (Epoch AI)"
+    )
+    training_start: datetime.date | None = None
+    training_end: datetime.date | None = None
+    publication_date: datetime.date | None = Field(
+        None, description="training start = publication − training time − 60 days (Epoch AI) when not given"
+    )
     ooms_per_year: float = Field(0.14, ge=0, le=1)
     interconnect_fraction: float = Field(0.19, ge=0, lt=1)
     chip_tdp_w: float = Field(700.0, gt=0, le=1e5)

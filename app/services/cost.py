@@ -504,10 +504,48 @@ def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse
     )
 
 
+EPOCH_DATE_FIELDS = ("price_date", "acquisition_date", "training_start", "training_end", "publication_date")
+
+
 def epoch(req: s.EpochRequest) -> s.EpochResponse:
-    result = core_cost.epoch_costs(core_cost.EpochInputs(**req.model_dump()))
+    """Epoch AI's three methods; the hardware value decays from acquisition to training start, dated by the
+    request's dates or Epoch's lags (app.core.cost.epoch_timeline)."""
+    release = req.hardware_release_date
+    if release is None and req.gpu is not None:
+        from app.catalog import find_entry, parse_price_date
+
+        entry = find_entry("gpu", req.gpu)
+        release = parse_price_date(entry.date) if entry.date else None
+    dates = core_cost.EpochDates(release_date=release, **{k: getattr(req, k) for k in EPOCH_DATE_FIELDS})
+    timeline = core_cost.epoch_timeline(dates, req.training_hours)
+    assert timeline.training_hours is not None
+    notes = list(timeline.assumptions)
+    years = req.years_since_acquisition
+    if years is None:
+        years = timeline.years_since_acquisition
+        if years is not None:
+            notes.append(
+                core_storage.Assumption(
+                    "years_since_acquisition", years, "years", "training start − acquisition date", ""
+                )
+            )
+        else:
+            years = 0.0
+            notes.append(
+                core_storage.Assumption(
+                    "years_since_acquisition",
+                    0.0,
+                    "years",
+                    "no value decay: give price_date (or gpu) and the training or publication dates",
+                    "",
+                )
+            )
+    known = {f.name for f in fields(core_cost.EpochInputs)}
+    body = {k: v for k, v in req.model_dump().items() if k in known}
+    body |= {"training_hours": timeline.training_hours, "years_since_acquisition": years}
+    result = core_cost.epoch_costs(core_cost.EpochInputs(**body))
     data = result.to_dict()
-    data["assumptions"] = cost_assumptions(result.assumptions)
+    data["assumptions"] = cost_assumptions(result.assumptions + notes)
     return s.EpochResponse.model_validate(data)
 
 

@@ -512,9 +512,21 @@ def spot(
 
 def epoch(
     chips: Annotated[int, typer.Option(help="accelerators")],
-    training_hours: Annotated[float, typer.Option(help="training duration, hours")],
     server_price_per_chip: Annotated[float, typer.Option(help="server price / chips, USD")],
-    years_since_acquisition: Annotated[float, typer.Option(help="purchase → training start, years")] = 0.0,
+    training_hours: Annotated[
+        float | None, typer.Option(help="training duration, hours (else end − start)")
+    ] = None,
+    years_since_acquisition: Annotated[
+        float | None, typer.Option(help="purchase → training start, years (else from the dates)")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option(help="catalog GPU (its release date)")] = None,
+    price_date: Annotated[
+        str | None, typer.Option(help="when the server price was quoted, YYYY-MM-DD")
+    ] = None,
+    acquisition_date: Annotated[str | None, typer.Option(help="hardware bought, YYYY-MM-DD")] = None,
+    training_start: Annotated[str | None, typer.Option(help="YYYY-MM-DD")] = None,
+    training_end: Annotated[str | None, typer.Option(help="YYYY-MM-DD")] = None,
+    publication_date: Annotated[str | None, typer.Option(help="model published, YYYY-MM-DD")] = None,
     chip_tdp_w: Annotated[float, typer.Option(help="chip TDP, W")] = 700.0,
     server_to_chip_power: Annotated[float, typer.Option(help="server power per chip / chip TDP")] = (10.2 / 8)
     / 0.7,
@@ -532,6 +544,12 @@ def epoch(
             "training_hours": training_hours,
             "server_price_per_chip_usd": server_price_per_chip,
             "years_since_acquisition": years_since_acquisition,
+            "gpu": gpu,
+            "price_date": price_date,
+            "acquisition_date": acquisition_date,
+            "training_start": training_start,
+            "training_end": training_end,
+            "publication_date": publication_date,
             "chip_tdp_w": chip_tdp_w,
             "server_to_chip_power": server_to_chip_power,
             "pue": pue,

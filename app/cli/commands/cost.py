@@ -52,6 +52,9 @@ def register(root: typer.Typer) -> None:
     app.command("epoch", help="Epoch AI's three cost methods for a training run.")(epoch)
     app.command("presets", help="Failure-rate presets from published runs.")(presets)
     app.command("prices", help="The price book with dates, sources and staleness.")(prices)
+    app.command("seed-claims", help="The seed article's cost claims against the model (the docs' table).")(
+        seed_claims
+    )
     root.add_typer(app, name="cost")
 
 
@@ -607,3 +610,10 @@ def prices(
             f"{r.id}  {r.vendor:<12.12} {r.item:<40.40} {r.pricing_model:<18.18} {per:>16}  {r.price_date}"
             f"{'  STALE' if r.stale else ''}"
         )
+
+
+def seed_claims() -> None:
+    """Print the table docs/cost.md shows under "The seed article's claims, checked" (Markdown)."""
+    from app.services.seed_claims import markdown
+
+    typer.echo(markdown(), nl=False)

@@ -175,7 +175,10 @@ class PlanRequest(BaseModel):
     constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
     rank_by: Literal["time", "cost"] = "time"
     usd_per_gpu_hour: float | None = Field(
-        default=None, gt=0, description="price for cost per run; default: the price book's median for the GPU"
+        default=None,
+        gt=0,
+        description="price for cost per run; default: the price book's headline price for the GPU (median of "
+        "the non-stale on-demand quotes)",
     )
     top: int = Field(default=10, ge=1, le=1000)
 

@@ -64,7 +64,7 @@ def test_builder_api_and_cli_cost_a_plan_at_the_same_headline_price(client: Any)
     assert headline["statement"] in plan["price_source"]
     # the builder's card states the same price, vendor and date
     block = client.get(f"/plans/new?{BuilderState(nodes=8).query()}", headers=HX).text
-    basis = re.search(r'<span class="range" id="cost-basis">at ([^<]+)</span>', block)
+    basis = re.search(r'<span class="basis" id="cost-basis">at ([^<]+)</span>', block)
     assert basis is not None
     statement = basis.group(1).replace("&#39;", "'").replace("&amp;", "&")
     assert statement.startswith(f"${headline['usd_per_gpu_hour']:.2f}/GPU-hour, median of ")

@@ -80,6 +80,7 @@ def test_cost_page_prices_the_chosen_gpu_and_takes_onprem_overrides(client: Any)
     ).json()
     assert api["capex"]["servers"] == pytest.approx(3.0e6)  # one NVL72 rack's worth of 4-GPU trays
     assert f"{api['capex_total_usd']:,.0f} USD" in page.text
+    assert 'id="server-basis">GB200: DGX GB200 NVL72' in page.text  # the row the servers are priced from
     typed = "server_usd=200000&node_kw=8&pue=1.2&usd_per_kwh=0.1&colo_usd_per_kw_month=150"
     typed += "&maintenance_pct=5&gpus_per_fte=500&usd_per_fte_year=200000&residual_pct=10"
     mine = client.get(f"/cost?gpu=GB200&nodes=18&gpus_per_node=4&{typed}", headers=HX)

@@ -349,6 +349,7 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
         "per_hour": per_hour_fig,
         "per_hour_rows": per_hour_rows,
         "assumptions": [a.model_dump() for a in tco.assumptions],
+        "server": next((a for a in tco.assumptions if a.name == "server_capex_usd_per_node"), None),
     }
 
 

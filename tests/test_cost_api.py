@@ -13,6 +13,7 @@ from app.core.errors import SpecError
 from app.models.catalog import PriceRow
 from app.schemas import cost as s
 from app.services import cost as svc
+from app.services import prices
 
 
 def _add_row(session: Session, **overrides: Any) -> PriceRow:
@@ -87,7 +88,7 @@ def test_default_cloud_rows_for_a_gpu_feed_the_breakeven(db_url: str) -> None:
 
     with Session(get_engine()) as session:
         _add_row(session, item="only-row-for-this-test", usd_per_gpu_hour=7.0)
-        rows = svc.default_cloud_rows(session, "h100", ["on-demand"])
+        rows = prices.default_cloud_rows(session, "h100", ["on-demand"])
         assert any(r.item == "only-row-for-this-test" for r in rows)
         assert all(r.gpu_name == "H100-SXM" for r in rows)
         req = s.TcoRequest.model_validate(
@@ -98,7 +99,7 @@ def test_default_cloud_rows_for_a_gpu_feed_the_breakeven(db_url: str) -> None:
         seven = [b for b in result.breakevens if "only-row-for-this-test" in b.label]
         assert seven and seven[0].usd_per_gpu_hour == 7.0
         count = len(session.exec(select(PriceRow)).all())
-    book = svc.price_book(Session(get_engine()))
+    book = prices.price_book(Session(get_engine()))
     assert len(book) == count
 
 

@@ -16,6 +16,7 @@ from app.core import price_age
 from app.models.catalog import PriceRow
 from app.schemas import cost as s
 from app.services import cost as svc
+from app.services import prices
 
 TODAY = date(2026, 12, 4)
 
@@ -114,7 +115,7 @@ def test_a_cloud_quote_is_stale_after_six_months(db_url: str) -> None:
         options = [{"price_row_id": str(r.id)} for r in rows]
         req = s.RunCostRequest.model_validate({"num_gpus": 8, "gpu_hours": 10, "options": options})
         fresh, old = svc.run_cost(session, req).options
-        book = {p.item: p.stale for p in svc.price_book(session, category="cloud_gpu")}
+        book = {p.item: p.stale for p in prices.price_book(session, category="cloud_gpu")}
     assert not fresh.stale and old.stale
     assert book["age test 150"] is False and book["age test 200"] is True
 

@@ -18,6 +18,7 @@ from app.core.price_terms import parse_term, parse_unit, usd_per_gpu_hour
 from app.models.catalog import PriceRow
 from app.schemas import cost as s
 from app.services import cost as svc
+from app.services import prices
 
 
 @pytest.mark.parametrize(
@@ -126,7 +127,7 @@ def test_an_instance_hour_quote_is_normalised_not_left_out(db_url: str) -> None:
 
     with Session(get_engine()) as session:
         row = _row(session)
-        rows = svc.default_cloud_rows(session, "H100")
+        rows = prices.default_cloud_rows(session, "H100")
         assert row.id in {r.id for r in rows}
         req = s.RunCostRequest.model_validate({"num_gpus": 8, "gpu_hours": 100, "gpu": "H100"})
         (mine,) = [o for o in svc.run_cost(session, req).options if o.price_id == str(row.id)]

@@ -353,7 +353,7 @@ def _resolve(
 def price_for(gpu_name: str, session: Session | None = None) -> tuple[float | None, str]:
     """The headline cloud $/GPU-hour for this GPU and its statement, under the one rule of app.core.cost
     (median of the non-stale on-demand quotes); users' rows count when a session is given."""
-    from app.services.cost import headline_for_gpu
+    from app.services.prices import headline_for_gpu
 
     try:
         headline = headline_for_gpu(session, gpu_name)

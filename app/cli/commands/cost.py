@@ -592,11 +592,11 @@ def prices(
     from sqlmodel import Session
 
     from app.db import get_engine
-    from app.services import cost as svc
+    from app.services.prices import price_book
 
     _prepare_db()
     with Session(get_engine()) as session:
-        rows = svc.price_book(session, category, stale_only)
+        rows = price_book(session, category, stale_only)
     if json_out:
         typer.echo(to_json([r.model_dump(mode="json") for r in rows], indent=2))
         return

@@ -524,3 +524,16 @@ def test_epoch_takes_dates_and_says_when_it_has_none(client: Any) -> None:
         | {"training_start": "2024-03-01", "training_end": "2024-02-01"},
     )
     assert bad.status_code == 422 and "training_end" in {d["loc"][-1] for d in bad.json()["detail"]}
+
+
+def test_epoch_energy_follows_the_gpu_given(client: Any) -> None:
+    # GPT-4's A100s: 400 W TDP and Epoch's DGX A100 ratio 6.5 kW / 8 / 0.4 kW = 2.03 (not the H100 defaults)
+    body = {"chips": 25000, "training_hours": 2280, "server_price_per_chip_usd": 24875.0, "pue": 1.25}
+    a100 = client.post(
+        "/api/v1/cost/epoch", json=body | {"gpu": "A100-40GB-SXM", "usd_per_kwh": 0.0806}
+    ).json()
+    kw = 0.4 * (6.5 / 8) / 0.4 * 0.75 * 1.25
+    assert a100["amortized_breakdown"]["energy"] == pytest.approx(kw * 25000 * 2280 * 0.0806)
+    plain = client.post("/api/v1/cost/epoch", json=body | {"usd_per_kwh": 0.0806}).json()
+    notes = {a["name"]: a for a in plain["assumptions"]}
+    assert notes["chip"]["value"] == "H100-SXM" and "no gpu given" in notes["chip"]["source"]

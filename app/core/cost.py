@@ -926,6 +926,19 @@ def epoch_timeline(dates: EpochDates, training_hours: float | None) -> EpochTime
     return EpochTimeline(years, hours, acquired, started, notes)
 
 
+def epoch_server_to_chip_power(gpu_name: str) -> float:
+    """Server power per chip over chip TDP, as Epoch AI's chip_to_server_power (cost_analysis_standalone.py):
+    DGX H100 10.2 kW / 8 / 0.7 kW, DGX A100 6.5 kW / 8 / 0.4 kW, V100 servers the mean of two, else 1.8."""
+    name = gpu_name.upper()
+    if "H100" in name:
+        return (10.2 / 8) / 0.7
+    if "A100" in name:
+        return (6.5 / 8) / 0.4
+    if "V100" in name:
+        return ((10 / 16) / 0.3 + (1.5 / 4) / 0.3) / 2
+    return 1.8
+
+
 @dataclass(frozen=True)
 class EpochInputs:
     chips: int

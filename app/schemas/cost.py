@@ -214,8 +214,12 @@ class EpochRequest(StrictModel):
     )
     ooms_per_year: float = Field(0.14, ge=0, le=1)
     interconnect_fraction: float = Field(0.19, ge=0, lt=1)
-    chip_tdp_w: float = Field(700.0, gt=0, le=1e5)
-    server_to_chip_power: float = Field((10.2 / 8) / 0.7, gt=0, le=100)
+    chip_tdp_w: float | None = Field(
+        None, gt=0, le=1e5, description="else the gpu's TDP; H100's 700 W without one"
+    )
+    server_to_chip_power: float | None = Field(
+        None, gt=0, le=100, description="else Epoch AI's ratio for the gpu (H100's without one)"
+    )
     avg_draw_fraction: float = Field(0.75, ge=0, le=1)
     pue: float = Field(1.25, ge=1, le=5)
     usd_per_kwh: float = Field(0.0771, ge=0, le=10)

@@ -289,11 +289,16 @@ def epoch(req: s.EpochRequest) -> s.EpochResponse:
     """Epoch AI's three methods; the hardware value decays from acquisition to training start, dated by the
     request's dates or Epoch's lags (app.core.cost.epoch_timeline)."""
     release = req.hardware_release_date
-    if release is None and req.gpu is not None:
+    chip = "H100-SXM" if req.gpu is None else None
+    tdp = req.chip_tdp_w
+    if req.gpu is not None:
         from app.catalog import find_entry, parse_price_date
 
         entry = find_entry("gpu", req.gpu)
-        release = parse_price_date(entry.date) if entry.date else None
+        chip = entry.name
+        release = release or (parse_price_date(entry.date) if entry.date else None)
+        tdp = tdp or entry.spec.tdp_w
+    ratio = req.server_to_chip_power or core_cost.epoch_server_to_chip_power(chip or "")
     dates = core_cost.EpochDates(release_date=release, **{k: getattr(req, k) for k in EPOCH_DATE_FIELDS})
     timeline = core_cost.epoch_timeline(dates, req.training_hours)
     assert timeline.training_hours is not None
@@ -320,7 +325,18 @@ def epoch(req: s.EpochRequest) -> s.EpochResponse:
             )
     known = {f.name for f in fields(core_cost.EpochInputs)}
     body = {k: v for k, v in req.model_dump().items() if k in known}
-    body |= {"training_hours": timeline.training_hours, "years_since_acquisition": years}
+    body |= {
+        "training_hours": timeline.training_hours,
+        "years_since_acquisition": years,
+        "chip_tdp_w": tdp or 700.0,
+        "server_to_chip_power": ratio,
+    }
+    if req.gpu is None and (req.chip_tdp_w is None or req.server_to_chip_power is None):
+        notes.append(
+            core_storage.Assumption(
+                "chip", "H100-SXM", "", "no gpu given: H100's 700 W TDP and server/chip power ratio", ""
+            )
+        )
     result = core_cost.epoch_costs(core_cost.EpochInputs(**body))
     data = result.to_dict()
     data["assumptions"] = cost_assumptions(result.assumptions + notes)

@@ -530,9 +530,10 @@ def epoch(
     training_start: Annotated[str | None, typer.Option(help="YYYY-MM-DD")] = None,
     training_end: Annotated[str | None, typer.Option(help="YYYY-MM-DD")] = None,
     publication_date: Annotated[str | None, typer.Option(help="model published, YYYY-MM-DD")] = None,
-    chip_tdp_w: Annotated[float, typer.Option(help="chip TDP, W")] = 700.0,
-    server_to_chip_power: Annotated[float, typer.Option(help="server power per chip / chip TDP")] = (10.2 / 8)
-    / 0.7,
+    chip_tdp_w: Annotated[float | None, typer.Option(help="chip TDP, W (else the GPU's)")] = None,
+    server_to_chip_power: Annotated[
+        float | None, typer.Option(help="server power per chip / chip TDP (else Epoch's for the GPU)")
+    ] = None,
     pue: Annotated[float, typer.Option(help="PUE")] = 1.25,
     usd_per_kwh: Annotated[float, typer.Option(help="electricity price")] = 0.0771,
     cloud_usd_per_chip_hour: Annotated[float | None, typer.Option(help="cloud price per chip-hour")] = None,

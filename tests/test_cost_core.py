@@ -419,3 +419,22 @@ def test_epoch_timeline_dates_acquisition_and_training_start_by_epochs_lags() ->
             cost.EpochDates(training_start=date(2024, 3, 1), training_end=date(2024, 3, 1)), None
         )
     assert [p.field for p in err.value.problems] == ["training_end"]
+
+
+def test_a_reservation_is_compared_at_full_billing_whatever_the_use() -> None:
+    inputs = cost.OnPremInputs(nodes=16, **H100_NODE)
+    hourly = cost.PriceQuote("on-demand", 3.0)
+    reserved = cost.PriceQuote("3-yr", 3.0, pricing_model="3-yr CUD", commitment_months=36, term="reserved")
+    r = cost.tco(inputs, 0.5, [hourly, reserved])
+    od, res = r.breakevens
+    running = cost.monthly_running_cost(inputs, 0.5)
+    # the reservation is paid for every hour: 128 GPUs × 730.5 h, not the half of them that run jobs
+    assert res.months == pytest.approx(r.capex_total_usd / (3.0 * 128 * cost.HOURS_PER_MONTH - running))
+    assert res.committed and res.utilisation is None and not od.committed
+    # at 50 % use, owning beats the reservation but not the same price paid by the hour
+    assert res.onprem_cheaper_at_utilisation and not od.onprem_cheaper_at_utilisation
+    assert od.utilisation is not None and od.utilisation > 0.5
+    per_hour = r.curves["usd_per_gpu_hour_vs_utilisation"]["series"]  # type: ignore[index]
+    assert per_hour["3-yr"][9] == pytest.approx(3.0 / 0.5) and per_hour["on-demand"][9] == 3.0
+    monthly = r.curves["cumulative_usd_vs_month"]["series"]  # type: ignore[index]
+    assert monthly["3-yr"][12] == pytest.approx(2 * monthly["on-demand"][12])

@@ -634,8 +634,10 @@ class Breakeven:
     label: str
     usd_per_gpu_hour: float
     months: float | None  # None: cloud is cheaper every month at this utilisation
-    utilisation: float | None  # None: on-prem never cheaper over its lifetime, even at 100 %
+    # None: on-prem never cheaper over its lifetime, even at 100 %; or a committed option (paid in full)
+    utilisation: float | None
     onprem_cheaper_at_utilisation: bool
+    committed: bool = False  # a reservation billed for every hour, used or not
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -644,7 +646,14 @@ class Breakeven:
             "breakeven_months": self.months,
             "breakeven_utilisation": self.utilisation,
             "onprem_cheaper_at_utilisation": self.onprem_cheaper_at_utilisation,
+            "committed": self.committed,
         }
+
+
+def billed_share(quote: PriceQuote, utilisation: float) -> float:
+    """Share of the hours a cloud option is paid for: the hours used when billed hourly, all of them under a
+    commitment (a reservation is paid whether it runs jobs or not)."""
+    return 1.0 if quote.commitment_months > 0 else utilisation
 
 
 def breakeven_months(
@@ -739,18 +748,15 @@ def tco(
     annual = annual_cost(inputs, utilisation)
     running = monthly_running_cost(inputs, utilisation)
     breakevens = []
+    annual_total = sum(annual.values())
     for q in cloud:
-        m = breakeven_months(capex_total, running, q.usd_per_gpu_hour, inputs.gpus, utilisation)
-        u = breakeven_utilisation(inputs, q.usd_per_gpu_hour)
-        breakevens.append(
-            Breakeven(
-                q.label,
-                q.usd_per_gpu_hour,
-                m,
-                u,
-                onprem_usd_per_gpu_hour(inputs, utilisation) < q.usd_per_gpu_hour,
-            )
-        )
+        share = billed_share(q, utilisation)
+        m = breakeven_months(capex_total, running, q.usd_per_gpu_hour, inputs.gpus, share)
+        committed = q.commitment_months > 0
+        # against a reservation paid in full, the cloud bill does not fall with use: no breakeven utilisation
+        u = None if committed else breakeven_utilisation(inputs, q.usd_per_gpu_hour)
+        cloud_year = q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_YEAR * share
+        breakevens.append(Breakeven(q.label, q.usd_per_gpu_hour, m, u, annual_total < cloud_year, committed))
     horizon = months or round(inputs.lifetime_years * 12)
     month_x = list(range(0, horizon + 1))
     util_x = [round(0.05 * i, 2) for i in range(1, 21)]
@@ -758,7 +764,8 @@ def tco(
         "usd_per_gpu_hour_vs_utilisation": {
             "x": util_x,
             "series": {"on-prem": [onprem_usd_per_gpu_hour(inputs, u) for u in util_x]}
-            | {q.label: [q.usd_per_gpu_hour] * len(util_x) for q in cloud},
+            # per GPU-hour used: a reservation's price is spread over the hours it actually runs jobs
+            | {q.label: [q.usd_per_gpu_hour * billed_share(q, u) / u for u in util_x] for q in cloud},
         },
         "cumulative_usd_vs_month": {
             "x": month_x,
@@ -770,7 +777,8 @@ def tco(
             }
             | {
                 q.label: [
-                    q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_MONTH * utilisation * m for m in month_x
+                    q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_MONTH * billed_share(q, utilisation) * m
+                    for m in month_x
                 ]
                 for q in cloud
             },
@@ -780,7 +788,11 @@ def tco(
             "series": {
                 q.label: [
                     breakeven_months(
-                        capex_total, monthly_running_cost(inputs, u), q.usd_per_gpu_hour, inputs.gpus, u
+                        capex_total,
+                        monthly_running_cost(inputs, u),
+                        q.usd_per_gpu_hour,
+                        inputs.gpus,
+                        billed_share(q, u),
                     )
                     for u in util_x
                 ]

@@ -169,6 +169,10 @@ class BreakevenOut(BaseModel):
     breakeven_months: float | None
     breakeven_utilisation: float | None
     onprem_cheaper_at_utilisation: bool
+    committed: bool = Field(
+        default=False,
+        description="a reservation paid for every hour: compared at full billing, no breakeven utilisation",
+    )
 
 
 class TcoResponse(BaseModel):

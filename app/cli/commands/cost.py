@@ -309,10 +309,7 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
             f"on-prem ${be.usd_per_gpu_hour:.2f}/GPU-h at {be.utilisation:.0%} utilisation"
         )
         for b in be.breakevens:
-            typer.echo(
-                f"  vs {b.label} (${b.usd_per_gpu_hour:.2f}/GPU-h): breakeven after {_months(b.breakeven_months)}; "
-                f"buying pays off above {_pct(b.breakeven_utilisation)} utilisation"
-            )
+            typer.echo(_breakeven_line(b))
         return
     result = svc.tco(None, req)
     if json_out:
@@ -326,10 +323,16 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
         typer.echo(f"    {k:<16} {usd(v)}")
     typer.echo(f"on-prem ${result.usd_per_gpu_hour:.2f}/GPU-hour")
     for b in result.breakevens:
-        typer.echo(
-            f"  vs {b.label} (${b.usd_per_gpu_hour:.2f}/GPU-h): breakeven after {_months(b.breakeven_months)}; "
-            f"buying pays off above {_pct(b.breakeven_utilisation)} utilisation"
-        )
+        typer.echo(_breakeven_line(b))
+
+
+def _breakeven_line(b: s.BreakevenOut) -> str:
+    head = (
+        f"  vs {b.label} (${b.usd_per_gpu_hour:.2f}/GPU-h): breakeven after {_months(b.breakeven_months)}; "
+    )
+    if b.committed:
+        return head + "a reservation, paid in full whatever the use"
+    return head + f"buying pays off above {_pct(b.breakeven_utilisation)} utilisation"
 
 
 def goodput(

@@ -332,6 +332,7 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
             "breakeven_months": b.breakeven_months,
             "breakeven_utilisation": b.breakeven_utilisation,
             "onprem_cheaper": b.onprem_cheaper_at_utilisation,
+            "committed": b.committed,
             "date": options[b.label].price_date if b.label in options else "",
             "stale": options[b.label].stale if b.label in options else False,
         }

@@ -77,7 +77,11 @@ def test_model_search_full_page_and_partial(client: Any) -> None:
 
 def test_stale_prices_are_marked_in_words(client: Any) -> None:
     html = client.get("/catalog/prices", params={"category": "onprem_server"}).text
-    assert '<span class="stale" title="older than 180 days">Stale</span>' in html
+    # each category has its own threshold: a year for server prices, six months for GPU rental prices
+    assert '<span class="stale" title="older than 365 days">Stale</span>' in html
+    cloud = client.get("/catalog/prices", params={"category": "cloud_gpu"}).text
+    assert '<span class="stale" title="older than 183 days">Stale</span>' in cloud
+    assert "GPU cloud prices 183 days" in cloud
     partial = client.get(
         "/catalog/prices", params={"category": "power"}, headers=HX | {"HX-Target": "price-table"}
     )

@@ -44,6 +44,9 @@ def test_builder_full_page_and_htmx_block(client: Any) -> None:
     assert block.text.count("<table") >= 4
     for unit in ("GiB", "ms", "tokens/s", "days", "USD"):
         assert unit in block.text
+    # the cost table says how each option bills: by the hour, or a commitment and what of it goes unused
+    cost_table = block.text.split('id="chart-cost-data"', 1)[1].split("</table>", 1)[0]
+    assert '<th scope="col">Billing</th>' in cost_table and "<td>hourly" in cost_table
     # the scaling panel follows in its own request (it estimates 18 cluster sizes × fabrics)
     lazy = re.search(r'hx-get="(/plans/new/scaling\?[^"]+)" hx-trigger="load"', block.text)
     assert lazy

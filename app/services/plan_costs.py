@@ -147,6 +147,7 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
             "option": o.label,
             "usd_per_gpu_hour": o.usd_per_gpu_hour,
             "cost_per_run_usd": o.total_usd,
+            "billing": o.billing,
             "date": o.price_date,
             "stale": o.stale,
         }
@@ -154,7 +155,9 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
     ]
     if not rows:
         return f"No cloud prices for {cluster.gpu.name} in the price book."
-    cheapest = min(rows, key=lambda r: r["cost_per_run_usd"])
+    if run.headline is None:
+        return f"No on-demand cloud price for {cluster.gpu.name} in the price book, so no headline cost."
+    (headline,) = [o for o in run.options if o.price_id == run.headline["price_id"]][:1]
     traces = []
     if curve:
         months = curve["x"]
@@ -196,7 +199,9 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
         "figure": figure,
         "rows": rows,
         "breakeven": breakeven,
-        "cost_per_run_usd": round(float(cheapest["cost_per_run_usd"]), 2),
-        "summary": f"cheapest cloud option {cheapest['option']}: {cheapest['cost_per_run_usd']:,.0f} USD per run",
+        "cost_per_run_usd": round(float(headline.total_usd), 2),
+        "headline": run.headline["statement"],
+        "summary": f"{headline.total_usd:,.0f} USD per run at the headline price, "
+        f"{run.headline['statement']}",
         "assumptions": [a.model_dump() for a in run.assumptions],
     }

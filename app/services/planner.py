@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
@@ -177,7 +176,10 @@ class PlanRequest(BaseModel):
     constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
     rank_by: Literal["time", "cost"] = "time"
     usd_per_gpu_hour: float | None = Field(
-        default=None, gt=0, description="price for cost per run; default: the price book's median for the GPU"
+        default=None,
+        gt=0,
+        description="price for cost per run; default: the price book's headline price for the GPU (median of "
+        "the non-stale on-demand quotes)",
     )
     top: int = Field(default=10, ge=1, le=1000)
 
@@ -360,32 +362,17 @@ def _resolve(
 
 
 def price_for(gpu_name: str, session: Session | None = None) -> tuple[float | None, str]:
-    """Median cloud $/GPU-hour of the price book for this GPU (users' rows included when a session is given)."""
-    prices: list[float] = []
-    if session is not None:
-        try:
-            from app.services.cost import default_cloud_rows
+    """The headline cloud $/GPU-hour for this GPU and its statement, under the one rule of app.core.cost
+    (median of the non-stale on-demand quotes); users' rows count when a session is given."""
+    from app.services.prices import headline_for_gpu
 
-            prices = [
-                float(r.usd_per_gpu_hour) for r in default_cloud_rows(session, gpu_name) if r.usd_per_gpu_hour
-            ]
-        except Exception:  # the DB price book is optional; fall back to the built-in file
-            prices = []
-    if not prices:
-        from app import catalog
-
-        prices = [
-            float(r["usd_per_gpu_hour"])
-            for r in catalog.price_rows()
-            if r.get("category") == "cloud_gpu"
-            and r.get("gpu_name") == gpu_name
-            and r.get("usd_per_gpu_hour")
-        ]
-    if not prices:
-        return None, "no price for this GPU in the price book; give usd_per_gpu_hour"
-    return float(
-        statistics.median(prices)
-    ), f"price book: median of {len(prices)} cloud quotes for {gpu_name}"
+    try:
+        headline = headline_for_gpu(session, gpu_name)
+    except LookupError:  # a GPU the built-in catalog does not know (a user's entry) has no price rows
+        headline = None
+    if headline is None:
+        return None, "no on-demand price for this GPU in the price book; give usd_per_gpu_hour"
+    return headline.usd_per_gpu_hour, f"price book: {headline.statement}"
 
 
 def run_plan(

@@ -135,7 +135,9 @@ class PricePublic(BaseModel):
     notes: str
     builtin: bool
     owner_id: uuid.UUID | None = Field(None, description="the user who added the row (user rows only)")
-    stale: bool = Field(description="older than the server's price_stale_days setting")
+    stale: bool = Field(
+        description="older than its category's threshold (app.core.price_age; GPU cloud prices 6 months)"
+    )
     age_days: int
 
 

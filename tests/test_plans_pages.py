@@ -219,6 +219,9 @@ def test_planner_mode_ranks_layouts_and_hands_one_back(client: Any) -> None:
     assert "Rejected layouts" in r.text and "does not fit in usable HBM" in r.text
     saved = _scenario_input(r.text)
     assert saved["layout"]["tp"] * saved["layout"]["pp"] * saved["layout"]["cp"] * saved["layout"]["dp"] == 64
+    # the Pareto front beside the ranking: fastest first, each with its headroom and a link that uses it
+    pareto = re.search(r'<table id="pareto-table">.*?</table>', r.text, re.S)
+    assert pareto and "Pareto front: the" in pareto.group(0) and "Use this layout" in pareto.group(0)
     use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
     assert use
     manual = client.get("/plans/new?" + use.group(1).replace("&amp;", "&"), headers=HX)
@@ -303,6 +306,9 @@ def test_planner_mode_may_offload_activations_when_asked(client: Any) -> None:
     # the memory panel says what the host keeps per GPU against GB200's 240 GiB (one Grace per two GPUs)
     host = re.search(r'<p id="host-memory">(.*?)</p>', r.text, re.S)
     assert host and "of 240 GiB in the reference system" in host.group(1) and "Fits" in host.group(1)
+    # the Pareto front beside the ranking: fastest first, each with its headroom and a link that uses it
+    pareto = re.search(r'<table id="pareto-table">.*?</table>', r.text, re.S)
+    assert pareto and "Pareto front: the" in pareto.group(0) and "Use this layout" in pareto.group(0)
     use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
     assert use and "offload_layers=60" in use.group(1) and "plan_offload=1" in use.group(1)
     # the hidden 0 before the checkbox turns it off again
@@ -346,6 +352,9 @@ def test_builder_optimizer_offload_field_and_planner_checkbox(client: Any) -> No
     r = client.get("/plans/new?" + on.query(), headers=HX)
     assert r.status_code == 200
     assert _scenario_input(r.text)["layout"]["optimizer_offload"] > 0
+    # the Pareto front beside the ranking: fastest first, each with its headroom and a link that uses it
+    pareto = re.search(r'<table id="pareto-table">.*?</table>', r.text, re.S)
+    assert pareto and "Pareto front: the" in pareto.group(0) and "Use this layout" in pareto.group(0)
     use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
     assert use and "optimizer_offload=" in use.group(1) and "plan_optimizer_offload=1" in use.group(1)
     page = client.get("/plans/new?" + on.query())

@@ -47,6 +47,7 @@ REJECTION_TEXT = {
     "offload_modules_exclude_layer_offload": "fine-grained activation offloading excludes layer offloading",
 }
 PLANNER_TOP = 10  # ranked layouts shown (plus the recommended one when it ranks lower)
+PARETO_SHOWN = 8
 
 
 def ranking_payload(
@@ -63,6 +64,21 @@ def ranking_payload(
         entry["close_to_best"] = close
     applied["metric"] = key
     return applied
+
+
+def _ranked_row(p: Any) -> dict[str, Any]:
+    """A ranked layout (app.core.planner.PlannedLayout) as the builder shows it."""
+    return {
+        "rank": p.rank,
+        "layout": layout_label(p.layout),
+        "layout_fields": p.layout.to_dict(),
+        "step_time_s": p.step_time_s,
+        "mfu": p.mfu,
+        "peak_memory_gib": p.memory_per_gpu_bytes / GiB,
+        "headroom_gib": p.headroom_bytes / GiB,
+        "time_to_train_days": p.time_to_train_s / DAY if p.time_to_train_s else None,
+        "heuristic": bool(p.heuristic),
+    }
 
 
 def _run_planner(
@@ -90,20 +106,10 @@ def _run_planner(
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)
-    rows = [
-        {
-            "rank": p.rank,
-            "layout": layout_label(p.layout),
-            "layout_fields": p.layout.to_dict(),
-            "step_time_s": p.step_time_s,
-            "mfu": p.mfu,
-            "peak_memory_gib": p.memory_per_gpu_bytes / GiB,
-            "headroom_gib": p.headroom_bytes / GiB,
-            "time_to_train_days": p.time_to_train_s / DAY if p.time_to_train_s else None,
-            "heuristic": bool(p.heuristic),
-        }
-        for p in res.top
-    ]
+    rows = [_ranked_row(p) for p in res.top]
+    # the Pareto front: no other layout is faster with as much free memory (one cluster size here)
+    pareto = [_ranked_row(p) for p in res.pareto[:PARETO_SHOWN]]
+    mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
     recommended = mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
     region = region_note(rows, recommended, "layout", "step_time_s")
     for row in rows:
@@ -128,6 +134,8 @@ def _run_planner(
     resolution_note = applied["summary"] if applied else ""
     ranking = {
         "rows": rows,
+        "pareto": pareto,
+        "pareto_size": len(res.pareto),
         "region_note": region,
         "rejections": rejections,
         "note": note,

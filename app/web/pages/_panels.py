@@ -141,10 +141,14 @@ def build_view(session: Session, state: BuilderState) -> View:
     if view.ranking:
         view.ranking = {
             **view.ranking,
-            "rows": [
-                {**row, "use_query": layout_query(state, row["layout_fields"])}
-                for row in view.ranking["rows"]
-            ],
+            **{
+                key: [
+                    {**row, "use_query": layout_query(state, row["layout_fields"])}
+                    for row in view.ranking[key]
+                ]
+                for key in ("rows", "pareto")
+                if key in view.ranking
+            },
         }
     view.profile_label = evaluation.calibration_profile
     if state.deadline_days or state.budget_usd:

@@ -168,7 +168,12 @@ def test_import_a_model_from_a_pasted_config(client: Any) -> None:
     name = f"pasted-{uuid.uuid4().hex[:6]}"
     r = client.post("/catalog/models", data={"name": name, "hf_config": config}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/catalog/models/{name}"
-    assert client.get(f"/catalog/models/{name}").status_code == 200
+    page = client.get(f"/catalog/models/{name}")
+    # the importer shows the parameter count: Qwen2.5-7B's 7,615,616,512 (its model card: 7.61B; q, k, v
+    # biases, no output-projection bias)
+    assert page.status_code == 200 and "7,615,616,512" in page.text
+    listed = client.get("/catalog/models", params={"q": name}, headers=HX)
+    assert "7.616" in listed.text and client.get(f"/api/v1/models/{name}").json()["params"] == 7_615_616_512
     assert client.delete(f"/api/v1/models/{name}").status_code == 204
     bad = client.post(
         "/catalog/models", data={"name": "x", "hf_config": '{"model_type": "llama"}'}, headers=HX

@@ -19,6 +19,19 @@ MAX_PRICE_OPTIONS = 1000
 PricingModelFilter = Annotated[SafeStr, Field(max_length=100)]  # as PriceOptionIn.pricing_model
 
 
+# The goodput and storage requests' whole-system parallel-filesystem bandwidth. At least 1 MB/s: below that a
+# checkpoint write takes longer than any run (and a denormal bandwidth made the write time infinite).
+ParallelFsGbPerS = Annotated[
+    float | None,
+    Field(
+        ge=1e-3,
+        le=1e6,
+        description="whole-system parallel-filesystem bandwidth, GB/s; default: the larger of 100 GB/s and "
+        "3.4 GB/s per compute node (Llama 3's Tectonic)",
+    ),
+]
+
+
 class StrictModel(BaseModel):
     """Base of the request bodies here: unknown fields refused, no NaN or Infinity in a float field."""
 
@@ -307,13 +320,7 @@ class GoodputRequest(StrictModel):
     job_mtbf_hours: float | None = Field(None, ge=1e-3, le=1e9, description="overrides the component rates")
     checkpoint: CheckpointIn | None = None
     tier: Literal["local_nvme", "parallel_fs", "object_store"] = "parallel_fs"
-    parallel_fs_gb_per_s: float | None = Field(
-        None,
-        gt=0,
-        le=1e6,
-        description="whole-system parallel-filesystem bandwidth, GB/s; default: the larger of 100 GB/s and "
-        "3.4 GB/s per compute node (Llama 3's Tectonic)",
-    )
+    parallel_fs_gb_per_s: ParallelFsGbPerS = None
     async_checkpoint: bool = False
     checkpoint_stall_s: float | None = Field(None, ge=0, le=1e6, description="overrides the computed stall")
     restart_s: float | None = Field(None, ge=0, le=1e7, description="overrides the computed restart time")
@@ -383,13 +390,7 @@ class StorageRequest(StrictModel):
     vocab_size: int | None = Field(None, ge=1, le=100_000_000)
     slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
     jitter_sigma: float = Field(0.1, ge=0, le=2)
-    parallel_fs_gb_per_s: float | None = Field(
-        None,
-        gt=0,
-        le=1e6,
-        description="whole-system parallel-filesystem bandwidth, GB/s; default: the larger of 100 GB/s and "
-        "3.4 GB/s per compute node (Llama 3's Tectonic)",
-    )
+    parallel_fs_gb_per_s: ParallelFsGbPerS = None
 
 
 class TierCheckpointOut(BaseModel):

@@ -493,3 +493,20 @@ def test_node_online_window_is_measured_against_an_injected_clock() -> None:
     assert node_service.is_online(node, now=seen + window)
     assert not node_service.is_online(node, now=seen + window + timedelta(microseconds=1))
     assert not node_service.is_online(Node(name="m", token_prefix="p", token_hash="g"), now=seen)
+
+
+def test_a_result_with_wrong_elements_fails_its_job_and_is_never_fitted(api: TestClient) -> None:
+    """An agent that reports success for rows with wrong elements (one without its own gate) is overruled."""
+    _, token = new_node(api, "corrupting")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    api.post("/api/v1/agent/claim", headers=agent(token))
+    rows = [row(1024), {**row(4096), "wrong": 20}]
+    done = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token),
+        json={"attempt": 1, "status": "succeeded", "result": {"status": "complete", "rows": rows}},
+    ).json()
+    assert done["status"] == "failed" and done["error"].startswith("20 wrong element(s) in 1 row(s)")
+    assert [r["wrong"] for r in done["partial_rows"]] == [0, 20]  # kept for diagnosis
+    status, message = _fit(api, job_id)
+    assert status == 422 and "is failed" in message

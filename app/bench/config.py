@@ -140,6 +140,7 @@ class GemmConfig:
     warmup_iters: int = 10
     flush_cache: bool = True
     flush_bytes: int = 256 * 2**20  # larger than any current GPU's L2 (H100: 50 MB) and most CPU LLCs
+    check: bool = True  # verify one product per shape against the exact answer (`wrong`, app.bench.tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

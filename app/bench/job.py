@@ -4,7 +4,8 @@ calibration job with `"attention"` in its params also times the fused attention 
     python -m app.bench.job --kind calibration --params '{...}' --out result.json
 
 Progress goes to stdout as JSON lines; the result document is rewritten to --out as rows arrive, so a
-cancelled or killed run still leaves its partial results. Collectives run under torchrun.
+cancelled or killed run still leaves its partial results. Collectives run under torchrun. A run with any
+wrong element (GEMM or collective) ends with status "failed", an "error" event with the reason, and exit 1.
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
             write_document(doc, out_path)
             sink.finish("interrupted", rows=len(doc["rows"]))
             raise SystemExit(130)
-        if coll_doc is None or code not in (0,):
+        wrong_results = code == 1 and coll_doc is not None and coll_doc.get("status") == "failed"
+        if coll_doc is None or (code != 0 and not wrong_results):
             if coll_doc is not None:
                 doc.setdefault("parts", {})["collectives"] = {
                     "config": coll_doc["config"],
@@ -155,9 +157,9 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
             doc["environment"]["hostnames"] = coll_doc["environment"].get(
                 "hostnames", doc["environment"].get("hostnames")
             )
-    finish(doc, "complete")
+    finish(doc, "complete")  # "failed", with the reason in doc["error"], when any element was wrong
     write_document(doc, out_path)
-    sink.finish("complete", summary=doc["summary"])
+    sink.finish(doc["status"], summary=doc["summary"], error=doc.get("error", ""))
     return doc
 
 
@@ -222,9 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sink = ProgressSink(sys.stdout)
     try:
-        run_job(args.kind, json.loads(args.params), args.out, sink)
+        doc = run_job(args.kind, json.loads(args.params), args.out, sink)
     except Exception as exc:  # the agent reports any failure of the run to the server
         sink.emit("error", message=f"{type(exc).__name__}: {exc}")
+        return 1
+    if doc["status"] == "failed":  # wrong results: the job fails with the reason, its rows kept
+        sink.emit("error", message=str(doc.get("error", "")))
         return 1
     return 0
 

@@ -66,10 +66,24 @@ def _mean_error(values: list[float | None]) -> float | None:
     return (math.exp(statistics.fmean(logs)) - 1.0) * 100.0 if logs else None
 
 
+def refuse_wrong_results(doc: dict[str, Any]) -> None:
+    """ValueError for a document with any wrong element: a machine that computes wrong answers is broken,
+    and its timings say nothing about the hardware the profile is named after."""
+    bad = [r for r in doc.get("rows", []) if int(r.get("wrong") or 0) > 0]
+    if bad:
+        first = bad[0]
+        where = first.get("op") or f"{first.get('m')}x{first.get('n')}x{first.get('k')} {first.get('dtype')}"
+        raise ValueError(
+            f"{len(bad)} row(s) have wrong elements (first: {where}, {first['wrong']} wrong): "
+            "results that fail their correctness check are not fitted"
+        )
+
+
 def build_profile(
     doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec, source: str = ""
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(params, report) for a result document measured on `gpu` GPUs linked by `fabric`."""
+    refuse_wrong_results(doc)
     params: dict[str, Any] = {
         "gpu": gpu.name,
         "fabric": fabric.name,

@@ -25,6 +25,7 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from app.bench.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
+from app.bench.schema import summarise, wrong_result_error
 from app.core.errors import Problem, SpecError
 from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
@@ -373,6 +374,9 @@ def complete_job(
     job = _held_job(session, job_id, node, attempt)
     if job.cancel_requested and status == "failed":
         status = "cancelled"  # a run stopped on request is cancelled, not failed
+    wrong = wrong_result_error(summarise(result or {}))
+    if status == "succeeded" and wrong:  # an agent that did not gate its own results (an older one)
+        status, error = "failed", wrong
     now = utcnow()
     job.status = status
     job.finished_at = now

@@ -149,6 +149,18 @@ def gemm(
                 f"# max {dt}: {best['tflops']:.3f} TFLOP/s @ {best['m']}x{best['n']}x{best['k']} (MxNxK)"
             )
         typer.echo(f"# benchmark_version {doc['benchmark_version']}")
+    _fail_on_wrong_results(doc)
+
+
+# nccl-tests exits EXIT_FAILURE (1) when any element is wrong (src/common.cu); bad input keeps exit 2.
+EXIT_WRONG_RESULTS = 1
+
+
+def _fail_on_wrong_results(doc: dict[str, Any]) -> None:
+    """A run with any wrong element fails: its reason on stderr, exit 1 (the document is already written)."""
+    if doc.get("status") == "failed" and doc.get("error"):
+        typer.echo(f"error: {doc['error']}", err=True)
+        raise typer.Exit(EXIT_WRONG_RESULTS)
 
 
 @bench.command(
@@ -322,6 +334,7 @@ def collectives(
                 f"# Out of bounds values : {summary['wrong']} {'OK' if summary['wrong'] == 0 else 'FAILED'}"
             )
         typer.echo(f"# status {doc.get('status')} · benchmark_version {doc.get('benchmark_version')}")
+    _fail_on_wrong_results(doc)
     if code != 0:
         raise typer.Exit(130 if doc.get("status") == "interrupted" else code)
 

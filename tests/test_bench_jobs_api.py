@@ -6,7 +6,7 @@ import hashlib
 import threading
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -258,7 +258,8 @@ def test_cancel_queued_and_running_jobs(api: TestClient) -> None:
     running = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
     assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["id"] == running
     assert api.post(f"/api/v1/benchmarks/{running}/cancel").json()["cancel_requested"] is True
-    beat = api.post("/api/v1/agent/heartbeat", headers=agent(token)).json()
+    held = {"jobs": [{"id": running, "attempt": 1}]}
+    beat = api.post("/api/v1/agent/heartbeat", headers=agent(token), json=held).json()
     assert beat["cancel"] == [running]
     reply = api.post(
         f"/api/v1/agent/jobs/{running}/progress",
@@ -510,3 +511,86 @@ def test_a_result_with_wrong_elements_fails_its_job_and_is_never_fitted(api: Tes
     assert [r["wrong"] for r in done["partial_rows"]] == [0, 20]  # kept for diagnosis
     status, message = _fit(api, job_id)
     assert status == 422 and "is failed" in message
+
+
+class Clock:
+    """The server's clock, moved by the test (the lease arithmetic reads app.services.jobs.utcnow)."""
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    from app.services import jobs as job_service
+
+    injected = Clock()
+    monkeypatch.setattr(job_service, "utcnow", injected)
+    return injected
+
+
+def _restart_agent_mid_job(api: TestClient, clock: Clock, name: str) -> tuple[str, str]:
+    """Agent A claims a job and reports progress, then dies; agent B starts on the same node (same token)
+    and heartbeats every 10 s, holding no run, for longer than the lease."""
+    _, token = new_node(api, name)
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    register = {"hostname": name, "info": {}}
+    lease = api.post("/api/v1/agent/register", headers=agent(token), json=register).json()["lease_s"]
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["attempt"] == 1
+    progress = {"attempt": 1, "events": [{"event": "row", "row": row(1024), "progress": 0.5}]}
+    assert api.post(f"/api/v1/agent/jobs/{job_id}/progress", headers=agent(token), json=progress).is_success
+    api.post("/api/v1/agent/register", headers=agent(token), json=register)  # agent B
+    for _ in range(int(lease // 10) + 1):
+        clock.advance(10)
+        beat = api.post("/api/v1/agent/heartbeat", headers=agent(token), json={"jobs": []})
+        assert beat.status_code == 200 and beat.json()["cancel"] == []
+    return job_id, token
+
+
+def test_a_restarted_agent_never_renews_the_dead_runs_lease(api: TestClient, clock: Clock) -> None:
+    job_id, token = _restart_agent_mid_job(api, clock, "restarted")
+    job = api.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert job["status"] == "queued"  # the lease lapsed although the node kept heartbeating
+    assert [(a["attempt"], a["status"], a["rows"]) for a in job["attempts"]] == [(1, "lost", 1)]
+    again = api.post("/api/v1/agent/claim", headers=agent(token)).json()
+    assert again["id"] == job_id and again["attempt"] == 2  # agent B runs it afresh
+    stale = {"attempt": 1, "events": []}
+    assert (
+        api.post(f"/api/v1/agent/jobs/{job_id}/progress", headers=agent(token), json=stale).status_code == 409
+    )
+
+
+def test_cancelling_an_orphaned_job_reaches_cancelled(api: TestClient, clock: Clock) -> None:
+    _, token = new_node(api, "orphan-cancel")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    api.post("/api/v1/agent/claim", headers=agent(token))  # its agent dies right after the claim
+    assert api.post(f"/api/v1/benchmarks/{job_id}/cancel").json()["cancel_requested"] is True
+    lease = api.post("/api/v1/agent/register", headers=agent(token), json={"hostname": "h", "info": {}})
+    for _ in range(int(lease.json()["lease_s"] // 10) + 1):
+        clock.advance(10)
+        api.post("/api/v1/agent/heartbeat", headers=agent(token), json={"jobs": []})
+    job = api.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert job["status"] == "cancelled" and job["finished_at"] is not None
+
+
+def test_a_live_agents_heartbeat_renews_only_the_run_it_names(api: TestClient, clock: Clock) -> None:
+    _, token = new_node(api, "alive")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    lease = api.post("/api/v1/agent/claim", headers=agent(token)).json()
+    assert lease["attempt"] == 1
+    mine = {"jobs": [{"id": job_id, "attempt": 1}]}
+    for _ in range(12):  # two minutes of heartbeats naming the run: it stays running
+        clock.advance(10)
+        api.post("/api/v1/agent/heartbeat", headers=agent(token), json=mine)
+    assert api.get(f"/api/v1/benchmarks/{job_id}").json()["status"] == "running"
+    wrong_attempt = {"jobs": [{"id": job_id, "attempt": 2}]}
+    for _ in range(7):
+        clock.advance(10)
+        api.post("/api/v1/agent/heartbeat", headers=agent(token), json=wrong_attempt)
+    assert api.get(f"/api/v1/benchmarks/{job_id}").json()["status"] == "queued"

@@ -345,19 +345,28 @@ def record_progress(
     return job
 
 
-def renew_leases(session: Session, node: Node) -> list[uuid.UUID]:
-    """Heartbeat: extend this node's running jobs; return those the server wants cancelled."""
+def renew_leases(
+    session: Session, node: Node, held: list[tuple[uuid.UUID, int]] | None = None
+) -> list[uuid.UUID]:
+    """Heartbeat: extend the leases of the runs the heartbeating agent holds — (job id, attempt) pairs, the
+    attempt being the claim's fencing token — and return those the server wants cancelled.
+
+    A lease belongs to one run, not to the node: an agent restarted on the same node holds none of its
+    predecessor's runs, so its heartbeats keep the node online but never keep a dead run "running"; that run
+    is requeued (or cancelled, or failed) when its lease lapses."""
+    wanted = set(held or [])
     jobs = session.exec(
         select(BenchmarkJob).where(BenchmarkJob.status == "running", BenchmarkJob.claimed_by == node.id)
     ).all()
+    mine = [job for job in jobs if (job.id, job.attempt) in wanted]
     until = utcnow() + timedelta(seconds=lease_s())
-    for job in jobs:
+    for job in mine:
         job.lease_expires_at = until
         session.add(job)
     node.last_heartbeat_at = utcnow()
     session.add(node)
     session.commit()
-    return [job.id for job in jobs if job.cancel_requested]
+    return [job.id for job in mine if job.cancel_requested]
 
 
 def complete_job(

@@ -131,6 +131,20 @@ class AgentConfig(BaseModel):
     lease_s: float
 
 
+class HeldRun(BaseModel):
+    id: uuid.UUID
+    attempt: int = Field(ge=1, le=MAX_ATTEMPT, description="the attempt number its claim returned")
+
+
+class HeartbeatReport(BaseModel):
+    jobs: list[HeldRun] = Field(
+        default_factory=list,
+        max_length=100,
+        description="the runs this agent process holds; only their leases are renewed (a restarted agent "
+        "holds none, so a run its predecessor left behind is requeued when its lease lapses)",
+    )
+
+
 class HeartbeatReply(BaseModel):
     cancel: list[uuid.UUID] = Field(description="running jobs of this node the server wants stopped")
     heartbeat_interval_s: float
@@ -183,10 +197,13 @@ def agent_register(body: AgentRegister, node: NodeDep, session: SessionDep) -> A
     tags=["agent"],
     operation_id="agent_heartbeat",
     response_model=HeartbeatReply,
-    summary="Keep the node online and its running jobs' leases alive",
+    summary="Keep the node online and the leases of the runs this agent holds alive",
 )
-def agent_heartbeat(node: NodeDep, session: SessionDep) -> HeartbeatReply:
-    cancel = job_service.renew_leases(session, node)
+def agent_heartbeat(
+    node: NodeDep, session: SessionDep, body: HeartbeatReport | None = None
+) -> HeartbeatReply:
+    held = [(run.id, run.attempt) for run in (body.jobs if body else [])]
+    cancel = job_service.renew_leases(session, node, held)
     return HeartbeatReply(
         cancel=cancel, heartbeat_interval_s=node_service.heartbeat_interval_s(), lease_s=job_service.lease_s()
     )

@@ -237,6 +237,18 @@ def test_calibrate_cli_fits_only_a_succeeded_single_attempt_job(db_url: str, cap
     code, err = run("calibrate", "fit", "--name", "cli-gate")
     assert code == 2 and "either a RESULT file or --job" in err
     code, err = run("calibrate", "fit", "--job", ids["good"], "--name", "cli-gate", "--gpu", "H100-SXM")
+    assert code == 2 and "fail the acceptance check for H100-SXM" in err and "--override-acceptance" in err
+    code, err = run(
+        "calibrate",
+        "fit",
+        "--job",
+        ids["good"],
+        "--name",
+        "cli-gate",
+        "--gpu",
+        "H100-SXM",
+        "--override-acceptance",
+    )
     assert code == 0, err
 
 

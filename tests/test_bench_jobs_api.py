@@ -317,16 +317,23 @@ def test_calibration_profiles_are_versioned(api: TestClient) -> None:
         headers=agent(token),
         json={"attempt": 1, "status": "succeeded", "result": {"status": "complete", "rows": rows}},
     )
-    first = api.post(
-        "/api/v1/calibration/profiles", json={"job_id": job_id, "name": "lab-h100", "gpu": "H100-SXM"}
-    )
+    fit = {"job_id": job_id, "name": "lab-h100", "gpu": "H100-SXM"}
+    refused = api.post("/api/v1/calibration/profiles", json=fit)  # best_tflops 0: fails acceptance
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["loc"] == ["body", "override_acceptance"]
+    assert "gemm bf16" in refused.json()["detail"][0]["msg"]
+    first = api.post("/api/v1/calibration/profiles", json={**fit, "override_acceptance": True})
     assert first.status_code == 201, first.text
     p1 = first.json()
+    assert p1["report"]["acceptance"]["verdict"] == "fail" and p1["report"]["acceptance"]["overridden"]
     assert p1["version"] == 1 and p1["gpu_name"] == "H100-SXM"
     assert p1["collectives_error_after_pct"] < p1["collectives_error_before_pct"]
     assert p1["gemm_error_after_pct"] < 2.0
     assert p1["params"]["network"]["launch_overhead_s"] > 0 and "alpha_beta" in p1["params"]
-    again = api.post("/api/v1/calibration/profiles", json={"job_id": job_id, "name": "lab-h100"}).json()
+    again = api.post(
+        "/api/v1/calibration/profiles",
+        json={"job_id": job_id, "name": "lab-h100", "override_acceptance": True},
+    ).json()
     assert again["version"] == 2
     latest = api.get("/api/v1/calibration/profiles/lab-h100").json()
     assert latest["version"] == 2 and latest["report"]["collectives"]["rows"]

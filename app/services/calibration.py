@@ -2,7 +2,9 @@
 
 Profiles are named and versioned: fitting again under the same name adds version n+1, never overwrites.
 A job is fitted only when it succeeded and its rows come from one attempt on one node (`check_fittable`):
-rows of a failed run are partial, and rows of two machines would fit a profile of neither.
+rows of a failed run are partial, and rows of two machines would fit a profile of neither. Measurements that
+fail the node acceptance check against the declared GPU and fabric (app.calibration.acceptance) are fitted
+only on an explicit override, and every profile's report keeps its acceptance report.
 `get_hardware_profile(session, name)` returns the core's HardwareProfile for the estimator and planner.
 """
 
@@ -14,6 +16,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from app.calibration.acceptance import acceptance_report, failed_checks
 from app.calibration.profile import DEFAULT_FABRIC, DEFAULT_GPU, build_profile, hardware_profile
 from app.core.efficiency import HardwareProfile
 from app.core.errors import Problem, SpecError
@@ -43,6 +46,27 @@ def next_version(session: Session, name: str) -> int:
     return int(current or 0) + 1
 
 
+def check_acceptance(
+    doc: dict[str, Any], gpu_spec: Any, fabric_spec: Any, override: bool = False
+) -> dict[str, Any]:
+    """The node acceptance report of `doc` against the declared GPU and fabric; a failing one is refused
+    (SpecError on `override_acceptance`) unless `override` says to fit it anyway."""
+    report = acceptance_report(doc, gpu_spec, fabric_spec)
+    if report["verdict"] == "fail" and not override:
+        raise SpecError(
+            [
+                Problem(
+                    "override_acceptance",
+                    f"these measurements fail the acceptance check for {gpu_spec.name}"
+                    f" ({'; '.join(failed_checks(report))}): a profile named after that GPU would describe "
+                    "a broken or different machine; fit anyway with override_acceptance (CLI: "
+                    "--override-acceptance)",
+                )
+            ]
+        )
+    return report
+
+
 def fit_profile(
     session: Session,
     doc: dict[str, Any],
@@ -50,6 +74,7 @@ def fit_profile(
     gpu: str | None = None,
     fabric: str | None = None,
     source_job_id: uuid.UUID | None = None,
+    override_acceptance: bool = False,
 ) -> CalibrationProfile:
     name = name.strip()
     if not name:
@@ -61,6 +86,13 @@ def fit_profile(
         params, report = build_profile(doc, gpu_spec, fabric_spec, source=source)
     except ValueError as exc:
         raise SpecError([Problem("job", str(exc))]) from exc
+    acceptance = check_acceptance(doc, gpu_spec, fabric_spec, override_acceptance)
+    report["acceptance"] = {**acceptance, "overridden": acceptance["verdict"] == "fail"}
+    if acceptance["verdict"] != "pass":
+        report.setdefault("notes", []).append(
+            f"acceptance {acceptance['verdict']} against {gpu_spec.name}"
+            + (" (fitted on an explicit override)" if acceptance["verdict"] == "fail" else "")
+        )
     profile = CalibrationProfile(
         name=name,
         version=version,
@@ -98,15 +130,36 @@ def check_fittable(session: Session, job: BenchmarkJob) -> None:
         raise _refuse(f"job {job.id} succeeded without result rows to fit")
 
 
+def job_document(job: BenchmarkJob) -> dict[str, Any]:
+    """The job's result document, or its partial rows when it has none."""
+    doc = job.result or {"rows": job.partial_rows}
+    return doc if doc.get("rows") else {**doc, "rows": job.partial_rows}
+
+
 def fit_profile_from_job(
-    session: Session, job: BenchmarkJob, name: str, gpu: str | None = None, fabric: str | None = None
+    session: Session,
+    job: BenchmarkJob,
+    name: str,
+    gpu: str | None = None,
+    fabric: str | None = None,
+    override_acceptance: bool = False,
 ) -> CalibrationProfile:
     check_fittable(session, job)
-    doc = job.result or {"rows": job.partial_rows}
-    if not doc.get("rows"):
-        doc = {**doc, "rows": job.partial_rows}
     return fit_profile(
-        session, doc, name, gpu or job.params.get("gpu"), fabric or job.params.get("fabric"), job.id
+        session,
+        job_document(job),
+        name,
+        gpu or job.params.get("gpu"),
+        fabric or job.params.get("fabric"),
+        job.id,
+        override_acceptance or bool(job.params.get("override_acceptance")),
+    )
+
+
+def job_acceptance(job: BenchmarkJob, gpu: str | None = None, fabric: str | None = None) -> dict[str, Any]:
+    """The acceptance report of a job's rows against its declared (or the given) GPU and fabric."""
+    return acceptance_report(
+        job_document(job), _gpu(gpu or job.params.get("gpu")), _fabric(fabric or job.params.get("fabric"))
     )
 
 

@@ -183,6 +183,50 @@ def get_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -
     return full_public(session, job_service.get_job(session, job_id))
 
 
+class AcceptanceCheck(BaseModel):
+    name: str
+    unit: str
+    measured: float
+    expected: float
+    ratio: float = Field(description="measured / expected (latency: expected / measured); 1 = as expected")
+    verdict: Literal["pass", "warn", "fail"]
+    pass_range: str
+    fail_below: str
+    source: str
+    points: int
+
+
+class AcceptanceReport(BaseModel):
+    verdict: Literal["pass", "warn", "fail"] = Field(description="the worst verdict over every check")
+    gpu: str
+    fabric: str
+    checks: list[AcceptanceCheck]
+    notes: list[str]
+
+
+@router.get(
+    "/{job_id}/acceptance",
+    operation_id="get_benchmark_acceptance",
+    response_model=AcceptanceReport,
+    summary="Node acceptance: the job's GEMM rate, busbw and latency against what the model expects",
+)
+def get_benchmark_acceptance(
+    job_id: uuid.UUID,
+    session: SessionDep,
+    _principal: ReadDep,
+    gpu: Annotated[
+        SafeStr | None, Query(max_length=100, description="catalog GPU (default: the job's)")
+    ] = None,
+    fabric: Annotated[
+        SafeStr | None, Query(max_length=100, description="fabric (default: the job's)")
+    ] = None,
+) -> AcceptanceReport:
+    from app.services.calibration import job_acceptance
+
+    job = job_service.get_job(session, job_id)
+    return AcceptanceReport.model_validate(job_acceptance(job, gpu, fabric))
+
+
 def _manage(action: Any, session: Session, job_id: uuid.UUID, principal: Principal) -> BenchmarkPublic:
     """Run cancel/retry as `principal`: 403 when the job is someone else's, 409 when its state forbids it."""
     try:

@@ -154,6 +154,7 @@ def gemm(
 
 # nccl-tests exits EXIT_FAILURE (1) when any element is wrong (src/common.cu); bad input keeps exit 2.
 EXIT_WRONG_RESULTS = 1
+EXIT_CHECK_FAILED = 1  # a failed acceptance check, likewise (bad input keeps exit 2)
 
 
 def _fail_on_wrong_results(doc: dict[str, Any]) -> None:
@@ -360,6 +361,46 @@ def import_(
     if out is not None:
         write_document(doc, out)
     typer.echo(to_json(doc, indent=1) if as_json else render_document(doc))
+
+
+@bench.command(
+    "check",
+    help="Node acceptance: a result's GEMM rate, busbw and latency against what the catalog and the model "
+    "expect for a GPU and fabric (pass / warn / fail; exit 1 on fail).",
+)
+def check(
+    path: Annotated[
+        Path,
+        typer.Argument(exists=True, dir_okay=False, help="result document, nccl-tests or mamf-finder output"),
+    ],
+    gpu: Annotated[str, typer.Option(help="catalog GPU the node has")] = "H100-SXM",
+    fabric: Annotated[str, typer.Option(help="fabric between nodes, e.g. ib-ndr-8x400")] = "ib-ndr-8x400",
+    op: Annotated[str | None, typer.Option(help="collective, for nccl-tests files that do not say")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    from app.bench.importers import import_file
+    from app.calibration.acceptance import FAIL, acceptance_report
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+
+    report = acceptance_report(import_file(path, op=op), find_gpu(gpu), find_fabric(fabric))
+    typer.echo(to_json(report, indent=1) if as_json else render_acceptance(report))
+    if report["verdict"] == FAIL:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def render_acceptance(report: dict[str, Any]) -> str:
+    lines = [f"# acceptance against {report['gpu']} / {report['fabric']}: {report['verdict'].upper()}"]
+    lines.append(f"# {'check':<36} {'measured':>11} {'expected':>11} {'ratio':>6}  verdict  pass range")
+    for c in report["checks"]:
+        lines.append(
+            f"  {c['name']:<36} {c['measured']:>11.4g} {c['expected']:>11.4g} {c['ratio']:>6.0%}"
+            f"  {c['verdict']:<7}  {c['pass_range']} ({c['unit']}; fail below {c['fail_below']})"
+        )
+    lines += [f"# note: {n}" for n in report["notes"]]
+    sources = sorted({c["source"] for c in report["checks"]})
+    lines += [f"# source: {s}" for s in sources]
+    return "\n".join(lines)
 
 
 @bench.command(

@@ -150,9 +150,12 @@ def fit(
     op: Annotated[str | None, typer.Option(help="collective, for nccl-tests files that do not say")] = None,
     plot: Annotated[Path | None, typer.Option(help="also draw the report to this PNG")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the profile as JSON")] = False,
+    override_acceptance: Annotated[
+        bool, typer.Option(help="fit even if the measurements fail the node acceptance check for --gpu")
+    ] = False,
 ) -> None:
     with _session() as session:
-        profile = _fit(session, result, job, name, gpu, fabric, op)
+        profile = _fit(session, result, job, name, gpu, fabric, op, override_acceptance)
         data: dict[str, Any] = {
             "id": str(profile.id),
             "name": profile.name,
@@ -176,6 +179,7 @@ def _fit(
     gpu: str | None,
     fabric: str | None,
     op: str | None,
+    override_acceptance: bool = False,
 ) -> Any:
     """A new profile version from RESULT or from --job (one of the two): the job must have succeeded, with
     rows from one attempt on one node (app.services.calibration.check_fittable)."""
@@ -186,9 +190,14 @@ def _fit(
     if (result is None) == (job is None):
         raise UserError("give either a RESULT file or --job JOB_ID")
     if job is not None:
-        return calibration_service.fit_profile_from_job(session, get_job(session, job), name, gpu, fabric)
+        return calibration_service.fit_profile_from_job(
+            session, get_job(session, job), name, gpu, fabric, override_acceptance
+        )
     assert result is not None
-    return calibration_service.fit_profile(session, import_file(result, op=op), name, gpu, fabric)
+    doc = import_file(result, op=op)
+    return calibration_service.fit_profile(
+        session, doc, name, gpu, fabric, override_acceptance=override_acceptance
+    )
 
 
 @calibrate.command("list", help="List calibrated profiles (every version).")

@@ -193,6 +193,16 @@ async def launch(request: Request, session: SessionDep, principal: RunDep) -> Re
     return RedirectResponse(url, status_code=303)
 
 
+def _acceptance(job: BenchmarkJob) -> dict[str, Any] | None:
+    """The node acceptance report of the job's rows (None before any row, or for an unknown GPU/fabric)."""
+    if not (job.result or {}).get("rows") and not job.partial_rows:
+        return None
+    try:
+        return calibration_service.job_acceptance(job)
+    except (NotFoundError, SpecError, ValueError):
+        return None
+
+
 def _charts(job: BenchmarkJob) -> dict[str, Any]:
     doc = job.result or {"rows": job.partial_rows}
     rows = doc.get("rows") or job.partial_rows
@@ -292,6 +302,7 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
         "retryable": job.status in job_service.RETRYABLE,
         "attempts": _attempt_rows(session, job),
         "csrf_token": _csrf(request),
+        "acceptance": _acceptance(job),
         **_charts(job),
     }
     return render(request, "benchmarks_job.html", ctx, block="live")

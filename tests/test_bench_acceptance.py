@@ -1,0 +1,111 @@
+"""Node acceptance: a node measuring what the model expects passes; one at half its GEMM rate or half its
+bus bandwidth fails, and is not fitted into a profile named after its GPU without an explicit override."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.calibration.acceptance import acceptance_report, failed_checks
+from app.calibration.collective_fit import predict_time_s
+from app.calibration.profile import cluster_for
+from app.catalog import find_gpu
+from app.catalog.fabrics import find_fabric
+from app.core.efficiency import GemmEfficiency
+from app.core.network import busbw_factor, default_network_params
+
+GPU, FABRIC = "H100-SXM", "ib-ndr-8x400"
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 4096)]
+SIZES = [1024, 64 * 2**20, 256 * 2**20, 2**30]
+
+
+def healthy_document(gemm_scale: float = 1.0, busbw_scale: float = 1.0) -> dict[str, Any]:
+    """Rows exactly as the uncalibrated model expects them for 8 H100 in one node, scaled."""
+    gpu, fabric = find_gpu(GPU), find_fabric(FABRIC)
+    eff = GemmEfficiency.for_gpu(gpu, "bf16")
+    rows: list[dict[str, Any]] = []
+    for m, n, k in SHAPES:
+        tflops = float(eff.flops_per_s(m, n, k)) / 1e12 * gemm_scale
+        rows.append({"m": m, "n": n, "k": k, "dtype": "bf16", "best_tflops": tflops, "median_tflops": tflops})
+    coll = {"op": "all_reduce", "group": "intra", "ranks": 8, "ranks_per_node": 8, "nodes": 1, "wrong": 0}
+    probe = {"rows": [{**coll, "size_bytes": 1024, "time_us": 1.0, "busbw_gbps": 1.0}]}
+    cluster, params = cluster_for(probe, gpu, fabric), default_network_params()
+    for size in SIZES:
+        time_s = predict_time_s({**coll, "size_bytes": size}, cluster, params) / busbw_scale
+        busbw = size / time_s * busbw_factor("all_reduce", 8) / 1e9
+        rows.append({**coll, "size_bytes": size, "time_us": time_s * 1e6, "busbw_gbps": busbw})
+    return {"rows": rows}
+
+
+def verdicts(doc: dict[str, Any]) -> dict[str, str]:
+    report = acceptance_report(doc, find_gpu(GPU), find_fabric(FABRIC))
+    return {c["name"].split(" @")[0]: c["verdict"] for c in report["checks"]} | {"node": report["verdict"]}
+
+
+def test_a_node_measuring_what_the_model_expects_passes() -> None:
+    assert verdicts(healthy_document()) == {
+        "gemm bf16": "pass",
+        "busbw all_reduce/intra": "pass",
+        "latency all_reduce/intra": "pass",
+        "node": "pass",
+    }
+
+
+@pytest.mark.parametrize(
+    ("gemm_scale", "busbw_scale", "expected"),
+    [
+        (0.95, 1.0, {"gemm bf16": "pass", "busbw all_reduce/intra": "pass", "node": "pass"}),
+        (0.80, 1.0, {"gemm bf16": "warn", "busbw all_reduce/intra": "pass", "node": "warn"}),
+        # 387 of 794.5 TFLOP/s: the mamf-finder H100 case
+        (387 / 794.5, 1.0, {"gemm bf16": "fail", "busbw all_reduce/intra": "pass", "node": "fail"}),
+        (1.0, 0.5, {"gemm bf16": "pass", "busbw all_reduce/intra": "fail", "node": "fail"}),
+    ],
+)
+def test_a_slow_node_is_warned_about_or_failed(
+    gemm_scale: float, busbw_scale: float, expected: dict[str, str]
+) -> None:
+    got = verdicts(healthy_document(gemm_scale, busbw_scale))
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_the_report_states_each_expected_value_range_and_source() -> None:
+    report = acceptance_report(healthy_document(0.5, 0.5), find_gpu(GPU), find_fabric(FABRIC))
+    gemm = next(c for c in report["checks"] if c["name"] == "gemm bf16")
+    assert gemm["ratio"] == pytest.approx(0.5) and gemm["points"] == 3
+    assert "nccl-tests" in gemm["source"] and "validation_collectives" in gemm["source"]
+    busbw = next(c for c in report["checks"] if c["name"].startswith("busbw"))
+    assert busbw["ratio"] == pytest.approx(0.5) and busbw["points"] == 3  # the three sizes ≥ 64 MiB
+    lines = failed_checks(report)
+    assert len(lines) == 2 and lines[0].startswith("gemm bf16:") and "(50%)" in lines[0]
+
+
+def test_bench_check_cli_exits_1_on_a_failing_node(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from app.cli.main import main
+
+    def check(doc: dict[str, Any]) -> tuple[int, str]:
+        path = tmp_path / "result.json"
+        path.write_text(json.dumps({"schema_version": 1, "kind": "calibration", **doc}))
+        try:
+            main(["bench", "check", str(path), "--gpu", GPU, "--fabric", FABRIC])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, capsys.readouterr().out
+
+    code, out = check(healthy_document())
+    assert code == 0 and "acceptance against H100-SXM / ib-ndr-8x400: PASS" in out
+    code, out = check(healthy_document(gemm_scale=387 / 794.5))
+    assert code == 1 and ": FAIL" in out and "gemm bf16" in out and "# source:" in out
+
+
+def test_real_h100_mamf_finder_output_passes_its_gemm_check() -> None:
+    from pathlib import Path
+
+    from app.bench.importers import import_file
+
+    doc = import_file(Path(__file__).parent / "data" / "bench" / "mamf.txt")
+    report = acceptance_report(doc, find_gpu(GPU), find_fabric(FABRIC))
+    assert [c["verdict"] for c in report["checks"]] == ["pass"]

@@ -109,3 +109,36 @@ def test_real_h100_mamf_finder_output_passes_its_gemm_check() -> None:
     doc = import_file(Path(__file__).parent / "data" / "bench" / "mamf.txt")
     report = acceptance_report(doc, find_gpu(GPU), find_fabric(FABRIC))
     assert [c["verdict"] for c in report["checks"]] == ["pass"]
+
+
+def test_a_check_job_measures_gemm_and_collectives_on_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    params = {
+        "gpu": GPU,
+        "gemm": {"sizes": [64], "dtypes": ["fp32"], "device": "cpu", "iters": 2, "warmup_iters": 1},
+        "collectives": {"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "4K", "iters": 2},
+        "nproc": 2,
+    }
+    out = tmp_path / "check.json"
+    argv = ["-m", "app.bench.job", "--kind", "check", "--params", json.dumps(params), "--out", str(out)]
+    res = subprocess.run(
+        [sys.executable, *argv],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "check" and doc["status"] == "complete"
+    assert (
+        sum("best_tflops" in r for r in doc["rows"]) == 1 and sum("busbw_gbps" in r for r in doc["rows"]) == 2
+    )
+    # a CPU is not an H100: judged against one, it fails
+    assert acceptance_report(doc, find_gpu(GPU), find_fabric(FABRIC))["verdict"] == "fail"

@@ -601,3 +601,33 @@ def test_a_live_agents_heartbeat_renews_only_the_run_it_names(api: TestClient, c
         clock.advance(10)
         api.post("/api/v1/agent/heartbeat", headers=agent(token), json=wrong_attempt)
     assert api.get(f"/api/v1/benchmarks/{job_id}").json()["status"] == "queued"
+
+
+def test_check_jobs_keep_a_verdict_history_per_node(api: TestClient) -> None:
+    from tests.test_bench_acceptance import healthy_document
+
+    no_gpu = api.post("/api/v1/benchmarks", json={"kind": "check", "params": {"nproc": 2}})
+    assert no_gpu.status_code == 422 and ["body", "params", "gpu"] in [
+        d["loc"] for d in no_gpu.json()["detail"]
+    ]
+    bad_gpu = api.post("/api/v1/benchmarks", json={"kind": "check", "params": {"gpu": "H999"}})
+    assert bad_gpu.status_code == 422
+    node_id, token = new_node(api, "checked")
+    params = {"nproc": 2, "gpu": "H100-SXM", "fabric": "ib-ndr-8x400"}
+    for scale in (1.0, 0.5):  # a healthy check, then one at half the GEMM rate and busbw
+        job_id = api.post("/api/v1/benchmarks", json={"kind": "check", "params": params}).json()["id"]
+        assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["id"] == job_id
+        result = {"status": "complete", **healthy_document(scale, scale)}
+        done = api.post(
+            f"/api/v1/agent/jobs/{job_id}/complete",
+            headers=agent(token),
+            json={"attempt": 1, "status": "succeeded", "result": result},
+        ).json()
+        assert done["result"]["acceptance"]["verdict"] == ("pass" if scale == 1.0 else "fail")
+    history = api.get(f"/api/v1/nodes/{node_id}/checks").json()
+    assert history["count"] == 2
+    assert [(c["verdict"], c["gpu"], c["status"]) for c in history["data"]] == [
+        ("fail", "H100-SXM", "succeeded"),
+        ("pass", "H100-SXM", "succeeded"),
+    ]
+    assert history["data"][0]["failed"][0].startswith("gemm bf16:") and history["data"][1]["failed"] == []

@@ -201,3 +201,31 @@ def test_job_page_and_api_show_the_node_acceptance_verdict(client: TestClient) -
     assert "nccl-tests" in page and "validation_collectives" in page
     refused = client.post("/api/v1/calibration/profiles", json={"job_id": job["id"], "name": "slow-h100"})
     assert refused.status_code == 422 and "override_acceptance" in refused.text
+
+
+def test_node_page_lists_its_acceptance_checks(client: TestClient) -> None:
+    from tests.test_bench_acceptance import healthy_document
+
+    node = client.post("/api/v1/nodes", json={"name": "web-node-checked"}).json()
+    auth = {"Authorization": f"Bearer {node['token']}"}
+    params = {"nproc": 2, "gpu": "H100-SXM"}
+    job = client.post("/api/v1/benchmarks", json={"kind": "check", "params": params}).json()
+    claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    while claimed["id"] != job["id"]:  # jobs left queued by earlier tests of the shared database
+        client.post(
+            f"/api/v1/agent/jobs/{claimed['id']}/complete",
+            headers=auth,
+            json={"attempt": claimed["attempt"], "status": "failed", "error": "left over by another test"},
+        )
+        claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    client.post(
+        f"/api/v1/agent/jobs/{job['id']}/complete",
+        headers=auth,
+        json={"attempt": claimed["attempt"], "status": "succeeded", "result": healthy_document(0.5, 1.0)},
+    )
+    assert f'href="/benchmarks/nodes/{node["id"]}"' in client.get("/benchmarks").text
+    page = client.get(f"/benchmarks/nodes/{node['id']}").text
+    assert "Node web-node-checked" in page and "Acceptance checks" in page
+    assert f'href="/benchmarks/jobs/{job["id"]}"' in page and 'class="status status-fail">fail<' in page
+    assert "gemm bf16:" in page and not INLINE_SCRIPT.search(page)
+    assert client.get(f"/benchmarks/nodes/{job['id']}").status_code == 404

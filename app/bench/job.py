@@ -1,5 +1,5 @@
-"""Run one benchmark job (what the node agent launches): gemm, collectives, or calibration (both); a GEMM or
-calibration job with `"attention"` in its params also times the fused attention kernels (app.bench.attention).
+"""Run one benchmark job (what the node agent launches): gemm, collectives, calibration (both) or check (both,
+judged by the server as a node acceptance check); a GEMM, calibration or check job with `"attention"` in its params also times the fused attention kernels (app.bench.attention).
 
     python -m app.bench.job --kind calibration --params '{...}' --out result.json
 
@@ -24,6 +24,10 @@ from app.bench.schema import finish, new_document, write_document
 from app.bench.shapes import square_sweep
 
 DEFAULT_CALIBRATION_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+JOB_KINDS = ("gemm", "collectives", "calibration", "check")
+# "check" (node acceptance) measures what "calibration" does; the server judges it (app.calibration.acceptance)
+GEMM_KINDS = ("gemm", "calibration", "check")
+COLLECTIVE_KINDS = ("collectives", "calibration", "check")
 
 
 def gemm_config_from_params(params: dict[str, Any]) -> GemmConfig:
@@ -70,7 +74,7 @@ def collective_config_from_params(params: dict[str, Any]) -> CollectiveConfig:
 
 def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink) -> dict[str, Any]:
     """The combined document: kind, rows of every part (GEMM rows and collective rows), parts' environments."""
-    if kind not in ("gemm", "collectives", "calibration"):
+    if kind not in JOB_KINDS:
         raise ValueError(f"unknown job kind {kind!r}")
     doc = new_document(kind, params, argv=sys.argv)
     interrupted = {"flag": False}
@@ -83,15 +87,15 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
 
     on_interrupt(_partial)
     parts = []
-    if kind in ("gemm", "calibration"):
+    if kind in GEMM_KINDS:
         parts.append("gemm")
-    if kind in ("collectives", "calibration") and int(params.get("nproc", 2)) >= 1:
+    if kind in COLLECTIVE_KINDS and int(params.get("nproc", 2)) >= 1:
         parts.append("collectives")
     # an attention sweep rides along with a GEMM or calibration job when params ask for it ("attention": true, or
     # the sweep's own parameters: app.bench.config.AttentionConfig)
     attention = params.get("attention")
     attn_cfg = None
-    if attention and kind in ("gemm", "calibration"):
+    if attention and kind in GEMM_KINDS:
         from app.bench.config import AttentionConfig
 
         parts.append("attention")
@@ -218,7 +222,7 @@ class _ForwardingSink(ProgressSink):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="run one benchmark job")
-    parser.add_argument("--kind", required=True, choices=("gemm", "collectives", "calibration"))
+    parser.add_argument("--kind", required=True, choices=JOB_KINDS)
     parser.add_argument("--params", default="{}")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)

@@ -21,7 +21,7 @@ from typing import Any
 
 from app.bench import BENCHMARK_VERSION, SCHEMA_VERSION
 
-KINDS = ("gemm", "collectives", "calibration", "attention")
+KINDS = ("gemm", "collectives", "calibration", "check", "attention")
 STATUSES = ("running", "complete", "partial", "interrupted", "failed")
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from app.bench.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
+from app.bench.job import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS
 from app.bench.schema import summarise, wrong_result_error
 from app.core.errors import Problem, SpecError
 from app.db import get_engine, is_read_only
@@ -32,7 +33,6 @@ from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
 from app.models.benchmarks import BenchmarkJob, JobAttempt, JobEvent, Node
 
-JOB_KINDS = ("gemm", "collectives", "calibration")
 TERMINAL = ("succeeded", "failed", "cancelled")
 # A job that ended this way may be queued again by its owner (a succeeded one has nothing to redo).
 RETRYABLE = ("failed", "cancelled")
@@ -76,7 +76,9 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
         raise SpecError([Problem("kind", f"unknown job kind {kind!r}; choose from {', '.join(JOB_KINDS)}")])
     problems: list[Problem] = []
     known_gpus = 1024 if gpus is None else gpus
-    if kind in ("collectives", "calibration"):
+    if kind == "check":
+        problems += _check_target_problems(params)
+    if kind in COLLECTIVE_KINDS:
         try:
             cfg = CollectiveConfig.from_dict(params.get("collectives", params))
             nproc = int(params.get("nproc", 2))
@@ -86,7 +88,7 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
         except (TypeError, ValueError) as exc:
             problems.append(Problem("params", str(exc)))
     attention = params.get("attention")
-    if attention and kind in ("gemm", "calibration"):
+    if attention and kind in GEMM_KINDS:
         from app.bench.config import AttentionConfig, validate_attention
 
         try:
@@ -97,7 +99,7 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
             problems += [Problem(f"params.attention.{p.field}", p.message) for p in exc.problems]
         except (TypeError, ValueError) as exc:
             problems.append(Problem("params.attention", str(exc)))
-    if kind in ("gemm", "calibration"):
+    if kind in GEMM_KINDS:
         gp = params.get("gemm", params)
         try:
             from app.bench.job import gemm_config_from_params
@@ -118,6 +120,25 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
             problems.append(Problem("params", str(exc)))
     if problems:
         raise SpecError(problems)
+
+
+def _check_target_problems(params: dict[str, Any]) -> list[Problem]:
+    """A node acceptance check is judged against a catalog GPU (required) and fabric (optional)."""
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+
+    problems = []
+    if not params.get("gpu"):
+        problems.append(
+            Problem("params.gpu", "a check job needs the catalog GPU the node is expected to have")
+        )
+    for key, find in (("gpu", find_gpu), ("fabric", find_fabric)):
+        if params.get(key):
+            try:
+                find(str(params[key]))
+            except (LookupError, ValueError) as exc:
+                problems.append(Problem(f"params.{key}", str(exc)))
+    return problems
 
 
 def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:
@@ -397,6 +418,10 @@ def complete_job(
     if status == "succeeded":
         job.progress = 1.0
         job.eta_s = 0.0
+    if job.kind == "check" and result and result.get("rows"):
+        from app.services.calibration import job_acceptance
+
+        job.result = {**result, "acceptance": job_acceptance(job)}  # the node's acceptance history
     session.add(job)
     _archive_attempt(session, job, status)
     add_event(
@@ -464,6 +489,17 @@ def retry_job(
     session.commit()
     session.refresh(job)
     return job
+
+
+def check_history(session: Session, node_id: uuid.UUID, limit: int = 100) -> list[BenchmarkJob]:
+    """The node's acceptance checks, newest first (a finished job keeps the node that ran it in claimed_by)."""
+    query = (
+        select(BenchmarkJob)
+        .where(BenchmarkJob.kind == "check", BenchmarkJob.claimed_by == node_id)
+        .order_by(col(BenchmarkJob.created_at).desc())
+        .limit(limit)
+    )
+    return list(session.exec(query).all())
 
 
 def events_after(session: Session, job_id: uuid.UUID, after_id: int = 0, limit: int = 500) -> list[JobEvent]:

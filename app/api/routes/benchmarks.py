@@ -38,7 +38,9 @@ SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under 
 
 
 class BenchmarkCreate(BaseModel):
-    kind: Literal["gemm", "collectives", "calibration"] = Field(description="what to measure")
+    kind: Literal["gemm", "collectives", "calibration", "check"] = Field(
+        description="what to measure; check = a node acceptance check (needs params.gpu)"
+    )
     params: JsonObject = Field(
         default_factory=dict,
         description="runner parameters: sizes/dtypes/iters (GEMM); ops, min_bytes, max_bytes, step_factor, "

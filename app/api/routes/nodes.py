@@ -105,6 +105,46 @@ def get_node(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> NodePu
     return node_public(node_service.get_node(session, node_ref))
 
 
+class NodeCheck(BaseModel):
+    job_id: uuid.UUID
+    status: str
+    created_at: datetime
+    finished_at: datetime | None
+    verdict: Literal["pass", "warn", "fail"] | None = Field(description="None until the check has results")
+    gpu: str | None
+    fabric: str | None
+    failed: list[str] = Field(description="each failed check: measured against expected")
+
+
+def node_check(job: Any) -> NodeCheck:
+    from app.calibration.acceptance import failed_checks
+
+    report = (job.result or {}).get("acceptance")
+    return NodeCheck(
+        job_id=job.id,
+        status=job.status,
+        created_at=as_utc(job.created_at),  # type: ignore[arg-type]
+        finished_at=as_utc(job.finished_at),
+        verdict=report["verdict"] if report else None,
+        gpu=report["gpu"] if report else job.params.get("gpu"),
+        fabric=report["fabric"] if report else job.params.get("fabric"),
+        failed=failed_checks(report) if report else [],
+    )
+
+
+@router.get(
+    "/nodes/{node_ref}/checks",
+    tags=["nodes"],
+    operation_id="list_node_checks",
+    response_model=ListEnvelope[NodeCheck],
+    summary="The node's acceptance checks (jobs of kind check), newest first, with their verdicts",
+)
+def list_node_checks(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> ListEnvelope[NodeCheck]:
+    node = node_service.get_node(session, node_ref)
+    checks = [node_check(job) for job in job_service.check_history(session, node.id)]
+    return ListEnvelope[NodeCheck](data=checks, count=len(checks))
+
+
 @router.post(
     "/nodes/{node_ref}/revoke",
     tags=["nodes"],

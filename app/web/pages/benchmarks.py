@@ -144,7 +144,7 @@ def _launch_params(form: dict[str, str], ops: list[str]) -> tuple[str, dict[str,
         params["profile_name"] = form["profile_name"]
     kernels = [k for k in form.get("attention_kernels", "").split(",") if k]
     attention = None
-    if kernels and kind in ("gemm", "calibration"):
+    if kernels and kind in ("gemm", "calibration", "check"):
         try:
             seq_lens = [
                 int(s) for s in (form.get("attention_seq_lens") or "").replace(" ", "").split(",") if s
@@ -418,6 +418,27 @@ def _profile_figs(profile: CalibrationProfile) -> dict[str, Any]:
         "layout": {"yaxis": {"type": "log", "title": {"text": "TFLOP/s"}}, "height": 380},
     }
     return {"busbw_fig": busbw_fig, "gemm_fig": gemm_fig, "coll_rows": coll, "gemm_rows": gemm}
+
+
+@router.get("/benchmarks/nodes/{node_id}", response_class=HTMLResponse)
+def node_page(node_id: uuid.UUID, request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
+    """One node: its state and the history of its acceptance checks, newest first."""
+    try:
+        node = node_service.get_node(session, node_id)
+    except NotFoundError:
+        return render(
+            request, "benchmarks_node.html", {"title": "Node not found", "node": None}, status_code=404
+        )
+    from app.api.routes.nodes import node_check
+
+    checks = [node_check(job) for job in job_service.check_history(session, node.id)]
+    ctx = {
+        "title": f"Node {node.name}",
+        "node": node,
+        "online": node_service.is_online(node),
+        "checks": checks,
+    }
+    return render(request, "benchmarks_node.html", ctx)
 
 
 @router.get("/benchmarks/profiles/{ref}", response_class=HTMLResponse)

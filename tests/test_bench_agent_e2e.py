@@ -39,7 +39,10 @@ def admin_api(server: LiveServer) -> httpx.Client:
 def start_agent(
     server: LiveServer, token: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    log = (tmp_path / f"agent-{time.monotonic_ns()}.log").open("w")
+    stamp = time.monotonic_ns()
+    log = (tmp_path / f"agent-{stamp}.log").open("w")
+    token_file = tmp_path / f"token-{stamp}"  # not on the command line, where ps would show it
+    token_file.write_text(token + "\n")
     return subprocess.Popen(
         [
             sys.executable,
@@ -48,8 +51,8 @@ def start_agent(
             "agent",
             "--server",
             server.url,
-            "--token",
-            token,
+            "--token-file",
+            str(token_file),
             "--poll-interval",
             "0.5",
             "--work-dir",

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.bench.sizes import parse_size
 from app.core.errors import ProblemCollector
-from app.core.network import COLLECTIVE_OPS
+from app.core.network import COLLECTIVE_OPS, normalise_op
 
 COLLECTIVE_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4}
 GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -36,6 +36,10 @@ class CollectiveConfig:
     ranks_per_node: int = 0  # 0 → torchrun's LOCAL_WORLD_SIZE; set to split one host into pretend nodes
     check: bool = True
     average: str = "avg"
+
+    def __post_init__(self) -> None:
+        # nccl-tests' own op names (alltoall_perf, sendrecv_perf, …) name the same collectives
+        object.__setattr__(self, "ops", tuple(normalise_op(op) for op in self.ops))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

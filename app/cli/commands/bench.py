@@ -321,6 +321,10 @@ def collectives(
             user_argv=["clusterplan", *sys.argv[1:]],
             on_output=lambda line: stderr_tail.append(line) if len(stderr_tail) < 400 else None,
         )
+    if doc is None and code == 0 and nnodes > 1:
+        # only global rank 0 (on node 0) writes the document; this node's ranks finished cleanly
+        typer.echo("# this node's ranks finished; node 0 (global rank 0) prints and writes the results")
+        return
     if doc is None:
         detail = "\n".join(line for line in stderr_tail if line.strip())[-3000:]
         raise UserError(f"the benchmark did not produce results (torchrun exit {code}):\n{detail}")
@@ -420,6 +424,13 @@ def slurm_script_cmd(
     partition: Annotated[str, typer.Option()] = "",
     account: Annotated[str, typer.Option()] = "",
     time_limit: Annotated[str, typer.Option("--time")] = "00:30:00",
+    cpus_per_task: Annotated[
+        int, typer.Option(min=0, help="CPUs for each node's task, which runs all its ranks (0: 2 per GPU)")
+    ] = 0,
+    activate: Annotated[
+        str | None,
+        typer.Option(help="environment activation script to source on the nodes (default: this virtualenv)"),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="write the script here instead of printing it")] = None,
 ) -> None:
     from app.bench.launch import slurm_script
@@ -437,7 +448,14 @@ def slurm_script_cmd(
     )
     validate_collectives(config, gpus_per_node, gpus_per_node)
     script = slurm_script(
-        config, nodes, gpus_per_node, partition=partition, account=account, time_limit=time_limit
+        config,
+        nodes,
+        gpus_per_node,
+        partition=partition,
+        account=account,
+        time_limit=time_limit,
+        cpus_per_task=cpus_per_task,
+        activate=activate,
     )
     if out is not None:
         out.write_text(script)

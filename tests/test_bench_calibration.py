@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -273,3 +274,41 @@ def test_latency_bound_data_keeps_efficiencies_physical() -> None:
     for tier in (params.nvlink, params.transports["infiniband"]):
         assert 0 < tier.ring_efficiency <= 1.0 and 0 < tier.all_to_all_efficiency <= 1.0
     assert params.launch_overhead_s > 100e-6  # the 300 µs floor went into latency, not bandwidth
+
+
+def test_a_profile_fitted_across_nodes_leaves_nvlink_communication_alone() -> None:
+    """Only inter-node rows (one rank per node, a slower fabric with more latency): the fit reproduces them,
+    and a tensor-parallel all-reduce on NVLink costs exactly what it did with the defaults."""
+    cluster = _cluster()
+    base = default_network_params()
+    ib = base.transports["infiniband"]
+    truth = replace(
+        base,
+        transports={
+            **base.transports,
+            "infiniband": replace(
+                ib,
+                ring_efficiency=ib.ring_efficiency * 0.7,
+                step_latency_s={p: v * 3 for p, v in ib.step_latency_s.items()},
+            ),
+        },
+    )
+    doc = _coll_doc(truth, cluster)
+    doc["rows"] = [r for r in doc["rows"] if r["group"] == "inter"]
+    _, overrides = calibrate_network(doc, cluster)
+    assert "launch_overhead_s" not in overrides and "nvlink" not in overrides
+    fitted = NetworkParams.from_dict(overrides, base)
+    for size in (2**20, 64 * 2**20, 2**30):  # TP all-reduce inside a node
+        tp = collective_time("all_reduce", size, Placement(8, 8), cluster, fitted).time_s
+        assert tp == collective_time("all_reduce", size, Placement(8, 8), cluster, base).time_s
+    errors = [
+        abs(
+            math.log(
+                collective_time(r["op"], r["size_bytes"], Placement(2, 1), cluster, fitted).time_s
+                * 1e6
+                / r["time_us"]
+            )
+        )
+        for r in doc["rows"]
+    ]
+    assert max(errors) < math.log(1.15)  # the inter-node rows are reproduced within 15 %

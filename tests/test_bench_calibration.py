@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -312,3 +313,54 @@ def test_a_profile_fitted_across_nodes_leaves_nvlink_communication_alone() -> No
         for r in doc["rows"]
     ]
     assert max(errors) < math.log(1.15)  # the inter-node rows are reproduced within 15 %
+
+
+DATA = Path(__file__).parent / "data" / "bench"
+
+
+def test_a_tagged_nccl_tests_log_without_device_list_imports_with_its_real_rank_count() -> None:
+    """mpirun --tag-output prefixes every line; with no device list the 16 ranks come from busbw / algbw
+    (438.85 / 234.05 = 1.875 = 2·15/16), the two nodes from --nodes."""
+    from app.bench.importers import import_file
+
+    doc = import_file(DATA / "all_reduce_p5_2nodes_tag_output.log")
+    (row,) = doc["rows"]
+    assert (row["op"], row["size_bytes"], row["busbw_gbps"], row["ranks"]) == (
+        "all_reduce",
+        2**31,
+        438.85,
+        16,
+    )
+    assert (row["nodes"], row["ranks_per_node"]) == (1, 16) and "pass --nodes" in doc["notes"][0]
+    two = import_file(DATA / "all_reduce_p5_2nodes_tag_output.log", nodes=2)
+    assert (two["rows"][0]["nodes"], two["rows"][0]["ranks_per_node"]) == (2, 8)
+    assert two["environment"]["hostnames"] == []  # nothing invented
+
+
+def test_srun_labels_are_stripped_and_device_lists_still_win(tmp_path: Path) -> None:
+    from app.bench.importers import import_file
+
+    plain = import_file(DATA / "all_reduce_perf.txt")
+    labelled = tmp_path / "all_reduce_perf.log"
+    labelled.write_text(
+        "\n".join(f"0: {line}" for line in (DATA / "all_reduce_perf.txt").read_text().splitlines())
+    )
+    again = import_file(labelled)
+    assert (
+        again["rows"] == plain["rows"] and again["environment"]["devices"] == plain["environment"]["devices"]
+    )
+    assert "notes" not in plain
+
+
+def test_a_log_whose_ranks_cannot_be_told_is_refused() -> None:
+    from app.bench.importers import import_text
+
+    log = "\n".join(
+        [
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong",
+            "     1048576        262144     float    none       0    40.00   26.21   26.21      0",
+        ]
+    )
+    with pytest.raises(ValueError, match="pass --ranks"):
+        import_text(log, op="broadcast")
+    assert import_text(log, op="broadcast", ranks=8)["rows"][0]["ranks"] == 8

@@ -9,7 +9,8 @@ verdict — pass, warn or fail — with the range it was held to and the source 
   matmul TFLOP/s and the efficiency curve).
 - **Bus bandwidth** (per op and group, messages ≥ 64 MiB): the median of measured over predicted busbw
   (`app.core.network.collective_time` with the published default parameters, for the measured placement).
-- **Latency** (per op and group, the smallest message): measured over predicted time.
+- **Latency** (per op and group, the smallest message, when it is under 64 KiB — NCCL's LL protocol range,
+  where time is latency): measured over predicted time.
 
 Thresholds (ratio of measured to expected; for latency, of expected to measured, so that low is bad alike):
 
@@ -42,6 +43,8 @@ FAIL_RATIO = 0.75
 LATENCY_PASS_RATIO = 1.0 / 1.566
 LATENCY_FAIL_RATIO = 1.0 / 3.06
 LARGE_MESSAGE_BYTES = 64 * 2**20
+# below 64 KiB NCCL uses its LL protocol, where a call's time is latency (NCCL src/graph/tuning.cc)
+LATENCY_MAX_BYTES = 64 * 2**10
 RATIO_SOURCE = (
     "pass ≥ 90 % (nccl-tests NCCL_TESTS_MIN_BW margin, src/common.cu); fail < 75 % (beyond the collective "
     "model's 16.9 % p90 error on healthy systems, docs/validation_collectives.md)"
@@ -121,6 +124,8 @@ def network_checks(doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec) -> lis
             pairs = [(r["busbw_gbps"], _predicted_busbw(r, cluster, params)) for r in large]
             checks.append(_rate_check(f"busbw {key}", "GB/s", pairs, f"{model}; {RATIO_SOURCE}"))
         smallest = min(members, key=lambda r: r["size_bytes"])
+        if smallest["size_bytes"] >= LATENCY_MAX_BYTES:
+            continue  # no message small enough for its time to be latency
         predicted_us = predict_time_s(smallest, cluster, params) * 1e6
         ratio = predicted_us / smallest["time_us"]
         checks.append(
@@ -151,10 +156,11 @@ def acceptance_report(doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec) -> 
     notes = []
     if not checks:
         notes.append("nothing to check: the document has no GEMM or collective rows the model can predict")
-    if any(c.name.startswith("latency") for c in checks) and not any(
-        c.name.startswith("busbw") for c in checks
-    ):
-        notes.append("no message ≥ 64 MiB was measured: bandwidth is not checked, only latency")
+    names = [c.name for c in checks]
+    if collective_rows(doc) and not any(n.startswith("busbw") for n in names):
+        notes.append("no message ≥ 64 MiB was measured: bus bandwidth is not checked")
+    if collective_rows(doc) and not any(n.startswith("latency") for n in names):
+        notes.append("no message under 64 KiB was measured: latency is not checked")
     return {
         "verdict": worst([c.verdict for c in checks]),
         "gpu": gpu.name,

@@ -356,12 +356,20 @@ def import_(
         str | None,
         typer.Option("--format", help="nccl-tests | nccl-tests-json | mamf-finder (default: detect)"),
     ] = None,
+    ranks: Annotated[
+        int | None, typer.Option(min=1, help="ranks, for an nccl-tests log without its device list")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="nodes, for an nccl-tests log without its device list")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
     out: Annotated[Path | None, typer.Option(help="write the document here")] = None,
 ) -> None:
     from app.bench.importers import import_file
 
-    doc = import_file(path, op=op, fmt=fmt)
+    doc = import_file(path, op=op, fmt=fmt, ranks=ranks, nodes=nodes)
+    for note in doc.get("notes", []):
+        typer.echo(f"note: {note}", err=True)
     if out is not None:
         write_document(doc, out)
     typer.echo(to_json(doc, indent=1) if as_json else render_document(doc))
@@ -380,6 +388,12 @@ def check(
     gpu: Annotated[str, typer.Option(help="catalog GPU the node has")] = "H100-SXM",
     fabric: Annotated[str, typer.Option(help="fabric between nodes, e.g. ib-ndr-8x400")] = "ib-ndr-8x400",
     op: Annotated[str | None, typer.Option(help="collective, for nccl-tests files that do not say")] = None,
+    ranks: Annotated[
+        int | None, typer.Option(min=1, help="ranks, for an nccl-tests log without devices")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="nodes, for an nccl-tests log without devices")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     from app.bench.importers import import_file
@@ -387,7 +401,9 @@ def check(
     from app.catalog import find_gpu
     from app.catalog.fabrics import find_fabric
 
-    report = acceptance_report(import_file(path, op=op), find_gpu(gpu), find_fabric(fabric))
+    doc = import_file(path, op=op, ranks=ranks, nodes=nodes)
+    report = acceptance_report(doc, find_gpu(gpu), find_fabric(fabric))
+    report["notes"] = [*doc.get("notes", []), *report["notes"]]
     typer.echo(to_json(report, indent=1) if as_json else render_acceptance(report))
     if report["verdict"] == FAIL:
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -23,7 +23,7 @@ SIZES = [1024, 64 * 2**20, 256 * 2**20, 2**30]
 def healthy_document(gemm_scale: float = 1.0, busbw_scale: float = 1.0) -> dict[str, Any]:
     """Rows exactly as the uncalibrated model expects them for 8 H100 in one node, scaled."""
     gpu, fabric = find_gpu(GPU), find_fabric(FABRIC)
-    eff = GemmEfficiency.for_gpu(gpu, "bf16")
+    eff = GemmEfficiency.for_gpu(gpu, "bf16", sustained=False)  # burst clocks: what a benchmark measures
     rows: list[dict[str, Any]] = []
     for m, n, k in SHAPES:
         tflops = float(eff.flops_per_s(m, n, k)) / 1e12 * gemm_scale
@@ -101,14 +101,16 @@ def test_bench_check_cli_exits_1_on_a_failing_node(tmp_path, capsys) -> None:  #
     assert code == 1 and ": FAIL" in out and "gemm bf16" in out and "# source:" in out
 
 
-def test_real_h100_mamf_finder_output_passes_its_gemm_check() -> None:
+def test_the_mamf_finder_fixture_is_judged_against_the_burst_curve() -> None:
+    """Its best figures (520, 720.5 and 700 TFLOP/s) against the H100 curve at burst clocks (774 TFLOP/s at
+    8192×4096×4096): just under 90 %, a warning; against the sustained curve (0.85 × burst) it would pass."""
     from pathlib import Path
 
     from app.bench.importers import import_file
 
     doc = import_file(Path(__file__).parent / "data" / "bench" / "mamf.txt")
-    report = acceptance_report(doc, find_gpu(GPU), find_fabric(FABRIC))
-    assert [c["verdict"] for c in report["checks"]] == ["pass"]
+    (check,) = acceptance_report(doc, find_gpu(GPU), find_fabric(FABRIC))["checks"]
+    assert check["verdict"] == "warn" and 0.85 < check["ratio"] < 0.90 and check["points"] == 3
 
 
 def test_a_check_job_measures_gemm_and_collectives_on_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,7 @@ verdict — pass, warn or fail — with the range it was held to and the source 
 
 - **GEMM rate** (per dtype): the median over shapes of best TFLOP/s (mamf-finder's headline statistic) over the
   rate the uncalibrated model expects at that shape (`GemmEfficiency.for_gpu`: the catalog's measured achievable
-  matmul TFLOP/s and the efficiency curve).
+  matmul TFLOP/s and the efficiency curve, at burst clocks: what a short benchmark measures).
 - **Bus bandwidth** (per op and group, messages ≥ 64 MiB): the median of measured over predicted busbw
   (`app.core.network.collective_time` with the published default parameters, for the measured placement).
 - **Latency** (per op and group, the smallest message, when it is under 64 KiB — NCCL's LL protocol range,
@@ -32,7 +32,6 @@ from typing import Any
 
 from app.calibration.collective_fit import collective_rows, predict_time_s
 from app.calibration.gemm_fit import gemm_rows
-from app.core.efficiency import GemmEfficiency
 from app.core.hardware import FabricSpec, GPUSpec
 from app.core.network import busbw_factor, default_network_params
 
@@ -94,11 +93,12 @@ def _rate_check(name: str, unit: str, pairs: list[tuple[float, float]], source: 
 
 
 def gemm_checks(doc: dict[str, Any], gpu: GPUSpec) -> list[Check]:
+    from app.calibration.profile import default_gemm_curve
+
     by_dtype: dict[str, list[tuple[float, float]]] = {}
     for row in gemm_rows(doc):
-        try:
-            eff = GemmEfficiency.for_gpu(gpu, row["dtype"])
-        except KeyError:
+        eff = default_gemm_curve(gpu, row["dtype"])
+        if eff is None:
             continue  # the catalog has no rate for this dtype on this GPU
         expected = float(eff.flops_per_s(row["m"], row["n"], row["k"])) / 1e12
         by_dtype.setdefault(row["dtype"], []).append((float(row.get("best_tflops") or 0.0), expected))

@@ -17,6 +17,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from app.calibration.acceptance import acceptance_report, failed_checks
+from app.calibration.held_back import improves
 from app.calibration.profile import DEFAULT_FABRIC, DEFAULT_GPU, build_profile, hardware_profile
 from app.core.efficiency import HardwareProfile
 from app.core.errors import Problem, SpecError
@@ -67,6 +68,30 @@ def check_acceptance(
     return report
 
 
+def check_generalises(report: dict[str, Any], force: bool = False) -> None:
+    """Refuse (SpecError on `force`) a fit whose error on held-back points is not below the defaults'."""
+    worse = [
+        f"{part}: {held['error_before_pct']:.1f} % with the defaults, {held['error_after_pct']:.1f} % fitted"
+        for part in ("gemm", "collectives")
+        if (held := (report.get(part) or {}).get("held_back")) and not improves(held)
+    ]
+    if worse and not force:
+        raise SpecError(
+            [
+                Problem(
+                    "force",
+                    "the fit does not improve the model on the points held back from it ("
+                    + "; ".join(worse)
+                    + "): it would not generalise; save it anyway with force (CLI: --force)",
+                )
+            ]
+        )
+    if worse:
+        report.setdefault("notes", []).append(
+            "saved with force although it does not improve on held-back points"
+        )
+
+
 def fit_profile(
     session: Session,
     doc: dict[str, Any],
@@ -75,6 +100,7 @@ def fit_profile(
     fabric: str | None = None,
     source_job_id: uuid.UUID | None = None,
     override_acceptance: bool = False,
+    force: bool = False,
 ) -> CalibrationProfile:
     name = name.strip()
     if not name:
@@ -86,6 +112,7 @@ def fit_profile(
         params, report = build_profile(doc, gpu_spec, fabric_spec, source=source)
     except ValueError as exc:
         raise SpecError([Problem("job", str(exc))]) from exc
+    check_generalises(report, force)
     acceptance = check_acceptance(doc, gpu_spec, fabric_spec, override_acceptance)
     report["acceptance"] = {**acceptance, "overridden": acceptance["verdict"] == "fail"}
     if acceptance["verdict"] != "pass":
@@ -143,6 +170,7 @@ def fit_profile_from_job(
     gpu: str | None = None,
     fabric: str | None = None,
     override_acceptance: bool = False,
+    force: bool = False,
 ) -> CalibrationProfile:
     check_fittable(session, job)
     return fit_profile(
@@ -153,6 +181,7 @@ def fit_profile_from_job(
         fabric or job.params.get("fabric"),
         job.id,
         override_acceptance or bool(job.params.get("override_acceptance")),
+        force or bool(job.params.get("force")),
     )
 
 
@@ -208,8 +237,7 @@ def default_predictions(
     """What the uncalibrated model predicts for each measured row (catalog defaults for `gpu` / `fabric`)."""
     from app.calibration.collective_fit import collective_rows, predict_time_s
     from app.calibration.gemm_fit import gemm_rows
-    from app.calibration.profile import cluster_for
-    from app.core.efficiency import GemmEfficiency
+    from app.calibration.profile import cluster_for, default_gemm_curve
     from app.core.network import busbw_factor, default_network_params
 
     gpu_spec, fabric_spec = _gpu(gpu), _fabric(fabric)
@@ -225,10 +253,7 @@ def default_predictions(
                 {**r, "predicted_busbw_gbps": r["size_bytes"] / t * factor / 1e9 if t > 0 else None}
             )
     for r in gemm_rows(doc):
-        try:
-            eff = GemmEfficiency.for_gpu(gpu_spec, r["dtype"])
-            predicted = float(eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12
-        except KeyError:
-            predicted = None
+        eff = default_gemm_curve(gpu_spec, r["dtype"])  # burst clocks, as a benchmark measures
+        predicted = float(eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12 if eff else None
         out["gemm"].append({**r, "predicted_tflops": predicted})
     return out

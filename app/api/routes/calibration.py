@@ -40,6 +40,10 @@ class ProfileFit(BaseModel):
         default=False,
         description="fit even though the measurements fail the node acceptance check for this GPU and fabric",
     )
+    force: bool = Field(
+        default=False,
+        description="save the fit even though it does not improve the model on held-back points",
+    )
 
 
 class ProfileSummary(BaseModel):
@@ -120,7 +124,7 @@ def get_profile(
 def fit_profile(body: ProfileFit, session: SessionDep, _p: RunDep, response: Response) -> ProfilePublic:
     job = job_service.get_job(session, body.job_id)
     profile = calibration_service.fit_profile_from_job(
-        session, job, body.name, body.gpu, body.fabric, body.override_acceptance
+        session, job, body.name, body.gpu, body.fabric, body.override_acceptance, body.force
     )
     response.headers["Location"] = f"/api/v1/calibration/profiles/{profile.id}"
     return public_of(profile)

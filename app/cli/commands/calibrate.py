@@ -119,7 +119,7 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
         else:
             labels = [f"{r['m']}×{r['n']}×{r['k']}" for r in rows]
             xs = range(len(rows))
-            ax.bar(xs, [r["measured_tflops"] for r in rows], label="measured (median)")
+            ax.bar(xs, [r["measured_tflops"] for r in rows], label="measured (best)")
             ax.plot(xs, [r["before_tflops"] or float("nan") for r in rows], "s", label="before")
             ax.plot(xs, [r["after_tflops"] for r in rows], "-o", label="after")
             ax.set_xticks(list(xs), labels, rotation=60, ha="right", fontsize=7)
@@ -153,9 +153,12 @@ def fit(
     override_acceptance: Annotated[
         bool, typer.Option(help="fit even if the measurements fail the node acceptance check for --gpu")
     ] = False,
+    force: Annotated[
+        bool, typer.Option(help="save the fit even if it does not improve the model on held-back points")
+    ] = False,
 ) -> None:
     with _session() as session:
-        profile = _fit(session, result, job, name, gpu, fabric, op, override_acceptance)
+        profile = _fit(session, result, job, name, gpu, fabric, op, override_acceptance, force)
         data: dict[str, Any] = {
             "id": str(profile.id),
             "name": profile.name,
@@ -180,6 +183,7 @@ def _fit(
     fabric: str | None,
     op: str | None,
     override_acceptance: bool = False,
+    force: bool = False,
 ) -> Any:
     """A new profile version from RESULT or from --job (one of the two): the job must have succeeded, with
     rows from one attempt on one node (app.services.calibration.check_fittable)."""
@@ -191,12 +195,12 @@ def _fit(
         raise UserError("give either a RESULT file or --job JOB_ID")
     if job is not None:
         return calibration_service.fit_profile_from_job(
-            session, get_job(session, job), name, gpu, fabric, override_acceptance
+            session, get_job(session, job), name, gpu, fabric, override_acceptance, force
         )
     assert result is not None
     doc = import_file(result, op=op)
     return calibration_service.fit_profile(
-        session, doc, name, gpu, fabric, override_acceptance=override_acceptance
+        session, doc, name, gpu, fabric, override_acceptance=override_acceptance, force=force
     )
 
 

@@ -142,6 +142,8 @@ def _launch_params(form: dict[str, str], ops: list[str]) -> tuple[str, dict[str,
     }
     if kind == "calibration" and form.get("profile_name"):
         params["profile_name"] = form["profile_name"]
+        if form.get("override_acceptance"):
+            params["override_acceptance"] = True
     kernels = [k for k in form.get("attention_kernels", "").split(",") if k]
     attention = None
     if kernels and kind in ("gemm", "calibration", "check"):
@@ -396,7 +398,7 @@ def _profile_figs(profile: CalibrationProfile) -> dict[str, Any]:
         "data": [
             {
                 "type": "bar",
-                "name": "measured (median)",
+                "name": "measured (best)",
                 "x": labels,
                 "y": [r["measured_tflops"] for r in gemm],
             },

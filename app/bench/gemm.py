@@ -62,14 +62,25 @@ def _operands(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[torch.Tenso
 
 
 class _Matmul:
-    """One shape/dtype's random operands and the call that multiplies them."""
+    """One shape/dtype's random operands and the call that multiplies them.
+
+    `refill()` copies a random matrix into C before each timed call, as mamf-finder does ("to ensure that C
+    gets actually written to, as otherwise the rerun results will be always the same and no power will be
+    drawn to write"): the product then changes memory every time, as in training."""
 
     def __init__(self, shape: GemmShape, dtype: str, device: str) -> None:
         self.a, self.b = _operands(
             torch.randn(shape.m, shape.k, device=device), torch.randn(shape.k, shape.n, device=device), dtype
         )
         self.c = None if dtype == "fp8" else torch.empty(shape.m, shape.n, device=device, dtype=self.a.dtype)
+        self.c_rand = (
+            None if self.c is None else torch.randn(shape.m, shape.n, device=device).to(self.c.dtype)
+        )
         self.call: Callable[[], Any] = lambda: multiply(self.a, self.b, dtype, self.c)
+
+    def refill(self) -> None:
+        if self.c is not None and self.c_rand is not None:
+            self.c.copy_(self.c_rand)
 
 
 CHECK_ROWS = 128  # rows of C compared with the exact product (evenly spaced, first and last included)
@@ -136,6 +147,7 @@ def time_matmul(
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
         torch.cuda.synchronize()
         for i in range(iters):
+            mm.refill()
             if flush is not None:
                 flush.zero_()
             starts[i].record()
@@ -145,12 +157,32 @@ def time_matmul(
         times = [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends, strict=True)]
     else:
         for _ in range(iters):
+            mm.refill()
             if flush is not None:
                 flush.zero_()
             t0 = time.perf_counter_ns()
             mm.call()
             times.append((time.perf_counter_ns() - t0) / 1e9)
     return times
+
+
+def accelerator_warm_up(
+    shape: GemmShape,
+    dtype: str,
+    device: str,
+    seconds: float,
+    iters: int,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Run the first shape for `seconds` before the sweep and return the rounds run. mamf-finder does this for
+    30 s: "a cold accelerator gives a higher score on say a single shape, than the same shape run after a dozen
+    of other shapes" (boost clocks before the power and thermal limits settle)."""
+    rounds = 0
+    end = clock() + seconds
+    while clock() < end:
+        time_matmul(shape, dtype, device, iters, 0, None)
+        rounds += 1
+    return rounds
 
 
 def run_gemm(
@@ -160,6 +192,7 @@ def run_gemm(
     argv: list[str] | None = None,
     all_devices: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """Run the sweep; the document (partial while running) is rewritten to out_path after every shape."""
     gpus = cuda_device_count()
@@ -184,6 +217,13 @@ def run_gemm(
             config.flush_bytes if dev.startswith("cuda") else min(config.flush_bytes, CPU_FLUSH_BYTES)
         )
         flush = torch.empty(flush_bytes, dtype=torch.int8, device=dev) if config.flush_cache else None
+        warm_s = config.warm_up_seconds(dev)
+        if warm_s > 0 and config.shapes:
+            first = config.shapes[0]
+            rounds = accelerator_warm_up(first, config.dtypes[0], dev, warm_s, config.iters, clock)
+            sink.log(
+                f"accelerator warm-up on {dev}: {rounds} rounds of {first.m}x{first.n}x{first.k} in {warm_s:g} s"
+            )
         for dtype in config.dtypes:
             for shape in config.shapes:
                 if should_stop is not None and should_stop():

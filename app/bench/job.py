@@ -58,6 +58,7 @@ def gemm_config_from_params(params: dict[str, Any]) -> GemmConfig:
         iters=int(params.get("iters", 20)),
         warmup_iters=int(params.get("warmup_iters", 5)),
         flush_cache=bool(params.get("flush_cache", True)),
+        warmup_s=None if params.get("warmup_s") is None else float(params["warmup_s"]),
     )
 
 

@@ -94,6 +94,12 @@ def gemm(
     iters: Annotated[int, typer.Option(min=1)] = 50,
     warmup_iters: Annotated[int, typer.Option(min=0)] = 10,
     flush: Annotated[bool, typer.Option(help="flush the cache before each timed matmul")] = True,
+    warmup_seconds: Annotated[
+        float | None,
+        typer.Option(
+            min=0, help="run the first shape this long before the sweep (default: 30 on a GPU, 0 on CPU)"
+        ),
+    ] = None,
     all_devices: Annotated[bool, typer.Option(help="sweep every local GPU in turn")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
     out: Annotated[
@@ -122,6 +128,7 @@ def gemm(
         iters=iters,
         warmup_iters=warmup_iters,
         flush_cache=flush,
+        warmup_s=warmup_seconds,
     )
 
     from app.bench.gemm import run_gemm

@@ -187,8 +187,11 @@ def fit_profile_from_job(
 
 def job_acceptance(job: BenchmarkJob, gpu: str | None = None, fabric: str | None = None) -> dict[str, Any]:
     """The acceptance report of a job's rows against its declared (or the given) GPU and fabric."""
+    declared_gpu, declared_fabric = job.params.get("gpu"), job.params.get("fabric")
     return acceptance_report(
-        job_document(job), _gpu(gpu or job.params.get("gpu")), _fabric(fabric or job.params.get("fabric"))
+        job_document(job),
+        _gpu(gpu or (str(declared_gpu) if declared_gpu else None)),
+        _fabric(fabric or (str(declared_fabric) if declared_fabric else None)),
     )
 
 

@@ -173,7 +173,7 @@ def acceptance_report(doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec) -> 
 def failed_checks(report: dict[str, Any]) -> list[str]:
     """One line per failed check: what was measured against what was expected."""
     return [
-        f"{c['name']}: {c['measured']:.4g} {c['unit']} against {c['expected']:.4g} expected ({c['ratio']:.0%})"
+        f"{c['name']}: {c['measured']:.4g} {c['unit']} against {c['expected']:.4g} expected ({c['ratio']:.1%})"
         for c in report["checks"]
         if c["verdict"] == FAIL
     ]

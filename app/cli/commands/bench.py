@@ -369,6 +369,11 @@ def import_(
     nodes: Annotated[
         int | None, typer.Option(min=1, help="nodes, for an nccl-tests log without its device list")
     ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="catalog GPU the node has: warn when the result fails its acceptance check"),
+    ] = None,
+    fabric: Annotated[str, typer.Option(help="fabric between nodes, with --gpu")] = "ib-ndr-8x400",
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
     out: Annotated[Path | None, typer.Option(help="write the document here")] = None,
 ) -> None:
@@ -377,6 +382,8 @@ def import_(
     doc = import_file(path, op=op, fmt=fmt, ranks=ranks, nodes=nodes)
     for note in doc.get("notes", []):
         typer.echo(f"note: {note}", err=True)
+    if gpu:
+        _warn_on_acceptance(doc, gpu, fabric)
     if out is not None:
         write_document(doc, out)
     typer.echo(to_json(doc, indent=1) if as_json else render_document(doc))
@@ -416,12 +423,28 @@ def check(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
+def _warn_on_acceptance(doc: dict[str, Any], gpu: str, fabric: str) -> None:
+    """One stderr line per check that is not a pass (the import itself goes on)."""
+    from app.calibration.acceptance import PASS, acceptance_report
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+
+    report = acceptance_report(doc, find_gpu(gpu), find_fabric(fabric))
+    for c in report["checks"]:
+        if c["verdict"] != PASS:
+            typer.echo(
+                f"warning: acceptance {c['verdict']} against {report['gpu']}: {c['name']} measured "
+                f"{c['measured']:.4g} {c['unit']}, expected {c['expected']:.4g} ({c['ratio']:.1%}; {c['pass_range']})",
+                err=True,
+            )
+
+
 def render_acceptance(report: dict[str, Any]) -> str:
     lines = [f"# acceptance against {report['gpu']} / {report['fabric']}: {report['verdict'].upper()}"]
-    lines.append(f"# {'check':<36} {'measured':>11} {'expected':>11} {'ratio':>6}  verdict  pass range")
+    lines.append(f"# {'check':<36} {'measured':>11} {'expected':>11} {'ratio':>7}  verdict  pass range")
     for c in report["checks"]:
         lines.append(
-            f"  {c['name']:<36} {c['measured']:>11.4g} {c['expected']:>11.4g} {c['ratio']:>6.0%}"
+            f"  {c['name']:<36} {c['measured']:>11.4g} {c['expected']:>11.4g} {c['ratio']:>7.1%}"
             f"  {c['verdict']:<7}  {c['pass_range']} ({c['unit']}; fail below {c['fail_below']})"
         )
     lines += [f"# note: {n}" for n in report["notes"]]

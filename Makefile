@@ -72,6 +72,8 @@ validate: install
 	$(BIN)/clusterplan validate collectives tests/data/network/collectives.csv
 	$(BIN)/clusterplan validate costs tests/data/cost_cases.jsonl
 	$(BIN)/clusterplan validate layouts tests/data/training_runs.csv
+	$(BIN)/clusterplan validate region tests/data/training_runs*.csv
+	$(BIN)/clusterplan validate training-totals tests/data/training_totals.csv
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

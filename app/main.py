@@ -6,7 +6,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
 import app as app_pkg
@@ -16,6 +15,7 @@ from app.errors import install_error_handlers
 from app.resources import STATIC_DIR
 from app.settings import Settings, get_settings
 from app.web import build_web_router
+from app.web.static_files import CachedStaticFiles
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -25,7 +25,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=app_pkg.__version__,
         description="Cluster capacity and cost planning for LLM training.",
         openapi_url="/api/v1/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # served by app/web/pages/api_docs.py from vendored files
         redoc_url=None,
     )
     application.state.settings = settings
@@ -44,7 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     application.include_router(build_api_router())
     application.include_router(build_web_router())
-    application.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    application.mount("/static", CachedStaticFiles(directory=str(STATIC_DIR)), name="static")
     for hook in _startup_hooks():
         hook(application)
     return application

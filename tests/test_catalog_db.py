@@ -173,7 +173,7 @@ def test_price_row_edit_rules(db_url: str) -> None:
         assert {p.field for p in err.value.problems} == {"gpu_name", "price_usd", "source"}
         with pytest.raises(SpecError) as err:
             service.add_price_row(session, {"category": "x", "item": "y", "price_usd": 1.0})
-        assert {p.field for p in err.value.problems} == {"price_date", "source", "includes"}
+        assert {p.field for p in err.value.problems} == {"price_date", "source", "includes", "category"}
         service.delete_price_row(session, row.id)
         with pytest.raises(NotFoundError):
             service.get_price_row(session, row.id)

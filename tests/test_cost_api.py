@@ -13,6 +13,7 @@ from app.core.errors import SpecError
 from app.models.catalog import PriceRow
 from app.schemas import cost as s
 from app.services import cost as svc
+from app.services import prices
 
 
 def _add_row(session: Session, **overrides: Any) -> PriceRow:
@@ -87,7 +88,7 @@ def test_default_cloud_rows_for_a_gpu_feed_the_breakeven(db_url: str) -> None:
 
     with Session(get_engine()) as session:
         _add_row(session, item="only-row-for-this-test", usd_per_gpu_hour=7.0)
-        rows = svc.default_cloud_rows(session, "h100", ["on-demand"])
+        rows = prices.default_cloud_rows(session, "h100", ["on-demand"])
         assert any(r.item == "only-row-for-this-test" for r in rows)
         assert all(r.gpu_name == "H100-SXM" for r in rows)
         req = s.TcoRequest.model_validate(
@@ -98,7 +99,7 @@ def test_default_cloud_rows_for_a_gpu_feed_the_breakeven(db_url: str) -> None:
         seven = [b for b in result.breakevens if "only-row-for-this-test" in b.label]
         assert seven and seven[0].usd_per_gpu_hour == 7.0
         count = len(session.exec(select(PriceRow)).all())
-    book = svc.price_book(Session(get_engine()))
+    book = prices.price_book(Session(get_engine()))
     assert len(book) == count
 
 
@@ -190,15 +191,80 @@ def test_tco_curves_and_breakeven_over_http(client: Any) -> None:
     (b,) = r.json()["breakevens"]
     assert b["breakeven_months"] == pytest.approx(8.45, abs=0.01)
     t = client.post(
-        "/api/v1/cost/tco", json={"onprem": {"nodes": 4}, "options": [{"usd_per_gpu_hour": 6.88}]}
+        "/api/v1/cost/tco",
+        json={"onprem": {"nodes": 4}, "gpu": "H100", "options": [{"usd_per_gpu_hour": 6.88}]},
     )
     assert t.status_code == 200, t.text
     data = t.json()
     curve = data["curves"]["cumulative_usd_vs_month"]
-    assert len(curve["x"]) == 61 and set(curve["series"]) == {"on-prem", "option 1 (on-demand)"}
+    assert len(curve["x"]) == 61
+    assert set(curve["series"]) == {"on-prem", "on-prem net of resale", "option 1 (on-demand)"}
     assert curve["series"]["on-prem"][0] == pytest.approx(data["capex_total_usd"])
     sources = {a["name"]: a for a in data["assumptions"]}
     assert sources["pue"]["value"] == 1.56 and "Uptime" in sources["pue"]["source"] and sources["pue"]["date"]
+    assert sources["server_capex_usd_per_node"]["value"] == 288142.0
+    assert "archive.ph/D6Dub" in sources["server_capex_usd_per_node"]["source"]
+
+
+def _tco(client: Any, gpu: str | None, gpus_per_node: int = 8, **onprem: float) -> Any:
+    body: dict[str, Any] = {
+        "onprem": {"nodes": 16, "gpus_per_node": gpus_per_node, "network_share": 0} | onprem,
+        "options": [{"usd_per_gpu_hour": 4.0}],
+    }
+    if gpu is not None:
+        body["gpu"] = gpu
+    return client.post("/api/v1/cost/tco", json=body)
+
+
+def test_tco_prices_each_gpu_from_its_own_server_row(client: Any) -> None:
+    # DGX A100 320GB $199,000 (NVIDIA, 2020-05-21), 6.5 kW; GB200 NVL72 rack ~$3.0M, 120 kW for 72 GPUs
+    a100 = _tco(client, "A100-40GB-SXM").json()
+    assert a100["capex"]["servers"] == pytest.approx(16 * 199_000)
+    used = {a["name"]: a for a in a100["assumptions"]}
+    assert used["node_power_kw"]["value"] == 6.5 and used["server_capex_usd_per_node"]["date"] == "2020-05-21"
+    gb200 = _tco(client, "GB200", gpus_per_node=4).json()
+    assert gb200["capex"]["servers"] == pytest.approx(16 * 4 * 3.0e6 / 72)
+    used = {a["name"]: a for a in gb200["assumptions"]}
+    assert used["node_power_kw"]["value"] == pytest.approx(4 * 120 / 72)
+    assert "NVL72" in used["server_capex_usd_per_node"]["source"]
+    h100 = _tco(client, "H100").json()
+    per_gpu = {
+        name: r["capex"]["servers"] / (16 * n)
+        for name, r, n in (("a100", a100, 8), ("gb200", gb200, 4), ("h100", h100, 8))
+    }
+    assert per_gpu["a100"] < per_gpu["h100"] < per_gpu["gb200"]
+
+
+def test_tco_without_a_server_row_is_refused_never_priced_as_h100(client: Any) -> None:
+    no_row = _tco(client, "L40S")
+    assert no_row.status_code == 422
+    (problem,) = no_row.json()["detail"]
+    assert problem["loc"][-1] == "gpu" and "no on-prem server row for L40S" in problem["msg"]
+    no_gpu = _tco(client, None)
+    assert no_gpu.status_code == 422 and "server_capex_usd_per_node" in no_gpu.json()["detail"][0]["msg"]
+    given = _tco(client, "L40S", server_capex_usd_per_node=100_000, node_power_kw=4.0)
+    assert given.status_code == 200, given.text
+    assert given.json()["capex"]["servers"] == pytest.approx(1.6e6)
+
+
+def test_tco_overrides_replace_the_row_and_defaults(client: Any) -> None:
+    overrides = {
+        "server_capex_usd_per_node": 250_000,
+        "node_power_kw": 12.0,
+        "pue": 1.2,
+        "usd_per_kwh": 0.1,
+        "colo_usd_per_kw_month": 150.0,
+        "maintenance_fraction_per_year": 0.05,
+        "gpus_per_fte": 500.0,
+        "usd_per_fte_year": 200_000,
+    }
+    data = _tco(client, "H100", **overrides).json()
+    used = {a["name"]: a for a in data["assumptions"]}
+    for name, value in overrides.items():
+        assert used[name]["value"] == value and used[name]["source"] == "user input", name
+    annual = data["annual"]
+    assert annual["power"] == pytest.approx(16 * 12.0 * 0.75 * 0.9 * 1.2 * 24 * 365.25 * 0.1)
+    assert annual["staff"] == pytest.approx(128 / 500 * 200_000)
 
 
 def test_goodput_presets_and_estimate_over_http(client: Any) -> None:
@@ -311,6 +377,7 @@ def test_cost_run_and_storage_from_an_estimator_scenario(client: Any) -> None:
 def test_tco_takes_network_capex_from_the_network_bom(client: Any) -> None:
     body = {
         "onprem": {"nodes": 128},
+        "gpu": "H100",
         "network_bom": {"fabric": "ib-ndr-8x400"},
         "options": [{"usd_per_gpu_hour": 6.88}],
     }
@@ -361,3 +428,112 @@ def test_limits_return_json_nulls_not_errors(client: Any) -> None:
         and body["cost_per_useful_hour_spot"] is None
         and body["net_savings"] is None
     )
+
+
+def test_no_progress_and_absurd_durations_are_422_naming_the_input(client: Any) -> None:
+    hopeless = client.post(
+        "/api/v1/goodput", json={"num_gpus": 16384, "job_mtbf_hours": 0.01, "checkpoint_stall_s": 600}
+    )
+    assert hopeless.status_code == 422
+    (problem,) = hopeless.json()["detail"]
+    assert problem["loc"][-1] == "job_mtbf_hours" and "no progress" in problem["msg"]
+    century = client.post(
+        "/api/v1/cost/run",
+        json={
+            "num_gpus": 1024,
+            "params": 70e9,
+            "tokens": 1e18,
+            "mfu": 0.4,
+            "gpu": "H100",
+            "options": [{"usd_per_gpu_hour": 2}],
+        },
+    )
+    assert century.status_code == 422 and century.json()["detail"][0]["loc"][-1] == "tokens"
+    assert "years of wall time" in century.json()["detail"][0]["msg"]
+    long_run = client.post(
+        "/api/v1/goodput",
+        json={"num_gpus": 8, "job_mtbf_hours": 100, "checkpoint_stall_s": 10, "run_days": 40_000},
+    )
+    assert long_run.status_code == 422 and long_run.json()["detail"][0]["loc"][-1] == "run_days"
+
+
+def test_spot_loses_work_by_default_and_bills_the_fleet_kept_while_waiting(client: Any) -> None:
+    base = {"on_demand_usd_per_hour": 10, "preemptions_per_day": 2.4, "restart_s": 0}
+    periodic = client.post("/api/v1/cost/spot", json=base).json()
+    assert periodic["lost_hours_per_preemption"] == pytest.approx(0.5)  # half the default 1-hour interval
+    hooked = client.post("/api/v1/cost/spot", json=base | {"checkpoint_on_notice": True}).json()
+    assert hooked["lost_hours_per_preemption"] == 0
+    waiting = client.post(
+        "/api/v1/cost/spot",
+        json=base | {"reacquire_wait_s": 3600, "billed_while_waiting_fraction": 0.5},
+    ).json()
+    assert waiting["breakdown_per_day"]["waiting"] == pytest.approx(2.4 * 0.5)
+
+
+def test_llama3_scale_goodput_uses_a_filesystem_that_scales_or_the_given_one(client: Any) -> None:
+    body = {
+        "num_gpus": 16384,
+        "preset": "llama3-405b",
+        "checkpoint": {"params": 405e9},
+        "tier": "parallel_fs",
+        "mfu": 0.4,
+    }
+    scaled = client.post("/api/v1/goodput", json=body).json()
+    fixed = client.post("/api/v1/goodput", json=body | {"parallel_fs_gb_per_s": 100}).json()
+    # Meta reports > 90 % effective training time; a 100 GB/s filesystem for 2,048 nodes gives 83 %
+    assert scaled["goodput"] > 0.9 > fixed["goodput"] > 0.8
+    assert scaled["sync_stall_s"] < fixed["sync_stall_s"]
+    tiers = client.post(
+        "/api/v1/storage",
+        json={
+            "checkpoint": {"params": 70e9},
+            "num_nodes": 2048,
+            "tokens_per_step": 4e6,
+            "step_s": 10,
+            "vocab_size": 128000,
+            "parallel_fs_gb_per_s": 250,
+        },
+    ).json()["checkpoint_tiers"]
+    (pfs,) = [t for t in tiers if t["tier"] == "parallel_fs"]
+    assert pfs["bandwidth_bytes_per_s"] == pytest.approx(250e9)
+
+
+def test_epoch_takes_dates_and_says_when_it_has_none(client: Any) -> None:
+    base = {"chips": 16384, "training_hours": 2142, "server_price_per_chip_usd": 44489.88, "pue": 1.1}
+    undated = client.post("/api/v1/cost/epoch", json=base).json()
+    notes = {a["name"]: a for a in undated["assumptions"]}
+    assert (
+        notes["years_since_acquisition"]["value"] == 0
+        and "no value decay" in notes["years_since_acquisition"]["source"]
+    )
+    dated = client.post(
+        "/api/v1/cost/epoch",
+        json=base | {"gpu": "H100", "price_date": "2022-09-29", "publication_date": "2024-07-23"},
+    ).json()
+    notes = {a["name"]: a for a in dated["assumptions"]}
+    assert (
+        notes["acquisition_date"]["value"] == "2022-09-29"
+        and notes["training_start"]["value"] == "2024-02-25"
+    )
+    # Epoch AI's $51.04M for Llama 3.1-405B: within 10 % dated, +44 % without the decay
+    assert dated["amortized_hardware_energy_usd"] == pytest.approx(51.04e6, rel=0.10)
+    assert undated["amortized_hardware_energy_usd"] > 1.4 * 51.04e6
+    bad = client.post(
+        "/api/v1/cost/epoch",
+        json={k: v for k, v in base.items() if k != "training_hours"}
+        | {"training_start": "2024-03-01", "training_end": "2024-02-01"},
+    )
+    assert bad.status_code == 422 and "training_end" in {d["loc"][-1] for d in bad.json()["detail"]}
+
+
+def test_epoch_energy_follows_the_gpu_given(client: Any) -> None:
+    # GPT-4's A100s: 400 W TDP and Epoch's DGX A100 ratio 6.5 kW / 8 / 0.4 kW = 2.03 (not the H100 defaults)
+    body = {"chips": 25000, "training_hours": 2280, "server_price_per_chip_usd": 24875.0, "pue": 1.25}
+    a100 = client.post(
+        "/api/v1/cost/epoch", json=body | {"gpu": "A100-40GB-SXM", "usd_per_kwh": 0.0806}
+    ).json()
+    kw = 0.4 * (6.5 / 8) / 0.4 * 0.75 * 1.25
+    assert a100["amortized_breakdown"]["energy"] == pytest.approx(kw * 25000 * 2280 * 0.0806)
+    plain = client.post("/api/v1/cost/epoch", json=body | {"usd_per_kwh": 0.0806}).json()
+    notes = {a["name"]: a for a in plain["assumptions"]}
+    assert notes["chip"]["value"] == "H100-SXM" and "no gpu given" in notes["chip"]["source"]

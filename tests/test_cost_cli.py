@@ -188,3 +188,49 @@ def test_goodput_from_a_yaml_scenario_file(tmp_path: Path, capsys: pytest.Captur
     assert g["num_gpus"] == 64 and g["checkpoint_stall_s"] == g["async_stall_s"] < g["sync_stall_s"]
     code, _, err = run_main(["cost", "goodput", "--scenario", str(tmp_path / "nope.yaml")], capsys)
     assert code == 2 and "file not found" in err
+
+
+def test_cli_tco_uses_each_gpus_server_row_and_refuses_a_gpu_without_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["cost", "tco", "--nodes", "16", "--network-share", "0", "--price", "4", "--json"]
+    code, out, _ = run_main([*base, "--gpu", "A100-40GB-SXM"], capsys)
+    assert code == 0 and json.loads(out)["capex"]["servers"] == pytest.approx(16 * 199_000)
+    code, out, _ = run_main([*base, "--gpu", "GB200", "--gpus-per-node", "4"], capsys)
+    assert code == 0 and json.loads(out)["capex"]["servers"] == pytest.approx(16 * 4 * 3.0e6 / 72)
+    code, out, _ = run_main(
+        [*base, "--gpu", "GB200", "--gpus-per-node", "4", "--server-capex", "1e5"], capsys
+    )
+    assert code == 0 and json.loads(out)["capex"]["servers"] == pytest.approx(1.6e6)
+    code, _, err = run_main([*base, "--gpu", "L40S"], capsys)
+    assert code == 2 and "no on-prem server row for L40S" in err and "Traceback" not in err
+    code, _, err = run_main(base, capsys)
+    assert code == 2 and "server_capex_usd_per_node" in err
+
+
+def test_cli_spot_takes_fleet_billing_while_waiting(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["cost", "spot", "--on-demand", "10", "--restart-s", "0", "--reacquire-wait-s", "3600", "--json"]
+    code, out, _ = run_main([*args, "--billed-while-waiting", "0.5"], capsys)
+    assert code == 0 and json.loads(out)["breakdown_per_day"]["waiting"] == pytest.approx(1.2)
+    code, out, _ = run_main([*args, "--checkpoint-on-notice"], capsys)
+    assert code == 0 and json.loads(out)["lost_hours_per_preemption"] == 0
+    code, _, err = run_main(
+        [
+            "cost",
+            "run",
+            "--gpus",
+            "1024",
+            "--params",
+            "70e9",
+            "--tokens",
+            "1e18",
+            "--mfu",
+            "0.4",
+            "--gpu",
+            "H100",
+            "--price",
+            "2",
+        ],
+        capsys,
+    )
+    assert code == 2 and "years of wall time" in err and "Traceback" not in err

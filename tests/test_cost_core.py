@@ -77,10 +77,15 @@ def test_more_gpus_never_raise_job_mtbf(small: int, extra: int) -> None:
 def test_goodput_breakdown_sums_to_wall_time_and_stays_in_unit_interval(
     mtbf: float, delta: float, restart: float
 ) -> None:
-    r = goodput.goodput(
-        goodput.GoodputInputs(mtbf_s=mtbf, checkpoint_stall_s=delta, restart_s=restart, mfu=0.4)
-    )
-    assert 0 < r.goodput <= 1
+    try:
+        r = goodput.goodput(
+            goodput.GoodputInputs(mtbf_s=mtbf, checkpoint_stall_s=delta, restart_s=restart, mfu=0.4)
+        )
+    except SpecError:  # refused only when the optimal interval still leaves under 1 % goodput
+        tau = goodput.daly_interval(delta, mtbf) if delta > 0 else mtbf / 100
+        assert goodput.expected_wall_time(1.0, tau, delta, restart, mtbf) > goodput.MAX_WALL_PER_USEFUL
+        return
+    assert 0.01 <= r.goodput <= 1
     assert sum(r.breakdown.values()) == pytest.approx(r.wall_per_useful, rel=1e-9)
     assert r.breakdown["lost_work"] >= -1e-9
     assert r.effective_mfu == pytest.approx(0.4 * r.goodput)
@@ -134,19 +139,44 @@ def test_spot_claim_inversion_round_trips() -> None:
     assert inv.spot_discount == pytest.approx(0.337, abs=0.001)
 
 
-def test_spot_notice_long_enough_to_checkpoint_loses_no_work() -> None:
-    r = goodput.spot_savings(
-        goodput.SpotInputs(
-            on_demand_usd_per_hour=10,
-            spot_discount=0.6,
-            preemptions_per_day=2.4,
-            notice_s=120,
-            checkpoint_stall_s=60,
-            restart_s=600,
-        )
+def test_spot_loses_half_an_interval_unless_it_checkpoints_on_the_notice() -> None:
+    base = {
+        "on_demand_usd_per_hour": 10,
+        "spot_discount": 0.6,
+        "preemptions_per_day": 2.4,
+        "notice_s": 120,
+        "checkpoint_stall_s": 60,
+        "restart_s": 600,
+        "checkpoint_interval_s": 3600,
+    }
+    periodic = goodput.spot_savings(goodput.SpotInputs(**base))  # type: ignore[arg-type]
+    # by default only periodic checkpoints: 2.4 preemptions × 30 min lost = 1.2 h of work a day
+    assert periodic.breakdown_per_day["lost_work"] == pytest.approx(1.2)
+    assert {a.name: a.value for a in periodic.assumptions}["lost_work_s"] == 1800
+    hooked = goodput.spot_savings(goodput.SpotInputs(**base, checkpoint_on_notice=True))  # type: ignore[arg-type]
+    assert hooked.breakdown_per_day["lost_work"] == 0
+    assert hooked.breakdown_per_day["restart"] == pytest.approx(0.4)
+    short = goodput.spot_savings(
+        goodput.SpotInputs(**base | {"notice_s": 30}, checkpoint_on_notice=True)  # type: ignore[arg-type]
     )
-    assert r.breakdown_per_day["lost_work"] == 0
-    assert r.breakdown_per_day["restart"] == pytest.approx(0.4)
+    assert short.breakdown_per_day["lost_work"] == pytest.approx(1.2)  # GCP's 30 s notice: too short to save
+
+
+def test_a_job_that_makes_no_progress_is_refused() -> None:
+    # one interruption every 36 s against a 10-minute checkpoint: goodput would be ~1e-80
+    with pytest.raises(SpecError) as err:
+        goodput.goodput(goodput.GoodputInputs(mtbf_s=36.0, checkpoint_stall_s=600.0, restart_s=600.0))
+    assert err.value.problems[0].field == "mtbf_s" and "no progress" in err.value.problems[0].message
+    slow = goodput.goodput(goodput.GoodputInputs(mtbf_s=3600.0, checkpoint_stall_s=600.0, restart_s=600.0))
+    assert 0.01 < slow.goodput < 0.6
+
+
+def test_a_run_longer_than_a_century_is_refused() -> None:
+    # 70B parameters, 1e18 tokens, 1,024 H100 at 40 % MFU: 32,854 years
+    inputs = cost.RunInputs(num_gpus=1024, total_flop=6 * 70e9 * 1e18, peak_flops_per_gpu=989e12, mfu=0.4)
+    with pytest.raises(SpecError) as err:
+        cost.run_cost(inputs, [cost.PriceQuote("od", 2.0)])
+    assert err.value.problems[0].field == "total_flop" and "32,854 years" in err.value.problems[0].message
 
 
 # --- cost per run --------------------------------------------------------------------------------------
@@ -199,6 +229,34 @@ def test_commitment_months_from_pricing_model_text() -> None:
 # --- TCO and breakeven ---------------------------------------------------------------------------------
 
 
+# HGX H100 8-GPU server, $288,142 (archive.ph/D6Dub, 2024-07-31); DGX H100 max power 10.2 kW (user guide)
+H100_NODE = {"server_capex_usd_per_node": 288142.0, "node_power_kw": 10.2}
+
+
+def test_onprem_without_a_server_price_or_power_is_refused() -> None:
+    with pytest.raises(SpecError) as err:
+        cost.tco(cost.OnPremInputs(nodes=2), 0.9, [])
+    fields = {p.field for p in err.value.problems}
+    assert fields == {"server_capex_usd_per_node", "node_power_kw"}
+
+
+def test_server_row_fills_only_what_the_user_left_out() -> None:
+    # GB200 NVL72: $3.0M and 120 kW for 72 GPUs; a 4-GPU compute tray is priced and powered pro rata
+    rack = cost.ServerQuote("GB200", "NVL72", 72, 3.0e6, "2024", "rack price", 120.0, "2024-03", "rack power")
+    filled = cost.with_server(cost.OnPremInputs(nodes=18, gpus_per_node=4), rack)
+    assert filled.server_capex_usd_per_node == pytest.approx(3.0e6 / 18)
+    assert filled.node_power_kw == pytest.approx(120.0 / 18)
+    r = cost.tco(filled, 0.9, [])
+    assert r.capex["servers"] == pytest.approx(3.0e6)
+    used = {a.name: a for a in r.assumptions}
+    assert "rack price" in used["server_capex_usd_per_node"].source
+    assert used["node_power_kw"].date == "2024-03"
+    kept = cost.with_server(cost.OnPremInputs(nodes=18, gpus_per_node=4, node_power_kw=5.0), rack)
+    assert kept.node_power_kw == 5.0 and kept.server_capex_usd_per_node == pytest.approx(3.0e6 / 18)
+    mine = {a.name: a for a in cost.tco(kept, 0.9, []).assumptions}["node_power_kw"]
+    assert mine.source == "user input"
+
+
 def test_seed_breakeven_claim() -> None:
     # $250k fully loaded vs $40-50/h at 90 %: 9.5 / 8.5 / 7.6 months; 7-8 months needs ≥ $48/h
     assert cost.seed_breakeven(250000, 45, 0.9).months == pytest.approx(8.45, abs=0.01)
@@ -207,7 +265,7 @@ def test_seed_breakeven_claim() -> None:
 
 
 def test_tco_breakdowns_sum_and_breakeven_is_consistent() -> None:
-    inputs = cost.OnPremInputs(nodes=16)
+    inputs = cost.OnPremInputs(nodes=16, **H100_NODE)
     r = cost.tco(inputs, 0.9, [cost.PriceQuote("cloud", 6.88), cost.PriceQuote("cheap", 0.5)])
     assert r.capex_total_usd == pytest.approx(sum(r.capex.values()))
     assert r.annual_total_usd == pytest.approx(sum(r.annual.values()))
@@ -229,29 +287,72 @@ def test_tco_breakdowns_sum_and_breakeven_is_consistent() -> None:
 
 
 def test_power_line_follows_tdp_draw_pue_and_price() -> None:
-    inputs = cost.OnPremInputs(nodes=2, node_power_kw=10.2, avg_draw_fraction=0.75, pue=1.5, usd_per_kwh=0.1)
+    inputs = cost.OnPremInputs(
+        nodes=2,
+        server_capex_usd_per_node=288142.0,
+        node_power_kw=10.2,
+        avg_draw_fraction=0.75,
+        pue=1.5,
+        usd_per_kwh=0.1,
+    )
     annual = cost.annual_cost(inputs, 1.0)
     assert annual["power"] == pytest.approx(2 * 10.2 * 0.75 * 1.5 * cost.HOURS_PER_YEAR * 0.1)
     assert annual["colocation"] == pytest.approx(2 * 10.2 * 184.06 * 12)
 
 
-def test_economic_depreciation_uses_epoch_rate() -> None:
-    inputs = cost.OnPremInputs(depreciation="economic", network_share=0.0)
+def test_economic_depreciation_declines_at_epochs_rate_to_a_residual() -> None:
+    inputs = cost.OnPremInputs(depreciation="economic", network_share=0.0, **H100_NODE)
+    # value C·10^(−0.14 t): 20.9 % left after 5 years, so 79.1 % of capex is lost over the lifetime (it was
+    # charged 32 %/yr of the original price, 161 % over 5 years, before)
+    share = 10 ** (-0.14 * 5)
+    assert cost.residual_fraction(inputs) == pytest.approx(share) == pytest.approx(0.1995, abs=1e-4)
     annual = cost.annual_cost(inputs, 0.5)
-    assert annual["depreciation"] == pytest.approx(288142.0 * 0.14 * math.log(10))
+    assert annual["depreciation"] * 5 == pytest.approx(288142.0 * (1 - share))
+    # the first year loses 1 − 10^(−0.14) = 27.6 % of capex: declining balance at 0.14·ln10 per year
+    assert cost.asset_value(inputs, 1.0) == pytest.approx(288142.0 * 10**-0.14)
+    assert cost.asset_value(inputs, 5.0) == pytest.approx(288142.0 * share)
+    # financing on the declining value: r × its lifetime average (C − R)/(λL), λ = 0.14·ln10
+    average = 288142.0 * (1 - share) / (0.14 * math.log(10) * 5)
+    assert annual["cost_of_capital"] == pytest.approx(0.08 * average)
+
+
+def test_straight_line_depreciation_runs_to_the_residual_value() -> None:
+    inputs = cost.OnPremInputs(network_share=0.0, residual_fraction=0.3, cost_of_capital=0.0, **H100_NODE)
+    annual = cost.annual_cost(inputs, 0.9)
+    assert annual["depreciation"] == pytest.approx(288142.0 * 0.7 / 5)
+    assert annual["cost_of_capital"] == pytest.approx(0.0, abs=1e-6)
+    assert cost.asset_value(inputs, 2.5) == pytest.approx(288142.0 * 0.65)
+    financed = cost.annual_cost(cost.OnPremInputs(**{**inputs.__dict__, "cost_of_capital": 0.08}), 0.9)
+    crf = 0.08 * 1.08**5 / (1.08**5 - 1)
+    # equivalent annual cost of buying at C and selling at 0.3·C after 5 years at 8 %
+    eac = 288142.0 * crf - 0.3 * 288142.0 * (crf - 0.08)
+    assert financed["depreciation"] + financed["cost_of_capital"] == pytest.approx(eac)
+    r = cost.tco(inputs, 0.9, [])
+    series = r.curves["cumulative_usd_vs_month"]["series"]  # type: ignore[index]
+    net, gross = series["on-prem net of resale"], series["on-prem"]
+    assert net[0] == pytest.approx(0.0, abs=1e-6) and gross[60] - net[60] == pytest.approx(0.3 * 288142.0)
+    used = {a.name: a for a in r.assumptions}
+    assert used["residual_fraction"].value == 0.3 and used["residual_fraction"].source == "user input"
+
+
+def test_declining_balance_to_nothing_is_refused() -> None:
+    inputs = cost.OnPremInputs(depreciation="economic", residual_fraction=0.0, **H100_NODE)
+    with pytest.raises(SpecError) as err:
+        cost.tco(inputs, 0.9, [])
+    assert [p.field for p in err.value.problems] == ["residual_fraction"]
 
 
 @settings(max_examples=60, deadline=None)
 @given(u1=st.floats(min_value=0.05, max_value=0.95), du=st.floats(min_value=0.01, max_value=0.5))
 def test_onprem_price_per_gpu_hour_falls_with_utilisation(u1: float, du: float) -> None:
-    inputs = cost.OnPremInputs(nodes=4)
+    inputs = cost.OnPremInputs(nodes=4, **H100_NODE)
     u2 = min(1.0, u1 + du)
     assert cost.onprem_usd_per_gpu_hour(inputs, u2) <= cost.onprem_usd_per_gpu_hour(inputs, u1) + 1e-12
 
 
 def test_tco_rejects_utilisation_outside_unit_interval() -> None:
     with pytest.raises(SpecError) as err:
-        cost.tco(cost.OnPremInputs(), 1.5, [])
+        cost.tco(cost.OnPremInputs(**H100_NODE), 1.5, [])
     assert err.value.problems[0].field == "utilisation"
 
 
@@ -288,3 +389,52 @@ def test_async_interval_is_at_least_the_background_write() -> None:
     )
     assert free.interval_s < 90.0 and bound.interval_s == 90.0
     assert bound.goodput < free.goodput
+
+
+def test_epoch_timeline_dates_acquisition_and_training_start_by_epochs_lags() -> None:
+    from datetime import date
+
+    # Llama 3.1-405B: H100 priced 2022-09-29 (catalog date 2022-03-22 + 90 days is earlier), 2,142 h of
+    # training published 2024-07-23: start = publication − 89.25 days − 60 days
+    dates = cost.EpochDates(
+        price_date=date(2022, 9, 29), release_date=date(2022, 3, 22), publication_date=date(2024, 7, 23)
+    )
+    t = cost.epoch_timeline(dates, 2142.0)
+    assert t.acquisition_date == date(2022, 9, 29) and t.training_start == date(2024, 2, 25)
+    assert t.years_since_acquisition == pytest.approx((date(2024, 2, 25) - date(2022, 9, 29)).days / 365.25)
+    # a price quoted before release + 90 days: acquired no sooner than that
+    early = cost.epoch_timeline(
+        cost.EpochDates(price_date=date(2022, 1, 1), release_date=date(2022, 3, 22)), 10.0
+    )
+    assert early.acquisition_date == date(2022, 6, 20)
+    # training time from start and end; training cannot start before acquisition
+    span = cost.EpochDates(
+        acquisition_date=date(2024, 1, 10), training_start=date(2024, 1, 1), training_end=date(2024, 3, 1)
+    )
+    s = cost.epoch_timeline(span, None)
+    assert s.training_hours == pytest.approx(60 * 24) and s.years_since_acquisition == 0.0
+    assert cost.epoch_timeline(cost.EpochDates(), 100.0).years_since_acquisition is None
+    with pytest.raises(SpecError) as err:
+        cost.epoch_timeline(
+            cost.EpochDates(training_start=date(2024, 3, 1), training_end=date(2024, 3, 1)), None
+        )
+    assert [p.field for p in err.value.problems] == ["training_end"]
+
+
+def test_a_reservation_is_compared_at_full_billing_whatever_the_use() -> None:
+    inputs = cost.OnPremInputs(nodes=16, **H100_NODE)
+    hourly = cost.PriceQuote("on-demand", 3.0)
+    reserved = cost.PriceQuote("3-yr", 3.0, pricing_model="3-yr CUD", commitment_months=36, term="reserved")
+    r = cost.tco(inputs, 0.5, [hourly, reserved])
+    od, res = r.breakevens
+    running = cost.monthly_running_cost(inputs, 0.5)
+    # the reservation is paid for every hour: 128 GPUs × 730.5 h, not the half of them that run jobs
+    assert res.months == pytest.approx(r.capex_total_usd / (3.0 * 128 * cost.HOURS_PER_MONTH - running))
+    assert res.committed and res.utilisation is None and not od.committed
+    # at 50 % use, owning beats the reservation but not the same price paid by the hour
+    assert res.onprem_cheaper_at_utilisation and not od.onprem_cheaper_at_utilisation
+    assert od.utilisation is not None and od.utilisation > 0.5
+    per_hour = r.curves["usd_per_gpu_hour_vs_utilisation"]["series"]  # type: ignore[index]
+    assert per_hour["3-yr"][9] == pytest.approx(3.0 / 0.5) and per_hour["on-demand"][9] == 3.0
+    monthly = r.curves["cumulative_usd_vs_month"]["series"]  # type: ignore[index]
+    assert monthly["3-yr"][12] == pytest.approx(2 * monthly["on-demand"][12])

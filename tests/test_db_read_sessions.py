@@ -144,6 +144,7 @@ def _bodies() -> dict[str, dict[str, Any]]:
         "/api/v1/cost/run": {"scenario": scenario, "options": [option]},
         "/api/v1/cost/tco": {
             "onprem": {"nodes": 16},
+            "gpu": "H100",
             "network_bom": {"fabric": "ib-ndr-8x400"},
             "options": [option],
         },

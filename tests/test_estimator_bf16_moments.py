@@ -16,7 +16,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_CORE, NEMO, TORCHTITAN, Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout
+from app.core.layout import Layout, RunOptions
 from app.validation.training_runs import BF16_MOMENTS_NOTE, Row, estimate_row, load_rows
 
 LAYOUT = Layout(tp=4, pp=4, vp=5, dp=4, sequence_parallel=True, zero=1, micro_batch=1, global_batch=128)
@@ -172,7 +172,9 @@ def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate(
     idx = np.nonzero(space.rows.zero >= 1)[0]
     rows = space.rows.take(np.random.default_rng(3).choice(idx, size=40, replace=False))
     opts = EstimateOptions(framework=NEMO)
-    ev = evaluate(model, cluster, rows, 4096, 128, dtype="bf16", options=opts, moments_dtype="bf16")
+    ev = evaluate(
+        model, cluster, rows, 4096, 128, RunOptions("bf16", optimizer_moments_dtype="bf16"), options=opts
+    )
     for j in range(len(rows)):
         layout = replace(_layout(rows, j, 128, "bf16", True), optimizer_moments_dtype="bf16")
         est = estimate(model, cluster, layout, 4096, options=opts)

@@ -15,7 +15,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_CORE, TORCHTITAN, Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout
+from app.core.layout import Layout, RunOptions
 from app.validation.training_runs import Row, estimate_row, fp8_params_from_notes, load_rows
 
 HELDOUT = "tests/data/training_runs_heldout.csv"
@@ -183,8 +183,8 @@ def test_the_vectorised_planner_gives_the_scalar_estimate_with_fp8_parameters(
     idx = np.nonzero(allowed)[0]
     rows = space.rows.take(rng.choice(idx, size=min(40, idx.size), replace=False))
     opts = EstimateOptions(framework=fw)
-    ev = evaluate(model, cluster, rows, 4096, 128, dtype="fp8", options=opts, fp8_params=True)
-    plain = evaluate(model, cluster, rows, 4096, 128, dtype="fp8", options=opts)
+    ev = evaluate(model, cluster, rows, 4096, 128, RunOptions("fp8", fp8_param_gather=True), options=opts)
+    plain = evaluate(model, cluster, rows, 4096, 128, RunOptions("fp8"), options=opts)
     assert (ev.peak_bytes < plain.peak_bytes).all()
     for j in range(len(rows)):
         layout = replace(_layout(rows, j, 128, "fp8", True), fp8_param_gather=True)

@@ -16,7 +16,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import NEMO
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, mtp_layers_in_pipeline_layout
+from app.core.layout import Layout, RunOptions, mtp_layers_in_pipeline_layout
 from app.core.memory import mtp_params_per_gpu
 from app.core.model import forward_flops_per_token, layer_shape, mtp_flops_per_token
 
@@ -133,10 +133,8 @@ def test_the_planner_matches_the_scalar_estimate_with_mtp(
     )
     rows = sharded.take(pick)
     opts = EstimateOptions(framework=NEMO)
-    ev = evaluate(
-        model, cluster, rows, 4096, 128, dtype=dtype, options=opts, mtp_layers=1, fp8_params=fp8_params,
-        moments_dtype=moments,
-    )  # fmt: skip
+    run = RunOptions(dtype, mtp_layers=1, fp8_param_gather=fp8_params, optimizer_moments_dtype=moments)
+    ev = evaluate(model, cluster, rows, 4096, 128, run, options=opts)
     for j in range(len(rows)):
         layout = replace(
             _layout(rows, j, 128, dtype, True),

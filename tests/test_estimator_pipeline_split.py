@@ -21,6 +21,7 @@ from app.core.framework import DEEPSPEED, NEMO
 from app.core.hardware import ClusterSpec
 from app.core.layout import (
     Layout,
+    RunOptions,
     check_layout,
     even_split_layers,
     stage_layer_counts,
@@ -176,7 +177,7 @@ def test_vectorised_planner_equals_the_estimate_on_uneven_rows(name, nodes, seq,
     assert uneven.size > 20
     rows = space.rows.take(np.random.default_rng(3).choice(uneven, size=30, replace=False))
     opts = EstimateOptions(framework=fw)
-    ev = evaluate(model, cluster, rows, seq, gb, dtype=dtype, options=opts)
+    ev = evaluate(model, cluster, rows, seq, gb, RunOptions(dtype), options=opts)
     for j in range(len(rows)):
         layout = _layout(rows, j, gb, dtype, True)
         assert layout.first_stage_layers is not None

@@ -28,14 +28,21 @@ def test_targets_on_the_published_file(report) -> None:  # type: ignore[no-untyp
     assert summary["large"]["median_abs_pct"] <= 10.0
     assert summary["large"]["p90_abs_pct"] <= 20.0
     assert summary["all"]["median_abs_pct"] <= 15.0
+    # small messages (< 64 MiB): NCCL's own tuning refinements bound the tail (p90 was 194 % before them)
+    assert summary["small"]["p90_abs_pct"] <= 140.0
 
 
 def test_json_shape_is_exactly_the_agreed_one(report) -> None:  # type: ignore[no-untyped-def]
     data = report.to_json()
     assert set(data) == {"rows", "summary"}
-    assert set(data["summary"]) == {"all", "large", "skipped"}
-    for key in ("all", "large"):
+    assert set(data["summary"]) == {"all", "large", "small", "by_fabric", "skipped"}
+    for key in ("all", "large", "small"):
         assert set(data["summary"][key]) == {"n", "median_abs_pct", "p90_abs_pct"}
+    # each fabric class reported on its own, so the large-message error cannot hide one of them
+    by_fabric = data["summary"]["by_fabric"]
+    assert {"scale-up only", "infiniband", "roce", "efa"} <= set(by_fabric)
+    assert sum(s["n"] for s in by_fabric.values()) == data["summary"]["all"]["n"]
+    assert data["summary"]["small"]["n"] + data["summary"]["large"]["n"] == data["summary"]["all"]["n"]
     row_keys = {
         "source",
         "system",

@@ -134,7 +134,7 @@ def test_cli_bad_input_exits_2_without_traceback() -> None:
 
 def test_price_book_rows_from_the_database_feed_the_cost_ranking(db_url: str) -> None:
     """Users' price rows in the DB (SQLite and PostgreSQL) count towards the default $/GPU-hour."""
-    from datetime import date
+    from datetime import date, timedelta
 
     from sqlmodel import Session
 
@@ -158,7 +158,7 @@ def test_price_book_rows_from_the_database_feed_the_cost_ranking(db_url: str) ->
                     usd_per_gpu_hour=1000.0,
                     gpu_name="H100-SXM",
                     gpus_per_unit=8,
-                    price_date=date(2026, 1, 1),
+                    price_date=date.today() - timedelta(days=10),  # on-demand and fresh: in the headline pool
                     source="https://example.test/prices",
                     builtin=False,
                 )

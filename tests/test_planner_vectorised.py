@@ -13,7 +13,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO, TORCHTITAN
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout
+from app.core.layout import Layout, RunOptions
 from app.core.planner import Constraints, end_layers_of, enumerate_layouts
 from app.core.planner_eval import RECOMPUTE_CODES, evaluate
 from app.core.step import STEP_COMPONENTS
@@ -80,25 +80,33 @@ def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
     pick = rng.choice(len(space.rows), size=min(40, len(space.rows)), replace=False)
     rows = space.rows.take(pick)
     opts = EstimateOptions(framework=fw)
-    ev = evaluate(model, cluster, rows, seq, gb, dtype=dtype, flash_attention=flash, options=opts)
+    ev = evaluate(model, cluster, rows, seq, gb, RunOptions(dtype, flash), options=opts)
     seen_recompute, seen_zero = set(), set()
     for j in range(len(rows)):
         layout = _layout(rows, j, gb, dtype, flash)
         est = estimate(model, cluster, layout, seq, options=opts)  # raises if the layout were invalid
         seen_recompute.add(layout.recompute)
         seen_zero.add(layout.zero)
-        assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
-        assert _close(float(ev.first_stage_bytes[j]), est.memory.stages[0].total_bytes), (layout, "stage 0")
-        assert _close(float(ev.last_stage_bytes[j]), est.memory.stages[-1].total_bytes), (layout, "last")
+        # memory is one implementation (app.core.memory.stage_terms) evaluated on rows and on one layout: equal bits
+        assert float(ev.peak_bytes[j]) == est.memory.peak_bytes, (layout, "peak")
+        assert float(ev.first_stage_bytes[j]) == est.memory.stages[0].total_bytes, (layout, "stage 0")
+        assert float(ev.last_stage_bytes[j]) == est.memory.stages[-1].total_bytes, (layout, "last")
+        assert float(ev.host_bytes[j]) == est.memory.host_bytes, (layout, "host")
         assert (
             _close(float(ev.margin_bytes[j]), est.memory.margin_bytes)
             or abs(float(ev.margin_bytes[j]) - est.memory.margin_bytes) < 1e-6 * est.memory.hbm_bytes
         )
         for key in STEP_COMPONENTS:
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
+        # one implementation of every per-stage and data-parallel term (app.core.step.stage_time_parts,
+        # data_parallel_times): equal bits. The bubble's mean stage differs in the last bit: the planner sums the equal
+        # stages between as a product, the estimate one by one
+        for key in STEP_COMPONENTS:
+            if key != "pipeline_bubble":
+                assert float(ev.step[key][j]) == est.step.breakdown[key], (layout, key)
         assert _close(float(ev.step_time_s[j]), est.step.total_s), layout
-        assert _close(float(ev.model_flops_per_token[j]), est.model_flops_per_token)
-        assert _close(float(ev.hardware_flops_per_token[j]), est.hardware_flops_per_token)
+        assert float(ev.model_flops_per_token[j]) == est.model_flops_per_token  # one flops_per_token
+        assert float(ev.hardware_flops_per_token[j]) == est.hardware_flops_per_token
         assert int(ev.num_microbatches[j]) == layout.num_microbatches
     assert len(seen_zero) >= 3 and len(seen_recompute) >= 2
     assert (rows.recompute_layers > 0).any() or (rows.pp == model.num_layers).all()
@@ -138,7 +146,7 @@ def test_every_enumerated_layout_passes_check_layout_and_counts_add_up() -> None
 def _assert_offloaded_rows_match(model, cluster, rows, seq: int, dtype: str, opts: EstimateOptions) -> list:
     """The vectorised evaluation of offloading rows equals the scalar estimate: memory, host memory and every step
     component (global batch 64); returns the scalar estimates."""
-    ev = evaluate(model, cluster, rows, seq, 64, dtype=dtype, options=opts)
+    ev = evaluate(model, cluster, rows, seq, 64, RunOptions(dtype), options=opts)
     estimates = []
     for j in range(len(rows)):
         layout = _layout(rows, j, 64, dtype, True)
@@ -237,8 +245,8 @@ def test_vectorised_equals_scalar_with_16_bit_layers(name, gpu_name, nodes, gpn,
     )
     rows = space.rows.take(pick)
     opts = EstimateOptions(framework=fw)
-    ev = evaluate(model, cluster, rows, 4096, 128, dtype=dtype, options=opts, bf16_layers=bf16)
-    plain = evaluate(model, cluster, rows, 4096, 128, dtype=dtype, options=opts)
+    ev = evaluate(model, cluster, rows, 4096, 128, RunOptions(dtype, bf16_layers=bf16), options=opts)
+    plain = evaluate(model, cluster, rows, 4096, 128, RunOptions(dtype), options=opts)
     assert (ev.step_time_s >= plain.step_time_s).all() and (ev.step_time_s > plain.step_time_s).any()
     for j in range(len(rows)):
         layout = replace(
@@ -266,3 +274,75 @@ def test_the_planner_keeps_the_16_bit_layers_in_every_layout_it_lists() -> None:
     # the listed layout re-estimates to the same step time
     again = estimate(model, cluster, with_ends.best.layout, 8192)
     assert _close(again.step.total_s, with_ends.best.step_time_s)
+
+
+@pytest.mark.parametrize(
+    ("name", "recompute_modules", "offload_modules"),
+    [
+        # a dense model: the norms and the MLP re-run, the norm inputs and Q/K/V offloaded
+        ("Llama-3-8B", ("layernorm", "mlp"), ("attn_norm", "core_attn", "mlp_norm")),
+        # a MoE model: the experts re-run (their all-to-all again), the expert inputs offloaded
+        ("Mixtral-8x7B", ("moe", "layernorm"), ("expert_fc1", "moe_act", "attn_proj")),
+    ],
+)
+def test_vectorised_equals_scalar_with_recompute_and_offload_modules(
+    name, recompute_modules, offload_modules
+) -> None:
+    model = catalog.find_model(name)
+    cluster = ClusterSpec(
+        gpu=catalog.find_gpu("H100-SXM"), num_nodes=2, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
+    )
+    # selective recompute differs from none under flash attention once it re-runs more than core attention
+    space = enumerate_layouts(model, cluster, 4096, 64, Constraints(max_vp=2, max_micro_batch=2), True, True)
+    usable = np.nonzero((space.rows.recompute != 2) & (space.rows.offload_layers == 0))[0]
+    rng = np.random.default_rng(5)
+    rows = space.rows.take(rng.choice(usable, size=min(40, usable.size), replace=False))
+    assert (rows.recompute == 1).any() and (rows.recompute == 0).any()
+    modules = {"recompute_modules": recompute_modules, "offload_modules": offload_modules}
+    ev = evaluate(model, cluster, rows, 4096, 64, RunOptions(**modules))
+    plain = evaluate(model, cluster, rows, 4096, 64)
+    selective = rows.recompute == 1
+    # re-running more saves memory on the selective rows; offloading saves it on every row
+    assert (
+        (ev.peak_bytes < plain.peak_bytes).all() and ev.host_bytes is not None and (ev.host_bytes > 0).all()
+    )
+    assert (ev.step["recompute"][selective] > plain.step["recompute"][selective]).all()
+    for j in range(len(rows)):
+        layout = replace(
+            _layout(rows, j, 64, "bf16", True),
+            recompute_modules=recompute_modules if selective[j] else (),
+            offload_modules=offload_modules,
+        )
+        est = estimate(model, cluster, layout, 4096)
+        assert float(ev.peak_bytes[j]) == est.memory.peak_bytes, (layout, "peak")
+        assert float(ev.host_bytes[j]) == est.memory.host_bytes, (layout, "host")
+        assert float(ev.hardware_flops_per_token[j]) == est.hardware_flops_per_token, layout
+        for key in STEP_COMPONENTS:
+            assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
+
+
+def test_the_planner_searches_recompute_and_offload_modules() -> None:
+    from app.core.errors import SpecError
+    from app.core.planner import plan
+
+    model = catalog.find_model("Mixtral-8x7B")
+    cluster = ClusterSpec(
+        gpu=catalog.find_gpu("H100-SXM"), num_nodes=4, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
+    )
+    kw = {"constraints": Constraints(max_vp=2, max_micro_batch=2, activation_offload=True), "top": 20}
+    plain = plan(model, cluster, 4096, 128, **kw)
+    found = plan(model, cluster, 4096, 128, recompute_modules=("moe",), offload_modules=("expert_fc1",), **kw)
+    # full recompute and layer offloading do not combine with module offloading: refused with a reason
+    assert found.rejections["offload_modules_need_no_full_recompute"] > 0
+    assert found.rejections["offload_modules_exclude_layer_offload"] > 0
+    assert found.enumerated_layouts == found.feasible_layouts + sum(found.rejections.values())
+    assert plain.rejections["offload_modules_need_no_full_recompute"] == 0
+    assert found.best is not None and found.best.layout.offload_modules == ("expert_fc1",)
+    for listed in found.top:
+        # every listed layout carries the modules and re-estimates to its planned step time
+        lay = listed.layout
+        assert lay.recompute_modules == (("moe",) if lay.recompute == "selective" else ())
+        assert _close(estimate(model, cluster, lay, 4096).step.total_s, listed.step_time_s), lay
+    with pytest.raises(SpecError) as err:
+        plan(catalog.find_model("Llama-3-8B"), cluster, 4096, 128, recompute_modules=("moe",))
+    assert [p.field for p in err.value.problems] == ["recompute_modules"]

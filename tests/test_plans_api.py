@@ -41,6 +41,15 @@ def test_create_stores_the_estimate_the_estimate_endpoint_returns(client: Any) -
     assert rev["formula_version"] == app_pkg.FORMULA_VERSION
     assert rev["price_book_date"] >= "2025-01-01"  # the seeded price book's newest row
     assert rev["calibration_profile"] == "published defaults"
+    # the wall clock: compute time over the goodput of this cluster (failures, checkpoints, restarts)
+    summary = plan["summary"]
+    assert 0.5 < summary["goodput"] < 1
+    assert summary["wall_clock_days"] == pytest.approx(
+        summary["time_to_train_days"] / summary["goodput"], rel=1e-3
+    )
+    assert summary["wall_clock_gpu_hours"] == pytest.approx(
+        summary["gpu_hours"] / summary["goodput"], rel=1e-3
+    )
 
     direct = client.post("/api/v1/estimate", json=small_scenario()).json()
     summary = rev["result"]["summary"]
@@ -119,6 +128,33 @@ def test_compare_flags_differences(client: Any) -> None:
     assert client.get("/api/v1/plans/compare", params={"ids": [a["id"]]}).status_code == 422
     five = [a["id"], b["id"], a["id"], b["id"], a["id"]]
     assert client.get("/api/v1/plans/compare", params={"ids": five}).status_code == 422
+
+
+def test_compare_gives_changes_against_the_first_plan(client: Any) -> None:
+    a = _create(client, "delta a")
+    b = _create(client, "delta b", tp=4, dp=4)
+    ids = {"ids": [a["id"], b["id"]]}
+    body = client.get("/api/v1/plans/compare", params=ids).json()
+    assert body["same_within_pct"] == 0.5
+    rows = {(row["section"], row["key"]): row for row in body["rows"]}
+    step = rows[("Results", "step_time_s")]
+    first, second = step["values"]
+    assert step["deltas"][0] is None and step["deltas"][1] == pytest.approx(second - first)
+    assert step["percents"][1] == pytest.approx(100 * (second - first) / first)
+    assert rows[("Inputs", "layout.tp")]["deltas"] == [None, 2] and rows[("Inputs", "layout.tp")][
+        "percents"
+    ] == [None, 100]
+    assert rows[("Inputs", "model")]["deltas"] == [None, None]
+    # a threshold above the step time's move makes it the same; the layout input still differs (inputs are exact)
+    wide = abs(step["percents"][1]) + 1
+    loose = client.get("/api/v1/plans/compare", params={**ids, "same_within_pct": wide}).json()
+    loose_rows = {(row["section"], row["key"]): row for row in loose["rows"]}
+    assert loose_rows[("Results", "step_time_s")]["differs"] is False
+    assert loose_rows[("Inputs", "layout.tp")]["differs"] is True
+    assert loose["differences"] < body["differences"]
+    for bad in (-1, 101, "nan"):
+        r = client.get("/api/v1/plans/compare", params={**ids, "same_within_pct": bad})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "same_within_pct"
 
 
 def test_export_json_and_csv_carry_provenance(client: Any) -> None:

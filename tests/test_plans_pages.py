@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
+from app.core.hf_config import model_from_hf_config
+from app.services.planning import model_card
 from app.web.pages._builder import BuilderState, parse_state, scenario_to_state, state_to_scenario
 from tests.test_plans_support import small_scenario
 
@@ -23,7 +26,7 @@ def _scenario_input(html: str) -> dict[str, Any]:
 def test_builder_full_page_and_htmx_block(client: Any) -> None:
     query = BuilderState(nodes=4).query()
     full = client.get(f"/plans/new?{query}")
-    assert full.status_code == 200 and full.headers["vary"] == "HX-Request"
+    assert full.status_code == 200 and "HX-Request" in full.headers["vary"].split(", ")
     assert "<html" in full.text and 'id="plan-form"' in full.text and 'id="results"' in full.text
     assert 'value="4"' in full.text  # the form shows the state from the address bar
     block = client.get(f"/plans/new?{query}", headers=HX)
@@ -41,23 +44,42 @@ def test_builder_full_page_and_htmx_block(client: Any) -> None:
     assert block.text.count("<table") >= 4
     for unit in ("GiB", "ms", "tokens/s", "days", "USD"):
         assert unit in block.text
+    # the cost table says how each option bills: by the hour, or a commitment and what of it goes unused
+    cost_table = block.text.split('id="chart-cost-data"', 1)[1].split("</table>", 1)[0]
+    assert '<th scope="col">Billing</th>' in cost_table and "<td>hourly" in cost_table
     # the scaling panel follows in its own request (it estimates 18 cluster sizes × fabrics)
     lazy = re.search(r'hx-get="(/plans/new/scaling\?[^"]+)" hx-trigger="load"', block.text)
     assert lazy
     scaling = client.get(lazy.group(1).replace("&amp;", "&"), headers=HX)
     assert scaling.status_code == 200 and "<html" not in scaling.text
     figure = json.loads(scaling.text.split('id="chart-scaling-data">', 1)[1].split("</script>", 1)[0])
-    efficiency = {t["name"]: t for t in figure["data"] if t["name"].endswith("efficiency")}
-    assert set(efficiency) == {
-        "ib-ndr-8x400 efficiency",
-        "roce-8x400 efficiency",
-        "ethernet-tcp-100 efficiency",
+    throughput = {t["name"]: t for t in figure["data"] if t["name"].endswith("throughput")}
+    assert set(throughput) == {
+        "ib-ndr-8x400 throughput",
+        "roce-8x400 throughput",
+        "ethernet-tcp-100 throughput",
     }
-    # efficiency is 100 % at the baseline size and TCP Ethernet scales worse than InfiniBand at the largest
-    ib, tcp = efficiency["ib-ndr-8x400 efficiency"], efficiency["ethernet-tcp-100 efficiency"]
-    assert ib["y"][0] == 100.0 and tcp["y"][-1] < ib["y"][-1]
+    # absolute terms: at the largest size TCP Ethernet trains fewer tokens/s than InfiniBand
+    ib, tcp = throughput["ib-ndr-8x400 throughput"], throughput["ethernet-tcp-100 throughput"]
+    assert ib["x"][-1] == tcp["x"][-1] and tcp["y"][-1] < ib["y"][-1]
+    # strong scaling by default: the user's global batch at every size, efficiency against one stated ideal
+    assert "Strong scaling: throughput (tokens/s), efficiency (% of the ideal" in scaling.text
+    assert "strong scaling" in scaling.text
+    # InfiniBand and tuned RoCE (adaptive routing) come out equal here: the panel says what the model leaves out
+    assert "ib-ndr-8x400 and roce-8x400 come out within 1 % of each other" in scaling.text
+    assert "congestion control under incast" in scaling.text
+    weak = client.get(lazy.group(1).replace("&amp;", "&") + "&scaling_mode=weak", headers=HX)
+    assert "Weak scaling: throughput" in weak.text
     page = client.get(lazy.group(1).replace("&amp;", "&"))
     assert "<html" in page.text and 'id="chart-scaling"' in page.text
+
+
+def test_step_table_lists_only_parts_that_take_time(client: Any) -> None:
+    r = client.get("/plans/new?" + BuilderState().query(), headers=HX)
+    table = r.text.split('id="chart-step-data"', 1)[1].split("</table>", 1)[0]
+    assert '<td class="num">0.00</td>' not in table
+    note = re.search(r'<p class="muted" id="step-zero">Not shown, 0 ms in this layout: ([^<]+)\.</p>', r.text)
+    assert note and "pipeline bubble" in note.group(1)  # one stage: no bubble
 
 
 def test_builder_reports_problems_per_field(client: Any) -> None:
@@ -100,6 +122,11 @@ def test_pasted_hf_config_is_used(client: Any) -> None:
     r = client.get("/plans/new?" + BuilderState(hf_config=json.dumps(config)).query(), headers=HX)
     saved = _scenario_input(r.text)
     assert saved["model"]["num_layers"] == 16 and saved["model"]["hidden_size"] == 2048
+    # the page says which model it read: this is Llama 3.2 1B's shape, 1,235,814,400 parameters on its model card
+    card = re.search(r'<p class="model-read" id="model-read">.*?</p>', r.text, re.S)
+    assert card and "1.24 B</span> parameters" in card.group(0)
+    assert "16 layers, hidden size 2,048, 32 attention heads, 8 KV heads, vocabulary 128,256" in card.group(0)
+    assert model_card(model_from_hf_config(config, name="llama"))["total_params"] == 1_235_814_400
     r = client.get("/plans/new?" + BuilderState(hf_config="{not json").query(), headers=HX)
     assert 'href="#f-hf_config"' in r.text and "not valid JSON" in r.text
 
@@ -117,6 +144,9 @@ def test_save_revise_duplicate_delete_by_form(client: Any) -> None:
     page = client.get(url)
     assert page.status_code == 200 and "form plan" in page.text and "Revision 1" in page.text
     assert f"/api/v1/plans/{plan_id}/export.csv" in page.text and "price book" in page.text
+    # a saved page has no planner mode: it says where layouts are ranked instead of asking for a missing control
+    assert "Saved with a fixed layout, so no layout ranking was computed." in page.text
+    assert "Choose “Let the planner choose”" not in page.text
     # "edit in builder" reproduces the saved inputs, then saving makes revision 2
     edit = re.search(r'href="/plans/new\?([^"]+)"', page.text)
     assert edit
@@ -156,6 +186,11 @@ def test_list_and_compare_pages(client: Any) -> None:
         ids.append(r.json()["id"])
     listing = client.get("/plans?q=cmp")
     assert "cmp one" in listing.text and "cmp two" in listing.text and 'name="ids"' in listing.text
+    summary = client.get(f"/api/v1/plans/{ids[0]}").json()["summary"]
+    row = re.search(r"cmp one</a></th>.*?</tr>", listing.text, re.S)
+    assert row and f"<td>{summary['fabric']}</td>" in row.group(0)
+    assert f"{summary['cost_per_run_usd']:,.0f}" in row.group(0)
+    assert '<th scope="col">Fabric</th>' in listing.text and "Cost per run (USD)" in listing.text
     block = client.get("/plans?q=cmp+two", headers=HX)
     assert "cmp two" in block.text and "cmp one" not in block.text and "<html" not in block.text
 
@@ -164,6 +199,9 @@ def test_list_and_compare_pages(client: Any) -> None:
     assert "≠ differs" in r.text and 'class="differs"' in r.text
     tp_row = re.search(r"<th scope=\"row\">Tensor parallel \(tp\)</th>.*?</tr>", r.text, re.S)
     assert tp_row and "≠ differs" in tp_row.group(0)
+    # Δ and % against the first plan: tp 2 → 4 is +2, +100 %
+    assert '<td class="num delta">+2</td><td class="num delta">+100 %</td>' in tp_row.group(0)
+    assert "Δ cmp two" in r.text and "results that move by 0.5 % or less are marked same" in r.text
     # two layouts of one run: whether their gap is within the estimator's ranking resolution
     assert 'id="ranking-note"' in r.text and "ranking resolution for this kind of run" in r.text
     only = client.get(
@@ -181,6 +219,9 @@ def test_planner_mode_ranks_layouts_and_hands_one_back(client: Any) -> None:
     assert "Rejected layouts" in r.text and "does not fit in usable HBM" in r.text
     saved = _scenario_input(r.text)
     assert saved["layout"]["tp"] * saved["layout"]["pp"] * saved["layout"]["cp"] * saved["layout"]["dp"] == 64
+    # the Pareto front beside the ranking: fastest first, each with its headroom and a link that uses it
+    pareto = re.search(r'<table id="pareto-table">.*?</table>', r.text, re.S)
+    assert pareto and "Pareto front: the" in pareto.group(0) and "Use this layout" in pareto.group(0)
     use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
     assert use
     manual = client.get("/plans/new?" + use.group(1).replace("&amp;", "&"), headers=HX)
@@ -265,6 +306,9 @@ def test_planner_mode_may_offload_activations_when_asked(client: Any) -> None:
     # the memory panel says what the host keeps per GPU against GB200's 240 GiB (one Grace per two GPUs)
     host = re.search(r'<p id="host-memory">(.*?)</p>', r.text, re.S)
     assert host and "of 240 GiB in the reference system" in host.group(1) and "Fits" in host.group(1)
+    # the Pareto front beside the ranking: fastest first, each with its headroom and a link that uses it
+    pareto = re.search(r'<table id="pareto-table">.*?</table>', r.text, re.S)
+    assert pareto and "Pareto front: the" in pareto.group(0) and "Use this layout" in pareto.group(0)
     use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
     assert use and "offload_layers=60" in use.group(1) and "plan_offload=1" in use.group(1)
     # the hidden 0 before the checkbox turns it off again
@@ -308,6 +352,9 @@ def test_builder_optimizer_offload_field_and_planner_checkbox(client: Any) -> No
     r = client.get("/plans/new?" + on.query(), headers=HX)
     assert r.status_code == 200
     assert _scenario_input(r.text)["layout"]["optimizer_offload"] > 0
+    # the Pareto front beside the ranking: fastest first, each with its headroom and a link that uses it
+    pareto = re.search(r'<table id="pareto-table">.*?</table>', r.text, re.S)
+    assert pareto and "Pareto front: the" in pareto.group(0) and "Use this layout" in pareto.group(0)
     use = re.search(r'href="/plans/new\?([^"]+)">Use layout 1<', r.text)
     assert use and "optimizer_offload=" in use.group(1) and "plan_optimizer_offload=1" in use.group(1)
     page = client.get("/plans/new?" + on.query())
@@ -383,3 +430,61 @@ def test_builder_planner_mode_keeps_the_16_bit_layers(client: Any) -> None:
         return float(match.group(1))
 
     assert step_s(ends.text) > step_s(plain.text)
+
+
+def test_a_layout_that_does_not_fit_says_why_and_what_fits(client: Any) -> None:
+    # Llama 3 70B on 8 nodes with tp 1, no sharding and no recompute: far over 80 GB per GPU
+    state = BuilderState(
+        model="Llama-3-70B", nodes=8, tp=1, pp=1, zero=0, sp=False, recompute="none", global_batch=512
+    )
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert r.status_code == 200
+    headline = re.search(r'<dl class="headline">.*?</dl>', r.text, re.S)
+    assert headline and "Does not fit" in headline.group(0)
+    assert " days<" not in headline.group(0) and "USD" not in headline.group(
+        0
+    )  # no days or dollars to run on
+    assert "this layout does not fit, so it cannot run" in headline.group(0)
+    why = re.search(r'<div class="does-not-fit".*?</div>', r.text, re.S)
+    assert why and "Why it does not fit:" in why.group(0) and "GiB over the usable" in why.group(0)
+    use = re.search(
+        r'id="fit-alternative"><strong>What fits:</strong> (.*?), .*?href="/plans/new\?([^"]+)">Use',
+        r.text,
+        re.S,
+    )
+    assert use, why.group(0)
+    fitted = client.get("/plans/new?" + use.group(2).replace("&amp;", "&"), headers=HX)
+    assert 'id="does-not-fit"' not in fitted.text and "✓" in fitted.text  # the suggested layout fits
+
+
+def test_deadline_and_budget_find_the_smallest_cluster(client: Any) -> None:
+    state = BuilderState(
+        model="Llama-3-70B", nodes=2, tokens_b=15_000.0, global_batch=2048, deadline_days=60.0
+    )
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert 'hx-get="/plans/new/sizes?' in r.text and "deadline_days=60" in r.text
+    sized = client.get("/plans/new/sizes?" + state.query(), headers=HX)
+    assert sized.status_code == 200 and "<html" not in sized.text
+    answer = re.search(
+        r'id="sizing-answer"><strong>Smallest cluster that meets it:</strong> (\d+) nodes \(([\d,]+) GPUs\)',
+        sized.text,
+    )
+    assert answer, sized.text[:2000]
+    gpus = int(answer.group(2).replace(",", ""))
+    assert int(answer.group(1)) * 8 == gpus
+    # the chosen size meets the deadline, and the next smaller size searched does not
+    rows = re.findall(
+        r'<th scope="row" class="num">([\d,]+)</th>.*?<td class="num">([\d,.]+)</td><td class="num">[\d,]+</td>',
+        sized.text,
+        re.S,
+    )
+    days = {int(g.replace(",", "")): float(d.replace(",", "")) for g, d in rows}
+    assert days[gpus] <= 60.0 and days[gpus // 2] > 60.0
+    use = re.search(r'href="/plans/new\?([^"]+)">Use this size', sized.text)
+    assert use and f"nodes={gpus // 8}" in use.group(1) and "mode=planner" in use.group(1)
+    # an impossible budget says so and names the cheapest size
+    broke = client.get("/plans/new/sizes?" + replace(state, budget_usd=1.0).query(), headers=HX)
+    assert "No size searched meets them." in broke.text and "The cheapest," in broke.text
+    # refused goals are errors at their fields
+    bad = client.get("/plans/new?" + state.query().replace("deadline_days=60", "deadline_days=-3"))
+    assert 'id="d-deadline_days"' in bad.text and 'value="-3"' in bad.text

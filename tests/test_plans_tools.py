@@ -70,3 +70,44 @@ def test_cost_page_matches_the_tco_api(client: Any) -> None:
     assert first_option  # breakeven table, cheapest option first
     bad = client.get("/cost?utilisation=150", headers=HX)
     assert 'href="#f-utilisation"' in bad.text
+
+
+def test_cost_page_prices_the_chosen_gpu_and_takes_onprem_overrides(client: Any) -> None:
+    page = client.get("/cost?gpu=GB200&nodes=18&gpus_per_node=4", headers=HX)
+    api = client.post(
+        "/api/v1/cost/tco",
+        json={"onprem": {"nodes": 18, "gpus_per_node": 4}, "utilisation": 0.7, "gpu": "GB200", "months": 48},
+    ).json()
+    assert api["capex"]["servers"] == pytest.approx(3.0e6)  # one NVL72 rack's worth of 4-GPU trays
+    assert f"{api['capex_total_usd']:,.0f} USD" in page.text
+    assert 'id="server-basis">GB200: DGX GB200 NVL72' in page.text  # the row the servers are priced from
+    typed = "server_usd=200000&node_kw=8&pue=1.2&usd_per_kwh=0.1&colo_usd_per_kw_month=150"
+    typed += "&maintenance_pct=5&gpus_per_fte=500&usd_per_fte_year=200000&residual_pct=10"
+    mine = client.get(f"/cost?gpu=GB200&nodes=18&gpus_per_node=4&{typed}", headers=HX)
+    ours = client.post(
+        "/api/v1/cost/tco",
+        json={
+            "onprem": {
+                "nodes": 18,
+                "gpus_per_node": 4,
+                "server_capex_usd_per_node": 200000,
+                "node_power_kw": 8,
+                "pue": 1.2,
+                "usd_per_kwh": 0.1,
+                "colo_usd_per_kw_month": 150,
+                "maintenance_fraction_per_year": 0.05,
+                "gpus_per_fte": 500,
+                "usd_per_fte_year": 200000,
+                "residual_fraction": 0.1,
+            },
+            "utilisation": 0.7,
+            "gpu": "GB200",
+            "months": 48,
+        },
+    ).json()
+    assert f"{ours['usd_per_gpu_hour']:,.2f} USD per GPU-hour" in mine.text
+    assert f"{ours['capex_total_usd']:,.0f} USD" in mine.text
+    no_row = client.get("/cost?gpu=L40S", headers=HX)
+    assert 'role="alert"' in no_row.text and "no on-prem server row for L40S" in no_row.text
+    bad = client.get("/cost?pue=0.5", headers=HX)
+    assert 'href="#f-pue"' in bad.text

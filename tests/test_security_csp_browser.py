@@ -93,3 +93,28 @@ def test_plotly_needs_inline_styles(live_server) -> None:  # type: ignore[no-unt
     result = _probe(live_server.url, strict, hover=False)
     assert result["plotly"] is False
     assert any(v.startswith("style-src") for v in result["violations"]), result
+
+
+def test_api_docs_render_offline_under_our_policy(live_server) -> None:  # type: ignore[no-untyped-def]
+    """/docs draws Swagger UI from the vendored bundle: no CSP violation, and no request leaves the origin."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.add_init_script(LISTEN_JS)
+            requested: list[str] = []
+            page.on("request", lambda request: requested.append(request.url))
+            response = page.goto(f"{live_server.url}/docs")
+            assert (
+                response is not None
+                and response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+            )
+            page.wait_for_selector(".opblock-summary-path[data-path='/api/v1/estimate']", timeout=20_000)
+            violations = page.evaluate("window.cspViolations")
+        finally:
+            browser.close()
+    assert violations == []
+    foreign = [url for url in requested if not url.startswith(live_server.url)]
+    assert foreign == [], foreign

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from sqlmodel import Session
 
 from app.db import get_engine, get_read_engine
@@ -44,3 +44,14 @@ async def read_session() -> AsyncIterator[Session]:
 SessionDep = Annotated[Session, Depends(request_session)]
 ReadSessionDep = Annotated[Session, Depends(read_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+# The plan comparison's threshold for results, on the API and the compare page (default
+# app.services.plans.SAME_WITHIN_PCT).
+SameWithinPct = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=100,
+        allow_inf_nan=False,
+        description="results moving by at most this many per cent count as the same",
+    ),
+]

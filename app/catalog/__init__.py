@@ -23,8 +23,10 @@ from typing import Any
 
 import yaml
 
+from app.core import price_age
 from app.core.hardware import GPUSpec, InterconnectSpec
 from app.core.model import ModelSpec
+from app.core.price_terms import parse_term, parse_unit
 from app.core.units import GB, TB, TFLOP, US, GiB
 from app.errors import NotFoundError
 
@@ -34,6 +36,7 @@ MODELS_FILE = CATALOG_DIR / "models.yaml"
 INTERCONNECTS_FILE = CATALOG_DIR / "interconnects.yaml"
 PRICES_FILE = CATALOG_DIR / "prices.csv"
 ACCURACY_FILE = CATALOG_DIR / "accuracy.json"
+REGION_FILE = CATALOG_DIR / "validated_region.json"
 
 # Keys in models.yaml that describe the catalog entry rather than the architecture.
 MODEL_META_KEYS = ("aliases", "published_params_b", "published_active_params_b", "date")
@@ -165,6 +168,15 @@ def accuracy_table() -> dict[str, Any]:
     import json
 
     return dict(json.loads(ACCURACY_FILE.read_text(encoding="utf-8")))
+
+
+@cache
+def validated_region() -> dict[str, Any]:
+    """Which kinds of layout published runs cover (app.core.validated_region), built by
+    `clusterplan validate region --write`."""
+    import json
+
+    return dict(json.loads(REGION_FILE.read_text(encoding="utf-8")))
 
 
 def entries(kind: str) -> dict[str, CatalogEntry]:
@@ -323,13 +335,29 @@ def price_seed_key(raw: Mapping[str, str]) -> str:
     return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:40]
 
 
-@cache
-def _price_rows() -> tuple[dict[str, Any], ...]:
-    with PRICES_FILE.open(encoding="utf-8", newline="") as handle:
+def check_price_row(raw: Mapping[str, str], price_date: date, where: str) -> None:
+    """A known category, a date no later than today, and for a cloud GPU row a billing term and a GPU price
+    unit; anything else is refused with the row named."""
+    item = f"{raw['item'].strip()} ({raw['vendor_or_source_entity'].strip()})"
+    problems = price_age.row_problems(raw["category"].strip(), price_date, date.today())
+    if problems:
+        raise ValueError(f"{where}, {item}: " + "; ".join(f"{p.field}: {p.message}" for p in problems))
+    if raw["category"].strip() != "cloud_gpu":
+        return
+    try:
+        parse_term(raw["pricing_model"])
+        parse_unit(raw["unit"])
+    except ValueError as exc:
+        raise ValueError(f"{where}, {item}: {exc}") from None
+
+
+def read_price_rows(path: Path) -> tuple[dict[str, Any], ...]:
+    with path.open(encoding="utf-8", newline="") as handle:
         raw_rows = list(csv.DictReader(handle))
     rows = []
-    for raw in raw_rows:
+    for line, raw in enumerate(raw_rows, start=2):
         date_text = raw["date"].strip()
+        check_price_row(raw, parse_price_date(date_text), f"{path.name} line {line}")
         rows.append(
             {
                 "category": raw["category"].strip(),
@@ -352,6 +380,11 @@ def _price_rows() -> tuple[dict[str, Any], ...]:
             }
         )
     return tuple(rows)
+
+
+@cache
+def _price_rows() -> tuple[dict[str, Any], ...]:
+    return read_price_rows(PRICES_FILE)
 
 
 def price_rows() -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ def fabric_from_record(record: dict[str, Any]) -> FabricSpec:
         nics_per_node=int(record["nics_per_node"]),
         nic_bandwidth_bytes_per_s=float(record["nic_gbps"]) * GBIT,
         topology=record.get("topology", "rail_optimized"),
-        tiers=int(record.get("tiers", 2)),
+        tiers=int(record.get("tiers", 0)),  # 0: inferred from the node count (app.core.topology.fabric_tiers)
         oversubscription=tuple(float(x) for x in record.get("oversubscription", [1.0])),
         hop_latency_s=float(record.get("hop_latency_us", 0.6)) * US,
         base_latency_s=float(record.get("base_latency_us", 2.0)) * US,
@@ -50,6 +50,9 @@ def fabric_from_record(record: dict[str, Any]) -> FabricSpec:
         congestion_derate=float(record.get("congestion_derate", 1.0)),
         switch_radix=int(record.get("switch_radix", 64)),
         name=record["name"],
+        routing=record.get("routing", "adaptive"),
+        qps_per_connection=int(record.get("qps_per_connection", 1)),
+        placement=record.get("placement", "contiguous"),
     )
 
 

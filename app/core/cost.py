@@ -8,17 +8,19 @@ its source and date; every result carries a breakdown that sums to its total.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
-from datetime import date
+from dataclasses import dataclass, field, replace
+from datetime import date, timedelta
 from typing import Literal
 
-from app.core.errors import ProblemCollector
+from app.core.errors import Problem, ProblemCollector, SpecError
+from app.core.price_terms import TermKind, parse_term
 from app.core.storage import Assumption
 
 HOURS_PER_YEAR = 24 * 365.25  # Epoch AI's convention (training-cost-trends, HOURS_PER_YEAR)
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12
-STALE_AFTER_DAYS = 365  # GPU rental prices moved by up to 45 % within a year (AWS P5 cut, June 2025)
+MAX_WALL_YEARS = (
+    100.0  # a run longer than this is an input mistake (tokens 1e18 …), refused rather than costed
+)
 
 Depreciation = Literal["straight_line", "economic"]
 
@@ -34,6 +36,7 @@ class PriceQuote:
     usd_per_gpu_hour: float
     pricing_model: str = "on-demand"
     commitment_months: float = 0.0  # minimum billed term (1-yr reserved → 12); 0 → pay as you go
+    term: TermKind = "on_demand"  # parsed from the pricing model (app.core.price_terms)
     gpus_per_instance: int = 8
     date: str = ""
     source: str = ""
@@ -51,16 +54,69 @@ class PriceQuote:
 
 
 def commitment_months_for(pricing_model: str) -> float:
-    """Minimum term implied by a price book's pricing model text ("1-yr reserved", "3-yr CUD" …)."""
-    text = pricing_model.lower()
-    match = re.search(r"(\d+)\s*-?\s*(yr|year|y\b)", text)
-    if match:
-        return 12.0 * float(match.group(1))
-    return 0.0
+    """Minimum term implied by a price book's pricing model text ("1-yr reserved" → 12, "PAYG / 1y / 3y" → 0);
+    ValueError when the text names no known term (app.core.price_terms.parse_term)."""
+    return parse_term(pricing_model).commitment_months
 
 
-def is_stale(price_date: date, today: date, max_age_days: int = STALE_AFTER_DAYS) -> bool:
-    return (today - price_date).days > max_age_days
+@dataclass(frozen=True)
+class HeadlinePrice:
+    """The one price a plan is costed at, and the spread around it.
+
+    Rule: the median of the non-stale on-demand quotes for the GPU (all on-demand quotes when every one is
+    stale), the lower middle quote when their number is even so that the headline is a price someone quotes;
+    the cheapest and dearest of the same quotes beside it. Spot, reserved and capacity-block quotes are left
+    out: they bill differently (see each option's billing)."""
+
+    quote: PriceQuote
+    cheapest: PriceQuote
+    dearest: PriceQuote
+    quotes: int
+    all_stale: bool
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.quote.usd_per_gpu_hour
+
+    @property
+    def statement(self) -> str:
+        pool = "on-demand quotes, all stale" if self.all_stale else "non-stale on-demand quotes"
+        return (
+            f"${self.usd_per_gpu_hour:.2f}/GPU-hour, median of {self.quotes} {pool}: {self.quote.label}; "
+            f"cheapest ${self.cheapest.usd_per_gpu_hour:.2f} ({self.cheapest.label}), "
+            f"dearest ${self.dearest.usd_per_gpu_hour:.2f} ({self.dearest.label})"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "label": self.quote.label,
+            "price_id": self.quote.price_id,
+            "price_date": self.quote.date,
+            "quotes": self.quotes,
+            "all_stale": self.all_stale,
+            "cheapest_usd_per_gpu_hour": self.cheapest.usd_per_gpu_hour,
+            "cheapest_label": self.cheapest.label,
+            "dearest_usd_per_gpu_hour": self.dearest.usd_per_gpu_hour,
+            "dearest_label": self.dearest.label,
+            "statement": self.statement,
+        }
+
+
+def headline_price(quotes: list[PriceQuote]) -> HeadlinePrice | None:
+    """The headline price of a set of quotes (rule in HeadlinePrice); None when none is on-demand."""
+    on_demand = [q for q in quotes if q.term == "on_demand"]
+    fresh = [q for q in on_demand if not q.stale]
+    pool = sorted(fresh or on_demand, key=lambda q: (q.usd_per_gpu_hour, q.date, q.label))
+    if not pool:
+        return None
+    return HeadlinePrice(
+        quote=pool[(len(pool) - 1) // 2],
+        cheapest=pool[0],
+        dearest=pool[-1],
+        quotes=len(pool),
+        all_stale=not fresh,
+    )
 
 
 # --- cost per training run -----------------------------------------------------------------------------
@@ -92,11 +148,27 @@ class RunOptionCost:
     billed_hours: float  # wall-clock hours paid for (≥ run length under a commitment)
     commitment_exceeds_run: bool
 
+    @property
+    def billing(self) -> str:
+        """How this option is billed, in words: by the hour, or a committed term and what of it goes unused."""
+        if self.quote.commitment_months <= 0:
+            spot = ", preemptible" if self.quote.term == "spot" else ""
+            block = "prepaid block, " if self.quote.term == "capacity_block" else ""
+            return f"{block}hourly{spot}"
+        term = f"{self.quote.commitment_months:g}-month commitment"
+        unused = self.breakdown["unused_commitment"]
+        if unused <= 0:
+            return f"{term}, used in full by the run"
+        return f"{term} billed in full: ${unused:,.0f} of it unused after the run"
+
     def to_dict(self) -> dict[str, object]:
         return {
             "label": self.quote.label,
             "price_id": self.quote.price_id,
             "pricing_model": self.quote.pricing_model,
+            "term": self.quote.term,
+            "commitment_months": self.quote.commitment_months,
+            "billing": self.billing,
             "usd_per_gpu_hour": self.quote.usd_per_gpu_hour,
             "price_date": self.quote.date,
             "price_source": self.quote.source,
@@ -153,7 +225,7 @@ def check_run_inputs(inputs: RunInputs) -> None:
         )
         pc.check(inputs.mfu is not None and 0 < inputs.mfu <= 1, "mfu", "must be in (0, 1]")
     else:
-        pc.check(inputs.gpu_hours >= 0, "gpu_hours", "must be >= 0")
+        pc.check(inputs.gpu_hours > 0, "gpu_hours", "must be > 0")
     pc.raise_if_any()
 
 
@@ -174,6 +246,17 @@ def run_cost(inputs: RunInputs, quotes: list[PriceQuote]) -> RunCost:
     productive = productive_gpu_hours(inputs)
     billed = productive / inputs.goodput
     wall = billed / inputs.num_gpus
+    if wall > MAX_WALL_YEARS * HOURS_PER_YEAR:
+        where = "gpu_hours" if inputs.gpu_hours is not None else "total_flop"
+        raise SpecError(
+            [
+                Problem(
+                    where,
+                    f"the run would take {wall / HOURS_PER_YEAR:,.0f} years of wall time on {inputs.num_gpus:,} "
+                    f"GPUs (more than {MAX_WALL_YEARS:.0f}): check the tokens, GPU-hours and GPU count",
+                )
+            ]
+        )
     options: list[RunOptionCost] = []
     for q in quotes:
         p = q.usd_per_gpu_hour
@@ -223,13 +306,6 @@ DEFAULTS: dict[str, Assumption] = {
     a.name: a
     for a in [
         Assumption(
-            "server_capex_usd_per_node",
-            288142.0,
-            "USD",
-            "HGX H100 8-GPU server reseller price (archive.ph/D6Dub via Epoch AI Hardware prices.csv)",
-            "2024-07-31",
-        ),
-        Assumption(
             "lifetime_years", 5.0, "years", "Epoch AI server lifetime for hardware from 2023 on", "2025"
         ),
         Assumption(
@@ -245,9 +321,6 @@ DEFAULTS: dict[str, Assumption] = {
             "1/yr",
             "assumption: corporate weighted average cost of capital; replace with your own",
             "",
-        ),
-        Assumption(
-            "node_power_kw", 10.2, "kW", "NVIDIA DGX H100 user guide: system max power 10.2 kW", "2023"
         ),
         Assumption(
             "avg_draw_fraction",
@@ -309,10 +382,55 @@ def _d(name: str) -> float:
 
 
 @dataclass(frozen=True)
+class ServerQuote:
+    """The purchase price and maximum power of one server model, per GPU type (app/catalog/onprem_servers.csv).
+
+    A server holds `gpus_per_server` GPUs (8 for HGX/DGX, 72 for a GB200 NVL72 rack); a node of another size is
+    priced and powered pro rata per GPU."""
+
+    gpu_name: str
+    server: str
+    gpus_per_server: int
+    server_usd: float
+    server_date: str
+    server_source: str
+    node_kw: float
+    power_date: str
+    power_source: str
+
+    def capex_per_node(self, gpus_per_node: int) -> float:
+        return self.server_usd / self.gpus_per_server * gpus_per_node
+
+    def kw_per_node(self, gpus_per_node: int) -> float:
+        return self.node_kw / self.gpus_per_server * gpus_per_node
+
+    def assumptions(self, gpus_per_node: int) -> tuple[Assumption, Assumption]:
+        share = (
+            "" if gpus_per_node == self.gpus_per_server else f" × {gpus_per_node}/{self.gpus_per_server} GPUs"
+        )
+        return (
+            Assumption(
+                "server_capex_usd_per_node",
+                self.capex_per_node(gpus_per_node),
+                "USD",
+                f"{self.gpu_name}: {self.server} ${self.server_usd:,.0f}{share} ({self.server_source})",
+                self.server_date,
+            ),
+            Assumption(
+                "node_power_kw",
+                self.kw_per_node(gpus_per_node),
+                "kW",
+                f"{self.gpu_name}: {self.server} {self.node_kw:g} kW{share} ({self.power_source})",
+                self.power_date,
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class OnPremInputs:
     nodes: int = 1
     gpus_per_node: int = 8
-    server_capex_usd_per_node: float = _d("server_capex_usd_per_node")
+    server_capex_usd_per_node: float | None = None  # None → refused: give it, or the GPU's server row
     network_capex_usd: float | None = None  # from a network BOM; None → share by fabric tiers
     network_share: float | None = None  # of (server + network) capex; None → NETWORK_SHARE_BY_TIERS
     fabric_tiers: int = 2
@@ -320,8 +438,9 @@ class OnPremInputs:
     depreciation: Depreciation = "straight_line"
     lifetime_years: float = _d("lifetime_years")
     economic_ooms_per_year: float = _d("economic_ooms_per_year")
+    residual_fraction: float | None = None  # resale value at end of life, share of capex; None → decay curve
     cost_of_capital: float = _d("cost_of_capital")
-    node_power_kw: float = _d("node_power_kw")
+    node_power_kw: float | None = None  # None → refused: give it, or the GPU's server row
     avg_draw_fraction: float = _d("avg_draw_fraction")
     idle_draw_fraction: float = 0.0  # draw when idle, share of node max (0 → idle power ignored, lower bound)
     pue: float = _d("pue")
@@ -331,17 +450,51 @@ class OnPremInputs:
     gpus_per_fte: float = _d("gpus_per_fte")
     usd_per_fte_year: float = _d("usd_per_fte_year")
     software_usd_per_gpu_year: float = _d("software_usd_per_gpu_year")
+    provenance: tuple[Assumption, ...] = ()  # where the given figures come from (a server row, a BOM)
 
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def server_usd(self) -> float:
+        return _required(self.server_capex_usd_per_node, "server_capex_usd_per_node")
+
+    @property
+    def node_kw(self) -> float:
+        return _required(self.node_power_kw, "node_power_kw")
+
+
+def _required(value: float | None, name: str) -> float:
+    if value is None:
+        raise SpecError([Problem(name, "required: give it, or a GPU with an on-prem server row")])
+    return value
+
+
+def with_server(inputs: OnPremInputs, quote: ServerQuote) -> OnPremInputs:
+    """Fill the server price and node power the user did not give from the GPU's server row, with its source."""
+    capex, kw = quote.assumptions(inputs.gpus_per_node)
+    provenance = list(inputs.provenance)
+    server_usd, node_kw = inputs.server_capex_usd_per_node, inputs.node_power_kw
+    if server_usd is None:
+        server_usd = quote.capex_per_node(inputs.gpus_per_node)
+        provenance.append(capex)
+    if node_kw is None:
+        node_kw = quote.kw_per_node(inputs.gpus_per_node)
+        provenance.append(kw)
+    return replace(
+        inputs, server_capex_usd_per_node=server_usd, node_power_kw=node_kw, provenance=tuple(provenance)
+    )
 
 
 def check_onprem(inputs: OnPremInputs) -> None:
     pc = ProblemCollector()
     pc.check(inputs.nodes >= 1, "nodes", "must be >= 1")
     pc.check(inputs.gpus_per_node >= 1, "gpus_per_node", "must be >= 1")
-    pc.check(inputs.server_capex_usd_per_node >= 0, "server_capex_usd_per_node", "must be >= 0")
+    for name in ("server_capex_usd_per_node", "node_power_kw"):
+        value = getattr(inputs, name)
+        pc.check(value is not None, name, "required: give it, or a GPU with an on-prem server row")
+        pc.check(value is None or value >= 0, name, "must be >= 0")
     pc.check(
         inputs.network_capex_usd is None or inputs.network_capex_usd >= 0, "network_capex_usd", "must be >= 0"
     )
@@ -350,6 +503,13 @@ def check_onprem(inputs: OnPremInputs) -> None:
     )
     pc.check(inputs.fabric_tiers in NETWORK_SHARE_BY_TIERS, "fabric_tiers", "must be 1, 2 or 3")
     pc.check(inputs.lifetime_years > 0, "lifetime_years", "must be positive")
+    residual = inputs.residual_fraction
+    pc.check(residual is None or 0 <= residual <= 1, "residual_fraction", "must be in [0, 1]")
+    pc.check(
+        inputs.depreciation == "straight_line" or residual is None or residual > 0,
+        "residual_fraction",
+        "declining-balance depreciation never reaches 0: give a residual above 0, or straight-line",
+    )
     pc.check(inputs.cost_of_capital >= 0, "cost_of_capital", "must be >= 0")
     pc.check(0 <= inputs.avg_draw_fraction <= 1, "avg_draw_fraction", "must be in [0, 1]")
     pc.check(0 <= inputs.idle_draw_fraction <= 1, "idle_draw_fraction", "must be in [0, 1]")
@@ -357,7 +517,6 @@ def check_onprem(inputs: OnPremInputs) -> None:
     pc.check(inputs.gpus_per_fte > 0, "gpus_per_fte", "must be positive")
     for name in (
         "storage_capex_usd",
-        "node_power_kw",
         "usd_per_kwh",
         "colo_usd_per_kw_month",
         "maintenance_fraction_per_year",
@@ -369,7 +528,7 @@ def check_onprem(inputs: OnPremInputs) -> None:
 
 
 def capex_breakdown(inputs: OnPremInputs) -> dict[str, float]:
-    servers = inputs.nodes * inputs.server_capex_usd_per_node
+    servers = inputs.nodes * inputs.server_usd
     if inputs.network_capex_usd is not None:
         network = inputs.network_capex_usd
     else:
@@ -390,19 +549,50 @@ def capital_recovery_factor(rate: float, years: float) -> float:
     return rate * (1.0 + growth) / growth
 
 
+def residual_fraction(inputs: OnPremInputs) -> float:
+    """Resale value at the end of the lifetime, as a share of capex: given, or the default decay curve
+    10^(−k·L) with k = 0.14 OOM/yr (Epoch AI's hardware price-performance trend; 20 % after 5 years)."""
+    if inputs.residual_fraction is not None:
+        return inputs.residual_fraction
+    return float(10.0 ** (-inputs.economic_ooms_per_year * inputs.lifetime_years))
+
+
+def asset_value(inputs: OnPremInputs, years: float) -> float:
+    """What the hardware is worth `years` after purchase: down to the residual at end of life, in a straight
+    line or declining balance (a constant share per year, C·f^(t/L)); the residual after the lifetime."""
+    capex = sum(capex_breakdown(inputs).values())
+    share = residual_fraction(inputs)
+    t = min(max(years, 0.0), inputs.lifetime_years) / inputs.lifetime_years
+    if inputs.depreciation == "straight_line":
+        return capex * (1.0 - (1.0 - share) * t)
+    return float(capex * share**t)
+
+
+def ownership_cost(inputs: OnPremInputs) -> tuple[float, float]:
+    """Yearly (depreciation, cost of capital) of buying at capex C and selling at the residual R after L years.
+
+    Depreciation is (C − R)/L either way: the two curves differ in when value is lost, not how much.
+    Straight line: the equivalent annual cost C·CRF(r, L) − R·(CRF − r) (an annuity that repays C less the
+    discounted resale); cost of capital is its excess over depreciation. Declining balance (economic): value
+    C·e^(−λt), λ = −ln(R/C)/L, financed at r: r × the average value (C − R)/(λL)."""
+    capex = sum(capex_breakdown(inputs).values())
+    share = residual_fraction(inputs)
+    years, rate = inputs.lifetime_years, inputs.cost_of_capital
+    depreciation = capex * (1.0 - share) / years
+    if inputs.depreciation == "straight_line":
+        crf = capital_recovery_factor(rate, years)
+        equivalent = capex * crf - capex * share * (crf - rate)
+        return depreciation, equivalent - depreciation
+    decay = -math.log(share) / years
+    average_value = capex * (1.0 - share) / (decay * years) if decay > 0 else capex
+    return depreciation, rate * average_value
+
+
 def annual_cost(inputs: OnPremInputs, utilisation: float) -> dict[str, float]:
     """Yearly cost of owning and running the cluster at a utilisation (share of hours running jobs)."""
     capex = sum(capex_breakdown(inputs).values())
-    if inputs.depreciation == "straight_line":
-        depreciation = capex / inputs.lifetime_years
-        capital = (
-            capex * capital_recovery_factor(inputs.cost_of_capital, inputs.lifetime_years) - depreciation
-        )
-    else:
-        # Epoch AI: value decays continuously at k·ln10 per year (k = 0.14 OOM/yr), financing on the value
-        depreciation = capex * inputs.economic_ooms_per_year * math.log(10)
-        capital = capex * inputs.cost_of_capital
-    it_kw = inputs.nodes * inputs.node_power_kw
+    depreciation, capital = ownership_cost(inputs)
+    it_kw = inputs.nodes * inputs.node_kw
     draw = inputs.avg_draw_fraction * utilisation + inputs.idle_draw_fraction * (1.0 - utilisation)
     power = it_kw * draw * inputs.pue * HOURS_PER_YEAR * inputs.usd_per_kwh
     colo = it_kw * inputs.colo_usd_per_kw_month * 12.0
@@ -444,8 +634,10 @@ class Breakeven:
     label: str
     usd_per_gpu_hour: float
     months: float | None  # None: cloud is cheaper every month at this utilisation
-    utilisation: float | None  # None: on-prem never cheaper over its lifetime, even at 100 %
+    # None: on-prem never cheaper over its lifetime, even at 100 %; or a committed option (paid in full)
+    utilisation: float | None
     onprem_cheaper_at_utilisation: bool
+    committed: bool = False  # a reservation billed for every hour, used or not
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -454,7 +646,14 @@ class Breakeven:
             "breakeven_months": self.months,
             "breakeven_utilisation": self.utilisation,
             "onprem_cheaper_at_utilisation": self.onprem_cheaper_at_utilisation,
+            "committed": self.committed,
         }
+
+
+def billed_share(quote: PriceQuote, utilisation: float) -> float:
+    """Share of the hours a cloud option is paid for: the hours used when billed hourly, all of them under a
+    commitment (a reservation is paid whether it runs jobs or not)."""
+    return 1.0 if quote.commitment_months > 0 else utilisation
 
 
 def breakeven_months(
@@ -506,6 +705,35 @@ class TcoResult:
         }
 
 
+UNITS = {"server_capex_usd_per_node": "USD", "node_power_kw": "kW"}
+# AWS on-demand list prices in the price book (app/catalog/prices.csv): p5.48xlarge H100 $12.29 → $6.88 per
+# GPU-hour (2025-03-17 → 2026-11-09), 0.15 OOM/yr; p4d.24xlarge A100 $4.10 → $2.74 (2024-08-03 → 2026-11-09),
+# 0.08 OOM/yr. Epoch AI's 0.14 OOM/yr lies between: the default residual curve.
+RESIDUAL_SOURCE = (
+    "decay curve 10^(-0.14 OOM/yr × lifetime) (Epoch AI hardware price-performance trend); rental list prices "
+    "fell 0.15 OOM/yr (AWS p5 H100, 2025-03 to 2026-11) and 0.08 OOM/yr (AWS p4d A100, 2024-08 to 2026-11)"
+)
+
+
+def residual_assumption(inputs: OnPremInputs) -> Assumption:
+    share = residual_fraction(inputs)
+    if inputs.residual_fraction is not None:
+        return Assumption("residual_fraction", share, "of capex", "user input", "")
+    return Assumption("residual_fraction", share, "of capex", RESIDUAL_SOURCE, "2025")
+
+
+def _provenance(inputs: OnPremInputs, name: str, value: float) -> Assumption:
+    """Where an on-prem figure comes from: the server row or BOM it was filled from, the default, or the user."""
+    for given in inputs.provenance:
+        if given.name == name and given.value == value:
+            return given
+    default = DEFAULTS.get(name)
+    if default is not None and default.value == value:
+        return default
+    unit = default.unit if default is not None else UNITS.get(name, "")
+    return Assumption(name, value, unit, "user input", "")
+
+
 def tco(
     inputs: OnPremInputs, utilisation: float, cloud: list[PriceQuote], months: int | None = None
 ) -> TcoResult:
@@ -520,18 +748,15 @@ def tco(
     annual = annual_cost(inputs, utilisation)
     running = monthly_running_cost(inputs, utilisation)
     breakevens = []
+    annual_total = sum(annual.values())
     for q in cloud:
-        m = breakeven_months(capex_total, running, q.usd_per_gpu_hour, inputs.gpus, utilisation)
-        u = breakeven_utilisation(inputs, q.usd_per_gpu_hour)
-        breakevens.append(
-            Breakeven(
-                q.label,
-                q.usd_per_gpu_hour,
-                m,
-                u,
-                onprem_usd_per_gpu_hour(inputs, utilisation) < q.usd_per_gpu_hour,
-            )
-        )
+        share = billed_share(q, utilisation)
+        m = breakeven_months(capex_total, running, q.usd_per_gpu_hour, inputs.gpus, share)
+        committed = q.commitment_months > 0
+        # against a reservation paid in full, the cloud bill does not fall with use: no breakeven utilisation
+        u = None if committed else breakeven_utilisation(inputs, q.usd_per_gpu_hour)
+        cloud_year = q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_YEAR * share
+        breakevens.append(Breakeven(q.label, q.usd_per_gpu_hour, m, u, annual_total < cloud_year, committed))
     horizon = months or round(inputs.lifetime_years * 12)
     month_x = list(range(0, horizon + 1))
     util_x = [round(0.05 * i, 2) for i in range(1, 21)]
@@ -539,14 +764,21 @@ def tco(
         "usd_per_gpu_hour_vs_utilisation": {
             "x": util_x,
             "series": {"on-prem": [onprem_usd_per_gpu_hour(inputs, u) for u in util_x]}
-            | {q.label: [q.usd_per_gpu_hour] * len(util_x) for q in cloud},
+            # per GPU-hour used: a reservation's price is spread over the hours it actually runs jobs
+            | {q.label: [q.usd_per_gpu_hour * billed_share(q, u) / u for u in util_x] for q in cloud},
         },
         "cumulative_usd_vs_month": {
             "x": month_x,
-            "series": {"on-prem": [capex_total + running * m for m in month_x]}
+            "series": {
+                "on-prem": [capex_total + running * m for m in month_x],
+                "on-prem net of resale": [
+                    capex_total - asset_value(inputs, m / 12.0) + running * m for m in month_x
+                ],
+            }
             | {
                 q.label: [
-                    q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_MONTH * utilisation * m for m in month_x
+                    q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_MONTH * billed_share(q, utilisation) * m
+                    for m in month_x
                 ]
                 for q in cloud
             },
@@ -556,7 +788,11 @@ def tco(
             "series": {
                 q.label: [
                     breakeven_months(
-                        capex_total, monthly_running_cost(inputs, u), q.usd_per_gpu_hour, inputs.gpus, u
+                        capex_total,
+                        monthly_running_cost(inputs, u),
+                        q.usd_per_gpu_hour,
+                        inputs.gpus,
+                        billed_share(q, u),
                     )
                     for u in util_x
                 ]
@@ -564,11 +800,11 @@ def tco(
             },
         },
     }
-    used = {
-        "server_capex_usd_per_node": inputs.server_capex_usd_per_node,
+    used: dict[str, float] = {
+        "server_capex_usd_per_node": inputs.server_usd,
         "lifetime_years": inputs.lifetime_years,
         "cost_of_capital": inputs.cost_of_capital,
-        "node_power_kw": inputs.node_power_kw,
+        "node_power_kw": inputs.node_kw,
         "avg_draw_fraction": inputs.avg_draw_fraction,
         "pue": inputs.pue,
         "usd_per_kwh": inputs.usd_per_kwh,
@@ -579,12 +815,10 @@ def tco(
         "software_usd_per_gpu_year": inputs.software_usd_per_gpu_year,
         "storage_capex_usd": inputs.storage_capex_usd,
     }
-    if inputs.depreciation == "economic":
+    if inputs.depreciation == "economic" or inputs.residual_fraction is None:
         used["economic_ooms_per_year"] = inputs.economic_ooms_per_year
-    assumptions = [
-        DEFAULTS[k] if DEFAULTS[k].value == v else Assumption(k, v, DEFAULTS[k].unit, "user input", "")
-        for k, v in used.items()
-    ]
+    assumptions = [_provenance(inputs, k, v) for k, v in used.items()]
+    assumptions.append(residual_assumption(inputs))
     if inputs.network_capex_usd is None:
         share = (
             inputs.network_share
@@ -622,6 +856,99 @@ def tco(
 # --- Epoch AI's three methods (Cottier et al. 2024, arXiv 2405.21015) ------------------------------------
 
 EPOCH_INTERCONNECT_FRACTION = 0.19  # training-cost-trends CLUSTER_INTERCONNECT_COST_FRACTION
+# training-cost-trends cost_analysis_standalone.py: a GPU is first acquired no sooner than 90 days after its
+# release (find_hardware_acquisition_price, buffer_time), and training ends 60 days before publication
+# (get_training_start_date, buffer_time)
+EPOCH_RELEASE_TO_ACQUISITION_DAYS = 90
+EPOCH_TRAINING_TO_PUBLICATION_DAYS = 60
+DAYS_PER_YEAR = 365.25
+
+
+@dataclass(frozen=True)
+class EpochDates:
+    """The dates Epoch AI's amortized method depends on; each optional, the missing ones from their lags."""
+
+    price_date: date | None = None  # when the hardware price was quoted
+    release_date: date | None = None  # the GPU's release
+    acquisition_date: date | None = None  # else the later of the price date and release + 90 days
+    training_start: date | None = None  # else training end − training time, or publication − time − 60 days
+    training_end: date | None = None
+    publication_date: date | None = None
+
+
+@dataclass(frozen=True)
+class EpochTimeline:
+    years_since_acquisition: float | None  # None: not enough dates to say
+    training_hours: float | None
+    acquisition_date: date | None
+    training_start: date | None
+    assumptions: list[Assumption]
+
+
+def _acquisition(dates: EpochDates) -> tuple[date | None, str]:
+    if dates.acquisition_date is not None:
+        return dates.acquisition_date, "given"
+    lag = timedelta(days=EPOCH_RELEASE_TO_ACQUISITION_DAYS)
+    known = [d for d in (dates.price_date, dates.release_date + lag if dates.release_date else None) if d]
+    if not known:
+        return None, ""
+    return max(known), "the later of the price date and release + 90 days (Epoch AI)"
+
+
+def _training_start(dates: EpochDates, hours: float | None) -> tuple[date | None, str]:
+    if dates.training_start is not None:
+        return dates.training_start, "given"
+    if hours is None:
+        return None, ""
+    if dates.training_end is not None:
+        return dates.training_end - timedelta(hours=hours), "training end − training time"
+    if dates.publication_date is not None:
+        lag = timedelta(hours=hours, days=EPOCH_TRAINING_TO_PUBLICATION_DAYS)
+        return dates.publication_date - lag, "publication − training time − 60 days (Epoch AI)"
+    return None, ""
+
+
+def epoch_timeline(dates: EpochDates, training_hours: float | None) -> EpochTimeline:
+    """Years between acquiring the hardware and starting to train, by Epoch AI's rules; training can only start
+    after acquisition (floored at 0). Training time comes from start and end when not given."""
+    pc = ProblemCollector()
+    start, end = dates.training_start, dates.training_end
+    pc.check(start is None or end is None or end > start, "training_end", "must be after training_start")
+    pc.check(training_hours is None or training_hours > 0, "training_hours", "must be positive")
+    pc.check(
+        training_hours is not None or (start is not None and end is not None),
+        "training_hours",
+        "give it, or training_start and training_end",
+    )
+    pc.raise_if_any()
+    hours = training_hours
+    if hours is None and start is not None and end is not None:
+        hours = (end - start).total_seconds() / 3600.0
+    acquired, how_acquired = _acquisition(dates)
+    started, how_started = _training_start(dates, hours)
+    src = "Epoch AI training-cost-trends cost_analysis_standalone.py"
+    notes = []
+    if acquired is not None:
+        notes.append(Assumption("acquisition_date", acquired.isoformat(), "", f"{how_acquired}; {src}", ""))
+    if started is not None:
+        notes.append(Assumption("training_start", started.isoformat(), "", f"{how_started}; {src}", ""))
+    years = None
+    if acquired is not None and started is not None:
+        years = max(0.0, (started - acquired).days / DAYS_PER_YEAR)
+    return EpochTimeline(years, hours, acquired, started, notes)
+
+
+def epoch_server_to_chip_power(gpu_name: str) -> float:
+    """Server power per chip over chip TDP, as Epoch AI's chip_to_server_power (cost_analysis_standalone.py):
+    DGX H100 10.2 kW / 8 / 0.7 kW, DGX A100 6.5 kW / 8 / 0.4 kW, V100 servers the mean of two, else 1.8."""
+    name = gpu_name.upper()
+    if "H100" in name:
+        return (10.2 / 8) / 0.7
+    if "A100" in name:
+        return (6.5 / 8) / 0.4
+    if "V100" in name:
+        return ((10 / 16) / 0.3 + (1.5 / 4) / 0.3) / 2
+    return 1.8
 
 
 @dataclass(frozen=True)

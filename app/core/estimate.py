@@ -24,7 +24,7 @@ from app.core.layout import (
     stage_layer_counts,
     stage_layers_label,
 )
-from app.core.memory import DEFAULT_SAFETY_FRACTION, MemoryEstimate, memory_estimate
+from app.core.memory import DEFAULT_SAFETY_FRACTION, MemoryEstimate, MemoryRun, memory_estimate
 from app.core.model import (
     AttentionCounting,
     ModelSpec,
@@ -64,6 +64,40 @@ def module_recompute_flops_per_token(model: ModelSpec, modules: tuple[str, ...])
     if "moe" in modules or "shared_experts" in modules:
         flops += n_moe * 2.0 * h * (shape.shared_in_width + shape.shared_out_width)
     return flops
+
+
+def recomputed_layer_share(num_layers: int, stage_layers: Any, recompute_layers: int | None) -> float:
+    """Share of all layers whose forward full recompute re-runs: every layer, or Megatron's
+    --recompute-num-layers of each stage's `stage_layers` (all of a stage that holds fewer)."""
+    if recompute_layers is None:
+        return 1.0
+    return sum(min(recompute_layers, n) for n in stage_layers) / num_layers
+
+
+def flops_per_token(
+    model: ModelSpec,
+    seq_len: int,
+    recompute: str,
+    recomputed_share: float,
+    run: MemoryRun,
+    flop_counting: AttentionCounting,
+    vocab: int,
+) -> tuple[float, float]:
+    """(model, hardware) FLOPs per token of one layout: the model's (with its multi-token-prediction modules), and
+    what the GPUs run, with the forward passes recompute re-runs (`recomputed_share` of the layers under full)."""
+    mf = model_flops_per_token(model, seq_len, flop_counting, vocab)
+    rec_mode = recompute
+    if rec_mode == "selective" and run.flash:
+        rec_mode = "none"  # flash attention already recomputes attention scores inside its backward kernel
+    hf = hardware_flops_per_token(model, seq_len, rec_mode, recomputed_share, flop_counting, vocab)
+    if recompute == "selective" and run.fw.selective_policy == "op":
+        # op-level selective checkpointing re-runs every second matmul of the forward (app.core.memory)
+        hf = hardware_flops_per_token(model, seq_len, "none", 1.0, flop_counting, vocab)
+        hf += 0.5 * forward_flops_per_token(model, seq_len, flop_counting, vocab).matmul
+    elif recompute == "selective":
+        hf += module_recompute_flops_per_token(model, run.selective_modules)
+    mtp_mf, mtp_hf = mtp_flops_per_token(model, run.mtp_layers, seq_len, recompute, flop_counting, vocab)
+    return mf + mtp_mf, hf + mtp_hf
 
 
 @dataclass(frozen=True)
@@ -122,6 +156,14 @@ class Estimate:
         }
 
 
+def framework_conventions(
+    framework: Framework, dtype: str, fp8_params: bool = False, moments_dtype: str = "fp32"
+) -> Framework:
+    """The framework's conventions for a compute dtype (Framework.for_dtype), FP8 parameters and an Adam-moment dtype
+    (Framework.with_precision)."""
+    return framework.for_dtype(dtype).with_precision(dtype, fp8_params, moments_dtype)
+
+
 def framework_for(framework: Framework, layout: Layout) -> Framework:
     """The framework's conventions for this layout: its compute dtype (Framework.for_dtype) and precision options
     (Framework.with_precision). Raises SpecError naming the field when the framework cannot run FP8 parameters at
@@ -138,7 +180,9 @@ def framework_for(framework: Framework, layout: Layout) -> Framework:
             problems.append(Problem("layout.optimizer_moments_dtype", refusal))
     if problems:
         raise SpecError(problems)
-    return fw.with_precision(layout.dtype, layout.fp8_param_gather, layout.optimizer_moments_dtype)
+    return framework_conventions(
+        framework, layout.dtype, layout.fp8_param_gather, layout.optimizer_moments_dtype
+    )
 
 
 def estimate(
@@ -168,25 +212,12 @@ def estimate(
     calibrated = profile is not None and profile.gemm is not None
     vocab = padded_vocab_size(model.vocab_size, layout.tp)
     counts = param_counts(model)
-    mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab)
     rec_share = 1.0
-    if layout.recompute == "full" and layout.recompute_layers is not None:
+    if layout.recompute == "full":
         per_stage = stage_layer_counts(model.num_layers, layout)
-        rec_share = sum(min(layout.recompute_layers, n) for n in per_stage) / model.num_layers
-    rec_mode = layout.recompute
-    if rec_mode == "selective" and layout.flash_attention:
-        rec_mode = "none"  # flash attention already recomputes attention scores inside its backward kernel
-    hf = hardware_flops_per_token(model, seq_len, rec_mode, rec_share, opts.flop_counting, vocab)
-    if layout.recompute == "selective" and fw.selective_policy == "op":
-        # op-level selective checkpointing re-runs every second matmul of the forward (app.core.memory)
-        hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab)
-        hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab).matmul
-    elif layout.recompute == "selective":
-        hf += module_recompute_flops_per_token(model, layout.selective_modules)
-    mtp_mf, mtp_hf = mtp_flops_per_token(
-        model, layout.mtp_layers, seq_len, layout.recompute, opts.flop_counting, vocab
-    )
-    mf, hf = mf + mtp_mf, hf + mtp_hf
+        rec_share = recomputed_layer_share(model.num_layers, per_stage, layout.recompute_layers)
+    run = MemoryRun.of(model, layout, seq_len, fw)
+    mf, hf = flops_per_token(model, seq_len, layout.recompute, rec_share, run, opts.flop_counting, vocab)
     peak = cluster.gpu.peak(layout.dtype)
     network = profile.network if profile is not None else None
     mem = memory_estimate(

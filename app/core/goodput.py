@@ -166,6 +166,11 @@ PRESETS: dict[str, FailurePreset] = {
 # --- checkpoint interval -------------------------------------------------------------------------------
 
 
+# Below 1 % goodput (100 s of wall time per useful second) a job is not making progress worth modelling: the
+# request is refused (422) rather than answered with a run a hundred times longer than its work.
+MAX_WALL_PER_USEFUL = 100.0
+
+
 def young_interval(checkpoint_s: float, mtbf_s: float) -> float:
     """Young (1974), "A first order approximation to the optimum checkpoint interval", CACM 17(9):
     τ = sqrt(2 δ M)."""
@@ -257,13 +262,13 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     if inputs.interval_s is None:
         tau = max(tau, inputs.min_interval_s)
     ckpt = d / tau
-    if not math.isfinite(expected_wall_time(1.0, tau, d, r, m)):
+    if not expected_wall_time(1.0, tau, d, r, m) <= MAX_WALL_PER_USEFUL:
         raise SpecError(
             [
                 Problem(
                     "mtbf_s",
                     "interruptions are so frequent relative to checkpoint and restart time that the job "
-                    "makes no progress",
+                    f"makes no progress (goodput below {1 / MAX_WALL_PER_USEFUL:.0%})",
                 )
             ]
         )
@@ -342,7 +347,10 @@ class SpotInputs:
     lost_work_s: float | None = None  # per preemption; None → half the checkpoint interval (+ nothing saved)
     checkpoint_interval_s: float = 3600.0
     notice_s: float = 120.0  # AWS 2-minute interruption notice
-    checkpoint_stall_s: float = 60.0  # if the notice is long enough to checkpoint, no work is lost
+    checkpoint_stall_s: float = 60.0  # with checkpoint_on_notice, a notice this long saves the work
+    # the job writes an emergency checkpoint when the preemption notice arrives (a hook the training script must
+    # have; off by default: periodic checkpoints only, so a preemption loses half an interval on average)
+    checkpoint_on_notice: bool = False
     restart_s: float = 1200.0  # re-provision + reload + warm-up, paid while idle
     reacquire_wait_s: float = 0.0  # waiting for spot capacity to come back (not billed, but wall time)
     billed_while_waiting_fraction: float = 0.0  # share of the fleet kept (and billed) while waiting
@@ -377,8 +385,8 @@ class SpotResult:
 def spot_savings(inputs: SpotInputs) -> SpotResult:
     """Net savings of spot vs on-demand per hour of useful work.
 
-    Per preemption the job loses the work since the last checkpoint (half an interval on average, zero if
-    the notice is long enough to write a checkpoint) plus the restart, both billed; waiting for capacity is
+    Per preemption the job loses the work since the last checkpoint (half an interval on average; zero only
+    when it checkpoints on the notice and the notice is long enough to write one) plus the restart, both billed; waiting for capacity is
     billed only for the share of the fleet held. Useful fraction f = 1 − (billed non-useful hours per day)/24;
     spot costs price_spot / f per useful hour against price_on_demand on-demand.
     """
@@ -394,7 +402,7 @@ def spot_savings(inputs: SpotInputs) -> SpotResult:
     pc.raise_if_any()
     if inputs.lost_work_s is not None:
         lost = inputs.lost_work_s
-    elif inputs.notice_s >= inputs.checkpoint_stall_s:
+    elif inputs.checkpoint_on_notice and inputs.notice_s >= inputs.checkpoint_stall_s:
         lost = 0.0  # emergency checkpoint within the notice
     else:
         lost = inputs.checkpoint_interval_s / 2.0
@@ -434,6 +442,17 @@ def spot_savings(inputs: SpotInputs) -> SpotResult:
                 "2025",
             ),
             Assumption("restart_s", inputs.restart_s, "s", "assumption: re-provision + reload + warm-up", ""),
+            Assumption(
+                "lost_work_s",
+                lost,
+                "s",
+                "given"
+                if inputs.lost_work_s is not None
+                else "checkpoint written within the notice"
+                if lost == 0.0
+                else "half the checkpoint interval: the work since the last periodic checkpoint, on average",
+                "",
+            ),
         ],
     )
 

@@ -13,6 +13,8 @@ ComputeDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 ScaleUpKind = Literal["nvswitch", "nvl72", "pcie", "xgmi", "roce_mesh", "none"]
 Transport = Literal["infiniband", "roce", "ethernet_tcp", "efa"]
 TopologyKind = Literal["fat_tree", "rail_optimized", "single_switch"]
+Routing = Literal["adaptive", "ecmp"]
+JobPlacement = Literal["contiguous", "scattered"]
 
 
 # GB200/GB300 NVL72: 18 compute trays of 4 GPUs share one NVLink domain (NVIDIA GB200 NVL72 specification)
@@ -129,6 +131,11 @@ class FabricSpec:
     congestion_derate: float = 1.0  # fraction of line rate achievable under load (1.0 = none)
     switch_radix: int = 64
     name: str = ""
+    # adaptive: the switches spread packets over all uplinks (InfiniBand AR, Spectrum-X); ecmp: each flow is
+    # pinned to one uplink by a static hash, so flows can collide (app.core.congestion)
+    routing: Routing = "adaptive"
+    qps_per_connection: int = 1  # RDMA queue pairs per NIC connection (NCCL_IB_QPS_PER_CONNECTION)
+    placement: JobPlacement = "contiguous"  # a job's nodes packed leaf by leaf, or spread over the fabric
 
 
 @dataclass(frozen=True)

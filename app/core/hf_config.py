@@ -177,6 +177,7 @@ def _llama_like_fields(read: _Reader, model_type: str) -> dict[str, Any]:
         "norm": "rmsnorm",
         # Qwen2 / Qwen2-MoE always put a bias on the q, k and v projections (no config key says so).
         "attention_bias": model_type in ("qwen2", "qwen2_moe") or read.boolean("attention_bias", False),
+        "attention_out_bias": model_type not in ("qwen2", "qwen2_moe"),
         "mlp_bias": read.boolean("mlp_bias", False),
         "attention_dropout": read.fraction("attention_dropout"),
     }

@@ -188,6 +188,86 @@ class Layout:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """The layout fields every layout of a search shares: compute dtype, flash attention, the layers an fp8 / fp4 run
+    keeps 16-bit (first, last), FP8 parameters, the Adam moments' dtype, multi-token-prediction modules, and
+    Megatron-core's selective recompute modules and fine-grained offload modules (Layout's fields of those names)."""
+
+    dtype: TrainDtype = "bf16"
+    flash_attention: bool = True
+    bf16_layers: tuple[int, int] = (0, 0)
+    fp8_param_gather: bool = False
+    optimizer_moments_dtype: MomentsDtype = "fp32"
+    mtp_layers: int = 0
+    recompute_modules: tuple[str, ...] = ()
+    offload_modules: tuple[str, ...] = ()
+
+    def layout_fields(self, recompute: str) -> dict[str, Any]:
+        """The Layout fields of a layout with this `recompute` mode (the recompute modules apply to "selective")."""
+        return {
+            "dtype": self.dtype,
+            "flash_attention": self.flash_attention,
+            "bf16_first_layers": self.bf16_layers[0],
+            "bf16_last_layers": self.bf16_layers[1],
+            "fp8_param_gather": self.fp8_param_gather,
+            "optimizer_moments_dtype": self.optimizer_moments_dtype,
+            "mtp_layers": self.mtp_layers,
+            "recompute_modules": self.recompute_modules if recompute == "selective" else (),
+            "offload_modules": self.offload_modules,
+        }
+
+
+@dataclass(frozen=True)
+class LayoutColumns:
+    """The layout fields the training-step model reads, each one layout's number or one value per row (app.core.num).
+
+    `etp` is the expert tensor-parallel size in effect (Layout.expert_tp), `recompute` an index into RECOMPUTE_MODES,
+    `sp` 0/1, `recompute_layers` 0 for all of a stage's layers (Layout's None), `num_microbatches` and `expert_dp`
+    as Layout's properties compute them.
+    """
+
+    tp: Any
+    pp: Any
+    vp: Any
+    dp: Any
+    cp: Any
+    ep: Any
+    etp: Any
+    folded: Any  # 1 where etp is set (MoE parallel folding): expert ranks adjacent after the etp ranks
+    zero: Any
+    sp: Any
+    recompute: Any
+    micro_batch: Any
+    num_microbatches: Any
+    recompute_layers: Any
+    offload_layers: Any
+    optimizer_offload: Any
+    expert_dp: Any
+
+    @classmethod
+    def of(cls, layout: Layout) -> LayoutColumns:
+        return cls(
+            tp=layout.tp,
+            pp=layout.pp,
+            vp=layout.vp,
+            dp=layout.dp,
+            cp=layout.cp,
+            ep=layout.ep,
+            etp=layout.expert_tp,
+            folded=int(layout.etp is not None),
+            zero=layout.zero,
+            sp=int(layout.sequence_parallel),
+            recompute=RECOMPUTE_MODES.index(layout.recompute),
+            micro_batch=layout.micro_batch,
+            num_microbatches=layout.num_microbatches,
+            recompute_layers=layout.recompute_layers or 0,
+            offload_layers=layout.offload_layers,
+            optimizer_offload=layout.optimizer_offload,
+            expert_dp=layout.expert_dp,
+        )
+
+
 def stage_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
     """Transformer layers on each pipeline stage, all its model chunks together (check_layout makes them whole).
 
@@ -414,7 +494,7 @@ def _check_stage_layers(p: ProblemCollector, model: ModelSpec, layout: Layout) -
     return ok
 
 
-def _check_module_names(
+def check_module_names(
     p: ProblemCollector,
     field_name: str,
     names: tuple[str, ...],
@@ -628,7 +708,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core)",
         )
     if layout.recompute_modules:
-        _check_module_names(
+        check_module_names(
             p,
             "layout.recompute_modules",
             layout.recompute_modules,
@@ -670,7 +750,7 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "activation offloading does not combine with recompute (Megatron-core)",
         )
     if layout.offload_modules:
-        _check_module_names(
+        check_module_names(
             p, "layout.offload_modules", layout.offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model
         )
         p.check(

@@ -25,13 +25,15 @@ only on group-level fields (recompute mode, flash attention) so a vectorised pla
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from app.core.framework import MEGATRON_CORE, Framework
-from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts
+from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts, stage_layer_counts
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
+from app.core.num import Num, any_true, is_rows, maximum, minimum, where
 from app.core.precision import QUANTIZED_DTYPES, SOURCE_BYTES
 from app.core.units import GiB
 
@@ -41,13 +43,6 @@ ACT_BYTES = 2.0
 MASK_BYTES = 1.0  # dropout masks are stored as bytes (Korthikanti et al. 2022 Sec. 4.1)
 LSE_BYTES = 4.0  # flash attention saves one fp32 log-sum-exp per query and head (Dao 2022, arXiv 2205.14135)
 DEFAULT_SAFETY_FRACTION = 0.05  # headroom kept free of HBM for allocator spikes; shown in every result
-
-
-def _sel(cond: Any, if_true: Any, if_false: Any) -> Any:
-    """Arithmetic select that works for Python scalars and numpy arrays alike."""
-    return (
-        np.where(cond, if_true, if_false) if isinstance(cond, np.ndarray) else (if_true if cond else if_false)
-    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -64,11 +59,18 @@ def transformer_params_per_gpu(
     router are replicated; routed experts are split over ep and, inside each expert, over tp (over etp under
     MoE parallel folding, app.core.layout).
     """
+    dense_layer, moe_layer, experts = layer_params(shape, tp, ep, etp)
+    return dense_layers * dense_layer + moe_layers * moe_layer, moe_layers * experts
+
+
+def layer_params(shape: LayerShape, tp: Any, ep: Any, etp: Any = None) -> tuple[Any, Any, Any]:
+    """Parameters per GPU of one dense layer, of one MoE layer's non-expert part and of its routed experts
+    (transformer_params_per_gpu)."""
     attn = shape.attn_params / tp + shape.norm_params
     dense_layer = attn + shape.dense_ffn_params / tp
     moe_layer = attn + shape.router_params + shape.shared_ffn_params / tp
     experts = shape.num_experts / ep * shape.expert_ffn_params / (tp if etp is None else etp)
-    return dense_layers * dense_layer + moe_layers * moe_layer, moe_layers * experts
+    return dense_layer, moe_layer, experts
 
 
 def embedding_params_per_gpu(model: ModelSpec, tp: Any, pp: Any, first: Any, last: Any) -> Any:
@@ -306,10 +308,10 @@ def inflight_layer_microbatches(layers_per_gpu: Any, pp: Any, vp: Any, m: Any, s
     1F1B: min(p − i, m) micro-batches of all L/p layers. Interleaved (v > 1): min(2(p−i−1) + (v−1)p + 1, m·v)
     model chunks of L/(p·v) layers each.
     """
-    plain = np.minimum(pp - stage, m) * layers_per_gpu
-    chunks = np.minimum(2 * (pp - stage - 1) + (vp - 1) * pp + 1, m * vp)
+    plain = minimum(pp - stage, m) * layers_per_gpu
+    chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * pp + 1, m * vp)
     interleaved = chunks * layers_per_gpu / vp
-    out = _sel(np.asarray(vp) > 1, interleaved, plain)
+    out = where(vp > 1, interleaved, plain)
     return out if isinstance(out, np.ndarray) and out.ndim else float(out)
 
 
@@ -437,136 +439,315 @@ class MemoryEstimate:
         }
 
 
+@dataclass(frozen=True)
+class MemoryRun:
+    """What every row of a memory evaluation shares: the model, the sequence, the framework conventions and the
+    run-wide layout options (multi-token prediction, Megatron-core's recompute and offload module lists)."""
+
+    model: ModelSpec
+    seq_len: int
+    fw: Framework
+    flash: bool
+    mtp_layers: int = 0
+    recompute_modules: tuple[str, ...] = ()
+    offload_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, model: ModelSpec, layout: Layout, seq_len: int, fw: Framework) -> MemoryRun:
+        return cls(
+            model,
+            seq_len,
+            fw,
+            layout.flash_attention,
+            layout.mtp_layers,
+            layout.recompute_modules,
+            layout.offload_modules,
+        )
+
+    @cached_property
+    def shape(self) -> LayerShape:
+        return layer_shape(self.model)
+
+    @property
+    def selective_modules(self) -> tuple[str, ...]:
+        """What recompute="selective" re-runs (Layout.selective_modules)."""
+        return self.recompute_modules or ("core_attn",)
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes one transformer layer keeps per micro-batch and GPU, by what the rows' recompute modes need:
+    a dense and a MoE layer without recompute, the layer input full recompute keeps, a dense and a MoE layer under
+    the row's own mode, and what fine-grained offloading moves to the host from a dense and a MoE layer."""
+
+    dense_none: Num
+    moe_none: Num
+    full_kept: Num
+    dense_mode: Num
+    moe_mode: Num
+    moved_dense: Num
+    moved_moe: Num
+    # (dense layer, MoE layer's non-expert part, its routed experts) parameters per GPU (layer_params)
+    layer_params: tuple[Num, Num, Num]
+    # transient buffers of the layer in flight: all-gathered SP input and the largest intermediate + its gradient
+    workspace_rest: Num
+
+
+def _by_mode(recompute: Any, branches: dict[int, Any]) -> Any:
+    """The value of each row's recompute mode (index into RECOMPUTE_MODES); `branches` maps a mode to a thunk,
+    called only for the modes present; a mode without one gives 0."""
+    if not is_rows(recompute):
+        thunk = branches.get(int(recompute))
+        return thunk() if thunk is not None else 0.0
+    out: Any = 0.0
+    for code, thunk in branches.items():
+        chosen = recompute == code
+        if chosen.any():
+            out = np.where(chosen, thunk(), out)
+    return out
+
+
+def layer_activations(
+    run: MemoryRun, cols: LayoutColumns, gemm_input_bytes: float | None = None
+) -> LayerActivations:
+    """Per-layer saved activations of every row (layer_activation_bytes); `gemm_input_bytes` overrides the
+    framework's saved GEMM-input bytes (a layer kept 16-bit under fp8 / fp4)."""
+    fw = run.fw if gemm_input_bytes is None else replace(run.fw, gemm_input_bytes=gemm_input_bytes)
+    shape = run.shape
+    with_moe = num_moe_layers(run.model) > 0
+    tokens = cols.micro_batch * run.seq_len / cols.cp
+    rec = cols.recompute
+
+    def act(mode: str, moe: bool, mods: tuple[str, ...] = ("core_attn",)) -> Any:
+        if moe and not with_moe:
+            return 0.0
+        return layer_activation_bytes(
+            shape, tokens, run.seq_len, cols.tp, cols.sp, mode, run.flash, moe, fw, mods
+        )
+
+    dense_none, moe_none = act("none", False), act("none", True)
+    sel = run.selective_modules
+    full_kept = _by_mode(rec, {2: lambda: act("full", False)})
+    dense_mode = _by_mode(rec, {0: lambda: dense_none, 1: lambda: act("selective", False, sel)})
+    moe_mode = _by_mode(rec, {0: lambda: moe_none, 1: lambda: act("selective", True, sel)})
+    moved_dense: Any = 0.0
+    moved_moe: Any = 0.0
+    if run.offload_modules:
+        # Layout.selective_modules: the recompute modules apply to selective rows only
+        def moved(moe: bool) -> Any:
+            if moe and not with_moe:
+                return 0.0
+            args = (shape, tokens, cols.tp, cols.sp, moe, fw, run.offload_modules)
+            return _by_mode(
+                rec,
+                {
+                    0: lambda: offloaded_activation_bytes(*args),
+                    1: lambda: offloaded_activation_bytes(*args, sel),
+                    2: lambda: offloaded_activation_bytes(*args),
+                },
+            )
+
+        moved_dense, moved_moe = moved(False), moved(True)
+    widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
+    return LayerActivations(
+        dense_none,
+        moe_none,
+        full_kept,
+        dense_mode,
+        moe_mode,
+        moved_dense,
+        moved_moe,
+        layer_params(shape, cols.tp, cols.ep, cols.etp),
+        ACT_BYTES * tokens * (2 * widest / cols.tp + 2 * run.model.hidden_size),
+    )
+
+
+def _saved_per_layer(
+    acts: LayerActivations, cols: LayoutColumns, dense_layers: Any, moe_layers: Any, layers: Any
+) -> tuple[Any, Any]:
+    """Activations one layer of the stage keeps per micro-batch (mean over its dense and MoE layers) and, under full
+    recompute, the working set of the layer being recomputed (it holds its full activations during its backward)."""
+    rec, rl = cols.recompute, cols.recompute_layers
+
+    def full() -> tuple[Any, Any]:
+        mean_full = (acts.dense_none * dense_layers + acts.moe_none * moe_layers) / layers
+        # Megatron --recompute-num-layers: the share of the stage's layers recomputed (0 = all)
+        share = where(rl > 0, minimum(1.0, rl / layers), 1.0)
+        return share * acts.full_kept + (1 - share) * mean_full, mean_full
+
+    def other() -> tuple[Any, Any]:
+        return (acts.dense_mode * dense_layers + acts.moe_mode * moe_layers) / layers, 0.0
+
+    if not is_rows(rec):
+        return full() if rec == 2 else other()
+    kept, working = other()
+    if np.any(rec == 2):
+        full_kept, full_working = full()
+        kept, working = np.where(rec == 2, full_kept, kept), np.where(rec == 2, full_working, working)
+    return kept, working
+
+
+@dataclass(frozen=True)
+class StageTerms:
+    """One pipeline stage's memory for every row: `breakdown` (MEMORY_KEYS, bytes), the parameters held, the
+    in-flight micro-batches per layer, and the host bytes (offloaded activations and optimizer states)."""
+
+    breakdown: dict[str, Any]
+    params: Any
+    inflight_microbatches: Any
+    host_bytes: Any
+    host_optimizer_bytes: Any
+
+    @property
+    def total_bytes(self) -> Any:
+        total: Any = 0
+        for key in MEMORY_KEYS:
+            total = total + self.breakdown[key]
+        return total
+
+
+def stage_terms(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    acts: LayerActivations,
+    stage: Any,
+    first: Any,
+    last: Any,
+    layers: Any,
+    bf16: tuple[Any, LayerActivations] | None = None,
+) -> StageTerms:
+    """Peak per-GPU memory of pipeline stage `stage` (0-based; `first` / `last` 0/1 mark the end stages) holding
+    `layers` transformer layers, for one layout or every row. `bf16`: (the stage's layers kept 16-bit, their
+    activations) under fp8 / fp4 (Layout.bf16_first_layers / bf16_last_layers)."""
+    model, fw = run.model, run.fw
+    shape = run.shape
+    tp, pp, cp, dp, ep, zero = cols.tp, cols.pp, cols.cp, cols.dp, cols.ep, cols.zero
+    n_moe = num_moe_layers(model)
+    # MoE layers in proportion to the stage's layers
+    moe_layers = n_moe / model.num_layers * layers
+    dense_layers = layers - moe_layers
+    dense_layer, moe_layer, experts = acts.layer_params
+    # transformer_params_per_gpu, with the per-layer counts computed once per row
+    dense_params = dense_layers * dense_layer + moe_layers * moe_layer
+    expert_params = moe_layers * experts
+    # terms that only an end stage holds are skipped where no row is one (adding nothing changes no bit)
+    at_first, at_last = any_true(first), any_true(last)
+    if at_first or at_last:
+        dense_params = dense_params + embedding_params_per_gpu(model, tp, pp, first, last)
+    if run.mtp_layers and at_last:
+        mtp_dense, mtp_expert = mtp_params_per_gpu(model, shape, run.mtp_layers, tp, ep, pp, cols.etp)
+        dense_params = dense_params + where(last, mtp_dense, 0.0)
+        expert_params = expert_params + where(last, mtp_expert, 0.0)
+    states = state_bytes(dense_params, dp * cp, zero, fw)
+    breakdown: dict[str, Any] = dict(states)
+    if n_moe:
+        # the experts' states (zero for a dense model: adding them would change no bit)
+        expert_states = state_bytes(expert_params, cols.expert_dp, zero, fw)
+        breakdown = {k: states[k] + expert_states[k] for k in states}
+    # optimizer offloading: the offloaded share of the fp32 master weights and Adam moments lives on the host
+    f = cols.optimizer_offload
+    host_optimizer: Any = 0.0
+    if any_true(f > 0):
+        breakdown["master_weights"] = breakdown["master_weights"] * (1 - f)
+        breakdown["optimizer_states"] = breakdown["optimizer_states"] * (1 - f)
+        # the optimizer shard this GPU holds (optimizer_shard_params)
+        shard_params = where(
+            zero >= 1, dense_params / (dp * cp) + expert_params / cols.expert_dp, dense_params + expert_params
+        )
+        host_optimizer = f * shard_params * OPTIMIZER_HOST_BYTES
+
+    tokens = cols.micro_batch * run.seq_len / cp
+    per_layer, working = _saved_per_layer(acts, cols, dense_layers, moe_layers, layers)
+    if bf16 is not None:
+        # layers kept 16-bit under fp8 / fp4 save 16-bit GEMM inputs
+        count, acts16 = bf16
+        per_layer16, working16 = _saved_per_layer(acts16, cols, dense_layers, moe_layers, layers)
+        blended = ((layers - count) * per_layer + count * per_layer16) / layers
+        per_layer = where(count > 0, blended, per_layer)
+        working = where(count > 0, maximum(working, working16), working)
+    moved: Any = 0.0
+    if run.offload_modules:
+        moved = (acts.moved_dense * dense_layers + acts.moved_moe * moe_layers) / layers
+        per_layer = per_layer - moved
+    inflight = inflight_layer_microbatches(layers, pp, cols.vp, cols.num_microbatches, stage)
+    sp_div = where(cols.sp, tp, 1)
+    h = model.hidden_size
+    activations = per_layer * inflight
+    offloaded = cols.offload_layers
+    # host memory: the offloaded layers' activations at the end of the forward pass, and the offloaded modules'
+    # inputs of every layer and micro-batch in flight
+    host = moved * inflight
+    if any_true(offloaded > 0):
+        host = per_layer * inflight * offloaded / layers + host
+        # activation offloading (pp = 1): at the end of the forward pass HBM holds the layers not offloaded and the
+        # one whose copy to the host is still running; the backward reloads one layer ahead into the memory the
+        # layers after it have freed (Transformer Engine cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler)
+        resident = minimum(layers, layers - offloaded + 1)
+        activations = where(offloaded > 0, activations * resident / layers, activations)
+    # fine-grained offloading: the offloaded inputs of the layer whose copy is in flight stay in HBM until it ends
+    activations = activations + moved
+    if shape.hidden_dropout and at_first:
+        # the embedding dropout mask
+        activations = activations + where(first, MASK_BYTES * h * tokens / sp_div * inflight / layers, 0.0)
+    logits: Any = 0.0
+    if at_last:
+        # final norm input + LM-head input (kept) and the logits of one micro-batch (transient)
+        activations = activations + where(last, 2 * ACT_BYTES * h * tokens / sp_div, 0.0)
+        vocab = padded_vocab_size(model.vocab_size, tp)
+        logits = where(last, fw.logits_bytes_per_element * tokens * vocab / tp, 0.0)
+        # multi-token prediction: each module's block keeps an average layer's activations for the micro-batches in
+        # flight on this stage, and its projection input (the two normalised h-wide halves) and head input
+        mtp_act = run.mtp_layers * (per_layer * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div)
+        activations = activations + where(last, mtp_act, 0.0)
+    # transient buffers of the layer in flight: all-gathered SP input and the largest intermediate + its gradient
+    workspace = working + acts.workspace_rest
+    params_per_layer = (dense_params + expert_params) / maximum(1.0, layers)
+    comm = fw.comm_buffer_bytes
+    comm = where(zero >= 3, comm + zero3_working_bytes(params_per_layer, fw), comm)
+    breakdown["activations"] = activations
+    breakdown["logits"] = logits
+    breakdown["workspace"] = workspace
+    breakdown["comm_buffers"] = comm
+    allocated: Any = 0
+    for value in breakdown.values():
+        allocated = allocated + value
+    breakdown["fragmentation"] = allocated * fw.fragmentation_fraction
+    breakdown["cuda_context"] = fw.cuda_context_bytes
+    breakdown["nccl_buffers"] = fw.nccl_buffer_bytes
+    return StageTerms(
+        breakdown={k: breakdown[k] for k in MEMORY_KEYS},
+        params=dense_params + expert_params,
+        inflight_microbatches=inflight / layers,
+        host_bytes=host + host_optimizer,
+        host_optimizer_bytes=host_optimizer,
+    )
+
+
 def stage_memory(
     model: ModelSpec, layout: Layout, seq_len: int, stage: int, fw: Framework = MEGATRON_CORE
 ) -> StageMemory:
     """Peak per-GPU memory of pipeline stage `stage`."""
-    shape = layer_shape(model)
-    tp, pp, vp, cp, dp, ep = layout.tp, layout.pp, layout.vp, layout.cp, layout.dp, layout.ep
-    m = layout.num_microbatches
-    first, last = stage == 0, stage == pp - 1
-    n_moe = num_moe_layers(model)
-    # this stage's layers (an uneven split gives the end stages their own count); MoE layers in proportion
-    layers_per_gpu = float(stage_layer_counts(model.num_layers, layout)[stage])
-    moe_layers = n_moe / model.num_layers * layers_per_gpu
-    dense_layers = layers_per_gpu - moe_layers
-    dense_params, expert_params = transformer_params_per_gpu(
-        shape, dense_layers, moe_layers, tp, ep, layout.etp
-    )
-    dense_params += embedding_params_per_gpu(model, tp, pp, int(first), int(last))
-    if last and layout.mtp_layers:
-        mtp_dense, mtp_expert = mtp_params_per_gpu(model, shape, layout.mtp_layers, tp, ep, pp, layout.etp)
-        dense_params += mtp_dense
-        expert_params += mtp_expert
-    shard = dp * cp
-    states = state_bytes(dense_params, shard, layout.zero, fw)
-    expert_states = state_bytes(expert_params, layout.expert_dp, layout.zero, fw)
-    breakdown: dict[str, float] = {k: float(states[k] + expert_states[k]) for k in states}
-    # optimizer offloading: the offloaded share of the fp32 master weights and Adam moments lives on the host
-    host_optimizer = 0.0
-    if layout.optimizer_offload:
-        f = layout.optimizer_offload
-        breakdown["master_weights"] *= 1 - f
-        breakdown["optimizer_states"] *= 1 - f
-        host_optimizer = (
-            f * optimizer_shard_params(dense_params, expert_params, layout) * OPTIMIZER_HOST_BYTES
-        )
+    run = MemoryRun.of(model, layout, seq_len, fw)
+    cols = LayoutColumns.of(layout)
+    return _stage_memory(run, cols, layer_activations(run, cols), layout, stage)
 
-    tokens = layout.micro_batch * seq_len / cp
-    flash = layout.flash_attention
-    sp = layout.sequence_parallel
 
-    def saved_per_layer(f: Framework) -> tuple[Any, Any]:
-        """Activations one layer keeps per micro-batch (mean over dense and MoE layers) and, under full
-        recompute, the working set of the layer being recomputed; `f` sets the saved GEMM-input bytes."""
-        dense_act = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, False, f)
-        moe_act = (
-            layer_activation_bytes(shape, tokens, seq_len, tp, sp, "none", flash, True, f) if n_moe else 0.0
-        )
-        mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
-        if layout.recompute == "full":
-            kept = layer_activation_bytes(shape, tokens, seq_len, tp, sp, "full", flash, False, f)
-            recomputed_share = (
-                1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / layers_per_gpu)
-            )
-            # the layer being recomputed holds its full activations during its backward
-            return recomputed_share * kept + (1 - recomputed_share) * mean_full, mean_full
-        mode, mods = layout.recompute, layout.selective_modules
-        sel_dense = layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, False, f, mods)
-        sel_moe = (
-            layer_activation_bytes(shape, tokens, seq_len, tp, sp, mode, flash, True, f, mods)
-            if n_moe
-            else 0.0
-        )
-        return (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu, 0.0
-
-    per_layer, working = saved_per_layer(fw)
-    bf16_layers = float(stage_bf16_layer_counts(model.num_layers, layout)[stage])
-    if bf16_layers:
-        # layers kept 16-bit under fp8 / fp4 (Layout.bf16_first_layers / bf16_last_layers) save 16-bit GEMM inputs
-        per_layer16, working16 = saved_per_layer(replace(fw, gemm_input_bytes=SOURCE_BYTES))
-        per_layer = ((layers_per_gpu - bf16_layers) * per_layer + bf16_layers * per_layer16) / layers_per_gpu
-        working = max(working, working16)
-    moved = 0.0
-    if layout.offload_modules:
-        off_args = (shape, tokens, tp, sp)
-        off_rest = (fw, layout.offload_modules, layout.selective_modules)
-        moved = (
-            offloaded_activation_bytes(*off_args, False, *off_rest) * dense_layers
-            + (offloaded_activation_bytes(*off_args, True, *off_rest) * moe_layers if n_moe else 0.0)
-        ) / layers_per_gpu
-        per_layer = per_layer - moved
-    inflight = inflight_layer_microbatches(layers_per_gpu, pp, vp, m, stage)
-    sp_div = tp if sp else 1
-    h = model.hidden_size
-    activations = per_layer * inflight
-    offloaded = layout.offload_layers
-    # host memory: the offloaded layers' activations at the end of the forward pass, and the offloaded modules'
-    # inputs of every layer and micro-batch in flight
-    host = per_layer * inflight * offloaded / layers_per_gpu + moved * inflight
-    if offloaded:
-        # activation offloading (pp = 1): at the end of the forward pass HBM holds the layers not offloaded and the
-        # one whose copy to the host is still running; the backward reloads one layer ahead into the memory the
-        # layers after it have freed (Transformer Engine cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler)
-        resident = min(layers_per_gpu, layers_per_gpu - offloaded + 1)
-        activations = activations * resident / layers_per_gpu
-    # fine-grained offloading: the offloaded inputs of the layer whose copy is in flight stay in HBM until it ends
-    activations += moved
-    if first and shape.hidden_dropout:
-        activations += MASK_BYTES * h * tokens / sp_div * inflight / layers_per_gpu  # embedding dropout mask
-    logits = 0.0
-    if last:
-        vocab = padded_vocab_size(model.vocab_size, tp)
-        # final norm input + LM-head input (kept) and the logits of one micro-batch (transient)
-        activations += 2 * ACT_BYTES * h * tokens / sp_div
-        logits = fw.logits_bytes_per_element * tokens * vocab / tp
-        # multi-token prediction: each module's block keeps an average layer's activations for the micro-batches
-        # in flight on this stage, and its projection input (the two normalised h-wide halves) and head input
-        activations += layout.mtp_layers * (
-            per_layer * inflight / layers_per_gpu + 3 * ACT_BYTES * h * tokens / sp_div
-        )
-    # transient buffers of the layer in flight: all-gathered SP input and the largest intermediate + its gradient
-    widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
-    workspace = working + ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
-    comm = fw.comm_buffer_bytes
-    if layout.zero >= 3:
-        layer_params = (dense_params + expert_params) / max(1.0, layers_per_gpu)
-        comm += zero3_working_bytes(layer_params, fw)
-    breakdown["activations"] = float(activations)
-    breakdown["logits"] = float(logits)
-    breakdown["workspace"] = float(workspace)
-    breakdown["comm_buffers"] = float(comm)
-    allocated = sum(breakdown.values())
-    breakdown["fragmentation"] = float(allocated * fw.fragmentation_fraction)
-    breakdown["cuda_context"] = float(fw.cuda_context_bytes)
-    breakdown["nccl_buffers"] = float(fw.nccl_buffer_bytes)
+def _stage_memory(
+    run: MemoryRun, cols: LayoutColumns, acts: LayerActivations, layout: Layout, stage: int
+) -> StageMemory:
+    """One stage of one layout, from the row-polymorphic `stage_terms`."""
+    layers = float(stage_layer_counts(run.model.num_layers, layout)[stage])
+    bf16_count = float(stage_bf16_layer_counts(run.model.num_layers, layout)[stage])
+    bf16 = (bf16_count, layer_activations(run, cols, SOURCE_BYTES)) if bf16_count else None
+    first, last = int(stage == 0), int(stage == layout.pp - 1)
+    t = stage_terms(run, cols, acts, stage, first, last, layers, bf16)
     return StageMemory(
         stage=stage,
-        breakdown={k: breakdown[k] for k in MEMORY_KEYS},
-        params=float(dense_params + expert_params),
-        inflight_microbatches=float(inflight / layers_per_gpu),
-        host_bytes=float(host + host_optimizer),
-        host_optimizer_bytes=float(host_optimizer),
+        breakdown={k: float(v) for k, v in t.breakdown.items()},
+        params=float(t.params),
+        inflight_microbatches=float(t.inflight_microbatches),
+        host_bytes=float(t.host_bytes),
+        host_optimizer_bytes=float(t.host_optimizer_bytes),
     )
 
 
@@ -579,7 +760,10 @@ def memory_estimate(
     safety_fraction: float = DEFAULT_SAFETY_FRACTION,
     host_capacity_bytes: float = 0.0,
 ) -> MemoryEstimate:
-    stages = [stage_memory(model, layout, seq_len, i, fw) for i in range(layout.pp)]
+    run = MemoryRun.of(model, layout, seq_len, fw)
+    cols = LayoutColumns.of(layout)
+    acts = layer_activations(run, cols)
+    stages = [_stage_memory(run, cols, acts, layout, i) for i in range(layout.pp)]
     notes = []
     moments = layout.optimizer_moments_dtype
     if layout.fp8_param_gather:

@@ -59,6 +59,9 @@ class ModelSpec:
     position_embedding: PositionEmbedding = "rope"
     norm: Norm = "rmsnorm"
     attention_bias: bool = False  # QKV bias (Qwen2) or all linear biases (GPT-2 style)
+    # with attention_bias, whether the output projection has one too: GPT-2/3, BLOOM and gpt-oss bias all four
+    # projections; Qwen2 only q, k and v (HF Qwen2Attention: o_proj bias=False)
+    attention_out_bias: bool = True
     mlp_bias: bool = False
     moe: MoESpec | None = None
     mla: MLASpec | None = None
@@ -218,7 +221,7 @@ def attention_params(model: ModelSpec) -> int:
     q_width = model.num_attention_heads * d
     kv_width = model.num_kv_heads * d
     weights = h * (q_width + 2 * kv_width) + q_width * h
-    biases = (q_width + 2 * kv_width + h) if model.attention_bias else 0
+    biases = (q_width + 2 * kv_width + (h if model.attention_out_bias else 0)) if model.attention_bias else 0
     return weights + biases
 
 
@@ -265,7 +268,7 @@ def layer_shape(model: ModelSpec) -> LayerShape:
         qk_head_dim=qk_dim,
         v_head_dim=v_dim,
         attn_params=attention_params(model),
-        norm_params=_norm_params(model),
+        norm_params=2 * _norm_params(model),  # the pre-attention and pre-FFN norms
         ffn_in_width=gated * model.ffn_hidden_size,
         ffn_out_width=model.ffn_hidden_size,
         dense_ffn_params=ffn_params(model, model.ffn_hidden_size),

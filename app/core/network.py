@@ -143,6 +143,18 @@ class NetworkParams:
     sharp_efficiency: float  # in-network reduction (CollNet) relative to NIC line rate
     all_to_all_peer_latency_s: float  # per-peer posting cost of an all-to-all
     pipeline_bytes: float  # data in flight per pipeline stage of tree/NVLS algorithms (all channels)
+    # NCCL's tuning-model refinements (src/graph/tuning.cc, NCCL 2.2x): extra network step latency of a tree
+    # over a ring per protocol (hwLat NET Tree {5.0, 8.5, 14} − Ring {2.7, 4.0, 14} µs) …
+    tree_network_extra_latency_s: dict[str, float] = field(
+        default_factory=lambda: {"LL": 2.3 * US, "LL128": 4.5 * US, "Simple": 0.0}
+    )
+    # … the network post overhead every step of an inter-node ring pays (getNetOverhead: 1 µs on Intel CPUs,
+    # ×3 for Simple) …
+    net_post_overhead_s: float = 1.0e-6
+    # … the "plateau effect of ring": multi-node Simple ring all-reduce latency ×1.4 on sm80+ …
+    ring_plateau_factor: float = 1.4
+    # … and the medium-size tree correction, bandwidth × factor at log2(bytes / 64) (treeCorrectionFactor)
+    tree_correction: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(NCCL_TREE_CORRECTION))
     name: str = "published-defaults"
     version: str = "1"
     source: str = ""
@@ -196,6 +208,61 @@ def _merge_tier(tier: TierParams, data: dict[str, Any]) -> TierParams:
 
 
 US = 1e-6
+# NCCL src/graph/tuning.cc treeCorrectionFactor[LL | LL128 | Simple][log2(bytes/64)], 64 B to 256 MiB:
+# "Trees are not perfectly sticking to the model for medium sizes".
+NCCL_TREE_CORRECTION: dict[str, tuple[float, ...]] = {
+    "LL": (1, 1, 1, 1, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1, 1, 1),
+    "LL128": (
+        1,
+        1,
+        1,
+        1,
+        1,
+        0.9,
+        0.8,
+        0.8,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        1,
+        1,
+    ),
+    "Simple": (
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.5,
+        0.5,
+        0.5,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.7,
+        0.7,
+        0.8,
+        0.9,
+        0.9,
+    ),
+}
 _NCCL_TUNING = "github.com/NVIDIA/nccl src/graph/tuning.cc (hwLat/baseLat tables, ring rows)"
 
 
@@ -429,11 +496,29 @@ class _Cost:
     bottleneck: str
 
 
-def _step_latency(params: NetworkParams, links: _Links, protocol: str) -> tuple[float, float]:
-    """(intra-domain step latency, inter-domain step latency) for one protocol."""
+def _step_latency(
+    params: NetworkParams, links: _Links, protocol: str, algorithm: str = "ring"
+) -> tuple[float, float]:
+    """(intra-domain step latency, inter-domain step latency) for one protocol, as NCCL's tuning model
+    builds them: a tree's network step costs the tree's network latency; Simple pays the wire latency twice
+    (the flush); every step of a multi-node ring costs at least the network post overhead (×3 for Simple).
+    NCCL also charges a ring with one rank per node the tree's network latency; that rule is left out: it
+    moved no validation row and worsened the training-run replay (docs/network.md)."""
     up = params.tier(links.up_tier).step_latency_s[protocol]
-    net = params.tier(links.transport).step_latency_s[protocol] + links.net_wire_latency_s
+    net = params.tier(links.transport).step_latency_s[protocol]
+    if algorithm == "tree":
+        net += params.tree_network_extra_latency_s.get(protocol, 0.0)
+    net += (2 if protocol == "Simple" else 1) * links.net_wire_latency_s
+    if links.nodes > 1 and algorithm == "ring":
+        up = max(up, params.net_post_overhead_s * (3 if protocol == "Simple" else 1))
     return up, net
+
+
+def _tree_correction(params: NetworkParams, protocol: str, message_bytes: float) -> float:
+    """NCCL's medium-size tree bandwidth correction (treeCorrectionFactor), 1 outside its 64 B-256 MiB range."""
+    table = params.tree_correction.get(protocol, ())
+    index = int(math.log2(max(1.0, message_bytes / 64)))
+    return table[index] if 0 <= index < len(table) else 1.0
 
 
 def _ring_bw(links: _Links) -> tuple[float, str]:
@@ -465,6 +550,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
             lat = params.protocols[p].base_latency_s + (steps - inter_steps) * up_lat + inter_steps * net_lat
+            if op == "all_reduce" and nodes > 1 and p == "Simple":
+                lat *= params.ring_plateau_factor
             out.append(_Cost("ring", p, lat, factor * s / proto_bw(ring_bw, p), ring_neck))
     if op == "all_reduce" and nodes > 1:
         depth = max(1, math.ceil(math.log2(nodes)))
@@ -474,9 +561,10 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         # every tree level (up and down) adds one pipeline chunk's store-and-forward time on the NICs
         tree_fill = 2 * depth * min(s, params.pipeline_bytes) / links.net_bw
         for p in protocols:
-            up_lat, net_lat = _step_latency(params, links, p)
+            up_lat, net_lat = _step_latency(params, links, p, "tree")
             lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
-            out.append(_Cost("tree", p, lat, s / proto_bw(tree_bw, p) + tree_fill, neck))
+            bw = proto_bw(tree_bw, p) * _tree_correction(params, p, s)
+            out.append(_Cost("tree", p, lat, s / bw + tree_fill, neck))
         if links.nvls and k >= params.nvls_min_ranks:
             nvls_bw = links.nvls_bw
             bw = min(nvls_bw, tree_net)
@@ -581,6 +669,19 @@ def check_placement(op: str, message_bytes: float, placement: Placement, cluster
         0 < fab.congestion_derate <= 1,
         "cluster.fabric.congestion_derate",
         "must be in (0, 1] (1 = no derate)",
+    )
+    problems.check(
+        fab.routing in ("adaptive", "ecmp"), "cluster.fabric.routing", "must be 'adaptive' or 'ecmp'"
+    )
+    problems.check(
+        isinstance(fab.qps_per_connection, int) and 1 <= fab.qps_per_connection <= 128,
+        "cluster.fabric.qps_per_connection",
+        "must be a whole number of queue pairs from 1 to 128",
+    )
+    problems.check(
+        fab.placement in ("contiguous", "scattered"),
+        "cluster.fabric.placement",
+        "must be 'contiguous' or 'scattered'",
     )
     problems.raise_if_any()
 

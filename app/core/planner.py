@@ -38,9 +38,15 @@ from app.core.estimate import Assumption, EstimateOptions
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import (
+    MOE_OFFLOAD_MODULES,
+    MOE_RECOMPUTE_MODULES,
+    OFFLOAD_MODULES,
+    RECOMPUTE_MODULES,
     TRAIN_DTYPES,
     Layout,
+    RunOptions,
     check_bf16_layers,
+    check_module_names,
     check_precision_options,
     pipeline_label,
     unsupported_dtype,
@@ -92,6 +98,8 @@ REJECTION_REASONS: tuple[str, ...] = (
     "heuristic_preset",  # excluded by the seed heuristic (only when the preset is on)
     "out_of_memory",  # most loaded stage above usable HBM minus the requested headroom
     "host_memory",  # offloaded activations / optimizer states above the reference system's host DRAM per GPU
+    "offload_modules_need_no_full_recompute",  # fine-grained offloading with full recompute (check_layout)
+    "offload_modules_exclude_layer_offload",  # fine-grained and layer offloading together (check_layout)
 )
 
 
@@ -542,27 +550,17 @@ def _check_inputs(
     seq_len: int,
     global_batch: int,
     counts: Sequence[int],
-    dtype: str,
+    run: RunOptions,
+    framework: Framework,
     rank_by: str,
-    usd_per_gpu_hour: float | None,
-    tokens: float | None,
+    prices: tuple[float | None, float | None],
     top: int,
-    bf16_layers: tuple[int, int] = (0, 0),
-    fp8_param_gather: bool = False,
-    framework: Framework | None = None,
-    optimizer_moments_dtype: str = "fp32",
-    mtp_layers: int = 0,
 ) -> None:
+    """Every problem of the request at once; `prices`: (USD per GPU-hour, training tokens)."""
+    usd_per_gpu_hour, tokens = prices
     p = ProblemCollector()
+    _check_run(p, model, cluster, run, framework)
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
-    check_bf16_layers(p, model.num_layers, dtype, *bf16_layers)
-    check_precision_options(p, dtype, None, fp8_param_gather, optimizer_moments_dtype, mtp_layers)
-    if framework is not None and fp8_param_gather:
-        refusal = framework.fp8_param_gather_refusal(None)
-        p.check(refusal is None, "fp8_param_gather", refusal or "")
-    if framework is not None and optimizer_moments_dtype == "bf16":
-        refusal = framework.precision_aware_refusal()
-        p.check(refusal is None, "optimizer_moments_dtype", refusal or "")
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
     gpn = cluster.gpus_per_node
@@ -572,9 +570,6 @@ def _check_inputs(
             "gpu_counts",
             f"{n} GPUs is not a whole number of {gpn}-GPU nodes",
         )
-    p.check(dtype in TRAIN_DTYPES, "dtype", f"must be one of {', '.join(TRAIN_DTYPES)}")
-    refused = unsupported_dtype(cluster.gpu, dtype)
-    p.check(refused is None, "dtype", refused or "")
     p.check(rank_by in ("time", "cost"), "rank_by", "must be 'time' or 'cost'")
     if rank_by == "cost":
         p.check(
@@ -586,6 +581,28 @@ def _check_inputs(
     p.check(tokens is None or tokens > 0, "tokens", "must be > 0")
     p.check(top >= 1, "top", "must be ≥ 1")
     p.raise_if_any()
+
+
+def _check_run(
+    p: ProblemCollector, model: ModelSpec, cluster: ClusterSpec, run: RunOptions, framework: Framework
+) -> None:
+    """The run-wide options, as check_layout checks the same Layout fields."""
+    dtype = run.dtype
+    check_module_names(
+        p, "recompute_modules", run.recompute_modules, RECOMPUTE_MODULES, MOE_RECOMPUTE_MODULES, model
+    )
+    check_module_names(p, "offload_modules", run.offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model)
+    check_bf16_layers(p, model.num_layers, dtype, *run.bf16_layers)
+    check_precision_options(p, dtype, None, run.fp8_param_gather, run.optimizer_moments_dtype, run.mtp_layers)
+    if run.fp8_param_gather:
+        refusal = framework.fp8_param_gather_refusal(None)
+        p.check(refusal is None, "fp8_param_gather", refusal or "")
+    if run.optimizer_moments_dtype == "bf16":
+        refusal = framework.precision_aware_refusal()
+        p.check(refusal is None, "optimizer_moments_dtype", refusal or "")
+    p.check(dtype in TRAIN_DTYPES, "dtype", f"must be one of {', '.join(TRAIN_DTYPES)}")
+    refused = unsupported_dtype(cluster.gpu, dtype)
+    p.check(refused is None, "dtype", refused or "")
 
 
 def _sharding_rules(
@@ -602,6 +619,22 @@ def _sharding_rules(
     if moments_dtype == "bf16":
         rules.append(("bf16_moments_need_distributed_optimizer", lambda z: z >= 1))
     return rules
+
+
+def _offload_module_rules(
+    offload_modules: Sequence[str],
+) -> list[tuple[str, Callable[[LayoutArrays], np.ndarray]]]:
+    """(rejection reason, rows refused) under fine-grained activation offloading: it works with no or selective
+    recompute (a fully recomputed layer keeps only its input) and not beside layer offloading (check_layout)."""
+    if not offload_modules:
+        return []
+    return [
+        (
+            "offload_modules_need_no_full_recompute",
+            lambda rows: rows.recompute == RECOMPUTE_CODES.index("full"),
+        ),
+        ("offload_modules_exclude_layer_offload", lambda rows: rows.offload_layers > 0),
+    ]
 
 
 def plan(
@@ -625,6 +658,8 @@ def plan(
     fp8_param_gather: bool = False,
     optimizer_moments_dtype: str = "fp32",
     mtp_layers: int = 0,
+    recompute_modules: tuple[str, ...] = (),
+    offload_modules: tuple[str, ...] = (),
 ) -> PlanResult:
     """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
 
@@ -635,27 +670,35 @@ def plan(
     framework cannot keep them at are rejected ("fp8_params_need_sharding"). `optimizer_moments_dtype` "bf16":
     Megatron-core's precision-aware optimizer in every layout searched; ZeRO 0 is rejected
     ("bf16_moments_need_distributed_optimizer"). `mtp_layers`: multi-token-prediction modules on the last stage of
-    every layout searched (Layout.mtp_layers).
+    every layout searched (Layout.mtp_layers). `recompute_modules`: what the selective-recompute layouts re-run
+    (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading in every layout searched
+    (Layout.offload_modules), the layouts with full recompute or layer offloading rejected
+    ("offload_modules_need_no_full_recompute", "offload_modules_exclude_layer_offload").
     """
     c = constraints or Constraints()
     opts = options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
+    run = RunOptions(
+        dtype,  # type: ignore[arg-type]
+        flash_attention,
+        bf16_layers,
+        fp8_param_gather,
+        optimizer_moments_dtype,  # type: ignore[arg-type]
+        mtp_layers,
+        tuple(recompute_modules),
+        tuple(offload_modules),
+    )
     _check_inputs(
         model,
         cluster,
         seq_len,
         global_batch,
         counts,
-        dtype,
-        rank_by,
-        usd_per_gpu_hour,
-        tokens,
-        top,
-        bf16_layers,
-        fp8_param_gather,
+        run,
         opts.framework,
-        optimizer_moments_dtype,
-        mtp_layers,
+        rank_by,
+        (usd_per_gpu_hour, tokens),
+        top,
     )
     start = time.perf_counter()
     parts: list[_Evaluated] = []
@@ -664,35 +707,32 @@ def plan(
     calls = 0
     for n in counts:
         cl = cluster_for(cluster, n)
+        # selective recompute differs from none under flash attention when it re-runs more than core attention
+        selective_distinct = opts.framework.selective_policy == "op" or any(
+            m != "core_attn" for m in run.recompute_modules
+        )
         space = enumerate_layouts(
-            model, cl, seq_len, global_batch, c, flash_attention, opts.framework.selective_policy == "op"
+            model, cl, seq_len, global_batch, c, run.flash_attention, selective_distinct
         )
         enumerated += space.enumerated
         for k, v in space.rejections.items():
             rejections[k] += v
         searched = space.rows
-        for key, allowed in _sharding_rules(opts.framework, fp8_param_gather, optimizer_moments_dtype):
+        for key, allowed in _sharding_rules(
+            opts.framework, run.fp8_param_gather, run.optimizer_moments_dtype
+        ):
             keep = allowed(searched.zero)
+            rejections[key] = rejections.get(key, 0) + int((~keep).sum())
+            searched = searched.take(np.nonzero(keep)[0])
+        for key, refused in _offload_module_rules(run.offload_modules):
+            keep = ~refused(searched)
             rejections[key] = rejections.get(key, 0) + int((~keep).sum())
             searched = searched.take(np.nonzero(keep)[0])
         if len(searched) == 0:
             continue
         table = CollectiveTable(cl, profile.network if profile is not None else None)
         ev: Evaluation = evaluate(
-            model,
-            cl,
-            searched,
-            seq_len,
-            global_batch,
-            dtype=dtype,
-            flash_attention=flash_attention,
-            options=opts,
-            profile=profile,
-            collectives=table,
-            bf16_layers=bf16_layers,
-            fp8_params=fp8_param_gather,
-            moments_dtype=optimizer_moments_dtype,
-            mtp_layers=mtp_layers,
+            model, cl, searched, seq_len, global_batch, run, options=opts, profile=profile, collectives=table
         )
         calls += table.calls
         parts.append(
@@ -778,13 +818,7 @@ def plan(
             first_stage_layers=end_layers_of(rows, i),
             last_stage_layers=end_layers_of(rows, i),
             global_batch=global_batch,
-            dtype=dtype,  # type: ignore[arg-type]
-            flash_attention=flash_attention,
-            bf16_first_layers=bf16_layers[0],
-            bf16_last_layers=bf16_layers[1],
-            fp8_param_gather=fp8_param_gather,
-            optimizer_moments_dtype=optimizer_moments_dtype,  # type: ignore[arg-type]
-            mtp_layers=mtp_layers,
+            **run.layout_fields(RECOMPUTE_CODES[int(rows.recompute[i])]),
         )
         t = float(step_time[i])
         g = int(num_gpus[i])

@@ -1,77 +1,73 @@
-"""Vectorised evaluation of many layouts at once: the same formulas as `app.core.estimate.estimate`, on arrays.
+"""Vectorised evaluation of many layouts at once: `app.core.estimate.estimate`'s model, driven over arrays.
 
-One row per layout; every field of `app.core.layout.Layout` is an integer numpy array here. Memory reuses the
-array-ready helpers of app.core.memory (transformer_params_per_gpu, embedding_params_per_gpu, state_bytes,
-layer_activation_bytes, inflight_layer_microbatches) and follows `app.core.memory.stage_memory` term by term.
-Step time follows `app.core.step.stage_times` and `step_estimate`:
+One row per layout; every field of `app.core.layout.Layout` is an integer numpy array here (LayoutArrays, and
+LayoutColumns for the formulas). This module holds no formula of its own: it groups the rows and calls the
+row-polymorphic implementations the single estimate also runs (app.core.num):
 
-* per-layer compute (`app.core.step.layer_times`, scalar) depends only on (tokens per micro-batch, tp, sp, cp,
-  ep); it is computed once per distinct group and gathered to the rows;
-* every collective goes through the scalar `app.core.network.collective_time`, once per distinct
-  (operation, message size, ranks, ranks per node) — a few hundred calls for a million layouts;
-* everything else (pipeline bubble, micro-batch count, data-parallel overlap, ZeRO-3 prefetch, optimizer)
-  is plain numpy over the rows.
+* memory: `app.core.memory.layer_activations` and `stage_terms`, for the stages that can be the most loaded;
+* per-layer compute: `app.core.step.layer_times`, once per distinct (tokens per micro-batch, tp, sp, cp, ep, etp)
+  group, read per row through `LayerTimesView`;
+* one micro-batch on a stage: `app.core.step.layer_step_times` and `stage_time_parts` (compute, recompute, TP, CP,
+  EP and PP communication, activation offload) and `pipeline_bubble`;
+* data parallelism: `app.core.step.gradient_params` and `data_parallel_times` (DP/ZeRO collectives, optimizer);
+* FLOPs per token: `app.core.estimate.flops_per_token`, once per distinct group;
+* every collective goes through `app.core.network.collective_time`, once per distinct (operation, message size,
+  ranks, ranks per node): `CollectiveTable`, a few hundred calls for a million layouts.
 
 Most loaded pipeline stage: stage 0 holds the embedding and the most in-flight micro-batches (1F1B and
 interleaved warm-up counts are non-increasing in the stage index), so every middle stage is at most stage 0;
-the last stage adds the LM head and logits. The peak is therefore max(stage 0, stage p − 1), as
-`MemoryEstimate.most_loaded` finds by looking at all stages. The bottleneck stage for time is the last one
-when p > 1 (it adds the LM head to identical per-layer work), as `step_estimate` finds.
+the last stage adds the LM head and logits. The peak is therefore max(stage 0, stage p − 1) (and the second
+stage of an uneven split, every stage with 16-bit layers), as `MemoryEstimate.most_loaded` finds by looking at
+all stages. The bottleneck stage for time is the slowest of stage 0, a stage between and the last, the first of
+equals in stage order as `step_estimate` picks it. The stages between an even split are equal, so the mean stage
+of the bubble adds them as a product; the estimate adds them one by one, which can differ in the last bit.
 
-`tests/test_planner_vectorised.py` checks every output against the scalar `estimate` on random layouts.
+`tests/test_planner_vectorised.py` checks every output against the scalar `estimate` on random layouts: equal
+bits for memory, FLOPs and every step component but the bubble (1e-9).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
-from app.core.estimate import EstimateOptions
+from app.core.estimate import EstimateOptions, flops_per_token, framework_conventions, recomputed_layer_share
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, stage_bf16_layer_counts
+from app.core.layout import Layout, LayoutColumns, RunOptions, stage_bf16_layer_counts
 from app.core.memory import (
-    ACT_BYTES,
-    MASK_BYTES,
-    OPTIMIZER_HOST_BYTES,
-    embedding_params_per_gpu,
-    inflight_layer_microbatches,
-    layer_activation_bytes,
-    mtp_params_per_gpu,
-    state_bytes,
-    transformer_params_per_gpu,
-    zero3_working_bytes,
+    MemoryRun,
+    StageTerms,
+    layer_activations,
+    stage_terms,
 )
 from app.core.model import (
     ModelSpec,
-    forward_flops_per_token,
-    hardware_flops_per_token,
     layer_shape,
-    model_flops_per_token,
-    mtp_flops_per_token,
     num_moe_layers,
     padded_vocab_size,
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
 from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
 from app.core.step import (
-    FLASH_BACKWARD_FLOP_RATIO,
+    STAGE_PARTS,
     STEP_COMPONENTS,
+    LayerTimesView,
     _gemm,
     _linear,
     attention_kernel,
-    dispatch_dedup_share,
+    data_parallel_times,
     flash_dropout_overhead,
+    gradient_params,
+    layer_step_times,
     layer_times,
-    moe_a2a_overlapped,
-    optimizer_step_time,
-    overlap_slowdown,
-    overlapped,
-    scaleout_domains,
+    pipeline_bubble,
+    stage_time_parts,
+    stage_total,
 )
 
 RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
@@ -167,23 +163,16 @@ class Evaluation:
 def curves_for(
     cluster: ClusterSpec, dtype: str, profile: HardwareProfile | None, options: EstimateOptions | None = None
 ) -> tuple[GemmEfficiency, GemmEfficiency]:
-    """Linear-layer and attention GEMM curves exactly as `app.core.estimate.estimate` picks them."""
-    power = getattr(options, "power_limit_w", None)
-    if power:
-        return training_curves(cluster.gpu, dtype, profile, power)  # type: ignore[call-arg]
-    return training_curves(cluster.gpu, dtype, profile)
+    """Linear-layer and attention GEMM curves as `app.core.estimate.estimate` picks them."""
+    return training_curves(cluster.gpu, dtype, profile, (options or EstimateOptions()).power_limit_w)
 
 
 def framework_for(
     options: EstimateOptions, dtype: str, fp8_params: bool = False, moments_dtype: str = "fp32"
 ) -> Framework:
-    """The framework conventions for this compute dtype, FP8 parameters and Adam-moment dtype, as `estimate`
-    applies them (app.core.estimate.framework_for; the planner keeps such searches to the ZeRO stages that allow
-    them)."""
-    fw = options.framework
-    for_dtype = getattr(fw, "for_dtype", None)
-    fw = for_dtype(dtype) if for_dtype is not None else fw
-    return fw.with_precision(dtype, fp8_params, moments_dtype)
+    """The framework conventions for this compute dtype, FP8 parameters and Adam-moment dtype
+    (app.core.estimate.framework_conventions; the planner keeps such searches to the ZeRO stages that allow them)."""
+    return framework_conventions(options.framework, dtype, fp8_params, moments_dtype)
 
 
 class CollectiveTable:
@@ -232,8 +221,10 @@ class CollectiveTable:
         return out
 
 
-# codes below this bound are grouped with a dense table (O(n)) instead of a sort (O(n log n))
+# codes below this bound, and below DENSE_CODES_PER_ROW per row, are grouped with a dense table (O(n + codes))
+# instead of a sort (O(n log n)): a table much larger than the rows costs more than the sort it saves
 DENSE_CODE_LIMIT = 1 << 24
+DENSE_CODES_PER_ROW = 16
 
 
 def unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -243,7 +234,7 @@ def unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if key.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     low, high = int(key.min()), int(key.max())
-    if low < 0 or high >= DENSE_CODE_LIMIT:
+    if low < 0 or high >= min(DENSE_CODE_LIMIT, DENSE_CODES_PER_ROW * key.size + 1024):
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         return first, inverse.reshape(-1)
     present = np.zeros(high + 1, dtype=bool)
@@ -272,11 +263,6 @@ def _group_apply(
         len(first), width
     )
     return table[inverse.reshape(-1)]
-
-
-def _placement_per_node(ranks: np.ndarray, stride: Any, gpus_per_node: int) -> np.ndarray:
-    """ranks_per_node of `app.core.step.group_placement` on arrays."""
-    return np.maximum(1, np.minimum(ranks, gpus_per_node // np.maximum(1, stride)))
 
 
 def _bf16_stage_table(
@@ -315,33 +301,27 @@ def evaluate(
     rows: LayoutArrays,
     seq_len: int,
     global_batch: int,
+    run: RunOptions | None = None,
     *,
-    dtype: str = "bf16",
-    flash_attention: bool = True,
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
     collectives: CollectiveTable | None = None,
-    bf16_layers: tuple[int, int] = (0, 0),
-    fp8_params: bool = False,
-    moments_dtype: str = "fp32",
-    mtp_layers: int = 0,
 ) -> Evaluation:
     """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs).
 
-    `bf16_layers` (first, last): transformer layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers /
-    bf16_last_layers); every stage is then evaluated, since the stages between differ by the 16-bit layers they hold.
-    `fp8_params`: FP8 working weights (Layout.fp8_param_gather) and `moments_dtype`: the Adam moments' dtype
-    (Layout.optimizer_moments_dtype) in every row; the caller keeps the rows to the ZeRO stages that allow them.
-    `mtp_layers`: multi-token-prediction modules on the last stage of every row (Layout.mtp_layers).
+    `run`: what every row shares (RunOptions). Its 16-bit layers make every stage evaluated, since the stages between
+    differ by the 16-bit layers they hold; the caller keeps the rows to the ZeRO stages that allow FP8 parameters and
+    bf16 moments, and to no or selective recompute without layer offloading under fine-grained offloading.
     """
     opts = options or EstimateOptions()
-    fw: Framework = framework_for(opts, dtype, fp8_params, moments_dtype)
+    r = run or RunOptions()
+    dtype, flash_attention, bf16_layers, mtp_layers = r.dtype, r.flash_attention, r.bf16_layers, r.mtp_layers
+    fw: Framework = framework_for(opts, dtype, r.fp8_param_gather, r.optimizer_moments_dtype)
     net = profile.network if profile is not None else None
     coll = collectives or CollectiveTable(cluster, net)
     linear, attn_curve = curves_for(cluster, dtype, profile, opts)
     shape = layer_shape(model)
     h = model.hidden_size
-    gpn = cluster.gpus_per_node
     hbm_bw = cluster.gpu.hbm_bandwidth_bytes_per_s
 
     tp = rows.tp.astype(np.int64)
@@ -358,7 +338,6 @@ def evaluate(
     rec = rows.recompute.astype(np.int64)
     mb = rows.micro_batch.astype(np.int64)
     n = len(rows)
-    full = rec == 2
     rl = rows.recompute_layers.astype(np.int64)
     off = rows.offload_layers.astype(np.int64)
     opt_off = rows.optimizer_offload.astype(float)
@@ -366,370 +345,137 @@ def evaluate(
 
     n_moe = num_moe_layers(model)
     layers_per_gpu = model.num_layers / pp
-    moe_layers = n_moe / pp
-    dense_layers = layers_per_gpu - moe_layers
     tokens = mb * seq_len / cp
     # uneven pipeline split (Layout.first_stage_layers = last_stage_layers = end_layers): the end stages hold
     # end_l layers, the stages between mid_l; an even split gives every stage L / p
     end_col = rows.end_layers if rows.end_layers is not None else np.zeros(n, dtype=np.int64)
     uneven = (end_col.astype(np.int64) > 0) & (pp > 2)
-    moe_frac = n_moe / model.num_layers
     end_l = np.where(uneven, end_col, layers_per_gpu).astype(float)
     mid_l = np.where(uneven, (model.num_layers - 2 * end_col) / np.maximum(1, pp - 2), layers_per_gpu).astype(
         float
     )
 
-    # parameters per GPU are linear in the layers held (app.core.memory.transformer_params_per_gpu)
-    unit_d, unit_e = (
-        np.asarray(x, float) for x in transformer_params_per_gpu(shape, 1 - moe_frac, moe_frac, tp, ep, e_tp)
-    )
-
-    def params_of(layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Dense and expert parameters per GPU of `layers` transformer layers (MoE layers in proportion)."""
-        return layers * unit_d, layers * unit_e
-
     # ----------------------------------------------------------------------------------------- memory
-    dense_t, expert_p = transformer_params_per_gpu(shape, dense_layers, moe_layers, tp, ep, e_tp)
-    shard = dp * cp
-    exp_shard = np.maximum(1, tp * shard // (e_tp * ep))  # Layout.expert_dp
     flash = flash_attention
     spb = sp.astype(bool)
-
-    # share of the stage's layers recomputed (Megatron --recompute-num-layers), as app.core.memory.stage_memory
-    share = np.where(full, np.where(rl > 0, rl / layers_per_gpu, 1.0), 0.0)
-
-    def activation_terms(f: Framework) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Dense and MoE layers' full activations, the mean kept per layer and the full-recompute working set,
-        with `f`'s saved GEMM-input bytes (app.core.memory.stage_memory)."""
-
-        def act(mode: str, moe: bool) -> np.ndarray:
-            return np.asarray(
-                layer_activation_bytes(shape, tokens, seq_len, tp, spb, mode, flash, moe, f), float
-            )
-
-        dense_act = act("none", False)
-        moe_act = act("none", True) if n_moe else np.zeros(n)
-        mean_full = (dense_act * dense_layers + moe_act * moe_layers) / layers_per_gpu
-        kept_full = act("full", False)
-        per_layer = np.where(full, share * kept_full + (1 - share) * mean_full, 0.0)
-        working = np.where(full, mean_full, 0.0)
-        for code, mode in ((0, "none"), (1, "selective")):
-            sel = rec == code
-            if not sel.any():
-                continue
-            sel_dense = act(mode, False)
-            sel_moe = act(mode, True) if n_moe else np.zeros(n)
-            per_layer = np.where(
-                sel, (sel_dense * dense_layers + sel_moe * moe_layers) / layers_per_gpu, per_layer
-            )
-        return dense_act, moe_act, per_layer, working
-
-    dense_act, moe_act, per_layer, working = activation_terms(fw)
+    exp_shard = np.maximum(1, tp * (dp * cp) // (e_tp * ep))  # Layout.expert_dp
+    cols = LayoutColumns(
+        tp=tp,
+        pp=pp,
+        vp=vp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        etp=e_tp,
+        folded=folded.astype(np.int64),
+        zero=zero,
+        sp=sp,
+        recompute=rec,
+        micro_batch=mb,
+        num_microbatches=m,
+        recompute_layers=rl,
+        offload_layers=off,
+        optimizer_offload=opt_off,
+        expert_dp=exp_shard,
+    )
+    run_memory = MemoryRun(model, seq_len, fw, flash, mtp_layers, r.recompute_modules, r.offload_modules)
+    acts = layer_activations(run_memory, cols)
     # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
     with_bf16 = bool(bf16_layers[0] or bf16_layers[1])
     bf16_by_stage = np.zeros((n, 1))
-    per_layer16, working16 = per_layer, working
+    acts16 = acts
     if with_bf16:
         bf16_by_stage = _bf16_stage_table(model.num_layers, pp, vp, end_col, uneven, bf16_layers, dtype)
-        _, _, per_layer16, working16 = activation_terms(replace(fw, gemm_input_bytes=SOURCE_BYTES))
-    sp_div = np.where(spb, tp, 1)
-    widest = max(shape.ffn_in_width, shape.expert_in_width * max(1, shape.experts_per_token), shape.q_width)
-    workspace_rest = ACT_BYTES * tokens * (2 * widest / tp + 2 * h)
-    workspace = working + workspace_rest
-    vocab = padded_vocab_size(model.vocab_size, tp)  # type: ignore[arg-type]
+        acts16 = layer_activations(run_memory, cols, SOURCE_BYTES)
 
-    # multi-token-prediction modules on the last stage (app.core.memory.mtp_params_per_gpu)
-    mtp_d, mtp_e = (
-        np.asarray(x, float) * np.ones(n)
-        for x in mtp_params_per_gpu(model, shape, mtp_layers, tp, ep, pp, e_tp)
-    )
-
-    def stage_total(
-        stage: np.ndarray,
-        first: np.ndarray,
-        last: np.ndarray,
-        layers: np.ndarray,
-        bf16: np.ndarray | None = None,
-    ) -> np.ndarray:
-        layers_t, expert_s = params_of(layers)
-        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last) + last * mtp_d
-        expert_s = expert_s + last * mtp_e
-        states = state_bytes(dense_p, shard, zero, fw)
-        expert_states = state_bytes(expert_s, exp_shard, zero, fw)
-        model_states = sum(np.asarray(states[k] + expert_states[k], float) for k in states)
-        # optimizer offloading moves its share of the master weights and Adam moments to the host
-        model_states = model_states - opt_off * np.asarray(
-            states["master_weights"]
-            + states["optimizer_states"]
-            + expert_states["master_weights"]
-            + expert_states["optimizer_states"],
-            float,
+    def stage(index: Any, first: Any, last: Any, layers: np.ndarray, bf16: np.ndarray | None) -> StageTerms:
+        """The memory of one stage of every row (app.core.memory.stage_terms)."""
+        return stage_terms(
+            run_memory, cols, acts, index, first, last, layers, None if bf16 is None else (bf16, acts16)
         )
-        inflight = inflight_layer_microbatches(layers, pp, vp, m, stage)
-        # activation offloading keeps the other layers and the one in flight (app.core.memory.stage_memory)
-        resident = np.where(off > 0, np.minimum(layers, layers - off + 1), layers)
-        kept = per_layer
-        work = workspace
-        if bf16 is not None:
-            kept = ((layers - bf16) * per_layer + bf16 * per_layer16) / layers
-            work = np.where(bf16 > 0, np.maximum(working, working16), working) + workspace_rest
-        activations = kept * inflight * resident / layers
-        if shape.hidden_dropout:
-            activations = activations + first * (MASK_BYTES * h * tokens / sp_div * inflight / layers)
-        activations = activations + last * (2 * ACT_BYTES * h * tokens / sp_div)
-        logits = last * (fw.logits_bytes_per_element * tokens * vocab / tp)
-        # multi-token prediction on the last stage (app.core.memory.stage_memory)
-        activations = activations + last * mtp_layers * (
-            kept * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div
-        )
-        comm = np.full(n, float(fw.comm_buffer_bytes))
-        layer_params = (dense_p + expert_s) / np.maximum(1.0, layers)
-        comm = np.where(zero >= 3, comm + zero3_working_bytes(layer_params, fw), comm)
-        allocated = model_states + activations + logits + work + comm
-        return allocated * (1 + fw.fragmentation_fraction) + fw.cuda_context_bytes + fw.nccl_buffer_bytes
 
+    # the most loaded stage: stage 0 or the last (see the module docstring); with 16-bit layers every stage between,
+    # with an uneven split the second (it holds the most layer-activations of the stages between)
     zeros = np.zeros(n, dtype=np.int64)
     ones = np.ones(n, dtype=np.int64)
-
-    def host_optimizer(first: np.ndarray, last: np.ndarray, layers: np.ndarray) -> np.ndarray:
-        # the offloaded optimizer shard of a stage (app.core.memory.optimizer_shard_params)
-        layers_t, expert_s = params_of(layers)
-        dense_p = layers_t + embedding_params_per_gpu(model, tp, pp, first, last) + last * mtp_d
-        expert_s = expert_s + last * mtp_e
-        held = np.where(zero >= 1, dense_p / shard + expert_s / exp_shard, dense_p + expert_s)
-        return np.asarray(opt_off * held * OPTIMIZER_HOST_BYTES, float)
-
-    # host memory, most loaded stage: the offloaded layers' activations (layer offloading runs with pp = 1: stage
-    # 0) and the offloaded optimizer states (the first or the last stage holds the most parameters)
-    host_bytes = np.maximum(
-        per_layer * inflight_layer_microbatches(layers_per_gpu, pp, vp, m, zeros) * off / layers_per_gpu
-        + host_optimizer(ones, (pp == 1).astype(np.int64), end_l),
-        host_optimizer((pp == 1).astype(np.int64), ones, end_l),
-    )
     rows_at = np.arange(n)
     b_first = bf16_by_stage[:, 0] if with_bf16 else None
     b_last = bf16_by_stage[rows_at, pp - 1] if with_bf16 else None
-    first_bytes = stage_total(zeros, np.ones(n, dtype=np.int64), (pp == 1).astype(np.int64), end_l, b_first)
-    last_bytes = np.where(
-        pp > 1, stage_total(pp - 1, zeros, np.ones(n, dtype=np.int64), end_l, b_last), first_bytes
-    )
+    first_t = stage(zeros, 1, (pp == 1).astype(np.int64), end_l, b_first)
+    last_t = stage(pp - 1, 0, 1, end_l, b_last)
+    first_bytes = first_t.total_bytes
+    last_bytes = np.where(pp > 1, last_t.total_bytes, first_bytes)
     peak = np.maximum(first_bytes, last_bytes)
+    # host memory, most loaded stage
+    host_bytes = np.where(pp > 1, np.maximum(first_t.host_bytes, last_t.host_bytes), first_t.host_bytes)
     if with_bf16:
-        # the stages between differ by the 16-bit layers they hold: every one of them
         for s_mid in range(1, bf16_by_stage.shape[1] - 1):
-            mid_bytes = stage_total(np.full(n, s_mid), zeros, zeros, mid_l, bf16_by_stage[:, s_mid])
-            peak = np.where(s_mid < pp - 1, np.maximum(peak, mid_bytes), peak)
+            mid_stage = stage(np.full(n, s_mid), 0, 0, mid_l, bf16_by_stage[:, s_mid])
+            peak = np.where(s_mid < pp - 1, np.maximum(peak, mid_stage.total_bytes), peak)
     if uneven.any():
-        # the second stage holds the most layer-activations of the stages between (p − 1 micro-batches in flight)
-        second = stage_total(ones, zeros, zeros, mid_l)
-        peak = np.where(uneven, np.maximum(peak, second), peak)
-        host_bytes = np.where(uneven, np.maximum(host_bytes, host_optimizer(zeros, zeros, mid_l)), host_bytes)
+        second = stage(ones, 0, 0, mid_l, bf16_by_stage[:, 1] if with_bf16 else None)
+        peak = np.where(uneven, np.maximum(peak, second.total_bytes), peak)
+        host_bytes = np.where(uneven, np.maximum(host_bytes, second.host_bytes), host_bytes)
 
     # ----------------------------------------------------------------------------------------- step time
-    moe_share = n_moe / model.num_layers
-    cast = cast_bytes_per_element(dtype)
-
     # per-layer compute: one array call of the estimator's own `layer_times` over the distinct groups
     first, inverse = unique_first_inverse(field_code(mb, cp, tp, sp, ep, e_tp))
+    inverse = inverse.reshape(-1)
     g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
     g_etp = e_tp[first]
     args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
     drop = flash_dropout_overhead(cluster.gpu)
     shares = attention_kernel(fw, cluster.gpu, profile).shares
-    dense = layer_times(*args, False, linear, attn_curve, hbm_bw, fw, opts.causal, cast, drop, None, shares)
-    moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm_bw, fw, opts.causal, cast, drop, g_etp, shares)
-        if n_moe
-        else dense
-    )
 
-    def mix(attr: str) -> np.ndarray:
-        value = (1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr)
-        return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
+    def group_times(curve: GemmEfficiency, cast_bytes: float) -> LayerTimesView:
+        dense = layer_times(
+            *args, False, curve, attn_curve, hbm_bw, fw, opts.causal, cast_bytes, drop, None, shares
+        )
+        moe_t = (
+            layer_times(
+                *args, True, curve, attn_curve, hbm_bw, fw, opts.causal, cast_bytes, drop, g_etp, shares
+            )
+            if n_moe
+            else dense
+        )
+        return LayerTimesView(dense, moe_t, n_moe / model.num_layers, inverse, len(first))
 
-    def moe_field(attr: str) -> np.ndarray:
-        """One MoE layer's time `attr` per row ("expert_fwd": its routed and shared experts' forward)."""
-        value = moe_t.ffn_fwd + moe_t.shared_fwd if attr == "expert_fwd" else getattr(moe_t, attr)
-        return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
-
-    fwd_layer, bwd_layer, rec_full, attn_fwd = (
-        mix("forward"),
-        mix("backward"),
-        mix("recompute_full"),
-        mix("attention_fwd"),
-    )
-    if fw.selective_policy == "op":
-        # op-level selective checkpointing re-runs every second matmul and the pointwise ops (app.core.step)
-        rec_sel = 0.5 * mix("linear_fwd") + mix("elementwise_fwd")
-    else:
-        rec_sel = mix("recompute_selective") if not flash else np.zeros(n)
+    view = group_times(linear, cast_bytes_per_element(dtype))
+    # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts
+    view16 = group_times(attn_curve, 0.0) if with_bf16 else view
     g_vocab = padded_vocab_size(model.vocab_size, g_tp)  # type: ignore[arg-type]
-    # the LM head stays in 16 bit under FP8 training (app.core.step.stage_times)
     logits_fwd = np.asarray(_gemm(attn_curve, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
-    # multi-token prediction: each module's 2h → h projection (app.core.step.stage_times)
     proj_fwd, proj_bwd = (
         np.asarray(t, dtype=float)[inverse] for t in _linear(linear, g_tok, h / g_tp, 2 * h)
     )
-    rec_layer = np.where(full, share * rec_full, np.where(rec == 1, rec_sel, 0.0))
-    # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts (app.core.step.stage_times)
-    fwd16, bwd16, rec16 = fwd_layer, bwd_layer, rec_layer
-    if with_bf16:
-        dense16 = layer_times(
-            *args, False, attn_curve, attn_curve, hbm_bw, fw, opts.causal, 0.0, drop, None, shares
-        )
-        moe16 = (
-            layer_times(
-                *args, True, attn_curve, attn_curve, hbm_bw, fw, opts.causal, 0.0, drop, g_etp, shares
-            )
-            if n_moe
-            else dense16
-        )
+    group_keys = {
+        "tp": field_code(tp, mb, cp),
+        "ep": field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64)),
+        "pp": field_code(tp, mb, cp, pp, sp),
+        "dp": field_code(tp, pp, cp, ep, e_tp),  # the ZeRO stage only masks which collectives run
+    }
 
-        def mix16(attr: str) -> np.ndarray:
-            value = (1 - moe_share) * getattr(dense16, attr) + moe_share * getattr(moe16, attr)
-            return np.broadcast_to(np.asarray(value, dtype=float), g_tok.shape)[inverse]
+    def row_coll(op: str, size: Any, ranks: Any, node: Any, group: str) -> np.ndarray:
+        return coll(op, size, ranks, node, group_keys[group])
 
-        fwd16, bwd16 = mix16("forward"), mix16("backward")
-        if fw.selective_policy == "op":
-            rec_sel16 = 0.5 * mix16("linear_fwd") + mix16("elementwise_fwd")
-        else:
-            rec_sel16 = mix16("recompute_selective") if not flash else np.zeros(n)
-        rec16 = np.where(full, share * mix16("recompute_full"), np.where(rec == 1, rec_sel16, 0.0))
-
-    act_bytes = 2.0 * tokens * h
-    tp_node = np.minimum(tp, gpn)
-    k_tp = field_code(tp, mb, cp)
-    gather = coll("all_gather", act_bytes, tp, tp_node, k_tp)
-    scatter = coll("reduce_scatter", act_bytes, tp, tp_node, k_tp)
-    one_sp = 2 * (gather + scatter)
-    one_ar = 2 * coll("all_reduce", act_bytes, tp, tp_node, k_tp)
-    one = np.where(spb, one_sp, one_ar)
-    extra = np.where(spb, 2 * gather, 0.0)
-    hidden = np.zeros(n)
-    if fw.tp_async_backward:
-        # asynchronous column-parallel backward (app.core.step.stage_times): input-gradient collectives behind
-        # the weight-gradient GEMMs, SP re-gathers behind the data-gradient GEMMs
-        half = 0.5 * mix("column_bwd")
-        hidden = np.where(
-            spb,
-            np.minimum(2 * scatter, half) + np.minimum(extra, half),
-            np.minimum(one_ar, half),
-        )
-    tp_total = one * (2 + share) + extra
-    # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
-    # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
-    tp_rest = tp_total - hidden
-    tp_layer = (
-        tp_rest * (1 - fw.tp_overlap)
-        + overlap_slowdown(fw, cluster, tp, tp_node) * hidden
-        + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
+    lt = layer_step_times(
+        run_memory, cols, (view, view16), (logits_fwd, proj_fwd, proj_bwd), cluster, row_coll, acts
     )
 
-    kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
-    cp_node = _placement_per_node(cp, tp, gpn)
-    hop_cp = coll("send_recv", np.where(cp > 1, kv_bytes, 0.0), 2, np.where(cp_node > 1, cp_node, 1), k_tp)
-    fwd_ring = (cp - 1) * hop_cp
-    cp_slow = overlap_slowdown(fw, cluster, cp, cp_node)
-    cp_layer = overlapped(fwd_ring, attn_fwd, cp_slow) + overlapped(
-        2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn_fwd, cp_slow
-    )
-    cp_layer = np.where(cp > 1, cp_layer * (1 + share), 0.0)
+    def stage_parts(layers: np.ndarray, bf16: Any, first_: Any, last_: Any) -> dict[str, np.ndarray]:
+        """One micro-batch on a stage of every row (app.core.step.stage_time_parts)."""
+        parts = stage_time_parts(run_memory, cols, lt, cluster, layers, bf16, first_, last_)
+        return {k: np.zeros(n) + v for k, v in parts.items()}
 
-    ep_layer = np.zeros(n)
-    if n_moe:
-        # each rank's sequence-parallel shard of tokens; EP ranks adjacent under folding (app.core.step.stage_times)
-        a2a_bytes = 2.0 * np.where(spb, tokens / tp, tokens) * shape.experts_per_token * h
-        ep_node = _placement_per_node(ep, np.where(folded, e_tp, tp * cp), gpn)
-        a2a_key = field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64))
-        a2a = coll("all_to_all", np.where(ep > 1, a2a_bytes, 0.0), ep, ep_node, a2a_key)
-        if fw.moe_dispatch_dedup:
-            # node-deduplicating dispatch (app.core.step.stage_times): the larger of the NVLink fan-out inside a
-            # domain and the deduplicated scale-out exchange
-            domains = scaleout_domains(cluster, ep, ep_node)
-            kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
-            multi = domains > 1
-            in_domain = coll(
-                "all_to_all", np.where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, a2a_key
-            )
-            deduped = coll("all_to_all", np.where(multi, kept * a2a_bytes, 0.0), ep, ep_node, a2a_key)
-            a2a = np.where(multi, np.maximum(in_domain, deduped), a2a)
-        ep_layer = np.where(ep > 1, moe_share * 2 * (2 + share) * a2a, 0.0)
-        if fw.moe_a2a_overlap:
-            ep_slow = overlap_slowdown(fw, cluster, ep, ep_node)
-            ep_layer = np.where(
-                ep > 1,
-                moe_share
-                * (
-                    2 * share * a2a
-                    + moe_a2a_overlapped(
-                        a2a, moe_field("forward"), moe_field("backward"), moe_field("expert_fwd"), ep_slow
-                    )
-                ),
-                0.0,
-            )
-
-    # boundary activation: split over TP under SP or scatter-gather, re-gathered after each receive with
-    # scatter-gather and no SP (app.core.step.stage_times)
-    sharded = spb | fw.pp_scatter_gather
-    p2p_bytes = np.where(sharded, act_bytes / tp, act_bytes)
-    regather = np.where((pp > 1) & (tp > 1) & ~spb & fw.pp_scatter_gather, 2 * gather, 0.0)
-    pp_node = np.where(tp * cp * dp < gpn, 2, 1)
-    hop_pp = coll("send_recv", np.where(pp > 1, p2p_bytes, 0.0), 2, pp_node, field_code(tp, mb, cp, pp, sp))
-    pp_raw = vp * (fw.pp_transfers_per_microbatch * hop_pp + regather)
-    pp_slow = overlap_slowdown(fw, cluster, 2, pp_node)
-    pp_mb = np.where(pp > 1, pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw, 0.0)
-
-    ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm_bw * fw.elementwise_efficiency)
-    # per-micro-batch gradient accumulation over the stage's parameters (app.core.step.stage_times): the last
-    # stage holds the head, the first the embedding, the others neither
-    accum_rate = fw.grad_accum_bytes_per_param / (hbm_bw * fw.elementwise_efficiency)
-    one = (pp == 1).astype(np.int64)
-    accum_head = accum_rate * embedding_params_per_gpu(model, tp, pp, one, 1)
-    accum_emb = accum_rate * embedding_params_per_gpu(model, tp, pp, 1, 0) * (pp > 1)
-    b_pp = pp_mb
-    # activation offloading: each offloaded layer's copy out and back beside the next layer's forward and
-    # backward, exposed where longer (app.core.step.stage_times)
-    saved = (1 - moe_share) * dense_act + (moe_share * moe_act if n_moe else 0.0)
-    copy = saved / cluster.gpu.host_link_bytes_per_s
-    b_off = np.where(
-        off > 0, off * (overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)), 0.0
-    )
-
-    def stage_parts(
-        layers: np.ndarray, head: np.ndarray, emb: np.ndarray, bf16: np.ndarray | None = None
-    ) -> dict[str, np.ndarray]:
-        """One micro-batch on a stage of `layers` layers, `bf16` of them kept 16-bit; `head` / `emb` mark the LM
-        head and the embedding."""
-        d_s, e_s = params_of(layers)
-        b = np.zeros(n) if bf16 is None else bf16
-        q = layers - b
-        k = head * mtp_layers  # multi-token-prediction modules run on the last stage
-        return {
-            "fwd": q * fwd_layer + b * fwd16 + head * logits_fwd + k * (fwd_layer + proj_fwd + logits_fwd),
-            "bwd": q * bwd_layer
-            + b * bwd16
-            + head * (2 * logits_fwd + ce + accum_head)
-            + k * (bwd_layer + proj_bwd + 2 * logits_fwd + ce)
-            + accum_rate * (d_s + e_s + head * (mtp_d + mtp_e))
-            + emb * accum_emb,
-            "rec": q * rec_layer + b * rec16 + k * rec_layer,
-            "tp": (layers + k) * tp_layer,
-            "cp": (layers + k) * cp_layer,
-            "ep": (layers + k) * ep_layer,
-        }
-
-    def stage_sum(parts: dict[str, np.ndarray]) -> np.ndarray:
-        return sum(parts.values()) + b_pp + b_off  # type: ignore[return-value]
-
-    head_all, no = np.ones(n), np.zeros(n)
+    single = (pp == 1).astype(np.int64)
     if not with_bf16:
-        last_parts = stage_parts(end_l, head_all, no)
-        mid_parts = stage_parts(mid_l, no, no)
-        first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0))
+        last_parts = stage_parts(end_l, 0.0, single, 1)
+        mid_parts = stage_parts(mid_l, 0.0, 0, 0)
+        first_parts = stage_parts(end_l, 0.0, 1, 0)
         last_total, mid_total, first_total = (
-            stage_sum(last_parts),
-            stage_sum(mid_parts),
-            stage_sum(first_parts),
+            stage_total(last_parts),
+            stage_total(mid_parts),
+            stage_total(first_parts),
         )
         # the bottleneck stage, the first of equals in stage order as app.core.step.step_estimate picks it
         use_first = (pp > 1) & (first_total >= mid_total) & (first_total >= last_total)
@@ -738,25 +484,27 @@ def evaluate(
         def pick(key: str) -> np.ndarray:
             return np.where(use_first, first_parts[key], np.where(use_mid, mid_parts[key], last_parts[key]))
 
+        # the stages between are equal: their sum as a product (the estimate adds the stages one by one, which can
+        # differ from it in the last bit)
         mean_stage = np.where(pp > 1, (first_total + (pp - 2) * mid_total + last_total) / pp, last_total)
     else:
         # every stage: the stages between differ by the 16-bit layers they hold. The bottleneck is the first of
         # equals in stage order (app.core.step.step_estimate): stage 0, then each stage between, then the last
-        first_parts = stage_parts(end_l, no, np.where(pp > 1, 1.0, 0.0), b_first)
-        last_parts = stage_parts(end_l, head_all, no, b_last)
+        first_parts = stage_parts(end_l, b_first, 1, 0)
+        last_parts = stage_parts(end_l, b_last, single, 1)
         best = {k: v.copy() for k, v in first_parts.items()}
-        best_total = stage_sum(first_parts)
+        best_total = stage_total(first_parts)
         total_all = np.where(pp > 1, best_total, 0.0)
         for s_mid in range(1, bf16_by_stage.shape[1] - 1):
             inside = s_mid < pp - 1
-            parts_s = stage_parts(mid_l, no, no, bf16_by_stage[:, s_mid])
-            total_s = stage_sum(parts_s)
+            parts_s = stage_parts(mid_l, bf16_by_stage[:, s_mid], 0, 0)
+            total_s = stage_total(parts_s)
             slower = inside & (total_s > best_total)
             for key in best:
                 best[key] = np.where(slower, parts_s[key], best[key])
             best_total = np.where(slower, total_s, best_total)
             total_all = total_all + np.where(inside, total_s, 0.0)
-        last_total = stage_sum(last_parts)
+        last_total = stage_total(last_parts)
         use_last = (pp == 1) | (last_total > best_total)
         for key in best:
             best[key] = np.where(use_last, last_parts[key], best[key])
@@ -766,133 +514,55 @@ def evaluate(
         def pick(key: str) -> np.ndarray:
             return best[key]
 
-    b_fwd, b_bwd, b_rec = pick("fwd"), pick("bwd"), pick("rec")
-    b_tp, b_cp, b_ep = pick("tp"), pick("cp"), pick("ep")
-    bubble = (pp - 1) / vp * mean_stage
+    b_fwd, b_bwd, b_rec = pick("forward_compute"), pick("backward_compute"), pick("recompute")
+    bubble = pipeline_bubble(pp, vp, mean_stage)
 
-    single = (pp == 1).astype(np.int64)
-    dense_p = dense_t + embedding_params_per_gpu(model, tp, pp, 1, single)
-    if uneven.any() or mtp_layers:
-        # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
-        # gradient reduction (app.core.step.step_estimate)
-        end_t, end_e = params_of(end_l)
-        mid_t, mid_e = params_of(mid_l)
-        several = 1 - single
-        held = [
-            (
-                end_t + embedding_params_per_gpu(model, tp, pp, 1, single) + single * mtp_d,
-                end_e + single * mtp_e,
-            ),
-            (mid_t * several, mid_e * several),
-            (
-                several * (end_t + embedding_params_per_gpu(model, tp, pp, 0, 1) + mtp_d),
-                several * (end_e + mtp_e),
-            ),
-        ]
-        best_d, best_e = held[0]
-        for d_k, e_k in held[1:]:
-            more = d_k + e_k > best_d + best_e
-            best_d, best_e = np.where(more, d_k, best_d), np.where(more, e_k, best_e)
-        apply = uneven | (mtp_layers > 0)
-        dense_p = np.where(apply, best_d, dense_p)
-        expert_p = np.where(apply, best_e, expert_p)
-    dp_ranks = dp * cp
-    dp_node = _placement_per_node(dp_ranks, tp, gpn)
-    exp_ranks = np.maximum(1, tp * dp_ranks // (e_tp * np.maximum(1, ep)))  # Layout.expert_dp
-    exp_node = _placement_per_node(exp_ranks, e_tp * ep, gpn)
-    grad_bytes = dense_p * fw.grad_reduce_bytes
-    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
-    gather_bytes = dense_p * fw.param_gather_bytes
-    exp_gather_bytes = expert_p * fw.param_gather_bytes
-    bwd_last = b_bwd + b_rec
-    fwd_first = b_fwd
-    z3 = zero >= 3
-    k_dp = field_code(tp, pp, cp, ep, e_tp)  # the ZeRO stage only masks which collectives run
-    z12 = (zero >= 1) & ~z3
-    z0 = zero == 0
+    # data parallelism, ZeRO-3 and the optimizer (app.core.step.data_parallel_times); the candidates for the stage
+    # holding the most parameters are stage 0, a stage between and the last (app.core.step.gradient_params)
+    candidates = [(end_l, 1, single, True), (mid_l, 0, 0, pp > 2), (end_l, 0, 1, pp > 1)]
+    params = gradient_params(model, cols, mtp_layers, candidates, uneven | (mtp_layers > 0))
 
-    def masked(
-        op: str, size: np.ndarray, ranks: np.ndarray, node: np.ndarray, mask: np.ndarray
-    ) -> np.ndarray:
-        return coll(op, np.where(mask, size, 0.0), ranks, node, k_dp)
-
-    z3_dp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else dp_node
-    z3_exp_node = np.ones(n, dtype=np.int64) if fw.zero3_rank_nic else exp_node
-    # ZeRO-3 moves each pass as one message, or as k per layer (Framework.zero3_collectives_per_layer)
-    per_layer_k = float(getattr(fw, "zero3_collectives_per_layer", 0) or 0)
-    k = np.maximum(1.0, per_layer_k * layers_per_gpu) if per_layer_k > 0 else np.ones(n)
-
-    def split(op: str, size: np.ndarray, ranks: np.ndarray, node: np.ndarray) -> np.ndarray:
-        return k * masked(op, size / k, ranks, node, z3)
-
-    per_mb = (
-        2 * split("all_gather", gather_bytes, dp_ranks, z3_dp_node)
-        + split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node)
-        + 2 * split("all_gather", exp_gather_bytes, exp_ranks, z3_exp_node)
-        + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
+    # a term no row has comes back as a number: one value per row (adding 0.0 changes no bit)
+    dp_comm, zero3, optimizer = (
+        np.zeros(n) + t
+        for t in data_parallel_times(
+            cols, params, (b_fwd, b_bwd, b_rec), layers_per_gpu, cluster, fw, row_coll
+        )
     )
-    compute_mb = b_fwd + b_bwd + b_rec
-    z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
-    zero3 = np.where(z3, m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
-    rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
-        "reduce_scatter", exp_grad_bytes, exp_ranks, exp_node, z12
-    )
-    ag = masked("all_gather", gather_bytes, dp_ranks, dp_node, z12) + masked(
-        "all_gather", exp_gather_bytes, exp_ranks, exp_node, z12
-    )
-    ar = masked("all_reduce", grad_bytes, dp_ranks, dp_node, z0) + masked(
-        "all_reduce", exp_grad_bytes, exp_ranks, exp_node, z0
-    )
-    dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
-    dp_comm = np.where(
-        z12,
-        overlapped(rs, fw.dp_overlap * bwd_last, dp_slow)
-        + overlapped(ag, fw.param_gather_overlap * fwd_first, dp_slow),
-        np.where(z0, overlapped(ar, fw.dp_overlap * bwd_last, dp_slow), 0.0),
-    )
-    opt_shard = np.where(zero >= 1, dp_ranks, 1)
-    opt_exp_shard = np.maximum(1, np.where(zero >= 1, exp_ranks, 1))
-    opt_params = dense_p / opt_shard + expert_p / opt_exp_shard
-    optimizer = optimizer_step_time(opt_params, opt_off, cluster, fw)
 
-    step = {
-        "forward_compute": m * b_fwd,
-        "backward_compute": m * b_bwd,
-        "recompute": m * b_rec,
-        "tp_comm": m * b_tp,
-        "cp_comm": m * b_cp,
-        "ep_comm": m * b_ep,
-        "pp_comm": m * b_pp,
-        "offload": m * b_off,
-        "pipeline_bubble": bubble,
-        "dp_comm": dp_comm,
-        "zero3_comm": zero3,
-        "optimizer": optimizer,
-        "overhead": np.full(n, float(fw.step_overhead_s)),
-    }
+    step = {key: m * pick(key) for key in STAGE_PARTS}
+    step.update(
+        {
+            "pipeline_bubble": bubble,
+            "dp_comm": dp_comm,
+            "zero3_comm": zero3,
+            "optimizer": optimizer,
+            "overhead": np.full(n, float(fw.step_overhead_s)),
+        }
+    )
     total = np.zeros(n)
     for key in STEP_COMPONENTS:
         total = total + step[key]
 
-    # FLOPs per token depend on tp (vocabulary padding) and on the recompute mode
-    def flops(tp_: float, rec_: float, rl_: float, pp_: float) -> tuple[float, float]:
-        vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
+    # FLOPs per token (app.core.estimate.flops_per_token) depend on tp (vocabulary padding), the recompute mode and
+    # the layers each stage recomputes
+    def flops(tp_: float, rec_: float, rl_: float, pp_: float, end_: float) -> tuple[float, float]:
         mode = RECOMPUTE_CODES[int(rec_)]
-        if mode == "selective" and flash:
-            mode = "none"
-        rec_share = rl_ * pp_ / model.num_layers if mode == "full" and rl_ > 0 else 1.0
-        mf = model_flops_per_token(model, seq_len, opts.flop_counting, vocab_)
-        hf = hardware_flops_per_token(model, seq_len, mode, rec_share, opts.flop_counting, vocab_)
-        if RECOMPUTE_CODES[int(rec_)] == "selective" and fw.selective_policy == "op":
-            # op-level selective checkpointing re-runs every second matmul of the forward (app.core.estimate)
-            hf = hardware_flops_per_token(model, seq_len, "none", 1.0, opts.flop_counting, vocab_)
-            hf += 0.5 * forward_flops_per_token(model, seq_len, opts.flop_counting, vocab_).matmul
-        mtp_mf, mtp_hf = mtp_flops_per_token(
-            model, mtp_layers, seq_len, RECOMPUTE_CODES[int(rec_)], opts.flop_counting, vocab_
-        )
-        return mf + mtp_mf, hf + mtp_hf
+        rec_share = 1.0
+        if mode == "full":
+            p = int(pp_)
+            ends = int(end_) if end_ > 0 and p > 2 else 0
+            counts = (
+                [ends, *[(model.num_layers - 2 * ends) // (p - 2)] * (p - 2), ends]
+                if ends
+                else [model.num_layers // p] * p
+            )
+            rec_share = recomputed_layer_share(model.num_layers, counts, int(rl_) or None)
+        vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
+        return flops_per_token(model, seq_len, mode, rec_share, run_memory, opts.flop_counting, vocab_)
 
-    fl = _group_apply(field_code(tp, rec, rl, pp), [tp, rec, rl, pp], flops, 2)
+    end_flops = np.where(uneven, end_col, 0).astype(np.int64)
+    fl = _group_apply(field_code(tp, rec, rl, pp, end_flops), [tp, rec, rl, pp, end_flops], flops, 2)
     return Evaluation(
         peak_bytes=peak,
         first_stage_bytes=first_bytes,

@@ -45,13 +45,14 @@ from app.core.attention import LEGACY_SHARES, AttentionKernel, fused_attention_k
 from app.core.efficiency import GemmEfficiency, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
-from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts
+from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts, stage_layer_counts
 from app.core.memory import (
     ACT_BYTES,
+    LayerActivations,
+    MemoryRun,
     embedding_params_per_gpu,
-    layer_activation_bytes,
+    layer_activations,
     mtp_params_per_gpu,
-    offloaded_activation_bytes,
     transformer_params_per_gpu,
 )
 from app.core.model import (
@@ -63,6 +64,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import Placement, collective_time
+from app.core.num import any_true, maximum, minimum, where
 from app.core.precision import cast_bytes_per_element
 
 FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
@@ -122,6 +124,7 @@ STEP_COMPONENTS = (
     "optimizer",
     "overhead",
 )
+STAGE_PARTS = STEP_COMPONENTS[:8]  # the StageTime fields, per micro-batch on one stage
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -315,30 +318,6 @@ def layer_times(
     )
 
 
-def module_recompute_time(layout: Layout, dense: LayerTimes, moe_t: LayerTimes, moe_share: float) -> float:
-    """Seconds per layer and micro-batch that Megatron-core's selective recompute modules re-run in the backward
-    (Layout.selective_modules): core_attn the unfused attention (a fused kernel recomputes its scores anyway),
-    layernorm the norms, mlp a dense layer's MLP, moe a MoE layer's experts, router and permutation (its
-    all-to-all is counted in ep_comm), moe_act the experts' activation, shared_experts the shared experts."""
-    mods = set(layout.selective_modules)
-
-    def per_layer(t: LayerTimes, moe: bool) -> float:
-        total = 0.0
-        if "core_attn" in mods and not layout.flash_attention:
-            total += float(t.recompute_selective)
-        if "layernorm" in mods:
-            total += float(t.norm_fwd)
-        if ("moe" if moe else "mlp") in mods:
-            total += float(t.ffn_fwd)
-        elif moe and "moe_act" in mods:
-            total += float(t.act_fwd)
-        if moe and ("moe" in mods or "shared_experts" in mods):
-            total += float(t.shared_fwd)
-        return total
-
-    return (1 - moe_share) * per_layer(dense, False) + moe_share * per_layer(moe_t, True)
-
-
 def attention_kernel(fw: Framework, gpu: GPUSpec, profile: Any = None) -> AttentionKernel:
     """The fused attention kernel `fw` runs on `gpu`, with its rates relative to the sustained 16-bit GEMM curve; a
     calibration profile (app.core.efficiency.HardwareProfile) that measured the kernel supplies its speed."""
@@ -375,8 +354,7 @@ def zero3_collectives_per_pass(fw: Framework, layers_per_gpu: Any) -> Any:
 
 def group_placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
     """Placement of a communicator whose consecutive ranks are `stride` global ranks apart."""
-    per_node = max(1, min(ranks, gpus_per_node // max(1, stride)))
-    return Placement(ranks=ranks, ranks_per_node=per_node)
+    return Placement(ranks=ranks, ranks_per_node=ranks_per_node(ranks, stride, gpus_per_node))
 
 
 def scaleout_domains(cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> Any:
@@ -518,8 +496,7 @@ def stage_times(
 ) -> list[StageTime]:
     """Per-micro-batch time of every pipeline stage; `per_layer_out`, if given, receives one layer's parts."""
     shape = layer_shape(model)
-    tp, pp, cp, ep, vp = layout.tp, layout.pp, layout.cp, layout.ep, layout.vp
-    gpn = cluster.gpus_per_node
+    tp, pp, cp, ep = layout.tp, layout.pp, layout.cp, layout.ep
     tokens = layout.micro_batch * seq_len / cp
     hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
     n_moe = num_moe_layers(model)
@@ -537,10 +514,6 @@ def stage_times(
         else dense
     )
 
-    def mix(attr: str) -> float:
-        return float((1 - moe_share) * getattr(dense, attr) + moe_share * getattr(moe_t, attr))
-
-    fwd_layer, bwd_layer = mix("forward"), mix("backward")
     # layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers / bf16_last_layers): their GEMMs on the 16-bit
     # curve, no quantization casts
     bf16_counts = stage_bf16_layer_counts(model.num_layers, layout)
@@ -555,254 +528,33 @@ def stage_times(
             else dense16
         )
 
-    def mix16(attr: str) -> float:
-        return float((1 - moe_share) * getattr(dense16, attr) + moe_share * getattr(moe16, attr))
-
-    fwd16, bwd16 = mix16("forward"), mix16("backward")
-
-    def recomputed_share(layers: float) -> float:
-        """Share of a stage's `layers` whose forward full recompute re-runs (Megatron --recompute-num-layers)."""
-        if layout.recompute != "full":
-            return 0.0
-        return (
-            1.0 if layout.recompute_layers is None else min(1.0, layout.recompute_layers / max(layers, 1.0))
-        )
-
-    def partial_recompute(d: LayerTimes, m: LayerTimes, mixed: Callable[[str], float]) -> float:
-        """Seconds a layer re-runs in the backward under selective recompute (0 without recompute)."""
-        if layout.recompute == "selective" and fw.selective_policy == "op":
-            return 0.5 * mixed("linear_fwd") + mixed("elementwise_fwd")  # every second matmul + pointwise ops
-        if layout.recompute == "selective":
-            return float(module_recompute_time(layout, d, m, moe_share))
-        return 0.0
-
-    if layout.recompute == "full":
-        share = recomputed_share(layers_per_gpu)
-        rec_layer = share * mix("recompute_full")
-        rec16 = share * mix16("recompute_full")
-    else:
-        share = 0.0
-        rec_layer = partial_recompute(dense, moe_t, mix)
-        rec16 = partial_recompute(dense16, moe16, mix16)
-
-    # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
-    act_bytes = 2.0 * tokens * shape.hidden
-    tp_place = group_placement(tp, 1, gpn)
-
-    def comm_per_layer(share: float) -> tuple[float, float, float]:
-        """TP, CP and EP seconds of one layer whose forward is recomputed with probability `share`."""
-        if layout.sequence_parallel:
-            gather = _coll("all_gather", act_bytes, tp_place, cluster, network)
-            scatter = _coll("reduce_scatter", act_bytes, tp_place, cluster, network)
-            one = 2 * (gather + scatter)
-            # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
-            # (Korthikanti et al. 2022 Sec. 4.2.2)
-            extra = 2 * gather
-        else:
-            one = 2 * _coll("all_reduce", act_bytes, tp_place, cluster, network)
-            extra = scatter = 0.0
-        hidden = 0.0
-        if fw.tp_async_backward:
-            # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time:
-            # the input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the
-            # re-gather of the SP-sharded input behind the data-gradient GEMM
-            half = 0.5 * mix("column_bwd")
-            sp_hidden = min(2 * scatter, half) + min(extra, half)
-            hidden = sp_hidden if layout.sequence_parallel else min(one, half)
-        tp_total = one * (2 + share) + extra
-        # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
-        # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
-        tp_rest = tp_total - hidden
-        tp_layer = (
-            tp_rest * (1 - fw.tp_overlap)
-            + overlap_slowdown(fw, cluster, tp_place.ranks, tp_place.ranks_per_node) * hidden
-            + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
-        )
-
-        # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
-        cp_layer = 0.0
-        if cp > 1:
-            kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
-            cp_place = group_placement(cp, tp, gpn)
-            hop = _coll(
-                "send_recv",
-                kv_bytes,
-                Placement(2, cp_place.ranks_per_node if cp_place.ranks_per_node > 1 else 1),
-                cluster,
-                network,
-            )
-            fwd_ring = (cp - 1) * hop
-            attn = mix("attention_fwd")
-            cp_slow = overlap_slowdown(fw, cluster, cp_place.ranks, cp_place.ranks_per_node)
-            cp_layer = overlapped(fwd_ring, attn, cp_slow) + overlapped(
-                2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
-            )
-            cp_layer *= 1 + share
-
-        # expert parallel all-to-all: dispatch and combine, forward and backward
-        ep_layer = 0.0
-        if n_moe and ep > 1:
-            # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
-            # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
-            # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP
-            # all-gather / reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp
-            # order) or adjacent after the etp ranks (MoE parallel folding)
-            moe_tokens = tokens / tp if layout.sequence_parallel else tokens
-            a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
-            ep_place = group_placement(ep, tp * cp if layout.etp is None else layout.etp, gpn)
-            a2a = _coll("all_to_all", a2a_bytes, ep_place, cluster, network)
-            domains = scaleout_domains(cluster, ep_place.ranks, ep_place.ranks_per_node)
-            if fw.moe_dispatch_dedup and domains > 1:
-                # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
-                kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
-                in_domain = Placement(-(-ep // domains), ep_place.ranks_per_node)
-                a2a = max(
-                    _coll("all_to_all", a2a_bytes, in_domain, cluster, network),
-                    _coll("all_to_all", kept * a2a_bytes, ep_place, cluster, network),
-                )
-            # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
-            again = share + (1.0 if "moe" in layout.selective_modules else 0.0)
-            ep_layer = moe_share * 2 * (2 + again) * a2a
-            if fw.moe_a2a_overlap:
-                # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer:
-                # each of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward
-                # dispatch ‖ expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention
-                # forward, backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
-                ep_slow = overlap_slowdown(fw, cluster, ep_place.ranks, ep_place.ranks_per_node)
-                ep_layer = moe_share * (
-                    2 * again * a2a
-                    + moe_a2a_overlapped(
-                        a2a, moe_t.forward, moe_t.backward, moe_t.ffn_fwd + moe_t.shared_fwd, ep_slow
-                    )
-                )
-
-        return tp_layer, cp_layer, ep_layer
-
-    # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
-    comm_plain = comm_per_layer(0.0)
-    comm_rec = comm_per_layer(1.0) if layout.recompute == "full" else comm_plain
-
-    def comm_at(share: float) -> tuple[float, float, float]:
-        (tp0, cp0, ep0), (tp1, cp1, ep1) = comm_plain, comm_rec
-        return (
-            (1.0 - share) * tp0 + share * tp1,
-            (1.0 - share) * cp0 + share * cp1,
-            (1.0 - share) * ep0 + share * ep1,
-        )
-
-    tp_layer, cp_layer, ep_layer = comm_at(share)
-
-    # pipeline send/recv of the boundary activation: 1/tp of it per rank under SP or scatter-gather, and with
-    # scatter-gather an all-gather over the TP group for each received activation and gradient (two per
-    # micro-batch and model chunk; Framework.pp_scatter_gather)
-    pp_mb = 0.0
-    if pp > 1:
-        sharded = layout.sequence_parallel or fw.pp_scatter_gather
-        p2p_bytes = act_bytes / tp if sharded else act_bytes
-        regather = 0.0
-        if fw.pp_scatter_gather and not layout.sequence_parallel and tp > 1:
-            regather = 2 * _coll("all_gather", act_bytes, tp_place, cluster, network)
-        pp_stride = tp * cp * layout.dp
-        per_node = 2 if pp_stride < gpn else 1
-        hop = _coll("send_recv", p2p_bytes, Placement(2, per_node), cluster, network)
-        pp_raw = vp * (fw.pp_transfers_per_microbatch * hop + regather)
-        pp_slow = overlap_slowdown(fw, cluster, 2, per_node)
-        pp_mb = pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw
-
-    per_layer = {
-        "forward": fwd_layer,
-        "backward": bwd_layer,
-        "recompute": rec_layer,
-        "tp_comm": tp_layer,
-        "cp_comm": cp_layer,
-        "ep_comm": ep_layer,
-    }
-    if per_layer_out is not None:
-        per_layer_out.update(per_layer)
-
-    # activation offloading, on the copy engines beside the compute; only the part of a copy longer than the compute
-    # beside it is exposed. Layer offloading (Layout.offload_layers, pp = 1): each offloaded layer's saved
-    # activations go to the host while the next layer runs forward and come back while the layer after it runs
-    # backward (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered). Fine-grained
-    # offloading (Layout.offload_modules): every layer's listed module inputs, beside that layer's own compute
-    offload_layer = 0.0
-    if layout.offload_layers or layout.offload_modules:
-        sp_flag = layout.sequence_parallel
-
-        def moved(moe: bool) -> float:
-            if layout.offload_layers:
-                return float(
-                    layer_activation_bytes(
-                        shape, tokens, seq_len, tp, sp_flag, "none", layout.flash_attention, moe, fw
-                    )
-                )
-            return float(
-                offloaded_activation_bytes(
-                    shape, tokens, tp, sp_flag, moe, fw, layout.offload_modules, layout.selective_modules
-                )
-            )
-
-        per_layer_moved = (1 - moe_share) * moved(False) + (moe_share * moved(True) if n_moe else 0.0)
-        copy = per_layer_moved / cluster.gpu.host_link_bytes_per_s
-        offload_layer = overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
-
+    run = MemoryRun.of(model, layout, seq_len, fw)
+    cols = LayoutColumns.of(layout)
+    views = (LayerTimesView(dense, moe_t, moe_share), LayerTimesView(dense16, moe16, moe_share))
     vocab = padded_vocab_size(model.vocab_size, tp)
-    # the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain
-    # ColumnParallelLinear, not a Transformer Engine FP8 module, and torchtitan's Float8 conversion skips "output"
     logits_fwd = _gemm(attn_curve, tokens, vocab / tp, shape.hidden)
-    ce = tokens * vocab / tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
-
-    # multi-token prediction (Layout.mtp_layers) on the last stage: per module the 2h → h projection, one block
-    # (an average layer: compute, recompute and its TP/CP/EP collectives) and a second LM-head pass with its loss
-    mtp = layout.mtp_layers
     proj_fwd, proj_bwd = _linear(linear, tokens, shape.hidden / tp, 2 * shape.hidden)
-
-    # a gradient accumulation pass over the stage's parameters after each micro-batch's backward (DeepSpeed's
-    # BF16_Optimizer, Framework.grad_accum_bytes_per_param): memory-bound, in the backward's stream
-    accum_rate = fw.grad_accum_bytes_per_param / (hbm * fw.elementwise_efficiency)
+    coll = scalar_collective(cluster, network)
+    lt = layer_step_times(run, cols, views, (logits_fwd, proj_fwd, proj_bwd), cluster, coll)
+    if per_layer_out is not None:
+        share = recomputed_share(cols, layers_per_gpu)
+        tp_layer, cp_layer, ep_layer = comm_at(lt, share)
+        per_layer_out.update(
+            {
+                "forward": lt.forward,
+                "backward": lt.backward,
+                "recompute": where(cols.recompute == 2, share * lt.recompute_full, lt.recompute_partial),
+                "tp_comm": tp_layer,
+                "cp_comm": cp_layer,
+                "ep_comm": ep_layer,
+            }
+        )
     out = []
     for stage in range(pp):
-        last = stage == pp - 1
-        # this stage's layers: L / p, or the end stages' own counts under an uneven split (Layout)
-        n_s = float(counts[stage])
-        b_s = float(bf16_counts[stage])  # of which 16-bit
-        q_s = n_s - b_s
-        share_s = recomputed_share(n_s)
-        tp_s, cp_s, ep_s = comm_at(share_s)
-        if layout.recompute == "full":
-            rec_s = share_s * (q_s * mix("recompute_full") + b_s * mix16("recompute_full"))
-        else:
-            rec_s = q_s * rec_layer + b_s * rec16
-        fwd = q_s * fwd_layer + b_s * fwd16 + (logits_fwd if last else 0.0)
-        bwd = q_s * bwd_layer + b_s * bwd16 + ((2 * logits_fwd + ce) if last else 0.0)
-        k_s = mtp if last else 0
-        if k_s:
-            fwd += k_s * (fwd_layer + proj_fwd + logits_fwd)
-            bwd += k_s * (bwd_layer + proj_bwd + 2 * logits_fwd + ce)
-            rec_s += k_s * rec_layer
-        if accum_rate:
-            dense_t, expert_t = transformer_params_per_gpu(
-                shape, n_s * (1 - moe_share), n_s * moe_share, tp, ep, layout.etp
-            )
-            emb = embedding_params_per_gpu(model, tp, pp, int(stage == 0), int(last))
-            mtp_d, mtp_e = mtp_params_per_gpu(model, shape, k_s, tp, ep, pp, layout.etp)
-            bwd += accum_rate * (dense_t + expert_t + emb + mtp_d + mtp_e)
-        offload_mb = 0.0
-        if layout.offload_layers or layout.offload_modules:
-            offload_mb = (layout.offload_layers or n_s) * offload_layer
-        out.append(
-            StageTime(
-                stage=stage,
-                forward_compute=fwd,
-                backward_compute=bwd,
-                recompute=rec_s,
-                tp_comm=(n_s + k_s) * tp_s,
-                cp_comm=(n_s + k_s) * cp_s,
-                ep_comm=(n_s + k_s) * ep_s,
-                pp_comm=pp_mb if pp > 1 else 0.0,
-                offload=offload_mb,
-            )
-        )
+        # this stage's layers: L / p, or the end stages' own counts under an uneven split (Layout), and of them 16-bit
+        layers, bf16 = float(counts[stage]), float(bf16_counts[stage])
+        parts = stage_time_parts(run, cols, lt, cluster, layers, bf16, int(stage == 0), int(stage == pp - 1))
+        out.append(StageTime(stage=stage, **{k: float(v) for k, v in parts.items()}))
     return out
 
 
@@ -866,6 +618,553 @@ def overlapped(comm: Any, window: Any, slowdown: Any) -> Any:
     return float(result) if np.ndim(result) == 0 else result
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Data parallelism: gradient reduction, ZeRO-3 traffic and the optimizer step, for one layout or every row
+# ---------------------------------------------------------------------------------------------------------------
+
+# seconds of one collective: (operation, bytes, ranks, ranks per node, group) → seconds, 0 for one rank or no bytes.
+# The group ("tp", "ep", "pp", "dp") names what determines the message and the placement, for memoising over rows
+Collective = Callable[[str, Any, Any, Any, str], Any]
+
+
+def ranks_per_node(ranks: Any, stride: Any, gpus_per_node: int) -> Any:
+    """Ranks per node of a communicator whose consecutive ranks are `stride` global ranks apart."""
+    return maximum(1, minimum(ranks, gpus_per_node // maximum(1, stride)))
+
+
+def scalar_collective(cluster: ClusterSpec, network: Any) -> Collective:
+    """`Collective` of one layout: `collective_time` (app.core.network) on its placement."""
+
+    def call(op: str, size: Any, ranks: Any, per_node: Any, group: str) -> float:
+        return _coll(op, size, Placement(int(ranks), int(per_node)), cluster, network)
+
+    return call
+
+
+def gradient_params(
+    model: ModelSpec,
+    cols: LayoutColumns,
+    mtp_layers: int,
+    stages: list[tuple[Any, Any, Any, Any]],
+    compare: Any,
+) -> tuple[Any, Any]:
+    """(dense, expert) parameters whose gradients a GPU reduces. An even split without multi-token prediction: the
+    first stage's L / p layers and its embedding (and the head when p = 1). Where `compare` holds (an uneven split, or
+    MTP modules on the last stage), the stage holding the most of `stages`, each (layers, first, last, present):
+    the first of equals in stage order."""
+    shape = layer_shape(model)
+    tp, pp, ep, etp = cols.tp, cols.pp, cols.ep, cols.etp
+    n_moe = num_moe_layers(model)
+    layers_per_gpu = model.num_layers / pp
+    dense_p, expert_p = transformer_params_per_gpu(
+        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, ep, etp
+    )
+    dense_p = dense_p + embedding_params_per_gpu(model, tp, pp, 1, where(pp == 1, 1, 0))
+    if not any_true(compare):
+        return dense_p, expert_p
+    moe_frac = n_moe / model.num_layers
+    mtp_d, mtp_e = mtp_params_per_gpu(model, shape, mtp_layers, tp, ep, pp, etp)
+    best: tuple[Any, Any] | None = None
+    for layers, first, last, present in stages:
+        d_s, e_s = transformer_params_per_gpu(shape, layers * (1 - moe_frac), layers * moe_frac, tp, ep, etp)
+        emb = embedding_params_per_gpu(model, tp, pp, first, last)
+        held = (d_s + emb + where(last, mtp_d, 0.0), e_s + where(last, mtp_e, 0.0))
+        if best is None:
+            best = held
+            continue
+        more = present & (held[0] + held[1] > best[0] + best[1])
+        best = (where(more, held[0], best[0]), where(more, held[1], best[1]))
+    assert best is not None
+    return where(compare, best[0], dense_p), where(compare, best[1], expert_p)
+
+
+def data_parallel_times(
+    cols: LayoutColumns,
+    params: tuple[Any, Any],
+    bottleneck: tuple[Any, Any, Any],
+    layers_per_gpu: Any,
+    cluster: ClusterSpec,
+    fw: Framework,
+    coll: Collective,
+) -> tuple[Any, Any, Any]:
+    """(data-parallel gradient communication, ZeRO-3 communication, optimizer step) seconds per step.
+
+    `params`: the (dense, expert) parameters reduced (gradient_params); `bottleneck`: the bottleneck stage's
+    (forward, backward, recompute) seconds per micro-batch, the windows the collectives hide behind. Gradients are
+    reduced over the dp·cp ranks (Megatron reduces over the dp × cp group), the experts' over their own
+    data-parallel group. ZeRO-0 all-reduces the gradients behind the backward; ZeRO-1/2 reduce-scatter them behind
+    the backward and all-gather the updated parameters behind the next forward; ZeRO-3 gathers the weights in
+    forward and backward and reduce-scatters the gradients every micro-batch."""
+    dense_p, expert_p = params
+    fwd, bwd, rec = bottleneck
+    gpn = cluster.gpus_per_node
+    zero, m = cols.zero, cols.num_microbatches
+    dp_ranks, exp_ranks = cols.dp * cols.cp, cols.expert_dp
+    dp_node = ranks_per_node(dp_ranks, cols.tp, gpn)
+    exp_node = ranks_per_node(exp_ranks, cols.etp * cols.ep, gpn)
+    grad_bytes = dense_p * fw.grad_reduce_bytes
+    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
+    z3, z12, z0 = zero >= 3, (zero >= 1) & (zero < 3), zero == 0
+
+    def masked(op: str, size: Any, ranks: Any, node: Any, mask: Any) -> Any:
+        return coll(op, where(mask, size, 0.0), ranks, node, "dp")
+
+    zero3: Any = 0.0
+    if any_true(z3):
+        # every rank drives its own NIC share (no topology-aware channels): see Framework.zero3_rank_nic
+        z3_dp_node = 1 if fw.zero3_rank_nic else dp_node
+        z3_exp_node = 1 if fw.zero3_rank_nic else exp_node
+        # one message per pass, or k per layer (Framework.zero3_collectives_per_layer), each paying latency
+        k = zero3_collectives_per_pass(fw, layers_per_gpu)
+
+        def split(op: str, size: Any, ranks: Any, node: Any) -> Any:
+            return k * masked(op, size / k, ranks, node, z3)
+
+        per_mb = (
+            2 * split("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, z3_dp_node)
+            + split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node)
+            + 2 * split("all_gather", expert_p * fw.param_gather_bytes, exp_ranks, z3_exp_node)
+            + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
+        )
+        compute_mb = fwd + bwd + rec
+        z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
+        zero3 = where(z3, m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
+    dp_comm: Any = 0.0
+    bwd_last = bwd + rec
+    if any_true(z12):
+        rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
+            "reduce_scatter", exp_grad_bytes, exp_ranks, exp_node, z12
+        )
+        ag = masked("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, dp_node, z12) + masked(
+            "all_gather", expert_p * fw.param_gather_bytes, exp_ranks, exp_node, z12
+        )
+        dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
+        sharded = overlapped(rs, fw.dp_overlap * bwd_last, dp_slow) + overlapped(
+            ag, fw.param_gather_overlap * fwd, dp_slow
+        )
+        dp_comm = where(z12, sharded, dp_comm)
+    if any_true(z0):
+        ar = masked("all_reduce", grad_bytes, dp_ranks, dp_node, z0) + masked(
+            "all_reduce", exp_grad_bytes, exp_ranks, exp_node, z0
+        )
+        dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
+        dp_comm = where(z0, overlapped(ar, fw.dp_overlap * bwd_last, dp_slow), dp_comm)
+    # the optimizer updates the shard whose states this GPU holds
+    opt_params = dense_p / where(zero >= 1, dp_ranks, 1) + expert_p / maximum(
+        1, where(zero >= 1, exp_ranks, 1)
+    )
+    optimizer = optimizer_step_time(opt_params, cols.optimizer_offload, cluster, fw)
+    return dp_comm, zero3, optimizer
+
+
+def layer_comm(
+    model: ModelSpec,
+    cols: LayoutColumns,
+    tokens: Any,
+    shares: tuple[float, ...],
+    times: Callable[[str], Any],
+    moe_times: Callable[[str], Any],
+    moe_again: Any,
+    cluster: ClusterSpec,
+    fw: Framework,
+    coll: Collective,
+) -> list[tuple[Any, Any, Any]]:
+    """Exposed TP, CP and EP seconds of one layer and micro-batch whose forward full recompute re-runs with
+    probability `share`, for each of `shares` (the collectives priced once), for one layout or every row.
+
+    `times(attr)`: the layer's time `attr` (LayerTimes), mean over dense and MoE layers; `moe_times(attr)`: a MoE
+    layer's ("expert_fwd": its routed and shared experts' forward); `moe_again`: 1 where selective recompute re-runs
+    the MoE layer (module "moe"), which dispatches and combines its tokens again.
+    """
+    shape = layer_shape(model)
+    tp, cp, ep, sp = cols.tp, cols.cp, cols.ep, cols.sp
+    gpn = cluster.gpus_per_node
+    # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
+    act_bytes = 2.0 * tokens * shape.hidden
+    tp_node = ranks_per_node(tp, 1, gpn)
+    gather: Any = 0.0
+    scatter: Any = 0.0
+    one_sp: Any = 0.0
+    one_ar: Any = 0.0
+    if any_true(sp):
+        gather = coll("all_gather", act_bytes, tp, tp_node, "tp")
+        scatter = coll("reduce_scatter", act_bytes, tp, tp_node, "tp")
+        one_sp = 2 * (gather + scatter)
+    if any_true(sp == 0):
+        one_ar = 2 * coll("all_reduce", act_bytes, tp, tp_node, "tp")
+    one = where(sp, one_sp, one_ar)
+    # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
+    # (Korthikanti et al. 2022 Sec. 4.2.2)
+    extra = where(sp, 2 * gather, 0.0)
+    hidden: Any = 0.0
+    if fw.tp_async_backward:
+        # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time: the
+        # input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the re-gather
+        # of the SP-sharded input behind the data-gradient GEMM
+        half = 0.5 * times("column_bwd")
+        sp_hidden = minimum(2 * scatter, half) + minimum(extra, half)
+        hidden = where(sp, sp_hidden, minimum(one, half))
+    tp_slow = overlap_slowdown(fw, cluster, tp, tp_node)
+
+    def tp_at(share: float) -> Any:
+        tp_total = one * (2 + share) + extra
+        # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
+        # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
+        tp_rest = tp_total - hidden
+        return (
+            tp_rest * (1 - fw.tp_overlap)
+            + tp_slow * hidden
+            + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
+        )
+
+    # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
+    ring: Any = None
+    if any_true(cp > 1):
+        kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
+        cp_node = ranks_per_node(cp, tp, gpn)
+        hop = coll("send_recv", where(cp > 1, kv_bytes, 0.0), 2, cp_node, "tp")
+        fwd_ring = (cp - 1) * hop
+        attn = times("attention_fwd")
+        cp_slow = overlap_slowdown(fw, cluster, cp, cp_node)
+        ring = overlapped(fwd_ring, attn, cp_slow) + overlapped(
+            2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
+        )
+
+    # expert parallel all-to-all: dispatch and combine, forward and backward
+    a2a: Any = None
+    moe_share = num_moe_layers(model) / model.num_layers
+    if num_moe_layers(model) and any_true(ep > 1):
+        # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
+        # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
+        # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP all-gather /
+        # reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp order) or
+        # adjacent after the etp ranks (MoE parallel folding)
+        moe_tokens = where(sp, tokens / tp, tokens)
+        a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
+        ep_node = ranks_per_node(ep, where(cols.folded, cols.etp, tp * cp), gpn)
+        a2a = coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
+        if fw.moe_dispatch_dedup:
+            domains = scaleout_domains(cluster, ep, ep_node)
+            multi = domains > 1
+            if any_true(multi):
+                # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
+                kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
+                in_domain = coll("all_to_all", where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, "ep")
+                deduped = coll("all_to_all", where(multi, kept * a2a_bytes, 0.0), ep, ep_node, "ep")
+                a2a = where(multi, maximum(in_domain, deduped), a2a)
+        overlapped_a2a: Any = 0.0
+        if fw.moe_a2a_overlap:
+            # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each
+            # of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward dispatch ‖
+            # expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention forward,
+            # backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
+            ep_slow = overlap_slowdown(fw, cluster, ep, ep_node)
+            overlapped_a2a = moe_a2a_overlapped(
+                a2a, moe_times("forward"), moe_times("backward"), moe_times("expert_fwd"), ep_slow
+            )
+
+    def ep_at(share: float) -> Any:
+        if a2a is None:
+            return 0.0
+        again = share + moe_again
+        if fw.moe_a2a_overlap:
+            return where(ep > 1, moe_share * (2 * again * a2a + overlapped_a2a), 0.0)
+        return where(ep > 1, moe_share * 2 * (2 + again) * a2a, 0.0)
+
+    def cp_at(share: float) -> Any:
+        return 0.0 if ring is None else where(cp > 1, ring * (1 + share), 0.0)
+
+    return [(tp_at(share), cp_at(share), ep_at(share)) for share in shares]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One micro-batch on a pipeline stage, for one layout or every row
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerTimesView:
+    """A dense and a MoE layer's LayerTimes read per layout, or per row: `rows` maps each row to its group (the
+    planner computes layer_times once per distinct group of `groups`)."""
+
+    dense_times: LayerTimes
+    moe_times: LayerTimes
+    moe_share: float
+    rows: np.ndarray | None = None
+    groups: int = 1
+
+    def _read(self, value: Any) -> Any:
+        if self.rows is None:
+            return value
+        return np.broadcast_to(np.asarray(value, dtype=float), (self.groups,))[self.rows]
+
+    def dense(self, attr: str) -> Any:
+        return self._read(getattr(self.dense_times, attr))
+
+    def moe(self, attr: str) -> Any:
+        """A MoE layer's time `attr` ("expert_fwd": its routed and shared experts' forward)."""
+        t = self.moe_times
+        return self._read(t.ffn_fwd + t.shared_fwd if attr == "expert_fwd" else getattr(t, attr))
+
+    def mix(self, attr: str) -> Any:
+        """The mean over the model's dense and MoE layers."""
+        value = (1 - self.moe_share) * getattr(self.dense_times, attr) + self.moe_share * getattr(
+            self.moe_times, attr
+        )
+        return float(value) if self.rows is None else self._read(value)
+
+
+def recomputed_share(cols: LayoutColumns, layers: Any) -> Any:
+    """Share of a stage's `layers` whose forward full recompute re-runs (Megatron --recompute-num-layers; 0 without
+    full recompute)."""
+    rl = cols.recompute_layers
+    return where(cols.recompute == 2, where(rl > 0, minimum(1.0, rl / maximum(layers, 1.0)), 1.0), 0.0)
+
+
+def selective_recompute_time(run: MemoryRun, view: LayerTimesView) -> Any:
+    """Seconds a layer re-runs in the backward under selective recompute (0 in the rows without it).
+
+    torchtitan's op-level policy re-runs every second matmul and the pointwise ops. Megatron-core's modules
+    (Layout.selective_modules): core_attn the unfused attention (a fused kernel recomputes its scores anyway),
+    layernorm the norms, mlp a dense layer's MLP, moe a MoE layer's experts, router and permutation (its all-to-all is
+    counted in ep_comm), moe_act the experts' activation, shared_experts the shared experts."""
+    if run.fw.selective_policy == "op":
+        return 0.5 * view.mix("linear_fwd") + view.mix("elementwise_fwd")
+    mods = set(run.selective_modules)
+
+    def per_layer(read: Callable[[str], Any], moe: bool) -> Any:
+        total: Any = 0.0
+        if "core_attn" in mods and not run.flash:
+            total = total + read("recompute_selective")
+        if "layernorm" in mods:
+            total = total + read("norm_fwd")
+        if ("moe" if moe else "mlp") in mods:
+            total = total + read("ffn_fwd")
+        elif moe and "moe_act" in mods:
+            total = total + read("act_fwd")
+        if moe and ("moe" in mods or "shared_experts" in mods):
+            total = total + read("shared_fwd")
+        return total
+
+    return (1 - view.moe_share) * per_layer(view.dense, False) + view.moe_share * per_layer(view.moe, True)
+
+
+@dataclass(frozen=True)
+class LayerStepTimes:
+    """Seconds per layer and micro-batch shared by every stage of a layout (or of each row): compute of a layer
+    (mean over dense and MoE layers) and of one kept 16-bit (`*16`), its full and selective recompute, its TP, CP
+    and EP communication with no and with full recompute, the LM head and loss, an MTP module's projection, the
+    pipeline send/recv of a micro-batch and one offloaded layer's exposed copies."""
+
+    forward: Any
+    backward: Any
+    forward16: Any
+    backward16: Any
+    recompute_full: Any
+    recompute_full16: Any
+    recompute_partial: Any
+    recompute_partial16: Any
+    comm_plain: tuple[Any, Any, Any]
+    comm_recomputed: tuple[Any, Any, Any]
+    logits_fwd: Any
+    ce: Any
+    proj_fwd: Any
+    proj_bwd: Any
+    pp_mb: Any
+    offload_layer: Any
+
+
+def pipeline_p2p_time(
+    cols: LayoutColumns, tokens: Any, shape: LayerShape, cluster: ClusterSpec, fw: Framework, coll: Collective
+) -> Any:
+    """Seconds of one micro-batch's pipeline send/recv (all model chunks) on a stage.
+
+    The boundary activation goes 1/tp per rank under SP or scatter-gather; with scatter-gather and no SP an
+    all-gather over the TP group follows each received activation and gradient (two per micro-batch and model
+    chunk; Framework.pp_scatter_gather)."""
+    pp, tp, sp = cols.pp, cols.tp, cols.sp
+    if not any_true(pp > 1):
+        return 0.0
+    gpn = cluster.gpus_per_node
+    act_bytes = 2.0 * tokens * shape.hidden
+    p2p_bytes = where(sp | fw.pp_scatter_gather, act_bytes / tp, act_bytes)
+    regather: Any = 0.0
+    if fw.pp_scatter_gather:
+        need = (pp > 1) & (tp > 1) & (sp == 0)
+        if any_true(need):
+            gather = coll("all_gather", act_bytes, tp, ranks_per_node(tp, 1, gpn), "tp")
+            regather = where(need, 2 * gather, 0.0)
+    per_node = where(tp * cols.cp * cols.dp < gpn, 2, 1)
+    hop = coll("send_recv", where(pp > 1, p2p_bytes, 0.0), 2, per_node, "pp")
+    pp_raw = cols.vp * (fw.pp_transfers_per_microbatch * hop + regather)
+    pp_slow = overlap_slowdown(fw, cluster, 2, per_node)
+    return where(pp > 1, pp_raw * (1 - fw.pp_overlap) + pp_slow * fw.pp_overlap * pp_raw, 0.0)
+
+
+def layer_step_times(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    views: tuple[LayerTimesView, LayerTimesView],
+    head: tuple[Any, Any, Any],
+    cluster: ClusterSpec,
+    coll: Collective,
+    acts: LayerActivations | None = None,
+) -> LayerStepTimes:
+    """The per-layer terms of `stage_time_parts`. `views`: the layer times, and those of a layer kept 16-bit (the
+    same without 16-bit layers); `head`: the LM head's forward and an MTP module's projection forward and backward
+    (the LM head stays in 16 bit under FP8 training: Megatron-core's output layer is a plain ColumnParallelLinear,
+    and torchtitan's Float8 conversion skips "output"); `acts`: the rows' layer activations, if already computed."""
+    model, fw = run.model, run.fw
+    view, view16 = views
+    shape = run.shape
+    tokens = cols.micro_batch * run.seq_len / cols.cp
+    selective = cols.recompute == 1
+    partial = where(selective, selective_recompute_time(run, view), 0.0) if any_true(selective) else 0.0
+    partial16 = partial
+    if view16 is not view:
+        partial16 = (
+            where(selective, selective_recompute_time(run, view16), 0.0) if any_true(selective) else 0.0
+        )
+    # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
+    moe_again = where(selective, 1.0 if "moe" in run.selective_modules else 0.0, 0.0)
+    comm_args = (view.mix, view.moe, moe_again, cluster, fw, coll)
+    # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
+    ends = layer_comm(
+        model, cols, tokens, (0.0, 1.0) if any_true(cols.recompute == 2) else (0.0,), *comm_args
+    )
+    plain, recomputed = ends[0], ends[-1]
+    hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
+    vocab = padded_vocab_size(model.vocab_size, cols.tp)
+    ce = tokens * vocab / cols.tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
+    fwd_layer, bwd_layer = view.mix("forward"), view.mix("backward")
+    offload_layer: Any = 0.0
+    off = cols.offload_layers
+    if run.offload_modules or any_true(off > 0):
+        # activation offloading, on the copy engines beside the compute; only the part of a copy longer than the
+        # compute beside it is exposed. Layer offloading (Layout.offload_layers, pp = 1): each offloaded layer's
+        # saved activations go to the host while the next layer runs forward and come back while the layer after
+        # it runs backward (Transformer Engine cpu_offload.py: offload and reload streams, double-buffered).
+        # Fine-grained offloading (Layout.offload_modules): every layer's listed module inputs, beside its compute
+        acts = acts or layer_activations(run, cols)
+        moe_share = view.moe_share
+        n_moe = num_moe_layers(model)
+        layer_moved = (1 - moe_share) * acts.dense_none + (moe_share * acts.moe_none if n_moe else 0.0)
+        module_moved = (1 - moe_share) * acts.moved_dense + (moe_share * acts.moved_moe if n_moe else 0.0)
+        copy = where(off > 0, layer_moved, module_moved) / cluster.gpu.host_link_bytes_per_s
+        offload_layer = overlapped(copy, fwd_layer, 0.0) + overlapped(copy, bwd_layer, 0.0)
+    logits_fwd, proj_fwd, proj_bwd = head
+    return LayerStepTimes(
+        forward=fwd_layer,
+        backward=bwd_layer,
+        forward16=view16.mix("forward"),
+        backward16=view16.mix("backward"),
+        recompute_full=view.mix("recompute_full"),
+        recompute_full16=view16.mix("recompute_full"),
+        recompute_partial=partial,
+        recompute_partial16=partial16,
+        comm_plain=plain,
+        comm_recomputed=recomputed,
+        logits_fwd=logits_fwd,
+        ce=ce,
+        proj_fwd=proj_fwd,
+        proj_bwd=proj_bwd,
+        pp_mb=pipeline_p2p_time(cols, tokens, shape, cluster, fw, coll),
+        offload_layer=offload_layer,
+    )
+
+
+def comm_at(lt: LayerStepTimes, share: Any) -> tuple[Any, Any, Any]:
+    """TP, CP and EP seconds of a layer whose forward is recomputed with probability `share`."""
+    (tp0, cp0, ep0), (tp1, cp1, ep1) = lt.comm_plain, lt.comm_recomputed
+    return (
+        (1.0 - share) * tp0 + share * tp1,
+        (1.0 - share) * cp0 + share * cp1,
+        (1.0 - share) * ep0 + share * ep1,
+    )
+
+
+def stage_time_parts(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    lt: LayerStepTimes,
+    cluster: ClusterSpec,
+    layers: Any,
+    bf16: Any,
+    first: Any,
+    last: Any,
+) -> dict[str, Any]:
+    """One micro-batch (all model chunks) on a stage of `layers` transformer layers, `bf16` of them kept 16-bit;
+    `first` / `last` 0/1 mark the stage holding the embedding / the LM head, loss and MTP modules. Keys: the
+    StageTime fields."""
+    model, fw = run.model, run.fw
+    full = cols.recompute == 2
+    quantized = layers - bf16
+    share = recomputed_share(cols, layers)
+    tp_s, cp_s, ep_s = comm_at(lt, share)
+    rec = where(
+        full,
+        share * (quantized * lt.recompute_full + bf16 * lt.recompute_full16),
+        quantized * lt.recompute_partial + bf16 * lt.recompute_partial16,
+    )
+    fwd = quantized * lt.forward + bf16 * lt.forward16 + where(last, lt.logits_fwd, 0.0)
+    bwd = quantized * lt.backward + bf16 * lt.backward16 + where(last, 2 * lt.logits_fwd + lt.ce, 0.0)
+    mtp = run.mtp_layers
+    if mtp and any_true(last):
+        # multi-token prediction (Layout.mtp_layers) on the last stage: per module the 2h → h projection, one block
+        # (an average layer: compute, recompute and its TP/CP/EP collectives) and a second LM-head pass with its loss
+        block_rec = where(
+            full, recomputed_share(cols, model.num_layers / cols.pp) * lt.recompute_full, lt.recompute_partial
+        )
+        fwd = fwd + where(last, mtp * (lt.forward + lt.proj_fwd + lt.logits_fwd), 0.0)
+        bwd = bwd + where(last, mtp * (lt.backward + lt.proj_bwd + 2 * lt.logits_fwd + lt.ce), 0.0)
+        rec = rec + where(last, mtp * block_rec, 0.0)
+    # a gradient accumulation pass over the stage's parameters after each micro-batch's backward (DeepSpeed's
+    # BF16_Optimizer, Framework.grad_accum_bytes_per_param): memory-bound, in the backward's stream
+    accum_rate = fw.grad_accum_bytes_per_param / (
+        cluster.gpu.hbm_bandwidth_bytes_per_s * fw.elementwise_efficiency
+    )
+    if accum_rate:
+        tp, pp, ep, etp = cols.tp, cols.pp, cols.ep, cols.etp
+        moe_share = num_moe_layers(model) / model.num_layers
+        dense_t, expert_t = transformer_params_per_gpu(
+            run.shape, layers * (1 - moe_share), layers * moe_share, tp, ep, etp
+        )
+        emb = embedding_params_per_gpu(model, tp, pp, first, last)
+        mtp_d, mtp_e = mtp_params_per_gpu(model, run.shape, mtp, tp, ep, pp, etp)
+        bwd = bwd + accum_rate * (
+            dense_t + expert_t + emb + where(last, mtp_d, 0.0) + where(last, mtp_e, 0.0)
+        )
+    offload: Any = 0.0
+    off = cols.offload_layers
+    if run.offload_modules or any_true(off > 0):
+        offload = where(off > 0, off, layers if run.offload_modules else 0.0) * lt.offload_layer
+    blocks = layers + where(last, mtp, 0)
+    return {
+        "forward_compute": fwd,
+        "backward_compute": bwd,
+        "recompute": rec,
+        "tp_comm": blocks * tp_s,
+        "cp_comm": blocks * cp_s,
+        "ep_comm": blocks * ep_s,
+        "pp_comm": where(cols.pp > 1, lt.pp_mb, 0.0),
+        "offload": offload,
+    }
+
+
+def stage_total(parts: dict[str, Any]) -> Any:
+    """A stage's seconds per micro-batch (StageTime.total, in its order)."""
+    total: Any = 0.0
+    for key in STAGE_PARTS:
+        total = total + parts[key]
+    return total
+
+
+def pipeline_bubble(pp: Any, vp: Any, mean_stage: Any) -> Any:
+    """Pipeline fill and drain: (p − 1) / v of a mean stage's micro-batch (Narayanan et al. 2021, arXiv 2104.04473,
+    Sec. 2.2.1-2.2.2: the 1F1B bubble is (p − 1)/m of the ideal time, divided by v with v model chunks)."""
+    return (pp - 1) / vp * mean_stage
+
+
 def step_estimate(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -885,86 +1184,23 @@ def step_estimate(
         model, cluster, layout, seq_len, linear, attn_curve, fw, network, causal, attention=attention
     )
     m = layout.num_microbatches
-    pp, vp, tp, cp, dp = layout.pp, layout.vp, layout.tp, layout.cp, layout.dp
-    gpn = cluster.gpus_per_node
+    pp, vp = layout.pp, layout.vp
     bottleneck = max(stages, key=lambda s: s.total)
     mean_stage = sum(s.total for s in stages) / len(stages)
     bubble = (pp - 1) / vp * mean_stage
 
-    # data parallel over dp·cp ranks (Megatron reduces gradients over the dp × cp group)
-    shape = layer_shape(model)
-    n_moe = num_moe_layers(model)
-    layers_per_gpu = model.num_layers / pp
-    dense_p, expert_p = transformer_params_per_gpu(
-        shape, layers_per_gpu - n_moe / pp, n_moe / pp, tp, layout.ep, layout.etp
+    cols = LayoutColumns.of(layout)
+    counts = stage_layer_counts(model.num_layers, layout)
+    # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
+    # gradient reduction
+    stage_rows = [(float(n_s), int(i == 0), int(i == pp - 1), True) for i, n_s in enumerate(counts)]
+    params = gradient_params(
+        model, cols, layout.mtp_layers, stage_rows, len(set(counts)) > 1 or layout.mtp_layers > 0
     )
-    dense_p += embedding_params_per_gpu(model, tp, pp, 1, 1 if pp == 1 else 0)
-    if len(set(stage_layer_counts(model.num_layers, layout))) > 1 or layout.mtp_layers:
-        # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
-        # gradient reduction
-        moe_frac = n_moe / model.num_layers
-        held = []
-        for i, n_s in enumerate(stage_layer_counts(model.num_layers, layout)):
-            d_s, e_s = transformer_params_per_gpu(
-                shape, n_s * (1 - moe_frac), n_s * moe_frac, tp, layout.ep, layout.etp
-            )
-            k_i = layout.mtp_layers if i == pp - 1 else 0
-            mtp_d, mtp_e = mtp_params_per_gpu(model, shape, k_i, tp, layout.ep, pp, layout.etp)
-            emb = embedding_params_per_gpu(model, tp, pp, int(i == 0), int(i == pp - 1))
-            held.append((d_s + emb + mtp_d, e_s + mtp_e))
-        dense_p, expert_p = max(held, key=lambda t: t[0] + t[1])
-    dp_ranks = dp * cp
-    dp_place = group_placement(dp_ranks, tp, gpn)
-    grad_bytes = dense_p * fw.grad_reduce_bytes
-    exp_ranks = layout.expert_dp
-    exp_place = group_placement(exp_ranks, layout.expert_tp * layout.ep, gpn)
-    exp_grad_bytes = expert_p * fw.grad_reduce_bytes
-    dp_comm = 0.0
-    zero3 = 0.0
-    bwd_last = bottleneck.backward_compute + bottleneck.recompute
-    fwd_first = bottleneck.forward_compute
-    if layout.zero >= 3:
-        if fw.zero3_rank_nic:
-            # every rank drives its own NIC share (no topology-aware channels): see Framework.zero3_rank_nic
-            dp_place = Placement(dp_place.ranks, 1)
-            exp_place = Placement(exp_place.ranks, 1)
-        gather = dense_p * fw.param_gather_bytes
-        # one message per pass, or k per layer (Framework.zero3_collectives_per_layer), each paying latency
-        k = zero3_collectives_per_pass(fw, layers_per_gpu)
-
-        def split(op: str, size: float, place: Placement) -> float:
-            return k * _coll(op, size / k, place, cluster, network)
-
-        per_mb = (
-            2 * split("all_gather", gather, dp_place)
-            + split("reduce_scatter", grad_bytes, dp_place)
-            + 2 * split("all_gather", expert_p * fw.param_gather_bytes, exp_place)
-            + split("reduce_scatter", exp_grad_bytes, exp_place)
-        )
-        compute_mb = bottleneck.forward_compute + bottleneck.backward_compute + bottleneck.recompute
-        z3_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
-        zero3 = m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow)
-    elif layout.zero >= 1:
-        rs = _coll("reduce_scatter", grad_bytes, dp_place, cluster, network) + _coll(
-            "reduce_scatter", exp_grad_bytes, exp_place, cluster, network
-        )
-        ag = _coll("all_gather", dense_p * fw.param_gather_bytes, dp_place, cluster, network) + _coll(
-            "all_gather", expert_p * fw.param_gather_bytes, exp_place, cluster, network
-        )
-        dp_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
-        dp_comm = overlapped(rs, fw.dp_overlap * bwd_last, dp_slow) + overlapped(
-            ag, fw.param_gather_overlap * fwd_first, dp_slow
-        )
-    else:
-        ar = _coll("all_reduce", grad_bytes, dp_place, cluster, network) + _coll(
-            "all_reduce", exp_grad_bytes, exp_place, cluster, network
-        )
-        dp_slow = overlap_slowdown(fw, cluster, dp_place.ranks, dp_place.ranks_per_node)
-        dp_comm = overlapped(ar, fw.dp_overlap * bwd_last, dp_slow)
-
-    shard = dp_ranks if layout.zero >= 1 else 1
-    opt_params = dense_p / shard + expert_p / max(1, exp_ranks if layout.zero >= 1 else 1)
-    optimizer = optimizer_step_time(opt_params, layout.optimizer_offload, cluster, fw)
+    bottleneck_mb = (bottleneck.forward_compute, bottleneck.backward_compute, bottleneck.recompute)
+    dp_comm, zero3, optimizer = data_parallel_times(
+        cols, params, bottleneck_mb, model.num_layers / pp, cluster, fw, scalar_collective(cluster, network)
+    )
 
     b = bottleneck
     breakdown = {

@@ -10,7 +10,7 @@ cold: object store) with bandwidths from vendor specifications.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Literal
 
@@ -158,12 +158,31 @@ class StorageTier:
     request_latency_s: float = 0.0  # first-byte latency per request
     source: str = ""
     date: str = ""
+    # a shared tier bought with the cluster grows with it: its cap is the larger of the fixed aggregate and
+    # this much per compute node (0: a fixed cap whatever the cluster size)
+    aggregate_bytes_per_s_per_compute_node: float = 0.0
+
+    def aggregate_cap(self, nodes: int, fixed: float) -> float:
+        return max(fixed, self.aggregate_bytes_per_s_per_compute_node * nodes)
 
     def write_bw(self, writer_nodes: int) -> float:
-        return min(self.write_bytes_per_s_per_node * writer_nodes, self.aggregate_write_bytes_per_s)
+        cap = self.aggregate_cap(writer_nodes, self.aggregate_write_bytes_per_s)
+        return min(self.write_bytes_per_s_per_node * writer_nodes, cap)
 
     def read_bw(self, reader_nodes: int) -> float:
-        return min(self.read_bytes_per_s_per_node * reader_nodes, self.aggregate_read_bytes_per_s)
+        cap = self.aggregate_cap(reader_nodes, self.aggregate_read_bytes_per_s)
+        return min(self.read_bytes_per_s_per_node * reader_nodes, cap)
+
+    def with_aggregate(self, bytes_per_s: float) -> StorageTier:
+        """The tier with a given whole-system bandwidth (a user's measured or quoted figure), fixed."""
+        return replace(
+            self,
+            aggregate_write_bytes_per_s=bytes_per_s,
+            aggregate_read_bytes_per_s=bytes_per_s,
+            aggregate_bytes_per_s_per_compute_node=0.0,
+            source=f"user input: {bytes_per_s / 1e9:g} GB/s aggregate",
+            date="",
+        )
 
 
 DEFAULT_TIERS: dict[str, StorageTier] = {
@@ -184,9 +203,13 @@ DEFAULT_TIERS: dict[str, StorageTier] = {
         read_bytes_per_s_per_node=25.0e9,
         aggregate_write_bytes_per_s=100.0e9,
         aggregate_read_bytes_per_s=100.0e9,
+        # Llama 3 (arXiv 2407.21783 §3.3.1): Tectonic for 16,384 H100 (2,048 nodes) peaks at 7 TB/s
+        aggregate_bytes_per_s_per_compute_node=7.0e12 / 2048,
         request_latency_s=1e-3,
-        source="seed article (builders-guide): warm tier 'needs 100+ GB/s throughput'; per node 2 x 100 Gb/s "
-        "storage NICs (NVIDIA DGX H100 user guide: 2 x ConnectX-7 for storage)",
+        source="aggregate: the larger of 100 GB/s (seed article (builders-guide): warm tier 'needs 100+ GB/s "
+        "throughput') and 3.4 GB/s per compute node (Llama 3, arXiv 2407.21783 §3.3.1: Tectonic peaks at "
+        "7 TB/s for 2,048 nodes); per node 2 x 100 Gb/s storage NICs (NVIDIA DGX H100 user guide: "
+        "2 x ConnectX-7 for storage)",
         date="2026-03",
     ),
     "object_store": StorageTier(

@@ -10,9 +10,10 @@ with 64-port NDR switches). An oversubscription ratio r on a tier means r times 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from app.core.congestion import ecmp_share
 from app.core.errors import ProblemCollector
 from app.core.hardware import FabricSpec
 
@@ -24,7 +25,7 @@ class FatTreeDesign:
     nodes: int
     rails: int  # NICs (endpoints) per node
     switch_radix: int = 64
-    tiers: int = 2  # 1 = single switch, 2 = leaf/spine, 3 = leaf/spine/core
+    tiers: int | None = None  # 1 = single switch, 2 = leaf/spine, 3 = leaf/spine/core; None → inferred
     oversubscription: tuple[float, ...] = (1.0,)  # leaf tier first, then spine; 1.0 = non-blocking
     rail_optimized: bool = True
     node_links_optical: bool = True  # False: copper DAC/AOC from NIC to leaf (no transceivers)
@@ -100,7 +101,7 @@ def check_design(design: FatTreeDesign) -> None:
         "switch_radix",
         "must be an even number ≥ 4",
     )
-    problems.check(design.tiers in (1, 2, 3), "tiers", "must be 1, 2 or 3")
+    problems.check(design.tiers in (None, 1, 2, 3), "tiers", "must be 1, 2 or 3 (or omitted: inferred)")
     for i, r in enumerate(design.oversubscription):
         problems.check(1.0 <= r <= 16.0, f"oversubscription.{i}", "must be between 1 (non-blocking) and 16")
     problems.raise_if_any()
@@ -120,26 +121,56 @@ def max_endpoints(radix: int, tiers: int, oversubscription: tuple[float, ...] = 
     return d1 * d2 * radix
 
 
+def required_tiers(endpoints: int, radix: int, oversubscription: tuple[float, ...] = (1.0,)) -> int | None:
+    """Fewest fat-tree tiers (1-3) whose switches connect `endpoints` NIC ports; None when 3 do not suffice."""
+    for tiers in (1, 2, 3):
+        if endpoints <= max_endpoints(radix, tiers, oversubscription):
+            return tiers
+    return None
+
+
+def resolve_tiers(design: FatTreeDesign) -> FatTreeDesign:
+    """The design with its tier count inferred when not given; SpecError when the count cannot connect the
+    nodes (field `tiers` when given, `nodes` when even 3 tiers of this radix are too few)."""
+    check_design(design)
+    endpoints = design.nodes * design.rails
+    needed = required_tiers(endpoints, design.switch_radix, design.oversubscription)
+    problems = ProblemCollector()
+    reach = f"{design.nodes} nodes × {design.rails} rails = {endpoints} endpoints"
+    if needed is None:
+        problems.add(
+            "nodes",
+            f"{reach} exceed the {max_endpoints(design.switch_radix, 3, design.oversubscription)} a 3-tier "
+            f"fat-tree of {design.switch_radix}-port switches reaches; use a larger radix or more oversubscription",
+        )
+    elif design.tiers is not None and design.tiers < needed:
+        limit = max_endpoints(design.switch_radix, design.tiers, design.oversubscription)
+        problems.add(
+            "tiers",
+            f"{reach} exceed the {limit} a {design.tiers}-tier fat-tree of {design.switch_radix}-port switches "
+            f"reaches; {needed} tiers are needed (or omit tiers to infer them)",
+        )
+    problems.raise_if_any()
+    return design if design.tiers is not None else replace(design, tiers=needed)
+
+
 def bill_of_materials(
     design: FatTreeDesign, prices: UnitPrices | None = None, gpus_per_node: int = 0
 ) -> BillOfMaterials:
-    """Switch, cable and transceiver counts for the design (and its capex when `prices` are given)."""
-    check_design(design)
+    """Switch, cable and transceiver counts for the design (and its capex when `prices` are given).
+
+    Without `design.tiers`, the fewest tiers that connect the nodes are used (`required_tiers`)."""
+    inferred = design.tiers is None
+    design = resolve_tiers(design)
+    assert design.tiers is not None
     radix = design.switch_radix
     endpoints = design.nodes * design.rails
     limit = max_endpoints(radix, design.tiers, design.oversubscription)
-    if endpoints > limit:
-        problems = ProblemCollector()
-        hint = "; use 3 tiers, a larger radix or more oversubscription" if design.tiers < 3 else ""
-        problems.add(
-            "nodes",
-            f"{design.nodes} nodes × {design.rails} rails = {endpoints} endpoints exceed the {limit} a "
-            f"{design.tiers}-tier fat-tree of {radix}-port switches reaches{hint}",
-        )
-        problems.raise_if_any()
     tiers: list[TierCount] = []
     cables = {"node_leaf": endpoints, "leaf_spine": 0, "spine_core": 0}
     notes: list[str] = []
+    if inferred:
+        notes.append(f"{design.tiers} tier(s) inferred: the fewest that connect {endpoints} endpoints")
     if design.tiers == 1:
         tiers.append(TierCount("leaf", 1, endpoints, 0, 1.0))
         nodes_per_leaf = design.nodes
@@ -230,11 +261,23 @@ def bill_of_materials(
     return BillOfMaterials(**{**bom.__dict__, "cost": cost})
 
 
+def fabric_tiers(fabric: FabricSpec, cluster_nodes: int) -> int:
+    """The fabric's tier count: as given, else (0) the fewest that connect the cluster's NIC ports. A count
+    too small for the cluster is raised to the physical minimum (the service layer refuses it from users)."""
+    needed = required_tiers(
+        max(1, cluster_nodes) * max(1, fabric.nics_per_node),
+        max(4, fabric.switch_radix),
+        fabric.oversubscription,
+    )
+    return max(fabric.tiers, needed or 3)
+
+
 @dataclass(frozen=True)
 class PathProfile:
     switch_hops: int
-    bandwidth_factor: float  # ≤ 1: share of line rate left after oversubscription
+    bandwidth_factor: float  # ≤ 1: share of line rate left after oversubscription and flow collisions
     note: str
+    routing_share: float = 1.0  # ≤ 1: the flow-collision part of bandwidth_factor (static ECMP)
 
 
 def path_profile(fabric: FabricSpec, nodes_spanned: int, cluster_nodes: int, pattern: str) -> PathProfile:
@@ -247,27 +290,51 @@ def path_profile(fabric: FabricSpec, nodes_spanned: int, cluster_nodes: int, pat
     """
     if nodes_spanned <= 1:
         return PathProfile(0, 1.0, "")
-    if fabric.topology == "single_switch" or fabric.tiers <= 1:
+    tiers = fabric_tiers(fabric, cluster_nodes)
+    if fabric.topology == "single_switch" or tiers <= 1:
         return PathProfile(1, 1.0, "single switch: 1 hop")
     radix = max(4, fabric.switch_radix)
     ratios = list(fabric.oversubscription) + [1.0] * 3
     d1, _ = _split(radix, ratios[0])
     nodes_per_leaf = d1 if fabric.topology == "rail_optimized" else max(1, d1 // max(1, fabric.nics_per_node))
-    if nodes_spanned <= nodes_per_leaf:
+    cluster_leaves = math.ceil(max(1, cluster_nodes) / nodes_per_leaf)
+    scattered = fabric.placement == "scattered" and cluster_leaves > 1
+    if nodes_spanned <= nodes_per_leaf and not scattered:
         return PathProfile(1, 1.0, f"within one leaf group ({nodes_per_leaf} nodes): 1 switch hop")
     d2, _ = _split(radix, ratios[1])
-    nodes_per_pod = nodes_per_leaf * d2 if fabric.tiers >= 3 else nodes_per_leaf * radix
-    crosses_core = fabric.tiers >= 3 and nodes_spanned > nodes_per_pod
+    nodes_per_pod = nodes_per_leaf * d2 if tiers >= 3 else nodes_per_leaf * radix
+    crosses_core = tiers >= 3 and nodes_spanned > nodes_per_pod
     hops = 5 if crosses_core else 3
     if pattern != "all_to_all":
-        note = (
-            f"{hops} switch hops; ring/tree traffic stays mostly within leaves (oversubscription not applied)"
+        return _ring_path(
+            fabric, nodes_spanned, nodes_per_leaf, radix - d1, hops, cluster_leaves if scattered else 0
         )
-        return PathProfile(hops, 1.0, note)
-    cross_leaf = 1.0 - nodes_per_leaf / nodes_spanned
+    # packed, a leaf holds up to nodes_per_leaf of the group; scattered over L leaves, ⌈N / L⌉ of them
+    local = math.ceil(nodes_spanned / min(nodes_spanned, cluster_leaves)) if scattered else nodes_per_leaf
+    cross_leaf = 1.0 - min(local, nodes_spanned) / nodes_spanned
     factor = 1.0 / max(1.0, cross_leaf * ratios[0])
     if crosses_core:
         cross_pod = 1.0 - nodes_per_pod / nodes_spanned
         factor = min(factor, 1.0 / max(1.0, cross_pod * ratios[1]))
     note = f"{hops} switch hops; all-to-all crosses oversubscribed uplinks: bandwidth × {factor:.2f}"
     return PathProfile(hops, factor, note)
+
+
+def _ring_path(
+    fabric: FabricSpec, nodes_spanned: int, nodes_per_leaf: int, uplinks: int, hops: int, cluster_leaves: int
+) -> PathProfile:
+    """Ring, tree and send/recv traffic: oversubscription is not applied (contiguous rings cross each leaf
+    edge once); under static ECMP their few large flows can collide on the uplinks (app.core.congestion)."""
+    base = f"{hops} switch hops"
+    if fabric.routing != "ecmp":
+        note = f"{base}; adaptive routing spreads ring/tree traffic over all uplinks"
+        return PathProfile(hops, 1.0, note)
+    routed = ecmp_share(
+        nodes_spanned,
+        nodes_per_leaf,
+        uplinks,
+        1 if fabric.topology == "rail_optimized" else max(1, fabric.nics_per_node),
+        fabric.qps_per_connection,
+        cluster_leaves,
+    )
+    return PathProfile(hops, routed.share, f"{base}; {routed.note}", routed.share)

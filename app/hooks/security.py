@@ -12,8 +12,8 @@ Content-Security-Policy: no inline script anywhere (`script-src 'self'`), no fra
 'none'`), images from us or data: URLs (Plotly's "download as PNG"). `style-src` also allows
 'unsafe-inline' because Plotly 2.x writes style attributes and a <style> element of its own at run time
 (modebar, hover labels); without it charts lose their modebar and tooltips style. Inline *style* cannot run
-code, so the policy still blocks script injection. The Swagger UI page (/docs) loads its bundle from
-jsDelivr and starts it with an inline script, so it alone gets a looser policy naming exactly that.
+code, so the policy still blocks script injection. The Swagger UI page (/docs) is served from vendored
+files and started from a script file, so it keeps the same policy.
 """
 
 from __future__ import annotations
@@ -37,12 +37,6 @@ CONTENT_SECURITY_POLICY = (
     "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
     "frame-ancestors 'none'"
 )
-DOCS_CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
-    "connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'"
-)
-DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect"})
 # One year and subdomains: the values the HSTS preload list (hstspreload.org) requires.
 HSTS = "max-age=31536000; includeSubDomains"
 # Paths served without looking at credentials (see the module docstring).
@@ -69,13 +63,12 @@ class SecurityHeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        policy = DOCS_CONTENT_SECURITY_POLICY if scope.get("path") in DOCS_PATHS else CONTENT_SECURITY_POLICY
         hsts = self.hsts
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                headers.setdefault("content-security-policy", policy)
+                headers.setdefault("content-security-policy", CONTENT_SECURITY_POLICY)
                 for name, value in SECURITY_HEADERS:
                     headers.setdefault(name, value)
                 if hsts:

@@ -6,6 +6,7 @@ Field constraints give 422 with the field named for out-of-range input (negative
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -30,6 +31,9 @@ class AssumptionOut(BaseModel):
     unit: str
     source: str
     date: str
+    stale: bool = Field(
+        default=False, description="a dated default older than its category's threshold (app.core.price_age)"
+    )
 
 
 class PriceOptionIn(StrictModel):
@@ -55,6 +59,11 @@ class PriceOptionOut(BaseModel):
     label: str
     price_id: str
     pricing_model: str
+    term: Literal["on_demand", "reserved", "capacity_block", "spot"] = "on_demand"
+    commitment_months: float = 0.0
+    billing: str = Field(
+        default="", description="hourly, or the committed term and how much of it the run leaves unused"
+    )
     usd_per_gpu_hour: float
     price_date: str
     price_source: str
@@ -73,7 +82,7 @@ class RunCostRequest(StrictModel):
         description="an estimator scenario (model, cluster, layout, training.tokens): GPU-hours from its step time",
     )
     gpu_hours: float | None = Field(
-        None, ge=0, le=1e13, description="productive GPU-hours; or give params/tokens/mfu"
+        None, gt=0, le=1e13, description="productive GPU-hours; or give params/tokens/mfu"
     )
     params: float | None = Field(None, ge=1, le=1e16, description="total parameters")
     active_params: float | None = Field(None, ge=1, le=1e16, description="MoE: parameters active per token")
@@ -102,6 +111,11 @@ class RunCostResponse(BaseModel):
     total_flop: float | None
     options: list[PriceOptionOut]
     cheapest: str | None
+    headline: dict[str, Any] | None = Field(
+        default=None,
+        description="the headline price of these options: the median of the non-stale on-demand quotes, with "
+        "the quote's label and date and the cheapest and dearest beside it (app.core.cost.HeadlinePrice)",
+    )
     assumptions: list[AssumptionOut]
 
 
@@ -116,6 +130,12 @@ class OnPremIn(StrictModel):
     depreciation: Literal["straight_line", "economic"] = "straight_line"
     lifetime_years: float | None = Field(None, ge=0.5, le=20)
     economic_ooms_per_year: float | None = Field(None, ge=0, le=1)
+    residual_fraction: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="resale value at end of life, share of capex; default: 10^(-0.14·lifetime)",
+    )
     cost_of_capital: float | None = Field(None, ge=0, le=1)
     node_power_kw: float | None = Field(None, ge=0, le=1000)
     avg_draw_fraction: float | None = Field(None, ge=0, le=1)
@@ -149,6 +169,10 @@ class BreakevenOut(BaseModel):
     breakeven_months: float | None
     breakeven_utilisation: float | None
     onprem_cheaper_at_utilisation: bool
+    committed: bool = Field(
+        default=False,
+        description="a reservation paid for every hour: compared at full billing, no breakeven utilisation",
+    )
 
 
 class TcoResponse(BaseModel):
@@ -176,13 +200,30 @@ class BreakevenResponse(BaseModel):
 
 class EpochRequest(StrictModel):
     chips: int = Field(ge=1, le=100_000_000)
-    training_hours: float = Field(gt=0, le=1e6)
+    training_hours: float | None = Field(None, gt=0, le=1e6, description="else training_end − training_start")
     server_price_per_chip_usd: float = Field(gt=0, le=1e8)
-    years_since_acquisition: float = Field(0.0, ge=0, le=50)
+    years_since_acquisition: float | None = Field(
+        None, ge=0, le=50, description="value decay from acquisition to training start; else from the dates"
+    )
+    gpu: SafeStr | None = Field(None, max_length=100, description="catalog GPU: its release date")
+    price_date: datetime.date | None = Field(None, description="when the server price was quoted")
+    hardware_release_date: datetime.date | None = Field(None, description="overrides the GPU's catalog date")
+    acquisition_date: datetime.date | None = Field(
+        None, description="else the later of price_date and release + 90 days (Epoch AI)"
+    )
+    training_start: datetime.date | None = None
+    training_end: datetime.date | None = None
+    publication_date: datetime.date | None = Field(
+        None, description="training start = publication − training time − 60 days (Epoch AI) when not given"
+    )
     ooms_per_year: float = Field(0.14, ge=0, le=1)
     interconnect_fraction: float = Field(0.19, ge=0, lt=1)
-    chip_tdp_w: float = Field(700.0, gt=0, le=1e5)
-    server_to_chip_power: float = Field((10.2 / 8) / 0.7, gt=0, le=100)
+    chip_tdp_w: float | None = Field(
+        None, gt=0, le=1e5, description="else the gpu's TDP; H100's 700 W without one"
+    )
+    server_to_chip_power: float | None = Field(
+        None, gt=0, le=100, description="else Epoch AI's ratio for the gpu (H100's without one)"
+    )
     avg_draw_fraction: float = Field(0.75, ge=0, le=1)
     pue: float = Field(1.25, ge=1, le=5)
     usd_per_kwh: float = Field(0.0771, ge=0, le=10)
@@ -210,7 +251,13 @@ class SpotRequest(StrictModel):
     checkpoint_stall_s: float = Field(60.0, ge=0, le=1e6)
     restart_s: float = Field(1200.0, ge=0, le=1e7)
     reacquire_wait_s: float = Field(0.0, ge=0, le=1e8)
-    billed_while_waiting_fraction: float = Field(0.0, ge=0, le=1)
+    billed_while_waiting_fraction: float = Field(
+        0.0, ge=0, le=1, description="share of the fleet kept, and billed, while waiting for spot capacity"
+    )
+    checkpoint_on_notice: bool = Field(
+        False,
+        description="the job writes a checkpoint on the preemption notice (else it loses half an interval)",
+    )
     target_net_savings: float | None = Field(None, gt=-1, lt=1, description="solve which input gives this")
 
 
@@ -260,6 +307,13 @@ class GoodputRequest(StrictModel):
     job_mtbf_hours: float | None = Field(None, ge=1e-3, le=1e9, description="overrides the component rates")
     checkpoint: CheckpointIn | None = None
     tier: Literal["local_nvme", "parallel_fs", "object_store"] = "parallel_fs"
+    parallel_fs_gb_per_s: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="whole-system parallel-filesystem bandwidth, GB/s; default: the larger of 100 GB/s and "
+        "3.4 GB/s per compute node (Llama 3's Tectonic)",
+    )
     async_checkpoint: bool = False
     checkpoint_stall_s: float | None = Field(None, ge=0, le=1e6, description="overrides the computed stall")
     restart_s: float | None = Field(None, ge=0, le=1e7, description="overrides the computed restart time")
@@ -267,7 +321,10 @@ class GoodputRequest(StrictModel):
     method: Literal["young", "daly"] = "daly"
     mfu: float | None = Field(None, gt=0, le=1)
     run_days: float | None = Field(
-        None, gt=0, le=1e5, description="to report checkpoints and idle hours of the run"
+        None,
+        gt=0,
+        le=36_525,
+        description="to report checkpoints and idle hours of the run (at most 100 years)",
     )
 
     @model_validator(mode="after")
@@ -326,6 +383,13 @@ class StorageRequest(StrictModel):
     vocab_size: int | None = Field(None, ge=1, le=100_000_000)
     slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
     jitter_sigma: float = Field(0.1, ge=0, le=2)
+    parallel_fs_gb_per_s: float | None = Field(
+        None,
+        gt=0,
+        le=1e6,
+        description="whole-system parallel-filesystem bandwidth, GB/s; default: the larger of 100 GB/s and "
+        "3.4 GB/s per compute node (Llama 3's Tectonic)",
+    )
 
 
 class TierCheckpointOut(BaseModel):

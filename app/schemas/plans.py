@@ -187,12 +187,25 @@ class ComparisonRow(BaseModel):
     unit: str = ""
     section: str
     values: list[Any]
-    differs: bool
+    deltas: list[float | None] = Field(
+        description="each value minus the first plan's (null for the first plan and for values that are not numbers)"
+    )
+    percents: list[float | None] = Field(
+        description="each value's change against the first plan's, in per cent (null where deltas is, or the first "
+        "value is zero)"
+    )
+    differs: bool = Field(
+        description="inputs and provenance: the values are not equal; results: some value moves by more than "
+        "same_within_pct per cent against the first plan"
+    )
 
 
 class ComparisonPublic(BaseModel):
     plans: list[ComparisonColumn]
     rows: list[ComparisonRow]
+    same_within_pct: float = Field(
+        description="results that move by at most this many per cent count as the same"
+    )
     differences: int = Field(description="number of rows whose values differ")
     ranking_note: str | None = Field(
         default=None,

@@ -22,6 +22,7 @@ from sqlalchemy.orm import object_session
 from sqlmodel import Session, SQLModel, col, select
 
 import app.catalog as catalog
+from app.core import price_age, price_terms
 from app.core.errors import Problem, SpecError
 from app.core.hardware import GPUSpec, InterconnectSpec
 from app.core.hf_config import model_from_hf_config
@@ -413,9 +414,15 @@ class PriceFilters:
 
 
 def is_stale(row: PriceRow, today: date | None = None, stale_days: int | None = None) -> bool:
-    """A price older than settings.price_stale_days is flagged so users re-check it before relying on it."""
-    days = get_settings().price_stale_days if stale_days is None else stale_days
-    return (today or date.today()) - row.price_date > timedelta(days=days)
+    """A price older than its category's threshold (app.core.price_age: GPU cloud prices 6 months) is flagged
+    so users re-check it before relying on it; a row of a category outside that table (added before the table
+    existed) falls back to settings.price_stale_days."""
+    if stale_days is None:
+        try:
+            stale_days = price_age.stale_after_days(row.category)
+        except KeyError:
+            stale_days = get_settings().price_stale_days
+    return (today or date.today()) - row.price_date > timedelta(days=stale_days)
 
 
 def list_price_rows(
@@ -544,13 +551,35 @@ def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
+def _row_problems(category: str, pricing_model: str, unit: str, price_date: date | None) -> list[Problem]:
+    """A known category, a date no later than today, and for a cloud GPU price its billing term and unit
+    (app.core.price_age, app.core.price_terms): never guessed."""
+    problems = price_age.row_problems(category, price_date, date.today())
+    if category != "cloud_gpu":
+        return problems
+    try:
+        price_terms.parse_term(pricing_model)
+    except ValueError as exc:
+        problems.append(Problem("pricing_model", str(exc)))
+    try:
+        price_terms.parse_unit(unit)
+    except ValueError as exc:
+        problems.append(Problem("unit", str(exc)))
+    return problems
+
+
 def add_price_row(session: Session, values: Mapping[str, Any], owner_id: uuid.UUID | None = None) -> PriceRow:
     clean = _clean_price_values(values)
     missing = [
         k for k in ("category", "item", "price_usd", "price_date", "source", "includes") if k not in clean
     ]
-    if missing:
-        raise SpecError([Problem(k, "missing (required)") for k in missing])
+    problems = [Problem(k, "missing (required)") for k in missing]
+    if "category" in clean:
+        problems += _row_problems(
+            clean["category"], clean.get("pricing_model", ""), clean.get("unit", ""), clean.get("price_date")
+        )
+    if problems:
+        raise SpecError(problems)
     row = PriceRow(builtin=False, seed_key=None, owner_id=owner_id, **clean)
     session.add(row)
     session.commit()
@@ -563,7 +592,18 @@ def update_price_row(
 ) -> PriceRow:
     row = get_price_row(session, price_id)
     check_may_change(row, "price row", row.item, actor)
-    for key, value in _clean_price_values(values).items():
+    clean = _clean_price_values(values)
+    problems = _row_problems(
+        clean.get("category", row.category),
+        clean.get("pricing_model", row.pricing_model),
+        clean.get("unit", row.unit),
+        clean.get("price_date", row.price_date),
+    )
+    if "category" not in clean:  # a row kept from before the category table: edits of other fields go on
+        problems = [p for p in problems if p.field != "category"]
+    if problems:
+        raise SpecError(problems)
+    for key, value in clean.items():
         setattr(row, key, value)
     row.updated_at = utcnow()
     session.add(row)

@@ -1,7 +1,7 @@
-"""Cost, goodput and storage services: resolve price-book rows and catalog GPUs, call the pure core.
+"""Cost, goodput and storage services: turn request models into core inputs and call the pure core.
 
-The core (app.core.cost/goodput/storage) never sees the database; this layer turns price_row rows into
-`PriceQuote`s (with date, source and a staleness flag) and request models into core inputs.
+The core (app.core.cost/goodput/storage) never sees the database; app.services.prices turns price_row rows into
+`PriceQuote`s (with term, date, source and a staleness flag), and this layer the requests into core inputs.
 """
 
 from __future__ import annotations
@@ -9,193 +9,38 @@ from __future__ import annotations
 import contextlib
 import math
 import uuid
-from collections.abc import Iterator
 from dataclasses import fields, replace
 from datetime import date
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from app.core import cost as core_cost
 from app.core import goodput as core_goodput
+from app.core import price_age
 from app.core import storage as core_storage
 from app.core.errors import Problem, SpecError
-from app.models.catalog import PriceRow
 from app.schemas import cost as s
-
-# --- price book ------------------------------------------------------------------------------------------
-
-
-def _today() -> date:
-    return date.today()
+from app.services.prices import _today, canonical_gpu_name, gpu_peak_flops, resolve_options
 
 
-@contextlib.contextmanager
-def _session_or_new(session: Session | None) -> Iterator[Session]:
-    if session is not None:
-        yield session
-        return
-    from app.db import get_engine
+def cost_assumptions(
+    items: list[core_storage.Assumption], today: date | None = None
+) -> list[s.AssumptionOut]:
+    """The assumptions of a result; a dated default of a price-book category (staff ratio, maintenance, PUE …)
+    is marked stale past that category's threshold, like a price."""
+    from app.catalog import parse_price_date
 
-    with Session(get_engine()) as new_session:
-        yield new_session
-
-
-def quote_from_row(
-    row: PriceRow, today: date | None = None, option: s.PriceOptionIn | None = None
-) -> core_cost.PriceQuote:
-    """A price-book row as a quote; the option may override the label, term and instance shape."""
     today = today or _today()
-    price = row.usd_per_gpu_hour
-    if price is None:
-        per_unit = row.gpus_per_unit or 1
-        price = row.price_usd / per_unit
-    term = core_cost.commitment_months_for(row.pricing_model)
-    label = f"{row.vendor} {row.item} {row.pricing_model} ({row.price_date.isoformat()})"
-    return core_cost.PriceQuote(
-        label=(option.label if option and option.label else label),
-        usd_per_gpu_hour=float(price),
-        pricing_model=row.pricing_model,
-        commitment_months=option.commitment_months
-        if option and option.commitment_months is not None
-        else term,
-        gpus_per_instance=(
-            option.gpus_per_instance if option and option.gpus_per_instance else row.gpus_per_unit or 1
-        ),
-        date=row.price_date.isoformat(),
-        source=row.source,
-        price_id=str(row.id),
-        stale=core_cost.is_stale(row.price_date, today),
-    )
-
-
-def quote_from_inline(option: s.PriceOptionIn, index: int) -> core_cost.PriceQuote:
-    assert option.usd_per_gpu_hour is not None
-    term = (
-        option.commitment_months
-        if option.commitment_months is not None
-        else core_cost.commitment_months_for(option.pricing_model)
-    )
-    return core_cost.PriceQuote(
-        label=option.label or f"option {index + 1} ({option.pricing_model})",
-        usd_per_gpu_hour=option.usd_per_gpu_hour,
-        pricing_model=option.pricing_model,
-        commitment_months=term,
-        gpus_per_instance=option.gpus_per_instance or 8,
-        date="",
-        source="user input",
-    )
-
-
-def canonical_gpu_name(name: str) -> str:
-    from app.catalog import find_gpu
-
-    return find_gpu(name).name
-
-
-def gpu_peak_flops(name: str, dtype: str) -> float:
-    from app.catalog import find_gpu
-
-    return find_gpu(name).peak(dtype)
-
-
-def default_cloud_rows(session: Session, gpu: str, pricing_models: list[str] | None = None) -> list[PriceRow]:
-    """Cloud price-book rows for a catalog GPU that carry a per-GPU-hour price."""
-    canonical = canonical_gpu_name(gpu)
-    rows = session.exec(
-        select(PriceRow).where(PriceRow.category == "cloud_gpu", PriceRow.gpu_name == canonical)
-    ).all()
-    rows = [r for r in rows if r.usd_per_gpu_hour is not None]
-    if pricing_models:
-        wanted = [p.lower() for p in pricing_models]
-        rows = [r for r in rows if any(w in r.pricing_model.lower() for w in wanted)]
-    return sorted(rows, key=lambda r: (r.vendor, r.pricing_model, r.price_date))
-
-
-def resolve_options(
-    session: Session | None,
-    options: list[s.PriceOptionIn],
-    gpu: str | None = None,
-    pricing_models: list[str] | None = None,
-    today: date | None = None,
-    field_prefix: str = "options",
-) -> list[core_cost.PriceQuote]:
-    """Quotes for the requested options; unknown price-row ids → SpecError naming options.N.price_row_id."""
-    today = today or _today()
-    quotes: list[core_cost.PriceQuote] = []
-    problems: list[Problem] = []
-    needs_db = any(o.price_row_id is not None for o in options) or (not options and gpu is not None)
-    if not needs_db:
-        return [quote_from_inline(o, i) for i, o in enumerate(options)]
-    with _session_or_new(session) as db:
-        if not options and gpu is not None:
-            return [quote_from_row(r, today) for r in default_cloud_rows(db, gpu, pricing_models)]
-        for i, option in enumerate(options):
-            if option.price_row_id is None:
-                quotes.append(quote_from_inline(option, i))
-                continue
-            row = db.get(PriceRow, option.price_row_id)
-            if row is None:
-                problems.append(
-                    Problem(f"{field_prefix}.{i}.price_row_id", f"unknown price row {option.price_row_id}")
-                )
-                continue
-            if (
-                row.usd_per_gpu_hour is None
-                and option.usd_per_gpu_hour is None
-                and row.category != "cloud_gpu"
-            ):
-                problems.append(
-                    Problem(f"{field_prefix}.{i}.price_row_id", f"price row {row.id} is not a GPU-hour price")
-                )
-                continue
-            quote = quote_from_row(row, today, option)
-            if option.usd_per_gpu_hour is not None:
-                quote = replace(
-                    quote, usd_per_gpu_hour=option.usd_per_gpu_hour, source=f"user override of {row.source}"
-                )
-            quotes.append(quote)
-    if problems:
-        raise SpecError(problems)
-    return quotes
-
-
-def price_book(
-    session: Session, category: str | None = None, stale_only: bool = False, today: date | None = None
-) -> list[s.PriceBookRow]:
-    today = today or _today()
-    query = select(PriceRow)
-    if category:
-        query = query.where(PriceRow.category == category)
     out = []
-    for r in session.exec(query).all():
-        stale = core_cost.is_stale(r.price_date, today)
-        if stale_only and not stale:
-            continue
-        out.append(
-            s.PriceBookRow(
-                id=r.id,
-                category=r.category,
-                item=r.item,
-                vendor=r.vendor,
-                region=r.region,
-                pricing_model=r.pricing_model,
-                unit=r.unit,
-                price_usd=r.price_usd,
-                usd_per_gpu_hour=r.usd_per_gpu_hour,
-                gpu_name=r.gpu_name,
-                price_date=r.price_date.isoformat(),
-                source=r.source,
-                confidence=r.confidence,
-                stale=stale,
-                age_days=(today - r.price_date).days,
-            )
-        )
-    return sorted(out, key=lambda p: (p.category, p.vendor, p.item, p.price_date))
-
-
-def _assumptions(items: list[core_storage.Assumption]) -> list[s.AssumptionOut]:
-    return [s.AssumptionOut(**a.as_dict()) for a in items]  # type: ignore[arg-type]
+    for a in items:
+        stale = False
+        category = price_age.DEFAULT_CATEGORIES.get(a.name)
+        if category is not None and a.date:
+            with contextlib.suppress(ValueError):
+                stale = price_age.is_stale(parse_price_date(a.date), today, category)
+        out.append(s.AssumptionOut(**a.as_dict(), stale=stale))  # type: ignore[arg-type]
+    return out
 
 
 # --- cost per run ----------------------------------------------------------------------------------------
@@ -264,19 +109,24 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
     quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
     if not quotes:
         raise SpecError([Problem("gpu", f"no cloud price rows for {req.gpu}; give options")])
-    result = core_cost.run_cost(
-        core_cost.RunInputs(
-            num_gpus=req.num_gpus,
-            gpu_hours=req.gpu_hours,
-            total_flop=total_flop if req.gpu_hours is None else None,
-            peak_flops_per_gpu=peak,
-            mfu=req.mfu,
-            goodput=req.goodput,
-        ),
-        quotes,
+    inputs = core_cost.RunInputs(
+        num_gpus=req.num_gpus,
+        gpu_hours=req.gpu_hours,
+        total_flop=total_flop if req.gpu_hours is None else None,
+        peak_flops_per_gpu=peak,
+        mfu=req.mfu,
+        goodput=req.goodput,
     )
+    try:
+        result = core_cost.run_cost(inputs, quotes)
+    except SpecError as exc:  # the request gives tokens (or a scenario's tokens), not FLOPs
+        tokens = "scenario.training.tokens" if req.scenario is not None else "tokens"
+        renamed = {"total_flop": tokens, "gpu_hours": tokens if req.scenario is not None else "gpu_hours"}
+        raise SpecError([Problem(renamed.get(p.field, p.field), p.message) for p in exc.problems]) from None
     data = result.to_dict()
     data["total_flop"] = total_flop
+    headline = core_cost.headline_price(quotes)
+    data["headline"] = headline.to_dict() if headline is not None else None
     assumptions = list(result.assumptions) + extra
     if peak is not None:
         assumptions.append(
@@ -284,17 +134,50 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
                 "peak_flops_per_gpu", peak, "FLOP/s", f"catalog {req.gpu} {req.dtype} dense", ""
             )
         )
-    data["assumptions"] = _assumptions(assumptions)
+    data["assumptions"] = cost_assumptions(assumptions)
     return s.RunCostResponse.model_validate(data)
 
 
 # --- TCO and breakeven -----------------------------------------------------------------------------------
 
 
-def onprem_inputs(body: s.OnPremIn) -> core_cost.OnPremInputs:
+def onprem_inputs(body: s.OnPremIn, gpu: str | None = None) -> core_cost.OnPremInputs:
+    """The request's on-prem figures; the server price and node power it leaves out come from the GPU's server
+    row (app/catalog/onprem_servers.csv). With no GPU, or none with a row, they must be given: never a default
+    server of another GPU."""
     given = {k: v for k, v in body.model_dump().items() if v is not None}
     known = {f.name for f in fields(core_cost.OnPremInputs)}
-    return core_cost.OnPremInputs(**{k: v for k, v in given.items() if k in known})
+    inputs = core_cost.OnPremInputs(**{k: v for k, v in given.items() if k in known})
+    missing = [
+        f"onprem.{name}"
+        for name in ("server_capex_usd_per_node", "node_power_kw")
+        if getattr(inputs, name) is None
+    ]
+    if not missing:
+        return inputs
+    if gpu is None:
+        raise SpecError(
+            [
+                Problem(
+                    "gpu", f"give a GPU (its on-prem server row prices the nodes) or {' and '.join(missing)}"
+                )
+            ]
+        )
+    from app.catalog.onprem import ONPREM_SERVERS_FILE, server_quote
+
+    name = canonical_gpu_name(gpu)
+    quote = server_quote(name)
+    if quote is None:
+        raise SpecError(
+            [
+                Problem(
+                    "gpu",
+                    f"no on-prem server row for {name} in {ONPREM_SERVERS_FILE.name}; "
+                    f"give {' and '.join(missing)}",
+                )
+            ]
+        )
+    return core_cost.with_server(inputs, quote)
 
 
 def _option_rows(quotes: list[core_cost.PriceQuote]) -> list[s.PriceOptionOut]:
@@ -303,6 +186,9 @@ def _option_rows(quotes: list[core_cost.PriceQuote]) -> list[s.PriceOptionOut]:
             label=q.label,
             price_id=q.price_id,
             pricing_model=q.pricing_model,
+            term=q.term,
+            commitment_months=q.commitment_months,
+            billing="",
             usd_per_gpu_hour=q.usd_per_gpu_hour,
             price_date=q.date,
             price_source=q.source,
@@ -332,7 +218,7 @@ def network_from_bom(
     session: Session | None, req: s.TcoRequest
 ) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption]]:
     """On-prem inputs with the network capex taken from the network model's bill of materials when one is asked for."""
-    inputs = onprem_inputs(req.onprem)
+    inputs = onprem_inputs(req.onprem, req.gpu)
     if req.network_bom is None or req.onprem.network_capex_usd is not None:
         return inputs, []
     from pydantic import ValidationError
@@ -367,7 +253,7 @@ def tco(session: Session | None, req: s.TcoRequest) -> s.TcoResponse:
     inputs, extra = network_from_bom(session, req)
     result = core_cost.tco(inputs, req.utilisation, quotes, req.months)
     data = result.to_dict()
-    data["assumptions"] = _assumptions(result.assumptions + extra)
+    data["assumptions"] = cost_assumptions(result.assumptions + extra)
     data["curves"] = _json_safe(data["curves"])
     data["cloud_options"] = _option_rows(quotes)
     return s.TcoResponse.model_validate(data)
@@ -392,14 +278,68 @@ def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse
             for k, v in result.curves.items()
             if k in ("cumulative_usd_vs_month", "breakeven_months_vs_utilisation")
         },
-        assumptions=_assumptions(result.assumptions + extra),
+        assumptions=cost_assumptions(result.assumptions + extra),
     )
 
 
+EPOCH_DATE_FIELDS = ("price_date", "acquisition_date", "training_start", "training_end", "publication_date")
+
+
 def epoch(req: s.EpochRequest) -> s.EpochResponse:
-    result = core_cost.epoch_costs(core_cost.EpochInputs(**req.model_dump()))
+    """Epoch AI's three methods; the hardware value decays from acquisition to training start, dated by the
+    request's dates or Epoch's lags (app.core.cost.epoch_timeline)."""
+    release = req.hardware_release_date
+    chip = "H100-SXM" if req.gpu is None else None
+    tdp = req.chip_tdp_w
+    if req.gpu is not None:
+        from app.catalog import find_entry, parse_price_date
+
+        entry = find_entry("gpu", req.gpu)
+        chip = entry.name
+        release = release or (parse_price_date(entry.date) if entry.date else None)
+        tdp = tdp or entry.spec.tdp_w
+    ratio = req.server_to_chip_power or core_cost.epoch_server_to_chip_power(chip or "")
+    dates = core_cost.EpochDates(release_date=release, **{k: getattr(req, k) for k in EPOCH_DATE_FIELDS})
+    timeline = core_cost.epoch_timeline(dates, req.training_hours)
+    assert timeline.training_hours is not None
+    notes = list(timeline.assumptions)
+    years = req.years_since_acquisition
+    if years is None:
+        years = timeline.years_since_acquisition
+        if years is not None:
+            notes.append(
+                core_storage.Assumption(
+                    "years_since_acquisition", years, "years", "training start − acquisition date", ""
+                )
+            )
+        else:
+            years = 0.0
+            notes.append(
+                core_storage.Assumption(
+                    "years_since_acquisition",
+                    0.0,
+                    "years",
+                    "no value decay: give price_date (or gpu) and the training or publication dates",
+                    "",
+                )
+            )
+    known = {f.name for f in fields(core_cost.EpochInputs)}
+    body = {k: v for k, v in req.model_dump().items() if k in known}
+    body |= {
+        "training_hours": timeline.training_hours,
+        "years_since_acquisition": years,
+        "chip_tdp_w": tdp or 700.0,
+        "server_to_chip_power": ratio,
+    }
+    if req.gpu is None and (req.chip_tdp_w is None or req.server_to_chip_power is None):
+        notes.append(
+            core_storage.Assumption(
+                "chip", "H100-SXM", "", "no gpu given: H100's 700 W TDP and server/chip power ratio", ""
+            )
+        )
+    result = core_cost.epoch_costs(core_cost.EpochInputs(**body))
     data = result.to_dict()
-    data["assumptions"] = _assumptions(result.assumptions)
+    data["assumptions"] = cost_assumptions(result.assumptions + notes)
     return s.EpochResponse.model_validate(data)
 
 
@@ -412,7 +352,7 @@ def spot(req: s.SpotRequest) -> s.SpotResponse:
     )
     data = _json_safe(result.to_dict())
     assert isinstance(data, dict)
-    data["assumptions"] = _assumptions(result.assumptions)
+    data["assumptions"] = cost_assumptions(result.assumptions)
     if target is not None:
         inv = core_goodput.invert_spot_claim(
             target, req.spot_discount, req.preemptions_per_day, result.lost_hours_per_preemption
@@ -515,7 +455,7 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
     if req.checkpoint is not None:
         ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
         size = ck.total_bytes
-        tier = core_storage.DEFAULT_TIERS[req.tier]
+        tier = storage_tier(req.tier, req.parallel_fs_gb_per_s)
         stall = core_storage.checkpoint_stall(size, tier, nodes, req.gpus_per_node)
         sync, asyn = stall.sync_stall_s, stall.async_stall_s
         read_s = core_storage.checkpoint_write(size, tier, nodes, format=req.checkpoint.format).read_s
@@ -541,17 +481,23 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
     if req.restart_s is not None:
         restart_parts = {"given": req.restart_s, "total": req.restart_s}
     restart_total = restart_parts["total"]
-    result = core_goodput.goodput(
-        core_goodput.GoodputInputs(
-            mtbf_s=mtbf_s,
-            checkpoint_stall_s=stall_s,
-            restart_s=restart_total,
-            interval_s=req.interval_s,
-            method=req.method,
-            mfu=req.mfu,
-            min_interval_s=background_s,
+    rate_field = "job_mtbf_hours" if req.job_mtbf_hours else "preset" if preset else "mtbf_gpu_hours"
+    try:
+        result = core_goodput.goodput(
+            core_goodput.GoodputInputs(
+                mtbf_s=mtbf_s,
+                checkpoint_stall_s=stall_s,
+                restart_s=restart_total,
+                interval_s=req.interval_s,
+                method=req.method,
+                mfu=req.mfu,
+                min_interval_s=background_s,
+            )
         )
-    )
+    except SpecError as exc:  # name the request's failure-rate field, not the core's MTBF in seconds
+        raise SpecError(
+            [Problem(rate_field if p.field == "mtbf_s" else p.field, p.message) for p in exc.problems]
+        ) from None
     assumptions += result.assumptions
     if req.restart_s is None:
         assumptions.append(
@@ -569,6 +515,16 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         if req.run_days is not None
         else (useful_days * result.wall_per_useful if useful_days is not None else None)
     )
+    if run_days is not None and run_days > core_cost.MAX_WALL_YEARS * 365.25:
+        raise SpecError(
+            [
+                Problem(
+                    "scenario.training.tokens",
+                    f"the run would take {run_days / 365.25:,.0f} years of wall time "
+                    f"(more than {core_cost.MAX_WALL_YEARS:.0f})",
+                )
+            ]
+        )
     if run_days is not None:
         wall_s = run_days * 86400.0
         n_ckpt = wall_s / result.wall_per_useful / result.interval_s
@@ -597,11 +553,19 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         effective_mfu=result.effective_mfu,
         breakdown=result.breakdown,
         run=run,
-        assumptions=_assumptions(assumptions),
+        assumptions=cost_assumptions(assumptions),
     )
 
 
 # --- storage ---------------------------------------------------------------------------------------------
+
+
+def storage_tier(name: str, parallel_fs_gb_per_s: float | None) -> core_storage.StorageTier:
+    """A default tier; the parallel filesystem at the user's aggregate bandwidth when one is given."""
+    tier = core_storage.DEFAULT_TIERS[name]
+    if tier.kind == "parallel_fs" and parallel_fs_gb_per_s is not None:
+        return tier.with_aggregate(parallel_fs_gb_per_s * 1e9)
+    return tier
 
 
 def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageResponse:
@@ -631,7 +595,8 @@ def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageR
     ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
     tiers_out = []
     assumptions = list(ck.assumptions)
-    for tier in core_storage.DEFAULT_TIERS.values():
+    for name in core_storage.DEFAULT_TIERS:
+        tier = storage_tier(name, req.parallel_fs_gb_per_s)
         w = core_storage.checkpoint_write(
             ck.total_bytes,
             tier,
@@ -693,7 +658,7 @@ def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageR
         required_bytes_per_s=dl.required_bytes_per_s,
         data_tiers=[s.TierLoadOut(**t.__dict__) for t in dl.tiers],
         warnings=dl.warnings,
-        assumptions=_assumptions(assumptions),
+        assumptions=cost_assumptions(assumptions),
     )
 
 

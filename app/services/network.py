@@ -29,7 +29,7 @@ from app.core.network import (
     normalise_op,
 )
 from app.core.scaling import ScalingResult, required_assumption, scaling_curve
-from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials
+from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials, resolve_tiers
 from app.core.units import GB, GBIT, US
 from app.errors import NotFoundError
 from app.schemas.fields import CatalogRef, JsonObject, SafeStr
@@ -134,13 +134,18 @@ class FabricOut(BaseModel):
     nics_per_node: int
     nic_gbps: float
     topology: str
-    tiers: int
+    tiers: int = Field(description="fat-tree tiers; 0 = inferred from the node count and switch radix")
     oversubscription: list[float]
     switch_radix: int
     hop_latency_us: float
     base_latency_us: float
     sharp: bool
     congestion_derate: float
+    routing: str = Field(
+        description="adaptive (packets spread over all uplinks) or ecmp (static per-flow hash)"
+    )
+    qps_per_connection: int
+    placement: str = Field(description="contiguous (a job packed leaf by leaf) or scattered")
     source: str
     notes: str
 
@@ -311,10 +316,46 @@ def resolve_fabric(
         p.add(where, f"unknown field(s) {', '.join(unknown)}")
         return base
     try:
-        return replace(base, **data)
+        fabric = replace(base, **data)
     except (TypeError, ValueError) as exc:
         p.add(where, str(exc))
         return base
+    _check_routing(fabric, p, where)
+    return fabric
+
+
+def _check_routing(fabric: FabricSpec, p: ProblemCollector, where: str) -> None:
+    p.check(fabric.routing in ("adaptive", "ecmp"), f"{where}.routing", "must be 'adaptive' or 'ecmp'")
+    p.check(
+        isinstance(fabric.qps_per_connection, int) and 1 <= fabric.qps_per_connection <= 128,
+        f"{where}.qps_per_connection",
+        "must be a whole number of queue pairs from 1 to 128",
+    )
+    p.check(
+        fabric.placement in ("contiguous", "scattered"),
+        f"{where}.placement",
+        "must be 'contiguous' or 'scattered'",
+    )
+
+
+def check_fabric_tiers(
+    fabric: FabricSpec, nodes: int, p: ProblemCollector, where: str = "cluster.fabric"
+) -> None:
+    """A fabric whose stated tier count cannot connect `nodes` is refused (0 tiers: inferred, always fits)."""
+    if fabric.tiers <= 0:
+        return
+    design = FatTreeDesign(
+        nodes=nodes,
+        rails=max(1, fabric.nics_per_node),
+        switch_radix=max(4, fabric.switch_radix - fabric.switch_radix % 2),
+        tiers=min(3, fabric.tiers),
+        oversubscription=fabric.oversubscription,
+    )
+    try:
+        resolve_tiers(design)
+    except SpecError as exc:
+        for problem in exc.problems:
+            p.add(f"{where}.{problem.field}", problem.message)
 
 
 def resolve_cluster(
@@ -325,6 +366,7 @@ def resolve_cluster(
     if gpu is None:
         return None
     gpn = c.gpus_per_node or gpu.default_gpus_per_node
+    check_fabric_tiers(fabric, c.nodes, p)
     return ClusterSpec(
         gpu=gpu,
         num_nodes=c.nodes,
@@ -475,6 +517,9 @@ def fabric_out(name: str) -> FabricOut:
         base_latency_us=f.base_latency_s / US,
         sharp=f.sharp,
         congestion_derate=f.congestion_derate,
+        routing=f.routing,
+        qps_per_connection=f.qps_per_connection,
+        placement=f.placement,
         source=preset.source,
         notes=preset.notes,
     )
@@ -543,6 +588,10 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
             )
     mp = resolved.layout.tp * resolved.layout.pp * resolved.layout.cp
     gpn = resolved.cluster.gpus_per_node
+    largest = max(req.gpu_counts, default=gpn)
+    for i, fabric in enumerate(fabrics.values()):
+        where = f"fabrics.{i}" if req.fabrics else "scenario.cluster.fabric"
+        check_fabric_tiers(fabric, max(1, largest // gpn), p, where)
     for n in req.gpu_counts:
         p.check(n % mp == 0, "gpu_counts", f"{n} is not a multiple of tp·pp·cp = {mp}")
         p.check(n <= gpn or n % gpn == 0, "gpu_counts", f"{n} is not a whole number of {gpn}-GPU nodes")
@@ -621,6 +670,9 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
             "nic_gbps": f["nic_bandwidth_bytes_per_s"] / GBIT,
             "congestion_derate": f["congestion_derate"],
             "base_latency_us": f["base_latency_s"] / US,
+            "routing": f["routing"],
+            "placement": f["placement"],
+            "tiers": f["tiers"],
         }
         for point in s["points"]:
             for key, value in list(point.items()):
@@ -711,7 +763,8 @@ def run_bom(req: BomIn, session: Session | None = None) -> BillOfMaterials:
     p.raise_if_any()
     rails = req.rails or (base.nics_per_node if base else 8)
     radix = req.switch_radix or (base.switch_radix if base else 64)
-    tiers = req.tiers or (base.tiers if base else 2)
+    # explicit tiers are checked against the node count; otherwise the fewest that connect the nodes
+    tiers = req.tiers or (base.tiers if base and base.tiers else None)
     over = (
         tuple(req.oversubscription) if req.oversubscription else (base.oversubscription if base else (1.0,))
     )

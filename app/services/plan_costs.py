@@ -12,26 +12,40 @@ from app.core.errors import SpecError
 FAILURE_PRESET = "llama3-405b"  # Meta's published interruption rates (Llama 3 paper, Sec. 3.3.4)
 
 
+def plan_goodput(
+    num_gpus: int, gpus_per_node: int, params_total: float, mfu: float, run_days: float | None = None
+) -> Any:
+    """Goodput of a training job (app.services.cost.goodput): the failure rates of FAILURE_PRESET on this many
+    GPUs, checkpoints of a model of `params_total` parameters. Raises SpecError, ValidationError or ValueError."""
+    from app.schemas.cost import CheckpointIn, GoodputRequest
+    from app.services import cost as cost_service
+
+    return cost_service.goodput(
+        GoodputRequest.model_validate(
+            {
+                "num_gpus": num_gpus,
+                "gpus_per_node": min(gpus_per_node, 72),
+                "preset": FAILURE_PRESET,
+                "checkpoint": CheckpointIn.model_validate({"params": float(params_total)}),
+                "mfu": min(max(float(mfu), 1e-6), 1.0),
+                "run_days": run_days,
+            }
+        )
+    )
+
+
 def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        from app.schemas.cost import CheckpointIn, GoodputRequest
-        from app.services import cost as cost_service
-    except ImportError:
-        return None
     cluster = resolved.cluster
     try:
-        res = cost_service.goodput(
-            GoodputRequest.model_validate(
-                {
-                    "num_gpus": cluster.num_gpus,
-                    "gpus_per_node": min(cluster.gpus_per_node, 72),
-                    "preset": FAILURE_PRESET,
-                    "checkpoint": CheckpointIn.model_validate({"params": float(est.params_total)}),
-                    "mfu": min(max(float(est.step.mfu), 1e-6), 1.0),
-                    "run_days": summary.get("time_to_train_days") or None,
-                }
-            )
+        res = plan_goodput(
+            cluster.num_gpus,
+            cluster.gpus_per_node,
+            est.params_total,
+            est.step.mfu,
+            summary.get("time_to_train_days") or None,
         )
+    except ImportError:
+        return None
     except (SpecError, ValidationError, ValueError):
         return None
     rows = [
@@ -133,6 +147,7 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
             "option": o.label,
             "usd_per_gpu_hour": o.usd_per_gpu_hour,
             "cost_per_run_usd": o.total_usd,
+            "billing": o.billing,
             "date": o.price_date,
             "stale": o.stale,
         }
@@ -140,7 +155,9 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
     ]
     if not rows:
         return f"No cloud prices for {cluster.gpu.name} in the price book."
-    cheapest = min(rows, key=lambda r: r["cost_per_run_usd"])
+    if run.headline is None:
+        return f"No on-demand cloud price for {cluster.gpu.name} in the price book, so no headline cost."
+    (headline,) = [o for o in run.options if o.price_id == run.headline["price_id"]][:1]
     traces = []
     if curve:
         months = curve["x"]
@@ -182,7 +199,9 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
         "figure": figure,
         "rows": rows,
         "breakeven": breakeven,
-        "cost_per_run_usd": round(float(cheapest["cost_per_run_usd"]), 2),
-        "summary": f"cheapest cloud option {cheapest['option']}: {cheapest['cost_per_run_usd']:,.0f} USD per run",
+        "cost_per_run_usd": round(float(headline.total_usd), 2),
+        "headline": run.headline["statement"],
+        "summary": f"{headline.total_usd:,.0f} USD per run at the headline price, "
+        f"{run.headline['statement']}",
         "assumptions": [a.model_dump() for a in run.assumptions],
     }

@@ -10,6 +10,7 @@ from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.units import DAY, GiB
 from app.services.plan_fields import layout_label
+from app.services.region import REGION_CANDIDATES, mark, region_note
 
 
 def planner_search(
@@ -42,8 +43,11 @@ REJECTION_TEXT = {
     "light_moe_pass": "MoE layer passes under 20 ms of GPU work (host dispatch may set the pace)",
     "fp8_params_need_sharding": "FP8 parameters need sharded parameters (zero ≥ 1; zero = 3 for FSDP2 frameworks)",
     "bf16_moments_need_distributed_optimizer": "bf16 Adam moments need the distributed optimizer (zero ≥ 1)",
+    "offload_modules_need_no_full_recompute": "fine-grained activation offloading needs no or selective recompute",
+    "offload_modules_exclude_layer_offload": "fine-grained activation offloading excludes layer offloading",
 }
-PLANNER_TOP = 10
+PLANNER_TOP = 10  # ranked layouts shown (plus the recommended one when it ranks lower)
+PARETO_SHOWN = 8
 
 
 def ranking_payload(
@@ -60,6 +64,21 @@ def ranking_payload(
         entry["close_to_best"] = close
     applied["metric"] = key
     return applied
+
+
+def _ranked_row(p: Any) -> dict[str, Any]:
+    """A ranked layout (app.core.planner.PlannedLayout) as the builder shows it."""
+    return {
+        "rank": p.rank,
+        "layout": layout_label(p.layout),
+        "layout_fields": p.layout.to_dict(),
+        "step_time_s": p.step_time_s,
+        "mfu": p.mfu,
+        "peak_memory_gib": p.memory_per_gpu_bytes / GiB,
+        "headroom_gib": p.headroom_bytes / GiB,
+        "time_to_train_days": p.time_to_train_s / DAY if p.time_to_train_s else None,
+        "heuristic": bool(p.heuristic),
+    }
 
 
 def _run_planner(
@@ -79,7 +98,7 @@ def _run_planner(
             constraints=planner.Constraints(**constraints) if constraints else None,
             options=options,
             profile=profile,
-            top=PLANNER_TOP,
+            top=max(PLANNER_TOP, REGION_CANDIDATES),
             bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
             fp8_param_gather=layout.fp8_param_gather,
             optimizer_moments_dtype=layout.optimizer_moments_dtype,
@@ -87,20 +106,20 @@ def _run_planner(
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)
-    rows = [
-        {
-            "rank": p.rank,
-            "layout": layout_label(p.layout),
-            "layout_fields": p.layout.to_dict(),
-            "step_time_s": p.step_time_s,
-            "mfu": p.mfu,
-            "peak_memory_gib": p.memory_per_gpu_bytes / GiB,
-            "headroom_gib": p.headroom_bytes / GiB,
-            "time_to_train_days": p.time_to_train_s / DAY if p.time_to_train_s else None,
-            "heuristic": bool(p.heuristic),
-        }
-        for p in res.top
-    ]
+    rows = [_ranked_row(p) for p in res.top]
+    # the Pareto front: no other layout is faster with as much free memory (one cluster size here)
+    pareto = [_ranked_row(p) for p in res.pareto[:PARETO_SHOWN]]
+    mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
+    recommended = mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
+    region = region_note(rows, recommended, "layout", "step_time_s")
+    for row in rows:
+        row["recommended"] = False
+    if recommended is not None:
+        rows[recommended]["recommended"] = True
+    shown = rows[:PLANNER_TOP]
+    if recommended is not None and recommended >= PLANNER_TOP:
+        shown.append(rows[recommended])
+    rows = shown
     rejections = [
         {"reason": REJECTION_TEXT.get(k, k), "key": k, "count": int(v)}
         for k, v in sorted(res.rejections.items(), key=lambda kv: -kv[1])
@@ -115,6 +134,9 @@ def _run_planner(
     resolution_note = applied["summary"] if applied else ""
     ranking = {
         "rows": rows,
+        "pareto": pareto,
+        "pareto_size": len(res.pareto),
+        "region_note": region,
         "rejections": rejections,
         "note": note,
         "resolution_note": resolution_note,
@@ -123,4 +145,5 @@ def _run_planner(
     }
     if res.best is None:
         return ranking, None, "No layout of this model fits on this cluster with this global batch."
-    return ranking, res.best.layout, ""
+    chosen = res.top[recommended].layout if recommended is not None else res.best.layout
+    return ranking, chosen, ""

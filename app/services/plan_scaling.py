@@ -11,9 +11,20 @@ SCALING_STEPS = (-2, -1, 0, 1, 2, 3)  # powers of two around the chosen node cou
 MAX_SCALING_NODES = 1_000_000
 
 
-def scaling_sweep(resolved: Any, options: Any, profile: Any) -> dict[str, Any] | None:
-    """Scaling efficiency and time to train vs GPU count on the chosen fabric and two others, from the
-    network model's scaling curve (app.core.scaling: weak scaling, the model-parallel shape kept)."""
+SCALING_MODES = ("strong", "weak")
+# Two fabrics whose times to train differ by less than this are called equal, with what the model leaves out.
+SAME_FABRIC_PCT = 1.0
+NOT_MODELLED = (
+    "the model charges each fabric's line rate, latency, switch tiers and, on static ECMP fabrics, flow "
+    "collisions; it does not model congestion control under incast (PFC pauses, ECN marking), switch buffers "
+    "or NIC firmware, where fabrics of equal line rate can still differ"
+)
+
+
+def scaling_sweep(resolved: Any, options: Any, profile: Any, mode: str = "strong") -> dict[str, Any] | None:
+    """Throughput, scaling efficiency and time to train vs GPU count on the chosen fabric and two others, from
+    the network model's scaling curve (app.core.scaling; the model-parallel shape kept). Strong scaling keeps
+    the user's global batch, so more GPUs train the same run; weak scaling grows the batch with them."""
     from app.catalog.fabrics import find_fabric
     from app.core.estimate import estimate
     from app.core.scaling import scaling_curve
@@ -53,7 +64,7 @@ def scaling_sweep(resolved: Any, options: Any, profile: Any) -> dict[str, Any] |
             counts,
             fabrics,
             tokens=resolved.tokens or None,
-            mode="weak",
+            mode="weak" if mode == "weak" else "strong",
             estimator=estimator,
         )
     except SpecError:
@@ -81,8 +92,30 @@ def scaling_sweep(resolved: Any, options: Any, profile: Any) -> dict[str, Any] |
     if not points:
         return None
     note = "; ".join(curve.assumptions) + "."
+    close = _close_fabrics(points)
+    if close:
+        note += f" {close} come out within {SAME_FABRIC_PCT:g} % of each other: {NOT_MODELLED}."
     if skipped:
         note += f" {skipped} size/fabric points could not be estimated and are left out."
     if any(not p["fits"] for p in points):
         note += " Some points do not fit in memory (shown anyway)."
-    return {"fabrics": [s.fabric_name for s in curve.series], "points": points, "note": note}
+    return {"fabrics": [s.fabric_name for s in curve.series], "points": points, "note": note, "mode": mode}
+
+
+def _close_fabrics(points: list[dict[str, Any]]) -> str:
+    """'a and b' when two fabrics' times to train are within SAME_FABRIC_PCT at every size both reach."""
+    by_fabric: dict[str, dict[int, float]] = {}
+    for p in points:
+        if p.get("days"):
+            by_fabric.setdefault(p["fabric"], {})[p["gpus"]] = float(p["days"])
+    names = list(by_fabric)
+    pairs = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            shared = set(by_fabric[a]) & set(by_fabric[b])
+            if shared and all(
+                abs(by_fabric[a][n] - by_fabric[b][n]) <= SAME_FABRIC_PCT / 100 * by_fabric[a][n]
+                for n in shared
+            ):
+                pairs.append(f"{a} and {b}")
+    return "; ".join(pairs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
@@ -36,6 +35,7 @@ from app.schemas.scenario import (
     TrainingIn,
 )
 from app.services.plan_ranking import ranking_payload
+from app.services.region import REGION_CANDIDATES, mark, reasons_for, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
 # values one constraint list may hold: every power of two up to MAX_PARALLEL is 21 of them, so 1024 leaves room for
@@ -176,7 +176,10 @@ class PlanRequest(BaseModel):
     constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
     rank_by: Literal["time", "cost"] = "time"
     usd_per_gpu_hour: float | None = Field(
-        default=None, gt=0, description="price for cost per run; default: the price book's median for the GPU"
+        default=None,
+        gt=0,
+        description="price for cost per run; default: the price book's headline price for the GPU (median of "
+        "the non-stale on-demand quotes)",
     )
     top: int = Field(default=10, ge=1, le=1000)
 
@@ -248,6 +251,16 @@ class PlanOut(BaseModel):
         default=None,
         description="how far published runs of this kind were from their estimates, applied to the best layout "
         "(app.core.accuracy)",
+    )
+    recommended: dict[str, Any] | None = Field(
+        default=None,
+        description="the fastest ranked layout inside the validated region (layouts of kinds published runs "
+        "measured, app/catalog/validated_region.json): the default recommendation; `best` may be faster and "
+        "outside it (each ranked layout carries `validated` and `outside_region`, the reasons)",
+    )
+    region_note: str = Field(
+        default="",
+        description="when the fastest layout is outside the validated region: why, and what is recommended",
     )
     ranking: dict[str, Any] | None = Field(
         default=None,
@@ -349,32 +362,17 @@ def _resolve(
 
 
 def price_for(gpu_name: str, session: Session | None = None) -> tuple[float | None, str]:
-    """Median cloud $/GPU-hour of the price book for this GPU (users' rows included when a session is given)."""
-    prices: list[float] = []
-    if session is not None:
-        try:
-            from app.services.cost import default_cloud_rows
+    """The headline cloud $/GPU-hour for this GPU and its statement, under the one rule of app.core.cost
+    (median of the non-stale on-demand quotes); users' rows count when a session is given."""
+    from app.services.prices import headline_for_gpu
 
-            prices = [
-                float(r.usd_per_gpu_hour) for r in default_cloud_rows(session, gpu_name) if r.usd_per_gpu_hour
-            ]
-        except Exception:  # the DB price book is optional; fall back to the built-in file
-            prices = []
-    if not prices:
-        from app import catalog
-
-        prices = [
-            float(r["usd_per_gpu_hour"])
-            for r in catalog.price_rows()
-            if r.get("category") == "cloud_gpu"
-            and r.get("gpu_name") == gpu_name
-            and r.get("usd_per_gpu_hour")
-        ]
-    if not prices:
-        return None, "no price for this GPU in the price book; give usd_per_gpu_hour"
-    return float(
-        statistics.median(prices)
-    ), f"price book: median of {len(prices)} cloud quotes for {gpu_name}"
+    try:
+        headline = headline_for_gpu(session, gpu_name)
+    except LookupError:  # a GPU the built-in catalog does not know (a user's entry) has no price rows
+        headline = None
+    if headline is None:
+        return None, "no on-demand price for this GPU in the price book; give usd_per_gpu_hour"
+    return headline.usd_per_gpu_hour, f"price book: {headline.statement}"
 
 
 def run_plan(
@@ -412,7 +410,7 @@ def run_plan(
         profile=resolved.profile,
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
-        top=req.top,
+        top=max(req.top, REGION_CANDIDATES),  # trimmed to req.top by plan_out, once the region is applied
         bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
         fp8_param_gather=req.fp8_param_gather,
         optimizer_moments_dtype=req.optimizer_moments_dtype,
@@ -429,9 +427,17 @@ def planned_layer_pass(model: Any, planned: dict[str, Any] | None) -> float | No
     return layer_pass_seconds(planned["step_breakdown_s"], layers_per_stage, planned["num_microbatches"])
 
 
-def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
+def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, top: int = 10) -> PlanOut:
     d = result.to_dict()
     best = d.get("best")
+    gpus_per_node = resolved.cluster.gpus_per_node
+    index = mark(d["top"], resolved.seq_len, gpus_per_node, "layout")
+    recommended = d["top"][index] if index is not None else None
+    region = region_note(d["top"], index, "label", "step_time_s")
+    d["top"] = d["top"][:top]
+    if best is not None:
+        best["outside_region"] = reasons_for(best["layout"], resolved.seq_len, gpus_per_node)
+        best["validated"] = not best["outside_region"]
     layer_pass = planned_layer_pass(resolved.model, best)
     band = band_for(accuracy_table(), resolved.model, resolved.seq_len, layer_pass)
     ranking = ranking_payload(resolved.model, resolved.seq_len, d["rank_by"], d["top"])
@@ -443,13 +449,15 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
         price_source=price_source,
         accuracy=band.applied(best["step_time_s"], best["tokens_per_s"]) if band and best else None,
         ranking=ranking,
+        recommended=recommended,
+        region_note=region,
         **d,
     )
 
 
 def search(data: Any, session: Session | None = None) -> PlanOut:
-    _, resolved, price_source, result = run_plan(data, session)
-    return plan_out(resolved, price_source, result)
+    req, resolved, price_source, result = run_plan(data, session)
+    return plan_out(resolved, price_source, result, req.top)
 
 
 def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenario, str, SizingResult]:

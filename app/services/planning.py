@@ -28,6 +28,13 @@ from app.services.plan_scaling import scaling_sweep
 
 DEFAULT_PROFILE = "published defaults"
 
+# Why a result has no layout ranking when the scenario fixed its layout (the builder's planner mode ranks).
+RANKING_HINT = "Choose “Let the planner choose” to rank every layout for this model and cluster."
+SAVED_RANKING_HINT = (
+    "Saved with a fixed layout, so no layout ranking was computed. In the builder, “Let the planner choose” "
+    "ranks every layout for this model and cluster."
+)
+
 
 @dataclass
 class Evaluation:
@@ -185,9 +192,7 @@ def evaluate(
         else:
             unavailable["ranking"] = reason
     else:
-        unavailable["ranking"] = (
-            "Choose “Let the planner choose” to rank every layout for this model and cluster."
-        )
+        unavailable["ranking"] = RANKING_HINT
     try:
         est = estimate(
             resolved.model,
@@ -206,6 +211,7 @@ def evaluate(
     result: dict[str, Any] = {
         "status": "ok",
         "summary": summary,
+        "model": model_card(resolved.model),
         "memory": memory_payload(est.memory),
         "step": step_payload(est.step),
         "estimate": estimate_dict,
@@ -223,6 +229,7 @@ def evaluate(
     else:
         result["goodput"] = goodput_block
         summary["goodput"] = goodput_block["goodput"]
+        summary.update(wall_clock(summary))
     cost_block = cost_payload(session, resolved, summary)
     if isinstance(cost_block, str):
         unavailable["cost"] = cost_block
@@ -268,8 +275,30 @@ _LAYOUT_KEYS = frozenset(
 )
 
 
+def fitting_alternative(
+    session: Session,
+    scenario: dict[str, Any],
+    profile_ref: str | None = None,
+    constraints: dict[str, Any] | None = None,
+) -> dict[str, Any] | str:
+    """For a scenario whose layout does not fit: the planner's best layout that does, on the same model, cluster,
+    batch and precision (a ranking row, with `layout_fields`), or the reason none was found."""
+    _normalised, resolved = _parse_and_resolve(session, scenario, "")
+    profile, _label = load_profile(session, profile_ref)
+    if profile is not None:
+        resolved = _Profiled(resolved, profile)
+    if not (session.new or session.dirty or session.deleted):
+        session.rollback()
+    ranking, best_layout, reason = planner_search(
+        resolved, _options(resolved), _profile(resolved), constraints
+    )
+    if best_layout is None or ranking is None or not ranking["rows"]:
+        return reason or "No layout of this model fits on this cluster with this global batch."
+    return dict(ranking["rows"][0])
+
+
 def scaling_for(
-    session: Session, scenario: dict[str, Any], profile_ref: str | None = None
+    session: Session, scenario: dict[str, Any], profile_ref: str | None = None, mode: str = "strong"
 ) -> dict[str, Any] | None:
     """The scaling panel alone for a concrete scenario (the builder loads it after the main results)."""
     _normalised, resolved = _parse_and_resolve(session, scenario, "")
@@ -278,7 +307,7 @@ def scaling_for(
         resolved = _Profiled(resolved, profile)
     if not (session.new or session.dirty or session.deleted):
         session.rollback()
-    return scaling_sweep(resolved, _options(resolved), _profile(resolved))
+    return scaling_sweep(resolved, _options(resolved), _profile(resolved), mode)
 
 
 def memory_payload(memory: Any) -> dict[str, Any]:
@@ -315,6 +344,28 @@ def step_payload(step: Any) -> dict[str, Any]:
     }
 
 
+def model_card(model: Any) -> dict[str, Any]:
+    """The model as the estimate read it (a catalog row or a pasted config.json): its name and shape, and its
+    parameters counted from that shape (app.core.model.param_counts)."""
+    from app.core.model import param_counts
+
+    counts = param_counts(model)
+    moe = model.moe
+    return {
+        "name": model.name,
+        "family": model.family,
+        "total_params": counts.total,
+        "active_params": counts.active,
+        "num_layers": model.num_layers,
+        "hidden_size": model.hidden_size,
+        "num_attention_heads": model.num_attention_heads,
+        "num_kv_heads": model.num_kv_heads,
+        "vocab_size": model.vocab_size,
+        "num_experts": moe.num_experts if moe else 0,
+        "experts_per_token": moe.experts_per_token if moe else 0,
+    }
+
+
 def summarise(resolved: Any, est: Any) -> dict[str, Any]:
     """Headline figures of one scenario: what a plan list shows and a comparison lines up."""
     cluster, layout = resolved.cluster, resolved.layout
@@ -339,6 +390,19 @@ def summarise(resolved: Any, est: Any) -> dict[str, Any]:
         "time_to_train_days": round(seconds / DAY, 3) if seconds is not None else None,
         "gpu_hours": round(seconds * cluster.num_gpus / 3600.0, 1) if seconds is not None else None,
     }
+
+
+def wall_clock(summary: dict[str, Any]) -> dict[str, Any]:
+    """Days and GPU-hours on the wall clock: the compute time divided by the goodput (failures, checkpoint stalls
+    and restarts for this cluster, app.core.goodput); empty when either is missing."""
+    goodput = summary.get("goodput")
+    days = summary.get("time_to_train_days")
+    if not goodput or days is None or goodput <= 0:
+        return {}
+    out = {"wall_clock_days": round(days / goodput, 3)}
+    if summary.get("gpu_hours") is not None:
+        out["wall_clock_gpu_hours"] = round(summary["gpu_hours"] / goodput, 1)
+    return out
 
 
 def accuracy_view(est: Any, summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -69,6 +70,9 @@ SERVER_ACTOR = PlanActor(user_id=None, is_admin=True)
 EXPORT_FORMAT = "clusterplan-plan"
 EXPORT_FORMAT_VERSION = 1
 MIN_COMPARE, MAX_COMPARE = 2, 4
+# Results that move by at most this many per cent are shown as the same: far inside the estimator's accuracy
+# band and ranking resolution (±23 % dense, docs/validation.md), so such a move cannot change a decision.
+SAME_WITHIN_PCT = 0.5
 MAX_OFFSET = 2**53  # larger offsets select nothing anyway, and do not fit a database integer
 
 
@@ -521,13 +525,56 @@ def _values_differ(values: list[Any]) -> bool:
     return len({json.dumps(norm(v), sort_keys=True, default=str) for v in values}) > 1
 
 
+def _number(value: Any) -> float | None:
+    """A finite int or float as a float; None for anything else (booleans included)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return _number(value) is not None
+
+
+def _changes(values: list[Any]) -> tuple[list[float | None], list[float | None]]:
+    """Each value's change against the first plan's: the difference and the percentage (None where either is
+    not a number, or the percentage of a change from zero)."""
+    first = _number(values[0]) if values else None
+    deltas: list[float | None] = [None]
+    percents: list[float | None] = [None]
+    for value in values[1:]:
+        number = _number(value)
+        if first is None or number is None:
+            deltas.append(None)
+            percents.append(None)
+            continue
+        delta = number - first
+        deltas.append(delta)
+        percents.append(100.0 * delta / abs(first) if first != 0 else None)
+    return deltas, percents
+
+
+def _result_differs(values: list[Any], percents: list[float | None], same_within_pct: float) -> bool:
+    """A result differs when it moves by more than `same_within_pct` against the first plan; numbers without a
+    percentage (a change from zero) and other values differ as soon as they are not equal."""
+    if not _values_differ(values):
+        return False
+    numeric = all(_is_number(v) for v in values)
+    if not numeric or any(p is None for p in percents[1:]):
+        return True
+    return any(abs(p) > same_within_pct for p in percents[1:] if p is not None)
+
+
 def compare_plans(
     session: Session,
     plan_ids: list[uuid.UUID | str],
     revisions: list[int | None] | None,
     actor: PlanActor,
+    same_within_pct: float = SAME_WITHIN_PCT,
 ) -> ComparisonPublic:
-    """Side-by-side inputs, headline results and provenance of 2–4 plans, differences flagged."""
+    """Side-by-side inputs, headline results and provenance of 2–4 plans, each number's change against the first
+    plan, differences flagged: inputs and provenance when not equal, results when they move by more than
+    `same_within_pct` per cent (an estimate's own rounding and solver noise are not a difference)."""
     if not MIN_COMPARE <= len(plan_ids) <= MAX_COMPARE:
         raise SpecError(
             [Problem("ids", f"compare takes {MIN_COMPARE} to {MAX_COMPARE} plans, got {len(plan_ids)}")]
@@ -565,6 +612,12 @@ def compare_plans(
         for key in keys:
             label, unit = planning.describe_field(section, key)
             values = [flat.get(key) for flat in flats]
+            deltas, percents = _changes(values)
+            differs = (
+                _result_differs(values, percents, same_within_pct)
+                if section == "Results"
+                else _values_differ(values)
+            )
             rows.append(
                 ComparisonRow(
                     key=key,
@@ -572,12 +625,15 @@ def compare_plans(
                     unit=unit,
                     section=section,
                     values=values,
-                    differs=_values_differ(values),
+                    deltas=deltas,
+                    percents=percents,
+                    differs=differs,
                 )
             )
     return ComparisonPublic(
         plans=columns,
         rows=rows,
+        same_within_pct=same_within_pct,
         differences=sum(r.differs for r in rows),
         ranking_note=_ranking_note([_summary_of(r.result) for r in chosen]),
     )

@@ -399,6 +399,17 @@ class ValidationReport:
     def large(self) -> list[RowResult]:
         return [r for r in self.results if r.case.message_bytes >= LARGE_BYTES]
 
+    def small(self) -> list[RowResult]:
+        return [r for r in self.results if r.case.message_bytes < LARGE_BYTES]
+
+    def by_fabric(self) -> dict[str, list[RowResult]]:
+        """Rows grouped by the link class they cross: scale-up only, or the scale-out transport."""
+        groups: dict[str, list[RowResult]] = {}
+        for r in self.results:
+            key = "scale-up only" if r.case.placement.nodes <= 1 else r.case.cluster.fabric.transport
+            groups.setdefault(key, []).append(r)
+        return dict(sorted(groups.items()))
+
     def to_json(self) -> dict[str, Any]:
         rows = [
             {
@@ -417,6 +428,8 @@ class ValidationReport:
             "summary": {
                 "all": _summary(list(self.results)),
                 "large": _summary(self.large()),
+                "small": _summary(self.small()),
+                "by_fabric": {k: _summary(v) for k, v in self.by_fabric().items()},
                 "skipped": [{"row": i, "reason": reason} for i, reason in self.skipped],
             },
         }
@@ -475,8 +488,10 @@ def render_table(report: ValidationReport) -> str:
             f"{r.algorithm + '/' + r.protocol:11s} {lat}"
         )
     data = report.to_json()["summary"]
-    for key, label in (("all", "all sizes"), ("large", "messages ≥ 64 MiB")):
-        s = data[key]
+    summaries = [("all sizes", data["all"]), ("messages ≥ 64 MiB", data["large"])]
+    summaries.append(("messages < 64 MiB", data["small"]))
+    summaries.extend((f"  {name}", s) for name, s in data["by_fabric"].items())
+    for label, s in summaries:
         lines.append(
             f"{label}: n={s['n']}, median |error| {s['median_abs_pct']} %, p90 |error| {s['p90_abs_pct']} %"
         )

@@ -73,7 +73,11 @@ def _goodput(
 
 
 def _epoch(**inputs: Any) -> dict[str, float]:
-    r = core_cost.epoch_costs(core_cost.EpochInputs(**inputs))
+    """Through the service, so that dated cases (price, release and publication dates) take Epoch's lags."""
+    from app.schemas.cost import EpochRequest
+    from app.services.cost import epoch
+
+    r = epoch(EpochRequest.model_validate(inputs))
     out = {
         "amortized_hardware_energy_usd": r.amortized_hardware_energy_usd,
         "acquisition_usd": r.acquisition_usd,

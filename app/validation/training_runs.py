@@ -1183,6 +1183,22 @@ class RowEstimate:
     defaults: list[str]
 
 
+def row_cluster(gpu: GPUSpec, n_gpus: int, rule: SourceRule) -> ClusterSpec:
+    """The cluster of a row's run: whole nodes of the GPU's default size, its scale-up domain, the rule's fabric.
+    Raises RowSkipped when the GPUs do not fill whole nodes."""
+    gpn = min(gpu.default_gpus_per_node, n_gpus) if n_gpus else gpu.default_gpus_per_node
+    if n_gpus % gpn:
+        raise RowSkipped(f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes")
+    return ClusterSpec(
+        gpu=gpu,
+        num_nodes=n_gpus // gpn,
+        gpus_per_node=gpn,
+        scaleup_kind=gpu.scaleup_kind,
+        scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, n_gpus),
+        fabric=row_fabric(rule),
+    )
+
+
 def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
     """Model one row under its source's rule and estimate it. Raises RowSkipped for a row that cannot be modelled
     (with `metric`, also for a time metric without the global batch), and the core's SpecError / NotFoundError /
@@ -1231,17 +1247,7 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
         deeper = -(-model.num_layers // chunks) * chunks
         defaults.append(f"uneven pipeline: {model.num_layers} layers modelled as {deeper}")
         model = replace(model, num_layers=deeper)
-    gpn = min(gpu.default_gpus_per_node, n_gpus) if n_gpus else gpu.default_gpus_per_node
-    if n_gpus % gpn:
-        raise RowSkipped(f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes")
-    cluster = ClusterSpec(
-        gpu=gpu,
-        num_nodes=n_gpus // gpn,
-        gpus_per_node=gpn,
-        scaleup_kind=gpu.scaleup_kind,
-        scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, n_gpus),
-        fabric=row_fabric(rule),
-    )
+    cluster = row_cluster(gpu, n_gpus, rule)
     fw = row_framework(row, rule, layout)
     options = EstimateOptions(framework=fw, power_limit_w=power_limit_w)
     est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)

@@ -17,9 +17,13 @@
     out.plot_bgcolor = "rgba(0,0,0,0)";
     out.font = Object.assign({ family: "system-ui, sans-serif", size: 12 }, out.font || {}, { color: fg });
     out.margin = out.margin || { l: 60, r: 20, t: 20, b: 50 };
+    // 14 distinct colours, so a stacked memory bar of up to 14 parts never repeats one (it had 8: the 9th part
+    // took the 1st part's blue)
     out.colorway = dark
-      ? ["#58a6ff", "#f0883e", "#3fb950", "#d2a8ff", "#ff7b72", "#e3b341", "#79c0ff", "#a5d6ff"]
-      : ["#0b5cad", "#c4581b", "#1a7f37", "#8250df", "#b42318", "#9a6700", "#0969da", "#57606a"];
+      ? ["#58a6ff", "#f0883e", "#3fb950", "#d2a8ff", "#ff7b72", "#e3b341", "#39c5cf", "#f778ba",
+         "#a5d6ff", "#7ee787", "#ffa198", "#bc8cff", "#d29922", "#8b949e"]
+      : ["#0b5cad", "#c4581b", "#1a7f37", "#8250df", "#b42318", "#9a6700", "#1b7c83", "#bf3989",
+         "#54aeff", "#4ac26b", "#ff8182", "#c297ff", "#d4a72c", "#57606a"];
     Object.keys(out).forEach(function (key) {
       if (/^[xy]axis\d*$/.test(key)) {
         out[key] = Object.assign({}, out[key], { gridcolor: grid, zerolinecolor: grid, linecolor: grid, color: fg });

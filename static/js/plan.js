@@ -30,6 +30,159 @@
     if (out && nodes > 0 && per > 0) { out.textContent = String(nodes * per); }
   });
 
+  // Errors at their fields. The browser's own checks (a negative node count, say) stop htmx from sending
+  // anything, and the server names what it refuses in the results' problem list; either way each message goes
+  // beside its input, under the input's own label, and while the inputs are invalid the last valid results stay
+  // on the page, greyed, under a banner that says so.
+  function labelText(input) {
+    var label = document.querySelector('label[for="' + input.id + '"]');
+    if (!label) { return input.name; }
+    var copy = label.cloneNode(true);
+    copy.querySelectorAll(".unit").forEach(function (unit) { unit.remove(); });
+    return copy.textContent.trim();
+  }
+
+  function errorSlot(input) {
+    var id = "e-" + input.name;
+    var slot = document.getElementById(id);
+    if (!slot) {
+      slot = document.createElement("span");
+      slot.id = id;
+      slot.className = "field-error live-error";
+      slot.setAttribute("role", "alert");
+      input.insertAdjacentElement("afterend", slot);
+    }
+    var described = (input.getAttribute("aria-describedby") || "").split(" ").filter(Boolean);
+    if (described.indexOf(id) < 0) { described.push(id); input.setAttribute("aria-describedby", described.join(" ")); }
+    return slot;
+  }
+
+  function showFieldError(input, message) {
+    errorSlot(input).textContent = labelText(input) + ": " + message;
+    input.setAttribute("aria-invalid", "true");
+    var field = input.closest(".field");
+    if (field) { field.classList.add("has-error"); }
+  }
+
+  function clearFieldErrors(form) {
+    form.querySelectorAll(".live-error").forEach(function (slot) {
+      var input = form.querySelector('[name="' + slot.id.slice(2) + '"]');
+      if (input && !input.closest(".field").querySelector(".field-error:not(.live-error)")) {
+        input.removeAttribute("aria-invalid");
+        input.closest(".field").classList.remove("has-error");
+      }
+      slot.remove();
+    });
+  }
+
+  function inputFor(form, field) {
+    return form.querySelector("#f-" + field) || form.querySelector('[name="' + field + '"]');
+  }
+
+  function setStale(results, stale) {
+    var banner = document.getElementById("stale-banner");
+    results.classList.toggle("stale", stale);
+    if (stale && !banner) {
+      banner = document.createElement("p");
+      banner.id = "stale-banner";
+      banner.className = "stale-banner";
+      banner.setAttribute("role", "status");
+      banner.textContent = "Inputs are invalid: last valid result shown.";
+      results.insertAdjacentElement("afterbegin", banner);
+    } else if (!stale && banner) {
+      banner.remove();
+    }
+  }
+
+  // Label the links of a problem list as their inputs are labelled, and put each message beside its input.
+  function applyProblems(form, container) {
+    var shown = 0;
+    container.querySelectorAll("li[data-field]").forEach(function (item) {
+      var input = inputFor(form, item.getAttribute("data-field"));
+      if (!input) { return; }
+      var link = item.querySelector("a");
+      if (link) { link.textContent = labelText(input); }
+      showFieldError(input, item.getAttribute("data-message"));
+      shown += 1;
+    });
+    return shown;
+  }
+
+  document.addEventListener("htmx:validation:halted", function (evt) {
+    var form = evt.target;
+    var results = document.getElementById("results");
+    if (!form || form.id !== "plan-form" || !results) { return; }
+    clearFieldErrors(form);
+    (evt.detail.errors || []).forEach(function (error) { showFieldError(error.elt, error.message); });
+    setStale(results, true);
+  });
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var form = document.getElementById("plan-form");
+    var results = document.getElementById("results");
+    if (!form || !results || evt.detail.target !== results) { return; }
+    var incoming = new DOMParser().parseFromString(evt.detail.serverResponse || "", "text/html");
+    var problems = incoming.querySelector("#results .problems");
+    clearFieldErrors(form);
+    if (!problems) { return; }
+    applyProblems(form, problems);
+    if (results.querySelector(".headline")) {
+      // keep the last valid results, greyed, and show what is wrong above them
+      evt.detail.shouldSwap = false;
+      setStale(results, true);
+      // htmx pushes the address only with a swap: keep the address bar reproducing what was typed
+      var sent = evt.detail.xhr && evt.detail.xhr.responseURL ? new URL(evt.detail.xhr.responseURL) : null;
+      if (sent && sent.origin === window.location.origin) { history.pushState({}, "", sent.pathname + sent.search); }
+      var banner = document.getElementById("stale-banner");
+      var list = problems.querySelector("ul");
+      banner.textContent = "Inputs are invalid: last valid result shown. ";
+      if (list) { banner.appendChild(list); }
+    }
+  });
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var form = document.getElementById("plan-form");
+    var results = document.getElementById("results");
+    if (form && results && evt.detail.target && evt.detail.target.id === "results") {
+      var problems = results.querySelector(".problems");
+      if (problems) { applyProblems(form, problems); }
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = document.getElementById("plan-form");
+    var problems = document.querySelector("#results .problems");
+    if (form && problems) { applyProblems(form, problems); }
+  });
+
+  // In planner mode the layout inputs the planner chooses are ignored: take them out of the tab order and the
+  // accessibility tree (inert) while keeping their values in the form, so "By hand" gets them back.
+  var PLANNER_CHOOSES = ["tp", "pp", "vp", "first_stage_layers", "last_stage_layers", "stage_layers", "cp", "ep",
+    "etp", "micro_batch", "zero", "recompute", "recompute_modules", "offload_modules", "offload_layers",
+    "optimizer_offload", "sp"];
+
+  function syncPlannerMode(form) {
+    var planner = form.querySelector('input[name="mode"][value="planner"]');
+    var on = !!(planner && planner.checked);
+    PLANNER_CHOOSES.forEach(function (name) {
+      var input = form.querySelector('#f-' + name);
+      var field = input && input.closest(".field");
+      if (!field) { return; }
+      field.inert = on;
+      field.classList.toggle("planner-chooses", on);
+    });
+  }
+
+  document.addEventListener("change", function (evt) {
+    var form = document.getElementById("plan-form");
+    if (form && evt.target && evt.target.name === "mode" && form.contains(evt.target)) { syncPlannerMode(form); }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = document.getElementById("plan-form");
+    if (form) { syncPlannerMode(form); }
+  });
+
   // Mark the results busy while a new estimate is on its way (screen readers announce the update after).
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var results = document.getElementById("results");

@@ -23,7 +23,7 @@ from app.auth.deps import Principal, require_scope
 from app.core.attention import published_kernels
 from app.core.errors import Problem, SpecError
 from app.core.hardware import GPUSpec, InterconnectSpec
-from app.core.model import MLASpec, ModelSpec, MoESpec
+from app.core.model import MLASpec, ModelSpec, MoESpec, param_counts
 from app.core.units import GB, TFLOP, US, GiB
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
 from app.schemas.fields import CatalogName, FreeText, JsonObject, SafeStr
@@ -109,6 +109,10 @@ class ModelPublic(BaseModel):
     aliases: list[str]
     attention: str
     is_moe: bool
+    params: int = Field(description="parameters counted from the shape (app.core.model.param_counts)")
+    active_params: int = Field(
+        description="parameters touched per token (MoE: the routed top-k experts only)"
+    )
     published_params: float | None = None
     published_active_params: float | None = None
     source: str
@@ -135,7 +139,9 @@ class PricePublic(BaseModel):
     notes: str
     builtin: bool
     owner_id: uuid.UUID | None = Field(None, description="the user who added the row (user rows only)")
-    stale: bool = Field(description="older than the server's price_stale_days setting")
+    stale: bool = Field(
+        description="older than its category's threshold (app.core.price_age; GPU cloud prices 6 months)"
+    )
     age_days: int
 
 
@@ -182,6 +188,10 @@ class ModelSpecIn(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
     attention_bias: bool = False
+    attention_out_bias: bool = Field(
+        True,
+        description="with attention_bias: the output projection has a bias too (GPT-2 style; Qwen2: false)",
+    )
     mlp_bias: bool = False
     moe: MoEIn | None = None
     mla: MLAIn | None = None
@@ -325,8 +335,11 @@ def interconnect_public(row: InterconnectEntry) -> InterconnectPublic:
 def model_public(row: ModelEntry) -> ModelPublic:
     spec = ModelSpec.from_dict(row.spec)
     extra = catalog_service.catalog_extra("model", row.name) if row.builtin else {}
+    counts = param_counts(spec)
     return ModelPublic(
         name=row.name,
+        params=counts.total,
+        active_params=counts.active,
         family=row.family,
         builtin=row.builtin,
         aliases=list(catalog_service.aliases_of("model", row.name)) if row.builtin else [],

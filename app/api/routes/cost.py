@@ -15,6 +15,7 @@ from app.api.deps import ReadSessionDep
 from app.api.envelope import ListEnvelope
 from app.schemas import cost as s
 from app.services import cost as svc
+from app.services import prices
 
 router = APIRouter()
 cost_router = APIRouter(prefix="/cost", tags=["cost"])
@@ -83,7 +84,7 @@ def cost_list_prices(
     category: Annotated[str | None, Query(max_length=50, description="e.g. cloud_gpu")] = None,
     stale_only: Annotated[bool, Query(description="only rows older than a year")] = False,
 ) -> ListEnvelope[s.PriceBookRow]:
-    rows = svc.price_book(session, category, stale_only)
+    rows = prices.price_book(session, category, stale_only)
     return ListEnvelope(data=rows, count=len(rows))
 
 

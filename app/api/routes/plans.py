@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, st
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
-from app.api.deps import SessionDep
+from app.api.deps import SameWithinPct, SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, require_scope
 from app.core.errors import Problem, SpecError
@@ -121,11 +121,12 @@ def compare_plans(
             description="revision of each plan, in the order of ids (0 = latest); default latest",
         ),
     ] = None,
+    same_within_pct: SameWithinPct = plan_service.SAME_WITHIN_PCT,
 ) -> ComparisonPublic:
     if revs is not None and any(r < 0 for r in revs):
         raise SpecError([Problem("revs", "revision numbers are ≥ 1 (0 = the latest)")])
     chosen: list[int | None] = [r or None for r in (revs or [])]
-    return plan_service.compare_plans(session, list(ids), chosen, _actor(principal))
+    return plan_service.compare_plans(session, list(ids), chosen, _actor(principal), same_within_pct)
 
 
 @router.get(

@@ -52,6 +52,9 @@ def register(root: typer.Typer) -> None:
     app.command("epoch", help="Epoch AI's three cost methods for a training run.")(epoch)
     app.command("presets", help="Failure-rate presets from published runs.")(presets)
     app.command("prices", help="The price book with dates, sources and staleness.")(prices)
+    app.command("seed-claims", help="The seed article's cost claims against the model (the docs' table).")(
+        seed_claims
+    )
     root.add_typer(app, name="cost")
 
 
@@ -193,12 +196,13 @@ def run(
     )
     for o in result.options:
         flag = " [stale price]" if o.stale else ""
-        extra = " (commitment longer than the run)" if o.commitment_exceeds_run else ""
-        typer.echo(f"  {o.label}: {usd(o.total_usd)} at ${o.usd_per_gpu_hour:.2f}/GPU-h{flag}{extra}")
+        typer.echo(f"  {o.label}: {usd(o.total_usd)} at ${o.usd_per_gpu_hour:.2f}/GPU-h{flag}; {o.billing}")
         for k, v in o.breakdown.items():
             if v:
                 typer.echo(f"      {k:<18} {usd(v)}")
     typer.echo(f"cheapest: {result.cheapest}")
+    if result.headline is not None:
+        typer.echo(f"headline: {result.headline['statement']}")
 
 
 def tco(
@@ -211,6 +215,10 @@ def tco(
     storage_capex: Annotated[float | None, typer.Option(help="USD")] = None,
     depreciation: Annotated[str, typer.Option(help="straight_line | economic")] = "straight_line",
     lifetime_years: Annotated[float | None, typer.Option(help="straight-line lifetime")] = None,
+    residual: Annotated[
+        float | None,
+        typer.Option(help="resale value at end of life, share of capex (default 10^(-0.14·years))"),
+    ] = None,
     cost_of_capital: Annotated[float | None, typer.Option(help="per year, e.g. 0.08")] = None,
     node_power_kw: Annotated[float | None, typer.Option(help="node max power, kW")] = None,
     pue: Annotated[float | None, typer.Option(help="power usage effectiveness")] = None,
@@ -269,6 +277,7 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
         "storage_capex_usd": storage_capex,
         "depreciation": depreciation,
         "lifetime_years": lifetime_years,
+        "residual_fraction": a["residual"],
         "cost_of_capital": cost_of_capital,
         "node_power_kw": node_power_kw,
         "pue": pue,
@@ -300,10 +309,7 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
             f"on-prem ${be.usd_per_gpu_hour:.2f}/GPU-h at {be.utilisation:.0%} utilisation"
         )
         for b in be.breakevens:
-            typer.echo(
-                f"  vs {b.label} (${b.usd_per_gpu_hour:.2f}/GPU-h): breakeven after {_months(b.breakeven_months)}; "
-                f"buying pays off above {_pct(b.breakeven_utilisation)} utilisation"
-            )
+            typer.echo(_breakeven_line(b))
         return
     result = svc.tco(None, req)
     if json_out:
@@ -317,10 +323,16 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
         typer.echo(f"    {k:<16} {usd(v)}")
     typer.echo(f"on-prem ${result.usd_per_gpu_hour:.2f}/GPU-hour")
     for b in result.breakevens:
-        typer.echo(
-            f"  vs {b.label} (${b.usd_per_gpu_hour:.2f}/GPU-h): breakeven after {_months(b.breakeven_months)}; "
-            f"buying pays off above {_pct(b.breakeven_utilisation)} utilisation"
-        )
+        typer.echo(_breakeven_line(b))
+
+
+def _breakeven_line(b: s.BreakevenOut) -> str:
+    head = (
+        f"  vs {b.label} (${b.usd_per_gpu_hour:.2f}/GPU-h): breakeven after {_months(b.breakeven_months)}; "
+    )
+    if b.committed:
+        return head + "a reservation, paid in full whatever the use"
+    return head + f"buying pays off above {_pct(b.breakeven_utilisation)} utilisation"
 
 
 def goodput(
@@ -335,6 +347,9 @@ def goodput(
     precision: Annotated[str, typer.Option(help="bf16 | fp16 | fp8 | fp4 | fp32")] = "bf16",
     optimizer: Annotated[str, typer.Option(help="adamw | sgd_momentum | adafactor | none")] = "adamw",
     tier: Annotated[str, typer.Option(help="local_nvme | parallel_fs | object_store")] = "parallel_fs",
+    parallel_fs_gb_per_s: Annotated[
+        float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
+    ] = None,
     async_checkpoint: Annotated[bool, typer.Option("--async", help="asynchronous checkpointing")] = False,
     checkpoint_stall_s: Annotated[float | None, typer.Option(help="pause per checkpoint, s")] = None,
     restart_s: Annotated[float | None, typer.Option(help="restart time, s")] = None,
@@ -360,6 +375,7 @@ def goodput(
             if params
             else None,
             "tier": tier,
+            "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
             "async_checkpoint": async_checkpoint,
             "checkpoint_stall_s": checkpoint_stall_s,
             "restart_s": restart_s,
@@ -403,6 +419,9 @@ def storage(
     optimizer: Annotated[str, typer.Option(help="adamw | sgd_momentum | adafactor | none")] = "adamw",
     format: Annotated[str, typer.Option(help="safetensors | torch_save")] = "safetensors",
     slow_disk_fraction: Annotated[float, typer.Option(help="one slow disk at this share of bandwidth")] = 0.5,
+    parallel_fs_gb_per_s: Annotated[
+        float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     from app.services import cost as svc
@@ -420,6 +439,7 @@ def storage(
             "step_s": step_s,
             "vocab_size": vocab_size,
             "slow_disk_fraction": slow_disk_fraction,
+            "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
         },
     )
     r = svc.storage(req)
@@ -451,6 +471,12 @@ def spot(
     checkpoint_stall_s: Annotated[float, typer.Option(help="time to write a checkpoint, s")] = 60.0,
     restart_s: Annotated[float, typer.Option(help="restart time, s")] = 1200.0,
     reacquire_wait_s: Annotated[float, typer.Option(help="wait for capacity, s")] = 0.0,
+    billed_while_waiting: Annotated[
+        float, typer.Option(help="share of the fleet kept, and billed, while waiting for capacity, 0-1")
+    ] = 0.0,
+    checkpoint_on_notice: Annotated[
+        bool, typer.Option(help="the job checkpoints on the preemption notice (else loses half an interval)")
+    ] = False,
     target: Annotated[float | None, typer.Option(help="solve which input gives this net saving")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -468,6 +494,8 @@ def spot(
             "checkpoint_stall_s": checkpoint_stall_s,
             "restart_s": restart_s,
             "reacquire_wait_s": reacquire_wait_s,
+            "billed_while_waiting_fraction": billed_while_waiting,
+            "checkpoint_on_notice": checkpoint_on_notice,
             "target_net_savings": target,
         },
     )
@@ -490,12 +518,25 @@ def spot(
 
 def epoch(
     chips: Annotated[int, typer.Option(help="accelerators")],
-    training_hours: Annotated[float, typer.Option(help="training duration, hours")],
     server_price_per_chip: Annotated[float, typer.Option(help="server price / chips, USD")],
-    years_since_acquisition: Annotated[float, typer.Option(help="purchase → training start, years")] = 0.0,
-    chip_tdp_w: Annotated[float, typer.Option(help="chip TDP, W")] = 700.0,
-    server_to_chip_power: Annotated[float, typer.Option(help="server power per chip / chip TDP")] = (10.2 / 8)
-    / 0.7,
+    training_hours: Annotated[
+        float | None, typer.Option(help="training duration, hours (else end − start)")
+    ] = None,
+    years_since_acquisition: Annotated[
+        float | None, typer.Option(help="purchase → training start, years (else from the dates)")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option(help="catalog GPU (its release date)")] = None,
+    price_date: Annotated[
+        str | None, typer.Option(help="when the server price was quoted, YYYY-MM-DD")
+    ] = None,
+    acquisition_date: Annotated[str | None, typer.Option(help="hardware bought, YYYY-MM-DD")] = None,
+    training_start: Annotated[str | None, typer.Option(help="YYYY-MM-DD")] = None,
+    training_end: Annotated[str | None, typer.Option(help="YYYY-MM-DD")] = None,
+    publication_date: Annotated[str | None, typer.Option(help="model published, YYYY-MM-DD")] = None,
+    chip_tdp_w: Annotated[float | None, typer.Option(help="chip TDP, W (else the GPU's)")] = None,
+    server_to_chip_power: Annotated[
+        float | None, typer.Option(help="server power per chip / chip TDP (else Epoch's for the GPU)")
+    ] = None,
     pue: Annotated[float, typer.Option(help="PUE")] = 1.25,
     usd_per_kwh: Annotated[float, typer.Option(help="electricity price")] = 0.0771,
     cloud_usd_per_chip_hour: Annotated[float | None, typer.Option(help="cloud price per chip-hour")] = None,
@@ -510,6 +551,12 @@ def epoch(
             "training_hours": training_hours,
             "server_price_per_chip_usd": server_price_per_chip,
             "years_since_acquisition": years_since_acquisition,
+            "gpu": gpu,
+            "price_date": price_date,
+            "acquisition_date": acquisition_date,
+            "training_start": training_start,
+            "training_end": training_end,
+            "publication_date": publication_date,
             "chip_tdp_w": chip_tdp_w,
             "server_to_chip_power": server_to_chip_power,
             "pue": pue,
@@ -549,11 +596,11 @@ def prices(
     from sqlmodel import Session
 
     from app.db import get_engine
-    from app.services import cost as svc
+    from app.services.prices import price_book
 
     _prepare_db()
     with Session(get_engine()) as session:
-        rows = svc.price_book(session, category, stale_only)
+        rows = price_book(session, category, stale_only)
     if json_out:
         typer.echo(to_json([r.model_dump(mode="json") for r in rows], indent=2))
         return
@@ -567,3 +614,10 @@ def prices(
             f"{r.id}  {r.vendor:<12.12} {r.item:<40.40} {r.pricing_model:<18.18} {per:>16}  {r.price_date}"
             f"{'  STALE' if r.stale else ''}"
         )
+
+
+def seed_claims() -> None:
+    """Print the table docs/cost.md shows under "The seed article's claims, checked" (Markdown)."""
+    from app.services.seed_claims import markdown
+
+    typer.echo(markdown(), nl=False)

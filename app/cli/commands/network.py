@@ -135,9 +135,13 @@ def fabrics(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] 
         return
     for f in rows:
         sharp = ", SHARP" if f.sharp else ""
+        tiers = f"{f.tiers} tiers" if f.tiers else "tiers inferred"
+        routing = f.routing if f.routing == "adaptive" else f"{f.routing} ({f.qps_per_connection} QP/conn)"
+        placement = "" if f.placement == "contiguous" else f", {f.placement} jobs"
         typer.echo(
-            f"{f.name:22s} {f.transport:12s} {f.nics_per_node:2d} × {f.nic_gbps:g} Gb/s  {f.topology}, {f.tiers} tiers, "
-            f"radix {f.switch_radix}{sharp}; latency {f.base_latency_us:g} µs + {f.hop_latency_us:g} µs/hop"
+            f"{f.name:26s} {f.transport:12s} {f.nics_per_node:2d} × {f.nic_gbps:g} Gb/s  {f.topology}, {tiers}, "
+            f"radix {f.switch_radix}{sharp}, {routing} routing{placement}; "
+            f"latency {f.base_latency_us:g} µs + {f.hop_latency_us:g} µs/hop"
         )
 
 
@@ -248,22 +252,26 @@ def scaling(
 
 def render_scaling(out: Any) -> str:
     lines = [
-        f"{out.model} on {out.gpu}, {out.mode} scaling; 'scaling' = per-GPU throughput vs {out.baseline_gpus} GPUs "
-        "on the same fabric, 'network' = share of the step not stalled on communication"
+        f"{out.model} on {out.gpu}, {out.mode} scaling; 'scaling' = per-GPU throughput vs the ideal "
+        f"({out.baseline_gpus} GPUs on a perfect network), 'vs base' = vs {out.baseline_gpus} GPUs on the same "
+        "fabric, 'network' = share of the step not stalled on communication"
     ]
     lines.append(
-        f"{'fabric':22s} {'GPUs':>6} {'step s':>8} {'exposed comm s':>15} {'scaling':>8} {'network':>8} {'MFU':>6} {'days':>8}"
+        f"{'fabric':26s} {'GPUs':>6} {'step s':>8} {'exposed comm s':>15} {'tokens/s':>11} {'scaling':>8} "
+        f"{'vs base':>8} {'network':>8} {'MFU':>6} {'days':>8}"
     )
     for s in out.series:
         for p in s["points"]:
             if p.get("error"):
-                lines.append(f"{s['fabric_name']:22s} {p['num_gpus']:6d}  error: {p['error']}")
+                lines.append(f"{s['fabric_name']:26s} {p['num_gpus']:6d}  error: {p['error']}")
                 continue
             comm = sum(p["exposed_comm_s"].values())
             days = p.get("time_to_train_days")
             lines.append(
-                f"{s['fabric_name']:22s} {p['num_gpus']:6d} {p['step_time_s']:8.3f} {comm:15.3f} "
-                f"{p['scaling_efficiency'] * 100:7.1f}% {p['network_efficiency'] * 100:7.1f}% "
+                f"{s['fabric_name']:26s} {p['num_gpus']:6d} {p['step_time_s']:8.3f} {comm:15.3f} "
+                f"{p['tokens_per_s']:11,.0f} "
+                f"{p['scaling_efficiency'] * 100:7.1f}% {p['efficiency_vs_baseline'] * 100:7.1f}% "
+                f"{p['network_efficiency'] * 100:7.1f}% "
                 f"{p['mfu'] * 100:5.1f}% {days_cell(days):>8}"
             )
     for r in out.required:
@@ -276,6 +284,9 @@ def render_scaling(out: Any) -> str:
     lines.extend(f"  - {a}" for a in out.assumptions)
     return "\n".join(lines)
 
+
+ARTICLE_ROCE = "roce-ecmp-32-nodes"
+ARTICLE_ROCE_SCATTERED = "roce-ecmp-scattered"
 
 SEED_SCENARIO: dict[str, Any] = {
     "model": "Llama-2-70B",
@@ -305,13 +316,20 @@ def seed_claims(as_json: Annotated[bool, typer.Option("--json", help="print JSON
     body = {
         "scenario": SEED_SCENARIO,
         "gpu_counts": [32, 64, 128, 256],
-        "fabrics": ["ib-ndr-8x400", "roce-8x400"],
+        # the article's RoCE cluster: 32 nodes on a fat-tree, so two tiers of 64-port switches (4 nodes per
+        # leaf); default static ECMP (roce-ecmp-8x400) beside a tuned, adaptively routed RoCE (roce-8x400)
+        "fabrics": [
+            "ib-ndr-8x400",
+            "roce-8x400",
+            {"preset": "roce-ecmp-8x400", "tiers": 2, "name": ARTICLE_ROCE},
+            {"preset": "roce-ecmp-scattered-8x400", "tiers": 2, "name": ARTICLE_ROCE_SCATTERED},
+        ],
         "claims": [
-            {"fabric": "roce-8x400", "gpus": 64, "efficiency": 0.82},
-            {"fabric": "roce-8x400", "gpus": 128, "efficiency": 0.71},
+            {"fabric": ARTICLE_ROCE_SCATTERED, "gpus": 64, "efficiency": 0.82},
+            {"fabric": ARTICLE_ROCE_SCATTERED, "gpus": 128, "efficiency": 0.71},
             # "18 days on InfiniBand instead of 43 on RoCE": RoCE throughput = 18/43 of InfiniBand's
             {
-                "fabric": "roce-8x400",
+                "fabric": ARTICLE_ROCE_SCATTERED,
                 "gpus": 128,
                 "efficiency": round(18 / 43, 4),
                 "relative_to": "ib-ndr-8x400",

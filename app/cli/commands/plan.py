@@ -285,8 +285,16 @@ def render_plan(out: Any) -> str:
         return "\n".join(lines)
     width = max(48, *(len(p["label"]) for p in out.top + out.pareto[:8] + out.top_shapes[:8]))
     lines += ["", _header(width)] + [
-        _row(p, width) + ("  ≈ best" if p.get("close_to_best") and p["rank"] > 1 else "") for p in out.top
+        _row(p, width)
+        + ("  ≈ best" if p.get("close_to_best") and p["rank"] > 1 else "")
+        + ("  (outside the validated region)" if p.get("outside_region") else "")
+        for p in out.top
     ]
+    if out.recommended:
+        lines += ["", f"recommended (fastest inside the validated region): rank {out.recommended['rank']}"]
+        lines.append(_row(out.recommended, width))
+    if out.region_note:
+        lines.append(f"  {out.region_note}")
     h = out.heuristic
     lines += ["", f"seed heuristic (TP ≤ 8 in a node, PP within 4 nodes, DP across): {h['note']}"]
     if h.get("slowdown_pct") is not None:

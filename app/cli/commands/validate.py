@@ -97,3 +97,31 @@ def accuracy(
         ACCURACY_FILE.write_text(dumps(table), encoding="utf-8")
         accuracy_table.cache_clear()
     typer.echo(dumps(table) if as_json else render(table))
+
+
+@validate_app.command(
+    "region",
+    help="Replay training-run CSVs and print the validated region: which kinds of layout published runs "
+    "cover (app/catalog/validated_region.json); the planner recommends the fastest layout inside it.",
+)
+def region(
+    files: Annotated[
+        list[Path],
+        typer.Argument(dir_okay=False, help="CSVs with the columns of validation/training_runs.csv"),
+    ],
+    write: Annotated[
+        bool,
+        typer.Option("--write", help="write the region to app/catalog/validated_region.json for the planner"),
+    ] = False,
+) -> None:
+    from app.catalog import REGION_FILE, validated_region
+    from app.validation.region import build_region, dumps
+
+    for path in files:
+        if not path.exists():
+            raise FileNotFoundError(f"file not found: {path}")
+    built = build_region(files)
+    if write:
+        REGION_FILE.write_text(dumps(built), encoding="utf-8")
+        validated_region.cache_clear()
+    typer.echo(dumps(built), nl=False)

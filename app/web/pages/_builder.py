@@ -7,6 +7,7 @@ turns back into the same query parameters, so "edit" and "reload by URL" both la
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -22,10 +23,14 @@ RECOMPUTE_CHOICES = ("none", "selective", "full")
 DTYPE_CHOICES = ("bf16", "fp16", "fp8", "fp4")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
+SCALING_CHOICES = ("strong", "weak")  # app.services.plan_scaling.SCALING_MODES
 ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
 MOMENTS_CHOICES = ("fp32", "bf16")
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
 PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
+# the sizing goals: upper bound and what the value is (a deadline of 100 years is no deadline)
+SIZING_LIMITS = {"deadline_days": (36_500.0, "days"), "budget_usd": (1e12, "US dollars")}
+
 # checkboxes sent the same way in both modes
 OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params")
 
@@ -39,6 +44,9 @@ class BuilderState:
     gpus_per_node: int = 8
     fabric: str = "ib-ndr-8x400"
     tokens_b: float = 1000.0
+    scaling_mode: str = "strong"  # the scaling panel keeps the global batch (strong) or grows it (weak)
+    deadline_days: float = 0.0  # "finish within N days": the size panel finds the smallest cluster (0 = none)
+    budget_usd: float = 0.0  # "at most $X per run" (0 = none)
     seq_len: int = 4096
     global_batch: int = 256
     mode: str = "manual"
@@ -78,6 +86,7 @@ class BuilderState:
         "auto"  # fused attention kernel; auto = the framework's (scenario attention_backend)
     )
     errors: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)  # the text of inputs that were refused (parse_state)
 
     @property
     def num_gpus(self) -> int:
@@ -90,7 +99,7 @@ class BuilderState:
 
     def query(self, **overrides: Any) -> str:
         """The query string that reproduces this state (checkbox off is sent as sp=0)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("errors", "raw")}
         data.update(overrides)
         data["sp"] = "1" if data["sp"] else "0"
         for flag in OPTIONAL_FLAGS:
@@ -118,8 +127,13 @@ class BuilderState:
                 data.pop(name)
         if not data["offload_modules"]:
             data.pop("offload_modules")
+        for name in ("deadline_days", "budget_usd"):
+            if not data[name]:
+                data.pop(name)
         if not data["optimizer_offload"]:
             data.pop("optimizer_offload")
+        if data["scaling_mode"] == "strong":
+            data.pop("scaling_mode")
         if data["attention_backend"] == "auto":
             data.pop("attention_backend")
         if data["optimizer_moments_dtype"] == "fp32":
@@ -132,6 +146,7 @@ class BuilderState:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("errors")
+        out.pop("raw")
         return out
 
 
@@ -199,6 +214,15 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
             state.optimizer_offload = share
         except ValueError:
             errors["optimizer_offload"] = "a share from 0 to 1 of the optimizer states"
+    for name, (limit, what) in SIZING_LIMITS.items():
+        if params.get(name, "").strip():
+            try:
+                goal = float(params[name])
+                if not 0 <= goal <= limit:
+                    raise ValueError
+                setattr(state, name, goal)
+            except ValueError:
+                errors[name] = f"{what} from 0 (none) to {limit:,.0f}"
     if "tokens_b" in params:
         try:
             tokens = float(params["tokens_b"])
@@ -219,6 +243,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
         ("recompute", RECOMPUTE_CHOICES),
         ("dtype", DTYPE_CHOICES),
         ("mode", MODE_CHOICES),
+        ("scaling_mode", SCALING_CHOICES),
         ("attention_backend", ATTENTION_CHOICES),
         ("optimizer_moments_dtype", MOMENTS_CHOICES),
     ):
@@ -247,6 +272,8 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
         if flag in params:
             setattr(state, flag, params[flag] in ("1", "on", "true", "yes"))
     state.errors = errors
+    # what was typed into a refused input, so a reloaded page shows it beside its error, not the default
+    state.raw = {name: str(params[name])[:200] for name in errors if name in params}
     return state
 
 
@@ -277,13 +304,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             **kernel,
         }
     if state.dp == 0:
-        problems.append(
-            Problem(
-                "tp",
-                f"the cluster's {state.num_gpus} GPUs are not divisible by tp·pp·cp = "
-                f"{state.tp}·{state.pp}·{state.cp}",
-            )
-        )
+        problems.append(_undivided_gpus(state))
     if problems:
         raise SpecError(problems)
     return {
@@ -354,6 +375,34 @@ def _cluster(state: BuilderState) -> dict[str, Any]:
     }
 
 
+def sizes_request(state: BuilderState, scenario: dict[str, Any]) -> dict[str, Any]:
+    """The size sweep's request (app.services.planner.SizesRequest) for this builder state: its model, GPU, fabric,
+    batch, tokens and precision, every cluster size searched by the planner."""
+    layout = scenario["layout"]
+    request: dict[str, Any] = {
+        "model": scenario["model"],
+        "cluster": scenario["cluster"],  # its node count is not used: the sweep sets the size
+        "training": scenario["training"],
+        "global_batch": layout["global_batch"],
+        "deadline_days": state.deadline_days or None,
+        "constraints": planner_constraints(state) or {},
+        "attention_backend": state.attention_backend,
+        "profile": state.profile or None,
+    }
+    for name in (
+        "dtype",
+        "bf16_first_layers",
+        "bf16_last_layers",
+        "fp8_param_gather",
+        "optimizer_moments_dtype",
+    ):
+        if name in layout:
+            request[name] = layout[name]
+    if layout.get("mtp_layers"):
+        request["mtp_layers"] = layout["mtp_layers"]
+    return request
+
+
 def planner_constraints(state: BuilderState) -> dict[str, Any] | None:
     """The planner constraints the builder's planner mode sets (None: the planner's defaults)."""
     constraints = {
@@ -366,6 +415,29 @@ def planner_constraints(state: BuilderState) -> dict[str, Any] | None:
         if on
     }
     return constraints or None
+
+
+def _undivided_gpus(state: BuilderState) -> Problem:
+    """The GPU count is not a multiple of tp·pp·cp: the problem goes to the factor that does not divide it on its
+    own (else pipeline stages, then context, then tensor parallel, whichever is above 1), naming the values that
+    would, given the other two."""
+    factors = {"tp": state.tp, "pp": state.pp, "cp": state.cp}
+    alone = [name for name in ("pp", "cp", "tp") if state.num_gpus % max(1, factors[name])]
+    above_one = [name for name in ("pp", "cp", "tp") if factors[name] > 1]
+    name = (alone or above_one or ["tp"])[0]
+    others = math.prod(max(1, v) for k, v in factors.items() if k != name)
+    room = state.num_gpus // others if state.num_gpus % others == 0 else 0
+    valid = [d for d in range(1, room + 1) if room % d == 0]
+    hint = (
+        f"; with the other two as they are, {name} may be {', '.join(map(str, valid[:12]))}"
+        if valid
+        else f"; the other two ({others} GPUs together) do not divide it either"
+    )
+    return Problem(
+        name,
+        f"the cluster's {state.num_gpus} GPUs are not divisible by tp·pp·cp = "
+        f"{state.tp}·{state.pp}·{state.cp}{hint}",
+    )
 
 
 def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:

@@ -74,6 +74,14 @@ def num_auto(value: Any) -> str:
     return f"{x:.6g}"
 
 
+def num_signed(value: Any) -> str:
+    """A change, signed: "+1,234", "−0.5" (a true minus sign), "0"; "—" for no number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "—"
+    text = num_auto(abs(value))
+    return "0" if value == 0 else ("+" if value > 0 else "−") + text
+
+
 def label(key: Any) -> str:
     text = str(key)
     if text in LABELS:
@@ -109,6 +117,7 @@ def install() -> None:
         fmt_input=fmt_input,
         num=num,
         num_auto=num_auto,
+        num_signed=num_signed,
         label=label,
         field_anchor=field_anchor,
         linkify=linkify,

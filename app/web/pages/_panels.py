@@ -4,7 +4,7 @@ Plotly figures (drawn by static/js/charts.js) and the tables beside them, in dis
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -21,10 +21,12 @@ from app.web.pages._builder import (
     layout_query,
     planner_constraints,
     scenario_to_state,
+    sizes_request,
     state_to_scenario,
 )
 
 MS = 1e3
+ZERO_MS = 0.005  # below this a step part shows as 0.00 ms in the table
 
 # Agreed fabric preset names (app/catalog/fabrics.yaml); used when the loader is not importable.
 FALLBACK_FABRICS = (
@@ -43,6 +45,7 @@ class View:
     notice: str = ""
     scenario_json: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)  # the model as read (planning.model_card)
     accuracy: dict[str, str] = field(default_factory=dict)  # what the accuracy bands rest on, in words
     memory: dict[str, Any] | None = None
     step: dict[str, Any] | None = None
@@ -50,11 +53,17 @@ class View:
     scaling: dict[str, Any] | None = None
     profile_label: str = ""
     scaling_query: str = ""  # builder: the scaling panel loads on its own from /plans/new/scaling?…
+    sizing_query: str = (
+        ""  # builder with a deadline or budget: the sizing panel loads from /plans/new/sizes?…
+    )
     cost: dict[str, Any] | None = None
     goodput: dict[str, Any] | None = None
     assumptions: list[dict[str, Any]] = field(default_factory=list)
     provenance: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    # a by-hand layout that does not fit: the planner's best layout that does (a ranking row with `use_query`), or
+    # the reason there is none
+    fit_alternative: dict[str, Any] | str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- choices
@@ -132,12 +141,20 @@ def build_view(session: Session, state: BuilderState) -> View:
     if view.ranking:
         view.ranking = {
             **view.ranking,
-            "rows": [
-                {**row, "use_query": layout_query(state, row["layout_fields"])}
-                for row in view.ranking["rows"]
-            ],
+            **{
+                key: [
+                    {**row, "use_query": layout_query(state, row["layout_fields"])}
+                    for row in view.ranking[key]
+                ]
+                for key in ("rows", "pareto")
+                if key in view.ranking
+            },
         }
     view.profile_label = evaluation.calibration_profile
+    if state.deadline_days or state.budget_usd:
+        view.sizing_query = state.query()
+    if state.mode != "planner" and view.summary.get("fits") is False:
+        view.fit_alternative = _fitting_alternative(session, state, scenario)
     if evaluation.result.get("status") == "ok":
         concrete = scenario_to_state(evaluation.scenario)
         concrete.hf_config = state.hf_config
@@ -147,11 +164,78 @@ def build_view(session: Session, state: BuilderState) -> View:
     return view
 
 
+def _fitting_alternative(
+    session: Session, state: BuilderState, scenario: dict[str, Any]
+) -> dict[str, Any] | str:
+    try:
+        found = planning.fitting_alternative(session, scenario, state.profile, planner_constraints(state))
+    except (SpecError, NotFoundError) as exc:
+        return str(exc)
+    if isinstance(found, str):
+        return found
+    return {**found, "use_query": layout_query(state, found["layout_fields"])}
+
+
+def sizing_view(session: Session, state: BuilderState) -> dict[str, Any]:
+    """The smallest cluster that meets the builder's deadline and budget: every size the planner searched, with
+    its best layout, days, GPU-hours and cost, and the answer or why there is none."""
+    from app.services import planner as planner_service
+
+    goal = {"deadline_days": state.deadline_days or None, "budget_usd": state.budget_usd or None}
+    try:
+        scenario = state_to_scenario(replace(state, mode="planner"))
+        swept = planner_service.sizes(sizes_request(state, scenario), session)
+    except (SpecError, NotFoundError) as exc:
+        return {**goal, "problem": str(exc)}
+    rows = [_size_row(state, point, goal) for point in swept.points]
+    answer = next((row for row in rows if row["meets"]), None)
+    feasible = [row for row in rows if row["feasible"]]
+    return {
+        **goal,
+        "rows": rows,
+        "answer": answer,
+        "price": swept.usd_per_gpu_hour,
+        "price_source": swept.price_source,
+        "fastest": min(feasible, key=lambda r: r["days"]) if feasible else None,
+        "cheapest": min(
+            (r for r in feasible if r["cost_usd"] is not None), key=lambda r: r["cost_usd"], default=None
+        ),
+    }
+
+
+def _size_row(state: BuilderState, point: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]:
+    gpus = int(point["num_gpus"])
+    days = point.get("time_to_train_days")
+    cost = point.get("cost_usd")
+    deadline, budget = goal["deadline_days"], goal["budget_usd"]
+    on_time = deadline is None or (days is not None and days <= deadline)
+    affordable = budget is None or (cost is not None and cost <= budget)
+    nodes, rest = divmod(gpus, state.gpus_per_node)
+    best = point.get("best") or {}
+    return {
+        "gpus": gpus,
+        "nodes": nodes if not rest else None,
+        "feasible": bool(point["feasible"]),
+        "layout": str(best.get("label") or ""),
+        "days": days,
+        "days_high": point.get("time_to_train_likely_high_days"),
+        "gpu_hours": days * 24.0 * gpus if days is not None else None,
+        "cost_usd": cost,
+        "on_time": on_time,
+        "affordable": affordable,
+        "meets": bool(point["feasible"]) and on_time and affordable and not rest,
+        "reason": point.get("reason") or "",
+        "use_query": state.query(nodes=nodes, mode="planner") if nodes and not rest else "",
+    }
+
+
 def scaling_view(session: Session, state: BuilderState) -> View:
     """Only the scaling panel of a concrete (by-hand) builder state."""
     view = View(reasons={"scaling": "Fix the inputs to see the scaling curve."})
     try:
-        view.scaling = scaling_panel(planning.scaling_for(session, state_to_scenario(state), state.profile))
+        view.scaling = scaling_panel(
+            planning.scaling_for(session, state_to_scenario(state), state.profile, state.scaling_mode)
+        )
     except (SpecError, NotFoundError):
         return view
     if view.scaling is None:
@@ -160,7 +244,8 @@ def scaling_view(session: Session, state: BuilderState) -> View:
 
 
 def view_from_saved(rev: Any) -> View:
-    return view_from_result(
+    """A saved revision's panels; a saved page has no planner mode, so it says where the ranking is made."""
+    view = view_from_result(
         rev.result,
         {
             "app_version": rev.app_version,
@@ -169,6 +254,9 @@ def view_from_saved(rev: Any) -> View:
             "calibration_profile": rev.calibration_profile,
         },
     )
+    if view.reasons.get("ranking") == planning.RANKING_HINT:
+        view.reasons["ranking"] = planning.SAVED_RANKING_HINT
+    return view
 
 
 def _kind_field(kind: str) -> str:
@@ -191,6 +279,7 @@ def view_from_result(result: dict[str, Any], provenance: dict[str, str]) -> View
         view.reasons = {k: view.notice for k in ("ranking", "scaling", "cost", "goodput")}
         return view
     view.summary = dict(result.get("summary") or {})
+    view.model = dict(result.get("model") or {})
     view.accuracy = {k: str(v) for k, v in (result.get("accuracy") or {}).items()}
     view.memory = memory_panel(result.get("memory"))
     view.step = step_panel(result.get("step"))
@@ -199,9 +288,7 @@ def view_from_result(result: dict[str, Any], provenance: dict[str, str]) -> View
     view.cost = cost_panel(result.get("cost_panel"))
     view.goodput = goodput_panel(result.get("goodput"))
     view.assumptions = [a for a in result.get("assumptions") or [] if isinstance(a, dict)]
-    view.reasons.setdefault(
-        "ranking", "Choose “Let the planner choose” to rank every layout for this model and cluster."
-    )
+    view.reasons.setdefault("ranking", planning.RANKING_HINT)
     view.reasons.setdefault("scaling", "No scaling sweep was computed for this plan.")
     view.reasons.setdefault("cost", "The cost model is not available in this build.")
     view.reasons.setdefault("goodput", "The goodput model is not available in this build.")
@@ -302,6 +389,13 @@ def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
         },
     }
     worst = max(rows, key=lambda r: r["total_gib"])
+    largest = sorted(worst["gib"].items(), key=lambda kv: -kv[1])[:3]
+    overflow = {
+        "stage": worst["stage"],
+        "total_gib": worst["total_gib"],
+        "over_gib": worst["total_gib"] - usable / GiB,
+        "largest": [{"name": _filters.label(name), "gib": gib} for name, gib in largest],
+    }
     summary = (
         f"most-loaded stage uses {worst['total_gib']:.1f} GiB of {hbm / GiB:.0f} GiB "
         f"({'fits' if worst['fits'] else 'does not fit'} within the usable {usable / GiB:.0f} GiB)"
@@ -313,6 +407,7 @@ def memory_panel(memory: dict[str, Any] | None) -> dict[str, Any] | None:
         "hbm_gib": hbm / GiB,
         "usable_gib": usable / GiB,
         "summary": summary,
+        "overflow": overflow,  # the most loaded stage and its largest parts (the headline's "why" when over)
         # activation and optimizer offloading: what the host keeps per GPU, against the reference system's DRAM
         "host_gib": float(memory.get("host_bytes") or 0.0) / GiB,
         "host_what": host_contents(memory),
@@ -339,10 +434,13 @@ def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:
     if not step or not step.get("breakdown_s"):
         return None
     total = float(step["total_s"])
-    rows = [
+    every = [
         {"name": k, "ms": float(v) * MS, "pct": (100.0 * float(v) / total) if total else 0.0}
         for k, v in step["breakdown_s"].items()
     ]
+    # parts that round to 0.00 ms are named once under the table instead of filling it with zeros
+    rows = [r for r in every if r["ms"] >= ZERO_MS]
+    zero = [_filters.label(r["name"]).lower() for r in every if r["ms"] < ZERO_MS]
     figure = {
         "data": [
             {
@@ -367,6 +465,7 @@ def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": rows,
         "total_ms": total * MS,
         "summary": f"total {total * MS:.1f} ms per step",
+        "zero": zero,
         "notes": [str(n) for n in step.get("notes") or []],
     }
 
@@ -376,28 +475,31 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Throughput (tokens/s) and time to train per fabric, in absolute terms on one chart, with the scaling
+    efficiency against one ideal (app.core.scaling) in the table."""
     if not scaling or not scaling.get("points"):
         return None
     fabrics: list[str] = list(scaling["fabrics"])
     by_gpus: dict[int, dict[str, Any]] = {}
     for p in scaling["points"]:
-        row = by_gpus.setdefault(int(p["gpus"]), {"gpus": int(p["gpus"]), "eff": {}, "days": {}})
+        row = by_gpus.setdefault(int(p["gpus"]), {"gpus": int(p["gpus"]), "eff": {}, "days": {}, "tps": {}})
         row["eff"][p["fabric"]] = None if p.get("efficiency") is None else 100.0 * float(p["efficiency"])
         row["days"][p["fabric"]] = p.get("days")
+        row["tps"][p["fabric"]] = p.get("tokens_per_s")
     rows = [by_gpus[k] for k in sorted(by_gpus)]
     traces = []
     for i, f in enumerate(fabrics):
-        xs = [r["gpus"] for r in rows if r["eff"].get(f) is not None]
+        symbol, line = _SYMBOLS[i % len(_SYMBOLS)], {"dash": _DASHES[i % len(_DASHES)]}
         traces.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": f"{f} efficiency",
-                "x": xs,
-                "y": [round(r["eff"][f], 2) for r in rows if r["eff"].get(f) is not None],
-                "marker": {"symbol": _SYMBOLS[i % len(_SYMBOLS)], "size": 8},
-                "line": {"dash": _DASHES[i % len(_DASHES)]},
-                "hovertemplate": "%{x} GPUs: %{y:.1f} %<extra>" + f + "</extra>",
+                "name": f"{f} throughput",
+                "x": [r["gpus"] for r in rows if r["tps"].get(f)],
+                "y": [round(float(r["tps"][f]), 1) for r in rows if r["tps"].get(f)],
+                "marker": {"symbol": symbol, "size": 8},
+                "line": line,
+                "hovertemplate": "%{x} GPUs: %{y:,.0f} tokens/s<extra>" + f + "</extra>",
             }
         )
         traces.append(
@@ -409,8 +511,8 @@ def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
                 "y": [round(float(r["days"][f]), 3) for r in rows if r["days"].get(f) is not None],
                 "xaxis": "x2",
                 "yaxis": "y2",
-                "marker": {"symbol": _SYMBOLS[i % len(_SYMBOLS)] + "-open", "size": 8},
-                "line": {"dash": _DASHES[i % len(_DASHES)]},
+                "marker": {"symbol": symbol + "-open", "size": 8},
+                "line": line,
                 "hovertemplate": "%{x} GPUs: %{y:.1f} days<extra>" + f + "</extra>",
             }
         )
@@ -419,18 +521,20 @@ def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
         "layout": {
             "grid": {"rows": 1, "columns": 2, "pattern": "independent"},
             "xaxis": _axis("GPUs", type="log"),
-            "yaxis": _axis("Scaling efficiency (%)", rangemode="tozero"),
+            "yaxis": _axis("Throughput (tokens/s)", type="log"),
             "xaxis2": _axis("GPUs", type="log"),
             "yaxis2": _axis("Time to train (days)", type="log"),
             "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
         },
     }
+    mode = str(scaling.get("mode") or "strong")
     return {
         "figure": figure,
         "rows": rows,
         "fabrics": fabrics,
+        "mode": mode,
         "note": scaling.get("note", ""),
-        "summary": f"{len(rows)} cluster sizes on {len(fabrics)} fabrics",
+        "summary": f"{len(rows)} cluster sizes on {len(fabrics)} fabrics, {mode} scaling",
     }
 
 

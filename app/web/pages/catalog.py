@@ -27,12 +27,12 @@ from app.api.routes.catalog import (
     price_public,
 )
 from app.auth.deps import Principal, current_principal, require_scope, resolve_principal
+from app.core import price_age
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.models.catalog import PriceRow
 from app.schemas.fields import json_value_problems
 from app.services import catalog as catalog_service
-from app.settings import get_settings
 from app.web.templating import is_htmx, render
 
 router = APIRouter()
@@ -242,7 +242,7 @@ def _price_book_context(
         "query": urlencode(filters),
         "categories": catalog_service.price_categories(session),
         "gpu_names": list(catalog_service.gpu_names(session)),
-        "stale_days": get_settings().price_stale_days,
+        "stale_days": {c: price_age.stale_after_days(c) for c in sorted(price_age.STALE_AFTER_MONTHS)},
         "form": form,
         "errors": {p.field: p.message for p in errors or []},
         "editing": editing,

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import Field, ValidationError
 from sqlmodel import Session
 
-from app.api.deps import SessionDep
+from app.api.deps import SameWithinPct, SessionDep
 from app.auth.deps import Principal, current_principal, require_scope
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
@@ -108,6 +108,19 @@ def builder_scaling(request: Request, session: SessionDep) -> HTMLResponse:
         "builder_query": state.query(),
     }
     return render(request, "plan_scaling.html", context, block="scaling")
+
+
+@router.get("/plans/new/sizes", response_class=HTMLResponse)
+def builder_sizes(request: Request, session: SessionDep) -> HTMLResponse:
+    """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a
+    direct load)."""
+    state = _builder.parse_state(dict(request.query_params))
+    context = {
+        "title": "Cluster size",
+        "sizing": _panels.sizing_view(session, state),
+        "builder_query": state.query(),
+    }
+    return render(request, "plan_sizes.html", context, block="sizing")
 
 
 @router.post("/plans", response_class=HTMLResponse)
@@ -263,6 +276,7 @@ def compare(
     ] = None,
     revs: Annotated[list[Annotated[int, Field(le=MAX_REVISION)]] | None, Query(max_length=4)] = None,
     only_differences: Annotated[bool, Query()] = False,
+    same_within_pct: SameWithinPct = plan_service.SAME_WITHIN_PCT,
 ) -> HTMLResponse:
     chosen = [i for i in (ids or []) if i]
     actor = _actor(principal)
@@ -271,7 +285,7 @@ def compare(
     missing = False
     try:
         comparison = plan_service.compare_plans(
-            session, list(chosen), [r or None for r in (revs or [])], actor
+            session, list(chosen), [r or None for r in (revs or [])], actor, same_within_pct
         )
     except SpecError as exc:
         problem = "; ".join(p.message for p in exc.problems)
@@ -287,6 +301,7 @@ def compare(
         "problem": problem,
         "ids": chosen,
         "only_differences": only_differences,
+        "same_within_pct": same_within_pct,
         "plans": plan_service.list_plans(session, actor, limit=200)[0],
     }
     status_code = 200 if comparison or not chosen else 404 if missing else 422

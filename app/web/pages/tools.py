@@ -69,6 +69,13 @@ def _float(params: Mapping[str, str], form: Form, name: str, lo: float, hi: floa
         form.errors[name] = f"a number from {lo:g} to {hi:g}"
 
 
+def _optional_float(params: Mapping[str, str], form: Form, name: str, lo: float, hi: float) -> None:
+    """A figure that overrides a default: blank keeps the default ("" in the form)."""
+    form.values.setdefault(name, "")
+    if params.get(name, "").strip():
+        _float(params, form, name, lo, hi)
+
+
 def _choice(params: Mapping[str, str], form: Form, name: str, choices: tuple[str, ...]) -> None:
     if name in params:
         if params[name] in choices:
@@ -220,7 +227,32 @@ def cost_form(params: Mapping[str, str]) -> Form:
     _float(params, form, "utilisation", 1.0, 100.0)
     _int(params, form, "months", 1, 240)
     _choice(params, form, "depreciation", ("straight_line", "economic"))
+    for name, (lo, hi, _, _) in ONPREM_OVERRIDES.items():
+        _optional_float(params, form, name, lo, hi)
     return form
+
+
+# page field → (min, max, OnPremIn field, scale from the page's unit to the field's)
+ONPREM_OVERRIDES: dict[str, tuple[float, float, str, float]] = {
+    "server_usd": (0.0, 1e9, "server_capex_usd_per_node", 1.0),
+    "node_kw": (0.0, 1000.0, "node_power_kw", 1.0),
+    "pue": (1.0, 5.0, "pue", 1.0),
+    "usd_per_kwh": (0.0, 10.0, "usd_per_kwh", 1.0),
+    "colo_usd_per_kw_month": (0.0, 1e5, "colo_usd_per_kw_month", 1.0),
+    "maintenance_pct": (0.0, 100.0, "maintenance_fraction_per_year", 0.01),
+    "gpus_per_fte": (1.0, 1e6, "gpus_per_fte", 1.0),
+    "usd_per_fte_year": (0.0, 1e8, "usd_per_fte_year", 1.0),
+    "residual_pct": (0.0, 100.0, "residual_fraction", 0.01),
+}
+
+
+def onprem_overrides(form: Form) -> dict[str, float]:
+    """The on-prem figures the user typed, in the request's units; blank ones are left to the defaults."""
+    return {
+        field: form[name] * scale
+        for name, (_, _, field, scale) in ONPREM_OVERRIDES.items()
+        if form[name] != ""
+    }
 
 
 def cost_view(session: Session, form: Form) -> dict[str, Any]:
@@ -240,7 +272,8 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
                         "nodes": form["nodes"],
                         "gpus_per_node": form["gpus_per_node"],
                         "depreciation": form["depreciation"],
-                    },
+                    }
+                    | onprem_overrides(form),
                     "utilisation": form["utilisation"] / 100.0,
                     "gpu": form["gpu"],
                     "months": form["months"],
@@ -250,7 +283,7 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
     except (SpecError, ValidationError, NotFoundError, LookupError) as exc:
         return {"problems": _problems(exc)}
     breakevens = sorted(tco.breakevens, key=lambda b: b.usd_per_gpu_hour)
-    shown = {b.label for b in breakevens[:6]} | {"on-prem"}
+    shown = {b.label for b in breakevens[:6]} | {"on-prem", "on-prem net of resale"}
     cumulative = tco.curves.get("cumulative_usd_vs_month") or {"x": [], "series": {}}
     per_hour = tco.curves.get("usd_per_gpu_hour_vs_utilisation") or {"x": [], "series": {}}
 
@@ -299,6 +332,7 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
             "breakeven_months": b.breakeven_months,
             "breakeven_utilisation": b.breakeven_utilisation,
             "onprem_cheaper": b.onprem_cheaper_at_utilisation,
+            "committed": b.committed,
             "date": options[b.label].price_date if b.label in options else "",
             "stale": options[b.label].stale if b.label in options else False,
         }
@@ -316,6 +350,7 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
         "per_hour": per_hour_fig,
         "per_hour_rows": per_hour_rows,
         "assumptions": [a.model_dump() for a in tco.assumptions],
+        "server": next((a for a in tco.assumptions if a.name == "server_capex_usd_per_node"), None),
     }
 
 

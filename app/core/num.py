@@ -1,0 +1,46 @@
+"""Numbers that are either one layout's value or one value per layout (row-polymorphic formulas).
+
+The training-step formulas are written once and evaluated two ways: on Python numbers for one layout (the
+estimate, where numpy's per-call overhead on one-element arrays would dominate) and on numpy arrays with one row
+per layout (the planner). A formula branches on a value only through `where`, never through `if`, so both ways
+compute the same IEEE operations in the same order and agree to the bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+Num = float | NDArray[np.float64]  # one layout's value, or one value per layout
+
+
+def is_rows(value: Any) -> bool:
+    """True when `value` is a numpy array (the row-wise evaluation)."""
+    return isinstance(value, np.ndarray)
+
+
+# the helpers below test each argument in turn: the one-layout path runs them thousands of times per estimate
+
+
+def where(cond: Any, if_true: Any, if_false: Any) -> Any:
+    """`np.where` on rows; a plain choice on Python numbers (both branches are already evaluated)."""
+    if isinstance(cond, np.ndarray) or isinstance(if_true, np.ndarray) or isinstance(if_false, np.ndarray):
+        return np.where(cond, if_true, if_false)
+    return if_true if cond else if_false
+
+
+def maximum(a: Any, b: Any) -> Any:
+    """Element-wise maximum on rows; `max` on Python numbers."""
+    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else max(a, b)
+
+
+def minimum(a: Any, b: Any) -> Any:
+    """Element-wise minimum on rows; `min` on Python numbers."""
+    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
+
+
+def any_true(cond: Any) -> bool:
+    """Whether a condition holds for one row at least (a Python bool passes through)."""
+    return bool(np.any(cond)) if is_rows(cond) else bool(cond)

@@ -1,0 +1,72 @@
+"""The validated region: which kinds of layout published runs cover, and the planner's recommendation inside it."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from app.catalog import validated_region
+from app.core.validated_region import LayoutFacts, features_of, outside, region_from
+from app.validation.region import build_region, dumps
+
+
+def facts(**layout: Any) -> LayoutFacts:
+    base = {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "etp": None, "zero": 1, "micro_batch": 1}
+    base.update(layout)
+    seq_len = base.pop("seq_len", 8192)
+    return LayoutFacts.of(SimpleNamespace(**base), seq_len, 8)
+
+
+def test_features_and_bounds() -> None:
+    assert features_of(facts(zero=3, tp=2)) == ["zero3_with_tp"]
+    assert features_of(facts(tp=16)) == ["tp_across_nodes"]
+    assert features_of(facts(ep=8, etp=2)) == ["ep_across_nodes"]  # 16 expert ranks over 8-GPU nodes
+    assert features_of(facts(ep=8, etp=1)) == []
+    assert facts(cp=16).cp_chunk_tokens == 512 and facts(zero=3, dp=256, cp=16).zero3_shard == 4096
+    region = region_from([facts(cp=2, seq_len=8192), facts(zero=3, dp=64), facts(micro_batch=4)])
+    assert region["cp_min_chunk_tokens"] == 4096 and region["cp_max"] == 2 and region["micro_batch_max"] == 4
+    assert region["zero3_shard_max"] == 64 and region["features"]["zero3_with_tp"] == 0
+
+
+def test_outside_names_each_reason() -> None:
+    region = region_from([facts(cp=2, seq_len=8192), facts(zero=3, dp=64, tp=2)])
+    assert outside(facts(cp=2), region) == []
+    reasons = outside(facts(zero=3, dp=256, cp=16, micro_batch=4), region)
+    assert reasons == [
+        "context parallelism on 512-token chunks per rank (the shortest published is 4,096)",
+        "context parallel 16 (published runs reach 2)",
+        "micro-batch 4 (published runs reach 1)",
+        "ZeRO-3/FSDP sharding over 4,096 ranks (published runs reach 64)",
+        "ZeRO-3/FSDP beside context parallelism (no published run)",
+    ]
+
+
+def test_the_catalog_region_is_the_validation_files_region() -> None:
+    """app/catalog/validated_region.json is what `clusterplan validate region tests/data/training_runs*.csv
+    --write` builds; regenerate it when a validation file changes."""
+    built = build_region(sorted(Path(p) for p in glob.glob("tests/data/training_runs*.csv")))
+    assert built == validated_region(), (
+        "run: clusterplan validate region tests/data/training_runs*.csv --write"
+    )
+    assert dumps(built).endswith("\n") and built["rows"] > 400
+
+
+def test_the_planner_recommends_the_fastest_layout_inside_the_region(client: Any) -> None:
+    # Llama 3 70B, 15T tokens, batch 2,048 on 4,096 H100: the fastest estimate puts context parallelism on
+    # 512-token chunks, shorter than any published run used
+    body = {
+        "model": "Llama-3-70B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 512, "fabric": "ib-ndr-8x400"},
+        "training": {"seq_len": 8192, "tokens": 15e12},
+        "global_batch": 2048,
+        "top": 5,
+    }
+    d = client.post("/api/v1/plan", json=body).json()
+    best, recommended = d["best"], d["recommended"]
+    assert best["validated"] is False and any("512-token chunks" in r for r in best["outside_region"])
+    assert recommended["validated"] is True and recommended["outside_region"] == []
+    assert recommended["step_time_s"] >= best["step_time_s"]
+    assert recommended["rank"] > 1 and f"rank {recommended['rank']}" in d["region_note"]
+    assert len(d["top"]) == 5 and all("validated" in entry for entry in d["top"])

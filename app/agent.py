@@ -145,10 +145,15 @@ class Agent:
             return True
         return False
 
+    def heartbeat_body(self) -> dict[str, Any]:
+        """The runs this process holds: the server renews only their leases, never a predecessor's."""
+        job = self.current
+        return {"jobs": [] if job is None else [{"id": job.id, "attempt": job.attempt}]}
+
     def _heartbeat_loop(self) -> None:
         while not self.stop.wait(self.heartbeat_interval_s):
             try:
-                reply = self._post("/agent/heartbeat").json()
+                reply = self._post("/agent/heartbeat", self.heartbeat_body()).json()
             except AuthRejected:
                 print("agent: token rejected during heartbeat; stopping", file=sys.stderr, flush=True)
                 self.stop.set()

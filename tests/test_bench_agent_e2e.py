@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import ROOT, LiveServer, start_live_server
 
@@ -35,8 +36,13 @@ def admin_api(server: LiveServer) -> httpx.Client:
     return httpx.Client(base_url=server.url + "/api/v1", headers=server.headers, timeout=30)
 
 
-def start_agent(server: LiveServer, token: str, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    log = (tmp_path / f"agent-{time.monotonic_ns()}.log").open("w")
+def start_agent(
+    server: LiveServer, token: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    stamp = time.monotonic_ns()
+    log = (tmp_path / f"agent-{stamp}.log").open("w")
+    token_file = tmp_path / f"token-{stamp}"  # not on the command line, where ps would show it
+    token_file.write_text(token + "\n")
     return subprocess.Popen(
         [
             sys.executable,
@@ -45,8 +51,8 @@ def start_agent(server: LiveServer, token: str, tmp_path: Path, *extra: str) -> 
             "agent",
             "--server",
             server.url,
-            "--token",
-            token,
+            "--token-file",
+            str(token_file),
             "--poll-interval",
             "0.5",
             "--work-dir",
@@ -54,7 +60,7 @@ def start_agent(server: LiveServer, token: str, tmp_path: Path, *extra: str) -> 
             *extra,
         ],
         cwd=ROOT,
-        env=AGENT_ENV,
+        env=env or AGENT_ENV,
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
@@ -80,6 +86,7 @@ def test_agent_runs_a_calibration_job_end_to_end(tmp_path: Path) -> None:
         node = api.post("/nodes", json={"name": "cpu-node"}).json()
         params = {
             "profile_name": "cpu-lab",
+            "override_acceptance": True,  # CPU measurements declared as H100: they fail acceptance
             "gpu": "H100-SXM",
             "fabric": "ib-ndr-8x400",
             "gemm": {
@@ -136,13 +143,16 @@ def test_agent_runs_a_calibration_job_end_to_end(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_killed_agent_job_is_requeued_and_finishes_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("restart", ["another node", "same node"])
+def test_killed_agent_job_is_requeued_and_finishes_once(tmp_path: Path, restart: str) -> None:
+    """The agent dies mid-run; a new agent starts on another node, or on the same node with the same token
+    (whose heartbeats must not keep the dead run's lease alive)."""
     server = start_live_server(f"sqlite:///{tmp_path / 'crash.db'}", tmp_path, SERVER_ENV)
     agents: list[subprocess.Popen[str]] = []
     try:
         api = admin_api(server)
         first = api.post("/nodes", json={"name": "doomed"}).json()
-        second = api.post("/nodes", json={"name": "survivor"}).json()
+        second = first if restart == "same node" else api.post("/nodes", json={"name": "survivor"}).json()
         # Long enough (≈ 5–30 s here) that the first progress post arrives well before the end.
         params = {
             "sizes": [256] * 32,
@@ -212,3 +222,39 @@ def test_revoked_token_gets_401_and_backs_off(tmp_path: Path, live_server: LiveS
     assert "backing off 1.0 s" in proc.stderr and "backing off 2.0 s" in proc.stderr
     assert "giving up after 3" in proc.stderr
     assert time.monotonic() - started >= 3.0  # a lower bound (1 s + 2 s of back-off): load only adds to it
+
+
+def test_a_job_computing_wrong_results_fails_with_the_reason(tmp_path: Path) -> None:
+    """A 0.5 % corruption injected into the job's GEMM and collectives: the job fails, says why, keeps its rows,
+    and a profile is not fitted from it."""
+    injector = ROOT / "tests" / "fault_injection"
+    env = {
+        **AGENT_ENV,
+        "PYTHONPATH": os.pathsep.join([str(injector), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "CLUSTERPLAN_TEST_CORRUPT_FACTOR": "1.005",
+    }
+    server = start_live_server(f"sqlite:///{tmp_path / 'wrong.db'}", tmp_path, SERVER_ENV)
+    agent = None
+    try:
+        api = admin_api(server)
+        node = api.post("/nodes", json={"name": "bad-hbm"}).json()
+        params = {
+            "profile_name": "must-not-exist",
+            "gemm": {"sizes": [64], "dtypes": ["fp32"], "device": "cpu", "iters": 2, "warmup_iters": 1},
+            "collectives": {"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "1K", "iters": 2},
+            "nproc": 2,
+        }
+        job_path = api.post("/benchmarks", json={"kind": "calibration", "params": params}).headers["Location"]
+        job_path = job_path.removeprefix("/api/v1")
+        agent = start_agent(server, node["token"], tmp_path, "--max-jobs", "1", env=env)
+        job = wait_for(lambda: api.get(job_path).json(), lambda j: j["status"] in ("succeeded", "failed"))
+        assert job["status"] == "failed"
+        assert job["error"].startswith("20 wrong element(s) in 2 row(s)")
+        assert sorted(r["wrong"] for r in job["partial_rows"]) == [10, 10]
+        assert api.get("/calibration/profiles/must-not-exist").status_code == 404
+        fit = api.post("/calibration/profiles", json={"job_id": job["id"], "name": "forced"})
+        assert fit.status_code == 422 and "is failed" in fit.text
+    finally:
+        if agent is not None and agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+        server.stop()

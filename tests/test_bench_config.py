@@ -221,3 +221,74 @@ def test_torchrun_and_slurm_commands() -> None:
     assert "#SBATCH --nodes=16" in script and "#SBATCH --ntasks-per-node=1" in script
     assert "srun" in script and '--rdzv-endpoint "$head_node:29500"' in script
     assert '"ops":["all_gather"]' in script
+    # the one task per node runs 8 ranks: it asks for their CPUs, and srun is told to pass them on
+    assert (
+        "#SBATCH --cpus-per-task=16" in script
+        and 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"' in script
+    )
+    assert "source /opt/env/bin/activate" in slurm_script(cfg, 2, 4, activate="/opt/env/bin/activate")
+    assert "#SBATCH --cpus-per-task=48" in slurm_script(cfg, 2, 4, cpus_per_task=48)
+    assert "source " not in slurm_script(cfg, 2, 4, activate="")
+
+
+def test_nccl_tests_op_names_are_accepted() -> None:
+    from app.bench.config import CollectiveConfig, validate_collectives
+
+    config = CollectiveConfig(ops=("alltoall", "sendrecv", "allreduce"))
+    assert config.ops == ("all_to_all", "send_recv", "all_reduce")
+    assert CollectiveConfig.from_dict({"ops": "alltoall,sendrecv"}).ops == ("all_to_all", "send_recv")
+    validate_collectives(config, 2, 0)  # no error
+
+
+def test_job_progress_never_goes_backwards_across_parts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """GEMM, then attention, then a forwarded collective sweep: the job-wide progress only grows."""
+    import io
+    import json
+
+    from app.bench.job import _ForwardingSink
+    from app.bench.progress import ProgressSink
+
+    stream = io.StringIO()
+    parent = ProgressSink(stream)
+    parent.start(3)
+    sink = _ForwardingSink(parent, {"rows": []}, str(tmp_path / "doc.json"))
+    sink.start(4, kind="gemm")
+    for i in range(4):
+        sink.row({"m": i})
+    sink.start(2, kind="attention")
+    for i in range(2):
+        sink.row({"attention_kernel": "math", "seq_len": i})
+    sink.forward({"event": "start", "total": 3})
+    for done in (1, 2, 3):
+        sink.forward({"event": "row", "done": done, "row": {"op": "all_reduce"}})
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    progress = [e["progress"] for e in events if e["event"] == "row"]
+    assert progress == sorted(progress) and progress[-1] == 1.0 and len(progress) == 9
+    assert progress[3] == round(1 / 3, 4) and progress[5] == round(2 / 3, 4)
+
+
+def test_agent_token_comes_from_a_file_or_the_environment(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from app.cli.main import main
+
+    monkeypatch.delenv("CLUSTERPLAN_NODE_TOKEN", raising=False)
+
+    def agent(*args: str) -> tuple[int, str]:
+        try:
+            main(["agent", "--server", "http://127.0.0.1:9", *args])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, capsys.readouterr().err
+
+    bad = tmp_path / "token"
+    bad.write_text("not-a-token\n")
+    assert agent("--token-file", str(bad)) == (
+        2,
+        "error: a node token starts with cpn_ (create one with POST /api/v1/nodes or the Benchmarks page)\n",
+    )
+    code, err = agent("--token-file", str(tmp_path / "missing"))
+    assert code == 2 and "cannot read the token file" in err and "No such file" in err
+    code, err = agent()
+    assert code == 2 and "no node token" in err
+    code, err = agent("--token-file", str(bad), "--token", "cpn_x")
+    assert code == 2 and "give the node token once" in err

@@ -6,7 +6,7 @@ import hashlib
 import threading
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -258,7 +258,8 @@ def test_cancel_queued_and_running_jobs(api: TestClient) -> None:
     running = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
     assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["id"] == running
     assert api.post(f"/api/v1/benchmarks/{running}/cancel").json()["cancel_requested"] is True
-    beat = api.post("/api/v1/agent/heartbeat", headers=agent(token)).json()
+    held = {"jobs": [{"id": running, "attempt": 1}]}
+    beat = api.post("/api/v1/agent/heartbeat", headers=agent(token), json=held).json()
     assert beat["cancel"] == [running]
     reply = api.post(
         f"/api/v1/agent/jobs/{running}/progress",
@@ -316,16 +317,23 @@ def test_calibration_profiles_are_versioned(api: TestClient) -> None:
         headers=agent(token),
         json={"attempt": 1, "status": "succeeded", "result": {"status": "complete", "rows": rows}},
     )
-    first = api.post(
-        "/api/v1/calibration/profiles", json={"job_id": job_id, "name": "lab-h100", "gpu": "H100-SXM"}
-    )
+    fit = {"job_id": job_id, "name": "lab-h100", "gpu": "H100-SXM"}
+    refused = api.post("/api/v1/calibration/profiles", json=fit)  # best_tflops 0: fails acceptance
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["loc"] == ["body", "override_acceptance"]
+    assert "gemm bf16" in refused.json()["detail"][0]["msg"]
+    first = api.post("/api/v1/calibration/profiles", json={**fit, "override_acceptance": True})
     assert first.status_code == 201, first.text
     p1 = first.json()
+    assert p1["report"]["acceptance"]["verdict"] == "fail" and p1["report"]["acceptance"]["overridden"]
     assert p1["version"] == 1 and p1["gpu_name"] == "H100-SXM"
     assert p1["collectives_error_after_pct"] < p1["collectives_error_before_pct"]
     assert p1["gemm_error_after_pct"] < 2.0
     assert p1["params"]["network"]["launch_overhead_s"] > 0 and "alpha_beta" in p1["params"]
-    again = api.post("/api/v1/calibration/profiles", json={"job_id": job_id, "name": "lab-h100"}).json()
+    again = api.post(
+        "/api/v1/calibration/profiles",
+        json={"job_id": job_id, "name": "lab-h100", "override_acceptance": True},
+    ).json()
     assert again["version"] == 2
     latest = api.get("/api/v1/calibration/profiles/lab-h100").json()
     assert latest["version"] == 2 and latest["report"]["collectives"]["rows"]
@@ -493,3 +501,133 @@ def test_node_online_window_is_measured_against_an_injected_clock() -> None:
     assert node_service.is_online(node, now=seen + window)
     assert not node_service.is_online(node, now=seen + window + timedelta(microseconds=1))
     assert not node_service.is_online(Node(name="m", token_prefix="p", token_hash="g"), now=seen)
+
+
+def test_a_result_with_wrong_elements_fails_its_job_and_is_never_fitted(api: TestClient) -> None:
+    """An agent that reports success for rows with wrong elements (one without its own gate) is overruled."""
+    _, token = new_node(api, "corrupting")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    api.post("/api/v1/agent/claim", headers=agent(token))
+    rows = [row(1024), {**row(4096), "wrong": 20}]
+    done = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token),
+        json={"attempt": 1, "status": "succeeded", "result": {"status": "complete", "rows": rows}},
+    ).json()
+    assert done["status"] == "failed" and done["error"].startswith("20 wrong element(s) in 1 row(s)")
+    assert [r["wrong"] for r in done["partial_rows"]] == [0, 20]  # kept for diagnosis
+    status, message = _fit(api, job_id)
+    assert status == 422 and "is failed" in message
+
+
+class Clock:
+    """The server's clock, moved by the test (the lease arithmetic reads app.services.jobs.utcnow)."""
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    from app.services import jobs as job_service
+
+    injected = Clock()
+    monkeypatch.setattr(job_service, "utcnow", injected)
+    return injected
+
+
+def _restart_agent_mid_job(api: TestClient, clock: Clock, name: str) -> tuple[str, str]:
+    """Agent A claims a job and reports progress, then dies; agent B starts on the same node (same token)
+    and heartbeats every 10 s, holding no run, for longer than the lease."""
+    _, token = new_node(api, name)
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    register = {"hostname": name, "info": {}}
+    lease = api.post("/api/v1/agent/register", headers=agent(token), json=register).json()["lease_s"]
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["attempt"] == 1
+    progress = {"attempt": 1, "events": [{"event": "row", "row": row(1024), "progress": 0.5}]}
+    assert api.post(f"/api/v1/agent/jobs/{job_id}/progress", headers=agent(token), json=progress).is_success
+    api.post("/api/v1/agent/register", headers=agent(token), json=register)  # agent B
+    for _ in range(int(lease // 10) + 1):
+        clock.advance(10)
+        beat = api.post("/api/v1/agent/heartbeat", headers=agent(token), json={"jobs": []})
+        assert beat.status_code == 200 and beat.json()["cancel"] == []
+    return job_id, token
+
+
+def test_a_restarted_agent_never_renews_the_dead_runs_lease(api: TestClient, clock: Clock) -> None:
+    job_id, token = _restart_agent_mid_job(api, clock, "restarted")
+    job = api.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert job["status"] == "queued"  # the lease lapsed although the node kept heartbeating
+    assert [(a["attempt"], a["status"], a["rows"]) for a in job["attempts"]] == [(1, "lost", 1)]
+    again = api.post("/api/v1/agent/claim", headers=agent(token)).json()
+    assert again["id"] == job_id and again["attempt"] == 2  # agent B runs it afresh
+    stale = {"attempt": 1, "events": []}
+    assert (
+        api.post(f"/api/v1/agent/jobs/{job_id}/progress", headers=agent(token), json=stale).status_code == 409
+    )
+
+
+def test_cancelling_an_orphaned_job_reaches_cancelled(api: TestClient, clock: Clock) -> None:
+    _, token = new_node(api, "orphan-cancel")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    api.post("/api/v1/agent/claim", headers=agent(token))  # its agent dies right after the claim
+    assert api.post(f"/api/v1/benchmarks/{job_id}/cancel").json()["cancel_requested"] is True
+    lease = api.post("/api/v1/agent/register", headers=agent(token), json={"hostname": "h", "info": {}})
+    for _ in range(int(lease.json()["lease_s"] // 10) + 1):
+        clock.advance(10)
+        api.post("/api/v1/agent/heartbeat", headers=agent(token), json={"jobs": []})
+    job = api.get(f"/api/v1/benchmarks/{job_id}").json()
+    assert job["status"] == "cancelled" and job["finished_at"] is not None
+
+
+def test_a_live_agents_heartbeat_renews_only_the_run_it_names(api: TestClient, clock: Clock) -> None:
+    _, token = new_node(api, "alive")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    lease = api.post("/api/v1/agent/claim", headers=agent(token)).json()
+    assert lease["attempt"] == 1
+    mine = {"jobs": [{"id": job_id, "attempt": 1}]}
+    for _ in range(12):  # two minutes of heartbeats naming the run: it stays running
+        clock.advance(10)
+        api.post("/api/v1/agent/heartbeat", headers=agent(token), json=mine)
+    assert api.get(f"/api/v1/benchmarks/{job_id}").json()["status"] == "running"
+    wrong_attempt = {"jobs": [{"id": job_id, "attempt": 2}]}
+    for _ in range(7):
+        clock.advance(10)
+        api.post("/api/v1/agent/heartbeat", headers=agent(token), json=wrong_attempt)
+    assert api.get(f"/api/v1/benchmarks/{job_id}").json()["status"] == "queued"
+
+
+def test_check_jobs_keep_a_verdict_history_per_node(api: TestClient) -> None:
+    from tests.test_bench_acceptance import healthy_document
+
+    no_gpu = api.post("/api/v1/benchmarks", json={"kind": "check", "params": {"nproc": 2}})
+    assert no_gpu.status_code == 422 and ["body", "params", "gpu"] in [
+        d["loc"] for d in no_gpu.json()["detail"]
+    ]
+    bad_gpu = api.post("/api/v1/benchmarks", json={"kind": "check", "params": {"gpu": "H999"}})
+    assert bad_gpu.status_code == 422
+    node_id, token = new_node(api, "checked")
+    params = {"nproc": 2, "gpu": "H100-SXM", "fabric": "ib-ndr-8x400"}
+    for scale in (1.0, 0.5):  # a healthy check, then one at half the GEMM rate and busbw
+        job_id = api.post("/api/v1/benchmarks", json={"kind": "check", "params": params}).json()["id"]
+        assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["id"] == job_id
+        result = {"status": "complete", **healthy_document(scale, scale)}
+        done = api.post(
+            f"/api/v1/agent/jobs/{job_id}/complete",
+            headers=agent(token),
+            json={"attempt": 1, "status": "succeeded", "result": result},
+        ).json()
+        assert done["result"]["acceptance"]["verdict"] == ("pass" if scale == 1.0 else "fail")
+    history = api.get(f"/api/v1/nodes/{node_id}/checks").json()
+    assert history["count"] == 2
+    assert [(c["verdict"], c["gpu"], c["status"]) for c in history["data"]] == [
+        ("fail", "H100-SXM", "succeeded"),
+        ("pass", "H100-SXM", "succeeded"),
+    ]
+    assert history["data"][0]["failed"][0].startswith("gemm bf16:") and history["data"][1]["failed"] == []

@@ -246,3 +246,75 @@ def test_bad_input_is_one_clear_error(
     code, out, err = run_main(["bench", *args], capsys)
     assert code == 2, out + err
     assert message in err and "Traceback" not in err
+
+
+def test_every_node_of_a_multi_node_cli_run_exits_0(tmp_path: Path) -> None:
+    """Two pretend nodes on this host meet at a c10d store; only node 0 has the results, both succeed."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--op", "all_reduce", "--nproc", "1", "--nnodes", "2", "--minbytes", "1K", "--maxbytes", "1K"]
+    args += [
+        "--iters",
+        "2",
+        "--warmup-iters",
+        "1",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        "two",
+    ]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "app.cli.main",
+                "bench",
+                "collectives",
+                *args,
+                "--out",
+                str(tmp_path / f"{i}.json"),
+            ],
+            cwd=ROOT,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outputs]
+    written = sorted(f.name for f in tmp_path.glob("*.json"))
+    assert len(written) == 1
+    doc = json.loads((tmp_path / written[0]).read_text())
+    assert doc["status"] == "complete" and doc["rows"][0]["ranks"] == 2 and doc["rows"][0]["wrong"] == 0
+    assert sum("node 0 (global rank 0) prints" in out for out, _ in outputs) == 1
+
+
+def test_accelerator_warm_up_runs_until_its_clock_says_so() -> None:
+    """An injected clock, 0.5 s further at every look: a 2 s warm-up started at 0 runs at 0.5, 1.0 and 1.5."""
+    from app.bench.config import GemmConfig, GemmShape
+    from app.bench.gemm import accelerator_warm_up, run_gemm
+    from app.bench.progress import ProgressSink
+
+    ticks = iter(i * 0.5 for i in range(100))
+    assert accelerator_warm_up(GemmShape(32, 32, 32), "fp32", "cpu", 2.0, 1, clock=lambda: next(ticks)) == 3
+
+    import io
+
+    stream = io.StringIO()
+    config = GemmConfig(
+        shapes=(GemmShape(32, 32, 32),), dtypes=("fp32",), device="cpu", iters=2, warmup_iters=0
+    )
+    assert config.warm_up_seconds("cpu") == 0.0 and config.warm_up_seconds("cuda:0") == 30.0
+    ticks = iter(i * 0.5 for i in range(100))
+    warm = GemmConfig(**{**config.__dict__, "warmup_s": 1.0})
+    doc = run_gemm(warm, ProgressSink(stream), clock=lambda: next(ticks))
+    assert (
+        doc["status"] == "complete"
+        and "accelerator warm-up on cpu: 1 rounds of 32x32x32 in 1 s" in stream.getvalue()
+    )

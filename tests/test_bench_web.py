@@ -131,7 +131,10 @@ def test_results_charts_and_profile_report(client: TestClient) -> None:
     assert (
         partial.status_code == 200 and 'id="busbw-chart-data"' in partial.text and "<html" not in partial.text
     )
-    fit = client.post("/api/v1/calibration/profiles", json={"job_id": job["id"], "name": "web-lab"})
+    fit = client.post(
+        "/api/v1/calibration/profiles",
+        json={"job_id": job["id"], "name": "web-lab", "override_acceptance": True},
+    )
     assert fit.status_code == 201
     profile = client.get(f"/benchmarks/profiles/{fit.json()['id']}")
     assert profile.status_code == 200
@@ -158,3 +161,71 @@ def test_only_the_owner_or_an_admin_sees_and_uses_cancel_and_retry(client: TestC
     assert client.post(f"{url}/retry", headers=other, follow_redirects=False).status_code == 403
     assert client.post(f"{url}/retry", headers=owner, follow_redirects=False).status_code == 303
     assert client.get(f"/api/v1/benchmarks/{job_id}", headers=other).json()["status"] == "queued"
+
+
+def test_job_page_and_api_show_the_node_acceptance_verdict(client: TestClient) -> None:
+    """A node at half the expected GEMM rate and half the busbw: fail, on the job page and in the API, and
+    no profile named after its GPU without the override."""
+    from tests.test_bench_acceptance import healthy_document
+
+    token = client.post("/api/v1/nodes", json={"name": "web-node-slow"}).json()["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    params = {"nproc": 2, "gpu": "H100-SXM", "fabric": "ib-ndr-8x400"}
+    job = client.post("/api/v1/benchmarks", json={"kind": "calibration", "params": params}).json()
+    claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    while claimed["id"] != job["id"]:  # jobs left queued by earlier tests of the shared database
+        client.post(
+            f"/api/v1/agent/jobs/{claimed['id']}/complete",
+            headers=auth,
+            json={"attempt": claimed["attempt"], "status": "failed", "error": "left over by another test"},
+        )
+        claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    result = {"status": "complete", **healthy_document(gemm_scale=0.5, busbw_scale=0.5)}
+    done = client.post(
+        f"/api/v1/agent/jobs/{job['id']}/complete",
+        headers=auth,
+        json={"attempt": claimed["attempt"], "status": "succeeded", "result": result},
+    )
+    assert done.json()["status"] == "succeeded"  # slow is not wrong: the run itself succeeded
+    report = client.get(f"/api/v1/benchmarks/{job['id']}/acceptance").json()
+    assert report["verdict"] == "fail" and report["gpu"] == "H100-SXM"
+    assert {c["name"].split(" @")[0]: c["verdict"] for c in report["checks"]} == {
+        "gemm bf16": "fail",
+        "busbw all_reduce/intra": "fail",
+        "latency all_reduce/intra": "warn",  # 1 KiB at twice the expected time
+    }
+    healthy_as = client.get(f"/api/v1/benchmarks/{job['id']}/acceptance", params={"gpu": "no-such-gpu"})
+    assert healthy_as.status_code == 404
+    page = client.get(f"/benchmarks/jobs/{job['id']}").text
+    assert "Node acceptance against H100-SXM" in page and 'class="status status-fail">fail<' in page
+    assert "nccl-tests" in page and "validation_collectives" in page
+    refused = client.post("/api/v1/calibration/profiles", json={"job_id": job["id"], "name": "slow-h100"})
+    assert refused.status_code == 422 and "override_acceptance" in refused.text
+
+
+def test_node_page_lists_its_acceptance_checks(client: TestClient) -> None:
+    from tests.test_bench_acceptance import healthy_document
+
+    node = client.post("/api/v1/nodes", json={"name": "web-node-checked"}).json()
+    auth = {"Authorization": f"Bearer {node['token']}"}
+    params = {"nproc": 2, "gpu": "H100-SXM"}
+    job = client.post("/api/v1/benchmarks", json={"kind": "check", "params": params}).json()
+    claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    while claimed["id"] != job["id"]:  # jobs left queued by earlier tests of the shared database
+        client.post(
+            f"/api/v1/agent/jobs/{claimed['id']}/complete",
+            headers=auth,
+            json={"attempt": claimed["attempt"], "status": "failed", "error": "left over by another test"},
+        )
+        claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    client.post(
+        f"/api/v1/agent/jobs/{job['id']}/complete",
+        headers=auth,
+        json={"attempt": claimed["attempt"], "status": "succeeded", "result": healthy_document(0.5, 1.0)},
+    )
+    assert f'href="/benchmarks/nodes/{node["id"]}"' in client.get("/benchmarks").text
+    page = client.get(f"/benchmarks/nodes/{node['id']}").text
+    assert "Node web-node-checked" in page and "Acceptance checks" in page
+    assert f'href="/benchmarks/jobs/{job["id"]}"' in page and 'class="status status-fail">fail<' in page
+    assert "gemm bf16:" in page and not INLINE_SCRIPT.search(page)
+    assert client.get(f"/benchmarks/nodes/{job['id']}").status_code == 404

@@ -9,5 +9,5 @@ from __future__ import annotations
 
 # Bump whenever the measurement method changes (shapes, flush, timing, reductions), as mamf-finder does,
 # so results from different methods are never compared silently.
-BENCHMARK_VERSION = "1.0"
+BENCHMARK_VERSION = "1.1"  # 1.1: accelerator warm-up, C re-randomised per GEMM call, #wrong checks
 SCHEMA_VERSION = 1

@@ -34,6 +34,7 @@ from app.bench.environment import collect_environment, cuda_device_count
 from app.bench.progress import ProgressSink, on_interrupt
 from app.bench.schema import collective_row, finish, new_document, write_document
 from app.bench.sizes import aligned_count, size_sweep
+from app.bench.tolerance import reduction_tolerance
 from app.core.network import busbw_factor
 
 TORCH_DTYPES = {
@@ -160,41 +161,55 @@ class Collective:
                 req.wait()
 
     def check(self) -> int:
-        """Run once with rank-dependent data; return the number of wrong elements on this rank."""
-        n, me = self.n, self.me
-        op = self.op
-        if op == "all_reduce":
-            self.recv.fill_(me + 1)
-            expected = torch.full_like(self.recv, n * (n + 1) / 2)
-        elif op == "broadcast":
-            self.recv.fill_(7 if me == 0 else 0)
-            expected = torch.full_like(self.recv, 7)
-        elif op == "all_gather":
-            self.send.fill_(me + 1)
-            expected = torch.arange(1, n + 1, dtype=self.dtype, device=self.device).repeat_interleave(
-                self.chunk
-            )
-        elif op == "reduce_scatter":
-            ranks_factor = torch.arange(1, n + 1, dtype=self.dtype, device=self.device).repeat_interleave(
-                self.chunk
-            )
-            self.send.copy_(ranks_factor * (me + 1))
-            expected = torch.full_like(self.recv, (me + 1) * n * (n + 1) / 2)
-        elif op == "all_to_all":
-            dest = torch.arange(n, dtype=self.dtype, device=self.device).repeat_interleave(self.chunk)
-            self.send.copy_(dest + me * n)
-            src = torch.arange(n, dtype=self.dtype, device=self.device).repeat_interleave(self.chunk)
-            expected = src * n + me
-        else:  # send_recv
-            self.send.fill_(me + 1)
-            expected = torch.full_like(self.recv, ((me - 1) % n) + 1)
+        """Run once with rank-dependent integer data; return the number of this rank's elements farther from
+        the exact answer than the dtype's tolerance (app.bench.tolerance: 0 while every partial sum is exact)."""
+        expected, tolerance = self._load_check_data()
         self.run()
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
-        wrong = int((~torch.isclose(self.recv.float(), expected.float(), rtol=1e-2, atol=1e-2)).sum().item())
+        within = (self.recv.double() - expected).abs() <= tolerance  # NaN is never within
+        wrong = int((~within).sum().item())
         self.send.zero_()
         self.recv.zero_()
         return wrong
+
+    def _as_sent(self, values: torch.Tensor) -> torch.Tensor:
+        """Exact float64 integers rounded once to the run's dtype, as a sender holds them."""
+        return values.to(self.dtype)
+
+    def _load_check_data(self) -> tuple[torch.Tensor, float]:
+        """Fill the buffers with this op's check data; return (expected result in float64, tolerance)."""
+        n, me, op, chunk = self.n, self.me, self.op, self.chunk
+
+        def full(size: int, value: float) -> torch.Tensor:
+            return torch.full((size,), value, dtype=torch.float64, device=self.device)
+
+        # the rank each chunk belongs to, as float64
+        rank_ids = torch.arange(n, dtype=torch.float64, device=self.device).repeat_interleave(chunk)
+        dtype_name = next(k for k, v in TORCH_DTYPES.items() if v == self.dtype)
+        if op == "all_reduce":
+            self.recv.copy_(self._as_sent(full(self.count, me + 1.0)))
+            total = n * (n + 1) / 2
+            return full(self.count, total), reduction_tolerance(dtype_name, n, total, total)
+        if op == "reduce_scatter":
+            self.send.copy_(self._as_sent((rank_ids + 1) * (me + 1)))
+            mine = (me + 1) * n * (n + 1) / 2
+            largest = n * n * (n + 1) / 2
+            return full(chunk, mine), reduction_tolerance(dtype_name, n, largest, mine)
+        if op == "broadcast":
+            self.recv.copy_(self._as_sent(full(self.count, 7.0 if me == 0 else 0.0)))
+            expected = full(self.count, 7.0)
+        elif op == "all_gather":
+            self.send.copy_(self._as_sent(full(chunk, me + 1.0)))
+            expected = rank_ids + 1
+        elif op == "all_to_all":  # the chunk from rank s to rank d holds s·n + d + 1 (never 0)
+            self.send.copy_(self._as_sent(rank_ids + me * n + 1))
+            expected = rank_ids * n + me + 1
+        else:  # send_recv
+            self.send.copy_(self._as_sent(full(self.count, me + 1.0)))
+            expected = full(self.count, float((me - 1) % n + 1))
+        # copies move values unchanged: the expected value is the sender's, rounded the same way
+        return self._as_sent(expected).double(), 0.0
 
 
 def time_collective(coll: Collective, iters: int, warmup_iters: int) -> float:
@@ -273,6 +288,7 @@ def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) 
     ops = expand_ops(config.ops)
     tdtype = TORCH_DTYPES[config.dtype]
     sink.start(len(ops) * len(groups) * len(sizes), kind="collectives", world_size=world, backend=backend)
+    wrong_elements = 0  # over every rank and row: any wrong element fails the run (exit 1, as nccl-tests)
     for op in ops:
         for group in groups:
             seen: set[int] = set()
@@ -288,6 +304,7 @@ def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) 
                 stats = torch.tensor([elapsed, float(wrong)], dtype=torch.float64, device=device)
                 gathered = [torch.zeros_like(stats) for _ in range(world)]
                 dist.all_gather(gathered, stats)
+                wrong_elements += int(sum(float(t[1]) for t in gathered))
                 if is_root:
                     # Rank 0's group is the one reported; concurrent groups' times are reduced alike.
                     times = [float(t[0]) for t in gathered]
@@ -318,9 +335,10 @@ def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) 
         finish(doc, "complete")
         if out_path:
             write_document(doc, out_path)
-        sink.finish("complete", summary=doc["summary"])
+        sink.finish(doc["status"], summary=doc["summary"], error=doc.get("error", ""))
     dist.destroy_process_group()
-    return 0
+    # nccl-tests exits EXIT_FAILURE when any element is wrong (src/common.cu: `if (errors[0] || …)`)
+    return 1 if wrong_elements else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,14 +10,17 @@ from typing import Any
 
 from app.bench.sizes import parse_size
 from app.core.errors import ProblemCollector
-from app.core.network import COLLECTIVE_OPS
+from app.core.network import COLLECTIVE_OPS, normalise_op
 
 COLLECTIVE_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4}
 GEMM_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 GROUP_MODES = ("all", "intra", "inter", "each")  # "each" = intra, inter and all, separately
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
-AVERAGE_MODES = ("avg", "min", "max", "rank0")  # nccl-tests -a: how per-rank times are reduced
+AVERAGE_MODES = ("avg", "min", "max", "rank0")
+ACCELERATOR_WARMUP_S = (
+    30.0  # mamf-finder's accelerator_warmup_seconds  # nccl-tests -a: how per-rank times are reduced
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,10 @@ class CollectiveConfig:
     ranks_per_node: int = 0  # 0 → torchrun's LOCAL_WORLD_SIZE; set to split one host into pretend nodes
     check: bool = True
     average: str = "avg"
+
+    def __post_init__(self) -> None:
+        # nccl-tests' own op names (alltoall_perf, sendrecv_perf, …) name the same collectives
+        object.__setattr__(self, "ops", tuple(normalise_op(op) for op in self.ops))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -140,6 +147,15 @@ class GemmConfig:
     warmup_iters: int = 10
     flush_cache: bool = True
     flush_bytes: int = 256 * 2**20  # larger than any current GPU's L2 (H100: 50 MB) and most CPU LLCs
+    check: bool = True  # verify one product per shape against the exact answer (`wrong`, app.bench.tolerance)
+    # Seconds of the first shape before the sweep (mamf-finder: 30 s, "accelerator_warmup_seconds"); None: 30 on
+    # a GPU, 0 on a CPU (no accelerator boost clock to settle)
+    warmup_s: float | None = None
+
+    def warm_up_seconds(self, device: str) -> float:
+        if self.warmup_s is not None:
+            return max(0.0, self.warmup_s)
+        return ACCELERATOR_WARMUP_S if device.startswith("cuda") else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

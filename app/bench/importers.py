@@ -78,11 +78,18 @@ def detect_format(text: str) -> str:
     )
 
 
-def import_text(text: str, op: str | None = None, name: str = "", fmt: str | None = None) -> dict[str, Any]:
+def import_text(
+    text: str,
+    op: str | None = None,
+    name: str = "",
+    fmt: str | None = None,
+    ranks: int | None = None,
+    nodes: int | None = None,
+) -> dict[str, Any]:
     """Parse any supported tool output into a result document (raises ValueError with the reason)."""
     fmt = fmt or detect_format(text)
     if fmt == "nccl-tests":
-        return import_nccl_tests_text(text, op=op, name=name)
+        return import_nccl_tests_text(text, op=op, name=name, ranks_hint=ranks, nodes_hint=nodes)
     if fmt == "nccl-tests-json":
         return import_nccl_tests_json(json.loads(text), op=op, name=name)
     if fmt == "mamf-finder":
@@ -92,9 +99,15 @@ def import_text(text: str, op: str | None = None, name: str = "", fmt: str | Non
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def import_file(path: str | Path, op: str | None = None, fmt: str | None = None) -> dict[str, Any]:
+def import_file(
+    path: str | Path,
+    op: str | None = None,
+    fmt: str | None = None,
+    ranks: int | None = None,
+    nodes: int | None = None,
+) -> dict[str, Any]:
     p = Path(path)
-    return import_text(p.read_text(errors="replace"), op=op, name=p.name, fmt=fmt)
+    return import_text(p.read_text(errors="replace"), op=op, name=p.name, fmt=fmt, ranks=ranks, nodes=nodes)
 
 
 def _resolve_op(op: str | None, *hints: str) -> str:
@@ -144,7 +157,39 @@ def _row(
     }
 
 
-def import_nccl_tests_text(text: str, op: str | None = None, name: str = "") -> dict[str, Any]:
+# Launchers that prefix every output line: Open MPI `mpirun --tag-output` ("[1,0]<stdout>:"), Slurm
+# `srun --label` ("0: "); nccl-tests prints its table from rank 0 only, so the prefix is simply dropped.
+_OUTPUT_TAG = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:\s)")
+
+
+def strip_output_tags(text: str) -> str:
+    return "\n".join(_OUTPUT_TAG.sub("", line, count=1) for line in text.splitlines())
+
+
+def ranks_from_bandwidths(op: str, rows: list[dict[str, Any]]) -> int | None:
+    """The rank count that nccl-tests' own busbw / algbw ratio implies (doc/PERFORMANCE.md: 2(n−1)/n for
+    all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all), from the row with the largest
+    algbw (the most printed digits); None for ops whose factor is 1 or when no row has bandwidth."""
+    if op not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        return None
+    best = max(rows, key=lambda r: r["algbw_gbps"] or 0.0)
+    if not best["algbw_gbps"] or not best["busbw_gbps"]:
+        return None
+    ratio = best["busbw_gbps"] / best["algbw_gbps"] / (2.0 if op == "all_reduce" else 1.0)
+    return max(1, round(1.0 / (1.0 - ratio))) if ratio < 1.0 else None
+
+
+def import_nccl_tests_text(
+    text: str,
+    op: str | None = None,
+    name: str = "",
+    ranks_hint: int | None = None,
+    nodes_hint: int | None = None,
+) -> dict[str, Any]:
+    """nccl-tests text output (also as tagged by mpirun --tag-output or srun --label). Without its device
+    list, the rank count comes from `ranks_hint` or the busbw / algbw ratio, and the node count from
+    `nodes_hint` (else one node, said in the document's notes)."""
+    text = strip_output_tags(text)
     program = ""
     ranks: list[tuple[int, str, int, str]] = []
     columns: list[str] | None = None
@@ -208,7 +253,17 @@ def import_nccl_tests_text(text: str, op: str | None = None, name: str = "") -> 
             "no nccl-tests result lines found (expected a '# size count type …' header and rows)"
         )
     resolved = _resolve_op(op, program, name)
-    nranks = len(ranks) or 0
+    notes: list[str] = []
+    nranks = len(ranks) or ranks_hint or ranks_from_bandwidths(resolved, rows) or 0
+    if not ranks and not nranks:
+        raise ValueError(
+            "the log has no device list and its bandwidths do not tell the number of ranks; pass --ranks"
+        )
+    if not ranks:
+        notes.append(
+            f"no device list: {nranks} ranks ({'given' if ranks_hint else 'from busbw / algbw'}), "
+            + (f"{nodes_hint} node(s) given" if nodes_hint else "assumed on one node (pass --nodes)")
+        )
     for row in rows:
         row["op"] = resolved
         row["ranks"] = nranks
@@ -225,7 +280,9 @@ def import_nccl_tests_text(text: str, op: str | None = None, name: str = "") -> 
         source="nccl-tests",
     )
     doc["rows"] = rows
-    _fill_placement(doc, hosts, nranks)
+    if notes:
+        doc["notes"] = notes
+    _fill_placement(doc, len(hosts) or nodes_hint or 1, nranks)
     _fill_missing_busbw(doc)
     return finish(doc, "complete")
 
@@ -284,15 +341,15 @@ def import_nccl_tests_json(data: dict[str, Any], op: str | None = None, name: st
     doc = new_document("collectives", cfg, argv=args, environment=env, source="nccl-tests")
     doc["started_at"] = data.get("start_time")
     doc["rows"] = rows
-    _fill_placement(doc, [str(d.get("hostname", "")) for d in devices], len(devices))
+    _fill_placement(doc, len({str(d.get("hostname", "")) for d in devices} - {""}), len(devices))
     finish(doc, "complete")
     doc["finished_at"] = data.get("end_time") or doc["finished_at"]
     return doc
 
 
-def _fill_placement(doc: dict[str, Any], hosts: list[str], ranks: int) -> None:
-    """Nodes and ranks per node from the device list (every rank names its host)."""
-    nodes = max(1, len({h for h in hosts if h}))
+def _fill_placement(doc: dict[str, Any], nodes: int, ranks: int) -> None:
+    """Nodes (from the device list, where every rank names its host) and ranks per node."""
+    nodes = max(1, nodes)
     for row in doc["rows"]:
         row["nodes"] = nodes
         row["ranks_per_node"] = ranks // nodes if ranks and ranks % nodes == 0 else ranks

@@ -1,10 +1,11 @@
-"""Run one benchmark job (what the node agent launches): gemm, collectives, or calibration (both); a GEMM or
-calibration job with `"attention"` in its params also times the fused attention kernels (app.bench.attention).
+"""Run one benchmark job (what the node agent launches): gemm, collectives, calibration (both) or check (both,
+judged by the server as a node acceptance check); a GEMM, calibration or check job with `"attention"` in its params also times the fused attention kernels (app.bench.attention).
 
     python -m app.bench.job --kind calibration --params '{...}' --out result.json
 
 Progress goes to stdout as JSON lines; the result document is rewritten to --out as rows arrive, so a
-cancelled or killed run still leaves its partial results. Collectives run under torchrun.
+cancelled or killed run still leaves its partial results. Collectives run under torchrun. A run with any
+wrong element (GEMM or collective) ends with status "failed", an "error" event with the reason, and exit 1.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from app.bench.schema import finish, new_document, write_document
 from app.bench.shapes import square_sweep
 
 DEFAULT_CALIBRATION_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+JOB_KINDS = ("gemm", "collectives", "calibration", "check")
+# "check" (node acceptance) measures what "calibration" does; the server judges it (app.calibration.acceptance)
+GEMM_KINDS = ("gemm", "calibration", "check")
+COLLECTIVE_KINDS = ("collectives", "calibration", "check")
 
 
 def gemm_config_from_params(params: dict[str, Any]) -> GemmConfig:
@@ -53,6 +58,7 @@ def gemm_config_from_params(params: dict[str, Any]) -> GemmConfig:
         iters=int(params.get("iters", 20)),
         warmup_iters=int(params.get("warmup_iters", 5)),
         flush_cache=bool(params.get("flush_cache", True)),
+        warmup_s=None if params.get("warmup_s") is None else float(params["warmup_s"]),
     )
 
 
@@ -69,7 +75,7 @@ def collective_config_from_params(params: dict[str, Any]) -> CollectiveConfig:
 
 def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink) -> dict[str, Any]:
     """The combined document: kind, rows of every part (GEMM rows and collective rows), parts' environments."""
-    if kind not in ("gemm", "collectives", "calibration"):
+    if kind not in JOB_KINDS:
         raise ValueError(f"unknown job kind {kind!r}")
     doc = new_document(kind, params, argv=sys.argv)
     interrupted = {"flag": False}
@@ -82,15 +88,15 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
 
     on_interrupt(_partial)
     parts = []
-    if kind in ("gemm", "calibration"):
+    if kind in GEMM_KINDS:
         parts.append("gemm")
-    if kind in ("collectives", "calibration") and int(params.get("nproc", 2)) >= 1:
+    if kind in COLLECTIVE_KINDS and int(params.get("nproc", 2)) >= 1:
         parts.append("collectives")
     # an attention sweep rides along with a GEMM or calibration job when params ask for it ("attention": true, or
     # the sweep's own parameters: app.bench.config.AttentionConfig)
     attention = params.get("attention")
     attn_cfg = None
-    if attention and kind in ("gemm", "calibration"):
+    if attention and kind in GEMM_KINDS:
         from app.bench.config import AttentionConfig
 
         parts.append("attention")
@@ -137,7 +143,8 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
             write_document(doc, out_path)
             sink.finish("interrupted", rows=len(doc["rows"]))
             raise SystemExit(130)
-        if coll_doc is None or code not in (0,):
+        wrong_results = code == 1 and coll_doc is not None and coll_doc.get("status") == "failed"
+        if coll_doc is None or (code != 0 and not wrong_results):
             if coll_doc is not None:
                 doc.setdefault("parts", {})["collectives"] = {
                     "config": coll_doc["config"],
@@ -155,9 +162,9 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
             doc["environment"]["hostnames"] = coll_doc["environment"].get(
                 "hostnames", doc["environment"].get("hostnames")
             )
-    finish(doc, "complete")
+    finish(doc, "complete")  # "failed", with the reason in doc["error"], when any element was wrong
     write_document(doc, out_path)
-    sink.finish("complete", summary=doc["summary"])
+    sink.finish(doc["status"], summary=doc["summary"], error=doc.get("error", ""))
     return doc
 
 
@@ -216,15 +223,18 @@ class _ForwardingSink(ProgressSink):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="run one benchmark job")
-    parser.add_argument("--kind", required=True, choices=("gemm", "collectives", "calibration"))
+    parser.add_argument("--kind", required=True, choices=JOB_KINDS)
     parser.add_argument("--params", default="{}")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     sink = ProgressSink(sys.stdout)
     try:
-        run_job(args.kind, json.loads(args.params), args.out, sink)
+        doc = run_job(args.kind, json.loads(args.params), args.out, sink)
     except Exception as exc:  # the agent reports any failure of the run to the server
         sink.emit("error", message=f"{type(exc).__name__}: {exc}")
+        return 1
+    if doc["status"] == "failed":  # wrong results: the job fails with the reason, its rows kept
+        sink.emit("error", message=str(doc.get("error", "")))
         return 1
     return 0
 

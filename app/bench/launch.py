@@ -78,11 +78,21 @@ def slurm_script(
     account: str = "",
     port: int = 29500,
     python: str = "python",
+    cpus_per_task: int = 0,
+    activate: str | None = None,
 ) -> str:
-    """An sbatch script: one torchrun per node (srun --ntasks-per-node=1), c10d rendezvous on the first host."""
+    """An sbatch script: one torchrun per node (srun --ntasks-per-node=1), c10d rendezvous on the first host.
+
+    The one task per node runs every rank of that node, so it asks for CPUs for all of them
+    (`cpus_per_task`, default 2 per GPU: each rank's own thread and NCCL's proxy thread, which progresses its
+    network operations); Slurm ≥ 22.05's srun does not inherit sbatch's --cpus-per-task, so the script passes
+    it on through SRUN_CPUS_PER_TASK (slurm.schedmd.com/srun.html, --cpus-per-task). `activate` is the script
+    that sets up the Python environment with clusterplan and torch on the nodes (default: the virtual
+    environment this script is generated from, if any)."""
     p = ProblemCollector()
     p.check(nodes >= 1, "nodes", "must be ≥ 1")
     p.check(gpus_per_node >= 1, "gpus_per_node", "must be ≥ 1")
+    p.check(cpus_per_task >= 0, "cpus_per_task", "must be ≥ 0 (0: 2 per GPU)")
     p.check(1 <= port <= 65535, "port", "must be a TCP port")
     p.raise_if_any()
     cfg = json.dumps(config.to_dict(), separators=(",", ":"))
@@ -92,6 +102,7 @@ def slurm_script(
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={gpus_per_node}",
+        f"#SBATCH --cpus-per-task={cpus_per_task or 2 * gpus_per_node}",
         "#SBATCH --exclusive",
         f"#SBATCH --time={time_limit}",
         f"#SBATCH --output={job_name}-%j.out",
@@ -103,6 +114,9 @@ def slurm_script(
     lines += [
         "",
         "set -euo pipefail",
+        *_activation_lines(activate),
+        'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"  # srun (Slurm ≥ 22.05) does not inherit it',
+        "export OMP_NUM_THREADS=1",
         'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f'mkdir -p "$(dirname "{out_path}")"',
         "",
@@ -120,6 +134,15 @@ def slurm_script(
         "",
     ]
     return "\n".join(lines)
+
+
+def _activation_lines(activate: str | None) -> list[str]:
+    """`source` the environment's activation script on every node (the generating venv by default)."""
+    if activate is None and sys.prefix != sys.base_prefix:
+        activate = str(Path(sys.prefix) / "bin" / "activate")
+    if not activate:
+        return ["# no virtual environment: `python` on the nodes must import clusterplan and torch"]
+    return [f"source {shlex.quote(activate)}  # the environment with clusterplan and torch"]
 
 
 def run_torchrun(

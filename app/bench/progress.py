@@ -34,6 +34,7 @@ class ProgressSink:
 
     def start(self, total: int, **payload: Any) -> None:
         self.total = total
+        self.done = 0  # a start begins a new count (a job's parts each start their own)
         self.started = time.monotonic()
         self.emit("start", total=total, **payload)
 

@@ -23,7 +23,7 @@ def collective_line(row: dict[str, Any]) -> str:
 
 def gemm_header() -> str:
     return (
-        f"# {'M':>6} {'N':>6} {'K':>6} {'dtype':>5} {'best':>9} {'median':>9} {'mean':>9}  label\n"
+        f"# {'M':>6} {'N':>6} {'K':>6} {'dtype':>5} {'best':>9} {'median':>9} {'mean':>9} {'#wrong':>6}  label\n"
         f"# {'':>6} {'':>6} {'':>6} {'':>5} {'TFLOP/s':>9} {'TFLOP/s':>9} {'TFLOP/s':>9}"
     )
 
@@ -31,7 +31,8 @@ def gemm_header() -> str:
 def gemm_line(row: dict[str, Any]) -> str:
     return (
         f"  {row['m']:>6} {row['n']:>6} {row['k']:>6} {row['dtype']:>5} {row['best_tflops']:>9.3f}"
-        f" {row['median_tflops']:>9.3f} {row['mean_tflops']:>9.3f}  {row.get('label', '')}"
+        f" {row['median_tflops']:>9.3f} {row['mean_tflops']:>9.3f} {row.get('wrong', '-')!s:>6}"
+        f"  {row.get('label', '')}"
     )
 
 

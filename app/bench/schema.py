@@ -21,7 +21,7 @@ from typing import Any
 
 from app.bench import BENCHMARK_VERSION, SCHEMA_VERSION
 
-KINDS = ("gemm", "collectives", "calibration", "attention")
+KINDS = ("gemm", "collectives", "calibration", "check", "attention")
 STATUSES = ("running", "complete", "partial", "interrupted", "failed")
 
 
@@ -89,7 +89,14 @@ def collective_row(
 
 
 def gemm_row(
-    m: int, n: int, k: int, dtype: str, device: str, times_s: list[float], label: str = ""
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    device: str,
+    times_s: list[float],
+    label: str = "",
+    wrong: int | None = None,
 ) -> dict[str, Any]:
     """Best / median / mean over per-iteration times (mamf-finder reports the same three)."""
     flops = 2.0 * m * n * k
@@ -109,6 +116,7 @@ def gemm_row(
         "best_tflops": flops / best / 1e12,
         "median_tflops": flops / median / 1e12,
         "mean_tflops": flops / mean / 1e12,
+        **({} if wrong is None else {"wrong": int(wrong)}),
     }
 
 
@@ -188,14 +196,34 @@ def summarise(doc: dict[str, Any]) -> dict[str, Any]:
         summary["avg_busbw_gbps"] = {
             key: statistics.fmean(r["busbw_gbps"] for r in group) for key, group in groups.items()
         }
-        summary["wrong"] = sum(int(r.get("wrong", 0)) for r in coll_rows)
+    checked = [r for r in rows if "wrong" in r]
+    if checked:
+        summary["wrong"] = sum(int(r.get("wrong") or 0) for r in checked)
+        summary["wrong_rows"] = sum(1 for r in checked if int(r.get("wrong") or 0) > 0)
     return summary
 
 
+def wrong_result_error(summary: dict[str, Any]) -> str:
+    """The reason a run with wrong elements failed ("" when every checked element was right)."""
+    wrong = int(summary.get("wrong") or 0)
+    if not wrong:
+        return ""
+    return (
+        f"{wrong} wrong element(s) in {summary.get('wrong_rows', '?')} row(s): the hardware or software "
+        "computed wrong results, so these measurements are not to be trusted (rows kept for diagnosis)"
+    )
+
+
 def finish(doc: dict[str, Any], status: str = "complete") -> dict[str, Any]:
-    doc["status"] = status
+    """Close the document; a run that completed with any wrong element is "failed" (nccl-tests exits
+    non-zero on any out-of-bounds value), with the reason in `error`."""
     doc["finished_at"] = now_iso()
     doc["summary"] = summarise(doc)
+    error = wrong_result_error(doc["summary"])
+    if error:
+        doc["error"] = error
+        status = "failed" if status == "complete" else status
+    doc["status"] = status
     return doc
 
 

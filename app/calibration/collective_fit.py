@@ -186,6 +186,9 @@ def _scale_tier(params: NetworkParams, tier: str, field: str, ratio: float) -> N
     return _set_tier(params, tier, updated)
 
 
+SCALE_UP_TIERS = ("nvlink", "pcie", "xgmi")
+
+
 def calibrate_network(
     doc: dict[str, Any], cluster: ClusterSpec, base: NetworkParams | None = None, rounds: int = 4
 ) -> tuple[NetworkParams, dict[str, Any]]:
@@ -199,6 +202,10 @@ def calibrate_network(
     by_tier: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_tier.setdefault(tier_of(row, cluster), []).append(row)
+    # The launch overhead is paid by every collective, tensor-parallel ones on NVLink included: it is fitted
+    # only when a scale-up tier was measured. Rows measured across nodes alone put their latency into their
+    # own tier's per-step latency, so a profile fitted on the network never moves NVLink communication.
+    fits_overhead = any(tier in SCALE_UP_TIERS for tier in by_tier)
     for _ in range(rounds):
         # Bandwidth: the largest quarter of sizes in each tier and op family.
         for tier, tier_rows in by_tier.items():
@@ -224,7 +231,7 @@ def calibrate_network(
                 np.median([r["time_us"] / 1e6 - predict_time_s(r, cluster, params) for r in small])
             )
             steps[tier] = float(np.median([_steps(r["op"], int(r.get("ranks") or 2)) for r in small]))
-        shift = min(residual.values())
+        shift = min(residual.values()) if fits_overhead else 0.0
         params = replace(params, launch_overhead_s=max(0.0, params.launch_overhead_s + shift))
         for tier, extra in residual.items():
             extra -= shift
@@ -234,8 +241,8 @@ def calibrate_network(
                 latencies = {p: v + per_step for p, v in current.step_latency_s.items()}
                 updated = replace(current, step_latency_s=latencies)
                 params = _set_tier(params, tier, updated)
-    params = _refine(params, rows, cluster, list(by_tier))
-    overrides: dict[str, Any] = {"launch_overhead_s": params.launch_overhead_s}
+    params = _refine(params, rows, cluster, list(by_tier), fits_overhead)
+    overrides: dict[str, Any] = {"launch_overhead_s": params.launch_overhead_s} if fits_overhead else {}
     for tier in by_tier:
         t = params.tier(tier)
         entry = {
@@ -244,7 +251,7 @@ def calibrate_network(
             "step_latency_s": dict(t.step_latency_s),
             "source": "calibrated from measurements",
         }
-        if tier in ("nvlink", "pcie", "xgmi"):
+        if tier in SCALE_UP_TIERS:
             overrides[tier] = entry
         else:
             overrides.setdefault("transports", {})[tier] = entry
@@ -274,6 +281,7 @@ def _refine(
     rows: list[dict[str, Any]],
     cluster: ClusterSpec,
     tiers: list[str],
+    fits_overhead: bool = True,
     sweeps: int = 12,
 ) -> NetworkParams:
     """Coordinate descent in log space on the mean squared log error of predicted vs measured time.
@@ -281,7 +289,7 @@ def _refine(
     Each parameter (launch overhead; per tier: ring and all-to-all efficiency, step latency) is multiplied
     or divided by a step factor while that lowers the error; the factor shrinks from 4 to ~1.01.
     """
-    keys: list[tuple[str, str]] = [("*", "launch")]
+    keys: list[tuple[str, str]] = [("*", "launch")] if fits_overhead else []
     ops = {r["op"] for r in rows}
     for tier in tiers:
         keys.append((tier, "step_latency_s"))

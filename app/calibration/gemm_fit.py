@@ -3,7 +3,10 @@
 For a given h the F minimising the relative squared error Σ((F·g_i − y_i)/y_i)², g_i = I_i/(I_i + h), is
 F = Σ(g_i/y_i) / Σ(g_i²/y_i²); h is searched on a logarithmic grid (0 and 10⁻²…10⁵). Relative residuals
 make small and large shapes count alike.
-Measured throughput is each shape's median (robust to stragglers; mamf-finder reports it alongside best).
+Measured throughput is each shape's best TFLOP/s (`measured_tflops`): mamf-finder's headline figure, and the
+kind of figure the catalog's measured matmul rates are, so a fitted curve and the default curve it replaces
+describe the same thing (the estimator derates either by the same sustained-load fraction,
+app.core.efficiency.training_curves). Rows without a best fall back to their median.
 """
 
 from __future__ import annotations
@@ -23,8 +26,13 @@ class GemmFit:
     error_pct: float  # mean error factor over the fitted rows: exp(mean |ln(predicted / measured)|) − 1, in %
 
 
+def measured_tflops(row: dict[str, Any]) -> float:
+    """The figure a fit and its report use: best TFLOP/s, else the median."""
+    return float(row.get("best_tflops") or 0.0) or float(row.get("median_tflops") or 0.0)
+
+
 def gemm_rows(doc: dict[str, Any], dtype: str | None = None) -> list[dict[str, Any]]:
-    rows = [r for r in doc.get("rows", []) if "median_tflops" in r and r.get("median_tflops", 0) > 0]
+    rows = [r for r in doc.get("rows", []) if "median_tflops" in r and measured_tflops(r) > 0]
     return [r for r in rows if dtype is None or r.get("dtype") == dtype]
 
 
@@ -36,7 +44,7 @@ def fit_gemm(rows: list[dict[str, Any]], dtype: str, source: str = "") -> GemmFi
     if not rows:
         raise ValueError(f"no GEMM rows for dtype {dtype}")
     i = np.array([intensity(r["m"], r["n"], r["k"]) for r in rows])
-    y = np.array([r["median_tflops"] * 1e12 for r in rows])
+    y = np.array([measured_tflops(r) * 1e12 for r in rows])
     # For a fixed h the best F (least relative squared error) is closed-form; search h on a log grid.
     best: tuple[float, float, float] | None = None
     for half in np.concatenate([[0.0], np.logspace(-2, 5, 281)]):

@@ -25,7 +25,8 @@ from app.calibration.collective_fit import (
     predict_time_s,
     regime_for,
 )
-from app.calibration.gemm_fit import fit_all_dtypes, gemm_rows
+from app.calibration.gemm_fit import fit_all_dtypes, fit_gemm, gemm_rows, measured_tflops
+from app.calibration.held_back import collective_key, gemm_shape_key, split_held_back
 from app.core.attention import ATTENTION_KERNELS, CUDNN, FLASH_ATTENTION_2
 from app.core.efficiency import GemmEfficiency, HardwareProfile
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
@@ -66,10 +67,24 @@ def _mean_error(values: list[float | None]) -> float | None:
     return (math.exp(statistics.fmean(logs)) - 1.0) * 100.0 if logs else None
 
 
+def refuse_wrong_results(doc: dict[str, Any]) -> None:
+    """ValueError for a document with any wrong element: a machine that computes wrong answers is broken,
+    and its timings say nothing about the hardware the profile is named after."""
+    bad = [r for r in doc.get("rows", []) if int(r.get("wrong") or 0) > 0]
+    if bad:
+        first = bad[0]
+        where = first.get("op") or f"{first.get('m')}x{first.get('n')}x{first.get('k')} {first.get('dtype')}"
+        raise ValueError(
+            f"{len(bad)} row(s) have wrong elements (first: {where}, {first['wrong']} wrong): "
+            "results that fail their correctness check are not fitted"
+        )
+
+
 def build_profile(
     doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec, source: str = ""
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(params, report) for a result document measured on `gpu` GPUs linked by `fabric`."""
+    refuse_wrong_results(doc)
     params: dict[str, Any] = {
         "gpu": gpu.name,
         "fabric": fabric.name,
@@ -85,39 +100,16 @@ def build_profile(
     if g_rows:
         fits = fit_all_dtypes(doc, source=source)
         params["gemm"] = {d: asdict(f.efficiency) for d, f in fits.items()}
+        params["gemm_measure"] = "best"
         primary = next((d for d in PREFERRED_DTYPES if d in fits), next(iter(fits)))
         params["gemm_primary_dtype"] = primary
-        table = []
-        for r in g_rows:
-            fit = fits[r["dtype"]].efficiency
-            try:
-                before_eff: GemmEfficiency | None = GemmEfficiency.for_gpu(
-                    gpu, r["dtype"] if r["dtype"] != "tf32" else "tf32"
-                )
-            except KeyError:
-                before_eff = None
-            measured = r["median_tflops"]
-            before = float(before_eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12 if before_eff else None
-            after = float(fit.flops_per_s(r["m"], r["n"], r["k"])) / 1e12
-            table.append(
-                {
-                    "m": r["m"],
-                    "n": r["n"],
-                    "k": r["k"],
-                    "dtype": r["dtype"],
-                    "label": r.get("label", ""),
-                    "measured_tflops": measured,
-                    "best_tflops": r.get("best_tflops"),
-                    "before_tflops": before,
-                    "after_tflops": after,
-                    "before_err_pct": _err_pct(before, measured),
-                    "after_err_pct": _err_pct(after, measured),
-                }
-            )
+        table = _gemm_table(g_rows, {d: f.efficiency for d, f in fits.items()}, gpu)
         report["gemm"] = {
             "rows": table,
+            "measure": "best TFLOP/s per shape (median where no best was recorded)",
             "error_before_pct": _mean_error([t["before_err_pct"] for t in table]),
             "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
+            "held_back": _gemm_held_back(g_rows, gpu),
             "fits": {
                 d: {
                     "max_tflops": f.efficiency.max_flops / 1e12,
@@ -180,6 +172,7 @@ def build_profile(
             "error_before_pct": _mean_error([t["before_err_pct"] for t in table]),
             "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
             "error_alpha_beta_pct": _mean_error([t["alpha_beta_err_pct"] for t in table]),
+            "held_back": _collectives_held_back(doc, c_rows, cluster, defaults),
         }
     a_rows = attention_rows(doc)
     if a_rows:
@@ -197,6 +190,87 @@ def build_profile(
             "the fit itself is valid for the measured device"
         )
     return params, report
+
+
+def default_gemm_curve(gpu: GPUSpec, dtype: str) -> GemmEfficiency | None:
+    """What the uncalibrated model expects a GEMM benchmark to measure: the catalog's burst curve (the
+    sustained-load derating applies to training, not to a short benchmark loop)."""
+    try:
+        return GemmEfficiency.for_gpu(gpu, dtype, sustained=False)
+    except KeyError:
+        return None
+
+
+def _gemm_table(
+    rows: list[dict[str, Any]], fitted: dict[str, GemmEfficiency], gpu: GPUSpec
+) -> list[dict[str, Any]]:
+    table = []
+    for r in rows:
+        before_eff = default_gemm_curve(gpu, r["dtype"])
+        measured = measured_tflops(r)
+        before = float(before_eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12 if before_eff else None
+        after = (
+            float(fitted[r["dtype"]].flops_per_s(r["m"], r["n"], r["k"])) / 1e12
+            if r["dtype"] in fitted
+            else None
+        )
+        table.append(
+            {
+                "m": r["m"],
+                "n": r["n"],
+                "k": r["k"],
+                "dtype": r["dtype"],
+                "label": r.get("label", ""),
+                "measured_tflops": measured,
+                "best_tflops": r.get("best_tflops"),
+                "median_tflops": r.get("median_tflops"),
+                "before_tflops": before,
+                "after_tflops": after,
+                "before_err_pct": _err_pct(before, measured),
+                "after_err_pct": _err_pct(after, measured),
+            }
+        )
+    return table
+
+
+def _gemm_held_back(rows: list[dict[str, Any]], gpu: GPUSpec) -> dict[str, Any] | None:
+    """Defaults and a fit on the other rows, compared on every fourth shape (app.calibration.held_back)."""
+    kept, held = split_held_back(rows, gemm_shape_key)
+    fitted = {}
+    for dtype in sorted({r["dtype"] for r in held}):
+        train = [r for r in kept if r["dtype"] == dtype]
+        if len(train) >= 2:
+            fitted[dtype] = fit_gemm(train, dtype).efficiency
+    held = [r for r in held if r["dtype"] in fitted]
+    if not held:
+        return None
+    table = _gemm_table(held, fitted, gpu)
+    return {
+        "points": len(held),
+        "error_before_pct": _mean_error([t["before_err_pct"] for t in table]),
+        "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
+    }
+
+
+def _collectives_held_back(
+    doc: dict[str, Any], rows: list[dict[str, Any]], cluster: ClusterSpec, defaults: NetworkParams
+) -> dict[str, Any] | None:
+    """Defaults and network parameters fitted on the other rows, compared on every fourth measurement."""
+    kept, held = split_held_back(rows, collective_key)
+    if not held:
+        return None
+    _, overrides = calibrate_network({**doc, "rows": kept}, cluster, defaults)
+    fitted = NetworkParams.from_dict({**overrides, "name": "held-back fit"}, defaults)
+    before, after = [], []
+    for r in held:
+        measured_s = r["time_us"] / 1e6
+        before.append(_err_pct(predict_time_s(r, cluster, defaults), measured_s))
+        after.append(_err_pct(predict_time_s(r, cluster, fitted), measured_s))
+    return {
+        "points": len(held),
+        "error_before_pct": _mean_error(before),
+        "error_after_pct": _mean_error(after),
+    }
 
 
 def fit_attention(

@@ -2,7 +2,9 @@
 
 Profiles are named and versioned: fitting again under the same name adds version n+1, never overwrites.
 A job is fitted only when it succeeded and its rows come from one attempt on one node (`check_fittable`):
-rows of a failed run are partial, and rows of two machines would fit a profile of neither.
+rows of a failed run are partial, and rows of two machines would fit a profile of neither. Measurements that
+fail the node acceptance check against the declared GPU and fabric (app.calibration.acceptance) are fitted
+only on an explicit override, and every profile's report keeps its acceptance report.
 `get_hardware_profile(session, name)` returns the core's HardwareProfile for the estimator and planner.
 """
 
@@ -14,6 +16,8 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from app.calibration.acceptance import acceptance_report, failed_checks
+from app.calibration.held_back import improves
 from app.calibration.profile import DEFAULT_FABRIC, DEFAULT_GPU, build_profile, hardware_profile
 from app.core.efficiency import HardwareProfile
 from app.core.errors import Problem, SpecError
@@ -43,6 +47,51 @@ def next_version(session: Session, name: str) -> int:
     return int(current or 0) + 1
 
 
+def check_acceptance(
+    doc: dict[str, Any], gpu_spec: Any, fabric_spec: Any, override: bool = False
+) -> dict[str, Any]:
+    """The node acceptance report of `doc` against the declared GPU and fabric; a failing one is refused
+    (SpecError on `override_acceptance`) unless `override` says to fit it anyway."""
+    report = acceptance_report(doc, gpu_spec, fabric_spec)
+    if report["verdict"] == "fail" and not override:
+        raise SpecError(
+            [
+                Problem(
+                    "override_acceptance",
+                    f"these measurements fail the acceptance check for {gpu_spec.name}"
+                    f" ({'; '.join(failed_checks(report))}): a profile named after that GPU would describe "
+                    "a broken or different machine; fit anyway with override_acceptance (CLI: "
+                    "--override-acceptance)",
+                )
+            ]
+        )
+    return report
+
+
+def check_generalises(report: dict[str, Any], force: bool = False) -> None:
+    """Refuse (SpecError on `force`) a fit whose error on held-back points is not below the defaults'."""
+    worse = [
+        f"{part}: {held['error_before_pct']:.1f} % with the defaults, {held['error_after_pct']:.1f} % fitted"
+        for part in ("gemm", "collectives")
+        if (held := (report.get(part) or {}).get("held_back")) and not improves(held)
+    ]
+    if worse and not force:
+        raise SpecError(
+            [
+                Problem(
+                    "force",
+                    "the fit does not improve the model on the points held back from it ("
+                    + "; ".join(worse)
+                    + "): it would not generalise; save it anyway with force (CLI: --force)",
+                )
+            ]
+        )
+    if worse:
+        report.setdefault("notes", []).append(
+            "saved with force although it does not improve on held-back points"
+        )
+
+
 def fit_profile(
     session: Session,
     doc: dict[str, Any],
@@ -50,6 +99,8 @@ def fit_profile(
     gpu: str | None = None,
     fabric: str | None = None,
     source_job_id: uuid.UUID | None = None,
+    override_acceptance: bool = False,
+    force: bool = False,
 ) -> CalibrationProfile:
     name = name.strip()
     if not name:
@@ -61,6 +112,14 @@ def fit_profile(
         params, report = build_profile(doc, gpu_spec, fabric_spec, source=source)
     except ValueError as exc:
         raise SpecError([Problem("job", str(exc))]) from exc
+    check_generalises(report, force)
+    acceptance = check_acceptance(doc, gpu_spec, fabric_spec, override_acceptance)
+    report["acceptance"] = {**acceptance, "overridden": acceptance["verdict"] == "fail"}
+    if acceptance["verdict"] != "pass":
+        report.setdefault("notes", []).append(
+            f"acceptance {acceptance['verdict']} against {gpu_spec.name}"
+            + (" (fitted on an explicit override)" if acceptance["verdict"] == "fail" else "")
+        )
     profile = CalibrationProfile(
         name=name,
         version=version,
@@ -98,15 +157,41 @@ def check_fittable(session: Session, job: BenchmarkJob) -> None:
         raise _refuse(f"job {job.id} succeeded without result rows to fit")
 
 
+def job_document(job: BenchmarkJob) -> dict[str, Any]:
+    """The job's result document, or its partial rows when it has none."""
+    doc = job.result or {"rows": job.partial_rows}
+    return doc if doc.get("rows") else {**doc, "rows": job.partial_rows}
+
+
 def fit_profile_from_job(
-    session: Session, job: BenchmarkJob, name: str, gpu: str | None = None, fabric: str | None = None
+    session: Session,
+    job: BenchmarkJob,
+    name: str,
+    gpu: str | None = None,
+    fabric: str | None = None,
+    override_acceptance: bool = False,
+    force: bool = False,
 ) -> CalibrationProfile:
     check_fittable(session, job)
-    doc = job.result or {"rows": job.partial_rows}
-    if not doc.get("rows"):
-        doc = {**doc, "rows": job.partial_rows}
     return fit_profile(
-        session, doc, name, gpu or job.params.get("gpu"), fabric or job.params.get("fabric"), job.id
+        session,
+        job_document(job),
+        name,
+        gpu or job.params.get("gpu"),
+        fabric or job.params.get("fabric"),
+        job.id,
+        override_acceptance or bool(job.params.get("override_acceptance")),
+        force or bool(job.params.get("force")),
+    )
+
+
+def job_acceptance(job: BenchmarkJob, gpu: str | None = None, fabric: str | None = None) -> dict[str, Any]:
+    """The acceptance report of a job's rows against its declared (or the given) GPU and fabric."""
+    declared_gpu, declared_fabric = job.params.get("gpu"), job.params.get("fabric")
+    return acceptance_report(
+        job_document(job),
+        _gpu(gpu or (str(declared_gpu) if declared_gpu else None)),
+        _fabric(fabric or (str(declared_fabric) if declared_fabric else None)),
     )
 
 
@@ -155,8 +240,7 @@ def default_predictions(
     """What the uncalibrated model predicts for each measured row (catalog defaults for `gpu` / `fabric`)."""
     from app.calibration.collective_fit import collective_rows, predict_time_s
     from app.calibration.gemm_fit import gemm_rows
-    from app.calibration.profile import cluster_for
-    from app.core.efficiency import GemmEfficiency
+    from app.calibration.profile import cluster_for, default_gemm_curve
     from app.core.network import busbw_factor, default_network_params
 
     gpu_spec, fabric_spec = _gpu(gpu), _fabric(fabric)
@@ -172,10 +256,7 @@ def default_predictions(
                 {**r, "predicted_busbw_gbps": r["size_bytes"] / t * factor / 1e9 if t > 0 else None}
             )
     for r in gemm_rows(doc):
-        try:
-            eff = GemmEfficiency.for_gpu(gpu_spec, r["dtype"])
-            predicted = float(eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12
-        except KeyError:
-            predicted = None
+        eff = default_gemm_curve(gpu_spec, r["dtype"])  # burst clocks, as a benchmark measures
+        predicted = float(eff.flops_per_s(r["m"], r["n"], r["k"])) / 1e12 if eff else None
         out["gemm"].append({**r, "predicted_tflops": predicted})
     return out

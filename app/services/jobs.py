@@ -25,13 +25,14 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from app.bench.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
+from app.bench.job import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS
+from app.bench.schema import summarise, wrong_result_error
 from app.core.errors import Problem, SpecError
 from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
 from app.models.benchmarks import BenchmarkJob, JobAttempt, JobEvent, Node
 
-JOB_KINDS = ("gemm", "collectives", "calibration")
 TERMINAL = ("succeeded", "failed", "cancelled")
 # A job that ended this way may be queued again by its owner (a succeeded one has nothing to redo).
 RETRYABLE = ("failed", "cancelled")
@@ -75,7 +76,9 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
         raise SpecError([Problem("kind", f"unknown job kind {kind!r}; choose from {', '.join(JOB_KINDS)}")])
     problems: list[Problem] = []
     known_gpus = 1024 if gpus is None else gpus
-    if kind in ("collectives", "calibration"):
+    if kind == "check":
+        problems += _check_target_problems(params)
+    if kind in COLLECTIVE_KINDS:
         try:
             cfg = CollectiveConfig.from_dict(params.get("collectives", params))
             nproc = int(params.get("nproc", 2))
@@ -85,7 +88,7 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
         except (TypeError, ValueError) as exc:
             problems.append(Problem("params", str(exc)))
     attention = params.get("attention")
-    if attention and kind in ("gemm", "calibration"):
+    if attention and kind in GEMM_KINDS:
         from app.bench.config import AttentionConfig, validate_attention
 
         try:
@@ -96,7 +99,7 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
             problems += [Problem(f"params.attention.{p.field}", p.message) for p in exc.problems]
         except (TypeError, ValueError) as exc:
             problems.append(Problem("params.attention", str(exc)))
-    if kind in ("gemm", "calibration"):
+    if kind in GEMM_KINDS:
         gp = params.get("gemm", params)
         try:
             from app.bench.job import gemm_config_from_params
@@ -117,6 +120,25 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
             problems.append(Problem("params", str(exc)))
     if problems:
         raise SpecError(problems)
+
+
+def _check_target_problems(params: dict[str, Any]) -> list[Problem]:
+    """A node acceptance check is judged against a catalog GPU (required) and fabric (optional)."""
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+
+    problems = []
+    if not params.get("gpu"):
+        problems.append(
+            Problem("params.gpu", "a check job needs the catalog GPU the node is expected to have")
+        )
+    for key, find in (("gpu", find_gpu), ("fabric", find_fabric)):
+        if params.get(key):
+            try:
+                find(str(params[key]))
+            except (LookupError, ValueError) as exc:
+                problems.append(Problem(f"params.{key}", str(exc)))
+    return problems
 
 
 def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:
@@ -344,19 +366,28 @@ def record_progress(
     return job
 
 
-def renew_leases(session: Session, node: Node) -> list[uuid.UUID]:
-    """Heartbeat: extend this node's running jobs; return those the server wants cancelled."""
+def renew_leases(
+    session: Session, node: Node, held: list[tuple[uuid.UUID, int]] | None = None
+) -> list[uuid.UUID]:
+    """Heartbeat: extend the leases of the runs the heartbeating agent holds — (job id, attempt) pairs, the
+    attempt being the claim's fencing token — and return those the server wants cancelled.
+
+    A lease belongs to one run, not to the node: an agent restarted on the same node holds none of its
+    predecessor's runs, so its heartbeats keep the node online but never keep a dead run "running"; that run
+    is requeued (or cancelled, or failed) when its lease lapses."""
+    wanted = set(held or [])
     jobs = session.exec(
         select(BenchmarkJob).where(BenchmarkJob.status == "running", BenchmarkJob.claimed_by == node.id)
     ).all()
+    mine = [job for job in jobs if (job.id, job.attempt) in wanted]
     until = utcnow() + timedelta(seconds=lease_s())
-    for job in jobs:
+    for job in mine:
         job.lease_expires_at = until
         session.add(job)
     node.last_heartbeat_at = utcnow()
     session.add(node)
     session.commit()
-    return [job.id for job in jobs if job.cancel_requested]
+    return [job.id for job in mine if job.cancel_requested]
 
 
 def complete_job(
@@ -373,6 +404,9 @@ def complete_job(
     job = _held_job(session, job_id, node, attempt)
     if job.cancel_requested and status == "failed":
         status = "cancelled"  # a run stopped on request is cancelled, not failed
+    wrong = wrong_result_error(summarise(result or {}))
+    if status == "succeeded" and wrong:  # an agent that did not gate its own results (an older one)
+        status, error = "failed", wrong
     now = utcnow()
     job.status = status
     job.finished_at = now
@@ -384,6 +418,10 @@ def complete_job(
     if status == "succeeded":
         job.progress = 1.0
         job.eta_s = 0.0
+    if job.kind == "check" and result and result.get("rows"):
+        from app.services.calibration import job_acceptance
+
+        job.result = {**result, "acceptance": job_acceptance(job)}  # the node's acceptance history
     session.add(job)
     _archive_attempt(session, job, status)
     add_event(
@@ -451,6 +489,17 @@ def retry_job(
     session.commit()
     session.refresh(job)
     return job
+
+
+def check_history(session: Session, node_id: uuid.UUID, limit: int = 100) -> list[BenchmarkJob]:
+    """The node's acceptance checks, newest first (a finished job keeps the node that ran it in claimed_by)."""
+    query = (
+        select(BenchmarkJob)
+        .where(BenchmarkJob.kind == "check", BenchmarkJob.claimed_by == node_id)
+        .order_by(col(BenchmarkJob.created_at).desc())
+        .limit(limit)
+    )
+    return list(session.exec(query).all())
 
 
 def events_after(session: Session, job_id: uuid.UUID, after_id: int = 0, limit: int = 500) -> list[JobEvent]:

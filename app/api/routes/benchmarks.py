@@ -38,7 +38,9 @@ SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under 
 
 
 class BenchmarkCreate(BaseModel):
-    kind: Literal["gemm", "collectives", "calibration"] = Field(description="what to measure")
+    kind: Literal["gemm", "collectives", "calibration", "check"] = Field(
+        description="what to measure; check = a node acceptance check (needs params.gpu)"
+    )
     params: JsonObject = Field(
         default_factory=dict,
         description="runner parameters: sizes/dtypes/iters (GEMM); ops, min_bytes, max_bytes, step_factor, "
@@ -181,6 +183,50 @@ def list_benchmarks(
 def get_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -> BenchmarkPublic:
     job_service.requeue_expired(session)
     return full_public(session, job_service.get_job(session, job_id))
+
+
+class AcceptanceCheck(BaseModel):
+    name: str
+    unit: str
+    measured: float
+    expected: float
+    ratio: float = Field(description="measured / expected (latency: expected / measured); 1 = as expected")
+    verdict: Literal["pass", "warn", "fail"]
+    pass_range: str
+    fail_below: str
+    source: str
+    points: int
+
+
+class AcceptanceReport(BaseModel):
+    verdict: Literal["pass", "warn", "fail"] = Field(description="the worst verdict over every check")
+    gpu: str
+    fabric: str
+    checks: list[AcceptanceCheck]
+    notes: list[str]
+
+
+@router.get(
+    "/{job_id}/acceptance",
+    operation_id="get_benchmark_acceptance",
+    response_model=AcceptanceReport,
+    summary="Node acceptance: the job's GEMM rate, busbw and latency against what the model expects",
+)
+def get_benchmark_acceptance(
+    job_id: uuid.UUID,
+    session: SessionDep,
+    _principal: ReadDep,
+    gpu: Annotated[
+        SafeStr | None, Query(max_length=100, description="catalog GPU (default: the job's)")
+    ] = None,
+    fabric: Annotated[
+        SafeStr | None, Query(max_length=100, description="fabric (default: the job's)")
+    ] = None,
+) -> AcceptanceReport:
+    from app.services.calibration import job_acceptance
+
+    job = job_service.get_job(session, job_id)
+    return AcceptanceReport.model_validate(job_acceptance(job, gpu, fabric))
 
 
 def _manage(action: Any, session: Session, job_id: uuid.UUID, principal: Principal) -> BenchmarkPublic:

@@ -36,6 +36,14 @@ class ProfileFit(BaseModel):
     fabric: SafeStr | None = Field(
         default=None, max_length=100, description="fabric preset between nodes, e.g. ib-ndr-8x400"
     )
+    override_acceptance: bool = Field(
+        default=False,
+        description="fit even though the measurements fail the node acceptance check for this GPU and fabric",
+    )
+    force: bool = Field(
+        default=False,
+        description="save the fit even though it does not improve the model on held-back points",
+    )
 
 
 class ProfileSummary(BaseModel):
@@ -115,6 +123,8 @@ def get_profile(
 )
 def fit_profile(body: ProfileFit, session: SessionDep, _p: RunDep, response: Response) -> ProfilePublic:
     job = job_service.get_job(session, body.job_id)
-    profile = calibration_service.fit_profile_from_job(session, job, body.name, body.gpu, body.fabric)
+    profile = calibration_service.fit_profile_from_job(
+        session, job, body.name, body.gpu, body.fabric, body.override_acceptance, body.force
+    )
     response.headers["Location"] = f"/api/v1/calibration/profiles/{profile.id}"
     return public_of(profile)

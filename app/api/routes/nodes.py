@@ -105,6 +105,46 @@ def get_node(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> NodePu
     return node_public(node_service.get_node(session, node_ref))
 
 
+class NodeCheck(BaseModel):
+    job_id: uuid.UUID
+    status: str
+    created_at: datetime
+    finished_at: datetime | None
+    verdict: Literal["pass", "warn", "fail"] | None = Field(description="None until the check has results")
+    gpu: str | None
+    fabric: str | None
+    failed: list[str] = Field(description="each failed check: measured against expected")
+
+
+def node_check(job: Any) -> NodeCheck:
+    from app.calibration.acceptance import failed_checks
+
+    report = (job.result or {}).get("acceptance")
+    return NodeCheck(
+        job_id=job.id,
+        status=job.status,
+        created_at=as_utc(job.created_at),  # type: ignore[arg-type]
+        finished_at=as_utc(job.finished_at),
+        verdict=report["verdict"] if report else None,
+        gpu=report["gpu"] if report else job.params.get("gpu"),
+        fabric=report["fabric"] if report else job.params.get("fabric"),
+        failed=failed_checks(report) if report else [],
+    )
+
+
+@router.get(
+    "/nodes/{node_ref}/checks",
+    tags=["nodes"],
+    operation_id="list_node_checks",
+    response_model=ListEnvelope[NodeCheck],
+    summary="The node's acceptance checks (jobs of kind check), newest first, with their verdicts",
+)
+def list_node_checks(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> ListEnvelope[NodeCheck]:
+    node = node_service.get_node(session, node_ref)
+    checks = [node_check(job) for job in job_service.check_history(session, node.id)]
+    return ListEnvelope[NodeCheck](data=checks, count=len(checks))
+
+
 @router.post(
     "/nodes/{node_ref}/revoke",
     tags=["nodes"],
@@ -129,6 +169,20 @@ class AgentConfig(BaseModel):
     name: str
     heartbeat_interval_s: float
     lease_s: float
+
+
+class HeldRun(BaseModel):
+    id: uuid.UUID
+    attempt: int = Field(ge=1, le=MAX_ATTEMPT, description="the attempt number its claim returned")
+
+
+class HeartbeatReport(BaseModel):
+    jobs: list[HeldRun] = Field(
+        default_factory=list,
+        max_length=100,
+        description="the runs this agent process holds; only their leases are renewed (a restarted agent "
+        "holds none, so a run its predecessor left behind is requeued when its lease lapses)",
+    )
 
 
 class HeartbeatReply(BaseModel):
@@ -183,10 +237,13 @@ def agent_register(body: AgentRegister, node: NodeDep, session: SessionDep) -> A
     tags=["agent"],
     operation_id="agent_heartbeat",
     response_model=HeartbeatReply,
-    summary="Keep the node online and its running jobs' leases alive",
+    summary="Keep the node online and the leases of the runs this agent holds alive",
 )
-def agent_heartbeat(node: NodeDep, session: SessionDep) -> HeartbeatReply:
-    cancel = job_service.renew_leases(session, node)
+def agent_heartbeat(
+    node: NodeDep, session: SessionDep, body: HeartbeatReport | None = None
+) -> HeartbeatReply:
+    held = [(run.id, run.attempt) for run in (body.jobs if body else [])]
+    cancel = job_service.renew_leases(session, node, held)
     return HeartbeatReply(
         cancel=cancel, heartbeat_interval_s=node_service.heartbeat_interval_s(), lease_s=job_service.lease_s()
     )

@@ -94,6 +94,12 @@ def gemm(
     iters: Annotated[int, typer.Option(min=1)] = 50,
     warmup_iters: Annotated[int, typer.Option(min=0)] = 10,
     flush: Annotated[bool, typer.Option(help="flush the cache before each timed matmul")] = True,
+    warmup_seconds: Annotated[
+        float | None,
+        typer.Option(
+            min=0, help="run the first shape this long before the sweep (default: 30 on a GPU, 0 on CPU)"
+        ),
+    ] = None,
     all_devices: Annotated[bool, typer.Option(help="sweep every local GPU in turn")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
     out: Annotated[
@@ -122,6 +128,7 @@ def gemm(
         iters=iters,
         warmup_iters=warmup_iters,
         flush_cache=flush,
+        warmup_s=warmup_seconds,
     )
 
     from app.bench.gemm import run_gemm
@@ -149,6 +156,19 @@ def gemm(
                 f"# max {dt}: {best['tflops']:.3f} TFLOP/s @ {best['m']}x{best['n']}x{best['k']} (MxNxK)"
             )
         typer.echo(f"# benchmark_version {doc['benchmark_version']}")
+    _fail_on_wrong_results(doc)
+
+
+# nccl-tests exits EXIT_FAILURE (1) when any element is wrong (src/common.cu); bad input keeps exit 2.
+EXIT_WRONG_RESULTS = 1
+EXIT_CHECK_FAILED = 1  # a failed acceptance check, likewise (bad input keeps exit 2)
+
+
+def _fail_on_wrong_results(doc: dict[str, Any]) -> None:
+    """A run with any wrong element fails: its reason on stderr, exit 1 (the document is already written)."""
+    if doc.get("status") == "failed" and doc.get("error"):
+        typer.echo(f"error: {doc['error']}", err=True)
+        raise typer.Exit(EXIT_WRONG_RESULTS)
 
 
 @bench.command(
@@ -308,6 +328,10 @@ def collectives(
             user_argv=["clusterplan", *sys.argv[1:]],
             on_output=lambda line: stderr_tail.append(line) if len(stderr_tail) < 400 else None,
         )
+    if doc is None and code == 0 and nnodes > 1:
+        # only global rank 0 (on node 0) writes the document; this node's ranks finished cleanly
+        typer.echo("# this node's ranks finished; node 0 (global rank 0) prints and writes the results")
+        return
     if doc is None:
         detail = "\n".join(line for line in stderr_tail if line.strip())[-3000:]
         raise UserError(f"the benchmark did not produce results (torchrun exit {code}):\n{detail}")
@@ -322,6 +346,7 @@ def collectives(
                 f"# Out of bounds values : {summary['wrong']} {'OK' if summary['wrong'] == 0 else 'FAILED'}"
             )
         typer.echo(f"# status {doc.get('status')} · benchmark_version {doc.get('benchmark_version')}")
+    _fail_on_wrong_results(doc)
     if code != 0:
         raise typer.Exit(130 if doc.get("status") == "interrupted" else code)
 
@@ -338,15 +363,94 @@ def import_(
         str | None,
         typer.Option("--format", help="nccl-tests | nccl-tests-json | mamf-finder (default: detect)"),
     ] = None,
+    ranks: Annotated[
+        int | None, typer.Option(min=1, help="ranks, for an nccl-tests log without its device list")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="nodes, for an nccl-tests log without its device list")
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="catalog GPU the node has: warn when the result fails its acceptance check"),
+    ] = None,
+    fabric: Annotated[str, typer.Option(help="fabric between nodes, with --gpu")] = "ib-ndr-8x400",
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON result document")] = False,
     out: Annotated[Path | None, typer.Option(help="write the document here")] = None,
 ) -> None:
     from app.bench.importers import import_file
 
-    doc = import_file(path, op=op, fmt=fmt)
+    doc = import_file(path, op=op, fmt=fmt, ranks=ranks, nodes=nodes)
+    for note in doc.get("notes", []):
+        typer.echo(f"note: {note}", err=True)
+    if gpu:
+        _warn_on_acceptance(doc, gpu, fabric)
     if out is not None:
         write_document(doc, out)
     typer.echo(to_json(doc, indent=1) if as_json else render_document(doc))
+
+
+@bench.command(
+    "check",
+    help="Node acceptance: a result's GEMM rate, busbw and latency against what the catalog and the model "
+    "expect for a GPU and fabric (pass / warn / fail; exit 1 on fail).",
+)
+def check(
+    path: Annotated[
+        Path,
+        typer.Argument(exists=True, dir_okay=False, help="result document, nccl-tests or mamf-finder output"),
+    ],
+    gpu: Annotated[str, typer.Option(help="catalog GPU the node has")] = "H100-SXM",
+    fabric: Annotated[str, typer.Option(help="fabric between nodes, e.g. ib-ndr-8x400")] = "ib-ndr-8x400",
+    op: Annotated[str | None, typer.Option(help="collective, for nccl-tests files that do not say")] = None,
+    ranks: Annotated[
+        int | None, typer.Option(min=1, help="ranks, for an nccl-tests log without devices")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="nodes, for an nccl-tests log without devices")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    from app.bench.importers import import_file
+    from app.calibration.acceptance import FAIL, acceptance_report
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+
+    doc = import_file(path, op=op, ranks=ranks, nodes=nodes)
+    report = acceptance_report(doc, find_gpu(gpu), find_fabric(fabric))
+    report["notes"] = [*doc.get("notes", []), *report["notes"]]
+    typer.echo(to_json(report, indent=1) if as_json else render_acceptance(report))
+    if report["verdict"] == FAIL:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _warn_on_acceptance(doc: dict[str, Any], gpu: str, fabric: str) -> None:
+    """One stderr line per check that is not a pass (the import itself goes on)."""
+    from app.calibration.acceptance import PASS, acceptance_report
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+
+    report = acceptance_report(doc, find_gpu(gpu), find_fabric(fabric))
+    for c in report["checks"]:
+        if c["verdict"] != PASS:
+            typer.echo(
+                f"warning: acceptance {c['verdict']} against {report['gpu']}: {c['name']} measured "
+                f"{c['measured']:.4g} {c['unit']}, expected {c['expected']:.4g} ({c['ratio']:.1%}; {c['pass_range']})",
+                err=True,
+            )
+
+
+def render_acceptance(report: dict[str, Any]) -> str:
+    lines = [f"# acceptance against {report['gpu']} / {report['fabric']}: {report['verdict'].upper()}"]
+    lines.append(f"# {'check':<36} {'measured':>11} {'expected':>11} {'ratio':>7}  verdict  pass range")
+    for c in report["checks"]:
+        lines.append(
+            f"  {c['name']:<36} {c['measured']:>11.4g} {c['expected']:>11.4g} {c['ratio']:>7.1%}"
+            f"  {c['verdict']:<7}  {c['pass_range']} ({c['unit']}; fail below {c['fail_below']})"
+        )
+    lines += [f"# note: {n}" for n in report["notes"]]
+    sources = sorted({c["source"] for c in report["checks"]})
+    lines += [f"# source: {s}" for s in sources]
+    return "\n".join(lines)
 
 
 @bench.command(
@@ -366,6 +470,13 @@ def slurm_script_cmd(
     partition: Annotated[str, typer.Option()] = "",
     account: Annotated[str, typer.Option()] = "",
     time_limit: Annotated[str, typer.Option("--time")] = "00:30:00",
+    cpus_per_task: Annotated[
+        int, typer.Option(min=0, help="CPUs for each node's task, which runs all its ranks (0: 2 per GPU)")
+    ] = 0,
+    activate: Annotated[
+        str | None,
+        typer.Option(help="environment activation script to source on the nodes (default: this virtualenv)"),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="write the script here instead of printing it")] = None,
 ) -> None:
     from app.bench.launch import slurm_script
@@ -383,7 +494,14 @@ def slurm_script_cmd(
     )
     validate_collectives(config, gpus_per_node, gpus_per_node)
     script = slurm_script(
-        config, nodes, gpus_per_node, partition=partition, account=account, time_limit=time_limit
+        config,
+        nodes,
+        gpus_per_node,
+        partition=partition,
+        account=account,
+        time_limit=time_limit,
+        cpus_per_task=cpus_per_task,
+        activate=activate,
     )
     if out is not None:
         out.write_text(script)

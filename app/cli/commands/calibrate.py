@@ -119,7 +119,7 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
         else:
             labels = [f"{r['m']}×{r['n']}×{r['k']}" for r in rows]
             xs = range(len(rows))
-            ax.bar(xs, [r["measured_tflops"] for r in rows], label="measured (median)")
+            ax.bar(xs, [r["measured_tflops"] for r in rows], label="measured (best)")
             ax.plot(xs, [r["before_tflops"] or float("nan") for r in rows], "s", label="before")
             ax.plot(xs, [r["after_tflops"] for r in rows], "-o", label="after")
             ax.set_xticks(list(xs), labels, rotation=60, ha="right", fontsize=7)
@@ -150,9 +150,15 @@ def fit(
     op: Annotated[str | None, typer.Option(help="collective, for nccl-tests files that do not say")] = None,
     plot: Annotated[Path | None, typer.Option(help="also draw the report to this PNG")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the profile as JSON")] = False,
+    override_acceptance: Annotated[
+        bool, typer.Option(help="fit even if the measurements fail the node acceptance check for --gpu")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option(help="save the fit even if it does not improve the model on held-back points")
+    ] = False,
 ) -> None:
     with _session() as session:
-        profile = _fit(session, result, job, name, gpu, fabric, op)
+        profile = _fit(session, result, job, name, gpu, fabric, op, override_acceptance, force)
         data: dict[str, Any] = {
             "id": str(profile.id),
             "name": profile.name,
@@ -176,6 +182,8 @@ def _fit(
     gpu: str | None,
     fabric: str | None,
     op: str | None,
+    override_acceptance: bool = False,
+    force: bool = False,
 ) -> Any:
     """A new profile version from RESULT or from --job (one of the two): the job must have succeeded, with
     rows from one attempt on one node (app.services.calibration.check_fittable)."""
@@ -186,9 +194,14 @@ def _fit(
     if (result is None) == (job is None):
         raise UserError("give either a RESULT file or --job JOB_ID")
     if job is not None:
-        return calibration_service.fit_profile_from_job(session, get_job(session, job), name, gpu, fabric)
+        return calibration_service.fit_profile_from_job(
+            session, get_job(session, job), name, gpu, fabric, override_acceptance, force
+        )
     assert result is not None
-    return calibration_service.fit_profile(session, import_file(result, op=op), name, gpu, fabric)
+    doc = import_file(result, op=op)
+    return calibration_service.fit_profile(
+        session, doc, name, gpu, fabric, override_acceptance=override_acceptance, force=force
+    )
 
 
 @calibrate.command("list", help="List calibrated profiles (every version).")

@@ -142,9 +142,11 @@ def _launch_params(form: dict[str, str], ops: list[str]) -> tuple[str, dict[str,
     }
     if kind == "calibration" and form.get("profile_name"):
         params["profile_name"] = form["profile_name"]
+        if form.get("override_acceptance"):
+            params["override_acceptance"] = True
     kernels = [k for k in form.get("attention_kernels", "").split(",") if k]
     attention = None
-    if kernels and kind in ("gemm", "calibration"):
+    if kernels and kind in ("gemm", "calibration", "check"):
         try:
             seq_lens = [
                 int(s) for s in (form.get("attention_seq_lens") or "").replace(" ", "").split(",") if s
@@ -191,6 +193,16 @@ async def launch(request: Request, session: SessionDep, principal: RunDep) -> Re
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Redirect": url})
     return RedirectResponse(url, status_code=303)
+
+
+def _acceptance(job: BenchmarkJob) -> dict[str, Any] | None:
+    """The node acceptance report of the job's rows (None before any row, or for an unknown GPU/fabric)."""
+    if not (job.result or {}).get("rows") and not job.partial_rows:
+        return None
+    try:
+        return calibration_service.job_acceptance(job)
+    except (NotFoundError, SpecError, ValueError):
+        return None
 
 
 def _charts(job: BenchmarkJob) -> dict[str, Any]:
@@ -292,6 +304,7 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
         "retryable": job.status in job_service.RETRYABLE,
         "attempts": _attempt_rows(session, job),
         "csrf_token": _csrf(request),
+        "acceptance": _acceptance(job),
         **_charts(job),
     }
     return render(request, "benchmarks_job.html", ctx, block="live")
@@ -385,7 +398,7 @@ def _profile_figs(profile: CalibrationProfile) -> dict[str, Any]:
         "data": [
             {
                 "type": "bar",
-                "name": "measured (median)",
+                "name": "measured (best)",
                 "x": labels,
                 "y": [r["measured_tflops"] for r in gemm],
             },
@@ -407,6 +420,27 @@ def _profile_figs(profile: CalibrationProfile) -> dict[str, Any]:
         "layout": {"yaxis": {"type": "log", "title": {"text": "TFLOP/s"}}, "height": 380},
     }
     return {"busbw_fig": busbw_fig, "gemm_fig": gemm_fig, "coll_rows": coll, "gemm_rows": gemm}
+
+
+@router.get("/benchmarks/nodes/{node_id}", response_class=HTMLResponse)
+def node_page(node_id: uuid.UUID, request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
+    """One node: its state and the history of its acceptance checks, newest first."""
+    try:
+        node = node_service.get_node(session, node_id)
+    except NotFoundError:
+        return render(
+            request, "benchmarks_node.html", {"title": "Node not found", "node": None}, status_code=404
+        )
+    from app.api.routes.nodes import node_check
+
+    checks = [node_check(job) for job in job_service.check_history(session, node.id)]
+    ctx = {
+        "title": f"Node {node.name}",
+        "node": node,
+        "online": node_service.is_online(node),
+        "checks": checks,
+    }
+    return render(request, "benchmarks_node.html", ctx)
 
 
 @router.get("/benchmarks/profiles/{ref}", response_class=HTMLResponse)

@@ -30,6 +30,7 @@ from app.core.model import ModelSpec
 from app.errors import NotFoundError
 from app.models.base import utcnow
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
+from app.schemas.catalog import MAX_GPUS_PER_UNIT, MAX_PRICE_USD, MODEL_LIMITS
 from app.schemas.fields import catalog_name_problem, control_char_problem
 from app.services.seed import _json_ready
 from app.settings import get_settings
@@ -279,23 +280,6 @@ def catalog_extra(kind: str, name: str) -> Mapping[str, Any]:
 def catalog_date(kind: str, name: str) -> str:
     entry = catalog.entries(kind).get(name)
     return entry.date if entry else ""
-
-
-# Upper bounds on users' input: far beyond any real model or price, low enough for every integer column and for
-# the arithmetic downstream.
-MODEL_LIMITS = {
-    "num_layers": 10_000,
-    "hidden_size": 1_000_000,
-    "num_attention_heads": 100_000,
-    "num_kv_heads": 100_000,
-    "ffn_hidden_size": 10_000_000,
-    "vocab_size": 100_000_000,
-    "head_dim": 100_000,
-    "max_seq_len": 1_000_000_000,
-    "num_experts": 100_000,
-}
-MAX_GPUS_PER_UNIT = 1_000_000
-MAX_PRICE_USD = 1e12
 
 
 # --- user models ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
 from app.models.benchmarks import Node
+from app.schemas.nodes import NodeCheck
 
 
 def heartbeat_interval_s() -> float:
@@ -101,3 +102,19 @@ def node_gpu_count(node: Node) -> int | None:
     devices = (node.info or {}).get("devices") or []
     gpus = [d for d in devices if not str(d.get("name", "")).startswith("cpu")]
     return len(gpus) if node.registered_at is not None else None
+
+
+def node_check(job: Any) -> NodeCheck:
+    from app.calibration.acceptance import failed_checks
+
+    report = (job.result or {}).get("acceptance")
+    return NodeCheck(
+        job_id=job.id,
+        status=job.status,
+        created_at=as_utc(job.created_at),  # type: ignore[arg-type]
+        finished_at=as_utc(job.finished_at),
+        verdict=report["verdict"] if report else None,
+        gpu=report["gpu"] if report else job.params.get("gpu"),
+        fabric=report["fabric"] if report else job.params.get("fabric"),
+        failed=failed_checks(report) if report else [],
+    )

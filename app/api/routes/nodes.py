@@ -11,16 +11,18 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path, Response, status
 from pydantic import BaseModel, Field
 
-from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope
 from app.api.routes.benchmarks import BenchmarkPublic, full_public
 from app.auth.deps import Principal, require_scope
 from app.auth.nodes import NodeDep
+from app.deps import SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import Node
 from app.schemas.fields import JsonObject, SafeStr
+from app.schemas.nodes import NodeCheck
 from app.services import jobs as job_service
 from app.services import nodes as node_service
+from app.services.nodes import node_check
 
 router = APIRouter()
 AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
@@ -103,33 +105,6 @@ def list_nodes(session: SessionDep, _admin: AdminDep) -> ListEnvelope[NodePublic
 )
 def get_node(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> NodePublic:
     return node_public(node_service.get_node(session, node_ref))
-
-
-class NodeCheck(BaseModel):
-    job_id: uuid.UUID
-    status: str
-    created_at: datetime
-    finished_at: datetime | None
-    verdict: Literal["pass", "warn", "fail"] | None = Field(description="None until the check has results")
-    gpu: str | None
-    fabric: str | None
-    failed: list[str] = Field(description="each failed check: measured against expected")
-
-
-def node_check(job: Any) -> NodeCheck:
-    from app.calibration.acceptance import failed_checks
-
-    report = (job.result or {}).get("acceptance")
-    return NodeCheck(
-        job_id=job.id,
-        status=job.status,
-        created_at=as_utc(job.created_at),  # type: ignore[arg-type]
-        finished_at=as_utc(job.finished_at),
-        verdict=report["verdict"] if report else None,
-        gpu=report["gpu"] if report else job.params.get("gpu"),
-        fabric=report["fabric"] if report else job.params.get("fabric"),
-        failed=failed_checks(report) if report else [],
-    )
 
 
 @router.get(

@@ -88,8 +88,8 @@ def list_cmd(
         str | None, typer.Option(help="prices: pricing model substring, e.g. spot")
     ] = None,
 ) -> None:
-    from app.api.routes import catalog as views
     from app.services import catalog as service
+    from app.services import catalog_public as views
 
     listers: dict[Kind, Callable[[Any], tuple[list[Any], str]]] = {
         Kind.gpus: lambda s: ([views.gpu_public(r) for r in service.list_gpus(s)], "gpus"),
@@ -211,8 +211,8 @@ def show_cmd(
     name: Annotated[str, typer.Argument(help="name or alias (case-insensitive)")],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    from app.api.routes import catalog as views
     from app.services import catalog as service
+    from app.services import catalog_public as views
 
     plural = SHOW_KINDS.get(kind.strip().lower())
     if plural is None:

@@ -16,23 +16,22 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from app.api.deps import SessionDep
-from app.api.routes.catalog import (
-    PriceCreate,
-    PriceUpdate,
+from app.auth.deps import Principal, current_principal, require_scope, resolve_principal
+from app.core import price_age
+from app.core.errors import Problem, SpecError
+from app.deps import SessionDep
+from app.errors import NotFoundError
+from app.models.catalog import PriceRow
+from app.schemas.catalog import PriceCreate, PriceUpdate
+from app.schemas.fields import json_value_problems
+from app.services import catalog as catalog_service
+from app.services.catalog_public import (
     actor_of,
     gpu_public,
     interconnect_public,
     model_public,
     price_public,
 )
-from app.auth.deps import Principal, current_principal, require_scope, resolve_principal
-from app.core import price_age
-from app.core.errors import Problem, SpecError
-from app.errors import NotFoundError
-from app.models.catalog import PriceRow
-from app.schemas.fields import json_value_problems
-from app.services import catalog as catalog_service
 from app.web.templating import is_htmx, render
 
 router = APIRouter()

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from app.bench.progress import parse_event
-from app.bench.schema import read_document
+from app.benchproto.schema import read_document
 
 log = logging.getLogger("clusterplan.agent")
 EXIT_AUTH = 3

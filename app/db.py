@@ -8,7 +8,7 @@ Two views of one engine (one connection pool):
 - `get_read_engine()`: the same pool with the execution option `clusterplan_readonly=True`; on SQLite its
   transactions start with a plain (deferred) `BEGIN`, so readers never queue behind the write lock (in WAL mode
   they read a consistent snapshot while a writer works). Used for GET/HEAD requests and for every POST that
-  computes without storing (app/api/deps.py `ReadSessionDep`).
+  computes without storing (app/deps.py `ReadSessionDep`).
 - `get_health_engine()`: a separate one-connection engine for /healthz with short timeouts, so the liveness
   probe answers (503 if the database is down) within the container's health-check timeout even when the main
   pool is exhausted or SQLite's write lock is held.
@@ -148,7 +148,7 @@ def is_read_only(session: Session) -> bool:
 
 
 def get_session() -> Iterator[Session]:
-    """A read-write session (scripts, CLI, background work); requests use app.api.deps.SessionDep."""
+    """A read-write session (scripts, CLI, background work); requests use app.deps.SessionDep."""
     with Session(get_engine()) as session:
         yield session
 

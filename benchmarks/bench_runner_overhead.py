@@ -123,8 +123,8 @@ def collectives(nproc: int, repeats: int, iters: int, warmup: int) -> float:
 def gemm(repeats: int, iters: int) -> float:
     import torch
 
-    from app.bench.config import GemmShape
     from app.bench.gemm import CPU_FLUSH_BYTES, time_matmul
+    from app.benchproto.config import GemmShape
 
     print(
         f"\nGEMM fp32 on CPU ({torch.get_num_threads()} threads), {iters} iters, best of {repeats} alternating repeats"

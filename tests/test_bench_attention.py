@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.bench.config import AttentionConfig, validate_attention
-from app.bench.schema import ATTENTION_BACKWARD_FLOP_RATIO, attention_rows, causal_forward_flops
+from app.benchproto.config import AttentionConfig, validate_attention
+from app.benchproto.schema import ATTENTION_BACKWARD_FLOP_RATIO, attention_rows, causal_forward_flops
 from app.calibration.profile import build_profile, hardware_profile
 from app.catalog import find_gpu
 from app.catalog.fabrics import find_fabric

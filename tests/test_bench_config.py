@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.bench.config import (
+from app.bench.importers import import_file, import_text
+from app.bench.launch import Rendezvous, slurm_script, torchrun_argv
+from app.benchproto.config import (
     CollectiveConfig,
     GemmConfig,
     GemmShape,
@@ -17,11 +19,9 @@ from app.bench.config import (
     validate_collectives,
     validate_gemm,
 )
-from app.bench.importers import import_file, import_text
-from app.bench.launch import Rendezvous, slurm_script, torchrun_argv
-from app.bench.schema import collective_row, gemm_row
-from app.bench.shapes import model_gemm_shapes
-from app.bench.sizes import aligned_count, parse_size, size_sweep
+from app.benchproto.schema import collective_row, gemm_row
+from app.benchproto.shapes import model_gemm_shapes
+from app.benchproto.sizes import aligned_count, parse_size, size_sweep
 from app.core.errors import SpecError
 from app.core.model import ModelSpec
 
@@ -232,7 +232,7 @@ def test_torchrun_and_slurm_commands() -> None:
 
 
 def test_nccl_tests_op_names_are_accepted() -> None:
-    from app.bench.config import CollectiveConfig, validate_collectives
+    from app.benchproto.config import CollectiveConfig, validate_collectives
 
     config = CollectiveConfig(ops=("alltoall", "sendrecv", "allreduce"))
     assert config.ops == ("all_to_all", "send_recv", "all_reduce")

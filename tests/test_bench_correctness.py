@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import torch
 
-from app.bench.schema import finish
 from app.bench.tolerance import gemm_tolerance_terms, reduction_tolerance, unit_roundoff
+from app.benchproto.schema import finish
 
 ROOT = Path(__file__).resolve().parent.parent
 INJECTOR = ROOT / "tests" / "fault_injection"

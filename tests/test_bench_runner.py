@@ -74,8 +74,8 @@ def test_collectives_cli_json_two_ranks() -> None:
 
 def test_intra_inter_and_all_groups_on_four_ranks(tmp_path: Path) -> None:
     """4 gloo ranks split into 2 pretend nodes of 2: every op measured on intra, inter and all groups."""
-    from app.bench.config import CollectiveConfig
     from app.bench.launch import run_torchrun
+    from app.benchproto.config import CollectiveConfig
 
     events: list[dict] = []
     cfg = CollectiveConfig(
@@ -139,9 +139,9 @@ def test_sigterm_keeps_partial_results(tmp_path: Path) -> None:
 
 
 def test_gemm_sweep_on_cpu() -> None:
-    from app.bench.config import GemmConfig, GemmShape
     from app.bench.gemm import run_gemm
     from app.bench.progress import ProgressSink
+    from app.benchproto.config import GemmConfig, GemmShape
 
     events: list[str] = []
 
@@ -297,9 +297,9 @@ def test_every_node_of_a_multi_node_cli_run_exits_0(tmp_path: Path) -> None:
 
 def test_accelerator_warm_up_runs_until_its_clock_says_so() -> None:
     """An injected clock, 0.5 s further at every look: a 2 s warm-up started at 0 runs at 0.5, 1.0 and 1.5."""
-    from app.bench.config import GemmConfig, GemmShape
     from app.bench.gemm import accelerator_warm_up, run_gemm
     from app.bench.progress import ProgressSink
+    from app.benchproto.config import GemmConfig, GemmShape
 
     ticks = iter(i * 0.5 for i in range(100))
     assert accelerator_warm_up(GemmShape(32, 32, 32), "fp32", "cpu", 2.0, 1, clock=lambda: next(ticks)) == 3

@@ -4,7 +4,7 @@ On SQLite the read-write session starts with BEGIN IMMEDIATE and holds the write
 a planner search on it stopped every plan save for its whole duration (10 planner clients: saves fell from
 112/s to 2.7/s). So:
 - the walk: every unsafe-method route (POST/PUT/PATCH/DELETE) of the app whose dependency tree opens the
-  read-write session (`app.api.deps.request_session`) must need a credential that may write (a write scope,
+  read-write session (`app.deps.request_session`) must need a credential that may write (a write scope,
   a user account, a node token) or be a sign-in route listed below; a public or read-scope calculation on the
   read-write session fails here, whoever adds it;
 - the lock: with another connection holding SQLite's write lock and no busy wait, the public calculations
@@ -25,9 +25,9 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from app.api.deps import read_session, request_session
 from app.auth.deps import route_requirement
 from app.db import get_engine
+from app.deps import read_session, request_session
 from tests.auth_support import app_with
 from tests.conftest import configure_app_database
 
@@ -96,7 +96,7 @@ def test_only_routes_that_may_write_open_the_read_write_session() -> None:
         and not may_write(route)
         and (method, path) not in PUBLIC_WRITES
     ]
-    assert offenders == [], "use ReadSessionDep (app/api/deps.py) for routes that store nothing"
+    assert offenders == [], "use ReadSessionDep (app/deps.py) for routes that store nothing"
 
 
 def test_every_calculation_reads_through_the_read_only_view() -> None:

@@ -13,8 +13,8 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 from starlette.requests import Request
 
-from app.api.deps import read_session, request_session
 from app.db import MAX_OVERFLOW, POOL_SIZE, get_engine, is_read_only, make_engine, read_view
+from app.deps import read_session, request_session
 from app.hooks.ratelimit import MAX_CONCURRENT_REQUESTS
 from app.models.catalog import GPUEntry
 

@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from sqlmodel import Session, select
 
-from app.api.deps import SessionDep
+from app.deps import SessionDep
 from app.models.benchmarks import Node
 
 NODE_TOKEN_PREFIX = "cpn_"

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from app.bench.config import ATTENTION_SDPA_BACKENDS, AttentionConfig, validate_attention
 from app.bench.environment import collect_environment, cuda_device_count
 from app.bench.gemm import resolve_device
 from app.bench.progress import ProgressSink
-from app.bench.schema import attention_row, finish, new_document, write_document
+from app.benchproto.config import ATTENTION_SDPA_BACKENDS, AttentionConfig, validate_attention
+from app.benchproto.schema import attention_row, finish, new_document, write_document
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

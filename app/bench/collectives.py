@@ -29,12 +29,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from app.bench.config import CollectiveConfig, expand_ops, resolve_backend, validate_collectives
 from app.bench.environment import collect_environment, cuda_device_count
 from app.bench.progress import ProgressSink, on_interrupt
-from app.bench.schema import collective_row, finish, new_document, write_document
-from app.bench.sizes import aligned_count, size_sweep
 from app.bench.tolerance import reduction_tolerance
+from app.benchproto.config import CollectiveConfig, expand_ops, resolve_backend, validate_collectives
+from app.benchproto.schema import collective_row, finish, new_document, write_document
+from app.benchproto.sizes import aligned_count, size_sweep
 from app.core.network import busbw_factor
 
 TORCH_DTYPES = {

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from app.bench.config import GemmConfig, GemmShape, validate_gemm
 from app.bench.environment import collect_environment, cuda_device_count, fp8_supported
 from app.bench.progress import ProgressSink
-from app.bench.schema import finish, gemm_row, new_document, write_document
 from app.bench.tolerance import gemm_tolerance_terms
+from app.benchproto.config import GemmConfig, GemmShape, validate_gemm
+from app.benchproto.schema import finish, gemm_row, new_document, write_document
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 CPU_FLUSH_BYTES = 64 * 2**20

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from app.bench.schema import finish, new_document
+from app.benchproto.schema import finish, new_document
 from app.core.network import COLLECTIVE_OPS, busbw_factor, normalise_op
 
 NCCL_TEST_OPS = {

@@ -18,48 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.bench.config import CollectiveConfig, GemmConfig, GemmShape, parse_shape_ranges
 from app.bench.progress import ProgressSink, on_interrupt
-from app.bench.schema import finish, new_document, write_document
-from app.bench.shapes import square_sweep
+from app.benchproto.config import CollectiveConfig
+from app.benchproto.kinds import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS, gemm_config_from_params
+from app.benchproto.schema import finish, new_document, write_document
 
 DEFAULT_CALIBRATION_OPS = ("all_reduce", "all_gather", "reduce_scatter")
-JOB_KINDS = ("gemm", "collectives", "calibration", "check")
-# "check" (node acceptance) measures what "calibration" does; the server judges it (app.calibration.acceptance)
-GEMM_KINDS = ("gemm", "calibration", "check")
-COLLECTIVE_KINDS = ("collectives", "calibration", "check")
-
-
-def gemm_config_from_params(params: dict[str, Any]) -> GemmConfig:
-    shapes: list[GemmShape]
-    if params.get("model"):
-        from app.bench.shapes import model_gemm_shapes
-        from app.catalog import find_model
-
-        shapes = model_gemm_shapes(
-            find_model(str(params["model"])),
-            tp=int(params.get("tp", 1)),
-            micro_batch=int(params.get("micro_batch", 1)),
-            seq_len=int(params.get("seq_len", 4096)),
-        )
-    elif params.get("shapes"):
-        raw = params["shapes"]
-        if isinstance(raw, str):
-            shapes = [GemmShape(m, n, k) for m, n, k in parse_shape_ranges(raw)]
-        else:
-            shapes = [GemmShape(int(s["m"]), int(s["n"]), int(s["k"]), str(s.get("label", ""))) for s in raw]
-    else:
-        shapes = square_sweep(tuple(int(s) for s in params.get("sizes", (256, 512, 1024, 2048))))
-    dtypes = params.get("dtypes") or [params.get("dtype", "bf16")]
-    return GemmConfig(
-        shapes=tuple(shapes),
-        dtypes=tuple(dtypes),
-        device=params.get("device", "auto"),
-        iters=int(params.get("iters", 20)),
-        warmup_iters=int(params.get("warmup_iters", 5)),
-        flush_cache=bool(params.get("flush_cache", True)),
-        warmup_s=None if params.get("warmup_s") is None else float(params["warmup_s"]),
-    )
 
 
 def collective_config_from_params(params: dict[str, Any]) -> CollectiveConfig:
@@ -93,11 +57,11 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
     if kind in COLLECTIVE_KINDS and int(params.get("nproc", 2)) >= 1:
         parts.append("collectives")
     # an attention sweep rides along with a GEMM or calibration job when params ask for it ("attention": true, or
-    # the sweep's own parameters: app.bench.config.AttentionConfig)
+    # the sweep's own parameters: app.benchproto.config.AttentionConfig)
     attention = params.get("attention")
     attn_cfg = None
     if attention and kind in GEMM_KINDS:
-        from app.bench.config import AttentionConfig
+        from app.benchproto.config import AttentionConfig
 
         parts.append("attention")
         attn_cfg = AttentionConfig.from_params(attention if isinstance(attention, dict) else {})
@@ -123,9 +87,9 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
             "summary": attn_doc["summary"],
         }
     if coll_cfg is not None:
-        from app.bench.config import validate_collectives
         from app.bench.environment import cuda_device_count
         from app.bench.launch import run_torchrun
+        from app.benchproto.config import validate_collectives
 
         nproc = int(params.get("nproc", 2))
         validate_collectives(coll_cfg, nproc, cuda_device_count())

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bench.config import CollectiveConfig
 from app.bench.progress import parse_event
-from app.bench.schema import read_document, write_document
+from app.benchproto.config import CollectiveConfig
+from app.benchproto.schema import read_document, write_document
 from app.core.errors import ProblemCollector
 
 WORKER_MODULE = "app.bench.collectives"

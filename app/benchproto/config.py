@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.bench.sizes import parse_size
+from app.benchproto.sizes import parse_size
 from app.core.errors import ProblemCollector
 from app.core.network import COLLECTIVE_OPS, normalise_op
 

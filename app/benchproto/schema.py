@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.bench import BENCHMARK_VERSION, SCHEMA_VERSION
+from app.benchproto import BENCHMARK_VERSION, SCHEMA_VERSION
 
 KINDS = ("gemm", "collectives", "calibration", "check", "attention")
 STATUSES = ("running", "complete", "partial", "interrupted", "failed")
@@ -133,7 +133,7 @@ def attention_row(
     kernel: str, seq_len: int, config: Any, device: str, fwd_s: list[float], bwd_s: list[float]
 ) -> dict[str, Any]:
     """One kernel and sequence length: median forward/backward times and their TFLOP/s (causal FLOPs). `config`
-    is an app.bench.config.AttentionConfig."""
+    is an app.benchproto.config.AttentionConfig."""
     flops = causal_forward_flops(config.batch, config.heads, seq_len, config.head_dim)
     f, b = statistics.median(fwd_s), statistics.median(bwd_s)
     return {

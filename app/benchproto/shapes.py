@@ -10,7 +10,7 @@ C[m,n] = A[m,k]·B[k,n] has two backward GEMMs (Narayanan et al. 2021, arXiv 210
 
 from __future__ import annotations
 
-from app.bench.config import GemmShape
+from app.benchproto.config import GemmShape
 from app.core.errors import ProblemCollector
 from app.core.model import ModelSpec
 

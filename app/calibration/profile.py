@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from app.bench.schema import attention_rows
+from app.benchproto.schema import attention_rows
 from app.calibration.collective_fit import (
     calibrate_network,
     collective_rows,

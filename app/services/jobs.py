@@ -24,9 +24,9 @@ from typing import Any
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
-from app.bench.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
-from app.bench.job import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS
-from app.bench.schema import summarise, wrong_result_error
+from app.benchproto.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
+from app.benchproto.kinds import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS
+from app.benchproto.schema import summarise, wrong_result_error
 from app.core.errors import Problem, SpecError
 from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
@@ -89,7 +89,7 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
             problems.append(Problem("params", str(exc)))
     attention = params.get("attention")
     if attention and kind in GEMM_KINDS:
-        from app.bench.config import AttentionConfig, validate_attention
+        from app.benchproto.config import AttentionConfig, validate_attention
 
         try:
             validate_attention(
@@ -102,7 +102,7 @@ def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) 
     if kind in GEMM_KINDS:
         gp = params.get("gemm", params)
         try:
-            from app.bench.job import gemm_config_from_params
+            from app.benchproto.kinds import gemm_config_from_params
 
             shapes = gemm_config_from_params(gp).shapes
             dtypes = tuple(gp.get("dtypes") or [gp.get("dtype", "bf16")])

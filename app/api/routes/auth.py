@@ -9,7 +9,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging
 from app.auth import sessions
 from app.auth.clientaddr import settings_of
@@ -18,6 +17,7 @@ from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verify_
 from app.auth.signin import attempt_sign_in, end_session, start_session
 from app.auth.tokens import MAX_TOKEN_DAYS, SCOPES, create_token, list_tokens, revoke_token
 from app.auth.users import has_usable_password, set_password
+from app.deps import SessionDep
 from app.models.auth import ApiToken, UserAccount
 from app.models.base import as_utc
 from app.schemas.fields import SafeStr

@@ -17,10 +17,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from sqlmodel import Session
 
-from app.api.deps import ReadSessionDep, SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, principal_user_id, require_scope
 from app.db import get_read_engine
+from app.deps import ReadSessionDep, SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import BenchmarkJob, JobAttempt
 from app.schemas.fields import JsonObject, SafeStr

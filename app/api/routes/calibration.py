@@ -9,9 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response, status
 from pydantic import BaseModel, Field
 
-from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, require_scope
+from app.deps import SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import CalibrationProfile
 from app.schemas.fields import SafeStr

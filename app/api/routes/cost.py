@@ -1,7 +1,7 @@
 """/api/v1/cost, /api/v1/goodput, /api/v1/storage: cost per run, TCO, breakeven, goodput and storage tiers.
 
 These endpoints compute and store nothing, so they need no scope and read through the read-only database view
-(app/api/deps.py `ReadSessionDep`); every price and default used is echoed
+(app/deps.py `ReadSessionDep`); every price and default used is echoed
 with its date and source in the response's `assumptions`.
 """
 
@@ -11,8 +11,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import ReadSessionDep
 from app.api.envelope import ListEnvelope
+from app.deps import ReadSessionDep
 from app.schemas import cost as s
 from app.services import cost as svc
 from app.services import prices

@@ -1,7 +1,7 @@
 """Network model API: collective times, scaling efficiency vs GPU count, fat-tree bill of materials, fabric presets.
 
 These compute and store nothing, so they need no scope (like /api/v1/estimate) and read through the read-only
-database view (app/api/deps.py `ReadSessionDep`).
+database view (app/deps.py `ReadSessionDep`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.deps import ReadSessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
+from app.deps import ReadSessionDep
 from app.services import network as svc
 
 router = APIRouter(prefix="/network", tags=["network"])

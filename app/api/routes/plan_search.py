@@ -12,8 +12,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.api.deps import ReadSessionDep
 from app.auth.deps import Principal, require_scope
+from app.deps import ReadSessionDep
 from app.services import planner as svc
 
 router = APIRouter(prefix="/plan", tags=["plan-search"])

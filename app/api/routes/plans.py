@@ -13,10 +13,10 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, st
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
-from app.api.deps import SameWithinPct, SessionDep
 from app.api.envelope import ListEnvelope, Paging, paging
 from app.auth.deps import Principal, require_scope
 from app.core.errors import Problem, SpecError
+from app.deps import SameWithinPct, SessionDep
 from app.schemas.plans import (
     ComparisonPublic,
     ForbiddenOut,

@@ -7,12 +7,12 @@ import uuid
 from fastapi import APIRouter, Depends, HTTPException, status
 from pydantic import BaseModel, Field
 
-from app.api.deps import SessionDep
 from app.api.envelope import ListEnvelope, Paging
 from app.api.routes.auth import UserPublic, bounded_paging
 from app.auth.deps import Principal, require_scope
 from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
 from app.auth.users import UserExistsError, create_user, list_users, set_active, set_password
+from app.deps import SessionDep
 from app.models.auth import UserAccount
 from app.schemas.fields import SafeStr
 

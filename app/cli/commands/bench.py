@@ -14,13 +14,6 @@ from typing import Annotated, Any
 
 import typer
 
-from app.bench.config import (
-    CollectiveConfig,
-    GemmConfig,
-    GemmShape,
-    parse_shape_ranges,
-    validate_collectives,
-)
 from app.bench.progress import ProgressSink
 from app.bench.report import (
     attention_header,
@@ -31,8 +24,15 @@ from app.bench.report import (
     gemm_line,
     render_document,
 )
-from app.bench.schema import write_document
-from app.bench.sizes import parse_size
+from app.benchproto.config import (
+    CollectiveConfig,
+    GemmConfig,
+    GemmShape,
+    parse_shape_ranges,
+    validate_collectives,
+)
+from app.benchproto.schema import write_document
+from app.benchproto.sizes import parse_size
 from app.cli.main import UserError
 from app.cli.output import to_json
 
@@ -109,14 +109,14 @@ def gemm(
 ) -> None:
     _require_torch()
     if model:
-        from app.bench.shapes import model_gemm_shapes
+        from app.benchproto.shapes import model_gemm_shapes
         from app.catalog import find_model
 
         shape_list = model_gemm_shapes(find_model(model), tp=tp, micro_batch=micro_batch, seq_len=seq_len)
     elif shapes:
         shape_list = [GemmShape(m, n, k) for m, n, k in parse_shape_ranges(shapes)]
     else:
-        from app.bench.shapes import square_sweep
+        from app.benchproto.shapes import square_sweep
 
         shape_list = square_sweep(
             (256, 512, 1024, 2048) if device == "cpu" else (1024, 2048, 4096, 8192, 16384)
@@ -133,7 +133,7 @@ def gemm(
 
     from app.bench.gemm import run_gemm
     from app.bench.progress import on_interrupt
-    from app.bench.schema import finish
+    from app.benchproto.schema import finish
 
     sink = _TableSink(events, gemm_header, gemm_line, quiet=as_json)
     partial: dict[str, Any] = {"rows": []}

@@ -15,12 +15,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.api.deps import SessionDep
 from app.auth.deps import Principal, current_principal, principal_user_id, require_scope
-from app.bench.schema import attention_rows
+from app.benchproto.schema import attention_rows
 from app.calibration.profile import DEFAULT_GPU, fit_attention
 from app.catalog import find_gpu
 from app.core.errors import Problem, SpecError
+from app.deps import SessionDep
 from app.errors import NotFoundError
 from app.models.benchmarks import BenchmarkJob, CalibrationProfile
 from app.services import calibration as calibration_service
@@ -431,7 +431,7 @@ def node_page(node_id: uuid.UUID, request: Request, session: SessionDep, _p: Rea
         return render(
             request, "benchmarks_node.html", {"title": "Node not found", "node": None}, status_code=404
         )
-    from app.api.routes.nodes import node_check
+    from app.services.nodes import node_check
 
     checks = [node_check(job) for job in job_service.check_history(session, node.id)]
     ctx = {
@@ -474,7 +474,7 @@ def _num(value: Any, digits: int = 4) -> str:
 
 
 def _size(value: Any) -> str:
-    from app.bench.sizes import format_size
+    from app.benchproto.sizes import format_size
 
     return format_size(int(value)) if isinstance(value, int | float) else "—"
 

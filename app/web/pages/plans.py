@@ -16,9 +16,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import Field, ValidationError
 from sqlmodel import Session
 
-from app.api.deps import SameWithinPct, SessionDep
 from app.auth.deps import Principal, current_principal, require_scope
 from app.core.errors import Problem, SpecError
+from app.deps import SameWithinPct, SessionDep
 from app.errors import NotFoundError
 from app.schemas.plans import PlanCreate, PlanDuplicate, PlanPublic, PlanRevise, PlanSharingUpdate
 from app.services import planning

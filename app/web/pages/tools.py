@@ -12,9 +12,9 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from app.api.deps import SessionDep
 from app.core.errors import Problem, SpecError
 from app.core.units import GiB, KiB, MiB
+from app.deps import SessionDep
 from app.errors import NotFoundError
 from app.services import planning
 from app.web.pages import _filters, _panels

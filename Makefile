@@ -34,6 +34,7 @@ system-deps:
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: install-test
 	$(BIN)/mypy app

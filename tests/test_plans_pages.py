@@ -488,3 +488,28 @@ def test_deadline_and_budget_find_the_smallest_cluster(client: Any) -> None:
     # refused goals are errors at their fields
     bad = client.get("/plans/new?" + state.query().replace("deadline_days=60", "deadline_days=-3"))
     assert 'id="d-deadline_days"' in bad.text and 'value="-3"' in bad.text
+
+
+def test_a_profile_that_failed_its_acceptance_check_is_flagged(client: Any) -> None:
+    from sqlmodel import Session
+
+    from app.db import get_engine
+    from app.models.benchmarks import CalibrationProfile
+
+    params = {
+        "gemm": {"bf16": {"max_flops": 2e12, "half_intensity": 60.0, "dtype": "bf16", "source": "a CPU run"}},
+        "gemm_primary_dtype": "bf16",
+    }
+    report = {"acceptance": {"verdict": "fail", "overridden": True}}
+    with Session(get_engine()) as session:
+        session.add(
+            CalibrationProfile(name="cpu-run", version=1, gpu_name="H100-SXM", params=params, report=report)
+        )
+        session.commit()
+    page = client.get("/plans/new")
+    option = re.search(r'<option value="cpu-run v1"[^>]*>([^<]+)</option>', page.text)
+    assert option and "acceptance fail, fitted on an override" in option.group(1)
+    r = client.get("/plans/new?" + BuilderState(profile="cpu-run v1").query(), headers=HX)
+    warning = re.search(r'<p class="problems" id="profile-warning" role="alert">([^<]+)</p>', r.text)
+    assert warning and "not a healthy H100-SXM" in warning.group(1)
+    assert 'id="profile-warning"' not in client.get("/plans/new?" + BuilderState().query(), headers=HX).text

@@ -64,6 +64,7 @@ class View:
     # a by-hand layout that does not fit: the planner's best layout that does (a ranking row with `use_query`), or
     # the reason there is none
     fit_alternative: dict[str, Any] | str | None = None
+    profile_warning: str = ""  # the chosen calibration profile missed its node's acceptance check
 
 
 # ---------------------------------------------------------------------------------------------- choices
@@ -104,13 +105,41 @@ def choices(session: Session, state: BuilderState | None = None) -> Choices:
         )
     ).all():
         label = planning.profile_label(row.name, row.version)
-        profiles.append((label, f"{label} ({row.gpu_name})" if row.gpu_name else label))
+        profiles.append((label, f"{label} ({profile_caveat(row)})" if row.gpu_name else label))
     if state is not None and state.profile and state.profile not in {p for p, _ in profiles}:
         profiles.append((state.profile, state.profile))
     return Choices(models=models, gpus=gpus, fabrics=fabrics, profiles=profiles)
 
 
 # ---------------------------------------------------------------------------------------------- views
+
+
+def profile_caveat(row: Any) -> str:
+    """What a calibration profile was measured as: its GPU, and its acceptance verdict when not a pass (a profile
+    fitted from a node that missed what its GPU should do, e.g. a CPU run, says so wherever it is offered)."""
+    acceptance = (row.report or {}).get("acceptance") or {}
+    verdict = acceptance.get("verdict")
+    if verdict in ("warn", "fail"):
+        override = ", fitted on an override" if acceptance.get("overridden") else ""
+        return f"{row.gpu_name}; acceptance {verdict}{override}: the node measured below what a {row.gpu_name} does"
+    return str(row.gpu_name)
+
+
+def profile_warning(session: Session, ref: str) -> str:
+    """A warning for the results when the chosen profile did not pass its node's acceptance check."""
+    if not ref:
+        return ""
+    from app.services.calibration import get_profile
+
+    name, _, tail = ref.rpartition(" v")
+    try:
+        row = get_profile(session, name, int(tail)) if name and tail.isdigit() else get_profile(session, ref)
+    except (NotFoundError, SpecError):
+        return ""
+    caveat = profile_caveat(row)
+    if caveat == row.gpu_name:
+        return ""
+    return f"Calibration profile {ref} ({caveat}); estimates with it describe that node, not a healthy {row.gpu_name}."
 
 
 def build_view(session: Session, state: BuilderState) -> View:
@@ -151,6 +180,7 @@ def build_view(session: Session, state: BuilderState) -> View:
             },
         }
     view.profile_label = evaluation.calibration_profile
+    view.profile_warning = profile_warning(session, state.profile)
     if state.deadline_days or state.budget_usd:
         view.sizing_query = state.query()
     if state.mode != "planner" and view.summary.get("fits") is False:

@@ -412,7 +412,10 @@ def test_planner_mode_takes_the_ignored_layout_inputs_out_of_the_tab_order(
     assert page.evaluate(inert, "dtype") is False  # precision still counts when the planner chooses
     page.check('input[name="mode"][value="manual"]')
     assert page.evaluate(inert, "tp") is False
+    # let the two mode changes' requests land (each pushes its address) before following the skip link
+    page.wait_for_url(re.compile(r"mode=manual"), timeout=30000)
+    _wait_until(page, "!document.getElementById('results').hasAttribute('aria-busy')")
     page.click("a.skip-results")
-    assert page.url.endswith("#results")
+    _wait_until(page, "window.location.hash === '#results'")
     assert console.errors == []
     page.context.close()

@@ -58,7 +58,7 @@ def test_home_page_uses_vendored_assets(client) -> None:  # type: ignore[no-unty
 def test_vendored_versions_are_pinned() -> None:
     htmx = (ROOT / "static/vendor/htmx-2.0.4.min.js").read_text()
     assert 'version:"2.0.4"' in htmx.replace(" ", "")
-    plotly = (ROOT / "static/vendor/plotly-2.35.2.min.js").read_text(errors="ignore")[:2000]
+    plotly = (ROOT / "static/vendor/plotly-cartesian-2.35.2.min.js").read_text(errors="ignore")[:2000]
     assert "2.35.2" in plotly
 
 

@@ -22,7 +22,7 @@ pytestmark = [
 
 PROBE_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>csp probe</title>
 <script src="/csp-probe-listen.js"></script>
-<script src="/static/vendor/plotly-2.35.2.min.js"></script></head>
+<script src="/static/vendor/plotly-cartesian-2.35.2.min.js"></script></head>
 <body><div id="chart"></div><script src="/csp-probe.js"></script></body></html>"""
 
 LISTEN_JS = """

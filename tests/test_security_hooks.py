@@ -114,7 +114,9 @@ def test_docs_page_keeps_the_site_policy_and_loads_nothing_remote(app_db: str) -
 
 def test_static_files_are_compressed_and_cached_by_version(app_db: str) -> None:
     client = loopback_client()
-    vendored = client.get("/static/vendor/plotly-cartesian-2.35.2.min.js", headers={"accept-encoding": "gzip"})
+    vendored = client.get(
+        "/static/vendor/plotly-cartesian-2.35.2.min.js", headers={"accept-encoding": "gzip"}
+    )
     assert vendored.headers["content-encoding"] == "gzip"
     assert vendored.num_bytes_downloaded < 0.4 * len(vendored.content)  # 1.36 MB sent as about 0.45 MB
     assert vendored.headers["cache-control"] == "public, max-age=31536000, immutable"

@@ -18,7 +18,7 @@ from tests.conftest import LiveServer, start_live_server
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
-AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.10.2.min.js"
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.14.1.min.js"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, TypeVar
 
-from fastapi import Query
+from fastapi import Depends, Query
 from pydantic import BaseModel
 
 T = TypeVar("T")
@@ -25,3 +25,6 @@ def paging(
     limit: Annotated[int, Query(ge=1, le=1000, description="rows to return")] = 100,
 ) -> Paging:
     return Paging(offset=offset, limit=limit)
+
+
+PagingDep = Annotated[Paging, Depends(paging)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 from fastapi import Depends, HTTPException, Request
 from sqlmodel import Session
@@ -250,3 +250,11 @@ def route_requirement(dependant: Any) -> RouteRequirement:
         node = node or getattr(call, "__module__", "") == "app.auth.nodes"
         stack.extend(sub.dependencies)
     return RouteRequirement(frozenset(scopes), user, node)
+
+
+# The principal dependencies of the routes and pages, each defined once (the scopes are app.auth.tokens.SCOPES).
+PrincipalDep = Annotated[Principal, Depends(current_principal)]
+ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
+WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
+RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
+AdminDep = Annotated[Principal, Depends(require_scope("admin"))]

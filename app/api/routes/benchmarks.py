@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from sqlmodel import Session
 
-from app.api.envelope import ListEnvelope, Paging, paging
-from app.auth.deps import Principal, principal_user_id, require_scope
+from app.api.envelope import ListEnvelope, PagingDep
+from app.auth.deps import Principal, ReadDep, RunDep, principal_user_id
 from app.db import get_read_engine
 from app.deps import ReadSessionDep, SessionDep
 from app.models.base import as_utc
@@ -29,9 +29,6 @@ from app.services import nodes as node_service
 
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 
-RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
-ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
-PagingDep = Annotated[Paging, Depends(paging)]
 MAX_EVENT_ID = 2**31 - 1  # job_event.id is a 32-bit INTEGER column (PostgreSQL integer)
 NODE_REF_MAX = 200  # a node's name (node.name: max_length=200) or its UUID
 SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under a progress flush (0.5 s)

@@ -6,11 +6,11 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import BaseModel, Field
 
-from app.api.envelope import ListEnvelope, Paging, paging
-from app.auth.deps import Principal, require_scope
+from app.api.envelope import ListEnvelope, PagingDep
+from app.auth.deps import ReadDep, RunDep
 from app.deps import SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import CalibrationProfile
@@ -19,9 +19,6 @@ from app.services import calibration as calibration_service
 from app.services import jobs as job_service
 
 router = APIRouter(prefix="/calibration", tags=["calibration"])
-ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
-RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
-PagingDep = Annotated[Paging, Depends(paging)]
 MAX_VERSION = 2**31 - 1  # calibration_profile.version is a 32-bit INTEGER column (PostgreSQL integer)
 
 

@@ -13,11 +13,11 @@ from datetime import date
 from typing import Annotated, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
+from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from fastapi.responses import PlainTextResponse
 
-from app.api.envelope import ListEnvelope, Paging, paging
-from app.auth.deps import Principal, require_scope
+from app.api.envelope import ListEnvelope, PagingDep
+from app.auth.deps import WriteDep
 from app.core.errors import Problem, SpecError
 from app.deps import SessionDep
 from app.schemas.catalog import (
@@ -36,8 +36,6 @@ from app.services.csv_safe import safe_record
 router = APIRouter()
 
 
-WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
-PagingDep = Annotated[Paging, Depends(paging)]
 NamePath = Annotated[str, Path(min_length=1, max_length=200, description="name or alias (case-insensitive)")]
 
 

@@ -8,12 +8,12 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Response, status
+from fastapi import APIRouter, HTTPException, Path, Response, status
 from pydantic import BaseModel, Field
 
 from app.api.envelope import ListEnvelope
 from app.api.routes.benchmarks import BenchmarkPublic, full_public
-from app.auth.deps import Principal, require_scope
+from app.auth.deps import AdminDep
 from app.auth.nodes import NodeDep
 from app.deps import SessionDep
 from app.models.base import as_utc
@@ -25,7 +25,6 @@ from app.services import nodes as node_service
 from app.services.nodes import node_check
 
 router = APIRouter()
-AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
 NODE_NAME_MAX = 200  # the node.name column (app.models.benchmarks)
 # a node's name or its UUID (36 characters), as the benchmarks' target_node
 NodeRef = Annotated[str, Path(max_length=NODE_NAME_MAX, description="node name or id")]

@@ -8,16 +8,13 @@ them in flight (app/hooks/inflight.py).
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Depends
-
-from app.auth.deps import Principal, require_scope
+from app.auth.deps import ReadDep
 from app.deps import ReadSessionDep
 from app.services import planner as svc
 
 router = APIRouter(prefix="/plan", tags=["plan-search"])
-ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 
 ERRORS: dict[int | str, dict[str, str]] = {
     404: {"description": "unknown model, GPU or fabric name (with close matches)"},

@@ -9,12 +9,12 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
+from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
-from app.api.envelope import ListEnvelope, Paging, paging
-from app.auth.deps import Principal, require_scope
+from app.api.envelope import ListEnvelope, PagingDep
+from app.auth.deps import Principal, ReadDep, WriteDep
 from app.core.errors import Problem, SpecError
 from app.deps import SameWithinPct, SessionDep
 from app.schemas.plans import (
@@ -48,10 +48,6 @@ CHANGE: dict[int | str, dict[str, Any]] = {
 OWN: dict[int | str, dict[str, Any]] = {
     403: {"model": ForbiddenOut, "description": "the credential lacks the scope, or has no user account"},
 }
-
-ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
-WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
-PagingDep = Annotated[Paging, Depends(paging)]
 
 
 def _actor(principal: Principal) -> PlanActor:

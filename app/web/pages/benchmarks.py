@@ -12,10 +12,16 @@ import contextlib
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, Path, Request
+from fastapi import APIRouter, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.auth.deps import Principal, current_principal, principal_user_id, require_scope
+from app.auth.deps import (
+    AdminDep,
+    Principal,
+    ReadDep,
+    RunDep,
+    principal_user_id,
+)
 from app.benchproto.schema import attention_rows
 from app.calibration.profile import DEFAULT_GPU, fit_attention
 from app.catalog import find_gpu
@@ -29,10 +35,6 @@ from app.services import nodes as node_service
 from app.web.templating import is_htmx, render, templates
 
 router = APIRouter()
-ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
-RunDep = Annotated[Principal, Depends(require_scope("benchmarks:run"))]
-AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
-PrincipalDep = Annotated[Principal, Depends(current_principal)]
 INDEX_BLOCKS = ("nodes", "launch", "jobs", "profiles")
 # a profile's UUID or name (calibration_profile.name: max_length=200, as the API's /calibration/profiles/{ref})
 ProfileRef = Annotated[str, Path(max_length=200)]

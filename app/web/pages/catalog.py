@@ -12,11 +12,14 @@ from datetime import date
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from app.auth.deps import Principal, current_principal, require_scope, resolve_principal
+from app.auth.deps import (
+    WriteDep,
+    resolve_principal,
+)
 from app.core import price_age
 from app.core.errors import Problem, SpecError
 from app.deps import SessionDep
@@ -38,8 +41,6 @@ router = APIRouter()
 # a name or alias, as the API's catalog paths (app.api.routes.catalog.NamePath)
 NamePath = Annotated[str, Path(max_length=200)]
 
-WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
-PrincipalDep = Annotated[Principal, Depends(current_principal)]
 
 PRICE_FORM_FIELDS = (
     "category",

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import Field, ValidationError
 from sqlmodel import Session
 
-from app.auth.deps import Principal, current_principal, require_scope
+from app.auth.deps import Principal, ReadDep, WriteDep, current_principal
 from app.core.errors import Problem, SpecError
 from app.deps import SameWithinPct, SessionDep
 from app.errors import NotFoundError
@@ -31,9 +31,6 @@ router = APIRouter()
 MAX_OFFSET = 2**53  # rows to skip: as the API's paging (app.api.envelope), beyond any table
 MAX_REVISION = 2**31 - 1  # plan_revision.revision is a 32-bit INTEGER column (PostgreSQL integer)
 COMPARE_CHOICES = 200  # the compare page offers up to 200 plans to tick; the service says "2 to 4"
-
-WriteDep = Annotated[Principal, Depends(require_scope("plans:write"))]
-ReadDep = Annotated[Principal, Depends(require_scope("plans:read"))]
 
 
 def _actor(principal: Principal) -> PlanActor:

@@ -21,6 +21,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.estimate import EstimateOptions
 from app.core.framework import NEMO
 from app.core.hardware import ClusterSpec, scaleup_domain_for
+from app.core.layout import RunOptions
 from app.core.planner import Constraints, plan
 
 CASES = (("GB200", 4), ("H100-SXM", 8))
@@ -46,7 +47,7 @@ def search(gpu_name: str, per_node: int, kind: str) -> tuple[float, dict, int]:
         cluster,
         8192,
         256,
-        dtype="fp8",
+        run=RunOptions(dtype="fp8"),
         constraints=Constraints(**({kind: True} if kind != "none" else {})),
         options=EstimateOptions(framework=NEMO),
     )

@@ -181,7 +181,7 @@ def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate(
         assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
         for key in STEP_COMPONENTS:
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
-    res = plan(model, cluster, 4096, 128, optimizer_moments_dtype="bf16", options=opts, top=3)
+    res = plan(model, cluster, 4096, 128, run=RunOptions(optimizer_moments_dtype="bf16"), options=opts, top=3)
     assert res.best is not None and all(p.layout.optimizer_moments_dtype == "bf16" for p in res.top)
     assert res.rejections["bf16_moments_need_distributed_optimizer"] > 0
     assert res.enumerated_layouts == res.feasible_layouts + sum(res.rejections.values())
@@ -193,7 +193,7 @@ def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate(
             cluster,
             4096,
             128,
-            optimizer_moments_dtype="bf16",
+            run=RunOptions(optimizer_moments_dtype="bf16"),
             options=EstimateOptions(framework=DEEPSPEED),
         )
     assert any(p.field == "optimizer_moments_dtype" for p in err.value.problems)

@@ -148,7 +148,7 @@ def test_the_planner_matches_the_scalar_estimate_with_mtp(
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
         assert _close(float(ev.model_flops_per_token[j]), est.model_flops_per_token), layout
     if name == "Mixtral-8x7B":
-        res = plan(model, cluster, 4096, 128, options=opts, mtp_layers=1, top=3)
+        res = plan(model, cluster, 4096, 128, options=opts, run=RunOptions(mtp_layers=1), top=3)
         assert res.best is not None and res.best.layout.mtp_layers == 1
         again = estimate(model, cluster, res.best.layout, 4096, options=opts)
         assert again.step.total_s == pytest.approx(res.best.step_time_s, rel=1e-9)

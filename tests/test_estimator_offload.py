@@ -11,7 +11,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import NEMO
 from app.core.hardware import ClusterSpec, scaleup_domain_for
-from app.core.layout import Layout, check_layout
+from app.core.layout import Layout, RunOptions, check_layout
 from app.core.memory import layer_activation_bytes
 from app.core.model import layer_shape
 from app.core.step import overlapped
@@ -191,14 +191,22 @@ def test_planner_offloads_only_when_asked_and_finds_fsdp_layouts_that_fit() -> N
     cluster = _cluster("GB200", 16, 4)
     only_fsdp = dict(pp=(1,), tp=(1,), zero=(3,), recompute=("none",), micro_batch=(2,), max_cp=1)
     opts = EstimateOptions(framework=NEMO)
-    without = plan(model, cluster, 8192, 256, dtype="fp8", constraints=Constraints(**only_fsdp), options=opts)
+    without = plan(
+        model,
+        cluster,
+        8192,
+        256,
+        run=RunOptions(dtype="fp8"),
+        constraints=Constraints(**only_fsdp),
+        options=opts,
+    )
     assert without.best is None  # 80 layers of activations at micro-batch 2 do not fit in 186 GiB
     with_offload = plan(
         model,
         cluster,
         8192,
         256,
-        dtype="fp8",
+        run=RunOptions(dtype="fp8"),
         constraints=Constraints(**only_fsdp, activation_offload=True),
         options=opts,
     )
@@ -395,7 +403,7 @@ def test_offloaded_activations_must_fit_the_host_memory_per_gpu() -> None:
         replace(small_host, num_nodes=16),
         8192,
         256,
-        dtype="fp8",
+        run=RunOptions(dtype="fp8"),
         constraints=Constraints(**only_fsdp, activation_offload=True),
         options=EstimateOptions(framework=NEMO),
     )

@@ -645,8 +645,7 @@ def plan(
     *,
     tokens: float | None = None,
     gpu_counts: Sequence[int] | None = None,
-    dtype: str = "bf16",
-    flash_attention: bool = True,
+    run: RunOptions | None = None,
     constraints: Constraints | None = None,
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
@@ -654,40 +653,25 @@ def plan(
     usd_per_gpu_hour: float | None = None,
     top: int = 10,
     pareto_limit: int = 50,
-    bf16_layers: tuple[int, int] = (0, 0),
-    fp8_param_gather: bool = False,
-    optimizer_moments_dtype: str = "fp32",
-    mtp_layers: int = 0,
-    recompute_modules: tuple[str, ...] = (),
-    offload_modules: tuple[str, ...] = (),
 ) -> PlanResult:
     """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
 
     `global_batch` is in sequences; `tokens` (optional) gives time to train; `usd_per_gpu_hour` gives cost per
     run. Ranking by "time" orders by time to train (step time when all sizes are equal), "cost" by cost per run.
-    `bf16_layers` (first, last): layers an fp8 / fp4 run keeps 16-bit, in every layout searched.
-    `fp8_param_gather`: FP8 working weights (Layout.fp8_param_gather) in every layout searched; the ZeRO stages the
-    framework cannot keep them at are rejected ("fp8_params_need_sharding"). `optimizer_moments_dtype` "bf16":
-    Megatron-core's precision-aware optimizer in every layout searched; ZeRO 0 is rejected
-    ("bf16_moments_need_distributed_optimizer"). `mtp_layers`: multi-token-prediction modules on the last stage of
-    every layout searched (Layout.mtp_layers). `recompute_modules`: what the selective-recompute layouts re-run
-    (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading in every layout searched
-    (Layout.offload_modules), the layouts with full recompute or layer offloading rejected
-    ("offload_modules_need_no_full_recompute", "offload_modules_exclude_layer_offload").
+    `run` (default RunOptions()): the options every layout searched shares (app.core.layout.RunOptions). Its
+    `bf16_layers` (first, last): layers an fp8 / fp4 run keeps 16-bit. `fp8_param_gather`: FP8 working weights
+    (Layout.fp8_param_gather); the ZeRO stages the framework cannot keep them at are rejected
+    ("fp8_params_need_sharding"). `optimizer_moments_dtype` "bf16": Megatron-core's precision-aware optimizer; ZeRO 0
+    is rejected ("bf16_moments_need_distributed_optimizer"). `mtp_layers`: multi-token-prediction modules on the
+    last stage (Layout.mtp_layers). `recompute_modules`: what the selective-recompute layouts re-run
+    (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading (Layout.offload_modules), the
+    layouts with full recompute or layer offloading rejected ("offload_modules_need_no_full_recompute",
+    "offload_modules_exclude_layer_offload").
     """
     c = constraints or Constraints()
     opts = options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
-    run = RunOptions(
-        dtype,  # type: ignore[arg-type]
-        flash_attention,
-        bf16_layers,
-        fp8_param_gather,
-        optimizer_moments_dtype,  # type: ignore[arg-type]
-        mtp_layers,
-        tuple(recompute_modules),
-        tuple(offload_modules),
-    )
+    run = run or RunOptions()
     _check_inputs(
         model,
         cluster,
@@ -771,7 +755,7 @@ def plan(
         m = np.zeros(0, dtype=np.int64)
         heur = np.zeros(0, dtype=bool)
         step = {k: np.zeros(0) for k in STEP_COMPONENTS}
-        peak_flops = float(cluster.gpu.peak(dtype))
+        peak_flops = float(cluster.gpu.peak(run.dtype))
 
     hbm_fits = margin >= c.min_headroom_bytes
     fits = hbm_fits & host_ok
@@ -892,7 +876,7 @@ def plan(
         heuristic=comparison,
         constraints=c,
         collective_calls=calls,
-        assumptions=_assumptions(cluster, c, flash_attention, opts),
+        assumptions=_assumptions(cluster, c, run.flash_attention, opts),
     )
 
 

@@ -24,6 +24,7 @@ from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
 from app.core.hardware import ClusterSpec
+from app.core.layout import RunOptions
 from app.core.model import ModelSpec
 from app.core.planner import Constraints, PlannedLayout, plan
 
@@ -133,16 +134,13 @@ def size_sweep(
     sizes: Sequence[int] | None = None,
     usd_per_gpu_hour: float | None = None,
     deadline_s: float | None = None,
-    dtype: str = "bf16",
+    run: RunOptions | None = None,
     constraints: Constraints | None = None,
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
-    bf16_layers: tuple[int, int] = (0, 0),
-    fp8_param_gather: bool = False,
-    optimizer_moments_dtype: str = "fp32",
-    mtp_layers: int = 0,
 ) -> SizingResult:
-    """Best layout, time to train, cost per run and scaling efficiency for each cluster size."""
+    """Best layout, time to train, cost per run and scaling efficiency for each cluster size; `run`: the options
+    every layout of every size shares (app.core.layout.RunOptions, as `plan` takes them)."""
     import time
 
     p = ProblemCollector()
@@ -168,17 +166,13 @@ def size_sweep(
             global_batch,
             tokens=tokens,
             gpu_counts=[n],
-            dtype=dtype,
+            run=run,
             constraints=constraints,
             options=options,
             profile=profile,
             usd_per_gpu_hour=usd_per_gpu_hour,
             top=1,
             pareto_limit=0,
-            bf16_layers=bf16_layers,
-            fp8_param_gather=fp8_param_gather,
-            optimizer_moments_dtype=optimizer_moments_dtype,
-            mtp_layers=mtp_layers,
         )
         raw.append((n, res))
     feasible = [(n, r) for n, r in raw if r.best is not None]

@@ -8,6 +8,7 @@ from typing import Any
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
+from app.core.layout import RunOptions
 from app.core.units import DAY, GiB
 from app.services.plan_fields import layout_label
 from app.services.region import REGION_CANDIDATES, mark, region_note
@@ -93,16 +94,18 @@ def _run_planner(
             resolved.seq_len,
             layout.global_batch,
             tokens=resolved.tokens or None,
-            dtype=layout.dtype,
-            flash_attention=layout.flash_attention,
+            run=RunOptions(
+                dtype=layout.dtype,
+                flash_attention=layout.flash_attention,
+                bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
+                fp8_param_gather=layout.fp8_param_gather,
+                optimizer_moments_dtype=layout.optimizer_moments_dtype,
+                mtp_layers=layout.mtp_layers,
+            ),
             constraints=planner.Constraints(**constraints) if constraints else None,
             options=options,
             profile=profile,
             top=max(PLANNER_TOP, REGION_CANDIDATES),
-            bf16_layers=(layout.bf16_first_layers, layout.bf16_last_layers),
-            fp8_param_gather=layout.fp8_param_gather,
-            optimizer_moments_dtype=layout.optimizer_moments_dtype,
-            mtp_layers=layout.mtp_layers,
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)

@@ -2,222 +2,47 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, Any, Literal
+from dataclasses import asdict, replace
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
 from app.core.accuracy import band_for, layer_pass_seconds
 from app.core.errors import Problem, ProblemCollector, SpecError
-from app.core.planner import Constraints, PlanResult, plan
+from app.core.planner import PlanResult, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
-from app.core.units import GiB
-from app.schemas.fields import CatalogRef, JsonObject, SafeStr
-from app.schemas.scenario import (
-    ATTENTION_BACKEND_HELP,
-    FRAMEWORK_NAME_MAX,
-    MAX_BATCH,
-    MAX_BATCH_TOKENS,
-    MAX_PARALLEL,
-    MAX_VIRTUAL_STAGES,
-    AttentionBackendChoice,
-    Bf16FirstLayers,
-    Bf16LastLayers,
-    ClusterIn,
-    Fp8ParamGather,
-    LayoutIn,
-    MoeDispatcher,
-    MtpLayers,
-    OptimizerMomentsDtype,
-    Scenario,
-    TrainingIn,
+from app.schemas.scenario import MAX_BATCH, LayoutIn, Scenario
+from app.schemas.search import (
+    MAX_ALLOWED_VALUES,
+    PLANNER_CONFIG,
+    ConstraintsIn,
+    PlanRequest,
+    SearchRequestBase,
+    SizesRequest,
 )
 from app.services.plan_ranking import ranking_payload
 from app.services.region import REGION_CANDIDATES, mark, reasons_for, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
-# values one constraint list may hold: every power of two up to MAX_PARALLEL is 21 of them, so 1024 leaves room for
-# any hand-picked set while keeping the filter's work per layout small
-MAX_ALLOWED_VALUES = 1024
-# requests carry no NaN or Infinity (app.schemas.fields), unknown fields refused
-PLANNER_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
-ParallelSize = Annotated[int, Field(ge=1, le=MAX_PARALLEL)]  # as the scenario's layout (app.schemas.scenario)
-
-
-class ConstraintsIn(BaseModel):
-    model_config = PLANNER_CONFIG
-
-    tp: list[ParallelSize] | None = Field(
-        default=None,
-        max_length=MAX_ALLOWED_VALUES,
-        description="allowed tensor-parallel sizes (default: all valid)",
-    )
-    pp: list[ParallelSize] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed pipeline stages"
-    )
-    vp: list[Annotated[int, Field(ge=1, le=MAX_VIRTUAL_STAGES)]] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed interleaved chunks per stage"
-    )
-    cp: list[ParallelSize] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed context-parallel sizes"
-    )
-    ep: list[ParallelSize] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed expert-parallel sizes (MoE)"
-    )
-    micro_batch: list[Annotated[int, Field(ge=1, le=MAX_BATCH)]] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed micro-batch sizes (sequences)"
-    )
-    # ZeRO stages 0 to 3 (3: weights sharded); another number is refused rather than silently matching nothing
-    zero: list[Annotated[int, Field(ge=0, le=3)]] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES, description="allowed ZeRO stages (0-3)"
-    )
-    recompute: list[Literal["none", "selective", "full"]] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES
-    )
-    sequence_parallel: list[bool] | None = Field(default=None, max_length=MAX_ALLOWED_VALUES)
-    tp_beyond_scaleup_domain: bool = Field(default=False, description="let TP groups span nodes")
-    # upper bounds keep one request's search within a few seconds of CPU
-    max_cp: int = Field(default=16, ge=1, le=64)
-    max_vp: int = Field(default=8, ge=1, le=32)
-    max_micro_batch: int = Field(default=16, ge=1, le=64)
-    min_headroom_gib: float = Field(default=0.0, ge=0, description="free HBM per GPU required (GiB)")
-    partial_recompute: bool = Field(
-        default=True, description="also try full recompute of 1/4, 1/2 and 3/4 of each stage's layers"
-    )
-    activation_offload: bool = Field(
-        default=False,
-        description="also try offloading the activations of 1/4, 1/2 and 3/4 of the layers to host memory "
-        "(Megatron-core --cpu-offloading-num-layers; pp = 1 and no recompute only)",
-    )
-    optimizer_offload: bool = Field(
-        default=False,
-        description="also try keeping 1/2 or all of the optimizer states on the host, updated by a CPU AdamW "
-        "(Megatron-core --optimizer-cpu-offload; ZeRO 0-2 only)",
-    )
-    avoid_light_moe_passes: bool = Field(
-        default=False,
-        description="MoE models: leave out layouts with under 20 ms of GPU work per layer pass, where published "
-        "runs took up to 2× their estimate because host dispatch set the pace (docs/validation.md)",
-    )
-    preset: Literal["none", "heuristic"] = Field(
-        default="none",
-        description="'heuristic': the seed rule (TP inside a node ≤ 8, PP inside ≤ 4 nodes, DP across racks)",
-    )
-
-    def to_core(self) -> Constraints:
-        def tup(v: list[Any] | None) -> tuple[Any, ...] | None:
-            return tuple(v) if v is not None else None
-
-        return Constraints(
-            tp=tup(self.tp),
-            pp=tup(self.pp),
-            vp=tup(self.vp),
-            cp=tup(self.cp),
-            ep=tup(self.ep),
-            micro_batch=tup(self.micro_batch),
-            zero=tup(self.zero),
-            recompute=tup(self.recompute),
-            sequence_parallel=tup(self.sequence_parallel),
-            tp_beyond_scaleup_domain=self.tp_beyond_scaleup_domain,
-            max_cp=self.max_cp,
-            max_vp=self.max_vp,
-            max_micro_batch=self.max_micro_batch,
-            min_headroom_bytes=self.min_headroom_gib * GiB,
-            partial_recompute=self.partial_recompute,
-            activation_offload=self.activation_offload,
-            optimizer_offload=self.optimizer_offload,
-            avoid_light_moe_passes=self.avoid_light_moe_passes,
-            preset=self.preset,
-        )
-
-
-class PlanRequest(BaseModel):
-    """Search every layout for one model on one cluster (or on several cluster sizes)."""
-
-    model_config = PLANNER_CONFIG
-
-    model: CatalogRef | JsonObject = Field(description="model catalog name or an inline ModelSpec object")
-    cluster: ClusterIn
-    training: TrainingIn
-    global_batch: int | None = Field(
-        default=None, ge=1, le=MAX_BATCH, description="sequences per optimizer step"
-    )
-    global_batch_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_BATCH_TOKENS,
-        description="tokens per optimizer step (alternative to global_batch)",
-    )
-    gpu_counts: list[Annotated[int, Field(ge=1, le=1_048_576)]] | None = Field(
-        default=None,
-        max_length=16,
-        description="search several cluster sizes at once (default: the cluster's GPUs)",
-    )
-    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
-    bf16_first_layers: Bf16FirstLayers = 0
-    bf16_last_layers: Bf16LastLayers = 0
-    fp8_param_gather: Fp8ParamGather = False
-    optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
-    mtp_layers: MtpLayers = 0
-    flash_attention: bool = True
-    framework: SafeStr = Field(default="megatron-core", max_length=FRAMEWORK_NAME_MAX)
-    moe_dispatcher: MoeDispatcher = Field(
-        default="alltoall", description="MoE token dispatcher (see the scenario schema); MoE models only"
-    )
-    moe_a2a_overlap: bool = Field(
-        default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
-    )
-    attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
-    profile: SafeStr | None = Field(
-        default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
-    )
-    constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
-    rank_by: Literal["time", "cost"] = "time"
-    usd_per_gpu_hour: float | None = Field(
-        default=None,
-        gt=0,
-        description="price for cost per run; default: the price book's headline price for the GPU (median of "
-        "the non-stale on-demand quotes)",
-    )
-    top: int = Field(default=10, ge=1, le=1000)
-
-
-class SizesRequest(BaseModel):
-    """Sweep cluster sizes: best layout, time to train, cost per run and scaling efficiency per size."""
-
-    model_config = PLANNER_CONFIG
-
-    model: CatalogRef | JsonObject
-    cluster: ClusterIn = Field(description="GPU, GPUs per node and fabric; nodes is ignored (sizes decide)")
-    training: TrainingIn
-    global_batch: int | None = Field(default=None, ge=1, le=MAX_BATCH)
-    global_batch_tokens: int | None = Field(default=None, ge=1, le=MAX_BATCH_TOKENS)
-    sizes: list[Annotated[int, Field(ge=1, le=1_048_576)]] | None = Field(
-        default=None, max_length=24, description="GPU counts (default 8, 16, … 16,384)"
-    )
-    deadline_days: float | None = Field(default=None, gt=0, description="finish within this many days")
-    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
-    bf16_first_layers: Bf16FirstLayers = 0
-    bf16_last_layers: Bf16LastLayers = 0
-    fp8_param_gather: Fp8ParamGather = False
-    optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
-    mtp_layers: MtpLayers = 0
-    flash_attention: bool = True
-    framework: SafeStr = Field(default="megatron-core", max_length=FRAMEWORK_NAME_MAX)
-    moe_dispatcher: MoeDispatcher = Field(
-        default="alltoall", description="MoE token dispatcher (see the scenario schema); MoE models only"
-    )
-    moe_a2a_overlap: bool = Field(
-        default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
-    )
-    attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
-    profile: SafeStr | None = Field(
-        default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
-    )
-    constraints: ConstraintsIn = Field(default_factory=ConstraintsIn)
-    usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+__all__ = [  # the request models live in app.schemas.search; API routes and callers import them from here
+    "MAX_ALLOWED_VALUES",
+    "PLANNER_CONFIG",
+    "ConstraintsIn",
+    "PlanOut",
+    "PlanRequest",
+    "SearchRequestBase",
+    "SizesOut",
+    "SizesRequest",
+    "parse",
+    "plan_out",
+    "price_for",
+    "run_plan",
+    "run_sizes",
+    "search",
+    "sizes",
+]
 
 
 class PlanOut(BaseModel):
@@ -314,18 +139,9 @@ def parse(cls: type[BaseModel], data: Any) -> Any:
         ) from None
 
 
-def _resolve(
-    model: str | dict[str, Any],
-    cluster: ClusterIn,
-    training: TrainingIn,
-    framework: str,
-    global_batch: int | None,
-    global_batch_tokens: int | None,
-    session: Session | None,
-    profile: str | None = None,
-    moe: tuple[MoeDispatcher, bool] = ("alltoall", False),
-    attention_backend: AttentionBackendChoice = "auto",
-) -> tuple[ResolvedScenario, int]:
+def _resolve(req: SearchRequestBase, session: Session | None) -> tuple[ResolvedScenario, int]:
+    """The request's scenario resolved (model, cluster, framework, profile) and its global batch in sequences."""
+    training, global_batch, global_batch_tokens = req.training, req.global_batch, req.global_batch_tokens
     p = ProblemCollector()
     p.check(
         (global_batch is None) != (global_batch_tokens is None),
@@ -348,15 +164,15 @@ def _resolve(
     p.raise_if_any()
     assert seqs is not None
     scenario = Scenario(
-        model=model,
-        cluster=cluster,
+        model=req.model,
+        cluster=req.cluster,
         layout=LayoutIn(global_batch=seqs),
         training=training,
-        framework=framework,
-        profile=profile,
-        moe_dispatcher=moe[0],
-        moe_a2a_overlap=moe[1],
-        attention_backend=attention_backend,
+        framework=req.framework,
+        profile=req.profile,
+        moe_dispatcher=req.moe_dispatcher,
+        moe_a2a_overlap=req.moe_a2a_overlap,
+        attention_backend=req.attention_backend,
     )
     return resolve_scenario(scenario, session), seqs
 
@@ -379,18 +195,7 @@ def run_plan(
     data: Any, session: Session | None = None
 ) -> tuple[PlanRequest, ResolvedScenario, str, PlanResult]:
     req: PlanRequest = parse(PlanRequest, data)
-    resolved, seqs = _resolve(
-        req.model,
-        req.cluster,
-        req.training,
-        req.framework,
-        req.global_batch,
-        req.global_batch_tokens,
-        session,
-        profile=req.profile,
-        moe=(req.moe_dispatcher, req.moe_a2a_overlap),
-        attention_backend=req.attention_backend,
-    )
+    resolved, seqs = _resolve(req, session)
     price, price_source = (
         (req.usd_per_gpu_hour, "request")
         if req.usd_per_gpu_hour
@@ -403,18 +208,13 @@ def run_plan(
         seqs,
         tokens=resolved.tokens or None,
         gpu_counts=req.gpu_counts,
-        dtype=req.dtype,
-        flash_attention=req.flash_attention,
+        run=req.run_options(),
         constraints=req.constraints.to_core(),
         options=resolved.estimate_options(),
         profile=resolved.profile,
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
         top=max(req.top, REGION_CANDIDATES),  # trimmed to req.top by plan_out, once the region is applied
-        bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
-        fp8_param_gather=req.fp8_param_gather,
-        optimizer_moments_dtype=req.optimizer_moments_dtype,
-        mtp_layers=req.mtp_layers,
     )
     return req, resolved, price_source, result
 
@@ -462,18 +262,7 @@ def search(data: Any, session: Session | None = None) -> PlanOut:
 
 def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenario, str, SizingResult]:
     req: SizesRequest = parse(SizesRequest, data)
-    resolved, seqs = _resolve(
-        req.model,
-        req.cluster,
-        req.training,
-        req.framework,
-        req.global_batch,
-        req.global_batch_tokens,
-        session,
-        profile=req.profile,
-        moe=(req.moe_dispatcher, req.moe_a2a_overlap),
-        attention_backend=req.attention_backend,
-    )
+    resolved, seqs = _resolve(req, session)
     if not resolved.tokens:
         raise SpecError([Problem("training.tokens", "the size sweep needs the training tokens")])
     price, price_source = (
@@ -490,14 +279,11 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         sizes=req.sizes or DEFAULT_SIZES,
         usd_per_gpu_hour=price,
         deadline_s=req.deadline_days * 86400.0 if req.deadline_days else None,
-        dtype=req.dtype,
+        # the sweep has always searched with flash attention on, whatever the request's flash_attention
+        run=replace(req.run_options(), flash_attention=True),
         constraints=req.constraints.to_core(),
         options=resolved.estimate_options(),
         profile=resolved.profile,
-        bf16_layers=(req.bf16_first_layers, req.bf16_last_layers),
-        fp8_param_gather=req.fp8_param_gather,
-        optimizer_moments_dtype=req.optimizer_moments_dtype,
-        mtp_layers=req.mtp_layers,
     )
     return resolved, price_source, result
 

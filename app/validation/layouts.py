@@ -25,6 +25,7 @@ from typing import Any
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.hardware import ClusterSpec
+from app.core.layout import RunOptions
 from app.core.planner import Constraints, PlannedLayout, plan
 from app.validation.training_runs import (
     Row,
@@ -226,8 +227,7 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
             cluster,
             seq,
             layout.global_batch,
-            dtype=layout.dtype,
-            flash_attention=rule.flash_attention,
+            run=RunOptions(dtype=layout.dtype, flash_attention=rule.flash_attention),
             constraints=constraints,
             options=opts,
             top=SEARCH_TOP,

@@ -51,6 +51,7 @@ from app.core.layout import (
     OFFLOAD_MODULES,
     RECOMPUTE_MODULES,
     Layout,
+    TrainDtype,
     even_split_layers,
     mtp_layers_in_pipeline_layout,
     stage_layers_from_pipeline_layout,
@@ -897,7 +898,7 @@ def recompute_from_cell(text: str) -> str | None:
     return None
 
 
-def dtype_from_cell(text: str) -> str:
+def dtype_from_cell(text: str) -> TrainDtype:
     """The compute dtype a row's dtype cell names: fp4 for NVFP4 (or MXFP4), fp8 for any FP8 recipe (per-tensor,
     MXFP8, FP8-CS/DS), fp16 when FP16 alone is named, else bf16 (a 16-bit run that does not say which)."""
     low = text.lower()

@@ -27,6 +27,7 @@ from typing import Any
 from app.catalog import validated_region
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
+from app.core.layout import RunOptions
 from app.core.model import param_counts
 from app.core.planner import plan
 from app.core.validated_region import LayoutFacts, outside
@@ -239,8 +240,7 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         run.seq_len,
         run.global_batch,
         tokens=run.tokens,
-        dtype=dtype_from_cell(row.get("dtype").lower()),
-        flash_attention=rule.flash_attention,
+        run=RunOptions(dtype=dtype_from_cell(row.get("dtype").lower()), flash_attention=rule.flash_attention),
         options=EstimateOptions(framework=rule.framework),
         top=REGION_CANDIDATES,
         pareto_limit=0,

@@ -30,14 +30,77 @@ BF16_OPTIMIZER_ACCUM_BYTES = 18.0
 
 
 @dataclass(frozen=True)
+class ParamBytes:
+    """Bytes per parameter of one mixed-precision Adam recipe: the model's working weight (`param`) and gradient
+    buffer (`grad`), the optimizer's main (master) weight and main gradient, the Adam moments (exp_avg and
+    exp_avg_sq together), and the HBM traffic of the fused Adam step (`adam_step`). The distributed optimizer
+    shards the optimizer's three (ZeRO-1)."""
+
+    param: float
+    grad: float
+    main_param: float
+    main_grad: float
+    moments: float
+    adam_step: float
+
+    @property
+    def optimizer(self) -> float:
+        """What the optimizer holds besides the main weight (Framework.optimizer_bytes): moments and main gradient."""
+        return self.moments + self.main_grad
+
+    def total(self, dp: int = 1) -> float:
+        """Bytes per parameter with the optimizer's states sharded over `dp` ranks (1: not distributed)."""
+        return self.param + self.grad + (self.main_param + self.optimizer) / dp
+
+
+# Bytes per parameter by precision recipe (working weights, Adam moments), Megatron style. The fp16 and bf16 rows
+# with fp32 moments are Megatron-LM's table of the distributed optimizer (docs/source/api-guide/dist_optimizer.md,
+# "theoretical number of bytes per parameter", d the data-parallel size; the optimizer steps fp32 main params):
+#   float16 param, float16 grads   20   4 + 16/d   (fp16 gradients, a separate fp32 main gradient)
+#   float16 param, fp32 grads      18   6 + 12/d   (bf16: the gradient buffer is the fp32 main gradient)
+#   fp32 param, fp32 grads         16   8 + 8/d    (not a recipe here: every run computes in 16 bits or fewer)
+# The other rows apply Megatron-core's precision options (megatron/core/optimizer/optimizer_config.py):
+# * bf16 moments, the precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16
+#   --exp-avg-sq-dtype bf16; Transformer Engine FusedAdam): 2 B per moment. Beside bf16 working weights it keeps
+#   only the low 16 bits of each fp32 main weight, the high 16 being the bf16 weight itself
+#   (OptimizerConfig.store_param_remainders, default True; FusedAdam store_param_remainders "works only when param
+#   type is BF16 and master weight type is FP32"): 2 B of main weight. fp16 and FP8 weights keep all 4.
+# * FP8 parameters (--fp8-param-gather, Transformer Engine Float8Tensor weights): 1 B working weights, gathered in
+#   FP8 (one scale per tensor, precision.FP8); main weights, gradients and moments keep their precision.
+# adam_step: read gradient + main weight + moments (4 + 4 + 8), write main weight + moments (4 + 8), write the
+# 16-bit weight (2), gradient clipping and zeroing (8) = 38 B; bf16 moments move 8 B less, remainders 2 B less.
+# A framework's own conventions (NeMo's bf16 gradients, DeepSpeed's optimizers, FSDP's fp32 shards) stay in its
+# preset; Framework.for_dtype("fp16") and Framework.with_precision take the rows below.
+FP8_WEIGHT_BYTES = FP8.bytes_per_element  # one scale per tensor: 1 B per element
+# (working weights, Adam moments):  param, grad, main param, main grad, moments, Adam step  # total, distributed
+PARAM_BYTES: dict[tuple[str, str], ParamBytes] = {
+    ("bf16", "fp32"): ParamBytes(2.0, 4.0, 4.0, 0.0, 8.0, 38.0),  # 18, 6 + 12/d
+    ("fp16", "fp32"): ParamBytes(2.0, 2.0, 4.0, 4.0, 8.0, 38.0),  # 20, 4 + 16/d
+    ("fp8", "fp32"): ParamBytes(FP8_WEIGHT_BYTES, 4.0, 4.0, 0.0, 8.0, 38.0),  # 17, 5 + 12/d
+    ("bf16", "bf16"): ParamBytes(2.0, 4.0, 2.0, 0.0, 4.0, 28.0),  # 12, 6 + 6/d
+    ("fp16", "bf16"): ParamBytes(2.0, 2.0, 4.0, 4.0, 4.0, 30.0),  # 16, 4 + 12/d
+    ("fp8", "bf16"): ParamBytes(FP8_WEIGHT_BYTES, 4.0, 4.0, 0.0, 4.0, 30.0),  # 13, 5 + 8/d
+}
+# Megatron-core's default recipe: bf16 weights, fp32 gradients, fp32 main weights and moments
+MEGATRON_BF16 = PARAM_BYTES[("bf16", "fp32")]
+
+
+def param_bytes(dtype: str, fp8_params: bool = False, moments_dtype: str = "fp32") -> ParamBytes:
+    """The PARAM_BYTES row of a run: its working weights are FP8 with FP8 parameters, fp16 in an fp16 run, else
+    bf16 (bf16, FP8 and NVFP4 compute keep bf16 weights)."""
+    weights = "fp8" if fp8_params else "fp16" if dtype == "fp16" else "bf16"
+    return PARAM_BYTES[(weights, moments_dtype)]
+
+
+@dataclass(frozen=True)
 class Framework:
     name: str
-    # --- bytes per parameter (mixed-precision Adam; Megatron-LM docs/source/api-guide/distrib_optimizer.md,
-    #     "18 bytes per parameter, 6 + 12/d with the distributed optimizer")
-    weight_bytes: float = 2.0  # 16-bit working weights
-    grad_bytes: float = 4.0  # Megatron accumulates gradients in an fp32 main_grad buffer
-    master_bytes: float = 4.0  # fp32 master weights
-    optimizer_bytes: float = 8.0  # Adam first and second moments in fp32
+    # --- bytes per parameter (mixed-precision Adam, PARAM_BYTES; Megatron-LM docs/source/api-guide/
+    #     dist_optimizer.md, "18 bytes per parameter, 6 + 12/d with the distributed optimizer")
+    weight_bytes: float = MEGATRON_BF16.param  # 16-bit working weights
+    grad_bytes: float = MEGATRON_BF16.grad  # Megatron accumulates gradients in an fp32 main_grad buffer
+    master_bytes: float = MEGATRON_BF16.main_param  # fp32 master weights
+    optimizer_bytes: float = MEGATRON_BF16.optimizer  # Adam first and second moments in fp32
     extra_unsharded_bytes: float = 0.0  # e.g. DeepSpeed BF16_Optimizer's fp32 gradient accumulation buffer
     grad_reduce_bytes: float = 4.0  # element size of the data-parallel gradient reduction
     param_gather_bytes: float = 2.0  # element size when gathering parameters (ZeRO-1 update, ZeRO-3 fetch)
@@ -153,7 +216,7 @@ class Framework:
     # accumulation and reduction are forced only for bf16, megatron/training/arguments.py
     # accumulate_allreduce_grads_in_fp32) and the optimizer holds a separate fp32 main gradient next to the fp32
     # main weights: "fp16 param, fp16 grads: 20 bytes per parameter, 4 + 16/d with the distributed optimizer"
-    # (Megatron-LM docs, distributed optimizer). `for_dtype("fp16")` applies it
+    # (Megatron-LM docs, distributed optimizer; PARAM_BYTES). `for_dtype("fp16")` applies it
     fp16_grads_in_param_dtype: bool = False
     # Bytes per element of the GEMM inputs a layer keeps for its weight-gradient GEMM. 16-bit runs keep the 16-bit
     # tensor (2). Under FP8, Transformer Engine keeps only the quantized copy it cast for the forward GEMM, in its
@@ -170,14 +233,14 @@ class Framework:
     # Float8Tensor parameters; the distributed optimizer or FSDP, zero ≥ 1). "fsdp": torchao's FSDP2 float8
     # all-gather (`enable_fsdp_float8_all_gather`: the fp32 shard is cast to FP8 before the all-gather, zero = 3
     # only; torchao/float8/fsdp_utils.py). "unsupported": frameworks without either (DeepSpeed, Megatron-LM
-    # before FP8). `with_fp8_params` applies it
+    # before FP8). `with_precision` applies it (PARAM_BYTES)
     fp8_param_gather: str = "distributed-optimizer"
     # Megatron-core's precision-aware optimizer (Transformer Engine FusedAdam with exp_avg_dtype /
-    # exp_avg_sq_dtype): Adam moments in bf16 (Layout.optimizer_moments_dtype); `with_bf16_moments` applies it
+    # exp_avg_sq_dtype): Adam moments in bf16 (Layout.optimizer_moments_dtype); `with_precision` applies it
     precision_aware_optimizer: bool = True
     # HBM traffic of the fused Adam step per parameter: read grad + master + m + v (16), write master + m + v (12),
-    # the 16-bit copy of the weight (2), gradient clipping and zeroing (8)
-    adam_step_bytes_per_param: float = 38.0
+    # the 16-bit copy of the weight (2), gradient clipping and zeroing (8) (PARAM_BYTES)
+    adam_step_bytes_per_param: float = MEGATRON_BF16.adam_step
     # Fused attention: "flash-attention-2" (the flash-attn package, PyTorch SDPA's flash backend) or
     # "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
     # kernel speeds per architecture in app.core.attention
@@ -213,38 +276,22 @@ class Framework:
         return None
 
     def with_precision(self, dtype: str, fp8_params: bool, moments_dtype: str) -> Framework:
-        """This framework with a layout's precision options applied: FP8 parameters (`with_fp8_params`) and the Adam
-        moments' dtype (`with_bf16_moments`, whose master-weight remainders need bf16 working weights: a bf16, FP8 or
-        NVFP4 run without FP8 parameters; fp16 runs keep fp16 weights). The estimate and the planner both use it."""
-        fw = self.with_fp8_params() if fp8_params else self
-        if moments_dtype == "bf16":
-            fw = fw.with_bf16_moments(bf16_params=dtype != "fp16" and not fp8_params)
-        return fw
-
-    def with_bf16_moments(self, bf16_params: bool) -> Framework:
-        """Adam moments in bf16 (Layout.optimizer_moments_dtype): 2 B each instead of 4 in the optimizer states and
-        in the optimizer step's reads and writes (Megatron-core --use-precision-aware-optimizer --exp-avg-dtype bf16
-        --exp-avg-sq-dtype bf16). With bf16 working weights (`bf16_params`: not FP8 parameters, not fp16) the
-        precision-aware optimizer also keeps only the low 16 bits of each fp32 master weight, the high 16 being the
-        bf16 weight itself: Megatron-core's OptimizerConfig.store_param_remainders (default True), Transformer
-        Engine's FusedAdam store_param_remainders ("Works only when param type is BF16 and master weight type is
-        FP32"), so 2 B of master weight per sharded parameter instead of 4, and 2 B less step traffic."""
-        remainders = 2.0 if bf16_params else 0.0
-        return replace(
+        """This framework with a layout's precision options applied: FP8 parameters (1 B working weights, gathered
+        in FP8) and the Adam moments' dtype (bf16: Megatron-core's precision-aware optimizer, with the main-weight
+        remainders beside bf16 weights). The bytes per parameter are the recipe's row of PARAM_BYTES (`param_bytes`);
+        without either option the framework's own conventions stand. The estimate and the planner both use it."""
+        if not fp8_params and moments_dtype == "fp32":
+            return self
+        row = param_bytes(dtype, fp8_params, moments_dtype)
+        fw = replace(
             self,
-            optimizer_bytes=self.optimizer_bytes - 4.0,
-            master_bytes=self.master_bytes - remainders,
-            adam_step_bytes_per_param=self.adam_step_bytes_per_param - 8.0 - remainders,
+            master_bytes=row.main_param,
+            optimizer_bytes=row.optimizer,
+            adam_step_bytes_per_param=row.adam_step,
         )
-
-    def with_fp8_params(self) -> Framework:
-        """The conventions of a run whose working weights are FP8 tensors (Layout.fp8_param_gather): 1 B per
-        parameter for the working weights (Megatron-core's Float8Tensor parameters; FSDP's gathered units) and for
-        the parameter all-gather (the distributed optimizer's update, ZeRO-3 fetches). Master weights, Adam moments
-        and gradients keep their precision. FP8 has one scale per tensor (1 B per element, precision.FP8); the
-        transposed FP8 copies Transformer Engine caches for the backward GEMMs are counted in neither case."""
-        fp8 = FP8.bytes_per_element
-        return replace(self, weight_bytes=fp8, param_gather_bytes=fp8)
+        if fp8_params:
+            fw = replace(fw, weight_bytes=row.param, param_gather_bytes=row.param)
+        return fw
 
     def for_dtype(self, dtype: str) -> Framework:
         """The conventions that apply to a run in compute dtype `dtype` (see `bf16_optimizer`)."""
@@ -258,11 +305,12 @@ class Framework:
                 grad_accum_bytes_per_param=BF16_OPTIMIZER_ACCUM_BYTES,
             )
         if dtype == "fp16" and self.fp16_grads_in_param_dtype:
+            fp16 = PARAM_BYTES[("fp16", "fp32")]
             return replace(
                 self,
-                grad_bytes=2.0,
-                grad_reduce_bytes=2.0,
-                optimizer_bytes=self.optimizer_bytes + 4.0,
+                grad_bytes=fp16.grad,
+                grad_reduce_bytes=fp16.grad,
+                optimizer_bytes=fp16.optimizer,
                 fp16_grads_in_param_dtype=False,
             )
         if dtype == "fp8" and self.gemm_input_bytes != self.fp8_saved_input_bytes:

@@ -37,6 +37,7 @@ __all__ = [  # the request models live in app.schemas.search; API routes and cal
     "SizesRequest",
     "parse",
     "plan_out",
+    "planned_layer_pass",
     "price_for",
     "run_plan",
     "run_sizes",

@@ -169,6 +169,12 @@ class TcoRequest(StrictModel):
         description="network bill of materials inputs (as POST /network/bom, e.g. {'fabric': 'ib-ndr-8x400'}); "
         "its cost becomes the network capex; nodes default to onprem.nodes",
     )
+    fabric: SafeStr | None = Field(
+        None,
+        max_length=100,
+        description="scale-out fabric preset priced by the network bill of materials (e.g. 'ib-ndr-8x400', "
+        "'roce-8x400'); default: the GPU's reference fabric (app/catalog/network_prices.py)",
+    )
     utilisation: float = Field(0.9, gt=0, le=1, description="share of hours the cluster runs jobs")
     gpu: SafeStr | None = Field(None, max_length=100, description="catalog GPU for default cloud price rows")
     options: list[PriceOptionIn] = Field(default_factory=list, max_length=MAX_PRICE_OPTIONS)
@@ -188,6 +194,28 @@ class BreakevenOut(BaseModel):
     )
 
 
+class NetworkLineOut(BaseModel):
+    """The on-prem network capex line and where it comes from."""
+
+    method: Literal["bom", "share", "given"] = Field(
+        description="bom: fat-tree bill of materials at dated unit prices; share: share of capex by fabric "
+        "tiers (no price row for the fabric, or a share given); given: network_capex_usd from the request"
+    )
+    fabric: str = ""
+    price_class: str = ""
+    total_usd: float
+    per_gpu_usd: float
+    share_of_capex: float = Field(description="network / (servers + network) capex")
+    tiers: int | None = None
+    tiers_inferred: bool = False
+    switches: int | None = None
+    transceivers: int | None = None
+    cables: int | None = None
+    breakdown_usd: dict[str, float] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict)
+    note: str = ""
+
+
 class TcoResponse(BaseModel):
     utilisation: float
     capex: dict[str, float]
@@ -199,6 +227,7 @@ class TcoResponse(BaseModel):
     curves: dict[str, Any]
     assumptions: list[AssumptionOut]
     cloud_options: list[PriceOptionOut] = Field(default_factory=list)
+    network: NetworkLineOut | None = None
 
 
 class BreakevenResponse(BaseModel):
@@ -209,6 +238,7 @@ class BreakevenResponse(BaseModel):
     breakevens: list[BreakevenOut]
     curves: dict[str, Any]
     assumptions: list[AssumptionOut]
+    network: NetworkLineOut | None = None
 
 
 class EpochRequest(StrictModel):

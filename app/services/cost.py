@@ -20,6 +20,9 @@ from app.core import goodput as core_goodput
 from app.core import price_age
 from app.core import storage as core_storage
 from app.core.errors import Problem, SpecError
+from app.core.hardware import FabricSpec
+from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials
+from app.errors import NotFoundError
 from app.schemas import cost as s
 from app.services.prices import _today, canonical_gpu_name, gpu_peak_flops, resolve_options
 
@@ -216,11 +219,154 @@ def _json_safe(value: object) -> object:
 
 def network_from_bom(
     session: Session | None, req: s.TcoRequest
-) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption]]:
-    """On-prem inputs with the network capex taken from the network model's bill of materials when one is asked for."""
+) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption], s.NetworkLineOut]:
+    """On-prem inputs with the network capex priced: from the request (network_capex_usd or network_share),
+    from an explicit network BOM request, else from the fat-tree BOM of the fabric (the request's, or the GPU's
+    reference fabric) at the dated unit prices of app/catalog/network_prices.csv. A fabric whose class has no
+    price row falls back to the share by fabric tiers, with the tiers inferred from the node count."""
     inputs = onprem_inputs(req.onprem, req.gpu)
-    if req.network_bom is None or req.onprem.network_capex_usd is not None:
-        return inputs, []
+    given = req.onprem.model_fields_set
+    if req.onprem.network_capex_usd is not None:
+        return inputs, [], _network_line(inputs, "given", note="network_capex_usd from the request")
+    if req.network_bom is not None:
+        return _explicit_bom(session, req, inputs)
+    fabric_name, fabric = _tco_fabric(req)
+    if req.onprem.network_share is not None:
+        return inputs, [], _network_line(inputs, "share", fabric_name, note="network_share from the request")
+    from app.catalog.network_prices import price_class, unit_prices_for
+
+    prices = unit_prices_for(fabric)
+    klass = price_class(fabric)
+    if inputs.nodes == 1 and "fabric_tiers" not in given:
+        note = "one node: no scale-out fabric (its GPUs talk over the node's own NVLink / Infinity Fabric)"
+        inputs = replace(inputs, network_capex_usd=0.0)
+        extra = [core_storage.Assumption("network_capex_usd", 0.0, "USD", note, "")]
+        line = _network_line(inputs, "bom", fabric_name, klass, note=note)
+        return (
+            inputs,
+            extra,
+            line.model_copy(update={"tiers": 0, "switches": 0, "transceivers": 0, "cables": 0}),
+        )
+    if prices is None:
+        from app.core.topology import fabric_tiers
+
+        tiers = inputs.fabric_tiers if "fabric_tiers" in given else fabric_tiers(fabric, inputs.nodes)
+        inputs = replace(inputs, fabric_tiers=tiers)
+        note = (
+            f"no network price row for {klass} ({fabric_name}) in network_prices.csv: network capex is "
+            f"{core_cost.NETWORK_SHARE_BY_TIERS[tiers]:.1%} of server + network capex for a {tiers}-tier fabric"
+            + ("" if "fabric_tiers" in given else f" (tiers inferred from {inputs.nodes} nodes)")
+        )
+        extra = [core_storage.Assumption("network_fallback", klass, "", note, "")]
+        line = _network_line(inputs, "share", fabric_name, klass, note=note)
+        return inputs, extra, line.model_copy(update={"tiers_inferred": "fabric_tiers" not in given})
+    bom = _fabric_bom(req, inputs, fabric, prices)
+    assert bom.cost is not None
+    from app.catalog.network_prices import network_prices_date
+
+    note = _bom_note(bom, fabric_name)
+    inputs = replace(inputs, network_capex_usd=bom.cost.total_usd)
+    extra = [
+        core_storage.Assumption(
+            "network_capex_usd", bom.cost.total_usd, "USD", note, network_prices_date(fabric)
+        )
+    ]
+    return inputs, extra, _bom_line(inputs, bom, fabric_name, klass, note)
+
+
+def _tco_fabric(req: s.TcoRequest) -> tuple[str, FabricSpec]:
+    from app.catalog.fabrics import find_fabric
+    from app.catalog.network_prices import DEFAULT_FABRIC, DEFAULT_FABRIC_BY_GPU
+
+    name = req.fabric
+    if name is None:
+        gpu = canonical_gpu_name(req.gpu) if req.gpu else ""
+        name = DEFAULT_FABRIC_BY_GPU.get(gpu, DEFAULT_FABRIC)
+    try:
+        return name, find_fabric(name)
+    except NotFoundError as exc:
+        raise SpecError([Problem("fabric", str(exc))]) from None
+
+
+def _fabric_bom(
+    req: s.TcoRequest, inputs: core_cost.OnPremInputs, fabric: FabricSpec, prices: UnitPrices
+) -> BillOfMaterials:
+    """The fabric's fat-tree for the cluster: one NIC per rail, the fabric's NICs per 8 GPUs scaled to the
+    node size (a 72-GPU NVL72 rack has 72 NICs); tiers as given in onprem.fabric_tiers (refused when too few),
+    else the fabric's, else the fewest that connect the nodes."""
+    rails = max(1, round(fabric.nics_per_node * inputs.gpus_per_node / 8))
+    tiers = (
+        req.onprem.fabric_tiers if "fabric_tiers" in req.onprem.model_fields_set else (fabric.tiers or None)
+    )
+    design = FatTreeDesign(
+        nodes=inputs.nodes,
+        rails=rails,
+        switch_radix=fabric.switch_radix,
+        tiers=tiers,
+        oversubscription=fabric.oversubscription,
+        rail_optimized=fabric.topology == "rail_optimized",
+    )
+    try:
+        return bill_of_materials(design, prices, gpus_per_node=inputs.gpus_per_node)
+    except SpecError as exc:
+        problems = [
+            Problem("onprem.fabric_tiers" if p.field == "tiers" else f"onprem.{p.field}", p.message)
+            for p in exc.problems
+        ]
+        raise SpecError(problems) from None
+
+
+def _bom_note(bom: BillOfMaterials, fabric_name: str) -> str:
+    tiers = len(bom.tiers)
+    inferred = any("inferred" in a for a in bom.assumptions)
+    return (
+        f"fat-tree BOM of {fabric_name}: {tiers} tier(s){' inferred from the node count' if inferred else ''}, "
+        f"{bom.switches} switches, {bom.transceivers} transceivers, {sum(bom.cables.values())} cables "
+        f"for {bom.endpoints} NIC ports"
+    )
+
+
+def _bom_line(
+    inputs: core_cost.OnPremInputs, bom: BillOfMaterials, fabric_name: str, klass: str, note: str
+) -> s.NetworkLineOut:
+    assert bom.cost is not None
+    line = _network_line(inputs, "bom", fabric_name, klass, note=note)
+    return line.model_copy(
+        update={
+            "tiers": len(bom.tiers),
+            "tiers_inferred": any("inferred" in a for a in bom.assumptions),
+            "switches": bom.switches,
+            "transceivers": bom.transceivers,
+            "cables": sum(bom.cables.values()),
+            "breakdown_usd": dict(bom.cost.breakdown_usd),
+            "sources": dict(bom.cost.prices.source),
+        }
+    )
+
+
+def _network_line(
+    inputs: core_cost.OnPremInputs, method: str, fabric: str = "", klass: str = "", note: str = ""
+) -> s.NetworkLineOut:
+    capex = core_cost.capex_breakdown(inputs)
+    network = capex["network"]
+    servers_and_network = capex["servers"] + network
+    return s.NetworkLineOut(
+        method=method,  # type: ignore[arg-type]
+        fabric=fabric,
+        price_class=klass,
+        total_usd=network,
+        per_gpu_usd=network / inputs.gpus,
+        share_of_capex=network / servers_and_network if servers_and_network else 0.0,
+        tiers=None if method == "bom" or inputs.network_share is not None else inputs.fabric_tiers,
+        note=note,
+    )
+
+
+def _explicit_bom(
+    session: Session | None, req: s.TcoRequest, inputs: core_cost.OnPremInputs
+) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption], s.NetworkLineOut]:
+    """The network capex from a network BOM request (as POST /network/bom)."""
+    assert req.network_bom is not None
     from pydantic import ValidationError
 
     from app.services.network import BomIn, run_bom
@@ -243,24 +389,29 @@ def network_from_bom(
         f"{sum(bom.cables.values())} cables; unit prices: "
         + "; ".join(f"{k}: {v}" for k, v in bom.cost.prices.source.items())
     )
-    return replace(inputs, network_capex_usd=bom.cost.total_usd), [
-        core_storage.Assumption("network_capex_usd", bom.cost.total_usd, "USD", note, "")
-    ]
+    inputs = replace(inputs, network_capex_usd=bom.cost.total_usd)
+    fabric = str(req.network_bom.get("fabric") or "")
+    return (
+        inputs,
+        [core_storage.Assumption("network_capex_usd", bom.cost.total_usd, "USD", note, "")],
+        _bom_line(inputs, bom, fabric, "", note),
+    )
 
 
 def tco(session: Session | None, req: s.TcoRequest) -> s.TcoResponse:
     quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
-    inputs, extra = network_from_bom(session, req)
+    inputs, extra, network = network_from_bom(session, req)
     result = core_cost.tco(inputs, req.utilisation, quotes, req.months)
     data = result.to_dict()
     data["assumptions"] = cost_assumptions(result.assumptions + extra)
     data["curves"] = _json_safe(data["curves"])
     data["cloud_options"] = _option_rows(quotes)
+    data["network"] = network
     return s.TcoResponse.model_validate(data)
 
 
 def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse:
-    inputs, extra = network_from_bom(session, req)
+    inputs, extra, network = network_from_bom(session, req)
     quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
     if not quotes:
         raise SpecError(
@@ -279,6 +430,7 @@ def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse
             if k in ("cumulative_usd_vs_month", "breakeven_months_vs_utilisation")
         },
         assumptions=cost_assumptions(result.assumptions + extra),
+        network=network,
     )
 
 

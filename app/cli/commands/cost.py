@@ -211,7 +211,13 @@ def tco(
     server_capex: Annotated[float | None, typer.Option(help="USD per node")] = None,
     network_capex: Annotated[float | None, typer.Option(help="USD for the whole fabric (BOM)")] = None,
     network_share: Annotated[float | None, typer.Option(help="network share of server+network capex")] = None,
-    fabric_tiers: Annotated[int, typer.Option(help="1, 2 or 3 switch tiers")] = 2,
+    fabric_tiers: Annotated[
+        int | None, typer.Option(help="1, 2 or 3 switch tiers (default: inferred from the nodes)")
+    ] = None,
+    fabric: Annotated[
+        str | None,
+        typer.Option(help="fabric preset priced by the network BOM (default: the GPU's, e.g. ib-ndr-8x400)"),
+    ] = None,
     storage_capex: Annotated[float | None, typer.Option(help="USD")] = None,
     depreciation: Annotated[str, typer.Option(help="straight_line | economic")] = "straight_line",
     lifetime_years: Annotated[float | None, typer.Option(help="straight-line lifetime")] = None,
@@ -294,6 +300,7 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
             "onprem": {k: v for k, v in onprem.items() if v is not None},
             "utilisation": utilisation,
             "gpu": gpu,
+            "fabric": a["fabric"],
             "options": _options(price, price_row, None, None),
         },
     )
@@ -308,6 +315,8 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
             f"capex {usd(be.capex_total_usd)}, running {usd(be.monthly_running_usd)}/month, "
             f"on-prem ${be.usd_per_gpu_hour:.2f}/GPU-h at {be.utilisation:.0%} utilisation"
         )
+        if be.network is not None:
+            typer.echo(network_line_text(be.network))
         for b in be.breakevens:
             typer.echo(_breakeven_line(b))
         return
@@ -321,9 +330,23 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
     typer.echo(f"per year {usd(result.annual_total_usd)} at {result.utilisation:.0%} utilisation:")
     for k, v in result.annual.items():
         typer.echo(f"    {k:<16} {usd(v)}")
+    if result.network is not None:
+        typer.echo(network_line_text(result.network))
     typer.echo(f"on-prem ${result.usd_per_gpu_hour:.2f}/GPU-hour")
     for b in result.breakevens:
         typer.echo(_breakeven_line(b))
+
+
+def network_line_text(n: s.NetworkLineOut) -> str:
+    """The network capex line: per GPU, share of server + network capex, and where it comes from."""
+    head = f"network {usd(n.per_gpu_usd)}/GPU ({n.share_of_capex:.1%} of server + network capex): "
+    if n.method == "bom":
+        tiers = f"{n.tiers} tier(s){' inferred' if n.tiers_inferred else ''}"
+        return (
+            head
+            + f"BOM of {n.fabric or 'the fabric'}, {tiers}, {n.switches} switches, {n.transceivers} transceivers"
+        )
+    return head + n.note
 
 
 def _breakeven_line(b: s.BreakevenOut) -> str:

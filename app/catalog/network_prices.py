@@ -1,0 +1,120 @@
+"""Network unit prices (app/catalog/network_prices.csv): one dated, sourced price per item (switch, transceiver,
+cable, NIC) and price class (ib-ndr, roce-400g, ...), read into app.core.topology.UnitPrices.
+
+A fabric preset maps to a price class by transport and NIC line rate; a class without rows has no prices, and
+the on-prem TCO then falls back to the network share by fabric tiers (app.core.cost.NETWORK_SHARE_BY_TIERS),
+saying so in its provenance."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from app.core.hardware import FabricSpec
+from app.core.topology import UnitPrices
+
+NETWORK_PRICES_FILE = Path(__file__).resolve().parent / "network_prices.csv"
+ITEMS = ("switch", "transceiver", "cable", "nic")
+
+# The scale-out fabric a GPU's on-prem cluster is priced with when the request names none.
+# A100: DGX A100 SuperPOD reference architecture, 8 HDR 200 Gb/s compute NICs per node (2020).
+# H100/H200: DGX H100/H200 SuperPOD reference architecture, 8 NDR 400 Gb/s ConnectX-7 rails (2023).
+# B200: DGX B200 user guide, 8 ConnectX-7 400 Gb/s compute ports (2024). GB200: DGX GB200 SuperPOD reference
+# architecture, one ConnectX-7 400 Gb/s NIC per GPU on a Quantum-2 NDR compute fabric (2024).
+# MI300X: assumption, 8 x 400 Gb/s RoCE (e.g. Oracle OCI BM.GPU.MI300X.8, 2024); replace with your fabric.
+DEFAULT_FABRIC_BY_GPU: dict[str, str] = {
+    "A100-40GB-SXM": "ib-hdr-8x200",
+    "A100-80GB-SXM": "ib-hdr-8x200",
+    "H100-SXM": "ib-ndr-8x400",
+    "H200-SXM": "ib-ndr-8x400",
+    "B200": "ib-ndr-8x400",
+    "GB200": "ib-ndr-8x400",
+    "MI300X": "roce-8x400",
+}
+DEFAULT_FABRIC = "ib-ndr-8x400"
+
+
+@dataclass(frozen=True)
+class NetworkPriceRow:
+    price_class: str
+    item: str
+    unit_usd: float
+    ports: int | None
+    date: str
+    source: str
+    confidence: str
+    notes: str
+
+    def statement(self) -> str:
+        ports = f" ({self.ports}-port)" if self.ports else ""
+        return f"{self.price_class} {self.item}{ports} ${self.unit_usd:,.0f}, {self.date} ({self.source})"
+
+
+@cache
+def network_price_rows() -> dict[str, dict[str, NetworkPriceRow]]:
+    """Rows by price class, then item; a second row for the same class and item is an error."""
+    with NETWORK_PRICES_FILE.open(encoding="utf-8", newline="") as handle:
+        raw_rows = list(csv.DictReader(handle))
+    out: dict[str, dict[str, NetworkPriceRow]] = {}
+    for line, raw in enumerate(raw_rows, start=2):
+        item = raw["item"].strip()
+        if item not in ITEMS:
+            raise ValueError(f"{NETWORK_PRICES_FILE.name} line {line}: item {item!r} is not one of {ITEMS}")
+        row = NetworkPriceRow(
+            price_class=raw["price_class"].strip(),
+            item=item,
+            unit_usd=float(raw["unit_usd"]),
+            ports=int(raw["ports"]) if raw["ports"].strip() else None,
+            date=raw["date"].strip(),
+            source=raw["source"].strip(),
+            confidence=raw["confidence"].strip(),
+            notes=raw["notes"].strip(),
+        )
+        by_item = out.setdefault(row.price_class, {})
+        if item in by_item:
+            raise ValueError(
+                f"{NETWORK_PRICES_FILE.name} line {line}: a second {item} row for {row.price_class}"
+            )
+        by_item[item] = row
+    for name, by_item in out.items():
+        missing = [i for i in ITEMS if i not in by_item]
+        if missing:
+            raise ValueError(f"{NETWORK_PRICES_FILE.name}: price class {name} lacks {', '.join(missing)}")
+    return out
+
+
+def price_class(fabric: FabricSpec) -> str:
+    """The price class of a fabric: transport and NIC line rate, e.g. ib-ndr (InfiniBand 400 Gb/s)."""
+    gbps = round(fabric.nic_bandwidth_bytes_per_s * 8 / 1e9)
+    if fabric.transport == "infiniband":
+        return {100: "ib-edr", 200: "ib-hdr", 400: "ib-ndr", 800: "ib-xdr"}.get(gbps, f"ib-{gbps}g")
+    return f"{fabric.transport.replace('_', '-')}-{gbps}g"
+
+
+def unit_prices_for(fabric: FabricSpec) -> UnitPrices | None:
+    """The fabric's unit prices from its class's rows, or None when the class has none. Switch prices are per
+    port of the row's switch, times the fabric's radix; NICs are counted in the server price."""
+    rows = network_price_rows().get(price_class(fabric))
+    if rows is None:
+        return None
+    switch_row = rows["switch"]
+    per_port = switch_row.unit_usd / (switch_row.ports or fabric.switch_radix)
+    switch_usd = per_port * fabric.switch_radix
+    scaled = (
+        "" if switch_row.ports in (None, fabric.switch_radix) else f", scaled to {fabric.switch_radix} ports"
+    )
+    source = {
+        "switch_usd": switch_row.statement() + scaled,
+        "transceiver_usd": rows["transceiver"].statement(),
+        "cable_usd": rows["cable"].statement(),
+        "nic_usd": f"in the server price (row for reference: {rows['nic'].statement()})",
+    }
+    return UnitPrices(switch_usd, rows["transceiver"].unit_usd, rows["cable"].unit_usd, 0.0, source)
+
+
+def network_prices_date(fabric: FabricSpec) -> str:
+    """The latest date among the class's rows ('' when it has none)."""
+    rows = network_price_rows().get(price_class(fabric), {})
+    return max((r.date for r in rows.values()), default="")

@@ -87,6 +87,28 @@ def _epoch(**inputs: Any) -> dict[str, float]:
     return out
 
 
+def _run_cost(**inputs: Any) -> dict[str, float]:
+    """Through the service (RunCostRequest), as `clusterplan cost run` bills a run: productive GPU-hours from
+    6·N·D FLOP at the peak × MFU (or given GPU-hours), wall clock on num_gpus, and each option's bill."""
+    from app.schemas.cost import RunCostRequest
+    from app.services.cost import run_cost
+
+    if not inputs.get("options"):
+        # a case about time only (a throughput identity) prices nothing
+        inputs = inputs | {"options": [{"label": "unpriced", "usd_per_gpu_hour": 0.0}]}
+    r = run_cost(None, RunCostRequest.model_validate(inputs))
+    out = {
+        "productive_gpu_hours": r.productive_gpu_hours,
+        "billed_gpu_hours": r.billed_gpu_hours,
+        "wall_clock_days": r.wall_clock_hours / 24.0,
+    }
+    if r.total_flop is not None:
+        out["flop"] = r.total_flop
+    if r.options:
+        out["total_usd"] = r.options[0].total_usd
+    return out
+
+
 def _training_flop(params: float, tokens: float, active_params: float | None = None) -> dict[str, float]:
     return {"flop": core_cost.training_flop(params, tokens, active_params)}
 
@@ -120,6 +142,7 @@ METHODS: dict[str, Method] = {
     "goodput": _goodput,
     "epoch_costs": _epoch,
     "training_flop": _training_flop,
+    "run_cost": _run_cost,
     "checkpoint_idle": _checkpoint_idle,
     "seed_breakeven": _seed_breakeven,
     "spot_savings": _spot,

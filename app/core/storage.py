@@ -173,6 +173,20 @@ class StorageTier:
         cap = self.aggregate_cap(reader_nodes, self.aggregate_read_bytes_per_s)
         return min(self.read_bytes_per_s_per_node * reader_nodes, cap)
 
+    def with_storage_nodes(self, count: int, bytes_per_s_each: float) -> StorageTier:
+        """The tier served by `count` storage nodes (servers or appliances) of a given bandwidth each: the
+        whole-system bandwidth is their sum, fixed whatever the compute-node count."""
+        total = count * bytes_per_s_each
+        return replace(
+            self,
+            aggregate_write_bytes_per_s=total,
+            aggregate_read_bytes_per_s=total,
+            aggregate_bytes_per_s_per_compute_node=0.0,
+            source=f"user input: {count} storage nodes x {bytes_per_s_each / 1e9:g} GB/s = "
+            f"{total / 1e9:g} GB/s aggregate",
+            date="",
+        )
+
     def with_aggregate(self, bytes_per_s: float) -> StorageTier:
         """The tier with a given whole-system bandwidth (a user's measured or quoted figure), fixed."""
         return replace(

@@ -30,6 +30,21 @@ ParallelFsGbPerS = Annotated[
         "3.4 GB/s per compute node (Llama 3's Tectonic)",
     ),
 ]
+StorageNodes = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=100_000,
+        description="parallel-filesystem storage nodes (servers or appliances); with "
+        "parallel_fs_gb_per_s_per_storage_node, instead of parallel_fs_gb_per_s",
+    ),
+]
+GbPerSPerStorageNode = Annotated[
+    float | None,
+    Field(
+        gt=0, le=1e4, description="bandwidth of one storage node, GB/s (from its datasheet or a measurement)"
+    ),
+]
 
 
 class StrictModel(BaseModel):
@@ -351,6 +366,8 @@ class GoodputRequest(StrictModel):
     checkpoint: CheckpointIn | None = None
     tier: Literal["local_nvme", "parallel_fs", "object_store"] = "parallel_fs"
     parallel_fs_gb_per_s: ParallelFsGbPerS = None
+    parallel_fs_storage_nodes: StorageNodes = None
+    parallel_fs_gb_per_s_per_storage_node: GbPerSPerStorageNode = None
     async_checkpoint: bool = False
     checkpoint_stall_s: float | None = Field(None, ge=0, le=1e6, description="overrides the computed stall")
     restart_s: float | None = Field(None, ge=0, le=1e7, description="overrides the computed restart time")
@@ -421,6 +438,8 @@ class StorageRequest(StrictModel):
     slow_disk_fraction: float = Field(0.5, gt=0, le=1, description="one slow disk at this share of bandwidth")
     jitter_sigma: float = Field(0.1, ge=0, le=2)
     parallel_fs_gb_per_s: ParallelFsGbPerS = None
+    parallel_fs_storage_nodes: StorageNodes = None
+    parallel_fs_gb_per_s_per_storage_node: GbPerSPerStorageNode = None
 
 
 class TierCheckpointOut(BaseModel):

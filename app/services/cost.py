@@ -19,7 +19,7 @@ from app.core import cost as core_cost
 from app.core import goodput as core_goodput
 from app.core import price_age
 from app.core import storage as core_storage
-from app.core.errors import Problem, SpecError
+from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.hardware import FabricSpec
 from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials
 from app.errors import NotFoundError
@@ -607,7 +607,12 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
     if req.checkpoint is not None:
         ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
         size = ck.total_bytes
-        tier = storage_tier(req.tier, req.parallel_fs_gb_per_s)
+        tier = storage_tier(
+            req.tier,
+            req.parallel_fs_gb_per_s,
+            req.parallel_fs_storage_nodes,
+            req.parallel_fs_gb_per_s_per_storage_node,
+        )
         stall = core_storage.checkpoint_stall(size, tier, nodes, req.gpus_per_node)
         sync, asyn = stall.sync_stall_s, stall.async_stall_s
         read_s = core_storage.checkpoint_write(size, tier, nodes, format=req.checkpoint.format).read_s
@@ -712,11 +717,33 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
 # --- storage ---------------------------------------------------------------------------------------------
 
 
-def storage_tier(name: str, parallel_fs_gb_per_s: float | None) -> core_storage.StorageTier:
-    """A default tier; the parallel filesystem at the user's aggregate bandwidth when one is given."""
+def storage_tier(
+    name: str,
+    parallel_fs_gb_per_s: float | None,
+    storage_nodes: int | None = None,
+    gb_per_s_per_storage_node: float | None = None,
+) -> core_storage.StorageTier:
+    """A default tier; the parallel filesystem at the user's aggregate bandwidth, or at the sum of the user's
+    storage nodes, when one is given (both at once are refused)."""
+    problems = ProblemCollector()
+    problems.check(
+        (storage_nodes is None) == (gb_per_s_per_storage_node is None),
+        "parallel_fs_storage_nodes",
+        "give parallel_fs_storage_nodes and parallel_fs_gb_per_s_per_storage_node together",
+    )
+    problems.check(
+        parallel_fs_gb_per_s is None or storage_nodes is None,
+        "parallel_fs_gb_per_s",
+        "give the aggregate bandwidth or the storage nodes, not both",
+    )
+    problems.raise_if_any()
     tier = core_storage.DEFAULT_TIERS[name]
-    if tier.kind == "parallel_fs" and parallel_fs_gb_per_s is not None:
+    if tier.kind != "parallel_fs":
+        return tier
+    if parallel_fs_gb_per_s is not None:
         return tier.with_aggregate(parallel_fs_gb_per_s * 1e9)
+    if storage_nodes is not None and gb_per_s_per_storage_node is not None:
+        return tier.with_storage_nodes(storage_nodes, gb_per_s_per_storage_node * 1e9)
     return tier
 
 
@@ -748,7 +775,12 @@ def storage(req: s.StorageRequest, session: Session | None = None) -> s.StorageR
     tiers_out = []
     assumptions = list(ck.assumptions)
     for name in core_storage.DEFAULT_TIERS:
-        tier = storage_tier(name, req.parallel_fs_gb_per_s)
+        tier = storage_tier(
+            name,
+            req.parallel_fs_gb_per_s,
+            req.parallel_fs_storage_nodes,
+            req.parallel_fs_gb_per_s_per_storage_node,
+        )
         w = core_storage.checkpoint_write(
             ck.total_bytes,
             tier,

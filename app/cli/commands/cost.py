@@ -373,6 +373,13 @@ def goodput(
     parallel_fs_gb_per_s: Annotated[
         float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
     ] = None,
+    parallel_fs_storage_nodes: Annotated[
+        int | None,
+        typer.Option(help="parallel-filesystem storage nodes (with --parallel-fs-gb-per-s-per-storage-node)"),
+    ] = None,
+    parallel_fs_gb_per_s_per_storage_node: Annotated[
+        float | None, typer.Option(help="GB/s of one storage node (datasheet or measured)")
+    ] = None,
     async_checkpoint: Annotated[bool, typer.Option("--async", help="asynchronous checkpointing")] = False,
     checkpoint_stall_s: Annotated[float | None, typer.Option(help="pause per checkpoint, s")] = None,
     restart_s: Annotated[float | None, typer.Option(help="restart time, s")] = None,
@@ -399,6 +406,8 @@ def goodput(
             else None,
             "tier": tier,
             "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
+            "parallel_fs_storage_nodes": parallel_fs_storage_nodes,
+            "parallel_fs_gb_per_s_per_storage_node": parallel_fs_gb_per_s_per_storage_node,
             "async_checkpoint": async_checkpoint,
             "checkpoint_stall_s": checkpoint_stall_s,
             "restart_s": restart_s,
@@ -445,6 +454,13 @@ def storage(
     parallel_fs_gb_per_s: Annotated[
         float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
     ] = None,
+    parallel_fs_storage_nodes: Annotated[
+        int | None,
+        typer.Option(help="parallel-filesystem storage nodes (with --parallel-fs-gb-per-s-per-storage-node)"),
+    ] = None,
+    parallel_fs_gb_per_s_per_storage_node: Annotated[
+        float | None, typer.Option(help="GB/s of one storage node (datasheet or measured)")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     from app.services import cost as svc
@@ -463,6 +479,8 @@ def storage(
             "vocab_size": vocab_size,
             "slow_disk_fraction": slow_disk_fraction,
             "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
+            "parallel_fs_storage_nodes": parallel_fs_storage_nodes,
+            "parallel_fs_gb_per_s_per_storage_node": parallel_fs_gb_per_s_per_storage_node,
         },
     )
     r = svc.storage(req)

@@ -121,6 +121,10 @@ def test_too_few_tiers_and_unknown_fabrics_are_refused() -> None:
     with pytest.raises(SpecError) as few:
         _tco(nodes=128, fabric_tiers=1)
     assert few.value.problems[0].field == "onprem.fabric_tiers"
+    with pytest.raises(SpecError) as few_shared:  # the share fallback checks the tiers too
+        _tco("A100-80GB-SXM", nodes=128, fabric_tiers=2)
+    assert few_shared.value.problems[0].field == "onprem.fabric_tiers"
+    assert _tco("A100-80GB-SXM", nodes=16, fabric_tiers=3).network.tiers == 3  # type: ignore[union-attr]
     with pytest.raises(SpecError) as unknown:
         _tco(nodes=128, fabric="no-such-fabric")
     assert unknown.value.problems[0].field == "fabric"

@@ -250,7 +250,18 @@ def network_from_bom(
     if prices is None:
         from app.core.topology import fabric_tiers
 
-        tiers = inputs.fabric_tiers if "fabric_tiers" in given else fabric_tiers(fabric, inputs.nodes)
+        needed = fabric_tiers(replace(fabric, tiers=0), inputs.nodes)
+        if "fabric_tiers" in given and inputs.fabric_tiers < needed:
+            raise SpecError(
+                [
+                    Problem(
+                        "onprem.fabric_tiers",
+                        f"{inputs.fabric_tiers} tier(s) of {fabric.switch_radix}-port switches cannot connect "
+                        f"{inputs.nodes} nodes × {fabric.nics_per_node} NICs; {needed} are needed (or omit it)",
+                    )
+                ]
+            )
+        tiers = inputs.fabric_tiers if "fabric_tiers" in given else needed
         inputs = replace(inputs, fabric_tiers=tiers)
         note = (
             f"no network price row for {klass} ({fabric_name}) in network_prices.csv: network capex is "

@@ -66,7 +66,9 @@ def test_blank_micro_batch_takes_the_fastest_fitting_completion(rows: list[Row])
     assert f"micro_batch={modelled.layout.micro_batch} ({IMPUTED})" in modelled.defaults
     assert "micro_batch=1" not in modelled.defaults
     # with pp = 1 there is nothing to interleave: vp is not imputed
-    assert modelled.layout.vp == 1 and not any(d.startswith("vp=") and IMPUTED in d for d in modelled.defaults)
+    assert modelled.layout.vp == 1 and not any(
+        d.startswith("vp=") and IMPUTED in d for d in modelled.defaults
+    )
 
 
 def test_stated_micro_batch_is_kept(rows: list[Row]) -> None:

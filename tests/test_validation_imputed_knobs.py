@@ -114,3 +114,23 @@ def test_candidates_follow_the_framework_and_the_stated_sizes(rows: list[Row]) -
     # DeepSpeed's pipeline engine has no interleaved schedule; a stated knob is not enumerated
     assert completion_candidates(model, layout, DEEPSPEED, True, True)[1] == [1]
     assert completion_candidates(model, layout, MEGATRON_CORE, False, False) == ([1], [1])
+
+
+def test_stated_whole_run_layout_is_completed_the_same_way() -> None:
+    """validate training-totals replays a stated layout through the same completion: Llama 3.1 405B's TP8 PP16 on
+    16,384 H100 fits at no micro-batch (as the replay models it): the smallest peak is taken and said so; its
+    126 layers do not split into 16 equal stages, so nothing is interleaved."""
+    from app.validation.training_totals import check_row, replay_row
+    from app.validation.training_totals import load_rows as load_totals
+
+    (row,) = [
+        r
+        for r in load_totals(DEVELOPMENT.with_name("training_totals.csv"))
+        if r.get("model_name") == "Llama-3.1-405B"
+    ]
+    modelled = estimate_row(replay_row(row, check_row(row), stated=True))
+    assert modelled.layout.micro_batch == 1 and modelled.layout.vp == 1
+    assert f"micro_batch=1 ({IMPUTED})" in modelled.defaults
+    assert "no completion fits: the one with the smallest peak" in modelled.defaults
+    assert "vp=1" in modelled.defaults  # a plain default, not imputed
+    assert not modelled.estimate.memory.fits

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from app.core.accuracy import accuracy_regime, estimate_layer_pass_seconds
 from app.core.errors import SpecError
@@ -1236,6 +1236,7 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
 UNSTATED_MICRO_BATCH = "micro_batch=1"
 UNSTATED_VP = "vp=1"
 IMPUTED = "imputed: planner's best completion"
+T = TypeVar("T")
 
 # frameworks with an interleaved pipeline schedule: Megatron-LM since 2021 (--num-layers-per-virtual-pipeline-
 # stage, Narayanan et al. 2021 Sec. 2.2.2), Megatron-core and NeMo (virtual_pipeline_model_parallel_size),
@@ -1313,13 +1314,20 @@ def _best_completion(
                 continue  # a completion check_layout (run by the estimate) refuses: it could not run
     if not tried:
         return _estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
-    fitting = [t for t in tried if t.estimate.memory.fits]
+    chosen, fits = best_completion([(t.estimate, t) for t in tried])
+    return chosen if fits else replace(chosen, defaults=[*chosen.defaults, NONE_FITS])
+
+
+NONE_FITS = "no completion fits: the one with the smallest peak"
+
+
+def best_completion(tried: Sequence[tuple[Estimate, T]]) -> tuple[T, bool]:
+    """Of estimated completions, the fastest that fits in HBM, or where none fits the one with the smallest peak;
+    and whether it fits."""
+    fitting = [t for t in tried if t[0].memory.fits]
     if fitting:
-        return max(fitting, key=lambda t: float(t.estimate.step.tokens_per_s))
-    smallest = min(tried, key=lambda t: float(t.estimate.memory.most_loaded.total_bytes))
-    return replace(
-        smallest, defaults=[*smallest.defaults, "no completion fits: the one with the smallest peak"]
-    )
+        return max(fitting, key=lambda t: float(t[0].step.tokens_per_s))[1], True
+    return min(tried, key=lambda t: float(t[0].memory.most_loaded.total_bytes))[1], False
 
 
 def _estimate_layout(

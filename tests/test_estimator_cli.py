@@ -82,7 +82,7 @@ def test_validation_document_shape(report: dict) -> None:
 
 
 def test_validation_accuracy_on_published_runs(report: dict) -> None:
-    # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time 5.54 %,
+    # Regression guard at the accuracy reached (docs/validation_training_runs.md has the per-row table: time 5.74 %,
     # memory 4.5 %). The targets, time MAPE ≤ 5 % and every row within ±10 %, are not met: 9 rows are
     # outside, BigScience's TP-8 runs among them (slow on one node too, see the report's known gaps). Replaying
     # BigScience on the Omni-Path fabric Jean Zay has (4 × 100 Gb/s per node, BLOOM paper Sec. 3.4.1) instead of
@@ -91,10 +91,12 @@ def test_validation_accuracy_on_published_runs(report: dict) -> None:
     # at 6 layers plus the LM head) cost 0.37 points: the old rounding up had hidden that source's bias.
     # DeepSpeed's partitioned pipeline sends cost 0.3 points here and gain 5.5 on vTrain's full multi-node set
     # (tests/test_validation_heldout.py); replaying Narayanan's Table 1 with its SC21 artifact's own settings
-    # (micro-batch, interleaving, fp16, PyTorch DDP) costs 0.12.
+    # (micro-batch, interleaving, fp16, PyTorch DDP) costs 0.12. Completing the micro-batch and interleaving rows
+    # leave blank with the planner's best fitting layout instead of micro_batch=1, vp=1 costs 0.20 (5.54 → 5.74 %):
+    # Megatron-LM's README table at micro-batch 4 and PTD-P's GPT-3 rows interleaved come out faster than measured.
     s = report["summary"]
     assert s["time"]["n"] >= 70
-    assert s["time"]["mape_pct"] <= 5.6
+    assert s["time"]["mape_pct"] <= 5.8
     outside = [r for r in report["rows"] if r["metric"] in TIME_METRICS and abs(r["error_pct"]) > 10.0]
     assert len(outside) <= 9
     assert s["memory"]["n"] >= 14

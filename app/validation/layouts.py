@@ -18,17 +18,23 @@ ZeRO-3 or context parallelism in Megatron-LM of 2021); `framework_limits=False` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import SpecError
-from app.core.estimate import EstimateOptions, estimate
+from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.hardware import ClusterSpec
-from app.core.layout import RunOptions
+from app.core.layout import Layout, RunOptions
+from app.core.model import ModelSpec
 from app.core.planner import Constraints, PlannedLayout, plan
 from app.validation.training_runs import (
+    UNSTATED_MICRO_BATCH,
+    UNSTATED_VP,
     Row,
+    SourceRule,
+    best_completion,
+    completion_candidates,
     load_rows,
     row_fabric,
     row_framework,
@@ -201,7 +207,7 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
     try:
         model = row_model(row, rule)
         gpu = row_gpu(row)
-        layout, _ = row_layout(row, model, rule, n_gpus)
+        layout, defaults = row_layout(row, model, rule, n_gpus)
         gpn = min(gpu.default_gpus_per_node, n_gpus)
         if not n_gpus or n_gpus % gpn:
             case.skipped = f"{n_gpus} GPUs is not a whole number of {gpn}-GPU nodes"
@@ -257,7 +263,7 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
         (p.rank for p in result.top if _matches(p, stated, rule.flash_attention)), None
     )
     try:
-        est = estimate(model, cluster, layout, seq, options=opts)
+        est = publisher_estimate(model, cluster, layout, seq, opts, rule, defaults)
         case.publisher_step_s = est.step.total_s
         case.publisher_fits = est.memory.fits
         case.best_at_least_as_fast = best.step_time_s <= est.step.total_s * (1 + 1e-9)
@@ -265,6 +271,33 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
     except SpecError as exc:
         case.skipped = f"publisher layout: {exc}"
     return case
+
+
+def publisher_estimate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    seq: int,
+    opts: EstimateOptions,
+    rule: SourceRule,
+    defaults: list[str],
+) -> Estimate:
+    """The publisher's layout estimated at the planner's best completion of the micro-batch and interleaving its
+    row leaves blank, as the training-run replay completes them (app.validation.training_runs)."""
+    mbs, vps = completion_candidates(
+        model, layout, rule.framework, UNSTATED_MICRO_BATCH in defaults, UNSTATED_VP in defaults
+    )
+    tried: list[tuple[Estimate, Estimate]] = []
+    for mb in mbs:
+        for vp in vps:
+            try:
+                est = estimate(model, cluster, replace(layout, micro_batch=mb, vp=vp), seq, options=opts)
+            except SpecError:
+                continue  # a completion the publisher could not have run
+            tried.append((est, est))
+    if not tried:
+        return estimate(model, cluster, layout, seq, options=opts)
+    return best_completion(tried)[0]
 
 
 def replay_layouts(rows: list[Row], all_sources: bool = False, framework_limits: bool = True) -> LayoutReport:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from app.core.accuracy import accuracy_regime, estimate_layer_pass_seconds
 from app.core.errors import SpecError
@@ -63,6 +63,7 @@ from app.core.model import (
     narayanan_flops_per_iteration,
     param_counts,
 )
+from app.core.planner import DEFAULT_MAX_MICRO_BATCH, DEFAULT_MAX_VP
 from app.core.precision import QUANTIZED_DTYPES
 from app.core.units import GiB
 from app.errors import NotFoundError
@@ -732,7 +733,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         defaults.append(f"micro_batch={mb} (SC21 artifact)")
     if mb is None:
         mb = 1
-        defaults.append("micro_batch=1")
+        defaults.append(UNSTATED_MICRO_BATCH)
     vp = row.int_or("interleave_v", None)
     if vp is None and artifact is not None:
         per_stage = artifact[1]
@@ -740,7 +741,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         defaults.append(f"vp={vp} (SC21 artifact)")
     if vp is None:
         vp = 1
-        defaults.append("vp=1")
+        defaults.append(UNSTATED_VP)
     recompute = recompute_from_cell(row.get("recompute"))
     if recompute is None:
         recompute = rule.recompute_default
@@ -1226,6 +1227,122 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
             "bubble) is unknown"
         )
     layout, defaults = row_layout(row, model, rule, n_gpus)
+    if UNSTATED_MICRO_BATCH not in defaults and UNSTATED_VP not in defaults:
+        return _estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
+    return _best_completion(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
+
+
+# the placeholders row_layout writes for a blank micro_batch / interleave_v cell; estimate_row replaces them with
+# the planner's best completion (_best_completion)
+UNSTATED_MICRO_BATCH = "micro_batch=1"
+UNSTATED_VP = "vp=1"
+IMPUTED = "imputed: planner's best completion"
+T = TypeVar("T")
+
+# frameworks with an interleaved pipeline schedule: Megatron-LM since 2021 (--num-layers-per-virtual-pipeline-
+# stage, Narayanan et al. 2021 Sec. 2.2.2), Megatron-core and NeMo (virtual_pipeline_model_parallel_size),
+# torchtitan (pipelining_schedule Interleaved1F1B); DeepSpeed's PipelineEngine runs 1F1B alone
+# (deepspeed/runtime/pipe/schedule.py TrainSchedule) and llm-foundry and NeMo Automodel have no pipeline
+INTERLEAVING_FRAMEWORKS = frozenset(
+    {MEGATRON_2021.name, MEGATRON_2022.name, MEGATRON_CORE.name, NEMO.name, TORCHTITAN.name}
+)
+
+
+def completion_candidates(
+    model: ModelSpec, layout: Layout, framework: Framework, free_mb: bool, free_vp: bool
+) -> tuple[list[int], list[int]]:
+    """The micro-batches and interleavings a row's blank cells may take: the planner's search space (micro-batches
+    of 1 … DEFAULT_MAX_MICRO_BATCH in powers of two, 1 … DEFAULT_MAX_VP interleaved chunks, app.core.planner)
+    narrowed to what the stated columns allow: a micro-batch that divides the batch of each data-parallel rank,
+    an interleaving that divides each stage's layers, with pp > 1 and under a framework with the interleaved
+    schedule. A stated (or not free) knob keeps the layout's value."""
+    per_rank = layout.global_batch // layout.dp if layout.global_batch % layout.dp == 0 else 0
+    mbs = [layout.micro_batch]
+    if free_mb and per_rank:
+        powers = (2**k for k in range(DEFAULT_MAX_MICRO_BATCH.bit_length()))
+        mbs = [m for m in powers if m <= DEFAULT_MAX_MICRO_BATCH and per_rank % m == 0]
+    vps = [layout.vp]
+    if (
+        free_vp
+        and layout.pp > 1
+        and framework.name in INTERLEAVING_FRAMEWORKS
+        and model.num_layers % layout.pp == 0
+    ):
+        per_stage = model.num_layers // layout.pp
+        vps = [v for v in range(1, DEFAULT_MAX_VP + 1) if per_stage % v == 0]
+    return mbs, vps
+
+
+def _best_completion(
+    row: Row,
+    model: ModelSpec,
+    gpu: GPUSpec,
+    power_limit_w: float | None,
+    n_gpus: int,
+    rule: SourceRule,
+    layout: Layout,
+    defaults: list[str],
+) -> RowEstimate:
+    """The row estimated at the planner's best completion of its blank micro_batch / interleave_v cells: every
+    candidate pair (completion_candidates) through the row's own estimate, whose check_layout refuses what could
+    not run (an interleaved schedule needs micro-batches a multiple of pp), those that fit in HBM kept, the fastest chosen (the smallest
+    peak where none fits). Each imputed value is marked in the defaults; a knob with one candidate (vp without a
+    pipeline) keeps its plain default."""
+    mbs, vps = completion_candidates(
+        model, layout, rule.framework, UNSTATED_MICRO_BATCH in defaults, UNSTATED_VP in defaults
+    )
+    free_mb = UNSTATED_MICRO_BATCH in defaults and len(mbs) > 1
+    free_vp = UNSTATED_VP in defaults and len(vps) > 1
+    if not (free_mb or free_vp):
+        return _estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
+    base = [
+        d
+        for d in defaults
+        if not (free_mb and d == UNSTATED_MICRO_BATCH) and not (free_vp and d == UNSTATED_VP)
+    ]
+    tried: list[RowEstimate] = []
+    for mb in mbs:
+        for vp in vps:
+            marks = list(base)
+            if free_mb:
+                marks.append(f"micro_batch={mb} ({IMPUTED})")
+            if free_vp:
+                marks.append(f"vp={vp} ({IMPUTED})")
+            candidate = replace(layout, micro_batch=mb, vp=vp)
+            try:
+                tried.append(_estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, candidate, marks))
+            except (SpecError, ValueError, ArithmeticError):
+                continue  # a completion check_layout (run by the estimate) refuses: it could not run
+    if not tried:
+        return _estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
+    chosen, fits = best_completion([(t.estimate, t) for t in tried])
+    return chosen if fits else replace(chosen, defaults=[*chosen.defaults, NONE_FITS])
+
+
+NONE_FITS = "no completion fits: the one with the smallest peak"
+
+
+def best_completion(tried: Sequence[tuple[Estimate, T]]) -> tuple[T, bool]:
+    """Of estimated completions, the fastest that fits in HBM, or where none fits the one with the smallest peak;
+    and whether it fits."""
+    fitting = [t for t in tried if t[0].memory.fits]
+    if fitting:
+        return max(fitting, key=lambda t: float(t[0].step.tokens_per_s))[1], True
+    return min(tried, key=lambda t: float(t[0].memory.most_loaded.total_bytes))[1], False
+
+
+def _estimate_layout(
+    row: Row,
+    model: ModelSpec,
+    gpu: GPUSpec,
+    power_limit_w: float | None,
+    n_gpus: int,
+    rule: SourceRule,
+    layout: Layout,
+    defaults: list[str],
+) -> RowEstimate:
+    """Estimate a row at one completed layout (the MTP layers and the pipeline split its notes state added)."""
+    defaults = list(defaults)
     mtp, mtp_source = mtp_layers_for(row, layout)
     if mtp:
         layout = replace(layout, mtp_layers=mtp)

@@ -1,6 +1,6 @@
 """In a real browser (Debian's chromium via Playwright): planner mode with no layout that fits offers the nearest
 node counts and batches, a click sets the field and the planner then ranks layouts; "Rank by" cost reorders the
-ranking in place."""
+ranking in place. On the benchmarks page the launch form's GPU follows the chosen node and device."""
 
 from __future__ import annotations
 
@@ -95,4 +95,36 @@ def test_nearest_fix_sets_the_field_and_rank_by_cost_reorders(browser: Any, serv
     _wait_until(page, "(document.querySelector('#rank-by-note') || {}).textContent.includes('cost per run')")
     assert page.locator("caption", has_text="Best layouts by cost per run").count() == 1
     assert errors == []
+    context.close()
+
+
+def test_benchmark_form_gpu_follows_the_node_and_device(browser: Any, server: LiveServer) -> None:
+    import httpx
+
+    api = httpx.Client(base_url=server.url + "/api/v1", headers=server.headers, timeout=30)
+    for name, device in (("h200-node", "NVIDIA H200"), ("cpu-node", "cpu (x86_64)")):
+        token = api.post("/nodes", json={"name": name}).json()["token"]
+        registered = api.post(
+            "/agent/register",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"hostname": name, "info": {"devices": [{"name": device}]}},
+        )
+        assert registered.status_code == 200
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    server.sign_in(context)
+    page = context.new_page()
+    page.goto(f"{server.url}/benchmarks")
+    page.wait_for_load_state("load")
+    assert page.input_value("#l-gpu") == "H100-SXM"
+    page.select_option("#l-node", "h200-node")
+    _wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
+    page.select_option("#l-device", "cpu")
+    _wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
+    page.select_option("#l-device", "cuda")
+    _wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
+    page.select_option("#l-device", "auto")
+    page.select_option("#l-node", "cpu-node")
+    _wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
+    page.select_option("#l-node", "")
+    _wait_until(page, "document.getElementById('l-gpu').value === 'H100-SXM'", 10)
     context.close()

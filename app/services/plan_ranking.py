@@ -95,12 +95,12 @@ def _with_cost(
 ) -> tuple[list[dict[str, Any]], str]:
     """Each ranked row with its cost per run (days × 24 × GPUs × price); ordered by it, and ranks renumbered,
     when ranking by cost. Returns the rows and the metric they are ranked by ("time" when there is no price)."""
+    if usd_per_gpu_hour is None:  # no price asked for (ranked by time) or none in the book: no cost column
+        return rows, "time"
     for row in rows:
         days = row.get("time_to_train_days")
-        row["cost_usd"] = (
-            days * 24.0 * num_gpus * usd_per_gpu_hour if days is not None and usd_per_gpu_hour else None
-        )
-    if rank_by != "cost" or usd_per_gpu_hour is None:
+        row["cost_usd"] = days * 24.0 * num_gpus * usd_per_gpu_hour if days is not None else None
+    if rank_by != "cost":
         return rows, "time"
     rows = sorted(rows, key=lambda r: (r["cost_usd"] is None, r["cost_usd"] or 0.0, r["rank"]))
     for rank, row in enumerate(rows, start=1):

@@ -8,8 +8,13 @@ replays such requests over loopback and reports, per scenario, the median and 95
 * the server's own handling time (the `Server-Timing`-free way: the same request timed in-process through
   the ASGI app, which excludes the network stack).
 
+Every figure is a median and a 95th percentile, and each row also gives both as a ratio to a baseline
+measured in the same run: `GET /healthz` (the same server, middleware and loopback, no work), timed before
+and after the scenarios. The ratios let runs on machines of different speed or load be compared; the drift
+of the baseline between its two halves says how steady the machine was.
+
 Targets (issue 8): < 150 ms for a single-layout estimate, < 1 s with a planner search. The scaling panel
-(weak scaling over 6 cluster sizes × 3 fabrics, 18 estimates) is fetched by the page right after the main
+(strong scaling over several cluster sizes and fabrics) is fetched by the page right after the main
 results; it is timed on its own rows ("scaling panel"), against 1 s.
 
     .venv/bin/python benchmarks/bench_ui_latency.py [--repeat 15]
@@ -23,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -73,7 +79,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def _time_requests(get: object, url: str, repeat: int, marker: str = 'id="results"') -> list[float]:
+def _time_requests(
+    get: object, url: str, repeat: int, marker: str = 'id="results"', check: bool = True
+) -> list[float]:
     times = []
     for i in range(repeat + 1):
         start = time.perf_counter()
@@ -81,20 +89,52 @@ def _time_requests(get: object, url: str, repeat: int, marker: str = 'id="result
         elapsed = time.perf_counter() - start
         if response.status_code != 200 or marker not in response.text:
             raise SystemExit(f"unexpected response {response.status_code} for {url}")
-        if 'role="alert"' in response.text:
+        if check and 'role="alert"' in response.text:
             raise SystemExit(f"the scenario has input problems: {url}")
         if i > 0:  # the first request warms caches (catalog, imports)
             times.append(elapsed)
     return times
 
 
-def _report(label: str, wire: list[float], app_times: list[float], target: float) -> None:
-    p95 = _percentile(wire, 0.95)
-    print(
-        f"{label:52} {1000 * statistics.median(wire):8.1f}ms {1000 * p95:8.1f}ms "
-        f"{1000 * statistics.median(app_times):8.1f}ms {1000 * _percentile(app_times, 0.95):8.1f}ms "
-        f"{1000 * target:5.0f}ms {'ok' if p95 < target else 'SLOW'}"
-    )
+@dataclass
+class Figures:
+    """Median and 95th percentile of one series, and both as ratios to the run's baseline."""
+
+    median: float
+    p95: float
+    median_ratio: float
+    p95_ratio: float
+
+
+def figures(times: list[float], baseline: list[float]) -> Figures:
+    median, p95 = statistics.median(times), _percentile(times, 0.95)
+    base_median, base_p95 = statistics.median(baseline), _percentile(baseline, 0.95)
+    return Figures(median, p95, median / base_median, p95 / base_p95)
+
+
+def _cell(f: Figures) -> str:
+    return f"{1000 * f.median:8.1f} {1000 * f.p95:8.1f} {f.median_ratio:6.0f}× {f.p95_ratio:6.0f}×"
+
+
+def _report(
+    label: str,
+    wire: list[float],
+    app_times: list[float],
+    target: float,
+    base_wire: list[float],
+    base_app: list[float],
+) -> None:
+    over_http = figures(wire, base_wire)
+    in_app = figures(app_times, base_app)
+    verdict = "ok" if over_http.p95 < target else "SLOW"
+    print(f"{label:52} {_cell(over_http)}  {_cell(in_app)} {1000 * target:6.0f} {verdict}")
+
+
+HEADER = (
+    f"{'':52} {'over HTTP (ms, × baseline)':^34}  {'in process (ms, × baseline)':^34}\n"
+    f"{'scenario':52} {'p50':>8} {'p95':>8} {'p50×':>7} {'p95×':>7}  {'p50':>8} {'p95':>8} {'p50×':>7} {'p95×':>7}"
+    f" {'target':>6}"
+)
 
 
 def main() -> int:
@@ -116,22 +156,38 @@ def main() -> int:
         os.environ["CLUSTERPLAN_RATE_LIMIT_PER_MINUTE"] = "1000000"
         in_process = TestClient(create_app())
         failed = False
-        print(f"{'scenario':52} {'HTTP p50':>9} {'HTTP p95':>9} {'app p50':>9} {'app p95':>9} {'target':>7}")
         with httpx.Client(base_url=server.url, timeout=60) as http:
+            base_wire = _time_requests(http.get, "/healthz", args.repeat, marker="", check=False)
+            base_app = _time_requests(in_process.get, "/healthz", args.repeat, marker="", check=False)
+            rows = []
             for label, state, target in SCENARIOS:
                 url = "/plans/new?" + state.query()
                 wire = _time_requests(http.get, url, args.repeat)
                 app_times = _time_requests(in_process.get, url, args.repeat)
-                p95 = _percentile(wire, 0.95)
-                ok = p95 < target
-                failed |= not ok
-                _report(label, wire, app_times, target)
+                failed |= _percentile(wire, 0.95) >= target
+                rows.append((label, wire, app_times, target))
                 if state.mode == "manual":
                     url = "/plans/new/scaling?" + state.query()
                     wire = _time_requests(http.get, url, args.repeat, 'id="chart-scaling"')
                     app_times = _time_requests(in_process.get, url, args.repeat, 'id="chart-scaling"')
                     failed |= _percentile(wire, 0.95) >= 1.0
-                    _report("  scaling panel (fetched after the results)", wire, app_times, 1.0)
+                    rows.append(("  scaling panel (fetched after the results)", wire, app_times, 1.0))
+            after_wire = _time_requests(http.get, "/healthz", args.repeat, marker="", check=False)
+            after_app = _time_requests(in_process.get, "/healthz", args.repeat, marker="", check=False)
+        drift = statistics.median(after_wire) / statistics.median(base_wire)
+        base_wire += after_wire
+        base_app += after_app
+        print(HEADER)
+        print(
+            f"{'baseline: GET /healthz':52} {_cell(figures(base_wire, base_wire))}  "
+            f"{_cell(figures(base_app, base_app))}"
+        )
+        for label, wire, app_times, target in rows:
+            _report(label, wire, app_times, target, base_wire, base_app)
+        print(
+            f"baseline drift over the run: after / before = {drift:.2f} (HTTP median); "
+            f"{args.repeat} timed requests per series after one warm-up"
+        )
     finally:
         server.stop()
     return 1 if failed else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -102,6 +103,31 @@ def node_gpu_count(node: Node) -> int | None:
     devices = (node.info or {}).get("devices") or []
     gpus = [d for d in devices if not str(d.get("name", "")).startswith("cpu")]
     return len(gpus) if node.registered_at is not None else None
+
+
+def catalog_gpu_for_device(device_name: str) -> str:
+    """The catalog GPU a device the agent reported is ("NVIDIA H100 80GB HBM3" → "H100-SXM"): the longest
+    catalog name or alias inside the reported name; "" for a CPU or a GPU the catalog does not know."""
+    from app.catalog import build_alias_index, entries, normalise_name
+
+    reported = normalise_name(device_name)
+    if not reported or reported.startswith("cpu"):
+        return ""
+    index = build_alias_index(entries("gpu").values())
+    # a name inside the reported one, not running on into a digit ("H20" is not inside "H200")
+    inside = [key for key in index if len(key) >= 3 and re.search(re.escape(key) + r"(?![0-9])", reported)]
+    return index[max(inside, key=len)] if inside else ""
+
+
+def node_gpu(node: Node) -> str:
+    """The catalog GPU of a node's first reported GPU device; "" when it reported none (a CPU-only node, or one
+    not registered yet) or a GPU the catalog does not know."""
+    devices = (node.info or {}).get("devices") or []
+    for device in devices:
+        name = str(device.get("name", ""))
+        if not name.startswith("cpu"):
+            return catalog_gpu_for_device(name)
+    return ""
 
 
 def node_check(job: Any) -> NodeCheck:

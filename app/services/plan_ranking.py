@@ -15,15 +15,24 @@ from app.services.region import REGION_CANDIDATES, mark, region_note
 
 
 def planner_search(
-    resolved: Any, options: Any, profile: Any, constraints: dict[str, Any] | None = None
+    resolved: Any,
+    options: Any,
+    profile: Any,
+    constraints: dict[str, Any] | None = None,
+    rank_by: str = "time",
+    usd_per_gpu_hour: float | None = None,
 ) -> tuple[dict[str, Any] | None, Any, str]:
     """Rank layouts with the planner; (ranking, best layout, reason when unavailable). `constraints` holds
-    fields of the planner's Constraints (None: its defaults)."""
+    fields of the planner's Constraints (None: its defaults); `rank_by` "cost" orders the layouts by cost per run
+    at `usd_per_gpu_hour` (by time when there is no price)."""
     try:
         planner = importlib.import_module("app.core.planner")
     except ImportError:
         return None, None, "The planner is not available in this build yet; choose the layout by hand."
-    return _run_planner(planner, resolved, options, profile, constraints)
+    ranking, chosen, reason = _run_planner(
+        planner, resolved, options, profile, constraints, rank_by, usd_per_gpu_hour
+    )
+    return ranking, chosen, reason
 
 
 REJECTION_TEXT = {
@@ -82,8 +91,32 @@ def _ranked_row(p: Any) -> dict[str, Any]:
     }
 
 
+def _with_cost(
+    rows: list[dict[str, Any]], num_gpus: int, rank_by: str, usd_per_gpu_hour: float | None
+) -> tuple[list[dict[str, Any]], str]:
+    """Each ranked row with its cost per run (days × 24 × GPUs × price); ordered by it, and ranks renumbered,
+    when ranking by cost. Returns the rows and the metric they are ranked by ("time" when there is no price)."""
+    if usd_per_gpu_hour is None:  # no price asked for (ranked by time) or none in the book: no cost column
+        return rows, "time"
+    for row in rows:
+        days = row.get("time_to_train_days")
+        row["cost_usd"] = days * 24.0 * num_gpus * usd_per_gpu_hour if days is not None else None
+    if rank_by != "cost":
+        return rows, "time"
+    rows = sorted(rows, key=lambda r: (r["cost_usd"] is None, r["cost_usd"] or 0.0, r["rank"]))
+    for rank, row in enumerate(rows, start=1):
+        row["rank"] = rank
+    return rows, "cost"
+
+
 def _run_planner(
-    planner: Any, resolved: Any, options: Any, profile: Any, constraints: dict[str, Any] | None = None
+    planner: Any,
+    resolved: Any,
+    options: Any,
+    profile: Any,
+    constraints: dict[str, Any] | None = None,
+    rank_by: str = "time",
+    usd_per_gpu_hour: float | None = None,
 ) -> tuple[dict[str, Any] | None, Any, str]:
     """Search every layout for this model, cluster and global batch; rank by time to train."""
     layout = resolved.layout
@@ -110,6 +143,9 @@ def _run_planner(
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)
     rows = [_ranked_row(p) for p in res.top]
+    layouts = {id(row): p.layout for row, p in zip(rows, res.top, strict=True)}
+    rows, ranked_by = _with_cost(rows, resolved.cluster.num_gpus, rank_by, usd_per_gpu_hour)
+    ranked_rows = rows
     # the Pareto front: no other layout is faster with as much free memory (one cluster size here)
     pareto = [_ranked_row(p) for p in res.pareto[:PARETO_SHOWN]]
     mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
@@ -133,7 +169,7 @@ def _run_planner(
         f"{res.feasible_layouts:,} fit in memory; searched in {1000 * res.elapsed_s:.0f} ms."
     )
     heuristic = res.heuristic.to_dict() if getattr(res, "heuristic", None) is not None else {}
-    applied = ranking_payload(resolved.model, resolved.seq_len, "time", rows)
+    applied = ranking_payload(resolved.model, resolved.seq_len, ranked_by, rows)
     resolution_note = applied["summary"] if applied else ""
     ranking = {
         "rows": rows,
@@ -145,8 +181,29 @@ def _run_planner(
         "resolution_note": resolution_note,
         "heuristic_note": str(heuristic.get("note", "")),
         "feasible": res.feasible_layouts,
+        "rank_by": ranked_by,
+        "rank_by_note": _rank_note(rank_by, ranked_by),
     }
     if res.best is None:
         return ranking, None, "No layout of this model fits on this cluster with this global batch."
-    chosen = res.top[recommended].layout if recommended is not None else res.best.layout
+    if recommended is not None:
+        chosen = layouts[id(ranked_rows[recommended])]
+    elif ranked_by == "cost":
+        chosen = layouts[id(ranked_rows[0])]
+    else:
+        chosen = res.best.layout
     return ranking, chosen, ""
+
+
+def _rank_note(asked: str, ranked_by: str) -> str:
+    """What the ranking's order means, in words."""
+    if asked == "cost" and ranked_by != "cost":
+        return (
+            "Ranked by time to train: the price book has no on-demand price for this GPU, so no cost per run."
+        )
+    if ranked_by == "cost":
+        return (
+            "Ranked by cost per run (time to train × GPUs × the price book's price per GPU-hour). On one cluster "
+            "size it follows time to train; the sizing panel compares costs across sizes."
+        )
+    return "Ranked by time to train."

@@ -156,12 +156,13 @@ def evaluate(
     scaling: bool = True,
     profile_ref: str | None = None,
     constraints: dict[str, Any] | None = None,
+    rank_by: str = "time",
 ) -> Evaluation:
     """Validate, resolve against the catalog (DB, so users' own rows count), estimate, and add the
     scaling sweep, goodput and cost that the planning page shows. `profile_ref` names a calibration
     profile ("name", "name v3" or an id) whose fitted GEMM and network curves replace the defaults.
     `constraints` (fields of the planner's Constraints, e.g. {"activation_offload": True}) shapes the search
-    when `search` is on."""
+    when `search` is on; `rank_by` ("time" or "cost") orders its ranking and picks the layout it headlines."""
     try:
         from app.core.estimate import estimate
     except ImportError:  # the estimator is a separate component; without it plans still save their inputs
@@ -178,8 +179,14 @@ def evaluate(
     unavailable: dict[str, str] = {}
     ranking = None
     if search:
+        price = _price_for_ranking(session, resolved) if rank_by == "cost" else None
         ranking, best_layout, reason = planner_search(
-            resolved, _options(resolved), _profile(resolved), constraints
+            resolved,
+            _options(resolved),
+            _profile(resolved),
+            constraints,
+            rank_by=rank_by,
+            usd_per_gpu_hour=price,
         )
         if best_layout is None and ranking is not None:
             reasons = sorted(ranking["rejections"], key=lambda r: r["key"] != "out_of_memory")
@@ -248,6 +255,14 @@ def evaluate(
         calibration_profile=profile_label,
         objects={"resolved": resolved, "estimate": est},
     )
+
+
+def _price_for_ranking(session: Session, resolved: Any) -> float | None:
+    """The price book's headline price per GPU-hour of the scenario's GPU (None: no price, so no cost ranking)."""
+    from app.services.planner import price_for
+
+    price, _source = price_for(resolved.cluster.gpu.name, session)
+    return price
 
 
 def _layout_dict(layout: Any, previous: Any) -> dict[str, Any]:

@@ -25,4 +25,27 @@
     source.onerror = function () { /* the browser reconnects with Last-Event-ID; polling covers the gap */ };
   }
   document.addEventListener("DOMContentLoaded", follow);
+
+  // Launch form: the GPU the node should match follows the chosen node's reported GPU, and is "none" when the
+  // device is the CPU (or the node has only a CPU). Delegated, as htmx replaces the form after a launch.
+  function followDevice() {
+    var node = document.getElementById("l-node");
+    var device = document.getElementById("l-device");
+    var gpu = document.getElementById("l-gpu");
+    if (!node || !device || !gpu) { return; }
+    var chosen = node.options[node.selectedIndex];
+    var reported = chosen ? chosen.getAttribute("data-gpu") : "";
+    var cpu = device.value === "cpu" || (chosen && chosen.getAttribute("data-cpu-only") === "1" && device.value !== "cuda");
+    if (cpu) {
+      gpu.value = "";
+    } else if (reported) {
+      gpu.value = reported;
+    } else if (gpu.value === "") {
+      gpu.value = gpu.getAttribute("data-default") || "";
+    }
+  }
+  document.addEventListener("change", function (evt) {
+    var id = evt.target && evt.target.id;
+    if (id === "l-node" || id === "l-device") { followDevice(); }
+  });
 })();

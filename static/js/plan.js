@@ -192,4 +192,18 @@
     var results = document.getElementById("results");
     if (results) { results.removeAttribute("aria-busy"); }
   });
+
+  // "Nearest that fit" links (planner mode, no layout fits) set their field in the form and update the results
+  // in place; without scripts they are ordinary links to the same view.
+  document.addEventListener("click", function (evt) {
+    var link = evt.target && evt.target.closest ? evt.target.closest("a[data-sets]") : null;
+    var form = document.getElementById("plan-form");
+    if (!link || !form) { return; }
+    var field = form.elements[link.getAttribute("data-sets")];
+    if (!field) { return; }
+    evt.preventDefault();
+    field.value = link.getAttribute("data-value");
+    field.focus();
+    field.dispatchEvent(new Event("change", { bubbles: true }));
+  });
 })();

@@ -23,6 +23,10 @@ RECOMPUTE_CHOICES = ("none", "selective", "full")
 DTYPE_CHOICES = ("bf16", "fp16", "fp8", "fp4")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
+RANK_CHOICES = (
+    "time",
+    "cost",
+)  # planner mode: rank layouts by time to train or cost per run (PlanRequest.rank_by)
 SCALING_CHOICES = ("strong", "weak")  # app.services.plan_scaling.SCALING_MODES
 ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
 MOMENTS_CHOICES = ("fp32", "bf16")
@@ -50,6 +54,7 @@ class BuilderState:
     seq_len: int = 4096
     global_batch: int = 256
     mode: str = "manual"
+    rank_by: str = "time"  # planner mode: what the ranking and the headline layout follow
     tp: int = 2
     pp: int = 1
     vp: int = 1
@@ -132,6 +137,8 @@ class BuilderState:
                 data.pop(name)
         if not data["optimizer_offload"]:
             data.pop("optimizer_offload")
+        if data["rank_by"] == "time":
+            data.pop("rank_by")
         if data["scaling_mode"] == "strong":
             data.pop("scaling_mode")
         if data["attention_backend"] == "auto":
@@ -243,6 +250,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:
         ("recompute", RECOMPUTE_CHOICES),
         ("dtype", DTYPE_CHOICES),
         ("mode", MODE_CHOICES),
+        ("rank_by", RANK_CHOICES),
         ("scaling_mode", SCALING_CHOICES),
         ("attention_backend", ATTENTION_CHOICES),
         ("optimizer_moments_dtype", MOMENTS_CHOICES),

@@ -65,6 +65,9 @@ class View:
     # the reason there is none
     fit_alternative: dict[str, Any] | str | None = None
     profile_warning: str = ""  # the chosen calibration profile missed its node's acceptance check
+    # planner mode, no layout fits: why (divisibility or memory) and the nearest node counts and global batches
+    # that fit, each with the builder query that sets it
+    no_fit: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------------------- choices
@@ -153,9 +156,13 @@ def build_view(session: Session, state: BuilderState) -> View:
             scaling=False,
             profile_ref=state.profile,
             constraints=planner_constraints(state),
+            rank_by=state.rank_by,
         )
     except SpecError as exc:
-        return View(problems=list(exc.problems), reasons=_default_reasons())
+        view = View(problems=list(exc.problems), reasons=_default_reasons())
+        if state.mode == "planner" and any(p.field == "layout" for p in exc.problems):
+            view.no_fit = no_fit_view(session, state)
+        return view
     except NotFoundError as exc:
         return View(problems=[Problem(_kind_field(exc.kind), str(exc))], reasons=_default_reasons())
     view = view_from_result(
@@ -192,6 +199,33 @@ def build_view(session: Session, state: BuilderState) -> View:
         view.scaling_query = concrete.query()
         view.scenario_json = json.dumps(evaluation.scenario, separators=(",", ":"))
     return view
+
+
+def no_fit_view(session: Session, state: BuilderState) -> dict[str, Any] | None:
+    """Planner mode with no layout that fits: the reason, and the nearest node counts and global batches at which
+    one does (links that set the field); None when the search itself fails."""
+    from app.services.plan_fixes import nearest_fits
+
+    try:
+        scenario = state_to_scenario(state)
+        found = nearest_fits(
+            session,
+            sizes_request(state, scenario),
+            state.nodes,
+            state.gpus_per_node,
+            state.global_batch,
+        )
+    except (SpecError, NotFoundError):
+        return None
+    for key, name in (
+        ("nodes_below", "nodes"),
+        ("nodes_above", "nodes"),
+        ("batch_below", "global_batch"),
+        ("batch_above", "global_batch"),
+    ):
+        value = found[key]
+        found[f"{key}_query"] = state.query(**{name: value}) if value else ""
+    return found
 
 
 def _fitting_alternative(

@@ -58,6 +58,12 @@ def _catalog_names() -> tuple[list[str], list[str]]:
     return sorted(gpus()), sorted(fabrics())
 
 
+def _cpu_only(node: Any) -> bool:
+    """The node's agent reported devices and every one is a CPU (a node without a GPU)."""
+    devices = (node.info or {}).get("devices") or []
+    return bool(devices) and all(str(d.get("name", "")).startswith("cpu") for d in devices)
+
+
 def _index_context(request: Request, session: Any, **extra: Any) -> dict[str, Any]:
     nodes = node_service.list_nodes(session)
     jobs, job_count = job_service.list_jobs(session, None, 0, 50)
@@ -65,7 +71,15 @@ def _index_context(request: Request, session: Any, **extra: Any) -> dict[str, An
     gpu_names, fabric_names = _catalog_names()
     return {
         "title": "Benchmarks",
-        "nodes": [{"node": n, "online": node_service.is_online(n)} for n in nodes],
+        "nodes": [
+            {
+                "node": n,
+                "online": node_service.is_online(n),
+                "gpu": node_service.node_gpu(n),
+                "cpu_only": _cpu_only(n),
+            }
+            for n in nodes
+        ],
         "jobs": jobs,
         "job_count": job_count,
         "any_running": any(j.status in ("queued", "running") for j in jobs),

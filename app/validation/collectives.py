@@ -242,6 +242,9 @@ def _forced_algorithm(row: dict[str, str]) -> str | None:
     return None
 
 
+PRINT_RESOLUTION_GBPS = 0.01  # nccl-tests and all_reduce_bench.py print algbw/busbw in GB/s with two decimals
+
+
 def parse_row(index: int, row: dict[str, str]) -> RowCase | str:
     """A RowCase, or the reason the row cannot be predicted."""
     op = normalise_op(row.get("collective", "") or "")
@@ -281,6 +284,10 @@ def parse_row(index: int, row: dict[str, str]) -> RowCase | str:
         busbw = algbw * busbw_factor(op, k * n_nodes)
     if busbw is None or busbw <= 0:
         return "no measured bandwidth (busbw or algbw) in the row"
+    if busbw < PRINT_RESOLUTION_GBPS * 10 and _num(row.get("latency_us")) is None:
+        # nccl-tests and the all_reduce_bench scripts print GB/s with two decimals: 0.01 may be anything from
+        # 0.005 to 0.015, so without the measured time the row cannot judge the model to better than ±50 %
+        return f"busbw {busbw:g} GB/s is within 10× of the 0.01 GB/s print resolution and no time is given"
     size_assumed = False
     if size is None or size <= 0:
         size = float(ASSUMED_LARGE_BYTES)

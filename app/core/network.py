@@ -155,6 +155,12 @@ class NetworkParams:
     ring_plateau_factor: float = 1.4
     # … and the medium-size tree correction, bandwidth × factor at log2(bytes / 64) (treeCorrectionFactor)
     tree_correction: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(NCCL_TREE_CORRECTION))
+    # … and the LL protocol's bus-bandwidth ceiling per NVIDIA GPU generation and node count (1, 2, ≥ 4 nodes),
+    # GB/s (llMaxBws): LL moves 8-byte stores with a flag, one warp-wide poll per line, so it saturates the
+    # GPU's load/store path long before a Hopper or Blackwell link; multi-node rows are lower still.
+    ll_max_busbw_gbps: dict[str, tuple[float, float, float]] = field(
+        default_factory=lambda: dict(NCCL_LL_MAX_BW)
+    )
     name: str = "published-defaults"
     version: str = "1"
     source: str = ""
@@ -263,6 +269,14 @@ NCCL_TREE_CORRECTION: dict[str, tuple[float, ...]] = {
         0.9,
     ),
 }
+# NCCL src/graph/tuning.cc llMaxBws[compCapIndex][nNodes 1 | 2 | >2] (NCCL 2.23-2.27): LL bus bandwidth ceiling,
+# GB/s. Ring LL: min(llMaxBw, busBw/4); tree LL: min(llMaxBw, busBw/3.8).
+NCCL_LL_MAX_BW: dict[str, tuple[float, float, float]] = {
+    "volta": (39.0, 39.0, 20.4),
+    "ampere": (87.7, 22.5, 19.0),
+    "hopper": (141.0, 45.0, 35.0),
+    "blackwell": (2 * 141.0, 2 * 45.0, 2 * 35.0),
+}
 _NCCL_TUNING = "github.com/NVIDIA/nccl src/graph/tuning.cc (hwLat/baseLat tables, ring rows)"
 
 
@@ -349,7 +363,10 @@ def default_network_params() -> NetworkParams:
         nvls_efficiency_nvlink5=0.52,
         # "NVLS engaged only for > 4 GPUs" (stas00/ml-engineering H200 rows; nccl #1455 "NVLS = ring for <= 4").
         nvls_min_ranks=5,
-        nvls_latency_s=10 * US,
+        # NVLS step latency inside the NVLink domain: NCCL tuning.cc hwLat[NVLINK][NVLS] = 23 µs (NCCL 2.19-2.22;
+        # 25 µs from 2.23). With it the model switches from ring/LL to NVLS between 1 and 2 MiB on 8×H200,
+        # where NCCL_DEBUG=INFO TUNING shows NCCL switching (stas00/ml-engineering network/benchmarks).
+        nvls_latency_s=23 * US,
         # Tree bandwidth vs its ideal bound: 2-node 8×H100 EFA all-reduce 477.7 GB/s busbw where the ideal
         # 2-node tree would reach ~700 (crazyguitar data); NCCL itself scales tree bandwidth by 0.9 and caps it.
         tree_efficiency=0.70,
@@ -433,6 +450,7 @@ class _Links:
     sharp: bool
     transport: str
     hops: int
+    generation: str  # NVIDIA GPU generation named by the NVLink rate ("" elsewhere), for NCCL's LL ceiling
     topology_note: str
 
 
@@ -484,7 +502,19 @@ def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op
         transport=fabric.transport,
         hops=path.switch_hops,
         topology_note=path.note,
+        generation=_nvlink_generation(cluster) if up_tier == "nvlink" else "",
     )
+
+
+def _nvlink_generation(cluster: ClusterSpec) -> str:
+    """GPU generation from the NVLink rate per GPU and direction: NVLink 2 150, 3 300, 4 450, 5 900 GB/s
+    (NVIDIA V100/A100/H100/B200 datasheets)."""
+    bw = cluster.gpu.scaleup_bandwidth_bytes_per_s
+    if bw < 200e9:
+        return "volta"
+    if bw < 400e9:
+        return "ampere"
+    return "hopper" if bw < 600e9 else "blackwell"
 
 
 @dataclass(frozen=True)
@@ -537,10 +567,15 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
     ring_bw, ring_neck = _ring_bw(links)
     protocols = ["LL", "LL128", "Simple"] if links.up_tier == "nvlink" else ["LL", "Simple"]
 
-    def proto_bw(bw: float, protocol: str) -> float:
+    ll_cap = params.ll_max_busbw_gbps.get(links.generation)
+    ll_max = ll_cap[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9 if ll_cap else float("inf")
+
+    def proto_bw(bw: float, protocol: str, algbw_per_busbw: float = 1.0) -> float:
         frac = params.protocols[protocol].bandwidth_fraction
         if protocol == "LL" and op not in ("all_reduce",) and nodes <= 1:
             frac = max(frac, 1.0 / 3.0)  # NCCL: LL reaches 1/3 for single-node non-all-reduce
+        if protocol == "LL":
+            return min(bw * frac, ll_max * algbw_per_busbw)
         return bw * frac
 
     if op in ("all_reduce", "all_gather", "reduce_scatter"):
@@ -563,7 +598,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p, "tree")
             lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
-            bw = proto_bw(tree_bw, p) * _tree_correction(params, p, s)
+            # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
+            bw = proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)
             out.append(_Cost("tree", p, lat, s / bw + tree_fill, neck))
         if links.nvls and k >= params.nvls_min_ranks:
             nvls_bw = links.nvls_bw

@@ -19,7 +19,7 @@ from hypothesis import settings as hypothesis_settings
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 # No test depends on a wall-clock window: Hypothesis' default 200 ms deadline per example fails on a busy
 # machine (DeadlineExceeded) without saying anything about the code, so every property test runs without one.

@@ -13,7 +13,7 @@ path parameters. Expectations:
   a 404; on the owner's model or price row a 403 (catalog rows are public, so there is nothing to hide);
   they may read the owner's job (every job is visible to plans:read) but cancelling or retrying it is a 403;
 - the owner and the administrator succeed (2xx/3xx; 409/422 only where no valid body is prepared).
-The scopes a route needs are read from its dependency tree, as in tests/test_auth_route_walk.py.
+The scopes a route needs are read from its dependency tree, as in tests/api/test_auth_route_walk.py.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from app.auth.tokens import expand_scopes, hash_token, revoke_token
 from app.db import get_engine
 from app.models.auth import ApiToken
 from app.models.base import utcnow
+from tests.api.test_auth_route_walk import OPERATIONS, UNSAFE, requirement_of
 from tests.auth_support import app_with, bearer, issue_token, remote_client
-from tests.test_auth_route_walk import OPERATIONS, UNSAFE, requirement_of
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 PRINCIPALS = ("anonymous", "expired", "revoked", "reader", "other", "owner", "admin")
 NON_ADMIN = ["plans:write", "benchmarks:run"]  # every scope a non-admin user may hold (app.auth.tokens)

@@ -604,7 +604,7 @@ def test_a_live_agents_heartbeat_renews_only_the_run_it_names(api: TestClient, c
 
 
 def test_check_jobs_keep_a_verdict_history_per_node(api: TestClient) -> None:
-    from tests.test_bench_acceptance import healthy_document
+    from tests.bench.test_bench_acceptance import healthy_document
 
     no_gpu = api.post("/api/v1/benchmarks", json={"kind": "check", "params": {"nproc": 2}})
     assert no_gpu.status_code == 422 and ["body", "params", "gpu"] in [

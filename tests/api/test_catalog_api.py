@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import app.catalog as catalog
+from tests.paths import DATA_DIR
 
-HF_DIR = Path(__file__).parent / "data" / "hf"
+HF_DIR = DATA_DIR / "hf"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +20,10 @@ from app.main import create_app
 from app.schemas.estimate import EstimateOut
 from app.services import catalog as catalog_svc
 from app.services import estimate as svc
-from tests.test_profile_scenario import store_profile
+from tests.paths import ROOT
+from tests.services.test_profile_scenario import store_profile
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "llama3-70b-64xh100.json"
+EXAMPLE = ROOT / "examples" / "llama3-70b-64xh100.json"
 
 
 def _scenario(**layout: Any) -> dict[str, Any]:

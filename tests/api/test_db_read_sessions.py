@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,8 +29,8 @@ from app.db import get_engine
 from app.deps import read_session, request_session
 from tests.auth_support import app_with
 from tests.conftest import configure_app_database
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 WRITE_SCOPES = frozenset({"plans:write", "benchmarks:run", "admin"})
 # Public routes that do write (and why): the sign-in throttle and the session version.

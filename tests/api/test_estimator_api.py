@@ -13,8 +13,8 @@ from app.core.errors import SpecError
 from app.core.units import GiB
 from app.services.estimate import estimate_scenario, parse_scenario
 from app.services.scenario import resolve_scenario
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
 
 
@@ -137,9 +137,7 @@ def test_parse_scenario_collects_all_pydantic_errors() -> None:
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_numbers_get_a_422_naming_the_field(client: Any, literal: str) -> None:
     # Python's JSON parser accepts these literals; the 422 that echoes them must still be valid JSON
-    body = json.loads(
-        (Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-64xh100.json").read_text()
-    )
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
     body["layout"]["optimizer_offload"] = 0.25
     raw = json.dumps(body).replace('"optimizer_offload": 0.25', f'"optimizer_offload": {literal}')
     r = client.post("/api/v1/estimate", content=raw, headers={"content-type": "application/json"})

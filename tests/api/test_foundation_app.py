@@ -11,8 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.settings import DEFAULT_SECRET_KEY, Settings
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def test_default_database_is_sqlite_file_in_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:

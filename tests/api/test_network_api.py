@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.cli.commands.network import SEED_SCENARIO
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def test_collective_golden_and_sweep(client: Any) -> None:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,12 +21,11 @@ from app.services import planner as planner_svc
 from app.services import planning
 from tests.auth_support import app_with, bearer, issue_token
 from tests.conftest import configure_app_database
+from tests.paths import ROOT
 
 # Event-loop turns the polls below wait before giving up (a bound against hanging, not a time window).
 MAX_POLLS = 20_000
-EXAMPLE = json.loads(
-    (Path(__file__).resolve().parent.parent / "examples" / "llama3-70b-64xh100.json").read_text()
-)
+EXAMPLE = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
 PLAN_BODY = {
     "model": EXAMPLE["model"],
     "cluster": EXAMPLE["cluster"],

@@ -13,7 +13,7 @@ import pytest
 
 import app as app_pkg
 from app.schemas.plans import PlanExport
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 
 def _create(client: Any, name: str = "api plan", **layout: Any) -> dict[str, Any]:

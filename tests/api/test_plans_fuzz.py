@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 small_ints = st.integers(min_value=1, max_value=64)
 powers = st.sampled_from([1, 2, 4, 8, 16, 3, 7])

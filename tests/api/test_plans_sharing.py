@@ -23,7 +23,7 @@ from app.services import plans as plan_service
 from app.services.csv_safe import safe_cell, safe_row
 from app.services.plan_access import NoAccountError, PlanActor, may_change, may_read, readable_clause
 from tests.auth_support import app_with, bearer, ensure_user, issue_token, login, remote_client
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 OWNER, OTHER, THIRD, ADMIN = (
     "owner@example.com",

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from app.hooks.ratelimit import ConcurrencyLimitMiddleware
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def test_at_most_limit_requests_in_flight() -> None:

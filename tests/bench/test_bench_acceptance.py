@@ -14,6 +14,7 @@ from app.catalog import find_gpu
 from app.catalog.fabrics import find_fabric
 from app.core.efficiency import GemmEfficiency
 from app.core.network import busbw_factor, default_network_params
+from tests.paths import DATA_DIR, ROOT
 
 GPU, FABRIC = "H100-SXM", "ib-ndr-8x400"
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 4096)]
@@ -104,11 +105,10 @@ def test_bench_check_cli_exits_1_on_a_failing_node(tmp_path, capsys) -> None:  #
 def test_the_mamf_finder_fixture_is_judged_against_the_burst_curve() -> None:
     """Its best figures (520, 720.5 and 700 TFLOP/s) against the H100 curve at burst clocks (774 TFLOP/s at
     8192×4096×4096): just under 90 %, a warning; against the sustained curve (0.85 × burst) it would pass."""
-    from pathlib import Path
 
     from app.bench.importers import import_file
 
-    doc = import_file(Path(__file__).parent / "data" / "bench" / "mamf.txt")
+    doc = import_file(DATA_DIR / "bench" / "mamf.txt")
     (check,) = acceptance_report(doc, find_gpu(GPU), find_fabric(FABRIC))["checks"]
     assert check["verdict"] == "warn" and 0.85 < check["ratio"] < 0.90 and check["points"] == 3
 
@@ -118,7 +118,6 @@ def test_a_check_job_measures_gemm_and_collectives_on_cpu(tmp_path) -> None:  # 
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     params = {
         "gpu": GPU,
@@ -130,7 +129,7 @@ def test_a_check_job_measures_gemm_and_collectives_on_cpu(tmp_path) -> None:  # 
     argv = ["-m", "app.bench.job", "--kind", "check", "--params", json.dumps(params), "--out", str(out)]
     res = subprocess.run(
         [sys.executable, *argv],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
@@ -147,12 +146,11 @@ def test_a_check_job_measures_gemm_and_collectives_on_cpu(tmp_path) -> None:  # 
 
 
 def test_bench_import_warns_when_a_result_falls_short_of_its_gpu(capsys) -> None:  # type: ignore[no-untyped-def]
-    from pathlib import Path
 
     from app.cli.main import main
 
     try:
-        main(["bench", "import", str(Path(__file__).parent / "data" / "bench" / "mamf.txt"), "--gpu", GPU])
+        main(["bench", "import", str(DATA_DIR / "bench" / "mamf.txt"), "--gpu", GPU])
     except SystemExit as exc:
         assert not exc.code
     err = capsys.readouterr().err

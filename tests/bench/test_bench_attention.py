@@ -16,6 +16,7 @@ from app.core.attention import ATTENTION_KERNELS, CUDNN, FLASH_ATTENTION_2
 from app.core.errors import SpecError
 from app.core.framework import MEGATRON_CORE, TORCHTITAN
 from app.core.step import attention_kernel
+from tests.paths import ROOT
 
 SMALL = {"heads": 2, "head_dim": 32, "iters": 2, "warmup_iters": 1, "device": "cpu"}
 
@@ -170,7 +171,7 @@ def test_job_parameters_are_checked_on_the_server() -> None:
 
 def test_cli_runs_and_refuses(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
-    from tests.test_bench_runner import run_main
+    from tests.bench.test_bench_runner import run_main
 
     args = ["bench", "attention", "--device", "cpu", "--seq", "64", "--heads", "2", "--head-dim", "32"]
     code, out, err = run_main(
@@ -224,9 +225,8 @@ def test_attention_job_to_profile_to_estimate_over_http(client) -> None:  # type
     assert fit.status_code == 201, fit.text
     page = client.get(f"/benchmarks/profiles/{fit.json()['id']}").text
     assert "Fused attention" in page and "Calibrated: cudnn" in page
-    from pathlib import Path
 
-    body = json.loads((Path(__file__).parent.parent / "examples" / "llama3-70b-64xh100.json").read_text())
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
     plain = client.post("/api/v1/estimate", json=body).json()
     calibrated = client.post("/api/v1/estimate", json={**body, "profile": "attn-lab"}).json()
     assert calibrated["step"]["total_s"] > plain["step"]["total_s"]
@@ -235,7 +235,7 @@ def test_attention_job_to_profile_to_estimate_over_http(client) -> None:  # type
 
 
 def test_launch_form_adds_an_attention_sweep(client) -> None:  # type: ignore[no-untyped-def]
-    from tests.test_bench_web import HTMX
+    from tests.web.test_bench_web import HTMX
 
     bad = client.post(
         "/benchmarks/launch",
@@ -266,7 +266,7 @@ def test_a_profile_with_both_curves_does_not_count_the_machine_twice() -> None:
     (at the training share and the sustained derating), whatever the GEMM curve says."""
     from app.core.attention import TRAINING_SHARES
     from app.core.efficiency import SUSTAINED_FRACTION, GemmEfficiency, training_curves
-    from tests.test_bench_calibration import _gemm_doc
+    from tests.bench.test_bench_calibration import _gemm_doc
 
     h100 = find_gpu("H100-SXM")
     slow_gemm = GemmEfficiency(max_flops=400e12, half_intensity=60.0, dtype="bf16")

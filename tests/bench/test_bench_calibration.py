@@ -17,6 +17,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.efficiency import GemmEfficiency, HardwareProfile
 from app.core.hardware import ClusterSpec
 from app.core.network import NetworkParams, Placement, busbw_factor, collective_time, default_network_params
+from tests.paths import DATA_DIR
 
 SHAPES = [(m, n, k) for m in (256, 1024, 4096, 16384) for n in (512, 4096) for k in (1024, 8192)]
 
@@ -156,11 +157,10 @@ def test_profile_report_before_and_after() -> None:
 
 def test_calibrate_cli_fit_show_list_and_plot(db_url: str, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     """Imported mamf-finder output → versioned profile with its before/after report and a PNG plot."""
-    from pathlib import Path
 
     from app.cli.main import main
 
-    data = Path(__file__).parent / "data" / "bench"
+    data = DATA_DIR / "bench"
 
     def run(*args: str) -> tuple[int, str, str]:
         try:
@@ -315,7 +315,7 @@ def test_a_profile_fitted_across_nodes_leaves_nvlink_communication_alone() -> No
     assert max(errors) < math.log(1.15)  # the inter-node rows are reproduced within 15 %
 
 
-DATA = Path(__file__).parent / "data" / "bench"
+DATA = DATA_DIR / "bench"
 
 
 def test_a_tagged_nccl_tests_log_without_device_list_imports_with_its_real_rank_count() -> None:

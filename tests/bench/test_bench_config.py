@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -24,8 +23,9 @@ from app.benchproto.shapes import model_gemm_shapes
 from app.benchproto.sizes import aligned_count, parse_size, size_sweep
 from app.core.errors import SpecError
 from app.core.model import ModelSpec
+from tests.paths import DATA_DIR
 
-DATA = Path(__file__).parent / "data" / "bench"
+DATA = DATA_DIR / "bench"
 
 
 def test_sizes_follow_nccl_tests_binary_suffixes() -> None:

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import FAULT_INJECTION_DIR, ROOT
+
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 ENV = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -46,7 +47,7 @@ def test_the_cpu_dry_run_writes_every_report(tmp_path: Path) -> None:
 
 
 def test_wrong_results_stop_the_check(tmp_path: Path) -> None:
-    injector = ROOT / "tests" / "fault_injection"
+    injector = FAULT_INJECTION_DIR
     env = {
         **ENV,
         "PYTHONPATH": os.pathsep.join([str(injector), str(ROOT), os.environ.get("PYTHONPATH", "")]),

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from app.core.network import busbw_factor
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from app.cli.main import main
 from tests.conftest import ROOT, configure_app_database
+from tests.paths import DATA_DIR
 
-HF_DIR = Path(__file__).parent / "data" / "hf"
+HF_DIR = DATA_DIR / "hf"
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.validation.costs import load_cases, parse_cases, replay
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "data" / "cost_cases.jsonl"
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from app.services.seed_claims import claims, markdown
+from tests.paths import ROOT
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "cost.md"
+DOC = ROOT / "docs" / "cost.md"
 
 
 def test_the_docs_table_is_the_commands_output(capsys: pytest.CaptureFixture[str]) -> None:

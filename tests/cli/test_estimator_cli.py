@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from app.validation.training_runs import TIME_METRICS, load_rows, replay
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "tests" / "data" / "training_runs.csv"
 
 
@@ -90,7 +90,7 @@ def test_validation_accuracy_on_published_runs(report: dict) -> None:
     # BigScience's 'type:transformer|embedding' pipeline partition as it ran (5 + 6 × 10 + 5 layers, not every stage
     # at 6 layers plus the LM head) cost 0.37 points: the old rounding up had hidden that source's bias.
     # DeepSpeed's partitioned pipeline sends cost 0.3 points here and gain 5.5 on vTrain's full multi-node set
-    # (tests/test_validation_heldout.py); replaying Narayanan's Table 1 with its SC21 artifact's own settings
+    # (tests/validation/test_validation_heldout.py); replaying Narayanan's Table 1 with its SC21 artifact's own settings
     # (micro-batch, interleaving, fp16, PyTorch DDP) costs 0.12.
     s = report["summary"]
     assert s["time"]["n"] >= 70

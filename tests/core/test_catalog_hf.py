@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +14,9 @@ import app.catalog as catalog
 from app.core.errors import SpecError
 from app.core.hf_config import model_from_hf_config
 from app.core.model import param_counts
+from tests.paths import DATA_DIR
 
-HF_DIR = Path(__file__).parent / "data" / "hf"
+HF_DIR = DATA_DIR / "hf"
 
 
 def load(name: str) -> dict[str, Any]:

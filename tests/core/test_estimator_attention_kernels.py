@@ -22,6 +22,7 @@ from app.core.hardware import GPUSpec
 from app.core.model import model_flops_per_token
 from app.core.step import FLASH_BACKWARD_FLOP_RATIO, attention_kernel
 from app.validation.training_runs import source_flop_convention, stated_flop_convention
+from tests.paths import ROOT
 
 
 def gpu(name: str) -> GPUSpec:
@@ -183,12 +184,11 @@ def test_catalog_shows_each_gpus_attention_kernels(client) -> None:
 
 
 def test_plan_cli_takes_the_kernel_and_the_scenarios_framework_settings(capsys) -> None:  # type: ignore[no-untyped-def]
-    from pathlib import Path
 
     from app.cli.commands.plan import build_request
     from app.cli.main import main
 
-    example = Path(__file__).parent.parent / "examples" / "llama3-8b-128k-8xb200.json"
+    example = ROOT / "examples" / "llama3-8b-128k-8xb200.json"
 
     def run(*args: str) -> tuple[int, str, str]:
         with pytest.raises(SystemExit) as info:
@@ -201,6 +201,6 @@ def test_plan_cli_takes_the_kernel_and_the_scenarios_framework_settings(capsys) 
     assert "megatron-core+flash-attention-2" in out.splitlines()[0]
     code, _, err = run("plan", str(example), "--attention-backend", "xformers")
     assert code == 2 and "attention_backend" in err
-    moe = Path(__file__).parent.parent / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
+    moe = ROOT / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
     req = build_request(moe, None, None, None, None, None, None, None, None, None)
     assert req["moe_dispatcher"] == "deepep"

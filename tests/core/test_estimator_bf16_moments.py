@@ -165,7 +165,7 @@ def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate(
     from app.core.planner import Constraints, enumerate_layouts, plan
     from app.core.planner_eval import evaluate
     from app.core.step import STEP_COMPONENTS
-    from tests.test_planner_vectorised import _close, _layout
+    from tests.core.test_planner_vectorised import _close, _layout
 
     model, cluster = find_model("Mixtral-8x7B"), _cluster(4)
     space = enumerate_layouts(model, cluster, 4096, 128, Constraints(max_micro_batch=2), True)

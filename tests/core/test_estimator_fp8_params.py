@@ -171,7 +171,7 @@ def test_the_vectorised_planner_gives_the_scalar_estimate_with_fp8_parameters(
     from app.core.planner import Constraints, enumerate_layouts
     from app.core.planner_eval import evaluate
     from app.core.step import STEP_COMPONENTS
-    from tests.test_planner_vectorised import _close, _layout
+    from tests.core.test_planner_vectorised import _close, _layout
 
     model = find_model(name)
     cluster = ClusterSpec(

@@ -16,6 +16,7 @@ from app.core.layout import Layout
 from app.core.network import Placement
 from app.core.step import dispatch_dedup_share, moe_a2a_overlapped, scaleout_domains
 from app.validation.training_runs import Row, row_framework, rule_for_row
+from tests.paths import ROOT
 
 
 def test_dedup_share_worked_by_hand() -> None:
@@ -200,11 +201,10 @@ def test_placement_helper_matches_network_nodes() -> None:
 
 def test_cli_estimate_runs_the_deepep_example(tmp_path) -> None:
     import json
-    from pathlib import Path
 
-    from tests.test_estimator_cli import clusterplan
+    from tests.cli.test_estimator_cli import clusterplan
 
-    example = Path(__file__).resolve().parents[1] / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
+    example = ROOT / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
     run = clusterplan("estimate", str(example), "--json", tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)

@@ -8,7 +8,6 @@ all-to-all stays inside a node when etp·ep fits in one.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, check_layout
 from app.core.memory import transformer_params_per_gpu
 from app.core.model import layer_shape
+from tests.paths import ROOT
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 def _cluster(nodes: int = 8) -> ClusterSpec:

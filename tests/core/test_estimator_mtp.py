@@ -118,7 +118,7 @@ def test_the_planner_matches_the_scalar_estimate_with_mtp(
     from app.core.planner import Constraints, enumerate_layouts, plan
     from app.core.planner_eval import evaluate
     from app.core.step import STEP_COMPONENTS
-    from tests.test_planner_vectorised import _close, _layout
+    from tests.core.test_planner_vectorised import _close, _layout
 
     model = find_model(name)
     cluster = ClusterSpec(

@@ -3,8 +3,6 @@ what it leaves alone, the checks, and the replay of Megatron-Bridge 26.02's NVFP
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from app.catalog import find_gpu, find_model
@@ -23,8 +21,9 @@ from app.validation.training_runs import (
     recompute_from_cell,
     replay,
 )
+from tests.paths import DATA_DIR, ROOT
 
-NVFP4_RUNS = Path(__file__).parent / "data" / "training_runs_nvfp4.csv"
+NVFP4_RUNS = DATA_DIR / "training_runs_nvfp4.csv"
 
 
 def test_nvfp4_storage_and_cast_traffic_follow_the_format() -> None:
@@ -153,9 +152,7 @@ def test_megatron_bridge_nvfp4_runs_replay_beside_their_fp8_partners() -> None:
 def test_the_nvfp4_example_scenario_over_http(client) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    scenario = json.loads(
-        (Path(__file__).parents[1] / "examples" / "llama3-70b-nvfp4-64xgb300.json").read_text()
-    )
+    scenario = json.loads((ROOT / "examples" / "llama3-70b-nvfp4-64xgb300.json").read_text())
     r = client.post("/api/v1/estimate", json=scenario)
     assert r.status_code == 200, r.text
     body = r.json()

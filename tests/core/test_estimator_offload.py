@@ -16,6 +16,7 @@ from app.core.memory import layer_activation_bytes
 from app.core.model import layer_shape
 from app.core.step import overlapped
 from app.validation.training_runs import Row, row_layout, row_model, rule_for_row
+from tests.paths import ROOT
 
 GiB = 2**30
 
@@ -170,11 +171,10 @@ def test_replay_reads_the_recipe_offload_and_drops_one_megatron_would_refuse() -
 
 def test_cli_estimate_runs_the_offload_example(tmp_path) -> None:
     import json
-    from pathlib import Path
 
-    from tests.test_estimator_cli import clusterplan
+    from tests.cli.test_estimator_cli import clusterplan
 
-    example = Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-64xgb200-fsdp-offload.json"
+    example = ROOT / "examples" / "llama3-70b-64xgb200-fsdp-offload.json"
     run = clusterplan("estimate", str(example), "--json", tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)

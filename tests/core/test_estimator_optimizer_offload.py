@@ -4,7 +4,6 @@ master weights and Adam moments leaves HBM for host memory, and the step pays th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,9 +21,10 @@ from app.core.step import (
     DEFAULT_HOST_MEMORY_BYTES_PER_S,
     OFFLOAD_LINK_BYTES_PER_PARAM,
 )
+from tests.paths import ROOT
 
 GiB = 2**30
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-16xh100-optimizer-offload.json"
+EXAMPLE = ROOT / "examples" / "llama3-70b-16xh100-optimizer-offload.json"
 
 
 def _setup(share: float, gpu: str = "H100-SXM", zero: int = 1) -> tuple:
@@ -203,7 +203,7 @@ def test_api_estimate_and_plan_take_optimizer_offload(client: TestClient) -> Non
 
 
 def test_cli_estimate_runs_the_optimizer_offload_example(tmp_path) -> None:
-    from tests.test_estimator_cli import clusterplan
+    from tests.cli.test_estimator_cli import clusterplan
 
     run = clusterplan("estimate", str(EXAMPLE), tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr

@@ -38,9 +38,8 @@ from app.web.pages._builder import (
     scenario_to_state,
     state_to_scenario,
 )
-from tests.test_planner_vectorised import _layout
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.core.test_planner_vectorised import _layout
+from tests.paths import ROOT
 
 
 def _h100(nodes: int) -> ClusterSpec:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,9 @@ from app.core.hardware import ClusterSpec
 from app.core.hf_config import model_from_hf_config
 from app.core.layout import Layout
 from app.core.model import attention_keys, forward_flops_per_token
+from tests.paths import DATA_DIR
 
-HF = Path(__file__).resolve().parent / "data" / "hf"
+HF = DATA_DIR / "hf"
 
 
 def test_mean_keys_per_query_under_a_causal_window() -> None:

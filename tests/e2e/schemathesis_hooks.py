@@ -1,4 +1,4 @@
-"""Schemathesis hooks for tests/test_fuzz_schemathesis.py: some generated cases carry a NUL byte.
+"""Schemathesis hooks for tests/e2e/test_fuzz_schemathesis.py: some generated cases carry a NUL byte.
 
 Schemathesis rarely puts U+0000 into a path or query parameter, yet on PostgreSQL a NUL reaching a query was a
 500 on 21 routes. So in the fuzzing phase a case's path parameters, query parameters or JSON body may come with

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import start_live_server
+from tests.paths import ROOT
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (make system-deps)"),
 ]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_sign_in_create_and_revoke_a_token(tmp_path: Path) -> None:

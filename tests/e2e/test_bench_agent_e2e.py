@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, LiveServer, start_live_server
+from tests.paths import FAULT_INJECTION_DIR
 
 AGENT_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 # Short lease and heartbeat so a killed agent's job is requeued quickly; an online window (1 h) far longer
@@ -227,7 +228,7 @@ def test_revoked_token_gets_401_and_backs_off(tmp_path: Path, live_server: LiveS
 def test_a_job_computing_wrong_results_fails_with_the_reason(tmp_path: Path) -> None:
     """A 0.5 % corruption injected into the job's GEMM and collectives: the job fails, says why, keeps its rows,
     and a profile is not fitted from it."""
-    injector = ROOT / "tests" / "fault_injection"
+    injector = FAULT_INJECTION_DIR
     env = {
         **AGENT_ENV,
         "PYTHONPATH": os.pathsep.join([str(injector), str(ROOT), os.environ.get("PYTHONPATH", "")]),

@@ -20,9 +20,9 @@ import torch
 
 from app.bench.tolerance import gemm_tolerance_terms, reduction_tolerance, unit_roundoff
 from app.benchproto.schema import finish
+from tests.paths import FAULT_INJECTION_DIR, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-INJECTOR = ROOT / "tests" / "fault_injection"
+INJECTOR = FAULT_INJECTION_DIR
 CLEAN_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 CORRUPT_ENV = {
     **CLEAN_ENV,

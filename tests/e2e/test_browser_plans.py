@@ -16,12 +16,13 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer, start_live_server
-from tests.test_plans_support import small_scenario
+from tests.paths import VENDOR_DIR
+from tests.plans_support import small_scenario
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
-AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.14.1.min.js"
+AXE = VENDOR_DIR / "axe-4.14.1.min.js"
 ARGS = [
     "--headless",
     "--no-sandbox",

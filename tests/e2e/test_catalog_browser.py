@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import LiveServer, start_live_server
+from tests.paths import VENDOR_DIR
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
-AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.14.1.min.js"
+AXE = VENDOR_DIR / "axe-4.14.1.min.js"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 

@@ -6,7 +6,7 @@ reachable; node-agent routes answer 401 without a node token, which is not a fai
 
 What is generated: the examples in the schema, the coverage phase (boundary values of every constraint, nulls,
 wrong types, missing and unexpected fields) and random cases of both kinds (`--mode all`: valid and invalid
-input), strings with NUL bytes included (`--generation-allow-x00 true`, and tests/schemathesis_hooks.py ends
+input), strings with NUL bytes included (`--generation-allow-x00 true`, and tests/e2e/schemathesis_hooks.py ends
 one string of some path, query and body values with NUL). Bounded: a fixed seed, FUZZ_EXAMPLES
 cases per operation and phase, no shrinking; about two minutes per database on two cores. On failure the message
 carries schemathesis' summary with a curl command reproducing each failing request.

@@ -16,7 +16,7 @@ from app.db import make_engine
 from app.models.plans import Plan, PlanRevision
 from tests.auth_support import bearer, issue_token
 from tests.conftest import start_live_server
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 WRITERS = 6
 

@@ -15,6 +15,7 @@ from app.errors import NotFoundError
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
 from app.services import catalog as service
 from app.services.seed import seed_catalog
+from tests.paths import DATA_DIR
 
 
 def _count(session: Session, table: type) -> int:
@@ -98,9 +99,8 @@ def test_lookups_accept_aliases_and_suggest(db_url: str) -> None:
 
 def test_user_models_from_inline_spec_and_hf_config(db_url: str) -> None:
     import json
-    from pathlib import Path
 
-    config = json.loads((Path(__file__).parent / "data" / "hf" / "Qwen3-8B.json").read_text())
+    config = json.loads((DATA_DIR / "hf" / "Qwen3-8B.json").read_text())
     with Session(get_engine()) as session:
         row = service.add_model_from_hf(session, config, "team-qwen3-8b")
         assert not row.builtin and row.family == "qwen3"

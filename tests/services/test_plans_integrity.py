@@ -17,7 +17,7 @@ from app.models.plans import Plan, PlanRevision
 from app.schemas.plans import PlanCreate, PlanDuplicate, PlanRevise
 from app.services import plans as plan_service
 from app.services.plans import SERVER_ACTOR as ADMIN
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 WRITERS = 50
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.services import planning
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 
 @pytest.fixture

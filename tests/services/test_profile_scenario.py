@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from sqlmodel import Session
 
 from app.db import get_engine
 from app.models.benchmarks import CalibrationProfile
+from tests.paths import ROOT
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "llama3-70b-64xh100.json"
+EXAMPLE = ROOT / "examples" / "llama3-70b-64xh100.json"
 
 
 def store_profile(max_tflops: float, name: str = "slow-h100", version: int = 1) -> None:

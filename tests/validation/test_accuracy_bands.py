@@ -30,9 +30,9 @@ from app.core.accuracy import (
 )
 from app.validation.accuracy import build_table, dumps
 from app.web.pages._builder import BuilderState
-from tests.test_estimator_cli import clusterplan
+from tests.cli.test_estimator_cli import clusterplan
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 DEVELOPMENT = [DATA / "training_runs.csv"]
 UNSEEN = [DATA / "training_runs_heldout.csv", DATA / "training_runs_final_check.csv"]

@@ -12,8 +12,8 @@ import pytest
 
 from app.core.units import GiB
 from app.validation.collectives import parse_row, validate_file, validate_rows
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "network" / "collectives.csv"
 
 

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 
 from app.cli.main import build_cli
 from app.validation.layouts import load, replay_layouts, tuned_rows
+from tests.paths import DATA_DIR
 
-DATA = Path(__file__).resolve().parent / "data" / "planner_tuned_layouts.csv"
+DATA = DATA_DIR / "planner_tuned_layouts.csv"
 
 
 def test_tuned_rows_pick_the_three_tables_once_each() -> None:

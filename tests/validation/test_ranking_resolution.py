@@ -16,9 +16,9 @@ from app.core.accuracy import RANKING_PERCENTILE, RankingResolution, comparison_
 from app.validation.accuracy import COMPARISON_KEY, LAYOUT_COLUMNS, build_table
 from app.validation.training_runs import load_rows, replay, speed_error
 from app.web.pages._builder import BuilderState
-from tests.test_estimator_cli import clusterplan
+from tests.cli.test_estimator_cli import clusterplan
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 HX = {"HX-Request": "true"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from app.core.hardware import FabricSpec
 from app.core.units import GBIT
 from app.validation.repeats import render_repeats, repeat_groups
 from app.validation.training_runs import Row, estimate_row, load_rows, replay, row_fabric, rule_for_row
+from tests.paths import DATA_DIR
 
-DATA = Path(__file__).parent / "data"
+DATA = DATA_DIR
 RUNS = DATA / "training_runs.csv"
 CHRONICLES = DATA / "training_runs_bigscience_chronicles.csv"
 

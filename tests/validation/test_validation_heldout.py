@@ -23,8 +23,9 @@ from app.validation.training_runs import (
     rule_for,
     rule_for_row,
 )
+from tests.paths import DATA_DIR
 
-HELDOUT = Path(__file__).resolve().parent / "data" / "training_runs_heldout.csv"
+HELDOUT = DATA_DIR / "training_runs_heldout.csv"
 
 
 def test_moe_structure_is_read_from_the_notes() -> None:
@@ -183,7 +184,7 @@ def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_p
 
     from app.validation.training_runs import COLUMNS, replay, row_gpu
 
-    shared = Path(__file__).resolve().parent / "data" / "training_runs.csv"
+    shared = DATA_DIR / "training_runs.csv"
     base = next(r for r in csv.DictReader(shared.open()) if r["model_name"] == "GPT-70B")
     edits = [
         {"num_gpus": ""},  # derived from tp·pp·dp·cp
@@ -455,7 +456,7 @@ def test_vtrain_rows_use_the_fabric_vtrain_states() -> None:
 
 def test_narayanan_table_1_replays_with_its_sc21_artifact_settings() -> None:
     # Megatron-LM examples/sc21/run_table_1.sh and CONFIG.sh: micro-batch, interleaving, --fp16, --DDP-impl
-    rows = load_rows(Path(__file__).parent / "data" / "training_runs.csv")
+    rows = load_rows(DATA_DIR / "training_runs.csv")
     table_1 = [r for r in rows if "Table 1" in r.get("source") and "Narayanan" in r.get("source")]
     assert len(table_1) == 10
     expected = {  # hidden → (micro-batch, vp, gradient all-reduce overlapped)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import csv
 import math
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.validation.training_runs import Row, evaluate_row, replay
+from tests.paths import DATA_DIR
 
-DATA = Path(__file__).parent / "data"
+DATA = DATA_DIR
 BASE_ROWS = [
     dict(r)
     for f in sorted(DATA.glob("training_runs*.csv"))

@@ -21,8 +21,8 @@ from app.validation.training_totals import (
     parse_layout,
     replay,
 )
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TOTALS = ROOT / "tests" / "data" / "training_totals.csv"
 DOCS = ROOT / "docs" / "validation.md"
 

@@ -166,7 +166,7 @@ def test_only_the_owner_or_an_admin_sees_and_uses_cancel_and_retry(client: TestC
 def test_job_page_and_api_show_the_node_acceptance_verdict(client: TestClient) -> None:
     """A node at half the expected GEMM rate and half the busbw: fail, on the job page and in the API, and
     no profile named after its GPU without the override."""
-    from tests.test_bench_acceptance import healthy_document
+    from tests.bench.test_bench_acceptance import healthy_document
 
     token = client.post("/api/v1/nodes", json={"name": "web-node-slow"}).json()["token"]
     auth = {"Authorization": f"Bearer {token}"}
@@ -204,7 +204,7 @@ def test_job_page_and_api_show_the_node_acceptance_verdict(client: TestClient) -
 
 
 def test_node_page_lists_its_acceptance_checks(client: TestClient) -> None:
-    from tests.test_bench_acceptance import healthy_document
+    from tests.bench.test_bench_acceptance import healthy_document
 
     node = client.post("/api/v1/nodes", json={"name": "web-node-checked"}).json()
     auth = {"Authorization": f"Bearer {node['token']}"}

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
+from tests.paths import DATA_DIR
 
 HX = {"HX-Request": "true"}
 
@@ -162,9 +163,8 @@ def test_builtin_rows_cannot_be_edited_from_the_page(client: Any) -> None:
 
 
 def test_import_a_model_from_a_pasted_config(client: Any) -> None:
-    from pathlib import Path
 
-    config = (Path(__file__).parent / "data" / "hf" / "Qwen2.5-7B.json").read_text()
+    config = (DATA_DIR / "hf" / "Qwen2.5-7B.json").read_text()
     name = f"pasted-{uuid.uuid4().hex[:6]}"
     r = client.post("/catalog/models", data={"name": name, "hf_config": config}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/catalog/models/{name}"

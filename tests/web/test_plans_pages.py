@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from app.core.hf_config import model_from_hf_config
 from app.services.planning import model_card
 from app.web.pages._builder import BuilderState, parse_state, scenario_to_state, state_to_scenario
-from tests.test_plans_support import small_scenario
+from tests.plans_support import small_scenario
 
 HX = {"HX-Request": "true"}
 

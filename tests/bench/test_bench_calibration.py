@@ -17,6 +17,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.efficiency import GemmEfficiency, HardwareProfile
 from app.core.hardware import ClusterSpec
 from app.core.network import NetworkParams, Placement, busbw_factor, collective_time, default_network_params
+from tests.core.conftest import make_cluster
 from tests.paths import DATA_DIR
 
 SHAPES = [(m, n, k) for m in (256, 1024, 4096, 16384) for n in (512, 4096) for k in (1024, 8192)]
@@ -67,17 +68,6 @@ def test_alpha_beta_per_protocol_regime() -> None:
         assert f.beta_bytes_per_s == pytest.approx(beta, rel=0.02)
 
 
-def _cluster() -> ClusterSpec:
-    gpu = find_gpu("H100-SXM")
-    return ClusterSpec(
-        gpu=gpu,
-        num_nodes=2,
-        gpus_per_node=8,
-        scaleup_kind=gpu.scaleup_kind,
-        fabric=find_fabric("ib-ndr-8x400"),
-    )
-
-
 def _coll_doc(params: NetworkParams, cluster: ClusterSpec) -> dict:
     rows = []
     for op in ("all_reduce", "all_gather"):
@@ -103,7 +93,7 @@ def _coll_doc(params: NetworkParams, cluster: ClusterSpec) -> dict:
 
 def test_network_calibration_recovers_a_slower_cluster() -> None:
     """Measurements from a cluster 35 % slower on NVLink, 20 % on IB, with 3× the launch overhead."""
-    cluster = _cluster()
+    cluster = make_cluster(nodes=2, gpu_scaleup=True)
     base = default_network_params()
     truth = replace(
         base,
@@ -132,7 +122,7 @@ def test_network_calibration_recovers_a_slower_cluster() -> None:
 
 
 def test_profile_report_before_and_after() -> None:
-    cluster = _cluster()
+    cluster = make_cluster(nodes=2, gpu_scaleup=True)
     base = default_network_params()
     truth = replace(base, launch_overhead_s=40e-6, nvlink=replace(base.nvlink, ring_efficiency=0.5))
     doc = _coll_doc(truth, cluster)
@@ -271,7 +261,7 @@ def test_latency_bound_data_keeps_efficiencies_physical() -> None:
         for op in ("all_reduce", "all_to_all")
         for s in (8, 64, 512, 1024)
     ]
-    params, _ = calibrate_network({"rows": rows}, _cluster())
+    params, _ = calibrate_network({"rows": rows}, make_cluster(nodes=2, gpu_scaleup=True))
     for tier in (params.nvlink, params.transports["infiniband"]):
         assert 0 < tier.ring_efficiency <= 1.0 and 0 < tier.all_to_all_efficiency <= 1.0
     assert params.launch_overhead_s > 100e-6  # the 300 µs floor went into latency, not bandwidth
@@ -280,7 +270,7 @@ def test_latency_bound_data_keeps_efficiencies_physical() -> None:
 def test_a_profile_fitted_across_nodes_leaves_nvlink_communication_alone() -> None:
     """Only inter-node rows (one rank per node, a slower fabric with more latency): the fit reproduces them,
     and a tensor-parallel all-reduce on NVLink costs exactly what it did with the defaults."""
-    cluster = _cluster()
+    cluster = make_cluster(nodes=2, gpu_scaleup=True)
     base = default_network_params()
     ib = base.transports["infiniband"]
     truth = replace(
@@ -408,7 +398,7 @@ def test_a_fit_that_does_not_generalise_needs_force() -> None:
 
 
 def test_network_fit_reports_held_back_sizes() -> None:
-    cluster = _cluster()
+    cluster = make_cluster(nodes=2, gpu_scaleup=True)
     base = default_network_params()
     truth = replace(base, nvlink=replace(base.nvlink, ring_efficiency=base.nvlink.ring_efficiency * 0.65))
     _, report = build_profile(_coll_doc(truth, cluster), find_gpu("H100-SXM"), find_fabric("ib-ndr-8x400"))

@@ -10,27 +10,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.catalog import find_gpu, find_model
-from app.catalog.fabrics import find_fabric
+from app.catalog import find_model
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_CORE, NEMO, TORCHTITAN, Framework
-from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, RunOptions
 from app.validation.training_runs import BF16_MOMENTS_NOTE, Row, estimate_row, load_rows
+from tests.core.conftest import make_cluster
 
 LAYOUT = Layout(tp=4, pp=4, vp=5, dp=4, sequence_parallel=True, zero=1, micro_batch=1, global_batch=128)
 
 
-def _cluster(nodes: int = 8) -> ClusterSpec:
-    return ClusterSpec(
-        gpu=find_gpu("H100-SXM"), num_nodes=nodes, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
-    )
-
-
 def _run(layout: Layout, fw: Framework = MEGATRON_CORE) -> Any:
     return estimate(
-        find_model("Llama-3-70B"), _cluster(), layout, 8192, options=EstimateOptions(framework=fw)
+        find_model("Llama-3-70B"), make_cluster(), layout, 8192, options=EstimateOptions(framework=fw)
     )
 
 
@@ -167,7 +160,7 @@ def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate(
     from app.core.step import STEP_COMPONENTS
     from tests.core.test_planner_vectorised import _close, _layout
 
-    model, cluster = find_model("Mixtral-8x7B"), _cluster(4)
+    model, cluster = find_model("Mixtral-8x7B"), make_cluster(nodes=4)
     space = enumerate_layouts(model, cluster, 4096, 128, Constraints(max_micro_batch=2), True)
     idx = np.nonzero(space.rows.zero >= 1)[0]
     rows = space.rows.take(np.random.default_rng(3).choice(idx, size=40, replace=False))

@@ -16,10 +16,7 @@ from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
 from app.core.memory import bytes_per_param
 from app.core.model import padded_vocab_size
-
-
-def _cluster(gpu: str = "H100-SXM", nodes: int = 1, fabric: str = "ib-ndr-8x400") -> ClusterSpec:
-    return ClusterSpec(gpu=find_gpu(gpu), num_nodes=nodes, gpus_per_node=8, fabric=find_fabric(fabric))
+from tests.core.conftest import make_cluster
 
 
 def test_power_cap_clock_follows_the_cube_law_above_the_fixed_power() -> None:
@@ -44,7 +41,7 @@ def test_power_cap_clock_is_monotonic_in_the_limit(design: float, a: float, b: f
 
 def test_power_cap_slows_compute_but_not_memory_bound_work_or_memory() -> None:
     model = find_model("Llama-3.1-8B")
-    cluster = _cluster()
+    cluster = make_cluster(nodes=1)
     layout = Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, global_batch=8, recompute="selective")
     free = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=TORCHTITAN))
     capped = estimate(
@@ -63,11 +60,13 @@ def test_power_cap_slows_compute_but_not_memory_bound_work_or_memory() -> None:
 def test_torchtitan_keeps_twelve_bytes_per_logit_for_its_eager_cross_entropy() -> None:
     model = find_model("Llama-3.1-8B")
     layout = Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=2, global_batch=16, recompute="selective")
-    est = estimate(model, _cluster(), layout, 8192, options=EstimateOptions(framework=TORCHTITAN))
+    est = estimate(model, make_cluster(nodes=1), layout, 8192, options=EstimateOptions(framework=TORCHTITAN))
     tokens = 2 * 8192
     vocab = padded_vocab_size(model.vocab_size, 1)
     assert est.memory.most_loaded.breakdown["logits"] == pytest.approx(12.0 * tokens * vocab)
-    megatron = estimate(model, _cluster(), layout, 8192, options=EstimateOptions(framework=MEGATRON_CORE))
+    megatron = estimate(
+        model, make_cluster(nodes=1), layout, 8192, options=EstimateOptions(framework=MEGATRON_CORE)
+    )
     assert megatron.memory.most_loaded.breakdown["logits"] == pytest.approx(6.0 * tokens * vocab)
 
 
@@ -97,7 +96,7 @@ def test_deepspeed_bf16_uses_the_bf16_optimizer_bytes() -> None:
 
 def _zero3_comm(fw_per_layer: int, nodes: int) -> float:
     model = find_model("GPT-3-175B")
-    cluster = _cluster("A100-80GB-SXM", nodes, "ib-hdr-8x200")
+    cluster = make_cluster("A100-80GB-SXM", nodes, "ib-hdr-8x200")
     dp = nodes * 8
     layout = Layout(tp=1, pp=1, dp=dp, zero=3, micro_batch=1, global_batch=dp, recompute="full")
     fw = DEEPSPEED.with_(zero3_collectives_per_layer=fw_per_layer)
@@ -123,7 +122,7 @@ def test_splitting_allocator_fragments_more_than_expandable_segments() -> None:
     assert DEEPSPEED.fragmentation_fraction == pytest.approx(0.20)
     assert MEGATRON_2021.fragmentation_fraction == pytest.approx(0.20)
     model = find_model("GPT-3-175B")
-    cluster = _cluster("A100-80GB-SXM", 16, "ib-hdr-8x200")
+    cluster = make_cluster("A100-80GB-SXM", 16, "ib-hdr-8x200")
     layout = Layout(tp=8, pp=8, dp=2, zero=1, micro_batch=1, global_batch=64, recompute="full")
     for fw in (MEGATRON_CORE, DEEPSPEED):
         stage = estimate(
@@ -138,7 +137,7 @@ def test_splitting_allocator_fragments_more_than_expandable_segments() -> None:
 def test_nvidia_smi_sees_cuda_context_and_nccl_buffers_the_allocator_does_not() -> None:
     model = find_model("Llama-3.1-8B")
     layout = Layout(tp=2, pp=1, dp=4, zero=1, micro_batch=1, global_batch=8, recompute="selective")
-    stage = estimate(model, _cluster(), layout, 4096).memory.most_loaded
+    stage = estimate(model, make_cluster(nodes=1), layout, 4096).memory.most_loaded
     outside = stage.breakdown["cuda_context"] + stage.breakdown["nccl_buffers"]
     assert MEGATRON_CORE.nccl_buffer_bytes > 0
     assert stage.breakdown["nccl_buffers"] == pytest.approx(MEGATRON_CORE.nccl_buffer_bytes)
@@ -157,7 +156,7 @@ def test_async_tp_backward_hides_only_the_column_parallel_input_gradient_collect
     from app.core.step import _coll, group_placement, stage_times
 
     model = find_model("GPT-3-175B")
-    cluster = _cluster("A100-80GB-SXM", 1, "ib-hdr-8x200")
+    cluster = make_cluster("A100-80GB-SXM", 1, "ib-hdr-8x200")
     layout = Layout(tp=8, pp=1, dp=1, micro_batch=4, global_batch=4, sequence_parallel=sp, recompute="none")
     linear, attn = training_curves(cluster.gpu, "bf16", None, None)
     parts = {}
@@ -188,7 +187,7 @@ def test_async_tp_backward_changes_nothing_without_tensor_parallelism() -> None:
     from app.core.framework import MEGATRON_2021, MEGATRON_2022
 
     model = find_model("Llama-3.1-8B")
-    cluster = _cluster()
+    cluster = make_cluster(nodes=1)
     layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, recompute="selective")
     a = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=MEGATRON_2021))
     b = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=MEGATRON_2022))
@@ -199,7 +198,7 @@ def test_async_tp_backward_changes_nothing_without_tensor_parallelism() -> None:
 @given(st.sampled_from([2, 4, 8]), st.booleans(), st.sampled_from(["none", "selective", "full"]))
 def test_async_tp_backward_never_slows_a_step(tp: int, sp: bool, recompute: str) -> None:
     model = find_model("Llama-3.1-8B")
-    cluster = _cluster(nodes=2)
+    cluster = make_cluster(nodes=2)
     layout = Layout(
         tp=tp,
         pp=1,
@@ -237,7 +236,7 @@ def test_network_bound_collectives_contend_less_than_nvlink_ones() -> None:
     from app.core.framework import MEGATRON_CORE
     from app.core.step import overlap_slowdown
 
-    cluster = _cluster()
+    cluster = make_cluster(nodes=1)
     intra = overlap_slowdown(MEGATRON_CORE, cluster, 8, 8)
     inter = overlap_slowdown(MEGATRON_CORE, cluster, 64, 8)
     assert intra == pytest.approx(MEGATRON_CORE.overlap_slowdown)
@@ -251,7 +250,7 @@ def test_overlap_contention_costs_time_only_where_communication_is_hidden() -> N
     """With the slowdown at zero the step is faster by exactly the charged contention; a layout with no hidden
     communication (one GPU) does not change."""
     model = find_model("Llama-3.1-8B")
-    cluster = _cluster()
+    cluster = make_cluster(nodes=1)
     layout = Layout(tp=8, pp=1, dp=1, zero=1, micro_batch=1, global_batch=8, sequence_parallel=True)
     with_k = estimate(model, cluster, layout, 4096, options=EstimateOptions(framework=MEGATRON_CORE))
     no_k = estimate(
@@ -338,7 +337,7 @@ def test_fp8_moe_layer_keeps_one_byte_expert_gemm_inputs() -> None:
 
 def test_fp8_estimate_needs_less_activation_memory_than_bf16_only_under_transformer_engine() -> None:
     model = find_model("Llama-3-70B")
-    cluster = _cluster(nodes=8)
+    cluster = make_cluster(nodes=8)
     base = dict(tp=4, pp=4, dp=4, micro_batch=1, global_batch=64, sequence_parallel=True)
     for fw, smaller in ((MEGATRON_CORE, True), (TORCHTITAN, False)):
         acts = {

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.catalog import find_gpu, find_model
-from app.catalog.fabrics import find_fabric
 from app.core.efficiency import (
     REFERENCE_SIZE,
     GemmEfficiency,
@@ -28,10 +27,7 @@ from app.core.layout import Layout
 from app.core.model import padded_vocab_size
 from app.core.network import Placement
 from app.core.step import _coll
-
-
-def _cluster(gpu: str = "H100-SXM", nodes: int = 1, fabric: str = "ib-ndr-8x400") -> ClusterSpec:
-    return ClusterSpec(gpu=find_gpu(gpu), num_nodes=nodes, gpus_per_node=8, fabric=find_fabric(fabric))
+from tests.core.conftest import make_cluster
 
 
 def test_cross_entropy_traffic_is_the_frameworks_kernel_count() -> None:
@@ -40,7 +36,7 @@ def test_cross_entropy_traffic_is_the_frameworks_kernel_count() -> None:
     assert DEEPSPEED.ce_bytes_per_logit == 52.0
     assert TORCHTITAN.ce_bytes_per_logit == 40.0
     model = find_model("Llama-3.1-8B")
-    cluster = _cluster()
+    cluster = make_cluster(nodes=1)
     layout = Layout(tp=2, pp=1, dp=4, zero=1, micro_batch=1, global_batch=8, sequence_parallel=True)
     seq = 4096
     fw0 = MEGATRON_CORE.with_(ce_bytes_per_logit=0.0)
@@ -61,10 +57,10 @@ def test_eager_norms_move_the_fp32_composite_traffic() -> None:
     model = find_model("Llama-3.1-8B")
     layout = Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, global_batch=8, recompute="none")
     seq = 8192
-    a = estimate(model, _cluster(), layout, seq, options=EstimateOptions(framework=TORCHTITAN))
+    a = estimate(model, make_cluster(nodes=1), layout, seq, options=EstimateOptions(framework=TORCHTITAN))
     b = estimate(
         model,
-        _cluster(),
+        make_cluster(nodes=1),
         layout,
         seq,
         options=EstimateOptions(framework=TORCHTITAN.with_(norm_bytes_per_element=4.0)),
@@ -80,7 +76,7 @@ def test_eager_norms_move_the_fp32_composite_traffic() -> None:
 def _boundary(fw: Framework, sp: bool) -> tuple[float, float, float, int]:
     """(pp_comm per micro-batch, one send of the whole boundary activation, of 1/tp of it, tp all-gather)."""
     model = find_model("GPT-3-175B")
-    cluster = _cluster("A100-80GB-SXM", 8, "ib-hdr-8x200")
+    cluster = make_cluster("A100-80GB-SXM", 8, "ib-hdr-8x200")
     layout = Layout(
         tp=8, pp=8, dp=1, zero=1, micro_batch=2, global_batch=32, recompute="full", sequence_parallel=sp
     )
@@ -117,7 +113,7 @@ def test_deepspeed_bf16_accumulates_gradients_in_fp32_after_every_micro_batch() 
     assert DEEPSPEED.for_dtype("fp16").grad_accum_bytes_per_param == 0.0
     assert MEGATRON_CORE.for_dtype("bf16").grad_accum_bytes_per_param == 0.0
     model = find_model("GPT-3-175B")
-    cluster = _cluster("A100-80GB-SXM", 8, "ib-hdr-8x200")
+    cluster = make_cluster("A100-80GB-SXM", 8, "ib-hdr-8x200")
     layout = Layout(tp=8, pp=8, dp=1, zero=1, micro_batch=2, global_batch=32, dtype="bf16", recompute="full")
     seq = 2048
     with_accum = estimate(model, cluster, layout, seq, options=EstimateOptions(framework=DEEPSPEED))
@@ -188,9 +184,13 @@ def test_a_part_below_its_design_power_runs_capped_without_a_stated_limit() -> N
     assert operating_clock_fraction(capped, None, calibrated=True) == 1.0
     model = find_model("Llama-3.1-8B")
     layout = Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, global_batch=8)
-    as_sold = estimate(model, _cluster("H100-SXM-96GB"), layout, 4096)
+    as_sold = estimate(model, make_cluster("H100-SXM-96GB", nodes=1), layout, 4096)
     stated = estimate(
-        model, _cluster("H100-SXM-96GB"), layout, 4096, options=EstimateOptions(power_limit_w=500.0)
+        model,
+        make_cluster("H100-SXM-96GB", nodes=1),
+        layout,
+        4096,
+        options=EstimateOptions(power_limit_w=500.0),
     )
     assert as_sold.step.total_s == pytest.approx(stated.step.total_s, rel=1e-12)
     uncapped_die = replace(capped, tdp_w=700.0)
@@ -246,7 +246,7 @@ def test_flash_dropout_cost_scales_with_the_tensor_to_cuda_core_ratio() -> None:
 
 
 def test_flash_dropout_slows_only_models_with_attention_dropout() -> None:
-    cluster = _cluster()
+    cluster = make_cluster(nodes=1)
     layout = Layout(tp=1, pp=1, dp=8, zero=1, micro_batch=1, global_batch=8)
     base = find_model("Llama-3.1-8B")
     assert base.attention_dropout == 0.0
@@ -266,7 +266,7 @@ def test_new_conventions_are_listed_as_assumptions() -> None:
 
     model = replace(find_model("Llama-3.1-8B"), attention_dropout=0.1)
     layout = Layout(tp=1, pp=2, dp=4, zero=1, micro_batch=1, global_batch=8)
-    est = estimate(model, _cluster(), layout, 4096, options=EstimateOptions(framework=DEEPSPEED))
+    est = estimate(model, make_cluster(nodes=1), layout, 4096, options=EstimateOptions(framework=DEEPSPEED))
     got = {a.name: a.value for a in est.assumptions}
     assert got["cross-entropy traffic"] == 52.0
     assert got["norm traffic"] == 4.0

@@ -8,7 +8,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import catalog
-from app.catalog.fabrics import find_fabric
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import MEGATRON_CORE
 from app.core.hardware import ClusterSpec
@@ -16,6 +15,7 @@ from app.core.layout import Layout
 from app.core.network import Placement
 from app.core.step import dispatch_dedup_share, moe_a2a_overlapped, scaleout_domains
 from app.validation.training_runs import Row, row_framework, rule_for_row
+from tests.core.conftest import make_cluster
 from tests.paths import ROOT
 
 
@@ -54,11 +54,6 @@ def test_overlap_hides_each_all_to_all_behind_one_chunk() -> None:
     assert cost < 4 * 2e-3
 
 
-def _qwen_cluster() -> ClusterSpec:
-    gpu = catalog.find_gpu("H100-SXM")
-    return ClusterSpec(gpu=gpu, num_nodes=32, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400"))
-
-
 def _qwen_estimate(fw, ep: int = 32, tp: int = 2):
     model = catalog.find_model("Qwen3-235B-A22B")
     layout = Layout(
@@ -72,7 +67,7 @@ def _qwen_estimate(fw, ep: int = 32, tp: int = 2):
         global_batch=2048,
         recompute="selective",
     )
-    return estimate(model, _qwen_cluster(), layout, 4096, options=EstimateOptions(framework=fw))
+    return estimate(model, make_cluster(nodes=32), layout, 4096, options=EstimateOptions(framework=fw))
 
 
 def test_deduplicating_dispatch_cuts_cross_node_ep_time_only() -> None:
@@ -195,7 +190,7 @@ def test_planner_searches_with_the_dispatcher(client: TestClient) -> None:
 
 def test_placement_helper_matches_network_nodes() -> None:
     # a node-sized placement is one scale-out domain on an 8-GPU HGX node
-    h100 = _qwen_cluster()
+    h100 = make_cluster(nodes=32)
     assert scaleout_domains(h100, Placement(16, 8).ranks, 8) == Placement(16, 8).nodes
 
 

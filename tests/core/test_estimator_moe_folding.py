@@ -12,43 +12,38 @@ from typing import Any
 
 import pytest
 
-from app.catalog import find_gpu, find_model
-from app.catalog.fabrics import find_fabric
+from app.catalog import find_model
 from app.core.errors import SpecError
 from app.core.estimate import estimate
-from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, check_layout
 from app.core.memory import transformer_params_per_gpu
 from app.core.model import layer_shape
+from tests.core.conftest import make_cluster
 from tests.paths import ROOT
 
 EXAMPLES = ROOT / "examples"
 
 
-def _cluster(nodes: int = 8) -> ClusterSpec:
-    return ClusterSpec(
-        gpu=find_gpu("H100-SXM"), num_nodes=nodes, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
-    )
-
-
 def test_legacy_mapping_needs_ep_to_divide_dp_cp_and_folding_lifts_it() -> None:
     model = find_model("Mixtral-8x7B")
     legacy = Layout(tp=8, pp=1, dp=8, ep=8, zero=1, sequence_parallel=True, global_batch=64)
-    check_layout(model, _cluster(), legacy, 4096)  # ep 8 divides dp 8
+    check_layout(model, make_cluster(), legacy, 4096)  # ep 8 divides dp 8
     too_wide = legacy.with_(tp=8, dp=4, ep=8, global_batch=32)
     with pytest.raises(SpecError) as err:
-        check_layout(model, _cluster(4), too_wide, 4096)
+        check_layout(model, make_cluster(nodes=4), too_wide, 4096)
     assert any(p.field == "layout.ep" and "etp" in p.message for p in err.value.problems)
     folded = too_wide.with_(etp=1)
-    check_layout(model, _cluster(4), folded, 4096)  # etp·ep = 8 divides tp·dp = 32
+    check_layout(model, make_cluster(nodes=4), folded, 4096)  # etp·ep = 8 divides tp·dp = 32
     with pytest.raises(SpecError) as err:
-        check_layout(model, _cluster(4), folded.with_(etp=8, ep=8), 4096)  # 64 does not divide 32
+        check_layout(model, make_cluster(nodes=4), folded.with_(etp=8, ep=8), 4096)  # 64 does not divide 32
     assert [p.field for p in err.value.problems] == ["layout.etp"]
 
 
 def test_etp_on_a_dense_model_is_an_error() -> None:
     with pytest.raises(SpecError) as err:
-        check_layout(find_model("Llama-3.1-8B"), _cluster(1), Layout(tp=2, dp=4, etp=1, global_batch=8), 4096)
+        check_layout(
+            find_model("Llama-3.1-8B"), make_cluster(nodes=1), Layout(tp=2, dp=4, etp=1, global_batch=8), 4096
+        )
     assert [p.field for p in err.value.problems] == ["layout.etp"]
 
 
@@ -65,8 +60,8 @@ def test_folded_expert_parallelism_stays_on_nvlink_and_keeps_the_flops() -> None
     are the 8 GPUs of one node. The expert FLOPs are the same; the all-to-all is far cheaper."""
     model = find_model("Mixtral-8x7B")
     base = Layout(tp=8, pp=1, dp=8, ep=8, zero=1, sequence_parallel=True, micro_batch=1, global_batch=64)
-    legacy = estimate(model, _cluster(), base, 4096)
-    folded = estimate(model, _cluster(), base.with_(etp=1), 4096)
+    legacy = estimate(model, make_cluster(), base, 4096)
+    folded = estimate(model, make_cluster(), base.with_(etp=1), 4096)
     assert folded.step.model_flops_per_step == legacy.step.model_flops_per_step
     assert 0 < folded.step.breakdown["ep_comm"] < 0.5 * legacy.step.breakdown["ep_comm"]
     # each GPU now keeps whole experts: 8× the expert weights of the legacy mapping

@@ -19,6 +19,7 @@ from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, RunOptions, mtp_layers_in_pipeline_layout
 from app.core.memory import mtp_params_per_gpu
 from app.core.model import forward_flops_per_token, layer_shape, mtp_flops_per_token
+from tests.core.conftest import make_cluster
 
 DSV3 = find_model("DeepSeek-V3")
 # Megatron-Bridge's DeepSeek-V3 on 256 GB200: pp 4, vp 4, ep 64, its stated split of the 61 layers
@@ -28,14 +29,14 @@ LAYOUT = Layout(
 )  # fmt: skip
 
 
-def _cluster() -> ClusterSpec:
-    return ClusterSpec(
-        gpu=find_gpu("GB200"), num_nodes=64, gpus_per_node=4, fabric=find_fabric("ib-ndr-8x400")
-    )
-
-
 def _run(layout: Layout) -> Any:
-    return estimate(DSV3, _cluster(), layout, 4096, options=EstimateOptions(framework=NEMO))
+    return estimate(
+        DSV3,
+        make_cluster("GB200", 64, gpus_per_node=4),
+        layout,
+        4096,
+        options=EstimateOptions(framework=NEMO),
+    )
 
 
 def test_mtp_loads_only_the_last_stage_with_a_block_a_projection_and_a_second_head_pass() -> None:

@@ -6,31 +6,18 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import catalog
-from app.catalog.fabrics import find_fabric
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import NEMO
-from app.core.hardware import ClusterSpec, scaleup_domain_for
 from app.core.layout import Layout, check_layout
 from app.core.memory import layer_activation_bytes
 from app.core.model import layer_shape
 from app.core.step import overlapped
 from app.validation.training_runs import Row, row_layout, row_model, rule_for_row
+from tests.core.conftest import make_cluster
 from tests.paths import ROOT
 
 GiB = 2**30
-
-
-def _cluster(gpu: str, gpus: int, per_node: int) -> ClusterSpec:
-    spec = catalog.find_gpu(gpu)
-    return ClusterSpec(
-        gpu=spec,
-        num_nodes=gpus // per_node,
-        gpus_per_node=per_node,
-        scaleup_kind=spec.scaleup_kind,
-        scaleup_domain_gpus=scaleup_domain_for(spec.scaleup_kind, gpus),
-        fabric=find_fabric("ib-ndr-8x400"),
-    )
 
 
 def _llama70b(offload: int, gpu: str = "GB200", dtype: str = "fp8") -> tuple:
@@ -38,7 +25,12 @@ def _llama70b(offload: int, gpu: str = "GB200", dtype: str = "fp8") -> tuple:
     layout = Layout(
         tp=1, pp=1, dp=64, zero=3, micro_batch=2, global_batch=128, dtype=dtype, offload_layers=offload
     )  # type: ignore[arg-type]
-    cluster = _cluster(gpu, 64, 4 if gpu.startswith("GB") else 8)
+    cluster = make_cluster(
+        gpu,
+        16 if gpu.startswith("GB") else 8,
+        gpus_per_node=4 if gpu.startswith("GB") else 8,
+        gpu_scaleup=True,
+    )
     return (
         model,
         cluster,
@@ -84,7 +76,7 @@ def test_offload_copies_hide_behind_compute_and_expose_only_the_excess() -> None
 
 def test_offload_is_checked_like_megatron_core() -> None:
     model = catalog.find_model("Llama-3-70B")
-    cluster = _cluster("H100-SXM", 64, 8)
+    cluster = make_cluster("H100-SXM", 8, gpu_scaleup=True)
     ok = Layout(tp=8, pp=1, dp=8, micro_batch=1, global_batch=64, offload_layers=79)
     check_layout(model, cluster, ok, 8192)
     bad = [
@@ -188,7 +180,7 @@ def test_planner_offloads_only_when_asked_and_finds_fsdp_layouts_that_fit() -> N
     from app.core.planner import Constraints, plan
 
     model = catalog.find_model("Llama-3-70B")
-    cluster = _cluster("GB200", 16, 4)
+    cluster = make_cluster("GB200", 4, gpus_per_node=4, gpu_scaleup=True)
     only_fsdp = dict(pp=(1,), tp=(1,), zero=(3,), recompute=("none",), micro_batch=(2,), max_cp=1)
     opts = EstimateOptions(framework=NEMO)
     without = plan(model, cluster, 8192, 256, dtype="fp8", constraints=Constraints(**only_fsdp), options=opts)
@@ -235,7 +227,7 @@ def test_api_plan_takes_activation_offload(client: TestClient) -> None:
 
 def _qwen235(modules: tuple[str, ...] = (), **extra: object) -> tuple:
     model = catalog.find_model("Qwen3-235B-A22B")
-    cluster = _cluster("GB200", 256, 4)
+    cluster = make_cluster("GB200", 64, gpus_per_node=4, gpu_scaleup=True)
     layout = Layout(
         tp=1,
         pp=2,
@@ -284,7 +276,7 @@ def test_fine_grained_offload_frees_all_but_one_layer_of_moved_activations() -> 
         off.step.total_s
     )
     # over PCIe the same copies expose more time than over NVLink-C2C
-    pcie = estimate(model, _cluster("B200", 256, 8), off_layout, 4096)
+    pcie = estimate(model, make_cluster("B200", 32, gpu_scaleup=True), off_layout, 4096)
     assert pcie.step.breakdown["offload"] > off.step.breakdown["offload"]
 
 

@@ -8,23 +8,16 @@ from typing import Any
 
 import pytest
 
-from app.catalog import find_gpu, find_model
-from app.catalog.fabrics import find_fabric
+from app.catalog import find_model
 from app.core.errors import SpecError
 from app.core.estimate import estimate, module_recompute_flops_per_token
-from app.core.hardware import ClusterSpec
 from app.core.layout import RECOMPUTE_MODULES, Layout
 from app.core.memory import ACT_BYTES, layer_activation_bytes
 from app.core.model import layer_shape
 from app.validation.training_runs import recompute_modules_from_notes
+from tests.core.conftest import make_cluster
 
 MOE_MODULES = ("moe", "moe_act", "shared_experts")
-
-
-def _cluster(nodes: int) -> ClusterSpec:
-    return ClusterSpec(
-        gpu=find_gpu("H100-SXM"), num_nodes=nodes, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
-    )
 
 
 def _moe_layout(modules: tuple[str, ...], recompute: str = "selective") -> Layout:
@@ -73,7 +66,7 @@ def test_each_module_drops_what_it_reruns_and_never_adds_memory() -> None:
 
 
 def test_modules_cost_time_and_hardware_flops() -> None:
-    model, cluster = find_model("Mixtral-8x7B"), _cluster(8)
+    model, cluster = find_model("Mixtral-8x7B"), make_cluster(nodes=8)
     plain = estimate(model, cluster, _moe_layout(()), 4096)
     act_only = estimate(model, cluster, _moe_layout(("moe_act", "layernorm")), 4096)
     whole = estimate(model, cluster, _moe_layout(("moe",)), 4096)
@@ -93,7 +86,7 @@ def test_modules_cost_time_and_hardware_flops() -> None:
 
 
 def test_modules_that_cannot_apply_are_named() -> None:
-    cluster = _cluster(8)
+    cluster = make_cluster(nodes=8)
     with pytest.raises(SpecError) as err:
         estimate(find_model("Mixtral-8x7B"), cluster, _moe_layout(("moe_act",), recompute="full"), 4096)
     assert "recompute modules apply to recompute='selective' only" in str(err.value)

@@ -8,24 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import catalog
-from app.catalog.fabrics import find_fabric
 from app.core.errors import SpecError
 from app.core.estimate import estimate
-from app.core.hardware import ClusterSpec
 from app.core.planner import Constraints, heuristic_mask, pareto_front, plan
 from app.core.sizing import knee_point, size_sweep
 from app.core.units import GiB
-
-
-def _cluster(gpu: str = "H100-SXM", nodes: int = 8) -> ClusterSpec:
-    return ClusterSpec(
-        gpu=catalog.find_gpu(gpu), num_nodes=nodes, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
-    )
+from tests.core.conftest import make_cluster
 
 
 @pytest.fixture(scope="module")
 def llama70_64() -> object:
-    return plan(catalog.find_model("Llama-2-70B"), _cluster(), 4096, 512, tokens=2e12, usd_per_gpu_hour=3.0)
+    return plan(
+        catalog.find_model("Llama-2-70B"), make_cluster(), 4096, 512, tokens=2e12, usd_per_gpu_hour=3.0
+    )
 
 
 def test_counts_add_up_and_best_is_the_scalar_estimate(llama70_64) -> None:
@@ -37,7 +32,7 @@ def test_counts_add_up_and_best_is_the_scalar_estimate(llama70_64) -> None:
     )
     assert r.rejections["out_of_memory"] > 0 and r.feasible_layouts > 100
     best = r.best
-    est = estimate(catalog.find_model("Llama-2-70B"), _cluster(), best.layout, 4096)
+    est = estimate(catalog.find_model("Llama-2-70B"), make_cluster(), best.layout, 4096)
     assert est.memory.fits
     assert best.step_time_s == pytest.approx(est.step.total_s, rel=1e-9)
     assert best.memory_per_gpu_bytes == pytest.approx(est.memory.peak_bytes, rel=1e-9)
@@ -112,8 +107,8 @@ def test_pareto_front_property(points) -> None:
 
 def test_heuristic_preset_restricts_and_is_compared() -> None:
     model = catalog.find_model("Llama-2-70B")
-    free = plan(model, _cluster(nodes=4), 4096, 256)
-    heur = plan(model, _cluster(nodes=4), 4096, 256, constraints=Constraints(preset="heuristic"))
+    free = plan(model, make_cluster(nodes=4), 4096, 256)
+    heur = plan(model, make_cluster(nodes=4), 4096, 256, constraints=Constraints(preset="heuristic"))
     assert heur.rejections["heuristic_preset"] > 0
     for p in heur.top:
         lay = p.layout
@@ -128,7 +123,7 @@ def test_constraints_are_obeyed_and_counted() -> None:
     model = catalog.find_model("Llama-2-70B")
     r = plan(
         model,
-        _cluster(),
+        make_cluster(),
         4096,
         512,
         constraints=Constraints(tp=(8,), zero=(1,), recompute=("none",), min_headroom_bytes=4 * GiB),
@@ -143,7 +138,7 @@ def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:
     model = catalog.find_model("Llama-3-8B")
     r = plan(
         model,
-        _cluster(nodes=1),
+        make_cluster(nodes=1),
         8192,
         256,
         tokens=1e11,
@@ -154,21 +149,21 @@ def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:
     costs = [p.cost_usd for p in r.top]
     assert costs == sorted(costs)
     by_time = plan(
-        model, _cluster(nodes=1), 8192, 256, tokens=1e11, gpu_counts=[8, 16, 64], usd_per_gpu_hour=2.0
+        model, make_cluster(nodes=1), 8192, 256, tokens=1e11, gpu_counts=[8, 16, 64], usd_per_gpu_hour=2.0
     )
     assert by_time.best.num_gpus == 64
     assert r.best.cost_usd <= by_time.best.cost_usd
 
 
 def test_moe_search_uses_expert_parallelism() -> None:
-    r = plan(catalog.find_model("Mixtral-8x7B"), _cluster(), 4096, 256)
+    r = plan(catalog.find_model("Mixtral-8x7B"), make_cluster(), 4096, 256)
     assert r.feasible_layouts > 0
     assert any(p.layout.ep > 1 for p in r.top + r.pareto)
 
 
 def test_bad_inputs_are_reported_together() -> None:
     with pytest.raises(SpecError) as exc:
-        plan(catalog.find_model("Llama-3-8B"), _cluster(), 0, 0, rank_by="cost", top=0)
+        plan(catalog.find_model("Llama-3-8B"), make_cluster(), 0, 0, rank_by="cost", top=0)
     fields = {p.field for p in exc.value.problems}
     assert {"seq_len", "global_batch", "usd_per_gpu_hour", "top"} <= fields
 
@@ -200,13 +195,13 @@ def test_heuristic_mask_matches_the_rule() -> None:
 def test_seed_faq_70b_needs_32_gpus_with_tp_4_to_8_and_pp_2_to_4() -> None:
     """Builders-guide FAQ: a 70B model needs ≥ 32 × 80 GB GPUs, TP 4 or 8 and PP 2 or 4 (docs/planner.md)."""
     model = catalog.find_model("Llama-2-70B")
-    sweep = size_sweep(model, _cluster(nodes=1), 4096, 512, 2e12, sizes=[8, 16, 32, 64])
+    sweep = size_sweep(model, make_cluster(nodes=1), 4096, 512, 2e12, sizes=[8, 16, 32, 64])
     assert sweep.min_gpus_that_fit == 32
     assert not sweep.point(16).feasible
     # Megatron-style recipe at 32 GPUs: distributed optimizer (ZeRO ≤ 1), the seed heuristic, pp ≤ 4
     r = plan(
         model,
-        _cluster(nodes=4),
+        make_cluster(nodes=4),
         4096,
         512,
         constraints=Constraints(zero=(0, 1), preset="heuristic", pp=(1, 2, 4)),
@@ -220,7 +215,7 @@ def test_size_sweep_picks_deadline_cheapest_and_knee() -> None:
     model = catalog.find_model("Llama-3-8B")
     r = size_sweep(
         model,
-        _cluster(nodes=1),
+        make_cluster(nodes=1),
         8192,
         512,
         1e12,
@@ -251,7 +246,7 @@ def test_knee_point() -> None:
 )
 def test_constraints_never_add_layouts_or_speed(tp, zero, recompute, headroom_gib) -> None:
     model = catalog.find_model("Llama-3-8B")
-    cluster = _cluster(nodes=2)
+    cluster = make_cluster(nodes=2)
     free = plan(model, cluster, 8192, 64, constraints=Constraints(max_vp=2))
     limited = plan(
         model,

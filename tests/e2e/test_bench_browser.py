@@ -4,10 +4,8 @@ no console errors, and no serious or critical axe violations on the index, job a
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,9 +16,7 @@ from tests.paths import VENDOR_DIR
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
 AXE = VENDOR_DIR / "axe-4.14.1.min.js"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +26,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = start_live_server(f"sqlite:///{tmp / 'bench.db'}", tmp, {"CLUSTERPLAN_NODE_ONLINE_S": "3600"})
     yield live
     live.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"chromium not installed at {CHROMIUM}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _rows() -> list[dict[str, Any]]:

@@ -5,11 +5,9 @@ error here would also catch an inline script or a blocked resource."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from datetime import date
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +17,7 @@ from tests.paths import VENDOR_DIR
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
 AXE = VENDOR_DIR / "axe-4.14.1.min.js"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 
 # The module's server: every new page signs in as its administrator (there is no anonymous admin).
@@ -35,18 +31,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     SIGNED_IN["server"] = live
     yield live
     live.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"chromium not installed at {CHROMIUM}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _page(browser: Any, **kwargs: Any) -> tuple[Any, list[str]]:

@@ -8,17 +8,13 @@ why style-src carries 'unsafe-inline': with style-src 'self' alone, plotly.min.j
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import pytest
 
 from app.hooks.security import CONTENT_SECURITY_POLICY
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (make system-deps)"),
-]
+pytestmark = pytest.mark.browser
 
 PROBE_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>csp probe</title>
 <script src="/csp-probe-listen.js"></script>
@@ -44,77 +40,66 @@ def _serve_script(body: str) -> Any:
     return lambda route: route.fulfill(status=200, content_type="text/javascript", body=body)
 
 
-def _probe(base_url: str, policy: str, hover: bool) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
-
+def _probe(browser: Any, base_url: str, policy: str, hover: bool) -> dict[str, Any]:
     scripts = {"/csp-probe-listen.js": LISTEN_JS, "/csp-probe.js": PROBE_JS}
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.route(
-                f"{base_url}/csp-probe",
-                lambda route: route.fulfill(
-                    status=200,
-                    content_type="text/html",
-                    body=PROBE_HTML,
-                    headers={"Content-Security-Policy": policy},
-                ),
+    page = browser.new_page()
+    try:
+        page.route(
+            f"{base_url}/csp-probe",
+            lambda route: route.fulfill(
+                status=200,
+                content_type="text/html",
+                body=PROBE_HTML,
+                headers={"Content-Security-Policy": policy},
+            ),
+        )
+        for path, body in scripts.items():
+            page.route(f"{base_url}{path}", _serve_script(body))
+        page.goto(f"{base_url}/csp-probe")
+        page.wait_for_load_state("load")
+        result: dict[str, Any] = {"plotly": page.evaluate("typeof window.Plotly === 'object'")}
+        if hover:
+            page.wait_for_selector("#chart .bars .point", timeout=20_000)
+            box = page.locator("#chart .bars .point").nth(1).bounding_box()
+            assert box is not None
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.wait_for_selector("#chart .hoverlayer .hovertext", timeout=5_000)
+            result["modebar_styled"] = page.evaluate(
+                "(() => { const m = document.querySelector('.modebar');"
+                " return !!m && getComputedStyle(m).position === 'absolute'; })()"
             )
-            for path, body in scripts.items():
-                page.route(f"{base_url}{path}", _serve_script(body))
-            page.goto(f"{base_url}/csp-probe")
-            page.wait_for_load_state("load")
-            result: dict[str, Any] = {"plotly": page.evaluate("typeof window.Plotly === 'object'")}
-            if hover:
-                page.wait_for_selector("#chart .bars .point", timeout=20_000)
-                box = page.locator("#chart .bars .point").nth(1).bounding_box()
-                assert box is not None
-                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-                page.wait_for_selector("#chart .hoverlayer .hovertext", timeout=5_000)
-                result["modebar_styled"] = page.evaluate(
-                    "(() => { const m = document.querySelector('.modebar');"
-                    " return !!m && getComputedStyle(m).position === 'absolute'; })()"
-                )
-            result["violations"] = page.evaluate("window.cspViolations")
-            return result
-        finally:
-            browser.close()
+        result["violations"] = page.evaluate("window.cspViolations")
+        return result
+    finally:
+        page.context.close()
 
 
-def test_plotly_runs_under_our_policy(live_server) -> None:  # type: ignore[no-untyped-def]
-    result = _probe(live_server.url, CONTENT_SECURITY_POLICY, hover=True)
+def test_plotly_runs_under_our_policy(live_server, browser) -> None:  # type: ignore[no-untyped-def]
+    result = _probe(browser, live_server.url, CONTENT_SECURITY_POLICY, hover=True)
     assert result == {"plotly": True, "modebar_styled": True, "violations": []}
 
 
-def test_plotly_needs_inline_styles(live_server) -> None:  # type: ignore[no-untyped-def]
+def test_plotly_needs_inline_styles(live_server, browser) -> None:  # type: ignore[no-untyped-def]
     strict = CONTENT_SECURITY_POLICY.replace("style-src 'self' 'unsafe-inline'", "style-src 'self'")
     assert strict != CONTENT_SECURITY_POLICY
-    result = _probe(live_server.url, strict, hover=False)
+    result = _probe(browser, live_server.url, strict, hover=False)
     assert result["plotly"] is False
     assert any(v.startswith("style-src") for v in result["violations"]), result
 
 
-def test_api_docs_render_offline_under_our_policy(live_server) -> None:  # type: ignore[no-untyped-def]
+def test_api_docs_render_offline_under_our_policy(live_server, browser) -> None:  # type: ignore[no-untyped-def]
     """/docs draws Swagger UI from the vendored bundle: no CSP violation, and no request leaves the origin."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.add_init_script(LISTEN_JS)
-            requested: list[str] = []
-            page.on("request", lambda request: requested.append(request.url))
-            response = page.goto(f"{live_server.url}/docs")
-            assert (
-                response is not None
-                and response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
-            )
-            page.wait_for_selector(".opblock-summary-path[data-path='/api/v1/estimate']", timeout=20_000)
-            violations = page.evaluate("window.cspViolations")
-        finally:
-            browser.close()
+    page = browser.new_page()
+    try:
+        page.add_init_script(LISTEN_JS)
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        response = page.goto(f"{live_server.url}/docs")
+        assert response is not None and response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        page.wait_for_selector(".opblock-summary-path[data-path='/api/v1/estimate']", timeout=20_000)
+        violations = page.evaluate("window.cspViolations")
+    finally:
+        page.context.close()
     assert violations == []
     foreign = [url for url in requested if not url.startswith(live_server.url)]
     assert foreign == [], foreign

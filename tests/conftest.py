@@ -28,6 +28,25 @@ hypothesis_settings.load_profile("clusterplan")
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
+def _torch_importable() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `torch` (the benchmark runner's real work) skip where torch is not installed.
+
+    torch is imported only when such a test was collected, so a run of other tests never pays for it."""
+    needing = [item for item in items if item.get_closest_marker("torch") is not None]
+    if needing and not _torch_importable():
+        skip = pytest.mark.skip(reason="needs torch (the [bench] extra)")
+        for item in needing:
+            item.add_marker(skip)
+
+
 def postgres_admin_url() -> str:
     return os.environ.get("CLUSTERPLAN_TEST_POSTGRES_URL", DEFAULT_PG_URL)
 

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.settings import DEFAULT_SECRET_KEY, Settings
+from tests.cli_support import clusterplan
 from tests.paths import ROOT
 
 
@@ -61,29 +62,23 @@ def test_vendored_versions_are_pinned() -> None:
     assert "2.35.2" in plotly
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli.main", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
-
-
 def test_cli_help_for_every_command() -> None:
-    top = _cli("--help")
+    top = clusterplan("--help")
     assert top.returncode == 0
     commands = re.findall(r"^│ (\S+)\s", top.stdout, flags=re.MULTILINE)
     assert {"serve", "db"} <= set(commands)
     for command in commands:
-        result = _cli(command, "--help")
+        result = clusterplan(command, "--help")
         assert result.returncode == 0, (command, result.stderr)
         assert "Traceback" not in result.stderr
 
 
 def test_cli_bad_arguments_print_message_not_traceback() -> None:
-    result = _cli("serve", "--port", "not-a-number")
+    result = clusterplan("serve", "--port", "not-a-number")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "--port" in result.stderr
-    result = _cli("no-such-command")
+    result = clusterplan("no-such-command")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
 

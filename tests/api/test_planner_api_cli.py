@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from app.cli.main import build_cli
+from tests.cli_support import invoke
 
 BODY = {
     "model": "Llama-2-70B",
@@ -89,14 +88,12 @@ def test_openapi_has_stable_operation_ids(client: Any) -> None:
 
 
 def test_cli_plan_json_and_text(tmp_path: Path) -> None:
-    runner = CliRunner()
-    cli = build_cli()
     args = ["plan", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--nodes", "2", "--seq-len", "8192"]
-    res = runner.invoke(cli, [*args, "--global-batch", "128", "--tokens", "1e11", "--top", "3", "--json"])
+    res = invoke([*args, "--global-batch", "128", "--tokens", "1e11", "--top", "3", "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert len(d["top"]) == 3 and d["best"]["num_gpus"] == 16 and d["elapsed_s"] > 0
-    res = runner.invoke(cli, [*args, "--global-batch", "128", "--preset", "heuristic"])
+    res = invoke([*args, "--global-batch", "128", "--preset", "heuristic"])
     assert res.exit_code == 0, res.output
     assert "layouts/s" in res.output and "heuristic" in res.output
     assert "accuracy (dense): best step time likely" in res.output
@@ -111,8 +108,8 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
             }
         )
     )
-    res = runner.invoke(
-        cli, ["plan", str(scenario), "--sweep", "--sizes", "8,16,32", "--price", "2", "--deadline-days", "30"]
+    res = invoke(
+        ["plan", str(scenario), "--sweep", "--sizes", "8,16,32", "--price", "2", "--deadline-days", "30"]
     )
     assert res.exit_code == 0, res.output
     assert "cheapest run" in res.output and "smallest cluster that fits: 8" in res.output

@@ -27,6 +27,7 @@ def test_causal_flops_by_hand() -> None:
     assert ATTENTION_BACKWARD_FLOP_RATIO == 2.5
 
 
+@pytest.mark.torch
 def test_sweep_times_each_kernel_on_cpu() -> None:
     pytest.importorskip("torch")
     from app.bench.attention import run_attention
@@ -141,6 +142,7 @@ def test_a_calibrated_kernel_replaces_the_published_one_in_the_estimate() -> Non
     assert "calibration profile lab v3" in str(notes["flash attention throughput (forward)"].source)
 
 
+@pytest.mark.torch
 def test_a_gemm_job_also_times_attention_when_asked(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("torch")
     from app.bench.job import run_job
@@ -169,9 +171,10 @@ def test_job_parameters_are_checked_on_the_server() -> None:
     validate_params("gemm", {"attention": True})
 
 
+@pytest.mark.torch
 def test_cli_runs_and_refuses(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
-    from tests.bench.test_bench_runner import run_main
+    from tests.cli_support import run_main
 
     args = ["bench", "attention", "--device", "cpu", "--seq", "64", "--heads", "2", "--head-dim", "32"]
     code, out, err = run_main(

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.paths import FAULT_INJECTION_DIR, ROOT
+
+pytestmark = pytest.mark.torch
 
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 ENV = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -13,24 +13,16 @@ from pathlib import Path
 import pytest
 
 from app.core.network import busbw_factor
+from tests.cli_support import clusterplan, run_main
 from tests.paths import ROOT
+
+pytestmark = pytest.mark.torch
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli.main", *args],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_collectives_cli_json_two_ranks() -> None:
-    res = cli(
+    res = clusterplan(
         "bench",
         "collectives",
         "--op",
@@ -48,6 +40,8 @@ def test_collectives_cli_json_two_ranks() -> None:
         "--warmup-iters",
         "1",
         "--json",
+        env=ENV,
+        timeout=120,
     )
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(res.stdout)
@@ -171,17 +165,6 @@ def test_gemm_sweep_on_cpu() -> None:
         assert r["time_us_best"] <= r["time_us_median"]
     assert set(doc["summary"]["max_tflops"]) == {"fp32", "bf16"}
     assert events == ["start", "row", "row", "row", "row", "done"]
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The real CLI entry point, in process (torch is imported once per test session, not per call)."""
-    from app.cli.main import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 0), captured.out, captured.err
 
 
 def test_gemm_cli_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,35 +12,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from app.cli.main import main
+from tests.cli_support import clusterplan, run_main
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "llama3-70b-64xh100.json"
-
-
-def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The CLI's entry point in-process (the same `main` the console script calls)."""
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def cli(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli.main", *args],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 READERS = [
@@ -191,18 +166,20 @@ def _tables(url: str) -> set[str]:
 def test_db_downgrade_needs_a_revision_and_a_confirmation(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'down.db'}"
     env = {"CLUSTERPLAN_DATABASE_URL": url, "CLUSTERPLAN_ENVIRONMENT": "test"}
-    assert cli("db", "upgrade", env=env).returncode == 0
+    assert clusterplan("db", "upgrade", env=env).returncode == 0
     before = _tables(url)
     assert "benchmark_job" in before
 
-    bare = cli("db", "downgrade", env=env)
+    bare = clusterplan("db", "downgrade", env=env)
     assert bare.returncode == 2 and "missing argument" in bare.stderr.lower()
-    declined = cli("db", "downgrade", "base", env=env, stdin="n\n")
+    declined = clusterplan("db", "downgrade", "base", env=env, stdin="n\n")
     assert declined.returncode == 1 and "unchanged" in declined.stderr
     assert _tables(url) == before
-    no_answer = cli("db", "downgrade", "base", env=env, stdin="")  # a script without --yes: nothing happens
+    no_answer = clusterplan(
+        "db", "downgrade", "base", env=env, stdin=""
+    )  # a script without --yes: nothing happens
     assert no_answer.returncode != 0 and _tables(url) == before
 
-    done = cli("db", "downgrade", "base", "--yes", env=env)
+    done = clusterplan("db", "downgrade", "base", "--yes", env=env)
     assert done.returncode == 0, done.stderr
     assert "benchmark_job" not in _tables(url)

@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from app.validation.costs import load_cases, parse_cases, replay
-from tests.paths import ROOT
+from tests.cli_support import clusterplan, run_main
+from tests.paths import DATA_DIR
 
-CASES = ROOT / "tests" / "data" / "cost_cases.jsonl"
-
-
-def clusterplan(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+CASES = DATA_DIR / "cost_cases.jsonl"
 
 
 def test_validate_costs_json_shape_and_all_public_cases_pass(tmp_path: Path) -> None:
@@ -96,16 +82,6 @@ def test_malformed_case_files_name_the_line() -> None:
         parse_cases(['{"case":"a","method":"magic","inputs":{},"expected":1,"tolerance_pct":1,"source":"x"}'])
     with pytest.raises(ValueError, match="line 1: not JSON"):
         parse_cases(["{nope"])
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The CLI entry point in-process (for commands that need no database): exit code, stdout, stderr."""
-    from app.cli.main import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
 
 
 def test_cost_commands_print_results_and_reject_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

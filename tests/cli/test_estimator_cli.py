@@ -5,30 +5,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from app.validation.training_runs import TIME_METRICS, load_rows, replay
-from tests.paths import ROOT
+from tests.cli_support import clusterplan
+from tests.paths import DATA_DIR, ROOT
 
-RUNS = ROOT / "tests" / "data" / "training_runs.csv"
-
-
-def clusterplan(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+RUNS = DATA_DIR / "training_runs.csv"
 
 
 def test_estimate_text_and_json(tmp_path: Path) -> None:

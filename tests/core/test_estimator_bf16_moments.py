@@ -16,6 +16,7 @@ from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_CORE, NEMO, TORCHTITAN, Framework
 from app.core.layout import Layout, RunOptions
 from app.validation.training_runs import BF16_MOMENTS_NOTE, Row, estimate_row, load_rows
+from tests.cli_support import invoke
 from tests.core.conftest import make_cluster
 
 LAYOUT = Layout(tp=4, pp=4, vp=5, dp=4, sequence_parallel=True, zero=1, micro_batch=1, global_batch=128)
@@ -217,14 +218,9 @@ def test_the_builder_carries_the_moments_dtype_both_ways() -> None:
 def test_the_plan_command_takes_both_precision_options_and_says_so(tmp_path: Any) -> None:
     import json
 
-    from typer.testing import CliRunner
-
-    from app.cli.main import build_cli
-
-    runner, cli = CliRunner(), build_cli()
     args = ["plan", "--model", "Llama-3-70B", "--gpu", "H100-SXM", "--nodes", "8", "--seq-len", "8192"]
-    res = runner.invoke(
-        cli, [*args, "--global-batch", "128", "--dtype", "fp8", "--fp8-params", "--optimizer-moments", "bf16"]
+    res = invoke(
+        [*args, "--global-batch", "128", "--dtype", "fp8", "--fp8-params", "--optimizer-moments", "bf16"]
     )
     assert res.exit_code == 0, res.output
     assert "precision: fp8, FP8 parameters, bf16 Adam moments" in res.output
@@ -241,7 +237,7 @@ def test_the_plan_command_takes_both_precision_options_and_says_so(tmp_path: Any
             }
         )
     )
-    res = runner.invoke(cli, ["plan", str(scenario), "--json"])
+    res = invoke(["plan", str(scenario), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["best"]["layout"]["optimizer_moments_dtype"] == "bf16"
     # bad input: one message naming the field, exit status 2, no traceback

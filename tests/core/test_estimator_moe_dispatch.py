@@ -197,7 +197,7 @@ def test_placement_helper_matches_network_nodes() -> None:
 def test_cli_estimate_runs_the_deepep_example(tmp_path) -> None:
     import json
 
-    from tests.cli.test_estimator_cli import clusterplan
+    from tests.cli_support import clusterplan
 
     example = ROOT / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
     run = clusterplan("estimate", str(example), "--json", tmp_path=tmp_path)

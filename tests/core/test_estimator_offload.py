@@ -164,7 +164,7 @@ def test_replay_reads_the_recipe_offload_and_drops_one_megatron_would_refuse() -
 def test_cli_estimate_runs_the_offload_example(tmp_path) -> None:
     import json
 
-    from tests.cli.test_estimator_cli import clusterplan
+    from tests.cli_support import clusterplan
 
     example = ROOT / "examples" / "llama3-70b-64xgb200-fsdp-offload.json"
     run = clusterplan("estimate", str(example), "--json", tmp_path=tmp_path)

@@ -203,7 +203,7 @@ def test_api_estimate_and_plan_take_optimizer_offload(client: TestClient) -> Non
 
 
 def test_cli_estimate_runs_the_optimizer_offload_example(tmp_path) -> None:
-    from tests.cli.test_estimator_cli import clusterplan
+    from tests.cli_support import clusterplan
 
     run = clusterplan("estimate", str(EXAMPLE), tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr

@@ -39,7 +39,7 @@ from app.web.pages._builder import (
     state_to_scenario,
 )
 from tests.core.test_planner_vectorised import _layout
-from tests.paths import ROOT
+from tests.paths import DATA_DIR, ROOT
 
 
 def _h100(nodes: int) -> ClusterSpec:
@@ -272,10 +272,10 @@ def test_cli_estimate_prints_the_stage_layers(tmp_path: Path) -> None:
 def test_validation_models_the_partition_each_source_ran() -> None:
     from app.validation.training_runs import evaluate_row, load_rows
 
-    rows = {r.index: r for r in load_rows(ROOT / "tests" / "data" / "training_runs.csv")}
+    rows = {r.index: r for r in load_rows(DATA_DIR / "training_runs.csv")}
     bloom = evaluate_row(rows[46])  # 70 layers on 12 stages, DeepSpeed 'type:transformer|embedding'
     assert any("first stage 5, last stage 5" in d for d in bloom.detail["defaults"])
-    final = {r.index: r for r in load_rows(ROOT / "tests" / "data" / "training_runs_final_check.csv")}
+    final = {r.index: r for r in load_rows(DATA_DIR / "training_runs_final_check.csv")}
     deepseek = evaluate_row(final[13])  # the notes state 'Et|(tt|)*30L'
     assert any("first stage 7, last stage 6" in d for d in deepseek.detail["defaults"])
 

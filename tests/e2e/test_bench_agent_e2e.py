@@ -79,6 +79,7 @@ def wait_for(fetch: Any, predicate: Any, timeout: float = 120.0) -> Any:
     raise AssertionError(f"timed out; last value: {str(value)[:1500]}")
 
 
+@pytest.mark.torch
 def test_agent_runs_a_calibration_job_end_to_end(tmp_path: Path) -> None:
     server = start_live_server(f"sqlite:///{tmp_path / 'e2e.db'}", tmp_path, SERVER_ENV)
     agent = None
@@ -144,6 +145,7 @@ def test_agent_runs_a_calibration_job_end_to_end(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("restart", ["another node", "same node"])
 def test_killed_agent_job_is_requeued_and_finishes_once(tmp_path: Path, restart: str) -> None:
     """The agent dies mid-run; a new agent starts on another node, or on the same node with the same token
@@ -225,6 +227,7 @@ def test_revoked_token_gets_401_and_backs_off(tmp_path: Path, live_server: LiveS
     assert time.monotonic() - started >= 3.0  # a lower bound (1 s + 2 s of back-off): load only adds to it
 
 
+@pytest.mark.torch
 def test_a_job_computing_wrong_results_fails_with_the_reason(tmp_path: Path) -> None:
     """A 0.5 % corruption injected into the job's GEMM and collectives: the job fails, says why, keeps its rows,
     and a profile is not fitted from it."""

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from app.bench.tolerance import gemm_tolerance_terms, reduction_tolerance, unit_roundoff
 from app.benchproto.schema import finish
 from tests.paths import FAULT_INJECTION_DIR, ROOT
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 INJECTOR = FAULT_INJECTION_DIR
 CLEAN_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

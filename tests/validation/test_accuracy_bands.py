@@ -30,10 +30,10 @@ from app.core.accuracy import (
 )
 from app.validation.accuracy import build_table, dumps
 from app.web.pages._builder import BuilderState
-from tests.cli.test_estimator_cli import clusterplan
-from tests.paths import ROOT
+from tests.cli_support import clusterplan
+from tests.paths import DATA_DIR, ROOT
 
-DATA = ROOT / "tests" / "data"
+DATA = DATA_DIR
 DEVELOPMENT = [DATA / "training_runs.csv"]
 UNSEEN = [DATA / "training_runs_heldout.csv", DATA / "training_runs_final_check.csv"]
 COMPARISONS = [DATA / "training_runs_vtrain_multi.csv"]  # layout comparisons only (ranking resolution)

@@ -12,9 +12,9 @@ import pytest
 
 from app.core.units import GiB
 from app.validation.collectives import parse_row, validate_file, validate_rows
-from tests.paths import ROOT
+from tests.paths import DATA_DIR, ROOT
 
-DATA = ROOT / "tests" / "data" / "network" / "collectives.csv"
+DATA = DATA_DIR / "network" / "collectives.csv"
 
 
 @pytest.fixture(scope="module")

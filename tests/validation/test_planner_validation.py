@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from app.cli.main import build_cli
 from app.validation.layouts import load, replay_layouts, tuned_rows
+from tests.cli_support import invoke
 from tests.paths import DATA_DIR
 
 DATA = DATA_DIR / "planner_tuned_layouts.csv"
@@ -38,9 +36,9 @@ def test_replay_finds_publishers_layouts_and_is_never_slower_when_theirs_fits() 
 
 
 def test_cli_validate_layouts_json(tmp_path: Path) -> None:
-    res = CliRunner().invoke(build_cli(), ["validate", "layouts", str(DATA), "--json"])
+    res = invoke(["validate", "layouts", str(DATA), "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert d["summary"]["cases"] == 4 and len(d["cases"]) == 4
-    res = CliRunner().invoke(build_cli(), ["validate", "layouts", str(tmp_path / "missing.csv")])
+    res = invoke(["validate", "layouts", str(tmp_path / "missing.csv")])
     assert res.exit_code != 0

@@ -16,10 +16,10 @@ from app.core.accuracy import RANKING_PERCENTILE, RankingResolution, comparison_
 from app.validation.accuracy import COMPARISON_KEY, LAYOUT_COLUMNS, build_table
 from app.validation.training_runs import load_rows, replay, speed_error
 from app.web.pages._builder import BuilderState
-from tests.cli.test_estimator_cli import clusterplan
-from tests.paths import ROOT
+from tests.cli_support import clusterplan
+from tests.paths import DATA_DIR, ROOT
 
-DATA = ROOT / "tests" / "data"
+DATA = DATA_DIR
 HX = {"HX-Request": "true"}
 
 

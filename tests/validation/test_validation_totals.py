@@ -21,9 +21,9 @@ from app.validation.training_totals import (
     parse_layout,
     replay,
 )
-from tests.paths import ROOT
+from tests.paths import DATA_DIR, ROOT
 
-TOTALS = ROOT / "tests" / "data" / "training_totals.csv"
+TOTALS = DATA_DIR / "training_totals.csv"
 DOCS = ROOT / "docs" / "validation.md"
 
 

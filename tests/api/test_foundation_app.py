@@ -62,6 +62,7 @@ def test_vendored_versions_are_pinned() -> None:
     assert "2.35.2" in plotly
 
 
+@pytest.mark.slow
 def test_cli_help_for_every_command() -> None:
     top = clusterplan("--help")
     assert top.returncode == 0
@@ -106,6 +107,7 @@ def test_live_server_serves_over_http(live_server) -> None:  # type: ignore[no-u
     assert httpx.get(f"{live_server.url}/").status_code == 200
 
 
+@pytest.mark.slow
 def test_serve_prints_a_one_time_link_then_where_to_sign_in(tmp_path: Path) -> None:
     """First start on an empty database: a sign-in link; once an admin has a password: where to sign in."""
     import httpx

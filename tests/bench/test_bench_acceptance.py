@@ -113,6 +113,7 @@ def test_the_mamf_finder_fixture_is_judged_against_the_burst_curve() -> None:
     assert check["verdict"] == "warn" and 0.85 < check["ratio"] < 0.90 and check["points"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_a_check_job_measures_gemm_and_collectives_on_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json

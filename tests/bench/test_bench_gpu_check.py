@@ -12,7 +12,7 @@ import pytest
 
 from tests.paths import FAULT_INJECTION_DIR, ROOT
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 ENV = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.torch
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
+@pytest.mark.slow
 def test_collectives_cli_json_two_ranks() -> None:
     res = clusterplan(
         "bench",
@@ -66,6 +67,7 @@ def test_collectives_cli_json_two_ranks() -> None:
     assert doc["summary"]["wrong"] == 0
 
 
+@pytest.mark.slow
 def test_intra_inter_and_all_groups_on_four_ranks(tmp_path: Path) -> None:
     """4 gloo ranks split into 2 pretend nodes of 2: every op measured on intra, inter and all groups."""
     from app.bench.launch import run_torchrun
@@ -86,6 +88,7 @@ def test_intra_inter_and_all_groups_on_four_ranks(tmp_path: Path) -> None:
     assert events[-2]["progress"] == 1.0
 
 
+@pytest.mark.slow
 def test_sigterm_keeps_partial_results(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
     proc = subprocess.Popen(
@@ -231,6 +234,7 @@ def test_bad_input_is_one_clear_error(
     assert message in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_every_node_of_a_multi_node_cli_run_exits_0(tmp_path: Path) -> None:
     """Two pretend nodes on this host meet at a c10d store; only node 0 has the results, both succeed."""
     import socket

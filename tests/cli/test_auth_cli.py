@@ -38,6 +38,7 @@ def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
     return run
 
 
+@pytest.mark.slow
 def test_users_and_tokens_from_the_shell(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     made = cli(
         "users", "create", "Ops@Example.com", "--admin", "--password-stdin", stdin="a very good password\n"
@@ -106,6 +107,7 @@ def test_bad_input_is_one_message_exit_2(cli, args, stdin, message) -> None:  # 
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_scope_checks_on_the_shell(cli) -> None:  # type: ignore[no-untyped-def]
     assert (
         cli(
@@ -123,6 +125,7 @@ def test_scope_checks_on_the_shell(cli) -> None:  # type: ignore[no-untyped-def]
     )
 
 
+@pytest.mark.slow
 def test_lockout_recovery_and_deactivation(cli) -> None:  # type: ignore[no-untyped-def]
     assert (
         cli(

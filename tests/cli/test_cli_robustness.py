@@ -163,6 +163,7 @@ def _tables(url: str) -> set[str]:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_db_downgrade_needs_a_revision_and_a_confirmation(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'down.db'}"
     env = {"CLUSTERPLAN_DATABASE_URL": url, "CLUSTERPLAN_ENVIRONMENT": "test"}

@@ -17,6 +17,7 @@ from tests.paths import DATA_DIR, ROOT
 RUNS = DATA_DIR / "training_runs.csv"
 
 
+@pytest.mark.slow
 def test_estimate_text_and_json(tmp_path: Path) -> None:
     path = str(ROOT / "examples" / "mixtral-8x7b-64xh100.json")
     text = clusterplan("estimate", path, tmp_path=tmp_path)
@@ -31,6 +32,7 @@ def test_estimate_text_and_json(tmp_path: Path) -> None:
     assert sum(doc["step"]["breakdown_s"].values()) == pytest.approx(doc["step"]["total_s"])
 
 
+@pytest.mark.slow
 def test_estimate_bad_input_is_one_message_and_exit_2(tmp_path: Path) -> None:
     scenario = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
     scenario["layout"].update({"tp": 3, "global_batch": 7})

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import start_live_server
 from tests.paths import ROOT
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_sign_in_create_and_revoke_a_token(tmp_path: Path, browser: Any) -> None:

@@ -22,6 +22,8 @@ import pytest
 from tests.conftest import ROOT, LiveServer, start_live_server
 from tests.paths import FAULT_INJECTION_DIR
 
+pytestmark = pytest.mark.slow
+
 AGENT_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 # Short lease and heartbeat so a killed agent's job is requeued quickly; an online window (1 h) far longer
 # than any test, so a node seen once stays "online" however slowly a loaded machine runs the test.

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import LiveServer, start_live_server
 from tests.paths import VENDOR_DIR
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 AXE = VENDOR_DIR / "axe-4.14.1.min.js"
 

@@ -22,7 +22,7 @@ from app.benchproto.schema import finish
 from tests.paths import FAULT_INJECTION_DIR, ROOT
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 INJECTOR = FAULT_INJECTION_DIR
 CLEAN_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -18,7 +18,7 @@ from tests.conftest import LiveServer, start_live_server
 from tests.paths import VENDOR_DIR
 from tests.plans_support import small_scenario
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 AXE = VENDOR_DIR / "axe-4.14.1.min.js"
 

@@ -14,7 +14,7 @@ import pytest
 
 from app.hooks.security import CONTENT_SECURITY_POLICY
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PROBE_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>csp probe</title>
 <script src="/csp-probe-listen.js"></script>

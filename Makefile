@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test install install-test system-deps lint typecheck pytest bench load validate clean
+.PHONY: run test test-core install install-test system-deps lint typecheck pytest bench load validate clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ pytest: install-test system-deps
 	CLUSTERPLAN_REQUIRE_POSTGRES=$${CLUSTERPLAN_REQUIRE_POSTGRES:-1} $(BIN)/pytest -n 2 --dist loadgroup -q
 
 test: lint typecheck pytest
+
+# The planning core's tests alone (tests/core: no server, no browser, no torch), in under a minute.
+test-core: install-test
+	$(BIN)/pytest -q -p no:xdist tests/core
 
 # Speed and overhead benchmarks: each prints its figures and ratios against a baseline measured in the same run.
 bench: install-test

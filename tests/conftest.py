@@ -19,13 +19,32 @@ from hypothesis import settings as hypothesis_settings
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 # No test depends on a wall-clock window: Hypothesis' default 200 ms deadline per example fails on a busy
 # machine (DeadlineExceeded) without saying anything about the code, so every property test runs without one.
 hypothesis_settings.register_profile("clusterplan", deadline=None)
 hypothesis_settings.load_profile("clusterplan")
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def _torch_importable() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `torch` (the benchmark runner's real work) skip where torch is not installed.
+
+    torch is imported only when such a test was collected, so a run of other tests never pays for it."""
+    needing = [item for item in items if item.get_closest_marker("torch") is not None]
+    if needing and not _torch_importable():
+        skip = pytest.mark.skip(reason="needs torch (the [bench] extra)")
+        for item in needing:
+            item.add_marker(skip)
 
 
 def postgres_admin_url() -> str:

@@ -973,7 +973,7 @@ def _assumptions(
             "formulas",
             "app.core.estimate on arrays",
             "",
-            "app.core.planner_eval; equal to the scalar estimate (tests/test_planner_vectorised.py)",
+            "app.core.planner_eval; equal to the scalar estimate (tests/core/test_planner_vectorised.py)",
         ),
     ]
     if flash:

@@ -22,7 +22,7 @@ all stages. The bottleneck stage for time is the slowest of stage 0, a stage bet
 equals in stage order as `step_estimate` picks it. The stages between an even split are equal, so the mean stage
 of the bubble adds them as a product; the estimate adds them one by one, which can differ in the last bit.
 
-`tests/test_planner_vectorised.py` checks every output against the scalar `estimate` on random layouts: equal
+`tests/core/test_planner_vectorised.py` checks every output against the scalar `estimate` on random layouts: equal
 bits for memory, FLOPs and every step component but the bubble (1e-9).
 """
 

@@ -1,0 +1,387 @@
+"""Plan ownership and sharing on both databases, through the real app from a remote address: private by
+default, shared read-only with everyone or with named users, revoked, owner-only writes, the admin override,
+filtered lists and the HTML pages."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import Session, select
+
+from app.db import get_engine
+from app.models.plans import Plan
+from app.schemas.plans import PlanCreate
+from app.services import plans as plan_service
+from app.services.csv_safe import safe_cell, safe_row
+from app.services.plan_access import NoAccountError, PlanActor, may_change, may_read, readable_clause
+from tests.auth_support import app_with, bearer, ensure_user, issue_token, login, remote_client
+from tests.plans_support import small_scenario
+
+OWNER, OTHER, THIRD, ADMIN = (
+    "owner@example.com",
+    "other@example.com",
+    "third@example.com",
+    "admin@example.com",
+)
+
+
+@dataclass
+class People:
+    client: TestClient
+    owner: dict[str, str]
+    other: dict[str, str]
+    third_reader: dict[str, str]  # plans:read only
+    admin: dict[str, str]
+
+
+@pytest.fixture
+def people(db_url: str) -> People:
+    client = remote_client(app_with(rate_limit_per_minute=0))
+    return People(
+        client=client,
+        owner=bearer(issue_token(OWNER, ["plans:write"], is_admin=False)),
+        other=bearer(issue_token(OTHER, ["plans:write"], is_admin=False)),
+        third_reader=bearer(issue_token(THIRD, ["plans:read"], is_admin=False)),
+        admin=bearer(issue_token(ADMIN, ["admin"], is_admin=True)),
+    )
+
+
+def _create(p: People, name: str = "owned plan", who: dict[str, str] | None = None) -> dict[str, Any]:
+    r = p.client.post(
+        "/api/v1/plans", json={"name": name, "scenario": small_scenario()}, headers=who or p.owner
+    )
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def _share(p: People, pid: str, visibility: str, users: list[str] | None = None, who: Any = None) -> Any:
+    return p.client.put(
+        f"/api/v1/plans/{pid}/sharing",
+        json={"visibility": visibility, "users": users or []},
+        headers=who or p.owner,
+    )
+
+
+def _reads(p: People, pid: str, who: dict[str, str]) -> dict[str, int]:
+    c = p.client
+    return {
+        "get": c.get(f"/api/v1/plans/{pid}", headers=who).status_code,
+        "revisions": c.get(f"/api/v1/plans/{pid}/revisions", headers=who).status_code,
+        "revision": c.get(f"/api/v1/plans/{pid}/revisions/1", headers=who).status_code,
+        "csv": c.get(f"/api/v1/plans/{pid}/export.csv", headers=who).status_code,
+        "json": c.get(f"/api/v1/plans/{pid}/export.json", headers=who).status_code,
+        "page": c.get(f"/plans/{pid}", headers=who).status_code,
+    }
+
+
+def _listed(p: People, who: dict[str, str], owner: str = "all") -> set[str]:
+    r = p.client.get(f"/api/v1/plans?owner={owner}", headers=who)
+    assert r.status_code == 200, r.text
+    return {row["id"] for row in r.json()["data"]}
+
+
+def test_a_plan_is_private_to_its_owner_by_default(people: People) -> None:
+    p = people
+    plan = _create(p)
+    pid = plan["id"]
+    assert plan["owner"] == OWNER and plan["visibility"] == "private"
+    assert plan["shared_with"] == [] and plan["may_change"] is True
+    assert set(_reads(p, pid, p.owner).values()) == {200}
+
+    # another user: every read and every write is a 404, as for a plan that does not exist
+    assert set(_reads(p, pid, p.other).values()) == {404}
+    c = p.client
+    mine = _create(p, "other's own", who=p.other)
+    assert c.get(f"/api/v1/plans/compare?ids={mine['id']}&ids={pid}", headers=p.other).status_code == 404
+    assert c.post(f"/api/v1/plans/{pid}/duplicate", headers=p.other).status_code == 404
+    assert c.put(f"/api/v1/plans/{pid}", json={"name": "x"}, headers=p.other).status_code == 404
+    assert c.post(f"/api/v1/plans/{pid}/revisions", json={"name": "x"}, headers=p.other).status_code == 404
+    assert _share(p, pid, "everyone", who=p.other).status_code == 404
+    assert c.delete(f"/api/v1/plans/{pid}", headers=p.other).status_code == 404
+    missing = c.get(f"/api/v1/plans/{uuid.uuid4()}", headers=p.other)
+    hidden = c.get(f"/api/v1/plans/{pid}", headers=p.other)
+    assert hidden.json().keys() == missing.json().keys()  # the same shape as a plan that does not exist
+
+    assert pid not in _listed(p, p.other) and mine["id"] in _listed(p, p.other)
+    assert pid in _listed(p, p.owner, "mine") and mine["id"] not in _listed(p, p.owner)
+    assert c.get(f"/api/v1/plans/{pid}", headers=p.owner).json()["latest_revision"] == 1  # nothing changed
+
+
+def test_shared_with_everyone_is_read_only_then_revoked(people: People) -> None:
+    p, c = people, people.client
+    pid = _create(p, "for everyone")["id"]
+    r = _share(p, pid, "everyone")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"plan_id": pid, "owner": OWNER, "visibility": "everyone", "shared_with": []}
+
+    for reader in (p.other, p.third_reader):
+        assert set(_reads(p, pid, reader).values()) == {200}
+    seen = c.get(f"/api/v1/plans/{pid}", headers=p.other).json()
+    assert seen["may_change"] is False and seen["shared_with"] is None and seen["owner"] == OWNER
+
+    # reading is not changing: 403 with the reason, and the plan is unchanged
+    for response in (
+        c.put(f"/api/v1/plans/{pid}", json={"name": "taken"}, headers=p.other),
+        c.post(f"/api/v1/plans/{pid}/revisions", json={"notes": "x"}, headers=p.other),
+        c.delete(f"/api/v1/plans/{pid}", headers=p.other),
+        _share(p, pid, "private", who=p.other),
+        c.get(f"/api/v1/plans/{pid}/sharing", headers=p.other),
+    ):
+        assert response.status_code == 403, response.text
+        assert "read-only" in response.json()["detail"] and "owner" in response.json()["detail"]
+    assert c.put(f"/api/v1/plans/{pid}", json={"name": "x"}, headers=p.third_reader).status_code == 403
+    assert c.get(f"/api/v1/plans/{pid}", headers=p.owner).json()["name"] == "for everyone"
+
+    # a reader may take a copy of their own, private to them
+    copy = c.post(f"/api/v1/plans/{pid}/duplicate", headers=p.other)
+    assert copy.status_code == 201, copy.text
+    assert copy.json()["owner"] == OTHER and copy.json()["visibility"] == "private"
+    assert copy.json()["name"] == "Copy of for everyone" and copy.json()["may_change"] is True
+    assert c.get(f"/api/v1/plans/{copy.json()['id']}", headers=p.owner).status_code == 404
+
+    assert pid in _listed(p, p.other, "shared") and pid not in _listed(p, p.other, "mine")
+    assert copy.json()["id"] in _listed(p, p.other, "mine")
+    assert pid in _listed(p, p.third_reader)
+
+    assert _share(p, pid, "private").status_code == 200
+    assert set(_reads(p, pid, p.other).values()) == {404}
+    assert pid not in _listed(p, p.other)
+
+
+def test_shared_with_named_users(people: People) -> None:
+    p, c = people, people.client
+    pid = _create(p, "for two")["id"]
+    r = _share(p, pid, "users", [" Other@Example.com ", OTHER, OWNER])
+    assert r.status_code == 200, r.text
+    assert r.json()["visibility"] == "users" and r.json()["shared_with"] == [
+        OTHER
+    ]  # owner and repeats dropped
+    assert c.get(f"/api/v1/plans/{pid}", headers=p.owner).json()["shared_with"] == [OTHER]
+    assert set(_reads(p, pid, p.other).values()) == {200}
+    assert set(_reads(p, pid, p.third_reader).values()) == {404}
+    assert pid in _listed(p, p.other, "shared") and pid not in _listed(p, p.third_reader)
+
+    # a second share replaces the first
+    assert _share(p, pid, "users", [THIRD]).json()["shared_with"] == [THIRD]
+    assert set(_reads(p, pid, p.other).values()) == {404}
+    assert set(_reads(p, pid, p.third_reader).values()) == {200}
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "words"),
+    [
+        ({"visibility": "users", "users": [THIRD, "nobody@example.com"]}, ["body", "users", "1"], "no user"),
+        ({"visibility": "users", "users": ["not-an-address"]}, ["body", "users", "0"], "not a valid e-mail"),
+        ({"visibility": "everyone", "users": [OTHER]}, ["body", "users"], "only with visibility 'users'"),
+        ({"visibility": "friends"}, ["body", "visibility"], "private"),
+        ({"visibility": "users", "users": [OTHER], "extra": 1}, ["body", "extra"], "Extra inputs"),
+    ],
+)
+def test_bad_sharing_is_a_422_naming_the_field(
+    people: People, body: dict[str, Any], loc: list[str], words: str
+) -> None:
+    p = people
+    pid = _create(p, "bad sharing")["id"]
+    r = p.client.put(f"/api/v1/plans/{pid}/sharing", json=body, headers=p.owner)
+    assert r.status_code == 422, r.text
+    problems = r.json()["detail"]
+    assert any(d["loc"] == loc and words in d["msg"] for d in problems), problems
+    assert p.client.get(f"/api/v1/plans/{pid}/sharing", headers=p.owner).json()["visibility"] == "private"
+
+
+def test_admin_may_change_any_plan_and_legacy_plans_are_admin_only(people: People) -> None:
+    p, c = people, people.client
+    pid = _create(p, "owner's")["id"]
+    seen = c.get(f"/api/v1/plans/{pid}", headers=p.admin).json()
+    assert seen["may_change"] is True and seen["shared_with"] == []
+    assert pid in _listed(p, p.admin) and pid not in _listed(p, p.admin, "mine")
+    r = c.put(f"/api/v1/plans/{pid}", json={"name": "renamed by admin"}, headers=p.admin)
+    assert r.status_code == 200 and r.json()["owner"] == OWNER  # ownership stays with the owner
+    assert _share(p, pid, "users", [OTHER], who=p.admin).status_code == 200
+    assert c.get(f"/api/v1/plans/{pid}", headers=p.other).status_code == 200
+    assert c.delete(f"/api/v1/plans/{pid}", headers=p.admin).status_code == 204
+    assert c.get(f"/api/v1/plans/{pid}", headers=p.owner).status_code == 404
+
+    with Session(get_engine()) as session:  # saved before plans had owners (owner_id NULL)
+        legacy = plan_service.create_plan(
+            session,
+            PlanCreate.model_validate({"name": "legacy", "scenario": small_scenario()}),
+            plan_service.SERVER_ACTOR,
+        )
+    lid = str(legacy.id)
+    assert set(_reads(p, lid, p.owner).values()) == {404}
+    got = c.get(f"/api/v1/plans/{lid}", headers=p.admin)
+    assert got.status_code == 200 and got.json()["owner"] is None
+    assert lid in _listed(p, p.admin) and lid not in _listed(p, p.owner)
+
+
+def test_a_credential_without_an_account_cannot_own_plans(db_url: str) -> None:
+    body = PlanCreate.model_validate({"name": "node's", "scenario": small_scenario()})
+    with Session(get_engine()) as session:
+        before = len(session.exec(select(Plan)).all())
+        with pytest.raises(NoAccountError):
+            plan_service.create_plan(session, body, PlanActor(user_id=None, is_admin=False))
+        assert len(session.exec(select(Plan)).all()) == before
+
+
+def test_the_list_filter_matches_the_read_rule(people: People) -> None:
+    """The SQL filter of lists (readable_clause) selects exactly the plans may_read allows, for every
+    combination of owner and visibility on the real database."""
+    p = people
+    owner_id = ensure_user(OWNER).id
+    other_id = ensure_user(OTHER).id
+    third_id = ensure_user(THIRD).id
+    ids = {}
+    for visibility, users in (("private", []), ("everyone", []), ("users", [OTHER]), ("users", [THIRD])):
+        pid = _create(p, f"{visibility} {users}")["id"]
+        assert _share(p, pid, visibility, users).status_code == 200
+        ids[pid] = (visibility, users)
+    actors = [
+        PlanActor(owner_id),
+        PlanActor(other_id),
+        PlanActor(third_id),
+        PlanActor(uuid.uuid4()),
+        PlanActor(None),
+        PlanActor(other_id, is_admin=True),
+    ]
+    with Session(get_engine()) as session:
+        plans = {str(pl.id): pl for pl in session.exec(select(Plan)).all() if str(pl.id) in ids}
+        for actor in actors:
+            selected = {str(i) for i in session.exec(select(Plan.id).where(readable_clause(actor))).all()}
+            expected = set()
+            for pid, plan in plans.items():
+                named = actor.user_id is not None and (
+                    (actor.user_id == other_id and ids[pid][1] == [OTHER])
+                    or (actor.user_id == third_id and ids[pid][1] == [THIRD])
+                )
+                if may_read(plan, actor, named):
+                    expected.add(pid)
+            assert selected & set(ids) == expected, actor
+            assert all(
+                may_change(pl, actor) == (actor.is_admin or actor.user_id == owner_id)
+                for pl in plans.values()
+            )
+
+
+# ---------------------------------------------------------------------------------------------- HTML
+
+
+def test_html_pages_show_owner_and_sharing_and_enforce_the_rules(people: People) -> None:
+    p, c = people, people.client
+    pid = _create(p, "page plan")["id"]
+    hidden = c.get(f"/plans/{pid}", headers=p.other)
+    assert hidden.status_code == 404 and "page plan" not in hidden.text
+
+    # the owner, signed in with a browser cookie, shares it with everyone through the form
+    browser = remote_client(app_with(rate_limit_per_minute=0))
+    csrf = login(browser, OWNER)
+    page = browser.get(f"/plans/{pid}")
+    assert page.status_code == 200 and f"Owner: {OWNER}" in page.text
+    assert f'action="/plans/{pid}/sharing"' in page.text and f'action="/plans/{pid}/delete"' in page.text
+    assert "Private: only the owner" in page.text
+    no_csrf = browser.post(f"/plans/{pid}/sharing", data={"visibility": "everyone"}, follow_redirects=False)
+    assert no_csrf.status_code == 403
+    r = browser.post(
+        f"/plans/{pid}/sharing",
+        data={"visibility": "everyone", "csrf_token": csrf},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and r.headers["location"] == f"/plans/{pid}"
+    assert "Shared read-only with everyone" in browser.get(f"/plans/{pid}").text
+
+    # another user sees a read-only page: no edit, delete or sharing controls
+    seen = c.get(f"/plans/{pid}", headers=p.other)
+    assert seen.status_code == 200 and f"Owner: {OWNER}" in seen.text
+    assert f'action="/plans/{pid}/delete"' not in seen.text
+    assert f'action="/plans/{pid}/sharing"' not in seen.text
+    assert "Edit in builder" not in seen.text and 'id="read-only-note"' in seen.text
+    assert "Duplicate as my own copy" in seen.text
+    reader = c.get(f"/plans/{pid}", headers=p.third_reader)
+    assert reader.status_code == 200 and f'action="/plans/{pid}/duplicate"' not in reader.text
+    # the builder does not offer to save a revision of a plan the caller may not change
+    builder = c.get(f"/plans/new?plan={pid}", headers=p.other)
+    assert f'action="/plans/{pid}/revise"' not in builder.text
+
+    # the state-changing routes refuse like the API
+    scenario = json.dumps(small_scenario())
+    for url, data in (
+        (f"/plans/{pid}/delete", {}),
+        (f"/plans/{pid}/sharing", {"visibility": "private"}),
+        (f"/plans/{pid}/revise", {"name": "taken", "scenario": scenario}),
+    ):
+        r = c.post(url, data=data, headers=p.other, follow_redirects=False)
+        assert r.status_code == 403, (url, r.status_code)
+        assert "read-only" in r.text
+    copy = c.post(f"/plans/{pid}/duplicate", headers=p.other, follow_redirects=False)
+    assert copy.status_code == 303
+    copy_id = copy.headers["location"].rsplit("/", 1)[1]
+    assert c.get(f"/api/v1/plans/{copy_id}", headers=p.other).json()["owner"] == OTHER
+
+    # named users through the form; an unknown e-mail is a 422 naming the field
+    r = browser.post(
+        f"/plans/{pid}/sharing",
+        data={"visibility": "users", "users": f"{THIRD}\nnobody@example.com", "csrf_token": csrf},
+    )
+    assert r.status_code == 422 and "users.1" in r.text and "nobody@example.com" in r.text
+    r = browser.post(
+        f"/plans/{pid}/sharing",
+        data={"visibility": "users", "users": THIRD, "csrf_token": csrf},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    assert f"Shared read-only with named users: {THIRD}" in browser.get(f"/plans/{pid}").text
+    assert c.get(f"/plans/{pid}", headers=p.other).status_code == 404
+    assert c.post(f"/plans/{pid}/delete", headers=p.other).status_code == 404
+
+    listing = c.get("/plans?owner=shared", headers=p.third_reader)
+    assert "page plan" in listing.text and OWNER in listing.text
+    mine = c.get("/plans?owner=mine", headers=p.third_reader)
+    assert "page plan" not in mine.text
+    assert c.get("/plans?owner=everybody", headers=p.third_reader).status_code == 422
+
+    r = browser.post(f"/plans/{pid}/delete", data={"csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+    assert c.get(f"/api/v1/plans/{pid}", headers=p.owner).status_code == 404
+
+
+# ---------------------------------------------------------------------------------------------- CSV
+
+
+def test_plan_csv_escapes_formula_cells(people: People) -> None:
+    p = people
+    pid = _create(p, '=HYPERLINK("https://example.com","x")')["id"]
+    p.client.put(f"/api/v1/plans/{pid}", json={"notes": "@SUM(A1:A9)"}, headers=p.owner)
+    body = p.client.get(f"/api/v1/plans/{pid}/export.csv", headers=p.owner).text
+    rows = {(r["section"], r["key"]): r["value"] for r in csv.DictReader(io.StringIO(body))}
+    assert rows[("plan", "name")] == '\'=HYPERLINK("https://example.com","x")'
+    assert rows[("plan", "notes")] == "'@SUM(A1:A9)"
+    for value in rows.values():  # numbers stay numbers; no text cell starts a formula
+        assert _is_number(value) or not re.match(r"[=+\-@\t\r]", value), value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_safe_cell_rules() -> None:
+    assert [safe_cell(v) for v in ("=1+1", "+1", "-1", "@x", "\tx", "\rx")] == [
+        "'=1+1",
+        "'+1",
+        "'-1",
+        "'@x",
+        "'\tx",
+        "'\rx",
+    ]
+    assert safe_row(["plain", -1.5, 3, None, "a=b", ""]) == ["plain", -1.5, 3, None, "a=b", ""]

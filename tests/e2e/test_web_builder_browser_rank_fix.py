@@ -1,0 +1,105 @@
+"""In a real browser (Debian's chromium via Playwright): planner mode with no layout that fits offers the nearest
+node counts and batches, a click sets the field and the planner then ranks layouts; "Rank by" cost reorders the
+ranking in place. On the benchmarks page the launch form's GPU follows the chosen node and device."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import LiveServer, start_live_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    tmp = tmp_path_factory.mktemp("browser-rank-fix")
+    live = start_live_server(f"sqlite:///{tmp / 'browser.db'}", tmp)
+    yield live
+    live.stop()
+
+
+def _wait_until(page: Any, expression: str, timeout_s: float = 30.0) -> None:
+    """Poll a JavaScript expression from Python (the CSP forbids the eval that wait_for_function uses)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if page.evaluate(expression):
+                return
+        except Exception:  # the page may be navigating or swapping; try again
+            pass
+        page.wait_for_timeout(100)
+    raise AssertionError(f"timed out waiting for {expression}")
+
+
+def test_nearest_fix_sets_the_field_and_rank_by_cost_reorders(browser: Any, server: LiveServer) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    server.sign_in(context)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(msg.text) if msg.type == "error" and "favicon" not in str(msg.location) else None
+        ),
+    )
+    page.goto(f"{server.url}/plans/new?mode=planner&model=Llama-3-70B&nodes=600&global_batch=256")
+    fix = page.locator("#nearest-fix")
+    fix.wait_for(timeout=30000)
+    assert "divisibility" in fix.inner_text()
+    link = fix.locator('a[data-sets="nodes"]').first
+    target = link.get_attribute("data-value")
+    assert target and int(target) < 600
+    link.click()
+    # the link set the field and the results updated in place, with no page load
+    assert page.input_value("#f-nodes") == target
+    page.wait_for_url(re.compile(rf"nodes={target}\b"), timeout=30000)
+    page.locator("#rank-title").wait_for(timeout=30000)
+    _wait_until(page, "!document.querySelector('#nearest-fix') && !!document.querySelector('#rank-by-note')")
+    assert "Ranked by time to train." in page.inner_text("#rank-by-note")
+
+    assert page.locator('label[for="f-rank_by"]').inner_text().startswith("Planner ranks layouts by")
+    page.select_option("#f-rank_by", "cost")
+    page.wait_for_url(re.compile(r"rank_by=cost"), timeout=30000)
+    _wait_until(page, "(document.querySelector('#rank-by-note') || {}).textContent.includes('cost per run')")
+    assert page.locator("caption", has_text="Best layouts by cost per run").count() == 1
+    assert errors == []
+    context.close()
+
+
+def test_benchmark_form_gpu_follows_the_node_and_device(browser: Any, server: LiveServer) -> None:
+    import httpx
+
+    api = httpx.Client(base_url=server.url + "/api/v1", headers=server.headers, timeout=30)
+    for name, device in (("h200-node", "NVIDIA H200"), ("cpu-node", "cpu (x86_64)")):
+        token = api.post("/nodes", json={"name": name}).json()["token"]
+        registered = api.post(
+            "/agent/register",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"hostname": name, "info": {"devices": [{"name": device}]}},
+        )
+        assert registered.status_code == 200
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    server.sign_in(context)
+    page = context.new_page()
+    page.goto(f"{server.url}/benchmarks")
+    page.wait_for_load_state("load")
+    assert page.input_value("#l-gpu") == "H100-SXM"
+    page.select_option("#l-node", "h200-node")
+    _wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
+    page.select_option("#l-device", "cpu")
+    _wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
+    page.select_option("#l-device", "cuda")
+    _wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
+    page.select_option("#l-device", "auto")
+    page.select_option("#l-node", "cpu-node")
+    _wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
+    page.select_option("#l-node", "")
+    _wait_until(page, "document.getElementById('l-gpu').value === 'H100-SXM'", 10)
+    context.close()

@@ -1,0 +1,360 @@
+"""Accuracy bands: every estimate says how far published runs of its kind were from their estimates.
+
+The committed table (app/catalog/accuracy.json) must be what replaying the published runs gives with the model as
+it is now, so a change to the estimator that moves the errors also has to refresh the bands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.catalog import ACCURACY_FILE, accuracy_table, find_model
+from app.core.accuracy import (
+    LONG_CONTEXT_TOKENS,
+    MIN_UNSEEN_RUNS,
+    MOE_LIGHT_LAYER_PASS_S,
+    AccuracyBand,
+    accuracy_regime,
+    applied_memory,
+    band_for,
+    layer_pass_seconds,
+    memory_band,
+    ratio_from_speed_error,
+    ratio_stats,
+)
+from app.validation.accuracy import build_table, dumps
+from app.web.pages._builder import BuilderState
+from tests.cli_support import clusterplan
+from tests.paths import DATA_DIR, ROOT
+
+DATA = DATA_DIR
+DEVELOPMENT = [DATA / "training_runs.csv"]
+UNSEEN = [DATA / "training_runs_heldout.csv", DATA / "training_runs_final_check.csv"]
+COMPARISONS = [DATA / "training_runs_vtrain_multi.csv"]  # layout comparisons only (ranking resolution)
+HX = {"HX-Request": "true"}
+
+
+def test_committed_table_is_what_the_replay_gives_now() -> None:
+    fresh = build_table(DEVELOPMENT, UNSEEN, COMPARISONS)
+    committed = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))
+    assert fresh == committed, (
+        "app/catalog/accuracy.json is stale: run `clusterplan validate accuracy "
+        "tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv "
+        "--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv "
+        "--write`"
+    )
+    # every regime is backed by runs outside the development set, or says it pooled the development set's, and
+    # the table says which files
+    assert set(committed["regimes"]) == {
+        "dense",
+        "dense-long-context",
+        "moe",
+        "moe-light",
+        "moe-long-context",
+    }
+    for name, record in committed["regimes"].items():
+        if record["unseen"]["runs"] >= MIN_UNSEEN_RUNS:
+            assert record["basis"] == "outside the development set", name
+        else:
+            assert record["basis"].startswith("pooled with the development set"), name
+        assert record["ratio_min"] <= record["ratio_low"] <= record["ratio_median"]
+        assert record["ratio_median"] <= record["ratio_high"] <= record["ratio_max"]
+    assert committed["regimes"]["moe-long-context"]["unseen"]["runs"] == 4
+    assert [s["file"] for s in committed["sources"]["unseen"]] == [p.name for p in UNSEEN]
+    assert dumps(fresh) == ACCURACY_FILE.read_text(encoding="utf-8")
+
+
+def test_regimes_follow_the_model_and_the_sequence() -> None:
+    dense, moe = find_model("Llama-3.1-8B"), find_model("Mixtral-8x7B")
+    assert accuracy_regime(dense, 8192) == "dense"
+    assert accuracy_regime(dense, LONG_CONTEXT_TOKENS) == "dense"
+    assert accuracy_regime(dense, LONG_CONTEXT_TOKENS + 1) == "dense-long-context"
+    assert accuracy_regime(moe, 4096) == "moe"
+    # a long-context MoE step is attention-bound like a dense one, whatever its layer pass
+    assert accuracy_regime(moe, 131072) == "moe-long-context"
+    assert accuracy_regime(moe, 131072, MOE_LIGHT_LAYER_PASS_S * 0.5) == "moe-long-context"
+    assert accuracy_regime(moe, LONG_CONTEXT_TOKENS) == "moe"
+    # MoE estimates split by their GPU work per layer pass (unknown → "moe")
+    assert accuracy_regime(moe, 4096, MOE_LIGHT_LAYER_PASS_S * 0.99) == "moe-light"
+    assert accuracy_regime(moe, 4096, MOE_LIGHT_LAYER_PASS_S) == "moe"
+    assert accuracy_regime(dense, 4096, 0.001) == "dense"
+
+
+def test_layer_pass_is_the_layers_gpu_work_per_micro_batch_and_layer() -> None:
+    breakdown = {
+        "forward_compute": 1.0,
+        "backward_compute": 2.0,
+        "recompute": 0.5,
+        "tp_comm": 0.2,
+        "cp_comm": 0.1,
+        "ep_comm": 0.2,
+        # not work of the layers: bubble, DP traffic, optimizer
+        "pipeline_bubble": 9.0,
+        "dp_comm": 9.0,
+        "optimizer": 9.0,
+    }
+    # 4.0 s of layer work over 10 layers per stage × 8 micro-batches
+    assert layer_pass_seconds(breakdown, 10, 8) == pytest.approx(4.0 / 80)
+
+
+def test_light_moe_runs_scatter_wider_than_heavy_ones() -> None:
+    regimes = accuracy_table()["regimes"]
+    light, heavy = regimes["moe-light"], regimes["moe"]
+    # host-bound passes: published runs took up to several times their estimate; heavy passes stay near it
+    assert light["ratio_high"] > 1.5 > heavy["ratio_high"]
+    assert light["mape_pct"] > 2 * heavy["mape_pct"]
+
+
+def test_ratio_statistics_by_hand() -> None:
+    # a run estimated 25 % too fast took 1.25× the estimate; one estimated 20 % too slow, 0.8×
+    assert ratio_from_speed_error(25.0) == pytest.approx(1.25)
+    assert ratio_from_speed_error(-20.0) == pytest.approx(0.8)
+    ratios = [0.8, 0.9, 1.0, 1.1, 1.25, 2.0]
+    stats = ratio_stats(ratios)
+    assert stats["runs"] == 6
+    assert stats["mape_pct"] == pytest.approx((0.2 + 0.1 + 0 + 0.1 + 0.25 + 1.0) / 6 * 100, abs=0.01)
+    assert stats["ratio_median"] == pytest.approx(1.05)
+    assert stats["ratio_low"] == pytest.approx(float(np.percentile(ratios, 10)), abs=1e-4)
+    assert stats["ratio_high"] == pytest.approx(0.5 * 1.25 + 0.5 * 2.0, abs=1e-4)  # p90 of 6 points
+    assert (stats["ratio_min"], stats["ratio_max"]) == (0.8, 2.0)
+    # non-finite or non-positive ratios (a failed replay) are not counted
+    assert ratio_stats([float("nan"), 0.0, -1.0])["runs"] == 0
+    assert ratio_stats([float("nan"), 1.1])["runs"] == 1
+
+
+def test_a_band_turns_into_ranges_around_an_estimate() -> None:
+    table = {
+        "regimes": {
+            "dense": {
+                "runs": 10,
+                "mape_pct": 8.0,
+                "ratio_low": 0.9,
+                "ratio_median": 1.0,
+                "ratio_high": 1.2,
+                "ratio_min": 0.8,
+                "ratio_max": 1.5,
+                "basis": "outside the development set",
+                "development": {"runs": 3, "mape_pct": 4.0},
+            }
+        }
+    }
+    dense = find_model("Llama-3.1-8B")
+    band = band_for(table, dense, 4096)
+    assert isinstance(band, AccuracyBand)
+    out = band.applied(10.0, 1000.0)
+    assert out["step_time_range_s"] == pytest.approx([9.0, 12.0])
+    assert out["tokens_per_s_range"] == pytest.approx([1000 / 1.2, 1000 / 0.9])
+    assert (
+        "Of 10 published runs" in out["summary"] and "-10 %" in out["summary"] and "+20 %" in out["summary"]
+    )
+    # a regime the table has no runs for gives no band rather than a made-up one
+    assert band_for(table, find_model("Mixtral-8x7B"), 4096) is None
+    assert band_for({}, dense, 4096) is None
+
+
+def test_estimate_api_and_cli_report_the_band(client: Any, tmp_path: Path) -> None:
+    body = json.loads((ROOT / "examples" / "mixtral-8x7b-64xh100.json").read_text())
+    out = client.post("/api/v1/estimate", json=body).json()
+    acc, step = out["accuracy"], out["step"]
+    layout = out["layout"]
+    layers = find_model("Mixtral-8x7B").num_layers / layout["pp"]
+    microbatches = layout["global_batch"] // (layout["dp"] * layout["micro_batch"])
+    light = layer_pass_seconds(step["breakdown_s"], layers, microbatches) < MOE_LIGHT_LAYER_PASS_S
+    regime = "moe-light" if light else "moe"
+    record = accuracy_table()["regimes"][regime]
+    assert acc["regime"] == regime and acc["runs"] == record["runs"]
+    assert acc["step_time_range_s"] == pytest.approx(
+        [step["total_s"] * record["ratio_low"], step["total_s"] * record["ratio_high"]]
+    )
+    assert acc["tokens_per_s_range"] == pytest.approx(
+        [step["tokens_per_s"] / record["ratio_high"], step["tokens_per_s"] / record["ratio_low"]]
+    )
+    run = clusterplan("estimate", str(ROOT / "examples" / "mixtral-8x7b-64xh100.json"), tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr
+    text = run.stdout
+    assert f"accuracy ({regime}): step time likely" in text
+    assert f"Of {record['runs']} published runs of this kind" in text
+
+
+def test_builder_shows_the_likely_step_time(client: Any) -> None:
+    html = client.get(f"/plans/new?{BuilderState(nodes=4).query()}", headers=HX).text
+    assert 'class="range"' in html and "likely" in html
+    # the time to train and the GPU-hours scale with the step time, so they get the same band
+    assert re.search(r"likely [\d.,]+–[\d.,]+ days", html) and re.search(
+        r"likely [\d.,]+–[\d.,]+ GPU·h", html
+    )
+    assert 'id="accuracy-note"' in html and "published runs of this kind" in html
+
+
+def test_accuracy_cli_prints_and_refuses_missing_files(tmp_path: Path) -> None:
+    missing = clusterplan("validate", "accuracy", str(tmp_path / "nope.csv"), tmp_path=tmp_path)
+    assert missing.returncode == 2 and "file not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    small = tmp_path / "few.csv"
+    lines = (DATA / "training_runs_heldout.csv").read_text(encoding="utf-8").splitlines()
+    small.write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
+    result = clusterplan("validate", "accuracy", str(small), "--json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    table = json.loads(result.stdout)
+    # three unseen rows are too few for a band of their own: pooled with (here absent) development runs
+    assert all(r["basis"].startswith("pooled with the development set") for r in table["regimes"].values())
+    assert json.loads(ACCURACY_FILE.read_text(encoding="utf-8")) != table  # --write was not given
+
+
+def test_the_validation_report_quotes_the_committed_bands() -> None:
+    doc = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    table = accuracy_table()
+    for record in [*table["regimes"].values(), table["memory"]]:
+        row = (
+            f"| {record['runs']} | {record['mape_pct']:.1f} % | {record['ratio_low']:.2f}–"
+            f"{record['ratio_high']:.2f} ×"
+        )
+        assert row in doc, f"docs/validation.md does not quote the band: {row}"
+
+
+def test_planner_reports_the_band_of_its_best_layout(client: Any) -> None:
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    request = {
+        "model": body["model"],
+        "cluster": body["cluster"],
+        "training": body["training"],
+        "global_batch": body["layout"]["global_batch"],
+    }
+    r = client.post("/api/v1/plan", json=request)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    record = accuracy_table()["regimes"]["dense"]
+    assert out["accuracy"]["regime"] == "dense"
+    assert out["accuracy"]["step_time_range_s"] == pytest.approx(
+        [out["best"]["step_time_s"] * record["ratio_low"], out["best"]["step_time_s"] * record["ratio_high"]]
+    )
+
+
+def test_memory_band_and_the_worst_case_fit() -> None:
+    table = accuracy_table()
+    record = table["memory"]
+    # 14 development readings and 2 outside it: pooled, and said so
+    assert record["runs"] == record["unseen"]["runs"] + record["development"]["runs"]
+    assert record["basis"] == "pooled with the development set, too few outside it"
+    band = memory_band(table)
+    assert band is not None and band.ratio_low <= 1.0 <= band.ratio_high <= band.ratio_max
+    gib = 1024**3
+    roomy = applied_memory(band, 60 * gib, 80 * gib)
+    assert roomy["peak_range_bytes"] == pytest.approx([60 * gib * band.ratio_low, 60 * gib * band.ratio_high])
+    assert roomy["fits_at_worst"] is True
+    # a peak that fits under the safety margin but not once the largest published miss is added
+    edge = 80 * gib / band.ratio_max * 1.01
+    assert applied_memory(band, edge, 80 * gib)["fits_at_worst"] is False
+    assert memory_band({}) is None
+
+
+def test_estimate_reports_the_memory_band(client: Any) -> None:
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    out = client.post("/api/v1/estimate", json=body).json()
+    mem, record = out["memory_accuracy"], accuracy_table()["memory"]
+    assert mem["peak_range_bytes"] == pytest.approx(
+        [
+            out["memory"]["peak_bytes"] * record["ratio_low"],
+            out["memory"]["peak_bytes"] * record["ratio_high"],
+        ]
+    )
+    assert mem["fits_at_worst"] == (
+        out["memory"]["peak_bytes"] * record["ratio_max"] <= out["memory"]["hbm_bytes"]
+    )
+    html = client.get(f"/plans/new?{BuilderState(nodes=4).query()}", headers=HX).text
+    assert re.search(r"likely [\d.,]+–[\d.,]+ GiB", html) and "peak-memory readings" in html
+
+
+def test_time_to_train_and_gpu_hours_scale_with_the_step_band() -> None:
+    from app.services.estimate import parse_scenario, run
+    from app.services.planning import accuracy_view, summarise
+
+    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    resolved, est = run(parse_scenario(body))
+    summary = summarise(resolved, est)
+    fields, notes = accuracy_view(est, summary)
+    record = accuracy_table()["regimes"]["dense"]
+    for key, digits in (("time_to_train_days", 3), ("gpu_hours", 1)):
+        assert fields[f"{key}_likely_low"] == pytest.approx(
+            summary[key] * record["ratio_low"], abs=10**-digits
+        )
+        assert fields[f"{key}_likely_high"] == pytest.approx(
+            summary[key] * record["ratio_high"], abs=10**-digits
+        )
+    assert fields["step_time_likely_high_s"] == pytest.approx(
+        summary["step_time_s"] * record["ratio_high"], rel=1e-5
+    )
+    assert set(notes) == {"step", "memory"}
+    # without a token budget there is no time to train, and so no range for it
+    fields, _ = accuracy_view(est, {**summary, "time_to_train_days": None, "gpu_hours": None})
+    assert "time_to_train_days_likely_low" not in fields and "gpu_hours_likely_high" not in fields
+
+
+def test_builder_marks_a_layout_that_fits_only_without_the_largest_memory_miss(client: Any) -> None:
+    record = accuracy_table()["memory"]
+    # Llama-3-8B on 16 H100 at micro-batch 4: 74 GiB of the 76 GiB usable, so it fits, but not once the
+    # largest published memory miss (+12 %) is added; at micro-batch 2 it has room for that
+    tight = client.get(f"/plans/new?{BuilderState(nodes=2, micro_batch=4).query()}", headers=HX).text
+    roomy = client.get(f"/plans/new?{BuilderState(nodes=2, micro_batch=2).query()}", headers=HX).text
+    peak = float(re.search(r'class="num">([\d.,]+) GiB</span>', tight).group(1))  # type: ignore[union-attr]
+    assert peak <= 76.0 < peak * record["ratio_max"]
+    assert 'class="tight"' in tight and "largest published miss would not fit" in tight
+    assert 'class="tight"' not in roomy
+
+
+def test_moe_size_sweep_quotes_each_points_own_band(client: Any) -> None:
+    body = {
+        "model": "Qwen3-30B-A3B",
+        "cluster": {"gpu": "B200", "nodes": 1},
+        "training": {"seq_len": 4096, "tokens": 1e11},
+        "global_batch": 256,
+        "sizes": [8, 64],
+        "usd_per_gpu_hour": 4.0,
+    }
+    r = client.post("/api/v1/plan/sizes", json=body)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    regimes = accuracy_table()["regimes"]
+    seen = set()
+    for point in d["points"]:
+        if not point["feasible"]:
+            continue
+        best = point["best"]
+        layers = find_model("Qwen3-30B-A3B").num_layers / best["layout"]["pp"]
+        light = (
+            layer_pass_seconds(best["step_breakdown_s"], layers, best["num_microbatches"])
+            < MOE_LIGHT_LAYER_PASS_S
+        )
+        assert point["accuracy_regime"] == ("moe-light" if light else "moe")
+        high = regimes[point["accuracy_regime"]]["ratio_high"]
+        assert point["time_to_train_likely_high_days"] == pytest.approx(point["time_to_train_days"] * high)
+        seen.add(point["accuracy_regime"])
+    assert seen
+    # the sweep's headline band is the widest of its points'
+    assert d["accuracy"]["ratio_high"] == max(regimes[r]["ratio_high"] for r in seen)
+
+
+def test_a_light_moe_estimate_says_its_layer_pass_and_what_helps(client: Any, tmp_path: Path) -> None:
+    path = ROOT / "examples" / "qwen3-30b-a3b-32xh100-deepep.json"
+    out = client.post("/api/v1/estimate", json=json.loads(path.read_text())).json()
+    acc, layout = out["accuracy"], out["layout"]
+    layers = find_model("Qwen3-30B-A3B").num_layers / layout["pp"]
+    microbatches = layout["global_batch"] // (layout["dp"] * layout["micro_batch"])
+    assert acc["layer_pass_s"] == pytest.approx(
+        layer_pass_seconds(out["step"]["breakdown_s"], layers, microbatches)
+    )
+    assert acc["layer_pass_s"] < MOE_LIGHT_LAYER_PASS_S and acc["regime"] == "moe-light"
+    assert "CUDA graphs" in acc["advice"] and f"{acc['layer_pass_s'] * 1e3:.1f} ms" in acc["advice"]
+    run = clusterplan("estimate", str(path), tmp_path=tmp_path)
+    assert run.returncode == 0 and "eager host dispatch may set the pace" in run.stdout
+    # a dense estimate reports its pass time but has no advice to give
+    dense = client.post(
+        "/api/v1/estimate", json=json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
+    ).json()
+    assert dense["accuracy"]["layer_pass_s"] > 0 and dense["accuracy"]["advice"] is None

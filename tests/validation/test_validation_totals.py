@@ -1,0 +1,186 @@
+"""`clusterplan validate training-totals`: published whole-run GPU-hours against the planner's headline."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.validation.training_totals import (
+    COLUMNS,
+    OPTIMISTIC_PCT,
+    TotalsReport,
+    load_rows,
+    parse_layout,
+    replay,
+)
+from tests.paths import DATA_DIR, ROOT
+
+TOTALS = DATA_DIR / "training_totals.csv"
+DOCS = ROOT / "docs" / "validation.md"
+
+
+def clusterplan(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CLUSTERPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def report() -> TotalsReport:
+    return replay(load_rows(TOTALS))
+
+
+def _row(model: str) -> dict[str, str]:
+    with open(TOTALS, newline="", encoding="utf-8") as fh:
+        return next(r for r in csv.DictReader(fh) if r["model_name"] == model)
+
+
+def _write(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
+    path = tmp_path / "totals.csv"
+    header = [*COLUMNS, "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row.get(k, "") for k in header})
+    return path
+
+
+def test_published_figures_are_the_papers() -> None:
+    # Touvron et al. 2023 (Llama 2, arXiv 2307.09288) Table 2 and Table 1
+    llama2 = _row("Llama-2-70B")
+    assert float(llama2["reported_gpu_hours"]) == 1_720_320
+    assert float(llama2["tokens_T"]) == 2.0 and llama2["gpu"].startswith("A100-80GB")
+    assert "Table 2" in llama2["source"]
+    # LLaMA (arXiv 2302.13971) Table 15; its Sec. 2.4 throughput gives the same total: 1.4T / 380 tok/s/GPU
+    llama65 = _row("LLaMA-65B")
+    assert float(llama65["reported_gpu_hours"]) == 1_022_362
+    assert pytest.approx(1_022_362, rel=0.002) == 1.4e12 / 380 / 3600
+    assert llama65["includes_overheads"] == "no"
+    # DeepSeek-V3 technical report Table 1 and its 180K GPU-hours per trillion tokens
+    dsv3 = _row("DeepSeek-V3")
+    assert float(dsv3["reported_gpu_hours"]) == 2_664_000 == pytest.approx(180_000 * 14.8)
+    # TinyLlama README: 3,456 A100 GPU-hours on 300B tokens at 24k tokens/s per GPU, 56 % MFU
+    tiny = _row("TinyLlama-1.1B")
+    assert float(tiny["reported_gpu_hours"]) == 3456 and float(tiny["reported_mfu_pct"]) == 56
+    assert pytest.approx(3456, rel=0.005) == 0.3e12 / 24_000 / 3600
+
+
+def test_every_row_is_sourced_and_well_formed() -> None:
+    rows = load_rows(TOTALS)
+    assert len(rows) >= 12
+    for row in rows:
+        assert row.get("source"), row.index
+        assert row.get("includes_overheads") in ("yes", "no", "unknown"), row.index
+        assert float(row.get("reported_gpu_hours")) > 0
+        if row.get("layout_stated"):
+            assert parse_layout(row.get("layout_stated"))
+
+
+def test_a_row_is_evaluated_with_the_sign_convention(report: TotalsReport) -> None:
+    llama65 = next(r for r in report.rows if r.model_name == "LLaMA-65B")
+    assert llama65.skipped is None
+    assert llama65.best_gpu_hours is not None and math.isfinite(llama65.best_gpu_hours)
+    assert llama65.best_layout and 0 < (llama65.best_mfu_pct or 0) < 100
+    # the reported figure excludes failures, so it is compared with the compute hours
+    assert llama65.compared_with == "compute"
+    assert llama65.best_gpu_hours == llama65.best_compute_gpu_hours
+    assert llama65.error_pct == pytest.approx(100 * (llama65.best_gpu_hours / 1_022_362 - 1))
+    # a run whose hours include its failures is compared with the wall-clock hours: goodput below 1 adds hours
+    bloom = next(r for r in report.rows if r.model_name == "BLOOM-176B")
+    assert bloom.compared_with == "wall-clock" and bloom.goodput is not None and 0.5 < bloom.goodput < 1
+    assert bloom.best_gpu_hours == pytest.approx((bloom.best_compute_gpu_hours or 0) / bloom.goodput)
+    assert bloom.stated_layout == "tp=4 pp=12 dp=8 zero=1 mb=2 recompute=full"
+    assert bloom.stated_gpu_hours is not None and bloom.stated_gpu_hours > 0
+
+
+def test_summary_counts_optimistic_rows(report: TotalsReport) -> None:
+    s = report.summary()
+    done = [r for r in report.rows if r.skipped is None]
+    assert s["n"] == len(done) >= 4 and s["skipped"] == len(report.rows) - len(done)
+    assert s["optimistic"] == sum(1 for r in done if (r.error_pct or 0) < -OPTIMISTIC_PCT)
+    assert s["max_abs_pct"] == max(abs(r.error_pct or 0) for r in done)
+
+
+def test_doubling_the_reported_hours_makes_the_prediction_optimistic(tmp_path: Path) -> None:
+    row = _row("LLaMA-65B")
+    doubled = {**row, "reported_gpu_hours": str(2 * float(row["reported_gpu_hours"]))}
+    base, more = replay(load_rows(_write(tmp_path, [row, doubled]))).rows
+    assert base.best_gpu_hours == pytest.approx(more.best_gpu_hours)
+    assert (more.error_pct or 0) < -45 and (more.error_pct or 0) < (base.error_pct or 0)
+
+
+def test_rows_that_cannot_be_evaluated_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    good = _row("LLaMA-65B")
+    no_shape = {**good, "model_name": "Mystery-9B", "layers": "", "hidden": "", "heads": "", "vocab": ""}
+    bad_layout = {**good, "layout_stated": "tp=8 pipeline=4"}
+    no_gpus = {**good, "num_gpus": ""}
+    bad_overheads = {**good, "includes_overheads": "maybe"}
+    rows = replay(load_rows(_write(tmp_path, [no_shape, bad_layout, no_gpus, bad_overheads]))).rows
+    assert all(r.error_pct is None for r in rows)
+    assert "not in the catalog and its shape columns are blank: layers, hidden, heads, vocab" in (
+        rows[0].skipped or ""
+    )
+    assert "layout_stated" in (rows[1].skipped or "") and "pipeline=4" in (rows[1].skipped or "")
+    assert "num_gpus not stated" in (rows[2].skipped or "")
+    assert "includes_overheads" in (rows[3].skipped or "")
+
+
+def test_json_is_valid_with_the_summary_fields(tmp_path: Path) -> None:
+    out = clusterplan("validate", "training-totals", str(TOTALS), "--json", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc) == {"rows", "summary"}
+    assert {"n", "mape_pct", "max_abs_pct", "optimistic", "skipped"} <= set(doc["summary"])
+    assert doc["summary"]["n"] + doc["summary"]["skipped"] == len(doc["rows"])
+    assert all("skipped" in r and "error_pct" in r for r in doc["rows"])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "file not found"),
+        ("a,b\n1,2\n", "missing columns"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "input.csv"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    out = clusterplan("validate", "training-totals", str(path), tmp_path=tmp_path)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in out.stderr
+
+
+def test_the_docs_quote_the_current_summary(report: TotalsReport) -> None:
+    """docs/validation.md's whole-run figures are this replay's; regenerate them with
+    `clusterplan validate training-totals tests/data/training_totals.csv` after any change to the estimator."""
+    text = " ".join(DOCS.read_text(encoding="utf-8").split())
+    quoted = re.search(
+        r"Summary \(`--json`\): n = (\d+), MAPE ([\d.]+) %, max \|error\| ([\d.]+) %, mean error ([+−-][\d.]+) %, "
+        r"optimistic \(more than 10 % low\) (\d+) of \d+, skipped (\d+)\.",
+        text,
+    )
+    assert quoted, "docs/validation.md lost its whole-run summary line"
+    s = report.summary()
+    assert int(quoted.group(1)) == s["n"]
+    assert float(quoted.group(2)) == pytest.approx(s["mape_pct"], abs=0.051)
+    assert float(quoted.group(3)) == pytest.approx(s["max_abs_pct"], abs=0.051)
+    assert float(quoted.group(4).replace("−", "-")) == pytest.approx(s["mean_error_pct"], abs=0.051)
+    assert (int(quoted.group(5)), int(quoted.group(6))) == (s["optimistic"], s["skipped"])

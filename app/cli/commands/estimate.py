@@ -114,6 +114,7 @@ def render_text(out: object) -> str:
     if out.time_to_train_s:
         lines.append(f"time to train: {days_text(out.time_to_train_s / SECONDS_PER_DAY)}")
     lines += [f"note: {note}" for note in step.notes]
+    lines += [f"warning: {w}" for w in out.warnings]
     if out.accuracy is not None:
         lo, hi = out.accuracy.step_time_range_s
         lines += [

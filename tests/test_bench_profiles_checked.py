@@ -107,3 +107,18 @@ def test_cli_text_prints_one_line_per_warning() -> None:
     out = to_out(resolved, est).model_copy(update={"warnings": ["profile x v1 has no bf16 GEMM fit"]})
     lines = [line for line in render_text(out).splitlines() if line.startswith("warning: ")]
     assert lines == ["warning: profile x v1 has no bf16 GEMM fit"]
+
+
+def test_builder_notes_another_gpu_and_a_missing_dtype(client: Any) -> None:
+    import re
+
+    from app.web.pages._builder import BuilderState
+
+    _store("a100-fp8", "A100", _params({"fp8": 500.0}))
+    r = client.get(
+        "/plans/new?" + BuilderState(profile="a100-fp8 v1").query(), headers={"HX-Request": "true"}
+    )
+    note = re.search(r'<p class="problems" id="profile-warning" role="alert">([^<]+)</p>', r.text)
+    assert note, r.text[:2000]
+    assert "measured on A100-80GB-SXM, not the chosen H100-SXM" in note.group(1)
+    assert "no bf16 GEMM fit" in note.group(1)

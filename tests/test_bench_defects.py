@@ -60,3 +60,32 @@ def test_one_rank_runner_rows_show_busbw_zero(tmp_path: Path) -> None:
     rows = {r["op"]: r for r in doc["rows"]}
     assert rows["all_reduce"]["ranks"] == 1 and rows["all_reduce"]["busbw_gbps"] == 0.0
     assert rows["broadcast"]["busbw_gbps"] == rows["broadcast"]["algbw_gbps"] > 0
+
+
+def test_gemm_timing_refills_c_before_every_timed_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mamf-finder's re-randomisation: C is overwritten with random data before each timed call (after the
+    untimed warm-up calls), so every product writes memory that changed."""
+    pytest.importorskip("torch")
+    from app.bench import gemm
+    from app.benchproto.config import GemmShape
+
+    calls: list[str] = []
+    real_refill, real_init = gemm._Matmul.refill, gemm._Matmul.__init__
+
+    def init(self: gemm._Matmul, *args: object) -> None:
+        real_init(self, *args)  # type: ignore[arg-type]
+        call = self.call
+        self.call = lambda: (calls.append("call"), call())[1]
+
+    def refill(self: gemm._Matmul) -> None:
+        calls.append("refill")
+        assert self.c is not None and self.c_rand is not None
+        self.c.zero_()
+        real_refill(self)
+        assert bool((self.c == self.c_rand).all())
+
+    monkeypatch.setattr(gemm._Matmul, "__init__", init)
+    monkeypatch.setattr(gemm._Matmul, "refill", refill)
+    times = gemm.time_matmul(GemmShape(64, 64, 64), "bf16", "cpu", iters=3, warmup_iters=2, flush=None)
+    assert len(times) == 3
+    assert calls == ["call", "call"] + ["refill", "call"] * 3

@@ -122,3 +122,24 @@ def test_builder_notes_another_gpu_and_a_missing_dtype(client: Any) -> None:
     assert note, r.text[:2000]
     assert "measured on A100-80GB-SXM, not the chosen H100-SXM" in note.group(1)
     assert "no bf16 GEMM fit" in note.group(1)
+
+
+def test_cli_estimate_with_a_profile_prints_its_warning(db_url: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli.main import build_cli
+
+    _store("cli-fp8", "H100", _params({"fp8": 1200.0}))
+    _store("cli-a100", "A100", _params({"bf16": 250.0}))
+    runner, cli = CliRunner(), build_cli()
+    scenario = json.loads(EXAMPLE.read_text())
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({**scenario, "profile": "cli-fp8"}))
+    res = runner.invoke(cli, ["estimate", str(path)])
+    assert res.exit_code == 0, res.output
+    (line,) = [x for x in res.output.splitlines() if x.startswith("warning: ")]
+    assert "profile cli-fp8 v1 has no bf16 GEMM fit" in line
+    path.write_text(json.dumps({**scenario, "profile": "cli-a100"}))
+    refused = runner.invoke(cli, ["estimate", str(path)])
+    assert refused.exit_code != 0  # the CLI's entry point prints a SpecError's problems and exits 2
+    assert "measured on A100-80GB-SXM" in str(getattr(refused.exception, "problems", ""))

@@ -35,7 +35,19 @@ def estimate_command(
 ) -> None:
     from app.services.estimate import estimate_scenario
 
-    out = estimate_scenario(load_json(scenario))
+    data = load_json(scenario)
+    if isinstance(data, dict) and data.get("profile"):
+        # calibration profiles live in the database: open it only for a scenario that names one
+        from sqlmodel import Session
+
+        from app.db import get_engine
+        from app.startup import prepare_database
+
+        prepare_database()
+        with Session(get_engine()) as session:
+            out = estimate_scenario(data, session)
+    else:
+        out = estimate_scenario(data)
     if as_json:
         typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return

@@ -143,3 +143,12 @@ def test_cli_estimate_with_a_profile_prints_its_warning(db_url: str, tmp_path: P
     refused = runner.invoke(cli, ["estimate", str(path)])
     assert refused.exit_code != 0  # the CLI's entry point prints a SpecError's problems and exits 2
     assert "measured on A100-80GB-SXM" in str(getattr(refused.exception, "problems", ""))
+
+
+def test_profile_listing_marks_cpu_runs_and_their_dtypes(client: Any) -> None:
+    _store("cpu-lab", "H100-SXM", _params({"bf16": 0.3, "fp8": 0.2}, cpu=True, fabric="ib-ndr-8x400"))
+    shown = client.get("/api/v1/calibration/profiles/cpu-lab")
+    assert shown.status_code == 200, shown.text
+    body = shown.json()
+    assert body["measured_on"] == "cpu" and body["gemm_dtypes"] == ["bf16", "fp8"]
+    assert body["fabric"] == "ib-ndr-8x400"

@@ -35,7 +35,7 @@ from app.bench.tolerance import reduction_tolerance
 from app.benchproto.config import CollectiveConfig, expand_ops, resolve_backend, validate_collectives
 from app.benchproto.schema import collective_row, finish, new_document, write_document
 from app.benchproto.sizes import aligned_count, size_sweep
-from app.core.network import busbw_factor
+from app.core.network import reported_busbw_factor
 
 TORCH_DTYPES = {
     "float32": torch.float32,
@@ -316,7 +316,7 @@ def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) 
                         config.dtype,
                         group.size,
                         reduce_times(times, config.average),
-                        busbw_factor(op, group.size),
+                        reported_busbw_factor(op, group.size),
                         total_wrong,
                         group=group.mode,
                         nodes=group.nodes,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.benchproto.schema import finish, new_document
-from app.core.network import COLLECTIVE_OPS, busbw_factor, normalise_op
+from app.core.network import COLLECTIVE_OPS, normalise_op, reported_busbw_factor
 
 NCCL_TEST_OPS = {
     "all_reduce": "all_reduce",
@@ -358,7 +358,7 @@ def _fill_placement(doc: dict[str, Any], nodes: int, ranks: int) -> None:
 def _fill_missing_busbw(doc: dict[str, Any]) -> None:
     for row in doc["rows"]:
         if not row.get("busbw_gbps") and row.get("algbw_gbps") and row.get("ranks"):
-            row["busbw_gbps"] = row["algbw_gbps"] * busbw_factor(row["op"], row["ranks"])
+            row["busbw_gbps"] = row["algbw_gbps"] * reported_busbw_factor(row["op"], row["ranks"])
 
 
 _MAMF_ROW = re.compile(

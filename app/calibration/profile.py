@@ -183,8 +183,10 @@ def build_profile(
         report["notes"] += notes
     if not g_rows and not c_rows and not a_rows:
         raise ValueError("the result has no GEMM, collective or attention rows to calibrate from")
-    devices = params["environment"].get("devices") or []
-    if devices and all(str(d.get("name", "")).startswith("cpu") for d in devices):
+    params["gemm_dtypes"] = sorted(params.get("gemm") or {})
+    params["measured_on"] = "cpu" if measured_on_cpu(params) else "gpu"
+    report["measured_on"] = params["measured_on"]
+    if params["measured_on"] == "cpu":
         report["notes"].append(
             f"measured on CPU (gloo): 'before' shows the catalog defaults for {gpu.name}, which a CPU is not; "
             "the fit itself is valid for the measured device"
@@ -328,19 +330,21 @@ def fit_attention(
     return measured, table, notes
 
 
-def hardware_profile(params: dict[str, Any], name: str, version: int | str) -> HardwareProfile:
+def hardware_profile(params: dict[str, Any], name: str, version: int | str, gpu: str = "") -> HardwareProfile:
     """The core's HardwareProfile from stored profile parameters."""
     gemm = None
     fits = params.get("gemm") or {}
-    if fits:
-        primary = params.get("gemm_primary_dtype") or next(iter(fits))
-        data = fits[primary]
-        gemm = GemmEfficiency(
+    gemms = {
+        str(d): GemmEfficiency(
             max_flops=float(data["max_flops"]),
             half_intensity=float(data["half_intensity"]),
-            dtype=str(data.get("dtype", primary)),
+            dtype=str(data.get("dtype", d)),
             source=str(data.get("source", "")),
         )
+        for d, data in fits.items()
+    }
+    if gemms:
+        gemm = gemms[str(params.get("gemm_primary_dtype") or next(iter(gemms)))]
     network = None
     if params.get("network"):
         network = NetworkParams.from_dict({**params["network"], "name": name, "version": str(version)})
@@ -348,4 +352,20 @@ def hardware_profile(params: dict[str, Any], name: str, version: int | str) -> H
         str(kernel): (float(m["forward_share_of_peak"]), float(m["backward_share_of_peak"]))
         for kernel, m in (params.get("attention") or {}).items()
     }
-    return HardwareProfile(gemm=gemm, network=network, name=name, version=str(version), attention=attention)
+    return HardwareProfile(
+        gemm=gemm,
+        network=network,
+        name=name,
+        version=str(version),
+        attention=attention,
+        gpu=str(gpu or params.get("gpu") or ""),
+        gemms={g.dtype: g for g in gemms.values()},
+        fabric=str(params.get("fabric") or ""),
+        measured_on=str(params.get("measured_on") or ("cpu" if measured_on_cpu(params) else "")),
+    )
+
+
+def measured_on_cpu(params: dict[str, Any]) -> bool:
+    """True when every device of the benchmark's environment was a CPU (a gloo run)."""
+    devices = (params.get("environment") or {}).get("devices") or []
+    return bool(devices) and all(str(d.get("name", "")).startswith("cpu") for d in devices)

@@ -224,6 +224,54 @@ class HardwareProfile:
     name: str = "defaults"
     version: str = "1"
     attention: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # what the profile was measured on: the GPU it was fitted for, every dtype with a GEMM fit (`gemm` is the
+    # primary one), the fabric of its network fit and "cpu" when the benchmark ran on CPU (gloo)
+    gpu: str = ""
+    gemms: Mapping[str, GemmEfficiency] = field(default_factory=dict)
+    fabric: str = ""
+    measured_on: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"profile {self.name} v{self.version}"
+
+    def gemm_for(self, dtype: str) -> GemmEfficiency | None:
+        """The fitted GEMM curve for `dtype`, None when the profile has none."""
+        if dtype in self.gemms:
+            return self.gemms[dtype]
+        return self.gemm if self.gemm is not None and self.gemm.dtype == dtype else None
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.gemms) | ({self.gemm.dtype} if self.gemm is not None else set())))
+
+
+def profile_use_warnings(profile: HardwareProfile | None, dtype: str, fabric: str = "") -> list[str]:
+    """What an estimate should say about using `profile` for a `dtype` run on `fabric`: a profile measured on
+    CPU, a dtype without a GEMM fit (its curve falls back to the catalog), a network fitted on another fabric."""
+    if profile is None:
+        return []
+    out: list[str] = []
+    if profile.measured_on == "cpu":
+        out.append(
+            f"{profile.label} was measured on CPU (gloo): its curves describe that CPU, not a {profile.gpu or 'GPU'}"
+        )
+    have = profile.dtypes
+    if have:
+        missing = [] if {"bf16", "fp16"} & set(have) else ["bf16"]
+        if dtype in QUANTIZED_DTYPES and dtype not in have:
+            missing.append(dtype)
+        if missing:
+            out.append(
+                f"{profile.label} has no {'/'.join(missing)} GEMM fit (it has {', '.join(have)}): the "
+                f"{'/'.join(missing)} rate is the catalog default"
+            )
+    if profile.network is not None and profile.fabric and fabric and profile.fabric != fabric:
+        out.append(
+            f"{profile.label} fitted its network on {profile.fabric}; this cluster uses {fabric}: the fitted "
+            "α/β may not describe it"
+        )
+    return out
 
 
 def training_curves(
@@ -257,8 +305,7 @@ def operating_clock_fraction(gpu: GPUSpec, power_limit_w: float | None, calibrat
 def fp4_rate_assumed(gpu: GPUSpec, profile: HardwareProfile | None) -> bool:
     """True when an NVFP4 estimate's GEMM rate rests on FP4_GEMM_SHARE: no FP4 matmul measured for `gpu`, in the
     catalog or in the calibration profile."""
-    gemm = profile.gemm if profile is not None else None
-    return "fp4" not in gpu.measured_matmul_flops and not (gemm is not None and gemm.dtype == "fp4")
+    return "fp4" not in gpu.measured_matmul_flops and not (profile is not None and profile.gemm_for("fp4"))
 
 
 def _training_curves(
@@ -266,13 +313,17 @@ def _training_curves(
 ) -> tuple[GemmEfficiency, GemmEfficiency]:
     # the 16-bit curve: FP16's for an fp16 run (on most parts the same as BF16's), BF16's otherwise
     bf16 = GemmEfficiency.for_gpu(gpu, "fp16" if dtype == "fp16" else "bf16")
-    gemm = profile.gemm if profile is not None else None
-    if gemm is not None and gemm.dtype in ("bf16", "fp16"):
-        bf16 = gemm.derated(SUSTAINED_FRACTION)
+    if profile is not None:
+        sixteen = profile.gemm_for("fp16" if dtype == "fp16" else "bf16") or profile.gemm_for(
+            "bf16" if dtype == "fp16" else "fp16"
+        )
+        if sixteen is not None:
+            bf16 = sixteen.derated(SUSTAINED_FRACTION)
+    fitted = profile.gemm_for(dtype) if profile is not None and dtype in QUANTIZED_DTYPES else None
     linear = bf16
     if dtype in QUANTIZED_DTYPES:
-        if gemm is not None and gemm.dtype == dtype:
-            linear = gemm.derated(SUSTAINED_FRACTION)
+        if fitted is not None:
+            linear = fitted.derated(SUSTAINED_FRACTION)
         else:
             if dtype in gpu.measured_matmul_flops:
                 source = f"{gpu.name} {dtype} measured matmul"

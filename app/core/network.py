@@ -69,8 +69,18 @@ def normalise_op(op: str) -> str:
     return _OP_ALIASES.get(key.replace("_", ""), key)
 
 
+def reported_busbw_factor(op: str, n: int) -> float:
+    """The factor nccl-tests prints busbw with: busbw_factor, except that a 1-rank group moves nothing over a
+    bus, so all_reduce, all_gather, reduce_scatter and all_to_all report busbw 0 there ((n-1)/n = 0), while
+    broadcast, reduce and send_recv keep factor 1 (doc/PERFORMANCE.md)."""
+    if n <= 1 and op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        return 0.0
+    return busbw_factor(op, n)
+
+
 def busbw_factor(op: str, n: int) -> float:
-    """nccl-tests bus-bandwidth factor: busbw = algbw × factor (doc/PERFORMANCE.md)."""
+    """nccl-tests bus-bandwidth factor: busbw = algbw × factor (doc/PERFORMANCE.md). The model's transfer term
+    uses it, so a 1-rank group keeps 1 here; reported_busbw_factor is what nccl-tests prints."""
     if n <= 1:
         return 1.0
     if op == "all_reduce":

@@ -137,3 +137,8 @@ class EstimateOut(BaseModel):
         description="how far published runs of this kind were from their estimates (app/catalog/accuracy.json)",
     )
     assumptions: list[AssumptionOut]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="about the calibration profile's use: measured on CPU, a dtype it has no GEMM fit for, "
+        "a network fitted on another fabric",
+    )

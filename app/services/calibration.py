@@ -231,7 +231,7 @@ def get_profile(session: Session, ref: str, version: int | None = None) -> Calib
 
 def get_hardware_profile(session: Session, ref: str, version: int | None = None) -> HardwareProfile:
     profile = get_profile(session, ref, version)
-    return hardware_profile(profile.params, profile.name, profile.version)
+    return hardware_profile(profile.params, profile.name, profile.version, profile.gpu_name)
 
 
 def default_predictions(

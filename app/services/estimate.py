@@ -66,6 +66,7 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         if (mem := memory_accuracy_payload(est))
         else None,
         assumptions=d["assumptions"],
+        warnings=list(resolved.warnings),
     )
 
 

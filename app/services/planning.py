@@ -138,7 +138,9 @@ def load_profile(session: Session, ref: str | None, field: str = "calibration_pr
         row = get_profile(session, name, version)
     except NotFoundError as exc:
         raise SpecError([Problem(field, str(exc))]) from None
-    return hardware_profile(row.params, row.name, row.version), profile_label(row.name, row.version)
+    return hardware_profile(row.params, row.name, row.version, row.gpu_name), profile_label(
+        row.name, row.version
+    )
 
 
 def _options(resolved: Any) -> Any:

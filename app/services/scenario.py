@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.core.efficiency import NON_CLOCK_POWER_FRACTION, HardwareProfile
+from app.core.efficiency import NON_CLOCK_POWER_FRACTION, HardwareProfile, profile_use_warnings
 from app.core.errors import ProblemCollector
 from app.core.estimate import EstimateOptions
 from app.core.framework import FRAMEWORKS, Framework
@@ -29,6 +29,9 @@ class ResolvedScenario:
     framework: Framework
     profile: HardwareProfile | None = None
     power_limit_w: float | None = None  # cluster.power_limit_w: operating power limit per GPU
+    warnings: tuple[
+        str, ...
+    ] = ()  # about the profile's use: measured on CPU, a dtype it lacks, another fabric
 
     def estimate_options(self) -> EstimateOptions:
         """The EstimateOptions this scenario asks for (framework conventions, power limit)."""
@@ -144,6 +147,8 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     framework = FRAMEWORKS.get(scenario.framework)
     if framework is None:
         p.add("framework", f"unknown framework {scenario.framework!r}; choose one of {sorted(FRAMEWORKS)}")
+    if profile is not None and gpu is not None:
+        _check_profile_gpu(profile, gpu, p)
     p.raise_if_any()
     assert model is not None and gpu is not None and framework is not None
     if scenario.moe_dispatcher != "alltoall" or scenario.moe_a2a_overlap:
@@ -204,9 +209,26 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     layout = Layout.from_dict(lay)
     seq_len = scenario.training.seq_len
     tokens = scenario.training.tokens or 0.0
+    warnings = profile_use_warnings(profile, layout.dtype, fabric.name)
     return ResolvedScenario(
-        model, cluster, layout, seq_len, float(tokens), framework, profile, c.power_limit_w
+        model, cluster, layout, seq_len, float(tokens), framework, profile, c.power_limit_w, tuple(warnings)
     )
+
+
+def _check_profile_gpu(profile: HardwareProfile, gpu: GPUSpec, p: ProblemCollector) -> None:
+    """A profile is a measurement of one GPU: using it for another is refused (field 'profile')."""
+    if not profile.gpu:
+        return
+    try:
+        measured = _lookup("gpu", profile.gpu, None).name
+    except (NotFoundError, LookupError, ValueError):
+        measured = profile.gpu
+    if measured != gpu.name:
+        p.add(
+            "profile",
+            f"{profile.label} was measured on {measured}, this scenario's GPU is {gpu.name}: fit a profile on "
+            f"{gpu.name} or leave the profile out",
+        )
 
 
 def _apply_pipeline_layout(text: str, lay: dict[str, Any], num_layers: int, p: ProblemCollector) -> None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from app.api.envelope import ListEnvelope, PagingDep
 from app.auth.deps import ReadDep, RunDep
+from app.calibration.profile import measured_on_cpu
 from app.deps import SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import CalibrationProfile
@@ -48,6 +49,9 @@ class ProfileSummary(BaseModel):
     name: str
     version: int
     gpu_name: str
+    gemm_dtypes: list[str] = Field(default_factory=list, description="dtypes with a fitted GEMM curve")
+    fabric: str = Field(default="", description="fabric the profile was fitted for")
+    measured_on: str = Field(default="", description="'cpu' for a benchmark run on CPU (gloo), else 'gpu'")
     source_job_id: uuid.UUID | None
     created_at: datetime
     gemm_error_before_pct: float | None
@@ -69,6 +73,9 @@ def summary_of(p: CalibrationProfile) -> ProfileSummary:
         name=p.name,
         version=p.version,
         gpu_name=p.gpu_name,
+        gemm_dtypes=sorted(p.params.get("gemm") or {}),
+        fabric=str(p.params.get("fabric") or ""),
+        measured_on=str(p.params.get("measured_on") or ("cpu" if measured_on_cpu(p.params) else "")),
         source_job_id=p.source_job_id,
         created_at=as_utc(p.created_at),  # type: ignore[arg-type]
         gemm_error_before_pct=gemm.get("error_before_pct"),

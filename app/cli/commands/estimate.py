@@ -35,7 +35,19 @@ def estimate_command(
 ) -> None:
     from app.services.estimate import estimate_scenario
 
-    out = estimate_scenario(load_json(scenario))
+    data = load_json(scenario)
+    if isinstance(data, dict) and data.get("profile"):
+        # calibration profiles live in the database: open it only for a scenario that names one
+        from sqlmodel import Session
+
+        from app.db import get_engine
+        from app.startup import prepare_database
+
+        prepare_database()
+        with Session(get_engine()) as session:
+            out = estimate_scenario(data, session)
+    else:
+        out = estimate_scenario(data)
     if as_json:
         typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
@@ -114,6 +126,7 @@ def render_text(out: object) -> str:
     if out.time_to_train_s:
         lines.append(f"time to train: {days_text(out.time_to_train_s / SECONDS_PER_DAY)}")
     lines += [f"note: {note}" for note in step.notes]
+    lines += [f"warning: {w}" for w in out.warnings]
     if out.accuracy is not None:
         lo, hi = out.accuracy.step_time_range_s
         lines += [

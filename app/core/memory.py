@@ -178,7 +178,7 @@ def zero3_working_bytes(layer_params: Any, fw: Framework) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def layer_activation_bytes(
+def layer_activation_bytes(  # noqa: PLR0913
     shape: LayerShape,
     tokens: Any,
     seq_len: Any,
@@ -606,7 +606,7 @@ class StageTerms:
         return total
 
 
-def stage_terms(
+def stage_terms(  # noqa: PLR0915
     run: MemoryRun,
     cols: LayoutColumns,
     acts: LayerActivations,

@@ -571,7 +571,7 @@ def _ring_bw(links: _Links) -> tuple[float, str]:
     return links.net_bw, f"NICs ({links.transport})"
 
 
-def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list[_Cost]:
+def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list[_Cost]:  # noqa: C901, PLR0912, PLR0915
     n, k, nodes = links.n, links.k, links.nodes
     out: list[_Cost] = []
     ring_bw, ring_neck = _ring_bw(links)

@@ -315,7 +315,7 @@ def _with_copies(columns: tuple[np.ndarray, ...], index: np.ndarray) -> tuple[np
     return tuple(np.concatenate([a, a[index]]) for a in columns)
 
 
-def enumerate_layouts(
+def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,
@@ -544,7 +544,7 @@ class _Evaluated:
     heuristic: np.ndarray
 
 
-def _check_inputs(
+def _check_inputs(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,
@@ -637,7 +637,7 @@ def _offload_module_rules(
     ]
 
 
-def plan(
+def plan(  # noqa: PLR0913, PLR0915
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,

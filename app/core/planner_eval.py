@@ -295,7 +295,7 @@ def _bf16_stage_table(
     return table[inverse]
 
 
-def evaluate(
+def evaluate(  # noqa: C901, PLR0913, PLR0915
     model: ModelSpec,
     cluster: ClusterSpec,
     rows: LayoutArrays,

@@ -106,7 +106,7 @@ def _failed(n: int, nodes: int, dp: int, gb: int, message: str) -> ScalingPoint:
     return ScalingPoint(n, nodes, dp, gb, nan, {}, nan, nan, nan, nan, nan, None, False, message)
 
 
-def scaling_curve(
+def scaling_curve(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     layout: Layout,
@@ -234,7 +234,7 @@ class RequiredAssumption:
     note: str = ""
 
 
-def efficiency_at(
+def efficiency_at(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     layout: Layout,
@@ -269,7 +269,7 @@ def efficiency_at(
     return float("nan") if point is None else point.scaling_efficiency
 
 
-def required_assumption(
+def required_assumption(  # noqa: PLR0913
     knob: str,
     target_efficiency: float,
     model: ModelSpec,
@@ -392,7 +392,7 @@ CLAIMED_EFFICIENCY = {"infiniband": {128: 0.98}, "roce": {64: 0.82, 128: 0.71}}
 CLAIMED_DAYS = {"infiniband": 18.0, "roce": 43.0}
 
 
-def seed_claims(
+def seed_claims(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     layout: Layout,

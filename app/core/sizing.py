@@ -124,7 +124,7 @@ def knee_point(sizes: Sequence[int], times: Sequence[float]) -> int | None:
     return best
 
 
-def size_sweep(
+def size_sweep(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,

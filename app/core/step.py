@@ -167,7 +167,7 @@ def _linear(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> 
     return _gemm(curve, m, n, k, batch), _gemm(curve, m, k, n, batch) + _gemm(curve, k, n, m, batch)
 
 
-def layer_times(
+def layer_times(  # noqa: PLR0913, PLR0915
     shape: LayerShape,
     tokens: Any,
     seq_len: Any,
@@ -481,7 +481,7 @@ class StepEstimate:
         }
 
 
-def stage_times(
+def stage_times(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     layout: Layout,
@@ -757,7 +757,7 @@ def data_parallel_times(
     return dp_comm, zero3, optimizer
 
 
-def layer_comm(
+def layer_comm(  # noqa: PLR0913
     model: ModelSpec,
     cols: LayoutColumns,
     tokens: Any,
@@ -1165,7 +1165,7 @@ def pipeline_bubble(pp: Any, vp: Any, mean_stage: Any) -> Any:
     return (pp - 1) / vp * mean_stage
 
 
-def step_estimate(
+def step_estimate(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     layout: Layout,

@@ -154,7 +154,7 @@ def resolve_tiers(design: FatTreeDesign) -> FatTreeDesign:
     return design if design.tiers is not None else replace(design, tiers=needed)
 
 
-def bill_of_materials(
+def bill_of_materials(  # noqa: PLR0915
     design: FatTreeDesign, prices: UnitPrices | None = None, gpus_per_node: int = 0
 ) -> BillOfMaterials:
     """Switch, cable and transceiver counts for the design (and its capex when `prices` are given).

@@ -330,7 +330,7 @@ def delete_model(session: Session, name: str, actor: Actor = LOCAL_ADMIN) -> Non
     session.commit()
 
 
-def validate_model_spec(spec: ModelSpec) -> list[Problem]:
+def validate_model_spec(spec: ModelSpec) -> list[Problem]:  # noqa: C901, PLR0912
     """Shape checks on an inline model spec (positive sizes, heads dividing evenly, top-k within experts)."""
     problems: list[Problem] = []
     for field_name in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size"):
@@ -409,7 +409,7 @@ def is_stale(row: PriceRow, today: date | None = None, stale_days: int | None = 
     return (today or date.today()) - row.price_date > timedelta(days=stale_days)
 
 
-def list_price_rows(
+def list_price_rows(  # noqa: PLR0913
     session: Session,
     category: str | None = None,
     vendor: str | None = None,
@@ -490,7 +490,7 @@ PRICE_NOT_NULL = tuple(
 )
 
 
-def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
+def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0912
     """Check a user's price fields; the GPU name is resolved to its catalog name (aliases accepted)."""
     problems: list[Problem] = []
     clean = {k: v for k, v in values.items() if k in PRICE_EDITABLE}

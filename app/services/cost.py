@@ -60,7 +60,7 @@ def estimate_for(session: Session | None, scenario: dict[str, Any]) -> tuple[Any
         raise SpecError([Problem(f"scenario.{p.field}", p.message) for p in exc.problems]) from None
 
 
-def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostResponse:
+def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostResponse:  # noqa: C901, PLR0912
     problems: list[Problem] = []
     total_flop: float | None = None
     peak: float | None = None
@@ -562,7 +562,7 @@ def find_preset(name: str) -> core_goodput.FailurePreset:
     )
 
 
-def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputResponse:
+def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputResponse:  # noqa: C901, PLR0912, PLR0915
     assumptions: list[core_storage.Assumption] = []
     useful_days: float | None = None
     if req.scenario is not None:

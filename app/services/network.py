@@ -560,7 +560,7 @@ def _fabric_label(value: str | dict[str, Any], index: int) -> str:
     return str(value.get("name") or value.get("preset") or f"fabric-{index + 1}")
 
 
-def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingResponse:
+def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingResponse:  # noqa: C901
     from app.core.efficiency import HardwareProfile
     from app.services.scenario import resolve_scenario
 

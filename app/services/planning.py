@@ -150,7 +150,7 @@ def _options(resolved: Any) -> Any:
     return EstimateOptions(framework=framework) if framework is not None else EstimateOptions()
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0912
     session: Session,
     scenario: dict[str, Any],
     field_prefix: str = "",

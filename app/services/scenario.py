@@ -115,7 +115,7 @@ def _check_positive_model(model: ModelSpec, p: ProblemCollector) -> None:
         )
 
 
-def resolve_scenario(scenario: Scenario, session: Session | None = None) -> ResolvedScenario:
+def resolve_scenario(scenario: Scenario, session: Session | None = None) -> ResolvedScenario:  # noqa: PLR0912
     """Look names up (DB catalog when a session is given, so users' rows count) and build core objects.
 
     Unknown names and inconsistent inputs raise SpecError listing every problem (field paths as in the JSON).

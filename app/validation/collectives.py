@@ -245,7 +245,7 @@ def _forced_algorithm(row: dict[str, str]) -> str | None:
 PRINT_RESOLUTION_GBPS = 0.01  # nccl-tests and all_reduce_bench.py print algbw/busbw in GB/s with two decimals
 
 
-def parse_row(index: int, row: dict[str, str]) -> RowCase | str:
+def parse_row(index: int, row: dict[str, str]) -> RowCase | str:  # noqa: C901, PLR0912, PLR0915
     """A RowCase, or the reason the row cannot be predicted."""
     op = normalise_op(row.get("collective", "") or "")
     if op not in COLLECTIVE_OPS and op not in EXTRA_OPS:

@@ -698,7 +698,7 @@ def row_power(row: Row, gpu: GPUSpec) -> tuple[GPUSpec, float | None]:
     return gpu, float(match.group(1))
 
 
-def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:
+def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:  # noqa: C901, PLR0912, PLR0915
     defaults: list[str] = []
     tp = row.int_or("tp", 1) or 1
     cp = row.int_or("cp", 1) or 1

@@ -38,7 +38,7 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
         raise PlanInputError(f"{option}: give comma-separated integers, e.g. 8,16,32") from None
 
 
-def build_request(
+def build_request(  # noqa: C901
     scenario: Path | None,
     model: str | None,
     gpu: str | None,
@@ -107,7 +107,7 @@ def build_request(
     return req
 
 
-def plan_command(
+def plan_command(  # noqa: PLR0912
     scenario: Annotated[
         Path | None, typer.Argument(dir_okay=False, help="scenario JSON (model, cluster, training, batch)")
     ] = None,

@@ -102,7 +102,7 @@ class BuilderState:
         denom = self.tp * self.pp * self.cp
         return self.num_gpus // denom if denom > 0 and self.num_gpus % denom == 0 else 0
 
-    def query(self, **overrides: Any) -> str:
+    def query(self, **overrides: Any) -> str:  # noqa: C901, PLR0912
         """The query string that reproduces this state (checkbox off is sent as sp=0)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("errors", "raw")}
         data.update(overrides)
@@ -184,7 +184,7 @@ _INT_LIMITS = {
 }
 
 
-def parse_state(params: Mapping[str, str]) -> BuilderState:
+def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR0912, PLR0915
     """Lenient parse: a bad value keeps the default and records a message for that input."""
     state = BuilderState()
     errors: dict[str, str] = {}

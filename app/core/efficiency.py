@@ -76,7 +76,7 @@ DEFAULT_MEASURED_FRACTION = 0.80
 # NVFP4 matmul benchmark was found; the constant is the one global choice made on the four NVFP4 runs of
 # Megatron-Bridge's 26.02 table (tests/data/training_runs_nvfp4.csv: MAPE of those runs 10.4 % at 1.0, 5.5 % at 0.8,
 # the optimum of 0.6-1.0 in steps of 0.05) and checked on the four of its 26.02.01 table
-# (tests/data/training_runs_megatron_bridge_2602_01.csv: 17.3 → 7.3 %); docs/validation_training_runs.md, round 15.
+# (tests/data/training_runs_megatron_bridge_2602_01.csv: 17.3 → 7.3 %); docs/constants.md#fp4-gemm-share.
 # A measured FP4 matmul in the catalog (measured_matmul_tflops: {fp4: …}) or a calibration profile replaces it
 FP4_GEMM_SHARE = 0.80
 

@@ -240,7 +240,7 @@ def estimate(
                 f"NVFP4 GEMM rate assumed, not measured, for {cluster.gpu.name}: its dense FP4 peak at the share of "
                 f"peak measured BF16 GEMMs reach, x {FP4_GEMM_SHARE:g} (see GEMM throughput). Megatron-Bridge's eight "
                 "published NVFP4 runs took 0.93-1.13x the step time estimated this way "
-                "(docs/validation_training_runs.md, round 15)",
+                "(docs/constants.md#fp4-gemm-share)",
             ],
         )
     assumptions = [

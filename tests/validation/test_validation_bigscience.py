@@ -100,7 +100,7 @@ def test_the_chronicles_measure_one_configuration_up_to_eight_per_cent_apart() -
 
 
 def test_the_chronicles_error_grows_with_tensor_parallelism() -> None:
-    # Regression guard and the shape of the gap (docs/validation_training_runs.md, round 14): on the 95 timed rows
+    # Regression guard and the shape of the gap (docs/validation/history.md, round 14): on the 95 timed rows
     # of the chronicles the estimate is right at TP 1-2 and increasingly too fast at TP 4 and TP 8, the tables'
     # own TP-8 rows on one node included
     report = replay(load_rows(CHRONICLES))

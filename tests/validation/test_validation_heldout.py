@@ -168,7 +168,7 @@ def test_final_check_rows_all_replay() -> None:
     assert len(results) == 22
     assert all(r.predicted is not None for r in results), [r.skipped for r in results if r.skipped]
     errors = [abs(r.error_pct) for r in results if r.error_pct is not None]
-    assert sum(errors) / len(errors) <= 33.0  # 32.5 % (docs/validation_training_runs.md, round 13)
+    assert sum(errors) / len(errors) <= 33.0  # 32.5 % (docs/validation/history.md, round 13)
     # the uneven pipelines of these runs are split as they ran (round 13): one run predicted over HBM, 4 before
     from app.validation.training_runs import Report
 

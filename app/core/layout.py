@@ -329,6 +329,44 @@ def pipeline_label(layout: Any) -> str:
     return f"PP{layout.pp}({'=' if first is None else first}|…|{'=' if last is None else last})"
 
 
+def layout_label(layout: Any) -> str:
+    """The short label of a layout, the one every surface shows (planner rankings, saved plans, replays):
+    "TP4 PP8 VP6 DP16 ZeRO-1 SP recompute=selective mb=2"."""
+    parts = [f"TP{layout.tp}", pipeline_label(layout)]
+    if getattr(layout, "vp", 1) > 1:
+        parts.append(f"VP{layout.vp}")
+    parts.append(f"DP{layout.dp}")
+    if layout.cp > 1:
+        parts.append(f"CP{layout.cp}")
+    if layout.ep > 1:
+        parts.append(f"EP{layout.ep}")
+    if getattr(layout, "etp", None) is not None and layout.etp != layout.tp:
+        parts.append(f"ETP{layout.etp}")
+    parts.append(f"ZeRO-{layout.zero}")
+    if layout.sequence_parallel:
+        parts.append("SP")
+    parts += _recompute_and_offload_labels(layout)
+    return " ".join(parts)
+
+
+def _recompute_and_offload_labels(layout: Any) -> list[str]:
+    parts: list[str] = []
+    recompute_layers = getattr(layout, "recompute_layers", None)
+    modules = getattr(layout, "recompute_modules", ())
+    if layout.recompute == "full" and recompute_layers is not None:
+        parts.append(f"recompute=full({recompute_layers} layers/stage)")
+    elif layout.recompute != "none":
+        parts.append(f"recompute={layout.recompute}" + (f"({','.join(modules)})" if modules else ""))
+    parts.append(f"mb={layout.micro_batch}")
+    if getattr(layout, "offload_layers", 0):
+        parts.append(f"offload={layout.offload_layers} layers")
+    if getattr(layout, "offload_modules", ()):
+        parts.append(f"offload=({','.join(layout.offload_modules)})")
+    if getattr(layout, "optimizer_offload", 0):
+        parts.append(f"optimizer offload={layout.optimizer_offload:g}")
+    return parts
+
+
 def stage_layers_label(counts: tuple[int, ...]) -> str:
     """Compact form of per-stage layer counts, runs of equal stages grouped: "8 × 16" for an even split,
     "7 + 8 × 14 + 7" for uneven end stages, "6 + 9 + 8 × 13 + 7" for any other split."""

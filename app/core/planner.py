@@ -48,7 +48,7 @@ from app.core.layout import (
     check_bf16_layers,
     check_module_names,
     check_precision_options,
-    pipeline_label,
+    layout_label,
     unsupported_dtype,
 )
 from app.core.model import ModelSpec
@@ -248,31 +248,6 @@ class PlanResult:
             "collective_calls": self.collective_calls,
             "assumptions": [a.to_dict() for a in self.assumptions],
         }
-
-
-def layout_label(layout: Layout) -> str:
-    parts = [f"TP{layout.tp}", pipeline_label(layout)]
-    if layout.vp > 1:
-        parts.append(f"VP{layout.vp}")
-    parts.append(f"DP{layout.dp}")
-    if layout.cp > 1:
-        parts.append(f"CP{layout.cp}")
-    if layout.ep > 1:
-        parts.append(f"EP{layout.ep}")
-    if getattr(layout, "etp", None) is not None and layout.etp != layout.tp:
-        parts.append(f"ETP{layout.etp}")
-    parts += [f"MB{layout.micro_batch}", f"ZeRO-{layout.zero}"]
-    if layout.sequence_parallel:
-        parts.append("SP")
-    if layout.recompute == "full" and layout.recompute_layers is not None:
-        parts.append(f"recompute=full({layout.recompute_layers} layers/stage)")
-    elif layout.recompute != "none":
-        parts.append(f"recompute={layout.recompute}")
-    if layout.offload_layers:
-        parts.append(f"offload={layout.offload_layers} layers")
-    if layout.optimizer_offload:
-        parts.append(f"optimizer offload={layout.optimizer_offload:g}")
-    return " ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------------------

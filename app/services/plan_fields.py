@@ -5,36 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from app.core.layout import pipeline_label
-
-
-def layout_label(layout: Any) -> str:
-    parts = [f"TP{layout.tp}", pipeline_label(layout)]
-    if getattr(layout, "vp", 1) and layout.vp > 1:
-        parts.append(f"VP{layout.vp}")
-    parts.append(f"DP{layout.dp}")
-    if layout.cp > 1:
-        parts.append(f"CP{layout.cp}")
-    if layout.ep > 1:
-        parts.append(f"EP{layout.ep}")
-    if getattr(layout, "etp", None) is not None and layout.etp != layout.tp:
-        parts.append(f"ETP{layout.etp}")
-    parts.append(f"ZeRO-{layout.zero}")
-    if layout.sequence_parallel:
-        parts.append("SP")
-    if layout.recompute != "none":
-        modules = getattr(layout, "recompute_modules", ())
-        parts.append(f"recompute={layout.recompute}" + (f"({','.join(modules)})" if modules else ""))
-    parts.append(f"mb={layout.micro_batch}")
-    if getattr(layout, "offload_layers", 0):
-        parts.append(f"offload={layout.offload_layers} layers")
-    if getattr(layout, "offload_modules", ()):
-        parts.append(f"offload=({','.join(layout.offload_modules)})")
-    if getattr(layout, "optimizer_offload", 0):
-        parts.append(f"optimizer offload={layout.optimizer_offload:g}")
-    return " ".join(parts)
-
-
 FIELD_INFO: dict[str, tuple[str, str]] = {
     "model": ("Model", ""),
     "gpu": ("GPU", ""),

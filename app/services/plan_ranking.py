@@ -8,9 +8,8 @@ from typing import Any
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
-from app.core.layout import RunOptions
+from app.core.layout import RunOptions, layout_label
 from app.core.units import DAY, GiB
-from app.services.plan_fields import layout_label
 from app.services.region import REGION_CANDIDATES, mark, region_note
 
 

@@ -17,12 +17,13 @@ from sqlmodel import Session, func, select
 
 import app as app_pkg
 from app.core.errors import Problem, SpecError
+from app.core.layout import layout_label
 from app.core.units import DAY, GiB
 from app.errors import NotFoundError
 from app.models.catalog import PriceRow
 from app.services.estimate import accuracy_payload, memory_accuracy_payload
 from app.services.plan_costs import cost_payload, goodput_payload
-from app.services.plan_fields import FIELD_INFO, breakdown_rows, describe_field, layout_label
+from app.services.plan_fields import FIELD_INFO, breakdown_rows, describe_field
 from app.services.plan_ranking import planner_search
 from app.services.plan_scaling import scaling_sweep
 

@@ -27,12 +27,11 @@ from typing import Any
 from app.catalog import validated_region
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
-from app.core.layout import RunOptions
+from app.core.layout import RunOptions, layout_label
 from app.core.model import param_counts
 from app.core.planner import plan
 from app.core.validated_region import LayoutFacts, outside
 from app.services.plan_costs import plan_goodput
-from app.services.plan_fields import layout_label
 from app.services.region import REGION_CANDIDATES
 from app.validation.training_runs import (
     SHAPE_COLUMNS,

@@ -212,7 +212,7 @@ def test_cli_estimate_runs_the_optimizer_offload_example(tmp_path) -> None:
 
 
 def test_saved_plan_labels_name_what_is_offloaded() -> None:
-    from app.services.plan_fields import layout_label
+    from app.core.layout import layout_label
 
     plain = Layout(tp=8, dp=2, zero=1, sequence_parallel=True, global_batch=64)
     assert "offload" not in layout_label(plain)
@@ -222,3 +222,14 @@ def test_saved_plan_labels_name_what_is_offloaded() -> None:
     assert "offload=40 layers" in layout_label(layers)
     modules = Layout(tp=1, dp=8, zero=3, global_batch=64, offload_modules=("core_attn",))
     assert "offload=(core_attn)" in layout_label(modules)
+
+
+def test_every_surface_labels_a_layout_with_the_one_function() -> None:
+    """The planner's ranking rows, the saved plans and the replays share one label (app.core.layout)."""
+    from app.core import layout, planner
+    from app.services import planning
+
+    assert planner.layout_label is layout.layout_label
+    assert planning.layout_label is layout.layout_label
+    lay = Layout(tp=4, pp=8, dp=16, vp=6, zero=1, micro_batch=2, sequence_parallel=True, recompute="selective")
+    assert layout.layout_label(lay) == "TP4 PP8 VP6 DP16 ZeRO-1 SP recompute=selective mb=2"

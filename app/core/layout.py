@@ -203,6 +203,19 @@ class RunOptions:
     recompute_modules: tuple[str, ...] = ()
     offload_modules: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, source: Any) -> RunOptions:
+        """The options a record with the Layout's field names carries (a Layout, a search request); the recompute
+        and offload modules stay per layout and are not taken."""
+        return cls(
+            dtype=source.dtype,
+            flash_attention=source.flash_attention,
+            bf16_layers=(source.bf16_first_layers, source.bf16_last_layers),
+            fp8_param_gather=source.fp8_param_gather,
+            optimizer_moments_dtype=source.optimizer_moments_dtype,
+            mtp_layers=source.mtp_layers,
+        )
+
     def layout_fields(self, recompute: str) -> dict[str, Any]:
         """The Layout fields of a layout with this `recompute` mode (the recompute modules apply to "selective")."""
         return {

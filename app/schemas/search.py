@@ -175,14 +175,7 @@ class SearchRequestBase(BaseModel):
 
     def run_options(self) -> RunOptions:
         """The run-wide options of every layout searched (app.core.layout.RunOptions)."""
-        return RunOptions(
-            dtype=self.dtype,
-            flash_attention=self.flash_attention,
-            bf16_layers=(self.bf16_first_layers, self.bf16_last_layers),
-            fp8_param_gather=self.fp8_param_gather,
-            optimizer_moments_dtype=self.optimizer_moments_dtype,
-            mtp_layers=self.mtp_layers,
-        )
+        return RunOptions.of(self)
 
 
 class PlanRequest(SearchRequestBase):

@@ -492,6 +492,31 @@ def end_layers_of(rows: LayoutArrays, i: int) -> int | None:
     return int(end[i]) if end is not None and int(end[i]) > 0 else None
 
 
+def layout_at(rows: LayoutArrays, i: int, global_batch: int, run: RunOptions) -> Layout:
+    """Row `i` of the enumerated layouts as a Layout, with the options every layout of the search shares."""
+    recompute = RECOMPUTE_CODES[int(rows.recompute[i])]
+    return Layout(
+        tp=int(rows.tp[i]),
+        pp=int(rows.pp[i]),
+        dp=int(rows.dp[i]),
+        cp=int(rows.cp[i]),
+        ep=int(rows.ep[i]),
+        etp=int(rows.etp[i]) or None,
+        vp=int(rows.vp[i]),
+        zero=int(rows.zero[i]),
+        sequence_parallel=bool(rows.sp[i]),
+        recompute=recompute,  # type: ignore[arg-type]
+        micro_batch=int(rows.micro_batch[i]),
+        recompute_layers=int(rows.recompute_layers[i]) or None,
+        offload_layers=int(rows.offload_layers[i]),
+        optimizer_offload=float(rows.optimizer_offload[i]),
+        first_stage_layers=end_layers_of(rows, i),
+        last_stage_layers=end_layers_of(rows, i),
+        global_batch=global_batch,
+        **run.layout_fields(recompute),
+    )
+
+
 def heuristic_mask(rows: LayoutArrays, gpus_per_node: int) -> np.ndarray:
     """The seed heuristic: TP inside one node (≤ 8 GPUs), one pipeline (tp·pp·cp GPUs) inside ≤ 4 nodes, no CP."""
     tp_ok = (rows.tp <= min(HEURISTIC_MAX_TP, gpus_per_node)) & (gpus_per_node % rows.tp == 0)
@@ -759,26 +784,7 @@ def plan(  # noqa: PLR0913, PLR0915
     score = cost if rank_by == "cost" and cost is not None else step_time
 
     def planned(i: int, rank: int) -> PlannedLayout:
-        lay = Layout(
-            tp=int(rows.tp[i]),
-            pp=int(rows.pp[i]),
-            dp=int(rows.dp[i]),
-            cp=int(rows.cp[i]),
-            ep=int(rows.ep[i]),
-            etp=int(rows.etp[i]) or None,
-            vp=int(rows.vp[i]),
-            zero=int(rows.zero[i]),
-            sequence_parallel=bool(rows.sp[i]),
-            recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
-            micro_batch=int(rows.micro_batch[i]),
-            recompute_layers=int(rows.recompute_layers[i]) or None,
-            offload_layers=int(rows.offload_layers[i]),
-            optimizer_offload=float(rows.optimizer_offload[i]),
-            first_stage_layers=end_layers_of(rows, i),
-            last_stage_layers=end_layers_of(rows, i),
-            global_batch=global_batch,
-            **run.layout_fields(RECOMPUTE_CODES[int(rows.recompute[i])]),
-        )
+        lay = layout_at(rows, i, global_batch, run)
         t = float(step_time[i])
         g = int(num_gpus[i])
         tps = tokens_per_step / t

@@ -231,5 +231,7 @@ def test_every_surface_labels_a_layout_with_the_one_function() -> None:
 
     assert planner.layout_label is layout.layout_label
     assert planning.layout_label is layout.layout_label
-    lay = Layout(tp=4, pp=8, dp=16, vp=6, zero=1, micro_batch=2, sequence_parallel=True, recompute="selective")
+    lay = Layout(
+        tp=4, pp=8, dp=16, vp=6, zero=1, micro_batch=2, sequence_parallel=True, recompute="selective"
+    )
     assert layout.layout_label(lay) == "TP4 PP8 VP6 DP16 ZeRO-1 SP recompute=selective mb=2"

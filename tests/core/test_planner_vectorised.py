@@ -14,8 +14,8 @@ from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_CORE, NEMO, TORCHTITAN
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, RunOptions
-from app.core.planner import Constraints, end_layers_of, enumerate_layouts
-from app.core.planner_eval import RECOMPUTE_CODES, evaluate
+from app.core.planner import Constraints, enumerate_layouts, layout_at
+from app.core.planner_eval import evaluate
 from app.core.step import STEP_COMPONENTS
 
 REL = 1e-9
@@ -41,27 +41,7 @@ CASES = [
 
 
 def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
-    return Layout(
-        tp=int(rows.tp[i]),
-        pp=int(rows.pp[i]),
-        dp=int(rows.dp[i]),
-        cp=int(rows.cp[i]),
-        ep=int(rows.ep[i]),
-        etp=int(rows.etp[i]) or None,
-        vp=int(rows.vp[i]),
-        zero=int(rows.zero[i]),
-        sequence_parallel=bool(rows.sp[i]),
-        recompute=RECOMPUTE_CODES[int(rows.recompute[i])],  # type: ignore[arg-type]
-        micro_batch=int(rows.micro_batch[i]),
-        recompute_layers=int(rows.recompute_layers[i]) or None,
-        offload_layers=int(rows.offload_layers[i]),
-        optimizer_offload=float(rows.optimizer_offload[i]),
-        first_stage_layers=end_layers_of(rows, i),
-        last_stage_layers=end_layers_of(rows, i),
-        global_batch=global_batch,
-        dtype=dtype,  # type: ignore[arg-type]
-        flash_attention=flash,
-    )
+    return layout_at(rows, i, global_batch, RunOptions(dtype=dtype, flash_attention=flash))  # type: ignore[arg-type]
 
 
 def _close(a: float, b: float) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer, start_live_server
+from tests.e2e.browser_support import wait_until
 from tests.paths import VENDOR_DIR
 from tests.plans_support import small_scenario
 
@@ -59,19 +59,6 @@ def _new_page(browser: Any, **kwargs: Any) -> Any:
     return context.new_page()
 
 
-def _wait_until(page: Any, expression: str, timeout_s: float = 30.0) -> None:
-    """Poll a JavaScript expression from Python (the CSP forbids the eval that wait_for_function uses)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if page.evaluate(expression):
-                return
-        except Exception:  # the page may be navigating or swapping; try again
-            pass
-        page.wait_for_timeout(100)
-    raise AssertionError(f"timed out waiting for {expression}")
-
-
 def _wait_charts(page: Any, ids: tuple[str, ...]) -> None:
     for chart in ids:
         page.wait_for_selector(f"#{chart}[data-drawn] .main-svg", timeout=40000)
@@ -93,7 +80,7 @@ def test_plan_session_build_save_reload_compare_export(
     # change an input: results update in place and the address bar reproduces the view
     page.fill("#f-nodes", "4")
     page.wait_for_url(re.compile(r"nodes=4"), timeout=30000)
-    _wait_until(
+    wait_until(
         page,
         "document.querySelector('input[name=scenario]') !== null && "
         "JSON.parse(document.querySelector('input[name=scenario]').value).cluster.nodes === 4",
@@ -165,7 +152,7 @@ def test_charts_follow_dark_mode(browser: Any, server: LiveServer) -> None:
 
     light = tick_colour()
     page.click("#theme-toggle")
-    _wait_until(
+    wait_until(
         page, f"getComputedStyle(document.querySelector('#chart-step .xtick text')).fill !== '{light}'"
     )
     assert page.evaluate("window.clusterplanTheme()") == "dark"
@@ -245,7 +232,7 @@ def test_upload_hf_config_json(browser: Any, server: LiveServer, tmp_path: Path)
     _wait_charts(page, ("chart-step",))
     page.click("text=Or use a Hugging Face config.json")
     page.set_input_files("#f-hf-file", str(path))
-    _wait_until(
+    wait_until(
         page,
         "document.querySelector('input[name=scenario]') !== null && "
         "JSON.parse(document.querySelector('input[name=scenario]').value).model.num_layers === 16",
@@ -341,7 +328,7 @@ def test_invalid_inputs_show_at_their_fields_and_grey_the_last_valid_result(
 
     # the browser refuses a negative node count: htmx sends nothing, so the page must say so itself
     page.fill("#f-nodes", "-4")
-    _wait_until(page, "document.getElementById('results').classList.contains('stale')")
+    wait_until(page, "document.getElementById('results').classList.contains('stale')")
     assert (
         page.locator("#stale-banner").inner_text().startswith("Inputs are invalid: last valid result shown.")
     )
@@ -351,13 +338,13 @@ def test_invalid_inputs_show_at_their_fields_and_grey_the_last_valid_result(
 
     # valid again: fresh results, no error, no banner
     page.fill("#f-nodes", "2")
-    _wait_until(page, "!document.getElementById('results').classList.contains('stale')")
-    _wait_until(page, "document.getElementById('e-nodes') === null")
+    wait_until(page, "!document.getElementById('results').classList.contains('stale')")
+    wait_until(page, "document.getElementById('e-nodes') === null")
     assert page.get_attribute("#f-nodes", "aria-invalid") is None
 
     # the server refuses 3 pipeline stages on 16 GPUs: the message sits at the pipeline field, with its label
     page.fill("#f-pp", "3")
-    _wait_until(page, "document.getElementById('e-pp') !== null")
+    wait_until(page, "document.getElementById('e-pp') !== null")
     assert (
         page.locator("#e-pp")
         .inner_text()
@@ -393,8 +380,8 @@ def test_planner_mode_takes_the_ignored_layout_inputs_out_of_the_tab_order(
     assert page.evaluate(inert, "tp") is False
     # let the two mode changes' requests land (each pushes its address) before following the skip link
     page.wait_for_url(re.compile(r"mode=manual"), timeout=30000)
-    _wait_until(page, "!document.getElementById('results').hasAttribute('aria-busy')")
+    wait_until(page, "!document.getElementById('results').hasAttribute('aria-busy')")
     page.click("a.skip-results")
-    _wait_until(page, "window.location.hash === '#results'")
+    wait_until(page, "window.location.hash === '#results'")
     assert console.errors == []
     page.context.close()

@@ -5,13 +5,13 @@ ranking in place. On the benchmarks page the launch form's GPU follows the chose
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import LiveServer, start_live_server
+from tests.e2e.browser_support import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -22,19 +22,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = start_live_server(f"sqlite:///{tmp / 'browser.db'}", tmp)
     yield live
     live.stop()
-
-
-def _wait_until(page: Any, expression: str, timeout_s: float = 30.0) -> None:
-    """Poll a JavaScript expression from Python (the CSP forbids the eval that wait_for_function uses)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if page.evaluate(expression):
-                return
-        except Exception:  # the page may be navigating or swapping; try again
-            pass
-        page.wait_for_timeout(100)
-    raise AssertionError(f"timed out waiting for {expression}")
 
 
 def test_nearest_fix_sets_the_field_and_rank_by_cost_reorders(browser: Any, server: LiveServer) -> None:
@@ -61,13 +48,13 @@ def test_nearest_fix_sets_the_field_and_rank_by_cost_reorders(browser: Any, serv
     assert page.input_value("#f-nodes") == target
     page.wait_for_url(re.compile(rf"nodes={target}\b"), timeout=30000)
     page.locator("#rank-title").wait_for(timeout=30000)
-    _wait_until(page, "!document.querySelector('#nearest-fix') && !!document.querySelector('#rank-by-note')")
+    wait_until(page, "!document.querySelector('#nearest-fix') && !!document.querySelector('#rank-by-note')")
     assert "Ranked by time to train." in page.inner_text("#rank-by-note")
 
     assert page.locator('label[for="f-rank_by"]').inner_text().startswith("Planner ranks layouts by")
     page.select_option("#f-rank_by", "cost")
     page.wait_for_url(re.compile(r"rank_by=cost"), timeout=30000)
-    _wait_until(page, "(document.querySelector('#rank-by-note') || {}).textContent.includes('cost per run')")
+    wait_until(page, "(document.querySelector('#rank-by-note') || {}).textContent.includes('cost per run')")
     assert page.locator("caption", has_text="Best layouts by cost per run").count() == 1
     assert errors == []
     context.close()
@@ -92,14 +79,14 @@ def test_benchmark_form_gpu_follows_the_node_and_device(browser: Any, server: Li
     page.wait_for_load_state("load")
     assert page.input_value("#l-gpu") == "H100-SXM"
     page.select_option("#l-node", "h200-node")
-    _wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
+    wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
     page.select_option("#l-device", "cpu")
-    _wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
+    wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
     page.select_option("#l-device", "cuda")
-    _wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
+    wait_until(page, "document.getElementById('l-gpu').value === 'H200-SXM'", 10)
     page.select_option("#l-device", "auto")
     page.select_option("#l-node", "cpu-node")
-    _wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
+    wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
     page.select_option("#l-node", "")
-    _wait_until(page, "document.getElementById('l-gpu').value === 'H100-SXM'", 10)
+    wait_until(page, "document.getElementById('l-gpu').value === 'H100-SXM'", 10)
     context.close()

@@ -644,9 +644,28 @@ def unsupported_dtype(gpu: GPUSpec, dtype: str) -> str | None:
     return None
 
 
-def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, seq_len: int) -> None:  # noqa: C901, PLR0912, PLR0915
-    """Raise SpecError listing every inconsistency between model, cluster, layout and sequence length."""
+def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, seq_len: int) -> None:
+    """Raise SpecError listing every inconsistency between model, cluster, layout and sequence length (one checker
+    per family of rules, in this order, so the problems are listed in the same order every time)."""
     p = ProblemCollector()
+    _check_sizes(p, layout)
+    if p.problems:
+        p.raise_if_any()
+    _check_choices(p, layout, seq_len)
+    _check_cluster(p, cluster, layout)
+    _check_tensor_parallel(p, model, layout)
+    split_ok = _check_pipeline_split(p, model, layout)
+    _check_schedule(p, layout, seq_len)
+    _check_experts(p, model, layout)
+    _check_recompute_modules(p, model, layout)
+    _check_precision(p, model, layout)
+    _check_offload(p, model, layout)
+    _check_recompute_layers(p, model, layout, split_ok)
+    p.raise_if_any()
+
+
+def _check_sizes(p: ProblemCollector, layout: Layout) -> None:
+    """The parallel sizes and batches are integers ≥ 1."""
     for name in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch"):
         value = getattr(layout, name)
         p.check(
@@ -658,8 +677,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.etp",
             f"must be an integer ≥ 1 or unset, got {layout.etp!r}",
         )
-    if p.problems:
-        p.raise_if_any()
+
+
+def _check_choices(p: ProblemCollector, layout: Layout, seq_len: int) -> None:
+    """ZeRO stage, recompute mode, dtype, optimizer and sequence length are among the known ones."""
     p.check(layout.zero in (0, 1, 2, 3), "layout.zero", f"must be 0, 1, 2 or 3, got {layout.zero!r}")
     p.check(
         layout.recompute in RECOMPUTE_MODES, "layout.recompute", f"must be one of {list(RECOMPUTE_MODES)}"
@@ -668,6 +689,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
     p.check(layout.optimizer in OPTIMIZERS, "layout.optimizer", f"must be one of {list(OPTIMIZERS)}")
     p.check(seq_len >= 1, "training.seq_len", f"must be ≥ 1, got {seq_len}")
 
+
+def _check_cluster(p: ProblemCollector, cluster: ClusterSpec | None, layout: Layout) -> None:
+    """The layout uses every GPU of the cluster, in a dtype the GPU runs."""
     if cluster is not None:
         gpus = cluster.num_gpus
         p.check(
@@ -679,6 +703,9 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         refused = unsupported_dtype(cluster.gpu, layout.dtype)
         p.check(refused is None, "layout.dtype", refused or "")
 
+
+def _check_tensor_parallel(p: ProblemCollector, model: ModelSpec, layout: Layout) -> None:
+    """Tensor parallelism divides the attention heads, the KV heads and the FFN."""
     heads = model.num_attention_heads
     p.check(
         model.mla is not None or model.effective_head_dim >= 1,
@@ -700,7 +727,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         "layout.tp",
         f"FFN hidden size ({model.ffn_hidden_size}) not divisible by tp ({layout.tp})",
     )
-    split_ok = _check_pipeline_split(p, model, layout)
+
+
+def _check_schedule(p: ProblemCollector, layout: Layout, seq_len: int) -> None:
+    """Interleaving, the global batch over dp·micro-batch, and the context-parallel split of the sequence."""
     if layout.vp > 1:
         p.check(layout.pp > 1, "layout.vp", "interleaved stages (vp > 1) need pipeline parallelism (pp > 1)")
     per_step = layout.dp * layout.micro_batch
@@ -723,6 +753,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.cp",
             f"sequence length ({seq_len}) not divisible by 2·cp = {2 * layout.cp} (load-balanced causal split)",
         )
+
+
+def _check_experts(p: ProblemCollector, model: ModelSpec, layout: Layout) -> None:
+    """Expert parallelism (ep, etp) against the model's experts, and sequence parallelism."""
     if model.moe is None:
         p.check(layout.ep == 1, "layout.ep", f"ep = {layout.ep} but {model.name} has no experts")
         p.check(
@@ -758,6 +792,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.sequence_parallel",
             "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core)",
         )
+
+
+def _check_recompute_modules(p: ProblemCollector, model: ModelSpec, layout: Layout) -> None:
+    """Selective recompute's modules."""
     if layout.recompute_modules:
         check_module_names(
             p,
@@ -772,6 +810,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.recompute_modules",
             "recompute modules apply to recompute='selective' only",
         )
+
+
+def _check_precision(p: ProblemCollector, model: ModelSpec, layout: Layout) -> None:
+    """16-bit layers of an fp8 / fp4 run, FP8 parameters, the moments' dtype and MTP."""
     check_bf16_layers(
         p, model.num_layers, layout.dtype, layout.bf16_first_layers, layout.bf16_last_layers, "layout."
     )
@@ -784,6 +826,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
         layout.mtp_layers,
         "layout.",
     )
+
+
+def _check_offload(p: ProblemCollector, model: ModelSpec, layout: Layout) -> None:
+    """Activation offloading by layers or by modules, and optimizer offloading."""
     if layout.offload_layers:
         # megatron/core/transformer/transformer_config.py __post_init__: cpu_offloading_num_layers must lie in
         # [0, num_layers); "Currently there is no support for Pipeline parallelism with CPU offloading"; "CPU
@@ -829,6 +875,10 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.optimizer_offload",
             "optimizer offloading is modelled for ZeRO 0-2 (Megatron-core's HybridDeviceOptimizer), not ZeRO-3",
         )
+
+
+def _check_recompute_layers(p: ProblemCollector, model: ModelSpec, layout: Layout, split_ok: bool) -> None:
+    """The number of fully recomputed layers per stage."""
     if layout.recompute_layers is not None:
         per_stage = (
             max(stage_layer_counts(model.num_layers, layout))
@@ -845,4 +895,3 @@ def check_layout(model: ModelSpec, cluster: ClusterSpec | None, layout: Layout, 
             "layout.recompute_layers",
             f"must be between 0 and the layers per stage ({per_stage})",
         )
-    p.raise_if_any()

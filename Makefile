@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test test-core install install-test system-deps lint typecheck pytest bench load validate clean
+.PHONY: run test test-core install install-test system-deps lint typecheck pytest bench load validate hooks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,11 @@ validate: install
 	$(BIN)/clusterplan validate layouts tests/data/training_runs.csv
 	$(BIN)/clusterplan validate region tests/data/training_runs*.csv
 	$(BIN)/clusterplan validate training-totals tests/data/training_totals.csv
+
+# The repository's git hooks (.githooks/commit-msg: subject ≤ 72 characters, imperative, no final period,
+# a blank line before the body).
+hooks:
+	git config core.hooksPath .githooks
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -5,11 +5,15 @@ the number of series stays bounded) and status code. Benchmark job counts by sta
 database at scrape time (through the read-only engine view: a scrape never takes SQLite's write lock), so
 every worker process reports the same, current numbers. /metrics needs the admin scope (Prometheus sends an
 admin API token as `authorization: {credentials: cpt_…}`).
+
+The request middleware is prometheus-fastapi-instrumentator's: it times every request and hands the result to
+`observe_request`, which labels it with this module's route template (the package's own handler label would
+report the raw path of a request that only matches after a trailing-slash redirect, and groups status codes).
+Its in-progress gauge registers in the process-wide default registry, which cannot hold one gauge per app, so
+the in-flight gauge is a small middleware here (docs/architecture.md, "Libraries").
 """
 
 from __future__ import annotations
-
-import time
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import Response
@@ -21,9 +25,11 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_fastapi_instrumentator import Instrumentator
+from prometheus_fastapi_instrumentator.metrics import Info
 from sqlalchemy import func
 from sqlmodel import Session, select
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app as app_pkg
 from app.auth.deps import require_scope
@@ -88,8 +94,17 @@ class AppMetrics:
         for status, n in counts.items():
             self.benchmark_jobs.labels(status=status).set(n)
 
+    def observe_request(self, info: Info) -> None:
+        """One finished request (called by the instrumentator's middleware): latency by route template."""
+        scope = info.request.scope  # the routed scope: the router has recorded the matched route in it
+        self.request_seconds.labels(
+            method=info.method, route=route_template(scope), status=info.modified_status
+        ).observe(info.modified_duration)
 
-class MetricsMiddleware:
+
+class InFlightMiddleware:
+    """Counts the HTTP requests being served in the app's own registry."""
+
     def __init__(self, app: ASGIApp, metrics: AppMetrics) -> None:
         self.app = app
         self.metrics = metrics
@@ -98,29 +113,23 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        start = time.perf_counter()
-        status = 500
-
-        async def record_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        self.metrics.in_flight.inc()
-        try:
-            await self.app(scope, receive, record_status)
-        finally:
-            self.metrics.in_flight.dec()
-            self.metrics.request_seconds.labels(
-                method=scope.get("method", ""), route=route_template(scope), status=str(status)
-            ).observe(time.perf_counter() - start)
+        with self.metrics.in_flight.track_inprogress():
+            await self.app(scope, receive, send)
 
 
 def install(app: FastAPI) -> None:
     metrics = AppMetrics()
     app.state.metrics = metrics
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(InFlightMiddleware, metrics=metrics)
+    # Every request is timed, /healthz and /metrics included, with exact status codes; the instrumentator's
+    # default metrics are replaced by observe_request (names, labels and buckets of this module).
+    Instrumentator(
+        should_group_status_codes=False,
+        should_group_untemplated=True,
+        should_instrument_requests_inprogress=False,
+        excluded_handlers=[],
+        registry=metrics.registry,
+    ).add(metrics.observe_request).instrument(app)
 
     def prometheus_metrics(_principal: object = Depends(require_scope("admin"))) -> Response:
         metrics.refresh_job_counts()

@@ -1,19 +1,38 @@
-"""Estimate service: scenario in, EstimateOut (or its dict) out. Shared by the API route and the CLI."""
+"""Estimate service: scenario in, EstimateOut (or its dict) out. Shared by the API route and the CLI.
+
+Response cache. The estimate is a pure function of the validated scenario and the formulas, so the encoded
+response (`compute_encoded`) is kept in a bounded, lock-guarded cachetools LRU (`CACHE_SIZE` entries) keyed
+by the scenario's canonical JSON (sorted keys, every default filled in), the formula version and the
+database. A response is stored only when nothing in it can change without a restart: the scenario names no
+calibration profile (profiles are users' rows) and its model and GPU are inline specs or built-in catalog
+entries that no user's row can replace (`app.services.catalog.is_clean_builtin`). The key therefore carries
+no principal: nothing cached depends on who asks. Entries also carry the catalog generation, which moves on
+every GPU/model/interconnect write in this process, and are ignored once it has moved. Hits and misses are
+encoded the same way (pydantic's JSON encoding of EstimateOut, as FastAPI itself does), so they are
+byte-identical. The API route (app/api/routes/estimate.py) answers hits on the event loop and computes misses
+in the thread pool.
+"""
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
+from cachetools import LRUCache
 from pydantic import ValidationError
 from sqlmodel import Session
 
+import app as app_pkg
 from app.catalog import accuracy_table
 from app.core.accuracy import applied_memory, band_for, estimate_layer_pass_seconds, memory_band
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
 from app.core.layout import stage_layer_counts
+from app.db import get_engine, get_read_engine
 from app.schemas.estimate import AccuracyOut, EstimateOut, MemoryAccuracyOut
 from app.schemas.scenario import Scenario
+from app.services import catalog as catalog_svc
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
 
@@ -98,3 +117,99 @@ def memory_accuracy_payload(est: Estimate) -> dict[str, Any] | None:
 def estimate_scenario(data: Any, session: Session | None = None) -> EstimateOut:
     resolved, est = run(parse_scenario(data) if not isinstance(data, Scenario) else data, session)
     return to_out(resolved, est)
+
+
+CACHE_SIZE = 1024  # responses are ~7 KB: at most ~7 MB
+
+CacheKey = tuple[Any, ...]
+
+
+class ResponseCache:
+    """A thread-safe LRU of encoded responses, each stored with the catalog generation it was computed at."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self._items: LRUCache[CacheKey, tuple[int, bytes]] = LRUCache(maxsize=size)
+        self._lock = threading.Lock()  # cachetools caches are not thread-safe; a read reorders the LRU
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: CacheKey, generation: int) -> bytes | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None or item[0] != generation:
+                self.misses += 1
+                return None
+            self.hits += 1
+            return item[1]
+
+    def put(self, key: CacheKey, generation: int, content: bytes) -> None:
+        with self._lock:
+            self._items[key] = (generation, content)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+response_cache = ResponseCache()
+
+
+def canonical_json(body: Scenario) -> str:
+    """The validated scenario as JSON with every default filled in and a fixed key order.
+
+    Pydantic dumps model fields in declaration order, so only free-form objects (inline model, GPU or fabric
+    specs) can arrive in another key order: those scenarios go through a sorted-keys dump instead.
+    """
+    inline = not isinstance(body.model, str) or not isinstance(body.cluster.gpu, str)
+    if inline or isinstance(body.cluster.fabric, dict):
+        return json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return body.model_dump_json()
+
+
+def cache_key(body: Scenario) -> CacheKey:
+    return (app_pkg.FORMULA_VERSION, get_engine().url, canonical_json(body))
+
+
+def cacheable(body: Scenario, session: Session) -> bool:
+    """No calibration profile, and model and GPU are inline or clean built-in catalog entries."""
+    if body.profile:
+        return False
+    names = [("model", body.model), ("gpu", body.cluster.gpu)]
+    return all(
+        catalog_svc.is_clean_builtin(session, kind, name) for kind, name in names if isinstance(name, str)
+    )
+
+
+def encode(out: EstimateOut) -> bytes:
+    return out.model_dump_json(by_alias=True).encode()
+
+
+def cached_response(key: CacheKey) -> bytes | None:
+    """The stored response for `key`, unless the catalog has been written since it was computed."""
+    return response_cache.get(key, catalog_svc.catalog_generation())
+
+
+def compute_encoded(body: Scenario) -> tuple[bytes, bool, int]:
+    """Resolve and estimate (sync; the route runs it in the thread pool): the encoded response, whether it
+    may be cached, and the catalog generation read before anything was resolved.
+
+    The session is the read-only engine view (it writes nothing; on SQLite it never takes the write lock)
+    and is opened and closed in this thread, so a cache hit needs no session at all.
+    """
+    generation = catalog_svc.catalog_generation()
+    with Session(get_read_engine()) as session:
+        may_cache = cacheable(body, session)
+        resolved, est = run(body, session)
+    return encode(to_out(resolved, est)), may_cache, generation
+
+
+def store_response(key: CacheKey, content: bytes, may_cache: bool, generation: int) -> None:
+    """Keep a computed response, if it may be cached and no catalog write happened while it was computed."""
+    if may_cache and generation == catalog_svc.catalog_generation():
+        response_cache.put(key, generation, content)

@@ -59,11 +59,7 @@ SKIPPED: dict[tuple[str, str], str] = {
         "README.md",
         "clusterplan bench attention [--device cpu|cuda] [--kernel cudnn,flash-attention-2] [--seq 4096,32768] [--json]",
     ): "long-sequence attention on the default device (a GPU)",
-    # Examples that name files and users of the reader's own (not yet fixed in the docs).
-    (
-        "docs/cost.md",
-        "clusterplan cost storage --scenario job.yaml --slow-disk-fraction 0.25",
-    ): "job.yaml is the reader's scenario file",
+    # Examples that name a token and a user of the reader's own.
     ("docs/operations.md", "clusterplan tokens revoke cpt_AbCd1234"): "an example token prefix",
     (
         "docs/operations.md",

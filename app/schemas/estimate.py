@@ -128,7 +128,20 @@ class EstimateOut(BaseModel):
     flops_per_token: dict[str, float]
     memory: MemoryOut
     step: StepOut
-    time_to_train_s: float | None = Field(description="training.tokens / tokens_per_s, when tokens is given")
+    time_to_train_s: float | None = Field(
+        description="compute time: training.tokens / tokens_per_s, when tokens is given"
+    )
+    goodput: float | None = Field(
+        None,
+        description="useful share of wall time on this many GPUs: failures, checkpoint stalls and restarts at "
+        "Meta's published Llama 3 interruption rates (app.core.goodput); when tokens is given",
+    )
+    wall_clock_time_to_train_s: float | None = Field(
+        None, description="time_to_train_s / goodput: the time a run takes on the wall clock"
+    )
+    wall_clock_gpu_hours: float | None = Field(
+        None, description="GPUs × wall_clock_time_to_train_s / 3600: the GPU-hours a run is billed"
+    )
     memory_accuracy: MemoryAccuracyOut | None = Field(
         None, description="how far published peak-memory readings were from their estimates"
     )

@@ -29,10 +29,12 @@ from app.core.accuracy import applied_memory, band_for, estimate_layer_pass_seco
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
 from app.core.layout import stage_layer_counts
+from app.core.units import DAY, HOUR
 from app.db import get_engine, get_read_engine
 from app.schemas.estimate import AccuracyOut, EstimateOut, MemoryAccuracyOut
 from app.schemas.scenario import Scenario
 from app.services import catalog as catalog_svc
+from app.services.plan_costs import plan_goodput
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
 
@@ -66,6 +68,7 @@ def run(scenario: Scenario, session: Session | None = None) -> tuple[ResolvedSce
 def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
     d = est.to_dict()
     tps = est.step.tokens_per_s
+    compute_s = (resolved.tokens / tps) if resolved.tokens and tps > 0 else None
     return EstimateOut(
         model=d["model"],
         gpu=d["gpu"],
@@ -79,7 +82,8 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         flops_per_token=d["flops_per_token"],
         memory=d["memory"],
         step=d["step"],
-        time_to_train_s=(resolved.tokens / tps) if resolved.tokens and tps > 0 else None,
+        time_to_train_s=compute_s,
+        **wall_clock_payload(resolved, est, compute_s),
         accuracy=AccuracyOut.model_validate(band) if (band := accuracy_payload(est)) else None,
         memory_accuracy=MemoryAccuracyOut.model_validate(mem)
         if (mem := memory_accuracy_payload(est))
@@ -87,6 +91,28 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         assumptions=d["assumptions"],
         warnings=list(resolved.warnings),
     )
+
+
+def wall_clock_payload(resolved: ResolvedScenario, est: Estimate, compute_s: float | None) -> dict[str, Any]:
+    """Goodput for this cluster and model (the planning session's goodput model) and the time to train and
+    GPU-hours it makes on the wall clock; empty without a time to train or when goodput cannot be evaluated."""
+    if compute_s is None:
+        return {}
+    cluster = resolved.cluster
+    try:
+        res = plan_goodput(
+            cluster.num_gpus, cluster.gpus_per_node, est.params_total, est.step.mfu, compute_s / DAY
+        )
+    except (SpecError, ValidationError, ValueError):
+        return {}
+    if not res.goodput > 0:
+        return {}
+    wall_s = compute_s / res.goodput
+    return {
+        "goodput": res.goodput,
+        "wall_clock_time_to_train_s": wall_s,
+        "wall_clock_gpu_hours": cluster.num_gpus * wall_s / HOUR,
+    }
 
 
 def accuracy_payload(est: Estimate) -> dict[str, Any] | None:

@@ -124,7 +124,13 @@ def render_text(out: object) -> str:
         f"MFU {step.mfu * 100:.1f} %  HFU {step.hfu * 100:.1f} %",
     ]
     if out.time_to_train_s:
-        lines.append(f"time to train: {days_text(out.time_to_train_s / SECONDS_PER_DAY)}")
+        line = f"time to train: {days_text(out.time_to_train_s / SECONDS_PER_DAY)} of compute"
+        if out.wall_clock_time_to_train_s and out.goodput:
+            line += (
+                f", {days_text(out.wall_clock_time_to_train_s / SECONDS_PER_DAY)} on the wall clock at "
+                f"{out.goodput * 100:.1f} % goodput ({out.wall_clock_gpu_hours:,.0f} GPU-hours)"
+            )
+        lines.append(line)
     lines += [f"note: {note}" for note in step.notes]
     lines += [f"warning: {w}" for w in out.warnings]
     if out.accuracy is not None:

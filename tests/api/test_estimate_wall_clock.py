@@ -1,0 +1,53 @@
+"""POST /api/v1/estimate states the time to train on the wall clock beside the compute time: the goodput of
+that many GPUs (failures, checkpoint stalls and restarts) divides the compute time."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from app.core.units import HOUR
+from tests.paths import EXAMPLES_DIR
+
+
+def _body(nodes: int | None = None, tokens: float | None = 1e12) -> dict[str, Any]:
+    body = json.loads((EXAMPLES_DIR / "llama3-70b-64xh100.json").read_text())
+    body = copy.deepcopy(body)
+    if tokens is None:
+        body["training"].pop("tokens", None)
+    else:
+        body["training"]["tokens"] = tokens
+    if nodes is not None:
+        body["cluster"]["nodes"] = nodes
+        body["layout"]["dp"] = body["layout"]["dp"] * nodes // 8
+        body["layout"]["global_batch"] = (
+            body["layout"]["global_batch"] * nodes // 8
+        )  # same micro-batches per rank
+    return body
+
+
+def test_wall_clock_is_the_compute_time_over_the_goodput(client: Any) -> None:
+    out = client.post("/api/v1/estimate", json=_body()).json()
+    compute, wall, goodput = out["time_to_train_s"], out["wall_clock_time_to_train_s"], out["goodput"]
+    assert 0.5 < goodput < 1.0
+    assert wall == pytest.approx(compute / goodput, rel=1e-12)
+    assert wall > compute
+    assert out["wall_clock_gpu_hours"] == pytest.approx(out["num_gpus"] * wall / HOUR, rel=1e-12)
+
+
+def test_more_gpus_lose_more_to_failures(client: Any) -> None:
+    small = client.post("/api/v1/estimate", json=_body()).json()
+    r = client.post("/api/v1/estimate", json=_body(nodes=512))
+    assert r.status_code == 200, r.text
+    large = r.json()
+    assert large["num_gpus"] == 64 * small["num_gpus"]
+    assert large["goodput"] < small["goodput"]
+
+
+def test_no_tokens_no_time_to_train(client: Any) -> None:
+    out = client.post("/api/v1/estimate", json=_body(tokens=None)).json()
+    assert out["time_to_train_s"] is None
+    assert out["goodput"] is None and out["wall_clock_time_to_train_s"] is None

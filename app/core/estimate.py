@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.core.attention import AttentionKernel
 from app.core.efficiency import (
     FP4_GEMM_SHARE,
     NON_CLOCK_POWER_FRACTION,
     SUSTAINED_FRACTION,
+    GemmEfficiency,
     HardwareProfile,
     fp4_rate_assumed,
     operating_clock_fraction,
@@ -185,64 +187,30 @@ def framework_for(framework: Framework, layout: Layout) -> Framework:
     )
 
 
-def estimate(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    layout: Layout,
-    seq_len: int,
-    profile: HardwareProfile | None = None,
-    *,
-    options: EstimateOptions | None = None,
-) -> Estimate:
-    """Memory and step time of one training configuration. Raises SpecError listing every inconsistency."""
-    opts = options or EstimateOptions()
-    problems: list[Problem] = []
-    try:
-        check_layout(model, cluster, layout, seq_len)
-    except SpecError as exc:
-        problems = list(exc.problems)
-    try:
-        fw = framework_for(opts.framework, layout)
-    except SpecError as exc:
-        problems.extend(exc.problems)
-    if problems:
-        raise SpecError(problems)  # every problem at once: the layout's and the framework's
-    linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
-    kernel = attention_kernel(fw, cluster.gpu, profile)
-    calibrated = profile is not None and profile.gemm is not None
-    vocab = padded_vocab_size(model.vocab_size, layout.tp)
-    counts = param_counts(model)
-    rec_share = 1.0
-    if layout.recompute == "full":
-        per_stage = stage_layer_counts(model.num_layers, layout)
-        rec_share = recomputed_layer_share(model.num_layers, per_stage, layout.recompute_layers)
-    run = MemoryRun.of(model, layout, seq_len, fw)
-    mf, hf = flops_per_token(model, seq_len, layout.recompute, rec_share, run, opts.flop_counting, vocab)
-    peak = cluster.gpu.peak(layout.dtype)
-    network = profile.network if profile is not None else None
-    mem = memory_estimate(
-        model,
-        layout,
-        seq_len,
-        cluster.gpu.hbm_bytes,
-        fw,
-        opts.safety_fraction,
-        host_capacity_bytes=cluster.gpu.host_memory_bytes,
-    )
-    step = step_estimate(
-        model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal, kernel
-    )
-    if layout.dtype == "fp4" and fp4_rate_assumed(cluster.gpu, profile):
-        step = replace(
-            step,
-            notes=[
-                *step.notes,
-                f"NVFP4 GEMM rate assumed, not measured, for {cluster.gpu.name}: its dense FP4 peak at the share of "
-                f"peak measured BF16 GEMMs reach, x {FP4_GEMM_SHARE:g} (see GEMM throughput). Megatron-Bridge's eight "
-                "published NVFP4 runs took 0.93-1.13x the step time estimated this way "
-                "(docs/constants.md#fp4-gemm-share)",
-            ],
-        )
+@dataclass(frozen=True)
+class _Basis:
+    """What an estimate's assumptions report: the inputs and the rates the estimate used."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    layout: Layout
+    fw: Framework
+    opts: EstimateOptions
+    linear: GemmEfficiency
+    attn_curve: GemmEfficiency
+    kernel: AttentionKernel
+    vocab: int
+    mf: float
+    hf: float
+    peak: float
+    calibrated: bool
+
+
+def _assumptions(basis: _Basis) -> list[Assumption]:
+    """The assumptions an estimate lists: every rate, convention and source it rests on."""
+    model, cluster, layout, fw, opts = basis.model, basis.cluster, basis.layout, basis.fw, basis.opts
+    linear, attn_curve, kernel, vocab = basis.linear, basis.attn_curve, basis.kernel, basis.vocab
+    mf, hf, peak, calibrated = basis.mf, basis.hf, basis.peak, basis.calibrated
     assumptions = [
         Assumption("framework", fw.name, "", "app.core.framework presets (sources in that module)"),
         Assumption(
@@ -480,6 +448,70 @@ def estimate(
                 "scaling recipe keeps 1 + 1, NVIDIA's NVFP4 recipe about 15 % of the layers (arXiv 2509.25149)",
             )
         )
+    return assumptions
+
+
+def estimate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    seq_len: int,
+    profile: HardwareProfile | None = None,
+    *,
+    options: EstimateOptions | None = None,
+) -> Estimate:
+    """Memory and step time of one training configuration. Raises SpecError listing every inconsistency."""
+    opts = options or EstimateOptions()
+    problems: list[Problem] = []
+    try:
+        check_layout(model, cluster, layout, seq_len)
+    except SpecError as exc:
+        problems = list(exc.problems)
+    try:
+        fw = framework_for(opts.framework, layout)
+    except SpecError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise SpecError(problems)  # every problem at once: the layout's and the framework's
+    linear, attn_curve = training_curves(cluster.gpu, layout.dtype, profile, opts.power_limit_w)
+    kernel = attention_kernel(fw, cluster.gpu, profile)
+    calibrated = profile is not None and profile.gemm is not None
+    vocab = padded_vocab_size(model.vocab_size, layout.tp)
+    counts = param_counts(model)
+    rec_share = 1.0
+    if layout.recompute == "full":
+        per_stage = stage_layer_counts(model.num_layers, layout)
+        rec_share = recomputed_layer_share(model.num_layers, per_stage, layout.recompute_layers)
+    run = MemoryRun.of(model, layout, seq_len, fw)
+    mf, hf = flops_per_token(model, seq_len, layout.recompute, rec_share, run, opts.flop_counting, vocab)
+    peak = cluster.gpu.peak(layout.dtype)
+    network = profile.network if profile is not None else None
+    mem = memory_estimate(
+        model,
+        layout,
+        seq_len,
+        cluster.gpu.hbm_bytes,
+        fw,
+        opts.safety_fraction,
+        host_capacity_bytes=cluster.gpu.host_memory_bytes,
+    )
+    step = step_estimate(
+        model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal, kernel
+    )
+    if layout.dtype == "fp4" and fp4_rate_assumed(cluster.gpu, profile):
+        step = replace(
+            step,
+            notes=[
+                *step.notes,
+                f"NVFP4 GEMM rate assumed, not measured, for {cluster.gpu.name}: its dense FP4 peak at the share of "
+                f"peak measured BF16 GEMMs reach, x {FP4_GEMM_SHARE:g} (see GEMM throughput). Megatron-Bridge's eight "
+                "published NVFP4 runs took 0.93-1.13x the step time estimated this way "
+                "(docs/constants.md#fp4-gemm-share)",
+            ],
+        )
+    assumptions = _assumptions(
+        _Basis(model, cluster, layout, fw, opts, linear, attn_curve, kernel, vocab, mf, hf, peak, calibrated)
+    )
     return Estimate(
         model=model,
         cluster=cluster,

@@ -56,6 +56,8 @@ from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
 from app.core.step import (
     STAGE_PARTS,
     STEP_COMPONENTS,
+    LayerRates,
+    LayerSplit,
     LayerTimesView,
     _gemm,
     _linear,
@@ -423,26 +425,26 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
     inverse = inverse.reshape(-1)
     g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
     g_etp = e_tp[first]
-    args = (shape, g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
-    drop = flash_dropout_overhead(cluster.gpu)
-    shares = attention_kernel(fw, cluster.gpu, profile).shares
+    split = LayerSplit(g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
+    rates = LayerRates(
+        linear,
+        attn_curve,
+        hbm_bw,
+        fw,
+        opts.causal,
+        cast_bytes_per_element(dtype),
+        flash_dropout_overhead(cluster.gpu),
+        attention_kernel(fw, cluster.gpu, profile).shares,
+    )
 
-    def group_times(curve: GemmEfficiency, cast_bytes: float) -> LayerTimesView:
-        dense = layer_times(
-            *args, False, curve, attn_curve, hbm_bw, fw, opts.causal, cast_bytes, drop, None, shares
-        )
-        moe_t = (
-            layer_times(
-                *args, True, curve, attn_curve, hbm_bw, fw, opts.causal, cast_bytes, drop, g_etp, shares
-            )
-            if n_moe
-            else dense
-        )
+    def group_times(r: LayerRates) -> LayerTimesView:
+        dense = layer_times(shape, split, False, r)
+        moe_t = layer_times(shape, split, True, r, g_etp) if n_moe else dense
         return LayerTimesView(dense, moe_t, n_moe / model.num_layers, inverse, len(first))
 
-    view = group_times(linear, cast_bytes_per_element(dtype))
+    view = group_times(rates)
     # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts
-    view16 = group_times(attn_curve, 0.0) if with_bf16 else view
+    view16 = group_times(rates.sixteen_bit()) if with_bf16 else view
     g_vocab = padded_vocab_size(model.vocab_size, g_tp)  # type: ignore[arg-type]
     logits_fwd = np.asarray(_gemm(attn_curve, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
     proj_fwd, proj_bwd = (

@@ -36,7 +36,7 @@ All collective times come from app.core.network.collective_time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -167,26 +167,57 @@ def _linear(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> 
     return _gemm(curve, m, n, k, batch), _gemm(curve, m, k, n, batch) + _gemm(curve, k, n, m, batch)
 
 
-def layer_times(  # noqa: PLR0913, PLR0915
-    shape: LayerShape,
-    tokens: Any,
-    seq_len: Any,
-    tp: Any,
-    sp: Any,
-    cp: Any,
-    ep: Any,
-    flash: bool,
-    moe: bool,
-    linear: GemmEfficiency,
-    attn_curve: GemmEfficiency,
-    hbm_bytes_per_s: float,
-    fw: Framework = MEGATRON_CORE,
-    causal: bool = True,
-    cast_bytes: float = 0.0,
-    dropout_overhead: tuple[float, float] = (0.0, 0.0),
-    etp: Any = None,
-    attention_shares: tuple[float, float] = LEGACY_SHARES,
+@dataclass(frozen=True)
+class LayerSplit:
+    """How one layer's work is split: tokens per micro-batch on a rank, the sequence length, the tensor, sequence,
+    context and expert parallel sizes (numbers, or one column per layout), and whether attention is fused."""
+
+    tokens: Any
+    seq_len: Any
+    tp: Any
+    sp: Any
+    cp: Any
+    ep: Any
+    flash: bool
+
+
+@dataclass(frozen=True)
+class LayerRates:
+    """The rates every layer of a run is timed at: the GEMM curves of the linear layers and of attention (and of
+    16-bit GEMMs), HBM bandwidth, the framework's kernels, the quantization casts, fused-attention dropout and the
+    attention kernel's training shares."""
+
+    linear: GemmEfficiency
+    attn_curve: GemmEfficiency
+    hbm_bytes_per_s: float
+    fw: Framework = MEGATRON_CORE
+    causal: bool = True
+    cast_bytes: float = 0.0
+    dropout_overhead: tuple[float, float] = (0.0, 0.0)
+    attention_shares: tuple[float, float] = LEGACY_SHARES
+
+    def sixteen_bit(self) -> LayerRates:
+        """The rates of a layer an fp8 / fp4 run keeps 16-bit: its GEMMs on the 16-bit curve, no casts."""
+        return replace(self, linear=self.attn_curve, cast_bytes=0.0)
+
+
+def layer_times(  # noqa: PLR0915
+    shape: LayerShape, split: LayerSplit, moe: bool, rates: LayerRates, etp: Any = None
 ) -> LayerTimes:
+    """Forward and backward time of one transformer layer (dense or MoE) on one rank: its GEMMs on the efficiency
+    curves, attention on the fused kernel's rate (or unfused), and the element-wise, norm and cast traffic on HBM."""
+    tokens, seq_len, tp, sp, cp, ep, flash = (
+        split.tokens,
+        split.seq_len,
+        split.tp,
+        split.sp,
+        split.cp,
+        split.ep,
+        split.flash,
+    )
+    linear, attn_curve, hbm_bytes_per_s, fw = rates.linear, rates.attn_curve, rates.hbm_bytes_per_s, rates.fw
+    causal, cast_bytes, dropout_overhead = rates.causal, rates.cast_bytes, rates.dropout_overhead
+    attention_shares = rates.attention_shares
     h = shape.hidden
     # linear layers: the output projection (attention output width → h) and the QKV (or MLA) projections as
     # one GEMM over the remaining attention weights
@@ -503,30 +534,27 @@ def stage_times(  # noqa: PLR0913
     counts = stage_layer_counts(model.num_layers, layout)
     layers_per_gpu = model.num_layers / pp
     moe_share = n_moe / model.num_layers
-    args = (shape, tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
-    cast = cast_bytes_per_element(layout.dtype)
-    drop = flash_dropout_overhead(cluster.gpu)
-    shares = (attention or attention_kernel(fw, cluster.gpu)).shares
-    dense = layer_times(*args, False, linear, attn_curve, hbm, fw, causal, cast, drop, None, shares)
-    moe_t = (
-        layer_times(*args, True, linear, attn_curve, hbm, fw, causal, cast, drop, layout.expert_tp, shares)
-        if n_moe
-        else dense
+    split = LayerSplit(tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
+    rates = LayerRates(
+        linear,
+        attn_curve,
+        hbm,
+        fw,
+        causal,
+        cast_bytes_per_element(layout.dtype),
+        flash_dropout_overhead(cluster.gpu),
+        (attention or attention_kernel(fw, cluster.gpu)).shares,
     )
+    dense = layer_times(shape, split, False, rates)
+    moe_t = layer_times(shape, split, True, rates, layout.expert_tp) if n_moe else dense
 
     # layers an fp8 / fp4 run keeps 16-bit (Layout.bf16_first_layers / bf16_last_layers): their GEMMs on the 16-bit
     # curve, no quantization casts
     bf16_counts = stage_bf16_layer_counts(model.num_layers, layout)
     dense16, moe16 = dense, moe_t
     if any(bf16_counts):
-        dense16 = layer_times(*args, False, attn_curve, attn_curve, hbm, fw, causal, 0.0, drop, None, shares)
-        moe16 = (
-            layer_times(
-                *args, True, attn_curve, attn_curve, hbm, fw, causal, 0.0, drop, layout.expert_tp, shares
-            )
-            if n_moe
-            else dense16
-        )
+        dense16 = layer_times(shape, split, False, rates.sixteen_bit())
+        moe16 = layer_times(shape, split, True, rates.sixteen_bit(), layout.expert_tp) if n_moe else dense16
 
     run = MemoryRun.of(model, layout, seq_len, fw)
     cols = LayoutColumns.of(layout)

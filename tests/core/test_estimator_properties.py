@@ -172,7 +172,7 @@ def test_memory_formulas_accept_numpy_arrays_and_match_scalars() -> None:
 def test_layer_times_accept_numpy_arrays_and_match_scalars() -> None:
     from app.catalog import find_model
     from app.core.efficiency import GemmEfficiency
-    from app.core.step import layer_times
+    from app.core.step import LayerRates, LayerSplit, layer_times
 
     shape = layer_shape(find_model("Mixtral-8x7B"))
     curve = GemmEfficiency.for_gpu(H100)
@@ -181,22 +181,11 @@ def test_layer_times_accept_numpy_arrays_and_match_scalars() -> None:
     tokens = np.array([4096.0, 8192.0, 4096.0, 16384.0])
     sp = np.array([False, True, True, False])
     hbm = H100.hbm_bandwidth_bytes_per_s
-    vec = layer_times(shape, tokens, 4096, tp, sp, 1, ep, True, True, curve, curve, hbm)
+    rates = LayerRates(curve, curve, hbm)
+    vec = layer_times(shape, LayerSplit(tokens, 4096, tp, sp, 1, ep, True), True, rates)
     for i in range(4):
-        one = layer_times(
-            shape,
-            float(tokens[i]),
-            4096,
-            int(tp[i]),
-            bool(sp[i]),
-            1,
-            int(ep[i]),
-            True,
-            True,
-            curve,
-            curve,
-            hbm,
-        )
+        split = LayerSplit(float(tokens[i]), 4096, int(tp[i]), bool(sp[i]), 1, int(ep[i]), True)
+        one = layer_times(shape, split, True, rates)
         assert vec.forward[i] == pytest.approx(one.forward)
         assert vec.backward[i] == pytest.approx(one.backward)
         assert vec.recompute_full[i] == pytest.approx(one.recompute_full)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -280,8 +280,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         sizes=req.sizes or DEFAULT_SIZES,
         usd_per_gpu_hour=price,
         deadline_s=req.deadline_days * 86400.0 if req.deadline_days else None,
-        # the sweep has always searched with flash attention on, whatever the request's flash_attention
-        run=replace(req.run_options(), flash_attention=True),
+        run=req.run_options(),
         constraints=req.constraints.to_core(),
         options=resolved.estimate_options(),
         profile=resolved.profile,

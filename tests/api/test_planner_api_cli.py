@@ -167,3 +167,15 @@ def test_price_book_rows_from_the_database_feed_the_cost_ranking(db_url: str) ->
         assert out.usd_per_gpu_hour == 1000.0
         assert out.best["cost_usd"] == pytest.approx(out.best["time_to_train_s"] / 3600 * 64 * 1000.0)
     assert file_price < 1000.0
+
+
+def test_sizes_honour_flash_attention(client: Any) -> None:
+    """The size sweep searches with the request's attention: unfused attention is never faster."""
+    body = dict(BODY, sizes=[64])
+    body.pop("top")
+    fused = client.post("/api/v1/plan/sizes", json=body)
+    unfused = client.post("/api/v1/plan/sizes", json=dict(body, flash_attention=False))
+    assert fused.status_code == 200 and unfused.status_code == 200, unfused.text
+    on, off = fused.json()["points"][0], unfused.json()["points"][0]
+    assert on["feasible"] and off["feasible"]
+    assert off["tokens_per_s"] < on["tokens_per_s"]

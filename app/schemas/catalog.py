@@ -109,7 +109,9 @@ class ModelPublic(BaseModel):
     spec: dict[str, Any] = Field(description="ModelSpec fields")
 
 
-class PricePublic(BaseModel):
+class PriceRowBase(BaseModel):
+    """The fields every view of a price-book row starts with (the catalog's rows, the cost service's price book)."""
+
     id: uuid.UUID
     category: str
     item: str
@@ -120,6 +122,9 @@ class PricePublic(BaseModel):
     price_usd: float
     usd_per_gpu_hour: float | None
     gpu_name: str | None
+
+
+class PricePublic(PriceRowBase):
     gpus_per_unit: int | None
     price_date: date
     source: str

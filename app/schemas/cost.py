@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.schemas.catalog import PriceRowBase
 from app.schemas.fields import JsonObject, SafeStr
 
 # price options one request compares: a price book holds tens of rows per GPU; 1,000 bounds one request's work
@@ -476,17 +477,7 @@ class StorageResponse(BaseModel):
     assumptions: list[AssumptionOut]
 
 
-class PriceBookRow(BaseModel):
-    id: uuid.UUID
-    category: str
-    item: str
-    vendor: str
-    region: str
-    pricing_model: str
-    unit: str
-    price_usd: float
-    usd_per_gpu_hour: float | None
-    gpu_name: str | None
+class PriceBookRow(PriceRowBase):
     price_date: str
     source: str
     confidence: str

@@ -22,6 +22,30 @@ from app.schemas import cost as s
 M = TypeVar("M", bound=BaseModel)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the full JSON result")]
+# the parallel filesystem's bandwidth, shared by the goodput and storage commands
+ParallelFsOpt = Annotated[
+    float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
+]
+StorageNodesOpt = Annotated[
+    int | None,
+    typer.Option(help="parallel-filesystem storage nodes (with --parallel-fs-gb-per-s-per-storage-node)"),
+]
+StorageNodeGbpsOpt = Annotated[
+    float | None, typer.Option(help="GB/s of one storage node (datasheet or measured)")
+]
+
+
+def parallel_fs_fields(
+    aggregate_gb_per_s: float | None, storage_nodes: int | None, gb_per_s_per_storage_node: float | None
+) -> dict[str, float | int | None]:
+    """The request fields of the parallel filesystem's bandwidth options."""
+    return {
+        "parallel_fs_gb_per_s": aggregate_gb_per_s,
+        "parallel_fs_storage_nodes": storage_nodes,
+        "parallel_fs_gb_per_s_per_storage_node": gb_per_s_per_storage_node,
+    }
+
+
 PriceOpt = Annotated[
     list[float] | None, typer.Option("--price", help="inline cloud price, USD per GPU-hour (repeatable)")
 ]
@@ -370,16 +394,9 @@ def goodput(
     precision: Annotated[str, typer.Option(help="bf16 | fp16 | fp8 | fp4 | fp32")] = "bf16",
     optimizer: Annotated[str, typer.Option(help="adamw | sgd_momentum | adafactor | none")] = "adamw",
     tier: Annotated[str, typer.Option(help="local_nvme | parallel_fs | object_store")] = "parallel_fs",
-    parallel_fs_gb_per_s: Annotated[
-        float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
-    ] = None,
-    parallel_fs_storage_nodes: Annotated[
-        int | None,
-        typer.Option(help="parallel-filesystem storage nodes (with --parallel-fs-gb-per-s-per-storage-node)"),
-    ] = None,
-    parallel_fs_gb_per_s_per_storage_node: Annotated[
-        float | None, typer.Option(help="GB/s of one storage node (datasheet or measured)")
-    ] = None,
+    parallel_fs_gb_per_s: ParallelFsOpt = None,
+    parallel_fs_storage_nodes: StorageNodesOpt = None,
+    parallel_fs_gb_per_s_per_storage_node: StorageNodeGbpsOpt = None,
     async_checkpoint: Annotated[bool, typer.Option("--async", help="asynchronous checkpointing")] = False,
     checkpoint_stall_s: Annotated[float | None, typer.Option(help="pause per checkpoint, s")] = None,
     restart_s: Annotated[float | None, typer.Option(help="restart time, s")] = None,
@@ -405,9 +422,9 @@ def goodput(
             if params
             else None,
             "tier": tier,
-            "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
-            "parallel_fs_storage_nodes": parallel_fs_storage_nodes,
-            "parallel_fs_gb_per_s_per_storage_node": parallel_fs_gb_per_s_per_storage_node,
+            **parallel_fs_fields(
+                parallel_fs_gb_per_s, parallel_fs_storage_nodes, parallel_fs_gb_per_s_per_storage_node
+            ),
             "async_checkpoint": async_checkpoint,
             "checkpoint_stall_s": checkpoint_stall_s,
             "restart_s": restart_s,
@@ -451,16 +468,9 @@ def storage(
     optimizer: Annotated[str, typer.Option(help="adamw | sgd_momentum | adafactor | none")] = "adamw",
     format: Annotated[str, typer.Option(help="safetensors | torch_save")] = "safetensors",
     slow_disk_fraction: Annotated[float, typer.Option(help="one slow disk at this share of bandwidth")] = 0.5,
-    parallel_fs_gb_per_s: Annotated[
-        float | None, typer.Option(help="parallel-filesystem aggregate GB/s (default scales with nodes)")
-    ] = None,
-    parallel_fs_storage_nodes: Annotated[
-        int | None,
-        typer.Option(help="parallel-filesystem storage nodes (with --parallel-fs-gb-per-s-per-storage-node)"),
-    ] = None,
-    parallel_fs_gb_per_s_per_storage_node: Annotated[
-        float | None, typer.Option(help="GB/s of one storage node (datasheet or measured)")
-    ] = None,
+    parallel_fs_gb_per_s: ParallelFsOpt = None,
+    parallel_fs_storage_nodes: StorageNodesOpt = None,
+    parallel_fs_gb_per_s_per_storage_node: StorageNodeGbpsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     from app.services import cost as svc
@@ -478,9 +488,9 @@ def storage(
             "step_s": step_s,
             "vocab_size": vocab_size,
             "slow_disk_fraction": slow_disk_fraction,
-            "parallel_fs_gb_per_s": parallel_fs_gb_per_s,
-            "parallel_fs_storage_nodes": parallel_fs_storage_nodes,
-            "parallel_fs_gb_per_s_per_storage_node": parallel_fs_gb_per_s_per_storage_node,
+            **parallel_fs_fields(
+                parallel_fs_gb_per_s, parallel_fs_storage_nodes, parallel_fs_gb_per_s_per_storage_node
+            ),
         },
     )
     r = svc.storage(req)

@@ -206,12 +206,10 @@ class _Basis:
     calibrated: bool
 
 
-def _assumptions(basis: _Basis) -> list[Assumption]:
-    """The assumptions an estimate lists: every rate, convention and source it rests on."""
-    model, cluster, layout, fw, opts = basis.model, basis.cluster, basis.layout, basis.fw, basis.opts
-    linear, attn_curve, kernel, vocab = basis.linear, basis.attn_curve, basis.kernel, basis.vocab
-    mf, hf, peak, calibrated = basis.mf, basis.hf, basis.peak, basis.calibrated
-    assumptions = [
+def _convention_assumptions(basis: _Basis) -> list[Assumption]:
+    """The framework, sharding, pipeline split, activations and vocabulary the estimate assumes."""
+    model, layout, fw, vocab = basis.model, basis.layout, basis.fw, basis.vocab
+    return [
         Assumption("framework", fw.name, "", "app.core.framework presets (sources in that module)"),
         Assumption(
             "bytes per parameter (weights+grads+master+Adam)",
@@ -238,6 +236,21 @@ def _assumptions(basis: _Basis) -> list[Assumption]:
             "Korthikanti et al. 2022 (arXiv 2205.05198) Sec. 4, generalised per saved tensor",
         ),
         Assumption("vocabulary (padded)", vocab, "tokens", "Megatron pads to a multiple of 128·tp"),
+    ]
+
+
+def _rate_assumptions(basis: _Basis) -> list[Assumption]:
+    """The kernel rates: GEMM and attention throughput, clock, element-wise, loss and norm traffic."""
+    cluster, fw, opts, linear, attn_curve, kernel, calibrated = (
+        basis.cluster,
+        basis.fw,
+        basis.opts,
+        basis.linear,
+        basis.attn_curve,
+        basis.kernel,
+        basis.calibrated,
+    )
+    return [
         Assumption(
             "GEMM throughput (large shapes)",
             round(linear.max_flops / 1e12, 1),
@@ -287,6 +300,13 @@ def _assumptions(basis: _Basis) -> list[Assumption]:
             "B per element (forward)",
             "fused norm kernel 4 B; eager fp32 composite 36 B (Framework.norm_bytes_per_element)",
         ),
+    ]
+
+
+def _feature_assumptions(basis: _Basis) -> list[Assumption]:
+    """What the run's framework and options do: pipeline transfers, overlaps, casts, offloading, MoE dispatch."""
+    model, cluster, layout, fw = basis.model, basis.cluster, basis.layout, basis.fw
+    return [
         Assumption(
             "pipeline transfers per micro-batch",
             fw.pp_transfers_per_microbatch if layout.pp > 1 else 0,
@@ -371,6 +391,21 @@ def _assumptions(basis: _Basis) -> list[Assumption]:
             "Megatron-core --overlap-moe-expert-parallel-comm: each all-to-all beside one attention or expert "
             "chunk of the other micro-batch (app.core.step.moe_a2a_overlapped)",
         ),
+    ]
+
+
+def _count_assumptions(basis: _Basis) -> list[Assumption]:
+    """The FLOPs counted, the peak MFU is quoted against, the bubble, and the memory margins."""
+    cluster, layout, fw, opts, mf, hf, peak = (
+        basis.cluster,
+        basis.layout,
+        basis.fw,
+        basis.opts,
+        basis.mf,
+        basis.hf,
+        basis.peak,
+    )
+    return [
         Assumption(
             "model FLOPs per token",
             mf,
@@ -410,6 +445,12 @@ def _assumptions(basis: _Basis) -> list[Assumption]:
             "network model (defaults from published nccl-tests measurements unless calibrated)",
         ),
     ]
+
+
+def _option_assumptions(basis: _Basis) -> list[Assumption]:
+    """The assumptions of the precision options a run turns on: FP8 parameters, bf16 moments, 16-bit layers."""
+    model, layout, fw = basis.model, basis.layout, basis.fw
+    assumptions: list[Assumption] = []
     if layout.fp8_param_gather:
         assumptions.append(
             Assumption(
@@ -449,6 +490,17 @@ def _assumptions(basis: _Basis) -> list[Assumption]:
             )
         )
     return assumptions
+
+
+def _assumptions(basis: _Basis) -> list[Assumption]:
+    """The assumptions an estimate lists: every convention, rate, run feature, count and margin it rests on."""
+    return [
+        *_convention_assumptions(basis),
+        *_rate_assumptions(basis),
+        *_feature_assumptions(basis),
+        *_count_assumptions(basis),
+        *_option_assumptions(basis),
+    ]
 
 
 def estimate(

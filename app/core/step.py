@@ -201,23 +201,57 @@ class LayerRates:
         return replace(self, linear=self.attn_curve, cast_bytes=0.0)
 
 
-def layer_times(  # noqa: PLR0915
+def _core_attention_times(
+    shape: LayerShape, split: LayerSplit, rates: LayerRates, mem_bw: Any
+) -> tuple[Any, Any, Any, Any]:
+    """Core attention of one layer on one rank: (forward, backward) kernel time on the fused kernel's rates or the
+    unfused GEMM curve, and the unfused softmax traffic (forward, backward; 0 when fused)."""
+    tokens, seq_len, tp, cp, flash = split.tokens, split.seq_len, split.tp, split.cp, split.flash
+    attn_curve, causal, attention_shares = rates.attn_curve, rates.causal, rates.attention_shares
+    dropout_overhead = rates.dropout_overhead
+    # core attention: queries on this GPU = tokens (= b·s/cp), keys = the full sequence
+    heads = shape.heads / tp
+    batch_seqs = tokens / (seq_len / cp)  # micro-batch size
+    q_len = seq_len / cp
+    keys = (seq_len + 1) / 2 if (flash and causal) else seq_len  # unfused kernels compute the masked half too
+    if flash and shape.sliding_window > 0:
+        # fused kernels skip the key blocks outside a sliding window (FlashAttention's window_size); unfused
+        # attention computes the whole score matrix and masks it
+        windowed = attention_keys(seq_len, causal, shape.sliding_window)
+        keys = (1 - shape.windowed_share) * keys + shape.windowed_share * windowed
+    dims = shape.qk_head_dim + shape.v_head_dim
+    attn_flops = 2.0 * tokens * keys * heads * dims
+    rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim, batch_seqs * heads)
+    if flash:
+        d = shape.qk_head_dim
+        head_factor = (d / (d + FLASH_HEAD_DIM_HALF)) / (128.0 / (128.0 + FLASH_HEAD_DIM_HALF))
+        # the fused kernel's forward and backward rates (app.core.attention: kernel by framework and GPU)
+        kernel_rate = attn_curve.max_flops * np.minimum(1.0, head_factor)
+        t_core_fwd = attn_flops / (attention_shares[0] * kernel_rate)
+        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / (attention_shares[1] * kernel_rate)
+        if shape.attention_dropout:
+            t_core_fwd = t_core_fwd * (1.0 + dropout_overhead[0])
+            t_core_bwd = t_core_bwd * (1.0 + dropout_overhead[1])
+        softmax_fwd = softmax_bwd = 0.0
+    else:
+        t_core_fwd = attn_flops / rate
+        t_core_bwd = 2.0 * t_core_fwd
+        scores = batch_seqs * heads * q_len * seq_len
+        per_score_fwd = SOFTMAX_BYTES_PER_SCORE + (
+            ATTN_DROPOUT_BYTES_PER_SCORE if shape.attention_dropout else 0.0
+        )
+        softmax_fwd = scores * per_score_fwd / mem_bw
+        softmax_bwd = SOFTMAX_BACKWARD_RATIO * softmax_fwd
+    return t_core_fwd, t_core_bwd, softmax_fwd, softmax_bwd
+
+
+def layer_times(
     shape: LayerShape, split: LayerSplit, moe: bool, rates: LayerRates, etp: Any = None
 ) -> LayerTimes:
     """Forward and backward time of one transformer layer (dense or MoE) on one rank: its GEMMs on the efficiency
     curves, attention on the fused kernel's rate (or unfused), and the element-wise, norm and cast traffic on HBM."""
-    tokens, seq_len, tp, sp, cp, ep, flash = (
-        split.tokens,
-        split.seq_len,
-        split.tp,
-        split.sp,
-        split.cp,
-        split.ep,
-        split.flash,
-    )
-    linear, attn_curve, hbm_bytes_per_s, fw = rates.linear, rates.attn_curve, rates.hbm_bytes_per_s, rates.fw
-    causal, cast_bytes, dropout_overhead = rates.causal, rates.cast_bytes, rates.dropout_overhead
-    attention_shares = rates.attention_shares
+    tokens, tp, sp, ep = split.tokens, split.tp, split.sp, split.ep
+    linear, hbm_bytes_per_s, fw, cast_bytes = rates.linear, rates.hbm_bytes_per_s, rates.fw, rates.cast_bytes
     h = shape.hidden
     # linear layers: the output projection (attention output width → h) and the QKV (or MLA) projections as
     # one GEMM over the remaining attention weights
@@ -263,40 +297,8 @@ def layer_times(  # noqa: PLR0915
     t_linear = t_attn_proj + t_ffn
     t_linear_bwd = t_attn_proj_bwd + t_ffn_bwd
 
-    # core attention: queries on this GPU = tokens (= b·s/cp), keys = the full sequence
-    heads = shape.heads / tp
-    batch_seqs = tokens / (seq_len / cp)  # micro-batch size
-    q_len = seq_len / cp
-    keys = (seq_len + 1) / 2 if (flash and causal) else seq_len  # unfused kernels compute the masked half too
-    if flash and shape.sliding_window > 0:
-        # fused kernels skip the key blocks outside a sliding window (FlashAttention's window_size); unfused
-        # attention computes the whole score matrix and masks it
-        windowed = attention_keys(seq_len, causal, shape.sliding_window)
-        keys = (1 - shape.windowed_share) * keys + shape.windowed_share * windowed
-    dims = shape.qk_head_dim + shape.v_head_dim
-    attn_flops = 2.0 * tokens * keys * heads * dims
-    rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim, batch_seqs * heads)
     mem_bw = hbm_bytes_per_s * fw.elementwise_efficiency
-    if flash:
-        d = shape.qk_head_dim
-        head_factor = (d / (d + FLASH_HEAD_DIM_HALF)) / (128.0 / (128.0 + FLASH_HEAD_DIM_HALF))
-        # the fused kernel's forward and backward rates (app.core.attention: kernel by framework and GPU)
-        kernel_rate = attn_curve.max_flops * np.minimum(1.0, head_factor)
-        t_core_fwd = attn_flops / (attention_shares[0] * kernel_rate)
-        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / (attention_shares[1] * kernel_rate)
-        if shape.attention_dropout:
-            t_core_fwd = t_core_fwd * (1.0 + dropout_overhead[0])
-            t_core_bwd = t_core_bwd * (1.0 + dropout_overhead[1])
-        softmax_fwd = softmax_bwd = 0.0
-    else:
-        t_core_fwd = attn_flops / rate
-        t_core_bwd = 2.0 * t_core_fwd
-        scores = batch_seqs * heads * q_len * seq_len
-        per_score_fwd = SOFTMAX_BYTES_PER_SCORE + (
-            ATTN_DROPOUT_BYTES_PER_SCORE if shape.attention_dropout else 0.0
-        )
-        softmax_fwd = scores * per_score_fwd / mem_bw
-        softmax_bwd = SOFTMAX_BACKWARD_RATIO * softmax_fwd
+    t_core_fwd, t_core_bwd, softmax_fwd, softmax_bwd = _core_attention_times(shape, split, rates, mem_bw)
     # element-wise traffic per token (bytes): norms, bias-dropout-residual, activation, RoPE
     sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
     dropout = DROPOUT_MASK_BYTES if shape.hidden_dropout else 0.0

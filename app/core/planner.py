@@ -543,6 +543,40 @@ class _Evaluated:
     peak_flops: float
     heuristic: np.ndarray
 
+    @classmethod
+    def join(cls, parts: list[_Evaluated], peak_flops: float) -> _Evaluated:
+        """The evaluations of every cluster size as one (`peak_flops` for none: the GPU's peak in the run's dtype)."""
+        if not parts:
+            empty = np.zeros(0)
+            return cls(
+                rows=LayoutArrays(
+                    **{k: np.zeros(0, dtype=np.int64) for k in LayoutArrays.__dataclass_fields__}
+                ),
+                num_gpus=np.zeros(0, dtype=np.int64),
+                ev_step={k: np.zeros(0) for k in STEP_COMPONENTS},
+                step_time_s=empty,
+                peak_bytes=empty,
+                margin_bytes=empty,
+                host_fits=np.zeros(0, dtype=bool),
+                mf_per_token=empty,
+                m=np.zeros(0, dtype=np.int64),
+                peak_flops=peak_flops,
+                heuristic=np.zeros(0, dtype=bool),
+            )
+        return cls(
+            rows=LayoutArrays.concat([p.rows for p in parts]),
+            num_gpus=np.concatenate([p.num_gpus for p in parts]),
+            ev_step={k: np.concatenate([p.ev_step[k] for p in parts]) for k in STEP_COMPONENTS},
+            step_time_s=np.concatenate([p.step_time_s for p in parts]),
+            peak_bytes=np.concatenate([p.peak_bytes for p in parts]),
+            margin_bytes=np.concatenate([p.margin_bytes for p in parts]),
+            host_fits=np.concatenate([p.host_fits for p in parts]),
+            mf_per_token=np.concatenate([p.mf_per_token for p in parts]),
+            m=np.concatenate([p.m for p in parts]),
+            peak_flops=parts[0].peak_flops,
+            heuristic=np.concatenate([p.heuristic for p in parts]),
+        )
+
 
 def _check_inputs(  # noqa: PLR0913
     model: ModelSpec,
@@ -735,27 +769,10 @@ def plan(  # noqa: PLR0913, PLR0915
             )
         )
     evaluated = sum(len(p.rows) for p in parts)
-    if parts:
-        rows = LayoutArrays.concat([p.rows for p in parts])
-        num_gpus = np.concatenate([p.num_gpus for p in parts])
-        step_time = np.concatenate([p.step_time_s for p in parts])
-        peak = np.concatenate([p.peak_bytes for p in parts])
-        margin = np.concatenate([p.margin_bytes for p in parts])
-        host_ok = np.concatenate([p.host_fits for p in parts])
-        mf = np.concatenate([p.mf_per_token for p in parts])
-        m = np.concatenate([p.m for p in parts])
-        heur = np.concatenate([p.heuristic for p in parts])
-        step = {k: np.concatenate([p.ev_step[k] for p in parts]) for k in STEP_COMPONENTS}
-        peak_flops = parts[0].peak_flops
-    else:
-        rows = LayoutArrays(**{k: np.zeros(0, dtype=np.int64) for k in LayoutArrays.__dataclass_fields__})
-        num_gpus = np.zeros(0, dtype=np.int64)
-        step_time = peak = margin = mf = np.zeros(0)
-        host_ok = np.zeros(0, dtype=bool)
-        m = np.zeros(0, dtype=np.int64)
-        heur = np.zeros(0, dtype=bool)
-        step = {k: np.zeros(0) for k in STEP_COMPONENTS}
-        peak_flops = float(cluster.gpu.peak(run.dtype))
+    joined = _Evaluated.join(parts, float(cluster.gpu.peak(run.dtype)))
+    rows, num_gpus, step, step_time = joined.rows, joined.num_gpus, joined.ev_step, joined.step_time_s
+    peak, margin, host_ok, mf = joined.peak_bytes, joined.margin_bytes, joined.host_fits, joined.mf_per_token
+    m, heur, peak_flops = joined.m, joined.heuristic, joined.peak_flops
 
     hbm_fits = margin >= c.min_headroom_bytes
     fits = hbm_fits & host_ok

@@ -128,7 +128,8 @@ def render_text(out: object) -> str:
         if out.wall_clock_time_to_train_s and out.goodput:
             line += (
                 f", {days_text(out.wall_clock_time_to_train_s / SECONDS_PER_DAY)} on the wall clock at "
-                f"{out.goodput * 100:.1f} % goodput ({out.wall_clock_gpu_hours:,.0f} GPU-hours)"
+                f"{out.goodput * 100:.1f} % goodput (Llama 3 interruption rates), "
+                f"{out.wall_clock_gpu_hours:,.0f} GPU-hours"
             )
         lines.append(line)
     lines += [f"note: {note}" for note in step.notes]

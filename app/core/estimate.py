@@ -236,6 +236,23 @@ def _convention_assumptions(basis: _Basis) -> list[Assumption]:
             "Korthikanti et al. 2022 (arXiv 2205.05198) Sec. 4, generalised per saved tensor",
         ),
         Assumption("vocabulary (padded)", vocab, "tokens", "Megatron pads to a multiple of 128·tp"),
+        *_reshard_assumption(layout),
+    ]
+
+
+def _reshard_assumption(layout: Layout) -> list[Assumption]:
+    """When ZeRO-3 frees its gathered parameters (Layout.reshard_after), for a ZeRO-3 layout."""
+    if layout.zero < 3:
+        return []
+    return [
+        Assumption(
+            "ZeRO-3 parameters re-sharded after",
+            layout.reshard_after,
+            "",
+            "forward: 2 all-gathers + 1 reduce-scatter per micro-batch; backward: 1 + 1 per micro-batch, the "
+            "stage's weights held; step: 1 + 1 per step, weights and gradients held (PyTorch FSDP2 "
+            "reshard_after_forward; torchtitan pipeline schedules; app.core.layout.RESHARD_MODES)",
+        )
     ]
 
 

@@ -200,6 +200,11 @@ class Framework:
     # LayerNorm/RMSNorm kernel reads and writes the 16-bit activation once (Apex/TE fused norms): 4
     norm_bytes_per_element: float = 4.0
     step_overhead_s: float = 0.0  # per-iteration fixed cost (data loading, logging)
+    # when a ZeRO-3 run with pp > 1 frees its gathered parameters (app.core.layout.RESHARD_MODES): PyTorch
+    # pipelining over FSDP2 modules keeps them and the unsharded gradients until the step's last backward
+    # (torch/distributed/pipelining/stage.py backward_maybe_with_nosync: set_reshard_after_backward(False),
+    # set_requires_gradient_sync(False), FSDP's post-backward run once on the last micro-batch)
+    pipeline_reshard: str = "forward"
     # bf16 runs of DeepSpeed use its BF16_Optimizer instead of the fp16 ZeRO optimizer: 16-bit gradients plus an
     # unsharded fp32 gradient-accumulation buffer, and no separate fp32 partition gradient
     # (DeepSpeed runtime/bf16_optimizer.py, fp32_groups_gradients; Megatron-DeepSpeed --bf16)
@@ -464,6 +469,8 @@ TORCHTITAN = MEGATRON_CORE.with_(
     tp_async_backward=False,
     # fully_shard keeps only the fp32 parameter shard; bf16 copies exist while a unit is gathered
     zero3_sharded_16bit_copy=False,
+    # torchtitan's pipeline schedules are torch.distributed.pipelining over fully_shard modules
+    pipeline_reshard="step",
     # torchao Float8Linear keeps the bf16 GEMM inputs for backward (see Framework.fp8_saved_input_bytes)
     fp8_saved_input_bytes=2.0,
 )

@@ -18,12 +18,14 @@ from typing import Any, Literal
 from app.core.errors import ProblemCollector
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.model import ModelSpec
+from app.core.num import where
 from app.core.precision import QUANTIZED_DTYPES
 
 RecomputeMode = Literal["none", "selective", "full"]
 TrainDtype = Literal["bf16", "fp16", "fp8", "fp4"]
 Optimizer = Literal["adamw", "adam"]
 MomentsDtype = Literal["fp32", "bf16"]
+ReshardAfter = Literal["forward", "backward", "step"]
 
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 # Megatron-core's selective recompute modules (--recompute-modules, TransformerConfig.recompute_modules, used with
@@ -47,6 +49,21 @@ MOE_OFFLOAD_MODULES: tuple[str, ...] = ("expert_fc1", "moe_act")
 TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", *QUANTIZED_DTYPES)
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
 MOMENTS_DTYPES: tuple[str, ...] = ("fp32", "bf16")
+# when ZeRO-3 / FSDP frees the gathered parameters again (PyTorch FSDP2 fully_shard): "forward" re-shards after the
+# forward and gathers again for the backward (reshard_after_forward=True, the default; DeepSpeed ZeRO-3); "backward"
+# keeps them from the forward to the backward of each micro-batch (reshard_after_forward=False, FSDP1
+# SHARD_GRAD_OP; the Llama 3 paper, arXiv 2407.21783 Sec. 3.3.2: "we do not reshard after forward computation to
+# avoid an extra all-gather communication during backward passes"); "step" keeps the gathered parameters and the
+# unsharded gradients across the micro-batches of a step, gathering once and reduce-scattering once per step
+# (torchtitan's pipeline schedules: reshard_after_forward=False with gradient sync only on the last micro-batch)
+RESHARD_MODES: tuple[str, ...] = ("forward", "backward", "step")
+
+
+def framework_reshard(pipeline_reshard: str, pp: Any, zero: Any) -> Any:
+    """RESHARD_MODES index a framework runs ZeRO-3 at: its pipeline schedule's (Framework.pipeline_reshard) when
+    pp > 1, "forward" otherwise. Numbers or one value per layout."""
+    held = RESHARD_MODES.index(pipeline_reshard)
+    return where((pp > 1) & (zero >= 3), held, 0)
 
 
 @dataclass(frozen=True)
@@ -100,6 +117,11 @@ class Layout:
       pipeline stage after its transformer layers: per module a projection, one transformer block (costed as the
       model's average layer) and a second pass through the shared LM head and loss (app.core.memory
       mtp_params_per_gpu, app.core.model.mtp_flops_per_token).
+    - reshard_after: under zero=3, when the gathered parameters are freed (RESHARD_MODES): "forward" (two
+      all-gathers and one reduce-scatter per micro-batch, one block's parameters unsharded at a time), "backward"
+      (one all-gather per micro-batch, the stage's parameters unsharded from its forward to its backward) or "step"
+      (one all-gather and one reduce-scatter per step, the stage's parameters and fp32-reduced gradients unsharded
+      throughout).
     """
 
     tp: int = 1
@@ -130,6 +152,7 @@ class Layout:
     fp8_param_gather: bool = False
     optimizer_moments_dtype: MomentsDtype = "fp32"
     mtp_layers: int = 0
+    reshard_after: ReshardAfter = "forward"
 
     @property
     def uneven_pipeline(self) -> bool:
@@ -257,6 +280,7 @@ class LayoutColumns:
     offload_layers: Any
     optimizer_offload: Any
     expert_dp: Any
+    reshard: Any = 0  # index into RESHARD_MODES (Layout.reshard_after); the planner searches "forward" alone
 
     @classmethod
     def of(cls, layout: Layout) -> LayoutColumns:
@@ -278,6 +302,7 @@ class LayoutColumns:
             offload_layers=layout.offload_layers,
             optimizer_offload=layout.optimizer_offload,
             expert_dp=layout.expert_dp,
+            reshard=RESHARD_MODES.index(layout.reshard_after),
         )
 
 
@@ -356,6 +381,8 @@ def layout_label(layout: Any) -> str:
     if getattr(layout, "etp", None) is not None and layout.etp != layout.tp:
         parts.append(f"ETP{layout.etp}")
     parts.append(f"ZeRO-{layout.zero}")
+    if getattr(layout, "reshard_after", "forward") != "forward":
+        parts.append(f"reshard={layout.reshard_after}")
     if layout.sequence_parallel:
         parts.append("SP")
     parts += _recompute_and_offload_labels(layout)
@@ -687,6 +714,14 @@ def _check_choices(p: ProblemCollector, layout: Layout, seq_len: int) -> None:
     )
     p.check(layout.dtype in TRAIN_DTYPES, "layout.dtype", f"must be one of {list(TRAIN_DTYPES)}")
     p.check(layout.optimizer in OPTIMIZERS, "layout.optimizer", f"must be one of {list(OPTIMIZERS)}")
+    p.check(
+        layout.reshard_after in RESHARD_MODES, "layout.reshard_after", f"must be one of {list(RESHARD_MODES)}"
+    )
+    p.check(
+        layout.reshard_after == "forward" or layout.zero == 3,
+        "layout.reshard_after",
+        f"only ZeRO-3 / FSDP re-shards parameters (zero is {layout.zero}); leave it at 'forward'",
+    )
     p.check(seq_len >= 1, "training.seq_len", f"must be ≥ 1, got {seq_len}")
 
 

@@ -161,16 +161,30 @@ def bytes_per_param(zero: int, dp: int, fw: Framework = MEGATRON_CORE) -> float:
     return float(sum(state_bytes(1.0, dp, zero, fw).values()))
 
 
-def zero3_working_bytes(layer_params: Any, fw: Framework) -> Any:
+def zero3_working_bytes(layer_params: Any, fw: Framework, reshard: Any = 0) -> Any:
     """Gathered (unsharded) weights and gradients ZeRO-3 holds at once, for layers of `layer_params` per GPU.
 
     FSDP (Zhao et al. 2023, arXiv 2304.11277, Sec. 3.2): one unit = one transformer block, the current and the
     prefetched one, with the current unit's unsharded gradient. DeepSpeed ZeRO-3 caps live parameters
     (stage3_max_live_parameters); its gradients go through the reduce bucket (Framework.comm_buffer_bytes).
+    `reshard` (Layout.reshard_after's index): parameters kept gathered are counted in zero3_held_bytes instead, and
+    so are the gradients kept for the whole step.
     """
     if fw.zero3_live_params > 0:
         return np.minimum(2 * layer_params, fw.zero3_live_params) * fw.weight_bytes
-    return 2 * layer_params * (fw.weight_bytes + fw.grad_bytes)
+    weights = where(reshard == 0, fw.weight_bytes, 0.0)
+    grads = where(reshard == 2, 0.0, fw.grad_bytes)
+    return 2 * layer_params * (weights + grads)
+
+
+def zero3_held_bytes(params: Any, fw: Framework, reshard: Any) -> tuple[Any, Any]:
+    """(weights, gradients) bytes ZeRO-3 keeps unsharded across a stage of `params` per GPU (Layout.reshard_after):
+    the working weights from the forward to the backward ("backward") or the whole step ("step"), and under "step"
+    the gradients accumulated unsharded at the reduction's precision (FSDP2 accumulates in its reduce dtype when
+    the gradient sync is deferred, Framework.grad_reduce_bytes)."""
+    weights = where(reshard >= 1, params * fw.weight_bytes, 0.0)
+    grads = where(reshard == 2, params * fw.grad_reduce_bytes, 0.0)
+    return weights, grads
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -703,7 +717,11 @@ def stage_terms(  # noqa: PLR0915
     workspace = working + acts.workspace_rest
     params_per_layer = (dense_params + expert_params) / maximum(1.0, layers)
     comm = fw.comm_buffer_bytes
-    comm = where(zero >= 3, comm + zero3_working_bytes(params_per_layer, fw), comm)
+    comm = where(zero >= 3, comm + zero3_working_bytes(params_per_layer, fw, cols.reshard), comm)
+    if any_true((zero >= 3) & (cols.reshard >= 1)):
+        held_w, held_g = zero3_held_bytes(dense_params + expert_params, fw, where(zero >= 3, cols.reshard, 0))
+        breakdown["weights"] = breakdown["weights"] + held_w
+        breakdown["gradients"] = breakdown["gradients"] + held_g
     breakdown["activations"] = activations
     breakdown["logits"] = logits
     breakdown["workspace"] = workspace

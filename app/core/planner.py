@@ -42,12 +42,14 @@ from app.core.layout import (
     MOE_RECOMPUTE_MODULES,
     OFFLOAD_MODULES,
     RECOMPUTE_MODULES,
+    RESHARD_MODES,
     TRAIN_DTYPES,
     Layout,
     RunOptions,
     check_bf16_layers,
     check_module_names,
     check_precision_options,
+    framework_reshard,
     layout_label,
     unsupported_dtype,
 )
@@ -492,9 +494,13 @@ def end_layers_of(rows: LayoutArrays, i: int) -> int | None:
     return int(end[i]) if end is not None and int(end[i]) > 0 else None
 
 
-def layout_at(rows: LayoutArrays, i: int, global_batch: int, run: RunOptions) -> Layout:
-    """Row `i` of the enumerated layouts as a Layout, with the options every layout of the search shares."""
+def layout_at(
+    rows: LayoutArrays, i: int, global_batch: int, run: RunOptions, pipeline_reshard: str = "forward"
+) -> Layout:
+    """Row `i` of the enumerated layouts as a Layout, with the options every layout of the search shares; a ZeRO-3
+    row re-shards as the framework's pipeline schedule does (Framework.pipeline_reshard, framework_reshard)."""
     recompute = RECOMPUTE_CODES[int(rows.recompute[i])]
+    reshard = framework_reshard(pipeline_reshard, int(rows.pp[i]), int(rows.zero[i]))
     return Layout(
         tp=int(rows.tp[i]),
         pp=int(rows.pp[i]),
@@ -513,6 +519,7 @@ def layout_at(rows: LayoutArrays, i: int, global_batch: int, run: RunOptions) ->
         first_stage_layers=end_layers_of(rows, i),
         last_stage_layers=end_layers_of(rows, i),
         global_batch=global_batch,
+        reshard_after=RESHARD_MODES[reshard],  # type: ignore[arg-type]
         **run.layout_fields(recompute),
     )
 
@@ -801,7 +808,7 @@ def plan(  # noqa: PLR0913, PLR0915
     score = cost if rank_by == "cost" and cost is not None else step_time
 
     def planned(i: int, rank: int) -> PlannedLayout:
-        lay = layout_at(rows, i, global_batch, run)
+        lay = layout_at(rows, i, global_batch, run, opts.framework.pipeline_reshard)
         t = float(step_time[i])
         g = int(num_gpus[i])
         tps = tokens_per_step / t

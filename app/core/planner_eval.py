@@ -38,7 +38,7 @@ from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
 from app.core.estimate import EstimateOptions, flops_per_token, framework_conventions, recomputed_layer_share
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, LayoutColumns, RunOptions, stage_bf16_layer_counts
+from app.core.layout import Layout, LayoutColumns, RunOptions, framework_reshard, stage_bf16_layer_counts
 from app.core.memory import (
     MemoryRun,
     StageTerms,
@@ -379,6 +379,7 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
         offload_layers=off,
         optimizer_offload=opt_off,
         expert_dp=exp_shard,
+        reshard=framework_reshard(fw.pipeline_reshard, pp, zero),
     )
     run_memory = MemoryRun(model, seq_len, fw, flash, mtp_layers, r.recompute_modules, r.offload_modules)
     acts = layer_activations(run_memory, cols)

@@ -724,7 +724,8 @@ def data_parallel_times(
     reduced over the dp·cp ranks (Megatron reduces over the dp × cp group), the experts' over their own
     data-parallel group. ZeRO-0 all-reduces the gradients behind the backward; ZeRO-1/2 reduce-scatter them behind
     the backward and all-gather the updated parameters behind the next forward; ZeRO-3 gathers the weights in
-    forward and backward and reduce-scatters the gradients every micro-batch."""
+    forward and backward and reduces the gradients every micro-batch, fewer times as Layout.reshard_after keeps
+    them."""
     dense_p, expert_p = params
     fwd, bwd, rec = bottleneck
     gpn = cluster.gpus_per_node
@@ -750,15 +751,19 @@ def data_parallel_times(
         def split(op: str, size: Any, ranks: Any, node: Any) -> Any:
             return k * masked(op, size / k, ranks, node, z3)
 
-        per_mb = (
-            2 * split("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, z3_dp_node)
+        # Layout.reshard_after: re-sharding after the forward gathers the weights again for the backward; kept
+        # parameters are gathered once per micro-batch, or once per step with the gradients reduced once per step
+        gathers = where(cols.reshard == 0, 2, 1)
+        rounds = where(cols.reshard == 2, 1, m)
+        per_round = (
+            gathers * split("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, z3_dp_node)
             + split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node)
-            + 2 * split("all_gather", expert_p * fw.param_gather_bytes, exp_ranks, z3_exp_node)
+            + gathers * split("all_gather", expert_p * fw.param_gather_bytes, exp_ranks, z3_exp_node)
             + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
         )
         compute_mb = fwd + bwd + rec
         z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
-        zero3 = where(z3, m * overlapped(per_mb, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
+        zero3 = where(z3, rounds * overlapped(per_round, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
     dp_comm: Any = 0.0
     bwd_last = bwd + rec
     if any_true(z12):

@@ -219,6 +219,14 @@ class LayoutIn(BaseModel):
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     mtp_layers: MtpLayers = 0
+    reshard_after: Literal["forward", "backward", "step"] = Field(
+        default="forward",
+        description="zero = 3 only: when FSDP frees the gathered parameters. forward: after each forward, "
+        "gathered again for the backward (FSDP2 reshard_after_forward=True, DeepSpeed ZeRO-3); backward: kept "
+        "from the forward to the backward of each micro-batch (reshard_after_forward=False; Llama 3); step: "
+        "parameters and gradients kept unsharded across the step's micro-batches, one all-gather and one "
+        "reduce-scatter per step (torchtitan's pipeline schedules)",
+    )
     pipeline_layout: SafeStr | None = Field(
         default=None,
         max_length=2000,

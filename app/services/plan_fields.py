@@ -56,6 +56,7 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "layout.fp8_param_gather": ("FP8 parameters", ""),
     "layout.optimizer_moments_dtype": ("Adam moments", ""),
     "layout.mtp_layers": ("Multi-token-prediction modules", "modules"),
+    "layout.reshard_after": ("ZeRO-3 re-shard after", ""),
     "layout.flash_attention": ("Flash attention", ""),
     "layout.optimizer": ("Optimizer", ""),
     "framework": ("Framework conventions", ""),

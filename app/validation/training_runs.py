@@ -50,9 +50,11 @@ from app.core.layout import (
     MOE_RECOMPUTE_MODULES,
     OFFLOAD_MODULES,
     RECOMPUTE_MODULES,
+    RESHARD_MODES,
     Layout,
     TrainDtype,
     even_split_layers,
+    framework_reshard,
     mtp_layers_in_pipeline_layout,
     stage_layers_from_pipeline_layout,
 )
@@ -1367,6 +1369,10 @@ def _estimate_layout(
         model = replace(model, num_layers=deeper)
     cluster = row_cluster(gpu, n_gpus, rule)
     fw = row_framework(row, rule, layout)
+    reshard = RESHARD_MODES[framework_reshard(fw.pipeline_reshard, layout.pp, layout.zero)]
+    if reshard != layout.reshard_after:
+        layout = replace(layout, reshard_after=reshard)  # type: ignore[arg-type]
+        defaults.append(f"reshard_after={reshard} ({fw.name}'s pipeline schedule)")
     options = EstimateOptions(framework=fw, power_limit_w=power_limit_w)
     est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)
     return RowEstimate(est, model, cluster, layout, fw, rule, power_limit_w, defaults)

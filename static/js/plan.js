@@ -159,7 +159,7 @@
   // accessibility tree (inert) while keeping their values in the form, so "By hand" gets them back.
   var PLANNER_CHOOSES = ["tp", "pp", "vp", "first_stage_layers", "last_stage_layers", "stage_layers", "cp", "ep",
     "etp", "micro_batch", "zero", "recompute", "recompute_modules", "offload_modules", "offload_layers",
-    "optimizer_offload", "sp"];
+    "optimizer_offload", "sp", "reshard_after"];
 
   function syncPlannerMode(form) {
     var planner = form.querySelector('input[name="mode"][value="planner"]');

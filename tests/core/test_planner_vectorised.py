@@ -40,8 +40,9 @@ CASES = [
 ]
 
 
-def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool) -> Layout:
-    return layout_at(rows, i, global_batch, RunOptions(dtype=dtype, flash_attention=flash))  # type: ignore[arg-type]
+def _layout(rows, i: int, global_batch: int, dtype: str, flash: bool, fw=MEGATRON_CORE) -> Layout:
+    run = RunOptions(dtype=dtype, flash_attention=flash)  # type: ignore[arg-type]
+    return layout_at(rows, i, global_batch, run, fw.pipeline_reshard)
 
 
 def _close(a: float, b: float) -> bool:
@@ -63,7 +64,7 @@ def test_vectorised_equals_scalar_estimate_on_random_layouts(case) -> None:
     ev = evaluate(model, cluster, rows, seq, gb, RunOptions(dtype, flash), options=opts)
     seen_recompute, seen_zero = set(), set()
     for j in range(len(rows)):
-        layout = _layout(rows, j, gb, dtype, flash)
+        layout = _layout(rows, j, gb, dtype, flash, fw)
         est = estimate(model, cluster, layout, seq, options=opts)  # raises if the layout were invalid
         seen_recompute.add(layout.recompute)
         seen_zero.add(layout.zero)

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.core.errors import Problem, SpecError
-from app.core.layout import OFFLOAD_MODULES, RECOMPUTE_MODULES
+from app.core.layout import OFFLOAD_MODULES, RECOMPUTE_MODULES, RESHARD_MODES
 
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
 
@@ -30,6 +30,7 @@ RANK_CHOICES = (
 SCALING_CHOICES = ("strong", "weak")  # app.services.plan_scaling.SCALING_MODES
 ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
 MOMENTS_CHOICES = ("fp32", "bf16")
+RESHARD_CHOICES = RESHARD_MODES  # ZeRO-3: when the gathered parameters are freed (Layout.reshard_after)
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
 PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
 # the sizing goals: upper bound and what the value is (a deadline of 100 years is no deadline)
@@ -65,6 +66,9 @@ class BuilderState:
     ep: int = 1
     etp: int = 0  # expert tensor parallel under MoE parallel folding; 0 = unset (= tp)
     zero: int = 1
+    reshard_after: str = (
+        "forward"  # ZeRO-3: re-shard after forward, backward or the step (Layout.reshard_after)
+    )
     sp: bool = True
     recompute: str = "selective"
     recompute_modules: str = (
@@ -145,6 +149,8 @@ class BuilderState:
             data.pop("attention_backend")
         if data["optimizer_moments_dtype"] == "fp32":
             data.pop("optimizer_moments_dtype")
+        if data["reshard_after"] == "forward":
+            data.pop("reshard_after")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def modules_list(self) -> list[str]:
@@ -254,6 +260,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
         ("scaling_mode", SCALING_CHOICES),
         ("attention_backend", ATTENTION_CHOICES),
         ("optimizer_moments_dtype", MOMENTS_CHOICES),
+        ("reshard_after", RESHARD_CHOICES),
     ):
         if name in params:
             if params[name] in choices:
@@ -327,6 +334,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "ep": state.ep,
             "etp": state.etp or None,
             "zero": state.zero,
+            **_reshard(state),
             "sequence_parallel": state.sp,
             "recompute": state.recompute,
             "recompute_modules": state.modules_list() if state.recompute == "selective" else [],
@@ -367,6 +375,12 @@ def _moments(state: BuilderState) -> dict[str, Any]:
     """The Adam-moment dtype of the scenario's layout, only when it is not the fp32 default."""
     moments = state.optimizer_moments_dtype
     return {} if moments == "fp32" else {"optimizer_moments_dtype": moments}
+
+
+def _reshard(state: BuilderState) -> dict[str, Any]:
+    """ZeRO-3's re-sharding of the scenario's layout, only under ZeRO-3 and when it is not the default."""
+    keep = state.zero == 3 and state.reshard_after != "forward"
+    return {"reshard_after": state.reshard_after} if keep else {}
 
 
 def _mtp(state: BuilderState) -> dict[str, Any]:
@@ -459,6 +473,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         ep=layout["ep"],
         etp=layout.get("etp") or 0,
         zero=layout["zero"],
+        reshard_after=str(layout.get("reshard_after") or "forward"),
         sp=bool(layout["sequence_parallel"]),
         recompute=layout["recompute"],
         recompute_modules=",".join(layout.get("recompute_modules") or ()),
@@ -548,6 +563,8 @@ def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
     state.dtype = str(layout.get("dtype", state.dtype))
     state.fp8_params = bool(layout.get("fp8_param_gather", False))
     state.optimizer_moments_dtype = str(layout.get("optimizer_moments_dtype") or "fp32")
+    if layout.get("reshard_after") in RESHARD_CHOICES:
+        state.reshard_after = str(layout["reshard_after"])
     training = scenario.get("training") or {}
     if training.get("seq_len") is not None:
         state.seq_len = int(training["seq_len"])

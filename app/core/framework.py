@@ -22,6 +22,11 @@ SPLITTING_ALLOCATOR_FRAGMENTATION = 0.15
 
 # Lee et al. 2025, arXiv 2507.03114, Sec. 5 / abstract: mean compute slowdown under overlapped communication
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
+# share of the SMs a collective's kernels hold while it runs beside compute: DeepSeek-V3 dedicates 20 of the H800's
+# 132 SMs to its cross-node (InfiniBand + NVLink) communication kernels (DeepSeek-V3 technical report, arXiv
+# 2412.19437, Sec. 3.2.2); NCCL likewise holds one CTA per channel for a collective's whole duration, however slow
+# the link it waits on
+COMM_SM_SHARE = 20.0 / 132.0
 # share of the SMs Transformer Engine's userbuffers kernels hold while they overlap a GEMM (Framework below)
 USERBUFFERS_SM_SHARE = 8.0 / 132.0
 # DeepSpeed BF16_Optimizer's per-micro-batch fp32 gradient accumulation, bytes per parameter (see
@@ -173,6 +178,8 @@ class Framework:
     # A100/H100/MI250/MI210 for GPT and Llama training kernels overlapped with their collectives. Each second of
     # hidden communication therefore costs this share of a second (app.core.step.overlapped)
     overlap_slowdown: float = OVERLAP_COMPUTE_SLOWDOWN
+    # the floor of that slowdown for a collective that leaves the scale-up domain (app.core.step.overlap_slowdown)
+    comm_sm_share: float = COMM_SM_SHARE
     # Transformer Engine's userbuffers (tp_overlap) move data with copy engines (ring_exchange, 1 SM) or a few
     # SMs (bulk: 2-24 SMs per GEMM, pipeline), configured per GEMM so the GEMM keeps the rest: NeMo's H100 recipe
     # for hidden 8192, tp 4 gives bulk 4/24/2/4 SMs and ring exchange elsewhere (NeMo
@@ -521,6 +528,9 @@ AUTOMODEL = TORCHTITAN.with_(
     ce_bytes_per_logit=20.0,
     fp8_saved_input_bytes=1.0,
     attention_backend="transformer-engine",  # BackendConfig attn: te
+    # NeMo AutoModel's pipeline schedule is not read here: kept at the FSDP2 default. Holding DeepSeek-V3's
+    # parameters and fp32 gradients for the step would not fit the pp = 4 / 8 runs it published (final check)
+    pipeline_reshard="forward",
 )
 
 FRAMEWORKS: dict[str, Framework] = {

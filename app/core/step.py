@@ -612,16 +612,17 @@ def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Any, ranks_per_
     """Compute slowdown while a collective over `ranks` (`ranks_per_node` of them per node) runs beside it.
 
     Lee et al. 2025 (arXiv 2507.03114) measure Framework.overlap_slowdown on GPUs joined by NVLink, where the
-    NCCL kernels drive the scale-up bandwidth. The SMs and HBM traffic a collective takes grow with the bytes per
-    second it moves, so a collective that leaves the node, bound by the GPU's share of the NICs, slows the
-    compute by that bandwidth's share of the scale-up bandwidth. Works on numpy arrays (app.core.planner_eval).
+    NCCL kernels drive the scale-up bandwidth. The HBM traffic a collective takes grows with the bytes per second
+    it moves, so a collective that leaves the node, bound by the GPU's share of the NICs, slows the compute by that
+    bandwidth's share of the scale-up bandwidth, but never below the SMs its kernels hold for as long as it runs,
+    whatever the link speed (Framework.comm_sm_share). Works on numpy arrays (app.core.planner_eval).
     """
     fabric = cluster.fabric
     nic_per_gpu = fabric.nic_bandwidth_bytes_per_s * fabric.nics_per_node / max(1, cluster.gpus_per_node)
     ratio = min(1.0, nic_per_gpu / cluster.scaleup_bw) if cluster.scaleup_bw > 0 else 1.0
     # NVL72-style domains span several nodes (trays): a group inside one domain stays on NVLink
     inter = np.asarray(scaleout_domains(cluster, ranks, ranks_per_node)) > 1
-    result = np.where(inter, fw.overlap_slowdown * ratio, fw.overlap_slowdown)
+    result = np.where(inter, np.maximum(fw.comm_sm_share, fw.overlap_slowdown * ratio), fw.overlap_slowdown)
     return float(result) if np.ndim(result) == 0 else result
 
 

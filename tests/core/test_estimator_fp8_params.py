@@ -187,7 +187,7 @@ def test_the_vectorised_planner_gives_the_scalar_estimate_with_fp8_parameters(
     plain = evaluate(model, cluster, rows, 4096, 128, RunOptions("fp8"), options=opts)
     assert (ev.peak_bytes < plain.peak_bytes).all()
     for j in range(len(rows)):
-        layout = replace(_layout(rows, j, 128, "fp8", True), fp8_param_gather=True)
+        layout = replace(_layout(rows, j, 128, "fp8", True, fw), fp8_param_gather=True)
         est = estimate(model, cluster, layout, 4096, options=opts)
         assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
         for key in STEP_COMPONENTS:

@@ -229,6 +229,11 @@ class NetworkLineOut(BaseModel):
     cables: int | None = None
     breakdown_usd: dict[str, float] = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict)
+    no_price_row: str = Field(
+        default="",
+        description="the fabric's price class when app/catalog/network_prices.csv has no row for it (e.g. "
+        "'ib-hdr'): its network capex is the share by fabric tiers, not a priced bill of materials; '' otherwise",
+    )
     note: str = ""
 
 

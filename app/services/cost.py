@@ -270,7 +270,11 @@ def network_from_bom(
         )
         extra = [core_storage.Assumption("network_fallback", klass, "", note, "")]
         line = _network_line(inputs, "share", fabric_name, klass, note=note)
-        return inputs, extra, line.model_copy(update={"tiers_inferred": "fabric_tiers" not in given})
+        return (
+            inputs,
+            extra,
+            line.model_copy(update={"tiers_inferred": "fabric_tiers" not in given, "no_price_row": klass}),
+        )
     bom = _fabric_bom(req, inputs, fabric, prices)
     assert bom.cost is not None
     from app.catalog.network_prices import network_prices_date

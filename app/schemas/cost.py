@@ -231,8 +231,12 @@ class NetworkLineOut(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)
     no_price_row: str = Field(
         default="",
-        description="the fabric's price class when app/catalog/network_prices.csv has no row for it (e.g. "
+        description="the fabric's price class when app/catalog/network_prices.csv lacks a row it needs (e.g. "
         "'ib-hdr'): its network capex is the share by fabric tiers, not a priced bill of materials; '' otherwise",
+    )
+    missing_price_items: list[str] = Field(
+        default_factory=list,
+        description="the bill-of-materials items (switch, transceiver, cable) that class has no price row for",
     )
     note: str = ""
 

@@ -62,10 +62,14 @@ def test_a_fabric_without_price_rows_is_flagged_on_the_page(client: Any) -> None
     assert api["method"] == "share" and api["no_price_row"] == "ib-xdr"
     priced = _priced(page.text)
     assert "<strong>ib-xdr-8x800</strong>" in priced
-    assert 'id="no-price-row"' in priced and "no price row for ib-xdr" in priced
+    assert 'id="no-price-row"' in priced and "no price row for ib-xdr switch, transceiver, cable" in priced
     assert f"{api['per_gpu_usd']:,.0f} USD per GPU" in page.text
     ndr = client.get("/cost?nodes=128&fabric=ib-ndr-8x400", headers=HX)
     assert 'id="no-price-row"' not in ndr.text
+    # the A100's reference fabric, HDR, has switch and NIC rows but no transceiver or cable row
+    a100 = _priced(client.get("/cost?gpu=A100-80GB-SXM&nodes=128", headers=HX).text)
+    assert "<strong>ib-hdr-8x200</strong> (the GPU's reference fabric)" in a100
+    assert "no price row for ib-hdr transceiver, cable" in a100
 
 
 @pytest.mark.parametrize("bad", ["no-such-fabric", "ib-ndr-8x4000"])

@@ -1,9 +1,12 @@
 """Network unit prices (app/catalog/network_prices.csv): one dated, sourced price per item (switch, transceiver,
 cable, NIC) and price class (ib-ndr, roce-400g, ...), read into app.core.topology.UnitPrices.
 
-A fabric preset maps to a price class by transport and NIC line rate; a class without rows has no prices, and
-the on-prem TCO then falls back to the network share by fabric tiers (app.core.cost.NETWORK_SHARE_BY_TIERS),
-saying so in its provenance."""
+A fabric preset maps to a price class by transport and NIC line rate. A class may lack rows, or some of them: a
+row is added only for an item with a published, dated price (docs/cost.md lists what was searched for and not
+found). A fabric whose class lacks a row for an item its bill of materials needs (switch, transceiver, cable) has
+no unit prices: it is never priced from another class's rows; the on-prem TCO falls back to the network share by
+fabric tiers (app.core.cost.NETWORK_SHARE_BY_TIERS) and names the class and the missing items in its network line
+(`no_price_row`) and provenance."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ from app.core.topology import UnitPrices
 
 NETWORK_PRICES_FILE = Path(__file__).resolve().parent / "network_prices.csv"
 ITEMS = ("switch", "transceiver", "cable", "nic")
+# the items a fat-tree bill of materials is priced with; the NIC row is quoted for reference only (NICs are in the
+# server price), so a class without one is still priced
+BOM_ITEMS = ("switch", "transceiver", "cable")
 
 # The scale-out fabric a GPU's on-prem cluster is priced with when the request names none.
 # A100: DGX A100 SuperPOD reference architecture, 8 HDR 200 Gb/s compute NICs per node (2020).
@@ -54,7 +60,8 @@ class NetworkPriceRow:
 
 @cache
 def network_price_rows() -> dict[str, dict[str, NetworkPriceRow]]:
-    """Rows by price class, then item; a second row for the same class and item is an error."""
+    """Rows by price class, then item; a second row for the same class and item is an error. A class may lack
+    items (see missing_items)."""
     with NETWORK_PRICES_FILE.open(encoding="utf-8", newline="") as handle:
         raw_rows = list(csv.DictReader(handle))
     out: dict[str, dict[str, NetworkPriceRow]] = {}
@@ -78,10 +85,6 @@ def network_price_rows() -> dict[str, dict[str, NetworkPriceRow]]:
                 f"{NETWORK_PRICES_FILE.name} line {line}: a second {item} row for {row.price_class}"
             )
         by_item[item] = row
-    for name, by_item in out.items():
-        missing = [i for i in ITEMS if i not in by_item]
-        if missing:
-            raise ValueError(f"{NETWORK_PRICES_FILE.name}: price class {name} lacks {', '.join(missing)}")
     return out
 
 
@@ -93,12 +96,19 @@ def price_class(fabric: FabricSpec) -> str:
     return f"{fabric.transport.replace('_', '-')}-{gbps}g"
 
 
+def missing_items(fabric: FabricSpec) -> tuple[str, ...]:
+    """The bill-of-materials items (BOM_ITEMS) the fabric's price class has no row for; () when it can be priced."""
+    rows = network_price_rows().get(price_class(fabric), {})
+    return tuple(item for item in BOM_ITEMS if item not in rows)
+
+
 def unit_prices_for(fabric: FabricSpec) -> UnitPrices | None:
-    """The fabric's unit prices from its class's rows, or None when the class has none. Switch prices are per
-    port of the row's switch, times the fabric's radix; NICs are counted in the server price."""
-    rows = network_price_rows().get(price_class(fabric))
-    if rows is None:
+    """The fabric's unit prices from its class's rows, or None when the class lacks a row for a BOM item (never
+    another class's rows). Switch prices are per port of the row's switch, times the fabric's radix; NICs are
+    counted in the server price."""
+    if missing_items(fabric):
         return None
+    rows = network_price_rows()[price_class(fabric)]
     switch_row = rows["switch"]
     per_port = switch_row.unit_usd / (switch_row.ports or fabric.switch_radix)
     switch_usd = per_port * fabric.switch_radix
@@ -109,7 +119,8 @@ def unit_prices_for(fabric: FabricSpec) -> UnitPrices | None:
         "switch_usd": switch_row.statement() + scaled,
         "transceiver_usd": rows["transceiver"].statement(),
         "cable_usd": rows["cable"].statement(),
-        "nic_usd": f"in the server price (row for reference: {rows['nic'].statement()})",
+        "nic_usd": "in the server price"
+        + (f" (row for reference: {rows['nic'].statement()})" if "nic" in rows else " (no NIC row)"),
     }
     return UnitPrices(switch_usd, rows["transceiver"].unit_usd, rows["cable"].unit_usd, 0.0, source)
 

@@ -229,6 +229,15 @@ class NetworkLineOut(BaseModel):
     cables: int | None = None
     breakdown_usd: dict[str, float] = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict)
+    no_price_row: str = Field(
+        default="",
+        description="the fabric's price class when app/catalog/network_prices.csv lacks a row it needs (e.g. "
+        "'ib-hdr'): its network capex is the share by fabric tiers, not a priced bill of materials; '' otherwise",
+    )
+    missing_price_items: list[str] = Field(
+        default_factory=list,
+        description="the bill-of-materials items (switch, transceiver, cable) that class has no price row for",
+    )
     note: str = ""
 
 

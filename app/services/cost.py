@@ -248,29 +248,7 @@ def network_from_bom(
             line.model_copy(update={"tiers": 0, "switches": 0, "transceivers": 0, "cables": 0}),
         )
     if prices is None:
-        from app.core.topology import fabric_tiers
-
-        needed = fabric_tiers(replace(fabric, tiers=0), inputs.nodes)
-        if "fabric_tiers" in given and inputs.fabric_tiers < needed:
-            raise SpecError(
-                [
-                    Problem(
-                        "onprem.fabric_tiers",
-                        f"{inputs.fabric_tiers} tier(s) of {fabric.switch_radix}-port switches cannot connect "
-                        f"{inputs.nodes} nodes × {fabric.nics_per_node} NICs; {needed} are needed (or omit it)",
-                    )
-                ]
-            )
-        tiers = inputs.fabric_tiers if "fabric_tiers" in given else needed
-        inputs = replace(inputs, fabric_tiers=tiers)
-        note = (
-            f"no network price row for {klass} ({fabric_name}) in network_prices.csv: network capex is "
-            f"{core_cost.NETWORK_SHARE_BY_TIERS[tiers]:.1%} of server + network capex for a {tiers}-tier fabric"
-            + ("" if "fabric_tiers" in given else f" (tiers inferred from {inputs.nodes} nodes)")
-        )
-        extra = [core_storage.Assumption("network_fallback", klass, "", note, "")]
-        line = _network_line(inputs, "share", fabric_name, klass, note=note)
-        return inputs, extra, line.model_copy(update={"tiers_inferred": "fabric_tiers" not in given})
+        return _share_fallback(req, inputs, fabric_name, fabric)
     bom = _fabric_bom(req, inputs, fabric, prices)
     assert bom.cost is not None
     from app.catalog.network_prices import network_prices_date
@@ -283,6 +261,49 @@ def network_from_bom(
         )
     ]
     return inputs, extra, _bom_line(inputs, bom, fabric_name, klass, note)
+
+
+def _share_fallback(
+    req: s.TcoRequest, inputs: core_cost.OnPremInputs, fabric_name: str, fabric: FabricSpec
+) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption], s.NetworkLineOut]:
+    """The network capex of a fabric whose price class lacks a row for a BOM item: the share of server + network
+    capex by fabric tiers, the tiers as given (refused when too few) or the fewest that connect the nodes. The
+    line names the class and the missing items (`no_price_row`, `missing_price_items`); no other class's rows
+    are used."""
+    from app.catalog.network_prices import missing_items, network_price_rows, price_class
+    from app.core.topology import fabric_tiers
+
+    given = req.onprem.model_fields_set
+    needed = fabric_tiers(replace(fabric, tiers=0), inputs.nodes)
+    if "fabric_tiers" in given and inputs.fabric_tiers < needed:
+        raise SpecError(
+            [
+                Problem(
+                    "onprem.fabric_tiers",
+                    f"{inputs.fabric_tiers} tier(s) of {fabric.switch_radix}-port switches cannot connect "
+                    f"{inputs.nodes} nodes × {fabric.nics_per_node} NICs; {needed} are needed (or omit it)",
+                )
+            ]
+        )
+    tiers = inputs.fabric_tiers if "fabric_tiers" in given else needed
+    inputs = replace(inputs, fabric_tiers=tiers)
+    klass, missing = price_class(fabric), list(missing_items(fabric))
+    rows = network_price_rows().get(klass, {})
+    what = f"{klass} {', '.join(missing)}" if rows else klass
+    found = f"; its {', '.join(rows)} row(s) alone cannot price a bill of materials" if rows else ""
+    note = (
+        f"no network price row for {what} ({fabric_name}) in network_prices.csv{found}: network capex is "
+        f"{core_cost.NETWORK_SHARE_BY_TIERS[tiers]:.1%} of server + network capex for a {tiers}-tier fabric"
+        + ("" if "fabric_tiers" in given else f" (tiers inferred from {inputs.nodes} nodes)")
+    )
+    extra = [core_storage.Assumption("network_fallback", klass, "", note, "")]
+    line = _network_line(inputs, "share", fabric_name, klass, note=note)
+    update = {
+        "tiers_inferred": "fabric_tiers" not in given,
+        "no_price_row": klass,
+        "missing_price_items": missing,
+    }
+    return inputs, extra, line.model_copy(update=update)
 
 
 def _tco_fabric(req: s.TcoRequest) -> tuple[str, FabricSpec]:

@@ -19,7 +19,7 @@ from app.errors import NotFoundError
 from app.services import planning
 from app.web.pages import _filters, _panels
 from app.web.pages._builder import BuilderState
-from app.web.templating import render
+from app.web.templating import is_htmx, render
 
 router = APIRouter()
 
@@ -219,9 +219,11 @@ def cost_form(params: Mapping[str, str]) -> Form:
             "utilisation": 70.0,
             "months": 48,
             "depreciation": "straight_line",
+            "fabric": "",  # blank: the GPU's reference fabric, as the API and CLI when none is named
         }
     )
     _text(params, form, "gpu")
+    _text(params, form, "fabric")
     _int(params, form, "nodes", 1, 100_000)
     _int(params, form, "gpus_per_node", 1, 72)
     _float(params, form, "utilisation", 1.0, 100.0)
@@ -263,25 +265,27 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
     problems = [Problem(k, v) for k, v in form.errors.items()]
     if problems:
         return {"problems": problems}
+    body: dict[str, Any] = {
+        "onprem": {
+            "nodes": form["nodes"],
+            "gpus_per_node": form["gpus_per_node"],
+            "depreciation": form["depreciation"],
+        }
+        | onprem_overrides(form),
+        "utilisation": form["utilisation"] / 100.0,
+        "gpu": form["gpu"],
+        "months": form["months"],
+    }
+    if form["fabric"]:
+        body["fabric"] = form["fabric"]  # the service checks the name (422 naming `fabric` through the API)
     try:
-        tco = cost_service.tco(
-            session,
-            TcoRequest.model_validate(
-                {
-                    "onprem": {
-                        "nodes": form["nodes"],
-                        "gpus_per_node": form["gpus_per_node"],
-                        "depreciation": form["depreciation"],
-                    }
-                    | onprem_overrides(form),
-                    "utilisation": form["utilisation"] / 100.0,
-                    "gpu": form["gpu"],
-                    "months": form["months"],
-                }
-            ),
-        )
+        tco = cost_service.tco(session, TcoRequest.model_validate(body))
     except (SpecError, ValidationError, NotFoundError, LookupError) as exc:
-        return {"problems": _problems(exc)}
+        problems = _problems(exc)
+        for p in problems:  # a problem with one of the page's own fields is also shown beside that field
+            if p.field in form.values:
+                form.errors.setdefault(p.field, p.message)
+        return {"problems": problems}
     breakevens = sorted(tco.breakevens, key=lambda b: b.usd_per_gpu_hour)
     shown = {b.label for b in breakevens[:6]} | {"on-prem", "on-prem net of resale"}
     cumulative = tco.curves.get("cumulative_usd_vs_month") or {"x": [], "series": {}}
@@ -354,16 +358,30 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
     }
 
 
+def cost_fabrics(form: Form) -> list[tuple[str, str]]:
+    """The fabric select: blank for the GPU's reference fabric, then the catalog's presets (the builder's list);
+    a name the catalog lacks stays selectable, so the page shows what was asked beside its error."""
+    names = _panels.fabric_names()
+    options = [("", "the GPU's reference fabric")] + [(n, n) for n in names]
+    if form["fabric"] and form["fabric"] not in names:
+        options.insert(1, (form["fabric"], form["fabric"]))
+    return options
+
+
 @router.get("/cost", response_class=HTMLResponse)
 def cost_page(request: Request, session: SessionDep) -> HTMLResponse:
     form = cost_form(dict(request.query_params))
+    view = cost_view(session, form)
     context = {
         "title": "Cost",
         "form": form,
-        "view": cost_view(session, form),
+        "view": view,
         "gpus": _panels.choices(session, BuilderState(gpu=form["gpu"])).gpus,
+        "fabrics": cost_fabrics(form),
     }
-    return render(request, "plan_cost.html", context, block="cost_results")
+    # 422 when an input is refused; htmx swaps only 2xx responses, so its partial goes back as 200
+    status = 422 if view["problems"] and not is_htmx(request) else 200
+    return render(request, "plan_cost.html", context, block="cost_results", status_code=status)
 
 
 _ = _filters  # the planning filters (num, label, …) are registered by importing the module

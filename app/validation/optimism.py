@@ -11,8 +11,13 @@ where the speed ratio is measured / predicted for the rates (mfu_pct, tflops_per
 replay's error is predicted / measured − 1) and predicted / measured for `iter_time_s`. So a source that quotes its
 MFU against another peak or FLOP convention (an FP8 run's "BF16 MFU", Narayanan's eq. 3) is compared like with like.
 
-Rows are grouped by model (its name lower-cased, parentheses and separators dropped), GPU (`row_gpu`) and dtype
-class (16-bit for bf16 / fp16, fp8, fp4). For each group the row with the highest measured MFU is the **published
+Rows are grouped by model, GPU (`row_gpu`) and dtype class (16-bit for bf16 / fp16, fp8, fp4). The model is its
+shape as the replay reads it (`row_model`: layers, hidden size, FFN size, query heads per KV head, MLA, experts and
+top-k, the vocabulary in blocks of 1,024; `model_key`), not its name: the files spell one model several ways
+("GPT-3 175B (174.6B)" and "GPT 175B", "GPT-529.6B" and "GPT 530B", "GPT-1008.0B" and "GPT 1T") and give one name
+to different shapes (BigScience's "GPT 182B" is 78 layers of 13,824 or 84 of 13,312). Megatron pads a 50,257-token
+vocabulary to 51,200, which the blocks of 1,024 absorb; two models of one size but different vocabularies (Llama 2
+and Llama 3 70B, MPT-30B and a 32B GPT of the same width) stay apart. For each group the row with the highest measured MFU is the **published
 best**; the planner (`app.core.planner.plan`) searches every layout for that row's model, cluster (GPU count,
 fabric, power cap), sequence length, global batch, dtype options and framework: the framework the replay priced the
 row's own layout with (`RowEstimate.framework`), so the published layout's estimate and the planner's search are
@@ -39,7 +44,6 @@ that shrink most. It names no source: the mechanism is the model's, to be checke
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +55,7 @@ from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
 from app.core.layout import Layout, RunOptions, layout_label
+from app.core.model import ModelSpec
 from app.core.planner import PlannedLayout, plan
 from app.errors import NotFoundError
 from app.validation.training_runs import (
@@ -65,6 +70,7 @@ from app.validation.training_runs import (
     row_model,
 )
 
+REPOSITORY = Path(__file__).resolve().parents[2]
 DEFAULT_FILES = tuple(
     f"tests/data/{name}.csv"
     for name in (
@@ -77,6 +83,14 @@ DEFAULT_FILES = tuple(
         "training_runs_nvfp4",
     )
 )
+
+
+def default_paths() -> list[Path]:
+    """DEFAULT_FILES, in the repository this module is in when they are there, else relative to the working
+    directory."""
+    return [REPOSITORY / p if (REPOSITORY / p).is_file() else Path(p) for p in DEFAULT_FILES]
+
+
 # the speed metrics convertible to MFU (TIME_METRICS less the per-layer time, which times one layer, not a step)
 RATE_METRICS = ("tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu")
 MFU_METRICS = tuple(m for m in TIME_METRICS if m in (*RATE_METRICS, "iter_time_s"))
@@ -100,10 +114,25 @@ KNOBS = (
 SAVINGS_LISTED = 2  # breakdown components named in the mechanism
 
 
-def normalise_model(name: str) -> str:
-    """A model name as grouped: lower case, parenthesised remarks and separators dropped ("LLAMA3-70B",
-    "Llama 3 70B" → "llama370b"; "GPT 530B (529.6B)" → "gpt530b")."""
-    return re.sub(r"[^a-z0-9.]+", "", re.sub(r"\([^)]*\)", "", name.lower()))
+VOCAB_BLOCK = (
+    1024  # vocabularies compared in blocks of this many tokens (Megatron's padding: 50,257 → 51,200)
+)
+
+
+def model_key(model: ModelSpec) -> str:
+    """A model as grouped: its shape ("L96 h12288 ffn49152 v50k", with GQA "… q/kv8", MLA "… mla", MoE
+    "… E128x1536 top8"). The head count is left out: a layer's FLOPs do not depend on it, and BigScience's sweeps
+    vary only it under one name; the query heads per KV head stay in (GQA shrinks the K and V projections)."""
+    text = f"L{model.num_layers} h{model.hidden_size} ffn{model.ffn_hidden_size} v{-(-model.vocab_size // VOCAB_BLOCK)}k"
+    if model.num_kv_heads and model.num_kv_heads < model.num_attention_heads:
+        text += f" q/kv{model.num_attention_heads // model.num_kv_heads}"
+    if model.mla is not None:
+        text += " mla"
+    moe = model.moe
+    if moe is not None:
+        text += f" E{moe.num_experts}x{moe.expert_ffn_hidden_size} top{moe.experts_per_token}"
+        text += f" shared{moe.num_shared_experts}" if moe.num_shared_experts else ""
+    return text
 
 
 def dtype_class(dtype: str) -> str:
@@ -131,11 +160,12 @@ class PublishedRun:
     measured_mfu_pct: float
     estimated_mfu_pct: float  # the estimate of the row's own layout
     replayed: RowEstimate
+    model: ModelSpec  # the row's model as stated (the replay's may be deepened for an uneven pipeline)
 
     @property
     def key(self) -> tuple[str, str, str]:
         gpu = row_gpu(self.row).name
-        return normalise_model(self.row.get("model_name")), gpu, dtype_class(self.replayed.layout.dtype)
+        return model_key(self.model), gpu, dtype_class(self.replayed.layout.dtype)
 
 
 def published_run(row: Row, file: str) -> PublishedRun | None:
@@ -149,7 +179,7 @@ def published_run(row: Row, file: str) -> PublishedRun | None:
     replayed = estimate_row(row, metric)
     estimated = 100.0 * float(replayed.estimate.step.mfu)
     measured = estimated * speed_ratio(metric, result.measured, result.predicted)
-    return PublishedRun(file, row, metric, measured, estimated, replayed)
+    return PublishedRun(file, row, metric, measured, estimated, replayed, row_model(row, replayed.rule))
 
 
 def read_runs(paths: Iterable[Path | str]) -> list[PublishedRun]:
@@ -171,10 +201,11 @@ def group_runs(runs: Iterable[PublishedRun]) -> dict[tuple[str, str, str], list[
 
 @dataclass
 class GroupResult:
-    model: str
+    model: str  # model_key
     gpu: str
     dtype_class: str
     runs: int
+    model_names: list[str]  # the names the group's rows give
     file: str
     row: int
     source: str
@@ -205,13 +236,14 @@ class GroupResult:
         return out
 
 
-def new_result(key: tuple[str, str, str], best: PublishedRun, runs: int) -> GroupResult:
+def new_result(key: tuple[str, str, str], best: PublishedRun, runs: Sequence[PublishedRun]) -> GroupResult:
     est = best.replayed.estimate
     return GroupResult(
         model=key[0],
         gpu=key[1],
         dtype_class=key[2],
-        runs=runs,
+        runs=len(runs),
+        model_names=sorted({r.row.get("model_name") for r in runs}),
         file=best.file,
         row=best.row.index,
         source=best.row.get("source"),
@@ -230,7 +262,7 @@ def plan_best(run: PublishedRun) -> PlannedLayout | None:
     replayed = run.replayed
     layout = replayed.layout
     planned = plan(
-        row_model(run.row, replayed.rule),
+        run.model,
         replayed.cluster,
         replayed.estimate.seq_len,
         layout.global_batch,
@@ -297,7 +329,7 @@ def compare(result: GroupResult, best: PublishedRun, planned: PlannedLayout) -> 
 
 def evaluate_group(key: tuple[str, str, str], runs: Sequence[PublishedRun]) -> GroupResult:
     best = max(runs, key=lambda r: r.measured_mfu_pct)
-    result = new_result(key, best, len(runs))
+    result = new_result(key, best, runs)
     try:
         planned = plan_best(best)
     except (RowSkipped, SpecError, NotFoundError, ValueError, LookupError) as exc:
@@ -345,19 +377,19 @@ def _num(value: float | None, fmt: str) -> str:
 def render_table(rep: OptimismReport) -> str:
     lines = [
         f"{'model':<24} {'GPU':<14} {'dtype':<6} {'runs':>4} {'published':>9} {'planner':>8} {'gap':>7} "
-        f"{'ratio':>6} {'limit':>6}  {'published best (file:row, layout)':<60} planner's best"
+        f"{'ratio':>6} {'limit':>6}  {'published best (file:row)':<40} published layout → planner's best"
     ]
     for g in rep.groups:
         head = f"{g.model_name[:24]:<24} {g.gpu[:14]:<14} {g.dtype_class:<6} {g.runs:>4} {g.published_mfu_pct:>8.1f}%"
-        where = f"{g.file.removesuffix('.csv')}:{g.row} {g.published_layout}"
+        where = f"{g.file.removesuffix('.csv')}:{g.row}"
         if g.skipped:
-            lines.append(f"{head} skipped: {g.skipped} ({where})")
+            lines.append(f"{head} skipped: {g.skipped} ({where} {g.published_layout})")
             continue
         flag = "!" if g.flagged else " "
         lines.append(
             f"{head} {_num(g.planner_mfu_pct, '.1f'):>7}% {_num(g.gap_pts, '+.1f'):>7} "
-            f"{_num(g.gap_ratio, '.2f'):>6} {_num(g.threshold_pct, '.0f'):>5}%{flag} {where[:60]:<60} "
-            f"{g.planner_layout}"
+            f"{_num(g.gap_ratio, '.2f'):>6} {_num(g.threshold_pct, '.0f'):>5}%{flag} {where:<40} "
+            f"{g.published_layout} → {g.planner_layout}"
         )
         if g.mechanism:
             lines.append(f"{'':<24}   mechanism: {g.mechanism}")

@@ -11,15 +11,16 @@ import pytest
 from app.cli.main import main
 from app.validation.optimism import (
     DEFAULT_FILES,
+    default_paths,
     dtype_class,
     group_runs,
-    normalise_model,
+    model_key,
     published_run,
     read_runs,
     report,
     speed_ratio,
 )
-from app.validation.training_runs import Row, estimate_row, evaluate_row, load_rows
+from app.validation.training_runs import Row, estimate_row, evaluate_row, load_rows, row_model, rule_for_row
 from tests.paths import DATA_DIR, ROOT
 
 RUNS = DATA_DIR / "training_runs.csv"
@@ -52,9 +53,22 @@ def small_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_csv(tmp_path_factory.mktemp("optimism") / "runs.csv", rows)
 
 
-def test_names_and_dtype_classes_group_alike() -> None:
-    assert normalise_model("LLAMA2-7B") == normalise_model("Llama 2 7B (renamed)") == "llama27b"
-    assert normalise_model("LLAMA3.1-405B") != normalise_model("LLAMA3-405B")
+def key_of(data: dict[str, str]) -> str:
+    row = Row(1, data)
+    return model_key(row_model(row, rule_for_row(row)))
+
+
+def test_one_shape_is_one_model_whatever_its_name() -> None:
+    """Two names of one shape group together; Megatron's vocabulary padding (50,257 → 51,200) and the head count
+    do not split a model, a different vocabulary, depth or KV-head count does."""
+    llama = source_row(LLAMA2_7B_H100_FP8)
+    assert key_of({**llama, "model_name": "Llama 2 7B (renamed)"}) == key_of(llama)
+    gpt = source_row(GPT_1_7B_A100)
+    assert key_of({**gpt, "vocab": "50257"}) == key_of(gpt)  # 51200 in the row
+    assert key_of({**gpt, "vocab": "128256"}) != key_of(gpt)
+    assert key_of({**gpt, "layers": "25"}) != key_of(gpt)
+    assert key_of({**gpt, "heads": "16", "kv_heads": "16"}) == key_of(gpt)  # 24 heads: same FLOPs
+    assert key_of({**gpt, "kv_heads": "8"}) != key_of(gpt)  # GQA
     assert dtype_class("bf16") == dtype_class("fp16") == "16-bit"
     assert (dtype_class("fp8"), dtype_class("fp4")) == ("fp8", "fp4")
 
@@ -99,7 +113,8 @@ def test_groups_and_best_published(small_csv: Path) -> None:
     assert [r.row.index for r in runs] == [1, 2, 3]  # the memory row has no MFU
     groups = group_runs(runs)
     assert sorted(len(g) for g in groups.values()) == [1, 2]
-    llama = groups[("llama27b", runs[1].key[1], "fp8")]
+    llama = groups[runs[1].key]
+    assert runs[1].key == runs[2].key != runs[0].key
     assert {r.row.index for r in llama} == {2, 3}
     assert llama[0].measured_mfu_pct > llama[1].measured_mfu_pct  # 776 TFLOP/s against 600
     assert llama[1].measured_mfu_pct == pytest.approx(llama[0].measured_mfu_pct * 600 / 776)
@@ -107,8 +122,8 @@ def test_groups_and_best_published(small_csv: Path) -> None:
 
 def test_flagged_group_names_its_mechanism(small_csv: Path) -> None:
     rep = report(read_runs([small_csv]))
-    by_model = {g.model: g for g in rep.groups}
-    gpt = by_model["gpt1.7b"]
+    by_model = {name: g for g in rep.groups for name in g.model_names}
+    gpt = by_model["GPT-1.7B"]
     # Narayanan's 137 TFLOP/s with full recompute, counted with the recompute pass: about 34 % model-FLOPs MFU;
     # the planner drops the recompute and ZeRO-shards instead
     assert 30.0 < gpt.published_mfu_pct < 37.0
@@ -119,8 +134,8 @@ def test_flagged_group_names_its_mechanism(small_csv: Path) -> None:
     assert gpt.savings_s[0][0] == "recompute" and gpt.savings_s[0][1] > 0
     assert "biggest saving: recompute" in gpt.mechanism
     assert gpt.gap_ratio == pytest.approx(gpt.layout_ratio * gpt.estimate_ratio)
-    llama = by_model["llama27b"]
-    assert llama.runs == 2 and llama.row == 2
+    llama = by_model["LLAMA2-7B"]
+    assert llama.runs == 2 and llama.row == 2 and llama.model_names == ["LLAMA2-7B", "Llama 2 7B (renamed)"]
     assert not llama.flagged and llama.mechanism is None
     assert rep.summary()["flagged"] == 1
 
@@ -156,5 +171,7 @@ def test_bad_input_exits_2(
     assert len(lines) == 1 and message in lines[0]
 
 
-def test_default_files_exist() -> None:
-    assert all((ROOT / path).is_file() for path in DEFAULT_FILES)
+def test_default_files_are_the_repository_s() -> None:
+    paths = default_paths()
+    assert len(paths) == len(DEFAULT_FILES) == 7
+    assert all(path.is_file() and path.parent == ROOT / "tests" / "data" for path in paths)

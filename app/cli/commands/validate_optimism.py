@@ -32,9 +32,9 @@ def optimism(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print {groups, summary} as JSON")] = False,
 ) -> None:
-    from app.validation.optimism import DEFAULT_FILES, read_runs, render_table, report
+    from app.validation.optimism import default_paths, read_runs, render_table, report
 
-    paths = list(csv_files) if csv_files else [Path(p) for p in DEFAULT_FILES]
+    paths = list(csv_files) if csv_files else default_paths()
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"file not found: {path}")

@@ -85,12 +85,6 @@ DEFAULT_FILES = tuple(
 )
 
 
-def default_paths() -> list[Path]:
-    """DEFAULT_FILES, in the repository this module is in when they are there, else relative to the working
-    directory."""
-    return [REPOSITORY / p if (REPOSITORY / p).is_file() else Path(p) for p in DEFAULT_FILES]
-
-
 # the speed metrics convertible to MFU (TIME_METRICS less the per-layer time, which times one layer, not a step)
 RATE_METRICS = ("tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu")
 MFU_METRICS = tuple(m for m in TIME_METRICS if m in (*RATE_METRICS, "iter_time_s"))
@@ -112,11 +106,14 @@ KNOBS = (
     ("sequence_parallel", "sp"),
 )
 SAVINGS_LISTED = 2  # breakdown components named in the mechanism
+# vocabularies are compared in blocks of this many tokens (Megatron's padding: 50,257 → 51,200)
+VOCAB_BLOCK = 1024
 
 
-VOCAB_BLOCK = (
-    1024  # vocabularies compared in blocks of this many tokens (Megatron's padding: 50,257 → 51,200)
-)
+def default_paths() -> list[Path]:
+    """DEFAULT_FILES, in the repository this module is in when they are there, else relative to the working
+    directory."""
+    return [REPOSITORY / p if (REPOSITORY / p).is_file() else Path(p) for p in DEFAULT_FILES]
 
 
 def model_key(model: ModelSpec) -> str:

@@ -79,6 +79,7 @@ validate: install
 	$(BIN)/clusterplan validate layouts tests/data/training_runs.csv
 	$(BIN)/clusterplan validate region tests/data/training_runs*.csv
 	$(BIN)/clusterplan validate training-totals tests/data/training_totals.csv
+	$(BIN)/clusterplan validate optimism
 
 # The repository's git hooks (.githooks/commit-msg: subject ≤ 72 characters, imperative, no final period,
 # a blank line before the body).

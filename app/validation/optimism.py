@@ -1,0 +1,402 @@
+"""Guard against optimism: the planner's best predicted MFU against the best MFU published for the same run kind.
+
+Published runs come from the training-run CSVs (tests/data/training_runs*.csv, read by
+app.validation.training_runs). A row counts when its metric is a speed the replay converts to MFU: `mfu_pct`,
+`tflops_per_gpu`, `tokens_per_s_per_gpu` or `iter_time_s` (memory, OOM and per-layer rows are left out), and the
+replay (`evaluate_row`) evaluates it. Its **measured MFU** is put on the estimator's own FLOP count and peak:
+
+    measured MFU = estimated MFU of the row's layout × measured speed / estimated speed
+
+where the speed ratio is measured / predicted for the rates (mfu_pct, tflops_per_gpu, tokens_per_s_per_gpu: the
+replay's error is predicted / measured − 1) and predicted / measured for `iter_time_s`. So a source that quotes its
+MFU against another peak or FLOP convention (an FP8 run's "BF16 MFU", Narayanan's eq. 3) is compared like with like.
+
+Rows are grouped by model, GPU (`row_gpu`) and dtype class (16-bit for bf16 / fp16, fp8, fp4). The model is its
+shape as the replay reads it (`row_model`: layers, hidden size, FFN size, query heads per KV head, MLA, experts and
+top-k, the vocabulary in blocks of 1,024; `model_key`), not its name: the files spell one model several ways
+("GPT-3 175B (174.6B)" and "GPT 175B", "GPT-529.6B" and "GPT 530B", "GPT-1008.0B" and "GPT 1T") and give one name
+to different shapes (BigScience's "GPT 182B" is 78 layers of 13,824 or 84 of 13,312). Megatron pads a 50,257-token
+vocabulary to 51,200, which the blocks of 1,024 absorb; two models of one size but different vocabularies (Llama 2
+and Llama 3 70B, MPT-30B and a 32B GPT of the same width) stay apart. For each group the row with the highest measured MFU is the **published
+best**; the planner (`app.core.planner.plan`) searches every layout for that row's model, cluster (GPU count,
+fabric, power cap), sequence length, global batch, dtype options and framework: the framework the replay priced the
+row's own layout with (`RowEstimate.framework`), so the published layout's estimate and the planner's search are
+priced alike.
+
+**Threshold.** The issue asks whether the planner's best beats the published best "by more than the ranking
+resolution". That is the number used: `app.core.accuracy.ranking_resolution` for the best row's model and sequence
+length (app/catalog/accuracy.json, `ranking`: the 80th percentile of the error in the estimated speed ratio of two
+published layouts of one run; ±22.7 % for dense runs, ±67.9 % for MoE, "all kinds" where a kind has no pairs). The
+planner's best is flagged when planner MFU / published MFU − 1 exceeds it. The accuracy band (`band_for`) is not
+used: it measures a single estimate against its own measurement, and most of that error is shared by every layout of
+a run; the claim guarded here is an ordering (the planner's layout ahead of the publisher's), which is what the
+ranking resolution measures. Where the table has no resolution at all, a global 10 % relative margin
+(FALLBACK_MARGIN_PCT) applies and the group says so.
+
+**Mechanism.** The gap (planner MFU / published MFU) is the product of two factors: the layout gain the estimator
+sees (planner MFU / the published layout's estimated MFU) and its error on the published layout itself (estimated /
+measured MFU); the second is the point error the accuracy bands describe, the first is the planner's claim. For a
+flagged group the report also compares the planner's best layout with the published one (tp, pp, vp, dp, cp, ep,
+ZeRO stage, recompute, micro-batch, sequence parallelism: the knobs that differ) and the step-time breakdowns of
+the two estimates (the published layout's `est.step.breakdown`, the planner's `step_breakdown_s`): the components
+that shrink most. It names no source: the mechanism is the model's, to be checked against one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.catalog import accuracy_table
+from app.core.accuracy import ranking_resolution
+from app.core.errors import SpecError
+from app.core.estimate import EstimateOptions
+from app.core.layout import Layout, RunOptions, layout_label
+from app.core.model import ModelSpec
+from app.core.planner import PlannedLayout, plan
+from app.errors import NotFoundError
+from app.validation.training_runs import (
+    TIME_METRICS,
+    Row,
+    RowEstimate,
+    RowSkipped,
+    estimate_row,
+    evaluate_row,
+    load_rows,
+    row_gpu,
+    row_model,
+)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+DEFAULT_FILES = tuple(
+    f"tests/data/{name}.csv"
+    for name in (
+        "training_runs",
+        "training_runs_heldout",
+        "training_runs_final_check",
+        "training_runs_megatron_bridge_2602_01",
+        "training_runs_bigscience_chronicles",
+        "training_runs_vtrain_multi",
+        "training_runs_nvfp4",
+    )
+)
+
+
+# the speed metrics convertible to MFU (TIME_METRICS less the per-layer time, which times one layer, not a step)
+RATE_METRICS = ("tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu")
+MFU_METRICS = tuple(m for m in TIME_METRICS if m in (*RATE_METRICS, "iter_time_s"))
+# the relative margin used where the accuracy table has no ranking resolution
+FALLBACK_MARGIN_PCT = 10.0
+DTYPE_CLASSES = {"bf16": "16-bit", "fp16": "16-bit", "fp8": "fp8", "fp4": "fp4"}
+# the layout knobs compared between the planner's best and the published layout, with the names printed
+KNOBS = (
+    ("tp", "tp"),
+    ("pp", "pp"),
+    ("vp", "vp"),
+    ("dp", "dp"),
+    ("cp", "cp"),
+    ("ep", "ep"),
+    ("zero", "zero"),
+    ("recompute", "recompute"),
+    ("recompute_layers", "recompute"),
+    ("micro_batch", "micro-batch"),
+    ("sequence_parallel", "sp"),
+)
+SAVINGS_LISTED = 2  # breakdown components named in the mechanism
+# vocabularies are compared in blocks of this many tokens (Megatron's padding: 50,257 → 51,200)
+VOCAB_BLOCK = 1024
+
+
+def default_paths() -> list[Path]:
+    """DEFAULT_FILES, in the repository this module is in when they are there, else relative to the working
+    directory."""
+    return [REPOSITORY / p if (REPOSITORY / p).is_file() else Path(p) for p in DEFAULT_FILES]
+
+
+def model_key(model: ModelSpec) -> str:
+    """A model as grouped: its shape ("L96 h12288 ffn49152 v50k", with GQA "… q/kv8", MLA "… mla", MoE
+    "… E128x1536 top8"). The head count is left out: a layer's FLOPs do not depend on it, and BigScience's sweeps
+    vary only it under one name; the query heads per KV head stay in (GQA shrinks the K and V projections)."""
+    text = f"L{model.num_layers} h{model.hidden_size} ffn{model.ffn_hidden_size} v{-(-model.vocab_size // VOCAB_BLOCK)}k"
+    if model.num_kv_heads and model.num_kv_heads < model.num_attention_heads:
+        text += f" q/kv{model.num_attention_heads // model.num_kv_heads}"
+    if model.mla is not None:
+        text += " mla"
+    moe = model.moe
+    if moe is not None:
+        text += f" E{moe.num_experts}x{moe.expert_ffn_hidden_size} top{moe.experts_per_token}"
+        text += f" shared{moe.num_shared_experts}" if moe.num_shared_experts else ""
+    return text
+
+
+def dtype_class(dtype: str) -> str:
+    """The dtype class of a compute dtype: 16-bit (bf16, fp16), fp8 or fp4."""
+    return DTYPE_CLASSES.get(dtype, dtype)
+
+
+def speed_ratio(metric: str, measured: float, predicted: float) -> float:
+    """Measured speed / estimated speed of a row: measured / predicted for a rate, predicted / measured for
+    `iter_time_s` (a time: the longer, the slower)."""
+    if metric in RATE_METRICS:
+        return measured / predicted
+    if metric == "iter_time_s":
+        return predicted / measured
+    raise ValueError(f"{metric!r} does not convert to MFU")
+
+
+@dataclass
+class PublishedRun:
+    """One replayed row whose measured MFU is known."""
+
+    file: str
+    row: Row
+    metric: str
+    measured_mfu_pct: float
+    estimated_mfu_pct: float  # the estimate of the row's own layout
+    replayed: RowEstimate
+    model: ModelSpec  # the row's model as stated (the replay's may be deepened for an uneven pipeline)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        gpu = row_gpu(self.row).name
+        return model_key(self.model), gpu, dtype_class(self.replayed.layout.dtype)
+
+
+def published_run(row: Row, file: str) -> PublishedRun | None:
+    """The row's MFU, measured and estimated; None for a row without a speed metric or one the replay skips."""
+    metric = row.get("measured_metric")
+    if metric not in MFU_METRICS:
+        return None
+    result = evaluate_row(row)
+    if result.skipped is not None or not result.predicted:
+        return None
+    replayed = estimate_row(row, metric)
+    estimated = 100.0 * float(replayed.estimate.step.mfu)
+    measured = estimated * speed_ratio(metric, result.measured, result.predicted)
+    return PublishedRun(file, row, metric, measured, estimated, replayed, row_model(row, replayed.rule))
+
+
+def read_runs(paths: Iterable[Path | str]) -> list[PublishedRun]:
+    """Every row of the files with a known MFU. A missing or malformed file raises (OSError, ValueError)."""
+    runs: list[PublishedRun] = []
+    for path in paths:
+        name = Path(path).name
+        runs += [r for r in (published_run(row, name) for row in load_rows(path)) if r is not None]
+    return runs
+
+
+def group_runs(runs: Iterable[PublishedRun]) -> dict[tuple[str, str, str], list[PublishedRun]]:
+    """The runs by (model, GPU, dtype class), in the order first seen."""
+    groups: dict[tuple[str, str, str], list[PublishedRun]] = {}
+    for run in runs:
+        groups.setdefault(run.key, []).append(run)
+    return groups
+
+
+@dataclass
+class GroupResult:
+    model: str  # model_key
+    gpu: str
+    dtype_class: str
+    runs: int
+    model_names: list[str]  # the names the group's rows give
+    file: str
+    row: int
+    source: str
+    model_name: str
+    num_gpus: int
+    seq_len: int
+    global_batch: int
+    published_layout: str
+    published_mfu_pct: float
+    published_estimated_mfu_pct: float
+    planner_layout: str | None = None
+    planner_mfu_pct: float | None = None
+    gap_pts: float | None = None
+    gap_ratio: float | None = None
+    layout_ratio: float | None = None  # planner MFU / the published layout's estimated MFU
+    estimate_ratio: float | None = None  # the published layout's estimated MFU / its measured MFU
+    threshold_pct: float | None = None
+    threshold_basis: str | None = None
+    flagged: bool = False
+    differs: list[str] = field(default_factory=list)
+    savings_s: list[tuple[str, float]] = field(default_factory=list)
+    mechanism: str | None = None
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["savings_s"] = [[name, seconds] for name, seconds in self.savings_s]
+        return out
+
+
+def new_result(key: tuple[str, str, str], best: PublishedRun, runs: Sequence[PublishedRun]) -> GroupResult:
+    est = best.replayed.estimate
+    return GroupResult(
+        model=key[0],
+        gpu=key[1],
+        dtype_class=key[2],
+        runs=len(runs),
+        model_names=sorted({r.row.get("model_name") for r in runs}),
+        file=best.file,
+        row=best.row.index,
+        source=best.row.get("source"),
+        model_name=best.row.get("model_name"),
+        num_gpus=best.replayed.layout.num_gpus,
+        seq_len=est.seq_len,
+        global_batch=best.replayed.layout.global_batch,
+        published_layout=layout_label(best.replayed.layout),
+        published_mfu_pct=best.measured_mfu_pct,
+        published_estimated_mfu_pct=best.estimated_mfu_pct,
+    )
+
+
+def plan_best(run: PublishedRun) -> PlannedLayout | None:
+    """The planner's best layout for the run's model, cluster, sequence length, global batch and options."""
+    replayed = run.replayed
+    layout = replayed.layout
+    planned = plan(
+        run.model,
+        replayed.cluster,
+        replayed.estimate.seq_len,
+        layout.global_batch,
+        run=RunOptions.of(layout),
+        options=EstimateOptions(framework=replayed.framework, power_limit_w=replayed.power_limit_w),
+        top=1,
+        pareto_limit=0,
+    )
+    return planned.best
+
+
+def threshold_for(run: PublishedRun) -> tuple[float, str]:
+    """The relative margin (per cent) beyond which the planner's best beats the published best, and its basis."""
+    resolution = ranking_resolution(accuracy_table(), run.replayed.model, run.replayed.estimate.seq_len)
+    if resolution is None:
+        return FALLBACK_MARGIN_PCT, "global 10 % margin (no ranking resolution)"
+    return resolution.resolution_pct, f"ranking resolution, {resolution.pairs} pairs {resolution.basis}"
+
+
+def differing_knobs(published: Layout, planned: Layout) -> list[str]:
+    """The knobs (KNOBS) whose values differ between two layouts, each named once."""
+    names: list[str] = []
+    for attr, name in KNOBS:
+        if getattr(published, attr) != getattr(planned, attr) and name not in names:
+            names.append(name)
+    return names
+
+
+def savings(published: dict[str, float], planned: dict[str, float]) -> list[tuple[str, float]]:
+    """Step-time components that shrink from the published layout's estimate to the planner's best, largest
+    saving first (seconds per step)."""
+    shrunk = [(k, float(published[k]) - float(planned.get(k, 0.0))) for k in published]
+    return sorted(((k, s) for k, s in shrunk if s > 0), key=lambda item: -item[1])
+
+
+def mechanism_text(result: GroupResult) -> str:
+    """ "planner: TP1 … at 70.0 % vs published 47.6 % (×1.47 = ×1.35 layout × ×1.09 estimate of the published
+    layout, 52.0 %); differs in tp, zero; biggest saving: recompute −1.2 s, tp_comm −0.4 s"."""
+    differs = ", ".join(result.differs) if result.differs else "nothing (same layout)"
+    saved = ", ".join(f"{k} −{s:.3g} s" for k, s in result.savings_s[:SAVINGS_LISTED]) or "none"
+    return (
+        f"planner: {result.planner_layout} at {result.planner_mfu_pct:.1f} % vs published "
+        f"{result.published_mfu_pct:.1f} % (×{result.gap_ratio:.2f} = ×{result.layout_ratio:.2f} layout × "
+        f"×{result.estimate_ratio:.2f} estimate of the published layout, {result.published_estimated_mfu_pct:.1f} %); "
+        f"differs in {differs}; biggest saving: {saved}"
+    )
+
+
+def compare(result: GroupResult, best: PublishedRun, planned: PlannedLayout) -> None:
+    """Fill the planner's side of a group, the gap, the flag and (when flagged) the mechanism."""
+    result.planner_layout = layout_label(planned.layout)
+    result.planner_mfu_pct = 100.0 * float(planned.mfu)
+    result.gap_pts = result.planner_mfu_pct - result.published_mfu_pct
+    result.gap_ratio = result.planner_mfu_pct / result.published_mfu_pct
+    result.layout_ratio = result.planner_mfu_pct / result.published_estimated_mfu_pct
+    result.estimate_ratio = result.published_estimated_mfu_pct / result.published_mfu_pct
+    result.threshold_pct, result.threshold_basis = threshold_for(best)
+    result.flagged = (result.gap_ratio - 1.0) * 100.0 > result.threshold_pct
+    result.differs = differing_knobs(best.replayed.layout, planned.layout)
+    result.savings_s = savings(best.replayed.estimate.step.breakdown, planned.step_breakdown_s)
+    if result.flagged:
+        result.mechanism = mechanism_text(result)
+
+
+def evaluate_group(key: tuple[str, str, str], runs: Sequence[PublishedRun]) -> GroupResult:
+    best = max(runs, key=lambda r: r.measured_mfu_pct)
+    result = new_result(key, best, runs)
+    try:
+        planned = plan_best(best)
+    except (RowSkipped, SpecError, NotFoundError, ValueError, LookupError) as exc:
+        result.skipped = f"the planner cannot search this run: {exc}"
+        return result
+    if planned is None:
+        result.skipped = "no layout of this model fits on this cluster with this global batch"
+        return result
+    compare(result, best, planned)
+    return result
+
+
+@dataclass
+class OptimismReport:
+    groups: list[GroupResult]
+
+    def summary(self) -> dict[str, Any]:
+        gaps = [g.gap_pts for g in self.groups if g.gap_pts is not None]
+        return {
+            "n": len(gaps),
+            "flagged": sum(1 for g in self.groups if g.flagged),
+            "median_gap_pts": statistics.median(gaps) if gaps else None,
+            "skipped": sum(1 for g in self.groups if g.skipped is not None),
+            "runs": sum(g.runs for g in self.groups),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"groups": [g.to_dict() for g in self.groups], "summary": self.summary()}
+
+
+def _order(result: GroupResult) -> tuple[bool, float]:
+    return result.gap_ratio is None, -(result.gap_ratio or 0.0)
+
+
+def report(runs: Iterable[PublishedRun]) -> OptimismReport:
+    """One result per group, the largest relative gap first, skipped groups last."""
+    groups = [evaluate_group(key, members) for key, members in group_runs(runs).items()]
+    return OptimismReport(sorted(groups, key=_order))
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def render_table(rep: OptimismReport) -> str:
+    lines = [
+        f"{'model':<24} {'GPU':<14} {'dtype':<6} {'runs':>4} {'published':>9} {'planner':>8} {'gap':>7} "
+        f"{'ratio':>6} {'limit':>6}  {'published best (file:row)':<40} published layout → planner's best"
+    ]
+    for g in rep.groups:
+        head = f"{g.model_name[:24]:<24} {g.gpu[:14]:<14} {g.dtype_class:<6} {g.runs:>4} {g.published_mfu_pct:>8.1f}%"
+        where = f"{g.file.removesuffix('.csv')}:{g.row}"
+        if g.skipped:
+            lines.append(f"{head} skipped: {g.skipped} ({where} {g.published_layout})")
+            continue
+        flag = "!" if g.flagged else " "
+        lines.append(
+            f"{head} {_num(g.planner_mfu_pct, '.1f'):>7}% {_num(g.gap_pts, '+.1f'):>7} "
+            f"{_num(g.gap_ratio, '.2f'):>6} {_num(g.threshold_pct, '.0f'):>5}%{flag} {where:<40} "
+            f"{g.published_layout} → {g.planner_layout}"
+        )
+        if g.mechanism:
+            lines.append(f"{'':<24}   mechanism: {g.mechanism}")
+    s = rep.summary()
+    lines += [
+        "",
+        f"{s['n']} groups (model, GPU, dtype class) from {s['runs']} published runs; {s['flagged']} where the "
+        f"planner's best MFU beats the best published one by more than the ranking resolution (marked !); median "
+        f"gap {_num(s['median_gap_pts'], '+.1f')} MFU points; {s['skipped']} skipped.",
+        "MFU on the estimator's FLOP count and peak: measured MFU = the published layout's estimated MFU × measured "
+        "speed / estimated speed.",
+    ]
+    return "\n".join(lines)

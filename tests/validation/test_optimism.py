@@ -1,0 +1,177 @@
+"""`clusterplan validate optimism`: the planner's best MFU against the best published MFU of a run kind."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli.main import main
+from app.validation.optimism import (
+    DEFAULT_FILES,
+    default_paths,
+    dtype_class,
+    group_runs,
+    model_key,
+    published_run,
+    read_runs,
+    report,
+    speed_ratio,
+)
+from app.validation.training_runs import Row, estimate_row, evaluate_row, load_rows, row_model, rule_for_row
+from tests.paths import DATA_DIR, ROOT
+
+RUNS = DATA_DIR / "training_runs.csv"
+# rows of training_runs.csv: Narayanan et al. 2021 Table 1 GPT-1.7B on 32 A100s (TFLOP/s, full recompute) and NeMo
+# 24.07's LLAMA2-7B on 8 H100s in FP8
+GPT_1_7B_A100 = 1
+LLAMA2_7B_H100_FP8 = 80
+
+
+def source_row(index: int) -> dict[str, str]:
+    return dict(load_rows(RUNS)[index - 1].data)
+
+
+def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
+    with open(RUNS, newline="", encoding="utf-8") as fh:
+        header = next(csv.reader(fh))
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """GPT-1.7B (its own group); LLAMA2-7B twice, once renamed and slower (one group of two); a memory row."""
+    slower = {**source_row(LLAMA2_7B_H100_FP8), "model_name": "Llama 2 7B (renamed)", "measured_value": "600"}
+    memory = {**source_row(LLAMA2_7B_H100_FP8), "measured_metric": "mem_gib_per_gpu", "measured_value": "60"}
+    rows = [source_row(GPT_1_7B_A100), source_row(LLAMA2_7B_H100_FP8), slower, memory]
+    return write_csv(tmp_path_factory.mktemp("optimism") / "runs.csv", rows)
+
+
+def key_of(data: dict[str, str]) -> str:
+    row = Row(1, data)
+    return model_key(row_model(row, rule_for_row(row)))
+
+
+def test_one_shape_is_one_model_whatever_its_name() -> None:
+    """Two names of one shape group together; Megatron's vocabulary padding (50,257 → 51,200) and the head count
+    do not split a model, a different vocabulary, depth or KV-head count does."""
+    llama = source_row(LLAMA2_7B_H100_FP8)
+    assert key_of({**llama, "model_name": "Llama 2 7B (renamed)"}) == key_of(llama)
+    gpt = source_row(GPT_1_7B_A100)
+    assert key_of({**gpt, "vocab": "50257"}) == key_of(gpt)  # 51200 in the row
+    assert key_of({**gpt, "vocab": "128256"}) != key_of(gpt)
+    assert key_of({**gpt, "layers": "25"}) != key_of(gpt)
+    assert key_of({**gpt, "heads": "16", "kv_heads": "16"}) == key_of(gpt)  # 24 heads: same FLOPs
+    assert key_of({**gpt, "kv_heads": "8"}) != key_of(gpt)  # GQA
+    assert dtype_class("bf16") == dtype_class("fp16") == "16-bit"
+    assert (dtype_class("fp8"), dtype_class("fp4")) == ("fp8", "fp4")
+
+
+def test_speed_ratio_sign() -> None:
+    """A rate predicted 10 % high means the run was slower than estimated; a time predicted 10 % high, faster."""
+    assert speed_ratio("tflops_per_gpu", 100.0, 110.0) == pytest.approx(1 / 1.1)
+    assert speed_ratio("tokens_per_s_per_gpu", 100.0, 110.0) == pytest.approx(1 / 1.1)
+    assert speed_ratio("iter_time_s", 1.0, 1.1) == pytest.approx(1.1)
+    with pytest.raises(ValueError):
+        speed_ratio("mem_gib_per_gpu", 1.0, 1.0)
+
+
+def test_measured_mfu_follows_the_replay_sign() -> None:
+    """The replay's error is predicted / measured − 1 for a rate (predict_metric gives step.mfu × 100 for an
+    mfu_pct row without a stated peak): an mfu_pct row's measured MFU comes back as its own value, a time half the
+    estimate doubles the estimated MFU."""
+    data = {
+        **source_row(LLAMA2_7B_H100_FP8),
+        "measured_metric": "mfu_pct",
+        "measured_value": "30",
+        "notes": "",
+    }
+    row = Row(1, data)
+    result = evaluate_row(row)
+    assert result.error_pct == pytest.approx((result.predicted / 30.0 - 1) * 100)
+    run = published_run(row, "x.csv")
+    assert run is not None
+    assert run.measured_mfu_pct == pytest.approx(30.0)
+    assert run.estimated_mfu_pct == pytest.approx(result.predicted)
+
+    step_s = estimate_row(row, "iter_time_s").estimate.step.total_s
+    timed = published_run(
+        Row(2, {**data, "measured_metric": "iter_time_s", "measured_value": str(step_s / 2)}), "x"
+    )
+    assert timed is not None
+    assert timed.measured_mfu_pct == pytest.approx(2 * timed.estimated_mfu_pct)
+
+
+def test_groups_and_best_published(small_csv: Path) -> None:
+    runs = read_runs([small_csv])
+    assert [r.row.index for r in runs] == [1, 2, 3]  # the memory row has no MFU
+    groups = group_runs(runs)
+    assert sorted(len(g) for g in groups.values()) == [1, 2]
+    llama = groups[runs[1].key]
+    assert runs[1].key == runs[2].key != runs[0].key
+    assert {r.row.index for r in llama} == {2, 3}
+    assert llama[0].measured_mfu_pct > llama[1].measured_mfu_pct  # 776 TFLOP/s against 600
+    assert llama[1].measured_mfu_pct == pytest.approx(llama[0].measured_mfu_pct * 600 / 776)
+
+
+def test_flagged_group_names_its_mechanism(small_csv: Path) -> None:
+    rep = report(read_runs([small_csv]))
+    by_model = {name: g for g in rep.groups for name in g.model_names}
+    gpt = by_model["GPT-1.7B"]
+    # Narayanan's 137 TFLOP/s with full recompute, counted with the recompute pass: about 34 % model-FLOPs MFU;
+    # the planner drops the recompute and ZeRO-shards instead
+    assert 30.0 < gpt.published_mfu_pct < 37.0
+    assert gpt.threshold_pct is not None and gpt.gap_ratio is not None
+    assert (gpt.gap_ratio - 1) * 100 > gpt.threshold_pct
+    assert gpt.flagged and gpt.mechanism is not None
+    assert "recompute" in gpt.differs
+    assert gpt.savings_s[0][0] == "recompute" and gpt.savings_s[0][1] > 0
+    assert "biggest saving: recompute" in gpt.mechanism
+    assert gpt.gap_ratio == pytest.approx(gpt.layout_ratio * gpt.estimate_ratio)
+    llama = by_model["LLAMA2-7B"]
+    assert llama.runs == 2 and llama.row == 2 and llama.model_names == ["LLAMA2-7B", "Llama 2 7B (renamed)"]
+    assert not llama.flagged and llama.mechanism is None
+    assert rep.summary()["flagged"] == 1
+
+
+def test_cli_json_shape(small_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["validate", "optimism", str(small_csv), "--json"])
+    assert exit_info.value.code in (0, None)
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"groups", "summary"}
+    assert {"n", "flagged", "median_gap_pts"} <= set(doc["summary"])
+    assert doc["summary"]["n"] == 2 and doc["summary"]["flagged"] == 1
+    flagged = [g for g in doc["groups"] if g["flagged"]]
+    assert len(flagged) == 1 and flagged[0]["mechanism"].startswith("planner: ")
+    assert all(g["file"] == "runs.csv" for g in doc["groups"])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"), [(None, "file not found"), ("a,b\n1,2\n", "missing columns")]
+)
+def test_bad_input_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, message: str
+) -> None:
+    path = tmp_path / "input.csv"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["validate", "optimism", str(path)])
+    assert exit_info.value.code == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_default_files_are_the_repository_s() -> None:
+    paths = default_paths()
+    assert len(paths) == len(DEFAULT_FILES) == 7
+    assert all(path.is_file() and path.parent == ROOT / "tests" / "data" for path in paths)

@@ -55,7 +55,7 @@ def test_the_catalog_region_is_the_validation_files_region() -> None:
 
 def test_the_planner_recommends_the_fastest_layout_inside_the_region(client: Any) -> None:
     # Llama 3 70B, 15T tokens, batch 2,048 on 4,096 H100: the fastest estimate puts context parallelism on
-    # 512-token chunks, shorter than any published run used
+    # 2,048-token chunks, shorter than any published run used
     body = {
         "model": "Llama-3-70B",
         "cluster": {"gpu": "H100-SXM", "nodes": 512, "fabric": "ib-ndr-8x400"},
@@ -65,7 +65,7 @@ def test_the_planner_recommends_the_fastest_layout_inside_the_region(client: Any
     }
     d = client.post("/api/v1/plan", json=body).json()
     best, recommended = d["best"], d["recommended"]
-    assert best["validated"] is False and any("512-token chunks" in r for r in best["outside_region"])
+    assert best["validated"] is False and any("2,048-token chunks" in r for r in best["outside_region"])
     assert recommended["validated"] is True and recommended["outside_region"] == []
     assert recommended["step_time_s"] >= best["step_time_s"]
     assert recommended["rank"] > 1 and f"rank {recommended['rank']}" in d["region_note"]

@@ -39,7 +39,13 @@ measured MFU); the second is the point error the accuracy bands describe, the fi
 flagged group the report also compares the planner's best layout with the published one (tp, pp, vp, dp, cp, ep,
 ZeRO stage, recompute, micro-batch, sequence parallelism: the knobs that differ) and the step-time breakdowns of
 the two estimates (the published layout's `est.step.breakdown`, the planner's `step_breakdown_s`): the components
-that shrink most. It names no source: the mechanism is the model's, to be checked against one.
+that shrink most.
+
+**Evidence.** A flagged group is **backed** when another published run shows that MFU is reached on that GPU and
+dtype class by a model of the same kind (dense or MoE) within EVIDENCE_SIZE_FACTOR of its parameters: the best such
+run whose measured MFU the planner's MFU does not beat by more than the same threshold, named with its source. A
+backed gap says the publisher's recipe left speed that others have shown on that hardware (a newer framework, another
+layout); an **unexplained** one is a claim only the model makes, to be fixed or sourced.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
 from app.core.layout import Layout, RunOptions, layout_label
-from app.core.model import ModelSpec
+from app.core.model import ModelSpec, param_counts
 from app.core.planner import PlannedLayout, plan
 from app.errors import NotFoundError
 from app.validation.training_runs import (
@@ -106,6 +112,9 @@ KNOBS = (
     ("sequence_parallel", "sp"),
 )
 SAVINGS_LISTED = 2  # breakdown components named in the mechanism
+# a run of a model within this factor of the flagged model's parameters (either way) may back its MFU: the GEMM
+# shapes, and with them the reachable MFU, change little over a factor of 2 in size
+EVIDENCE_SIZE_FACTOR = 2.0
 # vocabularies are compared in blocks of this many tokens (Megatron's padding: 50,257 → 51,200)
 VOCAB_BLOCK = 1024
 
@@ -225,6 +234,7 @@ class GroupResult:
     differs: list[str] = field(default_factory=list)
     savings_s: list[tuple[str, float]] = field(default_factory=list)
     mechanism: str | None = None
+    evidence: str | None = None  # the published run backing the planner's MFU (flagged groups only)
     skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -324,6 +334,33 @@ def compare(result: GroupResult, best: PublishedRun, planned: PlannedLayout) -> 
         result.mechanism = mechanism_text(result)
 
 
+def _size(run: PublishedRun) -> float:
+    return float(param_counts(run.model).total)
+
+
+def evidence_for(result: GroupResult, flagged: PublishedRun, runs: Iterable[PublishedRun]) -> str | None:
+    """The best published run backing a flagged group's planner MFU (Evidence in the module docstring), as
+    "MFU % by model (file:row, source)"; None when no run does."""
+    assert result.planner_mfu_pct is not None and result.threshold_pct is not None
+    size, moe = _size(flagged), flagged.model.moe is not None
+    _, gpu, dtype = flagged.key
+    peers = [
+        r
+        for r in runs
+        if r.key[1:] == (gpu, dtype)
+        and (r.model.moe is not None) == moe
+        and 1 / EVIDENCE_SIZE_FACTOR <= _size(r) / size <= EVIDENCE_SIZE_FACTOR
+        and (result.planner_mfu_pct / r.measured_mfu_pct - 1.0) * 100.0 <= result.threshold_pct
+    ]
+    if not peers:
+        return None
+    best = max(peers, key=lambda r: r.measured_mfu_pct)
+    return (
+        f"{best.measured_mfu_pct:.1f} % by {best.row.get('model_name')} ({best.file.removesuffix('.csv')}:"
+        f"{best.row.index}, {best.row.get('source')[:60]})"
+    )
+
+
 def evaluate_group(key: tuple[str, str, str], runs: Sequence[PublishedRun]) -> GroupResult:
     best = max(runs, key=lambda r: r.measured_mfu_pct)
     result = new_result(key, best, runs)
@@ -348,6 +385,8 @@ class OptimismReport:
         return {
             "n": len(gaps),
             "flagged": sum(1 for g in self.groups if g.flagged),
+            "backed": sum(1 for g in self.groups if g.flagged and g.evidence),
+            "unexplained": sum(1 for g in self.groups if g.flagged and not g.evidence),
             "median_gap_pts": statistics.median(gaps) if gaps else None,
             "skipped": sum(1 for g in self.groups if g.skipped is not None),
             "runs": sum(g.runs for g in self.groups),
@@ -363,7 +402,14 @@ def _order(result: GroupResult) -> tuple[bool, float]:
 
 def report(runs: Iterable[PublishedRun]) -> OptimismReport:
     """One result per group, the largest relative gap first, skipped groups last."""
-    groups = [evaluate_group(key, members) for key, members in group_runs(runs).items()]
+    runs = list(runs)
+    groups = []
+    for key, members in group_runs(runs).items():
+        result = evaluate_group(key, members)
+        if result.flagged:
+            best = max(members, key=lambda r: r.measured_mfu_pct)
+            result.evidence = evidence_for(result, best, runs)
+        groups.append(result)
     return OptimismReport(sorted(groups, key=_order))
 
 
@@ -390,11 +436,17 @@ def render_table(rep: OptimismReport) -> str:
         )
         if g.mechanism:
             lines.append(f"{'':<24}   mechanism: {g.mechanism}")
+            backing = (
+                g.evidence
+                or f"none: no run of a model within ×{EVIDENCE_SIZE_FACTOR:g} of its size reaches it"
+            )
+            lines.append(f"{'':<24}   evidence: {backing}")
     s = rep.summary()
     lines += [
         "",
         f"{s['n']} groups (model, GPU, dtype class) from {s['runs']} published runs; {s['flagged']} where the "
-        f"planner's best MFU beats the best published one by more than the ranking resolution (marked !); median "
+        f"planner's best MFU beats the best published one by more than the ranking resolution (marked !), "
+        f"{s['backed']} of them backed by another published run on that GPU, {s['unexplained']} unexplained; median "
         f"gap {_num(s['median_gap_pts'], '+.1f')} MFU points; {s['skipped']} skipped.",
         "MFU on the estimator's FLOP count and peak: measured MFU = the published layout's estimated MFU × measured "
         "speed / estimated speed.",

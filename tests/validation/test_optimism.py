@@ -17,6 +17,7 @@ from app.validation.optimism import (
     model_key,
     published_run,
     read_runs,
+    render_table,
     report,
     speed_ratio,
 )
@@ -175,3 +176,20 @@ def test_default_files_are_the_repository_s() -> None:
     paths = default_paths()
     assert len(paths) == len(DEFAULT_FILES) == 7
     assert all(path.is_file() and path.parent == ROOT / "tests" / "data" for path in paths)
+
+
+def test_a_flagged_gap_is_backed_by_a_published_peer_of_its_size(tmp_path: Path) -> None:
+    """GPT-1.7B's flagged gap is unexplained alone; a run of a model within ×2 of its size on the same GPU that
+    reached the planner's MFU backs it, named with its source."""
+    alone = report(read_runs([write_csv(tmp_path / "alone.csv", [source_row(GPT_1_7B_A100)])]))
+    assert alone.groups[0].flagged and alone.groups[0].evidence is None
+    assert alone.summary()["unexplained"] == 1 and alone.summary()["backed"] == 0
+    # the same family, 30 layers instead of 24 (about 2.1B parameters), measured at 190 TFLOP/s
+    peer = {**source_row(GPT_1_7B_A100), "model_name": "GPT-2.1B peer", "layers": "30", "measured_value": "190"}
+    far = {**peer, "model_name": "GPT-10B far", "layers": "150"}  # six times the size: not a peer
+    both = report(read_runs([write_csv(tmp_path / "both.csv", [source_row(GPT_1_7B_A100), peer, far])]))
+    gpt = next(g for g in both.groups if g.model_names == ["GPT-1.7B"])
+    assert gpt.flagged and gpt.evidence is not None
+    assert "GPT-2.1B peer" in gpt.evidence and "both:2" in gpt.evidence and "Narayanan" in gpt.evidence
+    assert both.summary()["backed"] >= 1
+    assert "evidence: " in render_table(both)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from app.core.hardware import GPUSpec
 
@@ -94,6 +95,39 @@ ATTENTION_KERNELS: dict[tuple[float, str], KernelMeasurement] = {
     ),
 }
 
+
+# A fused kernel pays a fixed cost per query tile on top of its loop over the keys (loading Q, the softmax rescale,
+# writing O and the log-sum-exp), and a causal call a partly masked tile on the diagonal: throughput = K / (K + K0
+# + D) of its long-sequence rate, for K keys per query. Fitted on cuDNN 9.19's H200 BF16 training benchmark (NVIDIA/
+# cudnn-frontend benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn/llama3.1_20260227_034703.csv, GQA
+# 64/8, head dim 128): without a mask 633/671/691/702 TFLOP/s forward and 504/560/594/612 backward at 2K/4K/8K/16K
+# tokens give K0 (the 2K : 16K ratio); causal, 484/591/644/673 and 370/474/541/579 give K0 + D on K = L / 2 (the
+# other points within 4 % of the fit). K0, D in keys per query: (forward, backward)
+KV_LOOP_OVERHEAD_KEYS = (258.0, 517.0)
+# FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
+FLASH_BACKWARD_FLOP_RATIO = 2.5
+KV_LOOP_DIAGONAL_KEYS = (227.0, 202.0)
+# the keys per query of the long-sequence measurements the kernel rates are (ATTENTION_KERNELS: causal, 16k-64k)
+MEASURED_KEYS = (8192.0, 16384.0, 32768.0)
+
+
+def _kv_loop(keys: Any, cp: Any, index: int) -> Any:
+    overhead, diagonal = KV_LOOP_OVERHEAD_KEYS[index], KV_LOOP_DIAGONAL_KEYS[index]
+    return keys / (keys + cp * overhead + diagonal)
+
+
+def kv_loop_efficiency(keys: Any, cp: Any = 1) -> tuple[Any, Any]:
+    """(forward, backward) throughput of a causal fused-attention kernel whose queries see `keys` keys on average,
+    relative to the long-sequence rate it was measured at (MEASURED_KEYS). Under context parallelism of size `cp`
+    each query's keys come in cp ring steps, each a kernel call with its own per-tile cost, and one step holds the
+    diagonal. Numbers or numpy columns."""
+    out = []
+    for index in (0, 1):
+        reference = sum(_kv_loop(k, 1, index) for k in MEASURED_KEYS) / len(MEASURED_KEYS)
+        out.append(_kv_loop(keys, cp, index) / reference)
+    return out[0], out[1]
+
+
 # Training reaches a share of a kernel's micro-benchmark speed (locked clocks, one kernel alone on the GPU; in a
 # layer the kernel shares the SMs and HBM with the communication and element-wise kernels around it and waits on
 # layout copies). One share per kernel, each the share at which the development runs of that kernel on H100 ran:
@@ -106,7 +140,21 @@ ATTENTION_KERNELS: dict[tuple[float, str], KernelMeasurement] = {
 # architectures (FlashAttention-2 at 66 % of A100 peak but 19 % of B200's) carry over. The 2024 runs put cuDNN in
 # training at the speed of FlashAttention-2 although its micro-benchmark is 1.6x faster; 2025-26 runs reach more of
 # it (docs/validation_training_runs.md, "Attention kernels")
-TRAINING_SHARES = {FLASH_ATTENTION_2: 0.84, CUDNN: 0.52}
+# Those development runs ran at 8,192 tokens (torchtitan, FlashAttention-2) and 4,096 (the Megatron-LM README,
+# cuDNN), where a causal kernel runs at kv_loop_efficiency of its long-sequence rate; the shares are taken at the
+# long-sequence rate, so divided by that efficiency, weighted as a layer uses the two passes
+DEVELOPMENT_SEQ_LEN = {FLASH_ATTENTION_2: 8192, CUDNN: 4096}
+
+
+def _layer_weighted_loop(seq_len: int) -> float:
+    fwd, bwd = kv_loop_efficiency((seq_len + 1) / 2)
+    return float((1 + FLASH_BACKWARD_FLOP_RATIO) / (1 / fwd + FLASH_BACKWARD_FLOP_RATIO / bwd))
+
+
+TRAINING_SHARES = {
+    FLASH_ATTENTION_2: 0.84 / _layer_weighted_loop(DEVELOPMENT_SEQ_LEN[FLASH_ATTENTION_2]),
+    CUDNN: 0.52 / _layer_weighted_loop(DEVELOPMENT_SEQ_LEN[CUDNN]),
+}
 
 
 @dataclass(frozen=True)

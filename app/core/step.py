@@ -41,7 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from app.core.attention import LEGACY_SHARES, AttentionKernel, fused_attention_kernel
+from app.core.attention import (
+    FLASH_BACKWARD_FLOP_RATIO,
+    LEGACY_SHARES,
+    AttentionKernel,
+    fused_attention_kernel,
+    kv_loop_efficiency,
+)
 from app.core.efficiency import GemmEfficiency, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
@@ -67,7 +73,6 @@ from app.core.network import Placement, collective_time
 from app.core.num import any_true, maximum, minimum, where
 from app.core.precision import cast_bytes_per_element
 
-FLASH_BACKWARD_FLOP_RATIO = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
 # Fused (flash) attention keeps the score tiles on chip, so it is not bound by the GEMM curve's HBM roofline: its
 # forward and backward rates are shares of the sustained 16-bit GEMM rate, by kernel and architecture
 # (app.core.attention.fused_attention_kernel: published micro-benchmarks of FlashAttention-2 and cuDNN). Head dim
@@ -227,8 +232,10 @@ def _core_attention_times(
         head_factor = (d / (d + FLASH_HEAD_DIM_HALF)) / (128.0 / (128.0 + FLASH_HEAD_DIM_HALF))
         # the fused kernel's forward and backward rates (app.core.attention: kernel by framework and GPU)
         kernel_rate = attn_curve.max_flops * np.minimum(1.0, head_factor)
-        t_core_fwd = attn_flops / (attention_shares[0] * kernel_rate)
-        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / (attention_shares[1] * kernel_rate)
+        # the kernel's speed over its loop of keys per query, in cp ring steps (app.core.attention)
+        loop_fwd, loop_bwd = kv_loop_efficiency(keys, cp)
+        t_core_fwd = attn_flops / (attention_shares[0] * kernel_rate * loop_fwd)
+        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / (attention_shares[1] * kernel_rate * loop_bwd)
         if shape.attention_dropout:
             t_core_fwd = t_core_fwd * (1.0 + dropout_overhead[0])
             t_core_bwd = t_core_bwd * (1.0 + dropout_overhead[1])

@@ -185,7 +185,12 @@ def test_a_flagged_gap_is_backed_by_a_published_peer_of_its_size(tmp_path: Path)
     assert alone.groups[0].flagged and alone.groups[0].evidence is None
     assert alone.summary()["unexplained"] == 1 and alone.summary()["backed"] == 0
     # the same family, 30 layers instead of 24 (about 2.1B parameters), measured at 190 TFLOP/s
-    peer = {**source_row(GPT_1_7B_A100), "model_name": "GPT-2.1B peer", "layers": "30", "measured_value": "190"}
+    peer = {
+        **source_row(GPT_1_7B_A100),
+        "model_name": "GPT-2.1B peer",
+        "layers": "30",
+        "measured_value": "190",
+    }
     far = {**peer, "model_name": "GPT-10B far", "layers": "150"}  # six times the size: not a peer
     both = report(read_runs([write_csv(tmp_path / "both.csv", [source_row(GPT_1_7B_A100), peer, far])]))
     gpt = next(g for g in both.groups if g.model_names == ["GPT-1.7B"])

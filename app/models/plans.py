@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, String, UniqueConstraint
+from sqlalchemy import JSON, Column, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.models.base import created_at_field, json_field, timestamp_field, uuid_pk
@@ -56,5 +56,11 @@ class PlanRevision(SQLModel, table=True):
     formula_version: str = Field(max_length=50)
     price_book_date: str = Field(default="", max_length=20)
     calibration_profile: str = Field(default="", max_length=200)
+    # The plan builder's choices beyond the scenario (planner mode, rank by, scaling mode, deadline, budget,
+    # planner constraints; app.web.pages._builder.SAVED_CHOICES), so "edit in builder" reopens them; empty for a
+    # revision saved through the API with a new scenario.
+    builder_choices: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False, server_default="{}")
+    )
     author_id: uuid.UUID | None = Field(default=None, foreign_key="user_account.id")
     created_at: datetime = created_at_field()

@@ -89,6 +89,11 @@ class RevisionPublic(Provenance):
     notes: str
     scenario: dict[str, Any]
     result: dict[str, Any]
+    builder_choices: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the plan builder's choices this revision was saved with beyond the scenario (mode, rank_by, "
+        "scaling_mode, deadline_days, budget_usd, planner constraints); empty when saved through the API",
+    )
     author_id: uuid.UUID | None = None
     created_at: datetime
 

@@ -190,6 +190,7 @@ def revision_public(row: PlanRevision) -> RevisionPublic:
         notes=row.notes,
         scenario=row.scenario,
         result=row.result,
+        builder_choices=dict(row.builder_choices or {}),
         app_version=row.app_version,
         formula_version=row.formula_version,
         price_book_date=row.price_book_date,
@@ -234,6 +235,7 @@ def _new_revision(
     notes: str,
     evaluation: planning.Evaluation,
     author_id: uuid.UUID | None,
+    builder_choices: dict[str, Any] | None = None,
 ) -> PlanRevision:
     return PlanRevision(
         plan_id=plan.id,
@@ -246,6 +248,7 @@ def _new_revision(
         formula_version=evaluation.formula_version,
         price_book_date=evaluation.price_book_date,
         calibration_profile=evaluation.calibration_profile,
+        builder_choices=dict(builder_choices or {}),
         author_id=author_id,
     )
 
@@ -253,9 +256,11 @@ def _new_revision(
 # ---------------------------------------------------------------------------------------------- writes
 
 
-def create_plan(session: Session, data: PlanCreate, actor: PlanActor) -> PlanPublic:
+def create_plan(
+    session: Session, data: PlanCreate, actor: PlanActor, builder_choices: dict[str, Any] | None = None
+) -> PlanPublic:
     """Evaluate the scenario, then write the plan (owned by the actor, private) and revision 1 in one
-    transaction."""
+    transaction. `builder_choices`: the plan builder's choices beyond the scenario, stored with the revision."""
     owner_id = _owner_id_for_new_plan(actor)
     _begin_read(session)
     evaluation = planning.evaluate(
@@ -267,7 +272,7 @@ def create_plan(session: Session, data: PlanCreate, actor: PlanActor) -> PlanPub
             name=data.name, notes=data.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow()
         )
         session.add(plan)
-        revision = _new_revision(plan, 1, data.name, data.notes, evaluation, actor.user_id)
+        revision = _new_revision(plan, 1, data.name, data.notes, evaluation, actor.user_id, builder_choices)
         session.add(revision)
         session.flush()
         out = plan_public(session, plan, revision, actor)
@@ -276,10 +281,16 @@ def create_plan(session: Session, data: PlanCreate, actor: PlanActor) -> PlanPub
 
 
 def add_revision(
-    session: Session, plan_id: uuid.UUID | str, change: PlanRevise, actor: PlanActor
+    session: Session,
+    plan_id: uuid.UUID | str,
+    change: PlanRevise,
+    actor: PlanActor,
+    builder_choices: dict[str, Any] | None = None,
 ) -> PlanPublic:
     """Save an edit as the next revision. Omitted fields keep the latest revision's values (read under
-    the lock, so concurrent editors never overwrite each other's revision numbers). Owner or admin only."""
+    the lock, so concurrent editors never overwrite each other's revision numbers). Owner or admin only.
+    `builder_choices` (the plan builder's choices beyond the scenario): omitted, the latest revision's are kept
+    when the scenario is, and dropped with a new scenario (they were made for the old one)."""
     pid = _parse_id(plan_id)
     _begin_read(session)
     _check_change(session, session.get(Plan, pid), pid, actor, "revise")  # before the (slow) evaluation
@@ -300,7 +311,9 @@ def add_revision(
         number = plan.latest_revision + 1
         name = change.name if change.name is not None else previous.name
         notes = change.notes if change.notes is not None else previous.notes
-        revision = _new_revision(plan, number, name, notes, evaluation, actor.user_id)
+        if builder_choices is None:
+            builder_choices = previous.builder_choices if change.scenario is None else {}
+        revision = _new_revision(plan, number, name, notes, evaluation, actor.user_id, builder_choices)
         plan.latest_revision = number
         plan.name = name
         plan.notes = notes
@@ -326,7 +339,7 @@ def duplicate_plan(
     evaluation = planning.Evaluation.from_revision(source)
     plan = Plan(name=name, notes=source.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow())
     session.add(plan)
-    revision = _new_revision(plan, 1, name, source.notes, evaluation, actor.user_id)
+    revision = _new_revision(plan, 1, name, source.notes, evaluation, actor.user_id, source.builder_choices)
     session.add(revision)
     session.flush()
     out = plan_public(session, plan, revision, actor)
@@ -684,6 +697,7 @@ def export_json(
         },
         "scenario": rev.scenario,
         "result": rev.result,
+        "builder_choices": rev.builder_choices,
     }
 
 

@@ -39,6 +39,17 @@ SIZING_LIMITS = {"deadline_days": (36_500.0, "days"), "budget_usd": (1e12, "US d
 # checkboxes sent the same way in both modes
 OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params")
 
+# The builder's choices that the scenario does not hold (it stores only the layout the planner chose): saved with
+# each plan revision (PlanRevision.builder_choices), so opening a saved plan in the builder restores them.
+SAVED_CHOICES = (
+    "mode",
+    "rank_by",
+    "scaling_mode",
+    "deadline_days",
+    "budget_usd",
+    *PLANNER_FLAGS,
+)
+
 
 @dataclass
 class BuilderState:
@@ -519,9 +530,33 @@ def _model_from_pasted_config(text: str, problems: list[Problem]) -> Any:
     return None
 
 
-def scenario_to_state(scenario: Mapping[str, Any]) -> BuilderState:
-    """Back from a saved scenario to the builder form (for "edit" and "open in builder")."""
+def saved_choices(state: BuilderState) -> dict[str, Any]:
+    """The builder choices a save stores beside the scenario (SAVED_CHOICES)."""
+    return {name: getattr(state, name) for name in SAVED_CHOICES}
+
+
+def choices_from(raw: Any) -> dict[str, Any]:
+    """The saved choices in `raw` (a posted or stored mapping), checked as the builder's inputs are: unknown keys
+    and refused values are left out, so a damaged record reopens with the builder's defaults for those."""
+    if not isinstance(raw, Mapping):
+        return {}
+    params: dict[str, str] = {}
+    for name in SAVED_CHOICES:
+        value = raw.get(name)
+        if isinstance(value, bool):
+            params[name] = "1" if value else "0"
+        elif isinstance(value, str | int | float):
+            params[name] = str(value)[:200]
+    state = parse_state(params)
+    return {name: getattr(state, name) for name in params if name not in state.errors}
+
+
+def scenario_to_state(scenario: Mapping[str, Any], choices: Any = None) -> BuilderState:
+    """Back from a saved scenario, and the builder choices saved with it, to the builder form (for "edit" and
+    "open in builder")."""
     state = BuilderState()
+    for name, value in choices_from(choices).items():
+        setattr(state, name, value)
     model = scenario.get("model")
     if isinstance(model, str):
         state.model = model

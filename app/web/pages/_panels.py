@@ -18,8 +18,10 @@ from app.services import planning
 from app.web.pages import _filters
 from app.web.pages._builder import (
     BuilderState,
+    choices_from,
     layout_query,
     planner_constraints,
+    saved_choices,
     scenario_to_state,
     sizes_request,
     state_to_scenario,
@@ -44,6 +46,8 @@ class View:
     problems: list[Problem] = field(default_factory=list)
     notice: str = ""
     scenario_json: str = ""
+    # builder: its choices beyond the scenario, saved with the plan (_builder.SAVED_CHOICES)
+    choices_json: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)  # the model as read (planning.model_card)
     accuracy: dict[str, str] = field(default_factory=dict)  # what the accuracy bands rest on, in words
@@ -213,8 +217,10 @@ def build_view(session: Session, state: BuilderState) -> View:
         concrete = scenario_to_state(evaluation.scenario)
         concrete.hf_config = state.hf_config
         concrete.profile = state.profile
+        concrete.scaling_mode = state.scaling_mode  # the panel follows the builder's strong / weak choice
         view.scaling_query = concrete.query()
         view.scenario_json = json.dumps(evaluation.scenario, separators=(",", ":"))
+        view.choices_json = json.dumps(saved_choices(state), separators=(",", ":"))
     return view
 
 
@@ -335,9 +341,44 @@ def view_from_saved(rev: Any) -> View:
             "calibration_profile": rev.calibration_profile,
         },
     )
-    if view.reasons.get("ranking") == planning.RANKING_HINT:
+    choices = choices_from(getattr(rev, "builder_choices", None))
+    if choices.get("mode") == "planner" and not view.ranking:
+        view.reasons["ranking"] = (
+            f"Saved from the planner, ranked by {RANKED_BY[choices.get('rank_by', 'time')]}: this revision keeps "
+            "the layout it put first. “Edit in builder” ranks every layout again."
+        )
+    elif view.reasons.get("ranking") == planning.RANKING_HINT:
         view.reasons["ranking"] = planning.SAVED_RANKING_HINT
     return view
+
+
+RANKED_BY = {"time": "time to train", "cost": "cost per run"}
+
+
+def saved_choices_summary(raw: Any) -> list[str]:
+    """The builder choices a revision was saved with, in words, for its page (empty when none were saved)."""
+    choices = choices_from(raw)
+    if not choices:
+        return []
+    words: list[str] = []
+    if choices.get("mode") == "planner":
+        words.append(f"the planner chose the layout, ranked by {choices.get('rank_by', 'time')}")
+    else:
+        words.append("layout set by hand")
+    if choices.get("deadline_days"):
+        words.append(f"finish within {_filters.num_auto(choices['deadline_days'])} days")
+    if choices.get("budget_usd"):
+        words.append(f"budget {choices['budget_usd']:,.0f} USD per run")
+    if choices.get("scaling_mode") == "weak":
+        words.append("weak scaling panel")
+    for flag, text in (
+        ("plan_offload", "planner may offload activations"),
+        ("plan_optimizer_offload", "planner may offload optimizer states"),
+        ("plan_avoid_light_moe", "planner avoids light MoE layer passes"),
+    ):
+        if choices.get(flag):
+            words.append(text)
+    return words
 
 
 def _kind_field(kind: str) -> str:

@@ -129,6 +129,7 @@ def save_new_plan(
     notes: Annotated[str, Form(max_length=20000)] = "",
     scenario: Annotated[str, Form(max_length=400_000)] = "",
     calibration_profile: Annotated[str, Form(max_length=200)] = "",
+    builder: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
     try:
         body = PlanCreate.model_validate(
@@ -139,7 +140,7 @@ def save_new_plan(
                 "calibration_profile": calibration_profile or None,
             }
         )
-        plan = plan_service.create_plan(session, body, _actor(principal))
+        plan = plan_service.create_plan(session, body, _actor(principal), _choices_field(builder))
     except SpecError as exc:
         return _save_failed(request, exc)
     except ValidationError as exc:
@@ -150,7 +151,7 @@ def save_new_plan(
 
 
 @router.post("/plans/{plan_id}/revise", response_class=HTMLResponse)
-def save_revision(
+def save_revision(  # noqa: PLR0913  (form fields are parameters)
     request: Request,
     plan_id: uuid.UUID,
     session: SessionDep,
@@ -159,6 +160,7 @@ def save_revision(
     notes: Annotated[str, Form(max_length=20000)] = "",
     scenario: Annotated[str, Form(max_length=400_000)] = "",
     calibration_profile: Annotated[str, Form(max_length=200)] = "",
+    builder: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
     try:
         change = PlanRevise.model_validate(
@@ -169,7 +171,7 @@ def save_revision(
                 "calibration_profile": calibration_profile or planning.DEFAULT_PROFILE,
             }
         )
-        plan_service.add_revision(session, plan_id, change, _actor(principal))
+        plan_service.add_revision(session, plan_id, change, _actor(principal), _choices_field(builder))
     except SpecError as exc:
         return _save_failed(request, exc)
     except ValidationError as exc:
@@ -216,6 +218,14 @@ def _scenario_field(raw: str) -> dict[str, Any]:
     if not isinstance(scenario, dict):
         raise SpecError([Problem("scenario", "the inputs have problems; fix them before saving")])
     return scenario
+
+
+def _choices_field(raw: str) -> dict[str, Any]:
+    """The builder's choices posted beside the scenario (JSON): the ones the builder accepts, else none."""
+    try:
+        return _builder.choices_from(json.loads(raw)) if raw else {}
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+        return {}
 
 
 def _save_failed(request: Request, exc: SpecError) -> HTMLResponse:
@@ -320,7 +330,7 @@ def plan_detail(
         revisions, _count = plan_service.list_revisions(session, plan_id, actor, limit=1000)
     except NotFoundError:
         return _not_found(request, "plan", plan_id)
-    state = _builder.scenario_to_state(rev.scenario)
+    state = _builder.scenario_to_state(rev.scenario, rev.builder_choices)
     if rev.calibration_profile != planning.DEFAULT_PROFILE:
         state.profile = rev.calibration_profile
     context = {
@@ -329,6 +339,7 @@ def plan_detail(
         "rev": rev,
         "revisions": revisions,
         "view": _panels.view_from_saved(rev),
+        "saved_choices": _panels.saved_choices_summary(rev.builder_choices),
         "builder_query": state.query(plan=str(plan.id)) if plan.may_change else state.query(),
         "can_write": principal.has("plans:write"),
         "csrf_token": _csrf(request),

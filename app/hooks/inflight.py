@@ -1,6 +1,6 @@
 """A per-caller cap on CPU-heavy requests in flight: planner searches, size sweeps, estimate computations.
 
-One search costs up to a second of a core (app/api/routes/plan_search.py) and the server has a handful of
+One search costs up to a second of a core (app/api/routes/layout_search.py) and the server has a handful of
 cores, so a single caller running many at once takes the whole machine: in a measurement before this cap, one
 read-only token with 30 parallel searches held every concurrency slot and /healthz took 25.5 s. Each caller
 (app/hooks/callers.py: a verified user, else the client address) may have `settings.cpu_requests_per_caller`
@@ -44,7 +44,9 @@ def _always(_scope: Scope) -> bool:
 
 # (method, path) → whether this request runs the planner.
 HEAVY_ROUTES: dict[tuple[str, str], Callable[[Scope], bool]] = {
-    ("POST", "/api/v1/plan"): _always,
+    ("POST", "/api/v1/layout-search"): _always,
+    ("POST", "/api/v1/layout-search/sizes"): _always,
+    ("POST", "/api/v1/plan"): _always,  # the deprecated aliases of the two above
     ("POST", "/api/v1/plan/sizes"): _always,
     ("GET", "/plans/new"): _builder_planner_mode,
 }

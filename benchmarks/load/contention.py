@@ -6,7 +6,7 @@
 
 Three phases, each `locust --headless` for --duration seconds after ramp-up (loopback only):
 1. `saves`: 10 closed-loop clients saving revisions of one plan with a plans:write token (the baseline);
-2. `saves+planners`: the same 10 savers beside 10 planner clients running `POST /api/v1/plan` with one
+2. `saves+planners`: the same 10 savers beside 10 planner clients running `POST /api/v1/layout-search` with one
    read-only token (a refused search, 429 from the per-caller cap, is waited out for its Retry-After);
 3. `healthz+30 searches`: 30 planner clients with that token and one /healthz probe every 50 ms.
 Printed: save throughput and p99 in phases 1 and 2 and their ratios, and the probe's p99 in phase 3,

@@ -152,7 +152,7 @@ class PlanSearchUser(LoadUser):
     def search(self) -> None:
         wait_s = 0.0
         with self.client.post(
-            "/api/v1/plan", json=plan_request(), headers=auth("LOAD_PLANNER_TOKEN"), name="search",
+            "/api/v1/layout-search", json=plan_request(), headers=auth("LOAD_PLANNER_TOKEN"), name="search",
             catch_response=True,
         ) as r:  # fmt: skip
             if r.status_code == 429:  # the per-caller cap doing its job: counted under its own name

@@ -194,7 +194,7 @@ def test_catalog_shows_each_gpus_attention_kernels(client) -> None:
 
 def test_plan_cli_takes_the_kernel_and_the_scenarios_framework_settings(capsys) -> None:  # type: ignore[no-untyped-def]
 
-    from app.cli.commands.plan import build_request
+    from app.cli.commands.search import build_request
     from app.cli.main import main
 
     example = ROOT / "examples" / "llama3-8b-128k-8xb200.json"

@@ -239,7 +239,7 @@ def test_the_plan_command_takes_both_precision_options_and_says_so(tmp_path: Any
     )
     res = invoke(["plan", str(scenario), "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["best"]["layout"]["optimizer_moments_dtype"] == "bf16"
+    assert json.loads(res.stdout)["best"]["layout"]["optimizer_moments_dtype"] == "bf16"
     # bad input: one message naming the field, exit status 2, no traceback
     import subprocess
     import sys

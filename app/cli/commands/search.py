@@ -1,7 +1,10 @@
-"""`clusterplan plan [SCENARIO.json] [--model … --gpu … --nodes …] [--sweep] [--json]`: search every layout.
+"""`clusterplan search [SCENARIO.json] [--model … --gpu … --nodes …] [--sweep] [--json]`: search every layout.
 
 A scenario file gives the model, cluster, training and global batch (its layout's other fields are ignored:
 the planner chooses them); flags override or replace it. `--sweep` answers "how many GPUs do I need".
+
+`clusterplan plan` is the command's former name, kept as a deprecated alias: the same command, after one
+warning line on stderr (stdout, --json included, is the same as `clusterplan search`'s).
 """
 
 from __future__ import annotations
@@ -11,22 +14,41 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from app.cli.output import days_text, to_json
 from app.core.units import DAY, GiB
 
+HELP = (
+    "Search every parallel layout (TP/PP/VP/CP/EP/DP, micro-batch, ZeRO, recompute, SP) for a model on a "
+    "cluster; rank by time or cost; --sweep sizes the cluster (8 … 16,384 GPUs)."
+)
 
-class PlanInputError(ValueError):
+
+class SearchInputError(ValueError):
     """Bad command-line input. A ValueError (not app.cli.main.UserError) so it also exits 2 under
     `python -m app.cli.main`, where that module runs as __main__ and its UserError is a different class."""
 
 
+class DeprecatedPlanAlias(TyperCommand):
+    """`clusterplan plan`: listed as deprecated in --help; when run, one warning line on stderr (in place of
+    click's own "DeprecationWarning: …" line), then the command as `clusterplan search` runs it."""
+
+    WARNING = "warning: 'clusterplan plan' is deprecated; use 'clusterplan search'"
+
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
+        typer.echo(self.WARNING, err=True)
+        return ctx.invoke(self.callback, **ctx.params) if self.callback is not None else None
+
+
 def register(root: typer.Typer) -> None:
+    root.command("search", help=HELP)(search_command)
     root.command(
         "plan",
-        help="Search every parallel layout (TP/PP/VP/CP/EP/DP, micro-batch, ZeRO, recompute, SP) for a model on a "
-        "cluster; rank by time or cost; --sweep sizes the cluster (8 … 16,384 GPUs).",
-    )(plan_command)
+        cls=DeprecatedPlanAlias,
+        deprecated=True,
+        help="The former name of `clusterplan search` (same options and output).",
+    )(search_command)
 
 
 def _int_list(text: str | None, option: str) -> list[int] | None:
@@ -35,7 +57,7 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
     try:
         return [int(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
-        raise PlanInputError(f"{option}: give comma-separated integers, e.g. 8,16,32") from None
+        raise SearchInputError(f"{option}: give comma-separated integers, e.g. 8,16,32") from None
 
 
 def build_request(  # noqa: C901
@@ -53,13 +75,13 @@ def build_request(  # noqa: C901
     doc: dict[str, Any] = {}
     if scenario is not None:
         if not scenario.exists():
-            raise PlanInputError(f"file not found: {scenario}")
+            raise SearchInputError(f"file not found: {scenario}")
         try:
             doc = json.loads(scenario.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise PlanInputError(f"{scenario} is not valid JSON: {exc}") from None
+            raise SearchInputError(f"{scenario} is not valid JSON: {exc}") from None
         if not isinstance(doc, dict):
-            raise PlanInputError(f"{scenario}: a scenario is a JSON object")
+            raise SearchInputError(f"{scenario}: a scenario is a JSON object")
     cluster = dict(doc.get("cluster") or {})
     training = dict(doc.get("training") or {})
     layout = doc.get("layout") or {}
@@ -77,7 +99,7 @@ def build_request(  # noqa: C901
     req["global_batch"] = global_batch or (layout.get("global_batch") if isinstance(layout, dict) else None)
     if framework or doc.get("framework"):
         req["framework"] = framework or doc.get("framework")
-    # the scenario's framework-level settings travel with it (the plan request takes the same fields)
+    # the scenario's framework-level settings travel with it (the search request takes the same fields)
     for key in ("attention_backend", "moe_dispatcher", "moe_a2a_overlap"):
         if key in doc:
             req[key] = doc[key]
@@ -103,11 +125,11 @@ def build_request(  # noqa: C901
         if value is None
     ]
     if missing:
-        raise PlanInputError(f"missing {', '.join(missing)} (give a scenario file or these options)")
+        raise SearchInputError(f"missing {', '.join(missing)} (give a scenario file or these options)")
     return req
 
 
-def plan_command(  # noqa: PLR0912
+def search_command(  # noqa: PLR0912
     scenario: Annotated[
         Path | None, typer.Argument(dir_okay=False, help="scenario JSON (model, cluster, training, batch)")
     ] = None,
@@ -185,9 +207,9 @@ def plan_command(  # noqa: PLR0912
     from app.services import planner as svc
 
     if preset not in ("none", "heuristic"):
-        raise PlanInputError("--preset: choose none or heuristic")
+        raise SearchInputError("--preset: choose none or heuristic")
     if rank_by not in ("time", "cost"):
-        raise PlanInputError("--rank-by: choose time or cost")
+        raise SearchInputError("--rank-by: choose time or cost")
     req = build_request(
         scenario, model, gpu, nodes, gpus_per_node, fabric, seq_len, global_batch, tokens, framework
     )
@@ -196,7 +218,7 @@ def plan_command(  # noqa: PLR0912
     if bf16_layers:
         parts = [p.strip() for p in bf16_layers.split(",")]
         if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            raise PlanInputError("--bf16-layers: give two whole numbers, FIRST,LAST (e.g. 2,10)")
+            raise SearchInputError("--bf16-layers: give two whole numbers, FIRST,LAST (e.g. 2,10)")
         req["bf16_first_layers"], req["bf16_last_layers"] = int(parts[0]), int(parts[1])
     if fp8_params:
         req["fp8_param_gather"] = True
@@ -227,7 +249,7 @@ def plan_command(  # noqa: PLR0912
     if as_json:
         typer.echo(to_json(result.model_dump(mode="json"), indent=2))
     else:
-        typer.echo(render_plan(result))
+        typer.echo(render_search(result))
 
 
 def _money(usd: float | None) -> str:
@@ -268,7 +290,7 @@ def _precision(layout: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def render_plan(out: Any) -> str:
+def render_search(out: Any) -> str:
     lines = [
         f"{out.model} on {', '.join(str(n) for n in out.gpu_counts)} × {out.gpu} ({out.fabric}, {out.framework}), "
         f"seq {out.seq_len}, global batch {out.global_batch} sequences, ranked by {out.rank_by}",

@@ -1,0 +1,64 @@
+"""`clusterplan search` and its deprecated alias `clusterplan plan`: the same command and the same stdout; the
+alias writes one warning line on stderr first."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.cli_support import clusterplan, invoke, run_main
+from tests.paths import ROOT
+
+EXAMPLE = str(ROOT / "examples" / "llama3-70b-64xh100.json")
+WARNING = "warning: 'clusterplan plan' is deprecated; use 'clusterplan search'\n"
+TIMING = {"elapsed_s", "layouts_per_s"}  # wall-clock measurements of the run itself
+
+
+def without_timing(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {key: without_timing(value) for key, value in doc.items() if key not in TIMING}
+    if isinstance(doc, list):
+        return [without_timing(value) for value in doc]
+    return doc
+
+
+def test_search_and_plan_print_the_same_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["search", EXAMPLE, "--json"], capsys)
+    assert code == 0 and err == "", err
+    old_code, old_out, old_err = run_main(["plan", EXAMPLE, "--json"], capsys)
+    assert old_code == 0, old_err
+    assert old_err == WARNING
+    search, plan = json.loads(out), json.loads(old_out)
+    assert search["elapsed_s"] > 0 and search["top"]
+    assert without_timing(search) == without_timing(plan)
+
+
+def test_the_text_output_is_the_same_but_for_the_search_speed(capsys: pytest.CaptureFixture[str]) -> None:
+    speed = re.compile(r"search \d+ ms \([\d,]+ layouts/s\)")
+    _, out, _ = run_main(["search", EXAMPLE, "--top", "3"], capsys)
+    _, old_out, old_err = run_main(["plan", EXAMPLE, "--top", "3"], capsys)
+    assert speed.search(out) and speed.sub("", out) == speed.sub("", old_out)
+    assert old_err == WARNING
+
+
+def test_the_real_command_warns_on_stderr_only_once_and_first(tmp_path: Any) -> None:
+    run = clusterplan("plan", "--model", "Llama-3-8B", "--gpu", "H100-SXM", tmp_path=tmp_path)
+    assert run.returncode == 2  # bad input still exits 2; the warning comes before the error
+    lines = run.stderr.splitlines()
+    assert lines[0] == WARNING.strip() and "--seq-len" in lines[1]
+    assert run.stderr.count("deprecated") == 1 and "DeprecationWarning" not in run.stderr
+    assert run.stdout == ""
+    search = clusterplan("search", "--model", "Llama-3-8B", "--gpu", "H100-SXM", tmp_path=tmp_path)
+    assert search.returncode == 2 and "deprecated" not in search.stderr
+
+
+def test_help_lists_search_and_marks_plan_deprecated() -> None:
+    listing = invoke(["--help"], terminal_width=200)
+    assert listing.exit_code == 0, listing.output
+    marked = [line for line in listing.stdout.splitlines() if "deprecated" in line.lower()]
+    assert len(marked) == 1 and re.search(r"\bplan\b", marked[0]), marked
+    assert re.search(r"^\W*search\s", listing.stdout, re.MULTILINE)
+    assert invoke(["plan", "--help"]).stderr == ""  # --help runs nothing: no warning

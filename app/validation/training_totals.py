@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,11 @@ COLUMNS = (
     "notes",
 )
 OVERHEADS = ("yes", "no", "unknown")
+# GPU counts a run is evaluated at when its source does not state one: powers of two from 256 to 4,096, the span of
+# the stated counts of this file's runs of 7B-405B dense models (BLOOM 384, LLaMA-65B 2,048; Llama 3.1 405B's
+# 16,384 is the one above). Such a row gives a range of GPU-hours, one per count, and is compared as a range: it is
+# optimistic only if every count predicts more than OPTIMISTIC_PCT too few hours. It never enters the MAPE.
+UNSTATED_COUNTS = (256, 512, 1024, 2048, 4096)
 # a prediction this far below the reported GPU-hours counts as optimistic (the issue's "more than 10 % low")
 OPTIMISTIC_PCT = 10.0
 # layout_stated keys → the training-runs column each fills ("ep" goes into the notes, as training_runs.csv writes it)
@@ -138,6 +143,11 @@ class TotalsResult:
     stated_gpu_hours: float | None = None
     stated_error_pct: float | None = None
     stated_defaults: list[str] = field(default_factory=list)
+    # a row without a stated GPU count: the counts of UNSTATED_COUNTS a layout fits at, and the GPU-hours and the
+    # error at each (compute or wall-clock as `compared_with` says)
+    range_counts: list[int] = field(default_factory=list)
+    range_gpu_hours: list[float] = field(default_factory=list)
+    range_error_pct: list[float] = field(default_factory=list)
     skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,9 +191,7 @@ def check_row(row: Row) -> RunInputs:
             f"model {row.get('model_name')!r} is not in the catalog and its shape columns are blank: "
             + ", ".join(missing)
         )
-    num_gpus = row.int_or("num_gpus", 0) or 0
-    if num_gpus <= 0:
-        raise RowSkipped("num_gpus not stated: the source does not give this run's GPU count")
+    num_gpus = max(0, row.int_or("num_gpus", 0) or 0)  # 0: not stated, evaluated over UNSTATED_COUNTS
     seq_len = row.int_or("seq_len", 0) or 0
     if seq_len <= 0:
         raise RowSkipped("seq_len not stated")
@@ -283,6 +291,37 @@ def evaluate_stated(row: Row, run: RunInputs, result: TotalsResult) -> None:
     result.stated_error_pct = 100.0 * (result.stated_gpu_hours / run.reported_gpu_hours - 1.0)
 
 
+def _wall_clock(
+    run: RunInputs, overheads: str, compute: float, mfu: float, params: float, gpn: int
+) -> tuple[float, float]:
+    """(GPU-hours compared with the reported ones, goodput): compute hours for a throughput-derived figure
+    (`includes_overheads` no), wall-clock hours under the goodput model otherwise."""
+    goodput = float(plan_goodput(run.num_gpus, gpn, params, mfu, compute / run.num_gpus / 24.0).goodput)
+    return (compute if overheads == "no" else compute / goodput), goodput
+
+
+def evaluate_range(row: Row, run: RunInputs, result: TotalsResult) -> None:
+    """Fill the range of a row without a stated GPU count: the planner's best at each of UNSTATED_COUNTS that a
+    layout fits, turned into GPU-hours like a stated row's."""
+    overheads = row.get("includes_overheads").lower()
+    gpn = row_gpu(row).default_gpus_per_node
+    for count in UNSTATED_COUNTS:
+        at = replace(run, num_gpus=count)
+        scratch = replace(result, num_gpus=count)
+        try:
+            compute, mfu, params = evaluate_best(row, at, scratch)
+        except RowSkipped:
+            continue  # no layout fits this count
+        hours, _ = _wall_clock(at, overheads, compute, mfu, params, gpn)
+        result.range_counts.append(count)
+        result.range_gpu_hours.append(hours)
+        result.range_error_pct.append(100.0 * (hours / run.reported_gpu_hours - 1.0))
+    result.compared_with = "compute" if overheads == "no" else "wall-clock"
+    if not result.range_counts:
+        counts = ", ".join(f"{c:,}" for c in UNSTATED_COUNTS)
+        result.skipped = f"num_gpus not stated, and no layout fits at any of {counts} GPUs"
+
+
 def evaluate_row(row: Row) -> TotalsResult:
     overheads = row.get("includes_overheads").lower()
     result = TotalsResult(
@@ -296,12 +335,15 @@ def evaluate_row(row: Row) -> TotalsResult:
     )
     try:
         run = check_row(row)
+        if run.num_gpus == 0:
+            evaluate_range(row, run, result)
+            return result
         compute, mfu, params = evaluate_best(row, run, result)
         gpus_per_node = row_gpu(row).default_gpus_per_node
-        run_days = compute / run.num_gpus / 24.0
-        result.goodput = float(plan_goodput(run.num_gpus, gpus_per_node, params, mfu, run_days).goodput)
+        result.best_gpu_hours, result.goodput = _wall_clock(
+            run, overheads, compute, mfu, params, gpus_per_node
+        )
         result.compared_with = "compute" if overheads == "no" else "wall-clock"
-        result.best_gpu_hours = compute if overheads == "no" else compute / result.goodput
         result.error_pct = 100.0 * (result.best_gpu_hours / run.reported_gpu_hours - 1.0)
         # the MFU at which this layout's prediction would equal the reported hours
         result.implied_mfu_pct = 100.0 * mfu * result.best_gpu_hours / run.reported_gpu_hours
@@ -331,6 +373,7 @@ class TotalsReport:
 
     def summary(self) -> dict[str, Any]:
         errors = [r.error_pct for r in self.rows if r.skipped is None and r.error_pct is not None]
+        ranges = [r.range_error_pct for r in self.rows if r.skipped is None and r.range_error_pct]
         stated = [
             r.stated_error_pct for r in self.rows if r.skipped is None and r.stated_error_pct is not None
         ]
@@ -355,6 +398,9 @@ class TotalsReport:
                 and r.recommended_error_pct is not None
                 and r.recommended_error_pct < -OPTIMISTIC_PCT
             ),
+            "range_n": len(ranges),
+            "range_optimistic": sum(1 for e in ranges if max(e) < -OPTIMISTIC_PCT),
+            "range_pessimistic": sum(1 for e in ranges if min(e) > OPTIMISTIC_PCT),
             "stated_n": len(stated),
             "stated_mape_pct": sum(abs(e) for e in stated) / len(stated) if stated else None,
         }
@@ -385,6 +431,9 @@ def render_table(report: TotalsReport) -> str:
         if r.skipped:
             lines.append(f"{head}  skipped: {r.skipped}")
             continue
+        if r.range_counts:
+            lines.append(f"{head}  {_range_text(r)}")
+            continue
         mfu = f"{_num(r.best_mfu_pct, '.0f')}/{_num(r.implied_mfu_pct, '.0f')}/{_num(r.reported_mfu_pct, '.0f')} %"
         stated = (
             f"{r.stated_layout} ({r.stated_error_pct:+.1f} %, MFU {r.stated_mfu_pct:.0f} %"
@@ -410,5 +459,17 @@ def render_table(report: TotalsReport) -> str:
         f"{OPTIMISTIC_PCT:.0f} % low; {s['skipped']} skipped. Error = predicted / reported − 1 (negative: optimistic).",
         f"recommended (fastest inside the validated region): MAPE {_num(s['recommended_mape_pct'], '.1f')} %, "
         f"{s['recommended_optimistic']} predicted more than {OPTIMISTIC_PCT:.0f} % low.",
+        f"GPU count not stated: {s['range_n']} rows evaluated at {', '.join(f'{c:,}' for c in UNSTATED_COUNTS)} "
+        f"GPUs (outside the MAPE); {s['range_optimistic']} more than {OPTIMISTIC_PCT:.0f} % low at every count, "
+        f"{s['range_pessimistic']} more than {OPTIMISTIC_PCT:.0f} % high at every count.",
     ]
     return "\n".join(lines)
+
+
+def _range_text(r: TotalsResult) -> str:
+    """ "count not stated: 4,800–5,100 h at 256–4,096 GPUs, error −30 … −25 %"."""
+    return (
+        f"count not stated: {min(r.range_gpu_hours):,.0f}–{max(r.range_gpu_hours):,.0f} h at "
+        f"{r.range_counts[0]:,}–{r.range_counts[-1]:,} GPUs, error {min(r.range_error_pct):+.1f} … "
+        f"{max(r.range_error_pct):+.1f} %"
+    )

@@ -16,9 +16,11 @@ import pytest
 from app.validation.training_totals import (
     COLUMNS,
     OPTIMISTIC_PCT,
+    UNSTATED_COUNTS,
     TotalsReport,
     load_rows,
     parse_layout,
+    render_table,
     replay,
 )
 from tests.paths import DATA_DIR, ROOT
@@ -110,8 +112,10 @@ def test_a_row_is_evaluated_with_the_sign_convention(report: TotalsReport) -> No
 
 def test_summary_counts_optimistic_rows(report: TotalsReport) -> None:
     s = report.summary()
-    done = [r for r in report.rows if r.skipped is None]
-    assert s["n"] == len(done) >= 4 and s["skipped"] == len(report.rows) - len(done)
+    done = [r for r in report.rows if r.skipped is None and r.error_pct is not None]
+    ranged = [r for r in report.rows if r.skipped is None and r.range_counts]
+    assert s["n"] == len(done) >= 4 and s["range_n"] == len(ranged) >= 9
+    assert s["skipped"] == len(report.rows) - len(done) - len(ranged)
     assert s["optimistic"] == sum(1 for r in done if (r.error_pct or 0) < -OPTIMISTIC_PCT)
     assert s["max_abs_pct"] == max(abs(r.error_pct or 0) for r in done)
 
@@ -128,16 +132,34 @@ def test_rows_that_cannot_be_evaluated_are_skipped_with_the_reason(tmp_path: Pat
     good = _row("LLaMA-65B")
     no_shape = {**good, "model_name": "Mystery-9B", "layers": "", "hidden": "", "heads": "", "vocab": ""}
     bad_layout = {**good, "layout_stated": "tp=8 pipeline=4"}
-    no_gpus = {**good, "num_gpus": ""}
     bad_overheads = {**good, "includes_overheads": "maybe"}
-    rows = replay(load_rows(_write(tmp_path, [no_shape, bad_layout, no_gpus, bad_overheads]))).rows
+    rows = replay(load_rows(_write(tmp_path, [no_shape, bad_layout, bad_overheads]))).rows
     assert all(r.error_pct is None for r in rows)
     assert "not in the catalog and its shape columns are blank: layers, hidden, heads, vocab" in (
         rows[0].skipped or ""
     )
     assert "layout_stated" in (rows[1].skipped or "") and "pipeline=4" in (rows[1].skipped or "")
-    assert "num_gpus not stated" in (rows[2].skipped or "")
-    assert "includes_overheads" in (rows[3].skipped or "")
+    assert "includes_overheads" in (rows[2].skipped or "")
+
+
+def test_a_run_without_its_gpu_count_is_a_range_outside_the_mape(tmp_path: Path) -> None:
+    """LLaMA-65B without its 2,048: evaluated at every count of UNSTATED_COUNTS a layout fits, one of them the stated
+    count, so the stated row's prediction lies inside the range; it stays out of the MAPE and is optimistic only
+    if every count is."""
+    good = _row("LLaMA-65B")
+    report = replay(load_rows(_write(tmp_path, [good, {**good, "num_gpus": ""}])))
+    stated, ranged = report.rows
+    assert ranged.skipped is None and ranged.error_pct is None and ranged.best_gpu_hours is None
+    assert ranged.range_counts == list(UNSTATED_COUNTS)
+    assert len(ranged.range_gpu_hours) == len(ranged.range_error_pct) == len(UNSTATED_COUNTS)
+    at_2048 = ranged.range_gpu_hours[UNSTATED_COUNTS.index(2048)]
+    assert at_2048 == pytest.approx(stated.best_gpu_hours, rel=1e-9)
+    for hours, error in zip(ranged.range_gpu_hours, ranged.range_error_pct, strict=True):
+        assert error == pytest.approx(100 * (hours / float(good["reported_gpu_hours"]) - 1))
+    s = report.summary()
+    assert s["n"] == 1 and s["range_n"] == 1 and s["skipped"] == 0
+    assert s["range_optimistic"] == int(max(ranged.range_error_pct) < -OPTIMISTIC_PCT)
+    assert "count not stated" in render_table(report)
 
 
 def test_json_is_valid_with_the_summary_fields(tmp_path: Path) -> None:
@@ -146,7 +168,7 @@ def test_json_is_valid_with_the_summary_fields(tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert set(doc) == {"rows", "summary"}
     assert {"n", "mape_pct", "max_abs_pct", "optimistic", "skipped"} <= set(doc["summary"])
-    assert doc["summary"]["n"] + doc["summary"]["skipped"] == len(doc["rows"])
+    assert doc["summary"]["n"] + doc["summary"]["range_n"] + doc["summary"]["skipped"] == len(doc["rows"])
     assert all("skipped" in r and "error_pct" in r for r in doc["rows"])
 
 

@@ -223,3 +223,12 @@ def test_the_planner_matches_the_scalar_estimate_with_mtp(
         assert res.best is not None
         again = estimate(model, cluster, res.best.layout, 4096, options=opts)
         assert again.step.total_s == pytest.approx(res.best.step_time_s, rel=1e-9)
+
+
+def test_a_planned_scenario_keeps_the_deprecated_layout_field() -> None:
+    from app.services.planning import _layout_dict
+
+    best = Layout(tp=2, pp=2, dp=8, global_batch=256)
+    kept = _layout_dict(best, {"tp": 1, "global_batch": 256, "mtp_layers": 1})
+    assert kept["mtp_layers"] == 1 and kept["tp"] == 2
+    assert "mtp_layers" not in _layout_dict(best, {"tp": 1, "global_batch": 256})

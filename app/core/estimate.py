@@ -98,7 +98,7 @@ def flops_per_token(
         hf += 0.5 * forward_flops_per_token(model, seq_len, flop_counting, vocab).matmul
     elif recompute == "selective":
         hf += module_recompute_flops_per_token(model, run.selective_modules)
-    mtp_mf, mtp_hf = mtp_flops_per_token(model, run.mtp_layers, seq_len, recompute, flop_counting, vocab)
+    mtp_mf, mtp_hf = mtp_flops_per_token(model, seq_len, recompute, flop_counting, vocab)
     return mf + mtp_mf, hf + mtp_hf
 
 
@@ -143,6 +143,7 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model.name,
+            "mtp_layers": self.model.mtp_layers,
             "gpu": self.cluster.gpu.name,
             "num_gpus": self.cluster.num_gpus,
             "layout": self.layout.to_dict(),

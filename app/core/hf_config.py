@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.core.errors import Problem, ProblemCollector, SpecError
-from app.core.model import Activation, MLASpec, ModelSpec, MoESpec
+from app.core.model import MAX_MTP_LAYERS, Activation, MLASpec, ModelSpec, MoESpec
 
 LLAMA_LIKE = frozenset(
     {
@@ -180,6 +180,7 @@ def _llama_like_fields(read: _Reader, model_type: str) -> dict[str, Any]:
         "attention_out_bias": model_type not in ("qwen2", "qwen2_moe"),
         "mlp_bias": read.boolean("mlp_bias", False),
         "attention_dropout": read.fraction("attention_dropout"),
+        "mtp_layers": _mtp_layers(read),
     }
     if model_type == "mixtral":
         fields["moe"] = MoESpec(
@@ -210,6 +211,16 @@ def _llama_like_fields(read: _Reader, model_type: str) -> dict[str, Any]:
             fields["head_dim"] = fields["mla"].v_head_dim
     fields.update(_sliding_window(read, model_type, fields["num_layers"]))
     return fields
+
+
+def _mtp_layers(read: _Reader) -> int:
+    """Multi-token-prediction modules (ModelSpec.mtp_layers): DeepSeek-V3's config.json `num_nextn_predict_layers`
+    (1; the weights ship the module as layer 61), absent = none."""
+    count = read.optional_int("num_nextn_predict_layers")
+    if count > MAX_MTP_LAYERS:
+        read.problems.add("num_nextn_predict_layers", f"must be at most {MAX_MTP_LAYERS}, got {count}")
+        return 0
+    return count
 
 
 def _sliding_window(read: _Reader, model_type: str, num_layers: int) -> dict[str, int]:

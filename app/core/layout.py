@@ -112,11 +112,6 @@ class Layout:
       FusedAdam), 2 + 2 B per parameter instead of 4 + 4, and beside bf16 working weights only the low 16 bits of
       each fp32 master weight (store_param_remainders); Megatron-core allows it with Adam and the distributed
       optimizer only (OptimizerConfig.__post_init__), so zero ≥ 1. Megatron-Bridge's DeepSeek-V3 recipe uses it.
-    - mtp_layers: multi-token-prediction modules trained with the model (Megatron-core `--mtp-num-layers`;
-      DeepSeek-V3 trains one, Megatron-Bridge's DeepSeek-V3 recipe mtp_num_layers = 1). They run on the last
-      pipeline stage after its transformer layers: per module a projection, one transformer block (costed as the
-      model's average layer) and a second pass through the shared LM head and loss (app.core.memory
-      mtp_params_per_gpu, app.core.model.mtp_flops_per_token).
     - reshard_after: under zero=3, when the gathered parameters are freed (RESHARD_MODES): "forward" (two
       all-gathers and one reduce-scatter per micro-batch, one block's parameters unsharded at a time), "backward"
       (one all-gather per micro-batch, the stage's parameters unsharded from its forward to its backward) or "step"
@@ -151,7 +146,6 @@ class Layout:
     bf16_last_layers: int = 0
     fp8_param_gather: bool = False
     optimizer_moments_dtype: MomentsDtype = "fp32"
-    mtp_layers: int = 0
     reshard_after: ReshardAfter = "forward"
 
     @property
@@ -214,15 +208,15 @@ class Layout:
 @dataclass(frozen=True)
 class RunOptions:
     """The layout fields every layout of a search shares: compute dtype, flash attention, the layers an fp8 / fp4 run
-    keeps 16-bit (first, last), FP8 parameters, the Adam moments' dtype, multi-token-prediction modules, and
-    Megatron-core's selective recompute modules and fine-grained offload modules (Layout's fields of those names)."""
+    keeps 16-bit (first, last), FP8 parameters, the Adam moments' dtype, and Megatron-core's selective recompute
+    modules and fine-grained offload modules (Layout's fields of those names). Multi-token-prediction modules are
+    the model's (ModelSpec.mtp_layers)."""
 
     dtype: TrainDtype = "bf16"
     flash_attention: bool = True
     bf16_layers: tuple[int, int] = (0, 0)
     fp8_param_gather: bool = False
     optimizer_moments_dtype: MomentsDtype = "fp32"
-    mtp_layers: int = 0
     recompute_modules: tuple[str, ...] = ()
     offload_modules: tuple[str, ...] = ()
 
@@ -236,7 +230,6 @@ class RunOptions:
             bf16_layers=(source.bf16_first_layers, source.bf16_last_layers),
             fp8_param_gather=source.fp8_param_gather,
             optimizer_moments_dtype=source.optimizer_moments_dtype,
-            mtp_layers=source.mtp_layers,
         )
 
     def layout_fields(self, recompute: str) -> dict[str, Any]:
@@ -248,7 +241,6 @@ class RunOptions:
             "bf16_last_layers": self.bf16_layers[1],
             "fp8_param_gather": self.fp8_param_gather,
             "optimizer_moments_dtype": self.optimizer_moments_dtype,
-            "mtp_layers": self.mtp_layers,
             "recompute_modules": self.recompute_modules if recompute == "selective" else (),
             "offload_modules": self.offload_modules,
         }
@@ -594,10 +586,9 @@ def check_precision_options(
     zero: Any,
     fp8_param_gather: bool,
     moments_dtype: str,
-    mtp_layers: Any,
     prefix: str = "",
 ) -> None:
-    """The precision and MTP options of a layout or a planner request; problems go to `p` under `prefix` + the field
+    """The precision options of a layout or a planner request; problems go to `p` under `prefix` + the field
     name. `zero` None leaves the ZeRO stage unchecked (the planner searches it).
 
     FP8 parameters need FP8 compute and sharded parameters to gather: Megatron-core refuses `--fp8-param-gather`
@@ -628,11 +619,6 @@ def check_precision_options(
             f"{prefix}optimizer_moments_dtype",
             "bf16 Adam moments (Megatron-core's precision-aware optimizer) need the distributed optimizer (zero ≥ 1)",
         )
-    p.check(
-        isinstance(mtp_layers, int) and not isinstance(mtp_layers, bool) and 0 <= mtp_layers <= 8,
-        f"{prefix}mtp_layers",
-        f"must be a whole number of multi-token-prediction modules from 0 to 8, got {mtp_layers!r}",
-    )
 
 
 def check_bf16_layers(
@@ -848,7 +834,7 @@ def _check_recompute_modules(p: ProblemCollector, model: ModelSpec, layout: Layo
 
 
 def _check_precision(p: ProblemCollector, model: ModelSpec, layout: Layout) -> None:
-    """16-bit layers of an fp8 / fp4 run, FP8 parameters, the moments' dtype and MTP."""
+    """16-bit layers of an fp8 / fp4 run, FP8 parameters and the moments' dtype."""
     check_bf16_layers(
         p, model.num_layers, layout.dtype, layout.bf16_first_layers, layout.bf16_last_layers, "layout."
     )
@@ -858,7 +844,6 @@ def _check_precision(p: ProblemCollector, model: ModelSpec, layout: Layout) -> N
         layout.zero,
         layout.fp8_param_gather,
         layout.optimizer_moments_dtype,
-        layout.mtp_layers,
         "layout.",
     )
 

@@ -86,14 +86,15 @@ def embedding_params_per_gpu(model: ModelSpec, tp: Any, pp: Any, first: Any, las
 
 
 def mtp_params_per_gpu(
-    model: ModelSpec, shape: LayerShape, mtp_layers: int, tp: Any, ep: Any, pp: Any, etp: Any = None
+    model: ModelSpec, shape: LayerShape, tp: Any, ep: Any, pp: Any, etp: Any = None
 ) -> tuple[Any, Any]:
-    """(non-expert, expert) parameters per GPU of `mtp_layers` multi-token-prediction modules on the last pipeline
-    stage (Layout.mtp_layers). A module (DeepSeek-V3, arXiv 2412.19437 Sec. 2.2; Megatron-core
+    """(non-expert, expert) parameters per GPU of the model's multi-token-prediction modules on the last pipeline
+    stage (ModelSpec.mtp_layers). A module (DeepSeek-V3, arXiv 2412.19437 Sec. 2.2; Megatron-core
     MultiTokenPredictionLayer) normalises the hidden state and the next token's embedding, projects the two (2h → h,
     split over tp), runs one transformer block (costed as the model's average layer) and a final norm; it shares the
     embedding and the LM head with the model, so with pp > 1 an untied model's last stage also holds an embedding
     copy (Megatron-core GPTModel builds the embedding on the stage that runs MTP)."""
+    mtp_layers = model.mtp_layers
     if not mtp_layers:
         return 0.0, 0.0
     moe_frac = num_moe_layers(model) / model.num_layers
@@ -456,13 +457,13 @@ class MemoryEstimate:
 @dataclass(frozen=True)
 class MemoryRun:
     """What every row of a memory evaluation shares: the model, the sequence, the framework conventions and the
-    run-wide layout options (multi-token prediction, Megatron-core's recompute and offload module lists)."""
+    run-wide layout options (Megatron-core's recompute and offload module lists); the multi-token-prediction
+    modules are the model's (ModelSpec.mtp_layers)."""
 
     model: ModelSpec
     seq_len: int
     fw: Framework
     flash: bool
-    mtp_layers: int = 0
     recompute_modules: tuple[str, ...] = ()
     offload_modules: tuple[str, ...] = ()
 
@@ -473,7 +474,6 @@ class MemoryRun:
             seq_len,
             fw,
             layout.flash_attention,
-            layout.mtp_layers,
             layout.recompute_modules,
             layout.offload_modules,
         )
@@ -648,8 +648,8 @@ def stage_terms(  # noqa: PLR0915
     at_first, at_last = any_true(first), any_true(last)
     if at_first or at_last:
         dense_params = dense_params + embedding_params_per_gpu(model, tp, pp, first, last)
-    if run.mtp_layers and at_last:
-        mtp_dense, mtp_expert = mtp_params_per_gpu(model, shape, run.mtp_layers, tp, ep, pp, cols.etp)
+    if model.mtp_layers and at_last:
+        mtp_dense, mtp_expert = mtp_params_per_gpu(model, shape, tp, ep, pp, cols.etp)
         dense_params = dense_params + where(last, mtp_dense, 0.0)
         expert_params = expert_params + where(last, mtp_expert, 0.0)
     states = state_bytes(dense_params, dp * cp, zero, fw)
@@ -711,7 +711,7 @@ def stage_terms(  # noqa: PLR0915
         logits = where(last, fw.logits_bytes_per_element * tokens * vocab / tp, 0.0)
         # multi-token prediction: each module's block keeps an average layer's activations for the micro-batches in
         # flight on this stage, and its projection input (the two normalised h-wide halves) and head input
-        mtp_act = run.mtp_layers * (per_layer * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div)
+        mtp_act = model.mtp_layers * (per_layer * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div)
         activations = activations + where(last, mtp_act, 0.0)
     # transient buffers of the layer in flight: all-gathered SP input and the largest intermediate + its gradient
     workspace = working + acts.workspace_rest

@@ -11,12 +11,17 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.core.errors import Problem, SpecError
+
 Activation = Literal["swiglu", "geglu", "gelu", "relu", "squared_relu"]
 AttentionKind = Literal["mha", "gqa", "mqa", "mla"]
 PositionEmbedding = Literal["rope", "learned", "alibi", "none"]
 Norm = Literal["layernorm", "rmsnorm"]
 
 GATED_ACTIVATIONS = frozenset({"swiglu", "geglu"})
+MAX_MTP_LAYERS = (
+    8  # ModelSpec.mtp_layers: DeepSeek-V3 trains 1; Megatron-core runs any count, 8 bounds the input
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,31 @@ class ModelSpec:
     global_attention_every: int = 0
     hidden_dropout: float = 0.0  # GPT-2/3-era Megatron runs used 0.1; Llama-era models 0.0
     attention_dropout: float = 0.0
+    # multi-token-prediction modules trained with the model (Megatron-core TransformerConfig.mtp_num_layers,
+    # `--mtp-num-layers`; HF config.json `num_nextn_predict_layers`): DeepSeek-V3 trains one (arXiv 2412.19437
+    # Sec. 2.2). They run on the last pipeline stage after its transformer layers: per module a 2h → h projection,
+    # one transformer block (costed as the model's average layer) and a second pass through the shared LM head and
+    # loss (app.core.memory mtp_params_per_gpu, mtp_flops_per_token below); 0 = none
+    mtp_layers: int = 0
     family: str = ""
     source: str = ""
+
+    def __post_init__(self) -> None:
+        value = self.mtp_layers
+        if not (
+            isinstance(value, int | np.integer)
+            and not isinstance(value, bool)
+            and 0 <= value <= MAX_MTP_LAYERS
+        ):
+            raise SpecError(
+                [
+                    Problem(
+                        "model.mtp_layers",
+                        f"must be a whole number of multi-token-prediction modules from 0 to {MAX_MTP_LAYERS}, "
+                        f"got {value!r}",
+                    )
+                ]
+            )
 
     @property
     def kv_heads(self) -> int:
@@ -445,19 +473,19 @@ def hardware_flops_per_token(
 
 def mtp_flops_per_token(
     model: ModelSpec,
-    mtp_layers: int,
     seq_len: int,
     recompute: str = "none",
     attention: AttentionCounting = "full",
     vocab_size: int | None = None,
 ) -> tuple[float, float]:
-    """(model, hardware) training FLOPs per token of `mtp_layers` multi-token-prediction modules (Layout.mtp_layers).
+    """(model, hardware) training FLOPs per token of the model's multi-token-prediction modules (ModelSpec.mtp_layers).
 
     Model FLOPs follow Megatron-core's count, which the published MoE runs report (megatron/training/training.py
     num_floating_point_operations: 3·2·k·(3h + 2h²) for the two input norms, the final norm and the 2h → h
     projection, and 3·2·h·V·k for the extra pass through the LM head; the MTP transformer block is not counted).
     Hardware FLOPs add the block, costed as the model's average layer, forward and backward, and its forward again
     under full recompute."""
+    mtp_layers = model.mtp_layers
     if not mtp_layers:
         return 0.0, 0.0
     h = model.hidden_size

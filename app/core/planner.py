@@ -634,7 +634,7 @@ def _check_run(
     )
     check_module_names(p, "offload_modules", run.offload_modules, OFFLOAD_MODULES, MOE_OFFLOAD_MODULES, model)
     check_bf16_layers(p, model.num_layers, dtype, *run.bf16_layers)
-    check_precision_options(p, dtype, None, run.fp8_param_gather, run.optimizer_moments_dtype, run.mtp_layers)
+    check_precision_options(p, dtype, None, run.fp8_param_gather, run.optimizer_moments_dtype)
     if run.fp8_param_gather:
         refusal = framework.fp8_param_gather_refusal(None)
         p.check(refusal is None, "fp8_param_gather", refusal or "")
@@ -703,8 +703,8 @@ def plan(  # noqa: PLR0913, PLR0915
     `bf16_layers` (first, last): layers an fp8 / fp4 run keeps 16-bit. `fp8_param_gather`: FP8 working weights
     (Layout.fp8_param_gather); the ZeRO stages the framework cannot keep them at are rejected
     ("fp8_params_need_sharding"). `optimizer_moments_dtype` "bf16": Megatron-core's precision-aware optimizer; ZeRO 0
-    is rejected ("bf16_moments_need_distributed_optimizer"). `mtp_layers`: multi-token-prediction modules on the
-    last stage (Layout.mtp_layers). `recompute_modules`: what the selective-recompute layouts re-run
+    is rejected ("bf16_moments_need_distributed_optimizer"). Multi-token-prediction modules are the model's
+    (ModelSpec.mtp_layers). `recompute_modules`: what the selective-recompute layouts re-run
     (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading (Layout.offload_modules), the
     layouts with full recompute or layer offloading rejected ("offload_modules_need_no_full_recompute",
     "offload_modules_exclude_layer_offload").

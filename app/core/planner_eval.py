@@ -317,7 +317,8 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
     """
     opts = options or EstimateOptions()
     r = run or RunOptions()
-    dtype, flash_attention, bf16_layers, mtp_layers = r.dtype, r.flash_attention, r.bf16_layers, r.mtp_layers
+    dtype, flash_attention, bf16_layers = r.dtype, r.flash_attention, r.bf16_layers
+    mtp_layers = model.mtp_layers
     fw: Framework = framework_for(opts, dtype, r.fp8_param_gather, r.optimizer_moments_dtype)
     net = profile.network if profile is not None else None
     coll = collectives or CollectiveTable(cluster, net)
@@ -381,7 +382,7 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
         expert_dp=exp_shard,
         reshard=framework_reshard(fw.pipeline_reshard, pp, zero),
     )
-    run_memory = MemoryRun(model, seq_len, fw, flash, mtp_layers, r.recompute_modules, r.offload_modules)
+    run_memory = MemoryRun(model, seq_len, fw, flash, r.recompute_modules, r.offload_modules)
     acts = layer_activations(run_memory, cols)
     # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
     with_bf16 = bool(bf16_layers[0] or bf16_layers[1])
@@ -523,7 +524,7 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
     # data parallelism, ZeRO-3 and the optimizer (app.core.step.data_parallel_times); the candidates for the stage
     # holding the most parameters are stage 0, a stage between and the last (app.core.step.gradient_params)
     candidates = [(end_l, 1, single, True), (mid_l, 0, 0, pp > 2), (end_l, 0, 1, pp > 1)]
-    params = gradient_params(model, cols, mtp_layers, candidates, uneven | (mtp_layers > 0))
+    params = gradient_params(model, cols, candidates, uneven | (mtp_layers > 0))
 
     # a term no row has comes back as a number: one value per row (adding 0.0 changes no bit)
     dp_comm, zero3, optimizer = (

@@ -682,7 +682,6 @@ def scalar_collective(cluster: ClusterSpec, network: Any) -> Collective:
 def gradient_params(
     model: ModelSpec,
     cols: LayoutColumns,
-    mtp_layers: int,
     stages: list[tuple[Any, Any, Any, Any]],
     compare: Any,
 ) -> tuple[Any, Any]:
@@ -701,7 +700,7 @@ def gradient_params(
     if not any_true(compare):
         return dense_p, expert_p
     moe_frac = n_moe / model.num_layers
-    mtp_d, mtp_e = mtp_params_per_gpu(model, shape, mtp_layers, tp, ep, pp, etp)
+    mtp_d, mtp_e = mtp_params_per_gpu(model, shape, tp, ep, pp, etp)
     best: tuple[Any, Any] | None = None
     for layers, first, last, present in stages:
         d_s, e_s = transformer_params_per_gpu(shape, layers * (1 - moe_frac), layers * moe_frac, tp, ep, etp)
@@ -1151,9 +1150,9 @@ def stage_time_parts(
     )
     fwd = quantized * lt.forward + bf16 * lt.forward16 + where(last, lt.logits_fwd, 0.0)
     bwd = quantized * lt.backward + bf16 * lt.backward16 + where(last, 2 * lt.logits_fwd + lt.ce, 0.0)
-    mtp = run.mtp_layers
+    mtp = model.mtp_layers
     if mtp and any_true(last):
-        # multi-token prediction (Layout.mtp_layers) on the last stage: per module the 2h → h projection, one block
+        # multi-token prediction (ModelSpec.mtp_layers) on the last stage: per module the 2h → h projection, one block
         # (an average layer: compute, recompute and its TP/CP/EP collectives) and a second LM-head pass with its loss
         block_rec = where(
             full, recomputed_share(cols, model.num_layers / cols.pp) * lt.recompute_full, lt.recompute_partial
@@ -1173,7 +1172,7 @@ def stage_time_parts(
             run.shape, layers * (1 - moe_share), layers * moe_share, tp, ep, etp
         )
         emb = embedding_params_per_gpu(model, tp, pp, first, last)
-        mtp_d, mtp_e = mtp_params_per_gpu(model, run.shape, mtp, tp, ep, pp, etp)
+        mtp_d, mtp_e = mtp_params_per_gpu(model, run.shape, tp, ep, pp, etp)
         bwd = bwd + accum_rate * (
             dense_t + expert_t + emb + where(last, mtp_d, 0.0) + where(last, mtp_e, 0.0)
         )
@@ -1237,9 +1236,7 @@ def step_estimate(  # noqa: PLR0913
     # an uneven split, or MTP modules on the last stage: the stage holding the most parameters has the longest
     # gradient reduction
     stage_rows = [(float(n_s), int(i == 0), int(i == pp - 1), True) for i, n_s in enumerate(counts)]
-    params = gradient_params(
-        model, cols, layout.mtp_layers, stage_rows, len(set(counts)) > 1 or layout.mtp_layers > 0
-    )
+    params = gradient_params(model, cols, stage_rows, len(set(counts)) > 1 or model.mtp_layers > 0)
     bottleneck_mb = (bottleneck.forward_compute, bottleneck.backward_compute, bottleneck.recompute)
     dp_comm, zero3, optimizer = data_parallel_times(
         cols, params, bottleneck_mb, model.num_layers / pp, cluster, fw, scalar_collective(cluster, network)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.core.model import MLASpec, ModelSpec, MoESpec
+from app.core.model import MAX_MTP_LAYERS, MLASpec, ModelSpec, MoESpec
 from app.schemas.fields import CatalogName, FreeText, JsonObject, SafeStr
 
 # Upper bounds on users' input: far beyond any real model or price, low enough for every integer column and for
@@ -200,6 +200,13 @@ class ModelSpecIn(BaseModel):
     )
     hidden_dropout: float = Field(0.0, ge=0, lt=1)
     attention_dropout: float = Field(0.0, ge=0, lt=1)
+    mtp_layers: int = Field(
+        0,
+        ge=0,
+        le=MAX_MTP_LAYERS,
+        description="multi-token-prediction modules trained with the model (Megatron-core --mtp-num-layers; "
+        "DeepSeek-V3: 1), on the last pipeline stage",
+    )
     family: SafeStr = Field("", max_length=50)
     source: FreeText = Field("", max_length=2000)
 

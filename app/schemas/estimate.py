@@ -113,6 +113,10 @@ class MemoryAccuracyOut(BaseModel):
 
 class EstimateOut(BaseModel):
     model: str
+    mtp_layers: int = Field(
+        0,
+        description="the model's multi-token-prediction modules (model.mtp_layers), on the last pipeline stage",
+    )
     gpu: str
     num_gpus: int
     fabric: str

@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.model import MAX_MTP_LAYERS
 from app.schemas.fields import CatalogRef, JsonObject, SafeStr
 
 # Upper bounds: generous beyond any real run, small enough that every product the estimator forms stays exact in
@@ -90,16 +91,16 @@ OptimizerMomentsDtype = Annotated[
         "optimizer, zero ≥ 1): 4 B per parameter instead of 8",
     ),
 ]
-# multi-token-prediction modules (app.core.layout.Layout.mtp_layers), as the scenario, plan and sizes requests take
-# them
+# multi-token-prediction modules, as the scenario, plan and sizes requests still take them beside the model's own
+# field (app.core.model.ModelSpec.mtp_layers); app.services.scenario applies the value to the model
 MtpLayers = Annotated[
-    int,
+    int | None,
     Field(
         ge=0,
-        le=8,
-        description="multi-token-prediction modules trained on the last pipeline stage (Megatron-core "
-        "--mtp-num-layers; DeepSeek-V3: 1): each a projection, one transformer block and a second LM-head pass; "
-        "a pipeline_layout's 'm' symbols set it",
+        le=MAX_MTP_LAYERS,
+        description="deprecated: set the model's mtp_layers. Multi-token-prediction modules trained on the last "
+        "pipeline stage (Megatron-core --mtp-num-layers; DeepSeek-V3: 1), applied to the model; unset = the "
+        "model's own; a model with a different non-zero mtp_layers is a 422",
     ),
 ]
 # FP8 parameters (app.core.layout.Layout.fp8_param_gather), as the scenario, plan and sizes requests take them
@@ -218,7 +219,7 @@ class LayoutIn(BaseModel):
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
-    mtp_layers: MtpLayers = 0
+    mtp_layers: MtpLayers = None
     reshard_after: Literal["forward", "backward", "step"] = Field(
         default="forward",
         description="zero = 3 only: when FSDP frees the gathered parameters. forward: after each forward, "

@@ -130,8 +130,8 @@ class ConstraintsIn(BaseModel):
 
 class SearchRequestBase(BaseModel):
     """What the layout search and the size sweep share: the job (model, cluster, training, global batch), the
-    options every layout searched shares (dtype, 16-bit end layers, FP8 parameters, Adam moments, MTP modules,
-    flash attention), the framework and its kernels, the hardware profile, the search constraints and the price."""
+    options every layout searched shares (dtype, 16-bit end layers, FP8 parameters, Adam moments, flash attention;
+    the deprecated mtp_layers goes onto the model), the framework and its kernels, the hardware profile, the search constraints and the price."""
 
     model_config = PLANNER_CONFIG
 
@@ -152,7 +152,7 @@ class SearchRequestBase(BaseModel):
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
-    mtp_layers: MtpLayers = 0
+    mtp_layers: MtpLayers = None
     flash_attention: bool = True
     framework: SafeStr = Field(default="megatron-core", max_length=FRAMEWORK_NAME_MAX)
     moe_dispatcher: MoeDispatcher = Field(

@@ -71,6 +71,7 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
     compute_s = (resolved.tokens / tps) if resolved.tokens and tps > 0 else None
     return EstimateOut(
         model=d["model"],
+        mtp_layers=d["mtp_layers"],
         gpu=d["gpu"],
         num_gpus=d["num_gpus"],
         fabric=resolved.cluster.fabric.name or "custom",

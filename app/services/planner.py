@@ -48,6 +48,10 @@ __all__ = [  # the request models live in app.schemas.search; API routes and cal
 
 class PlanOut(BaseModel):
     model: str
+    mtp_layers: int = Field(
+        default=0,
+        description="the model's multi-token-prediction modules (model.mtp_layers), on the last stage",
+    )
     gpu: str
     fabric: str
     framework: str
@@ -167,7 +171,7 @@ def _resolve(req: SearchRequestBase, session: Session | None) -> tuple[ResolvedS
     scenario = Scenario(
         model=req.model,
         cluster=req.cluster,
-        layout=LayoutIn(global_batch=seqs),
+        layout=LayoutIn(global_batch=seqs, mtp_layers=req.mtp_layers),
         training=training,
         framework=req.framework,
         profile=req.profile,
@@ -245,6 +249,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, 
     if ranking is not None and best is not None:
         best["close_to_best"] = True  # the best is the first of `top`
     return PlanOut(
+        mtp_layers=resolved.model.mtp_layers,
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,

@@ -271,7 +271,11 @@ def _price_for_ranking(session: Session, resolved: Any) -> float | None:
 def _layout_dict(layout: Any, previous: Any) -> dict[str, Any]:
     data = layout.to_dict()
     if isinstance(previous, dict):
-        return {k: data[k] for k in data if k in previous or k in _LAYOUT_KEYS}
+        kept = {k: data[k] for k in data if k in previous or k in _LAYOUT_KEYS}
+        # the deprecated layout.mtp_layers is the model's (app.services.scenario applies it): the scenario keeps it
+        return kept | (
+            {"mtp_layers": previous["mtp_layers"]} if previous.get("mtp_layers") is not None else {}
+        )
     return data
 
 

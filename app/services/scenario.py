@@ -9,7 +9,7 @@ from typing import Any
 from sqlmodel import Session
 
 from app.core.efficiency import NON_CLOCK_POWER_FRACTION, HardwareProfile, profile_use_warnings
-from app.core.errors import ProblemCollector
+from app.core.errors import ProblemCollector, SpecError
 from app.core.estimate import EstimateOptions
 from app.core.framework import FRAMEWORKS, Framework
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
@@ -69,6 +69,9 @@ def _inline(cls: Any, data: dict[str, Any], prefix: str, p: ProblemCollector) ->
         return None
     try:
         return cls.from_dict(data) if hasattr(cls, "from_dict") else cls(**data)
+    except SpecError as exc:  # a field the spec checks itself (ModelSpec.mtp_layers), named as in the request
+        p.problems.extend(exc.problems)
+        return None
     except (TypeError, ValueError) as exc:
         p.add(prefix, str(exc))
         return None
@@ -115,7 +118,7 @@ def _check_positive_model(model: ModelSpec, p: ProblemCollector) -> None:
         )
 
 
-def resolve_scenario(scenario: Scenario, session: Session | None = None) -> ResolvedScenario:  # noqa: PLR0912
+def resolve_scenario(scenario: Scenario, session: Session | None = None) -> ResolvedScenario:
     """Look names up (DB catalog when a session is given, so users' rows count) and build core objects.
 
     Unknown names and inconsistent inputs raise SpecError listing every problem (field paths as in the JSON).
@@ -203,9 +206,10 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
             p.raise_if_any()
         lay["dp"] = cluster.num_gpus // denom
     text = lay.pop("pipeline_layout", None)
-    if text:
-        _apply_pipeline_layout(text, lay, model.num_layers, p)
-        p.raise_if_any()
+    placed = _apply_pipeline_layout(text, lay, model.num_layers, p) if text else None
+    p.raise_if_any()
+    model = model_with_mtp_layers(model, lay.pop("mtp_layers", None), placed, p)
+    p.raise_if_any()
     layout = Layout.from_dict(lay)
     seq_len = scenario.training.seq_len
     tokens = scenario.training.tokens or 0.0
@@ -231,8 +235,35 @@ def _check_profile_gpu(profile: HardwareProfile, gpu: GPUSpec, p: ProblemCollect
         )
 
 
-def _apply_pipeline_layout(text: str, lay: dict[str, Any], num_layers: int, p: ProblemCollector) -> None:
-    """Read a Megatron-core pipeline layout string into first/last stage layers (the middle stages even)."""
+def model_with_mtp_layers(
+    model: ModelSpec, given: int | None, placed: int | None, p: ProblemCollector
+) -> ModelSpec:
+    """The model with the multi-token-prediction modules a request states outside it: the one place the deprecated
+    `layout.mtp_layers` (the plan and sizes requests' `mtp_layers`) and a pipeline layout's 'm' symbols (`placed`)
+    reach ModelSpec.mtp_layers. The pipeline layout describes every stage, so its count stands (none when it places
+    no 'm'); a `given` count beside it must match. Otherwise `given` (None = not sent) sets the model's count, and
+    a model that trains a different non-zero count is a 422 on layout.mtp_layers."""
+    if placed is not None:
+        if given and given != placed:
+            p.add("layout.pipeline_layout", f"places {placed} MTP layers ('m'), but mtp_layers is {given}")
+        return model if placed == model.mtp_layers else dataclasses.replace(model, mtp_layers=placed)
+    if given is None or given == model.mtp_layers:
+        return model
+    if model.mtp_layers:
+        p.add(
+            "layout.mtp_layers",
+            f"{model.name} trains {model.mtp_layers} multi-token-prediction module(s) (model.mtp_layers), "
+            f"layout.mtp_layers gives {given}: set the model's mtp_layers (layout.mtp_layers is deprecated)",
+        )
+        return model
+    return dataclasses.replace(model, mtp_layers=given)
+
+
+def _apply_pipeline_layout(
+    text: str, lay: dict[str, Any], num_layers: int, p: ProblemCollector
+) -> int | None:
+    """Read a Megatron-core pipeline layout string into first/last stage layers (the middle stages even); the
+    multi-token-prediction layers ('m') it places, None when it cannot be read."""
     field = "layout.pipeline_layout"
     if (
         lay.get("first_stage_layers") is not None
@@ -243,29 +274,26 @@ def _apply_pipeline_layout(text: str, lay: dict[str, Any], num_layers: int, p: P
             field,
             "give the pipeline layout or first_stage_layers / last_stage_layers / stage_layers, not both",
         )
-        return
+        return None
     pp, vp = int(lay["pp"]), int(lay["vp"])
     try:
         counts = stage_layers_from_pipeline_layout(text, pp, vp)
         mtp = mtp_layers_in_pipeline_layout(text, pp)
     except ValueError as exc:
         p.add(field, str(exc))
-        return
-    given = int(lay.get("mtp_layers") or 0)
-    if given and given != mtp:
-        p.add(field, f"places {mtp} MTP layers ('m'), but mtp_layers is {given}")
-    lay["mtp_layers"] = mtp
+        return None
     if sum(counts) != num_layers:
         p.add(field, f"holds {sum(counts)} transformer layers ('t'), the model has {num_layers}")
     if any(c < 1 for c in counts):
         p.add(field, f"stages hold {'/'.join(str(c) for c in counts)} layers: every stage needs at least one")
     if p.problems:
-        return
+        return None
     if pp > 1 and (len(set(counts)) > 1 or num_layers % (pp * vp)):
         if len(set(counts[1:-1])) <= 1:
             lay["first_stage_layers"], lay["last_stage_layers"] = counts[0], counts[-1]
         else:
             lay["stage_layers"] = list(counts)
+    return mtp
 
 
 def _profile(ref: str | None, session: Session | None, p: ProblemCollector) -> HardwareProfile | None:

@@ -598,6 +598,8 @@ def row_model(row: Row, rule: SourceRule) -> ModelSpec:
             hidden_dropout=dropout,
             attention_dropout=dropout,
             vocab_size=shape["vocab_size"] or twin.vocab_size,
+            # the row's run states its multi-token prediction itself (mtp_layers_for), not the catalog's model
+            mtp_layers=0,
         )
     arch: dict[str, Any]
     if twin is not None:
@@ -1347,7 +1349,7 @@ def _estimate_layout(
     defaults = list(defaults)
     mtp, mtp_source = mtp_layers_for(row, layout)
     if mtp:
-        layout = replace(layout, mtp_layers=mtp)
+        model = replace(model, mtp_layers=mtp)
         defaults.append(f"mtp_layers={mtp} ({mtp_source})")
     chunks = layout.pp * layout.vp
     split = pipeline_split_for(row, model, layout, rule.framework) if model.num_layers % chunks else None

@@ -54,17 +54,12 @@ def test_plan_and_size_sweep_take_one_run_record(fn: object) -> None:
 
 
 def test_every_searched_layout_carries_the_run_options() -> None:
-    run = RunOptions(dtype="fp8", fp8_param_gather=True, optimizer_moments_dtype="bf16", mtp_layers=1)
+    run = RunOptions(dtype="fp8", fp8_param_gather=True, optimizer_moments_dtype="bf16")
     res = plan(catalog.find_model("Llama-3-8B"), _cluster(), 4096, 64, run=run, constraints=SMALL, top=5)
     assert res.best is not None and res.top
     for planned in res.top:
         lay = planned.layout
-        assert (lay.dtype, lay.fp8_param_gather, lay.optimizer_moments_dtype, lay.mtp_layers) == (
-            "fp8",
-            True,
-            "bf16",
-            1,
-        )
+        assert (lay.dtype, lay.fp8_param_gather, lay.optimizer_moments_dtype) == ("fp8", True, "bf16")
         assert lay.zero >= 1  # FP8 parameters and bf16 moments need the distributed optimizer
     assert (
         res.rejections["bf16_moments_need_distributed_optimizer"] + res.rejections["fp8_params_need_sharding"]
@@ -149,8 +144,8 @@ def test_the_request_builds_the_run_record() -> None:
         bf16_layers=(1, 2),
         fp8_param_gather=True,
         optimizer_moments_dtype="bf16",
-        mtp_layers=1,
     )
+    assert req.mtp_layers == 1  # deprecated: app.services.scenario applies it to the model
     assert (
         schemas.SizesRequest.model_validate(
             {
@@ -179,6 +174,27 @@ def test_the_plan_service_searches_with_the_request_options() -> None:
     out = planner_service.search(body)
     assert out.best is not None
     assert out.best["layout"]["dtype"] == "fp8" and out.best["layout"]["optimizer_moments_dtype"] == "bf16"
+    assert out.mtp_layers == 0
+
+
+def test_the_deprecated_mtp_layers_of_a_plan_request_goes_onto_the_model() -> None:
+    body = {
+        "model": "Llama-3-8B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 1, "fabric": "ib-ndr-8x400"},
+        "training": {"seq_len": 4096},
+        "global_batch": 64,
+        "mtp_layers": 1,
+        "constraints": {"max_vp": 2, "max_micro_batch": 2, "max_cp": 2, "partial_recompute": False},
+        "usd_per_gpu_hour": 2.0,
+        "top": 3,
+    }
+    _req, resolved, _price, result = planner_service.run_plan(body)
+    assert resolved.model.mtp_layers == 1 and result.best is not None
+    assert "mtp_layers" not in result.best.layout.to_dict()
+    # the catalog's DeepSeek-V3 trains one module: another count beside it is refused on the deprecated field
+    with pytest.raises(SpecError) as err:
+        planner_service.run_plan({**body, "model": "DeepSeek-V3", "mtp_layers": 2})
+    assert [p.field for p in err.value.problems] == ["layout.mtp_layers"]
 
 
 # --- bytes per parameter ------------------------------------------------------------------------------------------

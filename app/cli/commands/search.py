@@ -166,7 +166,8 @@ def search_command(  # noqa: PLR0912
             "--mtp-layers",
             min=0,
             max=8,
-            help="multi-token-prediction modules on the last stage (Megatron-core --mtp-num-layers; DeepSeek-V3: 1)",
+            help="deprecated: set the model's mtp_layers. Multi-token-prediction modules on the last stage "
+            "(Megatron-core --mtp-num-layers; DeepSeek-V3: 1), applied to the model",
         ),
     ] = None,
     optimizer_moments: Annotated[
@@ -274,9 +275,9 @@ def _header(width: int) -> str:
     )
 
 
-def _precision(layout: dict[str, Any]) -> str:
+def _precision(layout: dict[str, Any], mtp_layers: int = 0) -> str:
     """The compute dtype and the precision options every listed layout shares ("fp8, FP8 parameters, bf16 Adam
-    moments")."""
+    moments"), and the model's multi-token-prediction modules."""
     parts = [str(layout.get("dtype", "bf16"))]
     first, last = layout.get("bf16_first_layers") or 0, layout.get("bf16_last_layers") or 0
     if first or last:
@@ -285,8 +286,8 @@ def _precision(layout: dict[str, Any]) -> str:
         parts.append("FP8 parameters")
     if layout.get("optimizer_moments_dtype") == "bf16":
         parts.append("bf16 Adam moments")
-    if layout.get("mtp_layers"):
-        parts.append(f"{layout['mtp_layers']} MTP module(s) on the last stage")
+    if mtp_layers:
+        parts.append(f"{mtp_layers} MTP module(s) on the last stage")
     return ", ".join(parts)
 
 
@@ -301,7 +302,7 @@ def render_search(out: Any) -> str:
     if out.usd_per_gpu_hour:
         lines.append(f"price: ${out.usd_per_gpu_hour:.2f}/GPU-hour ({out.price_source})")
     if out.top:
-        lines.append(f"precision: {_precision(out.top[0]['layout'])}")
+        lines.append(f"precision: {_precision(out.top[0]['layout'], out.mtp_layers)}")
     if not out.top:
         lines.append("no layout fits: try more GPUs, a smaller micro-batch or the full recompute option")
         return "\n".join(lines)

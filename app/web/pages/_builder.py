@@ -94,7 +94,9 @@ class BuilderState:
     bf16_last_layers: int = 0  # fp8 / fp4: layers at the end kept 16-bit; 0 = none
     fp8_params: bool = False  # fp8: working weights kept and gathered as FP8 (layout fp8_param_gather)
     optimizer_moments_dtype: str = "fp32"  # Adam moments; bf16 = Megatron-core's precision-aware optimizer
-    mtp_layers: int = 0  # multi-token-prediction modules on the last stage (Megatron-core --mtp-num-layers)
+    # multi-token-prediction modules on the last stage (Megatron-core --mtp-num-layers); 0 = the model's own. Sent as
+    # the scenario's layout.mtp_layers, which app.services.scenario applies to the model
+    mtp_layers: int = 0
     # planner mode: also rank layouts that offload 1/4, 1/2 or 3/4 of the layers' activations to host memory
     plan_offload: bool = False
     # planner mode: also rank layouts that keep half or all of the optimizer states on the host

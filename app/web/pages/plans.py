@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session
 
 from app.auth.deps import Principal, ReadDep, WriteDep, current_principal
@@ -150,28 +150,34 @@ def save_new_plan(
     return _see_other(request, f"/plans/{plan.id}")
 
 
+class RevisionForm(BaseModel):
+    """The fields of the saved-plan page's revision form."""
+
+    name: str = Field(default="", max_length=200)
+    notes: str = Field(default="", max_length=20000)
+    scenario: str = Field(default="", max_length=400_000)
+    calibration_profile: str = Field(default="", max_length=200)
+    builder: str = Field(default="", max_length=2000)
+
+
 @router.post("/plans/{plan_id}/revise", response_class=HTMLResponse)
-def save_revision(  # noqa: PLR0913  (form fields are parameters)
+def save_revision(
     request: Request,
     plan_id: uuid.UUID,
     session: SessionDep,
     principal: WriteDep,
-    name: Annotated[str, Form(max_length=200)] = "",
-    notes: Annotated[str, Form(max_length=20000)] = "",
-    scenario: Annotated[str, Form(max_length=400_000)] = "",
-    calibration_profile: Annotated[str, Form(max_length=200)] = "",
-    builder: Annotated[str, Form(max_length=2000)] = "",
+    form: Annotated[RevisionForm, Form()],
 ) -> Response:
     try:
         change = PlanRevise.model_validate(
             {
-                "name": name or None,
-                "notes": notes,
-                "scenario": _scenario_field(scenario),
-                "calibration_profile": calibration_profile or planning.DEFAULT_PROFILE,
+                "name": form.name or None,
+                "notes": form.notes,
+                "scenario": _scenario_field(form.scenario),
+                "calibration_profile": form.calibration_profile or planning.DEFAULT_PROFILE,
             }
         )
-        plan_service.add_revision(session, plan_id, change, _actor(principal), _choices_field(builder))
+        plan_service.add_revision(session, plan_id, change, _actor(principal), _choices_field(form.builder))
     except SpecError as exc:
         return _save_failed(request, exc)
     except ValidationError as exc:

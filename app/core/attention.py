@@ -111,20 +111,33 @@ KV_LOOP_DIAGONAL_KEYS = (227.0, 202.0)
 MEASURED_KEYS = (8192.0, 16384.0, 32768.0)
 
 
-def _kv_loop(keys: Any, cp: Any, index: int) -> Any:
-    overhead, diagonal = KV_LOOP_OVERHEAD_KEYS[index], KV_LOOP_DIAGONAL_KEYS[index]
+# The per-tile cost is memory traffic (load Q, write O and the log-sum-exp), the loop over the keys tensor-core
+# work: in keys, the per-tile cost grows with the kernel's FLOP rate over the GPU's HBM bandwidth. The fit's kernel
+# (cuDNN 9.19 on H200, 4.8 TB/s): about 680 TFLOP/s forward and 580 backward at 16K-32K tokens, in FLOP per byte
+FIT_INTENSITY = (680e12 / 4.8e12, 580e12 / 4.8e12)
+
+
+def _kv_loop(keys: Any, cp: Any, index: int, scale: float) -> Any:
+    overhead, diagonal = KV_LOOP_OVERHEAD_KEYS[index] * scale, KV_LOOP_DIAGONAL_KEYS[index]
     return keys / (keys + cp * overhead + diagonal)
 
 
-def kv_loop_efficiency(keys: Any, cp: Any = 1) -> tuple[Any, Any]:
+def loop_scale(measured: KernelMeasurement, peak_flops: float, hbm_bytes_per_s: float) -> tuple[float, float]:
+    """How a kernel's per-tile cost in keys compares with the fit's (FIT_INTENSITY): its measured long-sequence
+    rates (shares of `peak_flops`) over the GPU's HBM bandwidth."""
+    rates = (measured.forward * peak_flops, measured.backward * peak_flops)
+    return rates[0] / hbm_bytes_per_s / FIT_INTENSITY[0], rates[1] / hbm_bytes_per_s / FIT_INTENSITY[1]
+
+
+def kv_loop_efficiency(keys: Any, cp: Any = 1, scale: tuple[float, float] = (1.0, 1.0)) -> tuple[Any, Any]:
     """(forward, backward) throughput of a causal fused-attention kernel whose queries see `keys` keys on average,
     relative to the long-sequence rate it was measured at (MEASURED_KEYS). Under context parallelism of size `cp`
     each query's keys come in cp ring steps, each a kernel call with its own per-tile cost, and one step holds the
     diagonal. Numbers or numpy columns."""
     out = []
     for index in (0, 1):
-        reference = sum(_kv_loop(k, 1, index) for k in MEASURED_KEYS) / len(MEASURED_KEYS)
-        out.append(_kv_loop(keys, cp, index) / reference)
+        reference = sum(_kv_loop(k, 1, index, scale[index]) for k in MEASURED_KEYS) / len(MEASURED_KEYS)
+        out.append(_kv_loop(keys, cp, index, scale[index]) / reference)
     return out[0], out[1]
 
 
@@ -144,16 +157,19 @@ def kv_loop_efficiency(keys: Any, cp: Any = 1) -> tuple[Any, Any]:
 # cuDNN), where a causal kernel runs at kv_loop_efficiency of its long-sequence rate; the shares are taken at the
 # long-sequence rate, so divided by that efficiency, weighted as a layer uses the two passes
 DEVELOPMENT_SEQ_LEN = {FLASH_ATTENTION_2: 8192, CUDNN: 4096}
+# the development runs' GPU: H100 SXM, 989 TFLOP/s dense BF16 and 3.35 TB/s (app/catalog/gpus.yaml)
+DEVELOPMENT_GPU = (989e12, 3.35e12)
 
 
-def _layer_weighted_loop(seq_len: int) -> float:
-    fwd, bwd = kv_loop_efficiency((seq_len + 1) / 2)
+def _layer_weighted_loop(kernel: str) -> float:
+    scale = loop_scale(ATTENTION_KERNELS[(9.0, kernel)], *DEVELOPMENT_GPU)
+    fwd, bwd = kv_loop_efficiency((DEVELOPMENT_SEQ_LEN[kernel] + 1) / 2, 1, scale)
     return float((1 + FLASH_BACKWARD_FLOP_RATIO) / (1 / fwd + FLASH_BACKWARD_FLOP_RATIO / bwd))
 
 
 TRAINING_SHARES = {
-    FLASH_ATTENTION_2: 0.84 / _layer_weighted_loop(DEVELOPMENT_SEQ_LEN[FLASH_ATTENTION_2]),
-    CUDNN: 0.52 / _layer_weighted_loop(DEVELOPMENT_SEQ_LEN[CUDNN]),
+    FLASH_ATTENTION_2: 0.84 / _layer_weighted_loop(FLASH_ATTENTION_2),
+    CUDNN: 0.52 / _layer_weighted_loop(CUDNN),
 }
 
 
@@ -166,6 +182,7 @@ class AttentionKernel:
     forward_share: float
     backward_share: float
     basis: str
+    loop_scale: tuple[float, float] = (1.0, 1.0)  # its per-tile cost against the fit's (loop_scale)
 
     @property
     def shares(self) -> tuple[float, float]:
@@ -221,6 +238,7 @@ def fused_attention_kernel(
         measured.backward * to_gemm,
         f"{measured.forward:.3g} / {measured.backward:.3g} of dense peak on compute capability "
         f"{gpu.compute_capability:g} ({measured.source}), x {share:g} in training",
+        loop_scale(measured, gpu.peak("bf16"), gpu.hbm_bandwidth_bytes_per_s),
     )
 
 

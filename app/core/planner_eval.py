@@ -428,6 +428,7 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
     g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
     g_etp = e_tp[first]
     split = LayerSplit(g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
+    kernel = attention_kernel(fw, cluster.gpu, profile)
     rates = LayerRates(
         linear,
         attn_curve,
@@ -436,7 +437,8 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
         opts.causal,
         cast_bytes_per_element(dtype),
         flash_dropout_overhead(cluster.gpu),
-        attention_kernel(fw, cluster.gpu, profile).shares,
+        kernel.shares,
+        kernel.loop_scale,
     )
 
     def group_times(r: LayerRates) -> LayerTimesView:

@@ -200,6 +200,7 @@ class LayerRates:
     cast_bytes: float = 0.0
     dropout_overhead: tuple[float, float] = (0.0, 0.0)
     attention_shares: tuple[float, float] = LEGACY_SHARES
+    attention_loop_scale: tuple[float, float] = (1.0, 1.0)  # AttentionKernel.loop_scale
 
     def sixteen_bit(self) -> LayerRates:
         """The rates of a layer an fp8 / fp4 run keeps 16-bit: its GEMMs on the 16-bit curve, no casts."""
@@ -233,7 +234,7 @@ def _core_attention_times(
         # the fused kernel's forward and backward rates (app.core.attention: kernel by framework and GPU)
         kernel_rate = attn_curve.max_flops * np.minimum(1.0, head_factor)
         # the kernel's speed over its loop of keys per query, in cp ring steps (app.core.attention)
-        loop_fwd, loop_bwd = kv_loop_efficiency(keys, cp)
+        loop_fwd, loop_bwd = kv_loop_efficiency(keys, cp, rates.attention_loop_scale)
         t_core_fwd = attn_flops / (attention_shares[0] * kernel_rate * loop_fwd)
         t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / (attention_shares[1] * kernel_rate * loop_bwd)
         if shape.attention_dropout:
@@ -544,6 +545,7 @@ def stage_times(  # noqa: PLR0913
     layers_per_gpu = model.num_layers / pp
     moe_share = n_moe / model.num_layers
     split = LayerSplit(tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
+    kernel = attention or attention_kernel(fw, cluster.gpu)
     rates = LayerRates(
         linear,
         attn_curve,
@@ -552,7 +554,8 @@ def stage_times(  # noqa: PLR0913
         causal,
         cast_bytes_per_element(layout.dtype),
         flash_dropout_overhead(cluster.gpu),
-        (attention or attention_kernel(fw, cluster.gpu)).shares,
+        kernel.shares,
+        kernel.loop_scale,
     )
     dense = layer_times(shape, split, False, rates)
     moe_t = layer_times(shape, split, True, rates, layout.expert_tp) if n_moe else dense

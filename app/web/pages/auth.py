@@ -33,7 +33,20 @@ def csrf_token_for(request: Request) -> str:
     return data.csrf_token if data else ""
 
 
+def signed_in_as(request: Request) -> str:
+    """The e-mail of the user this browser session signed in ('' when signed out, or for an API-token caller): for
+    the top bar's "Sign out"."""
+    try:
+        principal = current_principal(request)
+    except AuthenticationRequired:  # a malformed Authorization header: the page says so, not the top bar
+        return ""
+    return (principal.email or "") if principal.via == "cookie" else ""
+
+
 templates.env.globals["csrf_token"] = csrf_token_for
+templates.env.globals["signed_in_as"] = signed_in_as
+# the same, under a name no page's context shadows (some pages pass their own `csrf_token` string)
+templates.env.globals["session_csrf_token"] = csrf_token_for
 
 
 def safe_next(target: str | None) -> str:

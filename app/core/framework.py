@@ -26,6 +26,7 @@ OVERLAP_COMPUTE_SLOWDOWN = 0.189
 # 132 SMs to its cross-node (InfiniBand + NVLink) communication kernels (DeepSeek-V3 technical report, arXiv
 # 2412.19437, Sec. 3.2.2); NCCL likewise holds one CTA per channel for a collective's whole duration, however slow
 # the link it waits on
+# (docs/constants.md#compute-slowdown-beside-hidden-communication)
 COMM_SM_SHARE = 20.0 / 132.0
 # share of the SMs Transformer Engine's userbuffers kernels hold while they overlap a GEMM (Framework below)
 USERBUFFERS_SM_SHARE = 8.0 / 132.0

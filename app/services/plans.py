@@ -602,6 +602,9 @@ def compare_plans(
     sections: list[tuple[str, list[dict[str, Any]]]] = [
         ("Inputs", [_flatten(r.scenario) for r in chosen]),
         ("Results", [_summary_of(r.result) for r in chosen]),
+        # the builder's choices saved with each revision (ranking, deadline, planner constraints); empty for plans
+        # saved through the API
+        ("Builder choices", [dict(r.builder_choices or {}) for r in chosen]),
         (
             "Provenance",
             [

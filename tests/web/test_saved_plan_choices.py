@@ -161,3 +161,22 @@ def test_a_damaged_builder_field_saves_the_plan_without_choices(client: Any) -> 
     assert r.status_code == 303, r.text
     plan_id = r.headers["location"].rsplit("/", 1)[1]
     assert client.get(f"/api/v1/plans/{plan_id}").json()["current"]["builder_choices"] == {}
+
+
+def test_compare_shows_the_builder_choices_of_each_plan(client: Any) -> None:
+    """Two plans saved from the builder, one ranked by cost with a deadline and one by hand: the comparison has a
+    "Builder choices" section whose differing rows are flagged."""
+    ids = []
+    for state, name in ((CHOSEN, "by cost"), (BuilderState(deadline_days=12.5), "by hand")):
+        built = client.get("/plans/new?" + state.query(), headers=HX)
+        r = client.post("/plans", data=_save_form(built.text, name), follow_redirects=False)
+        assert r.status_code == 303, r.text
+        ids.append(r.headers["location"].rsplit("/", 1)[1])
+    doc = client.get("/api/v1/plans/compare", params={"ids": ids}).json()
+    rows = {r["key"]: r for r in doc["rows"] if r["section"] == "Builder choices"}
+    assert rows["rank_by"]["values"] == ["cost", "time"] and rows["rank_by"]["differs"]
+    assert rows["rank_by"]["label"] == "Layouts ranked by"
+    assert rows["deadline_days"]["values"] == [45.0, 12.5] and rows["deadline_days"]["unit"] == "days"
+    assert rows["mode"]["values"] == ["planner", "manual"]
+    page = client.get("/plans/compare?" + "&".join(f"ids={i}" for i in ids)).text
+    assert "Builder choices" in page and "Layouts ranked by" in page

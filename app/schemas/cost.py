@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.schemas.catalog import PriceRowBase
+from app.schemas.estimate import AssumptionOut
 from app.schemas.fields import JsonObject, SafeStr
 
 # price options one request compares: a price book holds tens of rows per GPU; 1,000 bounds one request's work
@@ -54,11 +55,10 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class AssumptionOut(BaseModel):
-    name: str
+class CostAssumptionOut(AssumptionOut):
+    """An estimate's assumption (app.schemas.estimate.AssumptionOut) with the date of the default it took."""
+
     value: float | str
-    unit: str
-    source: str
     date: str
     stale: bool = Field(
         default=False, description="a dated default older than its category's threshold (app.core.price_age)"
@@ -145,7 +145,7 @@ class RunCostResponse(BaseModel):
         description="the headline price of these options: the median of the non-stale on-demand quotes, with "
         "the quote's label and date and the cheapest and dearest beside it (app.core.cost.HeadlinePrice)",
     )
-    assumptions: list[AssumptionOut]
+    assumptions: list[CostAssumptionOut]
 
 
 class OnPremIn(StrictModel):
@@ -250,7 +250,7 @@ class TcoResponse(BaseModel):
     usd_per_gpu_hour: float
     breakevens: list[BreakevenOut]
     curves: dict[str, Any]
-    assumptions: list[AssumptionOut]
+    assumptions: list[CostAssumptionOut]
     cloud_options: list[PriceOptionOut] = Field(default_factory=list)
     network: NetworkLineOut | None = None
 
@@ -262,7 +262,7 @@ class BreakevenResponse(BaseModel):
     usd_per_gpu_hour: float
     breakevens: list[BreakevenOut]
     curves: dict[str, Any]
-    assumptions: list[AssumptionOut]
+    assumptions: list[CostAssumptionOut]
     network: NetworkLineOut | None = None
 
 
@@ -304,7 +304,7 @@ class EpochResponse(BaseModel):
     cloud_usd: float | None
     acquisition_usd: float
     chip_hours: float
-    assumptions: list[AssumptionOut]
+    assumptions: list[CostAssumptionOut]
 
 
 class SpotRequest(StrictModel):
@@ -346,7 +346,7 @@ class SpotResponse(BaseModel):
     wall_slowdown: float | None
     breakdown_per_day: dict[str, float]
     inversion: SpotInversionOut | None = None
-    assumptions: list[AssumptionOut]
+    assumptions: list[CostAssumptionOut]
 
 
 class CheckpointIn(StrictModel):
@@ -416,7 +416,7 @@ class GoodputResponse(BaseModel):
     effective_mfu: float | None
     breakdown: dict[str, float]
     run: dict[str, float] | None
-    assumptions: list[AssumptionOut]
+    assumptions: list[CostAssumptionOut]
 
 
 class PresetOut(BaseModel):
@@ -483,7 +483,7 @@ class StorageResponse(BaseModel):
     required_bytes_per_s: float
     data_tiers: list[TierLoadOut]
     warnings: list[str]
-    assumptions: list[AssumptionOut]
+    assumptions: list[CostAssumptionOut]
 
 
 class PriceBookRow(PriceRowBase):

@@ -29,7 +29,7 @@ from app.services.prices import _today, canonical_gpu_name, gpu_peak_flops, reso
 
 def cost_assumptions(
     items: list[core_storage.Assumption], today: date | None = None
-) -> list[s.AssumptionOut]:
+) -> list[s.CostAssumptionOut]:
     """The assumptions of a result; a dated default of a price-book category (staff ratio, maintenance, PUE …)
     is marked stale past that category's threshold, like a price."""
     from app.catalog import parse_price_date
@@ -42,7 +42,7 @@ def cost_assumptions(
         if category is not None and a.date:
             with contextlib.suppress(ValueError):
                 stale = price_age.is_stale(parse_price_date(a.date), today, category)
-        out.append(s.AssumptionOut(**a.as_dict(), stale=stale))  # type: ignore[arg-type]
+        out.append(s.CostAssumptionOut(**a.as_dict(), stale=stale))  # type: ignore[arg-type]
     return out
 
 

@@ -104,9 +104,9 @@ ATTENTION_KERNELS: dict[tuple[float, str], KernelMeasurement] = {
 # tokens give K0 (the 2K : 16K ratio); causal, 484/591/644/673 and 370/474/541/579 give K0 + D on K = L / 2 (the
 # other points within 4 % of the fit). K0, D in keys per query: (forward, backward)
 KV_LOOP_OVERHEAD_KEYS = (258.0, 517.0)
+KV_LOOP_DIAGONAL_KEYS = (227.0, 202.0)
 # FlashAttention-2 backward: 5 matmuls vs 2 forward (Dao 2023, Sec. 3.1)
 FLASH_BACKWARD_FLOP_RATIO = 2.5
-KV_LOOP_DIAGONAL_KEYS = (227.0, 202.0)
 # the keys per query of the long-sequence measurements the kernel rates are (ATTENTION_KERNELS: causal, 16k-64k)
 MEASURED_KEYS = (8192.0, 16384.0, 32768.0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.core.attention import AttentionKernel
+from app.core.attention import AttentionKernel, kv_loop_efficiency
 from app.core.efficiency import (
     FP4_GEMM_SHARE,
     NON_CLOCK_POWER_FRACTION,
@@ -30,6 +30,7 @@ from app.core.memory import DEFAULT_SAFETY_FRACTION, MemoryEstimate, MemoryRun, 
 from app.core.model import (
     AttentionCounting,
     ModelSpec,
+    attention_keys,
     forward_flops_per_token,
     hardware_flops_per_token,
     layer_shape,
@@ -205,6 +206,7 @@ class _Basis:
     hf: float
     peak: float
     calibrated: bool
+    seq_len: int = 0
 
 
 def _convention_assumptions(basis: _Basis) -> list[Assumption]:
@@ -257,6 +259,27 @@ def _reshard_assumption(layout: Layout) -> list[Assumption]:
     ]
 
 
+def _key_loop_assumption(basis: _Basis) -> list[Assumption]:
+    """The share of the long-sequence attention rates (the two throughputs above) this run's kernels reach over
+    their loop of keys, for a fused kernel."""
+    if not basis.layout.flash_attention or not basis.seq_len:
+        return []
+    cp = basis.layout.cp
+    keys = attention_keys(basis.seq_len, basis.opts.causal)
+    fwd, bwd = kv_loop_efficiency(keys, cp, basis.kernel.loop_scale)
+    return [
+        Assumption(
+            "attention key loop (forward)",
+            round(float(fwd), 3),
+            "× the throughput above",
+            f"backward × {float(bwd):.3f}; {keys:,.0f} keys per query in {cp} ring step(s): a per-query-tile cost "
+            "and the causal diagonal, fitted on cuDNN 9.19's H200 sequence sweep (NVIDIA/cudnn-frontend), scaled "
+            "by the kernel's rate over HBM bandwidth (app.core.attention.kv_loop_efficiency); sliding-window layers "
+            "see fewer keys",
+        )
+    ]
+
+
 def _rate_assumptions(basis: _Basis) -> list[Assumption]:
     """The kernel rates: GEMM and attention throughput, clock, element-wise, loss and norm traffic."""
     cluster, fw, opts, linear, attn_curve, kernel, calibrated = (
@@ -287,6 +310,7 @@ def _rate_assumptions(basis: _Basis) -> list[Assumption]:
             "TFLOP/s",
             "over 2.5× the forward FLOPs (Dao 2023, Sec. 3.1); same source",
         ),
+        *_key_loop_assumption(basis),
         Assumption(
             "sustained share of measured matmul",
             SUSTAINED_FRACTION,
@@ -580,7 +604,22 @@ def estimate(
             ],
         )
     assumptions = _assumptions(
-        _Basis(model, cluster, layout, fw, opts, linear, attn_curve, kernel, vocab, mf, hf, peak, calibrated)
+        _Basis(
+            model,
+            cluster,
+            layout,
+            fw,
+            opts,
+            linear,
+            attn_curve,
+            kernel,
+            vocab,
+            mf,
+            hf,
+            peak,
+            calibrated,
+            seq_len,
+        )
     )
     return Estimate(
         model=model,

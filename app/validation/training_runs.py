@@ -972,6 +972,13 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
             comm_buffer_bytes=DEEPSPEED.comm_buffer_bytes,
             grad_reduce_bytes=DEEPSPEED.grad_reduce_bytes,
         )
+    return framework_from_row_text(row, fw)
+
+
+def framework_from_row_text(row: Row, fw: Framework) -> Framework:
+    """The framework as the row's source and notes describe it, whatever the layout: PyTorch DDP in the SC21
+    artifact, torch.compile, a node-deduplicating MoE dispatcher and the overlapped EP all-to-all. The planner's
+    search of a row (app.validation.training_totals) and the replay of its stated layout (row_framework) share it."""
     artifact = sc21_table_1(row)
     if artifact is not None and artifact[2] == "torch":
         # PyTorch DDP: the gradient all-reduce overlaps the last micro-batch's backward
@@ -1000,11 +1007,15 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
 
 
 # a node-deduplicating MoE dispatcher named in the notes ("dispatcher DeepEP", "HybridEP", "flex dispatcher with
-# the DeepEP backend"); and the EP all-to-all overlapped with the other micro-batch's compute ("A2A_OVERLAP=1",
-# the MoE model zoo's "+1f1b overlap", Megatron-Bridge's "moe_a2a_overlap=True")
-_DEDUP_DISPATCHER = re.compile(r"\b(?:deepep|hybridep)\b", re.IGNORECASE)
+# the DeepEP backend", or DeepSeek-V3's own "node-limited routing": each token crosses IB once per destination node
+# and is forwarded to its experts over NVLink, arXiv 2412.19437 Sec. 3.2.2, the kernels later released as DeepEP);
+# and the EP all-to-all overlapped with the other micro-batch's compute ("A2A_OVERLAP=1", the MoE model zoo's
+# "+1f1b overlap", Megatron-Bridge's "moe_a2a_overlap=True", or DeepSeek-V3's DualPipe, which runs a forward and a
+# backward chunk side by side so that their dispatch and combine hide behind each other's compute, Sec. 3.2.1)
+_DEDUP_DISPATCHER = re.compile(r"\b(?:deepep|hybridep)\b|\bnode-limited routing\b", re.IGNORECASE)
 _A2A_OVERLAP = re.compile(
-    r"a2a_overlap\s*=\s*(?:1|true)\b|\b1f1b overlap\b|overlap-moe-expert-parallel-comm", re.IGNORECASE
+    r"a2a_overlap\s*=\s*(?:1|true)\b|\b1f1b overlap\b|overlap-moe-expert-parallel-comm|\bdualpipe\b",
+    re.IGNORECASE,
 )
 
 

@@ -39,6 +39,7 @@ from app.validation.training_runs import (
     RowSkipped,
     dtype_from_cell,
     estimate_row,
+    framework_from_row_text,
     row_cluster,
     row_gpu,
     row_model,
@@ -248,7 +249,7 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         run.global_batch,
         tokens=run.tokens,
         run=RunOptions(dtype=dtype_from_cell(row.get("dtype").lower()), flash_attention=rule.flash_attention),
-        options=EstimateOptions(framework=rule.framework),
+        options=EstimateOptions(framework=framework_from_row_text(searched, rule.framework)),
         top=REGION_CANDIDATES,
         pareto_limit=0,
     )

@@ -1,0 +1,53 @@
+"""The framework a published run names in its notes applies to the planner's search of that run as well as to the
+replay of its stated layout (app.validation.training_runs.framework_from_row_text)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from app.validation.training_runs import Row, framework_from_row_text, rule_for_row
+from app.validation.training_totals import COLUMNS, load_rows, replay
+from tests.paths import DATA_DIR
+
+TOTALS = DATA_DIR / "training_totals.csv"
+
+
+def _dsv3() -> dict[str, str]:
+    with open(TOTALS, newline="", encoding="utf-8") as fh:
+        return next(r for r in csv.DictReader(fh) if r["model_name"] == "DeepSeek-V3")
+
+
+def test_deepseek_v3_notes_name_dualpipe_and_node_limited_routing() -> None:
+    # DeepSeek-V3 technical report (arXiv 2412.19437) Sec. 3.2.1 (DualPipe) and Sec. 3.2.2 (node-limited routing)
+    row = Row(1, _dsv3())
+    fw = framework_from_row_text(row, rule_for_row(row).framework)
+    assert fw.moe_a2a_overlap and fw.moe_dispatch_dedup
+
+
+def test_notes_without_the_mechanisms_leave_the_framework_alone() -> None:
+    data = _dsv3()
+    data["notes"] = "PP16, EP64 over 8 nodes, ZeRO-1 DP, FP8 mixed precision"
+    row = Row(1, data)
+    base = rule_for_row(row).framework
+    assert framework_from_row_text(row, base) == base
+
+
+def _write(path: Path, row: dict[str, str]) -> Path:
+    header = [*COLUMNS, "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        writer.writerow({k: row.get(k, "") for k in header})
+    return path
+
+
+def test_the_planner_search_reads_the_notes(tmp_path: Path) -> None:
+    """The same run searched with and without the notes that name DualPipe and node-limited routing: with them the
+    expert-parallel all-to-all hides and crosses the network once per node, so the best layout is faster."""
+    named = _dsv3()
+    silent = {**named, "notes": "PP16, EP64 over 8 nodes, ZeRO-1 DP, FP8 mixed precision"}
+    with_notes = replay(load_rows(_write(tmp_path / "a.csv", named))).rows[0]
+    without = replay(load_rows(_write(tmp_path / "b.csv", silent))).rows[0]
+    assert with_notes.best_gpu_hours is not None and without.best_gpu_hours is not None
+    assert with_notes.best_gpu_hours < 0.8 * without.best_gpu_hours

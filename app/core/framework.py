@@ -143,7 +143,13 @@ class Framework:
     tp_async_backward: bool = False
     dp_overlap: float = 1.0  # share of the backward pass the gradient reduction may hide behind
     param_gather_overlap: float = 1.0  # share of the forward pass the parameter all-gather may hide behind
-    zero3_overlap: float = 1.0  # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind
+    # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind. 1.0 is PyTorch FSDP's and
+    # Megatron-FSDP's schedule: the all-gather of unit i+1 is issued before unit i computes (forward prefetch;
+    # BACKWARD_PRE in the backward) and each reduce-scatter runs beside the next unit's backward, so every
+    # collective but the forward's first all-gather and the backward's last reduce-scatter overlaps compute (Zhao et
+    # al. 2023, "PyTorch FSDP", VLDB, arXiv 2304.11277, Sec. 3.3 and Fig. 5). That one unit per pass (1/layers of
+    # the traffic) is not charged apart; how much the overlap slows compute is (overlap_slowdown, comm_sm_share)
+    zero3_overlap: float = 1.0
     zero3_rank_nic: bool = False  # ZeRO-3 collectives limited to each rank's own NIC share (see DEEPSPEED)
     # ZeRO-3 gathered-parameter working set: 0 → two whole layers of weights and gradients (FSDP unit = one
     # transformer block, current + prefetched); > 0 → at most this many live parameters (DeepSpeed

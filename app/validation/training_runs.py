@@ -998,6 +998,11 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
                 logits_bytes_per_element=TORCHTITAN.logits_bytes_per_element,
                 ce_bytes_per_logit=TORCHTITAN.ce_bytes_per_logit,
             )
+    if fw.name == TORCHTITAN.name and _HAND_FUSED.search(text):
+        # an FSDP stack with hand-written fused kernels for the same ops torch.compile fuses: the norm, the SwiGLU,
+        # the rotary embedding and the cross-entropy (TinyLlama's lit-gpt: xformers' fused SwiGLU, FlashAttention's
+        # fused RMSNorm, rotary and cross-entropy; jzhang38/TinyLlama README, "Training Details")
+        fw = TORCHTITAN_COMPILE.with_(name="fsdp-hand-fused-kernels")
     notes = row.get("notes")
     if _DEDUP_DISPATCHER.search(notes):
         fw = fw.with_(moe_dispatch_dedup=True)
@@ -1012,6 +1017,9 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
 # and the EP all-to-all overlapped with the other micro-batch's compute ("A2A_OVERLAP=1", the MoE model zoo's
 # "+1f1b overlap", Megatron-Bridge's "moe_a2a_overlap=True", or DeepSeek-V3's DualPipe, which runs a forward and a
 # backward chunk side by side so that their dispatch and combine hide behind each other's compute, Sec. 3.2.1)
+# hand-fused pointwise kernels named in the row: "fused swiglu", "fused layernorm" / "fused rmsnorm", "fused cross
+# entropy", "fused rotary"
+_HAND_FUSED = re.compile(r"\bfused (?:swiglu|layernorm|rmsnorm|cross[- ]entropy|rotary)\b", re.IGNORECASE)
 _DEDUP_DISPATCHER = re.compile(r"\b(?:deepep|hybridep)\b|\bnode-limited routing\b", re.IGNORECASE)
 _A2A_OVERLAP = re.compile(
     r"a2a_overlap\s*=\s*(?:1|true)\b|\b1f1b overlap\b|overlap-moe-expert-parallel-comm|\bdualpipe\b",

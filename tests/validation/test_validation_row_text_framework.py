@@ -51,3 +51,17 @@ def test_the_planner_search_reads_the_notes(tmp_path: Path) -> None:
     without = replay(load_rows(_write(tmp_path / "b.csv", silent))).rows[0]
     assert with_notes.best_gpu_hours is not None and without.best_gpu_hours is not None
     assert with_notes.best_gpu_hours < 0.8 * without.best_gpu_hours
+
+
+def test_hand_fused_kernels_run_as_the_fused_preset() -> None:
+    # jzhang38/TinyLlama README, "Training Details": fused layernorm, SwiGLU, cross-entropy and rotary kernels
+    with open(TOTALS, newline="", encoding="utf-8") as fh:
+        tiny = next(r for r in csv.DictReader(fh) if r["model_name"].startswith("TinyLlama"))
+    row = Row(1, tiny)
+    rule = rule_for_row(row)
+    fused = framework_from_row_text(row, rule.framework)
+    assert fused.fused_elementwise and not rule.framework.fused_elementwise
+    eager = framework_from_row_text(
+        Row(1, {**tiny, "notes": "FSDP (lit-gpt) with flash attention 2"}), rule.framework
+    )
+    assert eager == rule.framework

@@ -389,10 +389,12 @@ def default_network_params() -> NetworkParams:
         nvls_efficiency_nvlink5=0.52,
         # "NVLS engaged only for > 4 GPUs" (stas00/ml-engineering H200 rows; nccl #1455 "NVLS = ring for <= 4").
         nvls_min_ranks=5,
-        # NVLS step latency inside the NVLink domain: NCCL tuning.cc hwLat[NVLINK][NVLS] = 23 µs (NCCL 2.19-2.22;
-        # 25 µs from 2.23). With it the model switches from ring/LL to NVLS between 1 and 2 MiB on 8×H200,
-        # where NCCL_DEBUG=INFO TUNING shows NCCL switching (stas00/ml-engineering network/benchmarks).
-        nvls_latency_s=23 * US,
+        # NVLS latency inside the NVLink domain: NCCL tuning.cc hwLat[NVLINK][NVLS] = 23 µs in NCCL 2.19-2.20,
+        # 25 µs from 2.21.5 (the version of every NVLS row measured at a small size here: 2.21.5, 2.27.7). NCCL's
+        # baseLat for NVLS and NVLS tree is 0, so this is the whole single-node NVLS latency. The model then
+        # switches from ring/LL to NVLS at ~0.8 MiB on 8×H200; NCCL_DEBUG=INFO TUNING shows NCCL 2.27 switching
+        # between 1 and 2 MiB (stas00/ml-engineering network/benchmarks), its ring LL being faster (1/2, not 1/4).
+        nvls_latency_s=25 * US,
         # Tree bandwidth vs its ideal bound: 2-node 8×H100 EFA all-reduce 477.7 GB/s busbw where the ideal
         # 2-node tree would reach ~700 (crazyguitar data); NCCL itself scales tree bandwidth by 0.9 and caps it.
         tree_efficiency=0.70,
@@ -645,7 +647,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             nvls_bw = links.nvls_bw
             bw = min(nvls_bw, tree_net)
             _, net_lat = _step_latency(params, links, "Simple")
-            lat = params.protocols["Simple"].base_latency_s + params.nvls_latency_s + 2 * depth * net_lat
+            # NCCL: latency = hwLat[NVLINK][NVLSTree] + 2·log2(nodes)·interLat, baseLat[NVLSTree] = 0
+            lat = params.nvls_latency_s + 2 * depth * net_lat
             neck = "NVLS" if nvls_bw <= tree_net else "NICs"
             fill = tree_fill + min(s, params.pipeline_bytes) / nvls_bw
             out.append(_Cost("nvls_tree", "Simple", lat, s / bw + fill, neck))
@@ -663,7 +666,7 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             fill = 2 * min(s, params.pipeline_bytes) / net  # up to the switch, back down
             out.append(_Cost("sharp", "Simple", lat, s / min(intra, net) + fill, neck))
     if op == "all_reduce" and nodes <= 1 and links.nvls and n >= params.nvls_min_ranks:
-        lat = params.protocols["Simple"].base_latency_s + params.nvls_latency_s
+        lat = params.nvls_latency_s  # NCCL: latency = hwLat[NVLINK][NVLS], baseLat[NVLS] = 0 (tuning.cc)
         fill = min(s, params.pipeline_bytes) / links.nvls_bw  # reduce-scatter → all-gather hand-off
         out.append(_Cost("nvls", "Simple", lat, s / links.nvls_bw + fill, "NVLS"))
     if op in ("broadcast", "reduce"):

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from app.core.errors import ProblemCollector
-from app.core.hardware import ClusterSpec
+from app.core.hardware import ClusterSpec, FabricSpec
 from app.core.topology import path_profile
 
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
@@ -171,6 +171,15 @@ class NetworkParams:
     ll_max_busbw_gbps: dict[str, tuple[float, float, float]] = field(
         default_factory=lambda: dict(NCCL_LL_MAX_BW)
     )
+    # … and the inter-node latency a network plugin reports to NCCL (ncclNetProperties_t.latency), which NCCL's
+    # topology search stores as the graph's latencyInter and tuning.cc adds to every network step (twice for
+    # Simple, the flush). NCCL's own IB and socket transports report 0, so there the fabric's wire latency
+    # stands. AWS's aws-ofi-nccl plugin reports it per EC2 platform (src/platform-aws.cpp platform_data_map):
+    # 75 µs on p4d/p4de/p5/p5e, whose EFA adapters run at 100 Gb/s, and 35 µs on p5en, p6-b200, p6-b300 and
+    # later P-series, whose adapters run at 200-400 Gb/s. Keyed by the slowest adapter speed (Gb/s) it holds from.
+    net_reported_latency_s: dict[str, tuple[tuple[float, float], ...]] = field(
+        default_factory=lambda: dict(NET_PLUGIN_REPORTED_LATENCY)
+    )
     name: str = "published-defaults"
     version: str = "1"
     source: str = ""
@@ -287,6 +296,13 @@ NCCL_LL_MAX_BW: dict[str, tuple[float, float, float]] = {
     "hopper": (141.0, 45.0, 35.0),
     "blackwell": (2 * 141.0, 2 * 45.0, 2 * 35.0),
 }
+# docs/constants.md#efa-plugin-reported-latency. Per transport: ((from adapter Gb/s, reported latency s), …), the
+# last entry whose speed the NIC reaches applies. aws-ofi-nccl src/platform-aws.cpp platform_data_map: p4d.24xlarge,
+# p4de.24xlarge, p5.48xlarge, p5e (4 or 32 × 100 Gb/s EFA) latency 75.0; p5en (16 × 200 Gb/s), p6-b200 (8 × 400 Gb/s),
+# p6-b300 and the P-series default 35.0 µs.
+NET_PLUGIN_REPORTED_LATENCY: dict[str, tuple[tuple[float, float], ...]] = {
+    "efa": ((0.0, 75 * US), (200.0, 35 * US)),
+}
 _NCCL_TUNING = "github.com/NVIDIA/nccl src/graph/tuning.cc (hwLat/baseLat tables, ring rows)"
 
 
@@ -373,10 +389,12 @@ def default_network_params() -> NetworkParams:
         nvls_efficiency_nvlink5=0.52,
         # "NVLS engaged only for > 4 GPUs" (stas00/ml-engineering H200 rows; nccl #1455 "NVLS = ring for <= 4").
         nvls_min_ranks=5,
-        # NVLS step latency inside the NVLink domain: NCCL tuning.cc hwLat[NVLINK][NVLS] = 23 µs (NCCL 2.19-2.22;
-        # 25 µs from 2.23). With it the model switches from ring/LL to NVLS between 1 and 2 MiB on 8×H200,
-        # where NCCL_DEBUG=INFO TUNING shows NCCL switching (stas00/ml-engineering network/benchmarks).
-        nvls_latency_s=23 * US,
+        # NVLS latency inside the NVLink domain: NCCL tuning.cc hwLat[NVLINK][NVLS] = 23 µs in NCCL 2.19-2.20,
+        # 25 µs from 2.21.5 (the version of every NVLS row measured at a small size here: 2.21.5, 2.27.7). NCCL's
+        # baseLat for NVLS and NVLS tree is 0, so this is the whole single-node NVLS latency. The model then
+        # switches from ring/LL to NVLS at ~0.8 MiB on 8×H200; NCCL_DEBUG=INFO TUNING shows NCCL 2.27 switching
+        # between 1 and 2 MiB (stas00/ml-engineering network/benchmarks), its ring LL being faster (1/2, not 1/4).
+        nvls_latency_s=25 * US,
         # Tree bandwidth vs its ideal bound: 2-node 8×H100 EFA all-reduce 477.7 GB/s busbw where the ideal
         # 2-node tree would reach ~700 (crazyguitar data); NCCL itself scales tree bandwidth by 0.9 and caps it.
         tree_efficiency=0.70,
@@ -504,7 +522,10 @@ def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op
         net_bw_a2a=net_raw * ttier.all_to_all_efficiency * derate,
         gpu_net_bw=fabric.nic_bandwidth_bytes_per_s * gpu_nics * ttier.ring_efficiency * derate,
         net_raw=net_raw,
-        net_wire_latency_s=fabric.base_latency_s + path.switch_hops * fabric.hop_latency_s,
+        net_wire_latency_s=max(
+            fabric.base_latency_s + path.switch_hops * fabric.hop_latency_s,
+            _reported_net_latency(params, fabric),
+        ),
         nvls=cluster.has_nvls and kind in ("nvswitch", "nvl72"),
         # NVLink 5 (Blackwell) moves ≥ 900 GB/s per GPU; NVLink 4 (Hopper) 450 (NVIDIA datasheets)
         nvls_bw=raw_up * (params.nvls_efficiency_nvlink5 if raw_up >= 600e9 else params.nvls_efficiency),
@@ -514,6 +535,17 @@ def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op
         topology_note=path.note,
         generation=_nvlink_generation(cluster) if up_tier == "nvlink" else "",
     )
+
+
+def _reported_net_latency(params: NetworkParams, fabric: FabricSpec) -> float:
+    """The inter-node latency the transport's network plugin reports to NCCL (0 where it reports none): NCCL adds
+    it to every network step in place of a measured wire latency (src/graph/search.cc latencyInter)."""
+    gbps = fabric.nic_bandwidth_bytes_per_s * 8 / 1e9
+    reported = 0.0
+    for from_gbps, latency_s in params.net_reported_latency_s.get(fabric.transport, ()):
+        if gbps >= from_gbps:
+            reported = latency_s
+    return reported
 
 
 def _nvlink_generation(cluster: ClusterSpec) -> str:
@@ -615,7 +647,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             nvls_bw = links.nvls_bw
             bw = min(nvls_bw, tree_net)
             _, net_lat = _step_latency(params, links, "Simple")
-            lat = params.protocols["Simple"].base_latency_s + params.nvls_latency_s + 2 * depth * net_lat
+            # NCCL: latency = hwLat[NVLINK][NVLSTree] + 2·log2(nodes)·interLat, baseLat[NVLSTree] = 0
+            lat = params.nvls_latency_s + 2 * depth * net_lat
             neck = "NVLS" if nvls_bw <= tree_net else "NICs"
             fill = tree_fill + min(s, params.pipeline_bytes) / nvls_bw
             out.append(_Cost("nvls_tree", "Simple", lat, s / bw + fill, neck))
@@ -633,7 +666,7 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             fill = 2 * min(s, params.pipeline_bytes) / net  # up to the switch, back down
             out.append(_Cost("sharp", "Simple", lat, s / min(intra, net) + fill, neck))
     if op == "all_reduce" and nodes <= 1 and links.nvls and n >= params.nvls_min_ranks:
-        lat = params.protocols["Simple"].base_latency_s + params.nvls_latency_s
+        lat = params.nvls_latency_s  # NCCL: latency = hwLat[NVLINK][NVLS], baseLat[NVLS] = 0 (tuning.cc)
         fill = min(s, params.pipeline_bytes) / links.nvls_bw  # reduce-scatter → all-gather hand-off
         out.append(_Cost("nvls", "Simple", lat, s / links.nvls_bw + fill, "NVLS"))
     if op in ("broadcast", "reduce"):

@@ -398,6 +398,33 @@ def _summary(results: list[RowResult]) -> dict[str, Any]:
     }
 
 
+def preset_family(fabric: FabricSpec) -> str:
+    """ "<transport> <NICs>×<Gb/s>: preset, …" for the catalog fabric presets with this row's NICs, else "no preset".
+    Presets of one NIC set differ in routing, topology and tuning, which a row's fabric text rarely states, so
+    they share a group."""
+    from app.catalog.fabrics import presets
+
+    gbps = fabric.nic_bandwidth_bytes_per_s / GBIT
+    names = sorted(
+        p.name
+        for p in presets().values()
+        if p.spec.transport == fabric.transport
+        and p.spec.nics_per_node == fabric.nics_per_node
+        and math.isclose(p.spec.nic_bandwidth_bytes_per_s / GBIT, gbps, rel_tol=0.01)
+    )
+    if not names:
+        return "no preset"
+    return f"{fabric.transport} {fabric.nics_per_node}×{gbps:g}G: {', '.join(names)}"
+
+
+def _split_by_size(rows: list[RowResult]) -> dict[str, list[RowResult]]:
+    split = {
+        "large": [r for r in rows if r.case.message_bytes >= LARGE_BYTES],
+        "small": [r for r in rows if r.case.message_bytes < LARGE_BYTES],
+    }
+    return {k: v for k, v in split.items() if v}
+
+
 @dataclass(frozen=True)
 class ValidationReport:
     results: tuple[RowResult, ...]
@@ -427,6 +454,15 @@ class ValidationReport:
             for name, rows in self.by_fabric().items()
         }
 
+    def by_preset(self) -> dict[str, list[RowResult]]:
+        """Multi-node rows grouped by the catalog fabric presets whose NICs they match (transport, NICs per node,
+        speed), so that the rows behind each preset are scored apart; rows that match none are "no preset"."""
+        groups: dict[str, list[RowResult]] = {}
+        for r in self.results:
+            if r.case.placement.nodes > 1:
+                groups.setdefault(preset_family(r.case.cluster.fabric), []).append(r)
+        return dict(sorted(groups.items()))
+
     def to_json(self) -> dict[str, Any]:
         rows = [
             {
@@ -447,6 +483,13 @@ class ValidationReport:
                 "large": _summary(self.large()),
                 "small": _summary(self.small()),
                 "by_fabric": {k: _summary(v) for k, v in self.by_fabric().items()},
+                "by_preset": {
+                    k: {
+                        "all": _summary(v),
+                        **{key: _summary(rows) for key, rows in _split_by_size(v).items()},
+                    }
+                    for k, v in self.by_preset().items()
+                },
                 "skipped": [{"row": i, "reason": reason} for i, reason in self.skipped],
             },
         }
@@ -518,6 +561,7 @@ def render_table(report: ValidationReport) -> str:
             summaries.extend(
                 (f"    {name} {label}", split[key]) for key, label in _SIZE_LABELS if key in split
             )
+    summaries.extend(_preset_summaries(report))
     for label, s in summaries:
         lines.append(
             f"{label}: n={s['n']}, median |error| {s['median_abs_pct']} %, p90 |error| {s['p90_abs_pct']} %"
@@ -525,6 +569,18 @@ def render_table(report: ValidationReport) -> str:
     for item in data["skipped"]:
         lines.append(f"skipped row {item['row']}: {item['reason']}")
     return "\n".join(lines)
+
+
+def _preset_summaries(report: ValidationReport) -> list[tuple[str, dict[str, Any]]]:
+    """One line per fabric preset group of multi-node rows, split by size when both classes are present."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, rows in report.by_preset().items():
+        label = "no fabric preset" if name == "no preset" else f"fabric preset {name}"
+        out.append((f"  {label}", _summary(rows)))
+        split = _split_by_size(rows)
+        if len(split) > 1:
+            out.extend((f"    {label} {size}", _summary(split[key])) for key, size in _SIZE_LABELS)
+    return out
 
 
 def _human_bytes(n: float) -> str:

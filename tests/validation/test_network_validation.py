@@ -35,7 +35,7 @@ def test_targets_on_the_published_file(report) -> None:  # type: ignore[no-untyp
 def test_json_shape_is_exactly_the_agreed_one(report) -> None:  # type: ignore[no-untyped-def]
     data = report.to_json()
     assert set(data) == {"rows", "summary"}
-    assert set(data["summary"]) == {"all", "large", "small", "by_fabric", "skipped"}
+    assert set(data["summary"]) == {"all", "large", "small", "by_fabric", "by_preset", "skipped"}
     for key in ("all", "large", "small"):
         assert set(data["summary"][key]) == {"n", "median_abs_pct", "p90_abs_pct"}
     # each fabric class reported on its own, so the large-message error cannot hide one of them

@@ -372,9 +372,7 @@ def _fill_missing_busbw(doc: dict[str, Any]) -> None:
 _MAMF_ROW = re.compile(
     r"(\d+)\s*\|\s*(?:[A-Za-z-]+\s+)?([\d.]+)\(mean\)\s+([\d.]+)\(median\)\s+([\d.]+)\(max\)\s*@\s*(\d+)x(\d+)x(\d+)"
 )
-_MAMF_V4_ROW = re.compile(
-    r"^\s*\d+\s+(\d+)x(\d+)x(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+(?:\s|$)"
-)
+_MAMF_V4_ROW = re.compile(r"^\s*\d+\s+(\d+)x(\d+)x(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+(?:\s|$)")
 # The run's summary (finish()): v2-v3 "max:    36.9 TFLOPS @ 6144x3072x3072 (MxNxK)", v3-v4
 # "MAMF (max achievable,  boost burst): 781 TFLOPS @ 4096x4096x4096 (MxNxK)" and the MSMF line.
 _MAMF_SUMMARY = re.compile(
@@ -401,7 +399,9 @@ def is_mamf_finder(text: str) -> bool:
     )
 
 
-def _mamf_row(shape: tuple[int, int, int], dtype: str, mean: float, median: float, best: float) -> dict[str, Any]:
+def _mamf_row(
+    shape: tuple[int, int, int], dtype: str, mean: float, median: float, best: float
+) -> dict[str, Any]:
     mm, nn, kk = shape
     flops = 2.0 * mm * nn * kk
     return {

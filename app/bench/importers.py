@@ -4,9 +4,10 @@
   out-of-place columns size/count/type/redop/root/time/algbw/busbw/#wrong (older versions have no root
   column; the header line names the columns, so both parse).
 - nccl-tests `-J file.json` (src/util.cu, JSON_FILE_VERSION 2): results[].out_of_place{time, alg_bw, bus_bw, nwrong}.
-- mamf-finder (ml-engineering compute/accelerator/benchmarks/mamf-finder.py) log: per-shape
-  "mean / median / max TFLOPS @ MxNxK" lines (\\r-separated when written to a terminal), "** Dtype:",
-  "benchmark version:" and "torch=" header lines.
+- mamf-finder (ml-engineering compute/accelerator/benchmarks/mamf-finder.py) log, benchmark versions 2-4:
+  per-shape "mean / median / max TFLOPS @ MxNxK" lines (\\r-separated when written to a terminal), v4's
+  "#  MxNxK  mean median max best" table, the summary ("max: … TFLOPS @ …", v4's "MAMF …" / "MSMF …"),
+  "** Dtype:", "benchmark version:" and "torch=" header lines.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def detect_format(text: str) -> str:
         if "rows" in data and "schema_version" in data:
             return "clusterplan"
         raise ValueError("JSON input is neither nccl-tests -J output nor a ClusterPlan result document")
-    if "(mean)" in text and "(median)" in text:
+    if is_mamf_finder(text):
         return "mamf-finder"
     if re.search(r"#\s+size\s+count", text) or "busbw" in text:
         return "nccl-tests"
@@ -252,7 +253,10 @@ def import_nccl_tests_text(
         raise ValueError(
             "no nccl-tests result lines found (expected a '# size count type …' header and rows)"
         )
-    resolved = _resolve_op(op, program, name)
+    # The test's binary as its command line names it ("…/build/all_reduce_perf -b 8 …") where the log has no
+    # "Collective test starting" line (nccl-tests before 2.13).
+    invoked = re.search(r"\b\w+_perf\b", text)
+    resolved = _resolve_op(op, program, name, invoked.group(0) if invoked else "")
     notes: list[str] = []
     nranks = len(ranks) or ranks_hint or ranks_from_bandwidths(resolved, rows) or 0
     if not ranks and not nranks:
@@ -361,9 +365,20 @@ def _fill_missing_busbw(doc: dict[str, Any]) -> None:
             row["busbw_gbps"] = row["algbw_gbps"] * reported_busbw_factor(row["op"], row["ranks"])
 
 
+# mamf-finder's per-shape progress rows. v2 and v3 (benchmark_version 2-3):
+#   "  2916 |   25.6(mean)   25.6(median)   25.8(max) @ 13312x15360x6144     | best: …" (v3's auto search puts a
+#   phase tag such as "wave" after the bar); v4: a column table under "#  MxNxK  mean median max best [W MHz]":
+#   "     4  4096x4096x4096      779.5  779.3  784.2  779.5   590  1980".
 _MAMF_ROW = re.compile(
-    r"(\d+)\s*\|\s*([\d.]+)\(mean\)\s+([\d.]+)\(median\)\s+([\d.]+)\(max\)\s*@\s*(\d+)x(\d+)x(\d+)"
+    r"(\d+)\s*\|\s*(?:[A-Za-z-]+\s+)?([\d.]+)\(mean\)\s+([\d.]+)\(median\)\s+([\d.]+)\(max\)\s*@\s*(\d+)x(\d+)x(\d+)"
 )
+_MAMF_V4_ROW = re.compile(r"^\s*\d+\s+(\d+)x(\d+)x(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+(?:\s|$)")
+# The run's summary (finish()): v2-v3 "max:    36.9 TFLOPS @ 6144x3072x3072 (MxNxK)", v3-v4
+# "MAMF (max achievable,  boost burst): 781 TFLOPS @ 4096x4096x4096 (MxNxK)" and the MSMF line.
+_MAMF_SUMMARY = re.compile(
+    r"^\s*(mean|median|max|MAMF|MSMF)\b[^:\n]*:\s*([\d.]+)\s*TFLOPS\s*@\s*(\d+)x(\d+)x(\d+)", re.MULTILINE
+)
+_MAMF_TRIED = re.compile(r"Tried\s+(\d+)\s+shapes")
 _MAMF_DTYPES = {
     "bfloat16": "bf16",
     "float16": "fp16",
@@ -376,44 +391,98 @@ _MAMF_DTYPES = {
 }
 
 
+def is_mamf_finder(text: str) -> bool:
+    return bool(
+        ("(mean)" in text and "(median)" in text)
+        or re.search(r"#\s+MxNxK\s+mean\s+median\s+max\s+best", text)
+        or _MAMF_SUMMARY.search(text)
+    )
+
+
+def _mamf_row(
+    shape: tuple[int, int, int], dtype: str, mean: float, median: float, best: float
+) -> dict[str, Any]:
+    mm, nn, kk = shape
+    flops = 2.0 * mm * nn * kk
+    return {
+        "m": mm,
+        "n": nn,
+        "k": kk,
+        "label": "",
+        "dtype": dtype,
+        "device": "cuda",
+        "flops": flops,
+        "iters": 0,
+        "time_us_best": flops / (best * 1e12) * 1e6 if best else 0.0,
+        "time_us_median": flops / (median * 1e12) * 1e6 if median else 0.0,
+        "time_us_mean": flops / (mean * 1e12) * 1e6 if mean else 0.0,
+        "best_tflops": best,
+        "median_tflops": median,
+        "mean_tflops": mean,
+    }
+
+
+def _mamf_rows(text: str, dtype: str) -> dict[tuple[int, int, int], dict[str, Any]]:
+    """Per shape its (mean, median, max) row, first occurrence; lines split at \\r too (terminal output)."""
+    rows: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for chunk in re.split(r"[\r\n]", text):
+        m = _MAMF_ROW.search(chunk)
+        if m:
+            mean, median, best = (float(m.group(i)) for i in (2, 3, 4))
+            shape = (int(m.group(5)), int(m.group(6)), int(m.group(7)))
+        else:
+            v4 = _MAMF_V4_ROW.match(chunk)
+            if not v4:
+                continue
+            shape = (int(v4.group(1)), int(v4.group(2)), int(v4.group(3)))
+            mean, median, best = (float(v4.group(i)) for i in (4, 5, 6))
+        rows.setdefault(shape, _mamf_row(shape, dtype, mean, median, best))
+    return rows
+
+
+def _apply_mamf_summary(text: str, rows: dict[tuple[int, int, int], dict[str, Any]], dtype: str) -> list[str]:
+    """Fold the run's summary into the rows: the best (max, or v4's MAMF) of a shape whose row the log lacks
+    becomes a row of its own — a terminal copy keeps only the last progress row, and mamf-finder's headline is
+    that best — and v4's MAMF/MSMF headlines are kept on their shape's row. Returns notes."""
+    notes: list[str] = []
+    for m in _MAMF_SUMMARY.finditer(text):
+        kind, value = m.group(1), float(m.group(2))
+        shape = (int(m.group(3)), int(m.group(4)), int(m.group(5)))
+        if kind in ("max", "MAMF") and shape not in rows:
+            row = _mamf_row(shape, dtype, 0.0, 0.0, value)
+            row["label"] = "summary best"
+            rows[shape] = row
+            notes.append(
+                f"the log has no row for {shape[0]}x{shape[1]}x{shape[2]}; its summary's best {value:g} TFLOP/s "
+                "is kept as a row (best only)"
+            )
+        if kind in ("MAMF", "MSMF") and shape in rows:
+            rows[shape][f"{kind.lower()}_tflops"] = value
+    tried = _MAMF_TRIED.search(text)
+    if tried and int(tried.group(1)) > len(rows):
+        notes.append(
+            f"{len(rows)} of the {tried.group(1)} shapes tried have rows in this log (a terminal copy keeps "
+            "only the last progress row, an excerpt some)"
+        )
+    return notes
+
+
 def import_mamf_finder(text: str) -> dict[str, Any]:
     dtype_match = re.search(r"\*\* Dtype:\s*(?:torch\.)?(\w+)", text)
     dtype = _MAMF_DTYPES.get(dtype_match.group(1), dtype_match.group(1)) if dtype_match else "bf16"
     version = re.search(r"benchmark version:\s*(\S+)", text)
-    torch_v = re.search(r"^torch=(\S+)", text, re.MULTILINE)
-    rows = []
-    seen: set[tuple[int, int, int]] = set()
-    for chunk in re.split(r"[\r\n]", text):
-        m = _MAMF_ROW.search(chunk)
-        if not m:
-            continue
-        mean, median, best = (float(m.group(i)) for i in (2, 3, 4))
-        mm, nn, kk = (int(m.group(i)) for i in (5, 6, 7))
-        if (mm, nn, kk) in seen:
-            continue
-        seen.add((mm, nn, kk))
-        flops = 2.0 * mm * nn * kk
-        rows.append(
-            {
-                "m": mm,
-                "n": nn,
-                "k": kk,
-                "label": "",
-                "dtype": dtype,
-                "device": "cuda",
-                "flops": flops,
-                "iters": 0,
-                "time_us_best": flops / (best * 1e12) * 1e6 if best else 0.0,
-                "time_us_median": flops / (median * 1e12) * 1e6 if median else 0.0,
-                "time_us_mean": flops / (mean * 1e12) * 1e6 if mean else 0.0,
-                "best_tflops": best,
-                "median_tflops": median,
-                "mean_tflops": mean,
-            }
+    torch_v = re.search(r"^(?:-\s*)?torch=(\S+)", text, re.MULTILINE)
+    by_shape = _mamf_rows(text, dtype)
+    notes = _apply_mamf_summary(text, by_shape, dtype)
+    if not by_shape:
+        raise ValueError(
+            "no mamf-finder result lines found (expected '… (mean) … (median) … (max) @ MxNxK' rows, "
+            "a v4 'MxNxK mean median max best' table or the run's summary)"
         )
-    if not rows:
-        raise ValueError("no mamf-finder result lines found (expected '… (mean) … (median) … (max) @ MxNxK')")
     env: dict[str, Any] = {"torch": torch_v.group(1) if torch_v else None, "hostnames": [], "devices": []}
+    device = re.search(r"Properties\(name='([^']+)'", text)
+    if device:
+        env["devices"] = [{"rank": 0, "index": 0, "name": device.group(1)}]
     doc = new_document(
         "gemm",
         {"dtypes": [dtype], "source_benchmark_version": version.group(1) if version else None},
@@ -421,5 +490,7 @@ def import_mamf_finder(text: str) -> dict[str, Any]:
         environment=env,
         source="mamf-finder",
     )
-    doc["rows"] = rows
+    doc["rows"] = list(by_shape.values())
+    if notes:
+        doc["notes"] = notes
     return finish(doc, "complete")

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ from app.core.network import (
     collective_time,
     default_network_params,
 )
+from app.core.network_measured import MeasuredRegime, ring_steps
 
 KiB, MiB = 2**10, 2**20
 REGIMES: tuple[tuple[str, float, float], ...] = (
@@ -41,23 +41,8 @@ MIN_EFFICIENCY = 1e-9
 STREAMING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv")
 
 
-@dataclass(frozen=True)
-class RegimeFit:
-    protocol: str
-    min_bytes: float
-    max_bytes: float
-    alpha_s: float
-    beta_bytes_per_s: float  # bus bandwidth
-    points: int
-
-    def time_s(self, size_bytes: float, factor: float) -> float:
-        return self.alpha_s + size_bytes * factor / self.beta_bytes_per_s
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if math.isinf(data["max_bytes"]):
-            data["max_bytes"] = None
-        return data
+# One home for the regime lines and their lookup: the collective model's own (app/core/network_measured.py).
+RegimeFit = MeasuredRegime
 
 
 def _line(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
@@ -99,13 +84,6 @@ def fit_alpha_beta(sizes: list[float], times_s: list[float], factor: float) -> l
         alpha, inv_beta = _line(x, t)
         fits.append(RegimeFit(name, lo, hi, alpha, 1.0 / inv_beta, len(members)))
     return fits
-
-
-def regime_for(fits: list[RegimeFit], size_bytes: float) -> RegimeFit:
-    for fit in fits:
-        if fit.min_bytes <= size_bytes < fit.max_bytes:
-            return fit
-    return fits[-1] if size_bytes >= fits[-1].min_bytes else fits[0]
 
 
 def collective_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -230,7 +208,7 @@ def calibrate_network(
             residual[tier] = float(
                 np.median([r["time_us"] / 1e6 - predict_time_s(r, cluster, params) for r in small])
             )
-            steps[tier] = float(np.median([_steps(r["op"], int(r.get("ranks") or 2)) for r in small]))
+            steps[tier] = float(np.median([ring_steps(r["op"], int(r.get("ranks") or 2)) for r in small]))
         shift = min(residual.values()) if fits_overhead else 0.0
         params = replace(params, launch_overhead_s=max(0.0, params.launch_overhead_s + shift))
         for tier, extra in residual.items():
@@ -315,12 +293,3 @@ def _refine(
             if step < 1.01:
                 break
     return params
-
-
-def _steps(op: str, n: int) -> float:
-    """Ring steps of one call (Thakur et al. 2005): 2(n−1) for all-reduce, n−1 for gather/scatter/all-to-all."""
-    if op == "all_reduce":
-        return 2.0 * (n - 1)
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return float(n - 1)
-    return 1.0

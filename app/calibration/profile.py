@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from app.benchproto.schema import attention_rows
@@ -23,7 +23,7 @@ from app.calibration.collective_fit import (
     fit_alpha_beta_by_tier,
     placement_of,
     predict_time_s,
-    regime_for,
+    tier_of,
 )
 from app.calibration.gemm_fit import fit_all_dtypes, fit_gemm, gemm_rows, measured_tflops
 from app.calibration.held_back import collective_key, gemm_shape_key, split_held_back
@@ -125,10 +125,7 @@ def build_profile(
     if c_rows:
         cluster = cluster_for(doc, gpu, fabric)
         defaults = default_network_params()
-        calibrated, overrides = calibrate_network(doc, cluster, defaults)
-        calibrated = NetworkParams.from_dict(
-            {**overrides, "name": "calibrated", "source": source or "calibration"}, defaults
-        )
+        _, overrides = calibrate_network(doc, cluster, defaults)
         alpha_beta = fit_alpha_beta_by_tier(doc, cluster)
         params["network"] = {**overrides, "name": "calibrated", "source": source or "calibration"}
         params["alpha_beta"] = {
@@ -136,44 +133,9 @@ def build_profile(
             for tier, ops in alpha_beta.items()
         }
         params["cluster"] = {"gpus_per_node": cluster.gpus_per_node, "nodes": cluster.num_nodes}
-        table = []
-        for r in c_rows:
-            measured_s = r["time_us"] / 1e6
-            before_s = predict_time_s(r, cluster, defaults)
-            after_s = predict_time_s(r, cluster, calibrated)
-            from app.calibration.collective_fit import tier_of
-
-            tier = tier_of(r, cluster)
-            ab_fits = alpha_beta[tier][f"{r['op']}@{int(r.get('ranks') or 2)}"]
-            factor = busbw_factor(r["op"], int(r.get("ranks") or 2))
-            ab_s = regime_for(ab_fits, r["size_bytes"]).time_s(r["size_bytes"], factor)
-            size = r["size_bytes"]
-            table.append(
-                {
-                    "op": r["op"],
-                    "group": r.get("group", "all"),
-                    "ranks": r.get("ranks"),
-                    "tier": tier,
-                    "size_bytes": size,
-                    "measured_time_us": r["time_us"],
-                    "measured_busbw_gbps": r["busbw_gbps"],
-                    "before_time_us": before_s * 1e6,
-                    "after_time_us": after_s * 1e6,
-                    "alpha_beta_time_us": ab_s * 1e6,
-                    "before_busbw_gbps": size / before_s * factor / 1e9 if before_s > 0 else None,
-                    "after_busbw_gbps": size / after_s * factor / 1e9 if after_s > 0 else None,
-                    "before_err_pct": _err_pct(before_s, measured_s),
-                    "after_err_pct": _err_pct(after_s, measured_s),
-                    "alpha_beta_err_pct": _err_pct(ab_s, measured_s),
-                }
-            )
-        report["collectives"] = {
-            "rows": table,
-            "error_before_pct": _mean_error([t["before_err_pct"] for t in table]),
-            "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
-            "error_alpha_beta_pct": _mean_error([t["alpha_beta_err_pct"] for t in table]),
-            "held_back": _collectives_held_back(doc, c_rows, cluster, defaults),
-        }
+        held = _collectives_held_back(doc, c_rows, cluster, defaults)
+        params["alpha_beta_tiers"] = alpha_beta_tiers(held)
+        report["collectives"] = _collectives_report(c_rows, cluster, params, defaults, held)
     a_rows = attention_rows(doc)
     if a_rows:
         measured, table, notes = fit_attention(a_rows, gpu)
@@ -192,6 +154,90 @@ def build_profile(
             "the fit itself is valid for the measured device"
         )
     return params, report
+
+
+def calibrated_network(params: dict[str, Any], base: NetworkParams | None = None) -> NetworkParams:
+    """The network parameters a profile gives the estimator: the scaled model, and the measured α/β lines
+    (app/core/network_measured.py) of the tiers where they beat the scaled model on held-back measurements
+    (params["alpha_beta_tiers"]), which collective_time then uses for that tier."""
+    tiers = set(params.get("alpha_beta_tiers") or [])
+    lines = {t: fits for t, fits in (params.get("alpha_beta") or {}).items() if t in tiers}
+    network = params.get("network") or {}
+    return NetworkParams.from_dict(
+        {**network, "alpha_beta": lines, "name": network.get("name", "calibrated")},
+        base or default_network_params(),
+    )
+
+
+def _collective_row(
+    r: dict[str, Any],
+    cluster: ClusterSpec,
+    defaults: NetworkParams,
+    model: NetworkParams,
+    fitted: NetworkParams,
+) -> dict[str, Any]:
+    measured_s = r["time_us"] / 1e6
+    before_s = predict_time_s(r, cluster, defaults)
+    model_s = predict_time_s(r, cluster, model)
+    after_s = predict_time_s(r, cluster, fitted)
+    factor = busbw_factor(r["op"], int(r.get("ranks") or 2))
+    size = r["size_bytes"]
+    return {
+        "op": r["op"],
+        "group": r.get("group", "all"),
+        "ranks": r.get("ranks"),
+        "tier": tier_of(r, cluster),
+        "size_bytes": size,
+        "measured_time_us": r["time_us"],
+        "measured_busbw_gbps": r["busbw_gbps"],
+        "before_time_us": before_s * 1e6,
+        "model_only_time_us": model_s * 1e6,
+        "after_time_us": after_s * 1e6,
+        "alpha_beta_time_us": after_s * 1e6,
+        "before_busbw_gbps": size / before_s * factor / 1e9 if before_s > 0 else None,
+        "after_busbw_gbps": size / after_s * factor / 1e9 if after_s > 0 else None,
+        "before_err_pct": _err_pct(before_s, measured_s),
+        "model_only_err_pct": _err_pct(model_s, measured_s),
+        "after_err_pct": _err_pct(after_s, measured_s),
+        "alpha_beta_err_pct": _err_pct(after_s, measured_s),
+    }
+
+
+def alpha_beta_tiers(held: dict[str, Any] | None) -> list[str]:
+    """The tiers whose measured α/β lines reproduce held-back measurements better than the scaled model does
+    (none without held-back rows: the lines have more free parameters, so only unseen points can tell)."""
+    return sorted(
+        tier
+        for tier, errs in ((held or {}).get("tiers") or {}).items()
+        if errs["alpha_beta_pct"] is not None
+        and errs["model_only_pct"] is not None
+        and errs["alpha_beta_pct"] < errs["model_only_pct"]
+    )
+
+
+def _collectives_report(
+    rows: list[dict[str, Any]],
+    cluster: ClusterSpec,
+    params: dict[str, Any],
+    defaults: NetworkParams,
+    held: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Measured against the defaults ("before"), the scaled model alone ("model only") and the profile as the
+    estimator uses it, measured α/β included ("after"), on every row and on held-back rows."""
+    model = NetworkParams.from_dict(params["network"], defaults)
+    fitted = calibrated_network(params, defaults)
+    table = [_collective_row(r, cluster, defaults, model, fitted) for r in rows]
+    return {
+        "rows": table,
+        "after": "the profile as the estimator uses it: the scaled model, and measured α/β per regime on the "
+        "tiers where those beat the model on held-back rows",
+        "error_before_pct": _mean_error([t["before_err_pct"] for t in table]),
+        "error_model_only_pct": _mean_error([t["model_only_err_pct"] for t in table]),
+        "error_after_pct": _mean_error([t["after_err_pct"] for t in table]),
+        "error_alpha_beta_pct": _mean_error([t["alpha_beta_err_pct"] for t in table]),
+        "alpha_beta_tiers": params.get("alpha_beta_tiers", []),
+        "held_back": held,
+    }
 
 
 def default_gemm_curve(gpu: GPUSpec, dtype: str) -> GemmEfficiency | None:
@@ -261,17 +307,44 @@ def _collectives_held_back(
     kept, held = split_held_back(rows, collective_key)
     if not held:
         return None
-    _, overrides = calibrate_network({**doc, "rows": kept}, cluster, defaults)
-    fitted = NetworkParams.from_dict({**overrides, "name": "held-back fit"}, defaults)
-    before, after = [], []
+    kept_doc = {**doc, "rows": kept}
+    _, overrides = calibrate_network(kept_doc, cluster, defaults)
+    lines = fit_alpha_beta_by_tier(kept_doc, cluster)
+    model = NetworkParams.from_dict({**overrides, "name": "held-back fit"}, defaults)
+    measured = {
+        "network": {**overrides, "name": "held-back fit"},
+        "alpha_beta": lines,
+        "alpha_beta_tiers": list(lines),
+    }
+    with_lines = calibrated_network(measured, defaults)
+    errors: dict[str, list[tuple[float | None, float | None, float | None]]] = {}
     for r in held:
         measured_s = r["time_us"] / 1e6
-        before.append(_err_pct(predict_time_s(r, cluster, defaults), measured_s))
-        after.append(_err_pct(predict_time_s(r, cluster, fitted), measured_s))
+        errors.setdefault(tier_of(r, cluster), []).append(
+            (
+                _err_pct(predict_time_s(r, cluster, defaults), measured_s),
+                _err_pct(predict_time_s(r, cluster, model), measured_s),
+                _err_pct(predict_time_s(r, cluster, with_lines), measured_s),
+            )
+        )
+    tiers = {
+        tier: {
+            "points": len(errs),
+            "model_only_pct": _mean_error([e[1] for e in errs]),
+            "alpha_beta_pct": _mean_error([e[2] for e in errs]),
+        }
+        for tier, errs in errors.items()
+    }
+    chosen = set(alpha_beta_tiers({"tiers": tiers}))
+    every = [e for errs in errors.values() for e in errs]
+    after = [e[2] if tier in chosen else e[1] for tier, errs in errors.items() for e in errs]
     return {
         "points": len(held),
-        "error_before_pct": _mean_error(before),
+        "error_before_pct": _mean_error([e[0] for e in every]),
+        "error_model_only_pct": _mean_error([e[1] for e in every]),
+        "error_alpha_beta_pct": _mean_error([e[2] for e in every]),
         "error_after_pct": _mean_error(after),
+        "tiers": tiers,
     }
 
 
@@ -347,7 +420,7 @@ def hardware_profile(params: dict[str, Any], name: str, version: int | str, gpu:
         gemm = gemms[str(params.get("gemm_primary_dtype") or next(iter(gemms)))]
     network = None
     if params.get("network"):
-        network = NetworkParams.from_dict({**params["network"], "name": name, "version": str(version)})
+        network = replace(calibrated_network(params), name=name, version=str(version))
     attention = {
         str(kernel): (float(m["forward_share_of_peak"]), float(m["backward_share_of_peak"]))
         for kernel, m in (params.get("attention") or {}).items()

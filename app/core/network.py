@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from app.core.errors import ProblemCollector
 from app.core.hardware import ClusterSpec, FabricSpec
+from app.core.network_measured import MeasuredRegime, measured_table, measured_time
 from app.core.topology import path_profile
 
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
@@ -183,6 +184,9 @@ class NetworkParams:
     name: str = "published-defaults"
     version: str = "1"
     source: str = ""
+    # A calibrated profile's measured α/β per tier → "op@ranks" → protocol regime (app/core/network_measured.py);
+    # where it covers a communicator, collective_time uses it instead of the modelled α and β.
+    alpha_beta: dict[str, dict[str, tuple[MeasuredRegime, ...]]] = field(default_factory=dict)
 
     def tier(self, name: str) -> TierParams:
         if name == "nvlink":
@@ -220,6 +224,8 @@ class NetworkParams:
                     prior_p = merged_p.get(p_name, ProtocolParams(p_name, 1.0, 0.0))
                     merged_p[p_name] = replace(prior_p, **{k: v for k, v in p_val.items() if k != "name"})
                 updates[key] = merged_p
+            elif key == "alpha_beta":
+                updates[key] = measured_table(value)
             else:
                 updates[key] = value
         return replace(base, **updates)
@@ -765,6 +771,46 @@ def check_placement(op: str, message_bytes: float, placement: Placement, cluster
     problems.raise_if_any()
 
 
+def _measured_estimate(
+    op: str, message_bytes: float, placement: Placement, links: _Links, params: NetworkParams
+) -> CollectiveEstimate | None:
+    """The profile's measured α/β line for this tier, op and regime (app/core/network_measured.py), if it has one:
+    the scale-up tier inside one domain, the NIC transport across domains."""
+    n = placement.ranks
+    tier = links.up_tier if links.nodes <= 1 else links.transport
+    factor = busbw_factor(op, n)
+    found = measured_time(params.alpha_beta, tier, op, n, message_bytes, factor)
+    if found is None:
+        return None
+    algbw = message_bytes / found.time_s
+    transfer = found.time_s - found.alpha_s
+    ranks_note = (
+        f"measured on {n} ranks"
+        if found.measured_ranks == n
+        else f"measured on {found.measured_ranks} ranks, α scaled to {n} ranks' ring steps"
+    )
+    return CollectiveEstimate(
+        op=op,
+        message_bytes=message_bytes,
+        time_s=found.time_s,
+        algbw_bytes_per_s=algbw,
+        busbw_bytes_per_s=algbw * factor,
+        algorithm="measured",
+        protocol=found.regime.protocol,
+        tier="scale_up" if links.nodes <= 1 else ("scale_out" if links.k <= 1 else "mixed"),
+        breakdown={"launch": 0.0, "latency": found.alpha_s, "transfer": transfer},
+        ranks=n,
+        ranks_per_node=min(placement.ranks_per_node, n),
+        nodes=links.nodes,
+        bottleneck=tier,
+        assumptions=(
+            f"parameters: {params.name} v{params.version}",
+            f"measured α/β on {tier} ({found.regime.protocol} regime, {found.regime.points} sizes, {ranks_note}): "
+            f"α {found.alpha_s * 1e6:.1f} µs, bus bandwidth {found.regime.beta_bytes_per_s / 1e9:.1f} GB/s",
+        ),
+    )
+
+
 def collective_time(
     op: str,
     message_bytes: float,
@@ -803,6 +849,10 @@ def collective_time(
             assumptions=("a single rank or an empty message needs no communication",),
         )
     links = _links(placement, cluster, params, op)
+    if params.alpha_beta and algorithm is None and protocol is None:
+        measured = _measured_estimate(op, message_bytes, placement, links, params)
+        if measured is not None:
+            return measured
     costs = _candidates(op, message_bytes, links, params)
     if algorithm == "hierarchical":
         costs = [_hierarchical(op, message_bytes, links, params)]

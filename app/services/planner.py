@@ -92,6 +92,11 @@ class PlanOut(BaseModel):
         default="",
         description="when the fastest layout is outside the validated region: why, and what is recommended",
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what to doubt about the calibration profile used (measured on CPU, no GEMM fit for the "
+        "run's dtype, a network fitted on another fabric); a profile of another GPU is refused (422 on profile)",
+    )
     ranking: dict[str, Any] | None = Field(
         default=None,
         description="the ranking resolution of this kind of run (how far the estimator's speed ratio of two "
@@ -257,6 +262,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, 
         ranking=ranking,
         recommended=recommended,
         region_note=region,
+        warnings=list(resolved.warnings),
         **d,
     )
 

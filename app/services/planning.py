@@ -144,6 +144,22 @@ def load_profile(session: Session, ref: str | None, field: str = "calibration_pr
     )
 
 
+def with_profile(
+    session: Session, resolved: Any, profile_ref: str | None, field: str = "calibration_profile"
+) -> tuple[Any, str, list[str]]:
+    """The scenario with its calibration profile applied, the profile's label and the warnings about using it:
+    a profile measured on another GPU is refused on `field` (app.services.scenario.check_profile_use, the same
+    check as the estimate API's)."""
+    from app.services.scenario import check_profile_use
+
+    profile, label = load_profile(session, profile_ref, field)
+    if profile is None:
+        return resolved, label, []
+    cluster = resolved.cluster
+    warnings = check_profile_use(profile, cluster.gpu, resolved.layout.dtype, cluster.fabric.name, field)
+    return _Profiled(resolved, profile), label, warnings
+
+
 def _options(resolved: Any) -> Any:
     from app.core.estimate import EstimateOptions
 
@@ -175,9 +191,7 @@ def evaluate(  # noqa: PLR0912
             price_book_date=price_book_date(session),
         )
     normalised, resolved = _parse_and_resolve(session, scenario, field_prefix)
-    profile, profile_label = load_profile(session, profile_ref)
-    if profile is not None:
-        resolved = _Profiled(resolved, profile)
+    resolved, profile_label, profile_warnings = with_profile(session, resolved, profile_ref)
     book_date = price_book_date(session)
     unavailable: dict[str, str] = {}
     ranking = None
@@ -229,6 +243,8 @@ def evaluate(  # noqa: PLR0912
         "accuracy": accuracy_notes,
         "unavailable": unavailable,
     }
+    if profile_warnings:
+        result["warnings"] = profile_warnings
     if ranking is not None:
         result["ranking"] = ranking
     if scaling:
@@ -306,9 +322,7 @@ def fitting_alternative(
     """For a scenario whose layout does not fit: the planner's best layout that does, on the same model, cluster,
     batch and precision (a ranking row, with `layout_fields`), or the reason none was found."""
     _normalised, resolved = _parse_and_resolve(session, scenario, "")
-    profile, _label = load_profile(session, profile_ref)
-    if profile is not None:
-        resolved = _Profiled(resolved, profile)
+    resolved, _label, _warnings = with_profile(session, resolved, profile_ref)
     if not (session.new or session.dirty or session.deleted):
         session.rollback()
     ranking, best_layout, reason = planner_search(
@@ -324,9 +338,7 @@ def scaling_for(
 ) -> dict[str, Any] | None:
     """The scaling panel alone for a concrete scenario (the builder loads it after the main results)."""
     _normalised, resolved = _parse_and_resolve(session, scenario, "")
-    profile, _label = load_profile(session, profile_ref)
-    if profile is not None:
-        resolved = _Profiled(resolved, profile)
+    resolved, _label, _warnings = with_profile(session, resolved, profile_ref)
     if not (session.new or session.dirty or session.deleted):
         session.rollback()
     return scaling_sweep(resolved, _options(resolved), _profile(resolved), mode)
@@ -471,4 +483,5 @@ __all__ = [
     "scaling_for",
     "summarise",
     "validation_problems",
+    "with_profile",
 ]

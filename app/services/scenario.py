@@ -213,14 +213,29 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     layout = Layout.from_dict(lay)
     seq_len = scenario.training.seq_len
     tokens = scenario.training.tokens or 0.0
-    warnings = profile_use_warnings(profile, layout.dtype, fabric.name)
+    warnings = check_profile_use(profile, gpu, layout.dtype, fabric.name) if profile is not None else []
     return ResolvedScenario(
         model, cluster, layout, seq_len, float(tokens), framework, profile, c.power_limit_w, tuple(warnings)
     )
 
 
-def _check_profile_gpu(profile: HardwareProfile, gpu: GPUSpec, p: ProblemCollector) -> None:
-    """A profile is a measurement of one GPU: using it for another is refused (field 'profile')."""
+def check_profile_use(
+    profile: HardwareProfile, gpu: GPUSpec, dtype: str, fabric: str = "", field: str = "profile"
+) -> list[str]:
+    """The one check of a calibration profile against what it is used for, wherever a profile meets a
+    scenario (estimates, saved plans, the builder, the layout search): a profile measured on another GPU is a
+    SpecError on `field`; what is only doubtful (measured on CPU, no GEMM fit for the run's dtype, a network
+    fitted on another fabric) comes back as warnings to show beside the result."""
+    p = ProblemCollector()
+    _check_profile_gpu(profile, gpu, p, field)
+    p.raise_if_any()
+    return profile_use_warnings(profile, dtype, fabric)
+
+
+def _check_profile_gpu(
+    profile: HardwareProfile, gpu: GPUSpec, p: ProblemCollector, field: str = "profile"
+) -> None:
+    """A profile is a measurement of one GPU: using it for another is refused (on `field`)."""
     if not profile.gpu:
         return
     try:
@@ -229,7 +244,7 @@ def _check_profile_gpu(profile: HardwareProfile, gpu: GPUSpec, p: ProblemCollect
         measured = profile.gpu
     if measured != gpu.name:
         p.add(
-            "profile",
+            field,
             f"{profile.label} was measured on {measured}, this scenario's GPU is {gpu.name}: fit a profile on "
             f"{gpu.name} or leave the profile out",
         )

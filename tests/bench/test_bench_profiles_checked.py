@@ -110,7 +110,10 @@ def test_cli_text_prints_one_line_per_warning() -> None:
     assert lines == ["warning: profile x v1 has no bf16 GEMM fit"]
 
 
-def test_builder_notes_another_gpu_and_a_missing_dtype(client: Any) -> None:
+def test_builder_refuses_another_gpu_and_notes_a_missing_dtype(client: Any) -> None:
+    """The builder evaluates through the plans' service: another GPU's profile is a problem on the profile
+    field (as the estimate API's 422), a profile without the run's dtype is a note beside the results."""
+    import html
     import re
 
     from app.web.pages._builder import BuilderState
@@ -119,9 +122,14 @@ def test_builder_notes_another_gpu_and_a_missing_dtype(client: Any) -> None:
     r = client.get(
         "/plans/new?" + BuilderState(profile="a100-fp8 v1").query(), headers={"HX-Request": "true"}
     )
+    assert 'data-field="profile"' in r.text, r.text[:2000]
+    assert "measured on A100-80GB-SXM, this scenario's GPU is H100-SXM" in html.unescape(r.text)
+    _store("h100-fp8-only", "H100", _params({"fp8": 900.0}))
+    r = client.get(
+        "/plans/new?" + BuilderState(profile="h100-fp8-only v1").query(), headers={"HX-Request": "true"}
+    )
     note = re.search(r'<p class="problems" id="profile-warning" role="alert">([^<]+)</p>', r.text)
     assert note, r.text[:2000]
-    assert "measured on A100-80GB-SXM, not the chosen H100-SXM" in note.group(1)
     assert "no bf16 GEMM fit" in note.group(1)
 
 

@@ -55,6 +55,7 @@ from app.core.layout import (
 )
 from app.core.model import ModelSpec
 from app.core.planner_eval import (
+    LAYOUT_ARRAYS,
     RECOMPUTE_CODES,
     CollectiveTable,
     Evaluation,
@@ -287,12 +288,19 @@ class _Space:
     rejections: dict[str, int]
 
 
-def _with_copies(columns: tuple[np.ndarray, ...], index: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Every column with the rows at `index` appended again (variants of existing layouts)."""
-    return tuple(np.concatenate([a, a[index]]) for a in columns)
+def _with_copies(
+    columns: dict[str, np.ndarray], index: np.ndarray, **new: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Every column with the rows at `index` appended again (variants of existing layouts); a column named in `new`
+    gets those values on the appended rows instead of the copies."""
+    return {k: np.concatenate([a, new[k] if k in new else a[index]]) for k, a in columns.items()}
 
 
-def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
+# the columns of the (tp, pp, cp, vp, ep, micro-batch) product, in meshgrid order
+_SHAPE_COLUMNS = ("tp", "pp", "cp", "vp", "ep", "micro_batch")
+
+
+def enumerate_layouts(
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,
@@ -304,11 +312,45 @@ def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
     """Build the full candidate product as columns and keep the layouts `check_layout` would accept.
 
     `selective_distinct`: selective recompute differs from none even with flash attention (a framework whose
-    selective policy is op-level checkpointing, e.g. torchtitan). The structural rules depend on (tp, pp, cp, vp, ep, micro-batch) only, so they are tested on that product
-    and a rejected row counts once per (ZeRO, recompute, SP) combination; the surviving rows are expanded.
+    selective policy is op-level checkpointing, e.g. torchtitan). The structural rules depend on (tp, pp, cp, vp,
+    ep, micro-batch) only, so they are tested on that product and a rejected row counts once per (ZeRO, recompute,
+    SP) combination; the surviving rows are expanded, then copied into the partial-recompute and offload variants
+    the constraints ask for.
     """
-    n_gpus = cluster.num_gpus
     c = constraints
+    selective_same = flash_attention and not selective_distinct
+    inner = _inner_choices(selective_same)
+    inner_size = len(inner[0])
+    shapes = _shape_product(model, cluster, global_batch, c)
+    counts: dict[str, int] = {}
+    alive = np.ones(shapes["tp"].shape[0], dtype=bool)
+    for name, bad in _shape_rejections(model, cluster.num_gpus, seq_len, global_batch, shapes):
+        hit = alive & bad
+        counts[name] = int(hit.sum()) * inner_size
+        alive &= ~hit
+    total = int(shapes["tp"].shape[0]) * inner_size
+    cols = _expand_inner(shapes, np.nonzero(alive)[0], inner)
+    cols["allowed"] = _allowed(cols, c, selective_same)
+    for variant, wanted in (
+        (_partial_recompute_copies, c.partial_recompute),
+        (_activation_offload_copies, c.activation_offload),
+        (_optimizer_offload_copies, c.optimizer_offload),
+    ):
+        copies = variant(model, cols) if wanted else None
+        if copies is not None:
+            index, column, values = copies
+            cols = _with_copies(cols, index, **{column: values})
+            total += int(index.size)
+    return _Space(_checked_rows(model, cols, counts), total, counts)
+
+
+def _shape_candidates(
+    model: ModelSpec, cluster: ClusterSpec, global_batch: int, c: Constraints
+) -> tuple[list[int], ...]:
+    """The values tried for (tp, pp, cp, vp, ep, micro-batch): tp divides the scale-up domain (or the GPU count with
+    `tp_beyond_scaleup_domain`), pp divides the GPU count and is at most the layers, cp and the micro-batch are powers
+    of two up to their limits, ep divides the experts."""
+    n_gpus = cluster.num_gpus
     if c.tp_beyond_scaleup_domain:
         tp_c = _divisors(n_gpus)
     else:
@@ -319,27 +361,40 @@ def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
     ep_c = _divisors(model.moe.num_experts) if model.moe is not None else [1]
     ep_c = [e for e in ep_c if e <= n_gpus]
     mb_c = _powers_of_two(min(c.max_micro_batch, global_batch))
-    zero_c = [0, 1, 2, 3]
-    rec_c = [0, 2] if flash_attention and not selective_distinct else [0, 1, 2]
-    sp_c = [0, 1]
-    inner = len(zero_c) * len(rec_c) * len(sp_c)
+    return tp_c, pp_c, cp_c, vp_c, ep_c, mb_c
+
+
+def _shape_product(
+    model: ModelSpec, cluster: ClusterSpec, global_batch: int, c: Constraints
+) -> dict[str, np.ndarray]:
+    """Every (tp, pp, cp, vp, ep, micro-batch) combination as columns, with `etp` (0: the legacy mapping, expert
+    tensor parallel = tp) and `dp` (GPUs / (tp·pp·cp), 0 where that does not divide)."""
     grids = np.meshgrid(
-        *(np.asarray(v, dtype=np.int64) for v in (tp_c, pp_c, cp_c, vp_c, ep_c, mb_c)), indexing="ij"
+        *(np.asarray(v, dtype=np.int64) for v in _shape_candidates(model, cluster, global_batch, c)),
+        indexing="ij",
     )
-    tp, pp, cp, vp, ep, mb = (g.reshape(-1) for g in grids)
-    etp = np.zeros(tp.shape[0], dtype=np.int64)  # 0: legacy mapping (expert tensor parallel = tp)
+    cols = {k: g.reshape(-1) for k, g in zip(_SHAPE_COLUMNS, grids, strict=True)}
+    cols["etp"] = np.zeros(cols["tp"].shape[0], dtype=np.int64)
     if model.moe is not None:
         # MoE parallel folding (app.core.layout): the same shapes with the expert layers at etp = 1, so ep may
         # span the attention's tensor-parallel ranks; identical to the legacy mapping when tp = 1
-        fold = np.nonzero((tp > 1) & (ep > 1))[0]
-        tp, pp, cp, vp, ep, mb = (np.concatenate([a, a[fold]]) for a in (tp, pp, cp, vp, ep, mb))
-        etp = np.concatenate([etp, np.ones(fold.size, dtype=np.int64)])
-    total = int(tp.shape[0]) * inner
-    mp = tp * pp * cp
-    dp = np.where(n_gpus % mp == 0, n_gpus // mp, 0)
+        fold = np.nonzero((cols["tp"] > 1) & (cols["ep"] > 1))[0]
+        cols = _with_copies(cols, fold, etp=np.ones(fold.size, dtype=np.int64))
+    n_gpus = cluster.num_gpus
+    mp = cols["tp"] * cols["pp"] * cols["cp"]
+    cols["dp"] = np.where(n_gpus % mp == 0, n_gpus // mp, 0)
+    return cols
+
+
+def _shape_rejections(
+    model: ModelSpec, n_gpus: int, seq_len: int, global_batch: int, cols: dict[str, np.ndarray]
+) -> list[tuple[str, np.ndarray]]:
+    """(rejection reason, rows that break it) for the structural rules of check_layout, in REJECTION_REASONS order."""
+    tp, pp, cp, vp, ep, mb = (cols[k] for k in _SHAPE_COLUMNS)
+    dp, etp = cols["dp"], cols["etp"]
     kv_ok = (model.num_kv_heads % tp == 0) | (tp % model.num_kv_heads == 0) if model.mla is None else True
-    outer_reasons: list[tuple[str, np.ndarray]] = [
-        ("gpu_count", n_gpus % mp != 0),
+    reasons: list[tuple[str, np.ndarray]] = [
+        ("gpu_count", n_gpus % (tp * pp * cp) != 0),
         (
             "tp_vs_model",
             (model.num_attention_heads % tp != 0) | ~np.asarray(kv_ok) | (model.ffn_hidden_size % tp != 0),
@@ -354,124 +409,118 @@ def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
         ("cp_vs_seq_len", (cp > 1) & (seq_len % (2 * cp) != 0)),
     ]
     if model.moe is not None:
-        outer_reasons.append(
-            (
-                "ep_vs_model",
-                (model.moe.num_experts % ep != 0)
-                | (np.where(etp > 0, np.maximum(1, tp * dp * cp), np.maximum(1, dp * cp)) % ep != 0)
-                | (dp == 0),
-            )
-        )
-    counts: dict[str, int] = {}
-    alive = np.ones(tp.shape[0], dtype=bool)
-    for name, bad in outer_reasons:
-        hit = alive & bad
-        counts[name] = int(hit.sum()) * inner
-        alive &= ~hit
-    keep = np.nonzero(alive)[0]
-    # expand the surviving rows by (ZeRO, recompute, SP)
-    k = keep.size
-    zi, ri, si = (g.reshape(-1) for g in np.meshgrid(zero_c, rec_c, sp_c, indexing="ij"))
-    rep = np.repeat(keep, inner)
-    tp, pp, cp, vp, ep, mb, dp, etp = (a[rep] for a in (tp, pp, cp, vp, ep, mb, dp, etp))
-    zero = np.tile(np.asarray(zi, dtype=np.int64), k)
-    rec = np.tile(np.asarray(ri, dtype=np.int64), k)
-    sp = np.tile(np.asarray(si, dtype=np.int64), k)
+        ranks = np.where(etp > 0, np.maximum(1, tp * dp * cp), np.maximum(1, dp * cp))
+        reasons.append(("ep_vs_model", (model.moe.num_experts % ep != 0) | (ranks % ep != 0) | (dp == 0)))
+    return reasons
 
-    allowed = np.ones(rep.shape[0], dtype=bool)
-    for column, values in (
-        (tp, c.tp),
-        (pp, c.pp),
-        (vp, c.vp),
-        (cp, c.cp),
-        (ep, c.ep),
-        (mb, c.micro_batch),
-        (zero, c.zero),
+
+def _inner_choices(selective_same: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (ZeRO stage, recompute code, SP) combination as three columns; selective recompute is left out where it
+    is the same layout as none (`selective_same`, flash attention)."""
+    rec_c = [0, 2] if selective_same else [0, 1, 2]
+    zi, ri, si = (g.reshape(-1) for g in np.meshgrid([0, 1, 2, 3], rec_c, [0, 1], indexing="ij"))
+    return zi, ri, si
+
+
+def _expand_inner(
+    shapes: dict[str, np.ndarray], keep: np.ndarray, inner: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The shapes at `keep`, each repeated once per (ZeRO, recompute, SP) combination of `inner`, with the columns of
+    the variants (recompute_layers, offload_layers, optimizer_offload) at their plain values."""
+    rep = np.repeat(keep, len(inner[0]))
+    cols = {k: a[rep] for k, a in shapes.items()}
+    for name, values in zip(("zero", "recompute", "sp"), inner, strict=True):
+        cols[name] = np.tile(np.asarray(values, dtype=np.int64), keep.size)
+    cols["recompute_layers"] = np.zeros(rep.shape[0], dtype=np.int64)
+    cols["offload_layers"] = np.zeros(rep.shape[0], dtype=np.int64)
+    cols["optimizer_offload"] = np.zeros(rep.shape[0], dtype=float)
+    return cols
+
+
+def _allowed(cols: dict[str, np.ndarray], c: Constraints, selective_same: bool) -> np.ndarray:
+    """Rows inside the constraints' allowed values (selective counts as none where they are the same layout)."""
+    allowed = np.ones(cols["tp"].shape[0], dtype=bool)
+    for name, values in (
+        ("tp", c.tp),
+        ("pp", c.pp),
+        ("vp", c.vp),
+        ("cp", c.cp),
+        ("ep", c.ep),
+        ("micro_batch", c.micro_batch),
+        ("zero", c.zero),
     ):
         if values is not None:
-            allowed &= np.isin(column, np.asarray(values, dtype=np.int64))
+            allowed &= np.isin(cols[name], np.asarray(values, dtype=np.int64))
     if c.recompute is not None:
         codes = [RECOMPUTE_CODES.index(r) for r in c.recompute if r in RECOMPUTE_CODES]
-        if flash_attention and not selective_distinct and "selective" in c.recompute:
+        if selective_same and "selective" in c.recompute:
             codes.append(0)  # selective ≡ none under flash attention
-        allowed &= np.isin(rec, np.asarray(codes, dtype=np.int64))
+        allowed &= np.isin(cols["recompute"], np.asarray(codes, dtype=np.int64))
     if c.sequence_parallel is not None:
-        allowed &= np.isin(sp, np.asarray([int(bool(v)) for v in c.sequence_parallel], dtype=np.int64))
-    rl = np.zeros(rep.shape[0], dtype=np.int64)
-    if c.partial_recompute:
-        # partial recompute: copies of the full-recompute rows with k of the stage's L/pp layers recomputed
-        per_stage = model.num_layers // pp
-        # an uneven split keeps recompute on every layer (its stages differ in depth)
-        base = np.nonzero((rec == 2) & (uneven_end_layers(model.num_layers, pp, vp) == 0))[0]
-        extra_idx, extra_rl = [], []
-        for frac in PARTIAL_RECOMPUTE_SHARES:
-            k_layers = np.floor(frac * per_stage[base]).astype(np.int64)
-            ok = (k_layers >= 1) & (k_layers < per_stage[base])
-            extra_idx.append(base[ok])
-            extra_rl.append(k_layers[ok])
-        if extra_idx:
-            e_idx = np.concatenate(extra_idx)
-            e_rl = np.concatenate(extra_rl)
-            # drop repeats (small stages round two shares to the same k)
-            _, uniq = np.unique(e_idx * (model.num_layers + 1) + e_rl, return_index=True)
-            e_idx, e_rl = e_idx[uniq], e_rl[uniq]
-            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, allowed = _with_copies(
-                (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, allowed), e_idx
-            )
-            rl = np.concatenate([rl, e_rl])
-            total += int(e_idx.size)
-    off = np.zeros(tp.shape[0], dtype=np.int64)
-    if c.activation_offload:
-        # activation offloading: copies of the pp = 1, no-recompute rows with k of the L layers offloaded
-        base = np.nonzero((pp == 1) & (rec == 0))[0]
-        if base.size:
-            ks = sorted({int(np.floor(f * model.num_layers)) for f in OFFLOAD_SHARES} - {0})
-            ks = [k for k in ks if k < model.num_layers]
-            if ks:
-                e_idx = np.repeat(base, len(ks))
-                e_off = np.tile(np.asarray(ks, dtype=np.int64), base.size)
-                tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, allowed = _with_copies(
-                    (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, allowed), e_idx
-                )
-                off = np.concatenate([off, e_off])
-                total += int(e_idx.size)
-    opt_off = np.zeros(tp.shape[0], dtype=float)
-    if c.optimizer_offload:
-        # optimizer offloading: copies of every ZeRO 0-2 row with a share of the optimizer states on the host
-        base = np.nonzero(zero < 3)[0]
-        if base.size:
-            shares = np.asarray(OPTIMIZER_OFFLOAD_SHARES, dtype=float)
-            e_idx = np.repeat(base, shares.size)
-            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, off, allowed = _with_copies(
-                (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, off, allowed), e_idx
-            )
-            opt_off = np.concatenate([opt_off, np.tile(shares, base.size)])
-            total += int(e_idx.size)
+        sp_allowed = np.asarray([int(bool(v)) for v in c.sequence_parallel], dtype=np.int64)
+        allowed &= np.isin(cols["sp"], sp_allowed)
+    return allowed
+
+
+_Copies = tuple[np.ndarray, str, np.ndarray] | None  # (rows copied, column set on the copies, its values)
+
+
+def _partial_recompute_copies(model: ModelSpec, cols: dict[str, np.ndarray]) -> _Copies:
+    """Partial recompute: copies of the full-recompute rows with k of the stage's L/pp layers recomputed, k from
+    PARTIAL_RECOMPUTE_SHARES (an uneven split keeps recompute on every layer: its stages differ in depth)."""
+    pp = cols["pp"]
+    per_stage = model.num_layers // pp
+    base = np.nonzero((cols["recompute"] == 2) & (uneven_end_layers(model.num_layers, pp, cols["vp"]) == 0))[
+        0
+    ]
+    extra_idx, extra_rl = [], []
+    for frac in PARTIAL_RECOMPUTE_SHARES:
+        k_layers = np.floor(frac * per_stage[base]).astype(np.int64)
+        ok = (k_layers >= 1) & (k_layers < per_stage[base])
+        extra_idx.append(base[ok])
+        extra_rl.append(k_layers[ok])
+    e_idx = np.concatenate(extra_idx)
+    e_rl = np.concatenate(extra_rl)
+    # drop repeats (small stages round two shares to the same k)
+    _, uniq = np.unique(e_idx * (model.num_layers + 1) + e_rl, return_index=True)
+    return e_idx[uniq], "recompute_layers", e_rl[uniq]
+
+
+def _activation_offload_copies(model: ModelSpec, cols: dict[str, np.ndarray]) -> _Copies:
+    """Activation offloading: copies of the pp = 1, no-recompute rows with k of the L layers offloaded, k from
+    OFFLOAD_SHARES (Megatron-core offloads without a pipeline and without recompute)."""
+    base = np.nonzero((cols["pp"] == 1) & (cols["recompute"] == 0))[0]
+    ks = sorted({int(np.floor(f * model.num_layers)) for f in OFFLOAD_SHARES} - {0})
+    ks = [k for k in ks if k < model.num_layers]
+    if not base.size or not ks:
+        return None
+    return np.repeat(base, len(ks)), "offload_layers", np.tile(np.asarray(ks, dtype=np.int64), base.size)
+
+
+def _optimizer_offload_copies(model: ModelSpec, cols: dict[str, np.ndarray]) -> _Copies:
+    """Optimizer offloading: copies of every ZeRO 0-2 row with each OPTIMIZER_OFFLOAD_SHARES share of the optimizer
+    states on the host (`model` unused: every variant takes the same arguments)."""
+    del model
+    base = np.nonzero(cols["zero"] < 3)[0]
+    if not base.size:
+        return None
+    shares = np.asarray(OPTIMIZER_OFFLOAD_SHARES, dtype=float)
+    return np.repeat(base, shares.size), "optimizer_offload", np.tile(shares, base.size)
+
+
+def _checked_rows(model: ModelSpec, cols: dict[str, np.ndarray], counts: dict[str, int]) -> LayoutArrays:
+    """The rows that pass the sequence-parallel rules and the constraints, counting the others in `counts`."""
+    tp, sp, ep = cols["tp"], cols["sp"], cols["ep"]
     sp_bad = (sp == 1) & (tp == 1)
     counts["sequence_parallel_needs_tp"] = int(sp_bad.sum())
     moe_sp_bad = ~sp_bad & (sp == 0) & (tp > 1) & (ep > 1)
     counts["moe_tp_needs_sequence_parallel"] = int(moe_sp_bad.sum())
     sp_bad = sp_bad | moe_sp_bad
+    allowed = cols["allowed"]
     counts["constraints"] = int((~sp_bad & ~allowed).sum())
     idx = np.nonzero(~sp_bad & allowed)[0]
-    rows = LayoutArrays(
-        tp=tp[idx],
-        pp=pp[idx],
-        vp=vp[idx],
-        dp=dp[idx],
-        cp=cp[idx],
-        ep=ep[idx],
-        etp=etp[idx],
-        zero=zero[idx],
-        sp=sp[idx],
-        recompute=rec[idx],
-        micro_batch=mb[idx],
-        recompute_layers=rl[idx],
-        offload_layers=off[idx],
-        optimizer_offload=opt_off[idx],
-        end_layers=uneven_end_layers(model.num_layers, pp[idx], vp[idx]),
-    )
-    return _Space(rows, total, counts)
+    kept = {k: cols[k][idx] for k in LAYOUT_ARRAYS if k != "end_layers"}
+    return LayoutArrays(**kept, end_layers=uneven_end_layers(model.num_layers, kept["pp"], kept["vp"]))
 
 
 def uneven_end_layers(num_layers: int, pp: np.ndarray, vp: np.ndarray) -> np.ndarray:

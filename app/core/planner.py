@@ -587,6 +587,8 @@ def heuristic_mask(rows: LayoutArrays, gpus_per_node: int) -> np.ndarray:
 
 @dataclass
 class _Evaluated:
+    """Evaluated layouts, one row each, with what ranking them needs."""
+
     rows: LayoutArrays
     num_gpus: np.ndarray
     ev_step: dict[str, np.ndarray]
@@ -598,6 +600,23 @@ class _Evaluated:
     m: np.ndarray
     peak_flops: float
     heuristic: np.ndarray
+
+    @classmethod
+    def of(cls, rows: LayoutArrays, num_gpus: int, ev: Evaluation, heuristic: np.ndarray) -> _Evaluated:
+        """The evaluation of the layouts of one cluster size."""
+        return cls(
+            rows=rows,
+            num_gpus=np.full(len(rows), num_gpus, dtype=np.int64),
+            ev_step=ev.step,
+            step_time_s=ev.step_time_s,
+            peak_bytes=ev.peak_bytes,
+            margin_bytes=ev.margin_bytes,
+            host_fits=ev.host_fits,
+            mf_per_token=ev.model_flops_per_token,
+            m=ev.num_microbatches,
+            peak_flops=ev.peak_flops_per_gpu,
+            heuristic=heuristic,
+        )
 
     @classmethod
     def join(cls, parts: list[_Evaluated], peak_flops: float) -> _Evaluated:
@@ -727,7 +746,7 @@ def _offload_module_rules(
     ]
 
 
-def plan(  # noqa: PLR0913, PLR0915
+def plan(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,
@@ -762,75 +781,132 @@ def plan(  # noqa: PLR0913, PLR0915
     opts = options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
     run = run or RunOptions()
-    _check_inputs(
-        model,
-        cluster,
-        seq_len,
-        global_batch,
-        counts,
-        run,
-        opts.framework,
-        rank_by,
-        (usd_per_gpu_hour, tokens),
-        top,
-    )
+    prices = (usd_per_gpu_hour, tokens)
+    _check_inputs(model, cluster, seq_len, global_batch, counts, run, opts.framework, rank_by, prices, top)
     start = time.perf_counter()
+    search = _Search(model, seq_len, global_batch, c, run, opts, profile)
+    found = _search_sizes(search, cluster, counts)
+    joined, rejections = found.joined, found.rejections
+    fits, feasible = _feasible(model, joined, c, rejections)
+    ranking = _Ranking.of(search, joined, (tokens, usd_per_gpu_hour), rank_by == "cost")
+    top_list = [ranking.planned(i, r + 1) for r, i in enumerate(ranking.ranked(feasible, top))]
+    top_shapes = ranking.top_shapes(feasible, top)
+    front = pareto_front(joined.step_time_s, joined.margin_bytes, joined.num_gpus, feasible)
+    comparison = _compare(ranking.best_of(fits & joined.heuristic), ranking.best_of(fits))
+    elapsed = time.perf_counter() - start
+    return PlanResult(
+        model=model.name,
+        gpu=cluster.gpu.name,
+        gpu_counts=counts,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        tokens=tokens,
+        rank_by=rank_by,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        enumerated_layouts=found.enumerated,
+        evaluated_layouts=len(joined.rows),
+        feasible_layouts=int(feasible.sum()),
+        rejections=rejections,
+        elapsed_s=elapsed,
+        best=top_list[0] if top_list else None,
+        top=top_list,
+        pareto=ranking.pareto(front, pareto_limit),
+        pareto_size=len(front),
+        top_shapes=top_shapes,
+        heuristic=comparison,
+        constraints=c,
+        collective_calls=found.calls,
+        assumptions=_assumptions(cluster, c, run.flash_attention, opts),
+    )
+
+
+@dataclass(frozen=True)
+class _Search:
+    """What every cluster size of one search shares."""
+
+    model: ModelSpec
+    seq_len: int
+    global_batch: int
+    constraints: Constraints
+    run: RunOptions
+    options: EstimateOptions
+    profile: HardwareProfile | None
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Every size's evaluated layouts as one, with the counts of the whole search."""
+
+    joined: _Evaluated
+    enumerated: int
+    rejections: dict[str, int]
+    calls: int  # collective_time evaluations
+
+
+def _search_sizes(s: _Search, cluster: ClusterSpec, counts: Sequence[int]) -> _Found:
+    """Enumerate and evaluate the layouts at each GPU count; rejections counted in REJECTION_REASONS order, then the
+    run-wide rules' (_sharding_rules, _offload_module_rules) in the order they first refuse a row."""
     parts: list[_Evaluated] = []
-    enumerated = 0
+    enumerated, calls = 0, 0
     rejections = {r: 0 for r in REJECTION_REASONS}
-    calls = 0
     for n in counts:
         cl = cluster_for(cluster, n)
-        # selective recompute differs from none under flash attention when it re-runs more than core attention
-        selective_distinct = opts.framework.selective_policy == "op" or any(
-            m != "core_attn" for m in run.recompute_modules
-        )
-        space = enumerate_layouts(
-            model, cl, seq_len, global_batch, c, run.flash_attention, selective_distinct
-        )
-        enumerated += space.enumerated
-        for k, v in space.rejections.items():
-            rejections[k] += v
-        searched = space.rows
-        for key, allowed in _sharding_rules(
-            opts.framework, run.fp8_param_gather, run.optimizer_moments_dtype
-        ):
-            keep = allowed(searched.zero)
-            rejections[key] = rejections.get(key, 0) + int((~keep).sum())
-            searched = searched.take(np.nonzero(keep)[0])
-        for key, refused in _offload_module_rules(run.offload_modules):
-            keep = ~refused(searched)
-            rejections[key] = rejections.get(key, 0) + int((~keep).sum())
-            searched = searched.take(np.nonzero(keep)[0])
+        searched, space_enumerated = _searched_rows(s, cl, rejections)
+        enumerated += space_enumerated
         if len(searched) == 0:
             continue
-        table = CollectiveTable(cl, profile.network if profile is not None else None)
+        table = CollectiveTable(cl, s.profile.network if s.profile is not None else None)
         ev: Evaluation = evaluate(
-            model, cl, searched, seq_len, global_batch, run, options=opts, profile=profile, collectives=table
+            s.model,
+            cl,
+            searched,
+            s.seq_len,
+            s.global_batch,
+            s.run,
+            options=s.options,
+            profile=s.profile,
+            collectives=table,
         )
         calls += table.calls
-        parts.append(
-            _Evaluated(
-                rows=searched,
-                num_gpus=np.full(len(searched), n, dtype=np.int64),
-                ev_step=ev.step,
-                step_time_s=ev.step_time_s,
-                peak_bytes=ev.peak_bytes,
-                margin_bytes=ev.margin_bytes,
-                host_fits=ev.host_fits,
-                mf_per_token=ev.model_flops_per_token,
-                m=ev.num_microbatches,
-                peak_flops=ev.peak_flops_per_gpu,
-                heuristic=heuristic_mask(searched, cl.gpus_per_node),
-            )
-        )
-    evaluated = sum(len(p.rows) for p in parts)
-    joined = _Evaluated.join(parts, float(cluster.gpu.peak(run.dtype)))
-    rows, num_gpus, step, step_time = joined.rows, joined.num_gpus, joined.ev_step, joined.step_time_s
-    peak, margin, host_ok, mf = joined.peak_bytes, joined.margin_bytes, joined.host_fits, joined.mf_per_token
-    m, heur, peak_flops = joined.m, joined.heuristic, joined.peak_flops
+        parts.append(_Evaluated.of(searched, n, ev, heuristic_mask(searched, cl.gpus_per_node)))
+    joined = _Evaluated.join(parts, float(cluster.gpu.peak(s.run.dtype)))
+    return _Found(joined, enumerated, rejections, calls)
 
-    hbm_fits = margin >= c.min_headroom_bytes
+
+def _searched_rows(s: _Search, cl: ClusterSpec, rejections: dict[str, int]) -> tuple[LayoutArrays, int]:
+    """The layouts of one cluster size that pass the structural and run-wide rules, and the number enumerated;
+    each rejected layout counted in `rejections`."""
+    run = s.run
+    # selective recompute differs from none under flash attention when it re-runs more than core attention
+    selective_distinct = s.options.framework.selective_policy == "op" or any(
+        m != "core_attn" for m in run.recompute_modules
+    )
+    space = enumerate_layouts(
+        s.model, cl, s.seq_len, s.global_batch, s.constraints, run.flash_attention, selective_distinct
+    )
+    for k, v in space.rejections.items():
+        rejections[k] += v
+    searched = space.rows
+    for key, allowed in _sharding_rules(
+        s.options.framework, run.fp8_param_gather, run.optimizer_moments_dtype
+    ):
+        keep = allowed(searched.zero)
+        rejections[key] = rejections.get(key, 0) + int((~keep).sum())
+        searched = searched.take(np.nonzero(keep)[0])
+    for key, refused in _offload_module_rules(run.offload_modules):
+        keep = ~refused(searched)
+        rejections[key] = rejections.get(key, 0) + int((~keep).sum())
+        searched = searched.take(np.nonzero(keep)[0])
+    return searched, space.enumerated
+
+
+def _feasible(
+    model: ModelSpec, joined: _Evaluated, c: Constraints, rejections: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows that fit in HBM with the headroom asked and in host memory, rows feasible: those that fit and follow
+    the preset); the rows refused counted in `rejections`. `avoid_light_moe_passes` narrows both."""
+    hbm_fits = joined.margin_bytes >= c.min_headroom_bytes
+    host_ok, heur = joined.host_fits, joined.heuristic
     fits = hbm_fits & host_ok
     if c.preset == "heuristic":
         rejections["heuristic_preset"] = int((~heur).sum())
@@ -842,44 +918,70 @@ def plan(  # noqa: PLR0913, PLR0915
         rejections["host_memory"] = int((hbm_fits & ~host_ok).sum())
         feasible = fits
     if c.avoid_light_moe_passes and model.moe is not None:
-        heavy = layer_pass_seconds(step, model.num_layers / rows.pp, m) >= MOE_LIGHT_LAYER_PASS_S
+        layers = model.num_layers / joined.rows.pp
+        heavy = layer_pass_seconds(joined.ev_step, layers, joined.m) >= MOE_LIGHT_LAYER_PASS_S
         rejections["light_moe_pass"] = int((feasible & ~heavy).sum())
         feasible = feasible & heavy
-        fits = fits & heavy  # the heuristic comparison below keeps to the same rule
-    tokens_per_step = float(global_batch * seq_len)
-    time_to_train = tokens / (tokens_per_step / step_time) if tokens else None
-    cost = (
-        time_to_train * num_gpus / 3600.0 * usd_per_gpu_hour
-        if usd_per_gpu_hour is not None and time_to_train is not None
-        else None
-    )
-    # time to train = tokens / (tokens per step / step time): the same order as step time, whatever the size
-    score = cost if rank_by == "cost" and cost is not None else step_time
+        fits = fits & heavy  # the heuristic comparison keeps to the same rule
+    return fits, feasible
 
-    def planned(i: int, rank: int) -> PlannedLayout:
-        lay = layout_at(rows, i, global_batch, run, opts.framework.pipeline_reshard)
-        t = float(step_time[i])
-        g = int(num_gpus[i])
-        tps = tokens_per_step / t
-        mtf = tokens_per_step * float(mf[i]) / t / g / 1e12
+
+@dataclass(frozen=True)
+class _Ranking:
+    """The evaluated layouts with their ranking score, turned into PlannedLayouts on demand."""
+
+    search: _Search
+    joined: _Evaluated
+    score: np.ndarray  # cost per run when ranking by cost (with a price and tokens), else step time
+    time_to_train: np.ndarray | None
+    cost: np.ndarray | None
+
+    @classmethod
+    def of(
+        cls, s: _Search, joined: _Evaluated, tokens_price: tuple[float | None, float | None], by_cost: bool
+    ) -> _Ranking:
+        """`tokens_price`: (training tokens, USD per GPU-hour), each optional."""
+        tokens, usd_per_gpu_hour = tokens_price
+        tokens_per_step = float(s.global_batch * s.seq_len)
+        time_to_train = tokens / (tokens_per_step / joined.step_time_s) if tokens else None
+        cost = (
+            time_to_train * joined.num_gpus / 3600.0 * usd_per_gpu_hour
+            if usd_per_gpu_hour is not None and time_to_train is not None
+            else None
+        )
+        # time to train = tokens / (tokens per step / step time): the same order as step time, whatever the size
+        score = cost if by_cost and cost is not None else joined.step_time_s
+        return cls(s, joined, score, time_to_train, cost)
+
+    def planned(self, i: int, rank: int) -> PlannedLayout:
+        """Row `i` as the PlannedLayout of rank `rank`."""
+        j, s = self.joined, self.search
+        lay = layout_at(j.rows, i, s.global_batch, s.run, s.options.framework.pipeline_reshard)
+        tokens_per_step = float(s.global_batch * s.seq_len)
+        t = float(j.step_time_s[i])
+        g = int(j.num_gpus[i])
+        mtf = tokens_per_step * float(j.mf_per_token[i]) / t / g / 1e12
         return PlannedLayout(
             rank=rank,
             layout=lay,
             num_gpus=g,
             step_time_s=t,
-            step_breakdown_s={k: float(step[k][i]) for k in STEP_COMPONENTS},
-            memory_per_gpu_bytes=float(peak[i]),
-            headroom_bytes=float(margin[i]),
-            tokens_per_s=tps,
+            step_breakdown_s={k: float(j.ev_step[k][i]) for k in STEP_COMPONENTS},
+            memory_per_gpu_bytes=float(j.peak_bytes[i]),
+            headroom_bytes=float(j.margin_bytes[i]),
+            tokens_per_s=tokens_per_step / t,
             model_tflops_per_gpu=mtf,
-            mfu=mtf * 1e12 / peak_flops,
-            num_microbatches=int(m[i]),
-            time_to_train_s=float(time_to_train[i]) if time_to_train is not None else None,
-            cost_usd=float(cost[i]) if cost is not None else None,
-            heuristic=bool(heur[i]),
+            mfu=mtf * 1e12 / j.peak_flops,
+            num_microbatches=int(j.m[i]),
+            time_to_train_s=float(self.time_to_train[i]) if self.time_to_train is not None else None,
+            cost_usd=float(self.cost[i]) if self.cost is not None else None,
+            heuristic=bool(j.heuristic[i]),
         )
 
-    def ranked(mask: np.ndarray, k: int) -> list[int]:
+    def ranked(self, mask: np.ndarray, k: int) -> list[int]:
+        """The `k` best rows of `mask` by score; ties (e.g. ZeRO-1 vs ZeRO-2 at equal time) go to more headroom,
+        then fewer GPUs."""
+        score, margin, num_gpus = self.score, self.joined.margin_bytes, self.joined.num_gpus
         idx = np.nonzero(mask)[0]
         if idx.size == 0:
             return []
@@ -887,51 +989,25 @@ def plan(  # noqa: PLR0913, PLR0915
             # keep the k best scores and everything tied with the k-th before the full sort
             kth = np.partition(score[idx], k - 1)[k - 1]
             idx = idx[score[idx] <= kth]
-        # ties (e.g. ZeRO-1 vs ZeRO-2 at equal time) go to more headroom, then fewer GPUs
         order = np.lexsort((num_gpus[idx], -margin[idx], score[idx]))
         return [int(i) for i in idx[order[:k]]]
 
-    top_idx = ranked(feasible, top)
-    top_list = [planned(i, r + 1) for r, i in enumerate(top_idx)]
-    best = top_list[0] if top_list else None
-    top_shapes = [
-        planned(i, r + 1) for r, i in enumerate(best_per_shape(rows, num_gpus, score, margin, feasible, top))
-    ]
-    front = pareto_front(step_time, margin, num_gpus, feasible)
-    front_sorted = sorted(front, key=lambda i: (step_time[i], -margin[i]))
-    pareto = [planned(i, r + 1) for r, i in enumerate(front_sorted[:pareto_limit])]
+    def top_shapes(self, mask: np.ndarray, k: int) -> list[PlannedLayout]:
+        """The best layout of each of the `k` best (GPUs, tp, pp, cp, ep) shapes among `mask` (best_per_shape)."""
+        j = self.joined
+        best = best_per_shape(j.rows, j.num_gpus, self.score, j.margin_bytes, mask, k)
+        return [self.planned(i, r + 1) for r, i in enumerate(best)]
 
-    unc = ranked(fits, 1)
-    heu = ranked(fits & heur, 1)
-    unc_best = planned(unc[0], 1) if unc else None
-    heu_best = planned(heu[0], 1) if heu else None
-    comparison = _compare(heu_best, unc_best)
-    elapsed = time.perf_counter() - start
+    def best_of(self, mask: np.ndarray) -> PlannedLayout | None:
+        """The best row of `mask` at rank 1, or None where the mask is empty."""
+        best = self.ranked(mask, 1)
+        return self.planned(best[0], 1) if best else None
 
-    return PlanResult(
-        model=model.name,
-        gpu=cluster.gpu.name,
-        gpu_counts=counts,
-        seq_len=seq_len,
-        global_batch=global_batch,
-        tokens=tokens,
-        rank_by=rank_by,
-        usd_per_gpu_hour=usd_per_gpu_hour,
-        enumerated_layouts=enumerated,
-        evaluated_layouts=evaluated,
-        feasible_layouts=int(feasible.sum()),
-        rejections=rejections,
-        elapsed_s=elapsed,
-        best=best,
-        top=top_list,
-        pareto=pareto,
-        pareto_size=len(front),
-        top_shapes=top_shapes,
-        heuristic=comparison,
-        constraints=c,
-        collective_calls=calls,
-        assumptions=_assumptions(cluster, c, run.flash_attention, opts),
-    )
+    def pareto(self, front: list[int], limit: int) -> list[PlannedLayout]:
+        """The first `limit` points of the Pareto front, fastest first (more headroom first among equals)."""
+        step_time, margin = self.joined.step_time_s, self.joined.margin_bytes
+        front_sorted = sorted(front, key=lambda i: (step_time[i], -margin[i]))
+        return [self.planned(i, r + 1) for r, i in enumerate(front_sorted[:limit])]
 
 
 def _compare(heu: PlannedLayout | None, unc: PlannedLayout | None) -> HeuristicComparison:

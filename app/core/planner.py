@@ -1011,6 +1011,8 @@ class _Ranking:
 
 
 def _compare(heu: PlannedLayout | None, unc: PlannedLayout | None) -> HeuristicComparison:
+    """The heuristic's best against the unconstrained best: the slowdown in step time (in time to train where
+    their GPU counts differ) and the extra cost per run."""
     if unc is None:
         return HeuristicComparison(None, None, None, None, "no layout fits at all")
     if heu is None:
@@ -1074,6 +1076,7 @@ def pareto_front(
 def _assumptions(
     cluster: ClusterSpec, c: Constraints, flash: bool, opts: EstimateOptions
 ) -> list[Assumption]:
+    """The search space and the rules the search assumed, with their sources."""
     out = [
         Assumption(
             "tensor parallel",

@@ -646,6 +646,7 @@ def _flops(ctx: _Context, lr: _Rows) -> np.ndarray:
     model, cols = ctx.model, lr.cols
 
     def flops(tp_: float, rec_: float, rl_: float, pp_: float, end_: float) -> tuple[float, float]:
+        """(model, hardware) FLOPs per token of one group; the recomputed share from its stages' layer counts."""
         mode = RECOMPUTE_CODES[int(rec_)]
         rec_share = 1.0
         if mode == "full":

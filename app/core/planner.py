@@ -653,22 +653,19 @@ class _Evaluated:
         )
 
 
-def _check_inputs(  # noqa: PLR0913
-    model: ModelSpec,
+def _check_inputs(
+    s: _Search,
     cluster: ClusterSpec,
-    seq_len: int,
-    global_batch: int,
     counts: Sequence[int],
-    run: RunOptions,
-    framework: Framework,
     rank_by: str,
     prices: tuple[float | None, float | None],
     top: int,
 ) -> None:
     """Every problem of the request at once; `prices`: (USD per GPU-hour, training tokens)."""
     usd_per_gpu_hour, tokens = prices
+    seq_len, global_batch = s.seq_len, s.global_batch
     p = ProblemCollector()
-    _check_run(p, model, cluster, run, framework)
+    _check_run(p, s.model, cluster, s.run, s.options.framework)
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
@@ -781,10 +778,9 @@ def plan(  # noqa: PLR0913
     opts = options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
     run = run or RunOptions()
-    prices = (usd_per_gpu_hour, tokens)
-    _check_inputs(model, cluster, seq_len, global_batch, counts, run, opts.framework, rank_by, prices, top)
-    start = time.perf_counter()
     search = _Search(model, seq_len, global_batch, c, run, opts, profile)
+    _check_inputs(search, cluster, counts, rank_by, (usd_per_gpu_hour, tokens), top)
+    start = time.perf_counter()
     found = _search_sizes(search, cluster, counts)
     joined, rejections = found.joined, found.rejections
     fits, feasible = _feasible(model, joined, c, rejections)

@@ -620,7 +620,7 @@ class StageTerms:
         return total
 
 
-def stage_terms(  # noqa: PLR0915
+def stage_terms(
     run: MemoryRun,
     cols: LayoutColumns,
     acts: LayerActivations,
@@ -634,92 +634,23 @@ def stage_terms(  # noqa: PLR0915
     `layers` transformer layers, for one layout or every row. `bf16`: (the stage's layers kept 16-bit, their
     activations) under fp8 / fp4 (Layout.bf16_first_layers / bf16_last_layers)."""
     model, fw = run.model, run.fw
-    shape = run.shape
-    tp, pp, cp, dp, ep, zero = cols.tp, cols.pp, cols.cp, cols.dp, cols.ep, cols.zero
-    n_moe = num_moe_layers(model)
     # MoE layers in proportion to the stage's layers
-    moe_layers = n_moe / model.num_layers * layers
-    dense_layers = layers - moe_layers
-    dense_layer, moe_layer, experts = acts.layer_params
-    # transformer_params_per_gpu, with the per-layer counts computed once per row
-    dense_params = dense_layers * dense_layer + moe_layers * moe_layer
-    expert_params = moe_layers * experts
-    # terms that only an end stage holds are skipped where no row is one (adding nothing changes no bit)
-    at_first, at_last = any_true(first), any_true(last)
-    if at_first or at_last:
-        dense_params = dense_params + embedding_params_per_gpu(model, tp, pp, first, last)
-    if model.mtp_layers and at_last:
-        mtp_dense, mtp_expert = mtp_params_per_gpu(model, shape, tp, ep, pp, cols.etp)
-        dense_params = dense_params + where(last, mtp_dense, 0.0)
-        expert_params = expert_params + where(last, mtp_expert, 0.0)
-    states = state_bytes(dense_params, dp * cp, zero, fw)
-    breakdown: dict[str, Any] = dict(states)
-    if n_moe:
-        # the experts' states (zero for a dense model: adding them would change no bit)
-        expert_states = state_bytes(expert_params, cols.expert_dp, zero, fw)
-        breakdown = {k: states[k] + expert_states[k] for k in states}
-    # optimizer offloading: the offloaded share of the fp32 master weights and Adam moments lives on the host
-    f = cols.optimizer_offload
-    host_optimizer: Any = 0.0
-    if any_true(f > 0):
-        breakdown["master_weights"] = breakdown["master_weights"] * (1 - f)
-        breakdown["optimizer_states"] = breakdown["optimizer_states"] * (1 - f)
-        # the optimizer shard this GPU holds (optimizer_shard_params)
-        shard_params = where(
-            zero >= 1, dense_params / (dp * cp) + expert_params / cols.expert_dp, dense_params + expert_params
-        )
-        host_optimizer = f * shard_params * OPTIMIZER_HOST_BYTES
-
-    tokens = cols.micro_batch * run.seq_len / cp
-    per_layer, working = _saved_per_layer(acts, cols, dense_layers, moe_layers, layers)
-    if bf16 is not None:
-        # layers kept 16-bit under fp8 / fp4 save 16-bit GEMM inputs
-        count, acts16 = bf16
-        per_layer16, working16 = _saved_per_layer(acts16, cols, dense_layers, moe_layers, layers)
-        blended = ((layers - count) * per_layer + count * per_layer16) / layers
-        per_layer = where(count > 0, blended, per_layer)
-        working = where(count > 0, maximum(working, working16), working)
-    moved: Any = 0.0
-    if run.offload_modules:
-        moved = (acts.moved_dense * dense_layers + acts.moved_moe * moe_layers) / layers
-        per_layer = per_layer - moved
-    inflight = inflight_layer_microbatches(layers, pp, cols.vp, cols.num_microbatches, stage)
-    sp_div = where(cols.sp, tp, 1)
-    h = model.hidden_size
-    activations = per_layer * inflight
-    offloaded = cols.offload_layers
-    # host memory: the offloaded layers' activations at the end of the forward pass, and the offloaded modules'
-    # inputs of every layer and micro-batch in flight
-    host = moved * inflight
-    if any_true(offloaded > 0):
-        host = per_layer * inflight * offloaded / layers + host
-        # activation offloading (pp = 1): at the end of the forward pass HBM holds the layers not offloaded and the
-        # one whose copy to the host is still running; the backward reloads one layer ahead into the memory the
-        # layers after it have freed (Transformer Engine cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler)
-        resident = minimum(layers, layers - offloaded + 1)
-        activations = where(offloaded > 0, activations * resident / layers, activations)
-    # fine-grained offloading: the offloaded inputs of the layer whose copy is in flight stay in HBM until it ends
-    activations = activations + moved
-    if shape.hidden_dropout and at_first:
-        # the embedding dropout mask
-        activations = activations + where(first, MASK_BYTES * h * tokens / sp_div * inflight / layers, 0.0)
-    logits: Any = 0.0
-    if at_last:
-        # final norm input + LM-head input (kept) and the logits of one micro-batch (transient)
-        activations = activations + where(last, 2 * ACT_BYTES * h * tokens / sp_div, 0.0)
-        vocab = padded_vocab_size(model.vocab_size, tp)
-        logits = where(last, fw.logits_bytes_per_element * tokens * vocab / tp, 0.0)
-        # multi-token prediction: each module's block keeps an average layer's activations for the micro-batches in
-        # flight on this stage, and its projection input (the two normalised h-wide halves) and head input
-        mtp_act = model.mtp_layers * (per_layer * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div)
-        activations = activations + where(last, mtp_act, 0.0)
+    moe_layers = num_moe_layers(model) / model.num_layers * layers
+    split = (layers, layers - moe_layers, moe_layers)
+    dense_params, expert_params = _stage_params(run, cols, acts, (first, last), split)
+    breakdown, host_optimizer = _stage_states(run, cols, dense_params, expert_params)
+    per_layer, working, moved = _stage_saved_per_layer(run, cols, acts, split, bf16)
+    inflight = inflight_layer_microbatches(layers, cols.pp, cols.vp, cols.num_microbatches, stage)
+    activations, host = _held_activations(cols, (per_layer, moved, inflight), layers)
+    activations, logits = _end_stage_activations(
+        run, cols, activations, (per_layer, inflight), (first, last), layers
+    )
+    params = dense_params + expert_params
     # transient buffers of the layer in flight: all-gathered SP input and the largest intermediate + its gradient
     workspace = working + acts.workspace_rest
-    params_per_layer = (dense_params + expert_params) / maximum(1.0, layers)
-    comm = fw.comm_buffer_bytes
-    comm = where(zero >= 3, comm + zero3_working_bytes(params_per_layer, fw, cols.reshard), comm)
-    if any_true((zero >= 3) & (cols.reshard >= 1)):
-        held_w, held_g = zero3_held_bytes(dense_params + expert_params, fw, where(zero >= 3, cols.reshard, 0))
+    comm = _comm_buffers(fw, cols, params / maximum(1.0, layers))
+    if any_true((cols.zero >= 3) & (cols.reshard >= 1)):
+        held_w, held_g = zero3_held_bytes(params, fw, where(cols.zero >= 3, cols.reshard, 0))
         breakdown["weights"] = breakdown["weights"] + held_w
         breakdown["gradients"] = breakdown["gradients"] + held_g
     breakdown["activations"] = activations
@@ -734,11 +665,149 @@ def stage_terms(  # noqa: PLR0915
     breakdown["nccl_buffers"] = fw.nccl_buffer_bytes
     return StageTerms(
         breakdown={k: breakdown[k] for k in MEMORY_KEYS},
-        params=dense_params + expert_params,
+        params=params,
         inflight_microbatches=inflight / layers,
         host_bytes=host + host_optimizer,
         host_optimizer_bytes=host_optimizer,
     )
+
+
+def _stage_params(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    acts: LayerActivations,
+    ends: tuple[Any, Any],
+    split: tuple[Any, Any, Any],
+) -> tuple[Any, Any]:
+    """(dense, expert) parameters a GPU of the stage holds: its layers (transformer_params_per_gpu, with the
+    per-layer counts computed once per row), the embedding / LM head of an end stage (`ends`: first, last) and the
+    MTP modules of the last. `split`: the stage's (layers, dense layers, MoE layers)."""
+    model = run.model
+    first, last = ends
+    _, dense_layers, moe_layers = split
+    tp, pp, ep = cols.tp, cols.pp, cols.ep
+    dense_layer, moe_layer, experts = acts.layer_params
+    dense_params = dense_layers * dense_layer + moe_layers * moe_layer
+    expert_params = moe_layers * experts
+    # terms that only an end stage holds are skipped where no row is one (adding nothing changes no bit)
+    at_last = any_true(last)
+    if any_true(first) or at_last:
+        dense_params = dense_params + embedding_params_per_gpu(model, tp, pp, first, last)
+    if model.mtp_layers and at_last:
+        mtp_dense, mtp_expert = mtp_params_per_gpu(model, run.shape, tp, ep, pp, cols.etp)
+        dense_params = dense_params + where(last, mtp_dense, 0.0)
+        expert_params = expert_params + where(last, mtp_expert, 0.0)
+    return dense_params, expert_params
+
+
+def _stage_states(
+    run: MemoryRun, cols: LayoutColumns, dense_params: Any, expert_params: Any
+) -> tuple[dict[str, Any], Any]:
+    """(weights, gradients, master weights and optimizer states in HBM, bytes of optimizer states on the host): the
+    dense parameters sharded over dp·cp, the experts' over the expert data-parallel ranks (state_bytes), the
+    offloaded share of the fp32 master weights and Adam moments (optimizer offloading) moved to the host."""
+    fw, zero, dp, cp = run.fw, cols.zero, cols.dp, cols.cp
+    states = state_bytes(dense_params, dp * cp, zero, fw)
+    breakdown: dict[str, Any] = dict(states)
+    if num_moe_layers(run.model):
+        # the experts' states (zero for a dense model: adding them would change no bit)
+        expert_states = state_bytes(expert_params, cols.expert_dp, zero, fw)
+        breakdown = {k: states[k] + expert_states[k] for k in states}
+    f = cols.optimizer_offload
+    host_optimizer: Any = 0.0
+    if any_true(f > 0):
+        breakdown["master_weights"] = breakdown["master_weights"] * (1 - f)
+        breakdown["optimizer_states"] = breakdown["optimizer_states"] * (1 - f)
+        # the optimizer shard this GPU holds (optimizer_shard_params)
+        shard_params = where(
+            zero >= 1, dense_params / (dp * cp) + expert_params / cols.expert_dp, dense_params + expert_params
+        )
+        host_optimizer = f * shard_params * OPTIMIZER_HOST_BYTES
+    return breakdown, host_optimizer
+
+
+def _stage_saved_per_layer(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    acts: LayerActivations,
+    split: tuple[Any, Any, Any],
+    bf16: tuple[Any, LayerActivations] | None,
+) -> tuple[Any, Any, Any]:
+    """(activations a layer of the stage saves per micro-batch in HBM, its working set, the inputs fine-grained
+    offloading moves to the host per layer): the mean over the stage's dense and MoE layers, with its 16-bit layers
+    (`bf16`: count, their activations) saving 16-bit GEMM inputs."""
+    layers, dense_layers, moe_layers = split
+    per_layer, working = _saved_per_layer(acts, cols, dense_layers, moe_layers, layers)
+    if bf16 is not None:
+        count, acts16 = bf16
+        per_layer16, working16 = _saved_per_layer(acts16, cols, dense_layers, moe_layers, layers)
+        blended = ((layers - count) * per_layer + count * per_layer16) / layers
+        per_layer = where(count > 0, blended, per_layer)
+        working = where(count > 0, maximum(working, working16), working)
+    moved: Any = 0.0
+    if run.offload_modules:
+        moved = (acts.moved_dense * dense_layers + acts.moved_moe * moe_layers) / layers
+        per_layer = per_layer - moved
+    return per_layer, working, moved
+
+
+def _held_activations(cols: LayoutColumns, saved: tuple[Any, Any, Any], layers: Any) -> tuple[Any, Any]:
+    """(the layers' activations in HBM at the peak, the bytes offloaded to the host): `saved` is (per layer and
+    micro-batch in HBM, per layer moved by fine-grained offloading, layer-micro-batches in flight)."""
+    per_layer, moved, inflight = saved
+    activations = per_layer * inflight
+    offloaded = cols.offload_layers
+    # host memory: the offloaded layers' activations at the end of the forward pass, and the offloaded modules'
+    # inputs of every layer and micro-batch in flight
+    host = moved * inflight
+    if any_true(offloaded > 0):
+        host = per_layer * inflight * offloaded / layers + host
+        # activation offloading (pp = 1): at the end of the forward pass HBM holds the layers not offloaded and the
+        # one whose copy to the host is still running; the backward reloads one layer ahead into the memory the
+        # layers after it have freed (Transformer Engine cpu_offload.py, AsyncDoubleBufferGroupOffloadHandler)
+        resident = minimum(layers, layers - offloaded + 1)
+        activations = where(offloaded > 0, activations * resident / layers, activations)
+    # fine-grained offloading: the offloaded inputs of the layer whose copy is in flight stay in HBM until it ends
+    return activations + moved, host
+
+
+def _end_stage_activations(
+    run: MemoryRun,
+    cols: LayoutColumns,
+    activations: Any,
+    saved: tuple[Any, Any],
+    ends: tuple[Any, Any],
+    layers: Any,
+) -> tuple[Any, Any]:
+    """(`activations` with what an end stage adds, the logits of one micro-batch): the first stage's embedding
+    dropout mask; the last stage's final-norm and LM-head inputs, logits and MTP modules. `saved`: (per layer and
+    micro-batch, layer-micro-batches in flight)."""
+    model, shape = run.model, run.shape
+    per_layer, inflight = saved
+    first, last = ends
+    tp, h = cols.tp, model.hidden_size
+    tokens = cols.micro_batch * run.seq_len / cols.cp
+    sp_div = where(cols.sp, tp, 1)
+    if shape.hidden_dropout and any_true(first):
+        # the embedding dropout mask
+        activations = activations + where(first, MASK_BYTES * h * tokens / sp_div * inflight / layers, 0.0)
+    logits: Any = 0.0
+    if any_true(last):
+        # final norm input + LM-head input (kept) and the logits of one micro-batch (transient)
+        activations = activations + where(last, 2 * ACT_BYTES * h * tokens / sp_div, 0.0)
+        vocab = padded_vocab_size(model.vocab_size, tp)
+        logits = where(last, run.fw.logits_bytes_per_element * tokens * vocab / tp, 0.0)
+        # multi-token prediction: each module's block keeps an average layer's activations for the micro-batches in
+        # flight on this stage, and its projection input (the two normalised h-wide halves) and head input
+        mtp_act = model.mtp_layers * (per_layer * inflight / layers + 3 * ACT_BYTES * h * tokens / sp_div)
+        activations = activations + where(last, mtp_act, 0.0)
+    return activations, logits
+
+
+def _comm_buffers(fw: Framework, cols: LayoutColumns, params_per_layer: Any) -> Any:
+    """The framework's communication buffers, with ZeRO-3's gathered working parameters (zero3_working_bytes)."""
+    comm = fw.comm_buffer_bytes
+    return where(cols.zero >= 3, comm + zero3_working_bytes(params_per_layer, fw, cols.reshard), comm)
 
 
 def stage_memory(

@@ -55,6 +55,7 @@ from app.core.layout import (
 )
 from app.core.model import ModelSpec
 from app.core.planner_eval import (
+    LAYOUT_ARRAYS,
     RECOMPUTE_CODES,
     CollectiveTable,
     Evaluation,
@@ -287,12 +288,19 @@ class _Space:
     rejections: dict[str, int]
 
 
-def _with_copies(columns: tuple[np.ndarray, ...], index: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Every column with the rows at `index` appended again (variants of existing layouts)."""
-    return tuple(np.concatenate([a, a[index]]) for a in columns)
+def _with_copies(
+    columns: dict[str, np.ndarray], index: np.ndarray, **new: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Every column with the rows at `index` appended again (variants of existing layouts); a column named in `new`
+    gets those values on the appended rows instead of the copies."""
+    return {k: np.concatenate([a, new[k] if k in new else a[index]]) for k, a in columns.items()}
 
 
-def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
+# the columns of the (tp, pp, cp, vp, ep, micro-batch) product, in meshgrid order
+_SHAPE_COLUMNS = ("tp", "pp", "cp", "vp", "ep", "micro_batch")
+
+
+def enumerate_layouts(
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,
@@ -304,11 +312,45 @@ def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
     """Build the full candidate product as columns and keep the layouts `check_layout` would accept.
 
     `selective_distinct`: selective recompute differs from none even with flash attention (a framework whose
-    selective policy is op-level checkpointing, e.g. torchtitan). The structural rules depend on (tp, pp, cp, vp, ep, micro-batch) only, so they are tested on that product
-    and a rejected row counts once per (ZeRO, recompute, SP) combination; the surviving rows are expanded.
+    selective policy is op-level checkpointing, e.g. torchtitan). The structural rules depend on (tp, pp, cp, vp,
+    ep, micro-batch) only, so they are tested on that product and a rejected row counts once per (ZeRO, recompute,
+    SP) combination; the surviving rows are expanded, then copied into the partial-recompute and offload variants
+    the constraints ask for.
     """
-    n_gpus = cluster.num_gpus
     c = constraints
+    selective_same = flash_attention and not selective_distinct
+    inner = _inner_choices(selective_same)
+    inner_size = len(inner[0])
+    shapes = _shape_product(model, cluster, global_batch, c)
+    counts: dict[str, int] = {}
+    alive = np.ones(shapes["tp"].shape[0], dtype=bool)
+    for name, bad in _shape_rejections(model, cluster.num_gpus, seq_len, global_batch, shapes):
+        hit = alive & bad
+        counts[name] = int(hit.sum()) * inner_size
+        alive &= ~hit
+    total = int(shapes["tp"].shape[0]) * inner_size
+    cols = _expand_inner(shapes, np.nonzero(alive)[0], inner)
+    cols["allowed"] = _allowed(cols, c, selective_same)
+    for variant, wanted in (
+        (_partial_recompute_copies, c.partial_recompute),
+        (_activation_offload_copies, c.activation_offload),
+        (_optimizer_offload_copies, c.optimizer_offload),
+    ):
+        copies = variant(model, cols) if wanted else None
+        if copies is not None:
+            index, column, values = copies
+            cols = _with_copies(cols, index, **{column: values})
+            total += int(index.size)
+    return _Space(_checked_rows(model, cols, counts), total, counts)
+
+
+def _shape_candidates(
+    model: ModelSpec, cluster: ClusterSpec, global_batch: int, c: Constraints
+) -> tuple[list[int], ...]:
+    """The values tried for (tp, pp, cp, vp, ep, micro-batch): tp divides the scale-up domain (or the GPU count with
+    `tp_beyond_scaleup_domain`), pp divides the GPU count and is at most the layers, cp and the micro-batch are powers
+    of two up to their limits, ep divides the experts."""
+    n_gpus = cluster.num_gpus
     if c.tp_beyond_scaleup_domain:
         tp_c = _divisors(n_gpus)
     else:
@@ -319,27 +361,40 @@ def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
     ep_c = _divisors(model.moe.num_experts) if model.moe is not None else [1]
     ep_c = [e for e in ep_c if e <= n_gpus]
     mb_c = _powers_of_two(min(c.max_micro_batch, global_batch))
-    zero_c = [0, 1, 2, 3]
-    rec_c = [0, 2] if flash_attention and not selective_distinct else [0, 1, 2]
-    sp_c = [0, 1]
-    inner = len(zero_c) * len(rec_c) * len(sp_c)
+    return tp_c, pp_c, cp_c, vp_c, ep_c, mb_c
+
+
+def _shape_product(
+    model: ModelSpec, cluster: ClusterSpec, global_batch: int, c: Constraints
+) -> dict[str, np.ndarray]:
+    """Every (tp, pp, cp, vp, ep, micro-batch) combination as columns, with `etp` (0: the legacy mapping, expert
+    tensor parallel = tp) and `dp` (GPUs / (tp·pp·cp), 0 where that does not divide)."""
     grids = np.meshgrid(
-        *(np.asarray(v, dtype=np.int64) for v in (tp_c, pp_c, cp_c, vp_c, ep_c, mb_c)), indexing="ij"
+        *(np.asarray(v, dtype=np.int64) for v in _shape_candidates(model, cluster, global_batch, c)),
+        indexing="ij",
     )
-    tp, pp, cp, vp, ep, mb = (g.reshape(-1) for g in grids)
-    etp = np.zeros(tp.shape[0], dtype=np.int64)  # 0: legacy mapping (expert tensor parallel = tp)
+    cols = {k: g.reshape(-1) for k, g in zip(_SHAPE_COLUMNS, grids, strict=True)}
+    cols["etp"] = np.zeros(cols["tp"].shape[0], dtype=np.int64)
     if model.moe is not None:
         # MoE parallel folding (app.core.layout): the same shapes with the expert layers at etp = 1, so ep may
         # span the attention's tensor-parallel ranks; identical to the legacy mapping when tp = 1
-        fold = np.nonzero((tp > 1) & (ep > 1))[0]
-        tp, pp, cp, vp, ep, mb = (np.concatenate([a, a[fold]]) for a in (tp, pp, cp, vp, ep, mb))
-        etp = np.concatenate([etp, np.ones(fold.size, dtype=np.int64)])
-    total = int(tp.shape[0]) * inner
-    mp = tp * pp * cp
-    dp = np.where(n_gpus % mp == 0, n_gpus // mp, 0)
+        fold = np.nonzero((cols["tp"] > 1) & (cols["ep"] > 1))[0]
+        cols = _with_copies(cols, fold, etp=np.ones(fold.size, dtype=np.int64))
+    n_gpus = cluster.num_gpus
+    mp = cols["tp"] * cols["pp"] * cols["cp"]
+    cols["dp"] = np.where(n_gpus % mp == 0, n_gpus // mp, 0)
+    return cols
+
+
+def _shape_rejections(
+    model: ModelSpec, n_gpus: int, seq_len: int, global_batch: int, cols: dict[str, np.ndarray]
+) -> list[tuple[str, np.ndarray]]:
+    """(rejection reason, rows that break it) for the structural rules of check_layout, in REJECTION_REASONS order."""
+    tp, pp, cp, vp, ep, mb = (cols[k] for k in _SHAPE_COLUMNS)
+    dp, etp = cols["dp"], cols["etp"]
     kv_ok = (model.num_kv_heads % tp == 0) | (tp % model.num_kv_heads == 0) if model.mla is None else True
-    outer_reasons: list[tuple[str, np.ndarray]] = [
-        ("gpu_count", n_gpus % mp != 0),
+    reasons: list[tuple[str, np.ndarray]] = [
+        ("gpu_count", n_gpus % (tp * pp * cp) != 0),
         (
             "tp_vs_model",
             (model.num_attention_heads % tp != 0) | ~np.asarray(kv_ok) | (model.ffn_hidden_size % tp != 0),
@@ -354,124 +409,118 @@ def enumerate_layouts(  # noqa: C901, PLR0912, PLR0915
         ("cp_vs_seq_len", (cp > 1) & (seq_len % (2 * cp) != 0)),
     ]
     if model.moe is not None:
-        outer_reasons.append(
-            (
-                "ep_vs_model",
-                (model.moe.num_experts % ep != 0)
-                | (np.where(etp > 0, np.maximum(1, tp * dp * cp), np.maximum(1, dp * cp)) % ep != 0)
-                | (dp == 0),
-            )
-        )
-    counts: dict[str, int] = {}
-    alive = np.ones(tp.shape[0], dtype=bool)
-    for name, bad in outer_reasons:
-        hit = alive & bad
-        counts[name] = int(hit.sum()) * inner
-        alive &= ~hit
-    keep = np.nonzero(alive)[0]
-    # expand the surviving rows by (ZeRO, recompute, SP)
-    k = keep.size
-    zi, ri, si = (g.reshape(-1) for g in np.meshgrid(zero_c, rec_c, sp_c, indexing="ij"))
-    rep = np.repeat(keep, inner)
-    tp, pp, cp, vp, ep, mb, dp, etp = (a[rep] for a in (tp, pp, cp, vp, ep, mb, dp, etp))
-    zero = np.tile(np.asarray(zi, dtype=np.int64), k)
-    rec = np.tile(np.asarray(ri, dtype=np.int64), k)
-    sp = np.tile(np.asarray(si, dtype=np.int64), k)
+        ranks = np.where(etp > 0, np.maximum(1, tp * dp * cp), np.maximum(1, dp * cp))
+        reasons.append(("ep_vs_model", (model.moe.num_experts % ep != 0) | (ranks % ep != 0) | (dp == 0)))
+    return reasons
 
-    allowed = np.ones(rep.shape[0], dtype=bool)
-    for column, values in (
-        (tp, c.tp),
-        (pp, c.pp),
-        (vp, c.vp),
-        (cp, c.cp),
-        (ep, c.ep),
-        (mb, c.micro_batch),
-        (zero, c.zero),
+
+def _inner_choices(selective_same: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (ZeRO stage, recompute code, SP) combination as three columns; selective recompute is left out where it
+    is the same layout as none (`selective_same`, flash attention)."""
+    rec_c = [0, 2] if selective_same else [0, 1, 2]
+    zi, ri, si = (g.reshape(-1) for g in np.meshgrid([0, 1, 2, 3], rec_c, [0, 1], indexing="ij"))
+    return zi, ri, si
+
+
+def _expand_inner(
+    shapes: dict[str, np.ndarray], keep: np.ndarray, inner: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The shapes at `keep`, each repeated once per (ZeRO, recompute, SP) combination of `inner`, with the columns of
+    the variants (recompute_layers, offload_layers, optimizer_offload) at their plain values."""
+    rep = np.repeat(keep, len(inner[0]))
+    cols = {k: a[rep] for k, a in shapes.items()}
+    for name, values in zip(("zero", "recompute", "sp"), inner, strict=True):
+        cols[name] = np.tile(np.asarray(values, dtype=np.int64), keep.size)
+    cols["recompute_layers"] = np.zeros(rep.shape[0], dtype=np.int64)
+    cols["offload_layers"] = np.zeros(rep.shape[0], dtype=np.int64)
+    cols["optimizer_offload"] = np.zeros(rep.shape[0], dtype=float)
+    return cols
+
+
+def _allowed(cols: dict[str, np.ndarray], c: Constraints, selective_same: bool) -> np.ndarray:
+    """Rows inside the constraints' allowed values (selective counts as none where they are the same layout)."""
+    allowed = np.ones(cols["tp"].shape[0], dtype=bool)
+    for name, values in (
+        ("tp", c.tp),
+        ("pp", c.pp),
+        ("vp", c.vp),
+        ("cp", c.cp),
+        ("ep", c.ep),
+        ("micro_batch", c.micro_batch),
+        ("zero", c.zero),
     ):
         if values is not None:
-            allowed &= np.isin(column, np.asarray(values, dtype=np.int64))
+            allowed &= np.isin(cols[name], np.asarray(values, dtype=np.int64))
     if c.recompute is not None:
         codes = [RECOMPUTE_CODES.index(r) for r in c.recompute if r in RECOMPUTE_CODES]
-        if flash_attention and not selective_distinct and "selective" in c.recompute:
+        if selective_same and "selective" in c.recompute:
             codes.append(0)  # selective ≡ none under flash attention
-        allowed &= np.isin(rec, np.asarray(codes, dtype=np.int64))
+        allowed &= np.isin(cols["recompute"], np.asarray(codes, dtype=np.int64))
     if c.sequence_parallel is not None:
-        allowed &= np.isin(sp, np.asarray([int(bool(v)) for v in c.sequence_parallel], dtype=np.int64))
-    rl = np.zeros(rep.shape[0], dtype=np.int64)
-    if c.partial_recompute:
-        # partial recompute: copies of the full-recompute rows with k of the stage's L/pp layers recomputed
-        per_stage = model.num_layers // pp
-        # an uneven split keeps recompute on every layer (its stages differ in depth)
-        base = np.nonzero((rec == 2) & (uneven_end_layers(model.num_layers, pp, vp) == 0))[0]
-        extra_idx, extra_rl = [], []
-        for frac in PARTIAL_RECOMPUTE_SHARES:
-            k_layers = np.floor(frac * per_stage[base]).astype(np.int64)
-            ok = (k_layers >= 1) & (k_layers < per_stage[base])
-            extra_idx.append(base[ok])
-            extra_rl.append(k_layers[ok])
-        if extra_idx:
-            e_idx = np.concatenate(extra_idx)
-            e_rl = np.concatenate(extra_rl)
-            # drop repeats (small stages round two shares to the same k)
-            _, uniq = np.unique(e_idx * (model.num_layers + 1) + e_rl, return_index=True)
-            e_idx, e_rl = e_idx[uniq], e_rl[uniq]
-            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, allowed = _with_copies(
-                (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, allowed), e_idx
-            )
-            rl = np.concatenate([rl, e_rl])
-            total += int(e_idx.size)
-    off = np.zeros(tp.shape[0], dtype=np.int64)
-    if c.activation_offload:
-        # activation offloading: copies of the pp = 1, no-recompute rows with k of the L layers offloaded
-        base = np.nonzero((pp == 1) & (rec == 0))[0]
-        if base.size:
-            ks = sorted({int(np.floor(f * model.num_layers)) for f in OFFLOAD_SHARES} - {0})
-            ks = [k for k in ks if k < model.num_layers]
-            if ks:
-                e_idx = np.repeat(base, len(ks))
-                e_off = np.tile(np.asarray(ks, dtype=np.int64), base.size)
-                tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, allowed = _with_copies(
-                    (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, allowed), e_idx
-                )
-                off = np.concatenate([off, e_off])
-                total += int(e_idx.size)
-    opt_off = np.zeros(tp.shape[0], dtype=float)
-    if c.optimizer_offload:
-        # optimizer offloading: copies of every ZeRO 0-2 row with a share of the optimizer states on the host
-        base = np.nonzero(zero < 3)[0]
-        if base.size:
-            shares = np.asarray(OPTIMIZER_OFFLOAD_SHARES, dtype=float)
-            e_idx = np.repeat(base, shares.size)
-            tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, off, allowed = _with_copies(
-                (tp, pp, cp, vp, ep, mb, dp, zero, rec, sp, etp, rl, off, allowed), e_idx
-            )
-            opt_off = np.concatenate([opt_off, np.tile(shares, base.size)])
-            total += int(e_idx.size)
+        sp_allowed = np.asarray([int(bool(v)) for v in c.sequence_parallel], dtype=np.int64)
+        allowed &= np.isin(cols["sp"], sp_allowed)
+    return allowed
+
+
+_Copies = tuple[np.ndarray, str, np.ndarray] | None  # (rows copied, column set on the copies, its values)
+
+
+def _partial_recompute_copies(model: ModelSpec, cols: dict[str, np.ndarray]) -> _Copies:
+    """Partial recompute: copies of the full-recompute rows with k of the stage's L/pp layers recomputed, k from
+    PARTIAL_RECOMPUTE_SHARES (an uneven split keeps recompute on every layer: its stages differ in depth)."""
+    pp = cols["pp"]
+    per_stage = model.num_layers // pp
+    base = np.nonzero((cols["recompute"] == 2) & (uneven_end_layers(model.num_layers, pp, cols["vp"]) == 0))[
+        0
+    ]
+    extra_idx, extra_rl = [], []
+    for frac in PARTIAL_RECOMPUTE_SHARES:
+        k_layers = np.floor(frac * per_stage[base]).astype(np.int64)
+        ok = (k_layers >= 1) & (k_layers < per_stage[base])
+        extra_idx.append(base[ok])
+        extra_rl.append(k_layers[ok])
+    e_idx = np.concatenate(extra_idx)
+    e_rl = np.concatenate(extra_rl)
+    # drop repeats (small stages round two shares to the same k)
+    _, uniq = np.unique(e_idx * (model.num_layers + 1) + e_rl, return_index=True)
+    return e_idx[uniq], "recompute_layers", e_rl[uniq]
+
+
+def _activation_offload_copies(model: ModelSpec, cols: dict[str, np.ndarray]) -> _Copies:
+    """Activation offloading: copies of the pp = 1, no-recompute rows with k of the L layers offloaded, k from
+    OFFLOAD_SHARES (Megatron-core offloads without a pipeline and without recompute)."""
+    base = np.nonzero((cols["pp"] == 1) & (cols["recompute"] == 0))[0]
+    ks = sorted({int(np.floor(f * model.num_layers)) for f in OFFLOAD_SHARES} - {0})
+    ks = [k for k in ks if k < model.num_layers]
+    if not base.size or not ks:
+        return None
+    return np.repeat(base, len(ks)), "offload_layers", np.tile(np.asarray(ks, dtype=np.int64), base.size)
+
+
+def _optimizer_offload_copies(model: ModelSpec, cols: dict[str, np.ndarray]) -> _Copies:
+    """Optimizer offloading: copies of every ZeRO 0-2 row with each OPTIMIZER_OFFLOAD_SHARES share of the optimizer
+    states on the host (`model` unused: every variant takes the same arguments)."""
+    del model
+    base = np.nonzero(cols["zero"] < 3)[0]
+    if not base.size:
+        return None
+    shares = np.asarray(OPTIMIZER_OFFLOAD_SHARES, dtype=float)
+    return np.repeat(base, shares.size), "optimizer_offload", np.tile(shares, base.size)
+
+
+def _checked_rows(model: ModelSpec, cols: dict[str, np.ndarray], counts: dict[str, int]) -> LayoutArrays:
+    """The rows that pass the sequence-parallel rules and the constraints, counting the others in `counts`."""
+    tp, sp, ep = cols["tp"], cols["sp"], cols["ep"]
     sp_bad = (sp == 1) & (tp == 1)
     counts["sequence_parallel_needs_tp"] = int(sp_bad.sum())
     moe_sp_bad = ~sp_bad & (sp == 0) & (tp > 1) & (ep > 1)
     counts["moe_tp_needs_sequence_parallel"] = int(moe_sp_bad.sum())
     sp_bad = sp_bad | moe_sp_bad
+    allowed = cols["allowed"]
     counts["constraints"] = int((~sp_bad & ~allowed).sum())
     idx = np.nonzero(~sp_bad & allowed)[0]
-    rows = LayoutArrays(
-        tp=tp[idx],
-        pp=pp[idx],
-        vp=vp[idx],
-        dp=dp[idx],
-        cp=cp[idx],
-        ep=ep[idx],
-        etp=etp[idx],
-        zero=zero[idx],
-        sp=sp[idx],
-        recompute=rec[idx],
-        micro_batch=mb[idx],
-        recompute_layers=rl[idx],
-        offload_layers=off[idx],
-        optimizer_offload=opt_off[idx],
-        end_layers=uneven_end_layers(model.num_layers, pp[idx], vp[idx]),
-    )
-    return _Space(rows, total, counts)
+    kept = {k: cols[k][idx] for k in LAYOUT_ARRAYS if k != "end_layers"}
+    return LayoutArrays(**kept, end_layers=uneven_end_layers(model.num_layers, kept["pp"], kept["vp"]))
 
 
 def uneven_end_layers(num_layers: int, pp: np.ndarray, vp: np.ndarray) -> np.ndarray:
@@ -538,6 +587,8 @@ def heuristic_mask(rows: LayoutArrays, gpus_per_node: int) -> np.ndarray:
 
 @dataclass
 class _Evaluated:
+    """Evaluated layouts, one row each, with what ranking them needs."""
+
     rows: LayoutArrays
     num_gpus: np.ndarray
     ev_step: dict[str, np.ndarray]
@@ -549,6 +600,23 @@ class _Evaluated:
     m: np.ndarray
     peak_flops: float
     heuristic: np.ndarray
+
+    @classmethod
+    def of(cls, rows: LayoutArrays, num_gpus: int, ev: Evaluation, heuristic: np.ndarray) -> _Evaluated:
+        """The evaluation of the layouts of one cluster size."""
+        return cls(
+            rows=rows,
+            num_gpus=np.full(len(rows), num_gpus, dtype=np.int64),
+            ev_step=ev.step,
+            step_time_s=ev.step_time_s,
+            peak_bytes=ev.peak_bytes,
+            margin_bytes=ev.margin_bytes,
+            host_fits=ev.host_fits,
+            mf_per_token=ev.model_flops_per_token,
+            m=ev.num_microbatches,
+            peak_flops=ev.peak_flops_per_gpu,
+            heuristic=heuristic,
+        )
 
     @classmethod
     def join(cls, parts: list[_Evaluated], peak_flops: float) -> _Evaluated:
@@ -585,22 +653,19 @@ class _Evaluated:
         )
 
 
-def _check_inputs(  # noqa: PLR0913
-    model: ModelSpec,
+def _check_inputs(
+    s: _Search,
     cluster: ClusterSpec,
-    seq_len: int,
-    global_batch: int,
     counts: Sequence[int],
-    run: RunOptions,
-    framework: Framework,
     rank_by: str,
     prices: tuple[float | None, float | None],
     top: int,
 ) -> None:
     """Every problem of the request at once; `prices`: (USD per GPU-hour, training tokens)."""
     usd_per_gpu_hour, tokens = prices
+    seq_len, global_batch = s.seq_len, s.global_batch
     p = ProblemCollector()
-    _check_run(p, model, cluster, run, framework)
+    _check_run(p, s.model, cluster, s.run, s.options.framework)
     p.check(seq_len >= 1, "seq_len", f"must be ≥ 1, got {seq_len}")
     p.check(global_batch >= 1, "global_batch", f"must be ≥ 1 sequence, got {global_batch}")
     p.check(bool(counts), "gpu_counts", "give at least one cluster size")
@@ -678,7 +743,7 @@ def _offload_module_rules(
     ]
 
 
-def plan(  # noqa: PLR0913, PLR0915
+def plan(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     seq_len: int,
@@ -713,75 +778,131 @@ def plan(  # noqa: PLR0913, PLR0915
     opts = options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
     run = run or RunOptions()
-    _check_inputs(
-        model,
-        cluster,
-        seq_len,
-        global_batch,
-        counts,
-        run,
-        opts.framework,
-        rank_by,
-        (usd_per_gpu_hour, tokens),
-        top,
-    )
+    search = _Search(model, seq_len, global_batch, c, run, opts, profile)
+    _check_inputs(search, cluster, counts, rank_by, (usd_per_gpu_hour, tokens), top)
     start = time.perf_counter()
+    found = _search_sizes(search, cluster, counts)
+    joined, rejections = found.joined, found.rejections
+    fits, feasible = _feasible(model, joined, c, rejections)
+    ranking = _Ranking.of(search, joined, (tokens, usd_per_gpu_hour), rank_by == "cost")
+    top_list = [ranking.planned(i, r + 1) for r, i in enumerate(ranking.ranked(feasible, top))]
+    top_shapes = ranking.top_shapes(feasible, top)
+    front = pareto_front(joined.step_time_s, joined.margin_bytes, joined.num_gpus, feasible)
+    comparison = _compare(ranking.best_of(fits & joined.heuristic), ranking.best_of(fits))
+    elapsed = time.perf_counter() - start
+    return PlanResult(
+        model=model.name,
+        gpu=cluster.gpu.name,
+        gpu_counts=counts,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        tokens=tokens,
+        rank_by=rank_by,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        enumerated_layouts=found.enumerated,
+        evaluated_layouts=len(joined.rows),
+        feasible_layouts=int(feasible.sum()),
+        rejections=rejections,
+        elapsed_s=elapsed,
+        best=top_list[0] if top_list else None,
+        top=top_list,
+        pareto=ranking.pareto(front, pareto_limit),
+        pareto_size=len(front),
+        top_shapes=top_shapes,
+        heuristic=comparison,
+        constraints=c,
+        collective_calls=found.calls,
+        assumptions=_assumptions(cluster, c, run.flash_attention, opts),
+    )
+
+
+@dataclass(frozen=True)
+class _Search:
+    """What every cluster size of one search shares."""
+
+    model: ModelSpec
+    seq_len: int
+    global_batch: int
+    constraints: Constraints
+    run: RunOptions
+    options: EstimateOptions
+    profile: HardwareProfile | None
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Every size's evaluated layouts as one, with the counts of the whole search."""
+
+    joined: _Evaluated
+    enumerated: int
+    rejections: dict[str, int]
+    calls: int  # collective_time evaluations
+
+
+def _search_sizes(s: _Search, cluster: ClusterSpec, counts: Sequence[int]) -> _Found:
+    """Enumerate and evaluate the layouts at each GPU count; rejections counted in REJECTION_REASONS order, then the
+    run-wide rules' (_sharding_rules, _offload_module_rules) in the order they first refuse a row."""
     parts: list[_Evaluated] = []
-    enumerated = 0
+    enumerated, calls = 0, 0
     rejections = {r: 0 for r in REJECTION_REASONS}
-    calls = 0
     for n in counts:
         cl = cluster_for(cluster, n)
-        # selective recompute differs from none under flash attention when it re-runs more than core attention
-        selective_distinct = opts.framework.selective_policy == "op" or any(
-            m != "core_attn" for m in run.recompute_modules
-        )
-        space = enumerate_layouts(
-            model, cl, seq_len, global_batch, c, run.flash_attention, selective_distinct
-        )
-        enumerated += space.enumerated
-        for k, v in space.rejections.items():
-            rejections[k] += v
-        searched = space.rows
-        for key, allowed in _sharding_rules(
-            opts.framework, run.fp8_param_gather, run.optimizer_moments_dtype
-        ):
-            keep = allowed(searched.zero)
-            rejections[key] = rejections.get(key, 0) + int((~keep).sum())
-            searched = searched.take(np.nonzero(keep)[0])
-        for key, refused in _offload_module_rules(run.offload_modules):
-            keep = ~refused(searched)
-            rejections[key] = rejections.get(key, 0) + int((~keep).sum())
-            searched = searched.take(np.nonzero(keep)[0])
+        searched, space_enumerated = _searched_rows(s, cl, rejections)
+        enumerated += space_enumerated
         if len(searched) == 0:
             continue
-        table = CollectiveTable(cl, profile.network if profile is not None else None)
+        table = CollectiveTable(cl, s.profile.network if s.profile is not None else None)
         ev: Evaluation = evaluate(
-            model, cl, searched, seq_len, global_batch, run, options=opts, profile=profile, collectives=table
+            s.model,
+            cl,
+            searched,
+            s.seq_len,
+            s.global_batch,
+            s.run,
+            options=s.options,
+            profile=s.profile,
+            collectives=table,
         )
         calls += table.calls
-        parts.append(
-            _Evaluated(
-                rows=searched,
-                num_gpus=np.full(len(searched), n, dtype=np.int64),
-                ev_step=ev.step,
-                step_time_s=ev.step_time_s,
-                peak_bytes=ev.peak_bytes,
-                margin_bytes=ev.margin_bytes,
-                host_fits=ev.host_fits,
-                mf_per_token=ev.model_flops_per_token,
-                m=ev.num_microbatches,
-                peak_flops=ev.peak_flops_per_gpu,
-                heuristic=heuristic_mask(searched, cl.gpus_per_node),
-            )
-        )
-    evaluated = sum(len(p.rows) for p in parts)
-    joined = _Evaluated.join(parts, float(cluster.gpu.peak(run.dtype)))
-    rows, num_gpus, step, step_time = joined.rows, joined.num_gpus, joined.ev_step, joined.step_time_s
-    peak, margin, host_ok, mf = joined.peak_bytes, joined.margin_bytes, joined.host_fits, joined.mf_per_token
-    m, heur, peak_flops = joined.m, joined.heuristic, joined.peak_flops
+        parts.append(_Evaluated.of(searched, n, ev, heuristic_mask(searched, cl.gpus_per_node)))
+    joined = _Evaluated.join(parts, float(cluster.gpu.peak(s.run.dtype)))
+    return _Found(joined, enumerated, rejections, calls)
 
-    hbm_fits = margin >= c.min_headroom_bytes
+
+def _searched_rows(s: _Search, cl: ClusterSpec, rejections: dict[str, int]) -> tuple[LayoutArrays, int]:
+    """The layouts of one cluster size that pass the structural and run-wide rules, and the number enumerated;
+    each rejected layout counted in `rejections`."""
+    run = s.run
+    # selective recompute differs from none under flash attention when it re-runs more than core attention
+    selective_distinct = s.options.framework.selective_policy == "op" or any(
+        m != "core_attn" for m in run.recompute_modules
+    )
+    space = enumerate_layouts(
+        s.model, cl, s.seq_len, s.global_batch, s.constraints, run.flash_attention, selective_distinct
+    )
+    for k, v in space.rejections.items():
+        rejections[k] += v
+    searched = space.rows
+    for key, allowed in _sharding_rules(
+        s.options.framework, run.fp8_param_gather, run.optimizer_moments_dtype
+    ):
+        keep = allowed(searched.zero)
+        rejections[key] = rejections.get(key, 0) + int((~keep).sum())
+        searched = searched.take(np.nonzero(keep)[0])
+    for key, refused in _offload_module_rules(run.offload_modules):
+        keep = ~refused(searched)
+        rejections[key] = rejections.get(key, 0) + int((~keep).sum())
+        searched = searched.take(np.nonzero(keep)[0])
+    return searched, space.enumerated
+
+
+def _feasible(
+    model: ModelSpec, joined: _Evaluated, c: Constraints, rejections: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows that fit in HBM with the headroom asked and in host memory, rows feasible: those that fit and follow
+    the preset); the rows refused counted in `rejections`. `avoid_light_moe_passes` narrows both."""
+    hbm_fits = joined.margin_bytes >= c.min_headroom_bytes
+    host_ok, heur = joined.host_fits, joined.heuristic
     fits = hbm_fits & host_ok
     if c.preset == "heuristic":
         rejections["heuristic_preset"] = int((~heur).sum())
@@ -793,44 +914,70 @@ def plan(  # noqa: PLR0913, PLR0915
         rejections["host_memory"] = int((hbm_fits & ~host_ok).sum())
         feasible = fits
     if c.avoid_light_moe_passes and model.moe is not None:
-        heavy = layer_pass_seconds(step, model.num_layers / rows.pp, m) >= MOE_LIGHT_LAYER_PASS_S
+        layers = model.num_layers / joined.rows.pp
+        heavy = layer_pass_seconds(joined.ev_step, layers, joined.m) >= MOE_LIGHT_LAYER_PASS_S
         rejections["light_moe_pass"] = int((feasible & ~heavy).sum())
         feasible = feasible & heavy
-        fits = fits & heavy  # the heuristic comparison below keeps to the same rule
-    tokens_per_step = float(global_batch * seq_len)
-    time_to_train = tokens / (tokens_per_step / step_time) if tokens else None
-    cost = (
-        time_to_train * num_gpus / 3600.0 * usd_per_gpu_hour
-        if usd_per_gpu_hour is not None and time_to_train is not None
-        else None
-    )
-    # time to train = tokens / (tokens per step / step time): the same order as step time, whatever the size
-    score = cost if rank_by == "cost" and cost is not None else step_time
+        fits = fits & heavy  # the heuristic comparison keeps to the same rule
+    return fits, feasible
 
-    def planned(i: int, rank: int) -> PlannedLayout:
-        lay = layout_at(rows, i, global_batch, run, opts.framework.pipeline_reshard)
-        t = float(step_time[i])
-        g = int(num_gpus[i])
-        tps = tokens_per_step / t
-        mtf = tokens_per_step * float(mf[i]) / t / g / 1e12
+
+@dataclass(frozen=True)
+class _Ranking:
+    """The evaluated layouts with their ranking score, turned into PlannedLayouts on demand."""
+
+    search: _Search
+    joined: _Evaluated
+    score: np.ndarray  # cost per run when ranking by cost (with a price and tokens), else step time
+    time_to_train: np.ndarray | None
+    cost: np.ndarray | None
+
+    @classmethod
+    def of(
+        cls, s: _Search, joined: _Evaluated, tokens_price: tuple[float | None, float | None], by_cost: bool
+    ) -> _Ranking:
+        """`tokens_price`: (training tokens, USD per GPU-hour), each optional."""
+        tokens, usd_per_gpu_hour = tokens_price
+        tokens_per_step = float(s.global_batch * s.seq_len)
+        time_to_train = tokens / (tokens_per_step / joined.step_time_s) if tokens else None
+        cost = (
+            time_to_train * joined.num_gpus / 3600.0 * usd_per_gpu_hour
+            if usd_per_gpu_hour is not None and time_to_train is not None
+            else None
+        )
+        # time to train = tokens / (tokens per step / step time): the same order as step time, whatever the size
+        score = cost if by_cost and cost is not None else joined.step_time_s
+        return cls(s, joined, score, time_to_train, cost)
+
+    def planned(self, i: int, rank: int) -> PlannedLayout:
+        """Row `i` as the PlannedLayout of rank `rank`."""
+        j, s = self.joined, self.search
+        lay = layout_at(j.rows, i, s.global_batch, s.run, s.options.framework.pipeline_reshard)
+        tokens_per_step = float(s.global_batch * s.seq_len)
+        t = float(j.step_time_s[i])
+        g = int(j.num_gpus[i])
+        mtf = tokens_per_step * float(j.mf_per_token[i]) / t / g / 1e12
         return PlannedLayout(
             rank=rank,
             layout=lay,
             num_gpus=g,
             step_time_s=t,
-            step_breakdown_s={k: float(step[k][i]) for k in STEP_COMPONENTS},
-            memory_per_gpu_bytes=float(peak[i]),
-            headroom_bytes=float(margin[i]),
-            tokens_per_s=tps,
+            step_breakdown_s={k: float(j.ev_step[k][i]) for k in STEP_COMPONENTS},
+            memory_per_gpu_bytes=float(j.peak_bytes[i]),
+            headroom_bytes=float(j.margin_bytes[i]),
+            tokens_per_s=tokens_per_step / t,
             model_tflops_per_gpu=mtf,
-            mfu=mtf * 1e12 / peak_flops,
-            num_microbatches=int(m[i]),
-            time_to_train_s=float(time_to_train[i]) if time_to_train is not None else None,
-            cost_usd=float(cost[i]) if cost is not None else None,
-            heuristic=bool(heur[i]),
+            mfu=mtf * 1e12 / j.peak_flops,
+            num_microbatches=int(j.m[i]),
+            time_to_train_s=float(self.time_to_train[i]) if self.time_to_train is not None else None,
+            cost_usd=float(self.cost[i]) if self.cost is not None else None,
+            heuristic=bool(j.heuristic[i]),
         )
 
-    def ranked(mask: np.ndarray, k: int) -> list[int]:
+    def ranked(self, mask: np.ndarray, k: int) -> list[int]:
+        """The `k` best rows of `mask` by score; ties (e.g. ZeRO-1 vs ZeRO-2 at equal time) go to more headroom,
+        then fewer GPUs."""
+        score, margin, num_gpus = self.score, self.joined.margin_bytes, self.joined.num_gpus
         idx = np.nonzero(mask)[0]
         if idx.size == 0:
             return []
@@ -838,54 +985,30 @@ def plan(  # noqa: PLR0913, PLR0915
             # keep the k best scores and everything tied with the k-th before the full sort
             kth = np.partition(score[idx], k - 1)[k - 1]
             idx = idx[score[idx] <= kth]
-        # ties (e.g. ZeRO-1 vs ZeRO-2 at equal time) go to more headroom, then fewer GPUs
         order = np.lexsort((num_gpus[idx], -margin[idx], score[idx]))
         return [int(i) for i in idx[order[:k]]]
 
-    top_idx = ranked(feasible, top)
-    top_list = [planned(i, r + 1) for r, i in enumerate(top_idx)]
-    best = top_list[0] if top_list else None
-    top_shapes = [
-        planned(i, r + 1) for r, i in enumerate(best_per_shape(rows, num_gpus, score, margin, feasible, top))
-    ]
-    front = pareto_front(step_time, margin, num_gpus, feasible)
-    front_sorted = sorted(front, key=lambda i: (step_time[i], -margin[i]))
-    pareto = [planned(i, r + 1) for r, i in enumerate(front_sorted[:pareto_limit])]
+    def top_shapes(self, mask: np.ndarray, k: int) -> list[PlannedLayout]:
+        """The best layout of each of the `k` best (GPUs, tp, pp, cp, ep) shapes among `mask` (best_per_shape)."""
+        j = self.joined
+        best = best_per_shape(j.rows, j.num_gpus, self.score, j.margin_bytes, mask, k)
+        return [self.planned(i, r + 1) for r, i in enumerate(best)]
 
-    unc = ranked(fits, 1)
-    heu = ranked(fits & heur, 1)
-    unc_best = planned(unc[0], 1) if unc else None
-    heu_best = planned(heu[0], 1) if heu else None
-    comparison = _compare(heu_best, unc_best)
-    elapsed = time.perf_counter() - start
+    def best_of(self, mask: np.ndarray) -> PlannedLayout | None:
+        """The best row of `mask` at rank 1, or None where the mask is empty."""
+        best = self.ranked(mask, 1)
+        return self.planned(best[0], 1) if best else None
 
-    return PlanResult(
-        model=model.name,
-        gpu=cluster.gpu.name,
-        gpu_counts=counts,
-        seq_len=seq_len,
-        global_batch=global_batch,
-        tokens=tokens,
-        rank_by=rank_by,
-        usd_per_gpu_hour=usd_per_gpu_hour,
-        enumerated_layouts=enumerated,
-        evaluated_layouts=evaluated,
-        feasible_layouts=int(feasible.sum()),
-        rejections=rejections,
-        elapsed_s=elapsed,
-        best=best,
-        top=top_list,
-        pareto=pareto,
-        pareto_size=len(front),
-        top_shapes=top_shapes,
-        heuristic=comparison,
-        constraints=c,
-        collective_calls=calls,
-        assumptions=_assumptions(cluster, c, run.flash_attention, opts),
-    )
+    def pareto(self, front: list[int], limit: int) -> list[PlannedLayout]:
+        """The first `limit` points of the Pareto front, fastest first (more headroom first among equals)."""
+        step_time, margin = self.joined.step_time_s, self.joined.margin_bytes
+        front_sorted = sorted(front, key=lambda i: (step_time[i], -margin[i]))
+        return [self.planned(i, r + 1) for r, i in enumerate(front_sorted[:limit])]
 
 
 def _compare(heu: PlannedLayout | None, unc: PlannedLayout | None) -> HeuristicComparison:
+    """The heuristic's best against the unconstrained best: the slowdown in step time (in time to train where
+    their GPU counts differ) and the extra cost per run."""
     if unc is None:
         return HeuristicComparison(None, None, None, None, "no layout fits at all")
     if heu is None:
@@ -949,6 +1072,7 @@ def pareto_front(
 def _assumptions(
     cluster: ClusterSpec, c: Constraints, flash: bool, opts: EstimateOptions
 ) -> list[Assumption]:
+    """The search space and the rules the search assumed, with their sources."""
     out = [
         Assumption(
             "tensor parallel",

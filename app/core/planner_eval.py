@@ -40,6 +40,7 @@ from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, LayoutColumns, RunOptions, framework_reshard, stage_bf16_layer_counts
 from app.core.memory import (
+    LayerActivations,
     MemoryRun,
     StageTerms,
     layer_activations,
@@ -58,6 +59,7 @@ from app.core.step import (
     STEP_COMPONENTS,
     LayerRates,
     LayerSplit,
+    LayerStepTimes,
     LayerTimesView,
     _gemm,
     _linear,
@@ -297,7 +299,7 @@ def _bf16_stage_table(
     return table[inverse]
 
 
-def evaluate(  # noqa: C901, PLR0913, PLR0915
+def evaluate(  # noqa: PLR0913
     model: ModelSpec,
     cluster: ClusterSpec,
     rows: LayoutArrays,
@@ -317,129 +319,209 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
     """
     opts = options or EstimateOptions()
     r = run or RunOptions()
-    dtype, flash_attention, bf16_layers = r.dtype, r.flash_attention, r.bf16_layers
-    mtp_layers = model.mtp_layers
-    fw: Framework = framework_for(opts, dtype, r.fp8_param_gather, r.optimizer_moments_dtype)
-    net = profile.network if profile is not None else None
-    coll = collectives or CollectiveTable(cluster, net)
-    linear, attn_curve = curves_for(cluster, dtype, profile, opts)
-    shape = layer_shape(model)
-    h = model.hidden_size
-    hbm_bw = cluster.gpu.hbm_bandwidth_bytes_per_s
-
-    tp = rows.tp.astype(np.int64)
-    pp = rows.pp.astype(np.int64)
-    vp = rows.vp.astype(np.int64)
-    dp = rows.dp.astype(np.int64)
-    cp = rows.cp.astype(np.int64)
-    ep = rows.ep.astype(np.int64)
-    etp_col = rows.etp.astype(np.int64)
-    folded = etp_col > 0  # MoE parallel folding (app.core.layout); otherwise expert tensor parallel = tp
-    e_tp = np.where(folded, etp_col, tp)
-    zero = rows.zero.astype(np.int64)
-    sp = rows.sp.astype(np.int64)
-    rec = rows.recompute.astype(np.int64)
-    mb = rows.micro_batch.astype(np.int64)
-    n = len(rows)
-    rl = rows.recompute_layers.astype(np.int64)
-    off = rows.offload_layers.astype(np.int64)
-    opt_off = rows.optimizer_offload.astype(float)
-    m = np.maximum(1, global_batch // np.maximum(1, dp * mb))
-
-    n_moe = num_moe_layers(model)
-    layers_per_gpu = model.num_layers / pp
-    tokens = mb * seq_len / cp
-    # uneven pipeline split (Layout.first_stage_layers = last_stage_layers = end_layers): the end stages hold
-    # end_l layers, the stages between mid_l; an even split gives every stage L / p
-    end_col = rows.end_layers if rows.end_layers is not None else np.zeros(n, dtype=np.int64)
-    uneven = (end_col.astype(np.int64) > 0) & (pp > 2)
-    end_l = np.where(uneven, end_col, layers_per_gpu).astype(float)
-    mid_l = np.where(uneven, (model.num_layers - 2 * end_col) / np.maximum(1, pp - 2), layers_per_gpu).astype(
-        float
+    fw: Framework = framework_for(opts, r.dtype, r.fp8_param_gather, r.optimizer_moments_dtype)
+    coll = collectives or CollectiveTable(cluster, profile.network if profile is not None else None)
+    memory_run = MemoryRun(model, seq_len, fw, r.flash_attention, r.recompute_modules, r.offload_modules)
+    ctx = _Context(model, cluster, seq_len, opts, profile, r, fw, memory_run, coll)
+    lr = _Rows.of(model, rows, global_batch, fw)
+    acts = layer_activations(memory_run, lr.cols)
+    b16 = _Sixteen.of(ctx, lr, acts)
+    peak, first_bytes, last_bytes, host_bytes = _peak_memory(ctx, lr, acts, b16)
+    step = _step_times(ctx, lr, acts, b16)
+    total = np.zeros(lr.n)
+    for key in STEP_COMPONENTS:
+        total = total + step[key]
+    fl = _flops(ctx, lr)
+    return Evaluation(
+        peak_bytes=peak,
+        first_stage_bytes=first_bytes,
+        last_stage_bytes=last_bytes,
+        usable_bytes=float(cluster.gpu.hbm_bytes) * (1 - opts.safety_fraction),
+        step=step,
+        step_time_s=total,
+        num_microbatches=lr.cols.num_microbatches,
+        model_flops_per_token=fl[:, 0],
+        hardware_flops_per_token=fl[:, 1],
+        peak_flops_per_gpu=float(cluster.gpu.peak(r.dtype)),
+        host_bytes=np.asarray(host_bytes, dtype=float),
+        host_capacity_bytes=float(cluster.gpu.host_memory_bytes),
     )
 
-    # ----------------------------------------------------------------------------------------- memory
-    flash = flash_attention
-    spb = sp.astype(bool)
-    exp_shard = np.maximum(1, tp * (dp * cp) // (e_tp * ep))  # Layout.expert_dp
-    cols = LayoutColumns(
-        tp=tp,
-        pp=pp,
-        vp=vp,
-        dp=dp,
-        cp=cp,
-        ep=ep,
-        etp=e_tp,
-        folded=folded.astype(np.int64),
-        zero=zero,
-        sp=sp,
-        recompute=rec,
-        micro_batch=mb,
-        num_microbatches=m,
-        recompute_layers=rl,
-        offload_layers=off,
-        optimizer_offload=opt_off,
-        expert_dp=exp_shard,
-        reshard=framework_reshard(fw.pipeline_reshard, pp, zero),
-    )
-    run_memory = MemoryRun(model, seq_len, fw, flash, r.recompute_modules, r.offload_modules)
-    acts = layer_activations(run_memory, cols)
-    # layers an fp8 / fp4 run keeps 16-bit, per stage (app.core.layout.stage_bf16_layer_counts)
-    with_bf16 = bool(bf16_layers[0] or bf16_layers[1])
-    bf16_by_stage = np.zeros((n, 1))
-    acts16 = acts
-    if with_bf16:
-        bf16_by_stage = _bf16_stage_table(model.num_layers, pp, vp, end_col, uneven, bf16_layers, dtype)
-        acts16 = layer_activations(run_memory, cols, SOURCE_BYTES)
+
+@dataclass(frozen=True)
+class _Context:
+    """What every row of one evaluation shares."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    seq_len: int
+    options: EstimateOptions
+    profile: HardwareProfile | None
+    run: RunOptions
+    fw: Framework  # the framework's conventions for the run's precision (framework_for)
+    memory: MemoryRun
+    coll: CollectiveTable
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The rows as the formulas read them (LayoutColumns), with their pipeline split: an uneven split
+    (Layout.first_stage_layers = last_stage_layers = end_layers) gives the end stages `end_l` layers and the stages
+    between `mid_l`; an even split gives every stage L / p."""
+
+    n: int
+    cols: LayoutColumns
+    end_col: np.ndarray  # LayoutArrays.end_layers
+    uneven: np.ndarray  # an uneven split with stages between (pp > 2)
+    end_l: np.ndarray
+    mid_l: np.ndarray
+    layers_per_gpu: np.ndarray  # L / p
+
+    @classmethod
+    def of(cls, model: ModelSpec, rows: LayoutArrays, global_batch: int, fw: Framework) -> _Rows:
+        """The LayoutColumns of `rows` (num_microbatches, expert_dp and reshard as Layout computes them)."""
+        n = len(rows)
+        tp, pp, dp, cp, ep = (getattr(rows, k).astype(np.int64) for k in ("tp", "pp", "dp", "cp", "ep"))
+        mb, zero = rows.micro_batch.astype(np.int64), rows.zero.astype(np.int64)
+        etp_col = rows.etp.astype(np.int64)
+        folded = etp_col > 0  # MoE parallel folding (app.core.layout); otherwise expert tensor parallel = tp
+        e_tp = np.where(folded, etp_col, tp)
+        cols = LayoutColumns(
+            tp=tp,
+            pp=pp,
+            vp=rows.vp.astype(np.int64),
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            etp=e_tp,
+            folded=folded.astype(np.int64),
+            zero=zero,
+            sp=rows.sp.astype(np.int64),
+            recompute=rows.recompute.astype(np.int64),
+            micro_batch=mb,
+            num_microbatches=np.maximum(1, global_batch // np.maximum(1, dp * mb)),
+            recompute_layers=rows.recompute_layers.astype(np.int64),
+            offload_layers=rows.offload_layers.astype(np.int64),
+            optimizer_offload=rows.optimizer_offload.astype(float),
+            expert_dp=np.maximum(1, tp * (dp * cp) // (e_tp * ep)),  # Layout.expert_dp
+            reshard=framework_reshard(fw.pipeline_reshard, pp, zero),
+        )
+        layers_per_gpu = model.num_layers / pp
+        end_col = rows.end_layers if rows.end_layers is not None else np.zeros(n, dtype=np.int64)
+        uneven = (end_col.astype(np.int64) > 0) & (pp > 2)
+        end_l = np.where(uneven, end_col, layers_per_gpu).astype(float)
+        mid = np.where(uneven, (model.num_layers - 2 * end_col) / np.maximum(1, pp - 2), layers_per_gpu)
+        return cls(n, cols, end_col, uneven, end_l, mid.astype(float), layers_per_gpu)
+
+
+@dataclass(frozen=True)
+class _Sixteen:
+    """The layers an fp8 / fp4 run keeps 16-bit, per stage of every row (app.core.layout.stage_bf16_layer_counts),
+    and the activations of such a layer; `on` False (no 16-bit layers) leaves a single zero column."""
+
+    on: bool
+    by_stage: np.ndarray  # rows × max pp
+    acts: LayerActivations
+    first: np.ndarray | None  # stage 0's count per row (None when off)
+    last: np.ndarray | None  # the last stage's
+
+    @classmethod
+    def of(cls, ctx: _Context, lr: _Rows, acts: LayerActivations) -> _Sixteen:
+        """The 16-bit layer counts of the run's `bf16_layers` over the rows."""
+        bf16_layers = ctx.run.bf16_layers
+        if not (bf16_layers[0] or bf16_layers[1]):
+            return cls(False, np.zeros((lr.n, 1)), acts, None, None)
+        cols = lr.cols
+        by_stage = _bf16_stage_table(
+            ctx.model.num_layers, cols.pp, cols.vp, lr.end_col, lr.uneven, bf16_layers, ctx.run.dtype
+        )
+        acts16 = layer_activations(ctx.memory, cols, SOURCE_BYTES)
+        return cls(True, by_stage, acts16, by_stage[:, 0], by_stage[np.arange(lr.n), cols.pp - 1])
+
+    def stage(self, index: int) -> np.ndarray | None:
+        """The 16-bit layers of stage `index` of every row (None when off)."""
+        return self.by_stage[:, index] if self.on else None
+
+
+def _peak_memory(
+    ctx: _Context, lr: _Rows, acts: LayerActivations, b16: _Sixteen
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(most loaded stage, stage 0, last stage, offloaded bytes of the most loaded stage) per row, in bytes: stage 0
+    or the last (see the module docstring); with 16-bit layers every stage between, with an uneven split the second
+    (it holds the most layer-activations of the stages between)."""
+    n, pp = lr.n, lr.cols.pp
 
     def stage(index: Any, first: Any, last: Any, layers: np.ndarray, bf16: np.ndarray | None) -> StageTerms:
         """The memory of one stage of every row (app.core.memory.stage_terms)."""
-        return stage_terms(
-            run_memory, cols, acts, index, first, last, layers, None if bf16 is None else (bf16, acts16)
-        )
+        sixteen = None if bf16 is None else (bf16, b16.acts)
+        return stage_terms(ctx.memory, lr.cols, acts, index, first, last, layers, sixteen)
 
-    # the most loaded stage: stage 0 or the last (see the module docstring); with 16-bit layers every stage between,
-    # with an uneven split the second (it holds the most layer-activations of the stages between)
-    zeros = np.zeros(n, dtype=np.int64)
-    ones = np.ones(n, dtype=np.int64)
-    rows_at = np.arange(n)
-    b_first = bf16_by_stage[:, 0] if with_bf16 else None
-    b_last = bf16_by_stage[rows_at, pp - 1] if with_bf16 else None
-    first_t = stage(zeros, 1, (pp == 1).astype(np.int64), end_l, b_first)
-    last_t = stage(pp - 1, 0, 1, end_l, b_last)
+    first_t = stage(np.zeros(n, dtype=np.int64), 1, (pp == 1).astype(np.int64), lr.end_l, b16.first)
+    last_t = stage(pp - 1, 0, 1, lr.end_l, b16.last)
     first_bytes = first_t.total_bytes
     last_bytes = np.where(pp > 1, last_t.total_bytes, first_bytes)
     peak = np.maximum(first_bytes, last_bytes)
-    # host memory, most loaded stage
     host_bytes = np.where(pp > 1, np.maximum(first_t.host_bytes, last_t.host_bytes), first_t.host_bytes)
-    if with_bf16:
-        for s_mid in range(1, bf16_by_stage.shape[1] - 1):
-            mid_stage = stage(np.full(n, s_mid), 0, 0, mid_l, bf16_by_stage[:, s_mid])
+    if b16.on:
+        for s_mid in range(1, b16.by_stage.shape[1] - 1):
+            mid_stage = stage(np.full(n, s_mid), 0, 0, lr.mid_l, b16.by_stage[:, s_mid])
             peak = np.where(s_mid < pp - 1, np.maximum(peak, mid_stage.total_bytes), peak)
-    if uneven.any():
-        second = stage(ones, 0, 0, mid_l, bf16_by_stage[:, 1] if with_bf16 else None)
-        peak = np.where(uneven, np.maximum(peak, second.total_bytes), peak)
-        host_bytes = np.where(uneven, np.maximum(host_bytes, second.host_bytes), host_bytes)
+    if lr.uneven.any():
+        second = stage(np.ones(n, dtype=np.int64), 0, 0, lr.mid_l, b16.stage(1))
+        peak = np.where(lr.uneven, np.maximum(peak, second.total_bytes), peak)
+        host_bytes = np.where(lr.uneven, np.maximum(host_bytes, second.host_bytes), host_bytes)
+    return peak, first_bytes, last_bytes, host_bytes
 
-    # ----------------------------------------------------------------------------------------- step time
-    # per-layer compute: one array call of the estimator's own `layer_times` over the distinct groups
-    first, inverse = unique_first_inverse(field_code(mb, cp, tp, sp, ep, e_tp))
+
+class _RowCollectives:
+    """`app.core.step.Collective` over the rows: a collective's time per row, looked up once per distinct group of
+    the fields that determine its message and ranks (`group`: which parallel dimension communicates)."""
+
+    def __init__(self, coll: CollectiveTable, cols: LayoutColumns) -> None:
+        tp, mb, cp, pp, ep = cols.tp, cols.micro_batch, cols.cp, cols.pp, cols.ep
+        self.coll = coll
+        self.keys = {
+            "tp": field_code(tp, mb, cp),
+            "ep": field_code(tp, mb, cp, ep, cols.sp, cols.etp, cols.folded),
+            "pp": field_code(tp, mb, cp, pp, cols.sp),
+            "dp": field_code(tp, pp, cp, ep, cols.etp),  # the ZeRO stage only masks which collectives run
+        }
+
+    def __call__(self, op: str, size: Any, ranks: Any, node: Any, group: str) -> np.ndarray:
+        return self.coll(op, size, ranks, node, self.keys[group])
+
+
+def _layer_step_times(
+    ctx: _Context, lr: _Rows, acts: LayerActivations, b16: _Sixteen, row_coll: _RowCollectives
+) -> LayerStepTimes:
+    """Per-layer compute and communication of every row: one array call of the estimator's own `layer_times` over
+    the distinct (tokens per micro-batch, tp, sp, cp, ep, etp) groups, read per row (app.core.step.layer_step_times)."""
+    model, cluster, cols, fw = ctx.model, ctx.cluster, lr.cols, ctx.fw
+    h = model.hidden_size
+    linear, attn_curve = curves_for(cluster, ctx.run.dtype, ctx.profile, ctx.options)
+    tokens = cols.micro_batch * ctx.seq_len / cols.cp
+    first, inverse = unique_first_inverse(
+        field_code(cols.micro_batch, cols.cp, cols.tp, cols.sp, cols.ep, cols.etp)
+    )
     inverse = inverse.reshape(-1)
-    g_tok, g_tp, g_sp, g_cp, g_ep = tokens[first], tp[first], spb[first], cp[first], ep[first]
-    g_etp = e_tp[first]
-    split = LayerSplit(g_tok, seq_len, g_tp, g_sp, g_cp, g_ep, flash)
-    kernel = attention_kernel(fw, cluster.gpu, profile)
+    g_tok, g_tp = tokens[first], cols.tp[first]
+    sp = cols.sp.astype(bool)
+    split = LayerSplit(
+        g_tok, ctx.seq_len, g_tp, sp[first], cols.cp[first], cols.ep[first], ctx.run.flash_attention
+    )
+    kernel = attention_kernel(fw, cluster.gpu, ctx.profile)
     rates = LayerRates(
         linear,
         attn_curve,
-        hbm_bw,
+        cluster.gpu.hbm_bandwidth_bytes_per_s,
         fw,
-        opts.causal,
-        cast_bytes_per_element(dtype),
+        ctx.options.causal,
+        cast_bytes_per_element(ctx.run.dtype),
         flash_dropout_overhead(cluster.gpu),
         kernel.shares,
         kernel.loop_scale,
     )
+    shape, n_moe, g_etp = layer_shape(model), num_moe_layers(model), cols.etp[first]
 
     def group_times(r: LayerRates) -> LayerTimesView:
         dense = layer_times(shape, split, False, r)
@@ -448,111 +530,123 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
 
     view = group_times(rates)
     # a layer kept 16-bit: its GEMMs on the 16-bit curve, no casts
-    view16 = group_times(rates.sixteen_bit()) if with_bf16 else view
+    view16 = group_times(rates.sixteen_bit()) if b16.on else view
     g_vocab = padded_vocab_size(model.vocab_size, g_tp)  # type: ignore[arg-type]
     logits_fwd = np.asarray(_gemm(attn_curve, g_tok, g_vocab / g_tp, h), dtype=float)[inverse]
     proj_fwd, proj_bwd = (
         np.asarray(t, dtype=float)[inverse] for t in _linear(linear, g_tok, h / g_tp, 2 * h)
     )
-    group_keys = {
-        "tp": field_code(tp, mb, cp),
-        "ep": field_code(tp, mb, cp, ep, spb.astype(np.int64), e_tp, folded.astype(np.int64)),
-        "pp": field_code(tp, mb, cp, pp, sp),
-        "dp": field_code(tp, pp, cp, ep, e_tp),  # the ZeRO stage only masks which collectives run
-    }
+    head = (logits_fwd, proj_fwd, proj_bwd)
+    return layer_step_times(ctx.memory, cols, (view, view16), head, cluster, row_coll, acts)
 
-    def row_coll(op: str, size: Any, ranks: Any, node: Any, group: str) -> np.ndarray:
-        return coll(op, size, ranks, node, group_keys[group])
 
-    lt = layer_step_times(
-        run_memory, cols, (view, view16), (logits_fwd, proj_fwd, proj_bwd), cluster, row_coll, acts
-    )
-
-    def stage_parts(layers: np.ndarray, bf16: Any, first_: Any, last_: Any) -> dict[str, np.ndarray]:
-        """One micro-batch on a stage of every row (app.core.step.stage_time_parts)."""
-        parts = stage_time_parts(run_memory, cols, lt, cluster, layers, bf16, first_, last_)
-        return {k: np.zeros(n) + v for k, v in parts.items()}
-
-    single = (pp == 1).astype(np.int64)
-    if not with_bf16:
-        last_parts = stage_parts(end_l, 0.0, single, 1)
-        mid_parts = stage_parts(mid_l, 0.0, 0, 0)
-        first_parts = stage_parts(end_l, 0.0, 1, 0)
-        last_total, mid_total, first_total = (
-            stage_total(last_parts),
-            stage_total(mid_parts),
-            stage_total(first_parts),
-        )
-        # the bottleneck stage, the first of equals in stage order as app.core.step.step_estimate picks it
-        use_first = (pp > 1) & (first_total >= mid_total) & (first_total >= last_total)
-        use_mid = (pp > 2) & ~use_first & (mid_total >= last_total)
-
-        def pick(key: str) -> np.ndarray:
-            return np.where(use_first, first_parts[key], np.where(use_mid, mid_parts[key], last_parts[key]))
-
-        # the stages between are equal: their sum as a product (the estimate adds the stages one by one, which can
-        # differ from it in the last bit)
-        mean_stage = np.where(pp > 1, (first_total + (pp - 2) * mid_total + last_total) / pp, last_total)
-    else:
-        # every stage: the stages between differ by the 16-bit layers they hold. The bottleneck is the first of
-        # equals in stage order (app.core.step.step_estimate): stage 0, then each stage between, then the last
-        first_parts = stage_parts(end_l, b_first, 1, 0)
-        last_parts = stage_parts(end_l, b_last, single, 1)
-        best = {k: v.copy() for k, v in first_parts.items()}
-        best_total = stage_total(first_parts)
-        total_all = np.where(pp > 1, best_total, 0.0)
-        for s_mid in range(1, bf16_by_stage.shape[1] - 1):
-            inside = s_mid < pp - 1
-            parts_s = stage_parts(mid_l, bf16_by_stage[:, s_mid], 0, 0)
-            total_s = stage_total(parts_s)
-            slower = inside & (total_s > best_total)
-            for key in best:
-                best[key] = np.where(slower, parts_s[key], best[key])
-            best_total = np.where(slower, total_s, best_total)
-            total_all = total_all + np.where(inside, total_s, 0.0)
-        last_total = stage_total(last_parts)
-        use_last = (pp == 1) | (last_total > best_total)
-        for key in best:
-            best[key] = np.where(use_last, last_parts[key], best[key])
-        total_all = total_all + last_total
-        mean_stage = total_all / pp
-
-        def pick(key: str) -> np.ndarray:
-            return best[key]
-
-    b_fwd, b_bwd, b_rec = pick("forward_compute"), pick("backward_compute"), pick("recompute")
-    bubble = pipeline_bubble(pp, vp, mean_stage)
-
-    # data parallelism, ZeRO-3 and the optimizer (app.core.step.data_parallel_times); the candidates for the stage
-    # holding the most parameters are stage 0, a stage between and the last (app.core.step.gradient_params)
-    candidates = [(end_l, 1, single, True), (mid_l, 0, 0, pp > 2), (end_l, 0, 1, pp > 1)]
-    params = gradient_params(model, cols, candidates, uneven | (mtp_layers > 0))
-
+def _step_times(ctx: _Context, lr: _Rows, acts: LayerActivations, b16: _Sixteen) -> dict[str, np.ndarray]:
+    """Seconds per step of every row by STEP_COMPONENTS: the bottleneck stage's micro-batches, the pipeline bubble,
+    data parallelism, ZeRO-3 and the optimizer (app.core.step.data_parallel_times) and the framework's overhead."""
+    cols, n = lr.cols, lr.n
+    row_coll = _RowCollectives(ctx.coll, cols)
+    lt = _layer_step_times(ctx, lr, acts, b16, row_coll)
+    picked, mean_stage = _bf16_bottleneck(ctx, lr, lt, b16) if b16.on else _even_bottleneck(ctx, lr, lt)
+    bottleneck = (picked["forward_compute"], picked["backward_compute"], picked["recompute"])
+    bubble = pipeline_bubble(cols.pp, cols.vp, mean_stage)
+    # the candidates for the stage holding the most parameters are stage 0, a stage between and the last
+    # (app.core.step.gradient_params)
+    pp, single = cols.pp, (cols.pp == 1).astype(np.int64)
+    candidates = [(lr.end_l, 1, single, True), (lr.mid_l, 0, 0, pp > 2), (lr.end_l, 0, 1, pp > 1)]
+    params = gradient_params(ctx.model, cols, candidates, lr.uneven | (ctx.model.mtp_layers > 0))
     # a term no row has comes back as a number: one value per row (adding 0.0 changes no bit)
     dp_comm, zero3, optimizer = (
         np.zeros(n) + t
         for t in data_parallel_times(
-            cols, params, (b_fwd, b_bwd, b_rec), layers_per_gpu, cluster, fw, row_coll
+            cols, params, bottleneck, lr.layers_per_gpu, ctx.cluster, ctx.fw, row_coll
         )
     )
-
-    step = {key: m * pick(key) for key in STAGE_PARTS}
+    step = {key: cols.num_microbatches * picked[key] for key in STAGE_PARTS}
     step.update(
         {
             "pipeline_bubble": bubble,
             "dp_comm": dp_comm,
             "zero3_comm": zero3,
             "optimizer": optimizer,
-            "overhead": np.full(n, float(fw.step_overhead_s)),
+            "overhead": np.full(n, float(ctx.fw.step_overhead_s)),
         }
     )
-    total = np.zeros(n)
-    for key in STEP_COMPONENTS:
-        total = total + step[key]
+    return step
 
-    # FLOPs per token (app.core.estimate.flops_per_token) depend on tp (vocabulary padding), the recompute mode and
-    # the layers each stage recomputes
+
+def _stage_parts(
+    ctx: _Context, lr: _Rows, lt: LayerStepTimes, stage: tuple[Any, Any, Any, Any]
+) -> dict[str, np.ndarray]:
+    """One micro-batch on a stage of every row (app.core.step.stage_time_parts); `stage`: (layers, 16-bit layers,
+    first, last), first / last 0/1 marking the stage with the embedding / the LM head."""
+    layers, bf16, first, last = stage
+    parts = stage_time_parts(ctx.memory, lr.cols, lt, ctx.cluster, layers, bf16, first, last)
+    return {k: np.zeros(lr.n) + v for k, v in parts.items()}
+
+
+def _even_bottleneck(
+    ctx: _Context, lr: _Rows, lt: LayerStepTimes
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(the bottleneck stage's parts, the mean stage's seconds per micro-batch) without 16-bit layers: stage 0, one
+    stage between (they are equal) and the last. The bottleneck is the first of equals in stage order, as
+    app.core.step.step_estimate picks it."""
+    pp = lr.cols.pp
+    single = (pp == 1).astype(np.int64)
+    last_parts = _stage_parts(ctx, lr, lt, (lr.end_l, 0.0, single, 1))
+    mid_parts = _stage_parts(ctx, lr, lt, (lr.mid_l, 0.0, 0, 0))
+    first_parts = _stage_parts(ctx, lr, lt, (lr.end_l, 0.0, 1, 0))
+    last_total, mid_total, first_total = (
+        stage_total(last_parts),
+        stage_total(mid_parts),
+        stage_total(first_parts),
+    )
+    use_first = (pp > 1) & (first_total >= mid_total) & (first_total >= last_total)
+    use_mid = (pp > 2) & ~use_first & (mid_total >= last_total)
+    picked = {
+        key: np.where(use_first, first_parts[key], np.where(use_mid, mid_parts[key], last_parts[key]))
+        for key in STAGE_PARTS
+    }
+    # the stages between are equal: their sum as a product (the estimate adds the stages one by one, which can
+    # differ from it in the last bit)
+    mean_stage = np.where(pp > 1, (first_total + (pp - 2) * mid_total + last_total) / pp, last_total)
+    return picked, mean_stage
+
+
+def _bf16_bottleneck(
+    ctx: _Context, lr: _Rows, lt: LayerStepTimes, b16: _Sixteen
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(the bottleneck stage's parts, the mean stage's seconds per micro-batch) with 16-bit layers: every stage, since
+    the stages between differ by the 16-bit layers they hold. The bottleneck is the first of equals in stage order
+    (app.core.step.step_estimate): stage 0, then each stage between, then the last."""
+    pp = lr.cols.pp
+    first_parts = _stage_parts(ctx, lr, lt, (lr.end_l, b16.first, 1, 0))
+    last_parts = _stage_parts(ctx, lr, lt, (lr.end_l, b16.last, (pp == 1).astype(np.int64), 1))
+    best = {k: v.copy() for k, v in first_parts.items()}
+    best_total = stage_total(first_parts)
+    total_all = np.where(pp > 1, best_total, 0.0)
+    for s_mid in range(1, b16.by_stage.shape[1] - 1):
+        inside = s_mid < pp - 1
+        parts_s = _stage_parts(ctx, lr, lt, (lr.mid_l, b16.by_stage[:, s_mid], 0, 0))
+        total_s = stage_total(parts_s)
+        slower = inside & (total_s > best_total)
+        for key in best:
+            best[key] = np.where(slower, parts_s[key], best[key])
+        best_total = np.where(slower, total_s, best_total)
+        total_all = total_all + np.where(inside, total_s, 0.0)
+    last_total = stage_total(last_parts)
+    use_last = (pp == 1) | (last_total > best_total)
+    for key in best:
+        best[key] = np.where(use_last, last_parts[key], best[key])
+    return best, (total_all + last_total) / pp
+
+
+def _flops(ctx: _Context, lr: _Rows) -> np.ndarray:
+    """(model, hardware) FLOPs per token of every row (app.core.estimate.flops_per_token), once per distinct (tp:
+    vocabulary padding, recompute mode, layers each stage recomputes, pipeline split)."""
+    model, cols = ctx.model, lr.cols
+
     def flops(tp_: float, rec_: float, rl_: float, pp_: float, end_: float) -> tuple[float, float]:
+        """(model, hardware) FLOPs per token of one group; the recomputed share from its stages' layer counts."""
         mode = RECOMPUTE_CODES[int(rec_)]
         rec_share = 1.0
         if mode == "full":
@@ -565,21 +659,10 @@ def evaluate(  # noqa: C901, PLR0913, PLR0915
             )
             rec_share = recomputed_layer_share(model.num_layers, counts, int(rl_) or None)
         vocab_ = padded_vocab_size(model.vocab_size, int(tp_))
-        return flops_per_token(model, seq_len, mode, rec_share, run_memory, opts.flop_counting, vocab_)
+        return flops_per_token(
+            model, ctx.seq_len, mode, rec_share, ctx.memory, ctx.options.flop_counting, vocab_
+        )
 
-    end_flops = np.where(uneven, end_col, 0).astype(np.int64)
-    fl = _group_apply(field_code(tp, rec, rl, pp, end_flops), [tp, rec, rl, pp, end_flops], flops, 2)
-    return Evaluation(
-        peak_bytes=peak,
-        first_stage_bytes=first_bytes,
-        last_stage_bytes=last_bytes,
-        usable_bytes=float(cluster.gpu.hbm_bytes) * (1 - opts.safety_fraction),
-        step=step,
-        step_time_s=total,
-        num_microbatches=m,
-        model_flops_per_token=fl[:, 0],
-        hardware_flops_per_token=fl[:, 1],
-        peak_flops_per_gpu=float(cluster.gpu.peak(dtype)),
-        host_bytes=np.asarray(host_bytes, dtype=float),
-        host_capacity_bytes=float(cluster.gpu.host_memory_bytes),
-    )
+    end_flops = np.where(lr.uneven, lr.end_col, 0).astype(np.int64)
+    keys = [cols.tp, cols.recompute, cols.recompute_layers, cols.pp, end_flops]
+    return _group_apply(field_code(*keys), keys, flops, 2)

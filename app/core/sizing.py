@@ -16,8 +16,10 @@ same global batch (strong scaling of one training recipe), and keeps the fastest
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from app.core.efficiency import HardwareProfile
@@ -26,7 +28,7 @@ from app.core.estimate import Assumption, EstimateOptions
 from app.core.hardware import ClusterSpec
 from app.core.layout import RunOptions
 from app.core.model import ModelSpec
-from app.core.planner import Constraints, PlannedLayout, plan
+from app.core.planner import Constraints, PlannedLayout, PlanResult, plan
 
 KNEE_MIN_GAP = 0.02  # normalised distance below the chord that counts as a bend
 DEFAULT_SIZES: tuple[int, ...] = tuple(2**k for k in range(3, 15))  # 8 … 16,384
@@ -141,8 +143,52 @@ def size_sweep(  # noqa: PLR0913
 ) -> SizingResult:
     """Best layout, time to train, cost per run and scaling efficiency for each cluster size; `run`: the options
     every layout of every size shares (app.core.layout.RunOptions, as `plan` takes them)."""
-    import time
+    wanted = _checked_sizes(cluster, sizes, tokens, deadline_s, usd_per_gpu_hour)
+    start = time.perf_counter()
+    search = partial(
+        plan,
+        model,
+        cluster,
+        seq_len,
+        global_batch,
+        tokens=tokens,
+        run=run,
+        constraints=constraints,
+        options=options,
+        profile=profile,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        top=1,
+        pareto_limit=0,
+    )
+    raw = [(n, search(gpu_counts=[n])) for n in wanted]
+    points = _size_points(raw)
+    ok = [pt for pt in points if pt.feasible and pt.time_to_train_s is not None]
+    return SizingResult(
+        model=model.name,
+        gpu=cluster.gpu.name,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        tokens=tokens,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        deadline_s=deadline_s,
+        points=points,
+        min_gpus_that_fit=ok[0].num_gpus if ok else None,
+        smallest_meeting_deadline=_smallest_meeting(ok, deadline_s),
+        cheapest=_cheapest(ok) if usd_per_gpu_hour is not None else None,
+        knee=knee_point([pt.num_gpus for pt in ok], [pt.time_to_train_s or 0.0 for pt in ok]),
+        elapsed_s=time.perf_counter() - start,
+        assumptions=_sweep_assumptions(usd_per_gpu_hour),
+    )
 
+
+def _checked_sizes(
+    cluster: ClusterSpec,
+    sizes: Sequence[int] | None,
+    tokens: float,
+    deadline_s: float | None,
+    usd_per_gpu_hour: float | None,
+) -> list[int]:
+    """The sizes to search, in increasing order (DEFAULT_SIZES by default); every problem of the request at once."""
     p = ProblemCollector()
     p.check(tokens > 0, "tokens", "give the training tokens (> 0) to compute time to train")
     p.check(deadline_s is None or deadline_s > 0, "deadline_s", "must be > 0")
@@ -156,27 +202,13 @@ def size_sweep(  # noqa: PLR0913
             f"{n} GPUs is not a whole number of {gpn}-GPU nodes",
         )
     p.raise_if_any()
-    start = time.perf_counter()
-    raw: list[tuple[int, Any]] = []
-    for n in wanted:
-        res = plan(
-            model,
-            cluster,
-            seq_len,
-            global_batch,
-            tokens=tokens,
-            gpu_counts=[n],
-            run=run,
-            constraints=constraints,
-            options=options,
-            profile=profile,
-            usd_per_gpu_hour=usd_per_gpu_hour,
-            top=1,
-            pareto_limit=0,
-        )
-        raw.append((n, res))
-    feasible = [(n, r) for n, r in raw if r.best is not None]
-    base = feasible[0] if feasible else None
+    return wanted
+
+
+def _size_points(raw: list[tuple[int, PlanResult]]) -> list[SizePoint]:
+    """One point per searched size; scaling efficiency and speedup against the smallest size where a layout fits,
+    and for a size where none fits the reason."""
+    base = next(((n, r.best) for n, r in raw if r.best is not None), None)
     points: list[SizePoint] = []
     for n, r in raw:
         b = r.best
@@ -189,9 +221,9 @@ def size_sweep(  # noqa: PLR0913
                 )
             )
             continue
-        assert base is not None and base[1].best is not None
-        b0 = base[1].best
-        eff = (b.tokens_per_s / n) / (b0.tokens_per_s / base[0])
+        assert base is not None
+        n0, b0 = base
+        eff = (b.tokens_per_s / n) / (b0.tokens_per_s / n0)
         speedup = (b0.time_to_train_s or 0) / b.time_to_train_s if b.time_to_train_s else None
         points.append(
             SizePoint(
@@ -208,17 +240,28 @@ def size_sweep(  # noqa: PLR0913
                 r.elapsed_s,
             )
         )
-    ok = [pt for pt in points if pt.feasible and pt.time_to_train_s is not None]
-    smallest_deadline = None
-    if deadline_s is not None:
-        smallest_deadline = next(
-            (pt.num_gpus for pt in ok if pt.time_to_train_s is not None and pt.time_to_train_s <= deadline_s),
-            None,
-        )
-    cheapest = None
-    if usd_per_gpu_hour is not None and ok:
-        cheapest = min(ok, key=lambda pt: (pt.cost_usd or math.inf, pt.num_gpus)).num_gpus
-    knee = knee_point([pt.num_gpus for pt in ok], [pt.time_to_train_s or 0.0 for pt in ok])
+    return points
+
+
+def _smallest_meeting(ok: list[SizePoint], deadline_s: float | None) -> int | None:
+    """The fewest GPUs whose time to train is within the deadline (None without a deadline or where none meets it)."""
+    if deadline_s is None:
+        return None
+    return next(
+        (pt.num_gpus for pt in ok if pt.time_to_train_s is not None and pt.time_to_train_s <= deadline_s),
+        None,
+    )
+
+
+def _cheapest(ok: list[SizePoint]) -> int | None:
+    """The size with the lowest cost per run, the fewer GPUs among equals."""
+    if not ok:
+        return None
+    return min(ok, key=lambda pt: (pt.cost_usd or math.inf, pt.num_gpus)).num_gpus
+
+
+def _sweep_assumptions(usd_per_gpu_hour: float | None) -> list[Assumption]:
+    """What the sweep assumes, with the price where one was given."""
     assumptions = [
         Assumption("scaling", "strong", "", "the same global batch at every size (one training recipe)"),
         Assumption(
@@ -231,19 +274,4 @@ def size_sweep(  # noqa: PLR0913
     ]
     if usd_per_gpu_hour is not None:
         assumptions.append(Assumption("price", usd_per_gpu_hour, "$/GPU-hour", "request or price book"))
-    return SizingResult(
-        model=model.name,
-        gpu=cluster.gpu.name,
-        seq_len=seq_len,
-        global_batch=global_batch,
-        tokens=tokens,
-        usd_per_gpu_hour=usd_per_gpu_hour,
-        deadline_s=deadline_s,
-        points=points,
-        min_gpus_that_fit=ok[0].num_gpus if ok else None,
-        smallest_meeting_deadline=smallest_deadline,
-        cheapest=cheapest,
-        knee=knee,
-        elapsed_s=time.perf_counter() - start,
-        assumptions=assumptions,
-    )
+    return assumptions

@@ -802,31 +802,47 @@ def data_parallel_times(
     return dp_comm, zero3, optimizer
 
 
-def layer_comm(  # noqa: PLR0913
-    model: ModelSpec,
-    cols: LayoutColumns,
-    tokens: Any,
-    shares: tuple[float, ...],
-    times: Callable[[str], Any],
-    moe_times: Callable[[str], Any],
-    moe_again: Any,
-    cluster: ClusterSpec,
-    fw: Framework,
-    coll: Collective,
-) -> list[tuple[Any, Any, Any]]:
-    """Exposed TP, CP and EP seconds of one layer and micro-batch whose forward full recompute re-runs with
-    probability `share`, for each of `shares` (the collectives priced once), for one layout or every row.
+@dataclass(frozen=True)
+class LayerCommInputs:
+    """What one layer's exposed TP, CP and EP communication depends on, for one layout or every row.
 
-    `times(attr)`: the layer's time `attr` (LayerTimes), mean over dense and MoE layers; `moe_times(attr)`: a MoE
-    layer's ("expert_fwd": its routed and shared experts' forward); `moe_again`: 1 where selective recompute re-runs
-    the MoE layer (module "moe"), which dispatches and combines its tokens again.
+    `tokens`: tokens of a micro-batch on one CP rank; `times(attr)`: the layer's time `attr` (LayerTimes), mean over
+    dense and MoE layers; `moe_times(attr)`: a MoE layer's ("expert_fwd": its routed and shared experts' forward);
+    `moe_again`: 1 where selective recompute re-runs the MoE layer (module "moe"), which dispatches and combines its
+    tokens again.
     """
-    shape = layer_shape(model)
-    tp, cp, ep, sp = cols.tp, cols.cp, cols.ep, cols.sp
-    gpn = cluster.gpus_per_node
-    # tensor-parallel collectives: 2 per layer forward, 2 backward, 2 more when the forward is recomputed
-    act_bytes = 2.0 * tokens * shape.hidden
-    tp_node = ranks_per_node(tp, 1, gpn)
+
+    model: ModelSpec
+    cols: LayoutColumns
+    tokens: Any
+    times: Callable[[str], Any]
+    moe_times: Callable[[str], Any]
+    moe_again: Any
+    cluster: ClusterSpec
+    fw: Framework
+    coll: Collective
+
+
+def layer_comm(c: LayerCommInputs, shares: tuple[float, ...]) -> list[tuple[Any, Any, Any]]:
+    """Exposed TP, CP and EP seconds of one layer and micro-batch whose forward full recompute re-runs with
+    probability `share`, for each of `shares` (the collectives priced once), for one layout or every row."""
+    tp_at = _tp_exposed(c)
+    ring = _cp_ring(c)
+    ep_at = _ep_exposed(c)
+    cp = c.cols.cp
+
+    def cp_at(share: float) -> Any:
+        return 0.0 if ring is None else where(cp > 1, ring * (1 + share), 0.0)
+
+    return [(tp_at(share), cp_at(share), ep_at(share)) for share in shares]
+
+
+def _tp_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
+    """The exposed tensor-parallel seconds of one layer as a function of the recomputed share: 2 collectives per
+    layer forward, 2 backward, 2 more when the forward is recomputed."""
+    fw, tp, sp, coll = c.fw, c.cols.tp, c.cols.sp, c.coll
+    act_bytes = 2.0 * c.tokens * layer_shape(c.model).hidden
+    tp_node = ranks_per_node(tp, 1, c.cluster.gpus_per_node)
     gather: Any = 0.0
     scatter: Any = 0.0
     one_sp: Any = 0.0
@@ -846,10 +862,10 @@ def layer_comm(  # noqa: PLR0913
         # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time: the
         # input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the re-gather
         # of the SP-sharded input behind the data-gradient GEMM
-        half = 0.5 * times("column_bwd")
+        half = 0.5 * c.times("column_bwd")
         sp_hidden = minimum(2 * scatter, half) + minimum(extra, half)
         hidden = where(sp, sp_hidden, minimum(one, half))
-    tp_slow = overlap_slowdown(fw, cluster, tp, tp_node)
+    tp_slow = overlap_slowdown(fw, c.cluster, tp, tp_node)
 
     def tp_at(share: float) -> Any:
         tp_total = one * (2 + share) + extra
@@ -862,64 +878,80 @@ def layer_comm(  # noqa: PLR0913
             + fw.tp_overlap_slowdown * fw.tp_overlap * tp_rest
         )
 
-    # context parallel: ring exchange of K and V (forward), K, V, dK, dV (backward), hidden behind attention
-    ring: Any = None
-    if any_true(cp > 1):
-        kv_bytes = 2.0 * 2.0 * tokens * shape.kv_width / tp
-        cp_node = ranks_per_node(cp, tp, gpn)
-        hop = coll("send_recv", where(cp > 1, kv_bytes, 0.0), 2, cp_node, "tp")
-        fwd_ring = (cp - 1) * hop
-        attn = times("attention_fwd")
-        cp_slow = overlap_slowdown(fw, cluster, cp, cp_node)
-        ring = overlapped(fwd_ring, attn, cp_slow) + overlapped(
-            2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
+    return tp_at
+
+
+def _cp_ring(c: LayerCommInputs) -> Any:
+    """Context parallel: the exposed seconds of the ring exchange of K and V (forward) and K, V, dK, dV (backward),
+    hidden behind attention; None where no row has cp > 1."""
+    tp, cp = c.cols.tp, c.cols.cp
+    if not any_true(cp > 1):
+        return None
+    kv_bytes = 2.0 * 2.0 * c.tokens * layer_shape(c.model).kv_width / tp
+    cp_node = ranks_per_node(cp, tp, c.cluster.gpus_per_node)
+    hop = c.coll("send_recv", where(cp > 1, kv_bytes, 0.0), 2, cp_node, "tp")
+    fwd_ring = (cp - 1) * hop
+    attn = c.times("attention_fwd")
+    cp_slow = overlap_slowdown(c.fw, c.cluster, cp, cp_node)
+    return overlapped(fwd_ring, attn, cp_slow) + overlapped(
+        2 * fwd_ring, FLASH_BACKWARD_FLOP_RATIO * attn, cp_slow
+    )
+
+
+def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
+    """The exposed expert-parallel all-to-all seconds (dispatch and combine, forward and backward) of one layer, the
+    mean over dense and MoE layers, as a function of the recomputed share."""
+    model, fw, cols = c.model, c.fw, c.cols
+    tp, cp, ep, sp = cols.tp, cols.cp, cols.ep, cols.sp
+    moe_share = num_moe_layers(model) / model.num_layers
+    if not (num_moe_layers(model) and any_true(ep > 1)):
+        return lambda share: 0.0
+    shape = layer_shape(model)
+    # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
+    # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
+    # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP all-gather /
+    # reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp order) or
+    # adjacent after the etp ranks (MoE parallel folding)
+    moe_tokens = where(sp, c.tokens / tp, c.tokens)
+    a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
+    ep_node = ranks_per_node(ep, where(cols.folded, cols.etp, tp * cp), c.cluster.gpus_per_node)
+    a2a = c.coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
+    if fw.moe_dispatch_dedup:
+        a2a = _deduplicated_a2a(c, a2a, a2a_bytes, ep_node)
+    overlapped_a2a: Any = 0.0
+    if fw.moe_a2a_overlap:
+        # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each
+        # of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward dispatch ‖
+        # expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention forward,
+        # backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
+        ep_slow = overlap_slowdown(fw, c.cluster, ep, ep_node)
+        moe_times = c.moe_times
+        overlapped_a2a = moe_a2a_overlapped(
+            a2a, moe_times("forward"), moe_times("backward"), moe_times("expert_fwd"), ep_slow
         )
 
-    # expert parallel all-to-all: dispatch and combine, forward and backward
-    a2a: Any = None
-    moe_share = num_moe_layers(model) / model.num_layers
-    if num_moe_layers(model) and any_true(ep > 1):
-        # Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) exchanges each
-        # rank's own tokens — its sequence-parallel shard (Megatron requires SP when tp > 1 with experts) — top-k
-        # copies of each; the gather over the expert tensor-parallel ranks stands in for the MLP's SP all-gather /
-        # reduce-scatter already counted in tp_comm. EP ranks sit tp·cp apart (legacy tp-cp-ep-dp order) or
-        # adjacent after the etp ranks (MoE parallel folding)
-        moe_tokens = where(sp, tokens / tp, tokens)
-        a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
-        ep_node = ranks_per_node(ep, where(cols.folded, cols.etp, tp * cp), gpn)
-        a2a = coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
-        if fw.moe_dispatch_dedup:
-            domains = scaleout_domains(cluster, ep, ep_node)
-            multi = domains > 1
-            if any_true(multi):
-                # one copy per destination node crosses the network; NVLink then fans it out to the expert GPUs
-                kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
-                in_domain = coll("all_to_all", where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, "ep")
-                deduped = coll("all_to_all", where(multi, kept * a2a_bytes, 0.0), ep, ep_node, "ep")
-                a2a = where(multi, maximum(in_domain, deduped), a2a)
-        overlapped_a2a: Any = 0.0
-        if fw.moe_a2a_overlap:
-            # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each
-            # of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward dispatch ‖
-            # expert backward, forward combine ‖ attention backward, backward dispatch ‖ attention forward,
-            # backward combine ‖ expert forward); recompute's extra all-to-alls stay exposed
-            ep_slow = overlap_slowdown(fw, cluster, ep, ep_node)
-            overlapped_a2a = moe_a2a_overlapped(
-                a2a, moe_times("forward"), moe_times("backward"), moe_times("expert_fwd"), ep_slow
-            )
-
     def ep_at(share: float) -> Any:
-        if a2a is None:
-            return 0.0
-        again = share + moe_again
+        again = share + c.moe_again
         if fw.moe_a2a_overlap:
             return where(ep > 1, moe_share * (2 * again * a2a + overlapped_a2a), 0.0)
         return where(ep > 1, moe_share * 2 * (2 + again) * a2a, 0.0)
 
-    def cp_at(share: float) -> Any:
-        return 0.0 if ring is None else where(cp > 1, ring * (1 + share), 0.0)
+    return ep_at
 
-    return [(tp_at(share), cp_at(share), ep_at(share)) for share in shares]
+
+def _deduplicated_a2a(c: LayerCommInputs, a2a: Any, a2a_bytes: Any, ep_node: Any) -> Any:
+    """The all-to-all under a node-deduplicating dispatcher: where the EP group spans scale-out domains, one copy per
+    destination node crosses the network and NVLink then fans it out to the expert GPUs."""
+    ep = c.cols.ep
+    domains = scaleout_domains(c.cluster, ep, ep_node)
+    multi = domains > 1
+    if not any_true(multi):
+        return a2a
+    shape = layer_shape(c.model)
+    kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
+    in_domain = c.coll("all_to_all", where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, "ep")
+    deduped = c.coll("all_to_all", where(multi, kept * a2a_bytes, 0.0), ep, ep_node, "ep")
+    return where(multi, maximum(in_domain, deduped), a2a)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1072,11 +1104,9 @@ def layer_step_times(
         )
     # a recomputed MoE layer (selective module "moe") dispatches and combines its tokens again
     moe_again = where(selective, 1.0 if "moe" in run.selective_modules else 0.0, 0.0)
-    comm_args = (view.mix, view.moe, moe_again, cluster, fw, coll)
+    comm = LayerCommInputs(model, cols, tokens, view.mix, view.moe, moe_again, cluster, fw, coll)
     # the three are linear in the recomputed share: evaluate the ends and interpolate per stage
-    ends = layer_comm(
-        model, cols, tokens, (0.0, 1.0) if any_true(cols.recompute == 2) else (0.0,), *comm_args
-    )
+    ends = layer_comm(comm, (0.0, 1.0) if any_true(cols.recompute == 2) else (0.0,))
     plain, recomputed = ends[0], ends[-1]
     hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
     vocab = padded_vocab_size(model.vocab_size, cols.tp)

@@ -1250,9 +1250,23 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
             "bubble) is unknown"
         )
     layout, defaults = row_layout(row, model, rule, n_gpus)
+    ctx = _RowContext(row, model, gpu, power_limit_w, n_gpus, rule)
     if UNSTATED_MICRO_BATCH not in defaults and UNSTATED_VP not in defaults:
-        return _estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
-    return _best_completion(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
+        return _estimate_layout(ctx, layout, defaults)
+    return _best_completion(ctx, layout, defaults)
+
+
+@dataclass(frozen=True)
+class _RowContext:
+    """What every completion of one row is estimated with: the row, its model (before the MTP layers and the pipeline
+    split its notes state), its GPU and power limit (row_power), its GPU count and its source's rule."""
+
+    row: Row
+    model: ModelSpec
+    gpu: GPUSpec
+    power_limit_w: float | None
+    n_gpus: int
+    rule: SourceRule
 
 
 # the placeholders row_layout writes for a blank micro_batch / interleave_v cell; estimate_row replaces them with
@@ -1296,28 +1310,19 @@ def completion_candidates(
     return mbs, vps
 
 
-def _best_completion(
-    row: Row,
-    model: ModelSpec,
-    gpu: GPUSpec,
-    power_limit_w: float | None,
-    n_gpus: int,
-    rule: SourceRule,
-    layout: Layout,
-    defaults: list[str],
-) -> RowEstimate:
+def _best_completion(ctx: _RowContext, layout: Layout, defaults: list[str]) -> RowEstimate:
     """The row estimated at the planner's best completion of its blank micro_batch / interleave_v cells: every
     candidate pair (completion_candidates) through the row's own estimate, whose check_layout refuses what could
     not run (an interleaved schedule needs micro-batches a multiple of pp), those that fit in HBM kept, the fastest chosen (the smallest
     peak where none fits). Each imputed value is marked in the defaults; a knob with one candidate (vp without a
     pipeline) keeps its plain default."""
     mbs, vps = completion_candidates(
-        model, layout, rule.framework, UNSTATED_MICRO_BATCH in defaults, UNSTATED_VP in defaults
+        ctx.model, layout, ctx.rule.framework, UNSTATED_MICRO_BATCH in defaults, UNSTATED_VP in defaults
     )
     free_mb = UNSTATED_MICRO_BATCH in defaults and len(mbs) > 1
     free_vp = UNSTATED_VP in defaults and len(vps) > 1
     if not (free_mb or free_vp):
-        return _estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
+        return _estimate_layout(ctx, layout, defaults)
     base = [
         d
         for d in defaults
@@ -1333,11 +1338,11 @@ def _best_completion(
                 marks.append(f"vp={vp} ({IMPUTED})")
             candidate = replace(layout, micro_batch=mb, vp=vp)
             try:
-                tried.append(_estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, candidate, marks))
+                tried.append(_estimate_layout(ctx, candidate, marks))
             except (SpecError, ValueError, ArithmeticError):
                 continue  # a completion check_layout (run by the estimate) refuses: it could not run
     if not tried:
-        return _estimate_layout(row, model, gpu, power_limit_w, n_gpus, rule, layout, defaults)
+        return _estimate_layout(ctx, layout, defaults)
     chosen, fits = best_completion([(t.estimate, t) for t in tried])
     return chosen if fits else replace(chosen, defaults=[*chosen.defaults, NONE_FITS])
 
@@ -1354,17 +1359,9 @@ def best_completion(tried: Sequence[tuple[Estimate, T]]) -> tuple[T, bool]:
     return min(tried, key=lambda t: float(t[0].memory.most_loaded.total_bytes))[1], False
 
 
-def _estimate_layout(
-    row: Row,
-    model: ModelSpec,
-    gpu: GPUSpec,
-    power_limit_w: float | None,
-    n_gpus: int,
-    rule: SourceRule,
-    layout: Layout,
-    defaults: list[str],
-) -> RowEstimate:
+def _estimate_layout(ctx: _RowContext, layout: Layout, defaults: list[str]) -> RowEstimate:
     """Estimate a row at one completed layout (the MTP layers and the pipeline split its notes state added)."""
+    row, model, rule = ctx.row, ctx.model, ctx.rule
     defaults = list(defaults)
     mtp, mtp_source = mtp_layers_for(row, layout)
     if mtp:
@@ -1388,15 +1385,15 @@ def _estimate_layout(
         deeper = -(-model.num_layers // chunks) * chunks
         defaults.append(f"uneven pipeline: {model.num_layers} layers modelled as {deeper}")
         model = replace(model, num_layers=deeper)
-    cluster = row_cluster(gpu, n_gpus, rule)
+    cluster = row_cluster(ctx.gpu, ctx.n_gpus, rule)
     fw = row_framework(row, rule, layout)
     reshard = RESHARD_MODES[framework_reshard(fw.pipeline_reshard, layout.pp, layout.zero)]
     if reshard != layout.reshard_after:
         layout = replace(layout, reshard_after=reshard)  # type: ignore[arg-type]
         defaults.append(f"reshard_after={reshard} ({fw.name}'s pipeline schedule)")
-    options = EstimateOptions(framework=fw, power_limit_w=power_limit_w)
+    options = EstimateOptions(framework=fw, power_limit_w=ctx.power_limit_w)
     est = estimate(model, cluster, layout, row.int_or("seq_len", 2048) or 2048, options=options)
-    return RowEstimate(est, model, cluster, layout, fw, rule, power_limit_w, defaults)
+    return RowEstimate(est, model, cluster, layout, fw, rule, ctx.power_limit_w, defaults)
 
 
 def evaluate_row(row: Row) -> RowResult:

@@ -23,7 +23,7 @@ from app.core.hardware import ClusterSpec
 from app.core.planner import plan
 
 CALCULON_CONFIGS_PER_S = 135.0
-TARGET_405B_S = 1.0
+TARGET_405B_S = 1.0  # docs/constants.md#planner-search-target
 
 CASES = (
     ("Llama-3.1-405B", "H100-SXM", 16384, "ib-ndr-8x400", 8192, 2048),

@@ -19,12 +19,13 @@ class JobKey(BaseModel):
     id: uuid.UUID
 
 
+JobKind = Literal["gemm", "collectives", "calibration", "check"]  # app.benchproto.kinds.JOB_KINDS
+
+
 class BenchmarkBase(BaseModel):
     """What a job measures, as submitted (BenchmarkCreate) and as listed (BenchmarkSummary, BenchmarkPublic)."""
 
-    kind: Literal["gemm", "collectives", "calibration", "check"] = Field(  # app.benchproto.kinds.JOB_KINDS
-        description="what to measure; check = a node acceptance check (needs params.gpu)"
-    )
+    kind: JobKind = Field(description="what to measure; check = a node acceptance check (needs params.gpu)")
 
 
 class BenchmarkParams(BaseModel):

@@ -8,7 +8,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
@@ -27,6 +27,7 @@ from app.schemas.benchmarks import (
     BenchmarkCreate,
     BenchmarkPublic,
     BenchmarkSummary,
+    JobKind,
 )
 from app.schemas.envelope import ListEnvelope
 from app.schemas.fields import SafeStr
@@ -42,7 +43,7 @@ SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under 
 def summary_of(job: BenchmarkJob) -> BenchmarkSummary:
     return BenchmarkSummary(
         id=job.id,
-        kind=job.kind,
+        kind=cast(JobKind, job.kind),  # stored only after the service checked it (app.services.jobs)
         status=job.status,
         progress=job.progress,
         eta_s=job.eta_s,

@@ -33,13 +33,15 @@ from sqlmodel import Session, create_engine
 from app.settings import get_settings
 
 # Connections kept open, and extra ones opened under bursts (closed again when returned). The sum (50) is well
-# above MAX_CONCURRENT_REQUESTS in app/hooks/ratelimit.py plus the auth hook's and metrics' own short sessions.
+# above MAX_CONCURRENT_REQUESTS in app/hooks/ratelimit.py plus the auth hook's and metrics' own short sessions
+# (docs/constants.md#database-pool).
 POOL_SIZE = 20
 MAX_OVERFLOW = 30
 POOL_TIMEOUT_S = 30
 READONLY_OPTION = "clusterplan_readonly"
 # /healthz: seconds to get a connection and to run `SELECT 1`. The Dockerfile's HEALTHCHECK allows 5 s
-# (--timeout=5s, urlopen timeout 4 s); 2 s leaves room for the HTTP round trip on a loaded machine.
+# (--timeout=5s, urlopen timeout 4 s); 2 s leaves room for the HTTP round trip on a loaded machine
+# (docs/constants.md#health-timeout).
 HEALTH_TIMEOUT_S = 2
 # One writer at a time per process on SQLite, queued on a lock rather than on SQLite's busy handler: its
 # retries sleep up to 100 ms each (sqlite3_busy_timeout's schedule, sqlite3 source `sqliteDefaultBusyCallback`),

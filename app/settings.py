@@ -30,9 +30,10 @@ class Settings(BaseSettings):
     # Allow non-Secure session cookies over plain HTTP from other machines (a trusted LAN without TLS).
     insecure_cookies: bool = False
     max_request_bytes: int = 2 * 1024 * 1024
-    rate_limit_per_minute: int = 600
+    rate_limit_per_minute: int = 600  # docs/constants.md#api-rate-limit
     login_rate_limit_per_minute: int = 10
-    # Planner searches, size sweeps and estimate computations one caller may run at once (app/hooks/inflight.py).
+    # Planner searches, size sweeps and estimate computations one caller may run at once (app/hooks/inflight.py;
+    # docs/constants.md#per-caller-cpu-cap).
     cpu_requests_per_caller: int = Field(default=2, ge=0, le=1000)
     price_stale_days: int = 180
 

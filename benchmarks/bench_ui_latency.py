@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.web.pages._builder import BuilderState  # noqa: E402
 
+# targets: p95 over HTTP, docs/constants.md#ui-latency-targets
 SCENARIOS: list[tuple[str, BuilderState, float]] = [
     ("estimate: Llama-3 8B, 2×8 H100", BuilderState(), 0.150),
     (

@@ -1,23 +1,12 @@
-"""The list envelope every collection endpoint returns: {"data": [...], "count": N}."""
+"""The paging dependency of every collection endpoint (offset and limit query parameters)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated
 
 from fastapi import Depends, Query
-from pydantic import BaseModel
 
-T = TypeVar("T")
-
-
-class ListEnvelope(BaseModel, Generic[T]):
-    data: list[T]
-    count: int  # total matching rows, independent of paging
-
-
-class Paging(BaseModel):
-    offset: int = 0
-    limit: int = 100
+from app.schemas.envelope import Paging
 
 
 def paging(

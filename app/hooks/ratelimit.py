@@ -116,7 +116,7 @@ class RateLimitMiddleware:
 # Requests being worked on at once (the rest wait their turn on the event loop, costing nothing). Kept below
 # the database pool (app/db.py: 20 + 30 overflow) and far below the 40 threads that run sync routes:
 # otherwise, under load, every thread can end up waiting for a connection or SQLite's write lock held by
-# requests that need a thread to finish (see docs/performance.md).
+# requests that need a thread to finish (docs/performance.md; docs/constants.md#concurrency-limit).
 MAX_CONCURRENT_REQUESTS = 12
 
 

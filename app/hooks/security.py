@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth.deps import AuthenticationRequired, principal_from_authorization, route_requirement
 from app.auth.throttle import LoginThrottler
+from app.schemas.errors import HTTPError
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -168,12 +169,7 @@ async def authentication_required_handler(request: Request, exc: Exception) -> R
     return JSONResponse({"detail": exc.detail}, status_code=401, headers=exc.headers)
 
 
-ERROR_SCHEMA = {
-    "title": "HTTPError",
-    "type": "object",
-    "properties": {"detail": {"title": "Detail", "type": "string"}},
-    "required": ["detail"],
-}
+ERROR_SCHEMA = HTTPError.model_json_schema()
 SECURITY_SCHEMES = {
     "apiToken": {
         "type": "http",

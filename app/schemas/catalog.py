@@ -109,34 +109,66 @@ class ModelPublic(BaseModel):
     spec: dict[str, Any] = Field(description="ModelSpec fields")
 
 
-class PriceRowBase(BaseModel):
-    """The fields every view of a price-book row starts with (the catalog's rows, the cost service's price book)."""
+class PriceKey(BaseModel):
+    """The id of a stored price-book row (the first field of every view of one)."""
 
     id: uuid.UUID
-    category: str
-    item: str
-    vendor: str
-    region: str
-    pricing_model: str
-    unit: str
-    price_usd: float
-    usd_per_gpu_hour: float | None
-    gpu_name: str | None
 
 
-class PricePublic(PriceRowBase):
-    gpus_per_unit: int | None
+class PriceItem(BaseModel):
+    """What a price is for and what it costs: the fields every view of a price-book row shares (the catalog's
+    rows, their create body, the cost service's price book)."""
+
+    category: SafeStr = Field(min_length=1, max_length=50, examples=["cloud_gpu"])
+    item: SafeStr = Field(min_length=1, max_length=200)
+    vendor: SafeStr = Field("", max_length=100)
+    region: SafeStr = Field("", max_length=100)
+    pricing_model: SafeStr = Field("", max_length=100, examples=["on-demand"])
+    unit: SafeStr = Field("", max_length=50, examples=["GPU-hour"])
+    price_usd: float = Field(ge=0, le=MAX_PRICE_USD)
+    usd_per_gpu_hour: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
+    gpu_name: SafeStr | None = Field(None, max_length=100, description="catalog GPU name or alias")
+
+
+class PriceUnits(BaseModel):
+    gpus_per_unit: int | None = Field(None, ge=1, le=MAX_GPUS_PER_UNIT)
+
+
+class PriceDated(BaseModel):
+    """When a price was quoted, where it comes from and how sure it is: every view of a row carries them."""
+
     price_date: date
-    source: str
-    confidence: str
-    includes: str
-    notes: str
+    source: FreeText = Field(min_length=1, max_length=2000)
+    confidence: SafeStr = Field("user", max_length=50)
+
+
+class PriceDetails(BaseModel):
+    includes: FreeText = Field(min_length=1, max_length=500, description="what the price covers")
+    notes: FreeText = Field("", max_length=2000)
+
+
+class PriceOrigin(BaseModel):
     builtin: bool
     owner_id: uuid.UUID | None = Field(None, description="the user who added the row (user rows only)")
+
+
+class PriceAge(BaseModel):
+    """How old a row is against its category's threshold: the catalog's rows and the price book report it."""
+
     stale: bool = Field(
         description="older than its category's threshold (app.core.price_age; GPU cloud prices 6 months)"
     )
     age_days: int
+
+
+# Pydantic orders a model's fields from its last base to its first, so each class below lists its parts last
+# field first: the rows keep the key order clients have always received (id, what, how much, when, ...).
+class PriceBase(PriceDetails, PriceDated, PriceUnits, PriceItem):
+    """A price-book row as a user gives it (PriceCreate) and as the catalog returns it (PricePublic)."""
+
+
+class PricePublic(PriceAge, PriceOrigin, PriceBase, PriceKey):
+    """A price-book row of the catalog (GET /api/v1/prices)."""
 
 
 # --- request models ------------------------------------------------------------------------------------------
@@ -240,23 +272,8 @@ class ModelCreate(BaseModel):
         return self
 
 
-class PriceCreate(BaseModel):
+class PriceCreate(PriceBase):
     model_config = REQUEST_CONFIG
-    category: SafeStr = Field(min_length=1, max_length=50, examples=["cloud_gpu"])
-    item: SafeStr = Field(min_length=1, max_length=200)
-    vendor: SafeStr = Field("", max_length=100)
-    region: SafeStr = Field("", max_length=100)
-    pricing_model: SafeStr = Field("", max_length=100, examples=["on-demand"])
-    unit: SafeStr = Field("", max_length=50, examples=["GPU-hour"])
-    price_usd: float = Field(ge=0, le=MAX_PRICE_USD)
-    usd_per_gpu_hour: float | None = Field(None, ge=0, le=MAX_PRICE_USD)
-    gpu_name: SafeStr | None = Field(None, max_length=100, description="catalog GPU name or alias")
-    gpus_per_unit: int | None = Field(None, ge=1, le=MAX_GPUS_PER_UNIT)
-    price_date: date
-    source: FreeText = Field(min_length=1, max_length=2000)
-    confidence: SafeStr = Field("user", max_length=50)
-    includes: FreeText = Field(min_length=1, max_length=500, description="what the price covers")
-    notes: FreeText = Field("", max_length=2000)
 
 
 class PriceUpdate(BaseModel):

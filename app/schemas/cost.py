@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.schemas.catalog import PriceRowBase
+from app.schemas.catalog import PriceAge, PriceDated, PriceItem, PriceKey
 from app.schemas.estimate import AssumptionOut
 from app.schemas.fields import JsonObject, SafeStr
 
@@ -486,9 +486,6 @@ class StorageResponse(BaseModel):
     assumptions: list[CostAssumptionOut]
 
 
-class PriceBookRow(PriceRowBase):
-    price_date: str
-    source: str
-    confidence: str
-    stale: bool
-    age_days: int
+# fields from the last base to the first (see app.schemas.catalog.PriceBase): id, what, how much, when, how old
+class PriceBookRow(PriceAge, PriceDated, PriceItem, PriceKey):
+    """A row of the price book the cost endpoints price from (GET /api/v1/cost/prices)."""

@@ -21,20 +21,17 @@ def _utc(value: datetime | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-class PlanCreate(BaseModel):
-    """A new plan: its first revision is computed from `scenario` and saved with it."""
+class PlanKey(BaseModel):
+    """The id of a saved plan (the first field of every view of one)."""
 
-    model_config = ConfigDict(extra="forbid")
+    id: uuid.UUID
+
+
+class PlanBase(BaseModel):
+    """A saved plan's name and notes, as given (PlanCreate) and as read back (PlanSummary, PlanPublic)."""
 
     name: str = Field(min_length=1, max_length=200, description="short name shown in lists")
     notes: str = Field(default="", max_length=20000, description="free text: purpose, decisions, caveats")
-    scenario: Scenario = Field(description="the planning inputs, as for the estimate endpoint")
-    calibration_profile: str | None = Field(
-        default=None,
-        max_length=200,
-        description="calibration profile ('name', 'name v3' or id) replacing the published efficiency "
-        "curves; default: published defaults",
-    )
 
     @field_validator("name")
     @classmethod
@@ -42,6 +39,20 @@ class PlanCreate(BaseModel):
         if not value.strip():
             raise ValueError("name must not be blank")
         return value.strip()
+
+
+class PlanCreate(PlanBase):
+    """A new plan: its first revision is computed from `scenario` and saved with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scenario: Scenario = Field(description="the planning inputs, as for the estimate endpoint")
+    calibration_profile: str | None = Field(
+        default=None,
+        max_length=200,
+        description="calibration profile ('name', 'name v3' or id) replacing the published efficiency "
+        "curves; default: published defaults",
+    )
 
 
 class PlanRevise(BaseModel):
@@ -113,10 +124,9 @@ class RevisionSummary(BaseModel):
         return _utc(value).isoformat()  # type: ignore[union-attr]
 
 
-class PlanSummary(BaseModel):
-    id: uuid.UUID
-    name: str
-    notes: str
+# PlanKey comes last among the bases so that `id` leads the serialised plan (pydantic orders fields from the last
+# base to the first)
+class PlanSummary(PlanBase, PlanKey):
     owner: str | None = Field(
         default=None, description="the owner's e-mail; null for a plan saved before plans had owners"
     )
@@ -246,3 +256,13 @@ class PlanExport(Provenance):
     plan: ExportedPlan
     scenario: dict[str, Any]
     result: dict[str, Any]
+
+
+class RevisionForm(BaseModel):
+    """The fields of the saved-plan page's revision form."""
+
+    name: str = Field(default="", max_length=200)
+    notes: str = Field(default="", max_length=20000)
+    scenario: str = Field(default="", max_length=400_000)
+    calibration_profile: str = Field(default="", max_length=200)
+    builder: str = Field(default="", max_length=2000)

@@ -401,7 +401,8 @@ def _explicit_bom(
     assert req.network_bom is not None
     from pydantic import ValidationError
 
-    from app.services.network import BomIn, run_bom
+    from app.schemas.network import BomIn
+    from app.services.network import run_bom
 
     body = {"nodes": req.onprem.nodes, "gpus_per_node": req.onprem.gpus_per_node} | req.network_bom
     try:

@@ -146,7 +146,7 @@ def estimate_scenario(data: Any, session: Session | None = None) -> EstimateOut:
     return to_out(resolved, est)
 
 
-CACHE_SIZE = 1024  # responses are ~7 KB: at most ~7 MB
+CACHE_SIZE = 1024  # responses are ~7 KB: at most ~7 MB (docs/constants.md#estimate-response-cache)
 
 CacheKey = tuple[Any, ...]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
@@ -22,6 +22,7 @@ from app.schemas.search import (
     SearchRequestBase,
     SizesRequest,
 )
+from app.schemas.search_results import PlanOut, SizesOut
 from app.services.plan_ranking import ranking_payload
 from app.services.region import REGION_CANDIDATES, mark, reasons_for, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -44,94 +45,6 @@ __all__ = [  # the request models live in app.schemas.search; API routes and cal
     "search",
     "sizes",
 ]
-
-
-class PlanOut(BaseModel):
-    model: str
-    mtp_layers: int = Field(
-        default=0,
-        description="the model's multi-token-prediction modules (model.mtp_layers), on the last stage",
-    )
-    gpu: str
-    fabric: str
-    framework: str
-    gpu_counts: list[int]
-    seq_len: int
-    global_batch: int
-    tokens: float | None
-    rank_by: str
-    usd_per_gpu_hour: float | None
-    price_source: str
-    enumerated_layouts: int
-    evaluated_layouts: int
-    feasible_layouts: int
-    rejections: dict[str, int]
-    elapsed_s: float
-    layouts_per_s: float
-    best: dict[str, Any] | None
-    top: list[dict[str, Any]]
-    pareto: list[dict[str, Any]]
-    pareto_size: int
-    top_shapes: list[dict[str, Any]]
-    heuristic: dict[str, Any]
-    constraints: dict[str, Any]
-    collective_calls: int
-    assumptions: list[dict[str, Any]]
-    accuracy: dict[str, Any] | None = Field(
-        default=None,
-        description="how far published runs of this kind were from their estimates, applied to the best layout "
-        "(app.core.accuracy)",
-    )
-    recommended: dict[str, Any] | None = Field(
-        default=None,
-        description="the fastest ranked layout inside the validated region (layouts of kinds published runs "
-        "measured, app/catalog/validated_region.json): the default recommendation; `best` may be faster and "
-        "outside it (each ranked layout carries `validated` and `outside_region`, the reasons)",
-    )
-    region_note: str = Field(
-        default="",
-        description="when the fastest layout is outside the validated region: why, and what is recommended",
-    )
-    warnings: list[str] = Field(
-        default_factory=list,
-        description="what to doubt about the calibration profile used (measured on CPU, no GEMM fit for the "
-        "run's dtype, a network fitted on another fabric); a profile of another GPU is refused (422 on profile)",
-    )
-    ranking: dict[str, Any] | None = Field(
-        default=None,
-        description="the ranking resolution of this kind of run (how far the estimator's speed ratio of two "
-        "layouts was from the measured one in published comparisons) and how many of the top layouts are within "
-        "it of the best; each entry of `top` carries `close_to_best` (app.core.accuracy.RankingResolution)",
-    )
-
-
-class SizesOut(BaseModel):
-    model: str
-    gpu: str
-    fabric: str
-    framework: str
-    seq_len: int
-    global_batch: int
-    tokens: float
-    usd_per_gpu_hour: float | None
-    price_source: str
-    deadline_s: float | None
-    points: list[dict[str, Any]]
-    min_gpus_that_fit: int | None
-    smallest_meeting_deadline: int | None
-    cheapest: int | None
-    knee: int | None
-    elapsed_s: float
-    assumptions: list[dict[str, Any]]
-    accuracy: dict[str, Any] | None = Field(
-        default=None,
-        description="the accuracy band of this kind of run (app.core.accuracy): measured / estimated step time",
-    )
-    smallest_meeting_deadline_at_high: int | None = Field(
-        default=None,
-        description="smallest GPU count that still meets the deadline if the run takes the band's high end "
-        "(ratio_high × the estimated time; each point carries time_to_train_likely_high_days)",
-    )
 
 
 def parse(cls: type[BaseModel], data: Any) -> Any:

@@ -226,7 +226,7 @@ def price_book(
                 price_usd=r.price_usd,
                 usd_per_gpu_hour=r.usd_per_gpu_hour,
                 gpu_name=r.gpu_name,
-                price_date=r.price_date.isoformat(),
+                price_date=r.price_date,
                 source=r.source,
                 confidence=r.confidence,
                 stale=stale,

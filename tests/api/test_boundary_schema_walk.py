@@ -30,6 +30,7 @@ from pydantic import TypeAdapter
 from app.core.errors import SpecError
 from app.discovery import iter_modules
 from app.main import create_app
+from app.schemas import network as net_schema
 from app.services import network
 from tests.auth_support import bearer, issue_token
 
@@ -330,9 +331,9 @@ def test_network_schemas_refuse_nan_from_a_file() -> None:
     """The CLI validates JSON files with these schemas, and Python's json reads NaN and Infinity."""
     with pytest.raises(SpecError) as caught:
         network.parse(
-            network.CollectiveIn, {"op": "all_reduce", "message_bytes": math.nan, "cluster": CLUSTER}
+            net_schema.CollectiveIn, {"op": "all_reduce", "message_bytes": math.nan, "cluster": CLUSTER}
         )
     assert [problem.field for problem in caught.value.problems] == ["message_bytes"]
     with pytest.raises(SpecError) as caught:
-        network.parse(network.BomIn, {"nodes": 4, "prices": {"switch_usd": math.inf}})
+        network.parse(net_schema.BomIn, {"nodes": 4, "prices": {"switch_usd": math.inf}})
     assert [problem.field for problem in caught.value.problems] == ["prices.switch_usd"]

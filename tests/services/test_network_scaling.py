@@ -90,8 +90,9 @@ def test_seed_claims_analysis() -> None:
 
 def test_bom_prices_come_from_the_database_price_book(db_url: str) -> None:
     from app.db import get_engine
+    from app.schemas.network import BomIn
     from app.services.catalog import add_price_row
-    from app.services.network import BomIn, run_bom
+    from app.services.network import run_bom
 
     with Session(get_engine()) as session:
         bom = run_bom(BomIn(nodes=128, fabric="ib-ndr-8x400"), session)

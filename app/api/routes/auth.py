@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.envelope import ListEnvelope, Paging
 from app.auth import sessions
 from app.auth.clientaddr import settings_of
 from app.auth.deps import Principal, current_principal, require_user
-from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verify_password
+from app.auth.passwords import verify_password
 from app.auth.signin import attempt_sign_in, end_session, start_session
-from app.auth.tokens import MAX_TOKEN_DAYS, SCOPES, create_token, list_tokens, revoke_token
+from app.auth.tokens import SCOPES, create_token, list_tokens, revoke_token
 from app.auth.users import has_usable_password, set_password
 from app.deps import SessionDep
 from app.models.auth import ApiToken, UserAccount
-from app.models.base import as_utc
-from app.schemas.fields import SafeStr
+from app.schemas.envelope import ListEnvelope, Paging
+from app.schemas.users import (
+    LoginRequest,
+    LoginResponse,
+    PasswordChange,
+    TokenCreate,
+    TokenCreated,
+    TokenPublic,
+    UserPublic,
+    WhoAmI,
+)
 
 router = APIRouter(tags=["auth"])
 
@@ -32,88 +38,6 @@ def bounded_paging(
     limit: Annotated[int, Query(ge=1, le=1000, description="rows to return")] = 100,
 ) -> Paging:
     return Paging(offset=offset, limit=limit)
-
-
-ScopeName = Annotated[str, Field(pattern="^(plans:read|plans:write|benchmarks:run|admin)$")]
-
-
-class UserPublic(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-    id: uuid.UUID
-    email: str
-    is_admin: bool
-    is_active: bool
-    created_at: datetime
-
-    @classmethod
-    def of(cls, user: UserAccount) -> UserPublic:
-        public = cls.model_validate(user)
-        public.created_at = as_utc(public.created_at) or public.created_at
-        return public
-
-
-class LoginRequest(BaseModel):
-    email: SafeStr = Field(min_length=3, max_length=320, examples=["ada@example.com"])
-    password: str = Field(min_length=1, max_length=1024)
-
-
-class LoginResponse(BaseModel):
-    user: UserPublic
-    csrf_token: str = Field(
-        description="send as the X-CSRF-Token header on unsafe requests made with the cookie"
-    )
-
-
-class WhoAmI(BaseModel):
-    authenticated: bool
-    kind: str = Field(description="user (cookie), token, node, or anonymous")
-    via: str = Field(description="cookie, token, node-token or none")
-    email: str | None
-    user_id: uuid.UUID | None
-    scopes: list[str]
-
-
-class PasswordChange(BaseModel):
-    current_password: str | None = Field(
-        default=None, max_length=MAX_PASSWORD_LENGTH, description="required unless the account has none yet"
-    )
-    new_password: str = Field(min_length=MIN_PASSWORD_LENGTH, max_length=MAX_PASSWORD_LENGTH)
-
-
-class TokenCreate(BaseModel):
-    name: SafeStr = Field(min_length=1, max_length=200, examples=["procurement script"])
-    scopes: list[ScopeName] = Field(min_length=1, max_length=len(SCOPES), examples=[["plans:read"]])
-    expires_in_days: int | None = Field(
-        default=90, ge=1, le=MAX_TOKEN_DAYS, description="null: never expires (not recommended)"
-    )
-
-
-class TokenPublic(BaseModel):
-    id: uuid.UUID
-    name: str
-    prefix: str = Field(description="the first characters of the token, to recognise it")
-    scopes: list[str]
-    created_at: datetime
-    expires_at: datetime | None
-    revoked_at: datetime | None
-    last_used_at: datetime | None
-
-    @classmethod
-    def of(cls, token: ApiToken) -> TokenPublic:
-        return cls(
-            id=token.id,
-            name=token.name,
-            prefix=token.prefix,
-            scopes=token.scopes.split(),
-            created_at=as_utc(token.created_at) or token.created_at,
-            expires_at=as_utc(token.expires_at),
-            revoked_at=as_utc(token.revoked_at),
-            last_used_at=as_utc(token.last_used_at),
-        )
-
-
-class TokenCreated(TokenPublic):
-    token: str = Field(description="the secret; shown only in this response, store it now")
 
 
 def check_login_origin(request: Request) -> None:

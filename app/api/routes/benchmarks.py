@@ -8,90 +8,42 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
 from sqlmodel import Session
 
-from app.api.envelope import ListEnvelope, PagingDep
+from app.api.envelope import PagingDep
 from app.auth.deps import Principal, ReadDep, RunDep, principal_user_id
 from app.db import get_read_engine
 from app.deps import ReadSessionDep, SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import BenchmarkJob, JobAttempt
-from app.schemas.fields import JsonObject, SafeStr
+from app.schemas.benchmarks import (
+    AcceptanceReport,
+    AttemptSummary,
+    BenchmarkCreate,
+    BenchmarkPublic,
+    BenchmarkSummary,
+    JobKind,
+)
+from app.schemas.envelope import ListEnvelope
+from app.schemas.fields import SafeStr
 from app.services import jobs as job_service
 from app.services import nodes as node_service
 
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 
 MAX_EVENT_ID = 2**31 - 1  # job_event.id is a 32-bit INTEGER column (PostgreSQL integer)
-NODE_REF_MAX = 200  # a node's name (node.name: max_length=200) or its UUID
 SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under a progress flush (0.5 s)
-
-
-class BenchmarkCreate(BaseModel):
-    kind: Literal["gemm", "collectives", "calibration", "check"] = Field(
-        description="what to measure; check = a node acceptance check (needs params.gpu)"
-    )
-    params: JsonObject = Field(
-        default_factory=dict,
-        description="runner parameters: sizes/dtypes/iters (GEMM); ops, min_bytes, max_bytes, step_factor, "
-        "iters, warmup_iters, nproc, groups (collectives); profile_name, gpu, fabric (calibration); attention: "
-        "true or {seq_lens, kernels, batch, heads, head_dim} to also time the fused attention kernels (GEMM, "
-        "calibration)",
-        examples=[{"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "16M", "nproc": 8}],
-    )
-    target_node: SafeStr | None = Field(
-        default=None, max_length=NODE_REF_MAX, description="node name or id; empty = any node"
-    )
-
-
-class BenchmarkSummary(BaseModel):
-    id: uuid.UUID
-    kind: str
-    status: str
-    progress: float
-    eta_s: float | None
-    attempt: int
-    target_node_id: uuid.UUID | None
-    claimed_by: uuid.UUID | None
-    cancel_requested: bool
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-
-class AttemptSummary(BaseModel):
-    attempt: int
-    status: str = Field(description="running | succeeded | failed | cancelled | lost (lease expired)")
-    node_id: uuid.UUID | None
-    rows: int = Field(description="result rows this attempt produced")
-    error: str
-    started_at: datetime
-    finished_at: datetime | None
-
-
-class BenchmarkPublic(BenchmarkSummary):
-    attempts: list[AttemptSummary] = Field(
-        default_factory=list, description="every claim of the job, oldest first, each with its own rows"
-    )
-    params: dict[str, Any]
-    log_tail: str
-    partial_rows: list[dict[str, Any]]
-    result: dict[str, Any] | None
-    error: str
-    lease_expires_at: datetime | None
 
 
 def summary_of(job: BenchmarkJob) -> BenchmarkSummary:
     return BenchmarkSummary(
         id=job.id,
-        kind=job.kind,
+        kind=cast(JobKind, job.kind),  # stored only after the service checked it (app.services.jobs)
         status=job.status,
         progress=job.progress,
         eta_s=job.eta_s,
@@ -180,27 +132,6 @@ def list_benchmarks(
 def get_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -> BenchmarkPublic:
     job_service.requeue_expired(session)
     return full_public(session, job_service.get_job(session, job_id))
-
-
-class AcceptanceCheck(BaseModel):
-    name: str
-    unit: str
-    measured: float
-    expected: float
-    ratio: float = Field(description="measured / expected (latency: expected / measured); 1 = as expected")
-    verdict: Literal["pass", "warn", "fail"]
-    pass_range: str
-    fail_below: str
-    source: str
-    points: int
-
-
-class AcceptanceReport(BaseModel):
-    verdict: Literal["pass", "warn", "fail"] = Field(description="the worst verdict over every check")
-    gpu: str
-    fabric: str
-    checks: list[AcceptanceCheck]
-    notes: list[str]
 
 
 @router.get(

@@ -2,67 +2,23 @@
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response, status
-from pydantic import BaseModel, Field
 
-from app.api.envelope import ListEnvelope, PagingDep
+from app.api.envelope import PagingDep
 from app.auth.deps import ReadDep, RunDep
 from app.calibration.profile import measured_on_cpu
 from app.deps import SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import CalibrationProfile
-from app.schemas.fields import SafeStr
+from app.schemas.calibration import ProfileFit, ProfilePublic, ProfileSummary
+from app.schemas.envelope import ListEnvelope
 from app.services import calibration as calibration_service
 from app.services import jobs as job_service
 
 router = APIRouter(prefix="/calibration", tags=["calibration"])
 MAX_VERSION = 2**31 - 1  # calibration_profile.version is a 32-bit INTEGER column (PostgreSQL integer)
-
-
-class ProfileFit(BaseModel):
-    job_id: uuid.UUID = Field(description="a finished benchmark job (gemm, collectives or calibration)")
-    name: SafeStr = Field(
-        min_length=1, max_length=200, description="profile name; fitting again adds a version"
-    )
-    gpu: SafeStr | None = Field(
-        default=None, max_length=100, description="catalog GPU the node has (for the 'before' prediction)"
-    )
-    fabric: SafeStr | None = Field(
-        default=None, max_length=100, description="fabric preset between nodes, e.g. ib-ndr-8x400"
-    )
-    override_acceptance: bool = Field(
-        default=False,
-        description="fit even though the measurements fail the node acceptance check for this GPU and fabric",
-    )
-    force: bool = Field(
-        default=False,
-        description="save the fit even though it does not improve the model on held-back points",
-    )
-
-
-class ProfileSummary(BaseModel):
-    id: uuid.UUID
-    name: str
-    version: int
-    gpu_name: str
-    gemm_dtypes: list[str] = Field(default_factory=list, description="dtypes with a fitted GEMM curve")
-    fabric: str = Field(default="", description="fabric the profile was fitted for")
-    measured_on: str = Field(default="", description="'cpu' for a benchmark run on CPU (gloo), else 'gpu'")
-    source_job_id: uuid.UUID | None
-    created_at: datetime
-    gemm_error_before_pct: float | None
-    gemm_error_after_pct: float | None
-    collectives_error_before_pct: float | None
-    collectives_error_after_pct: float | None
-
-
-class ProfilePublic(ProfileSummary):
-    params: dict[str, Any]
-    report: dict[str, Any]
 
 
 def summary_of(p: CalibrationProfile) -> ProfileSummary:

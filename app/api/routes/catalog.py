@@ -16,7 +16,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from fastapi.responses import PlainTextResponse
 
-from app.api.envelope import ListEnvelope, PagingDep
+from app.api.envelope import PagingDep
 from app.auth.deps import WriteDep
 from app.core.errors import Problem, SpecError
 from app.deps import SessionDep
@@ -29,6 +29,7 @@ from app.schemas.catalog import (
     PricePublic,
     PriceUpdate,
 )
+from app.schemas.envelope import ListEnvelope
 from app.services import catalog as catalog_service
 from app.services.catalog_public import actor_of, gpu_public, interconnect_public, model_public, price_public
 from app.services.csv_safe import safe_record

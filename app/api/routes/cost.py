@@ -11,9 +11,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.envelope import ListEnvelope
 from app.deps import ReadSessionDep
 from app.schemas import cost as s
+from app.schemas.envelope import ListEnvelope
 from app.services import cost as svc
 from app.services import prices
 

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Response
 
 from app.auth.deps import ReadDep
 from app.deps import ReadSessionDep
+from app.schemas import search_results
 from app.services import planner as svc
 
 router = APIRouter(tags=["layout-search"])
@@ -50,12 +51,12 @@ def deprecated_alias(successor: str) -> dict[str, Any]:
 
 
 SEARCH: dict[str, Any] = {
-    "response_model": svc.PlanOut,
+    "response_model": search_results.PlanOut,
     "summary": "Search every parallel layout, rank by time to train or cost, Pareto front and rejections",
     "responses": ERRORS,
 }
 SIZES: dict[str, Any] = {
-    "response_model": svc.SizesOut,
+    "response_model": search_results.SizesOut,
     "summary": "Sweep cluster sizes: time to train, cost per run, scaling efficiency, deadline, cheapest, knee",
     "responses": ERRORS,
 }
@@ -63,7 +64,9 @@ SIZES: dict[str, Any] = {
 
 @router.post("/plan", operation_id="plan_search", **SEARCH, **deprecated_alias("/api/v1/layout-search"))
 @router.post("/layout-search", operation_id="layout_search", **SEARCH)
-def layout_search(body: svc.PlanRequest, session: ReadSessionDep, _principal: ReadDep) -> svc.PlanOut:
+def layout_search(
+    body: svc.PlanRequest, session: ReadSessionDep, _principal: ReadDep
+) -> search_results.PlanOut:
     return svc.search(body, session)
 
 
@@ -71,5 +74,7 @@ def layout_search(body: svc.PlanRequest, session: ReadSessionDep, _principal: Re
     "/plan/sizes", operation_id="plan_sizes", **SIZES, **deprecated_alias("/api/v1/layout-search/sizes")
 )
 @router.post("/layout-search/sizes", operation_id="layout_search_sizes", **SIZES)
-def layout_search_sizes(body: svc.SizesRequest, session: ReadSessionDep, _principal: ReadDep) -> svc.SizesOut:
+def layout_search_sizes(
+    body: svc.SizesRequest, session: ReadSessionDep, _principal: ReadDep
+) -> search_results.SizesOut:
     return svc.sizes(body, session)

@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from app.api.envelope import ListEnvelope, Paging, paging
+from app.api.envelope import paging
 from app.deps import ReadSessionDep
+from app.schemas import network as net_schema
+from app.schemas.envelope import ListEnvelope, Paging
 from app.services import network as svc
 
 router = APIRouter(prefix="/network", tags=["network"])
@@ -25,22 +27,22 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/collective",
     operation_id="network_collective",
-    response_model=svc.CollectiveResponse,
+    response_model=net_schema.CollectiveResponse,
     summary="Time, algbw and busbw of one collective (or an nccl-tests style size sweep) on a cluster",
     responses=ERRORS,
 )
-def collective(body: svc.CollectiveIn, session: ReadSessionDep) -> svc.CollectiveResponse:
+def collective(body: net_schema.CollectiveIn, session: ReadSessionDep) -> net_schema.CollectiveResponse:
     return svc.run_collective(body, session)
 
 
 @router.post(
     "/scaling",
     operation_id="network_scaling",
-    response_model=svc.ScalingResponse,
+    response_model=net_schema.ScalingResponse,
     summary="Exposed communication, scaling efficiency and time-to-train vs GPU count, fabrics side by side",
     responses=ERRORS,
 )
-def scaling(body: svc.ScalingIn, session: ReadSessionDep) -> svc.ScalingResponse:
+def scaling(body: net_schema.ScalingIn, session: ReadSessionDep) -> net_schema.ScalingResponse:
     return svc.run_scaling(body, session)
 
 
@@ -51,14 +53,14 @@ def scaling(body: svc.ScalingIn, session: ReadSessionDep) -> svc.ScalingResponse
     summary="Fat-tree bill of materials (switches per tier, cables, transceivers) and network capex",
     responses=ERRORS,
 )
-def bom(body: svc.BomIn, session: ReadSessionDep) -> dict[str, Any]:
+def bom(body: net_schema.BomIn, session: ReadSessionDep) -> dict[str, Any]:
     return svc.run_bom(body, session).to_dict()
 
 
 @router.get(
     "/fabrics",
     operation_id="network_fabrics_list",
-    response_model=ListEnvelope[svc.FabricOut],
+    response_model=ListEnvelope[net_schema.FabricOut],
     summary="Fabric presets with their sources",
 )
 def fabrics(
@@ -67,6 +69,6 @@ def fabrics(
     transport: Annotated[
         str | None, Query(max_length=100, description="infiniband | roce | efa | ethernet_tcp")
     ] = None,
-) -> ListEnvelope[svc.FabricOut]:
+) -> ListEnvelope[net_schema.FabricOut]:
     rows = svc.list_fabrics(transport)
     return ListEnvelope(data=rows[page.offset : page.offset + page.limit], count=len(rows))

@@ -5,53 +5,39 @@ complete; 401 for a missing, unknown or revoked token, 409 when the agent no lon
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Response, status
-from pydantic import BaseModel, Field
 
-from app.api.envelope import ListEnvelope
-from app.api.routes.benchmarks import BenchmarkPublic, full_public
+from app.api.routes.benchmarks import full_public
 from app.auth.deps import AdminDep
 from app.auth.nodes import NodeDep
 from app.deps import SessionDep
 from app.models.base import as_utc
 from app.models.benchmarks import Node
-from app.schemas.fields import JsonObject, SafeStr
-from app.schemas.nodes import NodeCheck
+from app.schemas.benchmarks import BenchmarkPublic
+from app.schemas.envelope import ListEnvelope
+from app.schemas.nodes import (
+    NODE_NAME_MAX,
+    AgentConfig,
+    AgentRegister,
+    CompleteReport,
+    HeartbeatReply,
+    HeartbeatReport,
+    NodeCheck,
+    NodeCreate,
+    NodeCreated,
+    NodePublic,
+    ProgressReply,
+    ProgressReport,
+)
 from app.services import jobs as job_service
 from app.services import nodes as node_service
 from app.services.nodes import node_check
 
 router = APIRouter()
-NODE_NAME_MAX = 200  # the node.name column (app.models.benchmarks)
 # a node's name or its UUID (36 characters), as the benchmarks' target_node
 NodeRef = Annotated[str, Path(max_length=NODE_NAME_MAX, description="node name or id")]
-MAX_ATTEMPT = 2**31 - 1  # benchmark_job.attempt is a 32-bit INTEGER column (PostgreSQL integer)
-
-
-class NodeCreate(BaseModel):
-    name: SafeStr = Field(
-        min_length=1, max_length=NODE_NAME_MAX, description="a unique name, e.g. the host name"
-    )
-
-
-class NodePublic(BaseModel):
-    id: uuid.UUID
-    name: str
-    token_prefix: str
-    hostname: str
-    info: dict[str, Any]
-    online: bool
-    revoked: bool
-    created_at: datetime
-    registered_at: datetime | None
-    last_heartbeat_at: datetime | None
-
-
-class NodeCreated(NodePublic):
-    token: str = Field(description="shown once: give it to the agent (`clusterplan agent --token …`)")
 
 
 def node_public(node: Node) -> NodePublic:
@@ -131,58 +117,6 @@ def revoke_node(node_ref: NodeRef, session: SessionDep, _admin: AdminDep) -> Nod
 
 
 # ---- agent endpoints (node token) -------------------------------------------------------------------
-
-
-class AgentRegister(BaseModel):
-    hostname: SafeStr = Field(max_length=255)
-    info: JsonObject = Field(default_factory=dict, description="GPUs, driver, torch / CUDA / NCCL versions")
-
-
-class AgentConfig(BaseModel):
-    node_id: uuid.UUID
-    name: str
-    heartbeat_interval_s: float
-    lease_s: float
-
-
-class HeldRun(BaseModel):
-    id: uuid.UUID
-    attempt: int = Field(ge=1, le=MAX_ATTEMPT, description="the attempt number its claim returned")
-
-
-class HeartbeatReport(BaseModel):
-    jobs: list[HeldRun] = Field(
-        default_factory=list,
-        max_length=100,
-        description="the runs this agent process holds; only their leases are renewed (a restarted agent "
-        "holds none, so a run its predecessor left behind is requeued when its lease lapses)",
-    )
-
-
-class HeartbeatReply(BaseModel):
-    cancel: list[uuid.UUID] = Field(description="running jobs of this node the server wants stopped")
-    heartbeat_interval_s: float
-    lease_s: float
-
-
-class ProgressReport(BaseModel):
-    attempt: int = Field(
-        ge=1, le=MAX_ATTEMPT, description="the attempt number the claim returned (fencing token)"
-    )
-    events: list[JsonObject] = Field(default_factory=list, max_length=1000)
-
-
-class ProgressReply(BaseModel):
-    cancel: bool
-    progress: float
-    lease_expires_at: datetime | None
-
-
-class CompleteReport(BaseModel):
-    attempt: int = Field(ge=1, le=MAX_ATTEMPT)
-    status: Literal["succeeded", "failed", "cancelled"]
-    result: JsonObject | None = None
-    error: str = Field(default="", max_length=5000)
 
 
 def _config(node: Node) -> AgentConfig:

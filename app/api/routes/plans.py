@@ -13,10 +13,11 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
-from app.api.envelope import ListEnvelope, PagingDep
+from app.api.envelope import PagingDep
 from app.auth.deps import Principal, ReadDep, WriteDep
 from app.core.errors import Problem, SpecError
 from app.deps import SameWithinPct, SessionDep
+from app.schemas.envelope import ListEnvelope
 from app.schemas.plans import (
     ComparisonPublic,
     ForbiddenOut,

@@ -5,32 +5,16 @@ from __future__ import annotations
 import uuid
 
 from fastapi import APIRouter, Depends, HTTPException, status
-from pydantic import BaseModel, Field
 
-from app.api.envelope import ListEnvelope, Paging
-from app.api.routes.auth import UserPublic, bounded_paging
+from app.api.routes.auth import bounded_paging
 from app.auth.deps import Principal, require_scope
-from app.auth.passwords import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
 from app.auth.users import UserExistsError, create_user, list_users, set_active, set_password
 from app.deps import SessionDep
 from app.models.auth import UserAccount
-from app.schemas.fields import SafeStr
+from app.schemas.envelope import ListEnvelope, Paging
+from app.schemas.users import UserCreate, UserPublic, UserUpdate
 
 router = APIRouter(prefix="/users", tags=["users"])
-
-
-class UserCreate(BaseModel):
-    email: SafeStr = Field(min_length=3, max_length=320, examples=["ada@example.com"])
-    password: str = Field(min_length=MIN_PASSWORD_LENGTH, max_length=MAX_PASSWORD_LENGTH)
-    is_admin: bool = False
-
-
-class UserUpdate(BaseModel):
-    is_active: bool | None = Field(
-        default=None, description="false: signs the user out and disables their tokens"
-    )
-    is_admin: bool | None = None
-    password: str | None = Field(default=None, min_length=MIN_PASSWORD_LENGTH, max_length=MAX_PASSWORD_LENGTH)
 
 
 @router.post(

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from app.cli.output import days_cell, to_json
+from app.schemas import network as net_schema
 
 
 class UserError(ValueError):
@@ -104,7 +105,7 @@ def collective(
         body["message_bytes"] = _size(size)
     else:
         body["sweep"] = {"min_bytes": _size(begin), "max_bytes": _size(end), "factor": factor}
-    out = svc.run_collective(svc.parse(svc.CollectiveIn, body))
+    out = svc.run_collective(svc.parse(net_schema.CollectiveIn, body))
     if as_json:
         typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
@@ -179,7 +180,7 @@ def bom(
         "gpus_per_node": gpus_per_node,
         "prices": {"switch_usd": switch_usd, "transceiver_usd": transceiver_usd, "cable_usd": cable_usd},
     }
-    result = svc.run_bom(svc.parse(svc.BomIn, body))
+    result = svc.run_bom(svc.parse(net_schema.BomIn, body))
     if as_json:
         typer.echo(to_json(result.to_dict(), indent=2))
         return
@@ -243,7 +244,7 @@ def scaling(
         "mode": mode,
         "overrides": {"congestion_derate": congestion_derate} if congestion_derate else None,
     }
-    out = svc.run_scaling(svc.parse(svc.ScalingIn, body))
+    out = svc.run_scaling(svc.parse(net_schema.ScalingIn, body))
     if as_json:
         typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
@@ -336,7 +337,7 @@ def seed_claims(as_json: Annotated[bool, typer.Option("--json", help="print JSON
             },
         ],
     }
-    out = svc.run_scaling(svc.parse(svc.ScalingIn, body))
+    out = svc.run_scaling(svc.parse(net_schema.ScalingIn, body))
     if as_json:
         typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return

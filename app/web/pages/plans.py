@@ -13,14 +13,21 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 from sqlmodel import Session
 
 from app.auth.deps import Principal, ReadDep, WriteDep, current_principal
 from app.core.errors import Problem, SpecError
 from app.deps import SameWithinPct, SessionDep
 from app.errors import NotFoundError
-from app.schemas.plans import PlanCreate, PlanDuplicate, PlanPublic, PlanRevise, PlanSharingUpdate
+from app.schemas.plans import (
+    PlanCreate,
+    PlanDuplicate,
+    PlanPublic,
+    PlanRevise,
+    PlanSharingUpdate,
+    RevisionForm,
+)
 from app.services import planning
 from app.services import plans as plan_service
 from app.services.plan_access import OwnerFilter, PlanActor
@@ -148,16 +155,6 @@ def save_new_plan(
     except PermissionError as exc:
         return _forbidden(request, exc)
     return _see_other(request, f"/plans/{plan.id}")
-
-
-class RevisionForm(BaseModel):
-    """The fields of the saved-plan page's revision form."""
-
-    name: str = Field(default="", max_length=200)
-    notes: str = Field(default="", max_length=20000)
-    scenario: str = Field(default="", max_length=400_000)
-    calibration_profile: str = Field(default="", max_length=200)
-    builder: str = Field(default="", max_length=2000)
 
 
 @router.post("/plans/{plan_id}/revise", response_class=HTMLResponse)

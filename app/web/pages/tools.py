@@ -16,6 +16,7 @@ from app.core.errors import Problem, SpecError
 from app.core.units import GiB, KiB, MiB
 from app.deps import SessionDep
 from app.errors import NotFoundError
+from app.schemas import network as net_schema
 from app.services import planning
 from app.web.pages import _filters, _panels
 from app.web.pages._builder import BuilderState
@@ -134,7 +135,7 @@ def network_view(session: Session, form: Form) -> dict[str, Any]:
         if problems:
             break
         try:
-            req = net.CollectiveIn.model_validate(
+            req = net_schema.CollectiveIn.model_validate(
                 {
                     "op": form["op"],
                     "sweep": {"min_bytes": lo, "max_bytes": hi, "factor": 4},

@@ -3,7 +3,7 @@
 The scenario schema (`app.schemas.scenario`: each field's range and OpenAPI description), the command line's
 options (`clusterplan search`), the plan builder's inputs (`templates/plan_new.html` labels, units, hints,
 min/max; `app.web.pages._builder` parsing) and the saved-plan comparison labels (`app.services.plan_fields`)
-read them from here; `tests/core/test_knob_registry.py` fails when a range or help text is written anywhere else.
+read them from here; `tests/web/test_knob_registry.py` fails when a range or help text is written anywhere else.
 
 A knob with `generic=True` needs nothing but this record and its `Layout` field: the schema field, the builder's
 state, input, query and scenario round trip, and the saved-plan label are made from the record
@@ -35,8 +35,8 @@ Kind = Literal["int", "float", "bool", "choice", "list", "text"]
 
 @dataclass(frozen=True)
 class Knob:
-    """One scenario field. `ge` / `gt` / `le`: its range (None = unbounded); `optional`: None (unset) is allowed,
-    and the builder then takes 0 for unset; `symbol`: the short name the saved-plan comparison adds to the label;
+    """One scenario field. `ge` / `gt` / `le`: its range (None = unbounded); `optional`: None (unset) is allowed;
+    `zero_unset`: the plan builder's input takes 0 for unset (its smallest value is then 0); `symbol`: the short name the saved-plan comparison adds to the label;
     `cli_flag`: the `clusterplan search` option that sets it (None = scenario file only); `source`: the framework
     flag or paper the knob follows; `generic`: the schema field and the builder input are made from this record."""
 
@@ -54,6 +54,7 @@ class Knob:
     cli_flag: str | None = None
     source: str = ""
     generic: bool = False
+    zero_unset: bool = False
     step: float | None = None  # the builder's step for a float input (None: whole numbers)
 
     @property
@@ -69,19 +70,18 @@ class Knob:
     @property
     def builder_min(self) -> float:
         """The builder's smallest value: 0 stands for unset where the field may be unset."""
-        low = self.ge if self.ge is not None else 0
-        return 0 if self.optional else low
+        return 0 if self.zero_unset or self.ge is None else self.ge
 
     @property
     def builder_hint(self) -> str:
         """The builder's hint under the input: the help text, and what 0 means where 0 stands for unset."""
-        return f"{self.help}; 0 = unset" if self.optional and (self.ge or 0) >= 1 else self.help
+        return f"{self.help}; 0 = unset" if self.zero_unset else self.help
 
     def range_text(self) -> str:
         """'a whole number from 1 to 1,048,576', as the builder names a refused value."""
-        low, high = self.builder_min, self.le
-        what = "a whole number" if self.kind == "int" else "a number"
-        return f"{what} from {low:,g} to {high:,g}" if high is not None else f"{what} ≥ {low:,g}"
+        if self.kind == "int":
+            return f"a whole number from {int(self.builder_min):,} to {int(self.le or 0):,}"
+        return f"a number from {self.builder_min:g} to {self.le:g}"
 
 
 def _parallel(name: str, help: str, label: str, unit: str = "GPUs", **more: Any) -> Knob:
@@ -179,6 +179,7 @@ KNOBS: tuple[Knob, ...] = (
         "unset = tp, with ep carved out of dp·cp",
         "Expert tensor parallel",
         optional=True,
+        zero_unset=True,
         source="Megatron-core --expert-tensor-parallel-size",
     ),
     # ---- layout: pipeline schedule -----------------------------------------------------------------------------
@@ -194,6 +195,7 @@ KNOBS: tuple[Knob, ...] = (
         ge=1,
         le=MAX_BATCH,
         optional=True,
+        zero_unset=True,
         source="Megatron-core schedules.py get_pp_rank_microbatches: warm-up 2(p − i − 1) + (v − 1)·g",
         generic=True,
     ),
@@ -209,6 +211,7 @@ KNOBS: tuple[Knob, ...] = (
         ge=1,
         le=MAX_LAYERS,
         optional=True,
+        zero_unset=True,
         source="Megatron-core --decoder-first-pipeline-num-layers",
     ),
     Knob(
@@ -223,6 +226,7 @@ KNOBS: tuple[Knob, ...] = (
         ge=1,
         le=MAX_LAYERS,
         optional=True,
+        zero_unset=True,
         source="Megatron-core --decoder-last-pipeline-num-layers",
     ),
     # ---- layout: batch, sharding, recompute, offload ---------------------------------------------------------
@@ -328,12 +332,13 @@ KNOBS: tuple[Knob, ...] = (
         "int",
         "deprecated: set the model's mtp_layers. Multi-token-prediction modules trained on the last pipeline stage "
         "(Megatron-core --mtp-num-layers; DeepSeek-V3: 1), applied to the model; unset = the model's own; a model "
-        "with a different non-zero mtp_layers is a 422",
-        label="MTP modules",
+        "with a different non-zero mtp_layers is refused",
+        label="Multi-token-prediction modules",
         unit="modules",
         ge=0,
         le=MAX_MTP_LAYERS,
         optional=True,
+        zero_unset=True,
         cli_flag="--mtp-layers",
         source="Megatron-core --mtp-num-layers; DeepSeek-V3 (arXiv 2412.19437) Sec. 2.2",
     ),

@@ -48,6 +48,12 @@ def knob_field(path: str, **default: Any) -> Any:
     return Field(ge=k.ge, gt=k.gt, le=k.le, description=k.help, **default)
 
 
+def knob_range(path: str) -> Any:
+    """The range alone of the registry's knob at `path`, for a list of its values (the search constraints)."""
+    k = knob(path)
+    return Field(ge=k.ge, gt=k.gt, le=k.le)
+
+
 def with_generic_knobs(base: type[BaseModel], section: Section) -> type[BaseModel]:
     """`base` with a field for every knob of `section` the registry marks generic (app.core.knobs): the schema
     field of such a knob is made from its record alone."""

@@ -223,7 +223,11 @@ BUILDER_KNOBS: dict[str, Knob] = {
     )
 } | {k.name: k for k in generic_knobs("layout")}
 GENERIC_NAMES = tuple(k.name for k in generic_knobs("layout"))
-_INT_LIMITS = {name: (k.builder_min, k.le) for name, k in BUILDER_KNOBS.items() if k.kind == "int"}
+_INT_LIMITS = {
+    name: (k.builder_min, math.inf if k.le is None else k.le)
+    for name, k in BUILDER_KNOBS.items()
+    if k.kind == "int"
+}
 
 
 def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR0912, PLR0915

@@ -117,6 +117,10 @@ class Layout:
       (one all-gather per micro-batch, the stage's parameters unsharded from its forward to its backward) or "step"
       (one all-gather and one reduce-scatter per step, the stage's parameters and fp32-reduced gradients unsharded
       throughout).
+    - microbatch_group: under interleaving (vp > 1), the micro-batches each model chunk runs in a row before the
+      next chunk (Megatron-core `--microbatch-group-size-per-virtual-pipeline-stage`, g): from pp (the default,
+      None) to the step's micro-batches. The first stage's warm-up runs 2(p − 1) + (v − 1)·g chunk forwards
+      (schedules.py get_pp_rank_microbatches), so each micro-batch above pp keeps v − 1 more chunk activations.
     """
 
     tp: int = 1
@@ -147,6 +151,7 @@ class Layout:
     fp8_param_gather: bool = False
     optimizer_moments_dtype: MomentsDtype = "fp32"
     reshard_after: ReshardAfter = "forward"
+    microbatch_group: int | None = None
 
     @property
     def uneven_pipeline(self) -> bool:
@@ -273,6 +278,9 @@ class LayoutColumns:
     optimizer_offload: Any
     expert_dp: Any
     reshard: Any = 0  # index into RESHARD_MODES (Layout.reshard_after); the planner searches "forward" alone
+    microbatch_group: Any = (
+        0  # Layout.microbatch_group, 0 = pp (Megatron-core's default); the planner takes it
+    )
 
     @classmethod
     def of(cls, layout: Layout) -> LayoutColumns:
@@ -295,6 +303,7 @@ class LayoutColumns:
             optimizer_offload=layout.optimizer_offload,
             expert_dp=layout.expert_dp,
             reshard=RESHARD_MODES.index(layout.reshard_after),
+            microbatch_group=layout.microbatch_group or 0,
         )
 
 
@@ -750,6 +759,29 @@ def _check_tensor_parallel(p: ProblemCollector, model: ModelSpec, layout: Layout
     )
 
 
+def _check_microbatch_group(p: ProblemCollector, layout: Layout) -> None:
+    """Micro-batches per pipeline round: interleaving only, from pp to the step's micro-batches, and a last round
+    of none or at least pp (megatron/core/pipeline_parallel/schedules.py,
+    forward_backward_pipelining_with_interleaving: "should range in [PP, M]", "The remainder ... < PP")."""
+    g = layout.microbatch_group
+    if g is None:
+        return
+    m = layout.num_microbatches
+    if layout.vp <= 1:
+        p.add("layout.microbatch_group", "only the interleaved schedule (vp > 1) takes it")
+    elif not (isinstance(g, int) and layout.pp <= g <= m):
+        p.add(
+            "layout.microbatch_group",
+            f"must lie from pp ({layout.pp}) to the micro-batches per step ({m}), got {g!r}",
+        )
+    elif 0 < m % g < layout.pp:
+        p.add(
+            "layout.microbatch_group",
+            f"the last round would run {m % g} micro-batches ({m} = {m // g}·{g} + {m % g}), fewer than pp "
+            f"({layout.pp}): choose a group that divides {m} or leaves at least pp over",
+        )
+
+
 def _check_schedule(p: ProblemCollector, layout: Layout, seq_len: int) -> None:
     """Interleaving, the global batch over dp·micro-batch, and the context-parallel split of the sequence."""
     if layout.vp > 1:
@@ -768,6 +800,7 @@ def _check_schedule(p: ProblemCollector, layout: Layout, seq_len: int) -> None:
             "layout.vp",
             f"the interleaved schedule needs micro-batches ({m}) to be a multiple of pp ({layout.pp})",
         )
+    _check_microbatch_group(p, layout)
     if layout.cp > 1:
         p.check(
             seq_len % (2 * layout.cp) == 0,

@@ -16,7 +16,8 @@ sbh(10 + 24/t + 5as/ht) with TP, sbh/t·(34 + 5as/h) with TP+SP, sbh(34/t) with 
 In-flight micro-batches: stage i of a 1F1B pipeline holds min(p − i, m) micro-batches (Narayanan et al. 2021,
 arXiv 2104.04473, Sec. 2.2.1); the interleaved schedule with v chunks holds 2(p − i − 1) + (v − 1)p + 1 chunk
 activations on stage i (Megatron-LM schedules.py warm-up count), i.e. p·(1 + (p−1)/(p·v)) layers-worth on the
-first stage (theoretical_memory_usage.py).
+first stage (theoretical_memory_usage.py); with g micro-batches per pipeline round
+(--microbatch-group-size-per-virtual-pipeline-stage) the (v − 1)p term is (v − 1)g.
 
 The formula functions take plain numbers and also work on numpy arrays (no branching on values); branching is
 only on group-level fields (recompute mode, flash attention) so a vectorised planner can group by them.
@@ -317,14 +318,19 @@ def offloaded_activation_bytes(
     return (replicated / sp_div + sharded / tp) * tokens
 
 
-def inflight_layer_microbatches(layers_per_gpu: Any, pp: Any, vp: Any, m: Any, stage: Any) -> Any:
+def inflight_layer_microbatches(
+    layers_per_gpu: Any, pp: Any, vp: Any, m: Any, stage: Any, group: Any = 0
+) -> Any:
     """Layer-activations (layer × micro-batch) stored at the peak on pipeline stage `stage` (0-based).
 
-    1F1B: min(p − i, m) micro-batches of all L/p layers. Interleaved (v > 1): min(2(p−i−1) + (v−1)p + 1, m·v)
-    model chunks of L/(p·v) layers each.
+    1F1B: min(p − i, m) micro-batches of all L/p layers. Interleaved (v > 1): min(2(p−i−1) + (v−1)g + 1, m·v)
+    model chunks of L/(p·v) layers each, g the micro-batches per pipeline round (`group`; 0 = p, Megatron-core's
+    default; check_layout keeps g ≥ p): the warm-up count of megatron/core/pipeline_parallel/schedules.py
+    get_pp_rank_microbatches, `(p − rank − 1)·2 + (num_model_chunks − 1)·microbatch_group_size_per_vp_stage`,
+    plus the chunk whose backward comes next.
     """
     plain = minimum(pp - stage, m) * layers_per_gpu
-    chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * pp + 1, m * vp)
+    chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * maximum(pp, group) + 1, m * vp)
     interleaved = chunks * layers_per_gpu / vp
     out = where(vp > 1, interleaved, plain)
     return out if isinstance(out, np.ndarray) and out.ndim else float(out)
@@ -640,7 +646,9 @@ def stage_terms(
     dense_params, expert_params = _stage_params(run, cols, acts, (first, last), split)
     breakdown, host_optimizer = _stage_states(run, cols, dense_params, expert_params)
     per_layer, working, moved = _stage_saved_per_layer(run, cols, acts, split, bf16)
-    inflight = inflight_layer_microbatches(layers, cols.pp, cols.vp, cols.num_microbatches, stage)
+    inflight = inflight_layer_microbatches(
+        layers, cols.pp, cols.vp, cols.num_microbatches, stage, cols.microbatch_group
+    )
     activations, host = _held_activations(cols, (per_layer, moved, inflight), layers)
     activations, logits = _end_stage_activations(
         run, cols, activations, (per_layer, inflight), (first, last), layers

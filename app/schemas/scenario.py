@@ -15,26 +15,53 @@ See docs/scenario.md for every field.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from app.core.model import MAX_MTP_LAYERS
+from app.core.knobs import (
+    MAX_BATCH,
+    MAX_LAYERS,
+    MAX_PARALLEL,
+    MAX_VIRTUAL_STAGES,
+    Section,
+    default_of,
+    generic_knobs,
+    knob,
+)
 from app.schemas.fields import CatalogRef, JsonObject, SafeStr
 
-# Upper bounds: generous beyond any real run, small enough that every product the estimator forms stays exact in
-# 64-bit arithmetic and every value fits the database.
-MAX_PARALLEL = (
-    2**20
-)  # tp, pp, dp, cp, ep, etp: 1,048,576 GPUs, ~10x the largest cluster built (xAI Colossus, 2025)
-MAX_VIRTUAL_STAGES = 10_000  # vp: each model chunk holds at least one layer (ModelSpec num_layers ≤ 10,000)
-MAX_BATCH = 2**24  # micro_batch, global_batch: 16.7M sequences; Llama 3 405B trained with 16M tokens = 2,048
+# Upper bounds (app.core.knobs declares each with its reason); MAX_BATCH_TOKENS and MAX_TOKENS belong to the
+# requests' token fields.
 MAX_BATCH_TOKENS = 2**40  # tokens per step: 1.1T, 65,000x Llama 3 405B's 16M-token batch
-MAX_LAYERS = 100_000  # layer counts, as the other layer fields here
 MAX_TOKENS = 1e18  # training.tokens: ~50,000x Llama 3's 15.6T-token run; as the cost requests' `tokens`
 FRAMEWORK_NAME_MAX = 100  # framework names: the longest, 'torchtitan-fsdp2-compile', has 24 characters
 # scenario documents: no NaN/Infinity (JSON has none), unknown fields refused
 SCENARIO_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+__all__ = ["MAX_BATCH", "MAX_LAYERS", "MAX_PARALLEL", "MAX_VIRTUAL_STAGES"]
+
+
+def knob_field(path: str, **default: Any) -> Any:
+    """The pydantic Field of the registry's knob at `path` ('layout.tp'): its range and its description (the
+    OpenAPI schema's), with `default=` where the field has one."""
+    k = knob(path)
+    return Field(ge=k.ge, gt=k.gt, le=k.le, description=k.help, **default)
+
+
+def knob_range(path: str) -> Any:
+    """The range alone of the registry's knob at `path`, for a list of its values (the search constraints)."""
+    k = knob(path)
+    return Field(ge=k.ge, gt=k.gt, le=k.le)
+
+
+def with_generic_knobs(base: type[BaseModel], section: Section) -> type[BaseModel]:
+    """`base` with a field for every knob of `section` the registry marks generic (app.core.knobs): the schema
+    field of such a knob is made from its record alone."""
+    extra: dict[str, Any] = {}
+    for k in generic_knobs(section):
+        kind: Any = {"int": int, "float": float, "bool": bool}[k.kind]
+        extra[k.name] = (kind | None if k.optional else kind, knob_field(k.path, default=default_of(k)))
+    return create_model(base.__name__, __base__=base, __module__=base.__module__, **extra)
 
 
 class ClusterIn(BaseModel):
@@ -43,10 +70,8 @@ class ClusterIn(BaseModel):
     gpu: CatalogRef | JsonObject = Field(
         description="GPU catalog name or alias (e.g. 'H100-SXM', 'A100-80GB'), or an inline GPUSpec object"
     )
-    nodes: int = Field(ge=1, le=100_000, description="number of nodes (servers)")
-    gpus_per_node: int | None = Field(
-        default=None, ge=1, le=576, description="GPUs per node; default: the GPU's usual server (8)"
-    )
+    nodes: int = knob_field("cluster.nodes")
+    gpus_per_node: int | None = knob_field("cluster.gpus_per_node", default=None)
     fabric: CatalogRef | JsonObject | None = Field(
         default=None,
         description="scale-out fabric preset name (e.g. 'ib-ndr-8x400', 'roce-8x400') or inline FabricSpec "
@@ -62,25 +87,8 @@ class ClusterIn(BaseModel):
 
 
 # layers an fp8 / fp4 run keeps 16-bit (app.core.layout.Layout), as the scenario, plan and sizes requests take them
-Bf16FirstLayers = Annotated[
-    int,
-    Field(
-        ge=0,
-        le=100_000,
-        description="with dtype fp8 or fp4: transformer layers at the start of the network kept 16-bit (Megatron-core "
-        "--first-last-layers-bf16 --num-layers-at-start-in-bf16); 0 = none",
-    ),
-]
-Bf16LastLayers = Annotated[
-    int,
-    Field(
-        ge=0,
-        le=100_000,
-        description="with dtype fp8 or fp4: transformer layers at the end kept 16-bit (--num-layers-at-end-in-bf16; "
-        "Megatron-Bridge's FP8 current-scaling recipe keeps 1 + 1, NVIDIA's NVFP4 recipe about 15 % of the layers, "
-        "most at the end); 0 = none",
-    ),
-]
+Bf16FirstLayers = Annotated[int, knob_field("layout.bf16_first_layers")]
+Bf16LastLayers = Annotated[int, knob_field("layout.bf16_last_layers")]
 # the Adam moments' dtype (app.core.layout.Layout.optimizer_moments_dtype), as the scenario, plan and sizes
 # requests take it
 OptimizerMomentsDtype = Annotated[
@@ -93,16 +101,7 @@ OptimizerMomentsDtype = Annotated[
 ]
 # multi-token-prediction modules, as the scenario, plan and sizes requests still take them beside the model's own
 # field (app.core.model.ModelSpec.mtp_layers); app.services.scenario applies the value to the model
-MtpLayers = Annotated[
-    int | None,
-    Field(
-        ge=0,
-        le=MAX_MTP_LAYERS,
-        description="deprecated: set the model's mtp_layers. Multi-token-prediction modules trained on the last "
-        "pipeline stage (Megatron-core --mtp-num-layers; DeepSeek-V3: 1), applied to the model; unset = the "
-        "model's own; a model with a different non-zero mtp_layers is a 422",
-    ),
-]
+MtpLayers = Annotated[int | None, knob_field("layout.mtp_layers")]
 # FP8 parameters (app.core.layout.Layout.fp8_param_gather), as the scenario, plan and sizes requests take them
 Fp8ParamGather = Annotated[
     bool,
@@ -114,47 +113,20 @@ Fp8ParamGather = Annotated[
 ]
 
 
-class LayoutIn(BaseModel):
+class _LayoutFields(BaseModel):
     model_config = SCENARIO_CONFIG
 
-    tp: int = Field(
-        default=1, ge=1, le=MAX_PARALLEL, description="tensor parallel size (inside the scale-up domain)"
-    )
-    pp: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="pipeline parallel stages")
-    vp: int = Field(
-        default=1,
-        ge=1,
-        le=MAX_VIRTUAL_STAGES,
-        description="interleaved model chunks per stage (1 = plain 1F1B)",
-    )
-    dp: int | None = Field(
-        default=None, ge=1, le=MAX_PARALLEL, description="data parallel size; default: GPUs / (tp·pp·cp)"
-    )
-    cp: int = Field(
-        default=1, ge=1, le=MAX_PARALLEL, description="context parallel size (sequence split for attention)"
-    )
-    ep: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="expert parallel size (MoE models)")
-    etp: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_PARALLEL,
-        description="expert tensor parallel size under MoE parallel folding (Megatron-core "
-        "--expert-tensor-parallel-size); unset = tp, with ep carved out of dp·cp",
-    )
-    zero: int = Field(
-        default=1,
-        ge=0,
-        le=3,
-        description="0 none, 1 distributed optimizer, 2 + gradients, 3 + weights (FSDP)",
-    )
+    tp: int = knob_field("layout.tp", default=1)
+    pp: int = knob_field("layout.pp", default=1)
+    vp: int = knob_field("layout.vp", default=1)
+    dp: int | None = knob_field("layout.dp", default=None)
+    cp: int = knob_field("layout.cp", default=1)
+    ep: int = knob_field("layout.ep", default=1)
+    etp: int | None = knob_field("layout.etp", default=None)
+    zero: int = knob_field("layout.zero", default=1)
     sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1)")
     recompute: Literal["none", "selective", "full"] = "none"
-    recompute_layers: int | None = Field(
-        default=None,
-        ge=0,
-        le=MAX_LAYERS,
-        description="with recompute='full': layers per stage recomputed (None = all)",
-    )
+    recompute_layers: int | None = knob_field("layout.recompute_layers", default=None)
     recompute_modules: list[Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]] = (
         Field(
             default_factory=list,
@@ -163,8 +135,8 @@ class LayoutIn(BaseModel):
             "layernorm, mlp (dense layers), moe, moe_act, shared_experts (MoE layers)",
         )
     )
-    micro_batch: int = Field(default=1, ge=1, le=MAX_BATCH, description="sequences per micro-batch")
-    global_batch: int = Field(ge=1, le=MAX_BATCH, description="sequences per optimizer step")
+    micro_batch: int = knob_field("layout.micro_batch", default=1)
+    global_batch: int = knob_field("layout.global_batch")
     dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
     flash_attention: bool = True
     optimizer: Literal["adamw", "adam"] = "adamw"
@@ -177,37 +149,10 @@ class LayoutIn(BaseModel):
         "activations go to host memory in every layer; expert_fc1 and moe_act for MoE models; not with "
         "recompute='full' or offload_layers",
     )
-    offload_layers: int = Field(
-        default=0,
-        ge=0,
-        le=100_000,
-        description="layers whose saved activations are offloaded to host memory during the forward pass "
-        "(Megatron-core --cpu-offloading-num-layers; needs pp = 1 and recompute = 'none'); 0 = none",
-    )
-    optimizer_offload: float = Field(
-        default=0.0,
-        ge=0.0,
-        le=1.0,
-        description="share of each GPU's optimizer states (fp32 master weights and Adam moments) kept and updated "
-        "on the host by a CPU AdamW (Megatron-core --optimizer-cpu-offload --optimizer-offload-fraction); "
-        "ZeRO 0-2; 0 = none",
-    )
-    first_stage_layers: int | None = Field(
-        default=None,
-        ge=1,
-        le=100_000,
-        description="transformer layers on the first pipeline stage (Megatron-core "
-        "--decoder-first-pipeline-num-layers); the layers left over split evenly over the stages between; unset = "
-        "an even split. One layer fewer than the middle stages gives the embedding a layer's slot",
-    )
-    last_stage_layers: int | None = Field(
-        default=None,
-        ge=1,
-        le=100_000,
-        description="transformer layers on the last pipeline stage (Megatron-core "
-        "--decoder-last-pipeline-num-layers); one fewer than the middle stages gives the LM head and loss a "
-        "layer's slot (e.g. Llama-3.1-405B, 126 layers on pp = 16: first 7, last 7, 8 on each other stage)",
-    )
+    offload_layers: int = knob_field("layout.offload_layers", default=0)
+    optimizer_offload: float = knob_field("layout.optimizer_offload", default=0.0)
+    first_stage_layers: int | None = knob_field("layout.first_stage_layers", default=None)
+    last_stage_layers: int | None = knob_field("layout.last_stage_layers", default=None)
     stage_layers: list[Annotated[int, Field(le=MAX_LAYERS)]] = Field(
         default_factory=list,
         max_length=1024,
@@ -238,10 +183,20 @@ class LayoutIn(BaseModel):
     )
 
 
+if TYPE_CHECKING:
+    _LayoutBase = _LayoutFields
+else:  # the knobs declared in the registry alone (app.core.knobs, generic=True) join the written fields
+    _LayoutBase = with_generic_knobs(_LayoutFields, "layout")
+
+
+class LayoutIn(_LayoutBase):  # a scenario's layout: the fields above and every generic knob of the registry
+    pass
+
+
 class TrainingIn(BaseModel):
     model_config = SCENARIO_CONFIG
 
-    seq_len: int = Field(ge=1, le=10_000_000, description="tokens per sequence")
+    seq_len: int = knob_field("training.seq_len")
     tokens: float | None = Field(
         default=None,
         gt=0,

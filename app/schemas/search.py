@@ -18,10 +18,7 @@ from app.schemas.fields import CatalogRef, JsonObject, SafeStr
 from app.schemas.scenario import (
     ATTENTION_BACKEND_HELP,
     FRAMEWORK_NAME_MAX,
-    MAX_BATCH,
     MAX_BATCH_TOKENS,
-    MAX_PARALLEL,
-    MAX_VIRTUAL_STAGES,
     AttentionBackendChoice,
     Bf16FirstLayers,
     Bf16LastLayers,
@@ -31,6 +28,8 @@ from app.schemas.scenario import (
     MtpLayers,
     OptimizerMomentsDtype,
     TrainingIn,
+    knob_field,
+    knob_range,
 )
 
 # values one constraint list may hold: every power of two up to MAX_PARALLEL is 21 of them, so 1024 leaves room for
@@ -38,7 +37,7 @@ from app.schemas.scenario import (
 MAX_ALLOWED_VALUES = 1024
 # requests carry no NaN or Infinity (app.schemas.fields), unknown fields refused
 PLANNER_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
-ParallelSize = Annotated[int, Field(ge=1, le=MAX_PARALLEL)]  # as the scenario's layout (app.schemas.scenario)
+ParallelSize = Annotated[int, knob_range("layout.tp")]  # as the scenario's layout (app.core.knobs)
 
 
 class ConstraintsIn(BaseModel):
@@ -52,7 +51,7 @@ class ConstraintsIn(BaseModel):
     pp: list[ParallelSize] | None = Field(
         default=None, max_length=MAX_ALLOWED_VALUES, description="allowed pipeline stages"
     )
-    vp: list[Annotated[int, Field(ge=1, le=MAX_VIRTUAL_STAGES)]] | None = Field(
+    vp: list[Annotated[int, knob_range("layout.vp")]] | None = Field(
         default=None, max_length=MAX_ALLOWED_VALUES, description="allowed interleaved chunks per stage"
     )
     cp: list[ParallelSize] | None = Field(
@@ -61,11 +60,11 @@ class ConstraintsIn(BaseModel):
     ep: list[ParallelSize] | None = Field(
         default=None, max_length=MAX_ALLOWED_VALUES, description="allowed expert-parallel sizes (MoE)"
     )
-    micro_batch: list[Annotated[int, Field(ge=1, le=MAX_BATCH)]] | None = Field(
+    micro_batch: list[Annotated[int, knob_range("layout.micro_batch")]] | None = Field(
         default=None, max_length=MAX_ALLOWED_VALUES, description="allowed micro-batch sizes (sequences)"
     )
     # ZeRO stages 0 to 3 (3: weights sharded); another number is refused rather than silently matching nothing
-    zero: list[Annotated[int, Field(ge=0, le=3)]] | None = Field(
+    zero: list[Annotated[int, knob_range("layout.zero")]] | None = Field(
         default=None, max_length=MAX_ALLOWED_VALUES, description="allowed ZeRO stages (0-3)"
     )
     recompute: list[Literal["none", "selective", "full"]] | None = Field(
@@ -138,9 +137,7 @@ class SearchRequestBase(BaseModel):
     model: CatalogRef | JsonObject = Field(description="model catalog name or an inline ModelSpec object")
     cluster: ClusterIn
     training: TrainingIn
-    global_batch: int | None = Field(
-        default=None, ge=1, le=MAX_BATCH, description="sequences per optimizer step"
-    )
+    global_batch: int | None = knob_field("layout.global_batch", default=None)
     global_batch_tokens: int | None = Field(
         default=None,
         ge=1,

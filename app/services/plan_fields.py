@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from app.core.knobs import KNOBS
+
+# labels and units: the scenario knobs' from the registry (app.core.knobs), the results' and choices' here
 FIELD_INFO: dict[str, tuple[str, str]] = {
     "model": ("Model", ""),
     "gpu": ("GPU", ""),
@@ -33,29 +36,13 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "cost_per_run_usd": ("Cost per run", "USD"),
     "goodput": ("Goodput", "fraction"),
     "training.tokens": ("Training tokens", "tokens"),
-    "training.seq_len": ("Sequence length", "tokens"),
-    "cluster.nodes": ("Nodes", "nodes"),
-    "cluster.gpus_per_node": ("GPUs per node", "GPUs"),
     "cluster.gpu": ("GPU type", ""),
     "cluster.fabric": ("Fabric preset", ""),
-    "layout.global_batch": ("Global batch", "sequences"),
-    "layout.micro_batch": ("Micro-batch", "sequences"),
-    "layout.tp": ("Tensor parallel (tp)", "GPUs"),
-    "layout.pp": ("Pipeline stages (pp)", "stages"),
-    "layout.vp": ("Interleaved chunks (vp)", "per stage"),
-    "layout.dp": ("Data parallel (dp)", "replicas"),
-    "layout.cp": ("Context parallel (cp)", "GPUs"),
-    "layout.ep": ("Expert parallel (ep)", "GPUs"),
-    "layout.etp": ("Expert tensor parallel (etp)", "GPUs"),
-    "layout.zero": ("ZeRO stage", ""),
     "layout.sequence_parallel": ("Sequence parallel", ""),
     "layout.recompute": ("Activation recompute", ""),
     "layout.dtype": ("Compute precision", ""),
-    "layout.bf16_first_layers": ("16-bit layers at the start", "layers"),
-    "layout.bf16_last_layers": ("16-bit layers at the end", "layers"),
     "layout.fp8_param_gather": ("FP8 parameters", ""),
     "layout.optimizer_moments_dtype": ("Adam moments", ""),
-    "layout.mtp_layers": ("Multi-token-prediction modules", "modules"),
     "layout.reshard_after": ("ZeRO-3 re-shard after", ""),
     # the builder's choices saved with a revision (app.web.pages._builder.SAVED_CHOICES)
     "mode": ("Layout chosen by", ""),
@@ -73,6 +60,7 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "formula_version": ("Formula version", ""),
     "price_book_date": ("Price-book date", ""),
     "calibration_profile": ("Calibration profile", ""),
+    **{k.path: (k.compare_label, k.unit) for k in KNOBS},
 }
 
 

@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperCommand
 
 from app.cli.output import days_text, to_json
+from app.core.knobs import knob
 from app.core.units import DAY, GiB
 
 HELP = (
@@ -49,6 +50,13 @@ def register(root: typer.Typer) -> None:
         deprecated=True,
         help="The former name of `clusterplan search` (same options and output).",
     )(search_command)
+
+
+def knob_option(path: str) -> Any:
+    """The typer option of the registry's knob at `path` ('cluster.nodes'): its flag, range and help
+    (app.core.knobs)."""
+    k = knob(path)
+    return typer.Option(k.cli_flag, min=k.ge, max=k.le, help=k.help)
 
 
 def _int_list(text: str | None, option: str) -> list[int] | None:
@@ -135,13 +143,11 @@ def search_command(  # noqa: PLR0912
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="model catalog name")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="GPU catalog name")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", min=1, help="nodes in the cluster")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node", min=1)] = None,
+    nodes: Annotated[int | None, knob_option("cluster.nodes")] = None,
+    gpus_per_node: Annotated[int | None, knob_option("cluster.gpus_per_node")] = None,
     fabric: Annotated[str | None, typer.Option("--fabric", help="fabric preset, e.g. ib-ndr-8x400")] = None,
-    seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="tokens per sequence")] = None,
-    global_batch: Annotated[
-        int | None, typer.Option("--global-batch", min=1, help="sequences per step")
-    ] = None,
+    seq_len: Annotated[int | None, knob_option("training.seq_len")] = None,
+    global_batch: Annotated[int | None, knob_option("layout.global_batch")] = None,
     tokens: Annotated[float | None, typer.Option("--tokens", help="training tokens (time to train)")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="megatron-core, nemo, …")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | fp4 (NVFP4)")] = None,
@@ -160,16 +166,7 @@ def search_command(  # noqa: PLR0912
             "zero ≥ 1 layouts only",
         ),
     ] = False,
-    mtp_layers: Annotated[
-        int | None,
-        typer.Option(
-            "--mtp-layers",
-            min=0,
-            max=8,
-            help="deprecated: set the model's mtp_layers. Multi-token-prediction modules on the last stage "
-            "(Megatron-core --mtp-num-layers; DeepSeek-V3: 1), applied to the model",
-        ),
-    ] = None,
+    mtp_layers: Annotated[int | None, knob_option("layout.mtp_layers")] = None,
     optimizer_moments: Annotated[
         str | None,
         typer.Option(

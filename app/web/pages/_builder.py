@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.core.errors import Problem, SpecError
+from app.core.knobs import Knob, generic_knobs, knob
 from app.core.layout import OFFLOAD_MODULES, RECOMPUTE_MODULES, RESHARD_MODES
 
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
@@ -107,8 +108,16 @@ class BuilderState:
     attention_backend: str = (
         "auto"  # fused attention kernel; auto = the framework's (scenario attention_backend)
     )
+    # the generic layout knobs' values (app.core.knobs, generic=True), 0 = unset; read as state.<name>
+    knob_values: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)  # the text of inputs that were refused (parse_state)
+
+    def __getattr__(self, name: str) -> Any:
+        """A generic knob's value by its name (0 = unset), as the template and the query read the others."""
+        if name in GENERIC_NAMES:
+            return self.__dict__.get("knob_values", {}).get(name, 0)
+        raise AttributeError(name)
 
     @property
     def num_gpus(self) -> int:
@@ -121,8 +130,13 @@ class BuilderState:
 
     def query(self, **overrides: Any) -> str:  # noqa: C901, PLR0912
         """The query string that reproduces this state (checkbox off is sent as sp=0)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("errors", "raw")}
+        skip = ("errors", "raw", "knob_values")
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        data.update({name: getattr(self, name) for name in GENERIC_NAMES})
         data.update(overrides)
+        for name in GENERIC_NAMES:  # 0 = unset: left out of the address
+            if not data[name]:
+                data.pop(name)
         data["sp"] = "1" if data["sp"] else "0"
         for flag in OPTIONAL_FLAGS:
             if data[flag]:
@@ -173,6 +187,7 @@ class BuilderState:
         out = asdict(self)
         out.pop("errors")
         out.pop("raw")
+        out.update(out.pop("knob_values"))
         return out
 
 
@@ -182,24 +197,36 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+# the builder's whole-number inputs and the registry's knob each one sets (app.core.knobs): its range, label, unit
+# and hint come from there
+BUILDER_KNOBS: dict[str, Knob] = {
+    name: knob(path)
+    for name, path in (
+        ("nodes", "cluster.nodes"),
+        ("gpus_per_node", "cluster.gpus_per_node"),
+        ("seq_len", "training.seq_len"),
+        ("global_batch", "layout.global_batch"),
+        ("tp", "layout.tp"),
+        ("pp", "layout.pp"),
+        ("vp", "layout.vp"),
+        ("cp", "layout.cp"),
+        ("ep", "layout.ep"),
+        ("etp", "layout.etp"),
+        ("micro_batch", "layout.micro_batch"),
+        ("offload_layers", "layout.offload_layers"),
+        ("optimizer_offload", "layout.optimizer_offload"),
+        ("first_stage_layers", "layout.first_stage_layers"),
+        ("last_stage_layers", "layout.last_stage_layers"),
+        ("bf16_first_layers", "layout.bf16_first_layers"),
+        ("bf16_last_layers", "layout.bf16_last_layers"),
+        ("mtp_layers", "layout.mtp_layers"),
+    )
+} | {k.name: k for k in generic_knobs("layout")}
+GENERIC_NAMES = tuple(k.name for k in generic_knobs("layout"))
 _INT_LIMITS = {
-    "nodes": (1, 100_000),
-    "gpus_per_node": (1, 1024),
-    "seq_len": (1, 10_000_000),
-    "global_batch": (1, 100_000_000),
-    "tp": (1, 1024),
-    "pp": (1, 1024),
-    "vp": (1, 128),
-    "cp": (1, 1024),
-    "ep": (1, 1024),
-    "etp": (0, 1024),
-    "micro_batch": (1, 100_000),
-    "offload_layers": (0, 100_000),
-    "first_stage_layers": (0, 100_000),
-    "last_stage_layers": (0, 100_000),
-    "bf16_first_layers": (0, 100_000),
-    "bf16_last_layers": (0, 100_000),
-    "mtp_layers": (0, 8),
+    name: (k.builder_min, math.inf if k.le is None else k.le)
+    for name, k in BUILDER_KNOBS.items()
+    if k.kind == "int"
 }
 
 
@@ -228,14 +255,17 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
         except (ValueError, OverflowError):
             number = None
         if number is None or not lo <= number <= hi or ("." in raw and float(raw) != number):
-            errors[name] = f"a whole number from {lo} to {hi:,}"
+            errors[name] = BUILDER_KNOBS[name].range_text()
+        elif name in GENERIC_NAMES:
+            state.knob_values[name] = number
         else:
             setattr(state, name, number)
     if "optimizer_offload" in params:
         raw = params["optimizer_offload"].strip()
         try:
             share = float(raw) if raw else 0.0
-            if not 0.0 <= share <= 1.0:
+            offload = BUILDER_KNOBS["optimizer_offload"]
+            if not offload.builder_min <= share <= (offload.le or 0):
                 raise ValueError
             state.optimizer_offload = share
         except ValueError:
@@ -365,6 +395,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             **({"fp8_param_gather": True} if state.fp8_params else {}),
             **_moments(state),
             **_mtp(state),
+            **{name: value for name, value in state.knob_values.items() if value},
         },
         "training": {"seq_len": state.seq_len, "tokens": state.tokens_b * TOKENS_UNIT},
         **kernel,
@@ -503,6 +534,7 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
         fp8_params=bool(layout.get("fp8_param_gather")),
         optimizer_moments_dtype=str(layout.get("optimizer_moments_dtype") or "fp32"),
         mtp_layers=int(layout.get("mtp_layers") or 0),
+        **{name: int(layout.get(name) or 0) for name in GENERIC_NAMES},
     )
 
 
@@ -591,6 +623,7 @@ def scenario_to_state(scenario: Mapping[str, Any], choices: Any = None) -> Build
     ):
         if layout.get(name) is not None:
             setattr(state, name, int(layout[name]))
+    state.knob_values = {name: int(layout[name]) for name in GENERIC_NAMES if layout.get(name)}
     state.sp = bool(layout.get("sequence_parallel", state.sp))
     state.recompute = str(layout.get("recompute", state.recompute))
     state.recompute_modules = ",".join(str(m) for m in layout.get("recompute_modules") or ())

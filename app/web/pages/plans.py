@@ -85,6 +85,8 @@ def builder(
         "state": state,
         "view": view,
         "choices": _panels.choices(session, state),
+        "knobs": _builder.BUILDER_KNOBS,  # each input's label, unit, range and hint (app.core.knobs)
+        "generic_knobs": _builder.GENERIC_NAMES,
         "editing": editing_plan,
         "csrf_token": _csrf(request),
     }

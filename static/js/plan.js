@@ -178,10 +178,12 @@
     if (form && evt.target && evt.target.name === "mode" && form.contains(evt.target)) { syncPlannerMode(form); }
   });
 
-  document.addEventListener("DOMContentLoaded", function () {
+  function syncOnLoad() {
     var form = document.getElementById("plan-form");
     if (form) { syncPlannerMode(form); }
-  });
+  }
+  document.addEventListener("DOMContentLoaded", syncOnLoad);
+  document.addEventListener("htmx:historyRestore", syncOnLoad);
 
   // Mark the results busy while a new estimate is on its way (screen readers announce the update after).
   document.addEventListener("htmx:beforeRequest", function (evt) {
@@ -204,6 +206,7 @@
     evt.preventDefault();
     field.value = link.getAttribute("data-value");
     field.focus();
-    field.dispatchEvent(new Event("change", { bubbles: true }));
+    // the event the field's update listens for: a select updates on change, a typed field on input
+    field.dispatchEvent(new Event(field.tagName === "SELECT" ? "change" : "input", { bubbles: true }));
   });
 })();

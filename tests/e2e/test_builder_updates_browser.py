@@ -1,0 +1,96 @@
+"""In a real browser (Debian's chromium via Playwright): a committed choice in the builder (a select) sends its
+request at once, not after the 300 ms pause that typing still waits for; htmx keeps no history
+snapshots of the page (serialising the page with its drawn charts into localStorage on every update was most of
+the time between a response and its results on screen), and Back still restores a page with its charts drawn."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import LiveServer, start_live_server
+from tests.e2e.browser_support import wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SETTLED = (
+    "(() => { const r = document.getElementById('results'); return !!r && !r.hasAttribute('aria-busy')"
+    " && !r.querySelector('[hx-trigger=\"load\"]')"
+    " && Array.from(r.querySelectorAll('.chart[data-figure]')).every((c) => c.getAttribute('data-drawn') === 'true'"
+    " && !!c.querySelector('.main-svg')); })()"
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    tmp = tmp_path_factory.mktemp("browser-updates")
+    live = start_live_server(f"sqlite:///{tmp / 'browser.db'}", tmp)
+    yield live
+    live.stop()
+
+
+COUNT_REQUESTS = """() => { window.__sent = 0;
+  document.addEventListener("htmx:beforeRequest", (e) => {
+    if (e.detail.elt && e.detail.elt.id === "plan-form") { window.__sent += 1; } }); }"""
+
+
+def test_a_select_asks_at_once_and_typing_after_a_pause(browser: Any, server: LiveServer) -> None:
+    """On the page's fake clock (Playwright's clock API), so no assertion depends on how fast the machine is: with
+    the clock paused, a select's change sends its request; typed input sends nothing until 300 ms have run."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)  # htmx:syntax:error
+    page.clock.install()
+    page.goto(f"{server.url}/plans/new")
+    wait_until(page, SETTLED)
+    page.evaluate(COUNT_REQUESTS)
+
+    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # seconds
+    page.select_option("#f-fabric", "roce-8x400")
+    assert page.evaluate("window.__sent") == 1  # sent with no timer run: no debounce on a committed choice
+    page.clock.resume()
+    page.wait_for_url(re.compile(r"fabric=roce-8x400"), timeout=30000)
+    wait_until(page, SETTLED)
+    assert page.evaluate("window.__sent") == 1  # once: the select's input event sends nothing of its own
+
+    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # seconds
+    page.fill("#f-nodes", "4")
+    page.clock.run_for(299)
+    assert page.evaluate("window.__sent") == 1  # typing waits for a 300 ms pause
+    page.clock.run_for(2)
+    assert page.evaluate("window.__sent") == 2
+    page.clock.resume()
+    page.wait_for_url(re.compile(r"nodes=4\b"), timeout=30000)
+    wait_until(page, SETTLED)
+    assert page.evaluate("window.__sent") == 2
+    assert page.evaluate("localStorage.getItem('htmx-history-cache')") is None
+    assert errors == []
+    context.close()
+
+
+def test_back_restores_the_previous_results_with_charts_drawn(browser: Any, server: LiveServer) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{server.url}/plans/new?mode=planner")
+    wait_until(page, SETTLED)
+    page.select_option("#f-fabric", "roce-8x400")
+    page.wait_for_url(re.compile(r"fabric=roce-8x400"), timeout=30000)
+    wait_until(page, SETTLED)
+
+    page.evaluate("document.addEventListener('htmx:historyRestore', () => { window.__restored = true; })")
+    page.go_back()
+    wait_until(page, "window.__restored === true && location.search === '?mode=planner'")
+    wait_until(page, SETTLED)
+    assert page.input_value("#f-fabric") == "ib-ndr-8x400"
+    assert page.locator("#results .chart[data-figure]").count() >= 3
+    # planner mode still takes the layout fields it chooses out of the tab order after the restore
+    assert page.evaluate("document.querySelector('#f-tp').closest('.field').inert") is True
+    assert errors == []
+    context.close()

@@ -44,7 +44,9 @@ def test_a_select_asks_at_once_and_typing_after_a_pause(browser: Any, server: Li
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)  # htmx:syntax:error
+    page.on(
+        "console", lambda msg: errors.append(msg.text) if msg.type == "error" else None
+    )  # htmx:syntax:error
     page.clock.install()
     page.goto(f"{server.url}/plans/new")
     wait_until(page, SETTLED)

@@ -185,6 +185,28 @@
   document.addEventListener("DOMContentLoaded", syncOnLoad);
   document.addEventListener("htmx:historyRestore", syncOnLoad);
 
+  // The deferred panels (scaling curve, cluster sizes) load after the results in their own requests: each new
+  // placeholder keeps the height its panel had before the update, so the page below does not jump while it loads
+  // (CSSOM style, which the CSP allows; the stylesheet's min-height covers the first load).
+  var panelHeights = {};
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var results = document.getElementById("results");
+    if (!results || evt.detail.target !== results) { return; }
+    panelHeights = {};
+    results.querySelectorAll("section.panel[id]").forEach(function (panel) {
+      panelHeights[panel.id] = panel.getBoundingClientRect().height;
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    if (!evt.detail.target || evt.detail.target.id !== "results") { return; }
+    Object.keys(panelHeights).forEach(function (id) {
+      var panel = document.getElementById(id);
+      if (panel && panel.getAttribute("hx-trigger") === "load" && panelHeights[id] > 0) {
+        panel.style.minHeight = panelHeights[id] + "px";
+      }
+    });
+  });
+
   // Mark the results busy while a new estimate is on its way (screen readers announce the update after).
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var results = document.getElementById("results");

@@ -1,7 +1,8 @@
 """In a real browser (Debian's chromium via Playwright): a committed choice in the builder (a select) sends its
 request at once, not after the 300 ms pause that typing still waits for; htmx keeps no history
 snapshots of the page (serialising the page with its drawn charts into localStorage on every update was most of
-the time between a response and its results on screen), and Back still restores a page with its charts drawn."""
+the time between a response and its results on screen), and Back still restores a page with its charts drawn; the
+page below the scaling panel does not move while the panel loads after an update."""
 
 from __future__ import annotations
 
@@ -95,4 +96,29 @@ def test_back_restores_the_previous_results_with_charts_drawn(browser: Any, serv
     # planner mode still takes the layout fields it chooses out of the tab order after the restore
     assert page.evaluate("document.querySelector('#f-tp').closest('.field').inert") is True
     assert errors == []
+    context.close()
+
+
+RECORD_PANEL = """() => { window.__panel = [];
+  const note = (when) => { const p = document.getElementById("scaling-panel");
+    const below = p.nextElementSibling;
+    window.__panel.push([when, p.getAttribute("hx-trigger"), p.getBoundingClientRect().height,
+      below.getBoundingClientRect().top - p.getBoundingClientRect().top]); };
+  document.addEventListener("htmx:afterSwap", (e) => {
+    if (e.detail.target && e.detail.target.id === "results") { note("placeholder"); }
+    if (e.detail.target && e.detail.target.id === "scaling-panel") { note("loaded"); } }); }"""
+
+
+def test_the_page_below_the_scaling_panel_does_not_jump_while_it_loads(browser: Any, server: LiveServer) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{server.url}/plans/new")
+    wait_until(page, SETTLED)
+    page.evaluate(RECORD_PANEL)
+    page.select_option("#f-fabric", "roce-8x400")
+    wait_until(page, "window.__panel.length === 2")
+    (when, trigger, height, below), (when2, trigger2, height2, below2) = page.evaluate("window.__panel")
+    assert (when, trigger, when2, trigger2) == ("placeholder", "load", "loaded", None)
+    # the placeholder held the loaded panel's height, so the panels below it stayed where they were
+    assert abs(height - height2) < 1 and abs(below - below2) < 1
     context.close()

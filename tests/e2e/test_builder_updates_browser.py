@@ -109,7 +109,9 @@ RECORD_PANEL = """() => { window.__panel = [];
     if (e.detail.target && e.detail.target.id === "scaling-panel") { note("loaded"); } }); }"""
 
 
-def test_the_page_below_the_scaling_panel_does_not_jump_while_it_loads(browser: Any, server: LiveServer) -> None:
+def test_the_page_below_the_scaling_panel_does_not_jump_while_it_loads(
+    browser: Any, server: LiveServer
+) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.goto(f"{server.url}/plans/new")

@@ -124,3 +124,24 @@ def test_the_page_below_the_scaling_panel_does_not_jump_while_it_loads(
     # the placeholder held the loaded panel's height, so the panels below it stayed where they were
     assert abs(height - height2) < 1 and abs(below - below2) < 1
     context.close()
+
+
+def test_a_second_change_while_the_first_is_on_its_way_leaves_the_console_clean(
+    browser: Any, server: LiveServer
+) -> None:
+    """The second change waits for the first request (hx-sync queue last) instead of aborting it, which htmx
+    reports as an error in the console; the page ends on the second change's results."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto(f"{server.url}/plans/new?mode=planner")
+    wait_until(page, SETTLED)
+    page.select_option("#f-fabric", "roce-8x400")
+    page.select_option("#f-fabric", "ethernet-tcp-100")
+    page.wait_for_url(re.compile(r"fabric=ethernet-tcp-100"), timeout=30000)
+    wait_until(page, SETTLED)
+    wait_until(page, "document.querySelector('input[name=scenario]').value.includes('ethernet-tcp-100')")
+    assert errors == []
+    context.close()

@@ -15,7 +15,9 @@ and reported; the exit status is 1 when a page failed to load or draw.
 
     .venv/bin/python benchmarks/screenshots.py [OUT] [--page builder-estimate ...] [--scheme light ...]
 
-OUT defaults to out/screenshots/ (git-ignored); files are named PAGE-SCHEME.png.
+OUT defaults to out/screenshots/ (git-ignored); files are named PAGE-SCHEME.png. `--docs` writes the two
+screenshots the docs and README show into docs/screenshots/ under their names (plan-builder.png,
+plan-compare.png), from the same pages in the light scheme.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ CHROMIUM_ARGS = [
 SCHEMES = ("light", "dark")
 VIEWPORT = {"width": 1400, "height": 1000}
 DEFAULT_OUT = ROOT / "out" / "screenshots"
+# `--docs`: the images the docs and README show, written under their own names into docs/screenshots: the page,
+# light scheme, and the window (1,440 px wide, as tall as given) rather than the full page
+DOCS_OUT = ROOT / "docs" / "screenshots"
+DOCS_SHOTS = {"builder-estimate": ("plan-builder", 1500), "compare": ("plan-compare", 1100)}
 DEFAULT_TIMEOUT_S = 90.0
 
 ESTIMATE = BuilderState()
@@ -142,7 +148,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--chromium", default=CHROMIUM, help="the chromium binary (default /usr/bin/chromium)"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help="write the docs' screenshots (docs/screenshots/plan-builder.png, plan-compare.png) instead",
+    )
+    args = parser.parse_args(argv)
+    if args.docs:
+        args.out, args.page, args.scheme = DOCS_OUT, list(DOCS_SHOTS), ["light"]
+    return args
+
+
+def _shot(page: Any, target_dir: Path, name: str, scheme: str, docs: bool) -> Path:
+    """Where a page's screenshot goes, and the window it is taken in."""
+    if docs:
+        stem, height = DOCS_SHOTS[name]
+        page.set_viewport_size({"width": 1440, "height": height})
+        return target_dir / f"{stem}.png"
+    page.set_viewport_size(VIEWPORT)
+    return target_dir / f"{name}-{scheme}.png"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,13 +201,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     page = context.new_page()
                     page.set_default_timeout(args.timeout * 1000)
                     for name in pages:
-                        target = out / f"{name}-{scheme}.png"
+                        target = _shot(page, out, name, scheme, args.docs)
                         deadline = time.monotonic() + args.timeout
                         try:
                             page.goto(server.url + PAGES[name](http, plans), wait_until="load")
                             if not _settle(page, deadline):
                                 failed.append(f"{name} ({scheme}): not settled within {args.timeout:g} s")
-                            page.screenshot(path=str(target), full_page=True)
+                            page.screenshot(path=str(target), full_page=not args.docs)
                         except Exception as exc:  # report the page, go on with the next
                             failed.append(f"{name} ({scheme}): {type(exc).__name__}: {str(exc)[:300]}")
                             continue

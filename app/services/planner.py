@@ -212,9 +212,33 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
     return resolved, price_source, result
 
 
+def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]]) -> None:
+    """Each size's goodput (the planning page's goodput model, app.services.plan_costs.plan_goodput: Meta's Llama 3
+    interruption rates on this many GPUs, Daly checkpoints) and its time to train on the wall clock: the compute
+    days divided by the goodput. Left out where the size has no layout or goodput cannot be evaluated."""
+    from app.core.model import param_counts
+    from app.services.plan_costs import plan_goodput
+
+    params_total = param_counts(resolved.model).total
+    for point in points:
+        best, days = point.get("best"), point.get("time_to_train_days")
+        if not best or not days:
+            continue
+        try:
+            res = plan_goodput(
+                int(point["num_gpus"]), resolved.cluster.gpus_per_node, params_total, float(best["mfu"]), days
+            )
+        except (SpecError, ValidationError, ValueError):
+            continue
+        if res.goodput > 0:
+            point["goodput"] = res.goodput
+            point["wall_clock_days"] = days / res.goodput
+
+
 def sizes(data: Any, session: Session | None = None) -> SizesOut:
     resolved, price_source, result = run_sizes(data, session)
     d = result.to_dict()
+    _wall_clock_points(resolved, d["points"])
     table = accuracy_table()
     band = None  # the widest band of the sweep's points (MoE points split by their GPU work per layer pass)
     high_of: dict[int, float] = {}

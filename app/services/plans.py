@@ -708,8 +708,8 @@ CSV_COLUMNS = ("section", "key", "value", "unit", "source")
 
 
 def export_csv(session: Session, plan_id: uuid.UUID | str, revision: int | None, actor: PlanActor) -> str:
-    """One row per figure: provenance, inputs, headline results, breakdowns and assumptions. Text cells
-    that a spreadsheet would run as a formula are escaped (app.services.csv_safe)."""
+    """One row per figure: provenance, inputs, builder choices, headline results, breakdowns and assumptions.
+    Text cells that a spreadsheet would run as a formula are escaped (app.services.csv_safe)."""
     doc = export_json(session, plan_id, revision, actor)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -720,6 +720,14 @@ def export_csv(session: Session, plan_id: uuid.UUID | str, revision: int | None,
         writer.writerow(safe_row(("plan", key, value, "", "")))
     for key, value in _flatten(doc["scenario"]).items():
         writer.writerow(safe_row(("input", key, _cell(value), planning.describe_field("Inputs", key)[1], "")))
+    # the builder's choices saved with the revision (planner mode, ranking, scaling mode, deadline, budget, planner
+    # constraints); none for plans saved through the API
+    for key, value in (doc["builder_choices"] or {}).items():
+        writer.writerow(
+            safe_row(
+                ("builder_choice", key, _cell(value), planning.describe_field("Builder choices", key)[1], "")
+            )
+        )
     result = doc["result"]
     for key, value in _summary_of(result).items():
         writer.writerow(

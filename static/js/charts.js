@@ -70,6 +70,9 @@
     var fresh = document.querySelectorAll(".chart[data-figure]:not([data-drawn])");
     for (var i = 0; i < fresh.length; i++) { draw(fresh[i]); }
   });
+  // Back and forward fetch the page from the server (htmx keeps no history snapshots: historyCacheSize 0 in
+  // base.html), and a restore swaps it in without a settle event.
+  document.addEventListener("htmx:historyRestore", function () { drawAll(document); });
   document.addEventListener("clusterplan:theme", function () { drawAll(document); });
   if (window.matchMedia) {
     var mq = window.matchMedia("(prefers-color-scheme: dark)");

@@ -178,9 +178,33 @@
     if (form && evt.target && evt.target.name === "mode" && form.contains(evt.target)) { syncPlannerMode(form); }
   });
 
-  document.addEventListener("DOMContentLoaded", function () {
+  function syncOnLoad() {
     var form = document.getElementById("plan-form");
     if (form) { syncPlannerMode(form); }
+  }
+  document.addEventListener("DOMContentLoaded", syncOnLoad);
+  document.addEventListener("htmx:historyRestore", syncOnLoad);
+
+  // The deferred panels (scaling curve, cluster sizes) load after the results in their own requests: each new
+  // placeholder keeps the height its panel had before the update, so the page below does not jump while it loads
+  // (CSSOM style, which the CSP allows; the stylesheet's min-height covers the first load).
+  var panelHeights = {};
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var results = document.getElementById("results");
+    if (!results || evt.detail.target !== results) { return; }
+    panelHeights = {};
+    results.querySelectorAll("section.panel[id]").forEach(function (panel) {
+      panelHeights[panel.id] = panel.getBoundingClientRect().height;
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    if (!evt.detail.target || evt.detail.target.id !== "results") { return; }
+    Object.keys(panelHeights).forEach(function (id) {
+      var panel = document.getElementById(id);
+      if (panel && panel.getAttribute("hx-trigger") === "load" && panelHeights[id] > 0) {
+        panel.style.minHeight = panelHeights[id] + "px";
+      }
+    });
   });
 
   // Mark the results busy while a new estimate is on its way (screen readers announce the update after).
@@ -204,6 +228,7 @@
     evt.preventDefault();
     field.value = link.getAttribute("data-value");
     field.focus();
-    field.dispatchEvent(new Event("change", { bubbles: true }));
+    // the event the field's update listens for: a select updates on change, a typed field on input
+    field.dispatchEvent(new Event(field.tagName === "SELECT" ? "change" : "input", { bubbles: true }));
   });
 })();

@@ -293,9 +293,12 @@ def sizing_view(session: Session, state: BuilderState) -> dict[str, Any]:
 def _size_row(state: BuilderState, point: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]:
     gpus = int(point["num_gpus"])
     days = point.get("time_to_train_days")
+    # a deadline is a date: it is met on the wall clock (compute days over the goodput) where that is known
+    wall_days = point.get("wall_clock_days")
+    finish = wall_days if wall_days is not None else days
     cost = point.get("cost_usd")
     deadline, budget = goal["deadline_days"], goal["budget_usd"]
-    on_time = deadline is None or (days is not None and days <= deadline)
+    on_time = deadline is None or (finish is not None and finish <= deadline)
     affordable = budget is None or (cost is not None and cost <= budget)
     nodes, rest = divmod(gpus, state.gpus_per_node)
     best = point.get("best") or {}
@@ -306,6 +309,8 @@ def _size_row(state: BuilderState, point: dict[str, Any], goal: dict[str, Any]) 
         "layout": str(best.get("label") or ""),
         "days": days,
         "days_high": point.get("time_to_train_likely_high_days"),
+        "wall_days": wall_days,
+        "goodput": point.get("goodput"),
         "gpu_hours": days * 24.0 * gpus if days is not None else None,
         "cost_usd": cost,
         "on_time": on_time,

@@ -1,0 +1,71 @@
+"""The builder's deadline sizing answers on the wall clock: each size's days of compute and its wall-clock days
+with the goodput of that many GPUs (failures, checkpoints, restarts), and a deadline is met on the wall clock."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from app.web.pages._builder import BuilderState
+
+HX = {"HX-Request": "true"}
+STATE = BuilderState(model="Llama-3-70B", nodes=2, tokens_b=15_000.0, global_batch=2048, deadline_days=60.0)
+ROW = re.compile(
+    r'<th scope="row" class="num">([\d,]+)</th><td class="num">[\d—]+</td>\s*<td>[^<]+</td>'
+    r'<td class="num">([\d,.]+)</td><td class="num">([\d,.]+)</td>'
+)
+ANSWER = re.compile(
+    r'id="sizing-answer"><strong>Smallest cluster that meets it:</strong> \d+ nodes \(([\d,]+) GPUs\)'
+)
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _sized(client: Any, state: BuilderState) -> tuple[str, dict[int, tuple[float, float]]]:
+    r = client.get("/plans/new/sizes?" + state.query(), headers=HX)
+    assert r.status_code == 200, r.text[:500]
+    rows = {int(_number(g)): (_number(d), _number(w)) for g, d, w in ROW.findall(r.text)}
+    return r.text, rows
+
+
+def test_every_size_has_wall_clock_days_and_the_answer_states_its_goodput(client: Any) -> None:
+    text, rows = _sized(client, STATE)
+    assert '<th scope="col" class="num">Wall-clock days</th>' in text
+    assert len(rows) >= 3
+    # goodput is below 1 on every size: the wall clock is longer than the compute, and more so on more GPUs
+    assert all(wall > days for days, wall in rows.values())
+    losses = [wall / days for _, (days, wall) in sorted(rows.items())]
+    assert losses[-1] > losses[0]
+    answer = ANSWER.search(text)
+    assert answer, text[:2000]
+    gpus = int(_number(answer.group(1)))
+    goodput = re.search(
+        r"days</span> on the wall clock at ([\d.]+) % goodput \(([\d,.]+) days of compute", text
+    )
+    assert goodput, text[:2000]
+    days, wall = rows[gpus]
+    assert _number(goodput.group(2)) == days
+    assert (
+        abs(days / (float(goodput.group(1)) / 100) - wall) <= 0.1 + 0.002 * wall
+    )  # rounding of the shown figures
+    assert wall <= 60.0
+
+
+def test_a_deadline_between_compute_and_wall_clock_days_is_not_met(client: Any) -> None:
+    text, rows = _sized(client, STATE)
+    answer = ANSWER.search(text)
+    assert answer
+    gpus = int(_number(answer.group(1)))
+    days, wall = rows[gpus]
+    # met on the compute, missed on the wall clock: the next larger size is the answer, this one is too slow
+    deadline = round((days + wall) / 2, 1)
+    assert days < deadline < wall
+    text, _ = _sized(client, replace(STATE, deadline_days=deadline))
+    later = ANSWER.search(text)
+    assert later, text[:2000]
+    assert int(_number(later.group(1))) > gpus
+    row = re.search(rf'<th scope="row" class="num">{gpus:,}</th>.*?</tr>', text, re.S)
+    assert row and "no: too slow" in row.group(0)

@@ -237,6 +237,9 @@ def start_live_server(
         "CLUSTERPLAN_ENVIRONMENT": "test",
         "CLUSTERPLAN_PORT": str(port),
         "PYTHONUNBUFFERED": "1",
+        # a test server's browser tests all sign in from 127.0.0.1, more often than the per-address sign-in limit
+        # (10 a minute) allows; that limit is tested on its own (tests/api/test_security_hooks.py)
+        "CLUSTERPLAN_LOGIN_RATE_LIMIT_PER_MINUTE": "10000",
         **(extra_env or {}),
     }
     log_path = tmp_path / f"server-{port}.log"

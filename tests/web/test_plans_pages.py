@@ -78,8 +78,14 @@ def test_step_table_lists_only_parts_that_take_time(client: Any) -> None:
     r = client.get("/plans/new?" + BuilderState().query(), headers=HX)
     table = r.text.split('id="chart-step-data"', 1)[1].split("</table>", 1)[0]
     assert '<td class="num">0.00</td>' not in table
-    note = re.search(r'<p class="muted" id="step-zero">Not shown, 0 ms in this layout: ([^<]+)\.</p>', r.text)
+    note = re.search(
+        r'<details class="muted" id="step-zero">\s*<summary>Not shown, 0 ms in this layout: ([^<]+)\.</summary>',
+        r.text,
+    )
     assert note and "pipeline bubble" in note.group(1)  # one stage: no bubble
+    # behind the toggle, each hidden part is a row of its own at 0 ms
+    hidden = r.text.split('id="step-zero"', 1)[1].split("</details>", 1)[0]
+    assert hidden.count('<td class="num">0.00</td>') == len(note.group(1).split(", "))
 
 
 def test_builder_reports_problems_per_field(client: Any) -> None:

@@ -30,6 +30,7 @@ PUBLIC_ROUTES: dict[tuple[str, str], str] = {
     ("GET", r"/healthz"): "liveness probe",
     ("GET", r"/favicon\.ico"): "site icon",
     ("GET", r"/docs"): "API documentation page (the OpenAPI document it reads is public too)",
+    ("GET", r"/redoc"): "API reference page (ReDoc; the OpenAPI document it reads is public too)",
     ("GET", r"/"): "home page",
     ("GET", r"/login"): "sign-in form",
     ("GET", r"/login/link"): "one-time sign-in link: the single-use token in the link is the credential",

@@ -103,3 +103,24 @@ def test_api_docs_render_offline_under_our_policy(live_server, browser) -> None:
     assert violations == []
     foreign = [url for url in requested if not url.startswith(live_server.url)]
     assert foreign == [], foreign
+
+
+def test_api_reference_renders_offline_under_our_policy(live_server, browser) -> None:  # type: ignore[no-untyped-def]
+    """/redoc draws ReDoc from the vendored bundle: no CSP violation, no console error, no request off the origin."""
+    page = browser.new_page()
+    try:
+        page.add_init_script(LISTEN_JS)
+        requested: list[str] = []
+        errors: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        response = page.goto(f"{live_server.url}/redoc")
+        assert response is not None and response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        page.wait_for_selector("[data-section-id*='operation/']", state="attached", timeout=20_000)
+        assert "/api/v1/estimate" in page.content()
+        violations = page.evaluate("window.cspViolations")
+    finally:
+        page.context.close()
+    assert violations == [] and errors == [], (violations, errors)
+    foreign = [url for url in requested if not url.startswith(live_server.url)]
+    assert foreign == [], foreign

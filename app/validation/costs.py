@@ -109,6 +109,29 @@ def _run_cost(**inputs: Any) -> dict[str, float]:
     return out
 
 
+def _fat_tree_bom(
+    nodes: int, rails: int, switch_radix: int = 64, tiers: int | None = None, price_class: str = "ib-ndr"
+) -> dict[str, float]:
+    """Switch and link counts of the fat-tree bill of materials (app.core.topology), and its capex priced with the
+    price class's rows of app/catalog/network_prices.csv (switches, transceivers at both ends of every optical
+    link, cables), as `clusterplan cost tco` prices an on-prem network."""
+    from app.catalog.network_prices import network_price_rows
+    from app.core.topology import FatTreeDesign, UnitPrices, bill_of_materials
+
+    rows = network_price_rows()[price_class]
+    prices = UnitPrices(rows["switch"].unit_usd, rows["transceiver"].unit_usd, rows["cable"].unit_usd)
+    bom = bill_of_materials(
+        FatTreeDesign(nodes=nodes, rails=rails, switch_radix=switch_radix, tiers=tiers), prices
+    )
+    assert bom.cost is not None
+    return {
+        "switches": float(bom.switches),
+        "links": float(sum(bom.cables.values())),
+        "network_usd": bom.cost.total_usd,
+        "tiers": float(len(bom.tiers)),
+    }
+
+
 def _training_flop(params: float, tokens: float, active_params: float | None = None) -> dict[str, float]:
     return {"flop": core_cost.training_flop(params, tokens, active_params)}
 
@@ -146,6 +169,7 @@ METHODS: dict[str, Method] = {
     "checkpoint_idle": _checkpoint_idle,
     "seed_breakeven": _seed_breakeven,
     "spot_savings": _spot,
+    "fat_tree_bom": _fat_tree_bom,
 }
 
 

@@ -125,3 +125,19 @@ def region(
         REGION_FILE.write_text(dumps(built), encoding="utf-8")
         validated_region.cache_clear()
     typer.echo(dumps(built), nl=False)
+
+
+@validate_app.command(
+    "seed-memory",
+    help="The seed article's memory formula beside the estimator's breakdown, term by term (the docs' table).",
+)
+def seed_memory(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    from app.validation.seed_memory import claims, render_markdown
+
+    results = claims()
+    if as_json:
+        typer.echo(to_json({"layouts": [c.to_dict() for c in results]}))
+        return
+    typer.echo(render_markdown(results))

@@ -3,7 +3,7 @@ single-layout estimate.
 
     .venv/bin/python benchmarks/bench_planner.py [--repeat 5] [--json] [--baseline REV [--rounds 3]]
 
-Cases (issue 5, issue 25): Llama-3.1-405B on 16,384 H100 (seq 8192, 2,048 sequences per batch), GPT-3 175B on 1,024
+Cases: Llama-3.1-405B on 16,384 H100 (seq 8192, 2,048 sequences per batch), GPT-3 175B on 1,024
 A100 (seq 2048, 1,536 sequences, Narayanan et al. 2021), Llama-2-70B on 64 H100 (seq 4096, 1,024 sequences = 4 M
 tokens, Touvron et al. 2023), DeepSeek-V3 on 2,048 H800 in FP8 (seq 4096, 15,360 sequences: DeepSeek-AI 2024, arXiv
 2412.19437, Sec. 3 and 4.2; about 1.18 M layouts enumerated), and the single estimate of
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CALCULON_CONFIGS_PER_S = 135.0
 TARGET_405B_S = 1.0  # docs/constants.md#planner-search-target
-TARGET_DEEPSEEK_S = 0.5  # issue 25: DeepSeek-V3 on 2,048 GPUs (about 1.19 M layouts enumerated) within 0.5 s
+TARGET_DEEPSEEK_S = 0.5  # DeepSeek-V3 on 2,048 GPUs (about 1.19 M layouts enumerated) within 0.5 s
 
 # (model, GPU, GPUs, fabric, sequence length, global batch in sequences, training dtype)
 CASES = (

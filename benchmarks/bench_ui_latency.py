@@ -13,11 +13,11 @@ measured in the same run: `GET /healthz` (the same server, middleware and loopba
 and after the scenarios. The ratios let runs on machines of different speed or load be compared; the drift
 of the baseline between its two halves says how steady the machine was.
 
-Targets (issue 8): < 150 ms for a single-layout estimate, < 1 s with a planner search. The scaling panel
+Targets (docs/constants.md#ui-latency-targets): < 150 ms for a single-layout estimate, < 1 s with a planner search. The scaling panel
 (strong scaling over several cluster sizes and fabrics) is fetched by the page right after the main
 results; it is timed on its own rows ("scaling panel"), against 1 s.
 
-In the browser (`--part browser`, issue 29): Playwright drives Debian's chromium (never a downloaded one)
+In the browser (`--part browser`): Playwright drives Debian's chromium (never a downloaded one)
 against the same server and reports the bytes of a cold first load of the builder (target 1.5 MB) and, per
 input change, the time to the request, to the results in the DOM (target 300 ms for a single estimate) and to
 every chart drawn (500 ms; 1 s for a planner search), as medians and 95th percentiles with ratios to a
@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.web.pages._builder import BuilderState  # noqa: E402
+from benchmarks.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 # targets: p95 over HTTP, docs/constants.md#ui-latency-targets
 SCENARIOS: list[tuple[str, BuilderState, float]] = [
@@ -224,17 +225,7 @@ def main() -> int:
 
 # ------------------------------------------------------------------------------------------ in the browser
 
-CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# Issue 29's targets: first load of the builder, and an input change to the results in the DOM and to every chart
+# The browser targets (docs/constants.md#ui-latency-targets): first load of the builder, and an input change to the results in the DOM and to every chart
 # drawn (single estimate), and to the results of a planner search.
 FIRST_LOAD_TARGET_BYTES = 1.5e6
 BROWSER_TARGETS = {"estimate: results in the DOM": 0.300, "estimate: all charts drawn": 0.500}
@@ -346,7 +337,7 @@ def _fetch_baseline(page: object, repeat: int) -> list[float]:
 
 
 def browser_main(base_url: str, repeat: int) -> bool:
-    """Issue 29's browser-side figures; True when a target is missed."""
+    """The browser-side figures against their targets; True when a target is missed."""
     from playwright.sync_api import sync_playwright
 
     fabrics = ("ib-ndr-8x400", "roce-8x400")

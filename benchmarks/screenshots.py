@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import os
 import re
 import sys
 import tempfile
@@ -41,17 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.web.pages._builder import BuilderState  # noqa: E402
+from benchmarks.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
-CHROMIUM = os.environ.get("CLUSTERPLAN_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCHEMES = ("light", "dark")
 VIEWPORT = {"width": 1400, "height": 1000}
 DEFAULT_OUT = ROOT / "out" / "screenshots"

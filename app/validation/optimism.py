@@ -23,7 +23,7 @@ fabric, power cap), sequence length, global batch, dtype options and framework: 
 row's own layout with (`RowEstimate.framework`), so the published layout's estimate and the planner's search are
 priced alike.
 
-**Threshold.** The issue asks whether the planner's best beats the published best "by more than the ranking
+**Threshold.** The question is whether the planner's best beats the published best "by more than the ranking
 resolution". That is the number used: `app.core.accuracy.ranking_resolution` for the best row's model and sequence
 length (app/catalog/accuracy.json, `ranking`: the 80th percentile of the error in the estimated speed ratio of two
 published layouts of one run; ±22.7 % for dense runs, ±67.9 % for MoE, "all kinds" where a kind has no pairs). The

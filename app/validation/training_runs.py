@@ -1538,7 +1538,7 @@ def render_table(report: Report) -> str:
     lines.append(f"time-like metrics: {fmt(s['time'])}")
     lines.append(f"memory:            {fmt(s['memory'])}")
     lines.append(f"OOM outcomes:      {s['oom']['correct']}/{s['oom']['n']} right")
-    over = report.ran_but_predicted_oom()  # text only: the --json document keeps the exact shape
+    over = report.ran_but_predicted_oom()  # text only: the --json document keeps its documented shape
     listed = f" (rows {', '.join(map(str, over['rows']))})" if over["rows"] else ""
     lines.append(f"ran, predicted OOM: {len(over['rows'])} of {over['n']} measured runs{listed}")
     if s["skipped"]:

@@ -70,7 +70,7 @@ OVERHEADS = ("yes", "no", "unknown")
 # 16,384 is the one above). Such a row gives a range of GPU-hours, one per count, and is compared as a range: it is
 # optimistic only if every count predicts more than OPTIMISTIC_PCT too few hours. It never enters the MAPE.
 UNSTATED_COUNTS = (256, 512, 1024, 2048, 4096)
-# a prediction this far below the reported GPU-hours counts as optimistic (the "more than 10 % low")
+# a prediction this far below the reported GPU-hours counts as optimistic ("more than 10 % low", docs/validation.md)
 OPTIMISTIC_PCT = 10.0
 # layout_stated keys → the training-runs column each fills ("ep" goes into the notes, as training_runs.csv writes it)
 LAYOUT_KEYS = {

@@ -40,7 +40,7 @@ from benchmarks.load.provision import provision
 from benchmarks.load.run import LOCUSTFILE, ROOT, free_port, start, stop
 
 POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-# The targets (see docs/performance.md, "Saves beside planner searches").
+# The targets (docs/constants.md#contention-targets; see docs/performance.md, "Saves beside planner searches").
 SAVE_P99_TARGET_MS = 1500
 HEALTHZ_P99_TARGET_MS = 100
 PHASES = [

@@ -10,14 +10,9 @@ import pytest
 
 from app.hooks.inflight import is_heavy
 from tests.auth_support import bearer, issue_token, remote_client
+from tests.plans_support import SMALL_SEARCH as SEARCH
+from tests.plans_support import without_timing
 
-SEARCH = {
-    "model": "Llama-3-8B",
-    "cluster": {"gpu": "H100-SXM", "nodes": 2},
-    "training": {"seq_len": 4096, "tokens": 1e11},
-    "global_batch": 128,
-    "top": 3,
-}
 SIZES = {
     "model": "Llama-3-8B",
     "cluster": {"gpu": "H100-SXM", "nodes": 1},
@@ -30,15 +25,6 @@ PAIRS = [
     ("/api/v1/layout-search", "/api/v1/plan", SEARCH),
     ("/api/v1/layout-search/sizes", "/api/v1/plan/sizes", SIZES),
 ]
-TIMING = {"elapsed_s", "layouts_per_s"}  # wall-clock measurements (also in each size's point)
-
-
-def without_timing(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {key: without_timing(value) for key, value in doc.items() if key not in TIMING}
-    if isinstance(doc, list):
-        return [without_timing(value) for value in doc]
-    return doc
 
 
 @pytest.mark.parametrize(("new", "old", "body"), PAIRS, ids=["search", "sizes"])

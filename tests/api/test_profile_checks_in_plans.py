@@ -11,15 +11,8 @@ from sqlmodel import Session
 
 from app.db import get_engine
 from app.models.benchmarks import CalibrationProfile
+from tests.plans_support import SMALL_SEARCH as SEARCH
 from tests.plans_support import small_scenario
-
-SEARCH = {
-    "model": "Llama-3-8B",
-    "cluster": {"gpu": "H100-SXM", "nodes": 2},
-    "training": {"seq_len": 4096, "tokens": 1e11},
-    "global_batch": 128,
-    "top": 3,
-}
 
 
 def _store(name: str, gpu: str, dtype: str) -> None:

@@ -11,18 +11,10 @@ import pytest
 
 from tests.cli_support import clusterplan, invoke, run_main
 from tests.paths import ROOT
+from tests.plans_support import without_timing
 
 EXAMPLE = str(ROOT / "examples" / "llama3-70b-64xh100.json")
 WARNING = "warning: 'clusterplan plan' is deprecated; use 'clusterplan search'\n"
-TIMING = {"elapsed_s", "layouts_per_s"}  # wall-clock measurements of the run itself
-
-
-def without_timing(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {key: without_timing(value) for key, value in doc.items() if key not in TIMING}
-    if isinstance(doc, list):
-        return [without_timing(value) for value in doc]
-    return doc
 
 
 def test_search_and_plan_print_the_same_json(capsys: pytest.CaptureFixture[str]) -> None:

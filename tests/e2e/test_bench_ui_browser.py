@@ -1,6 +1,6 @@
 """benchmarks/bench_ui_latency.py's browser part against a live server: the page's stamps come in order (change,
 request, results in the DOM, all charts drawn) for a single estimate and a planner search, and a cold first load
-of the builder stays under issue 29's 1.5 MB (bytes, not time: nothing here depends on the machine's speed)."""
+of the builder stays under the 1.5 MB target (bytes, not time: nothing here depends on the machine's speed)."""
 
 from __future__ import annotations
 

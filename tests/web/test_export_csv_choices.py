@@ -4,13 +4,11 @@ scaling mode, deadline, budget, planner constraints), with their units, as the J
 from __future__ import annotations
 
 import csv
-import html
 import io
-import re
 from typing import Any
 
 from app.web.pages._builder import SAVED_CHOICES, BuilderState
-from tests.plans_support import small_scenario
+from tests.plans_support import save_form, small_scenario
 
 HX = {"HX-Request": "true"}
 
@@ -26,23 +24,10 @@ CHOSEN = BuilderState(
 )
 
 
-def _hidden(page: str, name: str) -> str:
-    match = re.search(rf'<input type="hidden" name="{name}" form="save-form" value="([^"]*)"', page)
-    assert match, f"no {name} to save in the results"
-    return html.unescape(match.group(1))
-
-
 def _save(client: Any) -> str:
     built = client.get("/plans/new?" + CHOSEN.query(), headers=HX)
     assert built.status_code == 200, built.text
-    form = {
-        "name": "exported choices",
-        "notes": "",
-        "scenario": _hidden(built.text, "scenario"),
-        "calibration_profile": _hidden(built.text, "calibration_profile"),
-        "builder": _hidden(built.text, "builder"),
-    }
-    r = client.post("/plans", data=form, follow_redirects=False)
+    r = client.post("/plans", data=save_form(built.text, "exported choices"), follow_redirects=False)
     assert r.status_code == 303, r.text
     return str(r.headers["location"]).rsplit("/", 1)[1]
 

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from app.web.pages._builder import SAVED_CHOICES, BuilderState, choices_from, parse_state, scenario_to_state
-from tests.plans_support import small_scenario
+from tests.plans_support import save_form, saved_field, small_scenario
 
 HX = {"HX-Request": "true"}
 
@@ -37,22 +37,6 @@ EXPECTED = {
 }
 
 
-def _hidden(page: str, name: str) -> str:
-    match = re.search(rf'<input type="hidden" name="{name}" form="save-form" value="([^"]*)"', page)
-    assert match, f"no {name} to save in the results"
-    return html.unescape(match.group(1))
-
-
-def _save_form(page: str, name: str) -> dict[str, str]:
-    return {
-        "name": name,
-        "notes": "",
-        "scenario": _hidden(page, "scenario"),
-        "calibration_profile": _hidden(page, "calibration_profile"),
-        "builder": _hidden(page, "builder"),
-    }
-
-
 def _edit_state(page: str) -> tuple[str, BuilderState]:
     edit = re.search(r'href="/plans/new\?([^"]+)"', page)
     assert edit, "no edit link on the saved plan's page"
@@ -68,7 +52,7 @@ def _values(state: BuilderState) -> dict[str, Any]:
 def test_saved_plan_keeps_the_builder_choices_through_reopen_and_edit(client: Any) -> None:
     built = client.get("/plans/new?" + CHOSEN.query(), headers=HX)
     assert built.status_code == 200, built.text
-    r = client.post("/plans", data=_save_form(built.text, "ranked by cost"), follow_redirects=False)
+    r = client.post("/plans", data=save_form(built.text, "ranked by cost"), follow_redirects=False)
     assert r.status_code == 303, r.text
     plan_url = r.headers["location"]
     plan_id = plan_url.rsplit("/", 1)[1]
@@ -103,10 +87,10 @@ def test_saved_plan_keeps_the_builder_choices_through_reopen_and_edit(client: An
     assert 'value="flash-attention-2" selected' in builder.text.split('id="f-attention_backend"', 1)[1][:600]
     for flag in ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe"):
         assert "checked" in builder.text.split(f'id="f-{flag}"', 1)[1].split(">", 1)[0]
-    assert json.loads(_hidden(builder.text, "builder")) == current["builder_choices"]
+    assert json.loads(saved_field(builder.text, "builder")) == current["builder_choices"]
 
     # saving the edit as a revision keeps them, and so does a duplicate
-    r = client.post(f"/plans/{plan_id}/revise", data=_save_form(builder.text, "ranked by cost"))
+    r = client.post(f"/plans/{plan_id}/revise", data=save_form(builder.text, "ranked by cost"))
     assert r.status_code == 200  # followed to the plan's page
     assert "Revision 2" in r.text and "ranked by cost" in r.text
     assert _values(_edit_state(r.text)[1]) == EXPECTED
@@ -130,7 +114,7 @@ def test_a_time_ranked_manual_plan_reopens_as_it_was(client: Any) -> None:
     scaling = re.search(r'hx-get="/plans/new/scaling\?([^"]+)"', built.text)
     # the builder's scaling panel follows the choice
     assert scaling and "scaling_mode=weak" in scaling.group(1)
-    r = client.post("/plans", data=_save_form(built.text, "by hand"), follow_redirects=False)
+    r = client.post("/plans", data=save_form(built.text, "by hand"), follow_redirects=False)
     assert r.status_code == 303, r.text
     page = client.get(r.headers["location"])
     assert "Saved with a fixed layout" in page.text and "ranked by" not in page.text
@@ -169,7 +153,7 @@ def test_compare_shows_the_builder_choices_of_each_plan(client: Any) -> None:
     ids = []
     for state, name in ((CHOSEN, "by cost"), (BuilderState(deadline_days=12.5), "by hand")):
         built = client.get("/plans/new?" + state.query(), headers=HX)
-        r = client.post("/plans", data=_save_form(built.text, name), follow_redirects=False)
+        r = client.post("/plans", data=save_form(built.text, name), follow_redirects=False)
         assert r.status_code == 303, r.text
         ids.append(r.headers["location"].rsplit("/", 1)[1])
     doc = client.get("/api/v1/plans/compare", params={"ids": ids}).json()

@@ -49,7 +49,7 @@ def training_runs(
     if as_json:
         typer.echo(to_json(report.to_dict(), indent=2))
     else:
-        # text only: the --json document keeps the exact shape
+        # text only: the --json document keeps its documented shape
         typer.echo(render_table(report) + render_repeats(repeat_groups(rows)))
 
 

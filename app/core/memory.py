@@ -330,8 +330,24 @@ def inflight_layer_microbatches(
     plus the chunk whose backward comes next.
     """
     plain = minimum(pp - stage, m) * layers_per_gpu
-    chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * maximum(pp, group) + 1, m * vp)
+    g = maximum(pp, group)
+    chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * g + 1, m * vp)
     interleaved = chunks * layers_per_gpu / vp
+    # an end stage whose layers do not divide by vp (the embedding and the loss taking a layer's slot each:
+    # Megatron-core --account-for-embedding/loss-in-pipeline-split; Llama 3 paper, arXiv 2407.21783, Sec. 3.3.2,
+    # "the first model chunk on the first stage has only the embedding, and the last model chunk on the last stage
+    # has only output projection and loss calculation") has chunks of ⌈l/v⌉ layers but for the short one, its first
+    # chunk on the first stage and its last on the last. The warm-up runs the chunks in turn, g micro-batches each
+    # (get_pp_rank_microbatches), so the short chunk's share of the held chunks is counted, not averaged
+    depth = np.ceil(np.asarray(layers_per_gpu / vp) - 1e-9)
+    short = depth * vp - layers_per_gpu
+    round_chunks = np.floor(chunks / (g * vp))
+    rest = chunks - round_chunks * g * vp
+    short_chunk = where(stage == 0, 0, vp - 1)
+    short_held = round_chunks * g + minimum(maximum(rest - short_chunk * g, 0), g)
+    exact = where(chunks >= m * vp, m * layers_per_gpu, depth * chunks - short * short_held)
+    end = (stage == 0) | (stage == pp - 1)
+    interleaved = where(end & (short > 0), exact, interleaved)
     out = where(vp > 1, interleaved, plain)
     return out if isinstance(out, np.ndarray) and out.ndim else float(out)
 

@@ -1292,20 +1292,28 @@ def completion_candidates(
     of 1 … DEFAULT_MAX_MICRO_BATCH in powers of two, 1 … DEFAULT_MAX_VP interleaved chunks, app.core.planner)
     narrowed to what the stated columns allow: a micro-batch that divides the batch of each data-parallel rank,
     an interleaving that divides each stage's layers, with pp > 1 and under a framework with the interleaved
-    schedule. A stated (or not free) knob keeps the layout's value."""
+    schedule. Where the layers do not divide by pp, a Megatron-core framework's split counts the embedding and the
+    loss as a layer each (pipeline_split_for), so the interleaving divides each stage's (L + 2) / p slots. A stated
+    (or not free) knob keeps the layout's value."""
     per_rank = layout.global_batch // layout.dp if layout.global_batch % layout.dp == 0 else 0
     mbs = [layout.micro_batch]
     if free_mb and per_rank:
         powers = (2**k for k in range(DEFAULT_MAX_MICRO_BATCH.bit_length()))
         mbs = [m for m in powers if m <= DEFAULT_MAX_MICRO_BATCH and per_rank % m == 0]
     vps = [layout.vp]
+    slots = model.num_layers
     if (
-        free_vp
-        and layout.pp > 1
-        and framework.name in INTERLEAVING_FRAMEWORKS
-        and model.num_layers % layout.pp == 0
+        slots % layout.pp
+        and framework.name.startswith(MEGATRON_CORE_SPLIT_FRAMEWORKS)
+        and even_split_layers(slots, layout.pp)
     ):
-        per_stage = model.num_layers // layout.pp
+        # the embedding and the loss take a layer's slot each: Llama 3 405B's 126 layers on 16 stages run as
+        # 7 | 8 … 8 | 7, "the first model chunk on the first stage has only the embedding, and the last model chunk
+        # on the last stage has only output projection and loss calculation" (Llama 3 paper, arXiv 2407.21783,
+        # Sec. 3.3.2, with an interleaved schedule); Megatron-core --account-for-embedding/loss-in-pipeline-split
+        slots += 2
+    if free_vp and layout.pp > 1 and framework.name in INTERLEAVING_FRAMEWORKS and slots % layout.pp == 0:
+        per_stage = slots // layout.pp
         vps = [v for v in range(1, DEFAULT_MAX_VP + 1) if per_stage % v == 0]
     return mbs, vps
 

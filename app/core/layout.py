@@ -368,12 +368,23 @@ def pipeline_label(layout: Any) -> str:
     return f"PP{layout.pp}({'=' if first is None else first}|…|{'=' if last is None else last})"
 
 
+def microbatch_group_shown(layout: Any) -> int:
+    """The micro-batch group a label names: only a group other than Megatron-core's default (pp micro-batches per
+    chunk in a row, `microbatch_group_size_per_vp_stage`) under interleaving; 0 when there is nothing to show."""
+    group = getattr(layout, "microbatch_group", None) or 0
+    return group if getattr(layout, "vp", 1) > 1 and group and group != layout.pp else 0
+
+
 def layout_label(layout: Any) -> str:
     """The short label of a layout, the one every surface shows (planner rankings, saved plans, replays):
-    "TP4 PP8 VP6 DP16 ZeRO-1 SP recompute=selective mb=2"."""
+    "TP4 PP8 VP6 DP16 ZeRO-1 SP recompute=selective mb=2", with "mbg=N" after VP for a micro-batch group other
+    than pp."""
     parts = [f"TP{layout.tp}", pipeline_label(layout)]
     if getattr(layout, "vp", 1) > 1:
         parts.append(f"VP{layout.vp}")
+    group = microbatch_group_shown(layout)
+    if group:
+        parts.append(f"mbg={group}")
     parts.append(f"DP{layout.dp}")
     if layout.cp > 1:
         parts.append(f"CP{layout.cp}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -54,6 +54,16 @@ def estimate_command(
     typer.echo(render_text(out))
 
 
+def _group_text(lay: dict[str, Any]) -> str:
+    """ " (micro-batch group N)" when the layout runs a group other than pp under interleaving."""
+    from types import SimpleNamespace
+
+    from app.core.layout import microbatch_group_shown
+
+    group = microbatch_group_shown(SimpleNamespace(**lay))
+    return f" (micro-batch group {group})" if group else ""
+
+
 def render_text(out: object) -> str:
     from app.core.layout import stage_layers_label
     from app.schemas.estimate import EstimateOut
@@ -62,7 +72,7 @@ def render_text(out: object) -> str:
     lay = out.layout
     lines = [
         f"{out.model} on {out.num_gpus} × {out.gpu} ({out.fabric}, {out.framework}), seq {out.seq_len}",
-        f"layout: TP{lay['tp']} PP{lay['pp']} VP{lay['vp']} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} "
+        f"layout: TP{lay['tp']} PP{lay['pp']} VP{lay['vp']}{_group_text(lay)} DP{lay['dp']} CP{lay['cp']} EP{lay['ep']} "
         f"ZeRO-{lay['zero']} SP={'on' if lay['sequence_parallel'] else 'off'} recompute={lay['recompute']}"
         f"{'(' + ','.join(lay['recompute_modules']) + ')' if lay.get('recompute_modules') else ''} "
         f"micro-batch {lay['micro_batch']} global batch {lay['global_batch']} {lay['dtype']}"

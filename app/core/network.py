@@ -110,6 +110,19 @@ class Placement:
 # --------------------------------------------------------------------------------------------------------
 
 
+# docs/constants.md#nccl-small-message-channels. NCCL's channel and thread counts for one collective:
+# the ring graph searches for at most MAXCHANNELS / 2 = 32 channels (src/init.cc, ringGraph->maxChannels; the tree
+# graph reuses the ring's count), MAXCHANNELS = 64 (src/include/device.h).
+NCCL_RING_MAX_CHANNELS = 32
+# Threads per channel per protocol: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512
+# (src/include/device.h; src/graph/tuning.cc ncclTopoTuneModel sets comm->maxThreads from them).
+NCCL_MAX_NTHREADS: dict[str, int] = {"LL": 512, "LL128": 640, "Simple": 512}
+# Bytes each thread must have before NCCL adds threads or channels: NCCL_LL_THREAD_THRESHOLD 8,
+# NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64 (src/include/comm.h); ncclTopoTuneModel
+# (src/graph/tuning.cc) multiplies the ring LL threshold by nRanks.
+NCCL_THREAD_THRESHOLD: dict[str, int] = {"LL": 8, "LL128": 8, "Simple": 64}
+
+
 @dataclass(frozen=True)
 class TierParams:
     """Achievable fraction of line rate on one tier, and its per-step software latency per protocol.
@@ -181,6 +194,12 @@ class NetworkParams:
     net_reported_latency_s: dict[str, tuple[tuple[float, float], ...]] = field(
         default_factory=lambda: dict(NET_PLUGIN_REPORTED_LATENCY)
     )
+    # … and the channels and threads NCCL gives a small message (src/enqueue.cc topoGetAlgoInfo, see
+    # channels_used): at most ring_max_channels channels, each of up to max_threads[protocol] threads, shrunk
+    # until every thread has thread_threshold_bytes[protocol] (× ranks for ring LL) to move.
+    ring_max_channels: int = NCCL_RING_MAX_CHANNELS
+    max_threads: dict[str, int] = field(default_factory=lambda: dict(NCCL_MAX_NTHREADS))
+    thread_threshold_bytes: dict[str, int] = field(default_factory=lambda: dict(NCCL_THREAD_THRESHOLD))
     name: str = "published-defaults"
     version: str = "1"
     source: str = ""
@@ -572,6 +591,14 @@ class _Cost:
     latency_s: float  # excluding the launch overhead
     transfer_s: float
     bottleneck: str
+    # the transfer time NCCL's tuner expects, with every channel (src/graph/tuning.cc busBw = nChannels · bw):
+    # it picks the algorithm and protocol by that, then runs on channels_used (src/enqueue.cc topoGetAlgoInfo)
+    tuned_transfer_s: float | None = None
+
+    @property
+    def tuned_s(self) -> float:
+        """The time NCCL's tuner ranks this candidate by."""
+        return self.latency_s + (self.transfer_s if self.tuned_transfer_s is None else self.tuned_transfer_s)
 
 
 def _step_latency(
@@ -599,6 +626,32 @@ def _tree_correction(params: NetworkParams, protocol: str, message_bytes: float)
     return table[index] if 0 <= index < len(table) else 1.0
 
 
+def channels_used(
+    message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams | None = None
+) -> int:
+    """Channels (thread blocks) NCCL runs a ring or tree collective of `message_bytes` on.
+
+    NCCL src/enqueue.cc topoGetAlgoInfo ("Ring/Tree channel tuning"; getChannnelThreadInfo in older releases):
+    starting from all channels with the protocol's maximum threads each, `while (nBytes < nc*nt*threadThreshold)`
+    drop a channel, down to one. The threshold is per protocol, × nRanks for ring LL (src/graph/tuning.cc).
+    Below one channel NCCL then halves the threads, which keeps each thread's bytes and so not the time."""
+    params = params or default_network_params()
+    nt = params.max_threads[protocol]
+    threshold = params.thread_threshold_bytes[protocol] * (
+        ranks if (algorithm, protocol) == ("ring", "LL") else 1
+    )
+    # the loop stops at the largest nc with nBytes ≥ nc·nt·threshold, or at one channel
+    return max(1, min(params.ring_max_channels, int(message_bytes // (nt * threshold))))
+
+
+def _channel_share(
+    message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams
+) -> float:
+    """Fraction of the full bandwidth a message reaches: min(link bandwidth, channels_used × per-channel
+    bandwidth), each channel carrying an equal share of the link (per-channel = link / ring_max_channels)."""
+    return channels_used(message_bytes, protocol, algorithm, ranks, params) / params.ring_max_channels
+
+
 def _ring_bw(links: _Links) -> tuple[float, str]:
     if links.nodes <= 1:
         return links.up_bw, f"scale-up ({links.up_tier})"
@@ -618,10 +671,16 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
     ll_cap = params.ll_max_busbw_gbps.get(links.generation)
     ll_max = ll_cap[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9 if ll_cap else float("inf")
 
-    def proto_bw(bw: float, protocol: str, algbw_per_busbw: float = 1.0) -> float:
+    def proto_bw(
+        bw: float, protocol: str, algorithm: str, algbw_per_busbw: float = 1.0, tuned: bool = False
+    ) -> float:
         frac = params.protocols[protocol].bandwidth_fraction
         if protocol == "LL" and op not in ("all_reduce",) and nodes <= 1:
             frac = max(frac, 1.0 / 3.0)  # NCCL: LL reaches 1/3 for single-node non-all-reduce
+        if (
+            algorithm in ("ring", "tree") and not tuned
+        ):  # NVLS, CollNet, p2p keep their channels (topoGetAlgoInfo)
+            frac *= _channel_share(s, protocol, algorithm, n, params)
         if protocol == "LL":
             return min(bw * frac, ll_max * algbw_per_busbw)
         return bw * frac
@@ -635,7 +694,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             lat = params.protocols[p].base_latency_s + (steps - inter_steps) * up_lat + inter_steps * net_lat
             if op == "all_reduce" and nodes > 1 and p == "Simple":
                 lat *= params.ring_plateau_factor
-            out.append(_Cost("ring", p, lat, factor * s / proto_bw(ring_bw, p), ring_neck))
+            tuned = factor * s / proto_bw(ring_bw, p, "ring", tuned=True)
+            out.append(_Cost("ring", p, lat, factor * s / proto_bw(ring_bw, p, "ring"), ring_neck, tuned))
     if op == "all_reduce" and nodes > 1:
         depth = max(1, math.ceil(math.log2(nodes)))
         tree_net = links.net_bw / (2.0 if nodes > 2 else 1.0)
@@ -647,8 +707,12 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             up_lat, net_lat = _step_latency(params, links, p, "tree")
             lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
             # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
-            bw = proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)
-            out.append(_Cost("tree", p, lat, s / bw + tree_fill, neck))
+            bw = proto_bw(tree_bw, p, "tree", 0.5) * _tree_correction(params, p, s)
+            tuned = (
+                s / (proto_bw(tree_bw, p, "tree", 0.5, tuned=True) * _tree_correction(params, p, s))
+                + tree_fill
+            )
+            out.append(_Cost("tree", p, lat, s / bw + tree_fill, neck, tuned))
         if links.nvls and k >= params.nvls_min_ranks:
             nvls_bw = links.nvls_bw
             bw = min(nvls_bw, tree_net)
@@ -679,7 +743,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
             lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
-            out.append(_Cost("ring", p, lat, s / proto_bw(ring_bw, p), ring_neck))
+            tuned = s / proto_bw(ring_bw, p, "ring", tuned=True)
+            out.append(_Cost("ring", p, lat, s / proto_bw(ring_bw, p, "ring"), ring_neck, tuned))
     if op == "send_recv":
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
@@ -689,7 +754,9 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
                 # a single peer over xGMI uses one link; over NVSwitch/PCIe the GPU's full port
                 bw, lat, neck = links.up_bw, up_lat, f"scale-up ({links.up_tier})"
             out.append(
-                _Cost("direct", p, params.protocols[p].base_latency_s + lat, s / proto_bw(bw, p), neck)
+                _Cost(
+                    "direct", p, params.protocols[p].base_latency_s + lat, s / proto_bw(bw, p, "direct"), neck
+                )
             )
     if op == "all_to_all":
         # each rank sends S/n to every peer: (k-1)/n·S stays inside the domain, (n-k)/n·S leaves it; the k
@@ -872,7 +939,7 @@ def collective_time(
                 )
             ]
         )
-    best = min(costs, key=lambda c: c.latency_s + c.transfer_s)
+    best = min(costs, key=lambda c: c.tuned_s)  # NCCL's pick, then timed on the channels it runs
     launch = params.launch_overhead_s
     time_s = launch + best.latency_s + best.transfer_s
     algbw = message_bytes / time_s
@@ -904,7 +971,7 @@ def collective_time(
         bottleneck=best.bottleneck,
         candidates=tuple(
             CandidateTime(c.algorithm, c.protocol, launch + c.latency_s + c.transfer_s)
-            for c in sorted(costs, key=lambda c: c.latency_s + c.transfer_s)
+            for c in sorted(costs, key=lambda c: c.tuned_s)
         ),
         assumptions=tuple(a for a in assumptions if a),
     )

@@ -328,6 +328,12 @@ NCCL_LL_MAX_BW: dict[str, tuple[float, float, float]] = {
 NET_PLUGIN_REPORTED_LATENCY: dict[str, tuple[tuple[float, float], ...]] = {
     "efa": ((0.0, 75 * US), (200.0, 35 * US)),
 }
+# docs/constants.md#nccl-tree-chunk. Bytes of payload one channel moves per pipeline step (src/enqueue.cc
+# calcCollChunking: buffSize / NCCL_STEPS, LL halved for its flags, LL128 15 of 16 words): buffers from
+# src/init.cc, NCCL_STEPS = 8 (src/include/device.h).
+# Simple: DEFAULT_BUFFSIZE 4 MiB / 8; LL: DEFAULT_LL_BUFFSIZE 8 lines × 512 threads × 8 steps × 16 B / 8 / 2;
+# LL128: DEFAULT_LL128_BUFFSIZE 120 elements × 640 threads × 8 steps × 8 B / 8 × 15 / 16.
+NCCL_CHUNK_BYTES: dict[str, int] = {"LL": 32768, "LL128": 576000, "Simple": 524288}
 _NCCL_TUNING = "github.com/NVIDIA/nccl src/graph/tuning.cc (hwLat/baseLat tables, ring rows)"
 
 
@@ -652,6 +658,26 @@ def _channel_share(
     return channels_used(message_bytes, protocol, algorithm, ranks, params) / params.ring_max_channels
 
 
+def tree_chunk_bytes(protocol: str, message_bytes: float, nodes: int, ranks: int, channels: int) -> int:
+    """Bytes one channel moves per pipeline step of a tree all-reduce (src/enqueue.cc calcCollChunking). For
+    tree LL128 NCCL halves the chunk while a channel would get fewer than nsteps · 64 / ppn chunks (down to
+    128 KiB), then nsteps · 16 / ppn (down to 32 KiB), nsteps = 1 + log2(nNodes) + 0.1 · ppn."""
+    chunk = NCCL_CHUNK_BYTES[protocol]
+    if protocol != "LL128":
+        return chunk
+    ppn = ranks / nodes
+    nsteps = 1 + int(math.log2(nodes)) + 0.1 * ppn  # log2i: the integer part
+
+    def chunks() -> float:
+        return message_bytes // (channels * chunk)
+
+    while chunks() < nsteps * 64 / ppn and chunk > 131072:
+        chunk //= 2
+    while chunks() < nsteps * 16 / ppn and chunk > 32768:
+        chunk //= 2
+    return chunk
+
+
 def _ring_bw(links: _Links) -> tuple[float, str]:
     if links.nodes <= 1:
         return links.up_bw, f"scale-up ({links.up_tier})"
@@ -701,9 +727,12 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         tree_net = links.net_bw / (2.0 if nodes > 2 else 1.0)
         tree_bw = params.tree_efficiency * (min(links.up_bw, tree_net) if k > 1 else tree_net)
         neck = "NICs" if k <= 1 or tree_net < links.up_bw else "scale-up"
-        # every tree level (up and down) adds one pipeline chunk's store-and-forward time on the NICs
+        # every tree level (up and down) adds one pipeline chunk's store-and-forward time on the NICs; a
+        # chunk is what all channels move in one step
         tree_fill = 2 * depth * min(s, params.pipeline_bytes) / links.net_bw
         for p in protocols:
+            nc = channels_used(s, p, "tree", n, params)
+            fill = 2 * depth * min(s, nc * tree_chunk_bytes(p, s, nodes, n, nc)) / links.net_bw
             up_lat, net_lat = _step_latency(params, links, p, "tree")
             lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
             # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
@@ -712,7 +741,7 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
                 s / (proto_bw(tree_bw, p, "tree", 0.5, tuned=True) * _tree_correction(params, p, s))
                 + tree_fill
             )
-            out.append(_Cost("tree", p, lat, s / bw + tree_fill, neck, tuned))
+            out.append(_Cost("tree", p, lat, s / bw + fill, neck, tuned))
         if links.nvls and k >= params.nvls_min_ranks:
             nvls_bw = links.nvls_bw
             bw = min(nvls_bw, tree_net)

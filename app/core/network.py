@@ -653,8 +653,8 @@ def channels_used(
 def _channel_share(
     message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams
 ) -> float:
-    """Fraction of the full bandwidth a message reaches: min(link bandwidth, channels_used × per-channel
-    bandwidth), each channel carrying an equal share of the link (per-channel = link / ring_max_channels)."""
+    """Share of a GPU's scale-up bandwidth a message reaches: NCCL stripes the scale-up links over all its
+    channels (tuning.cc busBw = nChannels · bwIntra), so channels_used carry channels_used / ring_max_channels."""
     return channels_used(message_bytes, protocol, algorithm, ranks, params) / params.ring_max_channels
 
 
@@ -678,35 +678,31 @@ def tree_chunk_bytes(protocol: str, message_bytes: float, nodes: int, ranks: int
     return chunk
 
 
-def _ring_bw(links: _Links) -> tuple[float, str]:
+def _ring_bw(links: _Links, share: float = 1.0) -> tuple[float, str]:
+    """A ring's bandwidth and bottleneck, with `share` of the scale-up bandwidth (the channels it runs on)."""
+    up = links.up_bw * share
     if links.nodes <= 1:
-        return links.up_bw, f"scale-up ({links.up_tier})"
+        return up, f"scale-up ({links.up_tier})"
     if links.k <= 1:
         return links.net_bw, f"NICs ({links.transport})"
-    if links.up_bw <= links.net_bw:
-        return links.up_bw, f"scale-up ({links.up_tier})"
+    if up <= links.net_bw:
+        return up, f"scale-up ({links.up_tier})"
     return links.net_bw, f"NICs ({links.transport})"
 
 
 def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list[_Cost]:  # noqa: C901, PLR0912, PLR0915
     n, k, nodes = links.n, links.k, links.nodes
     out: list[_Cost] = []
-    ring_bw, ring_neck = _ring_bw(links)
+    ring_bw, _ = _ring_bw(links)  # what NCCL ranks by: every channel
     protocols = ["LL", "LL128", "Simple"] if links.up_tier == "nvlink" else ["LL", "Simple"]
 
     ll_cap = params.ll_max_busbw_gbps.get(links.generation)
     ll_max = ll_cap[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9 if ll_cap else float("inf")
 
-    def proto_bw(
-        bw: float, protocol: str, algorithm: str, algbw_per_busbw: float = 1.0, tuned: bool = False
-    ) -> float:
+    def proto_bw(bw: float, protocol: str, algbw_per_busbw: float = 1.0) -> float:
         frac = params.protocols[protocol].bandwidth_fraction
         if protocol == "LL" and op not in ("all_reduce",) and nodes <= 1:
             frac = max(frac, 1.0 / 3.0)  # NCCL: LL reaches 1/3 for single-node non-all-reduce
-        if (
-            algorithm in ("ring", "tree") and not tuned
-        ):  # NVLS, CollNet, p2p keep their channels (topoGetAlgoInfo)
-            frac *= _channel_share(s, protocol, algorithm, n, params)
         if protocol == "LL":
             return min(bw * frac, ll_max * algbw_per_busbw)
         return bw * frac
@@ -720,8 +716,10 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             lat = params.protocols[p].base_latency_s + (steps - inter_steps) * up_lat + inter_steps * net_lat
             if op == "all_reduce" and nodes > 1 and p == "Simple":
                 lat *= params.ring_plateau_factor
-            tuned = factor * s / proto_bw(ring_bw, p, "ring", tuned=True)
-            out.append(_Cost("ring", p, lat, factor * s / proto_bw(ring_bw, p, "ring"), ring_neck, tuned))
+            # NCCL ranks with every channel, then runs on channels_used (NVLS, CollNet, p2p keep theirs)
+            used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+            tuned = factor * s / proto_bw(ring_bw, p)
+            out.append(_Cost("ring", p, lat, factor * s / proto_bw(used_bw, p), neck, tuned))
     if op == "all_reduce" and nodes > 1:
         depth = max(1, math.ceil(math.log2(nodes)))
         tree_net = links.net_bw / (2.0 if nodes > 2 else 1.0)
@@ -736,11 +734,10 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             up_lat, net_lat = _step_latency(params, links, p, "tree")
             lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
             # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
-            bw = proto_bw(tree_bw, p, "tree", 0.5) * _tree_correction(params, p, s)
-            tuned = (
-                s / (proto_bw(tree_bw, p, "tree", 0.5, tuned=True) * _tree_correction(params, p, s))
-                + tree_fill
-            )
+            up = links.up_bw * _channel_share(s, p, "tree", n, params)
+            used_bw = params.tree_efficiency * (min(up, tree_net) if k > 1 else tree_net)
+            bw = proto_bw(used_bw, p, 0.5) * _tree_correction(params, p, s)
+            tuned = s / (proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)) + tree_fill
             out.append(_Cost("tree", p, lat, s / bw + fill, neck, tuned))
         if links.nvls and k >= params.nvls_min_ranks:
             nvls_bw = links.nvls_bw
@@ -772,8 +769,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
             lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
-            tuned = s / proto_bw(ring_bw, p, "ring", tuned=True)
-            out.append(_Cost("ring", p, lat, s / proto_bw(ring_bw, p, "ring"), ring_neck, tuned))
+            used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+            out.append(_Cost("ring", p, lat, s / proto_bw(used_bw, p), neck, s / proto_bw(ring_bw, p)))
     if op == "send_recv":
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
@@ -783,9 +780,7 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
                 # a single peer over xGMI uses one link; over NVSwitch/PCIe the GPU's full port
                 bw, lat, neck = links.up_bw, up_lat, f"scale-up ({links.up_tier})"
             out.append(
-                _Cost(
-                    "direct", p, params.protocols[p].base_latency_s + lat, s / proto_bw(bw, p, "direct"), neck
-                )
+                _Cost("direct", p, params.protocols[p].base_latency_s + lat, s / proto_bw(bw, p), neck)
             )
     if op == "all_to_all":
         # each rank sends S/n to every peer: (k-1)/n·S stays inside the domain, (n-k)/n·S leaves it; the k

@@ -169,3 +169,18 @@ def test_published_small_message_rows(file: str, index: int, measured_us: float)
     assert case.measured_latency_us == pytest.approx(measured_us, rel=0.01)
     result = predict(case)
     assert abs(result.error_pct) <= 20.0, result
+
+
+def test_channels_split_the_scale_up_links_not_the_nics() -> None:
+    # NCCL stripes a GPU's NVLink bandwidth over all its channels (busBw = nChannels · bwIntra); a ring with one
+    # GPU per node is bound by its NIC, which a single channel's network connection drives (bwInter per channel)
+    gpu = find_gpu("A100-SXM")
+    cluster = ClusterSpec(gpu, 2, 8, scaleup_kind=gpu.scaleup_kind, fabric=find_fabric("ib-hdr-8x200"))
+    size = 64 * KiB
+    assert channels_used(size, "Simple", "ring", 2) == 2
+    est = collective_time("all_reduce", size, Placement(2, 1), cluster, algorithm="ring", protocol="Simple")
+    nic = (
+        200e9 / 8 * default_network_params().transports["infiniband"].ring_efficiency
+    )  # one HDR NIC, bytes/s
+    assert est.breakdown["transfer"] == pytest.approx(size / nic, rel=1e-6)
+    assert est.bottleneck.startswith("NICs")

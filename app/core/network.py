@@ -110,6 +110,19 @@ class Placement:
 # --------------------------------------------------------------------------------------------------------
 
 
+# docs/constants.md#nccl-small-message-channels. NCCL's channel and thread counts for one collective:
+# the ring graph searches for at most MAXCHANNELS / 2 = 32 channels (src/init.cc, ringGraph->maxChannels; the tree
+# graph reuses the ring's count), MAXCHANNELS = 64 (src/include/device.h).
+NCCL_RING_MAX_CHANNELS = 32
+# Threads per channel per protocol: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512
+# (src/include/device.h; src/graph/tuning.cc ncclTopoTuneModel sets comm->maxThreads from them).
+NCCL_MAX_NTHREADS: dict[str, int] = {"LL": 512, "LL128": 640, "Simple": 512}
+# Bytes each thread must have before NCCL adds threads or channels: NCCL_LL_THREAD_THRESHOLD 8,
+# NCCL_LL128_THREAD_THRESHOLD 8, NCCL_SIMPLE_THREAD_THRESHOLD 64 (src/include/comm.h); ncclTopoTuneModel
+# (src/graph/tuning.cc) multiplies the ring LL threshold by nRanks.
+NCCL_THREAD_THRESHOLD: dict[str, int] = {"LL": 8, "LL128": 8, "Simple": 64}
+
+
 @dataclass(frozen=True)
 class TierParams:
     """Achievable fraction of line rate on one tier, and its per-step software latency per protocol.
@@ -181,6 +194,12 @@ class NetworkParams:
     net_reported_latency_s: dict[str, tuple[tuple[float, float], ...]] = field(
         default_factory=lambda: dict(NET_PLUGIN_REPORTED_LATENCY)
     )
+    # … and the channels and threads NCCL gives a small message (src/enqueue.cc topoGetAlgoInfo, see
+    # channels_used): at most ring_max_channels channels, each of up to max_threads[protocol] threads, shrunk
+    # until every thread has thread_threshold_bytes[protocol] (× ranks for ring LL) to move.
+    ring_max_channels: int = NCCL_RING_MAX_CHANNELS
+    max_threads: dict[str, int] = field(default_factory=lambda: dict(NCCL_MAX_NTHREADS))
+    thread_threshold_bytes: dict[str, int] = field(default_factory=lambda: dict(NCCL_THREAD_THRESHOLD))
     name: str = "published-defaults"
     version: str = "1"
     source: str = ""
@@ -309,6 +328,12 @@ NCCL_LL_MAX_BW: dict[str, tuple[float, float, float]] = {
 NET_PLUGIN_REPORTED_LATENCY: dict[str, tuple[tuple[float, float], ...]] = {
     "efa": ((0.0, 75 * US), (200.0, 35 * US)),
 }
+# docs/constants.md#nccl-tree-chunk. Bytes of payload one channel moves per pipeline step (src/enqueue.cc
+# calcCollChunking: buffSize / NCCL_STEPS, LL halved for its flags, LL128 15 of 16 words): buffers from
+# src/init.cc, NCCL_STEPS = 8 (src/include/device.h).
+# Simple: DEFAULT_BUFFSIZE 4 MiB / 8; LL: DEFAULT_LL_BUFFSIZE 8 lines × 512 threads × 8 steps × 16 B / 8 / 2;
+# LL128: DEFAULT_LL128_BUFFSIZE 120 elements × 640 threads × 8 steps × 8 B / 8 × 15 / 16.
+NCCL_CHUNK_BYTES: dict[str, int] = {"LL": 32768, "LL128": 576000, "Simple": 524288}
 _NCCL_TUNING = "github.com/NVIDIA/nccl src/graph/tuning.cc (hwLat/baseLat tables, ring rows)"
 
 
@@ -572,6 +597,14 @@ class _Cost:
     latency_s: float  # excluding the launch overhead
     transfer_s: float
     bottleneck: str
+    # the transfer time NCCL's tuner expects, with every channel (src/graph/tuning.cc busBw = nChannels · bw):
+    # it picks the algorithm and protocol by that, then runs on channels_used (src/enqueue.cc topoGetAlgoInfo)
+    tuned_transfer_s: float | None = None
+
+    @property
+    def tuned_s(self) -> float:
+        """The time NCCL's tuner ranks this candidate by."""
+        return self.latency_s + (self.transfer_s if self.tuned_transfer_s is None else self.tuned_transfer_s)
 
 
 def _step_latency(
@@ -599,20 +632,68 @@ def _tree_correction(params: NetworkParams, protocol: str, message_bytes: float)
     return table[index] if 0 <= index < len(table) else 1.0
 
 
-def _ring_bw(links: _Links) -> tuple[float, str]:
+def channels_used(
+    message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams | None = None
+) -> int:
+    """Channels (thread blocks) NCCL runs a ring or tree collective of `message_bytes` on.
+
+    NCCL src/enqueue.cc topoGetAlgoInfo ("Ring/Tree channel tuning"; getChannnelThreadInfo in older releases):
+    starting from all channels with the protocol's maximum threads each, `while (nBytes < nc*nt*threadThreshold)`
+    drop a channel, down to one. The threshold is per protocol, × nRanks for ring LL (src/graph/tuning.cc).
+    Below one channel NCCL then halves the threads, which keeps each thread's bytes and so not the time."""
+    params = params or default_network_params()
+    nt = params.max_threads[protocol]
+    threshold = params.thread_threshold_bytes[protocol] * (
+        ranks if (algorithm, protocol) == ("ring", "LL") else 1
+    )
+    # the loop stops at the largest nc with nBytes ≥ nc·nt·threshold, or at one channel
+    return max(1, min(params.ring_max_channels, int(message_bytes // (nt * threshold))))
+
+
+def _channel_share(
+    message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams
+) -> float:
+    """Share of a GPU's scale-up bandwidth a message reaches: NCCL stripes the scale-up links over all its
+    channels (tuning.cc busBw = nChannels · bwIntra), so channels_used carry channels_used / ring_max_channels."""
+    return channels_used(message_bytes, protocol, algorithm, ranks, params) / params.ring_max_channels
+
+
+def tree_chunk_bytes(protocol: str, message_bytes: float, nodes: int, ranks: int, channels: int) -> int:
+    """Bytes one channel moves per pipeline step of a tree all-reduce (src/enqueue.cc calcCollChunking). For
+    tree LL128 NCCL halves the chunk while a channel would get fewer than nsteps · 64 / ppn chunks (down to
+    128 KiB), then nsteps · 16 / ppn (down to 32 KiB), nsteps = 1 + log2(nNodes) + 0.1 · ppn."""
+    chunk = NCCL_CHUNK_BYTES[protocol]
+    if protocol != "LL128":
+        return chunk
+    ppn = ranks / nodes
+    nsteps = 1 + int(math.log2(nodes)) + 0.1 * ppn  # log2i: the integer part
+
+    def chunks() -> float:
+        return message_bytes // (channels * chunk)
+
+    while chunks() < nsteps * 64 / ppn and chunk > 131072:
+        chunk //= 2
+    while chunks() < nsteps * 16 / ppn and chunk > 32768:
+        chunk //= 2
+    return chunk
+
+
+def _ring_bw(links: _Links, share: float = 1.0) -> tuple[float, str]:
+    """A ring's bandwidth and bottleneck, with `share` of the scale-up bandwidth (the channels it runs on)."""
+    up = links.up_bw * share
     if links.nodes <= 1:
-        return links.up_bw, f"scale-up ({links.up_tier})"
+        return up, f"scale-up ({links.up_tier})"
     if links.k <= 1:
         return links.net_bw, f"NICs ({links.transport})"
-    if links.up_bw <= links.net_bw:
-        return links.up_bw, f"scale-up ({links.up_tier})"
+    if up <= links.net_bw:
+        return up, f"scale-up ({links.up_tier})"
     return links.net_bw, f"NICs ({links.transport})"
 
 
 def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list[_Cost]:  # noqa: C901, PLR0912, PLR0915
     n, k, nodes = links.n, links.k, links.nodes
     out: list[_Cost] = []
-    ring_bw, ring_neck = _ring_bw(links)
+    ring_bw, _ = _ring_bw(links)  # what NCCL ranks by: every channel
     protocols = ["LL", "LL128", "Simple"] if links.up_tier == "nvlink" else ["LL", "Simple"]
 
     ll_cap = params.ll_max_busbw_gbps.get(links.generation)
@@ -635,20 +716,29 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
             lat = params.protocols[p].base_latency_s + (steps - inter_steps) * up_lat + inter_steps * net_lat
             if op == "all_reduce" and nodes > 1 and p == "Simple":
                 lat *= params.ring_plateau_factor
-            out.append(_Cost("ring", p, lat, factor * s / proto_bw(ring_bw, p), ring_neck))
+            # NCCL ranks with every channel, then runs on channels_used (NVLS, CollNet, p2p keep theirs)
+            used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+            tuned = factor * s / proto_bw(ring_bw, p)
+            out.append(_Cost("ring", p, lat, factor * s / proto_bw(used_bw, p), neck, tuned))
     if op == "all_reduce" and nodes > 1:
         depth = max(1, math.ceil(math.log2(nodes)))
         tree_net = links.net_bw / (2.0 if nodes > 2 else 1.0)
         tree_bw = params.tree_efficiency * (min(links.up_bw, tree_net) if k > 1 else tree_net)
         neck = "NICs" if k <= 1 or tree_net < links.up_bw else "scale-up"
-        # every tree level (up and down) adds one pipeline chunk's store-and-forward time on the NICs
+        # every tree level (up and down) adds one pipeline chunk's store-and-forward time on the NICs; a
+        # chunk is what all channels move in one step
         tree_fill = 2 * depth * min(s, params.pipeline_bytes) / links.net_bw
         for p in protocols:
+            nc = channels_used(s, p, "tree", n, params)
+            fill = 2 * depth * min(s, nc * tree_chunk_bytes(p, s, nodes, n, nc)) / links.net_bw
             up_lat, net_lat = _step_latency(params, links, p, "tree")
             lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
             # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
-            bw = proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)
-            out.append(_Cost("tree", p, lat, s / bw + tree_fill, neck))
+            up = links.up_bw * _channel_share(s, p, "tree", n, params)
+            used_bw = params.tree_efficiency * (min(up, tree_net) if k > 1 else tree_net)
+            bw = proto_bw(used_bw, p, 0.5) * _tree_correction(params, p, s)
+            tuned = s / (proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)) + tree_fill
+            out.append(_Cost("tree", p, lat, s / bw + fill, neck, tuned))
         if links.nvls and k >= params.nvls_min_ranks:
             nvls_bw = links.nvls_bw
             bw = min(nvls_bw, tree_net)
@@ -679,7 +769,8 @@ def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
             lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
-            out.append(_Cost("ring", p, lat, s / proto_bw(ring_bw, p), ring_neck))
+            used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+            out.append(_Cost("ring", p, lat, s / proto_bw(used_bw, p), neck, s / proto_bw(ring_bw, p)))
     if op == "send_recv":
         for p in protocols:
             up_lat, net_lat = _step_latency(params, links, p)
@@ -872,7 +963,7 @@ def collective_time(
                 )
             ]
         )
-    best = min(costs, key=lambda c: c.latency_s + c.transfer_s)
+    best = min(costs, key=lambda c: c.tuned_s)  # NCCL's pick, then timed on the channels it runs
     launch = params.launch_overhead_s
     time_s = launch + best.latency_s + best.transfer_s
     algbw = message_bytes / time_s
@@ -904,7 +995,7 @@ def collective_time(
         bottleneck=best.bottleneck,
         candidates=tuple(
             CandidateTime(c.algorithm, c.protocol, launch + c.latency_s + c.transfer_s)
-            for c in sorted(costs, key=lambda c: c.latency_s + c.transfer_s)
+            for c in sorted(costs, key=lambda c: c.tuned_s)
         ),
         assumptions=tuple(a for a in assumptions if a),
     )

@@ -264,6 +264,14 @@ class Framework:
     # "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
     # kernel speeds per architecture in app.core.attention
     attention_backend: str = "flash-attention-2"
+    # The ZeRO stages the framework can run (Layout.zero; the planner searches only these, app.core.planner
+    # _sharding_rules). Megatron-core shards the optimizer with its distributed optimizer (--use-distributed-optimizer,
+    # ZeRO-1-like; Megatron-LM docs/source/api-guide/dist_optimizer.md) and parameters too with Megatron-FSDP
+    # (--use-megatron-fsdp, earlier --use-custom-fsdp, --data-parallel-sharding-strategy optim_grads_params:
+    # "shards optimizer states, gradients, and parameters"; Megatron-Core developer guide, "Megatron FSDP"), so
+    # every stage; DeepSpeed has ZeRO 1-3 and PyTorch FSDP FULL_SHARD is ZeRO-3. The 2021-22 Megatron-LM presets
+    # narrow it (MEGATRON_2021, MEGATRON_2022)
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
 
     @property
     def fragmentation_fraction(self) -> float:
@@ -379,8 +387,13 @@ NEMO = MEGATRON_CORE.with_(
 # PyTorch of that time (< 2.1) had only the splitting caching allocator.
 # The 2021 code (Narayanan et al. 2021) ran the column-parallel input-gradient all-reduce synchronously
 # (copy_to_tensor_model_parallel_region in megatron/mpu/layers.py), so tp_async_backward is off.
+# Megatron-LM of 2021 replicated the optimizer on every data-parallel rank: the distributed optimizer
+# (--use-distributed-optimizer, megatron/optimizer/distrib_optimizer.py) came in 2022, and parameter sharding only
+# with Megatron-FSDP (Megatron-Core 0.11-0.14, 2025); Narayanan et al. 2021 compare with ZeRO-3 in DeepSpeed
+# (Table 2), not in Megatron-LM. So ZeRO stage 0 only.
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
+    zero_stages=(0,),
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     attention_backend="flash-attention-2",  # before Transformer Engine
@@ -396,7 +409,11 @@ MEGATRON_2021 = MEGATRON_CORE.with_(
 # on by default: --no-async-tensor-model-parallel-allreduce turns it off). Its Table 4 shows it: without SP the
 # measured layer backward (11.9 ms for GPT-22B at tp 8, b 4) equals the backward GEMM and kernel time alone, i.e.
 # the two input-gradient all-reduces (~0.8 ms each) are not on the critical path.
-MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True)
+# Its only sharding is the distributed optimizer (ZeRO-1: optimizer states; gradients reduce-scattered into a full
+# fp32 buffer), added in 2022 (megatron/optimizer/distrib_optimizer.py; StarCoder's 2023 fork of it runs
+# --use-distributed-optimizer, Li et al. 2023, arXiv 2305.06161, Sec. 5.6): no ZeRO-2 or ZeRO-3 before
+# Megatron-FSDP (2025).
+MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True, zero_stages=(0, 1))
 
 # Megatron-DeepSpeed (BigScience, vTrain): ZeRO-1 fp16 optimizer keeps 16-bit gradients, reduces in 16 bit
 # (DeepSpeed runtime/zero/stage_1_and_2.py); no overlap of the reduction with the pipeline's last backward.

@@ -714,11 +714,15 @@ def _check_run(
 def _sharding_rules(
     fw: Framework, fp8_param_gather: bool, moments_dtype: str
 ) -> list[tuple[str, Callable[[np.ndarray], np.ndarray]]]:
-    """(rejection reason, ZeRO stages allowed) for the precision options searched: FP8 parameters gather through
+    """(rejection reason, ZeRO stages allowed) for the framework and the precision options searched: the
+    framework's own ZeRO stages (Framework.zero_stages); FP8 parameters gather through
     the distributed optimizer or FSDP in Megatron-core (zero ≥ 1) and through FSDP2 only in torchao (zero = 3,
     Framework.fp8_param_gather); bf16 moments are Megatron-core's precision-aware optimizer, which runs inside the
     distributed optimizer (zero ≥ 1)."""
     rules: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = []
+    if set(fw.zero_stages) != {0, 1, 2, 3}:
+        # a framework without every ZeRO stage (Framework.zero_stages: Megatron-LM of 2021-22)
+        rules.append(("zero_stage_not_in_framework", lambda z: np.isin(z, fw.zero_stages)))
     if fp8_param_gather:
         fsdp_only = fw.fp8_param_gather == "fsdp"
         rules.append(("fp8_params_need_sharding", (lambda z: z == 3) if fsdp_only else (lambda z: z >= 1)))

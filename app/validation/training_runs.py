@@ -965,6 +965,7 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
         # Megatron-LM of 2021 had no ZeRO-3 of its own: those rows ran DeepSpeed's ZeRO-3 (row notes)
         fw = fw.with_(
             name=f"{fw.name}+deepspeed-zero3",
+            zero_stages=DEEPSPEED.zero_stages,
             zero3_overlap=DEEPSPEED.zero3_overlap,
             zero3_rank_nic=DEEPSPEED.zero3_rank_nic,
             zero3_live_params=DEEPSPEED_ZERO3_LIVE_PARAMS,

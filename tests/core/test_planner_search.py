@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from app import catalog
 from app.core.errors import SpecError
-from app.core.estimate import estimate
+from app.core.estimate import EstimateOptions, estimate
+from app.core.framework import MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE
 from app.core.planner import Constraints, heuristic_mask, pareto_front, plan
 from app.core.sizing import knee_point, size_sweep
 from app.core.units import GiB
@@ -132,6 +133,23 @@ def test_constraints_are_obeyed_and_counted() -> None:
     assert {p.layout.tp for p in r.top} == {8}
     assert {p.layout.zero for p in r.top} == {1}
     assert all(p.headroom_bytes >= 4 * GiB for p in r.top)
+
+
+@pytest.mark.parametrize(
+    ("framework", "stages"), [(MEGATRON_2021, {0}), (MEGATRON_2022, {0, 1}), (MEGATRON_CORE, {0, 1, 2, 3})]
+)
+def test_the_planner_searches_only_the_frameworks_zero_stages(framework, stages) -> None:
+    """Megatron-LM of 2021 had no sharded optimizer, of 2022 the distributed optimizer only (Framework.zero_stages):
+    a search under either never proposes ZeRO-3, and counts what it leaves out."""
+    model = catalog.find_model("Llama-2-70B")
+    options = EstimateOptions(framework=framework)
+    r = plan(model, make_cluster(), 4096, 512, options=options, top=400, pareto_limit=0)
+    assert r.best is not None
+    assert {p.layout.zero for p in r.top} <= stages
+    refused = r.rejections.get("zero_stage_not_in_framework", 0)
+    assert (refused > 0) == (stages != {0, 1, 2, 3})
+    if stages == {0, 1, 2, 3}:
+        assert 3 in {p.layout.zero for p in r.top}  # the same search finds ZeRO-3 layouts where it may
 
 
 def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:

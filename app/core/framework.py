@@ -272,6 +272,11 @@ class Framework:
     # every stage; DeepSpeed has ZeRO 1-3 and PyTorch FSDP FULL_SHARD is ZeRO-3. The 2021-22 Megatron-LM presets
     # narrow it (MEGATRON_2021, MEGATRON_2022)
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    # Context parallelism (Layout.cp, Megatron-core --context-parallel-size: the sequence split over ranks for the
+    # attention too, with ring exchange of keys and values; Megatron-Core developer guide, "context_parallel
+    # package"), in Megatron-core from late 2023. Megatron-LM of 2021-22 had none: Korthikanti et al.'s sequence
+    # parallelism splits only the regions outside tensor parallelism (arXiv 2205.05198, Sec. 4.2.2)
+    context_parallel: bool = True
 
     @property
     def fragmentation_fraction(self) -> float:
@@ -394,6 +399,7 @@ NEMO = MEGATRON_CORE.with_(
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
     zero_stages=(0,),
+    context_parallel=False,
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     attention_backend="flash-attention-2",  # before Transformer Engine

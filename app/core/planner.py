@@ -714,20 +714,27 @@ def _check_run(
 def _sharding_rules(
     fw: Framework, fp8_param_gather: bool, moments_dtype: str
 ) -> list[tuple[str, Callable[[np.ndarray], np.ndarray]]]:
-    """(rejection reason, ZeRO stages allowed) for the framework and the precision options searched: the
-    framework's own ZeRO stages (Framework.zero_stages); FP8 parameters gather through
+    """(rejection reason, ZeRO stages allowed) for the precision options searched: FP8 parameters gather through
     the distributed optimizer or FSDP in Megatron-core (zero ≥ 1) and through FSDP2 only in torchao (zero = 3,
     Framework.fp8_param_gather); bf16 moments are Megatron-core's precision-aware optimizer, which runs inside the
     distributed optimizer (zero ≥ 1)."""
     rules: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = []
-    if set(fw.zero_stages) != {0, 1, 2, 3}:
-        # a framework without every ZeRO stage (Framework.zero_stages: Megatron-LM of 2021-22)
-        rules.append(("zero_stage_not_in_framework", lambda z: np.isin(z, fw.zero_stages)))
     if fp8_param_gather:
         fsdp_only = fw.fp8_param_gather == "fsdp"
         rules.append(("fp8_params_need_sharding", (lambda z: z == 3) if fsdp_only else (lambda z: z >= 1)))
     if moments_dtype == "bf16":
         rules.append(("bf16_moments_need_distributed_optimizer", lambda z: z >= 1))
+    return rules
+
+
+def _framework_rules(fw: Framework) -> list[tuple[str, Callable[[LayoutArrays], np.ndarray]]]:
+    """(rejection reason, rows refused) for what the framework cannot run: a ZeRO stage it lacks
+    (Framework.zero_stages) or context parallelism without it (Framework.context_parallel); Megatron-LM of 2021-22."""
+    rules: list[tuple[str, Callable[[LayoutArrays], np.ndarray]]] = []
+    if set(fw.zero_stages) != {0, 1, 2, 3}:
+        rules.append(("zero_stage_not_in_framework", lambda rows: ~np.isin(rows.zero, fw.zero_stages)))
+    if not fw.context_parallel:
+        rules.append(("context_parallel_not_in_framework", lambda rows: rows.cp > 1))
     return rules
 
 
@@ -893,7 +900,7 @@ def _searched_rows(s: _Search, cl: ClusterSpec, rejections: dict[str, int]) -> t
         keep = allowed(searched.zero)
         rejections[key] = rejections.get(key, 0) + int((~keep).sum())
         searched = searched.take(np.nonzero(keep)[0])
-    for key, refused in _offload_module_rules(run.offload_modules):
+    for key, refused in [*_framework_rules(s.options.framework), *_offload_module_rules(run.offload_modules)]:
         keep = ~refused(searched)
         rejections[key] = rejections.get(key, 0) + int((~keep).sum())
         searched = searched.take(np.nonzero(keep)[0])

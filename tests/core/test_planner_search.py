@@ -138,18 +138,22 @@ def test_constraints_are_obeyed_and_counted() -> None:
 @pytest.mark.parametrize(
     ("framework", "stages"), [(MEGATRON_2021, {0}), (MEGATRON_2022, {0, 1}), (MEGATRON_CORE, {0, 1, 2, 3})]
 )
-def test_the_planner_searches_only_the_frameworks_zero_stages(framework, stages) -> None:
-    """Megatron-LM of 2021 had no sharded optimizer, of 2022 the distributed optimizer only (Framework.zero_stages):
-    a search under either never proposes ZeRO-3, and counts what it leaves out."""
+def test_the_planner_searches_only_what_the_framework_has(framework, stages) -> None:
+    """Megatron-LM of 2021 had no sharded optimizer, of 2022 the distributed optimizer only (Framework.zero_stages),
+    and neither had context parallelism (Framework.context_parallel): a search under either never proposes ZeRO-3
+    or CP > 1, and counts what it leaves out."""
     model = catalog.find_model("Llama-2-70B")
     options = EstimateOptions(framework=framework)
     r = plan(model, make_cluster(), 4096, 512, options=options, top=400, pareto_limit=0)
     assert r.best is not None
     assert {p.layout.zero for p in r.top} <= stages
-    refused = r.rejections.get("zero_stage_not_in_framework", 0)
-    assert (refused > 0) == (stages != {0, 1, 2, 3})
-    if stages == {0, 1, 2, 3}:
-        assert 3 in {p.layout.zero for p in r.top}  # the same search finds ZeRO-3 layouts where it may
+    modern = stages == {0, 1, 2, 3}
+    assert (r.rejections.get("zero_stage_not_in_framework", 0) > 0) == (not modern)
+    assert (r.rejections.get("context_parallel_not_in_framework", 0) > 0) == (not modern)
+    if modern:  # the same search finds ZeRO-3 and CP layouts where it may
+        assert 3 in {p.layout.zero for p in r.top} and max(p.layout.cp for p in r.top) > 1
+    else:
+        assert {p.layout.cp for p in r.top} == {1}
 
 
 def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:

@@ -189,6 +189,42 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         "selective",
     ),
     SourceRule(
+        # LLaMA (Touvron et al. 2023, arXiv 2302.13971) Sec. 2.4, "Efficient implementation": xformers' efficient
+        # causal multi-head attention (flash attention), checkpointing that saves the activations expensive to
+        # recompute such as the linear layers' outputs, "model and sequence parallelism, as described by
+        # Korthikanti et al. (2022)", and overlap of the activations' computation with the GPUs' communication over
+        # the network (the TP all-reduces); no sharded data parallelism named. Its code is not published: read
+        # as Megatron-LM of 2022's conventions (the method it cites) with flash attention. 2,048 A100-80GB on
+        # Meta's RSC (DGX A100 nodes: 8 x HDR 200)
+        "arXiv 2302.13971",
+        MEGATRON_2022,
+        "ib-hdr-8x200",
+        None,
+        True,
+        "model",
+        True,
+        "LLaMA Sec. 2.4: xformers causal attention, Korthikanti et al.'s model and sequence parallelism, "
+        "checkpointing of the activations expensive to recompute: Megatron-LM 2022 conventions with flash attention",
+        "selective",
+    ),
+    SourceRule(
+        # StarCoder (Li et al. 2023, arXiv 2305.06161) Sec. 5.6: BigCode's fork of Megatron-LM (bigcode-project/
+        # Megatron-LM, early 2023) at TP4 PP4 DP32, micro-batch 1, Megatron-LM's distributed optimizer, gradient
+        # reduction in fp32 under bf16; FlashAttention for the 8K context (Sec. 5). That fork's knobs are opt-in: the
+        # interleaved schedule (--num-layers-per-virtual-pipeline-stage, default None), sequence parallelism
+        # (--sequence-parallel) and recomputation (--recompute-activations / --recompute-granularity; megatron/
+        # arguments.py), none of which the paper names, so a blank SP or recompute takes the default: off
+        "arXiv 2305.06161",
+        MEGATRON_2022,
+        "ib-hdr-8x200",
+        None,
+        True,
+        "model",
+        False,
+        "StarCoder Sec. 5.6: BigCode's 2023 fork of Megatron-LM (distributed optimizer, FlashAttention, fp32 "
+        "gradient reduction; SP, recompute and interleaving opt-in)",
+    ),
+    SourceRule(
         "bigscience",
         DEEPSPEED,
         # BLOOM paper (arXiv 2211.05100) Sec. 3.4.1: "4 Omni-Path 100 Gbps links per node" on Jean Zay's A100 nodes

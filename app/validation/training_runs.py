@@ -1320,6 +1320,13 @@ T = TypeVar("T")
 INTERLEAVING_FRAMEWORKS = frozenset(
     {MEGATRON_2021.name, MEGATRON_2022.name, MEGATRON_CORE.name, NEMO.name, TORCHTITAN.name}
 )
+# ... of which those whose stated layouts that name no interleaving may still have run one, so that a blank vp is
+# the planner's best completion. Megatron-LM of 2021-23 interleaved only when asked: --num-layers-per-virtual-
+# pipeline-stage defaults to None, which sets virtual_pipeline_model_parallel_size = None and runs plain 1F1B
+# (megatron/arguments.py validate_args, NVIDIA/Megatron-LM 2021-23 and BigCode's 2023 fork of it), and the runs of
+# that period that interleaved say so (Narayanan et al. 2021 Table 1 through its artifact's flag, Korthikanti et
+# al. 2022's rows). So a stated layout of the 2021-22 presets without vp ran vp = 1.
+VP_COMPLETED_FRAMEWORKS = INTERLEAVING_FRAMEWORKS - {MEGATRON_2021.name, MEGATRON_2022.name}
 
 
 def completion_candidates(
@@ -1328,10 +1335,10 @@ def completion_candidates(
     """The micro-batches and interleavings a row's blank cells may take: the planner's search space (micro-batches
     of 1 … DEFAULT_MAX_MICRO_BATCH in powers of two, 1 … DEFAULT_MAX_VP interleaved chunks, app.core.planner)
     narrowed to what the stated columns allow: a micro-batch that divides the batch of each data-parallel rank,
-    an interleaving that divides each stage's layers, with pp > 1 and under a framework with the interleaved
-    schedule. Where the layers do not divide by pp, a Megatron-core framework's split counts the embedding and the
-    loss as a layer each (pipeline_split_for), so the interleaving divides each stage's (L + 2) / p slots. A stated
-    (or not free) knob keeps the layout's value."""
+    an interleaving that divides each stage's layers, with pp > 1 and under a framework whose blank vp may have
+    interleaved (VP_COMPLETED_FRAMEWORKS). Where the layers do not divide by pp, a Megatron-core framework's split
+    counts the embedding and the loss as a layer each (pipeline_split_for), so the interleaving divides each stage's
+    (L + 2) / p slots. A stated (or not free) knob keeps the layout's value."""
     per_rank = layout.global_batch // layout.dp if layout.global_batch % layout.dp == 0 else 0
     mbs = [layout.micro_batch]
     if free_mb and per_rank:
@@ -1349,7 +1356,7 @@ def completion_candidates(
         # on the last stage has only output projection and loss calculation" (Llama 3 paper, arXiv 2407.21783,
         # Sec. 3.3.2, with an interleaved schedule); Megatron-core --account-for-embedding/loss-in-pipeline-split
         slots += 2
-    if free_vp and layout.pp > 1 and framework.name in INTERLEAVING_FRAMEWORKS and slots % layout.pp == 0:
+    if free_vp and layout.pp > 1 and framework.name in VP_COMPLETED_FRAMEWORKS and slots % layout.pp == 0:
         per_stage = slots // layout.pp
         vps = [v for v in range(1, DEFAULT_MAX_VP + 1) if per_stage % v == 0]
     return mbs, vps

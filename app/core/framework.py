@@ -277,6 +277,15 @@ class Framework:
     # package"), in Megatron-core from late 2023. Megatron-LM of 2021-22 had none: Korthikanti et al.'s sequence
     # parallelism splits only the regions outside tensor parallelism (arXiv 2205.05198, Sec. 4.2.2)
     context_parallel: bool = True
+    # Sequence parallelism and selective activation recomputation, both introduced by Korthikanti et al. 2022
+    # (arXiv 2205.05198, Sec. 4.2.2 and 5; Megatron-LM --sequence-parallel, --recompute-granularity selective).
+    # Code bases of 2021 have full recomputation (--checkpoint-activations) only
+    sequence_parallel: bool = True
+    selective_recompute: bool = True
+    # The highest ZeRO stage the framework runs beside pipeline parallelism (pp > 1). DeepSpeed's pipeline engine
+    # refuses ZeRO-2 and ZeRO-3: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
+    # (deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__)
+    pipeline_max_zero: int = 3
 
     @property
     def fragmentation_fraction(self) -> float:
@@ -400,6 +409,8 @@ MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
     zero_stages=(0,),
     context_parallel=False,
+    sequence_parallel=False,  # both came with Korthikanti et al. 2022 (MEGATRON_2022)
+    selective_recompute=False,
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     attention_backend="flash-attention-2",  # before Transformer Engine
@@ -419,7 +430,13 @@ MEGATRON_2021 = MEGATRON_CORE.with_(
 # fp32 buffer), added in 2022 (megatron/optimizer/distrib_optimizer.py; StarCoder's 2023 fork of it runs
 # --use-distributed-optimizer, Li et al. 2023, arXiv 2305.06161, Sec. 5.6): no ZeRO-2 or ZeRO-3 before
 # Megatron-FSDP (2025).
-MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True, zero_stages=(0, 1))
+MEGATRON_2022 = MEGATRON_2021.with_(
+    name="megatron-2022",
+    tp_async_backward=True,
+    zero_stages=(0, 1),
+    sequence_parallel=True,
+    selective_recompute=True,
+)
 
 # Megatron-DeepSpeed (BigScience, vTrain): ZeRO-1 fp16 optimizer keeps 16-bit gradients, reduces in 16 bit
 # (DeepSpeed runtime/zero/stage_1_and_2.py); no overlap of the reduction with the pipeline's last backward.
@@ -467,6 +484,12 @@ DEEPSPEED = MEGATRON_CORE.with_(
     # BigScience's fork keeps the 2021 synchronous input-gradient all-reduce (bigscience-workshop/
     # Megatron-DeepSpeed megatron/mpu/layers.py ColumnParallelLinear: copy_to_tensor_model_parallel_region)
     tp_async_backward=False,
+    # ... and the rest of Megatron-LM of 2021 too: no sequence parallelism, full recomputation only
+    # (--checkpoint-activations; BigScience's tr11-176B-ml.slurm), see MEGATRON_2021
+    sequence_parallel=False,
+    selective_recompute=False,
+    # DeepSpeed's pipeline engine runs ZeRO-1 at most (Framework.pipeline_max_zero)
+    pipeline_max_zero=1,
 )
 
 # torchtitan FSDP2 (pytorch/torchtitan, docs/fsdp.md): bf16 compute with fp32 sharded parameters and fp32

@@ -728,14 +728,17 @@ def _sharding_rules(
 
 
 def _framework_rules(fw: Framework) -> list[tuple[str, Callable[[LayoutArrays], np.ndarray]]]:
-    """(rejection reason, rows refused) for what the framework cannot run: a ZeRO stage it lacks
-    (Framework.zero_stages) or context parallelism without it (Framework.context_parallel); Megatron-LM of 2021-22."""
-    rules: list[tuple[str, Callable[[LayoutArrays], np.ndarray]]] = []
-    if set(fw.zero_stages) != {0, 1, 2, 3}:
-        rules.append(("zero_stage_not_in_framework", lambda rows: ~np.isin(rows.zero, fw.zero_stages)))
-    if not fw.context_parallel:
-        rules.append(("context_parallel_not_in_framework", lambda rows: rows.cp > 1))
-    return rules
+    """(rejection reason, rows refused) for what the framework cannot run (Framework.zero_stages, context_parallel,
+    sequence_parallel, selective_recompute, pipeline_max_zero): Megatron-LM of 2021-22, Megatron-DeepSpeed."""
+    selective = RECOMPUTE_CODES.index("selective")
+    lacks: list[tuple[str, bool, Callable[[LayoutArrays], np.ndarray]]] = [
+        ("zero_stage", set(fw.zero_stages) != {0, 1, 2, 3}, lambda r: ~np.isin(r.zero, fw.zero_stages)),
+        ("context_parallel", not fw.context_parallel, lambda r: r.cp > 1),
+        ("sequence_parallel", not fw.sequence_parallel, lambda r: r.sp > 0),
+        ("selective_recompute", not fw.selective_recompute, lambda r: r.recompute == selective),
+        ("pipeline_zero", fw.pipeline_max_zero < 3, lambda r: (r.pp > 1) & (r.zero > fw.pipeline_max_zero)),
+    ]
+    return [(f"{name}_not_in_framework", refused) for name, lacking, refused in lacks if lacking]
 
 
 def _offload_module_rules(

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from app import catalog
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
-from app.core.framework import MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE
+from app.core.layout import RunOptions
 from app.core.planner import Constraints, heuristic_mask, pareto_front, plan
 from app.core.sizing import knee_point, size_sweep
 from app.core.units import GiB
@@ -154,6 +155,28 @@ def test_the_planner_searches_only_what_the_framework_has(framework, stages) -> 
         assert 3 in {p.layout.zero for p in r.top} and max(p.layout.cp for p in r.top) > 1
     else:
         assert {p.layout.cp for p in r.top} == {1}
+
+
+def test_the_planner_keeps_deepspeeds_pipeline_at_zero_1() -> None:
+    """DeepSpeed's pipeline engine refuses ZeRO-2/3 with pp > 1, and the 2021-based Megatron-DeepSpeed preset has no
+    sequence parallelism or selective recompute (Framework.pipeline_max_zero, sequence_parallel,
+    selective_recompute). Without flash attention (BigScience's runs) selective recompute is a layout of its own."""
+    model = catalog.find_model("Llama-2-70B")
+    r = plan(
+        model,
+        make_cluster(),
+        4096,
+        512,
+        run=RunOptions(flash_attention=False),
+        options=EstimateOptions(framework=DEEPSPEED),
+        top=400,
+        pareto_limit=0,
+    )
+    assert r.best is not None
+    assert all(p.layout.zero <= 1 for p in r.top if p.layout.pp > 1)
+    assert not any(p.layout.sequence_parallel or p.layout.recompute == "selective" for p in r.top)
+    for key in ("pipeline_zero", "sequence_parallel", "selective_recompute"):
+        assert r.rejections[f"{key}_not_in_framework"] > 0, key
 
 
 def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:

@@ -260,8 +260,8 @@ class Framework:
     # HBM traffic of the fused Adam step per parameter: read grad + master + m + v (16), write master + m + v (12),
     # the 16-bit copy of the weight (2), gradient clipping and zeroing (8) (PARAM_BYTES)
     adam_step_bytes_per_param: float = MEGATRON_BF16.adam_step
-    # Fused attention: "flash-attention-2" (the flash-attn package, PyTorch SDPA's flash backend) or
-    # "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
+    # Fused attention: "flash-attention-1" (FlashAttention of 2022-23), "flash-attention-2" (the flash-attn
+    # package, PyTorch SDPA's flash backend) or "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
     # kernel speeds per architecture in app.core.attention
     attention_backend: str = "flash-attention-2"
     # The ZeRO stages the framework can run (Layout.zero; the planner searches only these, app.core.planner
@@ -413,7 +413,9 @@ MEGATRON_2021 = MEGATRON_CORE.with_(
     selective_recompute=False,
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
-    attention_backend="flash-attention-2",  # before Transformer Engine
+    # before Transformer Engine and FlashAttention-2 (July 2023): Megatron-LM's --use-flash-attn of early 2023 called
+    # FlashAttention v1 (flash_attn_func / flash_attn_unpadded_func; BigCode's fork, megatron/model/transformer.py)
+    attention_backend="flash-attention-1",
     pp_scatter_gather=True,
     dp_overlap=0.0,
     param_gather_overlap=0.0,

@@ -286,6 +286,13 @@ class Framework:
     # refuses ZeRO-2 and ZeRO-3: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
     # (deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__)
     pipeline_max_zero: int = 3
+    # The least pipeline size the framework interleaves with (vp > 1), and whether it splits layers unevenly over
+    # the stages (Megatron-core's embedding / loss accounting, --account-for-embedding-in-pipeline-split). Megatron-LM
+    # of 2021-23 asserted "pipeline-model-parallel size should be greater than 2 with interleaved schedule" and gave
+    # every stage num_layers / pp layers ("num_layers must be divisible by transformer_pipeline_model_parallel_size";
+    # megatron/arguments.py validate_args, megatron/model/transformer.py _get_num_layers)
+    interleave_min_pp: int = 2
+    uneven_pipeline_split: bool = True
 
     @property
     def fragmentation_fraction(self) -> float:
@@ -411,6 +418,8 @@ MEGATRON_2021 = MEGATRON_CORE.with_(
     context_parallel=False,
     sequence_parallel=False,  # both came with Korthikanti et al. 2022 (MEGATRON_2022)
     selective_recompute=False,
+    interleave_min_pp=3,
+    uneven_pipeline_split=False,
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     # before Transformer Engine and FlashAttention-2 (July 2023): Megatron-LM's --use-flash-attn of early 2023 called

@@ -729,7 +729,8 @@ def _sharding_rules(
 
 def _framework_rules(fw: Framework) -> list[tuple[str, Callable[[LayoutArrays], np.ndarray]]]:
     """(rejection reason, rows refused) for what the framework cannot run (Framework.zero_stages, context_parallel,
-    sequence_parallel, selective_recompute, pipeline_max_zero): Megatron-LM of 2021-22, Megatron-DeepSpeed."""
+    sequence_parallel, selective_recompute, pipeline_max_zero, interleave_min_pp, uneven_pipeline_split):
+    Megatron-LM of 2021-22, Megatron-DeepSpeed."""
     selective = RECOMPUTE_CODES.index("selective")
     lacks: list[tuple[str, bool, Callable[[LayoutArrays], np.ndarray]]] = [
         ("zero_stage", set(fw.zero_stages) != {0, 1, 2, 3}, lambda r: ~np.isin(r.zero, fw.zero_stages)),
@@ -737,6 +738,8 @@ def _framework_rules(fw: Framework) -> list[tuple[str, Callable[[LayoutArrays], 
         ("sequence_parallel", not fw.sequence_parallel, lambda r: r.sp > 0),
         ("selective_recompute", not fw.selective_recompute, lambda r: r.recompute == selective),
         ("pipeline_zero", fw.pipeline_max_zero < 3, lambda r: (r.pp > 1) & (r.zero > fw.pipeline_max_zero)),
+        ("interleave_pp", fw.interleave_min_pp > 2, lambda r: (r.vp > 1) & (r.pp < fw.interleave_min_pp)),
+        ("uneven_pipeline_split", not fw.uneven_pipeline_split, lambda r: np.asarray(r.end_layers) > 0),
     ]
     return [(f"{name}_not_in_framework", refused) for name, lacking, refused in lacks if lacking]
 

@@ -57,6 +57,9 @@ REJECTION_TEXT = {
     "Megatron-DeepSpeed of 2021-22)",
     "selective_recompute_not_in_framework": "the framework has full activation recomputation only (Megatron-LM of "
     "2021, Megatron-DeepSpeed of 2021-22)",
+    "interleave_pp_not_in_framework": "the framework interleaves only with pp > 2 (Megatron-LM of 2021-22)",
+    "uneven_pipeline_split_not_in_framework": "the framework splits layers evenly over the stages (Megatron-LM of "
+    "2021-22)",
     "pipeline_zero_not_in_framework": "the framework runs ZeRO-2/3 without pipeline parallelism only (DeepSpeed's "
     "pipeline engine)",
     "fp8_params_need_sharding": "FP8 parameters need sharded parameters (zero ≥ 1; zero = 3 for FSDP2 frameworks)",

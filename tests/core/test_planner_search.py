@@ -153,8 +153,11 @@ def test_the_planner_searches_only_what_the_framework_has(framework, stages) -> 
     assert (r.rejections.get("context_parallel_not_in_framework", 0) > 0) == (not modern)
     if modern:  # the same search finds ZeRO-3 and CP layouts where it may
         assert 3 in {p.layout.zero for p in r.top} and max(p.layout.cp for p in r.top) > 1
-    else:
+    else:  # nor interleaving with pp < 3 or an uneven split (Framework.interleave_min_pp, uneven_pipeline_split)
         assert {p.layout.cp for p in r.top} == {1}
+        assert all(p.layout.vp == 1 or p.layout.pp > 2 for p in r.top)
+        assert all(p.layout.first_stage_layers is None for p in r.top)
+        assert r.rejections["interleave_pp_not_in_framework"] > 0
 
 
 def test_the_planner_keeps_deepspeeds_pipeline_at_zero_1() -> None:

@@ -6,6 +6,8 @@ framework and the GPU:
 
 * "flash-attention-2": the flash-attn package (Dao 2023) or PyTorch SDPA's flash backend, built for Ampere's
   mma.sync instructions. On Hopper and Blackwell it does not use the WGMMA / tcgen05 tensor-core paths.
+* "flash-attention-1": FlashAttention (Dao et al. 2022) and the memory-efficient attention kernels of its time
+  (xformers 2022), what runs before July 2023 used (FlashAttention-2, arXiv 2307.08691, came out then).
 * "transformer-engine": Transformer Engine's DotProductAttention picks its FusedAttention (cuDNN) backend on
   compute capability 9.0 and later ("Disabling FlashAttention to give FusedAttention preference on Hopper+ for
   performance reasons", transformer_engine/pytorch/attention get_attention_backend) and FlashAttention-2 below.
@@ -25,9 +27,14 @@ from typing import Any
 
 from app.core.hardware import GPUSpec
 
+FLASH_ATTENTION_1 = "flash-attention-1"
 FLASH_ATTENTION_2 = "flash-attention-2"
 TRANSFORMER_ENGINE = "transformer-engine"
-ATTENTION_BACKENDS = (FLASH_ATTENTION_2, TRANSFORMER_ENGINE)
+ATTENTION_BACKENDS = (FLASH_ATTENTION_1, FLASH_ATTENTION_2, TRANSFORMER_ENGINE)
+# FlashAttention-2 runs "around 2x" as fast as FlashAttention on A100: 50-73 % of the theoretical maximum FLOP/s
+# against FlashAttention's 25-40 % (Dao 2023, arXiv 2307.08691, abstract; Sec. 4.1: 1.7-3.0x across settings). The
+# first kernel's rates are FlashAttention-2's measured ones over this factor (FLASH_ATTENTION_1_KERNELS)
+FLASH_ATTENTION_2_SPEEDUP = 2.0
 CUDNN = "cudnn"  # the kernel Transformer Engine runs on compute capability >= 9.0
 CUDNN_MIN_CAPABILITY = 9.0
 
@@ -94,6 +101,22 @@ ATTENTION_KERNELS: dict[tuple[float, str], KernelMeasurement] = {
         "same artifacts, GB300, cuDNN: forward 1747, backward 1292 TFLOP/s of 2500",
     ),
 }
+
+
+# FlashAttention (v1) where FlashAttention-2 is measured: its rates over FLASH_ATTENTION_2_SPEEDUP (measured on A100,
+# taken as it is on the other architectures, where neither kernel uses the newer tensor-core instructions)
+ATTENTION_KERNELS.update(
+    {
+        (capability, FLASH_ATTENTION_1): KernelMeasurement(
+            m.forward / FLASH_ATTENTION_2_SPEEDUP,
+            m.backward / FLASH_ATTENTION_2_SPEEDUP,
+            f"FlashAttention-2's rates / {FLASH_ATTENTION_2_SPEEDUP:g} (Dao 2023, arXiv 2307.08691: about 2x "
+            f"FlashAttention on A100); FlashAttention-2: {m.source}",
+        )
+        for (capability, kernel), m in list(ATTENTION_KERNELS.items())
+        if kernel == FLASH_ATTENTION_2
+    }
+)
 
 
 # A fused kernel pays a fixed cost per query tile on top of its loop over the keys (loading Q, the softmax rescale,
@@ -171,6 +194,9 @@ TRAINING_SHARES = {
     FLASH_ATTENTION_2: 0.84 / _layer_weighted_loop(FLASH_ATTENTION_2),
     CUDNN: 0.52 / _layer_weighted_loop(CUDNN),
 }
+# FlashAttention (v1) in training reaches the share FlashAttention-2 does of its micro-benchmark (no development run
+# of its own)
+TRAINING_SHARES[FLASH_ATTENTION_1] = TRAINING_SHARES[FLASH_ATTENTION_2]
 
 
 @dataclass(frozen=True)
@@ -178,7 +204,7 @@ class AttentionKernel:
     """The fused attention kernel an estimate uses: forward and backward throughput as shares of the sustained
     16-bit GEMM rate (the attention curve's max_flops), and where the figures come from."""
 
-    kernel: str  # flash-attention-2 | cudnn
+    kernel: str  # flash-attention-1 | flash-attention-2 | cudnn
     forward_share: float
     backward_share: float
     basis: str
@@ -191,10 +217,10 @@ class AttentionKernel:
 
 def kernel_for(backend: str, gpu: GPUSpec) -> str:
     """The kernel `backend` runs on `gpu`: Transformer Engine's cuDNN attention on compute capability ≥ 9.0,
-    FlashAttention-2 otherwise."""
+    FlashAttention (v1) for that backend, FlashAttention-2 otherwise."""
     if backend == TRANSFORMER_ENGINE and gpu.compute_capability >= CUDNN_MIN_CAPABILITY:
         return CUDNN
-    return FLASH_ATTENTION_2
+    return FLASH_ATTENTION_1 if backend == FLASH_ATTENTION_1 else FLASH_ATTENTION_2
 
 
 def fused_attention_kernel(

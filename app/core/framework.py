@@ -260,10 +260,39 @@ class Framework:
     # HBM traffic of the fused Adam step per parameter: read grad + master + m + v (16), write master + m + v (12),
     # the 16-bit copy of the weight (2), gradient clipping and zeroing (8) (PARAM_BYTES)
     adam_step_bytes_per_param: float = MEGATRON_BF16.adam_step
-    # Fused attention: "flash-attention-2" (the flash-attn package, PyTorch SDPA's flash backend) or
-    # "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
+    # Fused attention: "flash-attention-1" (FlashAttention of 2022-23), "flash-attention-2" (the flash-attn
+    # package, PyTorch SDPA's flash backend) or "transformer-engine" (TE's DotProductAttention: cuDNN on compute capability >= 9.0, FlashAttention-2 below);
     # kernel speeds per architecture in app.core.attention
     attention_backend: str = "flash-attention-2"
+    # The ZeRO stages the framework can run (Layout.zero; the planner searches only these, app.core.planner
+    # _sharding_rules). Megatron-core shards the optimizer with its distributed optimizer (--use-distributed-optimizer,
+    # ZeRO-1-like; Megatron-LM docs/source/api-guide/dist_optimizer.md) and parameters too with Megatron-FSDP
+    # (--use-megatron-fsdp, earlier --use-custom-fsdp, --data-parallel-sharding-strategy optim_grads_params:
+    # "shards optimizer states, gradients, and parameters"; Megatron-Core developer guide, "Megatron FSDP"), so
+    # every stage; DeepSpeed has ZeRO 1-3 and PyTorch FSDP FULL_SHARD is ZeRO-3. The 2021-22 Megatron-LM presets
+    # narrow it (MEGATRON_2021, MEGATRON_2022)
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    # Context parallelism (Layout.cp, Megatron-core --context-parallel-size: the sequence split over ranks for the
+    # attention too, with ring exchange of keys and values; Megatron-Core developer guide, "context_parallel
+    # package"), in Megatron-core from late 2023. Megatron-LM of 2021-22 had none: Korthikanti et al.'s sequence
+    # parallelism splits only the regions outside tensor parallelism (arXiv 2205.05198, Sec. 4.2.2)
+    context_parallel: bool = True
+    # Sequence parallelism and selective activation recomputation, both introduced by Korthikanti et al. 2022
+    # (arXiv 2205.05198, Sec. 4.2.2 and 5; Megatron-LM --sequence-parallel, --recompute-granularity selective).
+    # Code bases of 2021 have full recomputation (--checkpoint-activations) only
+    sequence_parallel: bool = True
+    selective_recompute: bool = True
+    # The highest ZeRO stage the framework runs beside pipeline parallelism (pp > 1). DeepSpeed's pipeline engine
+    # refuses ZeRO-2 and ZeRO-3: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
+    # (deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__)
+    pipeline_max_zero: int = 3
+    # The least pipeline size the framework interleaves with (vp > 1), and whether it splits layers unevenly over
+    # the stages (Megatron-core's embedding / loss accounting, --account-for-embedding-in-pipeline-split). Megatron-LM
+    # of 2021-23 asserted "pipeline-model-parallel size should be greater than 2 with interleaved schedule" and gave
+    # every stage num_layers / pp layers ("num_layers must be divisible by transformer_pipeline_model_parallel_size";
+    # megatron/arguments.py validate_args, megatron/model/transformer.py _get_num_layers)
+    interleave_min_pp: int = 2
+    uneven_pipeline_split: bool = True
 
     @property
     def fragmentation_fraction(self) -> float:
@@ -379,11 +408,23 @@ NEMO = MEGATRON_CORE.with_(
 # PyTorch of that time (< 2.1) had only the splitting caching allocator.
 # The 2021 code (Narayanan et al. 2021) ran the column-parallel input-gradient all-reduce synchronously
 # (copy_to_tensor_model_parallel_region in megatron/mpu/layers.py), so tp_async_backward is off.
+# Megatron-LM of 2021 replicated the optimizer on every data-parallel rank: the distributed optimizer
+# (--use-distributed-optimizer, megatron/optimizer/distrib_optimizer.py) came in 2022, and parameter sharding only
+# with Megatron-FSDP (Megatron-Core 0.11-0.14, 2025); Narayanan et al. 2021 compare with ZeRO-3 in DeepSpeed
+# (Table 2), not in Megatron-LM. So ZeRO stage 0 only.
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
+    zero_stages=(0,),
+    context_parallel=False,
+    sequence_parallel=False,  # both came with Korthikanti et al. 2022 (MEGATRON_2022)
+    selective_recompute=False,
+    interleave_min_pp=3,
+    uneven_pipeline_split=False,
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
-    attention_backend="flash-attention-2",  # before Transformer Engine
+    # before Transformer Engine and FlashAttention-2 (July 2023): Megatron-LM's --use-flash-attn of early 2023 called
+    # FlashAttention v1 (flash_attn_func / flash_attn_unpadded_func; BigCode's fork, megatron/model/transformer.py)
+    attention_backend="flash-attention-1",
     pp_scatter_gather=True,
     dp_overlap=0.0,
     param_gather_overlap=0.0,
@@ -396,7 +437,17 @@ MEGATRON_2021 = MEGATRON_CORE.with_(
 # on by default: --no-async-tensor-model-parallel-allreduce turns it off). Its Table 4 shows it: without SP the
 # measured layer backward (11.9 ms for GPT-22B at tp 8, b 4) equals the backward GEMM and kernel time alone, i.e.
 # the two input-gradient all-reduces (~0.8 ms each) are not on the critical path.
-MEGATRON_2022 = MEGATRON_2021.with_(name="megatron-2022", tp_async_backward=True)
+# Its only sharding is the distributed optimizer (ZeRO-1: optimizer states; gradients reduce-scattered into a full
+# fp32 buffer), added in 2022 (megatron/optimizer/distrib_optimizer.py; StarCoder's 2023 fork of it runs
+# --use-distributed-optimizer, Li et al. 2023, arXiv 2305.06161, Sec. 5.6): no ZeRO-2 or ZeRO-3 before
+# Megatron-FSDP (2025).
+MEGATRON_2022 = MEGATRON_2021.with_(
+    name="megatron-2022",
+    tp_async_backward=True,
+    zero_stages=(0, 1),
+    sequence_parallel=True,
+    selective_recompute=True,
+)
 
 # Megatron-DeepSpeed (BigScience, vTrain): ZeRO-1 fp16 optimizer keeps 16-bit gradients, reduces in 16 bit
 # (DeepSpeed runtime/zero/stage_1_and_2.py); no overlap of the reduction with the pipeline's last backward.
@@ -444,6 +495,12 @@ DEEPSPEED = MEGATRON_CORE.with_(
     # BigScience's fork keeps the 2021 synchronous input-gradient all-reduce (bigscience-workshop/
     # Megatron-DeepSpeed megatron/mpu/layers.py ColumnParallelLinear: copy_to_tensor_model_parallel_region)
     tp_async_backward=False,
+    # ... and the rest of Megatron-LM of 2021 too: no sequence parallelism, full recomputation only
+    # (--checkpoint-activations; BigScience's tr11-176B-ml.slurm), see MEGATRON_2021
+    sequence_parallel=False,
+    selective_recompute=False,
+    # DeepSpeed's pipeline engine runs ZeRO-1 at most (Framework.pipeline_max_zero)
+    pipeline_max_zero=1,
 )
 
 # torchtitan FSDP2 (pytorch/torchtitan, docs/fsdp.md): bf16 compute with fp32 sharded parameters and fp32

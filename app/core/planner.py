@@ -727,6 +727,23 @@ def _sharding_rules(
     return rules
 
 
+def _framework_rules(fw: Framework) -> list[tuple[str, Callable[[LayoutArrays], np.ndarray]]]:
+    """(rejection reason, rows refused) for what the framework cannot run (Framework.zero_stages, context_parallel,
+    sequence_parallel, selective_recompute, pipeline_max_zero, interleave_min_pp, uneven_pipeline_split):
+    Megatron-LM of 2021-22, Megatron-DeepSpeed."""
+    selective = RECOMPUTE_CODES.index("selective")
+    lacks: list[tuple[str, bool, Callable[[LayoutArrays], np.ndarray]]] = [
+        ("zero_stage", set(fw.zero_stages) != {0, 1, 2, 3}, lambda r: ~np.isin(r.zero, fw.zero_stages)),
+        ("context_parallel", not fw.context_parallel, lambda r: r.cp > 1),
+        ("sequence_parallel", not fw.sequence_parallel, lambda r: r.sp > 0),
+        ("selective_recompute", not fw.selective_recompute, lambda r: r.recompute == selective),
+        ("pipeline_zero", fw.pipeline_max_zero < 3, lambda r: (r.pp > 1) & (r.zero > fw.pipeline_max_zero)),
+        ("interleave_pp", fw.interleave_min_pp > 2, lambda r: (r.vp > 1) & (r.pp < fw.interleave_min_pp)),
+        ("uneven_pipeline_split", not fw.uneven_pipeline_split, lambda r: np.asarray(r.end_layers) > 0),
+    ]
+    return [(f"{name}_not_in_framework", refused) for name, lacking, refused in lacks if lacking]
+
+
 def _offload_module_rules(
     offload_modules: Sequence[str],
 ) -> list[tuple[str, Callable[[LayoutArrays], np.ndarray]]]:
@@ -889,7 +906,7 @@ def _searched_rows(s: _Search, cl: ClusterSpec, rejections: dict[str, int]) -> t
         keep = allowed(searched.zero)
         rejections[key] = rejections.get(key, 0) + int((~keep).sum())
         searched = searched.take(np.nonzero(keep)[0])
-    for key, refused in _offload_module_rules(run.offload_modules):
+    for key, refused in [*_framework_rules(s.options.framework), *_offload_module_rules(run.offload_modules)]:
         keep = ~refused(searched)
         rejections[key] = rejections.get(key, 0) + int((~keep).sum())
         searched = searched.take(np.nonzero(keep)[0])

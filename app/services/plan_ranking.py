@@ -50,6 +50,18 @@ REJECTION_TEXT = {
     "out_of_memory": "most loaded stage does not fit in usable HBM",
     "host_memory": "offloaded activations or optimizer states do not fit the host memory per GPU",
     "light_moe_pass": "MoE layer passes under 20 ms of GPU work (host dispatch may set the pace)",
+    "zero_stage_not_in_framework": "the framework has no such ZeRO stage (Megatron-LM of 2021: none; of 2022: "
+    "the distributed optimizer only)",
+    "context_parallel_not_in_framework": "the framework has no context parallelism (Megatron-LM of 2021-22)",
+    "sequence_parallel_not_in_framework": "the framework has no sequence parallelism (Megatron-LM of 2021, "
+    "Megatron-DeepSpeed of 2021-22)",
+    "selective_recompute_not_in_framework": "the framework has full activation recomputation only (Megatron-LM of "
+    "2021, Megatron-DeepSpeed of 2021-22)",
+    "interleave_pp_not_in_framework": "the framework interleaves only with pp > 2 (Megatron-LM of 2021-22)",
+    "uneven_pipeline_split_not_in_framework": "the framework splits layers evenly over the stages (Megatron-LM of "
+    "2021-22)",
+    "pipeline_zero_not_in_framework": "the framework runs ZeRO-2/3 without pipeline parallelism only (DeepSpeed's "
+    "pipeline engine)",
     "fp8_params_need_sharding": "FP8 parameters need sharded parameters (zero ≥ 1; zero = 3 for FSDP2 frameworks)",
     "bf16_moments_need_distributed_optimizer": "bf16 Adam moments need the distributed optimizer (zero ≥ 1)",
     "offload_modules_need_no_full_recompute": "fine-grained activation offloading needs no or selective recompute",

@@ -189,6 +189,42 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         "selective",
     ),
     SourceRule(
+        # LLaMA (Touvron et al. 2023, arXiv 2302.13971) Sec. 2.4, "Efficient implementation": xformers' efficient
+        # causal multi-head attention (flash attention), checkpointing that saves the activations expensive to
+        # recompute such as the linear layers' outputs, "model and sequence parallelism, as described by
+        # Korthikanti et al. (2022)", and overlap of the activations' computation with the GPUs' communication over
+        # the network (the TP all-reduces); no sharded data parallelism named. Its code is not published: read
+        # as Megatron-LM of 2022's conventions (the method it cites) with flash attention. 2,048 A100-80GB on
+        # Meta's RSC (DGX A100 nodes: 8 x HDR 200)
+        "arXiv 2302.13971",
+        MEGATRON_2022,
+        "ib-hdr-8x200",
+        None,
+        True,
+        "model",
+        True,
+        "LLaMA Sec. 2.4: xformers causal attention, Korthikanti et al.'s model and sequence parallelism, "
+        "checkpointing of the activations expensive to recompute: Megatron-LM 2022 conventions with flash attention",
+        "selective",
+    ),
+    SourceRule(
+        # StarCoder (Li et al. 2023, arXiv 2305.06161) Sec. 5.6: BigCode's fork of Megatron-LM (bigcode-project/
+        # Megatron-LM, early 2023) at TP4 PP4 DP32, micro-batch 1, Megatron-LM's distributed optimizer, gradient
+        # reduction in fp32 under bf16; FlashAttention for the 8K context (Sec. 5). That fork's knobs are opt-in: the
+        # interleaved schedule (--num-layers-per-virtual-pipeline-stage, default None), sequence parallelism
+        # (--sequence-parallel) and recomputation (--recompute-activations / --recompute-granularity; megatron/
+        # arguments.py), none of which the paper names, so a blank SP or recompute takes the default: off
+        "arXiv 2305.06161",
+        MEGATRON_2022,
+        "ib-hdr-8x200",
+        None,
+        True,
+        "model",
+        False,
+        "StarCoder Sec. 5.6: BigCode's 2023 fork of Megatron-LM (distributed optimizer, FlashAttention, fp32 "
+        "gradient reduction; SP, recompute and interleaving opt-in)",
+    ),
+    SourceRule(
         "bigscience",
         DEEPSPEED,
         # BLOOM paper (arXiv 2211.05100) Sec. 3.4.1: "4 Omni-Path 100 Gbps links per node" on Jean Zay's A100 nodes
@@ -965,6 +1001,7 @@ def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:
         # Megatron-LM of 2021 had no ZeRO-3 of its own: those rows ran DeepSpeed's ZeRO-3 (row notes)
         fw = fw.with_(
             name=f"{fw.name}+deepspeed-zero3",
+            zero_stages=DEEPSPEED.zero_stages,
             zero3_overlap=DEEPSPEED.zero3_overlap,
             zero3_rank_nic=DEEPSPEED.zero3_rank_nic,
             zero3_live_params=DEEPSPEED_ZERO3_LIVE_PARAMS,
@@ -1283,6 +1320,13 @@ T = TypeVar("T")
 INTERLEAVING_FRAMEWORKS = frozenset(
     {MEGATRON_2021.name, MEGATRON_2022.name, MEGATRON_CORE.name, NEMO.name, TORCHTITAN.name}
 )
+# ... of which those whose stated layouts that name no interleaving may still have run one, so that a blank vp is
+# the planner's best completion. Megatron-LM of 2021-23 interleaved only when asked: --num-layers-per-virtual-
+# pipeline-stage defaults to None, which sets virtual_pipeline_model_parallel_size = None and runs plain 1F1B
+# (megatron/arguments.py validate_args, NVIDIA/Megatron-LM 2021-23 and BigCode's 2023 fork of it), and the runs of
+# that period that interleaved say so (Narayanan et al. 2021 Table 1 through its artifact's flag, Korthikanti et
+# al. 2022's rows). So a stated layout of the 2021-22 presets without vp ran vp = 1.
+VP_COMPLETED_FRAMEWORKS = INTERLEAVING_FRAMEWORKS - {MEGATRON_2021.name, MEGATRON_2022.name}
 
 
 def completion_candidates(
@@ -1291,10 +1335,10 @@ def completion_candidates(
     """The micro-batches and interleavings a row's blank cells may take: the planner's search space (micro-batches
     of 1 … DEFAULT_MAX_MICRO_BATCH in powers of two, 1 … DEFAULT_MAX_VP interleaved chunks, app.core.planner)
     narrowed to what the stated columns allow: a micro-batch that divides the batch of each data-parallel rank,
-    an interleaving that divides each stage's layers, with pp > 1 and under a framework with the interleaved
-    schedule. Where the layers do not divide by pp, a Megatron-core framework's split counts the embedding and the
-    loss as a layer each (pipeline_split_for), so the interleaving divides each stage's (L + 2) / p slots. A stated
-    (or not free) knob keeps the layout's value."""
+    an interleaving that divides each stage's layers, with pp > 1 and under a framework whose blank vp may have
+    interleaved (VP_COMPLETED_FRAMEWORKS). Where the layers do not divide by pp, a Megatron-core framework's split
+    counts the embedding and the loss as a layer each (pipeline_split_for), so the interleaving divides each stage's
+    (L + 2) / p slots. A stated (or not free) knob keeps the layout's value."""
     per_rank = layout.global_batch // layout.dp if layout.global_batch % layout.dp == 0 else 0
     mbs = [layout.micro_batch]
     if free_mb and per_rank:
@@ -1312,7 +1356,7 @@ def completion_candidates(
         # on the last stage has only output projection and loss calculation" (Llama 3 paper, arXiv 2407.21783,
         # Sec. 3.3.2, with an interleaved schedule); Megatron-core --account-for-embedding/loss-in-pipeline-split
         slots += 2
-    if free_vp and layout.pp > 1 and framework.name in INTERLEAVING_FRAMEWORKS and slots % layout.pp == 0:
+    if free_vp and layout.pp > 1 and framework.name in VP_COMPLETED_FRAMEWORKS and slots % layout.pp == 0:
         per_stage = slots // layout.pp
         vps = [v for v in range(1, DEFAULT_MAX_VP + 1) if per_stage % v == 0]
     return mbs, vps

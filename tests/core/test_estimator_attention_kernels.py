@@ -10,7 +10,9 @@ from app.core.attention import (
     ATTENTION_KERNELS,
     CUDNN,
     DEVELOPMENT_SEQ_LEN,
+    FLASH_ATTENTION_1,
     FLASH_ATTENTION_2,
+    FLASH_ATTENTION_2_SPEEDUP,
     LEGACY_SHARES,
     TRAINING_SHARES,
     TRANSFORMER_ENGINE,
@@ -19,7 +21,7 @@ from app.core.attention import (
     kv_loop_efficiency,
 )
 from app.core.efficiency import measured_matmul_flops
-from app.core.framework import FRAMEWORKS, MEGATRON_CORE, NEMO, TORCHTITAN
+from app.core.framework import FRAMEWORKS, MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE, NEMO, TORCHTITAN
 from app.core.hardware import GPUSpec
 from app.core.model import model_flops_per_token
 from app.core.step import FLASH_BACKWARD_FLOP_RATIO, attention_kernel
@@ -254,3 +256,18 @@ def test_the_estimate_states_the_key_loop_it_applied() -> None:
     assert loop.value == pytest.approx(fwd, abs=1e-3) and f"backward × {bwd:.3f}" in loop.source
     assert "4,096 keys per query in 2 ring step(s)" in loop.source
     assert 0.6 < fwd < 0.95
+
+
+def test_megatron_lm_of_2021_22_runs_flashattention_at_half_the_second_versions_rate() -> None:
+    """FlashAttention-2 is "around 2x" FlashAttention on A100 (Dao 2023, arXiv 2307.08691): the 2021-22 Megatron-LM
+    presets, which predate it, run the first kernel at half its rates, in training as in the micro-benchmark."""
+    a100 = gpu("A100-80GB-SXM")
+    assert MEGATRON_2021.attention_backend == MEGATRON_2022.attention_backend == FLASH_ATTENTION_1
+    assert kernel_for(FLASH_ATTENTION_1, a100) == FLASH_ATTENTION_1
+    v1, v2 = ATTENTION_KERNELS[(8.0, FLASH_ATTENTION_1)], ATTENTION_KERNELS[(8.0, FLASH_ATTENTION_2)]
+    assert FLASH_ATTENTION_2_SPEEDUP == 2.0
+    assert (v1.forward, v1.backward) == pytest.approx((v2.forward / 2, v2.backward / 2))
+    flops = measured_matmul_flops(a100, "bf16")
+    first = fused_attention_kernel(FLASH_ATTENTION_1, a100, flops)
+    second = fused_attention_kernel(FLASH_ATTENTION_2, a100, flops)
+    assert first.shares == pytest.approx((second.shares[0] / 2, second.shares[1] / 2))

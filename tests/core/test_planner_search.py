@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from app import catalog
 from app.core.errors import SpecError
-from app.core.estimate import estimate
+from app.core.estimate import EstimateOptions, estimate
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE
+from app.core.layout import RunOptions
 from app.core.planner import Constraints, heuristic_mask, pareto_front, plan
 from app.core.sizing import knee_point, size_sweep
 from app.core.units import GiB
@@ -132,6 +134,52 @@ def test_constraints_are_obeyed_and_counted() -> None:
     assert {p.layout.tp for p in r.top} == {8}
     assert {p.layout.zero for p in r.top} == {1}
     assert all(p.headroom_bytes >= 4 * GiB for p in r.top)
+
+
+@pytest.mark.parametrize(
+    ("framework", "stages"), [(MEGATRON_2021, {0}), (MEGATRON_2022, {0, 1}), (MEGATRON_CORE, {0, 1, 2, 3})]
+)
+def test_the_planner_searches_only_what_the_framework_has(framework, stages) -> None:
+    """Megatron-LM of 2021 had no sharded optimizer, of 2022 the distributed optimizer only (Framework.zero_stages),
+    and neither had context parallelism (Framework.context_parallel): a search under either never proposes ZeRO-3
+    or CP > 1, and counts what it leaves out."""
+    model = catalog.find_model("Llama-2-70B")
+    options = EstimateOptions(framework=framework)
+    r = plan(model, make_cluster(), 4096, 512, options=options, top=400, pareto_limit=0)
+    assert r.best is not None
+    assert {p.layout.zero for p in r.top} <= stages
+    modern = stages == {0, 1, 2, 3}
+    assert (r.rejections.get("zero_stage_not_in_framework", 0) > 0) == (not modern)
+    assert (r.rejections.get("context_parallel_not_in_framework", 0) > 0) == (not modern)
+    if modern:  # the same search finds ZeRO-3 and CP layouts where it may
+        assert 3 in {p.layout.zero for p in r.top} and max(p.layout.cp for p in r.top) > 1
+    else:  # nor interleaving with pp < 3 or an uneven split (Framework.interleave_min_pp, uneven_pipeline_split)
+        assert {p.layout.cp for p in r.top} == {1}
+        assert all(p.layout.vp == 1 or p.layout.pp > 2 for p in r.top)
+        assert all(p.layout.first_stage_layers is None for p in r.top)
+        assert r.rejections["interleave_pp_not_in_framework"] > 0
+
+
+def test_the_planner_keeps_deepspeeds_pipeline_at_zero_1() -> None:
+    """DeepSpeed's pipeline engine refuses ZeRO-2/3 with pp > 1, and the 2021-based Megatron-DeepSpeed preset has no
+    sequence parallelism or selective recompute (Framework.pipeline_max_zero, sequence_parallel,
+    selective_recompute). Without flash attention (BigScience's runs) selective recompute is a layout of its own."""
+    model = catalog.find_model("Llama-2-70B")
+    r = plan(
+        model,
+        make_cluster(),
+        4096,
+        512,
+        run=RunOptions(flash_attention=False),
+        options=EstimateOptions(framework=DEEPSPEED),
+        top=400,
+        pareto_limit=0,
+    )
+    assert r.best is not None
+    assert all(p.layout.zero <= 1 for p in r.top if p.layout.pp > 1)
+    assert not any(p.layout.sequence_parallel or p.layout.recompute == "selective" for p in r.top)
+    for key in ("pipeline_zero", "sequence_parallel", "selective_recompute"):
+        assert r.rejections[f"{key}_not_in_framework"] > 0, key
 
 
 def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.framework import DEEPSPEED, MEGATRON_CORE
+from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE
 from app.core.layout import check_layout
 from app.validation.training_runs import (
     IMPUTED,
@@ -77,11 +77,24 @@ def test_stated_micro_batch_is_kept(rows: list[Row]) -> None:
     assert not any(IMPUTED in d or d.startswith("micro_batch") for d in modelled.defaults)
 
 
-def test_blank_interleaving_takes_a_valid_schedule(rows: list[Row]) -> None:
-    # PTD-P's GPT-3 175B on 1,536 A100: TP8 PP12 DP16, micro-batch 1 stated, interleaving not stated
+def test_blank_interleaving_of_megatron_lm_2021_is_no_interleaving(rows: list[Row]) -> None:
+    # PTD-P's GPT-3 175B on 1,536 A100: TP8 PP12 DP16, micro-batch 1 stated, interleaving not stated. Megatron-LM of
+    # 2021 interleaved only with --num-layers-per-virtual-pipeline-stage, so the row ran plain 1F1B
     row = row_named(rows, "Narayanan et al. 2021 Table 2", "GPT-3 175B (174.6B)", "1536")
     assert row.get("interleave_v") == "" and row.get("micro_batch") == "1"
     modelled = estimate_row(row)
+    assert modelled.framework.name.startswith(MEGATRON_2021.name)
+    assert modelled.layout.vp == 1 and "vp=1" in modelled.defaults
+    assert not any(d.startswith("vp=") and IMPUTED in d for d in modelled.defaults)
+
+
+def test_blank_interleaving_takes_a_valid_schedule(rows: list[Row]) -> None:
+    # the same layout from a source without a rule (Megatron-core on the A100's reference fabric), whose blank
+    # interleaving may have been any valid one
+    narayanan = row_named(rows, "Narayanan et al. 2021 Table 2", "GPT-3 175B (174.6B)", "1536")
+    row = stated(narayanan, source="a Megatron-core run of GPT-3 175B on 1,536 A100")
+    modelled = estimate_row(row)
+    assert modelled.framework.name == MEGATRON_CORE.name
     runnable(modelled)
     layout = modelled.layout
     assert layout.micro_batch == 1  # stated
@@ -113,6 +126,10 @@ def test_candidates_follow_the_framework_and_the_stated_sizes(rows: list[Row]) -
     # DeepSpeed's pipeline engine has no interleaved schedule; a stated knob is not enumerated
     assert completion_candidates(model, layout, DEEPSPEED, True, True)[1] == [1]
     assert completion_candidates(model, layout, MEGATRON_CORE, False, False) == ([1], [1])
+    # Megatron-LM of 2021-22 interleaved only with --num-layers-per-virtual-pipeline-stage: a blank vp ran 1F1B,
+    # while the micro-batch is still completed
+    for period in (MEGATRON_2021, MEGATRON_2022):
+        assert completion_candidates(model, layout, period, True, True) == (mbs, [1])
 
 
 def test_stated_whole_run_layout_is_completed_the_same_way() -> None:

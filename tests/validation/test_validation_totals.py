@@ -110,6 +110,28 @@ def test_a_row_is_evaluated_with_the_sign_convention(report: TotalsReport) -> No
     assert bloom.stated_gpu_hours is not None and bloom.stated_gpu_hours > 0
 
 
+@pytest.mark.parametrize("model", ["LLaMA-65B", "StarCoderBase (GPT-BigCode 15.5B)"])
+def test_runs_whose_source_names_the_framework_replay_under_it(report: TotalsReport, model: str) -> None:
+    """LLaMA (Sec. 2.4) and StarCoder (Sec. 5.6) ran Megatron-LM-2022-style code with flash attention: their
+    rule is that preset, and the planner's best is no layout it lacked (ZeRO-2/3, context parallelism)."""
+    from app.validation.training_runs import Row, rule_for_row
+
+    rule = rule_for_row(Row(1, {"source": _row(model)["source"], "gpu": "A100-80GB"}))
+    assert rule.framework.name == "megatron-2022" and rule.flash_attention
+    result = next(r for r in report.rows if r.model_name == model)
+    assert result.best_layout and result.skipped is None
+    assert not re.search(r"ZeRO-[23]|\bCP\d", result.best_layout)
+
+
+def test_starcoders_stated_layout_runs_without_interleaving(report: TotalsReport) -> None:
+    # BigCode's Megatron-LM fork interleaved only with --num-layers-per-virtual-pipeline-stage, which Sec. 5.6 does
+    # not name: the stated TP4 PP4 runs plain 1F1B, with the distributed optimizer the paper names
+    starcoder = next(r for r in report.rows if r.model_name.startswith("StarCoderBase"))
+    assert "vp=1" in starcoder.stated_defaults
+    assert not any(d.startswith("vp=") and "imputed" in d for d in starcoder.stated_defaults)
+    assert starcoder.stated_layout == "tp=4 pp=4 dp=32 mb=1 zero=1"
+
+
 def test_summary_counts_optimistic_rows(report: TotalsReport) -> None:
     s = report.summary()
     done = [r for r in report.rows if r.skipped is None and r.error_pct is not None]

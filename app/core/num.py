@@ -8,15 +8,16 @@ compute the same IEEE operations in the same order and agree to the bit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import overload
 
 import numpy as np
 from numpy.typing import NDArray
 
 Num = float | NDArray[np.float64]  # one layout's value, or one value per layout
+Flag = bool | NDArray[np.bool_]  # one layout's condition, or one condition per layout
 
 
-def is_rows(value: Any) -> bool:
+def is_rows(value: object) -> bool:
     """True when `value` is a numpy array (the row-wise evaluation)."""
     return isinstance(value, np.ndarray)
 
@@ -24,23 +25,35 @@ def is_rows(value: Any) -> bool:
 # the helpers below test each argument in turn: the one-layout path runs them thousands of times per estimate
 
 
-def where(cond: Any, if_true: Any, if_false: Any) -> Any:
+@overload
+def where(cond: bool, if_true: float, if_false: float) -> float: ...
+@overload
+def where(cond: Flag, if_true: Num, if_false: Num) -> Num: ...
+def where(cond: Flag, if_true: Num, if_false: Num) -> Num:
     """`np.where` on rows; a plain choice on Python numbers (both branches are already evaluated)."""
     if isinstance(cond, np.ndarray) or isinstance(if_true, np.ndarray) or isinstance(if_false, np.ndarray):
         return np.where(cond, if_true, if_false)
     return if_true if cond else if_false
 
 
-def maximum(a: Any, b: Any) -> Any:
+@overload
+def maximum(a: float, b: float) -> float: ...
+@overload
+def maximum(a: Num, b: Num) -> Num: ...
+def maximum(a: Num, b: Num) -> Num:
     """Element-wise maximum on rows; `max` on Python numbers."""
     return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else max(a, b)
 
 
-def minimum(a: Any, b: Any) -> Any:
+@overload
+def minimum(a: float, b: float) -> float: ...
+@overload
+def minimum(a: Num, b: Num) -> Num: ...
+def minimum(a: Num, b: Num) -> Num:
     """Element-wise minimum on rows; `min` on Python numbers."""
     return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
 
 
-def any_true(cond: Any) -> bool:
+def any_true(cond: Flag) -> bool:
     """Whether a condition holds for one row at least (a Python bool passes through)."""
     return bool(np.any(cond)) if is_rows(cond) else bool(cond)

@@ -26,16 +26,19 @@ def is_rows(value: object) -> bool:
 
 
 @overload
-def where(cond: bool, if_true: float, if_false: float) -> float: ...
+def where(cond: float, if_true: float, if_false: float) -> float: ...
 @overload
-def where(cond: Flag, if_true: Num, if_false: Num) -> Num: ...
-def where(cond: Flag, if_true: Num, if_false: Num) -> Num:
-    """`np.where` on rows; a plain choice on Python numbers (both branches are already evaluated)."""
+def where(cond: Flag | Num, if_true: Num, if_false: Num) -> Num: ...
+def where(cond: Flag | Num, if_true: Num, if_false: Num) -> Num:
+    """`np.where` on rows; a plain choice on Python numbers (both branches are already evaluated). `cond` is a
+    condition or a 0/1 number (a stage's first / last mark)."""
     if isinstance(cond, np.ndarray) or isinstance(if_true, np.ndarray) or isinstance(if_false, np.ndarray):
         return np.where(cond, if_true, if_false)
     return if_true if cond else if_false
 
 
+@overload
+def maximum(a: int, b: int) -> int: ...
 @overload
 def maximum(a: float, b: float) -> float: ...
 @overload
@@ -46,6 +49,8 @@ def maximum(a: Num, b: Num) -> Num:
 
 
 @overload
+def minimum(a: int, b: int) -> int: ...
+@overload
 def minimum(a: float, b: float) -> float: ...
 @overload
 def minimum(a: Num, b: Num) -> Num: ...
@@ -54,6 +59,6 @@ def minimum(a: Num, b: Num) -> Num:
     return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
 
 
-def any_true(cond: Flag) -> bool:
+def any_true(cond: Flag | Num) -> bool:
     """Whether a condition holds for one row at least (a Python bool passes through)."""
     return bool(np.any(cond)) if is_rows(cond) else bool(cond)

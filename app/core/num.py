@@ -8,16 +8,19 @@ compute the same IEEE operations in the same order and agree to the bit.
 
 from __future__ import annotations
 
-from typing import overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 Num = float | NDArray[np.float64]  # one layout's value, or one value per layout
 Flag = bool | NDArray[np.bool_]  # one layout's condition, or one condition per layout
 
 
-def is_rows(value: object) -> bool:
+def is_rows(value: object) -> TypeIs[NDArray[Any]]:  # Any: an array of any dtype
     """True when `value` is a numpy array (the row-wise evaluation)."""
     return isinstance(value, np.ndarray)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -458,7 +458,7 @@ def _peak_memory(
 
     first_t = stage(np.zeros(n, dtype=np.int64), 1, (pp == 1).astype(np.int64), lr.end_l, b16.first)
     last_t = stage(pp - 1, 0, 1, lr.end_l, b16.last)
-    first_bytes = first_t.total_bytes
+    first_bytes = cast(np.ndarray, first_t.total_bytes)  # every row: an array
     last_bytes = np.where(pp > 1, last_t.total_bytes, first_bytes)
     peak = np.maximum(first_bytes, last_bytes)
     host_bytes = np.where(pp > 1, np.maximum(first_t.host_bytes, last_t.host_bytes), first_t.host_bytes)

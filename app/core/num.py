@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 Num = float | NDArray[np.float64]  # one layout's value, or one value per layout
 Flag = bool | NDArray[np.bool_]  # one layout's condition, or one condition per layout
+Count = int | NDArray[np.int64]  # one layout's count (of ranks, layers, micro-batches), or one per layout
 
 
 def is_rows(value: object) -> TypeIs[NDArray[Any]]:  # Any: an array of any dtype
@@ -28,6 +29,8 @@ def is_rows(value: object) -> TypeIs[NDArray[Any]]:  # Any: an array of any dtyp
 # the helpers below test each argument in turn: the one-layout path runs them thousands of times per estimate
 
 
+@overload
+def where(cond: float, if_true: int, if_false: int) -> int: ...
 @overload
 def where(cond: float, if_true: float, if_false: float) -> float: ...
 @overload

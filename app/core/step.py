@@ -755,7 +755,7 @@ def data_parallel_times(
     exp_grad_bytes = expert_p * fw.grad_reduce_bytes
     z3, z12, z0 = zero >= 3, (zero >= 1) & (zero < 3), zero == 0
 
-    def masked(op: str, size: Num, ranks: Num, node: Num, mask: Num) -> Num:
+    def masked(op: str, size: Num, ranks: Num, node: Num, mask: Flag) -> Num:
         return coll(op, where(mask, size, 0.0), ranks, node, "dp")
 
     zero3: Num = 0.0

@@ -412,7 +412,7 @@ class StageMemory:
         nvidia-smi shows."""
         return self.total_bytes - self.outside_allocator_bytes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return {
             "stage": self.stage,
             "breakdown_bytes": dict(self.breakdown),
@@ -467,7 +467,7 @@ class MemoryEstimate:
     def fits(self) -> bool:
         return self.margin_bytes >= 0 and self.host_fits
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return {
             "stages": [s.to_dict() for s in self.stages],
             "most_loaded_stage": self.most_loaded.stage,

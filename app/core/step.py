@@ -510,7 +510,7 @@ class StepEstimate:
     def hfu(self) -> float:
         return self.hardware_tflops_per_gpu * 1e12 / self.peak_flops_per_gpu
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return {
             "breakdown_s": dict(self.breakdown),
             "total_s": self.total_s,

@@ -25,12 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from app.core.hardware import GPUSpec
+from app.core.num import Num
 from app.core.precision import QUANTIZED_DTYPES
+
+if TYPE_CHECKING:
+    from app.core.network import NetworkParams
 
 # Intensity at which a GEMM reaches half of its asymptotic throughput, as a multiple of the GPU's roofline
 # ridge point (dense 16-bit peak FLOP/s ÷ HBM bytes/s, Williams et al. 2009): faster tensor cores over the same
@@ -50,7 +54,7 @@ TILE_M, TILE_N = 128, 256
 REFERENCE_SIZE = 8192.0  # the square GEMM edge behind REFERENCE_INTENSITY
 
 
-def quantisation_efficiency(m: Any, n: Any, sm_count: int, batch: Any = 1.0) -> Any:
+def quantisation_efficiency(m: Num, n: Num, sm_count: int, batch: Num = 1.0) -> Num:
     """Useful share of the SM-time a GEMM of `batch` × (m × n) outputs occupies: tile padding × partial last
     wave (NVIDIA "Matrix Multiplication Background User's Guide"). 1.0 when the SM count is unknown."""
     if sm_count <= 0:
@@ -64,7 +68,7 @@ def quantisation_efficiency(m: Any, n: Any, sm_count: int, batch: Any = 1.0) -> 
         waves = np.ceil(tiles / sm_count)
         eff = (m_ * n_ * b_) / (waves * sm_count * tm * tn)
         best = eff if best is None else np.maximum(best, eff)
-    return best
+    return cast(Num, best)  # set by both orientations
 
 
 # When a GPU has no measured matmul figure: fraction of dense peak that large BF16 GEMMs reach.
@@ -185,14 +189,14 @@ class GemmEfficiency:
             sm_count=gpu.sm_count if wave_quantisation else 0,
         )
 
-    def intensity(self, m: Any, n: Any, k: Any) -> Any:
+    def intensity(self, m: Num, n: Num, k: Num) -> Num:
         return 1.0 / (
             1.0 / np.asarray(m, dtype=float)
             + 1.0 / np.asarray(n, dtype=float)
             + 1.0 / np.asarray(k, dtype=float)
         )
 
-    def flops_per_s(self, m: Any, n: Any, k: Any, batch: Any = 1.0) -> Any:
+    def flops_per_s(self, m: Num, n: Num, k: Num, batch: Num = 1.0) -> Num:
         """Throughput of `batch` independent GEMMs (m, n, k) run as one batched kernel."""
         i = self.intensity(m, n, k)
         rate = self.max_flops * i / (i + self.half_intensity)
@@ -200,7 +204,7 @@ class GemmEfficiency:
             rate = rate * quantisation_efficiency(m, n, self.sm_count, batch)
         return rate
 
-    def time_s(self, m: Any, n: Any, k: Any, batch: Any = 1) -> Any:
+    def time_s(self, m: Num, n: Num, k: Num, batch: Num = 1) -> Num:
         """Seconds for `batch` GEMMs of shape (m, n, k)."""
         flops = 2.0 * np.asarray(m, dtype=float) * n * k * batch
         return flops / self.flops_per_s(m, n, k, batch)
@@ -209,7 +213,7 @@ class GemmEfficiency:
         """The same curve scaled to `fraction` of its throughput (sustained load)."""
         return replace(self, max_flops=self.max_flops * fraction)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return asdict(self)
 
 
@@ -220,7 +224,7 @@ class HardwareProfile:
     sequence; app.core.attention uses them in place of the published micro-benchmarks)."""
 
     gemm: GemmEfficiency | None = None
-    network: Any = None  # app.core.network.NetworkParams (calibrated α/β per tier), None → defaults
+    network: NetworkParams | None = None  # calibrated α/β per tier, None → defaults
     name: str = "defaults"
     version: str = "1"
     attention: Mapping[str, tuple[float, float]] = field(default_factory=dict)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast, overload
 
 from app.core.errors import ProblemCollector
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.model import ModelSpec
-from app.core.num import where
+from app.core.num import Count, where
 from app.core.precision import QUANTIZED_DTYPES
 
 RecomputeMode = Literal["none", "selective", "full"]
@@ -59,11 +59,15 @@ MOMENTS_DTYPES: tuple[str, ...] = ("fp32", "bf16")
 RESHARD_MODES: tuple[str, ...] = ("forward", "backward", "step")
 
 
-def framework_reshard(pipeline_reshard: str, pp: Any, zero: Any) -> Any:
+@overload
+def framework_reshard(pipeline_reshard: str, pp: int, zero: int) -> int: ...
+@overload
+def framework_reshard(pipeline_reshard: str, pp: Count, zero: Count) -> Count: ...
+def framework_reshard(pipeline_reshard: str, pp: Count, zero: Count) -> Count:
     """RESHARD_MODES index a framework runs ZeRO-3 at: its pipeline schedule's (Framework.pipeline_reshard) when
     pp > 1, "forward" otherwise. Numbers or one value per layout."""
     held = RESHARD_MODES.index(pipeline_reshard)
-    return where((pp > 1) & (zero >= 3), held, 0)
+    return cast(Count, where((pp > 1) & (zero >= 3), held, 0))  # np.where of two ints: an int64 array
 
 
 @dataclass(frozen=True)
@@ -192,11 +196,11 @@ class Layout:
         """Micro-batches per pipeline per step (gradient-accumulation steps)."""
         return max(1, self.global_batch // max(1, self.dp * self.micro_batch))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Layout:
+    def from_dict(cls, data: dict[str, Any]) -> Layout:  # Any: JSON values
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -206,7 +210,7 @@ class Layout:
                 data = {**data, name: tuple(data[name] or ())}
         return cls(**data)
 
-    def with_(self, **changes: Any) -> Layout:
+    def with_(self, **changes: Any) -> Layout:  # Any: any field's type
         return replace(self, **changes)
 
 
@@ -226,7 +230,7 @@ class RunOptions:
     offload_modules: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, source: Any) -> RunOptions:
+    def of(cls, source: Any) -> RunOptions:  # Any: any record with Layout's field names
         """The options a record with the Layout's field names carries (a Layout, a search request); the recompute
         and offload modules stay per layout and are not taken."""
         return cls(
@@ -237,7 +241,7 @@ class RunOptions:
             optimizer_moments_dtype=source.optimizer_moments_dtype,
         )
 
-    def layout_fields(self, recompute: str) -> dict[str, Any]:
+    def layout_fields(self, recompute: str) -> dict[str, Any]:  # Any: any field's type
         """The Layout fields of a layout with this `recompute` mode (the recompute modules apply to "selective")."""
         return {
             "dtype": self.dtype,
@@ -257,7 +261,8 @@ class LayoutColumns:
 
     `etp` is the expert tensor-parallel size in effect (Layout.expert_tp), `recompute` an index into RECOMPUTE_MODES,
     `sp` 0/1, `recompute_layers` 0 for all of a stage's layers (Layout's None), `num_microbatches` and `expert_dp`
-    as Layout's properties compute them.
+    as Layout's properties compute them. Fields are Any: an int for one layout, an int64 (or float) array per row in
+    the planner, which reads them as arrays; Num (float64 rows) would not admit the integer columns.
     """
 
     tp: Any
@@ -356,7 +361,7 @@ def stage_bf16_layer_counts(num_layers: int, layout: Layout) -> tuple[int, ...]:
     return tuple(counts)
 
 
-def pipeline_label(layout: Any) -> str:
+def pipeline_label(layout: Any) -> str:  # Any: a Layout or a record with its field names
     """ "PP16", "PP16(7|…|7)" with an uneven split's first and last stage layers ("=" for an even end), or every
     stage's layers ("PP8(9|8|8|8|8|8|6|6)") when they are all given."""
     stages = tuple(getattr(layout, "stage_layers", ()) or ())
@@ -368,14 +373,14 @@ def pipeline_label(layout: Any) -> str:
     return f"PP{layout.pp}({'=' if first is None else first}|…|{'=' if last is None else last})"
 
 
-def microbatch_group_shown(layout: Any) -> int:
+def microbatch_group_shown(layout: Any) -> int:  # Any: as pipeline_label
     """The micro-batch group a label names: only a group other than Megatron-core's default (pp micro-batches per
     chunk in a row, `microbatch_group_size_per_vp_stage`) under interleaving; 0 when there is nothing to show."""
     group = getattr(layout, "microbatch_group", None) or 0
     return group if getattr(layout, "vp", 1) > 1 and group and group != layout.pp else 0
 
 
-def layout_label(layout: Any) -> str:
+def layout_label(layout: Any) -> str:  # Any: as pipeline_label
     """The short label of a layout, the one every surface shows (planner rankings, saved plans, replays):
     "TP4 PP8 VP6 DP16 ZeRO-1 SP recompute=selective mb=2", with "mbg=N" after VP for a micro-batch group other
     than pp."""
@@ -401,7 +406,7 @@ def layout_label(layout: Any) -> str:
     return " ".join(parts)
 
 
-def _recompute_and_offload_labels(layout: Any) -> list[str]:
+def _recompute_and_offload_labels(layout: Any) -> list[str]:  # Any: as pipeline_label
     parts: list[str] = []
     recompute_layers = getattr(layout, "recompute_layers", None)
     modules = getattr(layout, "recompute_modules", ())
@@ -603,7 +608,7 @@ def check_module_names(
 def check_precision_options(
     p: ProblemCollector,
     dtype: str,
-    zero: Any,
+    zero: object,
     fp8_param_gather: bool,
     moments_dtype: str,
     prefix: str = "",
@@ -642,7 +647,7 @@ def check_precision_options(
 
 
 def check_bf16_layers(
-    p: ProblemCollector, num_layers: int, dtype: str, first: Any, last: Any, prefix: str = ""
+    p: ProblemCollector, num_layers: int, dtype: str, first: object, last: object, prefix: str = ""
 ) -> None:
     """Layers kept 16-bit (bf16_first_layers / bf16_last_layers): whole numbers within the model, on an fp8 or fp4
     run only; problems go to `p` under `prefix` + the field name (the layout's or the planner request's)."""

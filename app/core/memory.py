@@ -25,16 +25,17 @@ only on group-level fields (recompute mode, flash attention) so a vectorised pla
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts, stage_layer_counts
 from app.core.model import LayerShape, ModelSpec, layer_shape, num_moe_layers, padded_vocab_size
-from app.core.num import Num, any_true, is_rows, maximum, minimum, where
+from app.core.num import Flag, Num, any_true, is_rows, maximum, minimum, where
 from app.core.precision import QUANTIZED_DTYPES, SOURCE_BYTES
 from app.core.units import GiB
 
@@ -52,8 +53,8 @@ DEFAULT_SAFETY_FRACTION = 0.05  # headroom kept free of HBM for allocator spikes
 
 
 def transformer_params_per_gpu(
-    shape: LayerShape, dense_layers: Any, moe_layers: Any, tp: Any, ep: Any, etp: Any = None
-) -> tuple[Any, Any]:
+    shape: LayerShape, dense_layers: Num, moe_layers: Num, tp: Num, ep: Num, etp: Num | None = None
+) -> tuple[Num, Num]:
     """(non-expert, expert) parameters per GPU for the transformer layers it holds.
 
     Attention and FFN matrices are split over tp (Shoeybi et al. 2019, arXiv 1909.08053); norms and the MoE
@@ -64,7 +65,7 @@ def transformer_params_per_gpu(
     return dense_layers * dense_layer + moe_layers * moe_layer, moe_layers * experts
 
 
-def layer_params(shape: LayerShape, tp: Any, ep: Any, etp: Any = None) -> tuple[Any, Any, Any]:
+def layer_params(shape: LayerShape, tp: Num, ep: Num, etp: Num | None = None) -> tuple[Num, Num, Num]:
     """Parameters per GPU of one dense layer, of one MoE layer's non-expert part and of its routed experts
     (transformer_params_per_gpu)."""
     attn = shape.attn_params / tp + shape.norm_params
@@ -74,21 +75,24 @@ def layer_params(shape: LayerShape, tp: Any, ep: Any, etp: Any = None) -> tuple[
     return dense_layer, moe_layer, experts
 
 
-def embedding_params_per_gpu(model: ModelSpec, tp: Any, pp: Any, first: Any, last: Any) -> Any:
+def embedding_params_per_gpu(model: ModelSpec, tp: Num, pp: Num, first: Flag | Num, last: Flag | Num) -> Num:
     """Word embedding on the first stage, LM head on the last (a tied head is a second copy when pp > 1,
     Megatron `setup_embeddings_and_output_layer`). Vocabulary padded to 128·tp."""
-    vocab = padded_vocab_size(model.vocab_size, tp)
+    vocab = padded_vocab_size(model.vocab_size, cast(int, tp))  # an array of tp pads per row
     emb = vocab * model.hidden_size / tp
     pos = model.max_seq_len * model.hidden_size if model.position_embedding == "learned" else 0
     norm = (2 if model.norm == "layernorm" else 1) * model.hidden_size
     # with pp = 1 a tied head reuses the embedding already counted on the (only) stage
     head_copy = 1 if not model.tied_embeddings else (np.asarray(pp) > 1) * 1
-    return first * (emb + pos) + last * (emb * head_copy * _head_not_shared(first, last, model) + norm)
+    # cast: numpy's stubs widen float64 times a bool or int array to a generic floating array
+    return cast(
+        Num, first * (emb + pos) + last * (emb * head_copy * _head_not_shared(first, last, model) + norm)
+    )
 
 
 def mtp_params_per_gpu(
-    model: ModelSpec, shape: LayerShape, tp: Any, ep: Any, pp: Any, etp: Any = None
-) -> tuple[Any, Any]:
+    model: ModelSpec, shape: LayerShape, tp: Num, ep: Num, pp: Num, etp: Num | None = None
+) -> tuple[Num, Num]:
     """(non-expert, expert) parameters per GPU of the model's multi-token-prediction modules on the last pipeline
     stage (ModelSpec.mtp_layers). A module (DeepSeek-V3, arXiv 2412.19437 Sec. 2.2; Megatron-core
     MultiTokenPredictionLayer) normalises the hidden state and the next token's embedding, projects the two (2h → h,
@@ -105,37 +109,41 @@ def mtp_params_per_gpu(
     embedding = (
         0.0
         if model.tied_embeddings
-        else (np.asarray(pp) > 1) * padded_vocab_size(model.vocab_size, tp) * h / tp
+        else (np.asarray(pp) > 1) * padded_vocab_size(model.vocab_size, cast(int, tp)) * h / tp
     )
-    return mtp_layers * module + embedding, mtp_layers * block_e
+    return cast(
+        Num, mtp_layers * module + embedding
+    ), mtp_layers * block_e  # cast: as embedding_params_per_gpu
 
 
-def _head_not_shared(first: Any, last: Any, model: ModelSpec) -> Any:
+def _head_not_shared(first: Flag | Num, last: Flag | Num, model: ModelSpec) -> Num:
     # with pp = 1 and tied embeddings the head reuses the embedding already counted on the (only) stage
     if not model.tied_embeddings:
         return 1
-    return (
+    return cast(  # numpy's stubs type 1 − a product of bool / int arrays as an integer array
+        Num,
         1 - first * last
         if isinstance(first, np.ndarray) or isinstance(last, np.ndarray)
-        else int(not (first and last))
+        else int(not (first and last)),
     )
 
 
-def state_bytes(params: Any, shard: Any, zero: Any, fw: Framework) -> dict[str, Any]:
+def state_bytes(params: Num, shard: Num, zero: Num, fw: Framework) -> dict[str, Num]:
     """Weights, gradients, master weights and optimizer states for `params` sharded over `shard` ranks."""
 
-    def div(stage: int) -> Any:
-        return (
+    def div(stage: int) -> Num:
+        return cast(  # numpy's stubs widen float64 times a bool array to a generic floating dtype
+            Num,
             1 + (shard - 1) * (np.asarray(zero) >= stage)
             if isinstance(zero, np.ndarray)
-            else (shard if zero >= stage else 1)
+            else (shard if zero >= stage else 1),
         )
 
     # FSDP's sharded parameter is the fp32 master: no separate 16-bit shard (Framework.zero3_sharded_16bit_copy)
-    weight_bytes: Any = fw.weight_bytes
+    weight_bytes: Num = fw.weight_bytes
     if not fw.zero3_sharded_16bit_copy:
         kept = (np.asarray(zero) < 3) if isinstance(zero, np.ndarray) else float(zero < 3)
-        weight_bytes = fw.weight_bytes * kept
+        weight_bytes = cast(Num, fw.weight_bytes * kept)  # cast: as in div
     return {
         "weights": params * weight_bytes / div(3),
         "gradients": params * fw.grad_bytes / div(2) + params * fw.extra_unsharded_bytes,
@@ -150,7 +158,7 @@ def state_bytes(params: Any, shard: Any, zero: Any, fw: Framework) -> dict[str, 
 OPTIMIZER_HOST_BYTES = 16.0
 
 
-def optimizer_shard_params(dense_params: Any, expert_params: Any, layout: Layout) -> Any:
+def optimizer_shard_params(dense_params: Num, expert_params: Num, layout: Layout) -> Num:
     """Parameters whose optimizer states this GPU holds: its share of the dense and expert parameters under the
     distributed optimizer (zero ≥ 1 shards over dp·cp, the experts over their own data-parallel group)."""
     if layout.zero >= 1:
@@ -163,7 +171,7 @@ def bytes_per_param(zero: int, dp: int, fw: Framework = MEGATRON_CORE) -> float:
     return float(sum(state_bytes(1.0, dp, zero, fw).values()))
 
 
-def zero3_working_bytes(layer_params: Any, fw: Framework, reshard: Any = 0) -> Any:
+def zero3_working_bytes(layer_params: Num, fw: Framework, reshard: Num = 0) -> Num:
     """Gathered (unsharded) weights and gradients ZeRO-3 holds at once, for layers of `layer_params` per GPU.
 
     FSDP (Zhao et al. 2023, arXiv 2304.11277, Sec. 3.2): one unit = one transformer block, the current and the
@@ -179,7 +187,7 @@ def zero3_working_bytes(layer_params: Any, fw: Framework, reshard: Any = 0) -> A
     return 2 * layer_params * (weights + grads)
 
 
-def zero3_held_bytes(params: Any, fw: Framework, reshard: Any) -> tuple[Any, Any]:
+def zero3_held_bytes(params: Num, fw: Framework, reshard: Num) -> tuple[Num, Num]:
     """(weights, gradients) bytes ZeRO-3 keeps unsharded across a stage of `params` per GPU (Layout.reshard_after):
     the working weights from the forward to the backward ("backward") or the whole step ("step"), and under "step"
     the gradients accumulated unsharded at the reduction's precision (FSDP2 accumulates in its reduce dtype when
@@ -196,16 +204,16 @@ def zero3_held_bytes(params: Any, fw: Framework, reshard: Any) -> tuple[Any, Any
 
 def layer_activation_bytes(  # noqa: PLR0913
     shape: LayerShape,
-    tokens: Any,
-    seq_len: Any,
-    tp: Any,
-    sp: Any,
+    tokens: Num,
+    seq_len: Num,
+    tp: Num,
+    sp: Num,
     recompute: str,
     flash: bool,
     moe: bool = False,
     fw: Framework = MEGATRON_CORE,
     modules: tuple[str, ...] = ("core_attn",),
-) -> Any:
+) -> Num:
     """Bytes one transformer layer keeps for backward, per micro-batch, per GPU (Korthikanti 2022 Sec. 4).
 
     tokens = micro_batch · seq_len / cp on this GPU; seq_len is the full key length attention sees.
@@ -277,14 +285,14 @@ def layer_activation_bytes(  # noqa: PLR0913
 
 def offloaded_activation_bytes(
     shape: LayerShape,
-    tokens: Any,
-    tp: Any,
-    sp: Any,
+    tokens: Num,
+    tp: Num,
+    sp: Num,
     moe: bool,
     fw: Framework,
     offload_modules: tuple[str, ...],
     recompute_modules: tuple[str, ...] = (),
-) -> Any:
+) -> Num:
     """Bytes of one layer's saved activations, per micro-batch and GPU, that Megatron-core's fine-grained
     activation offloading moves to host memory (`--fine-grained-activation-offloading --offload-modules ...`;
     docs "Fine-grained Activation Offloading": each listed module offloads its input in forward and reloads it
@@ -319,8 +327,8 @@ def offloaded_activation_bytes(
 
 
 def inflight_layer_microbatches(
-    layers_per_gpu: Any, pp: Any, vp: Any, m: Any, stage: Any, group: Any = 0
-) -> Any:
+    layers_per_gpu: Num, pp: Num, vp: Num, m: Num, stage: Num, group: Num = 0
+) -> Num:
     """Layer-activations (layer × micro-batch) stored at the peak on pipeline stage `stage` (0-based).
 
     1F1B: min(p − i, m) micro-batches of all L/p layers. Interleaved (v > 1): min(2(p−i−1) + (v−1)g + 1, m·v)
@@ -404,7 +412,7 @@ class StageMemory:
         nvidia-smi shows."""
         return self.total_bytes - self.outside_allocator_bytes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return {
             "stage": self.stage,
             "breakdown_bytes": dict(self.breakdown),
@@ -459,7 +467,7 @@ class MemoryEstimate:
     def fits(self) -> bool:
         return self.margin_bytes >= 0 and self.host_fits
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return {
             "stages": [s.to_dict() for s in self.stages],
             "most_loaded_stage": self.most_loaded.stage,
@@ -529,13 +537,13 @@ class LayerActivations:
     workspace_rest: Num
 
 
-def _by_mode(recompute: Any, branches: dict[int, Any]) -> Any:
+def _by_mode(recompute: Num, branches: dict[int, Callable[[], Num]]) -> Num:
     """The value of each row's recompute mode (index into RECOMPUTE_MODES); `branches` maps a mode to a thunk,
     called only for the modes present; a mode without one gives 0."""
     if not is_rows(recompute):
         thunk = branches.get(int(recompute))
         return thunk() if thunk is not None else 0.0
-    out: Any = 0.0
+    out: Num = 0.0
     for code, thunk in branches.items():
         chosen = recompute == code
         if chosen.any():
@@ -554,7 +562,7 @@ def layer_activations(
     tokens = cols.micro_batch * run.seq_len / cols.cp
     rec = cols.recompute
 
-    def act(mode: str, moe: bool, mods: tuple[str, ...] = ("core_attn",)) -> Any:
+    def act(mode: str, moe: bool, mods: tuple[str, ...] = ("core_attn",)) -> Num:
         if moe and not with_moe:
             return 0.0
         return layer_activation_bytes(
@@ -566,11 +574,11 @@ def layer_activations(
     full_kept = _by_mode(rec, {2: lambda: act("full", False)})
     dense_mode = _by_mode(rec, {0: lambda: dense_none, 1: lambda: act("selective", False, sel)})
     moe_mode = _by_mode(rec, {0: lambda: moe_none, 1: lambda: act("selective", True, sel)})
-    moved_dense: Any = 0.0
-    moved_moe: Any = 0.0
+    moved_dense: Num = 0.0
+    moved_moe: Num = 0.0
     if run.offload_modules:
         # Layout.selective_modules: the recompute modules apply to selective rows only
-        def moved(moe: bool) -> Any:
+        def moved(moe: bool) -> Num:
             if moe and not with_moe:
                 return 0.0
             args = (shape, tokens, cols.tp, cols.sp, moe, fw, run.offload_modules)
@@ -599,19 +607,19 @@ def layer_activations(
 
 
 def _saved_per_layer(
-    acts: LayerActivations, cols: LayoutColumns, dense_layers: Any, moe_layers: Any, layers: Any
-) -> tuple[Any, Any]:
+    acts: LayerActivations, cols: LayoutColumns, dense_layers: Num, moe_layers: Num, layers: Num
+) -> tuple[Num, Num]:
     """Activations one layer of the stage keeps per micro-batch (mean over its dense and MoE layers) and, under full
     recompute, the working set of the layer being recomputed (it holds its full activations during its backward)."""
     rec, rl = cols.recompute, cols.recompute_layers
 
-    def full() -> tuple[Any, Any]:
+    def full() -> tuple[Num, Num]:
         mean_full = (acts.dense_none * dense_layers + acts.moe_none * moe_layers) / layers
         # Megatron --recompute-num-layers: the share of the stage's layers recomputed (0 = all)
         share = where(rl > 0, minimum(1.0, rl / layers), 1.0)
         return share * acts.full_kept + (1 - share) * mean_full, mean_full
 
-    def other() -> tuple[Any, Any]:
+    def other() -> tuple[Num, Num]:
         return (acts.dense_mode * dense_layers + acts.moe_mode * moe_layers) / layers, 0.0
 
     if not is_rows(rec):
@@ -628,15 +636,15 @@ class StageTerms:
     """One pipeline stage's memory for every row: `breakdown` (MEMORY_KEYS, bytes), the parameters held, the
     in-flight micro-batches per layer, and the host bytes (offloaded activations and optimizer states)."""
 
-    breakdown: dict[str, Any]
-    params: Any
-    inflight_microbatches: Any
-    host_bytes: Any
-    host_optimizer_bytes: Any
+    breakdown: dict[str, Num]
+    params: Num
+    inflight_microbatches: Num
+    host_bytes: Num
+    host_optimizer_bytes: Num
 
     @property
-    def total_bytes(self) -> Any:
-        total: Any = 0
+    def total_bytes(self) -> Num:
+        total: Num = 0
         for key in MEMORY_KEYS:
             total = total + self.breakdown[key]
         return total
@@ -646,11 +654,11 @@ def stage_terms(
     run: MemoryRun,
     cols: LayoutColumns,
     acts: LayerActivations,
-    stage: Any,
-    first: Any,
-    last: Any,
-    layers: Any,
-    bf16: tuple[Any, LayerActivations] | None = None,
+    stage: Num,
+    first: Num,
+    last: Num,
+    layers: Num,
+    bf16: tuple[Num, LayerActivations] | None = None,
 ) -> StageTerms:
     """Peak per-GPU memory of pipeline stage `stage` (0-based; `first` / `last` 0/1 mark the end stages) holding
     `layers` transformer layers, for one layout or every row. `bf16`: (the stage's layers kept 16-bit, their
@@ -681,7 +689,7 @@ def stage_terms(
     breakdown["logits"] = logits
     breakdown["workspace"] = workspace
     breakdown["comm_buffers"] = comm
-    allocated: Any = 0
+    allocated: Num = 0
     for value in breakdown.values():
         allocated = allocated + value
     breakdown["fragmentation"] = allocated * fw.fragmentation_fraction
@@ -700,9 +708,9 @@ def _stage_params(
     run: MemoryRun,
     cols: LayoutColumns,
     acts: LayerActivations,
-    ends: tuple[Any, Any],
-    split: tuple[Any, Any, Any],
-) -> tuple[Any, Any]:
+    ends: tuple[Num, Num],
+    split: tuple[Num, Num, Num],
+) -> tuple[Num, Num]:
     """(dense, expert) parameters a GPU of the stage holds: its layers (transformer_params_per_gpu, with the
     per-layer counts computed once per row), the embedding / LM head of an end stage (`ends`: first, last) and the
     MTP modules of the last. `split`: the stage's (layers, dense layers, MoE layers)."""
@@ -725,20 +733,20 @@ def _stage_params(
 
 
 def _stage_states(
-    run: MemoryRun, cols: LayoutColumns, dense_params: Any, expert_params: Any
-) -> tuple[dict[str, Any], Any]:
+    run: MemoryRun, cols: LayoutColumns, dense_params: Num, expert_params: Num
+) -> tuple[dict[str, Num], Num]:
     """(weights, gradients, master weights and optimizer states in HBM, bytes of optimizer states on the host): the
     dense parameters sharded over dp·cp, the experts' over the expert data-parallel ranks (state_bytes), the
     offloaded share of the fp32 master weights and Adam moments (optimizer offloading) moved to the host."""
     fw, zero, dp, cp = run.fw, cols.zero, cols.dp, cols.cp
     states = state_bytes(dense_params, dp * cp, zero, fw)
-    breakdown: dict[str, Any] = dict(states)
+    breakdown: dict[str, Num] = dict(states)
     if num_moe_layers(run.model):
         # the experts' states (zero for a dense model: adding them would change no bit)
         expert_states = state_bytes(expert_params, cols.expert_dp, zero, fw)
         breakdown = {k: states[k] + expert_states[k] for k in states}
     f = cols.optimizer_offload
-    host_optimizer: Any = 0.0
+    host_optimizer: Num = 0.0
     if any_true(f > 0):
         breakdown["master_weights"] = breakdown["master_weights"] * (1 - f)
         breakdown["optimizer_states"] = breakdown["optimizer_states"] * (1 - f)
@@ -754,9 +762,9 @@ def _stage_saved_per_layer(
     run: MemoryRun,
     cols: LayoutColumns,
     acts: LayerActivations,
-    split: tuple[Any, Any, Any],
-    bf16: tuple[Any, LayerActivations] | None,
-) -> tuple[Any, Any, Any]:
+    split: tuple[Num, Num, Num],
+    bf16: tuple[Num, LayerActivations] | None,
+) -> tuple[Num, Num, Num]:
     """(activations a layer of the stage saves per micro-batch in HBM, its working set, the inputs fine-grained
     offloading moves to the host per layer): the mean over the stage's dense and MoE layers, with its 16-bit layers
     (`bf16`: count, their activations) saving 16-bit GEMM inputs."""
@@ -768,14 +776,14 @@ def _stage_saved_per_layer(
         blended = ((layers - count) * per_layer + count * per_layer16) / layers
         per_layer = where(count > 0, blended, per_layer)
         working = where(count > 0, maximum(working, working16), working)
-    moved: Any = 0.0
+    moved: Num = 0.0
     if run.offload_modules:
         moved = (acts.moved_dense * dense_layers + acts.moved_moe * moe_layers) / layers
         per_layer = per_layer - moved
     return per_layer, working, moved
 
 
-def _held_activations(cols: LayoutColumns, saved: tuple[Any, Any, Any], layers: Any) -> tuple[Any, Any]:
+def _held_activations(cols: LayoutColumns, saved: tuple[Num, Num, Num], layers: Num) -> tuple[Num, Num]:
     """(the layers' activations in HBM at the peak, the bytes offloaded to the host): `saved` is (per layer and
     micro-batch in HBM, per layer moved by fine-grained offloading, layer-micro-batches in flight)."""
     per_layer, moved, inflight = saved
@@ -798,11 +806,11 @@ def _held_activations(cols: LayoutColumns, saved: tuple[Any, Any, Any], layers: 
 def _end_stage_activations(
     run: MemoryRun,
     cols: LayoutColumns,
-    activations: Any,
-    saved: tuple[Any, Any],
-    ends: tuple[Any, Any],
-    layers: Any,
-) -> tuple[Any, Any]:
+    activations: Num,
+    saved: tuple[Num, Num],
+    ends: tuple[Num, Num],
+    layers: Num,
+) -> tuple[Num, Num]:
     """(`activations` with what an end stage adds, the logits of one micro-batch): the first stage's embedding
     dropout mask; the last stage's final-norm and LM-head inputs, logits and MTP modules. `saved`: (per layer and
     micro-batch, layer-micro-batches in flight)."""
@@ -815,11 +823,11 @@ def _end_stage_activations(
     if shape.hidden_dropout and any_true(first):
         # the embedding dropout mask
         activations = activations + where(first, MASK_BYTES * h * tokens / sp_div * inflight / layers, 0.0)
-    logits: Any = 0.0
+    logits: Num = 0.0
     if any_true(last):
         # final norm input + LM-head input (kept) and the logits of one micro-batch (transient)
         activations = activations + where(last, 2 * ACT_BYTES * h * tokens / sp_div, 0.0)
-        vocab = padded_vocab_size(model.vocab_size, tp)
+        vocab = padded_vocab_size(model.vocab_size, cast(int, tp))  # an array of tp pads per row
         logits = where(last, run.fw.logits_bytes_per_element * tokens * vocab / tp, 0.0)
         # multi-token prediction: each module's block keeps an average layer's activations for the micro-batches in
         # flight on this stage, and its projection input (the two normalised h-wide halves) and head input
@@ -828,7 +836,7 @@ def _end_stage_activations(
     return activations, logits
 
 
-def _comm_buffers(fw: Framework, cols: LayoutColumns, params_per_layer: Any) -> Any:
+def _comm_buffers(fw: Framework, cols: LayoutColumns, params_per_layer: Num) -> Num:
     """The framework's communication buffers, with ZeRO-3's gathered working parameters (zero3_working_bytes)."""
     comm = fw.comm_buffer_bytes
     return where(cols.zero >= 3, comm + zero3_working_bytes(params_per_layer, fw, cols.reshard), comm)

@@ -8,15 +8,20 @@ compute the same IEEE operations in the same order and agree to the bit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
 Num = float | NDArray[np.float64]  # one layout's value, or one value per layout
+Flag = bool | NDArray[np.bool_]  # one layout's condition, or one condition per layout
+Count = int | NDArray[np.int64]  # one layout's count (of ranks, layers, micro-batches), or one per layout
 
 
-def is_rows(value: Any) -> bool:
+def is_rows(value: object) -> TypeIs[NDArray[Any]]:  # Any: an array of any dtype
     """True when `value` is a numpy array (the row-wise evaluation)."""
     return isinstance(value, np.ndarray)
 
@@ -24,23 +29,42 @@ def is_rows(value: Any) -> bool:
 # the helpers below test each argument in turn: the one-layout path runs them thousands of times per estimate
 
 
-def where(cond: Any, if_true: Any, if_false: Any) -> Any:
-    """`np.where` on rows; a plain choice on Python numbers (both branches are already evaluated)."""
+@overload
+def where(cond: float, if_true: int, if_false: int) -> int: ...
+@overload
+def where(cond: float, if_true: float, if_false: float) -> float: ...
+@overload
+def where(cond: Flag | Num, if_true: Num, if_false: Num) -> Num: ...
+def where(cond: Flag | Num, if_true: Num, if_false: Num) -> Num:
+    """`np.where` on rows; a plain choice on Python numbers (both branches are already evaluated). `cond` is a
+    condition or a 0/1 number (a stage's first / last mark)."""
     if isinstance(cond, np.ndarray) or isinstance(if_true, np.ndarray) or isinstance(if_false, np.ndarray):
         return np.where(cond, if_true, if_false)
     return if_true if cond else if_false
 
 
-def maximum(a: Any, b: Any) -> Any:
+@overload
+def maximum(a: int, b: int) -> int: ...
+@overload
+def maximum(a: float, b: float) -> float: ...
+@overload
+def maximum(a: Num, b: Num) -> Num: ...
+def maximum(a: Num, b: Num) -> Num:
     """Element-wise maximum on rows; `max` on Python numbers."""
     return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else max(a, b)
 
 
-def minimum(a: Any, b: Any) -> Any:
+@overload
+def minimum(a: int, b: int) -> int: ...
+@overload
+def minimum(a: float, b: float) -> float: ...
+@overload
+def minimum(a: Num, b: Num) -> Num: ...
+def minimum(a: Num, b: Num) -> Num:
     """Element-wise minimum on rows; `min` on Python numbers."""
     return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
 
 
-def any_true(cond: Any) -> bool:
+def any_true(cond: Flag | Num) -> bool:
     """Whether a condition holds for one row at least (a Python bool passes through)."""
     return bool(np.any(cond)) if is_rows(cond) else bool(cond)

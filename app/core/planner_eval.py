@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -53,6 +53,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
+from app.core.num import Num
 from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
 from app.core.step import (
     STAGE_PARTS,
@@ -126,7 +127,7 @@ class LayoutArrays:
     def __len__(self) -> int:
         return int(self.tp.shape[0])
 
-    def take(self, index: Any) -> LayoutArrays:
+    def take(self, index: np.ndarray) -> LayoutArrays:
         return LayoutArrays(**{k: getattr(self, k)[index] for k in LAYOUT_ARRAYS})
 
     @classmethod
@@ -204,7 +205,7 @@ class CollectiveTable:
             self.cache[key] = hit
         return hit
 
-    def __call__(self, op: str, size: Any, ranks: Any, per_node: Any, key: np.ndarray) -> np.ndarray:
+    def __call__(self, op: str, size: Num, ranks: Num, per_node: Num, key: np.ndarray) -> np.ndarray:
         """Seconds per row; `key` is an integer code per row that determines (size, ranks, per node).
 
         Rows with one rank or nothing to send take no time and are not looked up.
@@ -451,14 +452,20 @@ def _peak_memory(
     (it holds the most layer-activations of the stages between)."""
     n, pp = lr.n, lr.cols.pp
 
-    def stage(index: Any, first: Any, last: Any, layers: np.ndarray, bf16: np.ndarray | None) -> StageTerms:
+    def stage(
+        index: int | np.ndarray,
+        first: int | np.ndarray,
+        last: int | np.ndarray,
+        layers: np.ndarray,
+        bf16: np.ndarray | None,
+    ) -> StageTerms:
         """The memory of one stage of every row (app.core.memory.stage_terms)."""
         sixteen = None if bf16 is None else (bf16, b16.acts)
         return stage_terms(ctx.memory, lr.cols, acts, index, first, last, layers, sixteen)
 
     first_t = stage(np.zeros(n, dtype=np.int64), 1, (pp == 1).astype(np.int64), lr.end_l, b16.first)
     last_t = stage(pp - 1, 0, 1, lr.end_l, b16.last)
-    first_bytes = first_t.total_bytes
+    first_bytes = cast(np.ndarray, first_t.total_bytes)  # every row: an array
     last_bytes = np.where(pp > 1, last_t.total_bytes, first_bytes)
     peak = np.maximum(first_bytes, last_bytes)
     host_bytes = np.where(pp > 1, np.maximum(first_t.host_bytes, last_t.host_bytes), first_t.host_bytes)
@@ -487,7 +494,7 @@ class _RowCollectives:
             "dp": field_code(tp, pp, cp, ep, cols.etp),  # the ZeRO stage only masks which collectives run
         }
 
-    def __call__(self, op: str, size: Any, ranks: Any, node: Any, group: str) -> np.ndarray:
+    def __call__(self, op: str, size: Num, ranks: Num, node: Num, group: str) -> np.ndarray:
         return self.coll(op, size, ranks, node, self.keys[group])
 
 
@@ -575,7 +582,10 @@ def _step_times(ctx: _Context, lr: _Rows, acts: LayerActivations, b16: _Sixteen)
 
 
 def _stage_parts(
-    ctx: _Context, lr: _Rows, lt: LayerStepTimes, stage: tuple[Any, Any, Any, Any]
+    ctx: _Context,
+    lr: _Rows,
+    lt: LayerStepTimes,
+    stage: tuple[np.ndarray, float | np.ndarray, int | np.ndarray, int | np.ndarray],
 ) -> dict[str, np.ndarray]:
     """One micro-batch on a stage of every row (app.core.step.stage_time_parts); `stage`: (layers, 16-bit layers,
     first, last), first / last 0/1 marking the stage with the embedding / the LM head."""
@@ -619,8 +629,10 @@ def _bf16_bottleneck(
     the stages between differ by the 16-bit layers they hold. The bottleneck is the first of equals in stage order
     (app.core.step.step_estimate): stage 0, then each stage between, then the last."""
     pp = lr.cols.pp
-    first_parts = _stage_parts(ctx, lr, lt, (lr.end_l, b16.first, 1, 0))
-    last_parts = _stage_parts(ctx, lr, lt, (lr.end_l, b16.last, (pp == 1).astype(np.int64), 1))
+    first_parts = _stage_parts(ctx, lr, lt, (lr.end_l, cast(np.ndarray, b16.first), 1, 0))  # b16.on: set
+    last_parts = _stage_parts(
+        ctx, lr, lt, (lr.end_l, cast(np.ndarray, b16.last), (pp == 1).astype(np.int64), 1)
+    )
     best = {k: v.copy() for k, v in first_parts.items()}
     best_total = stage_total(first_parts)
     total_all = np.where(pp > 1, best_total, 0.0)

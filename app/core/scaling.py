@@ -25,8 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector, SpecError
-from app.core.estimate import estimate
+from app.core.estimate import Estimate, estimate
 from app.core.hardware import ClusterSpec, FabricSpec
 from app.core.layout import Layout
 from app.core.model import ModelSpec
@@ -78,7 +79,7 @@ class ScalingResult:
     assumptions: tuple[str, ...] = ()
     ideal_tokens_per_s_per_gpu: float = float("nan")  # baseline count on a perfect scale-out network
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         out = asdict(self)
         for s_out, s in zip(out["series"], self.series, strict=True):
             for p_out, p in zip(s_out["points"], s.points, strict=True):
@@ -117,8 +118,8 @@ def scaling_curve(  # noqa: PLR0913
     tokens: float | None = None,
     mode: ScalingMode = "weak",
     baseline_gpus: int | None = None,
-    estimator: Callable[..., Any] = estimate,
-    profile: Any = None,
+    estimator: Callable[..., Estimate] = estimate,
+    profile: HardwareProfile | None = None,
 ) -> ScalingResult:
     """Step time, exposed communication, scaling efficiency and time-to-train for each GPU count and fabric."""
     problems = ProblemCollector()
@@ -195,7 +196,7 @@ def scaling_curve(  # noqa: PLR0913
     return ScalingResult(mode, base_n, tokens, tuple(series), assumptions, ideal_rate)
 
 
-def _point(n: int, nodes: int, dp: int, gb: int, est: Any, tokens: float | None) -> ScalingPoint:
+def _point(n: int, nodes: int, dp: int, gb: int, est: Estimate, tokens: float | None) -> ScalingPoint:
     step = est.step
     total = step.total_s
     exposed = {k: float(step.breakdown.get(k, 0.0)) for k in COMM_KEYS}
@@ -243,7 +244,7 @@ def efficiency_at(  # noqa: PLR0913
     target_gpus: int,
     fabric: FabricSpec,
     mode: ScalingMode = "weak",
-    estimator: Callable[..., Any] = estimate,
+    estimator: Callable[..., Estimate] = estimate,
     reference_tokens_per_s_per_gpu: float | None = None,
 ) -> float:
     """Scaling efficiency at `target_gpus`; with a reference throughput (e.g. another fabric at the same
@@ -280,7 +281,7 @@ def required_assumption(  # noqa: PLR0913
     target_gpus: int,
     fabric: FabricSpec,
     mode: ScalingMode = "weak",
-    estimator: Callable[..., Any] = estimate,
+    estimator: Callable[..., Estimate] = estimate,
     reference_tokens_per_s_per_gpu: float | None = None,
 ) -> RequiredAssumption:
     """Bisection on one knob (efficiency is monotone in each): congestion derate in (0, 1], NICs per node
@@ -382,7 +383,7 @@ class SeedClaimsAnalysis:
     implied_tokens: float | None  # tokens that make the InfiniBand run take the claimed 18 days
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         data = asdict(self)
         data["scaling"] = self.scaling.to_dict()
         return data
@@ -403,7 +404,7 @@ def seed_claims(  # noqa: PLR0913
     *,
     tokens: float | None = None,
     claim_gpus: int = 128,
-    estimator: Callable[..., Any] = estimate,
+    estimator: Callable[..., Estimate] = estimate,
 ) -> SeedClaimsAnalysis:
     """Predict the article's scenario on IB vs RoCE and solve for the assumptions that would give its claims."""
     result = scaling_curve(

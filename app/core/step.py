@@ -35,9 +35,9 @@ All collective times come from app.core.network.collective_time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from app.core.attention import (
     fused_attention_kernel,
     kv_loop_efficiency,
 )
-from app.core.efficiency import GemmEfficiency, measured_matmul_flops
+from app.core.efficiency import GemmEfficiency, HardwareProfile, measured_matmul_flops
 from app.core.framework import MEGATRON_CORE, Framework
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts, stage_layer_counts
@@ -69,8 +69,8 @@ from app.core.model import (
     num_moe_layers,
     padded_vocab_size,
 )
-from app.core.network import Placement, collective_time
-from app.core.num import any_true, maximum, minimum, where
+from app.core.network import NetworkParams, Placement, collective_time
+from app.core.num import Flag, Num, any_true, maximum, minimum, where
 from app.core.precision import cast_bytes_per_element
 
 # Fused (flash) attention keeps the score tiles on chip, so it is not bound by the GEMM curve's HBM roofline: its
@@ -141,31 +141,31 @@ STAGE_PARTS = STEP_COMPONENTS[:8]  # the StageTime fields, per micro-batch on on
 class LayerTimes:
     """Seconds for one transformer layer and one micro-batch on one GPU (numpy arrays when given arrays)."""
 
-    forward: Any
-    backward: Any
-    recompute_full: Any  # forward re-run (compute only; its TP collectives are added separately)
-    recompute_selective: Any  # core-attention re-run
-    attention_fwd: Any  # core attention kernel(s) forward, for hiding CP communication
-    linear_fwd: Any = 0.0  # GEMMs of the forward
-    elementwise_fwd: Any = 0.0  # memory-bound kernels of the forward
+    forward: Num
+    backward: Num
+    recompute_full: Num  # forward re-run (compute only; its TP collectives are added separately)
+    recompute_selective: Num  # core-attention re-run
+    attention_fwd: Num  # core attention kernel(s) forward, for hiding CP communication
+    linear_fwd: Num = 0.0  # GEMMs of the forward
+    elementwise_fwd: Num = 0.0  # memory-bound kernels of the forward
     # backward GEMMs (data + weight gradient) of the column-parallel linears (QKV, FFN in): the window that
     # hides their input-gradient collectives (see Framework.tp_async_backward)
-    column_bwd: Any = 0.0
+    column_bwd: Num = 0.0
     # forward pieces Megatron-core's selective recompute modules re-run (Layout.recompute_modules)
-    norm_fwd: Any = 0.0  # the two norms
-    ffn_fwd: Any = 0.0  # dense MLP or routed experts + router: GEMMs, activation, MoE token permutation
-    act_fwd: Any = 0.0  # the (expert) activation function
-    shared_fwd: Any = 0.0  # shared experts' GEMMs
+    norm_fwd: Num = 0.0  # the two norms
+    ffn_fwd: Num = 0.0  # dense MLP or routed experts + router: GEMMs, activation, MoE token permutation
+    act_fwd: Num = 0.0  # the (expert) activation function
+    shared_fwd: Num = 0.0  # shared experts' GEMMs
 
 
-def _gemm(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> Any:
+def _gemm(curve: GemmEfficiency, m: Num, n: Num, k: Num, batch: Num = 1.0) -> Num:
     """Seconds for `batch` GEMMs (m, n, k); zero-sized GEMMs take no time. Accepts numpy arrays."""
     flops = 2.0 * np.asarray(m, dtype=float) * n * k * batch
     rate = curve.flops_per_s(np.maximum(m, 1.0), np.maximum(n, 1.0), np.maximum(k, 1.0), batch)
     return flops / rate
 
 
-def _linear(curve: GemmEfficiency, m: Any, n: Any, k: Any, batch: Any = 1.0) -> tuple[Any, Any]:
+def _linear(curve: GemmEfficiency, m: Num, n: Num, k: Num, batch: Num = 1.0) -> tuple[Num, Num]:
     """(forward, backward) seconds of a linear layer Y[m×n] = X[m×k]·W[k×n]: backward is the data-gradient GEMM
     dX = dY·Wᵀ (m, k, n) plus the weight-gradient GEMM dW = Xᵀ·dY (k, n, m), each with its own output shape for
     tile and wave quantisation (same FLOPs as the forward each, Narayanan et al. 2021 Sec. 3.5)."""
@@ -177,12 +177,12 @@ class LayerSplit:
     """How one layer's work is split: tokens per micro-batch on a rank, the sequence length, the tensor, sequence,
     context and expert parallel sizes (numbers, or one column per layout), and whether attention is fused."""
 
-    tokens: Any
-    seq_len: Any
-    tp: Any
-    sp: Any
-    cp: Any
-    ep: Any
+    tokens: Num
+    seq_len: Num
+    tp: Num
+    sp: Num
+    cp: Num
+    ep: Num
     flash: bool
 
 
@@ -208,8 +208,8 @@ class LayerRates:
 
 
 def _core_attention_times(
-    shape: LayerShape, split: LayerSplit, rates: LayerRates, mem_bw: Any
-) -> tuple[Any, Any, Any, Any]:
+    shape: LayerShape, split: LayerSplit, rates: LayerRates, mem_bw: Num
+) -> tuple[Num, Num, Num, Num]:
     """Core attention of one layer on one rank: (forward, backward) kernel time on the fused kernel's rates or the
     unfused GEMM curve, and the unfused softmax traffic (forward, backward; 0 when fused)."""
     tokens, seq_len, tp, cp, flash = split.tokens, split.seq_len, split.tp, split.cp, split.flash
@@ -228,6 +228,8 @@ def _core_attention_times(
     dims = shape.qk_head_dim + shape.v_head_dim
     attn_flops = 2.0 * tokens * keys * heads * dims
     rate = attn_curve.flops_per_s(q_len, keys, shape.qk_head_dim, batch_seqs * heads)
+    softmax_fwd: Num
+    softmax_bwd: Num
     if flash:
         d = shape.qk_head_dim
         head_factor = (d / (d + FLASH_HEAD_DIM_HALF)) / (128.0 / (128.0 + FLASH_HEAD_DIM_HALF))
@@ -254,7 +256,7 @@ def _core_attention_times(
 
 
 def layer_times(
-    shape: LayerShape, split: LayerSplit, moe: bool, rates: LayerRates, etp: Any = None
+    shape: LayerShape, split: LayerSplit, moe: bool, rates: LayerRates, etp: Num | None = None
 ) -> LayerTimes:
     """Forward and backward time of one transformer layer (dense or MoE) on one rank: its GEMMs on the efficiency
     curves, attention on the fused kernel's rate (or unfused), and the element-wise, norm and cast traffic on HBM."""
@@ -319,7 +321,7 @@ def layer_times(
     # the two norms at the framework's own bytes per element (fused kernel 4 B; eager composite more)
     t_norm = tokens * 2 * fw.norm_bytes_per_element * h / sp_div / mem_bw
     elem_fwd += t_norm
-    t_perm = 0.0
+    t_perm: Num = 0.0
     if moe:
         # token permutation around the experts (Megatron moe_utils.permute / unpermute: index_select of the
         # top-k copies of each token into expert order, then the probability-weighted scatter back): read and write
@@ -359,7 +361,7 @@ def layer_times(
     )
 
 
-def attention_kernel(fw: Framework, gpu: GPUSpec, profile: Any = None) -> AttentionKernel:
+def attention_kernel(fw: Framework, gpu: GPUSpec, profile: HardwareProfile | None = None) -> AttentionKernel:
     """The fused attention kernel `fw` runs on `gpu`, with its rates relative to the sustained 16-bit GEMM curve; a
     calibration profile (app.core.efficiency.HardwareProfile) that measured the kernel supplies its speed."""
     calibrated = getattr(profile, "attention", None) or None
@@ -386,7 +388,7 @@ def flash_dropout_overhead(gpu: GPUSpec) -> tuple[float, float]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def zero3_collectives_per_pass(fw: Framework, layers_per_gpu: Any) -> Any:
+def zero3_collectives_per_pass(fw: Framework, layers_per_gpu: Num) -> Num:
     """Collectives one ZeRO-3 pass (forward gather, backward gather or gradient reduce-scatter) issues."""
     if fw.zero3_collectives_per_layer <= 0:
         return 1.0
@@ -398,7 +400,7 @@ def group_placement(ranks: int, stride: int, gpus_per_node: int) -> Placement:
     return Placement(ranks=ranks, ranks_per_node=ranks_per_node(ranks, stride, gpus_per_node))
 
 
-def scaleout_domains(cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> Any:
+def scaleout_domains(cluster: ClusterSpec, ranks: Num, ranks_per_node: Num) -> Num:
     """Scale-up domains (NVLink islands) a communicator spans: nodes, or NVL72-style racks of several trays.
     Works on numpy arrays (app.core.planner_eval)."""
     trays_per_domain = max(1, cluster.domain_gpus // max(1, cluster.gpus_per_node))
@@ -407,7 +409,7 @@ def scaleout_domains(cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> A
     return int(result) if np.ndim(result) == 0 else result
 
 
-def dispatch_dedup_share(experts: int, top_k: int, domains: Any) -> Any:
+def dispatch_dedup_share(experts: int, top_k: int, domains: Num) -> Num:
     """Scale-out bytes of a node-deduplicating MoE dispatch (DeepEP, HybridEP) over those of a plain all-to-all.
 
     With the experts spread evenly over N domains and top-k distinct experts drawn uniformly (a balanced router),
@@ -425,7 +427,9 @@ def dispatch_dedup_share(experts: int, top_k: int, domains: Any) -> Any:
     return float(result) if np.ndim(result) == 0 else result
 
 
-def _coll(op: str, size: float, placement: Placement, cluster: ClusterSpec, params: Any) -> float:
+def _coll(
+    op: str, size: float, placement: Placement, cluster: ClusterSpec, params: NetworkParams | None
+) -> float:
     if placement.ranks <= 1 or size <= 0:
         return 0.0
     if params is None:
@@ -506,7 +510,7 @@ class StepEstimate:
     def hfu(self) -> float:
         return self.hardware_tflops_per_gpu * 1e12 / self.peak_flops_per_gpu
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
         return {
             "breakdown_s": dict(self.breakdown),
             "total_s": self.total_s,
@@ -530,7 +534,7 @@ def stage_times(  # noqa: PLR0913
     linear: GemmEfficiency,
     attn_curve: GemmEfficiency,
     fw: Framework = MEGATRON_CORE,
-    network: Any = None,
+    network: NetworkParams | None = None,
     causal: bool = True,
     per_layer_out: dict[str, float] | None = None,
     attention: AttentionKernel | None = None,
@@ -579,7 +583,7 @@ def stage_times(  # noqa: PLR0913
     if per_layer_out is not None:
         share = recomputed_share(cols, layers_per_gpu)
         tp_layer, cp_layer, ep_layer = comm_at(lt, share)
-        per_layer_out.update(
+        cast(dict[str, Num], per_layer_out).update(  # one layout: each value is a Python number
             {
                 "forward": lt.forward,
                 "backward": lt.backward,
@@ -598,7 +602,7 @@ def stage_times(  # noqa: PLR0913
     return out
 
 
-def optimizer_step_time(opt_params: Any, offload: Any, cluster: ClusterSpec, fw: Framework) -> Any:
+def optimizer_step_time(opt_params: Num, offload: Num, cluster: ClusterSpec, fw: Framework) -> Num:
     """Seconds of the optimizer step over `opt_params` (the parameters whose optimizer states this GPU holds), a
     share `offload` of them updated on the host. The GPU's fused Adam over the rest runs while the host works; the
     host path is the slowest of its gradient copy, CPU AdamW and weight copy, pipelined per parameter."""
@@ -618,7 +622,7 @@ def optimizer_step_time(opt_params: Any, offload: Any, cluster: ClusterSpec, fw:
     return np.maximum(on_gpu, np.maximum(copy, cpu))
 
 
-def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Any, ranks_per_node: Any) -> Any:
+def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Num, ranks_per_node: Num) -> Num:
     """Compute slowdown while a collective over `ranks` (`ranks_per_node` of them per node) runs beside it.
 
     Lee et al. 2025 (arXiv 2507.03114) measure Framework.overlap_slowdown on GPUs joined by NVLink, where the
@@ -636,7 +640,7 @@ def overlap_slowdown(fw: Framework, cluster: ClusterSpec, ranks: Any, ranks_per_
     return float(result) if np.ndim(result) == 0 else result
 
 
-def moe_a2a_overlapped(a2a: Any, forward: Any, backward: Any, expert_fwd: Any, slowdown: Any) -> Any:
+def moe_a2a_overlapped(a2a: Num, forward: Num, backward: Num, expert_fwd: Num, slowdown: Num) -> Num:
     """Critical-path cost of a MoE layer's four all-to-alls (`a2a` seconds each) under Megatron-core's EP A2A
     overlap: each hides behind one compute chunk of the paired micro-batch, the attention or the expert part of
     the layer (`forward`, `backward` seconds; `expert_fwd` its routed and shared experts), forward or backward.
@@ -647,7 +651,7 @@ def moe_a2a_overlapped(a2a: Any, forward: Any, backward: Any, expert_fwd: Any, s
     return sum(overlapped(a2a, w, slowdown) for w in windows)
 
 
-def overlapped(comm: Any, window: Any, slowdown: Any) -> Any:
+def overlapped(comm: Num, window: Num, slowdown: Num) -> Num:
     """Critical-path cost of `comm` seconds of communication run beside `window` seconds of compute.
 
     The part that fits in the window is hidden but slows the compute beside it by `slowdown` (NCCL kernels hold
@@ -665,19 +669,23 @@ def overlapped(comm: Any, window: Any, slowdown: Any) -> Any:
 
 # seconds of one collective: (operation, bytes, ranks, ranks per node, group) → seconds, 0 for one rank or no bytes.
 # The group ("tp", "ep", "pp", "dp") names what determines the message and the placement, for memoising over rows
-Collective = Callable[[str, Any, Any, Any, str], Any]
+Collective = Callable[[str, Num, Num, Num, str], Num]
 
 
-def ranks_per_node(ranks: Any, stride: Any, gpus_per_node: int) -> Any:
+@overload
+def ranks_per_node(ranks: int, stride: int, gpus_per_node: int) -> int: ...
+@overload
+def ranks_per_node(ranks: Num, stride: Num, gpus_per_node: int) -> Num: ...
+def ranks_per_node(ranks: Num, stride: Num, gpus_per_node: int) -> Num:
     """Ranks per node of a communicator whose consecutive ranks are `stride` global ranks apart."""
     return maximum(1, minimum(ranks, gpus_per_node // maximum(1, stride)))
 
 
-def scalar_collective(cluster: ClusterSpec, network: Any) -> Collective:
+def scalar_collective(cluster: ClusterSpec, network: NetworkParams | None) -> Collective:
     """`Collective` of one layout: `collective_time` (app.core.network) on its placement."""
 
-    def call(op: str, size: Any, ranks: Any, per_node: Any, group: str) -> float:
-        return _coll(op, size, Placement(int(ranks), int(per_node)), cluster, network)
+    def call(op: str, size: Num, ranks: Num, per_node: Num, group: str) -> float:
+        return _coll(op, cast(float, size), Placement(int(ranks), int(per_node)), cluster, network)
 
     return call
 
@@ -685,9 +693,9 @@ def scalar_collective(cluster: ClusterSpec, network: Any) -> Collective:
 def gradient_params(
     model: ModelSpec,
     cols: LayoutColumns,
-    stages: list[tuple[Any, Any, Any, Any]],
-    compare: Any,
-) -> tuple[Any, Any]:
+    stages: Sequence[tuple[Num, Flag | Num, Flag | Num, Flag]],
+    compare: Flag,
+) -> tuple[Num, Num]:
     """(dense, expert) parameters whose gradients a GPU reduces. An even split without multi-token prediction: the
     first stage's L / p layers and its embedding (and the head when p = 1). Where `compare` holds (an uneven split, or
     MTP modules on the last stage), the stage holding the most of `stages`, each (layers, first, last, present):
@@ -704,7 +712,7 @@ def gradient_params(
         return dense_p, expert_p
     moe_frac = n_moe / model.num_layers
     mtp_d, mtp_e = mtp_params_per_gpu(model, shape, tp, ep, pp, etp)
-    best: tuple[Any, Any] | None = None
+    best: tuple[Num, Num] | None = None
     for layers, first, last, present in stages:
         d_s, e_s = transformer_params_per_gpu(shape, layers * (1 - moe_frac), layers * moe_frac, tp, ep, etp)
         emb = embedding_params_per_gpu(model, tp, pp, first, last)
@@ -720,13 +728,13 @@ def gradient_params(
 
 def data_parallel_times(
     cols: LayoutColumns,
-    params: tuple[Any, Any],
-    bottleneck: tuple[Any, Any, Any],
-    layers_per_gpu: Any,
+    params: tuple[Num, Num],
+    bottleneck: tuple[Num, Num, Num],
+    layers_per_gpu: Num,
     cluster: ClusterSpec,
     fw: Framework,
     coll: Collective,
-) -> tuple[Any, Any, Any]:
+) -> tuple[Num, Num, Num]:
     """(data-parallel gradient communication, ZeRO-3 communication, optimizer step) seconds per step.
 
     `params`: the (dense, expert) parameters reduced (gradient_params); `bottleneck`: the bottleneck stage's
@@ -747,10 +755,10 @@ def data_parallel_times(
     exp_grad_bytes = expert_p * fw.grad_reduce_bytes
     z3, z12, z0 = zero >= 3, (zero >= 1) & (zero < 3), zero == 0
 
-    def masked(op: str, size: Any, ranks: Any, node: Any, mask: Any) -> Any:
+    def masked(op: str, size: Num, ranks: Num, node: Num, mask: Flag) -> Num:
         return coll(op, where(mask, size, 0.0), ranks, node, "dp")
 
-    zero3: Any = 0.0
+    zero3: Num = 0.0
     if any_true(z3):
         # every rank drives its own NIC share (no topology-aware channels): see Framework.zero3_rank_nic
         z3_dp_node = 1 if fw.zero3_rank_nic else dp_node
@@ -758,7 +766,7 @@ def data_parallel_times(
         # one message per pass, or k per layer (Framework.zero3_collectives_per_layer), each paying latency
         k = zero3_collectives_per_pass(fw, layers_per_gpu)
 
-        def split(op: str, size: Any, ranks: Any, node: Any) -> Any:
+        def split(op: str, size: Num, ranks: Num, node: Num) -> Num:
             return k * masked(op, size / k, ranks, node, z3)
 
         # Layout.reshard_after: re-sharding after the forward gathers the weights again for the backward; kept
@@ -774,7 +782,7 @@ def data_parallel_times(
         compute_mb = fwd + bwd + rec
         z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
         zero3 = where(z3, rounds * overlapped(per_round, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
-    dp_comm: Any = 0.0
+    dp_comm: Num = 0.0
     bwd_last = bwd + rec
     if any_true(z12):
         rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
@@ -814,16 +822,16 @@ class LayerCommInputs:
 
     model: ModelSpec
     cols: LayoutColumns
-    tokens: Any
-    times: Callable[[str], Any]
-    moe_times: Callable[[str], Any]
-    moe_again: Any
+    tokens: Num
+    times: Callable[[str], Num]
+    moe_times: Callable[[str], Num]
+    moe_again: Num
     cluster: ClusterSpec
     fw: Framework
     coll: Collective
 
 
-def layer_comm(c: LayerCommInputs, shares: tuple[float, ...]) -> list[tuple[Any, Any, Any]]:
+def layer_comm(c: LayerCommInputs, shares: tuple[float, ...]) -> list[tuple[Num, Num, Num]]:
     """Exposed TP, CP and EP seconds of one layer and micro-batch whose forward full recompute re-runs with
     probability `share`, for each of `shares` (the collectives priced once), for one layout or every row."""
     tp_at = _tp_exposed(c)
@@ -831,22 +839,22 @@ def layer_comm(c: LayerCommInputs, shares: tuple[float, ...]) -> list[tuple[Any,
     ep_at = _ep_exposed(c)
     cp = c.cols.cp
 
-    def cp_at(share: float) -> Any:
+    def cp_at(share: float) -> Num:
         return 0.0 if ring is None else where(cp > 1, ring * (1 + share), 0.0)
 
     return [(tp_at(share), cp_at(share), ep_at(share)) for share in shares]
 
 
-def _tp_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
+def _tp_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     """The exposed tensor-parallel seconds of one layer as a function of the recomputed share: 2 collectives per
     layer forward, 2 backward, 2 more when the forward is recomputed."""
     fw, tp, sp, coll = c.fw, c.cols.tp, c.cols.sp, c.coll
     act_bytes = 2.0 * c.tokens * layer_shape(c.model).hidden
     tp_node = ranks_per_node(tp, 1, c.cluster.gpus_per_node)
-    gather: Any = 0.0
-    scatter: Any = 0.0
-    one_sp: Any = 0.0
-    one_ar: Any = 0.0
+    gather: Num = 0.0
+    scatter: Num = 0.0
+    one_sp: Num = 0.0
+    one_ar: Num = 0.0
     if any_true(sp):
         gather = coll("all_gather", act_bytes, tp, tp_node, "tp")
         scatter = coll("reduce_scatter", act_bytes, tp, tp_node, "tp")
@@ -857,7 +865,7 @@ def _tp_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
     # SP keeps only the sharded GEMM inputs; backward all-gathers them again for the weight gradients
     # (Korthikanti et al. 2022 Sec. 4.2.2)
     extra = where(sp, 2 * gather, 0.0)
-    hidden: Any = 0.0
+    hidden: Num = 0.0
     if fw.tp_async_backward:
         # per column-parallel linear (QKV, FFN in), data- and weight-gradient GEMMs take about the same time: the
         # input-gradient all-reduce (reduce-scatter under SP) hides behind the weight-gradient GEMM, the re-gather
@@ -867,7 +875,7 @@ def _tp_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
         hidden = where(sp, sp_hidden, minimum(one, half))
     tp_slow = overlap_slowdown(fw, c.cluster, tp, tp_node)
 
-    def tp_at(share: float) -> Any:
+    def tp_at(share: float) -> Num:
         tp_total = one * (2 + share) + extra
         # NCCL-driven hiding (asynchronous backward) slows the GEMMs by overlap_slowdown; userbuffers' overlap
         # (tp_overlap) by the share of SMs its kernels hold (Framework.tp_overlap_slowdown)
@@ -881,7 +889,7 @@ def _tp_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
     return tp_at
 
 
-def _cp_ring(c: LayerCommInputs) -> Any:
+def _cp_ring(c: LayerCommInputs) -> Num | None:
     """Context parallel: the exposed seconds of the ring exchange of K and V (forward) and K, V, dK, dV (backward),
     hidden behind attention; None where no row has cp > 1."""
     tp, cp = c.cols.tp, c.cols.cp
@@ -898,7 +906,7 @@ def _cp_ring(c: LayerCommInputs) -> Any:
     )
 
 
-def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
+def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     """The exposed expert-parallel all-to-all seconds (dispatch and combine, forward and backward) of one layer, the
     mean over dense and MoE layers, as a function of the recomputed share."""
     model, fw, cols = c.model, c.fw, c.cols
@@ -918,7 +926,7 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
     a2a = c.coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
     if fw.moe_dispatch_dedup:
         a2a = _deduplicated_a2a(c, a2a, a2a_bytes, ep_node)
-    overlapped_a2a: Any = 0.0
+    overlapped_a2a: Num = 0.0
     if fw.moe_a2a_overlap:
         # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each
         # of the four all-to-alls runs beside one compute chunk of the other micro-batch (forward dispatch ‖
@@ -930,7 +938,7 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
             a2a, moe_times("forward"), moe_times("backward"), moe_times("expert_fwd"), ep_slow
         )
 
-    def ep_at(share: float) -> Any:
+    def ep_at(share: float) -> Num:
         again = share + c.moe_again
         if fw.moe_a2a_overlap:
             return where(ep > 1, moe_share * (2 * again * a2a + overlapped_a2a), 0.0)
@@ -939,7 +947,7 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Any]:
     return ep_at
 
 
-def _deduplicated_a2a(c: LayerCommInputs, a2a: Any, a2a_bytes: Any, ep_node: Any) -> Any:
+def _deduplicated_a2a(c: LayerCommInputs, a2a: Num, a2a_bytes: Num, ep_node: Num) -> Num:
     """The all-to-all under a node-deduplicating dispatcher: where the EP group spans scale-out domains, one copy per
     destination node crosses the network and NVLink then fans it out to the expert GPUs."""
     ep = c.cols.ep
@@ -970,20 +978,20 @@ class LayerTimesView:
     rows: np.ndarray | None = None
     groups: int = 1
 
-    def _read(self, value: Any) -> Any:
+    def _read(self, value: Num) -> Num:
         if self.rows is None:
             return value
         return np.broadcast_to(np.asarray(value, dtype=float), (self.groups,))[self.rows]
 
-    def dense(self, attr: str) -> Any:
+    def dense(self, attr: str) -> Num:
         return self._read(getattr(self.dense_times, attr))
 
-    def moe(self, attr: str) -> Any:
+    def moe(self, attr: str) -> Num:
         """A MoE layer's time `attr` ("expert_fwd": its routed and shared experts' forward)."""
         t = self.moe_times
         return self._read(t.ffn_fwd + t.shared_fwd if attr == "expert_fwd" else getattr(t, attr))
 
-    def mix(self, attr: str) -> Any:
+    def mix(self, attr: str) -> Num:
         """The mean over the model's dense and MoE layers."""
         value = (1 - self.moe_share) * getattr(self.dense_times, attr) + self.moe_share * getattr(
             self.moe_times, attr
@@ -991,14 +999,14 @@ class LayerTimesView:
         return float(value) if self.rows is None else self._read(value)
 
 
-def recomputed_share(cols: LayoutColumns, layers: Any) -> Any:
+def recomputed_share(cols: LayoutColumns, layers: Num) -> Num:
     """Share of a stage's `layers` whose forward full recompute re-runs (Megatron --recompute-num-layers; 0 without
     full recompute)."""
     rl = cols.recompute_layers
     return where(cols.recompute == 2, where(rl > 0, minimum(1.0, rl / maximum(layers, 1.0)), 1.0), 0.0)
 
 
-def selective_recompute_time(run: MemoryRun, view: LayerTimesView) -> Any:
+def selective_recompute_time(run: MemoryRun, view: LayerTimesView) -> Num:
     """Seconds a layer re-runs in the backward under selective recompute (0 in the rows without it).
 
     torchtitan's op-level policy re-runs every second matmul and the pointwise ops. Megatron-core's modules
@@ -1009,8 +1017,8 @@ def selective_recompute_time(run: MemoryRun, view: LayerTimesView) -> Any:
         return 0.5 * view.mix("linear_fwd") + view.mix("elementwise_fwd")
     mods = set(run.selective_modules)
 
-    def per_layer(read: Callable[[str], Any], moe: bool) -> Any:
-        total: Any = 0.0
+    def per_layer(read: Callable[[str], Num], moe: bool) -> Num:
+        total: Num = 0.0
         if "core_attn" in mods and not run.flash:
             total = total + read("recompute_selective")
         if "layernorm" in mods:
@@ -1033,27 +1041,27 @@ class LayerStepTimes:
     and EP communication with no and with full recompute, the LM head and loss, an MTP module's projection, the
     pipeline send/recv of a micro-batch and one offloaded layer's exposed copies."""
 
-    forward: Any
-    backward: Any
-    forward16: Any
-    backward16: Any
-    recompute_full: Any
-    recompute_full16: Any
-    recompute_partial: Any
-    recompute_partial16: Any
-    comm_plain: tuple[Any, Any, Any]
-    comm_recomputed: tuple[Any, Any, Any]
-    logits_fwd: Any
-    ce: Any
-    proj_fwd: Any
-    proj_bwd: Any
-    pp_mb: Any
-    offload_layer: Any
+    forward: Num
+    backward: Num
+    forward16: Num
+    backward16: Num
+    recompute_full: Num
+    recompute_full16: Num
+    recompute_partial: Num
+    recompute_partial16: Num
+    comm_plain: tuple[Num, Num, Num]
+    comm_recomputed: tuple[Num, Num, Num]
+    logits_fwd: Num
+    ce: Num
+    proj_fwd: Num
+    proj_bwd: Num
+    pp_mb: Num
+    offload_layer: Num
 
 
 def pipeline_p2p_time(
-    cols: LayoutColumns, tokens: Any, shape: LayerShape, cluster: ClusterSpec, fw: Framework, coll: Collective
-) -> Any:
+    cols: LayoutColumns, tokens: Num, shape: LayerShape, cluster: ClusterSpec, fw: Framework, coll: Collective
+) -> Num:
     """Seconds of one micro-batch's pipeline send/recv (all model chunks) on a stage.
 
     The boundary activation goes 1/tp per rank under SP or scatter-gather; with scatter-gather and no SP an
@@ -1065,7 +1073,7 @@ def pipeline_p2p_time(
     gpn = cluster.gpus_per_node
     act_bytes = 2.0 * tokens * shape.hidden
     p2p_bytes = where(sp | fw.pp_scatter_gather, act_bytes / tp, act_bytes)
-    regather: Any = 0.0
+    regather: Num = 0.0
     if fw.pp_scatter_gather:
         need = (pp > 1) & (tp > 1) & (sp == 0)
         if any_true(need):
@@ -1082,7 +1090,7 @@ def layer_step_times(
     run: MemoryRun,
     cols: LayoutColumns,
     views: tuple[LayerTimesView, LayerTimesView],
-    head: tuple[Any, Any, Any],
+    head: tuple[Num, Num, Num],
     cluster: ClusterSpec,
     coll: Collective,
     acts: LayerActivations | None = None,
@@ -1112,7 +1120,7 @@ def layer_step_times(
     vocab = padded_vocab_size(model.vocab_size, cols.tp)
     ce = tokens * vocab / cols.tp * fw.ce_bytes_per_logit / (hbm * fw.elementwise_efficiency)
     fwd_layer, bwd_layer = view.mix("forward"), view.mix("backward")
-    offload_layer: Any = 0.0
+    offload_layer: Num = 0.0
     off = cols.offload_layers
     if run.offload_modules or any_true(off > 0):
         # activation offloading, on the copy engines beside the compute; only the part of a copy longer than the
@@ -1148,7 +1156,7 @@ def layer_step_times(
     )
 
 
-def comm_at(lt: LayerStepTimes, share: Any) -> tuple[Any, Any, Any]:
+def comm_at(lt: LayerStepTimes, share: Num) -> tuple[Num, Num, Num]:
     """TP, CP and EP seconds of a layer whose forward is recomputed with probability `share`."""
     (tp0, cp0, ep0), (tp1, cp1, ep1) = lt.comm_plain, lt.comm_recomputed
     return (
@@ -1163,11 +1171,11 @@ def stage_time_parts(
     cols: LayoutColumns,
     lt: LayerStepTimes,
     cluster: ClusterSpec,
-    layers: Any,
-    bf16: Any,
-    first: Any,
-    last: Any,
-) -> dict[str, Any]:
+    layers: Num,
+    bf16: Num,
+    first: Num,
+    last: Num,
+) -> dict[str, Num]:
     """One micro-batch (all model chunks) on a stage of `layers` transformer layers, `bf16` of them kept 16-bit;
     `first` / `last` 0/1 mark the stage holding the embedding / the LM head, loss and MTP modules. Keys: the
     StageTime fields."""
@@ -1209,7 +1217,7 @@ def stage_time_parts(
         bwd = bwd + accum_rate * (
             dense_t + expert_t + emb + where(last, mtp_d, 0.0) + where(last, mtp_e, 0.0)
         )
-    offload: Any = 0.0
+    offload: Num = 0.0
     off = cols.offload_layers
     if run.offload_modules or any_true(off > 0):
         offload = where(off > 0, off, layers if run.offload_modules else 0.0) * lt.offload_layer
@@ -1226,15 +1234,15 @@ def stage_time_parts(
     }
 
 
-def stage_total(parts: dict[str, Any]) -> Any:
+def stage_total(parts: Mapping[str, Num]) -> Num:
     """A stage's seconds per micro-batch (StageTime.total, in its order)."""
-    total: Any = 0.0
+    total: Num = 0.0
     for key in STAGE_PARTS:
         total = total + parts[key]
     return total
 
 
-def pipeline_bubble(pp: Any, vp: Any, mean_stage: Any) -> Any:
+def pipeline_bubble(pp: Num, vp: Num, mean_stage: Num) -> Num:
     """Pipeline fill and drain: (p − 1) / v of a mean stage's micro-batch (Narayanan et al. 2021, arXiv 2104.04473,
     Sec. 2.2.1-2.2.2: the 1F1B bubble is (p − 1)/m of the ideal time, divided by v with v model chunks)."""
     return (pp - 1) / vp * mean_stage
@@ -1251,7 +1259,7 @@ def step_estimate(  # noqa: PLR0913
     hardware_flops_per_token: float,
     peak_flops: float,
     fw: Framework = MEGATRON_CORE,
-    network: Any = None,
+    network: NetworkParams | None = None,
     causal: bool = True,
     attention: AttentionKernel | None = None,
 ) -> StepEstimate:

@@ -306,6 +306,14 @@ KNOBS: tuple[Knob, ...] = (
         source="Megatron-core --bf16 / --fp16 / --fp8-format / --fp4-format",
     ),
     Knob(
+        "flash_attention",
+        "layout",
+        "bool",
+        "fused attention (no s² score tensors): keeps one fp32 log-sum-exp per query and head instead",
+        label="Flash attention",
+        source="Dao et al. 2022 (arXiv 2205.14135)",
+    ),
+    Knob(
         "optimizer",
         "layout",
         "choice",

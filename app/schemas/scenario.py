@@ -151,7 +151,7 @@ class _LayoutFields(BaseModel):
     micro_batch: int = knob_field("layout.micro_batch", default=1)
     global_batch: int = knob_field("layout.global_batch")
     dtype: DtypeChoice = knob_field("layout.dtype", default="bf16")
-    flash_attention: bool = True
+    flash_attention: bool = knob_field("layout.flash_attention", default=True)
     optimizer: OptimizerChoice = knob_field("layout.optimizer", default="adamw")
     offload_modules: OffloadModules = knob_field("layout.offload_modules", default_factory=list)
     offload_layers: int = knob_field("layout.offload_layers", default=0)

@@ -48,7 +48,6 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "plan_offload": ("Planner may offload activations", ""),
     "plan_optimizer_offload": ("Planner may offload optimizer states", ""),
     "plan_avoid_light_moe": ("Planner avoids light MoE layer passes", ""),
-    "layout.flash_attention": ("Flash attention", ""),
     "framework": ("Framework conventions", ""),
     "app_version": ("App version", ""),
     "formula_version": ("Formula version", ""),

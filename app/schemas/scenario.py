@@ -43,8 +43,8 @@ __all__ = ["MAX_BATCH", "MAX_LAYERS", "MAX_PARALLEL", "MAX_VIRTUAL_STAGES"]
 
 
 def knob_field(path: str, **default: Any) -> Any:
-    """The pydantic Field of the registry's knob at `path` ('layout.tp'): its range and its description (the
-    OpenAPI schema's), with `default=` where the field has one."""
+    """The pydantic Field of the registry's knob at `path` ('layout.tp'): its range (a list knob: its length) and
+    its description (the OpenAPI schema's), with `default=` or `default_factory=` where the field has one."""
     k = knob(path)
     return Field(ge=k.ge, gt=k.gt, le=k.le, max_length=k.max_items, description=k.help, **default)
 
@@ -73,9 +73,9 @@ def with_generic_knobs(base: type[BaseModel], section: Section) -> type[BaseMode
     return create_model(base.__name__, __base__=base, __module__=base.__module__, **extra)
 
 
-if (
-    TYPE_CHECKING
-):  # the estimator's own types (app.core.layout) for mypy; the schema builds them from the registry
+# the choice and list knobs' types: mypy sees the estimator's own (app.core.layout), the schema builds them from the
+# registry
+if TYPE_CHECKING:
     from app.core.layout import MomentsDtype as MomentsChoice
     from app.core.layout import Optimizer as OptimizerChoice
     from app.core.layout import RecomputeMode as RecomputeChoice

@@ -1,9 +1,10 @@
-"""Every scenario knob, declared once: name, type, range, unit, label, help text, CLI flag and source.
+"""Every scenario knob, declared once: name, type, range or choices, unit, label, help text, CLI flag and source.
 
-The scenario schema (`app.schemas.scenario`: each field's range and OpenAPI description), the command line's
-options (`clusterplan search`), the plan builder's inputs (`templates/plan_new.html` labels, units, hints,
-min/max; `app.web.pages._builder` parsing) and the saved-plan comparison labels (`app.services.plan_fields`)
-read them from here; `tests/web/test_knob_registry.py` fails when a range or help text is written anywhere else.
+The scenario schema (`app.schemas.scenario`: each field's range or allowed values and its OpenAPI description),
+the command line's options (`clusterplan search`), the plan builder's inputs (`templates/plan_new.html` labels,
+units, hints, min/max, select options; `app.web.pages._builder` parsing) and the saved-plan comparison labels
+(`app.services.plan_fields`) read them from here; `tests/web/test_knob_registry.py` fails when a range, a choice
+list or a help text is written anywhere else.
 
 A knob with `generic=True` needs nothing but this record and its `Layout` field: the schema field, the builder's
 state, input, query and scenario round trip, and the saved-plan label are made from the record
@@ -15,6 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from app.core.attention import ATTENTION_BACKENDS
+from app.core.layout import (
+    MOMENTS_DTYPES,
+    OFFLOAD_MODULES,
+    OPTIMIZERS,
+    RECOMPUTE_MODES,
+    RECOMPUTE_MODULES,
+    RESHARD_MODES,
+    TRAIN_DTYPES,
+)
 from app.core.model import MAX_MTP_LAYERS
 
 # Upper bounds: generous beyond any real run, small enough that every product the estimator forms stays exact in
@@ -29,7 +40,8 @@ MAX_NODES = 100_000  # cluster.nodes: 800,000 GPUs at 8 per node, above the larg
 MAX_GPUS_PER_NODE = 576  # NVIDIA Rubin Ultra NVL576, the largest scale-up domain announced (GTC 2025)
 MAX_SEQ_LEN = 10_000_000  # training.seq_len: Llama 4 Scout's 10M-token context window (Meta, April 2025)
 
-Section = Literal["cluster", "layout", "training"]
+# "scenario": a field of the scenario document itself (its path is the bare name, as a 422 gives it)
+Section = Literal["cluster", "layout", "training", "scenario"]
 Kind = Literal["int", "float", "bool", "choice", "list", "text"]
 
 
@@ -38,7 +50,9 @@ class Knob:
     """One scenario field. `ge` / `gt` / `le`: its range (None = unbounded); `optional`: None (unset) is allowed;
     `zero_unset`: the plan builder's input takes 0 for unset (its smallest value is then 0); `symbol`: the short name the saved-plan comparison adds to the label;
     `cli_flag`: the `clusterplan search` option that sets it (None = scenario file only); `source`: the framework
-    flag or paper the knob follows; `generic`: the schema field and the builder input are made from this record."""
+    flag or paper the knob follows; `generic`: the schema field and the builder input are made from this record.
+    `choices`: a choice knob's values, or the items a list knob may hold (the schema's enum, in this order);
+    `choice_labels`: the builder's text for each choice (empty: the value itself); `max_items`: a list's length."""
 
     name: str
     section: Section
@@ -56,11 +70,29 @@ class Knob:
     generic: bool = False
     zero_unset: bool = False
     step: float | None = None  # the builder's step for a float input (None: whole numbers)
+    choices: tuple[str, ...] = ()
+    choice_labels: tuple[str, ...] = ()
+    max_items: int | None = None
 
     @property
     def path(self) -> str:
-        """'layout.tp': the name a 422 and the saved-plan comparison give the field."""
-        return f"{self.section}.{self.name}"
+        """'layout.tp': the name a 422 and the saved-plan comparison give the field ('attention_backend' for a
+        field of the scenario itself)."""
+        return self.name if self.section == "scenario" else f"{self.section}.{self.name}"
+
+    @property
+    def options(self) -> tuple[tuple[str, str], ...]:
+        """The builder's select options: (value, text) for each choice."""
+        return tuple(zip(self.choices, self.choice_labels or self.choices, strict=True))
+
+    @property
+    def choices_text(self) -> str:
+        """'bf16 | fp16 | fp8 | fp4': the allowed values, as the command line's help shows them."""
+        return " | ".join(self.choices)
+
+    def choice_error(self) -> str:
+        """'one of none, selective, full', as the builder and the command line name a refused value."""
+        return f"one of {', '.join(self.choices)}"
 
     @property
     def compare_label(self) -> str:
@@ -75,6 +107,8 @@ class Knob:
     @property
     def builder_hint(self) -> str:
         """The builder's hint under the input: the help text, and what 0 means where 0 stands for unset."""
+        if self.kind == "list":
+            return f"{self.help}; comma-separated"
         return f"{self.help}; 0 = unset" if self.zero_unset else self.help
 
     def range_text(self) -> str:
@@ -229,6 +263,95 @@ KNOBS: tuple[Knob, ...] = (
         zero_unset=True,
         source="Megatron-core --decoder-last-pipeline-num-layers",
     ),
+    # ---- layout: choices and switches ------------------------------------------------------------------------
+    Knob(
+        "sequence_parallel",
+        "layout",
+        "bool",
+        "Megatron sequence parallelism (needs tp > 1)",
+        label="Sequence parallel",
+        source="Megatron-core --sequence-parallel; Korthikanti et al. 2022 (arXiv 2205.05198) Sec. 4.2.2",
+    ),
+    Knob(
+        "recompute",
+        "layout",
+        "choice",
+        "activation recompute: none, selective (the modules of recompute_modules) or full (whole transformer "
+        "layers, recompute_layers of them per stage)",
+        label="Activation recompute",
+        choices=RECOMPUTE_MODES,
+        source="Megatron-core --recompute-granularity; Korthikanti et al. 2022 (arXiv 2205.05198) Sec. 5",
+    ),
+    Knob(
+        "recompute_modules",
+        "layout",
+        "list",
+        "with recompute='selective': Megatron-core's --recompute-modules (default core_attn); layernorm, mlp "
+        "(dense layers), moe, moe_act, shared_experts (MoE layers)",
+        label="Recompute modules",
+        choices=RECOMPUTE_MODULES,
+        max_items=len(RECOMPUTE_MODULES),
+        source="Megatron-core --recompute-modules",
+    ),
+    Knob(
+        "dtype",
+        "layout",
+        "choice",
+        "compute dtype of the linear layers: bf16, fp16, fp8 (per-tensor scaled FP8) or fp4 (NVFP4, Blackwell); "
+        "attention runs in 16 bit",
+        label="Compute precision",
+        choices=TRAIN_DTYPES,
+        choice_labels=("BF16", "FP16", "FP8", "NVFP4"),
+        cli_flag="--dtype",
+        source="Megatron-core --bf16 / --fp16 / --fp8-format / --fp4-format",
+    ),
+    Knob(
+        "flash_attention",
+        "layout",
+        "bool",
+        "fused attention (no s² score tensors): keeps one fp32 log-sum-exp per query and head instead",
+        label="Flash attention",
+        source="Dao et al. 2022 (arXiv 2205.14135)",
+    ),
+    Knob(
+        "optimizer",
+        "layout",
+        "choice",
+        "adamw or adam: the same states (fp32 master weights, two moments), so the same estimate",
+        label="Optimizer",
+        choices=OPTIMIZERS,
+        source="Megatron-core --optimizer adam (decoupled weight decay, AdamW)",
+    ),
+    Knob(
+        "offload_modules",
+        "layout",
+        "list",
+        "Megatron-core fine-grained activation offloading (--offload-modules): modules whose input activations go "
+        "to host memory in every layer; expert_fc1 and moe_act for MoE models; not with recompute='full' or "
+        "offload_layers",
+        label="Offloaded modules",
+        choices=OFFLOAD_MODULES,
+        max_items=len(OFFLOAD_MODULES),
+        source="Megatron-core --fine-grained-activation-offloading --offload-modules",
+    ),
+    Knob(
+        "reshard_after",
+        "layout",
+        "choice",
+        "zero = 3 only: when FSDP frees the gathered parameters. forward: after each forward, gathered again for "
+        "the backward (FSDP2 reshard_after_forward=True, DeepSpeed ZeRO-3); backward: kept from the forward to the "
+        "backward of each micro-batch (reshard_after_forward=False; Llama 3); step: parameters and gradients kept "
+        "unsharded across the step's micro-batches, one all-gather and one reduce-scatter per step (torchtitan's "
+        "pipeline schedules)",
+        label="ZeRO-3 re-shard after",
+        choices=RESHARD_MODES,
+        choice_labels=(
+            "forward (FSDP default)",
+            "backward (kept to the backward)",
+            "step (kept across micro-batches)",
+        ),
+        source="PyTorch FSDP2 fully_shard(reshard_after_forward); arXiv 2407.21783 Sec. 3.3.2",
+    ),
     # ---- layout: batch, sharding, recompute, offload ---------------------------------------------------------
     Knob(
         "micro_batch",
@@ -327,6 +450,29 @@ KNOBS: tuple[Knob, ...] = (
         source="Megatron-core --num-layers-at-end-in-bf16; arXiv 2509.25149",
     ),
     Knob(
+        "fp8_param_gather",
+        "layout",
+        "bool",
+        "with dtype fp8: working weights kept and all-gathered as FP8 tensors, 1 B per parameter (Megatron-core "
+        "--fp8-param-gather, NeMo fp8_params, Megatron-Bridge's FP8 presets: zero ≥ 1; torchao's FSDP2 float8 "
+        "all-gather: zero = 3); master weights, Adam moments and gradients unchanged",
+        label="FP8 parameters",
+        cli_flag="--fp8-params",
+        source="Megatron-core --fp8-param-gather",
+    ),
+    Knob(
+        "optimizer_moments_dtype",
+        "layout",
+        "choice",
+        "Adam first and second moments: fp32, or bf16 with Megatron-core's precision-aware optimizer "
+        "(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16; needs the distributed "
+        "optimizer, zero ≥ 1): 4 B per parameter instead of 8",
+        label="Adam moments",
+        choices=MOMENTS_DTYPES,
+        cli_flag="--optimizer-moments",
+        source="Megatron-core --use-precision-aware-optimizer --exp-avg-dtype --exp-avg-sq-dtype",
+    ),
+    Knob(
         "mtp_layers",
         "layout",
         "int",
@@ -341,6 +487,41 @@ KNOBS: tuple[Knob, ...] = (
         zero_unset=True,
         cli_flag="--mtp-layers",
         source="Megatron-core --mtp-num-layers; DeepSeek-V3 (arXiv 2412.19437) Sec. 2.2",
+    ),
+    # ---- the scenario's own fields: framework kernels and MoE communication ----------------------------------
+    Knob(
+        "moe_dispatcher",
+        "scenario",
+        "choice",
+        "MoE token dispatcher: alltoall (Megatron-core's default NCCL all-to-all: every top-k copy of a token "
+        "crosses the network) or deepep / hybridep (Megatron-core's flex dispatcher: one copy per destination "
+        "node, fanned out over NVLink); MoE models only",
+        label="MoE token dispatcher",
+        choices=("alltoall", "deepep", "hybridep"),
+        source="Megatron-core --moe-token-dispatcher-type alltoall | flex --moe-flex-dispatcher-backend",
+    ),
+    Knob(
+        "moe_a2a_overlap",
+        "scenario",
+        "bool",
+        "hide the expert-parallel all-to-alls behind the paired micro-batch's compute (Megatron-core "
+        "--overlap-moe-expert-parallel-comm); MoE models only, no effect at ep = 1",
+        label="Overlap MoE all-to-alls",
+        source="Megatron-core --overlap-moe-expert-parallel-comm",
+    ),
+    Knob(
+        "attention_backend",
+        "scenario",
+        "choice",
+        "fused attention kernel: auto (the framework's: Transformer Engine for megatron-core, nemo and "
+        "nemo-automodel-fsdp2, FlashAttention-2 for the others), flash-attention-2 (the flash-attn package or "
+        "PyTorch SDPA's flash backend) or transformer-engine (cuDNN attention on compute capability 9.0 and "
+        "later, FlashAttention-2 below); kernel speeds per GPU architecture from published micro-benchmarks",
+        label="Attention kernel",
+        choices=("auto", *ATTENTION_BACKENDS),
+        choice_labels=("framework default", "FlashAttention-2", "Transformer Engine"),
+        cli_flag="--attention-backend",
+        source="app.core.attention (Megatron-core --attention-backend)",
     ),
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal, cast, overload
+from typing import Any, Literal, cast, get_args, overload
 
 from app.core.errors import ProblemCollector
 from app.core.hardware import ClusterSpec, GPUSpec
@@ -27,7 +27,7 @@ Optimizer = Literal["adamw", "adam"]
 MomentsDtype = Literal["fp32", "bf16"]
 ReshardAfter = Literal["forward", "backward", "step"]
 
-RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+RECOMPUTE_MODES: tuple[str, ...] = get_args(RecomputeMode)
 # Megatron-core's selective recompute modules (--recompute-modules, TransformerConfig.recompute_modules, used with
 # --recompute-granularity selective; default ["core_attn"]): what each re-runs in the backward instead of keeping
 # its activations. core_attn: the attention scores (fused attention keeps none); layernorm: the norm outputs;
@@ -47,8 +47,8 @@ OFFLOAD_MODULES: tuple[str, ...] = (
 MOE_RECOMPUTE_MODULES: tuple[str, ...] = ("moe", "moe_act", "shared_experts")
 MOE_OFFLOAD_MODULES: tuple[str, ...] = ("expert_fc1", "moe_act")
 TRAIN_DTYPES: tuple[str, ...] = ("bf16", "fp16", *QUANTIZED_DTYPES)
-OPTIMIZERS: tuple[str, ...] = ("adamw", "adam")
-MOMENTS_DTYPES: tuple[str, ...] = ("fp32", "bf16")
+OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+MOMENTS_DTYPES: tuple[str, ...] = get_args(MomentsDtype)
 # when ZeRO-3 / FSDP frees the gathered parameters again (PyTorch FSDP2 fully_shard): "forward" re-shards after the
 # forward and gathers again for the backward (reshard_after_forward=True, the default; DeepSpeed ZeRO-3); "backward"
 # keeps them from the forward to the backward of each micro-batch (reshard_after_forward=False, FSDP1
@@ -56,7 +56,7 @@ MOMENTS_DTYPES: tuple[str, ...] = ("fp32", "bf16")
 # avoid an extra all-gather communication during backward passes"); "step" keeps the gathered parameters and the
 # unsharded gradients across the micro-batches of a step, gathering once and reduce-scattering once per step
 # (torchtitan's pipeline schedules: reshard_after_forward=False with gradient sync only on the last micro-batch)
-RESHARD_MODES: tuple[str, ...] = ("forward", "backward", "step")
+RESHARD_MODES: tuple[str, ...] = get_args(ReshardAfter)
 
 
 @overload

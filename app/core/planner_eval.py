@@ -38,7 +38,14 @@ from app.core.efficiency import GemmEfficiency, HardwareProfile, training_curves
 from app.core.estimate import EstimateOptions, flops_per_token, framework_conventions, recomputed_layer_share
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, LayoutColumns, RunOptions, framework_reshard, stage_bf16_layer_counts
+from app.core.layout import (
+    RECOMPUTE_MODES,
+    Layout,
+    LayoutColumns,
+    RunOptions,
+    framework_reshard,
+    stage_bf16_layer_counts,
+)
 from app.core.memory import (
     LayerActivations,
     MemoryRun,
@@ -75,7 +82,7 @@ from app.core.step import (
     stage_total,
 )
 
-RECOMPUTE_CODES: tuple[str, ...] = ("none", "selective", "full")
+RECOMPUTE_CODES: tuple[str, ...] = RECOMPUTE_MODES  # a layout column holds the index of its mode
 LAYOUT_ARRAYS = (
     "tp",
     "pp",

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.schemas.catalog import PriceAge, PriceDated, PriceItem, PriceKey
 from app.schemas.estimate import AssumptionOut
 from app.schemas.fields import JsonObject, SafeStr
+from app.schemas.scenario import DtypeChoice
 
 # price options one request compares: a price book holds tens of rows per GPU; 1,000 bounds one request's work
 MAX_PRICE_OPTIONS = 1000
@@ -119,7 +120,7 @@ class RunCostRequest(StrictModel):
     gpu: SafeStr | None = Field(
         None, max_length=100, description="catalog GPU: gives the peak FLOP/s and default price rows"
     )
-    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
+    dtype: DtypeChoice = "bf16"  # the scenario's compute dtype (app.core.knobs)
     peak_tflops: float | None = Field(
         None, gt=0, le=1e6, description="dense peak TFLOP/s per GPU (overrides gpu)"
     )

@@ -15,7 +15,8 @@ See docs/scenario.md for every field.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from types import GenericAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -42,10 +43,18 @@ __all__ = ["MAX_BATCH", "MAX_LAYERS", "MAX_PARALLEL", "MAX_VIRTUAL_STAGES"]
 
 
 def knob_field(path: str, **default: Any) -> Any:
-    """The pydantic Field of the registry's knob at `path` ('layout.tp'): its range and its description (the
-    OpenAPI schema's), with `default=` where the field has one."""
+    """The pydantic Field of the registry's knob at `path` ('layout.tp'): its range (a list knob: its length) and
+    its description (the OpenAPI schema's), with `default=` or `default_factory=` where the field has one."""
     k = knob(path)
-    return Field(ge=k.ge, gt=k.gt, le=k.le, description=k.help, **default)
+    return Field(ge=k.ge, gt=k.gt, le=k.le, max_length=k.max_items, description=k.help, **default)
+
+
+def knob_type(path: str) -> Any:
+    """The type of the registry's choice or list knob at `path`: a Literal of its choices (the OpenAPI schema's
+    enum, and a 422 naming the field and the allowed values), or a list of them."""
+    k = knob(path)
+    choice = cast(Any, Literal)[k.choices]
+    return GenericAlias(list, (choice,)) if k.kind == "list" else choice
 
 
 def knob_range(path: str) -> Any:
@@ -62,6 +71,31 @@ def with_generic_knobs(base: type[BaseModel], section: Section) -> type[BaseMode
         kind: Any = {"int": int, "float": float, "bool": bool}[k.kind]
         extra[k.name] = (kind | None if k.optional else kind, knob_field(k.path, default=default_of(k)))
     return create_model(base.__name__, __base__=base, __module__=base.__module__, **extra)
+
+
+# the choice and list knobs' types: mypy sees the estimator's own (app.core.layout), the schema builds them from the
+# registry
+if TYPE_CHECKING:
+    from app.core.layout import MomentsDtype as MomentsChoice
+    from app.core.layout import Optimizer as OptimizerChoice
+    from app.core.layout import RecomputeMode as RecomputeChoice
+    from app.core.layout import ReshardAfter as ReshardChoice
+    from app.core.layout import TrainDtype as DtypeChoice
+
+    RecomputeModules: TypeAlias = list[str]
+    OffloadModules: TypeAlias = list[str]
+    MoeDispatcher: TypeAlias = str
+    AttentionBackendChoice: TypeAlias = str
+else:  # Literals of the registry's choices (app.core.knobs): the OpenAPI schema's enums
+    RecomputeChoice = knob_type("layout.recompute")
+    RecomputeModules = knob_type("layout.recompute_modules")
+    DtypeChoice = knob_type("layout.dtype")
+    OptimizerChoice = knob_type("layout.optimizer")
+    OffloadModules = knob_type("layout.offload_modules")
+    ReshardChoice = knob_type("layout.reshard_after")
+    MomentsChoice = knob_type("layout.optimizer_moments_dtype")
+    MoeDispatcher = knob_type("moe_dispatcher")
+    AttentionBackendChoice = knob_type("attention_backend")
 
 
 class ClusterIn(BaseModel):
@@ -91,26 +125,12 @@ Bf16FirstLayers = Annotated[int, knob_field("layout.bf16_first_layers")]
 Bf16LastLayers = Annotated[int, knob_field("layout.bf16_last_layers")]
 # the Adam moments' dtype (app.core.layout.Layout.optimizer_moments_dtype), as the scenario, plan and sizes
 # requests take it
-OptimizerMomentsDtype = Annotated[
-    Literal["fp32", "bf16"],
-    Field(
-        description="Adam first and second moments: fp32, or bf16 with Megatron-core's precision-aware optimizer "
-        "(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16; needs the distributed "
-        "optimizer, zero ≥ 1): 4 B per parameter instead of 8",
-    ),
-]
+OptimizerMomentsDtype = Annotated[MomentsChoice, knob_field("layout.optimizer_moments_dtype")]
 # multi-token-prediction modules, as the scenario, plan and sizes requests still take them beside the model's own
 # field (app.core.model.ModelSpec.mtp_layers); app.services.scenario applies the value to the model
 MtpLayers = Annotated[int | None, knob_field("layout.mtp_layers")]
 # FP8 parameters (app.core.layout.Layout.fp8_param_gather), as the scenario, plan and sizes requests take them
-Fp8ParamGather = Annotated[
-    bool,
-    Field(
-        description="with dtype fp8: working weights kept and all-gathered as FP8 tensors, 1 B per parameter "
-        "(Megatron-core --fp8-param-gather, NeMo fp8_params, Megatron-Bridge's FP8 presets: zero ≥ 1; torchao's "
-        "FSDP2 float8 all-gather: zero = 3); master weights, Adam moments and gradients unchanged",
-    ),
-]
+Fp8ParamGather = Annotated[bool, knob_field("layout.fp8_param_gather")]
 
 
 class _LayoutFields(BaseModel):
@@ -124,31 +144,16 @@ class _LayoutFields(BaseModel):
     ep: int = knob_field("layout.ep", default=1)
     etp: int | None = knob_field("layout.etp", default=None)
     zero: int = knob_field("layout.zero", default=1)
-    sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1)")
-    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool = knob_field("layout.sequence_parallel", default=False)
+    recompute: RecomputeChoice = knob_field("layout.recompute", default="none")
     recompute_layers: int | None = knob_field("layout.recompute_layers", default=None)
-    recompute_modules: list[Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts"]] = (
-        Field(
-            default_factory=list,
-            max_length=6,
-            description="with recompute='selective': Megatron-core's --recompute-modules (default core_attn); "
-            "layernorm, mlp (dense layers), moe, moe_act, shared_experts (MoE layers)",
-        )
-    )
+    recompute_modules: RecomputeModules = knob_field("layout.recompute_modules", default_factory=list)
     micro_batch: int = knob_field("layout.micro_batch", default=1)
     global_batch: int = knob_field("layout.global_batch")
-    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
-    flash_attention: bool = True
-    optimizer: Literal["adamw", "adam"] = "adamw"
-    offload_modules: list[
-        Literal["attn_norm", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]
-    ] = Field(
-        default_factory=list,
-        max_length=6,
-        description="Megatron-core fine-grained activation offloading (--offload-modules): modules whose input "
-        "activations go to host memory in every layer; expert_fc1 and moe_act for MoE models; not with "
-        "recompute='full' or offload_layers",
-    )
+    dtype: DtypeChoice = knob_field("layout.dtype", default="bf16")
+    flash_attention: bool = knob_field("layout.flash_attention", default=True)
+    optimizer: OptimizerChoice = knob_field("layout.optimizer", default="adamw")
+    offload_modules: OffloadModules = knob_field("layout.offload_modules", default_factory=list)
     offload_layers: int = knob_field("layout.offload_layers", default=0)
     optimizer_offload: float = knob_field("layout.optimizer_offload", default=0.0)
     first_stage_layers: int | None = knob_field("layout.first_stage_layers", default=None)
@@ -165,14 +170,7 @@ class _LayoutFields(BaseModel):
     fp8_param_gather: Fp8ParamGather = False
     optimizer_moments_dtype: OptimizerMomentsDtype = "fp32"
     mtp_layers: MtpLayers = None
-    reshard_after: Literal["forward", "backward", "step"] = Field(
-        default="forward",
-        description="zero = 3 only: when FSDP frees the gathered parameters. forward: after each forward, "
-        "gathered again for the backward (FSDP2 reshard_after_forward=True, DeepSpeed ZeRO-3); backward: kept "
-        "from the forward to the backward of each micro-batch (reshard_after_forward=False; Llama 3); step: "
-        "parameters and gradients kept unsharded across the step's micro-batches, one all-gather and one "
-        "reduce-scatter per step (torchtitan's pipeline schedules)",
-    )
+    reshard_after: ReshardChoice = knob_field("layout.reshard_after", default="forward")
     pipeline_layout: SafeStr | None = Field(
         default=None,
         max_length=2000,
@@ -205,16 +203,6 @@ class TrainingIn(BaseModel):
     )
 
 
-MoeDispatcher = Literal["alltoall", "deepep", "hybridep"]
-AttentionBackendChoice = Literal["auto", "flash-attention-2", "transformer-engine"]
-ATTENTION_BACKEND_HELP = (
-    "fused attention kernel: auto (the framework's: Transformer Engine for megatron-core, nemo and "
-    "nemo-automodel-fsdp2, FlashAttention-2 for the others), flash-attention-2 (the flash-attn package or PyTorch "
-    "SDPA's flash backend) or transformer-engine (cuDNN attention on compute capability 9.0 and later, "
-    "FlashAttention-2 below); kernel speeds per GPU architecture from published micro-benchmarks"
-)
-
-
 class Scenario(BaseModel):
     model_config = SCENARIO_CONFIG
 
@@ -236,15 +224,6 @@ class Scenario(BaseModel):
         description="framework conventions: megatron-core, nemo, megatron-2021, megatron-deepspeed, "
         "torchtitan-fsdp2, torchtitan-fsdp2-compile, llm-foundry, nemo-automodel-fsdp2",
     )
-    moe_dispatcher: MoeDispatcher = Field(
-        default="alltoall",
-        description="MoE token dispatcher: alltoall (Megatron-core's default NCCL all-to-all: every top-k copy "
-        "of a token crosses the network) or deepep / hybridep (Megatron-core's flex dispatcher: one copy per "
-        "destination node, fanned out over NVLink); MoE models only",
-    )
-    moe_a2a_overlap: bool = Field(
-        default=False,
-        description="hide the expert-parallel all-to-alls behind the paired micro-batch's compute "
-        "(Megatron-core --overlap-moe-expert-parallel-comm); MoE models only, no effect at ep = 1",
-    )
-    attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
+    moe_dispatcher: MoeDispatcher = knob_field("moe_dispatcher", default="alltoall")
+    moe_a2a_overlap: bool = knob_field("moe_a2a_overlap", default=False)
+    attention_backend: AttentionBackendChoice = knob_field("attention_backend", default="auto")

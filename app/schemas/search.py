@@ -16,17 +16,18 @@ from app.core.planner import Constraints
 from app.core.units import GiB
 from app.schemas.fields import CatalogRef, JsonObject, SafeStr
 from app.schemas.scenario import (
-    ATTENTION_BACKEND_HELP,
     FRAMEWORK_NAME_MAX,
     MAX_BATCH_TOKENS,
     AttentionBackendChoice,
     Bf16FirstLayers,
     Bf16LastLayers,
     ClusterIn,
+    DtypeChoice,
     Fp8ParamGather,
     MoeDispatcher,
     MtpLayers,
     OptimizerMomentsDtype,
+    RecomputeChoice,
     TrainingIn,
     knob_field,
     knob_range,
@@ -67,9 +68,7 @@ class ConstraintsIn(BaseModel):
     zero: list[Annotated[int, knob_range("layout.zero")]] | None = Field(
         default=None, max_length=MAX_ALLOWED_VALUES, description="allowed ZeRO stages (0-3)"
     )
-    recompute: list[Literal["none", "selective", "full"]] | None = Field(
-        default=None, max_length=MAX_ALLOWED_VALUES
-    )
+    recompute: list[RecomputeChoice] | None = Field(default=None, max_length=MAX_ALLOWED_VALUES)
     sequence_parallel: list[bool] | None = Field(default=None, max_length=MAX_ALLOWED_VALUES)
     tp_beyond_scaleup_domain: bool = Field(default=False, description="let TP groups span nodes")
     # upper bounds keep one request's search within a few seconds of CPU
@@ -144,7 +143,7 @@ class SearchRequestBase(BaseModel):
         le=MAX_BATCH_TOKENS,
         description="tokens per optimizer step (alternative to global_batch)",
     )
-    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = "bf16"
+    dtype: DtypeChoice = "bf16"
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False
@@ -158,7 +157,7 @@ class SearchRequestBase(BaseModel):
     moe_a2a_overlap: bool = Field(
         default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
     )
-    attention_backend: AttentionBackendChoice = Field(default="auto", description=ATTENTION_BACKEND_HELP)
+    attention_backend: AttentionBackendChoice = knob_field("attention_backend", default="auto")
     profile: SafeStr | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"
     )

@@ -7,7 +7,8 @@ from typing import Any
 
 from app.core.knobs import KNOBS
 
-# labels and units: the scenario knobs' from the registry (app.core.knobs), the results' and choices' here
+# labels and units: the scenario knobs' from the registry (app.core.knobs), the results' and the builder's own
+# choices' here
 FIELD_INFO: dict[str, tuple[str, str]] = {
     "model": ("Model", ""),
     "gpu": ("GPU", ""),
@@ -38,12 +39,6 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "training.tokens": ("Training tokens", "tokens"),
     "cluster.gpu": ("GPU type", ""),
     "cluster.fabric": ("Fabric preset", ""),
-    "layout.sequence_parallel": ("Sequence parallel", ""),
-    "layout.recompute": ("Activation recompute", ""),
-    "layout.dtype": ("Compute precision", ""),
-    "layout.fp8_param_gather": ("FP8 parameters", ""),
-    "layout.optimizer_moments_dtype": ("Adam moments", ""),
-    "layout.reshard_after": ("ZeRO-3 re-shard after", ""),
     # the builder's choices saved with a revision (app.web.pages._builder.SAVED_CHOICES)
     "mode": ("Layout chosen by", ""),
     "rank_by": ("Layouts ranked by", ""),
@@ -53,8 +48,6 @@ FIELD_INFO: dict[str, tuple[str, str]] = {
     "plan_offload": ("Planner may offload activations", ""),
     "plan_optimizer_offload": ("Planner may offload optimizer states", ""),
     "plan_avoid_light_moe": ("Planner avoids light MoE layer passes", ""),
-    "layout.flash_attention": ("Flash attention", ""),
-    "layout.optimizer": ("Optimizer", ""),
     "framework": ("Framework conventions", ""),
     "app_version": ("App version", ""),
     "formula_version": ("Formula version", ""),

@@ -25,7 +25,7 @@ from typing import Any
 from app.core.errors import SpecError
 from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, RunOptions
+from app.core.layout import RECOMPUTE_MODES, Layout, RunOptions
 from app.core.model import ModelSpec
 from app.core.planner import Constraints, PlannedLayout, plan
 from app.validation.training_runs import (
@@ -177,7 +177,7 @@ def _stated(row: Row) -> dict[str, Any]:
     if zero is not None:
         stated["zero"] = zero
     rec = row.get("recompute").lower()
-    if rec in ("none", "selective", "full"):
+    if rec in RECOMPUTE_MODES:
         stated["recompute"] = rec
     sp = row.get("sequence_parallel").lower()
     if sp:

@@ -49,6 +49,7 @@ from app.core.layout import (
     MOE_OFFLOAD_MODULES,
     MOE_RECOMPUTE_MODULES,
     OFFLOAD_MODULES,
+    RECOMPUTE_MODES,
     RECOMPUTE_MODULES,
     RESHARD_MODES,
     Layout,
@@ -871,7 +872,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         vp=vp,
         zero=zero,
         sequence_parallel=sp and tp > 1,
-        recompute=recompute if recompute in ("none", "selective", "full") else "none",  # type: ignore[arg-type]
+        recompute=recompute if recompute in RECOMPUTE_MODES else "none",  # type: ignore[arg-type]
         recompute_modules=modules,
         micro_batch=mb,
         global_batch=gbs,

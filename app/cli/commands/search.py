@@ -17,7 +17,7 @@ import typer
 from typer.core import TyperCommand
 
 from app.cli.output import days_text, to_json
-from app.core.knobs import knob
+from app.core.knobs import Knob, knob
 from app.core.units import DAY, GiB
 
 HELP = (
@@ -53,10 +53,25 @@ def register(root: typer.Typer) -> None:
 
 
 def knob_option(path: str) -> Any:
-    """The typer option of the registry's knob at `path` ('cluster.nodes'): its flag, range and help
-    (app.core.knobs)."""
+    """The typer option of the registry's knob at `path` ('cluster.nodes'): its flag, range or allowed values
+    (shown as its metavar, checked before the search runs) and help (app.core.knobs)."""
     k = knob(path)
+    if k.kind == "bool":
+        return typer.Option(k.cli_flag, help=k.help)
+    if k.kind == "choice":
+        return typer.Option(k.cli_flag, help=k.help, metavar=f"[{k.choices_text}]", callback=_choice_check(k))
     return typer.Option(k.cli_flag, min=k.ge, max=k.le, help=k.help)
+
+
+def _choice_check(k: Knob) -> Any:
+    """The option's callback: a value outside the knob's choices exits 2, naming the field and its values."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in k.choices:
+            raise typer.BadParameter(f"{k.path}: {k.choice_error()}, not {value!r}")
+        return value
+
+    return check
 
 
 def _int_list(text: str | None, option: str) -> list[int] | None:
@@ -150,7 +165,7 @@ def search_command(  # noqa: PLR0912
     global_batch: Annotated[int | None, knob_option("layout.global_batch")] = None,
     tokens: Annotated[float | None, typer.Option("--tokens", help="training tokens (time to train)")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="megatron-core, nemo, …")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | fp4 (NVFP4)")] = None,
+    dtype: Annotated[str | None, knob_option("layout.dtype")] = None,
     bf16_layers: Annotated[
         str | None,
         typer.Option(
@@ -158,29 +173,10 @@ def search_command(  # noqa: PLR0912
             help="with fp8 / fp4: layers kept 16-bit at the start and the end, FIRST,LAST (e.g. 2,10)",
         ),
     ] = None,
-    fp8_params: Annotated[
-        bool,
-        typer.Option(
-            "--fp8-params",
-            help="with fp8: FP8 working weights, gathered in FP8 (Megatron-core --fp8-param-gather); "
-            "zero ≥ 1 layouts only",
-        ),
-    ] = False,
+    fp8_params: Annotated[bool, knob_option("layout.fp8_param_gather")] = False,
     mtp_layers: Annotated[int | None, knob_option("layout.mtp_layers")] = None,
-    optimizer_moments: Annotated[
-        str | None,
-        typer.Option(
-            "--optimizer-moments",
-            help="Adam moments: fp32 | bf16 (Megatron-core's precision-aware optimizer; zero ≥ 1 layouts only)",
-        ),
-    ] = None,
-    attention_backend: Annotated[
-        str | None,
-        typer.Option(
-            "--attention-backend",
-            help="fused attention kernel: auto | flash-attention-2 | transformer-engine (cuDNN on Hopper+)",
-        ),
-    ] = None,
+    optimizer_moments: Annotated[str | None, knob_option("layout.optimizer_moments_dtype")] = None,
+    attention_backend: Annotated[str | None, knob_option("attention_backend")] = None,
     preset: Annotated[str, typer.Option("--preset", help="none | heuristic (seed rule)")] = "none",
     avoid_light_moe: Annotated[
         bool,

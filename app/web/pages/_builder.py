@@ -16,12 +16,9 @@ from urllib.parse import urlencode
 
 from app.core.errors import Problem, SpecError
 from app.core.knobs import Knob, generic_knobs, knob
-from app.core.layout import OFFLOAD_MODULES, RECOMPUTE_MODULES, RESHARD_MODES
 
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
 
-RECOMPUTE_CHOICES = ("none", "selective", "full")
-DTYPE_CHOICES = ("bf16", "fp16", "fp8", "fp4")
 ZERO_CHOICES = (0, 1, 2, 3)
 MODE_CHOICES = ("manual", "planner")
 RANK_CHOICES = (
@@ -29,9 +26,6 @@ RANK_CHOICES = (
     "cost",
 )  # planner mode: rank layouts by time to train or cost per run (PlanRequest.rank_by)
 SCALING_CHOICES = ("strong", "weak")  # app.services.plan_scaling.SCALING_MODES
-ATTENTION_CHOICES = ("auto", "flash-attention-2", "transformer-engine")
-MOMENTS_CHOICES = ("fp32", "bf16")
-RESHARD_CHOICES = RESHARD_MODES  # ZeRO-3: when the gathered parameters are freed (Layout.reshard_after)
 # planner-mode checkboxes (sent as name=1, absent from the query when off)
 PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe")
 # the sizing goals: upper bound and what the value is (a deadline of 100 years is no deadline)
@@ -222,6 +216,24 @@ BUILDER_KNOBS: dict[str, Knob] = {
         ("mtp_layers", "layout.mtp_layers"),
     )
 } | {k.name: k for k in generic_knobs("layout")}
+# the builder's selects, comma-separated lists and checkboxes, and the registry's knob each one sets: its label,
+# options (value and text), hint and the values it takes
+BUILDER_CHOICES: dict[str, Knob] = {
+    name: knob(path)
+    for name, path in (
+        ("recompute", "layout.recompute"),
+        ("recompute_modules", "layout.recompute_modules"),
+        ("offload_modules", "layout.offload_modules"),
+        ("reshard_after", "layout.reshard_after"),
+        ("dtype", "layout.dtype"),
+        ("optimizer_moments_dtype", "layout.optimizer_moments_dtype"),
+        ("attention_backend", "attention_backend"),
+        ("sp", "layout.sequence_parallel"),
+        ("fp8_params", "layout.fp8_param_gather"),
+    )
+}
+# the builder's own choices beside the registry's (its mode, the ranking, the scaling panel)
+_MODE_CHOICES = {"mode": MODE_CHOICES, "rank_by": RANK_CHOICES, "scaling_mode": SCALING_CHOICES}
 GENERIC_NAMES = tuple(k.name for k in generic_knobs("layout"))
 _INT_LIMITS = {
     name: (k.builder_min, math.inf if k.le is None else k.le)
@@ -295,29 +307,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
             state.zero = zero
         except ValueError:
             errors["zero"] = "0, 1, 2 or 3"
-    for name, choices in (
-        ("recompute", RECOMPUTE_CHOICES),
-        ("dtype", DTYPE_CHOICES),
-        ("mode", MODE_CHOICES),
-        ("rank_by", RANK_CHOICES),
-        ("scaling_mode", SCALING_CHOICES),
-        ("attention_backend", ATTENTION_CHOICES),
-        ("optimizer_moments_dtype", MOMENTS_CHOICES),
-        ("reshard_after", RESHARD_CHOICES),
-    ):
-        if name in params:
-            if params[name] in choices:
-                setattr(state, name, params[name])
-            else:
-                errors[name] = f"one of {', '.join(choices)}"
-    for name, allowed in (("recompute_modules", RECOMPUTE_MODULES), ("offload_modules", OFFLOAD_MODULES)):
-        if name in params:
-            names = [n for n in re.split(r"[\s,]+", params[name].strip().lower()) if n]
-            unknown = [n for n in names if n not in allowed]
-            if unknown:
-                errors[name] = f"unknown {', '.join(unknown[:3])}; use {', '.join(allowed)}"
-            else:
-                setattr(state, name, ",".join(dict.fromkeys(names)))
+    _parse_choices(params, state, errors)
     if "stage_layers" in params:
         given = [n for n in re.split(r"[\s,|]+", params["stage_layers"].strip()) if n]
         if len(given) <= 1024 and all(n.isdigit() and len(n) <= 6 and 1 <= int(n) <= 100_000 for n in given):
@@ -333,6 +323,25 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
     # what was typed into a refused input, so a reloaded page shows it beside its error, not the default
     state.raw = {name: str(params[name])[:200] for name in errors if name in params}
     return state
+
+
+def _parse_choices(params: Mapping[str, str], state: BuilderState, errors: dict[str, str]) -> None:
+    """The selects (the registry's choice knobs and the builder's own) and the comma-separated module lists."""
+    selects = {n: k.choices for n, k in BUILDER_CHOICES.items() if k.kind == "choice"} | _MODE_CHOICES
+    for name, choices in selects.items():
+        if name in params:
+            if params[name] in choices:
+                setattr(state, name, params[name])
+            else:
+                errors[name] = f"one of {', '.join(choices)}"
+    for name, k in BUILDER_CHOICES.items():
+        if k.kind == "list" and name in params:
+            names = [n for n in re.split(r"[\s,]+", params[name].strip().lower()) if n]
+            unknown = [n for n in names if n not in k.choices]
+            if unknown:
+                errors[name] = f"unknown {', '.join(unknown[:3])}; use {', '.join(k.choices)}"
+            else:
+                setattr(state, name, ",".join(dict.fromkeys(names)))
 
 
 def state_to_scenario(state: BuilderState) -> dict[str, Any]:
@@ -633,13 +642,13 @@ def scenario_to_state(scenario: Mapping[str, Any], choices: Any = None) -> Build
     state.dtype = str(layout.get("dtype", state.dtype))
     state.fp8_params = bool(layout.get("fp8_param_gather", False))
     state.optimizer_moments_dtype = str(layout.get("optimizer_moments_dtype") or "fp32")
-    if layout.get("reshard_after") in RESHARD_CHOICES:
+    if layout.get("reshard_after") in BUILDER_CHOICES["reshard_after"].choices:
         state.reshard_after = str(layout["reshard_after"])
     training = scenario.get("training") or {}
     if training.get("seq_len") is not None:
         state.seq_len = int(training["seq_len"])
     if training.get("tokens") is not None:
         state.tokens_b = float(training["tokens"]) / TOKENS_UNIT
-    if scenario.get("attention_backend") in ATTENTION_CHOICES:
+    if scenario.get("attention_backend") in BUILDER_CHOICES["attention_backend"].choices:
         state.attention_backend = str(scenario["attention_backend"])
     return state

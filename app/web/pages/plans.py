@@ -85,7 +85,8 @@ def builder(
         "state": state,
         "view": view,
         "choices": _panels.choices(session, state),
-        "knobs": _builder.BUILDER_KNOBS,  # each input's label, unit, range and hint (app.core.knobs)
+        # each input's label, unit, range or options, and hint (app.core.knobs)
+        "knobs": _builder.BUILDER_KNOBS | _builder.BUILDER_CHOICES,
         "generic_knobs": _builder.GENERIC_NAMES,
         "editing": editing_plan,
         "csrf_token": _csrf(request),

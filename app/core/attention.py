@@ -31,6 +31,9 @@ FLASH_ATTENTION_1 = "flash-attention-1"
 FLASH_ATTENTION_2 = "flash-attention-2"
 TRANSFORMER_ENGINE = "transformer-engine"
 ATTENTION_BACKENDS = (FLASH_ATTENTION_1, FLASH_ATTENTION_2, TRANSFORMER_ENGINE)
+# what a scenario may choose: FlashAttention v1 runs only inside the 2021-22 period presets (megatron-2021/2022),
+# whose runs predate FlashAttention-2; a plan for today's software picks one of these
+SELECTABLE_ATTENTION_BACKENDS = (FLASH_ATTENTION_2, TRANSFORMER_ENGINE)
 # FlashAttention-2 runs "around 2x" as fast as FlashAttention on A100: 50-73 % of the theoretical maximum FLOP/s
 # against FlashAttention's 25-40 % (Dao 2023, arXiv 2307.08691, abstract; Sec. 4.1: 1.7-3.0x across settings). The
 # first kernel's rates are FlashAttention-2's measured ones over this factor (FLASH_ATTENTION_1_KERNELS)

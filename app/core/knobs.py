@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.core.attention import ATTENTION_BACKENDS
+from app.core.attention import SELECTABLE_ATTENTION_BACKENDS
 from app.core.layout import (
     MOMENTS_DTYPES,
     OFFLOAD_MODULES,
@@ -518,7 +518,7 @@ KNOBS: tuple[Knob, ...] = (
         "PyTorch SDPA's flash backend) or transformer-engine (cuDNN attention on compute capability 9.0 and "
         "later, FlashAttention-2 below); kernel speeds per GPU architecture from published micro-benchmarks",
         label="Attention kernel",
-        choices=("auto", *ATTENTION_BACKENDS),
+        choices=("auto", *SELECTABLE_ATTENTION_BACKENDS),
         choice_labels=("framework default", "FlashAttention-2", "Transformer Engine"),
         cli_flag="--attention-backend",
         source="app.core.attention (Megatron-core --attention-backend)",

@@ -499,6 +499,10 @@ DEEPSPEED = MEGATRON_CORE.with_(
     # (--checkpoint-activations; BigScience's tr11-176B-ml.slurm), see MEGATRON_2021
     sequence_parallel=False,
     selective_recompute=False,
+    # no ring-attention context parallelism either: Megatron-DeepSpeed's only split of the attention's sequence is
+    # DeepSpeed-Ulysses (--ds-sequence-parallel-size, DeepSpeed 0.10.2, Aug 2023; arXiv 2309.14509), an all-to-all
+    # over the heads that this model does not price, and BigScience's fork of 2022 predates it
+    context_parallel=False,
     # DeepSpeed's pipeline engine runs ZeRO-1 at most (Framework.pipeline_max_zero)
     pipeline_max_zero=1,
 )

@@ -162,8 +162,9 @@ def test_the_planner_searches_only_what_the_framework_has(framework, stages) -> 
 
 def test_the_planner_keeps_deepspeeds_pipeline_at_zero_1() -> None:
     """DeepSpeed's pipeline engine refuses ZeRO-2/3 with pp > 1, and the 2021-based Megatron-DeepSpeed preset has no
-    sequence parallelism or selective recompute (Framework.pipeline_max_zero, sequence_parallel,
-    selective_recompute). Without flash attention (BigScience's runs) selective recompute is a layout of its own."""
+    sequence parallelism, selective recompute or ring-attention context parallelism (Framework.pipeline_max_zero,
+    sequence_parallel, selective_recompute, context_parallel). Without flash attention (BigScience's runs) selective
+    recompute is a layout of its own."""
     model = catalog.find_model("Llama-2-70B")
     r = plan(
         model,
@@ -178,7 +179,8 @@ def test_the_planner_keeps_deepspeeds_pipeline_at_zero_1() -> None:
     assert r.best is not None
     assert all(p.layout.zero <= 1 for p in r.top if p.layout.pp > 1)
     assert not any(p.layout.sequence_parallel or p.layout.recompute == "selective" for p in r.top)
-    for key in ("pipeline_zero", "sequence_parallel", "selective_recompute"):
+    assert {p.layout.cp for p in r.top} == {1}
+    for key in ("pipeline_zero", "sequence_parallel", "selective_recompute", "context_parallel"):
         assert r.rejections[f"{key}_not_in_framework"] > 0, key
 
 

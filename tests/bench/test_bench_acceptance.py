@@ -61,6 +61,9 @@ def test_a_node_measuring_what_the_model_expects_passes() -> None:
         # 387 of 794.5 TFLOP/s: the mamf-finder H100 case
         (387 / 794.5, 1.0, {"gemm bf16": "fail", "busbw all_reduce/intra": "pass", "node": "fail"}),
         (1.0, 0.5, {"gemm bf16": "pass", "busbw all_reduce/intra": "fail", "node": "fail"}),
+        # the smallest message at 1/0.6 = 1.67x its expected time: past the 1.56x pass limit, inside the 1.77x fail
+        (1.0, 0.6, {"busbw all_reduce/intra": "fail", "latency all_reduce/intra": "warn"}),
+        (1.0, 0.7, {"busbw all_reduce/intra": "fail", "latency all_reduce/intra": "pass"}),
     ],
 )
 def test_a_slow_node_is_warned_about_or_failed(
@@ -78,7 +81,9 @@ def test_the_report_states_each_expected_value_range_and_source() -> None:
     busbw = next(c for c in report["checks"] if c["name"].startswith("busbw"))
     assert busbw["ratio"] == pytest.approx(0.5) and busbw["points"] == 3  # the three sizes ≥ 64 MiB
     lines = failed_checks(report)
-    assert len(lines) == 2 and lines[0].startswith("gemm bf16:") and "(50.0%)" in lines[0]
+    # half the bus bandwidth at every size is twice the smallest message's time too: beyond the 1.77x latency limit
+    assert len(lines) == 3 and lines[0].startswith("gemm bf16:") and "(50.0%)" in lines[0]
+    assert lines[2].startswith("latency all_reduce/intra @ 1024 B:")
 
 
 def test_bench_check_cli_exits_1_on_a_failing_node(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

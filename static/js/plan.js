@@ -156,15 +156,12 @@
   });
 
   // In planner mode the layout inputs the planner chooses are ignored: take them out of the tab order and the
-  // accessibility tree (inert) while keeping their values in the form, so "By hand" gets them back.
-  var PLANNER_CHOOSES = ["tp", "pp", "vp", "first_stage_layers", "last_stage_layers", "stage_layers", "cp", "ep",
-    "etp", "micro_batch", "zero", "recompute", "recompute_modules", "offload_modules", "offload_layers",
-    "optimizer_offload", "sp", "reshard_after"];
-
+  // accessibility tree (inert) while keeping their values in the form, so "By hand" gets them back. The server
+  // names them on the form (data-planner-chooses, app/web/pages/_builder.py PLANNER_CHOOSES).
   function syncPlannerMode(form) {
     var planner = form.querySelector('input[name="mode"][value="planner"]');
     var on = !!(planner && planner.checked);
-    PLANNER_CHOOSES.forEach(function (name) {
+    (form.dataset.plannerChooses || "").split(" ").forEach(function (name) {
       var input = form.querySelector('#f-' + name);
       var field = input && input.closest(".field");
       if (!field) { return; }

@@ -375,6 +375,7 @@ def test_planner_mode_takes_the_ignored_layout_inputs_out_of_the_tab_order(
     assert page.evaluate(inert, "tp") is False
     page.check('input[name="mode"][value="planner"]')
     assert page.evaluate(inert, "tp") is True and page.evaluate(inert, "micro_batch") is True
+    assert page.evaluate(inert, "microbatch_group") is True  # a generic knob, named by the server
     assert page.evaluate(inert, "dtype") is False  # precision still counts when the planner chooses
     page.check('input[name="mode"][value="manual"]')
     assert page.evaluate(inert, "tp") is False

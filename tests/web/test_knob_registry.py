@@ -20,6 +20,8 @@ from app.services.plan_fields import FIELD_INFO
 from app.web.pages._builder import (
     BUILDER_CHOICES,
     BUILDER_KNOBS,
+    PLANNER_CHOOSES,
+    PLANNER_KEEPS,
     BuilderState,
     parse_state,
     scenario_to_state,
@@ -127,6 +129,23 @@ def test_the_builder_renders_the_registry(client: Any) -> None:
         assert label and html.unescape(label.group(1)).startswith(f'{k.label} <span class="unit">({k.unit})')
         hint = re.search(rf'<span id="d-{name}" class="hint">(.*?)</span>', page, re.S)
         assert hint and html.unescape(hint.group(1)) == k.builder_hint, name
+
+
+def test_planner_mode_knows_every_layout_input(client: Any) -> None:
+    """Each input of the builder's layout grid is one a search reads (PLANNER_KEEPS) or one the planner chooses,
+    which the page takes out of use in planner mode: the form names the latter (data-planner-chooses), so a new
+    layout knob cannot stay editable while the planner ignores it."""
+    page = client.get("/plans/new").text
+    named = re.search(r'<form id="plan-form"[^>]*data-planner-chooses="([^"]*)"', page, re.S)
+    assert named and tuple(named.group(1).split()) == PLANNER_CHOOSES
+    grid = page[page.index('<div class="layout-grid">') : page.index('<p class="derived">Data parallel')]
+    inputs = set(re.findall(r'<(?:input|select) id="f-(\w+)"', grid))
+    assert inputs <= set(PLANNER_CHOOSES) | PLANNER_KEEPS, inputs - set(PLANNER_CHOOSES) - PLANNER_KEEPS
+    assert (
+        set(PLANNER_CHOOSES) <= inputs
+    )  # (the global batch, which a search keeps, sits under the training goal)
+    assert not set(PLANNER_CHOOSES) & PLANNER_KEEPS
+    assert "microbatch_group" in PLANNER_CHOOSES  # the planner runs Megatron-core's default group
 
 
 def test_the_builder_renders_the_registry_choices(client: Any) -> None:

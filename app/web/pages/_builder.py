@@ -232,6 +232,32 @@ BUILDER_CHOICES: dict[str, Knob] = {
         ("fp8_params", "layout.fp8_param_gather"),
     )
 }
+# the layout inputs a search still reads when the planner chooses: the run-wide options every searched layout shares
+# (app.core.layout.RunOptions.of: precision, its 16-bit layers, FP8 parameters, the Adam moments), the global batch
+# and the model's MTP modules
+PLANNER_KEEPS = frozenset(
+    {
+        "global_batch",
+        "mtp_layers",
+        "dtype",
+        "bf16_first_layers",
+        "bf16_last_layers",
+        "optimizer_moments_dtype",
+        "fp8_params",
+    }
+)
+# ... and the ones it chooses itself or leaves at their default, which the page takes out of use in planner mode
+# (static/js/plan.js reads them from the form's data-planner-chooses): every other layout input, the registry's and
+# the builder's own (the ZeRO select, the explicit stage split)
+PLANNER_CHOOSES = (
+    *(
+        n
+        for n, k in (BUILDER_KNOBS | BUILDER_CHOICES).items()
+        if k.section == "layout" and n not in PLANNER_KEEPS
+    ),
+    "zero",
+    "stage_layers",
+)
 # the builder's own choices beside the registry's (its mode, the ranking, the scaling panel)
 _MODE_CHOICES = {"mode": MODE_CHOICES, "rank_by": RANK_CHOICES, "scaling_mode": SCALING_CHOICES}
 GENERIC_NAMES = tuple(k.name for k in generic_knobs("layout"))

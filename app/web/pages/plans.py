@@ -88,6 +88,7 @@ def builder(
         # each input's label, unit, range or options, and hint (app.core.knobs)
         "knobs": _builder.BUILDER_KNOBS | _builder.BUILDER_CHOICES,
         "generic_knobs": _builder.GENERIC_NAMES,
+        "planner_chooses": _builder.PLANNER_CHOOSES,
         "editing": editing_plan,
         "csrf_token": _csrf(request),
     }

@@ -52,7 +52,8 @@ REJECTION_TEXT = {
     "light_moe_pass": "MoE layer passes under 20 ms of GPU work (host dispatch may set the pace)",
     "zero_stage_not_in_framework": "the framework has no such ZeRO stage (Megatron-LM of 2021: none; of 2022: "
     "the distributed optimizer only)",
-    "context_parallel_not_in_framework": "the framework has no context parallelism (Megatron-LM of 2021-22, Megatron-DeepSpeed)",
+    "context_parallel_not_in_framework": "the framework has no context parallelism (Megatron-LM of 2021-22, "
+    "Megatron-DeepSpeed)",
     "sequence_parallel_not_in_framework": "the framework has no sequence parallelism (Megatron-LM of 2021, "
     "Megatron-DeepSpeed of 2021-22)",
     "selective_recompute_not_in_framework": "the framework has full activation recomputation only (Megatron-LM of "

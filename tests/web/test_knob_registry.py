@@ -141,9 +141,8 @@ def test_planner_mode_knows_every_layout_input(client: Any) -> None:
     grid = page[page.index('<div class="layout-grid">') : page.index('<p class="derived">Data parallel')]
     inputs = set(re.findall(r'<(?:input|select) id="f-(\w+)"', grid))
     assert inputs <= set(PLANNER_CHOOSES) | PLANNER_KEEPS, inputs - set(PLANNER_CHOOSES) - PLANNER_KEEPS
-    assert (
-        set(PLANNER_CHOOSES) <= inputs
-    )  # (the global batch, which a search keeps, sits under the training goal)
+    # every chosen input is in the grid (the global batch, which a search keeps, sits under the training goal)
+    assert set(PLANNER_CHOOSES) <= inputs
     assert not set(PLANNER_CHOOSES) & PLANNER_KEEPS
     assert "microbatch_group" in PLANNER_CHOOSES  # the planner runs Megatron-core's default group
 

@@ -48,6 +48,14 @@ RANKING_PERCENTILE = 80.0
 # ~3-10 ms of host time per pass. Passes with less than about twice that of GPU work are the "light" MoE regime;
 # its band is kept apart because published runs in it scatter far wider (docs/validation.md, "Accuracy bands").
 MOE_LIGHT_LAYER_PASS_S = 0.020
+# Light passes on HybridEP (Megatron-core's flex dispatcher for NVL72 racks) are kept apart from the other light
+# passes: every published HybridEP run is an NVIDIA recipe (Megatron-Bridge 26.02 scripts/performance/configs,
+# the MoE model zoo's GB200/GB300 rows) that also captures the router and the dispatch preprocessing, mostly the
+# attention too, in CUDA graphs (--cuda-graph-scope), which takes that host work off the critical path; their
+# unexplained time per pass is −2.6 to +3.0 ms, against +0.4 to +16.5 ms for the recipes on the alltoall
+# dispatcher without them (docs/validation.md, "Accuracy bands"). DeepEP runs are not among them: the MoE model
+# zoo's and NeMo Automodel's DeepEP rows scatter as widely as alltoall's.
+FUSED_HOST_PATH_DISPATCHERS = ("hybridep",)
 
 REGIMES: dict[str, str] = {
     "dense": f"dense transformer, sequence ≤ {LONG_CONTEXT_TOKENS:,} tokens",
@@ -57,12 +65,16 @@ REGIMES: dict[str, str] = {
         f"mixture-of-experts transformer with under {MOE_LIGHT_LAYER_PASS_S * 1e3:g} ms of GPU work per layer pass, "
         "where host dispatch may not keep up"
     ),
+    "moe-light-hybridep": (
+        f"mixture-of-experts transformer with under {MOE_LIGHT_LAYER_PASS_S * 1e3:g} ms of GPU work per layer pass "
+        "on the HybridEP dispatcher, whose published recipes capture the router and dispatch in CUDA graphs"
+    ),
     # attention dominates a long-context MoE step as it does a dense one (its expert FLOPs per token are the
     # active experts only), so its error follows the attention kernel, not the expert dispatch
     "moe-long-context": f"mixture-of-experts transformer, sequence > {LONG_CONTEXT_TOKENS:,} tokens",
 }
 # the regime whose layout comparisons a regime's ranking resolution uses (a comparison may straddle light/heavy)
-RANKING_FAMILY: dict[str, str] = {"moe-light": "moe", "moe-long-context": "moe"}
+RANKING_FAMILY: dict[str, str] = {"moe-light": "moe", "moe-light-hybridep": "moe", "moe-long-context": "moe"}
 # step components that are GPU work of the layers (the rest: pipeline bubble, DP/ZeRO traffic, optimizer, offload)
 LAYER_WORK_COMPONENTS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm", "ep_comm")
 
@@ -79,15 +91,18 @@ def layer_pass_seconds(breakdown: Mapping[str, Any], layers_per_stage: Any, micr
     return float(out) if np.ndim(out) == 0 else out
 
 
-def accuracy_regime(model: ModelSpec, seq_len: int, layer_pass_s: float | None = None) -> str:
+def accuracy_regime(
+    model: ModelSpec, seq_len: int, layer_pass_s: float | None = None, dispatcher: str = "alltoall"
+) -> str:
     """The kind of run an estimate belongs to, for its accuracy band. A MoE estimate at long context is
     "moe-long-context"; otherwise one whose GPU work per layer pass is known and under MOE_LIGHT_LAYER_PASS_S is
-    "moe-light"."""
+    "moe-light", or "moe-light-hybridep" on that dispatcher (`dispatcher`: Framework.moe_dispatcher)."""
     if model.moe is not None:
         if seq_len > LONG_CONTEXT_TOKENS:
             return "moe-long-context"
-        light = layer_pass_s is not None and layer_pass_s < MOE_LIGHT_LAYER_PASS_S
-        return "moe-light" if light else "moe"
+        if layer_pass_s is None or layer_pass_s >= MOE_LIGHT_LAYER_PASS_S:
+            return "moe"
+        return "moe-light-hybridep" if dispatcher in FUSED_HOST_PATH_DISPATCHERS else "moe-light"
     return "dense-long-context" if seq_len > LONG_CONTEXT_TOKENS else "dense"
 
 
@@ -299,11 +314,16 @@ def applied_memory(band: AccuracyBand, peak_bytes: float, hbm_bytes: float) -> d
 
 
 def band_for(
-    table: Mapping[str, Any], model: ModelSpec, seq_len: int, layer_pass_s: float | None = None
+    table: Mapping[str, Any],
+    model: ModelSpec,
+    seq_len: int,
+    layer_pass_s: float | None = None,
+    dispatcher: str = "alltoall",
 ) -> AccuracyBand | None:
     """The band of the regime an estimate falls in, from a table in the app/catalog/accuracy.json format
-    (`layer_pass_s`: GPU work per layer pass, which splits MoE estimates; unknown → "moe")."""
-    regime = accuracy_regime(model, seq_len, layer_pass_s)
+    (`layer_pass_s`: GPU work per layer pass, which splits MoE estimates, unknown → "moe"; `dispatcher`: the MoE
+    token dispatcher, Framework.moe_dispatcher)."""
+    regime = accuracy_regime(model, seq_len, layer_pass_s, dispatcher)
     record = (table.get("regimes") or {}).get(regime)
     if not record or not record.get("runs"):
         return None

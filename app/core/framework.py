@@ -173,7 +173,8 @@ class Framework:
     # --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep|hybridep) send each token once per
     # destination node over RDMA and forward it to the expert GPUs over NVLink (DeepSeek-V3 technical report,
     # arXiv 2412.19437, Sec. 3.2.2; deepseek-ai/DeepEP README: "asymmetric-domain bandwidth forwarding")
-    moe_dispatch_dedup: bool = False
+    # which of them: "alltoall" (no deduplication), "deepep" or "hybridep"; the accuracy band also reads it
+    moe_dispatcher: str = "alltoall"
     # Megatron-core's --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap, the MoE model zoo's
     # A2A_OVERLAP=1): the combined 1F1B schedule runs the forward of one micro-batch beside the backward of
     # another, so each EP all-to-all hides behind the other micro-batch's compute (megatron/core/models/gpt/
@@ -302,6 +303,11 @@ class Framework:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def moe_dispatch_dedup(self) -> bool:
+        """Whether EP tokens cross the network once per destination node (DeepEP, HybridEP), not once per expert."""
+        return self.moe_dispatcher != "alltoall"
 
     def with_(self, **changes: Any) -> Framework:
         return replace(self, **changes)

@@ -73,7 +73,10 @@ class StepOut(BaseModel):
 
 class AccuracyOut(BaseModel):
     regime: str = Field(
-        description="kind of run: dense | dense-long-context | moe | moe-light | moe-long-context (app.core.accuracy)"
+        description=(
+            "kind of run: dense | dense-long-context | moe | moe-light | moe-light-hybridep | moe-long-context "
+            "(app.core.accuracy)"
+        )
     )
     description: str
     basis: str = Field(description="which published runs the band comes from")

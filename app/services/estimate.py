@@ -85,7 +85,9 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         step=d["step"],
         time_to_train_s=compute_s,
         **wall_clock_payload(resolved, est, compute_s),
-        accuracy=AccuracyOut.model_validate(band) if (band := accuracy_payload(est)) else None,
+        accuracy=AccuracyOut.model_validate(band)
+        if (band := accuracy_payload(est, resolved.framework.moe_dispatcher))
+        else None,
         memory_accuracy=MemoryAccuracyOut.model_validate(mem)
         if (mem := memory_accuracy_payload(est))
         else None,
@@ -116,10 +118,11 @@ def wall_clock_payload(resolved: ResolvedScenario, est: Estimate, compute_s: flo
     }
 
 
-def accuracy_payload(est: Estimate) -> dict[str, Any] | None:
-    """The accuracy band of the estimate's kind of run, applied to its step time and throughput."""
+def accuracy_payload(est: Estimate, dispatcher: str = "alltoall") -> dict[str, Any] | None:
+    """The accuracy band of the estimate's kind of run, applied to its step time and throughput (`dispatcher`: the
+    scenario's MoE token dispatcher, Framework.moe_dispatcher)."""
     layer_pass = estimate_layer_pass_seconds(est)
-    band = band_for(accuracy_table(), est.model, est.seq_len, layer_pass)
+    band = band_for(accuracy_table(), est.model, est.seq_len, layer_pass, dispatcher)
     if band is None:
         return None
     out = band.applied(est.step.total_s, est.step.tokens_per_s)

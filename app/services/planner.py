@@ -162,7 +162,9 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, 
         best["outside_region"] = reasons_for(best["layout"], resolved.seq_len, gpus_per_node)
         best["validated"] = not best["outside_region"]
     layer_pass = planned_layer_pass(resolved.model, best)
-    band = band_for(accuracy_table(), resolved.model, resolved.seq_len, layer_pass)
+    band = band_for(
+        accuracy_table(), resolved.model, resolved.seq_len, layer_pass, resolved.framework.moe_dispatcher
+    )
     ranking = ranking_payload(resolved.model, resolved.seq_len, d["rank_by"], d["top"])
     if ranking is not None and best is not None:
         best["close_to_best"] = True  # the best is the first of `top`
@@ -245,7 +247,9 @@ def sizes(data: Any, session: Session | None = None) -> SizesOut:
     for point in d["points"]:
         best = point.get("best")
         layer_pass = planned_layer_pass(resolved.model, best)
-        point_band = band_for(table, resolved.model, resolved.seq_len, layer_pass)
+        point_band = band_for(
+            table, resolved.model, resolved.seq_len, layer_pass, resolved.framework.moe_dispatcher
+        )
         if point_band is None:
             continue
         point["accuracy_regime"] = point_band.regime

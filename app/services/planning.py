@@ -230,7 +230,7 @@ def evaluate(  # noqa: PLR0912
         raise _prefixed(exc, field_prefix) from None
     estimate_dict = est.to_dict()
     summary = summarise(resolved, est)
-    accuracy_fields, accuracy_notes = accuracy_view(est, summary)
+    accuracy_fields, accuracy_notes = accuracy_view(est, summary, resolved.framework.moe_dispatcher)
     summary.update(accuracy_fields)
     result: dict[str, Any] = {
         "status": "ok",
@@ -439,12 +439,14 @@ def wall_clock(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def accuracy_view(est: Any, summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def accuracy_view(
+    est: Any, summary: dict[str, Any], dispatcher: str = "alltoall"
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The estimate's accuracy bands (app.core.accuracy): headline figures for the summary (step time, and the
     time to train and GPU-hours that scale with it), and what they rest on in words; empty when no band applies."""
     fields: dict[str, Any] = {}
     notes: dict[str, str] = {}
-    band = accuracy_payload(est)
+    band = accuracy_payload(est, dispatcher)
     if band is not None:
         lo, hi = band["step_time_range_s"]
         fields.update(

@@ -166,7 +166,7 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
         )
         framework = framework.with_(
             name=f"{framework.name}{suffix}",
-            moe_dispatch_dedup=scenario.moe_dispatcher != "alltoall",
+            moe_dispatcher=scenario.moe_dispatcher,
             moe_a2a_overlap=scenario.moe_a2a_overlap,
         )
 

@@ -1042,8 +1042,9 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
         # fused RMSNorm, rotary and cross-entropy; jzhang38/TinyLlama README, "Training Details")
         fw = TORCHTITAN_COMPILE.with_(name="fsdp-hand-fused-kernels")
     notes = row.get("notes")
-    if _DEDUP_DISPATCHER.search(notes):
-        fw = fw.with_(moe_dispatch_dedup=True)
+    dispatcher = dispatcher_from_notes(notes)
+    if dispatcher != "alltoall":
+        fw = fw.with_(moe_dispatcher=dispatcher)
     if _A2A_OVERLAP.search(notes):
         fw = fw.with_(moe_a2a_overlap=True)
     return fw
@@ -1058,11 +1059,20 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
 # hand-fused pointwise kernels named in the row: "fused swiglu", "fused layernorm" / "fused rmsnorm", "fused cross
 # entropy", "fused rotary"
 _HAND_FUSED = re.compile(r"\bfused (?:swiglu|layernorm|rmsnorm|cross[- ]entropy|rotary)\b", re.IGNORECASE)
-_DEDUP_DISPATCHER = re.compile(r"\b(?:deepep|hybridep)\b|\bnode-limited routing\b", re.IGNORECASE)
+_DEDUP_DISPATCHER = re.compile(r"\b(deepep|hybridep)\b|\bnode-limited routing\b", re.IGNORECASE)
 _A2A_OVERLAP = re.compile(
     r"a2a_overlap\s*=\s*(?:1|true)\b|\b1f1b overlap\b|overlap-moe-expert-parallel-comm|\bdualpipe\b",
     re.IGNORECASE,
 )
+
+
+def dispatcher_from_notes(notes: str) -> str:
+    """The MoE token dispatcher a row's notes name: "hybridep", "deepep" (DeepSeek-V3's node-limited routing ran
+    the kernels later released as DeepEP) or "alltoall" (Megatron-core's default) when they name neither."""
+    match = _DEDUP_DISPATCHER.search(notes)
+    if match is None:
+        return "alltoall"
+    return (match.group(1) or "deepep").lower()
 
 
 def source_year_month(source: str) -> tuple[int, int] | None:
@@ -1512,7 +1522,7 @@ def evaluate_row(row: Row) -> RowResult:
         "defaults": modelled.defaults,
         "framework": fw.name,
         "fabric": modelled.cluster.fabric.name,
-        "regime": accuracy_regime(model, est.seq_len, estimate_layer_pass_seconds(est)),
+        "regime": accuracy_regime(model, est.seq_len, estimate_layer_pass_seconds(est), fw.moe_dispatcher),
         # a run that was measured ran, so it fit: a peak above HBM here is a memory-model (or unstated-setting) miss
         "over_hbm": est.memory.most_loaded.total_bytes > est.memory.hbm_bytes,
     }

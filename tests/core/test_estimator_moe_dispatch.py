@@ -72,14 +72,14 @@ def _qwen_estimate(fw, ep: int = 32, tp: int = 2):
 
 def test_deduplicating_dispatch_cuts_cross_node_ep_time_only() -> None:
     plain = _qwen_estimate(MEGATRON_CORE)
-    deepep = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatch_dedup=True))
+    deepep = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatcher="deepep"))
     ratio = deepep.step.breakdown["ep_comm"] / plain.step.breakdown["ep_comm"]
     # EP 32 over 4 nodes: the scale-out bytes shrink to 0.454 of the plain all-to-all, NVLink fan-out aside
     assert dispatch_dedup_share(128, 8, 4) - 1e-9 <= ratio < 0.6
     assert deepep.step.breakdown["forward_compute"] == plain.step.breakdown["forward_compute"]
     # EP 8 inside one node: nothing crosses the network, so nothing changes
     intra_plain = _qwen_estimate(MEGATRON_CORE, ep=8, tp=1)
-    intra_deepep = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatch_dedup=True), ep=8, tp=1)
+    intra_deepep = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatcher="deepep"), ep=8, tp=1)
     assert intra_deepep.step.breakdown["ep_comm"] == pytest.approx(intra_plain.step.breakdown["ep_comm"])
 
 
@@ -122,6 +122,10 @@ def test_replay_reads_dispatcher_and_overlap_from_notes(notes: str, dedup: bool,
     row = _row(notes)
     fw = row_framework(row, rule_for_row(row), Layout(ep=8, dp=8, global_batch=64))
     assert fw.moe_dispatch_dedup is dedup
+    named = (
+        "hybridep" if "hybridep" in notes.lower() else "deepep" if "deepep" in notes.lower() else "alltoall"
+    )
+    assert fw.moe_dispatcher == named
     assert fw.moe_a2a_overlap is overlap
 
 

@@ -19,7 +19,7 @@ from app.core.planner_eval import evaluate
 from app.core.step import STEP_COMPONENTS
 
 REL = 1e-9
-MOE_TUNED = NEMO.with_(name="nemo-deepep-a2a-overlap", moe_dispatch_dedup=True, moe_a2a_overlap=True)
+MOE_TUNED = NEMO.with_(name="nemo-deepep-a2a-overlap", moe_dispatcher="deepep", moe_a2a_overlap=True)
 
 CASES = [
     # model, gpu, nodes, gpus/node, fabric, seq, global batch, dtype, flash, framework

@@ -56,6 +56,7 @@ def test_committed_table_is_what_the_replay_gives_now() -> None:
         "dense-long-context",
         "moe",
         "moe-light",
+        "moe-light-hybridep",
         "moe-long-context",
     }
     for name, record in committed["regimes"].items():
@@ -82,6 +83,11 @@ def test_regimes_follow_the_model_and_the_sequence() -> None:
     assert accuracy_regime(moe, LONG_CONTEXT_TOKENS) == "moe"
     # MoE estimates split by their GPU work per layer pass (unknown → "moe")
     assert accuracy_regime(moe, 4096, MOE_LIGHT_LAYER_PASS_S * 0.99) == "moe-light"
+    # a light pass on HybridEP has its own band; DeepEP's runs scatter like alltoall's and share theirs
+    assert accuracy_regime(moe, 4096, MOE_LIGHT_LAYER_PASS_S * 0.99, "hybridep") == "moe-light-hybridep"
+    assert accuracy_regime(moe, 4096, MOE_LIGHT_LAYER_PASS_S * 0.99, "deepep") == "moe-light"
+    assert accuracy_regime(moe, 4096, MOE_LIGHT_LAYER_PASS_S, "hybridep") == "moe"
+    assert accuracy_regime(moe, 131072, MOE_LIGHT_LAYER_PASS_S * 0.5, "hybridep") == "moe-long-context"
     assert accuracy_regime(moe, 4096, MOE_LIGHT_LAYER_PASS_S) == "moe"
     assert accuracy_regime(dense, 4096, 0.001) == "dense"
 
@@ -109,6 +115,9 @@ def test_light_moe_runs_scatter_wider_than_heavy_ones() -> None:
     # host-bound passes: published runs took up to several times their estimate; heavy passes stay near it
     assert light["ratio_high"] > 1.5 > heavy["ratio_high"]
     assert light["mape_pct"] > 2 * heavy["mape_pct"]
+    # light passes on HybridEP recipes (CUDA graphs of the router and dispatch) stay near their estimates
+    hybridep = regimes["moe-light-hybridep"]
+    assert hybridep["runs"] >= MIN_UNSEEN_RUNS and hybridep["ratio_high"] < 1.2 < light["ratio_high"]
 
 
 def test_ratio_statistics_by_hand() -> None:
@@ -353,6 +362,11 @@ def test_a_light_moe_estimate_says_its_layer_pass_and_what_helps(client: Any, tm
     assert "CUDA graphs" in acc["advice"] and f"{acc['layer_pass_s'] * 1e3:.1f} ms" in acc["advice"]
     run = clusterplan("estimate", str(path), tmp_path=tmp_path)
     assert run.returncode == 0 and "eager host dispatch may set the pace" in run.stdout
+    # the same light estimate on HybridEP takes that dispatcher's band, narrower, and no host-dispatch advice
+    scenario = {**json.loads(path.read_text()), "moe_dispatcher": "hybridep"}
+    fused = client.post("/api/v1/estimate", json=scenario).json()["accuracy"]
+    assert fused["regime"] == "moe-light-hybridep" and fused["advice"] is None
+    assert fused["ratio_high"] < acc["ratio_high"]
     # a dense estimate reports its pass time but has no advice to give
     dense = client.post(
         "/api/v1/estimate", json=json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())

@@ -35,6 +35,7 @@ from app.core.model import (
 )
 from app.core.step import (
     StepEstimate,
+    StepRun,
     attention_kernel,
     step_estimate,
 )
@@ -212,9 +213,8 @@ def estimate(
         opts.safety_fraction,
         host_capacity_bytes=cluster.gpu.host_memory_bytes,
     )
-    step = step_estimate(
-        model, cluster, layout, seq_len, linear, attn_curve, mf, hf, peak, fw, network, opts.causal, kernel
-    )
+    step_run = StepRun(model, cluster, layout, seq_len, linear, attn_curve, fw, network, opts.causal, kernel)
+    step = step_estimate(step_run, mf, hf, peak)
     if layout.dtype == "fp4" and fp4_rate_assumed(cluster.gpu, profile):
         step = replace(
             step,

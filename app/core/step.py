@@ -526,20 +526,29 @@ class StepEstimate:
         }
 
 
-def stage_times(  # noqa: PLR0913
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    layout: Layout,
-    seq_len: int,
-    linear: GemmEfficiency,
-    attn_curve: GemmEfficiency,
-    fw: Framework = MEGATRON_CORE,
-    network: NetworkParams | None = None,
-    causal: bool = True,
-    per_layer_out: dict[str, float] | None = None,
-    attention: AttentionKernel | None = None,
-) -> list[StageTime]:
+@dataclass(frozen=True)
+class StepRun:
+    """One run as the step model reads it: what runs (model, layout, sequence length), where (cluster, measured
+    network parameters) and how fast its kernels go (GEMM efficiency curves for the linear layers and attention,
+    the framework's conventions, causal masking, the attention kernel; None: the framework's on this GPU)."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    layout: Layout
+    seq_len: int
+    linear: GemmEfficiency
+    attn_curve: GemmEfficiency
+    fw: Framework = MEGATRON_CORE
+    network: NetworkParams | None = None
+    causal: bool = True
+    attention: AttentionKernel | None = None
+
+
+def stage_times(run: StepRun, per_layer_out: dict[str, float] | None = None) -> list[StageTime]:
     """Per-micro-batch time of every pipeline stage; `per_layer_out`, if given, receives one layer's parts."""
+    model, cluster, layout, seq_len = run.model, run.cluster, run.layout, run.seq_len
+    linear, attn_curve, fw, network, causal = run.linear, run.attn_curve, run.fw, run.network, run.causal
+    attention = run.attention
     shape = layer_shape(model)
     tp, pp, cp, ep = layout.tp, layout.pp, layout.cp, layout.ep
     tokens = layout.micro_batch * seq_len / cp
@@ -572,14 +581,14 @@ def stage_times(  # noqa: PLR0913
         dense16 = layer_times(shape, split, False, rates.sixteen_bit())
         moe16 = layer_times(shape, split, True, rates.sixteen_bit(), layout.expert_tp) if n_moe else dense16
 
-    run = MemoryRun.of(model, layout, seq_len, fw)
+    mem_run = MemoryRun.of(model, layout, seq_len, fw)
     cols = LayoutColumns.of(layout)
     views = (LayerTimesView(dense, moe_t, moe_share), LayerTimesView(dense16, moe16, moe_share))
     vocab = padded_vocab_size(model.vocab_size, tp)
     logits_fwd = _gemm(attn_curve, tokens, vocab / tp, shape.hidden)
     proj_fwd, proj_bwd = _linear(linear, tokens, shape.hidden / tp, 2 * shape.hidden)
     coll = scalar_collective(cluster, network)
-    lt = layer_step_times(run, cols, views, (logits_fwd, proj_fwd, proj_bwd), cluster, coll)
+    lt = layer_step_times(mem_run, cols, views, (logits_fwd, proj_fwd, proj_bwd), cluster, coll)
     if per_layer_out is not None:
         share = recomputed_share(cols, layers_per_gpu)
         tp_layer, cp_layer, ep_layer = comm_at(lt, share)
@@ -597,7 +606,9 @@ def stage_times(  # noqa: PLR0913
     for stage in range(pp):
         # this stage's layers: L / p, or the end stages' own counts under an uneven split (Layout), and of them 16-bit
         layers, bf16 = float(counts[stage]), float(bf16_counts[stage])
-        parts = stage_time_parts(run, cols, lt, cluster, layers, bf16, int(stage == 0), int(stage == pp - 1))
+        parts = stage_time_parts(
+            mem_run, cols, lt, cluster, layers, bf16, int(stage == 0), int(stage == pp - 1)
+        )
         out.append(StageTime(stage=stage, **{k: float(v) for k, v in parts.items()}))
     return out
 
@@ -1248,24 +1259,20 @@ def pipeline_bubble(pp: Num, vp: Num, mean_stage: Num) -> Num:
     return (pp - 1) / vp * mean_stage
 
 
-def step_estimate(  # noqa: PLR0913
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    layout: Layout,
-    seq_len: int,
-    linear: GemmEfficiency,
-    attn_curve: GemmEfficiency,
-    model_flops_per_token: float,
-    hardware_flops_per_token: float,
-    peak_flops: float,
-    fw: Framework = MEGATRON_CORE,
-    network: NetworkParams | None = None,
-    causal: bool = True,
-    attention: AttentionKernel | None = None,
+def step_estimate(
+    run: StepRun, model_flops_per_token: float, hardware_flops_per_token: float, peak_flops: float
 ) -> StepEstimate:
-    stages = stage_times(
-        model, cluster, layout, seq_len, linear, attn_curve, fw, network, causal, attention=attention
+    """The step of `run`: its stages' times, the pipeline bubble, data-parallel and optimizer time, and the
+    FLOP rates from the model and hardware FLOPs per token at the GPU's `peak_flops`."""
+    model, cluster, layout, seq_len, fw, network = (
+        run.model,
+        run.cluster,
+        run.layout,
+        run.seq_len,
+        run.fw,
+        run.network,
     )
+    stages = stage_times(run)
     m = layout.num_microbatches
     pp, vp = layout.pp, layout.vp
     bottleneck = max(stages, key=lambda s: s.total)

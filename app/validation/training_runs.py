@@ -1486,21 +1486,13 @@ def evaluate_row(row: Row) -> RowResult:
         per_layer: dict[str, float] = {}
         if metric == "layer_fwd_plus_bwd_ms":
             from app.core.efficiency import training_curves
-            from app.core.step import stage_times
+            from app.core.step import StepRun, stage_times
 
             linear, attn = training_curves(modelled.cluster.gpu, layout.dtype, None, modelled.power_limit_w)
-            stage_times(
-                model,
-                modelled.cluster,
-                layout,
-                est.seq_len,
-                linear,
-                attn,
-                framework_for(fw, layout),
-                None,
-                True,
-                per_layer,
+            run = StepRun(
+                model, modelled.cluster, layout, est.seq_len, linear, attn, framework_for(fw, layout)
             )
+            stage_times(run, per_layer)
         predicted = predict_metric(row, est, modelled.rule, model, per_layer)
     except RowSkipped as exc:
         result.skipped = str(exc)

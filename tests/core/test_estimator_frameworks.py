@@ -155,7 +155,7 @@ def test_async_tp_backward_hides_only_the_column_parallel_input_gradient_collect
     untouched (Korthikanti et al. 2022 Table 4's layer shape: GPT-22B-like width at tp 8, b 4, s 2048)."""
     from app.core.efficiency import training_curves
     from app.core.framework import MEGATRON_2021, MEGATRON_2022
-    from app.core.step import _coll, group_placement, stage_times
+    from app.core.step import StepRun, _coll, group_placement, stage_times
 
     model = find_model("GPT-3-175B")
     cluster = make_cluster("A100-80GB-SXM", 1, "ib-hdr-8x200")
@@ -164,7 +164,7 @@ def test_async_tp_backward_hides_only_the_column_parallel_input_gradient_collect
     parts = {}
     for fw in (MEGATRON_2021, MEGATRON_2022):
         out: dict[str, float] = {}
-        stage_times(model, cluster, layout, 2048, linear, attn, fw, None, True, out)
+        stage_times(StepRun(model, cluster, layout, 2048, linear, attn, fw), out)
         parts[fw.name] = out
     sync, async_ = parts["megatron-2021"], parts["megatron-2022"]
     assert async_["forward"] == sync["forward"] and async_["backward"] == sync["backward"]

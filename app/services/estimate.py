@@ -133,7 +133,19 @@ def accuracy_payload(est: Estimate, dispatcher: str = "alltoall") -> dict[str, A
             "Larger micro-batches, fewer local experts per GPU, fused router/permute kernels or CUDA graphs "
             "(Megatron-core --cuda-graph-scope) give the GPU more work per launch."
         )
+    elif band.regime == "moe-light-hybridep":
+        out["advice"] = (
+            f"{layer_pass * 1e3:.1f} ms of GPU work per MoE layer pass on HybridEP: the published runs behind this "
+            "band captured the router and the dispatch preprocessing in CUDA graphs (Megatron-core "
+            "--cuda-graph-scope moe_router moe_preprocess); 8 in 10 light passes without them, on the other "
+            f"dispatchers, took up to {_light_high():.1f}× their estimate."
+        )
     return out
+
+
+def _light_high() -> float:
+    """The high end of the moe-light band (runs on the other dispatchers), for the HybridEP advice."""
+    return float(accuracy_table()["regimes"]["moe-light"]["ratio_high"])
 
 
 def memory_accuracy_payload(est: Estimate) -> dict[str, Any] | None:

@@ -365,7 +365,8 @@ def test_a_light_moe_estimate_says_its_layer_pass_and_what_helps(client: Any, tm
     # the same light estimate on HybridEP takes that dispatcher's band, narrower, and no host-dispatch advice
     scenario = {**json.loads(path.read_text()), "moe_dispatcher": "hybridep"}
     fused = client.post("/api/v1/estimate", json=scenario).json()["accuracy"]
-    assert fused["regime"] == "moe-light-hybridep" and fused["advice"] is None
+    assert fused["regime"] == "moe-light-hybridep" and "CUDA graphs" in fused["advice"]
+    assert f"{acc['ratio_high']:.1f}×" in fused["advice"]  # what the same pass risks without them
     assert fused["ratio_high"] < acc["ratio_high"]
     # a dense estimate reports its pass time but has no advice to give
     dense = client.post(

@@ -57,7 +57,6 @@ from app.core.model import ModelSpec
 from app.core.planner_eval import (
     LAYOUT_ARRAYS,
     RECOMPUTE_CODES,
-    CollectiveTable,
     Evaluation,
     LayoutArrays,
     evaluate,
@@ -868,19 +867,10 @@ def _search_sizes(s: _Search, cluster: ClusterSpec, counts: Sequence[int]) -> _F
         enumerated += space_enumerated
         if len(searched) == 0:
             continue
-        table = CollectiveTable(cl, s.profile.network if s.profile is not None else None)
         ev: Evaluation = evaluate(
-            s.model,
-            cl,
-            searched,
-            s.seq_len,
-            s.global_batch,
-            s.run,
-            options=s.options,
-            profile=s.profile,
-            collectives=table,
+            s.model, cl, searched, s.seq_len, s.global_batch, s.run, options=s.options, profile=s.profile
         )
-        calls += table.calls
+        calls += ev.collective_calls
         parts.append(_Evaluated.of(searched, n, ev, heuristic_mask(searched, cl.gpus_per_node)))
     joined = _Evaluated.join(parts, float(cluster.gpu.peak(s.run.dtype)))
     return _Found(joined, enumerated, rejections, calls)

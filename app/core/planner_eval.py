@@ -159,6 +159,7 @@ class Evaluation:
     # offloaded activations per GPU in host memory and the host DRAM per GPU (0 = unknown, not checked)
     host_bytes: np.ndarray | None = None
     host_capacity_bytes: float = 0.0
+    collective_calls: int = 0  # collective_time evaluations the rows took (CollectiveTable.calls)
 
     @property
     def margin_bytes(self) -> np.ndarray:
@@ -307,7 +308,7 @@ def _bf16_stage_table(
     return table[inverse]
 
 
-def evaluate(  # noqa: PLR0913
+def evaluate(
     model: ModelSpec,
     cluster: ClusterSpec,
     rows: LayoutArrays,
@@ -317,7 +318,6 @@ def evaluate(  # noqa: PLR0913
     *,
     options: EstimateOptions | None = None,
     profile: HardwareProfile | None = None,
-    collectives: CollectiveTable | None = None,
 ) -> Evaluation:
     """Memory of the most loaded stage and the step-time breakdown of every row (dp·tp·pp·cp = cluster GPUs).
 
@@ -328,7 +328,7 @@ def evaluate(  # noqa: PLR0913
     opts = options or EstimateOptions()
     r = run or RunOptions()
     fw: Framework = framework_for(opts, r.dtype, r.fp8_param_gather, r.optimizer_moments_dtype)
-    coll = collectives or CollectiveTable(cluster, profile.network if profile is not None else None)
+    coll = CollectiveTable(cluster, profile.network if profile is not None else None)
     memory_run = MemoryRun(model, seq_len, fw, r.flash_attention, r.recompute_modules, r.offload_modules)
     ctx = _Context(model, cluster, seq_len, opts, profile, r, fw, memory_run, coll)
     lr = _Rows.of(model, rows, global_batch, fw)
@@ -353,6 +353,7 @@ def evaluate(  # noqa: PLR0913
         peak_flops_per_gpu=float(cluster.gpu.peak(r.dtype)),
         host_bytes=np.asarray(host_bytes, dtype=float),
         host_capacity_bytes=float(cluster.gpu.host_memory_bytes),
+        collective_calls=coll.calls,
     )
 
 

@@ -19,7 +19,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.estimate import EstimateOptions
 from app.core.framework import MEGATRON_CORE
 from app.core.hardware import ClusterSpec
-from app.core.planner import plan
+from app.core.planner import SearchProblem, plan
 
 CASES = (
     ("DeepSeek-V3", 1024, 4096, 8192),
@@ -39,7 +39,7 @@ def search(model_name: str, gpus: int, seq: int, batch: int, fw) -> tuple[float,
         fabric=find_fabric("ib-ndr-8x400"),
     )
     t0 = time.perf_counter()
-    result = plan(model, cluster, seq, batch, options=EstimateOptions(framework=fw))
+    result = plan(SearchProblem(model, cluster, seq, batch, options=EstimateOptions(framework=fw)))
     elapsed = time.perf_counter() - t0
     assert result.best is not None
     return elapsed, result.best.to_dict()

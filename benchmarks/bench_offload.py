@@ -22,7 +22,7 @@ from app.core.estimate import EstimateOptions
 from app.core.framework import NEMO
 from app.core.hardware import ClusterSpec, scaleup_domain_for
 from app.core.layout import RunOptions
-from app.core.planner import Constraints, plan
+from app.core.planner import Constraints, SearchProblem, plan
 
 CASES = (("GB200", 4), ("H100-SXM", 8))
 
@@ -43,13 +43,10 @@ def search(gpu_name: str, per_node: int, kind: str) -> tuple[float, dict, int]:
     )
     t0 = time.perf_counter()
     result = plan(
-        model,
-        cluster,
-        8192,
-        256,
-        run=RunOptions(dtype="fp8"),
+        SearchProblem(
+            model, cluster, 8192, 256, run=RunOptions(dtype="fp8"), options=EstimateOptions(framework=NEMO)
+        ),
         constraints=Constraints(**({kind: True} if kind != "none" else {})),
-        options=EstimateOptions(framework=NEMO),
     )
     elapsed = time.perf_counter() - t0
     assert result.best is not None

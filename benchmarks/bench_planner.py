@@ -56,7 +56,7 @@ def run_case(
     from app.catalog.fabrics import find_fabric
     from app.core.hardware import ClusterSpec
     from app.core.layout import RunOptions
-    from app.core.planner import plan
+    from app.core.planner import SearchProblem, plan
 
     model = catalog.find_model(model_name)
     gpu = catalog.find_gpu(gpu_name)
@@ -66,7 +66,7 @@ def run_case(
     result = None
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
-        result = plan(model, cluster, seq, batch, tokens=15e12, run=run)
+        result = plan(SearchProblem(model, cluster, seq, batch, run=run), tokens=15e12)
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         times.append(result.elapsed_s)

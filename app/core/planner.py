@@ -759,24 +759,34 @@ def _offload_module_rules(
     ]
 
 
-def plan(  # noqa: PLR0913
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    seq_len: int,
-    global_batch: int,
+@dataclass(frozen=True)
+class SearchProblem:
+    """The training run a search lays out: `model` on `cluster`'s GPUs at `seq_len` tokens per sequence and
+    `global_batch` sequences per step, with the options every layout shares (`run`, default RunOptions()), the
+    framework's conventions and the estimate's settings (`options`, default EstimateOptions()) and a measured
+    hardware profile, if any. `plan` and `size_sweep` take it."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    seq_len: int
+    global_batch: int
+    run: RunOptions | None = None
+    options: EstimateOptions | None = None
+    profile: HardwareProfile | None = None
+
+
+def plan(
+    problem: SearchProblem,
     *,
     tokens: float | None = None,
     gpu_counts: Sequence[int] | None = None,
-    run: RunOptions | None = None,
     constraints: Constraints | None = None,
-    options: EstimateOptions | None = None,
-    profile: HardwareProfile | None = None,
     rank_by: RankBy = "time",
     usd_per_gpu_hour: float | None = None,
     top: int = 10,
     pareto_limit: int = 50,
 ) -> PlanResult:
-    """Search every layout of `model` on `cluster` (or on each of `gpu_counts` GPUs of that kind).
+    """Search every layout of the problem's model on its cluster (or on each of `gpu_counts` GPUs of that kind).
 
     `global_batch` is in sequences; `tokens` (optional) gives time to train; `usd_per_gpu_hour` gives cost per
     run. Ranking by "time" orders by time to train (step time when all sizes are equal), "cost" by cost per run.
@@ -790,11 +800,17 @@ def plan(  # noqa: PLR0913
     layouts with full recompute or layer offloading rejected ("offload_modules_need_no_full_recompute",
     "offload_modules_exclude_layer_offload").
     """
+    model, cluster, seq_len, global_batch = (
+        problem.model,
+        problem.cluster,
+        problem.seq_len,
+        problem.global_batch,
+    )
     c = constraints or Constraints()
-    opts = options or EstimateOptions()
+    opts = problem.options or EstimateOptions()
     counts = tuple(sorted({int(n) for n in (gpu_counts or [cluster.num_gpus])}))
-    run = run or RunOptions()
-    search = _Search(model, seq_len, global_batch, c, run, opts, profile)
+    run = problem.run or RunOptions()
+    search = _Search(model, seq_len, global_batch, c, run, opts, problem.profile)
     _check_inputs(search, cluster, counts, rank_by, (usd_per_gpu_hour, tokens), top)
     start = time.perf_counter()
     found = _search_sizes(search, cluster, counts)

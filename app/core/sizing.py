@@ -22,13 +22,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
-from app.core.estimate import Assumption, EstimateOptions
+from app.core.estimate import Assumption
 from app.core.hardware import ClusterSpec
-from app.core.layout import RunOptions
-from app.core.model import ModelSpec
-from app.core.planner import Constraints, PlannedLayout, PlanResult, plan
+from app.core.planner import Constraints, PlannedLayout, PlanResult, SearchProblem, plan
 
 KNEE_MIN_GAP = 0.02  # normalised distance below the chord that counts as a bend
 DEFAULT_SIZES: tuple[int, ...] = tuple(2**k for k in range(3, 15))  # 8 … 16,384
@@ -126,36 +123,31 @@ def knee_point(sizes: Sequence[int], times: Sequence[float]) -> int | None:
     return best
 
 
-def size_sweep(  # noqa: PLR0913
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    seq_len: int,
-    global_batch: int,
+def size_sweep(
+    problem: SearchProblem,
     tokens: float,
     *,
     sizes: Sequence[int] | None = None,
     usd_per_gpu_hour: float | None = None,
     deadline_s: float | None = None,
-    run: RunOptions | None = None,
     constraints: Constraints | None = None,
-    options: EstimateOptions | None = None,
-    profile: HardwareProfile | None = None,
 ) -> SizingResult:
-    """Best layout, time to train, cost per run and scaling efficiency for each cluster size; `run`: the options
-    every layout of every size shares (app.core.layout.RunOptions, as `plan` takes them)."""
+    """Best layout, time to train, cost per run and scaling efficiency for each cluster size of the problem's GPU;
+    the problem's `run`: the options every layout of every size shares (app.core.layout.RunOptions, as `plan` takes
+    them)."""
+    model, cluster, seq_len, global_batch = (
+        problem.model,
+        problem.cluster,
+        problem.seq_len,
+        problem.global_batch,
+    )
     wanted = _checked_sizes(cluster, sizes, tokens, deadline_s, usd_per_gpu_hour)
     start = time.perf_counter()
     search = partial(
         plan,
-        model,
-        cluster,
-        seq_len,
-        global_batch,
+        problem,
         tokens=tokens,
-        run=run,
         constraints=constraints,
-        options=options,
-        profile=profile,
         usd_per_gpu_hour=usd_per_gpu_hour,
         top=1,
         pareto_limit=0,

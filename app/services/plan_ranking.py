@@ -133,16 +133,19 @@ def _run_planner(
     """Search every layout for this model, cluster and global batch; rank by time to train."""
     layout = resolved.layout
     try:
-        res = planner.plan(
+        problem = planner.SearchProblem(
             resolved.model,
             resolved.cluster,
             resolved.seq_len,
             layout.global_batch,
-            tokens=resolved.tokens or None,
             run=RunOptions.of(layout),
-            constraints=planner.Constraints(**constraints) if constraints else None,
             options=options,
             profile=profile,
+        )
+        res = planner.plan(
+            problem,
+            tokens=resolved.tokens or None,
+            constraints=planner.Constraints(**constraints) if constraints else None,
             top=max(PLANNER_TOP, REGION_CANDIDATES),
         )
     except SpecError as exc:

@@ -11,7 +11,7 @@ from sqlmodel import Session
 from app.catalog import accuracy_table
 from app.core.accuracy import band_for, layer_pass_seconds
 from app.core.errors import Problem, ProblemCollector, SpecError
-from app.core.planner import PlanResult, plan
+from app.core.planner import PlanResult, SearchProblem, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
 from app.schemas.scenario import MAX_BATCH, LayoutIn, Scenario
 from app.schemas.search import (
@@ -125,19 +125,21 @@ def run_plan(
         else price_for(resolved.cluster.gpu.name, session)
     )
     result = plan(
-        resolved.model,
-        resolved.cluster,
-        resolved.seq_len,
-        seqs,
+        SearchProblem(
+            resolved.model,
+            resolved.cluster,
+            resolved.seq_len,
+            seqs,
+            run=req.run_options(),
+            options=resolved.estimate_options(),
+            profile=resolved.profile,
+        ),
         tokens=resolved.tokens or None,
         gpu_counts=req.gpu_counts,
-        run=req.run_options(),
         constraints=req.constraints.to_core(),
-        options=resolved.estimate_options(),
-        profile=resolved.profile,
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
-        top=max(req.top, REGION_CANDIDATES),  # trimmed to req.top by plan_out, once the region is applied
+        top=max(req.top, REGION_CANDIDATES),
     )
     return req, resolved, price_source, result
 
@@ -198,18 +200,20 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         else price_for(resolved.cluster.gpu.name, session)
     )
     result = size_sweep(
-        resolved.model,
-        resolved.cluster,
-        resolved.seq_len,
-        seqs,
+        SearchProblem(
+            resolved.model,
+            resolved.cluster,
+            resolved.seq_len,
+            seqs,
+            run=req.run_options(),
+            options=resolved.estimate_options(),
+            profile=resolved.profile,
+        ),
         resolved.tokens,
         sizes=req.sizes or DEFAULT_SIZES,
         usd_per_gpu_hour=price,
         deadline_s=req.deadline_days * 86400.0 if req.deadline_days else None,
-        run=req.run_options(),
         constraints=req.constraints.to_core(),
-        options=resolved.estimate_options(),
-        profile=resolved.profile,
     )
     return resolved, price_source, result
 

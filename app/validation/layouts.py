@@ -27,7 +27,7 @@ from app.core.estimate import Estimate, EstimateOptions, estimate
 from app.core.hardware import ClusterSpec
 from app.core.layout import RECOMPUTE_MODES, Layout, RunOptions
 from app.core.model import ModelSpec
-from app.core.planner import Constraints, PlannedLayout, plan
+from app.core.planner import Constraints, PlannedLayout, SearchProblem, plan
 from app.validation.training_runs import (
     UNSTATED_MICRO_BATCH,
     UNSTATED_VP,
@@ -229,13 +229,15 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
             max_micro_batch=max(16, layout.micro_batch),
         )
         result = plan(
-            model,
-            cluster,
-            seq,
-            layout.global_batch,
-            run=RunOptions(dtype=layout.dtype, flash_attention=rule.flash_attention),
+            SearchProblem(
+                model,
+                cluster,
+                seq,
+                layout.global_batch,
+                run=RunOptions(dtype=layout.dtype, flash_attention=rule.flash_attention),
+                options=opts,
+            ),
             constraints=constraints,
-            options=opts,
             top=SEARCH_TOP,
             pareto_limit=0,
         )

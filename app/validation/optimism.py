@@ -62,7 +62,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
 from app.core.layout import Layout, RunOptions, layout_label
 from app.core.model import ModelSpec, param_counts
-from app.core.planner import PlannedLayout, plan
+from app.core.planner import PlannedLayout, SearchProblem, plan
 from app.errors import NotFoundError
 from app.validation.training_runs import (
     TIME_METRICS,
@@ -269,12 +269,14 @@ def plan_best(run: PublishedRun) -> PlannedLayout | None:
     replayed = run.replayed
     layout = replayed.layout
     planned = plan(
-        run.model,
-        replayed.cluster,
-        replayed.estimate.seq_len,
-        layout.global_batch,
-        run=RunOptions.of(layout),
-        options=EstimateOptions(framework=replayed.framework, power_limit_w=replayed.power_limit_w),
+        SearchProblem(
+            run.model,
+            replayed.cluster,
+            replayed.estimate.seq_len,
+            layout.global_batch,
+            run=RunOptions.of(layout),
+            options=EstimateOptions(framework=replayed.framework, power_limit_w=replayed.power_limit_w),
+        ),
         top=1,
         pareto_limit=0,
     )

@@ -29,7 +29,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
 from app.core.layout import RunOptions, layout_label
 from app.core.model import param_counts
-from app.core.planner import plan
+from app.core.planner import SearchProblem, plan
 from app.core.validated_region import LayoutFacts, outside
 from app.services.plan_costs import plan_goodput
 from app.services.region import REGION_CANDIDATES
@@ -243,13 +243,17 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
     model = row_model(searched, rule)
     cluster = row_cluster(row_gpu(searched), run.num_gpus, rule)
     planned = plan(
-        model,
-        cluster,
-        run.seq_len,
-        run.global_batch,
+        SearchProblem(
+            model,
+            cluster,
+            run.seq_len,
+            run.global_batch,
+            run=RunOptions(
+                dtype=dtype_from_cell(row.get("dtype").lower()), flash_attention=rule.flash_attention
+            ),
+            options=EstimateOptions(framework=framework_from_row_text(searched, rule.framework)),
+        ),
         tokens=run.tokens,
-        run=RunOptions(dtype=dtype_from_cell(row.get("dtype").lower()), flash_attention=rule.flash_attention),
-        options=EstimateOptions(framework=framework_from_row_text(searched, rule.framework)),
         top=REGION_CANDIDATES,
         pareto_limit=0,
     )

@@ -156,7 +156,7 @@ def test_megatron_bridge_deepseek_v3_runs_replay_with_their_recipes_bf16_moments
 
 
 def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate() -> None:
-    from app.core.planner import Constraints, enumerate_layouts, plan
+    from app.core.planner import Constraints, SearchProblem, enumerate_layouts, plan
     from app.core.planner_eval import evaluate
     from app.core.step import STEP_COMPONENTS
     from tests.core.test_planner_vectorised import _close, _layout
@@ -175,7 +175,12 @@ def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate(
         assert _close(float(ev.peak_bytes[j]), est.memory.peak_bytes), (layout, "peak")
         for key in STEP_COMPONENTS:
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
-    res = plan(model, cluster, 4096, 128, run=RunOptions(optimizer_moments_dtype="bf16"), options=opts, top=3)
+    res = plan(
+        SearchProblem(
+            model, cluster, 4096, 128, run=RunOptions(optimizer_moments_dtype="bf16"), options=opts
+        ),
+        top=3,
+    )
     assert res.best is not None and all(p.layout.optimizer_moments_dtype == "bf16" for p in res.top)
     assert res.rejections["bf16_moments_need_distributed_optimizer"] > 0
     assert res.enumerated_layouts == res.feasible_layouts + sum(res.rejections.values())
@@ -183,12 +188,14 @@ def test_the_planner_searches_with_bf16_moments_and_matches_the_scalar_estimate(
     assert again.step.total_s == pytest.approx(res.best.step_time_s, rel=1e-9)
     with pytest.raises(SpecError) as err:
         plan(
-            model,
-            cluster,
-            4096,
-            128,
-            run=RunOptions(optimizer_moments_dtype="bf16"),
-            options=EstimateOptions(framework=DEEPSPEED),
+            SearchProblem(
+                model,
+                cluster,
+                4096,
+                128,
+                run=RunOptions(optimizer_moments_dtype="bf16"),
+                options=EstimateOptions(framework=DEEPSPEED),
+            )
         )
     assert any(p.field == "optimizer_moments_dtype" for p in err.value.problems)
 

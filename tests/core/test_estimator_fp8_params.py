@@ -195,37 +195,43 @@ def test_the_vectorised_planner_gives_the_scalar_estimate_with_fp8_parameters(
 
 
 def test_the_planner_searches_with_fp8_parameters_and_rejects_the_stages_without_them() -> None:
-    from app.core.planner import Constraints, plan
+    from app.core.planner import Constraints, SearchProblem, plan
 
     model = find_model("Llama-3-70B")
     cluster = ClusterSpec(
         gpu=find_gpu("H100-SXM"), num_nodes=8, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
     )
-    fp8 = plan(model, cluster, 8192, 128, run=RunOptions(dtype="fp8", fp8_param_gather=True), top=5)
-    plain = plan(model, cluster, 8192, 128, run=RunOptions(dtype="fp8"), top=5)
+    fp8 = plan(
+        SearchProblem(model, cluster, 8192, 128, run=RunOptions(dtype="fp8", fp8_param_gather=True)), top=5
+    )
+    plain = plan(SearchProblem(model, cluster, 8192, 128, run=RunOptions(dtype="fp8")), top=5)
     assert fp8.best is not None and plain.best is not None
     assert fp8.rejections["fp8_params_need_sharding"] > 0
     assert fp8.enumerated_layouts == fp8.feasible_layouts + sum(fp8.rejections.values())
     assert all(p.layout.fp8_param_gather and p.layout.zero >= 1 for p in fp8.top)
     # among the layouts that can keep FP8 parameters, 1-byte weights let more of them fit
     sharded = plan(
-        model, cluster, 8192, 128, run=RunOptions(dtype="fp8"), constraints=Constraints(zero=(1, 2, 3)), top=5
+        SearchProblem(model, cluster, 8192, 128, run=RunOptions(dtype="fp8")),
+        constraints=Constraints(zero=(1, 2, 3)),
+        top=5,
     )
     assert fp8.feasible_layouts > sharded.feasible_layouts
     assert fp8.evaluated_layouts == sharded.evaluated_layouts
     again = estimate(model, cluster, fp8.best.layout, 8192)
     assert again.step.total_s == pytest.approx(fp8.best.step_time_s, rel=1e-9)
     with pytest.raises(SpecError) as err:
-        plan(model, cluster, 8192, 128, run=RunOptions(dtype="bf16", fp8_param_gather=True))
+        plan(SearchProblem(model, cluster, 8192, 128, run=RunOptions(dtype="bf16", fp8_param_gather=True)))
     assert any(p.field == "fp8_param_gather" for p in err.value.problems)
     with pytest.raises(SpecError) as err:
         plan(
-            model,
-            cluster,
-            8192,
-            128,
-            run=RunOptions(dtype="fp8", fp8_param_gather=True),
-            options=EstimateOptions(framework=DEEPSPEED),
+            SearchProblem(
+                model,
+                cluster,
+                8192,
+                128,
+                run=RunOptions(dtype="fp8", fp8_param_gather=True),
+                options=EstimateOptions(framework=DEEPSPEED),
+            )
         )
     assert any("has no FP8 parameters" in p.message for p in err.value.problems)
 

@@ -186,7 +186,7 @@ def test_the_deprecated_layout_field_goes_onto_the_model(client: Any) -> None:
 def test_the_planner_matches_the_scalar_estimate_with_mtp(
     name: str, gpu_name: str, nodes: int, gpn: int, dtype: str, fp8_params: bool, moments: str
 ) -> None:
-    from app.core.planner import Constraints, enumerate_layouts, plan
+    from app.core.planner import Constraints, SearchProblem, enumerate_layouts, plan
     from app.core.planner_eval import evaluate
     from app.core.step import STEP_COMPONENTS
     from tests.core.test_planner_vectorised import _close, _layout
@@ -219,7 +219,7 @@ def test_the_planner_matches_the_scalar_estimate_with_mtp(
             assert _close(float(ev.step[key][j]), est.step.breakdown[key]), (layout, key)
         assert _close(float(ev.model_flops_per_token[j]), est.model_flops_per_token), layout
     if name == "Mixtral-8x7B":
-        res = plan(model, cluster, 4096, 128, options=opts, top=3)
+        res = plan(SearchProblem(model, cluster, 4096, 128, options=opts), top=3)
         assert res.best is not None
         again = estimate(model, cluster, res.best.layout, 4096, options=opts)
         assert again.step.total_s == pytest.approx(res.best.step_time_s, rel=1e-9)

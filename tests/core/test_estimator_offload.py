@@ -177,30 +177,20 @@ def test_cli_estimate_runs_the_offload_example(tmp_path) -> None:
 
 
 def test_planner_offloads_only_when_asked_and_finds_fsdp_layouts_that_fit() -> None:
-    from app.core.planner import Constraints, plan
+    from app.core.planner import Constraints, SearchProblem, plan
 
     model = catalog.find_model("Llama-3-70B")
     cluster = make_cluster("GB200", 4, gpus_per_node=4, gpu_scaleup=True)
     only_fsdp = dict(pp=(1,), tp=(1,), zero=(3,), recompute=("none",), micro_batch=(2,), max_cp=1)
     opts = EstimateOptions(framework=NEMO)
     without = plan(
-        model,
-        cluster,
-        8192,
-        256,
-        run=RunOptions(dtype="fp8"),
+        SearchProblem(model, cluster, 8192, 256, run=RunOptions(dtype="fp8"), options=opts),
         constraints=Constraints(**only_fsdp),
-        options=opts,
     )
     assert without.best is None  # 80 layers of activations at micro-batch 2 do not fit in 186 GiB
     with_offload = plan(
-        model,
-        cluster,
-        8192,
-        256,
-        run=RunOptions(dtype="fp8"),
+        SearchProblem(model, cluster, 8192, 256, run=RunOptions(dtype="fp8"), options=opts),
         constraints=Constraints(**only_fsdp, activation_offload=True),
-        options=opts,
     )
     best = with_offload.best
     assert best is not None and best.layout.offload_layers in (40, 60)
@@ -364,7 +354,7 @@ def test_api_and_replay_take_offload_modules(client: TestClient) -> None:
 def test_offloaded_activations_must_fit_the_host_memory_per_gpu() -> None:
     from dataclasses import replace
 
-    from app.core.planner import Constraints, plan
+    from app.core.planner import Constraints, SearchProblem, plan
 
     model, cluster, _, off = _llama70b(40)
     fw = NEMO.for_dtype("fp8")
@@ -391,13 +381,15 @@ def test_offloaded_activations_must_fit_the_host_memory_per_gpu() -> None:
     small_host = replace(cluster, gpu=replace(cluster.gpu, host_memory_bytes=100 * GiB))
     only_fsdp = dict(pp=(1,), tp=(1,), zero=(3,), recompute=("none",), micro_batch=(2,), max_cp=1)
     res = plan(
-        model,
-        replace(small_host, num_nodes=16),
-        8192,
-        256,
-        run=RunOptions(dtype="fp8"),
+        SearchProblem(
+            model,
+            replace(small_host, num_nodes=16),
+            8192,
+            256,
+            run=RunOptions(dtype="fp8"),
+            options=EstimateOptions(framework=NEMO),
+        ),
         constraints=Constraints(**only_fsdp, activation_offload=True),
-        options=EstimateOptions(framework=NEMO),
     )
     assert res.rejections["host_memory"] > 0
     assert (

@@ -157,16 +157,18 @@ def test_host_capacity_limits_the_offloaded_optimizer() -> None:
 
 
 def test_planner_offloads_the_optimizer_only_when_asked() -> None:
-    from app.core.planner import Constraints, plan
+    from app.core.planner import Constraints, SearchProblem, plan
 
     model = catalog.find_model("Llama-3-70B")
     cluster = ClusterSpec(
         gpu=catalog.find_gpu("H100-SXM"), num_nodes=2, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
     )
     fixed = dict(tp=(8,), pp=(1,), zero=(1,), max_cp=1, micro_batch=(1,))
-    without = plan(model, cluster, 8192, 64, constraints=Constraints(**fixed))
+    without = plan(SearchProblem(model, cluster, 8192, 64), constraints=Constraints(**fixed))
     assert without.best is None  # 70B on 16 GPUs with its optimizer on the GPUs does not fit
-    moved = plan(model, cluster, 8192, 64, constraints=Constraints(**fixed, optimizer_offload=True))
+    moved = plan(
+        SearchProblem(model, cluster, 8192, 64), constraints=Constraints(**fixed, optimizer_offload=True)
+    )
     assert moved.best is not None and moved.best.layout.optimizer_offload in (0.5, 1.0)
     assert moved.best.step_breakdown_s["optimizer"] > 1.0  # the CPU AdamW step is seconds long
 

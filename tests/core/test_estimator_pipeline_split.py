@@ -28,7 +28,7 @@ from app.core.layout import (
     stage_layers_from_pipeline_layout,
     stage_layers_label,
 )
-from app.core.planner import Constraints, enumerate_layouts, plan, uneven_end_layers
+from app.core.planner import Constraints, SearchProblem, enumerate_layouts, plan, uneven_end_layers
 from app.core.planner_eval import evaluate
 from app.core.step import STEP_COMPONENTS
 from app.web.pages._builder import (
@@ -196,7 +196,7 @@ def test_planner_searches_the_split_and_hands_back_a_valid_layout() -> None:
     model = catalog.find_model("Llama-3.1-405B")
     # 126 layers: the even split allows pp 1, 2, 3, 6, 7, 9 … of which a power-of-two cluster offers only 1 and 2
     assert uneven_end_layers(126, np.array([16, 8, 3, 4]), np.array([1, 1, 1, 1])).tolist() == [7, 15, 0, 31]
-    result = plan(model, _h100(128), 8192, 512, constraints=Constraints(pp=(16,), tp=(8,)))
+    result = plan(SearchProblem(model, _h100(128), 8192, 512), constraints=Constraints(pp=(16,), tp=(8,)))
     assert result.best is not None
     best = result.best.layout
     assert best.pp == 16 and best.first_stage_layers == 7 and best.last_stage_layers == 7

@@ -12,7 +12,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE
 from app.core.layout import RunOptions
-from app.core.planner import Constraints, heuristic_mask, pareto_front, plan
+from app.core.planner import Constraints, SearchProblem, heuristic_mask, pareto_front, plan
 from app.core.sizing import knee_point, size_sweep
 from app.core.units import GiB
 from tests.core.conftest import make_cluster
@@ -21,7 +21,9 @@ from tests.core.conftest import make_cluster
 @pytest.fixture(scope="module")
 def llama70_64() -> object:
     return plan(
-        catalog.find_model("Llama-2-70B"), make_cluster(), 4096, 512, tokens=2e12, usd_per_gpu_hour=3.0
+        SearchProblem(catalog.find_model("Llama-2-70B"), make_cluster(), 4096, 512),
+        tokens=2e12,
+        usd_per_gpu_hour=3.0,
     )
 
 
@@ -109,8 +111,10 @@ def test_pareto_front_property(points) -> None:
 
 def test_heuristic_preset_restricts_and_is_compared() -> None:
     model = catalog.find_model("Llama-2-70B")
-    free = plan(model, make_cluster(nodes=4), 4096, 256)
-    heur = plan(model, make_cluster(nodes=4), 4096, 256, constraints=Constraints(preset="heuristic"))
+    free = plan(SearchProblem(model, make_cluster(nodes=4), 4096, 256))
+    heur = plan(
+        SearchProblem(model, make_cluster(nodes=4), 4096, 256), constraints=Constraints(preset="heuristic")
+    )
     assert heur.rejections["heuristic_preset"] > 0
     for p in heur.top:
         lay = p.layout
@@ -124,10 +128,7 @@ def test_heuristic_preset_restricts_and_is_compared() -> None:
 def test_constraints_are_obeyed_and_counted() -> None:
     model = catalog.find_model("Llama-2-70B")
     r = plan(
-        model,
-        make_cluster(),
-        4096,
-        512,
+        SearchProblem(model, make_cluster(), 4096, 512),
         constraints=Constraints(tp=(8,), zero=(1,), recompute=("none",), min_headroom_bytes=4 * GiB),
     )
     assert r.rejections["constraints"] > 0
@@ -145,7 +146,7 @@ def test_the_planner_searches_only_what_the_framework_has(framework, stages) -> 
     or CP > 1, and counts what it leaves out."""
     model = catalog.find_model("Llama-2-70B")
     options = EstimateOptions(framework=framework)
-    r = plan(model, make_cluster(), 4096, 512, options=options, top=400, pareto_limit=0)
+    r = plan(SearchProblem(model, make_cluster(), 4096, 512, options=options), top=400, pareto_limit=0)
     assert r.best is not None
     assert {p.layout.zero for p in r.top} <= stages
     modern = stages == {0, 1, 2, 3}
@@ -167,12 +168,14 @@ def test_the_planner_keeps_deepspeeds_pipeline_at_zero_1() -> None:
     recompute is a layout of its own."""
     model = catalog.find_model("Llama-2-70B")
     r = plan(
-        model,
-        make_cluster(),
-        4096,
-        512,
-        run=RunOptions(flash_attention=False),
-        options=EstimateOptions(framework=DEEPSPEED),
+        SearchProblem(
+            model,
+            make_cluster(),
+            4096,
+            512,
+            run=RunOptions(flash_attention=False),
+            options=EstimateOptions(framework=DEEPSPEED),
+        ),
         top=400,
         pareto_limit=0,
     )
@@ -187,10 +190,7 @@ def test_the_planner_keeps_deepspeeds_pipeline_at_zero_1() -> None:
 def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:
     model = catalog.find_model("Llama-3-8B")
     r = plan(
-        model,
-        make_cluster(nodes=1),
-        8192,
-        256,
+        SearchProblem(model, make_cluster(nodes=1), 8192, 256),
         tokens=1e11,
         gpu_counts=[8, 16, 64],
         rank_by="cost",
@@ -199,21 +199,24 @@ def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:
     costs = [p.cost_usd for p in r.top]
     assert costs == sorted(costs)
     by_time = plan(
-        model, make_cluster(nodes=1), 8192, 256, tokens=1e11, gpu_counts=[8, 16, 64], usd_per_gpu_hour=2.0
+        SearchProblem(model, make_cluster(nodes=1), 8192, 256),
+        tokens=1e11,
+        gpu_counts=[8, 16, 64],
+        usd_per_gpu_hour=2.0,
     )
     assert by_time.best.num_gpus == 64
     assert r.best.cost_usd <= by_time.best.cost_usd
 
 
 def test_moe_search_uses_expert_parallelism() -> None:
-    r = plan(catalog.find_model("Mixtral-8x7B"), make_cluster(), 4096, 256)
+    r = plan(SearchProblem(catalog.find_model("Mixtral-8x7B"), make_cluster(), 4096, 256))
     assert r.feasible_layouts > 0
     assert any(p.layout.ep > 1 for p in r.top + r.pareto)
 
 
 def test_bad_inputs_are_reported_together() -> None:
     with pytest.raises(SpecError) as exc:
-        plan(catalog.find_model("Llama-3-8B"), make_cluster(), 0, 0, rank_by="cost", top=0)
+        plan(SearchProblem(catalog.find_model("Llama-3-8B"), make_cluster(), 0, 0), rank_by="cost", top=0)
     fields = {p.field for p in exc.value.problems}
     assert {"seq_len", "global_batch", "usd_per_gpu_hour", "top"} <= fields
 
@@ -245,15 +248,12 @@ def test_heuristic_mask_matches_the_rule() -> None:
 def test_seed_faq_70b_needs_32_gpus_with_tp_4_to_8_and_pp_2_to_4() -> None:
     """Builders-guide FAQ: a 70B model needs ≥ 32 × 80 GB GPUs, TP 4 or 8 and PP 2 or 4 (docs/planner.md)."""
     model = catalog.find_model("Llama-2-70B")
-    sweep = size_sweep(model, make_cluster(nodes=1), 4096, 512, 2e12, sizes=[8, 16, 32, 64])
+    sweep = size_sweep(SearchProblem(model, make_cluster(nodes=1), 4096, 512), 2e12, sizes=[8, 16, 32, 64])
     assert sweep.min_gpus_that_fit == 32
     assert not sweep.point(16).feasible
     # Megatron-style recipe at 32 GPUs: distributed optimizer (ZeRO ≤ 1), the seed heuristic, pp ≤ 4
     r = plan(
-        model,
-        make_cluster(nodes=4),
-        4096,
-        512,
+        SearchProblem(model, make_cluster(nodes=4), 4096, 512),
         constraints=Constraints(zero=(0, 1), preset="heuristic", pp=(1, 2, 4)),
         top=1000,
     )
@@ -264,10 +264,7 @@ def test_seed_faq_70b_needs_32_gpus_with_tp_4_to_8_and_pp_2_to_4() -> None:
 def test_size_sweep_picks_deadline_cheapest_and_knee() -> None:
     model = catalog.find_model("Llama-3-8B")
     r = size_sweep(
-        model,
-        make_cluster(nodes=1),
-        8192,
-        512,
+        SearchProblem(model, make_cluster(nodes=1), 8192, 512),
         1e12,
         sizes=[8, 16, 32, 64, 128, 256, 512],
         usd_per_gpu_hour=2.0,
@@ -297,12 +294,9 @@ def test_knee_point() -> None:
 def test_constraints_never_add_layouts_or_speed(tp, zero, recompute, headroom_gib) -> None:
     model = catalog.find_model("Llama-3-8B")
     cluster = make_cluster(nodes=2)
-    free = plan(model, cluster, 8192, 64, constraints=Constraints(max_vp=2))
+    free = plan(SearchProblem(model, cluster, 8192, 64), constraints=Constraints(max_vp=2))
     limited = plan(
-        model,
-        cluster,
-        8192,
-        64,
+        SearchProblem(model, cluster, 8192, 64),
         constraints=Constraints(
             tp=tuple(tp),
             zero=tuple(zero),

@@ -241,14 +241,16 @@ def test_vectorised_equals_scalar_with_16_bit_layers(name, gpu_name, nodes, gpn,
 
 
 def test_the_planner_keeps_the_16_bit_layers_in_every_layout_it_lists() -> None:
-    from app.core.planner import plan
+    from app.core.planner import SearchProblem, plan
 
     model = catalog.find_model("Llama-3-70B")
     cluster = ClusterSpec(
         gpu=catalog.find_gpu("GB300"), num_nodes=16, gpus_per_node=4, fabric=find_fabric("ib-ndr-8x400")
     )
-    with_ends = plan(model, cluster, 8192, 256, run=RunOptions(dtype="fp4", bf16_layers=(2, 10)), top=5)
-    plain = plan(model, cluster, 8192, 256, run=RunOptions(dtype="fp4"), top=5)
+    with_ends = plan(
+        SearchProblem(model, cluster, 8192, 256, run=RunOptions(dtype="fp4", bf16_layers=(2, 10))), top=5
+    )
+    plain = plan(SearchProblem(model, cluster, 8192, 256, run=RunOptions(dtype="fp4")), top=5)
     assert with_ends.best is not None and plain.best is not None
     assert (with_ends.best.layout.bf16_first_layers, with_ends.best.layout.bf16_last_layers) == (2, 10)
     assert with_ends.best.step_time_s > plain.best.step_time_s
@@ -304,20 +306,22 @@ def test_vectorised_equals_scalar_with_recompute_and_offload_modules(
 
 def test_the_planner_searches_recompute_and_offload_modules() -> None:
     from app.core.errors import SpecError
-    from app.core.planner import plan
+    from app.core.planner import SearchProblem, plan
 
     model = catalog.find_model("Mixtral-8x7B")
     cluster = ClusterSpec(
         gpu=catalog.find_gpu("H100-SXM"), num_nodes=4, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
     )
     kw = {"constraints": Constraints(max_vp=2, max_micro_batch=2, activation_offload=True), "top": 20}
-    plain = plan(model, cluster, 4096, 128, **kw)
+    plain = plan(SearchProblem(model, cluster, 4096, 128), **kw)
     found = plan(
-        model,
-        cluster,
-        4096,
-        128,
-        run=RunOptions(recompute_modules=("moe",), offload_modules=("expert_fc1",)),
+        SearchProblem(
+            model,
+            cluster,
+            4096,
+            128,
+            run=RunOptions(recompute_modules=("moe",), offload_modules=("expert_fc1",)),
+        ),
         **kw,
     )
     # full recompute and layer offloading do not combine with module offloading: refused with a reason
@@ -332,5 +336,13 @@ def test_the_planner_searches_recompute_and_offload_modules() -> None:
         assert lay.recompute_modules == (("moe",) if lay.recompute == "selective" else ())
         assert _close(estimate(model, cluster, lay, 4096).step.total_s, listed.step_time_s), lay
     with pytest.raises(SpecError) as err:
-        plan(catalog.find_model("Llama-3-8B"), cluster, 4096, 128, run=RunOptions(recompute_modules=("moe",)))
+        plan(
+            SearchProblem(
+                catalog.find_model("Llama-3-8B"),
+                cluster,
+                4096,
+                128,
+                run=RunOptions(recompute_modules=("moe",)),
+            )
+        )
     assert [p.field for p in err.value.problems] == ["recompute_modules"]

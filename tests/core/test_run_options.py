@@ -21,7 +21,7 @@ from app.core.framework import (
 from app.core.hardware import ClusterSpec
 from app.core.layout import RunOptions
 from app.core.memory import bytes_per_param
-from app.core.planner import Constraints, plan
+from app.core.planner import Constraints, SearchProblem, plan
 from app.core.sizing import size_sweep
 from app.schemas import search as schemas
 from app.services import planner as planner_service
@@ -47,15 +47,24 @@ def _cluster(nodes: int = 2) -> ClusterSpec:
 
 
 @pytest.mark.parametrize("fn", [plan, size_sweep])
-def test_plan_and_size_sweep_take_one_run_record(fn: object) -> None:
+def test_plan_and_size_sweep_take_one_problem_record(fn: object) -> None:
     params = inspect.signature(fn).parameters  # type: ignore[arg-type]
-    assert "run" in params and params["run"].default is None
+    # the run, its options and profile come in the problem record, never as keywords beside it
+    assert next(iter(params)) == "problem" and not {"run", "options", "profile", "model", "cluster"} & set(
+        params
+    )
     assert not set(OLD_KEYWORDS) & set(params)
+    fields = inspect.signature(SearchProblem).parameters
+    assert "run" in fields and fields["run"].default is None
 
 
 def test_every_searched_layout_carries_the_run_options() -> None:
     run = RunOptions(dtype="fp8", fp8_param_gather=True, optimizer_moments_dtype="bf16")
-    res = plan(catalog.find_model("Llama-3-8B"), _cluster(), 4096, 64, run=run, constraints=SMALL, top=5)
+    res = plan(
+        SearchProblem(catalog.find_model("Llama-3-8B"), _cluster(), 4096, 64, run=run),
+        constraints=SMALL,
+        top=5,
+    )
     assert res.best is not None and res.top
     for planned in res.top:
         lay = planned.layout
@@ -69,8 +78,8 @@ def test_every_searched_layout_carries_the_run_options() -> None:
 
 def test_the_default_run_is_the_default_record() -> None:
     model, cluster = catalog.find_model("Llama-3-8B"), _cluster(1)
-    a = plan(model, cluster, 4096, 64, constraints=SMALL, top=3).to_dict()
-    b = plan(model, cluster, 4096, 64, run=RunOptions(), constraints=SMALL, top=3).to_dict()
+    a = plan(SearchProblem(model, cluster, 4096, 64), constraints=SMALL, top=3).to_dict()
+    b = plan(SearchProblem(model, cluster, 4096, 64, run=RunOptions()), constraints=SMALL, top=3).to_dict()
     for d in (a, b):
         d.pop("elapsed_s")
         d.pop("layouts_per_s")
@@ -80,24 +89,28 @@ def test_the_default_run_is_the_default_record() -> None:
 def test_run_options_are_checked_as_a_record() -> None:
     with pytest.raises(SpecError) as err:
         plan(
-            catalog.find_model("Llama-3-8B"),
-            _cluster(1),
-            4096,
-            64,
-            run=RunOptions(dtype="bf16", fp8_param_gather=True, recompute_modules=("moe",)),
+            SearchProblem(
+                catalog.find_model("Llama-3-8B"),
+                _cluster(1),
+                4096,
+                64,
+                run=RunOptions(dtype="bf16", fp8_param_gather=True, recompute_modules=("moe",)),
+            )
         )
     assert {p.field for p in err.value.problems} >= {"fp8_param_gather", "recompute_modules"}
 
 
 def test_size_sweep_hands_the_record_to_every_size() -> None:
     sweep = size_sweep(
-        catalog.find_model("Llama-3-8B"),
-        _cluster(1),
-        4096,
-        64,
+        SearchProblem(
+            catalog.find_model("Llama-3-8B"),
+            _cluster(1),
+            4096,
+            64,
+            run=RunOptions(dtype="fp8", optimizer_moments_dtype="bf16"),
+        ),
         1e11,
         sizes=[8, 16],
-        run=RunOptions(dtype="fp8", optimizer_moments_dtype="bf16"),
         constraints=SMALL,
     )
     bests = [p.best for p in sweep.points if p.best is not None]

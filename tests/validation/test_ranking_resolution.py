@@ -191,7 +191,7 @@ def test_planner_can_leave_out_light_moe_passes() -> None:
     from app.catalog.fabrics import find_fabric
     from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, layer_pass_seconds
     from app.core.hardware import ClusterSpec
-    from app.core.planner import Constraints, plan
+    from app.core.planner import Constraints, SearchProblem, plan
 
     model = find_model("Qwen3-30B-A3B")
     cluster = ClusterSpec(
@@ -203,11 +203,13 @@ def test_planner_can_leave_out_light_moe_passes() -> None:
             p.step_breakdown_s, model.num_layers / p.layout.pp, p.layout.num_microbatches
         )
 
-    free = plan(model, cluster, 4096, 256, top=20)
+    free = plan(SearchProblem(model, cluster, 4096, 256), top=20)
     assert (
         free.best is not None and pass_s(free.best) < MOE_LIGHT_LAYER_PASS_S
     )  # the fastest estimate is light
-    heavy = plan(model, cluster, 4096, 256, top=20, constraints=Constraints(avoid_light_moe_passes=True))
+    heavy = plan(
+        SearchProblem(model, cluster, 4096, 256), top=20, constraints=Constraints(avoid_light_moe_passes=True)
+    )
     assert heavy.best is not None and all(pass_s(p) >= MOE_LIGHT_LAYER_PASS_S for p in heavy.top)
     left_out = heavy.rejections["light_moe_pass"]
     assert left_out > 0 and heavy.feasible_layouts == free.feasible_layouts - left_out
@@ -215,8 +217,10 @@ def test_planner_can_leave_out_light_moe_passes() -> None:
     assert heavy.best.step_time_s >= free.best.step_time_s
     # a dense model has no MoE passes to leave out
     dense = find_model("Llama-3.1-8B")
-    a = plan(dense, cluster, 4096, 256, top=1)
-    b = plan(dense, cluster, 4096, 256, top=1, constraints=Constraints(avoid_light_moe_passes=True))
+    a = plan(SearchProblem(dense, cluster, 4096, 256), top=1)
+    b = plan(
+        SearchProblem(dense, cluster, 4096, 256), top=1, constraints=Constraints(avoid_light_moe_passes=True)
+    )
     assert a.feasible_layouts == b.feasible_layouts and "light_moe_pass" not in b.rejections
 
 

@@ -107,21 +107,32 @@ def _failed(n: int, nodes: int, dp: int, gb: int, message: str) -> ScalingPoint:
     return ScalingPoint(n, nodes, dp, gb, nan, {}, nan, nan, nan, nan, nan, None, False, message)
 
 
-def scaling_curve(  # noqa: PLR0913
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    layout: Layout,
-    seq_len: int,
+@dataclass(frozen=True)
+class ScalingRun:
+    """The run a scaling study grows: `model` in `layout`'s model-parallel shape on nodes like `cluster`'s, at
+    `seq_len` tokens per sequence. `mode` "weak" grows the global batch with data parallelism, "strong" keeps it;
+    `estimator` prices each size (app.core.estimate.estimate, or a caller's with its own options), given
+    `profile`, a measured hardware profile, if any."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    layout: Layout
+    seq_len: int
+    mode: ScalingMode = "weak"
+    estimator: Callable[..., Estimate] = estimate
+    profile: HardwareProfile | None = None
+
+
+def scaling_curve(
+    run: ScalingRun,
     gpu_counts: Sequence[int],
     fabrics: dict[str, FabricSpec] | None = None,
     *,
     tokens: float | None = None,
-    mode: ScalingMode = "weak",
     baseline_gpus: int | None = None,
-    estimator: Callable[..., Estimate] = estimate,
-    profile: HardwareProfile | None = None,
 ) -> ScalingResult:
     """Step time, exposed communication, scaling efficiency and time-to-train for each GPU count and fabric."""
+    model, cluster, layout, seq_len, mode = run.model, run.cluster, run.layout, run.seq_len, run.mode
     problems = ProblemCollector()
     mp = layout.tp * layout.pp * layout.cp
     counts = sorted({int(n) for n in gpu_counts})
@@ -144,22 +155,22 @@ def scaling_curve(  # noqa: PLR0913
     base_dp = max(1, base_n // mp)
     per_replica_batch = max(1, layout.global_batch // max(1, layout.dp))
 
-    def run(n: int, fabric: FabricSpec) -> ScalingPoint:
+    def at_size(n: int, fabric: FabricSpec) -> ScalingPoint:
         nodes = max(1, n // cluster.gpus_per_node)
         dp = n // mp
         gb = per_replica_batch * dp if mode == "weak" else layout.global_batch
         c = replace(cluster, num_nodes=nodes, gpus_per_node=min(n, cluster.gpus_per_node), fabric=fabric)
         try:
-            est = estimator(model, c, replace(layout, dp=dp, global_batch=gb), seq_len, profile)
+            est = run.estimator(model, c, replace(layout, dp=dp, global_batch=gb), seq_len, run.profile)
         except SpecError as exc:
             return _failed(n, nodes, dp, gb, str(exc))
         return _point(n, nodes, dp, gb, est, tokens)
 
-    ideal = run(base_n, perfect_network(next(iter(fabrics.values()))))
+    ideal = at_size(base_n, perfect_network(next(iter(fabrics.values()))))
     ideal_rate = ideal.tokens_per_s_per_gpu if ideal.error is None else float("nan")
     series: list[FabricSeries] = []
     for fabric_name, fabric in fabrics.items():
-        raw = [run(n, fabric) for n in counts]
+        raw = [at_size(n, fabric) for n in counts]
         base = next((p for p in raw if p.num_gpus == base_n and p.error is None), None)
         points = tuple(
             p
@@ -235,53 +246,31 @@ class RequiredAssumption:
     note: str = ""
 
 
-def efficiency_at(  # noqa: PLR0913
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    layout: Layout,
-    seq_len: int,
+def efficiency_at(
+    run: ScalingRun,
     baseline_gpus: int,
     target_gpus: int,
     fabric: FabricSpec,
-    mode: ScalingMode = "weak",
-    estimator: Callable[..., Estimate] = estimate,
     reference_tokens_per_s_per_gpu: float | None = None,
 ) -> float:
     """Scaling efficiency at `target_gpus`; with a reference throughput (e.g. another fabric at the same
     size), the ratio of per-GPU throughputs instead."""
     if reference_tokens_per_s_per_gpu is not None:
-        only = scaling_curve(
-            model, cluster, layout, seq_len, [target_gpus], {"f": fabric}, mode=mode, estimator=estimator
-        )
+        only = scaling_curve(run, [target_gpus], {"f": fabric})
         pt = only.series[0].points[0]
         return float("nan") if pt.error else pt.tokens_per_s_per_gpu / reference_tokens_per_s_per_gpu
-    res = scaling_curve(
-        model,
-        cluster,
-        layout,
-        seq_len,
-        [baseline_gpus, target_gpus],
-        {"f": fabric},
-        mode=mode,
-        baseline_gpus=baseline_gpus,
-        estimator=estimator,
-    )
+    res = scaling_curve(run, [baseline_gpus, target_gpus], {"f": fabric}, baseline_gpus=baseline_gpus)
     point = res.series[0].at(target_gpus)
     return float("nan") if point is None else point.scaling_efficiency
 
 
-def required_assumption(  # noqa: PLR0913
+def required_assumption(
     knob: str,
     target_efficiency: float,
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    layout: Layout,
-    seq_len: int,
+    run: ScalingRun,
     baseline_gpus: int,
     target_gpus: int,
     fabric: FabricSpec,
-    mode: ScalingMode = "weak",
-    estimator: Callable[..., Estimate] = estimate,
     reference_tokens_per_s_per_gpu: float | None = None,
 ) -> RequiredAssumption:
     """Bisection on one knob (efficiency is monotone in each): congestion derate in (0, 1], NICs per node
@@ -289,18 +278,7 @@ def required_assumption(  # noqa: PLR0913
     throughput ratio (e.g. RoCE vs InfiniBand at the same GPU count) instead of a scaling efficiency."""
 
     def eff(f: FabricSpec) -> float:
-        return efficiency_at(
-            model,
-            cluster,
-            layout,
-            seq_len,
-            baseline_gpus,
-            target_gpus,
-            f,
-            mode,
-            estimator,
-            reference_tokens_per_s_per_gpu,
-        )
+        return efficiency_at(run, baseline_gpus, target_gpus, f, reference_tokens_per_s_per_gpu)
 
     default = eff(fabric)
     if knob == "congestion_derate":
@@ -393,30 +371,17 @@ CLAIMED_EFFICIENCY = {"infiniband": {128: 0.98}, "roce": {64: 0.82, 128: 0.71}}
 CLAIMED_DAYS = {"infiniband": 18.0, "roce": 43.0}
 
 
-def seed_claims(  # noqa: PLR0913
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    layout: Layout,
-    seq_len: int,
+def seed_claims(
+    run: ScalingRun,
     gpu_counts: Sequence[int],
     ib: FabricSpec,
     roce: FabricSpec,
     *,
     tokens: float | None = None,
     claim_gpus: int = 128,
-    estimator: Callable[..., Estimate] = estimate,
 ) -> SeedClaimsAnalysis:
     """Predict the article's scenario on IB vs RoCE and solve for the assumptions that would give its claims."""
-    result = scaling_curve(
-        model,
-        cluster,
-        layout,
-        seq_len,
-        gpu_counts,
-        {"infiniband": ib, "roce": roce},
-        tokens=tokens,
-        estimator=estimator,
-    )
+    result = scaling_curve(run, gpu_counts, {"infiniband": ib, "roce": roce}, tokens=tokens)
     base = result.baseline_gpus
     predicted = {
         s.fabric_name: {p.num_gpus: p.scaling_efficiency for p in s.points if p.error is None}
@@ -427,11 +392,7 @@ def seed_claims(  # noqa: PLR0913
         if n not in gpu_counts or n == base:
             continue
         for knob in ("congestion_derate", "nics_per_node", "base_latency_s"):
-            required.append(
-                required_assumption(
-                    knob, target, model, cluster, layout, seq_len, base, n, roce, estimator=estimator
-                )
-            )
+            required.append(required_assumption(knob, target, run, base, n, roce))
     ib_point = result.series[0].at(claim_gpus)
     if ib_point is not None and ib_point.error is None:
         ratio = CLAIMED_DAYS["infiniband"] / CLAIMED_DAYS["roce"]
@@ -439,14 +400,10 @@ def seed_claims(  # noqa: PLR0913
             required_assumption(
                 "congestion_derate",
                 ratio,
-                model,
-                cluster,
-                layout,
-                seq_len,
+                run,
                 base,
                 claim_gpus,
                 roce,
-                estimator=estimator,
                 reference_tokens_per_s_per_gpu=ib_point.tokens_per_s_per_gpu,
             )
         )

@@ -29,7 +29,7 @@ from app.core.network import (
     default_network_params,
     normalise_op,
 )
-from app.core.scaling import ScalingResult, required_assumption, scaling_curve
+from app.core.scaling import ScalingResult, ScalingRun, required_assumption, scaling_curve
 from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials, resolve_tiers
 from app.core.units import GB, GBIT, US
 from app.errors import NotFoundError
@@ -414,17 +414,16 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
             options=resolved.estimate_options(),
         )
 
-    result: ScalingResult = scaling_curve(
+    run = ScalingRun(
         resolved.model,
         resolved.cluster,
         resolved.layout,
         resolved.seq_len,
-        req.gpu_counts,
-        fabrics,
-        tokens=resolved.tokens or None,
         mode=req.mode,
-        baseline_gpus=req.baseline_gpus,
         estimator=estimator,
+    )
+    result: ScalingResult = scaling_curve(
+        run, req.gpu_counts, fabrics, tokens=resolved.tokens or None, baseline_gpus=req.baseline_gpus
     )
     required: list[RequiredOut] = []
     for claim in req.claims:
@@ -441,15 +440,10 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
             r = required_assumption(
                 knob,
                 claim.efficiency,
-                resolved.model,
-                resolved.cluster,
-                resolved.layout,
-                resolved.seq_len,
+                run,
                 result.baseline_gpus,
                 claim.gpus,
                 fabrics[claim.fabric],
-                mode=req.mode,
-                estimator=estimator,
                 reference_tokens_per_s_per_gpu=reference,
             )
             required.append(

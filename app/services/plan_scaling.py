@@ -27,7 +27,7 @@ def scaling_sweep(resolved: Any, options: Any, profile: Any, mode: str = "strong
     the user's global batch, so more GPUs train the same run; weak scaling grows the batch with them."""
     from app.catalog.fabrics import find_fabric
     from app.core.estimate import estimate
-    from app.core.scaling import scaling_curve
+    from app.core.scaling import ScalingRun, scaling_curve
 
     cluster, layout = resolved.cluster, resolved.layout
     names = [cluster.fabric.name or SCALING_FABRICS[0]]
@@ -56,17 +56,15 @@ def scaling_sweep(resolved: Any, options: Any, profile: Any, mode: str = "strong
         return estimate(model, c, lay, seq_len, profile or calibrated, options=options)
 
     try:
-        curve = scaling_curve(
+        run = ScalingRun(
             resolved.model,
             cluster,
             layout,
             resolved.seq_len,
-            counts,
-            fabrics,
-            tokens=resolved.tokens or None,
             mode="weak" if mode == "weak" else "strong",
             estimator=estimator,
         )
+        curve = scaling_curve(run, counts, fabrics, tokens=resolved.tokens or None)
     except SpecError:
         return None
     points: list[dict[str, Any]] = []

@@ -13,7 +13,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.errors import SpecError
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
-from app.core.scaling import required_assumption, scaling_curve, seed_claims
+from app.core.scaling import ScalingRun, required_assumption, scaling_curve, seed_claims
 
 MODEL = find_model("Llama-2-70B")
 CLUSTER = ClusterSpec(find_gpu("H100-SXM"), 4, 8, fabric=find_fabric("ib-ndr-8x400"))
@@ -28,7 +28,7 @@ FABRICS = {
 
 
 def test_faster_fabric_never_scales_worse_and_baseline_is_one() -> None:
-    res = scaling_curve(MODEL, CLUSTER, LAYOUT, 4096, [32, 64, 128, 256], FABRICS, tokens=1e12)
+    res = scaling_curve(ScalingRun(MODEL, CLUSTER, LAYOUT, 4096), [32, 64, 128, 256], FABRICS, tokens=1e12)
     by = {s.fabric_name: s for s in res.series}
     for s in res.series:
         first = s.points[0]
@@ -54,34 +54,38 @@ def test_faster_fabric_never_scales_worse_and_baseline_is_one() -> None:
 
 def test_strong_scaling_keeps_the_global_batch() -> None:
     lay = replace(LAYOUT, global_batch=64)
-    res = scaling_curve(MODEL, CLUSTER, lay, 4096, [32, 64, 128], {"ib": FABRICS["ib"]}, mode="strong")
+    res = scaling_curve(
+        ScalingRun(MODEL, CLUSTER, lay, 4096, mode="strong"), [32, 64, 128], {"ib": FABRICS["ib"]}
+    )
     assert [p.global_batch for p in res.series[0].points] == [64, 64, 64]
     assert res.series[0].points[-1].step_time_s < res.series[0].points[0].step_time_s
 
 
 def test_bad_gpu_counts_list_every_problem() -> None:
     with pytest.raises(SpecError) as err:
-        scaling_curve(MODEL, CLUSTER, LAYOUT, 4096, [33, 40], FABRICS, tokens=-1, mode="sideways")  # type: ignore[arg-type]
+        scaling_curve(ScalingRun(MODEL, CLUSTER, LAYOUT, 4096, mode="sideways"), [33, 40], FABRICS, tokens=-1)  # type: ignore[arg-type]
     fields = [p.field for p in err.value.problems]
     assert fields.count("gpu_counts") >= 2 and "tokens" in fields and "mode" in fields
 
 
 def test_required_derate_reproduces_the_target() -> None:
     req = required_assumption(
-        "congestion_derate", 0.82, MODEL, CLUSTER, LAYOUT, 4096, 32, 64, FABRICS["roce"]
+        "congestion_derate", 0.82, ScalingRun(MODEL, CLUSTER, LAYOUT, 4096), 32, 64, FABRICS["roce"]
     )
     assert req.value is not None and 0.05 < req.value < 0.6
     derated = replace(FABRICS["roce"], congestion_derate=req.value)
-    res = scaling_curve(MODEL, CLUSTER, LAYOUT, 4096, [32, 64], {"r": derated})
+    res = scaling_curve(ScalingRun(MODEL, CLUSTER, LAYOUT, 4096), [32, 64], {"r": derated})
     assert res.series[0].points[1].scaling_efficiency == pytest.approx(0.82, abs=0.005)
     latency = required_assumption(
-        "base_latency_s", 0.82, MODEL, CLUSTER, LAYOUT, 4096, 32, 64, FABRICS["roce"]
+        "base_latency_s", 0.82, ScalingRun(MODEL, CLUSTER, LAYOUT, 4096), 32, 64, FABRICS["roce"]
     )
     assert latency.value is None  # latency alone cannot cost 18 % on multi-GB gradient all-reduces
 
 
 def test_seed_claims_analysis() -> None:
-    a = seed_claims(MODEL, CLUSTER, LAYOUT, 4096, [32, 64, 128], FABRICS["ib"], FABRICS["roce"], tokens=1e12)
+    a = seed_claims(
+        ScalingRun(MODEL, CLUSTER, LAYOUT, 4096), [32, 64, 128], FABRICS["ib"], FABRICS["roce"], tokens=1e12
+    )
     assert a.predicted["roce"][64] > 0.9  # tuned RoCE scales like InfiniBand in the model
     assert a.claimed_days == {"infiniband": 18.0, "roce": 43.0}
     assert a.implied_tokens is not None and a.implied_tokens > 0

@@ -498,6 +498,7 @@ KNOBS: tuple[Knob, ...] = (
         "node, fanned out over NVLink); MoE models only",
         label="MoE token dispatcher",
         choices=("alltoall", "deepep", "hybridep"),
+        choice_labels=("all-to-all (NCCL)", "DeepEP", "HybridEP"),
         source="Megatron-core --moe-token-dispatcher-type alltoall | flex --moe-flex-dispatcher-backend",
     ),
     Knob(

@@ -373,3 +373,28 @@ def test_a_light_moe_estimate_says_its_layer_pass_and_what_helps(client: Any, tm
         "/api/v1/estimate", json=json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
     ).json()
     assert dense["accuracy"]["layer_pass_s"] > 0 and dense["accuracy"]["advice"] is None
+
+
+@pytest.mark.parametrize("dispatcher", ["deepep", "hybridep"])
+def test_planner_band_follows_the_dispatcher(client: Any, dispatcher: str) -> None:
+    """The search's band is its best layout's regime under the requested dispatcher (light passes on HybridEP
+    take their own band)."""
+    body = json.loads((ROOT / "examples" / "qwen3-30b-a3b-32xh100-deepep.json").read_text())
+    request = {
+        "model": body["model"],
+        "cluster": body["cluster"],
+        "training": body["training"],
+        "global_batch": body["layout"]["global_batch"],
+        "moe_dispatcher": dispatcher,
+        "constraints": {"max_micro_batch": 1},  # light passes: one sequence of 4K tokens per micro-batch
+    }
+    r = client.post("/api/v1/plan", json=request)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    best, model = out["best"], find_model("Qwen3-30B-A3B")
+    microbatches = best["layout"]["global_batch"] // (best["layout"]["dp"] * best["layout"]["micro_batch"])
+    layers = model.num_layers / best["layout"]["pp"]
+    layer_pass = layer_pass_seconds(best["step_breakdown_s"], layers, microbatches)
+    assert layer_pass < MOE_LIGHT_LAYER_PASS_S
+    expected = "moe-light-hybridep" if dispatcher == "hybridep" else "moe-light"
+    assert out["accuracy"]["regime"] == expected

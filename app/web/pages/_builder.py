@@ -32,7 +32,7 @@ PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe
 SIZING_LIMITS = {"deadline_days": (36_500.0, "days"), "budget_usd": (1e12, "US dollars")}
 
 # checkboxes sent the same way in both modes
-OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params")
+OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params", "moe_a2a_overlap")
 
 # The builder's choices that the scenario does not hold (it stores only the layout the planner chose): saved with
 # each plan revision (PlanRevision.builder_choices), so opening a saved plan in the builder restores them.
@@ -102,6 +102,10 @@ class BuilderState:
     attention_backend: str = (
         "auto"  # fused attention kernel; auto = the framework's (scenario attention_backend)
     )
+    moe_dispatcher: str = "alltoall"  # MoE token dispatcher (scenario moe_dispatcher); MoE models only
+    moe_a2a_overlap: bool = (
+        False  # hide the EP all-to-alls behind the other micro-batch (scenario moe_a2a_overlap)
+    )
     # the generic layout knobs' values (app.core.knobs, generic=True), 0 = unset; read as state.<name>
     knob_values: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
@@ -168,6 +172,8 @@ class BuilderState:
             data.pop("scaling_mode")
         if data["attention_backend"] == "auto":
             data.pop("attention_backend")
+        if data["moe_dispatcher"] == "alltoall":
+            data.pop("moe_dispatcher")
         if data["optimizer_moments_dtype"] == "fp32":
             data.pop("optimizer_moments_dtype")
         if data["reshard_after"] == "forward":
@@ -228,6 +234,8 @@ BUILDER_CHOICES: dict[str, Knob] = {
         ("dtype", "layout.dtype"),
         ("optimizer_moments_dtype", "layout.optimizer_moments_dtype"),
         ("attention_backend", "attention_backend"),
+        ("moe_dispatcher", "moe_dispatcher"),
+        ("moe_a2a_overlap", "moe_a2a_overlap"),
         ("sp", "layout.sequence_parallel"),
         ("fp8_params", "layout.fp8_param_gather"),
     )
@@ -376,7 +384,7 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
     model: Any = state.model
     if state.hf_config.strip():
         model = _model_from_pasted_config(state.hf_config, problems)
-    kernel = {} if state.attention_backend == "auto" else {"attention_backend": state.attention_backend}
+    kernel = _scenario_options(state)
     if state.mode == "planner":
         if problems:
             raise SpecError(problems)
@@ -467,6 +475,19 @@ def _mtp(state: BuilderState) -> dict[str, Any]:
     return {"mtp_layers": state.mtp_layers} if state.mtp_layers else {}
 
 
+def _scenario_options(state: BuilderState) -> dict[str, Any]:
+    """The scenario's own fields the builder sets when they differ from their defaults: the attention kernel and,
+    for a MoE model, the token dispatcher and the EP all-to-all overlap (a dense model refuses them by name)."""
+    out: dict[str, Any] = {}
+    if state.attention_backend != "auto":
+        out["attention_backend"] = state.attention_backend
+    if state.moe_dispatcher != "alltoall":
+        out["moe_dispatcher"] = state.moe_dispatcher
+    if state.moe_a2a_overlap:
+        out["moe_a2a_overlap"] = True
+    return out
+
+
 def _cluster(state: BuilderState) -> dict[str, Any]:
     return {
         "gpu": state.gpu,
@@ -488,6 +509,8 @@ def sizes_request(state: BuilderState, scenario: dict[str, Any]) -> dict[str, An
         "deadline_days": state.deadline_days or None,
         "constraints": planner_constraints(state) or {},
         "attention_backend": state.attention_backend,
+        "moe_dispatcher": state.moe_dispatcher,
+        "moe_a2a_overlap": state.moe_a2a_overlap,
         "profile": state.profile or None,
     }
     for name in (
@@ -677,4 +700,7 @@ def scenario_to_state(scenario: Mapping[str, Any], choices: Any = None) -> Build
         state.tokens_b = float(training["tokens"]) / TOKENS_UNIT
     if scenario.get("attention_backend") in BUILDER_CHOICES["attention_backend"].choices:
         state.attention_backend = str(scenario["attention_backend"])
+    if scenario.get("moe_dispatcher") in BUILDER_CHOICES["moe_dispatcher"].choices:
+        state.moe_dispatcher = str(scenario["moe_dispatcher"])
+    state.moe_a2a_overlap = bool(scenario.get("moe_a2a_overlap", False))
     return state

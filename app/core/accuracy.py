@@ -49,12 +49,12 @@ RANKING_PERCENTILE = 80.0
 # its band is kept apart because published runs in it scatter far wider (docs/validation.md, "Accuracy bands").
 MOE_LIGHT_LAYER_PASS_S = 0.020
 # Light passes on HybridEP (Megatron-core's flex dispatcher for NVL72 racks) are kept apart from the other light
-# passes: every published HybridEP run is an NVIDIA recipe (Megatron-Bridge 26.02 scripts/performance/configs,
-# the MoE model zoo's GB200/GB300 rows) that also captures the router and the dispatch preprocessing, mostly the
-# attention too, in CUDA graphs (--cuda-graph-scope), which takes that host work off the critical path; their
-# unexplained time per pass is −2.6 to +3.0 ms, against +0.4 to +16.5 ms for the recipes on the alltoall
-# dispatcher without them (docs/validation.md, "Accuracy bands"). DeepEP runs are not among them: the MoE model
-# zoo's and NeMo Automodel's DeepEP rows scatter as widely as alltoall's.
+# passes: the published HybridEP runs are NVIDIA recipes (Megatron-Bridge 26.02 scripts/performance/configs, the
+# MoE model zoo's GB200/GB300 rows), 7 of the 10 light ones stating CUDA graphs of the router and the dispatch
+# preprocessing, mostly of the attention too (--cuda-graph-scope), which take that host work off the critical
+# path; their unexplained time per pass is −2.6 to +3.0 ms, against +0.4 to +16.5 ms for Megatron-Bridge's recipes
+# on the alltoall dispatcher (docs/validation.md, "Accuracy bands"). DeepEP runs are not among them: the MoE model
+# zoo's and NeMo Automodel's DeepEP rows scatter as widely as alltoall's. The split is chosen on these runs.
 FUSED_HOST_PATH_DISPATCHERS = ("hybridep",)
 
 REGIMES: dict[str, str] = {

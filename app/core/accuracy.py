@@ -67,7 +67,7 @@ REGIMES: dict[str, str] = {
     ),
     "moe-light-hybridep": (
         f"mixture-of-experts transformer with under {MOE_LIGHT_LAYER_PASS_S * 1e3:g} ms of GPU work per layer pass "
-        "on the HybridEP dispatcher, whose published recipes capture the router and dispatch in CUDA graphs"
+        "on the HybridEP dispatcher (NVIDIA's tuned recipes, most with the router and dispatch in CUDA graphs)"
     ),
     # attention dominates a long-context MoE step as it does a dense one (its expert FLOPs per token are the
     # active experts only), so its error follows the attention kernel, not the expert dispatch

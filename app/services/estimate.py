@@ -136,9 +136,9 @@ def accuracy_payload(est: Estimate, dispatcher: str = "alltoall") -> dict[str, A
     elif band.regime == "moe-light-hybridep":
         out["advice"] = (
             f"{layer_pass * 1e3:.1f} ms of GPU work per MoE layer pass on HybridEP: the published runs behind this "
-            "band captured the router and the dispatch preprocessing in CUDA graphs (Megatron-core "
-            "--cuda-graph-scope moe_router moe_preprocess); 8 in 10 light passes without them, on the other "
-            f"dispatchers, took up to {_light_high():.1f}× their estimate."
+            "band are NVIDIA's tuned recipes, most of them with the router and the dispatch preprocessing in CUDA "
+            "graphs (Megatron-core --cuda-graph-scope moe_router moe_preprocess); 8 in 10 light passes on the "
+            f"other dispatchers took up to {_light_high():.1f}× their estimate, with CUDA graphs or without."
         )
     return out
 

@@ -100,6 +100,19 @@ def _resolve(req: SearchRequestBase, session: Session | None) -> tuple[ResolvedS
     return resolve_scenario(scenario, session), seqs
 
 
+def _problem(req: SearchRequestBase, resolved: ResolvedScenario, seqs: int) -> SearchProblem:
+    """The run a plan or size-sweep request searches: its resolved scenario, batch and run-wide options."""
+    return SearchProblem(
+        resolved.model,
+        resolved.cluster,
+        resolved.seq_len,
+        seqs,
+        run=req.run_options(),
+        options=resolved.estimate_options(),
+        profile=resolved.profile,
+    )
+
+
 def price_for(gpu_name: str, session: Session | None = None) -> tuple[float | None, str]:
     """The headline cloud $/GPU-hour for this GPU and its statement, under the one rule of app.core.cost
     (median of the non-stale on-demand quotes); users' rows count when a session is given."""
@@ -125,15 +138,7 @@ def run_plan(
         else price_for(resolved.cluster.gpu.name, session)
     )
     result = plan(
-        SearchProblem(
-            resolved.model,
-            resolved.cluster,
-            resolved.seq_len,
-            seqs,
-            run=req.run_options(),
-            options=resolved.estimate_options(),
-            profile=resolved.profile,
-        ),
+        _problem(req, resolved, seqs),
         tokens=resolved.tokens or None,
         gpu_counts=req.gpu_counts,
         constraints=req.constraints.to_core(),
@@ -200,15 +205,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
         else price_for(resolved.cluster.gpu.name, session)
     )
     result = size_sweep(
-        SearchProblem(
-            resolved.model,
-            resolved.cluster,
-            resolved.seq_len,
-            seqs,
-            run=req.run_options(),
-            options=resolved.estimate_options(),
-            profile=resolved.profile,
-        ),
+        _problem(req, resolved, seqs),
         resolved.tokens,
         sizes=req.sizes or DEFAULT_SIZES,
         usd_per_gpu_hour=price,

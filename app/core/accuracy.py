@@ -282,6 +282,42 @@ class AccuracyBand:
         )
 
 
+@dataclass(frozen=True)
+class TotalsBand:
+    """The range a time to train or a GPU-hours figure is quoted with: the step-time band of its kind of run,
+    widened by what whole published pre-training runs took against the planner's prediction (the `whole_runs`
+    record of the table: reported ÷ predicted GPU-hours of the planner's best layout, with goodput where the
+    reported figure includes failures and restarts; app.validation.training_totals). A whole run adds what a step
+    estimate cannot see: the layout that was run, restarts, evaluation and checkpoint pauses, slow nodes. With
+    fewer than MIN_UNSEEN_RUNS whole runs the step band stands alone."""
+
+    ratio_low: float
+    ratio_high: float
+    whole_runs: int  # 0: the step band alone
+
+    def summary(self) -> str:
+        lo, hi = (self.ratio_low - 1) * 100, (self.ratio_high - 1) * 100
+        if not self.whole_runs:
+            return f"Time to train and GPU-hours follow the step-time band ({lo:+.0f} % to {hi:+.0f} %)."
+        return (
+            f"Time to train and GPU-hours: {lo:+.0f} % to {hi:+.0f} %, the step-time band widened by "
+            f"{self.whole_runs} whole published pre-training runs, whose reported GPU-hours were 8 in 10 within "
+            "that range of the planner's prediction for them (docs/validation.md, 'Whole training runs')."
+        )
+
+
+def totals_band(table: Mapping[str, Any], step_low: float, step_high: float) -> TotalsBand:
+    """The time-to-train / GPU-hours range for an estimate whose step-time band is [step_low, step_high]
+    (TotalsBand)."""
+    whole = table.get("whole_runs") or {}
+    runs = int(whole.get("runs", 0))
+    if runs < MIN_UNSEEN_RUNS:
+        return TotalsBand(step_low, step_high, 0)
+    low = min(step_low, float(whole["ratio_low"]))
+    high = max(step_high, float(whole["ratio_high"]))
+    return TotalsBand(low, high, runs)
+
+
 MEMORY_DESCRIPTION = "peak memory per GPU"
 
 

@@ -86,10 +86,11 @@ class SizesOut(BaseModel):
     assumptions: list[dict[str, Any]]
     accuracy: dict[str, Any] | None = Field(
         default=None,
-        description="the accuracy band of this kind of run (app.core.accuracy): measured / estimated step time",
+        description="the accuracy band of this kind of run (app.core.accuracy): measured / estimated step time, "
+        "and the time-to-train range it gives once whole published runs widen it (time_to_train_ratio_low/high)",
     )
     smallest_meeting_deadline_at_high: int | None = Field(
         default=None,
-        description="smallest GPU count that still meets the deadline if the run takes the band's high end "
-        "(ratio_high × the estimated time; each point carries time_to_train_likely_high_days)",
+        description="smallest GPU count that still meets the deadline if the run takes the time-to-train range's "
+        "high end (time_to_train_ratio_high × the estimated time; each point carries time_to_train_likely_high_days)",
     )

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.core.accuracy import band_for, layer_pass_seconds
+from app.core.accuracy import band_for, layer_pass_seconds, totals_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import PlanResult, SearchProblem, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
@@ -238,6 +238,20 @@ def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]])
             point["wall_clock_days"] = days / res.goodput
 
 
+def _sizes_accuracy(table: dict[str, Any], band: Any) -> dict[str, Any] | None:
+    """The widest step-time band of a size sweep, with the time-to-train range it gives (app.core.accuracy
+    .totals_band)."""
+    if band is None:
+        return None
+    totals = totals_band(table, band.ratio_low, band.ratio_high)
+    return {
+        **asdict(band),
+        "time_to_train_ratio_low": totals.ratio_low,
+        "time_to_train_ratio_high": totals.ratio_high,
+        "time_to_train_summary": totals.summary(),
+    }
+
+
 def sizes(data: Any, session: Session | None = None) -> SizesOut:
     resolved, price_source, result = run_sizes(data, session)
     d = result.to_dict()
@@ -254,9 +268,10 @@ def sizes(data: Any, session: Session | None = None) -> SizesOut:
         if point_band is None:
             continue
         point["accuracy_regime"] = point_band.regime
-        high_of[point["num_gpus"]] = point_band.ratio_high
+        high = totals_band(table, point_band.ratio_low, point_band.ratio_high).ratio_high
+        high_of[point["num_gpus"]] = high
         days = point.get("time_to_train_days")
-        point["time_to_train_likely_high_days"] = days * point_band.ratio_high if days else None
+        point["time_to_train_likely_high_days"] = days * high if days else None
         if band is None or point_band.ratio_high > band.ratio_high:
             band = point_band
     at_high = None
@@ -275,7 +290,7 @@ def sizes(data: Any, session: Session | None = None) -> SizesOut:
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
-        accuracy=asdict(band) if band is not None else None,
+        accuracy=_sizes_accuracy(table, band),
         smallest_meeting_deadline_at_high=at_high,
         **d,
     )

@@ -118,11 +118,40 @@ def _ranking_record(unseen: list[float], development: list[float]) -> dict[str, 
     return record
 
 
+def whole_run_ratios(paths: Sequence[Path]) -> list[float]:
+    """Reported ÷ predicted GPU-hours of every whole run with a stated GPU count in the given training-totals
+    CSVs (app.validation.training_totals: the planner's best layout, with goodput where the figure includes
+    overheads)."""
+    from app.validation.training_totals import load_rows as load_totals
+    from app.validation.training_totals import replay as replay_totals
+
+    ratios: list[float] = []
+    for path in paths:
+        for r in replay_totals(load_totals(path)).rows:
+            if r.skipped is None and r.best_gpu_hours and r.reported_gpu_hours:
+                ratios.append(r.reported_gpu_hours / r.best_gpu_hours)
+    return ratios
+
+
+def _whole_runs_record(paths: Sequence[Path]) -> dict[str, Any]:
+    record = ratio_stats(whole_run_ratios(paths))
+    record["about"] = (
+        "reported ÷ predicted GPU-hours of whole published pre-training runs (the planner's best layout; "
+        "app.validation.training_totals), which widen the time-to-train and GPU-hours ranges"
+    )
+    record["files"] = [p.name for p in paths]
+    return record
+
+
 def build_table(
-    development: Sequence[Path], unseen: Sequence[Path], comparisons: Sequence[Path] = ()
+    development: Sequence[Path],
+    unseen: Sequence[Path],
+    comparisons: Sequence[Path] = (),
+    whole_runs: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """The accuracy table: per regime, the spread of measured/estimated step time over replayed runs; the spread
-    of measured/estimated peak memory; and, per regime, the ranking resolution of layout comparisons.
+    of measured/estimated peak memory; per regime, the ranking resolution of layout comparisons; and the spread of
+    reported/predicted GPU-hours of whole runs (`whole_runs`: training-totals CSVs).
     `comparisons`: further CSVs outside the development set used for the layout comparisons only (a layout sweep
     of one system would otherwise outweigh every other run in the bands)."""
     dev, dev_pairs, dev_sources = _ratios(development)
@@ -161,6 +190,7 @@ def build_table(
         },
         "regimes": regimes,
         "memory": _record(new[MEMORY], dev[MEMORY]),
+        "whole_runs": _whole_runs_record(whole_runs),
         "ranking": {
             "about": (
                 "layout comparisons: pairs of published runs of one model, system, dtype, GPU count and batch that "
@@ -207,5 +237,15 @@ def render(table: dict[str, Any]) -> str:
                 f"was off by a median {rank['median_pct']:.1f} %, p{ranking['percentile']:g} "
                 f"{rank['resolution_pct']:.1f} %, largest {rank['max_pct']:.1f} %"
             )
-    lines.append("ratio = measured / estimated (step time; peak memory per GPU on the memory line)")
+    whole = table.get("whole_runs") or {}
+    if whole.get("runs"):
+        lines.append(
+            f"{'whole runs':<20} {whole['runs']:>5} {whole['mape_pct']:>6.1f}% {whole['ratio_low']:>7.2f} "
+            f"{whole['ratio_median']:>7.2f} {whole['ratio_high']:>7.2f} {whole['ratio_min']:>6.2f} "
+            f"{whole['ratio_max']:>6.2f}  reported / predicted GPU-hours ({', '.join(whole['files'])})"
+        )
+    lines.append(
+        "ratio = measured / estimated (step time; peak memory per GPU on the memory line; GPU-hours on the whole-runs "
+        "line)"
+    )
     return "\n".join(lines)

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.catalog import validated_region
+from app.catalog import accuracy_table, validated_region
+from app.core.accuracy import band_for, layer_pass_seconds, ratio_stats, totals_band
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
 from app.core.layout import RunOptions, layout_label
@@ -134,6 +135,15 @@ class TotalsResult:
     implied_mfu_pct: float | None = (
         None  # the MFU at which the planner's best layout would take the reported hours
     )
+    # the accuracy band the planner quotes beside its best layout (app.core.accuracy.band_for: the regime's 10th to
+    # 90th percentile of measured / estimated step time on published runs outside the development set), applied
+    # to the predicted GPU-hours, and whether the reported figure lies inside it
+    band_regime: str | None = None
+    band_ratio_low: float | None = None
+    band_ratio_high: float | None = None
+    likely_low_gpu_hours: float | None = None
+    likely_high_gpu_hours: float | None = None
+    in_band: bool | None = None
     # the recommendation: the fastest ranked layout inside the validated region (app.core.validated_region)
     recommended_layout: str | None = None
     recommended_gpu_hours: float | None = None
@@ -242,6 +252,7 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
     rule = rule_for_row(searched)
     model = row_model(searched, rule)
     cluster = row_cluster(row_gpu(searched), run.num_gpus, rule)
+    framework = framework_from_row_text(searched, rule.framework)
     planned = plan(
         SearchProblem(
             model,
@@ -251,7 +262,7 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
             run=RunOptions(
                 dtype=dtype_from_cell(row.get("dtype").lower()), flash_attention=rule.flash_attention
             ),
-            options=EstimateOptions(framework=framework_from_row_text(searched, rule.framework)),
+            options=EstimateOptions(framework=framework),
         ),
         tokens=run.tokens,
         top=REGION_CANDIDATES,
@@ -262,6 +273,13 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         raise RowSkipped("no layout of this model fits on this cluster with this global batch")
     result.best_layout = layout_label(best.layout)
     result.best_mfu_pct = 100.0 * best.mfu
+    layer_pass = layer_pass_seconds(
+        best.step_breakdown_s, model.num_layers / best.layout.pp, best.num_microbatches
+    )
+    band = band_for(accuracy_table(), model, run.seq_len, float(layer_pass), framework.moe_dispatcher)
+    if band is not None:
+        result.band_regime = band.regime
+        result.band_ratio_low, result.band_ratio_high = band.ratio_low, band.ratio_high
     compute = _hours(run.tokens, best.tokens_per_s, run.num_gpus)
     result.best_compute_gpu_hours = compute
     region = validated_region()
@@ -350,6 +368,7 @@ def evaluate_row(row: Row) -> TotalsResult:
         )
         result.compared_with = "compute" if overheads == "no" else "wall-clock"
         result.error_pct = 100.0 * (result.best_gpu_hours / run.reported_gpu_hours - 1.0)
+        _apply_band(result, run.reported_gpu_hours)
         # the MFU at which this layout's prediction would equal the reported hours
         result.implied_mfu_pct = 100.0 * mfu * result.best_gpu_hours / run.reported_gpu_hours
         if result.recommended_gpu_hours is not None:
@@ -363,6 +382,17 @@ def evaluate_row(row: Row) -> TotalsResult:
     except (RowSkipped, SpecError, ValueError, LookupError) as exc:
         result.skipped = str(exc)
     return result
+
+
+def _apply_band(result: TotalsResult, reported: float) -> None:
+    """Turn the band's step-time ratios (evaluate_best) into GPU-hours around the prediction: GPU-hours
+    scale with step time at a fixed GPU count and goodput."""
+    low, high, hours = result.band_ratio_low, result.band_ratio_high, result.best_gpu_hours
+    if low is None or high is None or hours is None:
+        return
+    result.likely_low_gpu_hours = hours * low
+    result.likely_high_gpu_hours = hours * high
+    result.in_band = result.likely_low_gpu_hours <= reported <= result.likely_high_gpu_hours
 
 
 def _float_or_none(text: str) -> float | None:
@@ -406,9 +436,30 @@ class TotalsReport:
             "range_n": len(ranges),
             "range_optimistic": sum(1 for e in ranges if max(e) < -OPTIMISTIC_PCT),
             "range_pessimistic": sum(1 for e in ranges if min(e) > OPTIMISTIC_PCT),
+            "band_n": sum(1 for r in self.rows if r.skipped is None and r.in_band is not None),
+            "in_band": sum(1 for r in self.rows if r.skipped is None and r.in_band),
+            "in_totals_range_loo": self.in_totals_range_loo(),
             "stated_n": len(stated),
             "stated_mape_pct": sum(abs(e) for e in stated) / len(stated) if stated else None,
         }
+
+    def in_totals_range_loo(self) -> int:
+        """How many reported figures lie inside the time-to-train range the planner quotes (app.core.accuracy
+        .totals_band: the step band widened by whole runs) when that range is built from the other whole runs
+        only (leave one out): the range's coverage on runs it was not built from."""
+        scored = [
+            (r, r.reported_gpu_hours / r.best_gpu_hours)
+            for r in self.rows
+            if r.skipped is None and r.in_band is not None and r.best_gpu_hours and r.reported_gpu_hours
+        ]
+        ratios = [ratio for _, ratio in scored]
+        inside = 0
+        for i, (r, _) in enumerate(scored):
+            assert r.band_ratio_low is not None and r.band_ratio_high is not None  # set with in_band
+            others = ratios[:i] + ratios[i + 1 :]
+            band = totals_band({"whole_runs": ratio_stats(others)}, r.band_ratio_low, r.band_ratio_high)
+            inside += band.ratio_low <= ratios[i] <= band.ratio_high
+        return inside
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "summary": self.summary()}
@@ -451,6 +502,12 @@ def render_table(report: TotalsReport) -> str:
             f"{head} {_num(r.best_gpu_hours, ',.0f'):>12} {_num(r.error_pct, '+.1f'):>6}%  {mfu:<18} "
             f"{(r.best_layout or '')[:44]:<44} {stated}"
         )
+        if r.likely_low_gpu_hours is not None and r.likely_high_gpu_hours is not None:
+            inside = "inside" if r.in_band else "outside"
+            lines.append(
+                f"{'':>3} {'':<16} {'':>6} {'':>12} {'':>12} {'':>7}  likely {r.likely_low_gpu_hours:,.0f}–"
+                f"{r.likely_high_gpu_hours:,.0f} h ({r.band_regime} band): the reported figure is {inside}"
+            )
         if r.recommended_layout and r.recommended_layout != r.best_layout:
             lines.append(
                 f"{'':>3} {'':<16} {'':>6} {'':>12} {_num(r.recommended_gpu_hours, ',.0f'):>12} "
@@ -464,6 +521,9 @@ def render_table(report: TotalsReport) -> str:
         f"{OPTIMISTIC_PCT:.0f} % low; {s['skipped']} skipped. Error = predicted / reported − 1 (negative: optimistic).",
         f"recommended (fastest inside the validated region): MAPE {_num(s['recommended_mape_pct'], '.1f')} %, "
         f"{s['recommended_optimistic']} predicted more than {OPTIMISTIC_PCT:.0f} % low.",
+        f"step-time band applied to GPU-hours: {s['in_band']} of {s['band_n']} reported figures inside it; the "
+        f"time-to-train range the planner quotes (that band widened by the other whole runs, leave one out): "
+        f"{s['in_totals_range_loo']} of {s['band_n']}.",
         f"GPU count not stated: {s['range_n']} rows evaluated at {', '.join(f'{c:,}' for c in UNSTATED_COUNTS)} "
         f"GPUs (outside the MAPE); {s['range_optimistic']} more than {OPTIMISTIC_PCT:.0f} % low at every count, "
         f"{s['range_pessimistic']} more than {OPTIMISTIC_PCT:.0f} % high at every count.",

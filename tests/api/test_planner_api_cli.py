@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.catalog import accuracy_table
 from tests.cli_support import invoke
 
 BODY = {
@@ -67,10 +68,14 @@ def test_sizes_endpoint(client: Any) -> None:
     assert d["min_gpus_that_fit"] == 32 and not d["points"][0]["feasible"]
     assert d["smallest_meeting_deadline"] in (64, 128)
     assert d["cheapest"] in (32, 64, 128) and d["price_source"] == "request"
-    # the accuracy band: each point's time to train at the band's high end, and the smallest cluster that still
-    # meets the deadline there (never smaller than the one that meets it at the estimate)
-    high = d["accuracy"]["ratio_high"]
-    assert d["accuracy"]["regime"] == "dense" and high >= 1.0
+    # the accuracy band: each point's time to train at the time-to-train range's high end (the step band widened by
+    # whole published runs), and the smallest cluster that still meets the deadline there (never smaller than the
+    # one that meets it at the estimate)
+    high = d["accuracy"]["time_to_train_ratio_high"]
+    assert d["accuracy"]["regime"] == "dense" and high >= d["accuracy"]["ratio_high"] >= 1.0
+    assert high == pytest.approx(
+        max(d["accuracy"]["ratio_high"], accuracy_table()["whole_runs"]["ratio_high"])
+    )
     for p in d["points"]:
         if p["time_to_train_days"]:
             assert p["time_to_train_likely_high_days"] == pytest.approx(p["time_to_train_days"] * high)
@@ -113,7 +118,10 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert "cheapest run" in res.output and "smallest cluster that fits: 8" in res.output
-    assert "smallest cluster meeting 30 days" in res.output and "the accuracy band's high end" in res.output
+    assert (
+        "smallest cluster meeting 30 days" in res.output
+        and "the time-to-train range's high end" in res.output
+    )
 
 
 def test_cli_bad_input_exits_2_without_traceback() -> None:

@@ -27,6 +27,7 @@ from app.core.accuracy import (
     memory_band,
     ratio_from_speed_error,
     ratio_stats,
+    totals_band,
 )
 from app.validation.accuracy import build_table, dumps
 from app.web.pages._builder import BuilderState
@@ -37,17 +38,18 @@ DATA = DATA_DIR
 DEVELOPMENT = [DATA / "training_runs.csv"]
 UNSEEN = [DATA / "training_runs_heldout.csv", DATA / "training_runs_final_check.csv"]
 COMPARISONS = [DATA / "training_runs_vtrain_multi.csv"]  # layout comparisons only (ranking resolution)
+WHOLE_RUNS = [DATA / "training_totals.csv"]  # whole pre-training runs (the time-to-train range)
 HX = {"HX-Request": "true"}
 
 
 def test_committed_table_is_what_the_replay_gives_now() -> None:
-    fresh = build_table(DEVELOPMENT, UNSEEN, COMPARISONS)
+    fresh = build_table(DEVELOPMENT, UNSEEN, COMPARISONS, WHOLE_RUNS)
     committed = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))
     assert fresh == committed, (
         "app/catalog/accuracy.json is stale: run `clusterplan validate accuracy "
         "tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv "
         "--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv "
-        "--write`"
+        "--whole-runs tests/data/training_totals.csv --write`"
     )
     # every regime is backed by runs outside the development set, or says it pooled the development set's, and
     # the table says which files
@@ -280,7 +282,7 @@ def test_estimate_reports_the_memory_band(client: Any) -> None:
     assert re.search(r"likely [\d.,]+–[\d.,]+ GiB", html) and "peak-memory readings" in html
 
 
-def test_time_to_train_and_gpu_hours_scale_with_the_step_band() -> None:
+def test_time_to_train_and_gpu_hours_take_the_step_band_widened_by_whole_runs() -> None:
     from app.services.estimate import parse_scenario, run
     from app.services.planning import accuracy_view, summarise
 
@@ -288,18 +290,20 @@ def test_time_to_train_and_gpu_hours_scale_with_the_step_band() -> None:
     resolved, est = run(parse_scenario(body))
     summary = summarise(resolved, est)
     fields, notes = accuracy_view(est, summary)
-    record = accuracy_table()["regimes"]["dense"]
+    table = accuracy_table()
+    record, whole = table["regimes"]["dense"], table["whole_runs"]
+    # whole published runs took up to 1.4x the planner's prediction, more than the dense step band's high end
+    assert whole["runs"] >= MIN_UNSEEN_RUNS and whole["ratio_high"] > record["ratio_high"]
+    low, high = min(record["ratio_low"], whole["ratio_low"]), max(record["ratio_high"], whole["ratio_high"])
     for key, digits in (("time_to_train_days", 3), ("gpu_hours", 1)):
-        assert fields[f"{key}_likely_low"] == pytest.approx(
-            summary[key] * record["ratio_low"], abs=10**-digits
-        )
-        assert fields[f"{key}_likely_high"] == pytest.approx(
-            summary[key] * record["ratio_high"], abs=10**-digits
-        )
+        assert fields[f"{key}_likely_low"] == pytest.approx(summary[key] * low, abs=10**-digits)
+        assert fields[f"{key}_likely_high"] == pytest.approx(summary[key] * high, abs=10**-digits)
+    # the step time keeps its own band
     assert fields["step_time_likely_high_s"] == pytest.approx(
         summary["step_time_s"] * record["ratio_high"], rel=1e-5
     )
-    assert set(notes) == {"step", "memory"}
+    assert set(notes) == {"step", "totals", "memory"}
+    assert f"{whole['runs']} whole published pre-training runs" in notes["totals"]
     # without a token budget there is no time to train, and so no range for it
     fields, _ = accuracy_view(est, {**summary, "time_to_train_days": None, "gpu_hours": None})
     assert "time_to_train_days_likely_low" not in fields and "gpu_hours_likely_high" not in fields
@@ -398,3 +402,35 @@ def test_planner_band_follows_the_dispatcher(client: Any, dispatcher: str) -> No
     assert layer_pass < MOE_LIGHT_LAYER_PASS_S
     expected = "moe-light-hybridep" if dispatcher == "hybridep" else "moe-light"
     assert out["accuracy"]["regime"] == expected
+
+
+def test_totals_band_widens_the_step_band_only_with_enough_whole_runs() -> None:
+    whole = {"runs": MIN_UNSEEN_RUNS, "ratio_low": 0.97, "ratio_high": 1.42}
+    band = totals_band({"whole_runs": whole}, 0.86, 1.11)
+    assert (band.ratio_low, band.ratio_high, band.whole_runs) == (0.86, 1.42, MIN_UNSEEN_RUNS)
+    # a step band wider than the whole runs' keeps its own ends
+    band = totals_band({"whole_runs": whole}, 0.9, 2.33)
+    assert (band.ratio_low, band.ratio_high) == (0.9, 2.33)
+    # too few whole runs, or none: the step band alone, and the summary says so
+    few = totals_band({"whole_runs": {**whole, "runs": MIN_UNSEEN_RUNS - 1}}, 0.86, 1.11)
+    assert (few.ratio_low, few.ratio_high, few.whole_runs) == (0.86, 1.11, 0)
+    assert "follow the step-time band" in few.summary() and "whole published" in band.summary()
+    assert totals_band({}, 0.86, 1.11).whole_runs == 0
+
+
+def test_whole_runs_record_is_reported_over_predicted_gpu_hours() -> None:
+    from app.validation.accuracy import whole_run_ratios
+    from app.validation.training_totals import load_rows as load_totals
+    from app.validation.training_totals import replay as replay_totals
+
+    totals = DATA / "training_totals.csv"
+    rows = [r for r in replay_totals(load_totals(totals)).rows if r.skipped is None and r.best_gpu_hours]
+    ratios = whole_run_ratios([totals])
+    assert ratios == pytest.approx([r.reported_gpu_hours / r.best_gpu_hours for r in rows])
+    # ratio = 1 / (1 + error): a run predicted 20 % low took 1.25x its prediction
+    assert ratios == pytest.approx([1.0 / (1.0 + r.error_pct / 100.0) for r in rows])
+    assert accuracy_table()["whole_runs"] == {
+        **ratio_stats(ratios),
+        "about": accuracy_table()["whole_runs"]["about"],
+        "files": ["training_totals.csv"],
+    }

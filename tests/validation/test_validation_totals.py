@@ -11,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from app.core.accuracy import BAND_PERCENTILES
 from app.validation.training_totals import (
     COLUMNS,
     OPTIMISTIC_PCT,
@@ -140,6 +142,30 @@ def test_summary_counts_optimistic_rows(report: TotalsReport) -> None:
     assert s["skipped"] == len(report.rows) - len(done) - len(ranged)
     assert s["optimistic"] == sum(1 for r in done if (r.error_pct or 0) < -OPTIMISTIC_PCT)
     assert s["max_abs_pct"] == max(abs(r.error_pct or 0) for r in done)
+
+
+def test_each_run_is_checked_against_the_band_the_planner_quotes(report: TotalsReport) -> None:
+    """The step-time band of the best layout's kind of run, applied to its GPU-hours (GPU-hours scale with step time
+    at a fixed count and goodput); and the time-to-train range (that band widened by the other whole runs)."""
+    done = [r for r in report.rows if r.skipped is None and r.error_pct is not None]
+    for r in done:
+        assert r.band_regime is not None and r.band_ratio_low is not None and r.band_ratio_high is not None
+        assert r.likely_low_gpu_hours == pytest.approx(r.best_gpu_hours * r.band_ratio_low)
+        assert r.likely_high_gpu_hours == pytest.approx(r.best_gpu_hours * r.band_ratio_high)
+        assert r.in_band == (r.likely_low_gpu_hours <= r.reported_gpu_hours <= r.likely_high_gpu_hours)
+    s = report.summary()
+    assert s["band_n"] == len(done) and s["in_band"] == sum(1 for r in done if r.in_band)
+    # leave one out, by hand: the range from the other runs' ratios, widened around each run's step band
+    ratios = [r.reported_gpu_hours / r.best_gpu_hours for r in done]
+    inside = 0
+    for i, r in enumerate(done):
+        low, high = np.percentile(ratios[:i] + ratios[i + 1 :], BAND_PERCENTILES)
+        low, high = min(low, r.band_ratio_low), max(high, r.band_ratio_high)
+        inside += low - 1e-4 <= ratios[i] <= high + 1e-4
+    assert s["in_totals_range_loo"] == inside
+    # widening by whole runs covers at least what the step band alone does
+    assert s["in_band"] <= s["in_totals_range_loo"] <= s["band_n"]
+    assert "leave one out" in render_table(report)
 
 
 def test_doubling_the_reported_hours_makes_the_prediction_optimistic(tmp_path: Path) -> None:

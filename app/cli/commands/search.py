@@ -367,7 +367,7 @@ def render_sizes(out: Any) -> str:
         )
         if out.accuracy:
             lines.append(
-                f"  … if the run takes {out.accuracy['ratio_high']:.2f}× the estimate (the accuracy band's high "
-                f"end): {out.smallest_meeting_deadline_at_high or 'none'}"
+                f"  … if the run takes {out.accuracy['time_to_train_ratio_high']:.2f}× the estimate (the time-to-train "
+                f"range's high end): {out.smallest_meeting_deadline_at_high or 'none'}"
             )
     return "\n".join(lines)

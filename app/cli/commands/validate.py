@@ -80,6 +80,14 @@ def accuracy(
             "e.g. a layout sweep of one system",
         ),
     ] = None,
+    whole_runs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--whole-runs",
+            dir_okay=False,
+            help="training-totals CSV of whole pre-training runs (GPU-hours), which widen the time-to-train range",
+        ),
+    ] = None,
     write: Annotated[
         bool,
         typer.Option("--write", help="write the table to app/catalog/accuracy.json for estimates to use"),
@@ -89,10 +97,10 @@ def accuracy(
     from app.catalog import ACCURACY_FILE, accuracy_table
     from app.validation.accuracy import build_table, dumps, render
 
-    for path in [*unseen, *(development or []), *(comparisons or [])]:
+    for path in [*unseen, *(development or []), *(comparisons or []), *(whole_runs or [])]:
         if not path.exists():
             raise FileNotFoundError(f"file not found: {path}")
-    table = build_table(development or [], unseen, comparisons or [])
+    table = build_table(development or [], unseen, comparisons or [], whole_runs or [])
     if write:
         ACCURACY_FILE.write_text(dumps(table), encoding="utf-8")
         accuracy_table.cache_clear()

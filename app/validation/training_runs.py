@@ -413,6 +413,9 @@ FAMILY_DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
             "mlp_bias": False,
         },
     ),
+    # SmolLM3 (huggingface/smollm text/pretraining/smollm3/stage1_8T.yaml): SiLU-gated MLP, RMSNorm, RoPE (NoPE
+    # every 4th layer, which changes no FLOP), tie_word_embeddings true
+    ("smollm", {**_MODERN, "tied_embeddings": True}),
     (
         "llama",
         {"activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope", "tied_embeddings": False},

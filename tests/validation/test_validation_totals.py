@@ -82,6 +82,13 @@ def test_published_figures_are_the_papers() -> None:
     tiny = _row("TinyLlama-1.1B")
     assert float(tiny["reported_gpu_hours"]) == 3456 and float(tiny["reported_mfu_pct"]) == 56
     assert pytest.approx(3456, rel=0.005) == 0.3e12 / 24_000 / 3600
+    # SmolLM3 (huggingface/smollm text/pretraining): 384 H100 for 24 days; stage1_8T.yaml's dp 192 x micro-batch 3 x
+    # 4,096 tokens is the README's 2.36M-token batch, and its 4,720,000 steps of it the 11.2T tokens
+    smol = _row("SmolLM3-3B")
+    assert float(smol["reported_gpu_hours"]) == 384 * 24 * 24 and smol["includes_overheads"] == "yes"
+    assert int(smol["global_batch_tokens"]) == 192 * 3 * 4096 == 2_359_296
+    assert pytest.approx(float(smol["tokens_T"]), rel=0.01) == 4_720_000 * 2_359_296 / 1e12
+    assert parse_layout(smol["layout_stated"])["dp"] == "192"
 
 
 def test_every_row_is_sourced_and_well_formed() -> None:

@@ -43,7 +43,8 @@ from app.core.step import (
 
 def module_recompute_flops_per_token(model: ModelSpec, modules: tuple[str, ...]) -> float:
     """Matmul FLOPs per token that Megatron-core's selective recompute modules re-run: the dense MLPs (mlp), the
-    routed experts and router (moe) and the shared experts (moe, shared_experts), 2 FLOPs per weight per token."""
+    routed experts and router (moe), the shared experts (moe, shared_experts) and MLA's up-projections
+    (mla_up_proj, every layer), 2 FLOPs per weight per token."""
     shape = layer_shape(model)
     h = model.hidden_size
     n_moe = num_moe_layers(model)
@@ -57,6 +58,8 @@ def module_recompute_flops_per_token(model: ModelSpec, modules: tuple[str, ...])
         flops += n_moe * 2.0 * h * routed
     if "moe" in modules or "shared_experts" in modules:
         flops += n_moe * 2.0 * h * (shape.shared_in_width + shape.shared_out_width)
+    if "mla_up_proj" in modules:
+        flops += model.num_layers * 2.0 * shape.mla_up_params
     return flops
 
 

@@ -287,7 +287,7 @@ KNOBS: tuple[Knob, ...] = (
         "layout",
         "list",
         "with recompute='selective': Megatron-core's --recompute-modules (default core_attn); layernorm, mlp "
-        "(dense layers), moe, moe_act, shared_experts (MoE layers)",
+        "(dense layers), moe, moe_act, shared_experts (MoE layers), mla_up_proj (multi-head latent attention)",
         label="Recompute modules",
         choices=RECOMPUTE_MODULES,
         max_items=len(RECOMPUTE_MODULES),

@@ -32,8 +32,20 @@ RECOMPUTE_MODES: tuple[str, ...] = get_args(RecomputeMode)
 # --recompute-granularity selective; default ["core_attn"]): what each re-runs in the backward instead of keeping
 # its activations. core_attn: the attention scores (fused attention keeps none); layernorm: the norm outputs;
 # mlp: a dense layer's MLP; moe: a MoE layer's experts, router and token dispatch; moe_act: the experts'
-# activation function; shared_experts: the shared experts' MLP.
-RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
+# activation function; shared_experts: the shared experts' MLP; mla_up_proj: multi-head latent attention's
+# up-projections and RoPE, so that only the compressed latents are kept, not the per-head queries, keys and values
+# (Megatron-core TransformerConfig.recompute_modules "mla_up_proj"; DeepSeek-V3, arXiv 2412.19437, Sec. 3.2.3:
+# "we recompute all RMSNorm operations and MLA up-projections during back-propagation").
+RECOMPUTE_MODULES: tuple[str, ...] = (
+    "core_attn",
+    "layernorm",
+    "mlp",
+    "moe",
+    "moe_act",
+    "shared_experts",
+    "mla_up_proj",
+)
+MLA_RECOMPUTE_MODULES: tuple[str, ...] = ("mla_up_proj",)
 # Megatron-core's fine-grained activation offloading (--fine-grained-activation-offloading --offload-modules):
 # modules whose input activation goes to host memory in forward and comes back before their backward
 OFFLOAD_MODULES: tuple[str, ...] = (
@@ -597,12 +609,16 @@ def check_module_names(
     moe_only: tuple[str, ...],
     model: ModelSpec,
 ) -> None:
-    """Every name known, and the MoE-only ones only on a mixture-of-experts model."""
+    """Every name known, the MoE-only ones only on a mixture-of-experts model and the MLA-only ones
+    (MLA_RECOMPUTE_MODULES) only on a model with multi-head latent attention."""
     unknown = [m for m in names if m not in allowed]
     p.check(not unknown, field_name, f"unknown modules {unknown}; choose from {list(allowed)}")
     if model.moe is None:
         needs_moe = [m for m in names if m in moe_only]
         p.check(not needs_moe, field_name, f"{needs_moe} need a mixture-of-experts model")
+    if model.mla is None:
+        needs_mla = [m for m in names if m in MLA_RECOMPUTE_MODULES]
+        p.check(not needs_mla, field_name, f"{needs_mla} need multi-head latent attention (MLA)")
 
 
 def check_precision_options(

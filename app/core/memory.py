@@ -254,9 +254,16 @@ def layer_activation_bytes(  # noqa: PLR0913
     if whole_ffn or ("layernorm" in mods and not moe):
         ffn_input = 0.0
     replicated = ACT_BYTES * h * 2 + qkv_input + ffn_input + masks
+    # MLA keeps the inputs of its up-projections too: the normed latents and the rotary key, whole on every TP rank
+    # (Megatron-core builds MLA's down-projections duplicated, not tensor-parallel), so they count with the layer's
+    # other per-token inputs
+    replicated += gemm_b * shape.mla_latent_width
     # TP-sharded: Q, K, V, attention output (input of the output projection), FFN intermediates (the activation
-    # function's input, 16 bit, and its output, the input of the second FFN GEMM)
+    # function's input, 16 bit, and its output, the input of the second FFN GEMM). Recomputing MLA's
+    # up-projections (mla_up_proj) drops the per-head Q, K and V, which the backward re-derives from the latents
     attn = ACT_BYTES * (2 * shape.q_width + 2 * shape.kv_width)
+    if shape.mla_latent_width and "mla_up_proj" in mods:
+        attn = ACT_BYTES * shape.q_width
     if gemm_b != ACT_BYTES:
         # the output projection keeps its own FP8 copy of the attention output; a fused attention kernel still
         # keeps the 16-bit output for its backward (O enters dO·O), the unfused path does not

@@ -208,6 +208,10 @@ class LayerShape:
     rotary: bool = False
     sliding_window: int = 0  # keys a windowed layer's query sees at most (0 = full attention)
     windowed_share: float = 0.0  # share of the layers that are windowed
+    # MLA only (0 otherwise): the up-projection weights (query and key/value, from the compressed latents to the
+    # heads), and the width of what they read per token: the two latents and the shared rotary key
+    mla_up_params: int = 0
+    mla_latent_width: int = 0
 
 
 def attention_keys(seq_len: Any, causal: bool, window: int = 0) -> Any:
@@ -269,6 +273,20 @@ def num_moe_layers(model: ModelSpec) -> int:
     return -(-candidates // max(1, moe.moe_layer_frequency))
 
 
+def mla_up_projection(model: ModelSpec) -> tuple[int, int]:
+    """(up-projection weights, latent width read per token) of an MLA layer; (0, 0) without MLA. The query's
+    up-projection reads the compressed query (q_lora_rank; without query compression there is none), the key/value
+    one the compressed key/value (kv_lora_rank); the rotary key (qk_rope_head_dim) is computed from the input
+    directly (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2-2.1.3)."""
+    mla = model.mla
+    if mla is None:
+        return 0, 0
+    n = model.num_attention_heads
+    q_up = mla.q_lora_rank * n * (mla.qk_nope_head_dim + mla.qk_rope_head_dim)
+    kv_up = mla.kv_lora_rank * n * (mla.qk_nope_head_dim + mla.v_head_dim)
+    return q_up + kv_up, mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim
+
+
 def layer_shape(model: ModelSpec) -> LayerShape:
     h = model.hidden_size
     d = model.effective_head_dim
@@ -314,6 +332,8 @@ def layer_shape(model: ModelSpec) -> LayerShape:
         rotary=model.position_embedding == "rope",
         sliding_window=model.sliding_window,
         windowed_share=model.windowed_layer_share,
+        mla_up_params=mla_up_projection(model)[0],
+        mla_latent_width=mla_up_projection(model)[1],
     )
 
 

@@ -156,6 +156,7 @@ class LayerTimes:
     ffn_fwd: Num = 0.0  # dense MLP or routed experts + router: GEMMs, activation, MoE token permutation
     act_fwd: Num = 0.0  # the (expert) activation function
     shared_fwd: Num = 0.0  # shared experts' GEMMs
+    mla_up_fwd: Num = 0.0  # MLA's up-projection GEMMs and RoPE
 
 
 def _gemm(curve: GemmEfficiency, m: Num, n: Num, k: Num, batch: Num = 1.0) -> Num:
@@ -255,6 +256,31 @@ def _core_attention_times(
     return t_core_fwd, t_core_bwd, softmax_fwd, softmax_bwd
 
 
+@dataclass(frozen=True)
+class _Projections:
+    """A layer's attention projections on one rank: forward and backward seconds, the QKV (or MLA) GEMM's
+    backward alone, the output width of QKV plus the output projection's input, and MLA's up-projections'
+    share of the forward."""
+
+    forward: Num
+    backward: Num
+    qkv_bwd: Num
+    width: Num
+    mla_up_fwd: Num
+
+
+def _attention_projections(linear: GemmEfficiency, shape: LayerShape, tokens: Num, tp: Num) -> _Projections:
+    """The output projection (attention output width → h) and the QKV (or MLA) projections as one GEMM over the
+    remaining attention weights; MLA's up-projections take their share of that GEMM's weights (and so of its
+    FLOPs)."""
+    h = shape.hidden
+    proj_k = shape.heads * shape.v_head_dim / tp
+    qkv_n = np.maximum(shape.attn_params / (h * tp) - proj_k, 1.0)
+    f1, b1 = _linear(linear, tokens, qkv_n, h)
+    f2, b2 = _linear(linear, tokens, h, proj_k)
+    return _Projections(f1 + f2, b1 + b2, b1, qkv_n + proj_k, f1 * shape.mla_up_params / (qkv_n * h * tp))
+
+
 def layer_times(
     shape: LayerShape, split: LayerSplit, moe: bool, rates: LayerRates, etp: Num | None = None
 ) -> LayerTimes:
@@ -263,14 +289,9 @@ def layer_times(
     tokens, tp, sp, ep = split.tokens, split.tp, split.sp, split.ep
     linear, hbm_bytes_per_s, fw, cast_bytes = rates.linear, rates.hbm_bytes_per_s, rates.fw, rates.cast_bytes
     h = shape.hidden
-    # linear layers: the output projection (attention output width → h) and the QKV (or MLA) projections as
-    # one GEMM over the remaining attention weights
-    proj_k = shape.heads * shape.v_head_dim / tp
-    qkv_n = np.maximum(shape.attn_params / (h * tp) - proj_k, 1.0)
-    attn_n = qkv_n + proj_k
-    f1, b1 = _linear(linear, tokens, qkv_n, h)
-    f2, b2 = _linear(linear, tokens, h, proj_k)
-    t_attn_proj, t_attn_proj_bwd = f1 + f2, b1 + b2
+    proj = _attention_projections(linear, shape, tokens, tp)
+    attn_n, b1, t_mla_up = proj.width, proj.qkv_bwd, proj.mla_up_fwd
+    t_attn_proj, t_attn_proj_bwd = proj.forward, proj.backward
     if moe:
         e = shape.num_experts
         # expert GEMMs: with etp unset every TP rank runs its 1/tp slice of the experts over all the micro-batch's
@@ -358,6 +379,7 @@ def layer_times(
         ffn_fwd=t_ffn - t_shared + t_act + t_perm,
         act_fwd=t_act,
         shared_fwd=t_shared,
+        mla_up_fwd=t_mla_up + (tokens * rope_traffic / mem_bw * unfused if shape.mla_up_params else 0.0),
     )
 
 
@@ -1023,7 +1045,8 @@ def selective_recompute_time(run: MemoryRun, view: LayerTimesView) -> Num:
     torchtitan's op-level policy re-runs every second matmul and the pointwise ops. Megatron-core's modules
     (Layout.selective_modules): core_attn the unfused attention (a fused kernel recomputes its scores anyway),
     layernorm the norms, mlp a dense layer's MLP, moe a MoE layer's experts, router and permutation (its all-to-all is
-    counted in ep_comm), moe_act the experts' activation, shared_experts the shared experts."""
+    counted in ep_comm), moe_act the experts' activation, shared_experts the shared experts, mla_up_proj MLA's
+    up-projections and RoPE."""
     if run.fw.selective_policy == "op":
         return 0.5 * view.mix("linear_fwd") + view.mix("elementwise_fwd")
     mods = set(run.selective_modules)
@@ -1034,6 +1057,8 @@ def selective_recompute_time(run: MemoryRun, view: LayerTimesView) -> Num:
             total = total + read("recompute_selective")
         if "layernorm" in mods:
             total = total + read("norm_fwd")
+        if "mla_up_proj" in mods:
+            total = total + read("mla_up_fwd")
         if ("moe" if moe else "mlp") in mods:
             total = total + read("ffn_fwd")
         elif moe and "moe_act" in mods:

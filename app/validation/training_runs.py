@@ -46,6 +46,7 @@ from app.core.framework import (
 )
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
 from app.core.layout import (
+    MLA_RECOMPUTE_MODULES,
     MOE_OFFLOAD_MODULES,
     MOE_RECOMPUTE_MODULES,
     OFFLOAD_MODULES,
@@ -797,11 +798,11 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         )
     modules: tuple[str, ...] = ()
     if recompute == "selective":
-        modules, unmodelled = recompute_modules_from_notes(row.get("notes"))
+        modules = recompute_modules_from_notes(row.get("notes"))
         if model.moe is None:
             modules = tuple(m for m in modules if m not in MOE_RECOMPUTE_MODULES)
-        if unmodelled:
-            defaults.append(f"recompute modules not modelled: {', '.join(unmodelled)}")
+        if model.mla is None:
+            modules = tuple(m for m in modules if m not in MLA_RECOMPUTE_MODULES)
     ep = 1
     etp: int | None = None
     if model.moe is not None:
@@ -978,25 +979,22 @@ _MODULE_LIST = re.compile(
 )
 
 
-def recompute_modules_from_notes(notes: str) -> tuple[tuple[str, ...], list[str]]:
+def recompute_modules_from_notes(notes: str) -> tuple[str, ...]:
     """Megatron-core recompute modules a row's notes name ("--recompute-modules layernorm moe", "Recompute
-    selective (moe_act, layernorm)"): (the ones the model has, in order; the others, e.g. MLA's up_proj)."""
+    selective (moe_act, layernorm)"), in order. "up_proj" is mla_up_proj's name of mid-2025 (Megatron-LM
+    docs/discussions/deepseek-v3-gb200-optimization: "the MLA up projection (`--recompute-modules mlp up_proj`)")."""
     match = _MODULE_LIST.search(notes)
     if not match:
-        return (), []
+        return ()
     words = [w for w in re.split(r"[\s,]+", (match.group(1) or match.group(2)).strip()) if w]
     known: list[str] = []
-    other: list[str] = []
     for w in words:
-        name = w.lower()
-        if name in RECOMPUTE_MODULES:
-            if name not in known:
-                known.append(name)
-        elif name in ("up_proj", "mla_up_proj"):
-            other.append(name)
-        else:
+        name = "mla_up_proj" if w.lower() == "up_proj" else w.lower()
+        if name not in RECOMPUTE_MODULES:
             break  # the list ended: the next words are prose
-    return tuple(known), other
+        if name not in known:
+            known.append(name)
+    return tuple(known)
 
 
 def row_framework(row: Row, rule: SourceRule, layout: Layout) -> Framework:

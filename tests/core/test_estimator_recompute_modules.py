@@ -126,20 +126,25 @@ def test_modules_read_from_a_rows_notes() -> None:
     assert recompute_modules_from_notes(
         "DeepEP. Recompute selective (--recompute-modules layernorm moe). MBS"
     ) == (
-        ("layernorm", "moe"),
-        [],
+        "layernorm",
+        "moe",
     )
     assert recompute_modules_from_notes("Recompute selective (moe_act, layernorm). HybridEP") == (
-        ("moe_act", "layernorm"),
-        [],
+        "moe_act",
+        "layernorm",
     )
+    # mid-2025 Megatron-LM called MLA's up-projection module "up_proj"
     assert recompute_modules_from_notes(
         "Recompute selective: --recompute-modules mlp up_proj (Sec.1). 256"
     ) == (
-        ("mlp",),
-        ["up_proj"],
+        "mlp",
+        "mla_up_proj",
     )
-    assert recompute_modules_from_notes("selective recompute, nothing else said") == ((), [])
+    assert recompute_modules_from_notes("recompute_modules mla_up_proj, moe_act") == (
+        "mla_up_proj",
+        "moe_act",
+    )
+    assert recompute_modules_from_notes("selective recompute, nothing else said") == ()
 
 
 def test_builder_field_round_trips_and_names_bad_modules(client: Any) -> None:

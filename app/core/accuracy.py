@@ -302,7 +302,7 @@ class TotalsBand:
         return (
             f"Time to train and GPU-hours: {lo:+.0f} % to {hi:+.0f} %, the step-time band widened by "
             f"{self.whole_runs} whole published pre-training runs, whose reported GPU-hours were 8 in 10 within "
-            "that range of the planner's prediction for them (docs/validation.md, 'Whole training runs')."
+            "that range of the planner's prediction for them (docs/validation.md, 'Whole runs')."
         )
 
 

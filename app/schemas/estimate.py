@@ -100,6 +100,19 @@ class AccuracyOut(BaseModel):
     advice: str | None = Field(
         default=None, description="what tends to help in this regime, where there is advice"
     )
+    time_to_train_ratio_low: float = Field(
+        description="low end of the time-to-train and GPU-hours range: the step band's, or lower where whole "
+        "published runs came in lower (app.core.accuracy.totals_band)"
+    )
+    time_to_train_ratio_high: float = Field(
+        description="high end of that range: the step band's, or higher where whole published runs took longer"
+    )
+    time_to_train_summary: str = Field(description="what the time-to-train range rests on, in words")
+    time_to_train_range_s: list[float] | None = Field(
+        default=None,
+        description="time to train (seconds of compute) × [time_to_train_ratio_low, time_to_train_ratio_high]; "
+        "absent without a token budget",
+    )
 
 
 class MemoryAccuracyOut(BaseModel):

@@ -25,7 +25,14 @@ from sqlmodel import Session
 
 import app as app_pkg
 from app.catalog import accuracy_table
-from app.core.accuracy import applied_memory, band_for, estimate_layer_pass_seconds, memory_band
+from app.core.accuracy import (
+    AccuracyBand,
+    applied_memory,
+    band_for,
+    estimate_layer_pass_seconds,
+    memory_band,
+    totals_band,
+)
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
 from app.core.layout import stage_layer_counts
@@ -86,7 +93,7 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         time_to_train_s=compute_s,
         **wall_clock_payload(resolved, est, compute_s),
         accuracy=AccuracyOut.model_validate(band)
-        if (band := accuracy_payload(est, resolved.framework.moe_dispatcher))
+        if (band := accuracy_payload(est, resolved.framework.moe_dispatcher, compute_s))
         else None,
         memory_accuracy=MemoryAccuracyOut.model_validate(mem)
         if (mem := memory_accuracy_payload(est))
@@ -118,15 +125,33 @@ def wall_clock_payload(resolved: ResolvedScenario, est: Estimate, compute_s: flo
     }
 
 
-def accuracy_payload(est: Estimate, dispatcher: str = "alltoall") -> dict[str, Any] | None:
-    """The accuracy band of the estimate's kind of run, applied to its step time and throughput (`dispatcher`: the
-    scenario's MoE token dispatcher, Framework.moe_dispatcher)."""
+def time_to_train_payload(band: AccuracyBand, compute_s: float | None = None) -> dict[str, Any]:
+    """The time-to-train range a step band gives (app.core.accuracy.totals_band): its ratios, what they rest on
+    and, where there is a time to train (seconds of compute), that time at both ends."""
+    totals = totals_band(accuracy_table(), band.ratio_low, band.ratio_high)
+    return {
+        "time_to_train_ratio_low": totals.ratio_low,
+        "time_to_train_ratio_high": totals.ratio_high,
+        "time_to_train_summary": totals.summary(),
+        "time_to_train_range_s": [compute_s * totals.ratio_low, compute_s * totals.ratio_high]
+        if compute_s
+        else None,
+    }
+
+
+def accuracy_payload(
+    est: Estimate, dispatcher: str = "alltoall", compute_s: float | None = None
+) -> dict[str, Any] | None:
+    """The accuracy band of the estimate's kind of run, applied to its step time and throughput, with the
+    time-to-train range it gives (`dispatcher`: the scenario's MoE token dispatcher, Framework.moe_dispatcher;
+    `compute_s`: the time to train in seconds of compute, where there is one)."""
     layer_pass = estimate_layer_pass_seconds(est)
     band = band_for(accuracy_table(), est.model, est.seq_len, layer_pass, dispatcher)
     if band is None:
         return None
     out = band.applied(est.step.total_s, est.step.tokens_per_s)
     out["layer_pass_s"] = layer_pass
+    out.update(time_to_train_payload(band, compute_s))
     if band.regime == "moe-light":
         out["advice"] = (
             f"{layer_pass * 1e3:.1f} ms of GPU work per MoE layer pass: eager host dispatch may set the pace. "

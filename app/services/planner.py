@@ -23,6 +23,7 @@ from app.schemas.search import (
     SizesRequest,
 )
 from app.schemas.search_results import PlanOut, SizesOut
+from app.services.estimate import time_to_train_payload
 from app.services.plan_ranking import ranking_payload
 from app.services.region import REGION_CANDIDATES, mark, reasons_for, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -180,13 +181,24 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, 
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
-        accuracy=band.applied(best["step_time_s"], best["tokens_per_s"]) if band and best else None,
+        accuracy=_search_accuracy(band, best),
         ranking=ranking,
         recommended=recommended,
         region_note=region,
         warnings=list(resolved.warnings),
         **d,
     )
+
+
+def _search_accuracy(band: Any, best: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The best layout's accuracy band with the time-to-train range (app.core.accuracy.totals_band) and, where the
+    search had a token budget, the best layout's time to train at both ends of it."""
+    if band is None or best is None:
+        return None
+    return {
+        **band.applied(best["step_time_s"], best["tokens_per_s"]),
+        **time_to_train_payload(band, best.get("time_to_train_s")),
+    }
 
 
 def search(data: Any, session: Session | None = None) -> PlanOut:
@@ -238,18 +250,14 @@ def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]])
             point["wall_clock_days"] = days / res.goodput
 
 
-def _sizes_accuracy(table: dict[str, Any], band: Any) -> dict[str, Any] | None:
+def _sizes_accuracy(band: Any) -> dict[str, Any] | None:
     """The widest step-time band of a size sweep, with the time-to-train range it gives (app.core.accuracy
     .totals_band)."""
     if band is None:
         return None
-    totals = totals_band(table, band.ratio_low, band.ratio_high)
-    return {
-        **asdict(band),
-        "time_to_train_ratio_low": totals.ratio_low,
-        "time_to_train_ratio_high": totals.ratio_high,
-        "time_to_train_summary": totals.summary(),
-    }
+    payload = time_to_train_payload(band)
+    payload.pop("time_to_train_range_s")  # each point carries its own (time_to_train_likely_high_days)
+    return {**asdict(band), **payload}
 
 
 def sizes(data: Any, session: Session | None = None) -> SizesOut:
@@ -290,7 +298,7 @@ def sizes(data: Any, session: Session | None = None) -> SizesOut:
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
-        accuracy=_sizes_accuracy(table, band),
+        accuracy=_sizes_accuracy(band),
         smallest_meeting_deadline_at_high=at_high,
         **d,
     )

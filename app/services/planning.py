@@ -16,8 +16,6 @@ from pydantic import ValidationError
 from sqlmodel import Session, func, select
 
 import app as app_pkg
-from app.catalog import accuracy_table
-from app.core.accuracy import totals_band
 from app.core.errors import Problem, SpecError
 from app.core.layout import layout_label
 from app.core.units import DAY, GiB
@@ -456,13 +454,12 @@ def accuracy_view(
             step_time_likely_low_s=round(lo, 6),
             step_time_likely_high_s=round(hi, 6),
         )
-        totals = totals_band(accuracy_table(), band["ratio_low"], band["ratio_high"])
         for key, digits in (("time_to_train_days", 3), ("gpu_hours", 1)):
             if summary.get(key) is not None:
-                fields[f"{key}_likely_low"] = round(summary[key] * totals.ratio_low, digits)
-                fields[f"{key}_likely_high"] = round(summary[key] * totals.ratio_high, digits)
+                fields[f"{key}_likely_low"] = round(summary[key] * band["time_to_train_ratio_low"], digits)
+                fields[f"{key}_likely_high"] = round(summary[key] * band["time_to_train_ratio_high"], digits)
         notes["step"] = band["summary"] + (f" {band['advice']}" if band.get("advice") else "")
-        notes["totals"] = totals.summary()
+        notes["totals"] = band["time_to_train_summary"]
     mem = memory_accuracy_payload(est)
     if mem is not None:
         lo, hi = mem["peak_range_bytes"]

@@ -98,10 +98,25 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)  # the deprecation warning is on stderr
     assert len(d["top"]) == 3 and d["best"]["num_gpus"] == 16 and d["elapsed_s"] > 0
+    # the best layout's time to train at both ends of the time-to-train range (the step band widened by whole runs)
+    acc = d["accuracy"]
+    assert (
+        acc["time_to_train_ratio_high"] >= acc["ratio_high"]
+        and acc["time_to_train_ratio_low"] <= acc["ratio_low"]
+    )
+    assert acc["time_to_train_range_s"] == pytest.approx(
+        [
+            d["best"]["time_to_train_s"] * acc["time_to_train_ratio_low"],
+            d["best"]["time_to_train_s"] * acc["time_to_train_ratio_high"],
+        ]
+    )
     res = invoke([*args, "--global-batch", "128", "--preset", "heuristic"])
     assert res.exit_code == 0, res.output
     assert "layouts/s" in res.output and "heuristic" in res.output
     assert "accuracy (dense): best step time likely" in res.output
+    assert "best time to train likely" not in res.output  # no token budget, no time to train
+    res = invoke([*args, "--global-batch", "128", "--tokens", "1e11"])
+    assert "best time to train likely" in res.output and "whole published pre-training runs" in res.output
     scenario = tmp_path / "s.json"
     scenario.write_text(
         json.dumps(

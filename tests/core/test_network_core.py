@@ -17,6 +17,7 @@ from app.core.network import (
     NetworkParams,
     Placement,
     busbw_factor,
+    channels_used,
     collective_time,
     default_network_params,
 )
@@ -237,16 +238,37 @@ def test_params_from_dict_overrides_only_given_fields() -> None:
     size=st.floats(1, 2**36),
     factor=st.floats(1.0, 64.0),
 )
-def test_time_is_monotonic_in_message_size(
+def test_time_is_monotonic_in_message_size_on_the_same_channels(
     op: str, fabric: str, gpu: str, nodes: int, per_node: int, size: float, factor: float
 ) -> None:
+    """A larger message on the same algorithm and protocol never takes less time, except by the channels NCCL
+    adds for it (channels_used: transfer time ∝ bytes / channels, so a step from nc to nc' channels can cut the
+    time by at most nc / nc'). The pick itself is not monotonic: see the next test."""
     c = cluster(gpu, nodes, fabric)
     ranks = 2 if op == "send_recv" else nodes * per_node
     p = Placement(ranks, per_node if op != "send_recv" else min(per_node, 2))
-    t1 = collective_time(op, size, p, c).time_s
-    t2 = collective_time(op, size * factor, p, c).time_s
-    assert t2 >= t1 * (1 - 1e-12)
-    assert t1 > 0 or ranks == 1
+    first = collective_time(op, size, p, c)
+    if ranks == 1:
+        assert first.time_s == 0.0
+        return
+    assert first.time_s > 0
+    larger = collective_time(op, size * factor, p, c, algorithm=first.algorithm, protocol=first.protocol)
+    nc1 = channels_used(size, first.protocol, first.algorithm, ranks)
+    nc2 = channels_used(size * factor, first.protocol, first.algorithm, ranks)
+    assert larger.time_s >= first.time_s * min(1.0, nc1 / nc2) * (1 - 1e-12)
+
+
+def test_the_protocol_pick_can_make_a_larger_message_faster() -> None:
+    """NCCL ranks algorithm × protocol by its tuning model on every channel, then runs the pick on the channels
+    the message size earns (src/enqueue.cc topoGetAlgoInfo), so past the LL threshold it switches to Simple,
+    whose larger per-thread threshold leaves a mid-sized message on fewer channels: two MI300X over xGMI take
+    longer for 185 KB on Simple than for 171 KB on LL, and less for 200 KB than for 185 KB (one more channel)."""
+    c = cluster("MI300X", 1, "efa-v2-32x100")
+    p = Placement(2, 2)
+    ll, simple, more = (collective_time("all_reduce", s, p, c) for s in (171_205, 184_874, 199_635))
+    assert (ll.protocol, simple.protocol, more.protocol) == ("LL", "Simple", "Simple")
+    assert simple.time_s > ll.time_s and more.time_s < simple.time_s
+    assert channels_used(199_635, "Simple", "ring", 2) > channels_used(184_874, "Simple", "ring", 2)
 
 
 @settings(max_examples=60, deadline=None)

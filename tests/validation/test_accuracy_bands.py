@@ -191,6 +191,22 @@ def test_estimate_api_and_cli_report_the_band(client: Any, tmp_path: Path) -> No
     text = run.stdout
     assert f"accuracy ({regime}): step time likely" in text
     assert f"Of {record['runs']} published runs of this kind" in text
+    # the time to train takes the step band widened by whole published runs (totals_band), as the builder does
+    totals = totals_band(accuracy_table(), record["ratio_low"], record["ratio_high"])
+    assert (acc["time_to_train_ratio_low"], acc["time_to_train_ratio_high"]) == pytest.approx(
+        (totals.ratio_low, totals.ratio_high)
+    )
+    assert acc["time_to_train_summary"] == totals.summary()
+    compute_s = out["time_to_train_s"]
+    assert compute_s and acc["time_to_train_range_s"] == pytest.approx(
+        [compute_s * totals.ratio_low, compute_s * totals.ratio_high]
+    )
+    assert "time to train likely" in text and totals.summary() in text
+    # without a token budget there is no time to train, and no range for it
+    no_tokens = {**body, "training": {k: v for k, v in body["training"].items() if k != "tokens"}}
+    quiet = client.post("/api/v1/estimate", json=no_tokens).json()
+    assert quiet["time_to_train_s"] is None and quiet["accuracy"]["time_to_train_range_s"] is None
+    assert quiet["accuracy"]["time_to_train_ratio_high"] == pytest.approx(totals.ratio_high)
 
 
 def test_builder_shows_the_likely_step_time(client: Any) -> None:

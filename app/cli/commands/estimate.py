@@ -153,6 +153,13 @@ def render_text(out: object) -> str:
         ]
         if out.accuracy.advice:
             lines.append(f"  {out.accuracy.advice}")
+        if out.accuracy.time_to_train_range_s:
+            lo_s, hi_s = out.accuracy.time_to_train_range_s
+            lines += [
+                f"time to train likely {days_text(lo_s / SECONDS_PER_DAY)} to {days_text(hi_s / SECONDS_PER_DAY)} "
+                "of compute",
+                f"  {out.accuracy.time_to_train_summary}",
+            ]
     lines += ["", "assumptions:"]
     for a in out.assumptions:
         lines.append(f"  {a.name}: {a.value} {a.unit} [{a.source}]")

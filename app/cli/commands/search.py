@@ -330,6 +330,10 @@ def render_search(out: Any) -> str:
         lo, hi = out.accuracy["step_time_range_s"]
         lines += ["", f"accuracy ({out.accuracy['regime']}): best step time likely {lo:.3f}–{hi:.3f} s"]
         lines.append(f"  {out.accuracy['summary']}")
+        if out.accuracy.get("time_to_train_range_s"):
+            lo_s, hi_s = out.accuracy["time_to_train_range_s"]
+            lines.append(f"best time to train likely {lo_s / 86400:,.1f}–{hi_s / 86400:,.1f} days of compute")
+            lines.append(f"  {out.accuracy['time_to_train_summary']}")
     if out.ranking:
         lines += ["", f"ranking: {out.ranking['summary']}"]
     return "\n".join(lines)

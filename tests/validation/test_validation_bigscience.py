@@ -75,11 +75,14 @@ def test_repeat_groups_find_one_configuration_measured_on_several_days() -> None
     assert g.half_spread_pct == pytest.approx(abs(best - 134.02) / 134.02 * 100)
 
 
-def test_the_chronicles_measure_one_configuration_up_to_eight_per_cent_apart() -> None:
+def test_the_chronicles_measure_one_configuration_up_to_ten_per_cent_apart() -> None:
     rows = load_rows(CHRONICLES)
     times = [g for g in repeat_groups(rows) if g.metric == "iter_time_s"]
-    assert len(times) == 8
-    widest = times[0]
+    assert len(times) == 9
+    # the single-node 18B slice, TP 8, micro-batch 2, listed twice in one table (02-21): 130.43 s and 119.19 s
+    assert times[0].values == (130.43, 119.19)
+    assert times[0].spread_pct == pytest.approx(9.43, abs=0.01)
+    widest = times[1]
     # GPT 181B with 128 heads, TP 8 PP 6 DP 8, micro-batch 4: 124.89 s (02-23), 116.06 s (02-26)
     assert widest.values == (124.89, 116.06)
     assert widest.spread_pct == pytest.approx(7.61, abs=0.01)
@@ -95,26 +98,32 @@ def test_the_chronicles_measure_one_configuration_up_to_eight_per_cent_apart() -
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "repeated configurations: 12 measured more than once" in out.stdout
+    assert "repeated configurations: 13 measured more than once" in out.stdout
     assert "iter_time_s 124.89, 116.06 (spread 7.6 %)" in out.stdout
 
 
 def test_the_chronicles_error_grows_with_tensor_parallelism() -> None:
-    # Regression guard and the shape of the gap (docs/validation/history.md, round 14): on the 95 timed rows
-    # of the chronicles the estimate is right at TP 1-2 and increasingly too fast at TP 4 and TP 8, the tables'
-    # own TP-8 rows on one node included
+    # Regression guard and the shape of the gap (docs/validation/history.md, round 14): on the 98 timed rows
+    # of the chronicles the estimate is right at TP 1-2 and increasingly too fast at TP 4 and TP 8, and as fast
+    # on the three single-node TP-8 runs (no network, no pipeline) as on 48 nodes: the gap lies inside the node
     report = replay(load_rows(CHRONICLES))
     by_tp: dict[int, list[float]] = {}
     for result, row in zip(report.rows, load_rows(CHRONICLES), strict=True):
         if result.metric == "iter_time_s" and result.error_pct is not None:
             by_tp.setdefault(int(row.get("tp")), []).append(result.error_pct)
+    one_node = [
+        result.error_pct
+        for result, row in zip(report.rows, load_rows(CHRONICLES), strict=True)
+        if result.metric == "iter_time_s" and row.get("num_gpus") == "8"
+    ]
+    assert len(one_node) == 3 and all(e is not None and -30 < e < -15 for e in one_node)
     mean = {tp: sum(e) / len(e) for tp, e in by_tp.items()}
-    assert sum(len(e) for e in by_tp.values()) == 95
+    assert sum(len(e) for e in by_tp.values()) == 98
     assert abs(mean[1]) < 5 and abs(mean[2]) < 6
     assert -12 < mean[4] < -4
     assert -26 < mean[8] < -15
     s = report.summary()
-    assert s["time"]["mape_pct"] <= 15.0
+    assert s["time"]["mape_pct"] <= 15.5
     assert s["memory"]["n"] == 60 and s["memory"]["mape_pct"] <= 5.5
     assert s["oom"]["correct"] == 5 and s["oom"]["n"] == 6
 

@@ -202,24 +202,30 @@ def zero3_held_bytes(params: Num, fw: Framework, reshard: Num) -> tuple[Num, Num
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def layer_activation_bytes(  # noqa: PLR0913
-    shape: LayerShape,
-    tokens: Num,
-    seq_len: Num,
-    tp: Num,
-    sp: Num,
-    recompute: str,
-    flash: bool,
-    moe: bool = False,
-    fw: Framework = MEGATRON_CORE,
-    modules: tuple[str, ...] = ("core_attn",),
-) -> Num:
+@dataclass(frozen=True)
+class KeptActivations:
+    """How a layer keeps its activations for the backward: its tensor-parallel size and sequence parallelism
+    (numbers, or one column per layout), the recompute mode ("none" | "selective": the Megatron-core `modules`
+    recomputed, core attention by default, or with the torchtitan framework its op-level policy | "full": only
+    the layer input kept), fused attention, whether the layer is a MoE layer, and the framework's conventions."""
+
+    tp: Num
+    sp: Num
+    recompute: str
+    flash: bool
+    moe: bool = False
+    fw: Framework = MEGATRON_CORE
+    modules: tuple[str, ...] = ("core_attn",)
+
+
+def layer_activation_bytes(shape: LayerShape, tokens: Num, seq_len: Num, kept: KeptActivations) -> Num:
     """Bytes one transformer layer keeps for backward, per micro-batch, per GPU (Korthikanti 2022 Sec. 4).
 
-    tokens = micro_batch · seq_len / cp on this GPU; seq_len is the full key length attention sees.
-    recompute: "none" | "selective" (the Megatron-core `modules` recomputed, core attention by default; with the
-    torchtitan framework, its op-level policy) | "full" (only the layer input kept).
+    tokens = micro_batch · seq_len / cp on this GPU; seq_len is the full key length attention sees; `kept`: how
+    the layer keeps them (KeptActivations).
     """
+    tp, sp, recompute, flash, moe, fw = kept.tp, kept.sp, kept.recompute, kept.flash, kept.moe, kept.fw
+    modules = kept.modules
     sp_div = 1 + (tp - 1) * (np.asarray(sp) if isinstance(sp, np.ndarray) else bool(sp))
     h = shape.hidden
     if recompute == "full":
@@ -234,11 +240,11 @@ def layer_activation_bytes(  # noqa: PLR0913
             else shape.ffn_in_width
         )
         mm_outputs = shape.q_width + 2 * shape.kv_width + h + ffn_mm + h
-        kept = (
+        per_token = (
             ACT_BYTES * (2 * h / sp_div + (shape.q_width + 0.5 * mm_outputs) / tp)
             + LSE_BYTES * shape.heads / tp
         )
-        return kept * tokens
+        return per_token * tokens
     masks = MASK_BYTES * h * 2 if shape.hidden_dropout else 0.0
     mods = set(modules) if recompute == "selective" else set()
     # SP-shardable: LN1 input, QKV input, LN2 input, FFN input (each 2h), dropout masks after attn and MLP.
@@ -573,7 +579,7 @@ def layer_activations(
         if moe and not with_moe:
             return 0.0
         return layer_activation_bytes(
-            shape, tokens, run.seq_len, cols.tp, cols.sp, mode, run.flash, moe, fw, mods
+            shape, tokens, run.seq_len, KeptActivations(cols.tp, cols.sp, mode, run.flash, moe, fw, mods)
         )
 
     dense_none, moe_none = act("none", False), act("none", True)

@@ -297,14 +297,16 @@ def test_transformer_engine_fp8_keeps_one_byte_gemm_inputs_for_backward() -> Non
     # Llama-3-8B layer, tp 1, flash attention, no recompute: under FP8 the QKV input, the FFN input and the second
     # FFN GEMM's input drop from 2 B to 1 B per element, and the output projection adds a 1-B copy of the attention
     # output beside the 16-bit one the fused attention keeps: bf16 − fp8 = h + h + ffn − q_width per token
-    from app.core.memory import layer_activation_bytes
+    from app.core.memory import KeptActivations, layer_activation_bytes
     from app.core.model import layer_shape
 
     shape = layer_shape(find_model("Llama-3-8B"))
     tokens = 8192
 
     def act(fw: object) -> float:
-        return float(layer_activation_bytes(shape, tokens, 8192, 1, False, "none", True, False, fw))  # type: ignore[arg-type]
+        return float(
+            layer_activation_bytes(shape, tokens, 8192, KeptActivations(1, False, "none", True, False, fw))
+        )  # type: ignore[arg-type]
 
     saved = act(MEGATRON_CORE.for_dtype("bf16")) - act(MEGATRON_CORE.for_dtype("fp8"))
     h, ffn, q = shape.hidden, shape.ffn_out_width, shape.q_width
@@ -314,25 +316,34 @@ def test_transformer_engine_fp8_keeps_one_byte_gemm_inputs_for_backward() -> Non
     assert act(TORCHTITAN.for_dtype("fp8")) == pytest.approx(act(TORCHTITAN.for_dtype("bf16")))
     # the unfused attention path has no second copy of the attention output
     unfused_saved = float(
-        layer_activation_bytes(shape, tokens, 8192, 1, False, "none", False, False, MEGATRON_CORE)
+        layer_activation_bytes(
+            shape, tokens, 8192, KeptActivations(1, False, "none", False, False, MEGATRON_CORE)
+        )
     ) - float(
         layer_activation_bytes(
-            shape, tokens, 8192, 1, False, "none", False, False, MEGATRON_CORE.for_dtype("fp8")
+            shape,
+            tokens,
+            8192,
+            KeptActivations(1, False, "none", False, False, MEGATRON_CORE.for_dtype("fp8")),
         )
     )
     assert unfused_saved == pytest.approx((h + h + ffn + q) * tokens)
 
 
 def test_fp8_moe_layer_keeps_one_byte_expert_gemm_inputs() -> None:
-    from app.core.memory import layer_activation_bytes
+    from app.core.memory import KeptActivations, layer_activation_bytes
     from app.core.model import layer_shape
 
     shape = layer_shape(find_model("Qwen3-30B-A3B"))
     tokens = 4096
-    bf16 = float(layer_activation_bytes(shape, tokens, 4096, 1, False, "none", True, True, MEGATRON_CORE))
+    bf16 = float(
+        layer_activation_bytes(
+            shape, tokens, 4096, KeptActivations(1, False, "none", True, True, MEGATRON_CORE)
+        )
+    )
     fp8 = float(
         layer_activation_bytes(
-            shape, tokens, 4096, 1, False, "none", True, True, MEGATRON_CORE.for_dtype("fp8")
+            shape, tokens, 4096, KeptActivations(1, False, "none", True, True, MEGATRON_CORE.for_dtype("fp8"))
         )
     )
     k = shape.experts_per_token

@@ -6,7 +6,7 @@ import pytest
 
 from app.catalog import find_model
 from app.core.framework import MEGATRON_CORE
-from app.core.memory import bytes_per_param, layer_activation_bytes
+from app.core.memory import KeptActivations, bytes_per_param, layer_activation_bytes
 from app.core.model import (
     ModelSpec,
     hardware_flops_per_token,
@@ -70,14 +70,14 @@ KORTHIKANTI_TABLE_2 = [
 @pytest.mark.parametrize(("recompute", "sp", "tp", "expected"), KORTHIKANTI_TABLE_2)
 def test_korthikanti_activation_table(recompute: str, sp: bool, tp: int, expected: float) -> None:
     shape = layer_shape(gpt(96, H, A))
-    got = layer_activation_bytes(shape, S * B, S, tp, sp, recompute, flash=False)
+    got = layer_activation_bytes(shape, S * B, S, KeptActivations(tp, sp, recompute, flash=False))
     assert got == pytest.approx(expected, rel=1e-12)
 
 
 def test_flash_attention_drops_the_score_term_and_keeps_only_log_sum_exp() -> None:
     shape = layer_shape(gpt(96, H, A))
-    flash = layer_activation_bytes(shape, S, S, T, True, "none", flash=True)
-    selective = layer_activation_bytes(shape, S, S, T, True, "selective", flash=False)
+    flash = layer_activation_bytes(shape, S, S, KeptActivations(T, True, "none", flash=True))
+    selective = layer_activation_bytes(shape, S, S, KeptActivations(T, True, "selective", flash=False))
     assert flash - selective == pytest.approx(4.0 * A / T * S)
 
 
@@ -87,7 +87,7 @@ def test_swiglu_gqa_activation_terms_follow_the_saved_tensors() -> None:
     shape = layer_shape(llama)
     h, f, kv = 8192, 28672, 1024
     per_token = 2 * (4 * h) + 2 * (2 * h + 2 * kv) + 2 * (2 * f + f)
-    got = layer_activation_bytes(shape, 1, 8192, 1, False, "selective", flash=False)
+    got = layer_activation_bytes(shape, 1, 8192, KeptActivations(1, False, "selective", flash=False))
     assert got == pytest.approx(per_token)
 
 

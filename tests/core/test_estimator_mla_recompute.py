@@ -13,7 +13,7 @@ from app.catalog import find_model
 from app.core.errors import SpecError
 from app.core.estimate import estimate, module_recompute_flops_per_token
 from app.core.layout import Layout, RunOptions
-from app.core.memory import ACT_BYTES, layer_activation_bytes
+from app.core.memory import ACT_BYTES, KeptActivations, layer_activation_bytes
 from app.core.model import layer_shape
 from app.core.planner import SearchProblem, plan
 from tests.core.conftest import make_cluster
@@ -50,7 +50,9 @@ def test_recompute_drops_the_per_head_qkv_and_keeps_the_latents() -> None:
 
     def act(mods: tuple[str, ...]) -> float:
         return float(
-            layer_activation_bytes(shape, tokens, 4096, tp, True, "selective", True, True, modules=mods)
+            layer_activation_bytes(
+                shape, tokens, 4096, KeptActivations(tp, True, "selective", True, True, modules=mods)
+            )
         )
 
     base, up = act(("core_attn",)), act(("mla_up_proj",))
@@ -58,7 +60,10 @@ def test_recompute_drops_the_per_head_qkv_and_keeps_the_latents() -> None:
     assert base - up == pytest.approx(tokens * ACT_BYTES * (shape.q_width + 2 * shape.kv_width) / tp)
     # the latents are kept either way: the same bytes with and without the module
     no_latents = layer_activation_bytes(
-        replace_latents(shape), tokens, 4096, tp, True, "selective", True, True, modules=("core_attn",)
+        replace_latents(shape),
+        tokens,
+        4096,
+        KeptActivations(tp, True, "selective", True, True, modules=("core_attn",)),
     )
     assert base - float(no_latents) == pytest.approx(tokens * ACT_BYTES * shape.mla_latent_width / tp)
 

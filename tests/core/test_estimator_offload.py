@@ -10,7 +10,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import NEMO
 from app.core.layout import Layout, RunOptions, check_layout
-from app.core.memory import layer_activation_bytes
+from app.core.memory import KeptActivations, layer_activation_bytes
 from app.core.model import layer_shape
 from app.core.step import overlapped
 from app.validation.training_runs import Row, row_layout, row_model, rule_for_row
@@ -43,7 +43,9 @@ def test_offloaded_layers_leave_hbm_except_the_one_in_flight() -> None:
     model, _, _, base = _llama70b(0)
     *_, off = _llama70b(40)
     fw = NEMO.for_dtype("fp8")
-    per_layer = layer_activation_bytes(layer_shape(model), 2 * 8192, 8192, 1, False, "none", True, False, fw)
+    per_layer = layer_activation_bytes(
+        layer_shape(model), 2 * 8192, 8192, KeptActivations(1, False, "none", True, False, fw)
+    )
     # 80 layers resident without offloading, 80 − 40 + 1 with it
     act_base = base.memory.most_loaded.breakdown["activations"]
     act_off = off.memory.most_loaded.breakdown["activations"]
@@ -55,7 +57,9 @@ def test_offload_copies_hide_behind_compute_and_expose_only_the_excess() -> None
     model, cluster, layout, est = _llama70b(40)
     fw = NEMO.for_dtype("fp8")
     per_layer = float(
-        layer_activation_bytes(layer_shape(model), 2 * 8192, 8192, 1, False, "none", True, False, fw)
+        layer_activation_bytes(
+            layer_shape(model), 2 * 8192, 8192, KeptActivations(1, False, "none", True, False, fw)
+        )
     )
     copy = per_layer / cluster.gpu.host_link_bytes_per_s
     stage = est.step.stages[0]
@@ -358,7 +362,9 @@ def test_offloaded_activations_must_fit_the_host_memory_per_gpu() -> None:
 
     model, cluster, _, off = _llama70b(40)
     fw = NEMO.for_dtype("fp8")
-    per_layer = layer_activation_bytes(layer_shape(model), 2 * 8192, 8192, 1, False, "none", True, False, fw)
+    per_layer = layer_activation_bytes(
+        layer_shape(model), 2 * 8192, 8192, KeptActivations(1, False, "none", True, False, fw)
+    )
     # the 40 offloaded layers' activations sit in host memory: 40 × 3.6 GiB of GB200's 240 GiB per GPU
     # (one Grace with 480 GB LPDDR5X per two GPUs)
     assert cluster.gpu.host_memory_bytes == 240 * GiB

@@ -14,6 +14,7 @@ from app.core.framework import MEGATRON_CORE
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
 from app.core.memory import (
+    KeptActivations,
     embedding_params_per_gpu,
     inflight_layer_microbatches,
     layer_activation_bytes,
@@ -93,7 +94,8 @@ def test_full_le_selective_le_none_activations(
     shape = layer_shape(model)
     tokens = 2048 * mb
     acts = [
-        layer_activation_bytes(shape, tokens, 2048, tp, sp, r, flash) for r in ("full", "selective", "none")
+        layer_activation_bytes(shape, tokens, 2048, KeptActivations(tp, sp, r, flash))
+        for r in ("full", "selective", "none")
     ]
     assert acts[0] <= acts[1] <= acts[2]
     stages = [
@@ -146,14 +148,16 @@ def test_memory_formulas_accept_numpy_arrays_and_match_scalars() -> None:
     pp = np.array([1, 2, 4, 8])
     vp = np.array([1, 1, 2, 5])
     sp = np.array([False, True, True, True])
-    acts = layer_activation_bytes(shape, 8192.0, 8192, tp, sp, "selective", True)
+    acts = layer_activation_bytes(shape, 8192.0, 8192, KeptActivations(tp, sp, "selective", True))
     dense, expert = transformer_params_per_gpu(shape, 80 / pp, 0.0, tp, np.ones(4))
     emb = embedding_params_per_gpu(model, tp, pp, np.array([1, 1, 1, 1]), np.array([1, 0, 0, 0]))
     inflight = inflight_layer_microbatches(80 / pp, pp, vp, np.array([8, 8, 16, 40]), np.zeros(4))
     states = state_bytes(dense, np.array([8, 8, 4, 2]), np.array([0, 1, 2, 3]), MEGATRON_CORE)
     for i in range(4):
         assert acts[i] == pytest.approx(
-            layer_activation_bytes(shape, 8192.0, 8192, int(tp[i]), bool(sp[i]), "selective", True)
+            layer_activation_bytes(
+                shape, 8192.0, 8192, KeptActivations(int(tp[i]), bool(sp[i]), "selective", True)
+            )
         )
         d_i, _ = transformer_params_per_gpu(shape, 80 / int(pp[i]), 0.0, int(tp[i]), 1)
         assert dense[i] == pytest.approx(d_i)

@@ -12,7 +12,7 @@ from app.catalog import find_model
 from app.core.errors import SpecError
 from app.core.estimate import estimate, module_recompute_flops_per_token
 from app.core.layout import RECOMPUTE_MODULES, Layout
-from app.core.memory import ACT_BYTES, layer_activation_bytes
+from app.core.memory import ACT_BYTES, KeptActivations, layer_activation_bytes
 from app.core.model import layer_shape
 from app.validation.training_runs import recompute_modules_from_notes
 from tests.core.conftest import make_cluster
@@ -39,7 +39,9 @@ def test_each_module_drops_what_it_reruns_and_never_adds_memory() -> None:
 
     def act(shape: Any, is_moe: bool, mods: tuple[str, ...]) -> float:
         return float(
-            layer_activation_bytes(shape, tokens, 4096, tp, False, "selective", True, is_moe, modules=mods)
+            layer_activation_bytes(
+                shape, tokens, 4096, KeptActivations(tp, False, "selective", True, is_moe, modules=mods)
+            )
         )
 
     base = act(dense, False, ("core_attn",))

@@ -11,7 +11,7 @@ from app.catalog import accuracy_table
 from app.core.accuracy import band_for
 from app.core.framework import MEGATRON_CORE
 from app.core.layout import stage_layer_counts
-from app.core.memory import layer_activation_bytes
+from app.core.memory import KeptActivations, layer_activation_bytes
 from app.core.model import layer_shape
 from app.core.units import GiB
 from app.validation.training_runs import completion_candidates, estimate_row, load_rows
@@ -63,11 +63,7 @@ def test_the_peak_stage_holds_the_batch_s_micro_batches_of_its_eight_layers(stat
         layer_shape(stated.model),  # type: ignore[attr-defined]
         SEQ,
         SEQ,
-        8,
-        True,
-        "none",
-        True,
-        fw=stated.framework,  # type: ignore[attr-defined]
+        KeptActivations(8, True, "none", True, fw=stated.framework),  # type: ignore[attr-defined]
     )
     assert stage.breakdown["activations"] == pytest.approx(16 * 8 * per_layer)
     # gradients and optimizer states sharded over the 128 data-parallel ranks (ZeRO-2, Sec. 3.3.2)
@@ -84,11 +80,7 @@ def test_llama_405b_layer_keeps_korthikanti_terms_without_dropout(stated: object
         layer_shape(stated.model),  # type: ignore[attr-defined]
         1,
         SEQ,
-        t,
-        True,
-        "none",
-        True,
-        fw=MEGATRON_CORE,
+        KeptActivations(t, True, "none", True, fw=MEGATRON_CORE),
     )
     assert got == pytest.approx(expected)
 

@@ -207,6 +207,15 @@ def dumps(table: dict[str, Any]) -> str:
     return json.dumps(table, indent=2, ensure_ascii=False) + "\n"
 
 
+def _stats_row(name: str, rec: dict[str, Any], tail: str) -> str:
+    """One line of the table: runs, MAPE, the 10th / 50th / 90th percentiles and extremes of a ratio record."""
+    return (
+        f"{name:<20} {rec['runs']:>5} {rec['mape_pct']:>6.1f}% {rec['ratio_low']:>7.2f} "
+        f"{rec['ratio_median']:>7.2f} {rec['ratio_high']:>7.2f} {rec['ratio_min']:>6.2f} "
+        f"{rec['ratio_max']:>6.2f}  {tail}"
+    )
+
+
 def render(table: dict[str, Any]) -> str:
     lo, hi = table["percentiles"]
     lines = [
@@ -216,18 +225,10 @@ def render(table: dict[str, Any]) -> str:
     for regime, rec in table["regimes"].items():
         dev = rec["development"]
         dev_txt = f"{dev['runs']}, {dev['mape_pct']:.1f} %" if dev.get("runs") else "none"
-        lines.append(
-            f"{regime:<20} {rec['runs']:>5} {rec['mape_pct']:>6.1f}% {rec['ratio_low']:>7.2f} "
-            f"{rec['ratio_median']:>7.2f} {rec['ratio_high']:>7.2f} {rec['ratio_min']:>6.2f} "
-            f"{rec['ratio_max']:>6.2f}  {rec['basis']} ({dev_txt})"
-        )
+        lines.append(_stats_row(regime, rec, f"{rec['basis']} ({dev_txt})"))
     mem = table.get("memory") or {}
     if mem.get("runs"):
-        lines.append(
-            f"{'memory':<20} {mem['runs']:>5} {mem['mape_pct']:>6.1f}% {mem['ratio_low']:>7.2f} "
-            f"{mem['ratio_median']:>7.2f} {mem['ratio_high']:>7.2f} {mem['ratio_min']:>6.2f} "
-            f"{mem['ratio_max']:>6.2f}  {mem['basis']}"
-        )
+        lines.append(_stats_row("memory", mem, mem["basis"]))
     ranking = table.get("ranking") or {}
     records = [*((ranking.get("regimes") or {}).items()), ("all kinds", ranking.get("all") or {})]
     for regime, rank in records:
@@ -239,11 +240,8 @@ def render(table: dict[str, Any]) -> str:
             )
     whole = table.get("whole_runs") or {}
     if whole.get("runs"):
-        lines.append(
-            f"{'whole runs':<20} {whole['runs']:>5} {whole['mape_pct']:>6.1f}% {whole['ratio_low']:>7.2f} "
-            f"{whole['ratio_median']:>7.2f} {whole['ratio_high']:>7.2f} {whole['ratio_min']:>6.2f} "
-            f"{whole['ratio_max']:>6.2f}  reported / predicted GPU-hours ({', '.join(whole['files'])})"
-        )
+        files = ", ".join(whole["files"])
+        lines.append(_stats_row("whole runs", whole, f"reported / predicted GPU-hours ({files})"))
     lines.append(
         "ratio = measured / estimated (step time; peak memory per GPU on the memory line; GPU-hours on the whole-runs "
         "line)"

@@ -52,7 +52,8 @@ class Knob:
     `cli_flag`: the `clusterplan search` option that sets it (None = scenario file only); `source`: the framework
     flag or paper the knob follows; `generic`: the schema field and the builder input are made from this record.
     `choices`: a choice knob's values, or the items a list knob may hold (the schema's enum, in this order);
-    `choice_labels`: the builder's text for each choice (empty: the value itself); `max_items`: a list's length."""
+    `choice_labels`: the builder's text for each choice (empty: the value itself), or for each whole number from
+    `ge` to `le` of an int knob the builder offers as a select; `max_items`: a list's length."""
 
     name: str
     section: Section
@@ -82,7 +83,11 @@ class Knob:
 
     @property
     def options(self) -> tuple[tuple[str, str], ...]:
-        """The builder's select options: (value, text) for each choice."""
+        """The builder's select options: (value, text) for each choice, or for each whole number of a labelled int
+        knob's range."""
+        if self.kind == "int" and self.choice_labels:
+            values = tuple(str(v) for v in range(int(self.ge or 0), int(self.le or 0) + 1))
+            return tuple(zip(values, self.choice_labels, strict=True))
         return tuple(zip(self.choices, self.choice_labels or self.choices, strict=True))
 
     @property
@@ -384,6 +389,7 @@ KNOBS: tuple[Knob, ...] = (
         label="ZeRO stage",
         ge=0,
         le=3,
+        choice_labels=("0 (none)", "1 (optimizer)", "2 (+ gradients)", "3 (+ weights)"),
         source="Rajbhandari et al. 2020 (arXiv 1910.02054) Sec. 5",
     ),
     Knob(

@@ -152,7 +152,7 @@ def test_the_builder_renders_the_registry_choices(client: Any) -> None:
     for name, k in BUILDER_CHOICES.items():
         label = re.search(rf'<label for="f-{name}">(.*?)</label>', page, re.S)
         assert label and html.unescape(label.group(1)).startswith(k.label), name
-        if k.kind == "choice":
+        if k.kind in ("choice", "int"):  # an int knob with labels (the ZeRO stage) is a select over its range
             select = re.search(rf'<select id="f-{name}" .*?</select>', page, re.S)
             assert select, name
             options = re.findall(r'<option value="([^"]*)"[^>]*>(.*?)</option>', select.group(0))
@@ -172,6 +172,10 @@ def test_the_builder_takes_what_the_registry_takes() -> None:
         elif k.kind == "list":
             assert getattr(parse_state({name: ",".join(k.choices)}), name) == ",".join(k.choices)
             assert parse_state({name: "not-a-choice"}).errors[name].endswith(", ".join(k.choices)), name
+        elif k.kind == "int":
+            last = k.options[-1][0]
+            assert getattr(parse_state({name: last}), name) == int(last), name
+            assert parse_state({name: str(int(last) + 1)}).errors[name] == k.range_text(), name
 
 
 def test_the_builder_refuses_what_the_registry_refuses() -> None:

@@ -19,7 +19,8 @@ from app.core.knobs import Knob, generic_knobs, knob
 
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
 
-ZERO_CHOICES = (0, 1, 2, 3)
+# the ZeRO stages the builder's select offers: the registry's labelled range (app.core.knobs, "zero")
+ZERO_CHOICES = tuple(int(value) for value, _ in knob("layout.zero").options)
 MODE_CHOICES = ("manual", "planner")
 RANK_CHOICES = (
     "time",
@@ -223,10 +224,11 @@ BUILDER_KNOBS: dict[str, Knob] = {
     )
 } | {k.name: k for k in generic_knobs("layout")}
 # the builder's selects, comma-separated lists and checkboxes, and the registry's knob each one sets: its label,
-# options (value and text), hint and the values it takes
+# options (value and text), hint and the values it takes (the ZeRO stage: a select over the int knob's labelled range)
 BUILDER_CHOICES: dict[str, Knob] = {
     name: knob(path)
     for name, path in (
+        ("zero", "layout.zero"),
         ("recompute", "layout.recompute"),
         ("recompute_modules", "layout.recompute_modules"),
         ("offload_modules", "layout.offload_modules"),
@@ -256,14 +258,13 @@ PLANNER_KEEPS = frozenset(
 )
 # ... and the ones it chooses itself or leaves at their default, which the page takes out of use in planner mode
 # (static/js/plan.js reads them from the form's data-planner-chooses): every other layout input, the registry's and
-# the builder's own (the ZeRO select, the explicit stage split)
+# the builder's own (the explicit stage split)
 PLANNER_CHOOSES = (
     *(
         n
         for n, k in (BUILDER_KNOBS | BUILDER_CHOICES).items()
         if k.section == "layout" and n not in PLANNER_KEEPS
     ),
-    "zero",
     "stage_layers",
 )
 # the builder's own choices beside the registry's (its mode, the ranking, the scaling panel)
@@ -340,7 +341,7 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
                 raise ValueError
             state.zero = zero
         except ValueError:
-            errors["zero"] = "0, 1, 2 or 3"
+            errors["zero"] = knob("layout.zero").range_text()
     _parse_choices(params, state, errors)
     if "stage_layers" in params:
         given = [n for n in re.split(r"[\s,|]+", params["stage_layers"].strip()) if n]

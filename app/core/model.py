@@ -290,6 +290,7 @@ def mla_up_projection(model: ModelSpec) -> tuple[int, int]:
 def layer_shape(model: ModelSpec) -> LayerShape:
     h = model.hidden_size
     d = model.effective_head_dim
+    mla_up, mla_latents = mla_up_projection(model)
     gated = 2 if model.gated_ffn else 1
     if model.mla is not None:
         qk_dim = model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim
@@ -332,8 +333,8 @@ def layer_shape(model: ModelSpec) -> LayerShape:
         rotary=model.position_embedding == "rope",
         sliding_window=model.sliding_window,
         windowed_share=model.windowed_layer_share,
-        mla_up_params=mla_up_projection(model)[0],
-        mla_latent_width=mla_up_projection(model)[1],
+        mla_up_params=mla_up,
+        mla_latent_width=mla_latents,
     )
 
 

@@ -125,12 +125,12 @@ def whole_run_ratios(paths: Sequence[Path]) -> list[float]:
     from app.validation.training_totals import load_rows as load_totals
     from app.validation.training_totals import replay as replay_totals
 
-    ratios: list[float] = []
-    for path in paths:
-        for r in replay_totals(load_totals(path)).rows:
-            if r.skipped is None and r.best_gpu_hours and r.reported_gpu_hours:
-                ratios.append(r.reported_gpu_hours / r.best_gpu_hours)
-    return ratios
+    return [
+        ratio
+        for path in paths
+        for r in replay_totals(load_totals(path)).rows
+        if r.skipped is None and (ratio := r.reported_over_predicted) is not None
+    ]
 
 
 def _whole_runs_record(paths: Sequence[Path]) -> dict[str, Any]:

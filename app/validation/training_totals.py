@@ -161,6 +161,13 @@ class TotalsResult:
     range_error_pct: list[float] = field(default_factory=list)
     skipped: str | None = None
 
+    @property
+    def reported_over_predicted(self) -> float | None:
+        """Reported ÷ predicted GPU-hours of the planner's best layout (None where either is missing)."""
+        if self.reported_gpu_hours and self.best_gpu_hours:
+            return self.reported_gpu_hours / self.best_gpu_hours
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
@@ -448,9 +455,11 @@ class TotalsReport:
         .totals_band: the step band widened by whole runs) when that range is built from the other whole runs
         only (leave one out): the range's coverage on runs it was not built from."""
         scored = [
-            (r, r.reported_gpu_hours / r.best_gpu_hours)
+            (r, ratio)
             for r in self.rows
-            if r.skipped is None and r.in_band is not None and r.best_gpu_hours and r.reported_gpu_hours
+            if r.skipped is None
+            and r.in_band is not None
+            and (ratio := r.reported_over_predicted) is not None
         ]
         ratios = [ratio for _, ratio in scored]
         inside = 0

@@ -245,14 +245,15 @@ def test_the_validation_report_quotes_the_committed_bands() -> None:
         assert row in doc, f"docs/validation.md does not quote the band: {row}"
 
 
+def _search_request(example: str, **extra: Any) -> dict[str, Any]:
+    """A layout-search request for an example scenario: its model, cluster, training and global batch."""
+    body = json.loads((ROOT / "examples" / example).read_text())
+    request = {key: body[key] for key in ("model", "cluster", "training")}
+    return {**request, "global_batch": body["layout"]["global_batch"], **extra}
+
+
 def test_planner_reports_the_band_of_its_best_layout(client: Any) -> None:
-    body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
-    request = {
-        "model": body["model"],
-        "cluster": body["cluster"],
-        "training": body["training"],
-        "global_batch": body["layout"]["global_batch"],
-    }
+    request = _search_request("llama3-70b-64xh100.json")
     r = client.post("/api/v1/plan", json=request)
     assert r.status_code == 200, r.text
     out = r.json()
@@ -399,15 +400,11 @@ def test_a_light_moe_estimate_says_its_layer_pass_and_what_helps(client: Any, tm
 def test_planner_band_follows_the_dispatcher(client: Any, dispatcher: str) -> None:
     """The search's band is its best layout's regime under the requested dispatcher (light passes on HybridEP
     take their own band)."""
-    body = json.loads((ROOT / "examples" / "qwen3-30b-a3b-32xh100-deepep.json").read_text())
-    request = {
-        "model": body["model"],
-        "cluster": body["cluster"],
-        "training": body["training"],
-        "global_batch": body["layout"]["global_batch"],
-        "moe_dispatcher": dispatcher,
-        "constraints": {"max_micro_batch": 1},  # light passes: one sequence of 4K tokens per micro-batch
-    }
+    request = _search_request(
+        "qwen3-30b-a3b-32xh100-deepep.json",
+        moe_dispatcher=dispatcher,
+        constraints={"max_micro_batch": 1},  # light passes: one sequence of 4K tokens per micro-batch
+    )
     r = client.post("/api/v1/plan", json=request)
     assert r.status_code == 200, r.text
     out = r.json()

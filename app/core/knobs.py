@@ -39,10 +39,12 @@ MAX_LAYERS = 100_000  # layer counts, as the other layer fields here
 MAX_NODES = 100_000  # cluster.nodes: 800,000 GPUs at 8 per node, above the largest cluster built
 MAX_GPUS_PER_NODE = 576  # NVIDIA Rubin Ultra NVL576, the largest scale-up domain announced (GTC 2025)
 MAX_SEQ_LEN = 10_000_000  # training.seq_len: Llama 4 Scout's 10M-token context window (Meta, April 2025)
+MAX_LISTED_STAGES = 1024  # layout.stage_layers: 64x the deepest published pipeline (Llama 3 405B, pp = 16)
 
 # "scenario": a field of the scenario document itself (its path is the bare name, as a 422 gives it)
 Section = Literal["cluster", "layout", "training", "scenario"]
-Kind = Literal["int", "float", "bool", "choice", "list", "text"]
+# "counts": a list of whole numbers, each within ge..le (one per pipeline stage)
+Kind = Literal["int", "float", "bool", "choice", "list", "counts", "text"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class Knob:
     flag or paper the knob follows; `generic`: the schema field and the builder input are made from this record.
     `choices`: a choice knob's values, or the items a list knob may hold (the schema's enum, in this order);
     `choice_labels`: the builder's text for each choice (empty: the value itself), or for each whole number from
-    `ge` to `le` of an int knob the builder offers as a select; `max_items`: a list's length."""
+    `ge` to `le` of an int knob the builder offers as a select; `max_items`: a list's length. A "counts" knob's
+    `ge` / `le` bound each of its numbers."""
 
     name: str
     section: Section
@@ -112,7 +115,7 @@ class Knob:
     @property
     def builder_hint(self) -> str:
         """The builder's hint under the input: the help text, and what 0 means where 0 stands for unset."""
-        if self.kind == "list":
+        if self.kind in ("list", "counts"):
             return f"{self.help}; comma-separated"
         return f"{self.help}; 0 = unset" if self.zero_unset else self.help
 
@@ -120,6 +123,11 @@ class Knob:
         """'a whole number from 1 to 1,048,576', as the builder names a refused value."""
         if self.kind == "int":
             return f"a whole number from {int(self.builder_min):,} to {int(self.le or 0):,}"
+        if self.kind == "counts":
+            return (
+                f"whole numbers from {int(self.ge or 0):,} to {int(self.le or 0):,}, at most {self.max_items:,}, "
+                "separated by commas"
+            )
         return f"a number from {self.builder_min:g} to {self.le:g}"
 
 
@@ -267,6 +275,20 @@ KNOBS: tuple[Knob, ...] = (
         optional=True,
         zero_unset=True,
         source="Megatron-core --decoder-last-pipeline-num-layers",
+    ),
+    Knob(
+        "stage_layers",
+        "layout",
+        "counts",
+        "transformer layers of every pipeline stage, first to last (pp numbers adding up to the model's layers), "
+        "for splits whose middle stages differ too (a Megatron-core --pipeline-model-parallel-layout); empty = "
+        "derived; not with first_stage_layers / last_stage_layers",
+        label="Layers per stage",
+        unit="layers",
+        ge=1,
+        le=MAX_LAYERS,
+        max_items=MAX_LISTED_STAGES,
+        source="Megatron-core --pipeline-model-parallel-layout",
     ),
     # ---- layout: choices and switches ------------------------------------------------------------------------
     Knob(

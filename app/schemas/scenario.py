@@ -46,13 +46,18 @@ def knob_field(path: str, **default: Any) -> Any:
     """The pydantic Field of the registry's knob at `path` ('layout.tp'): its range (a list knob: its length) and
     its description (the OpenAPI schema's), with `default=` or `default_factory=` where the field has one."""
     k = knob(path)
+    if k.kind == "counts":  # its range bounds each number (knob_type), its length the list
+        return Field(max_length=k.max_items, description=k.help, **default)
     return Field(ge=k.ge, gt=k.gt, le=k.le, max_length=k.max_items, description=k.help, **default)
 
 
 def knob_type(path: str) -> Any:
     """The type of the registry's choice or list knob at `path`: a Literal of its choices (the OpenAPI schema's
-    enum, and a 422 naming the field and the allowed values), or a list of them."""
+    enum, and a 422 naming the field and the allowed values), or a list of them; a counts knob's: a list of whole
+    numbers in its range."""
     k = knob(path)
+    if k.kind == "counts":
+        return GenericAlias(list, (Annotated[int, knob_range(path)],))
     choice = cast(Any, Literal)[k.choices]
     return GenericAlias(list, (choice,)) if k.kind == "list" else choice
 
@@ -83,12 +88,14 @@ if TYPE_CHECKING:
     from app.core.layout import TrainDtype as DtypeChoice
 
     RecomputeModules: TypeAlias = list[str]
+    StageLayers: TypeAlias = list[int]
     OffloadModules: TypeAlias = list[str]
     MoeDispatcher: TypeAlias = str
     AttentionBackendChoice: TypeAlias = str
 else:  # Literals of the registry's choices (app.core.knobs): the OpenAPI schema's enums
     RecomputeChoice = knob_type("layout.recompute")
     RecomputeModules = knob_type("layout.recompute_modules")
+    StageLayers = knob_type("layout.stage_layers")
     DtypeChoice = knob_type("layout.dtype")
     OptimizerChoice = knob_type("layout.optimizer")
     OffloadModules = knob_type("layout.offload_modules")
@@ -158,13 +165,7 @@ class _LayoutFields(BaseModel):
     optimizer_offload: float = knob_field("layout.optimizer_offload", default=0.0)
     first_stage_layers: int | None = knob_field("layout.first_stage_layers", default=None)
     last_stage_layers: int | None = knob_field("layout.last_stage_layers", default=None)
-    stage_layers: list[Annotated[int, Field(le=MAX_LAYERS)]] = Field(
-        default_factory=list,
-        max_length=1024,
-        description="transformer layers of every pipeline stage, first to last (pp numbers adding up to the "
-        "model's layers), for splits whose middle stages differ too; empty = derived; not with "
-        "first_stage_layers / last_stage_layers",
-    )
+    stage_layers: StageLayers = knob_field("layout.stage_layers", default_factory=list)
     bf16_first_layers: Bf16FirstLayers = 0
     bf16_last_layers: Bf16LastLayers = 0
     fp8_param_gather: Fp8ParamGather = False

@@ -38,6 +38,7 @@ SECTION_MODELS = {
 NUMBERS = tuple(k for k in KNOBS if k.kind in ("int", "float"))
 CHOICES = tuple(k for k in KNOBS if k.kind in ("choice", "list"))
 SWITCHES = tuple(k for k in KNOBS if k.kind == "bool")
+COUNTS = tuple(k for k in KNOBS if k.kind == "counts")
 # the files that once wrote the knobs' help and ranges themselves
 WIRING = (
     "app/schemas/scenario.py",
@@ -93,6 +94,36 @@ def test_the_openapi_schema_shows_the_choices(openapi: dict[str, Any], k: Knob) 
         )
     else:
         assert prop["type"] == "boolean"
+
+
+@pytest.mark.parametrize("k", COUNTS, ids=lambda k: k.path)
+def test_the_openapi_schema_shows_the_counts(openapi: dict[str, Any], k: Knob) -> None:
+    """A counts knob is an array of whole numbers, each in the registry's range, at most max_items long."""
+    prop = openapi["components"]["schemas"][SECTION_MODELS[k.section]]["properties"][k.name]
+    assert prop["description"] == k.help
+    items = prop["items"]
+    assert (prop["type"], prop["maxItems"]) == ("array", k.max_items)
+    assert (items["type"], items.get("minimum"), items.get("maximum")) == ("integer", k.ge, k.le)
+
+
+@pytest.mark.parametrize("k", COUNTS, ids=lambda k: k.path)
+def test_a_refused_count_names_the_field(k: Knob) -> None:
+    from app.schemas.scenario import Scenario
+
+    doc: dict[str, Any] = {
+        "model": "llama-3-8b",
+        "cluster": {"gpu": "H100-SXM", "nodes": 1},
+        "layout": {"global_batch": 8},
+        "training": {"seq_len": 4096},
+    }
+    for refused in ([int(k.ge or 0) - 1], [int(k.le or 0) + 1], [int(k.ge or 0)] * ((k.max_items or 0) + 1)):
+        doc[k.section][k.name] = refused
+        with pytest.raises(ValidationError) as info:
+            Scenario.model_validate(doc)
+        (error,) = info.value.errors()
+        assert ".".join(str(part) for part in error["loc"] if not isinstance(part, int)) == k.path
+    doc[k.section][k.name] = [int(k.ge or 0), int(k.le or 0)]
+    Scenario.model_validate(doc)  # the ends of the range are taken
 
 
 @pytest.mark.parametrize("k", CHOICES, ids=lambda k: k.path)
@@ -157,7 +188,7 @@ def test_the_builder_renders_the_registry_choices(client: Any) -> None:
             assert select, name
             options = re.findall(r'<option value="([^"]*)"[^>]*>(.*?)</option>', select.group(0))
             assert [(v, html.unescape(t)) for v, t in options] == list(k.options), name
-        elif k.kind == "list":
+        elif k.kind in ("list", "counts"):
             hint = re.search(rf'<span id="d-{name}" class="hint">(.*?)</span>', page, re.S)
             assert hint and html.unescape(hint.group(1)) == k.builder_hint, name
         else:
@@ -172,6 +203,18 @@ def test_the_builder_takes_what_the_registry_takes() -> None:
         elif k.kind == "list":
             assert getattr(parse_state({name: ",".join(k.choices)}), name) == ",".join(k.choices)
             assert parse_state({name: "not-a-choice"}).errors[name].endswith(", ".join(k.choices)), name
+        elif k.kind == "counts":
+            top = int(k.le or 0)
+            assert getattr(parse_state({name: f"1, 2 {top}"}), name) == f"1,2,{top}", name
+            for refused in (
+                "0",
+                str(top + 1),
+                "1,x",
+                "²",
+                "9" * 5000,
+                ",".join(["1"] * ((k.max_items or 0) + 1)),
+            ):
+                assert parse_state({name: refused}).errors[name] == k.range_text(), (name, refused[:20])
         elif k.kind == "int":
             last = k.options[-1][0]
             assert getattr(parse_state({name: last}), name) == int(last), name

@@ -232,6 +232,7 @@ BUILDER_CHOICES: dict[str, Knob] = {
         ("recompute", "layout.recompute"),
         ("recompute_modules", "layout.recompute_modules"),
         ("offload_modules", "layout.offload_modules"),
+        ("stage_layers", "layout.stage_layers"),
         ("reshard_after", "layout.reshard_after"),
         ("dtype", "layout.dtype"),
         ("optimizer_moments_dtype", "layout.optimizer_moments_dtype"),
@@ -257,15 +258,11 @@ PLANNER_KEEPS = frozenset(
     }
 )
 # ... and the ones it chooses itself or leaves at their default, which the page takes out of use in planner mode
-# (static/js/plan.js reads them from the form's data-planner-chooses): every other layout input, the registry's and
-# the builder's own (the explicit stage split)
-PLANNER_CHOOSES = (
-    *(
-        n
-        for n, k in (BUILDER_KNOBS | BUILDER_CHOICES).items()
-        if k.section == "layout" and n not in PLANNER_KEEPS
-    ),
-    "stage_layers",
+# (static/js/plan.js reads them from the form's data-planner-chooses): every other layout input
+PLANNER_CHOOSES = tuple(
+    n
+    for n, k in (BUILDER_KNOBS | BUILDER_CHOICES).items()
+    if k.section == "layout" and n not in PLANNER_KEEPS
 )
 # the builder's own choices beside the registry's (its mode, the ranking, the scaling panel)
 _MODE_CHOICES = {"mode": MODE_CHOICES, "rank_by": RANK_CHOICES, "scaling_mode": SCALING_CHOICES}
@@ -343,12 +340,6 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
         except ValueError:
             errors["zero"] = knob("layout.zero").range_text()
     _parse_choices(params, state, errors)
-    if "stage_layers" in params:
-        given = [n for n in re.split(r"[\s,|]+", params["stage_layers"].strip()) if n]
-        if len(given) <= 1024 and all(n.isdigit() and len(n) <= 6 and 1 <= int(n) <= 100_000 for n in given):
-            state.stage_layers = ",".join(str(int(n)) for n in given)
-        else:
-            errors["stage_layers"] = "whole numbers ≥ 1, one per pipeline stage, separated by commas"
     if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
         state.sp = params["sp"] in ("1", "on", "true", "yes")
     for flag in OPTIONAL_FLAGS:
@@ -377,6 +368,15 @@ def _parse_choices(params: Mapping[str, str], state: BuilderState, errors: dict[
                 errors[name] = f"unknown {', '.join(unknown[:3])}; use {', '.join(k.choices)}"
             else:
                 setattr(state, name, ",".join(dict.fromkeys(names)))
+        elif k.kind == "counts" and name in params:
+            given = [n for n in re.split(r"[\s,|]+", params[name].strip()) if n]
+            lo, hi = int(k.ge or 0), int(k.le or 0)
+            if len(given) <= (k.max_items or 0) and all(
+                n.isascii() and n.isdigit() and len(n) <= len(str(hi)) and lo <= int(n) <= hi for n in given
+            ):
+                setattr(state, name, ",".join(str(int(n)) for n in given))
+            else:
+                errors[name] = k.range_text()
 
 
 def state_to_scenario(state: BuilderState) -> dict[str, Any]:

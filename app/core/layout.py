@@ -18,7 +18,7 @@ from typing import Any, Literal, cast, get_args, overload
 from app.core.errors import ProblemCollector
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.model import ModelSpec
-from app.core.num import Count, where
+from app.core.num import Count, Num, where
 from app.core.precision import QUANTIZED_DTYPES
 
 RecomputeMode = Literal["none", "selective", "full"]
@@ -273,29 +273,29 @@ class LayoutColumns:
 
     `etp` is the expert tensor-parallel size in effect (Layout.expert_tp), `recompute` an index into RECOMPUTE_MODES,
     `sp` 0/1, `recompute_layers` 0 for all of a stage's layers (Layout's None), `num_microbatches` and `expert_dp`
-    as Layout's properties compute them. Fields are Any: an int for one layout, an int64 (or float) array per row in
-    the planner, which reads them as arrays; Num (float64 rows) would not admit the integer columns.
+    as Layout's properties compute them. Each is a Num: one layout's whole number (or share), or a float64 array with
+    one value per row in the planner (whole numbers below 2**53, exact in float64, so both evaluations agree).
     """
 
-    tp: Any
-    pp: Any
-    vp: Any
-    dp: Any
-    cp: Any
-    ep: Any
-    etp: Any
-    folded: Any  # 1 where etp is set (MoE parallel folding): expert ranks adjacent after the etp ranks
-    zero: Any
-    sp: Any
-    recompute: Any
-    micro_batch: Any
-    num_microbatches: Any
-    recompute_layers: Any
-    offload_layers: Any
-    optimizer_offload: Any
-    expert_dp: Any
-    reshard: Any = 0  # index into RESHARD_MODES (Layout.reshard_after); the planner searches "forward" alone
-    microbatch_group: Any = (
+    tp: Num
+    pp: Num
+    vp: Num
+    dp: Num
+    cp: Num
+    ep: Num
+    etp: Num
+    folded: Num  # 1 where etp is set (MoE parallel folding): expert ranks adjacent after the etp ranks
+    zero: Num
+    sp: Num
+    recompute: Num
+    micro_batch: Num
+    num_microbatches: Num
+    recompute_layers: Num
+    offload_layers: Num
+    optimizer_offload: Num
+    expert_dp: Num
+    reshard: Num = 0  # index into RESHARD_MODES (Layout.reshard_after); the planner searches "forward" alone
+    microbatch_group: Num = (
         0  # Layout.microbatch_group, 0 = pp (Megatron-core's default); the planner takes it
     )
 

@@ -7,11 +7,12 @@ Activation ("swiglu" / "geglu" / "gelu" / "relu") is always declared, never gues
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 
 from app.core.errors import Problem, SpecError
+from app.core.num import Num
 
 Activation = Literal["swiglu", "geglu", "gelu", "relu", "squared_relu"]
 AttentionKind = Literal["mha", "gqa", "mqa", "mla"]
@@ -164,10 +165,14 @@ class ModelSpec:
 VOCAB_PAD_MULTIPLE = 128  # Megatron-LM --make-vocab-size-divisible-by default (megatron/training/tokenizer)
 
 
-def padded_vocab_size(vocab_size: int, tp: int = 1, multiple: int = VOCAB_PAD_MULTIPLE) -> int:
+@overload
+def padded_vocab_size(vocab_size: int, tp: int = 1, multiple: int = VOCAB_PAD_MULTIPLE) -> int: ...
+@overload
+def padded_vocab_size(vocab_size: int, tp: Num, multiple: int = VOCAB_PAD_MULTIPLE) -> Num: ...
+def padded_vocab_size(vocab_size: int, tp: Num = 1, multiple: int = VOCAB_PAD_MULTIPLE) -> Num:
     """Vocabulary padded to a multiple of `multiple`·tp, as Megatron-LM does (`_vocab_size_with_padding`).
 
-    Works on numpy integer arrays of `tp` too (ceil-divide by integer arithmetic).
+    Works on numpy arrays of `tp` too, one value per layout (a ceil-divide: exact for whole numbers in float64).
     """
     step = multiple * tp
     return -(-vocab_size // step) * step

@@ -60,7 +60,7 @@ from app.core.model import (
     padded_vocab_size,
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
-from app.core.num import Num
+from app.core.num import Flag, Num
 from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
 from app.core.step import (
     STAGE_PARTS,
@@ -258,12 +258,17 @@ def unique_first_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first_of[present], group[key]
 
 
-def field_code(*columns: np.ndarray) -> np.ndarray:
-    """One int64 code per row for a tuple of small non-negative integer columns (mixed radix)."""
+def _col(value: Num) -> np.ndarray:
+    """A LayoutColumns field of the rows: _Rows.of makes every one a float64 array."""
+    return cast(np.ndarray, value)
+
+
+def field_code(*columns: float | np.ndarray) -> np.ndarray:
+    """One int64 code per row for a tuple of columns of small non-negative whole numbers (mixed radix)."""
     code = np.zeros(np.asarray(columns[0]).shape, dtype=np.int64)
     for col in columns:
-        col = np.asarray(col, dtype=np.int64)
-        code = code * (int(col.max(initial=0)) + 1) + col
+        whole = np.asarray(col, dtype=np.int64)
+        code = code * (int(whole.max(initial=0)) + 1) + whole
     return code
 
 
@@ -347,7 +352,7 @@ def evaluate(
         usable_bytes=float(cluster.gpu.hbm_bytes) * (1 - opts.safety_fraction),
         step=step,
         step_time_s=total,
-        num_microbatches=lr.cols.num_microbatches,
+        num_microbatches=lr.num_microbatches,
         model_flops_per_token=fl[:, 0],
         hardware_flops_per_token=fl[:, 1],
         peak_flops_per_gpu=float(cluster.gpu.peak(r.dtype)),
@@ -379,7 +384,10 @@ class _Rows:
     between `mid_l`; an even split gives every stage L / p."""
 
     n: int
-    cols: LayoutColumns
+    cols: LayoutColumns  # float64 columns (whole numbers, exact)
+    pp: np.ndarray  # the pipeline stages and model chunks, int64, for the planner's own per-stage tables
+    vp: np.ndarray
+    num_microbatches: np.ndarray  # int64, as Layout.num_microbatches
     end_col: np.ndarray  # LayoutArrays.end_layers
     uneven: np.ndarray  # an uneven split with stages between (pp > 2)
     end_l: np.ndarray
@@ -395,32 +403,45 @@ class _Rows:
         etp_col = rows.etp.astype(np.int64)
         folded = etp_col > 0  # MoE parallel folding (app.core.layout); otherwise expert tensor parallel = tp
         e_tp = np.where(folded, etp_col, tp)
-        cols = LayoutColumns(
-            tp=tp,
-            pp=pp,
-            vp=rows.vp.astype(np.int64),
-            dp=dp,
-            cp=cp,
-            ep=ep,
-            etp=e_tp,
-            folded=folded.astype(np.int64),
-            zero=zero,
-            sp=rows.sp.astype(np.int64),
-            recompute=rows.recompute.astype(np.int64),
-            micro_batch=mb,
-            num_microbatches=np.maximum(1, global_batch // np.maximum(1, dp * mb)),
-            recompute_layers=rows.recompute_layers.astype(np.int64),
-            offload_layers=rows.offload_layers.astype(np.int64),
-            optimizer_offload=rows.optimizer_offload.astype(float),
-            expert_dp=np.maximum(1, tp * (dp * cp) // (e_tp * ep)),  # Layout.expert_dp
-            reshard=framework_reshard(fw.pipeline_reshard, pp, zero),
-        )
+        num_microbatches = np.maximum(1, global_batch // np.maximum(1, dp * mb))
+        ints = {
+            "tp": tp,
+            "pp": pp,
+            "vp": rows.vp,
+            "dp": dp,
+            "cp": cp,
+            "ep": ep,
+            "etp": e_tp,
+            "folded": folded,
+            "zero": zero,
+            "sp": rows.sp,
+            "recompute": rows.recompute,
+            "micro_batch": mb,
+            "num_microbatches": num_microbatches,
+            "recompute_layers": rows.recompute_layers,
+            "offload_layers": rows.offload_layers,
+            "optimizer_offload": rows.optimizer_offload,
+            "expert_dp": np.maximum(1, tp * (dp * cp) // (e_tp * ep)),  # Layout.expert_dp
+            "reshard": framework_reshard(fw.pipeline_reshard, pp, zero),
+        }
+        cols = LayoutColumns(**{k: np.asarray(v, dtype=np.float64) for k, v in ints.items()})
         layers_per_gpu = model.num_layers / pp
         end_col = rows.end_layers if rows.end_layers is not None else np.zeros(n, dtype=np.int64)
         uneven = (end_col.astype(np.int64) > 0) & (pp > 2)
         end_l = np.where(uneven, end_col, layers_per_gpu).astype(float)
         mid = np.where(uneven, (model.num_layers - 2 * end_col) / np.maximum(1, pp - 2), layers_per_gpu)
-        return cls(n, cols, end_col, uneven, end_l, mid.astype(float), layers_per_gpu)
+        return cls(
+            n,
+            cols,
+            pp,
+            rows.vp.astype(np.int64),
+            num_microbatches,
+            end_col,
+            uneven,
+            end_l,
+            mid.astype(float),
+            layers_per_gpu,
+        )
 
 
 @dataclass(frozen=True)
@@ -442,10 +463,10 @@ class _Sixteen:
             return cls(False, np.zeros((lr.n, 1)), acts, None, None)
         cols = lr.cols
         by_stage = _bf16_stage_table(
-            ctx.model.num_layers, cols.pp, cols.vp, lr.end_col, lr.uneven, bf16_layers, ctx.run.dtype
+            ctx.model.num_layers, lr.pp, lr.vp, lr.end_col, lr.uneven, bf16_layers, ctx.run.dtype
         )
         acts16 = layer_activations(ctx.memory, cols, SOURCE_BYTES)
-        return cls(True, by_stage, acts16, by_stage[:, 0], by_stage[np.arange(lr.n), cols.pp - 1])
+        return cls(True, by_stage, acts16, by_stage[:, 0], by_stage[np.arange(lr.n), lr.pp - 1])
 
     def stage(self, index: int) -> np.ndarray | None:
         """The 16-bit layers of stage `index` of every row (None when off)."""
@@ -458,7 +479,7 @@ def _peak_memory(
     """(most loaded stage, stage 0, last stage, offloaded bytes of the most loaded stage) per row, in bytes: stage 0
     or the last (see the module docstring); with 16-bit layers every stage between, with an uneven split the second
     (it holds the most layer-activations of the stages between)."""
-    n, pp = lr.n, lr.cols.pp
+    n, pp = lr.n, lr.pp
 
     def stage(
         index: int | np.ndarray,
@@ -519,10 +540,16 @@ def _layer_step_times(
         field_code(cols.micro_batch, cols.cp, cols.tp, cols.sp, cols.ep, cols.etp)
     )
     inverse = inverse.reshape(-1)
-    g_tok, g_tp = tokens[first], cols.tp[first]
-    sp = cols.sp.astype(bool)
+    g_tok, g_tp = _col(tokens)[first], _col(cols.tp)[first]
+    sp = _col(cols.sp).astype(bool)
     split = LayerSplit(
-        g_tok, ctx.seq_len, g_tp, sp[first], cols.cp[first], cols.ep[first], ctx.run.flash_attention
+        g_tok,
+        ctx.seq_len,
+        g_tp,
+        sp[first],
+        _col(cols.cp)[first],
+        _col(cols.ep)[first],
+        ctx.run.flash_attention,
     )
     kernel = attention_kernel(fw, cluster.gpu, ctx.profile)
     rates = LayerRates(
@@ -536,7 +563,7 @@ def _layer_step_times(
         kernel.shares,
         kernel.loop_scale,
     )
-    shape, n_moe, g_etp = layer_shape(model), num_moe_layers(model), cols.etp[first]
+    shape, n_moe, g_etp = layer_shape(model), num_moe_layers(model), _col(cols.etp)[first]
 
     def group_times(r: LayerRates) -> LayerTimesView:
         dense = layer_times(shape, split, False, r)
@@ -566,8 +593,12 @@ def _step_times(ctx: _Context, lr: _Rows, acts: LayerActivations, b16: _Sixteen)
     bubble = pipeline_bubble(cols.pp, cols.vp, mean_stage)
     # the candidates for the stage holding the most parameters are stage 0, a stage between and the last
     # (app.core.step.gradient_params)
-    pp, single = cols.pp, (cols.pp == 1).astype(np.int64)
-    candidates = [(lr.end_l, 1, single, True), (lr.mid_l, 0, 0, pp > 2), (lr.end_l, 0, 1, pp > 1)]
+    pp, single = lr.pp, (lr.pp == 1).astype(np.float64)
+    candidates: list[tuple[Num, Num, Num, Flag]] = [
+        (lr.end_l, 1, single, True),
+        (lr.mid_l, 0, 0, pp > 2),
+        (lr.end_l, 0, 1, pp > 1),
+    ]
     params = gradient_params(ctx.model, cols, candidates, lr.uneven | (ctx.model.mtp_layers > 0))
     # a term no row has comes back as a number: one value per row (adding 0.0 changes no bit)
     dp_comm, zero3, optimizer = (
@@ -608,7 +639,7 @@ def _even_bottleneck(
     """(the bottleneck stage's parts, the mean stage's seconds per micro-batch) without 16-bit layers: stage 0, one
     stage between (they are equal) and the last. The bottleneck is the first of equals in stage order, as
     app.core.step.step_estimate picks it."""
-    pp = lr.cols.pp
+    pp = lr.pp
     single = (pp == 1).astype(np.int64)
     last_parts = _stage_parts(ctx, lr, lt, (lr.end_l, 0.0, single, 1))
     mid_parts = _stage_parts(ctx, lr, lt, (lr.mid_l, 0.0, 0, 0))
@@ -636,7 +667,7 @@ def _bf16_bottleneck(
     """(the bottleneck stage's parts, the mean stage's seconds per micro-batch) with 16-bit layers: every stage, since
     the stages between differ by the 16-bit layers they hold. The bottleneck is the first of equals in stage order
     (app.core.step.step_estimate): stage 0, then each stage between, then the last."""
-    pp = lr.cols.pp
+    pp = lr.pp
     first_parts = _stage_parts(ctx, lr, lt, (lr.end_l, cast(np.ndarray, b16.first), 1, 0))  # b16.on: set
     last_parts = _stage_parts(
         ctx, lr, lt, (lr.end_l, cast(np.ndarray, b16.last), (pp == 1).astype(np.int64), 1)
@@ -684,5 +715,5 @@ def _flops(ctx: _Context, lr: _Rows) -> np.ndarray:
         )
 
     end_flops = np.where(lr.uneven, lr.end_col, 0).astype(np.int64)
-    keys = [cols.tp, cols.recompute, cols.recompute_layers, cols.pp, end_flops]
+    keys = [_col(c) for c in (cols.tp, cols.recompute, cols.recompute_layers, cols.pp)] + [end_flops]
     return _group_apply(field_code(*keys), keys, flops, 2)

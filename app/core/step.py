@@ -1108,7 +1108,7 @@ def pipeline_p2p_time(
         return 0.0
     gpn = cluster.gpus_per_node
     act_bytes = 2.0 * tokens * shape.hidden
-    p2p_bytes = where(sp | fw.pp_scatter_gather, act_bytes / tp, act_bytes)
+    p2p_bytes = where((sp > 0) | fw.pp_scatter_gather, act_bytes / tp, act_bytes)
     regather: Num = 0.0
     if fw.pp_scatter_gather:
         need = (pp > 1) & (tp > 1) & (sp == 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,7 +64,9 @@ def module_recompute_flops_per_token(model: ModelSpec, modules: tuple[str, ...])
     return flops
 
 
-def recomputed_layer_share(num_layers: int, stage_layers: Any, recompute_layers: int | None) -> float:
+def recomputed_layer_share(
+    num_layers: int, stage_layers: Iterable[int], recompute_layers: int | None
+) -> float:
     """Share of all layers whose forward full recompute re-runs: every layer, or Megatron's
     --recompute-num-layers of each stage's `stage_layers` (all of a stage that holds fewer)."""
     if recompute_layers is None:

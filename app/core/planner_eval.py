@@ -404,7 +404,7 @@ class _Rows:
         folded = etp_col > 0  # MoE parallel folding (app.core.layout); otherwise expert tensor parallel = tp
         e_tp = np.where(folded, etp_col, tp)
         num_microbatches = np.maximum(1, global_batch // np.maximum(1, dp * mb))
-        ints = {
+        values = {
             "tp": tp,
             "pp": pp,
             "vp": rows.vp,
@@ -424,7 +424,7 @@ class _Rows:
             "expert_dp": np.maximum(1, tp * (dp * cp) // (e_tp * ep)),  # Layout.expert_dp
             "reshard": framework_reshard(fw.pipeline_reshard, pp, zero),
         }
-        cols = LayoutColumns(**{k: np.asarray(v, dtype=np.float64) for k, v in ints.items()})
+        cols = LayoutColumns(**{k: np.asarray(v, dtype=np.float64) for k, v in values.items()})
         layers_per_gpu = model.num_layers / pp
         end_col = rows.end_layers if rows.end_layers is not None else np.zeros(n, dtype=np.int64)
         uneven = (end_col.astype(np.int64) > 0) & (pp > 2)

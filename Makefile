@@ -74,7 +74,9 @@ validate: install
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_megatron_bridge_2602_01.csv
 	$(BIN)/clusterplan validate accuracy tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv \
 		--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv \
-		--whole-runs tests/data/training_totals.csv
+		--whole-runs tests/data/training_totals.csv --collectives tests/data/network/collectives.csv \
+		--collectives-heldout tests/data/network/collectives_heldout.csv \
+		--collectives-heldout tests/data/network/collectives_heldout_sweeps.csv
 	$(BIN)/clusterplan validate collectives tests/data/network/collectives.csv
 	$(BIN)/clusterplan validate costs tests/data/cost_cases.jsonl
 	$(BIN)/clusterplan validate layouts tests/data/training_runs.csv

@@ -364,3 +364,51 @@ def band_for(
     if not record or not record.get("runs"):
         return None
     return AccuracyBand.from_record(regime, record)
+
+
+# Collective estimates (app.core.network.collective_time) are banded too, from the published nccl-tests style rows
+# of tests/data/network (app.validation.collectives): by whether the collective stays inside one scale-up domain
+# (NVLink, PCIe, xGMI) or crosses the scale-out network, and by size. 64 MiB is where the validation splits small
+# from large messages: below it latency, protocol and channel choice decide the time, above it the links'
+# bandwidth (docs/validation_collectives.md).
+COLLECTIVE_LARGE_BYTES = 64 * 2**20
+COLLECTIVE_REGIMES: dict[str, str] = {
+    "scale-up-small": "collectives inside one scale-up domain, messages under 64 MiB",
+    "scale-up-large": "collectives inside one scale-up domain, messages of 64 MiB and more",
+    "scale-out-small": "collectives across scale-up domains, messages under 64 MiB",
+    "scale-out-large": "collectives across scale-up domains, messages of 64 MiB and more",
+}
+
+
+def collective_regime(domains: int, message_bytes: float) -> str:
+    """The band a collective over `domains` scale-up domains (CollectiveEstimate.nodes) of `message_bytes` falls in."""
+    where = "scale-up" if domains <= 1 else "scale-out"
+    return f"{where}-{'large' if message_bytes >= COLLECTIVE_LARGE_BYTES else 'small'}"
+
+
+def collective_band(table: Mapping[str, Any], domains: int, message_bytes: float) -> AccuracyBand | None:
+    """The band of measured ÷ estimated collective time for this kind of collective, from a table in the
+    app/catalog/accuracy.json format (its `collectives` record; None when it has none)."""
+    regime = collective_regime(domains, message_bytes)
+    record = ((table.get("collectives") or {}).get("regimes") or {}).get(regime)
+    if not record or not record.get("runs"):
+        return None
+    return replace(AccuracyBand.from_record(regime, record), description=COLLECTIVE_REGIMES[regime])
+
+
+def applied_collective(band: AccuracyBand, time_s: float) -> dict[str, Any]:
+    """The band around one collective estimate: the time range published measurements of its kind fell in."""
+    lo, hi = (band.ratio_low - 1) * 100, (band.ratio_high - 1) * 100
+    return {
+        "regime": band.regime,
+        "runs": band.runs,
+        "basis": band.basis,
+        "mape_pct": band.mape_pct,
+        "ratio_low": band.ratio_low,
+        "ratio_high": band.ratio_high,
+        "time_range_s": [time_s * band.ratio_low, time_s * band.ratio_high],
+        "summary": (
+            f"Of {band.runs} published measurements of {band.description} ({band.basis}), 8 in 10 measured a "
+            f"time between {lo:+.0f} % and {hi:+.0f} % of their estimate; mean error {band.mape_pct:.0f} %."
+        ),
+    }

@@ -77,6 +77,19 @@ class CandidateOut(BaseModel):
     time_us: float
 
 
+class CollectiveAccuracyOut(BaseModel):
+    regime: str = Field(description="scale-up or scale-out, messages under 64 MiB (small) or from it (large)")
+    runs: int = Field(description="published measurements of this kind the band is computed from")
+    basis: str
+    mape_pct: float = Field(
+        description="mean |measured ÷ estimated time − 1| of those measurements, in per cent"
+    )
+    ratio_low: float = Field(description="10th percentile of measured ÷ estimated time")
+    ratio_high: float = Field(description="90th percentile of measured ÷ estimated time")
+    time_range_us: list[float] = Field(description="the estimate times ratio_low and ratio_high")
+    summary: str
+
+
 class CollectiveOut(BaseModel):
     op: str
     message_bytes: float
@@ -92,6 +105,12 @@ class CollectiveOut(BaseModel):
     bottleneck: str
     breakdown_us: dict[str, float] = Field(description="launch + latency + transfer = time_us")
     candidates: list[CandidateOut]
+    accuracy: CollectiveAccuracyOut | None = Field(
+        default=None,
+        description="how far published measurements of this kind of collective were from their estimates "
+        "(app/catalog/accuracy.json); none with a calibrated profile or parameter overrides (the band measured the "
+        "published defaults) or for a collective that needs no communication",
+    )
 
 
 class CollectiveResponse(BaseModel):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
 from app.catalog.fabrics import find_fabric, presets
+from app.core.accuracy import applied_collective, collective_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
 from app.core.network import (
@@ -36,6 +37,7 @@ from app.errors import NotFoundError
 from app.schemas.network import (
     BomIn,
     CandidateOut,
+    CollectiveAccuracyOut,
     CollectiveIn,
     CollectiveOut,
     CollectiveResponse,
@@ -227,7 +229,23 @@ def _finite(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else x
 
 
-def collective_out(est: CollectiveEstimate) -> CollectiveOut:
+def collective_accuracy(est: CollectiveEstimate, calibrated: bool) -> CollectiveAccuracyOut | None:
+    """The published-measurement band of an estimate made with the published default parameters
+    (app.core.accuracy.collective_band); a calibrated profile's or overridden parameters' estimate is not what the
+    band measured."""
+    from app.catalog import accuracy_table
+
+    if calibrated or est.time_s <= 0:
+        return None
+    band = collective_band(accuracy_table(), est.nodes, est.message_bytes)
+    if band is None:
+        return None
+    applied = applied_collective(band, est.time_s)
+    applied["time_range_us"] = [t / US for t in applied.pop("time_range_s")]
+    return CollectiveAccuracyOut(**applied)
+
+
+def collective_out(est: CollectiveEstimate, calibrated: bool = False) -> CollectiveOut:
     return CollectiveOut(
         op=est.op,
         message_bytes=est.message_bytes,
@@ -246,6 +264,7 @@ def collective_out(est: CollectiveEstimate) -> CollectiveOut:
             CandidateOut(algorithm=c.algorithm, protocol=c.protocol, time_us=c.time_s / US)
             for c in est.candidates
         ],
+        accuracy=collective_accuracy(est, calibrated),
     )
 
 
@@ -294,7 +313,7 @@ def run_collective(req: CollectiveIn, session: Session | None = None) -> Collect
         cluster=cluster.name,
         fabric=cluster.fabric.name or "custom",
         params=f"{params.name} v{params.version}",
-        results=[collective_out(r) for r in results],
+        results=[collective_out(r, params != default_network_params()) for r in results],
         assumptions=assumptions,
     )
 

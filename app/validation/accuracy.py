@@ -22,12 +22,14 @@ from typing import Any
 
 from app.core.accuracy import (
     BAND_PERCENTILES,
+    COLLECTIVE_REGIMES,
     LONG_CONTEXT_TOKENS,
     MIN_UNSEEN_PAIRS,
     MIN_UNSEEN_RUNS,
     RANKING_FAMILY,
     RANKING_PERCENTILE,
     REGIMES,
+    collective_regime,
     comparison_stats,
     ratio_from_speed_error,
     ratio_stats,
@@ -143,15 +145,48 @@ def _whole_runs_record(paths: Sequence[Path]) -> dict[str, Any]:
     return record
 
 
+def collective_ratios(paths: Sequence[Path]) -> dict[str, list[float]]:
+    """Measured ÷ estimated time of every scored row of the given collectives CSVs (app.validation.collectives),
+    by collective regime (app.core.accuracy.collective_regime)."""
+    from app.validation.collectives import validate_file
+
+    by_regime: dict[str, list[float]] = defaultdict(list)
+    for path in paths:
+        for r in validate_file(path).results:
+            by_regime[collective_regime(r.domains, r.case.message_bytes)].append(r.time_ratio)
+    return by_regime
+
+
+def _collectives_record(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str, Any]:
+    dev, new = collective_ratios(development), collective_ratios(unseen)
+    regimes = {}
+    for regime in COLLECTIVE_REGIMES:
+        record = _record(new[regime], dev[regime])
+        if record["runs"]:
+            regimes[regime] = record
+    return {
+        "about": (
+            "measured / estimated time of published collective measurements (nccl-tests style rows; "
+            "app.validation.collectives), by where the collective runs and its size"
+        ),
+        "files": {"development": [p.name for p in development], "unseen": [p.name for p in unseen]},
+        "regimes": regimes,
+    }
+
+
 def build_table(
     development: Sequence[Path],
     unseen: Sequence[Path],
     comparisons: Sequence[Path] = (),
     whole_runs: Sequence[Path] = (),
+    collectives: Sequence[Path] = (),
+    collectives_unseen: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """The accuracy table: per regime, the spread of measured/estimated step time over replayed runs; the spread
-    of measured/estimated peak memory; per regime, the ranking resolution of layout comparisons; and the spread of
-    reported/predicted GPU-hours of whole runs (`whole_runs`: training-totals CSVs).
+    of measured/estimated peak memory; per regime, the ranking resolution of layout comparisons; the spread of
+    reported/predicted GPU-hours of whole runs (`whole_runs`: training-totals CSVs); and per collective regime the
+    spread of measured/estimated collective time (`collectives`: the development set's collectives CSVs,
+    `collectives_unseen`: held-out ones, the bands' basis).
     `comparisons`: further CSVs outside the development set used for the layout comparisons only (a layout sweep
     of one system would otherwise outweigh every other run in the bands)."""
     dev, dev_pairs, dev_sources = _ratios(development)
@@ -175,9 +210,9 @@ def build_table(
             regimes[regime] = record
     return {
         "about": (
-            "measured / estimated step time of replayed published training runs, by kind of run, and measured / "
-            "estimated peak memory per GPU; "
-            "built by `clusterplan validate accuracy` (app.validation.accuracy)"
+            "measured / estimated step time of replayed published training runs, by kind of run, measured / "
+            "estimated peak memory per GPU, and measured / estimated collective time of published collective "
+            "measurements; built by `clusterplan validate accuracy` (app.validation.accuracy)"
         ),
         "long_context_tokens": LONG_CONTEXT_TOKENS,
         "percentiles": list(BAND_PERCENTILES),
@@ -191,6 +226,7 @@ def build_table(
         "regimes": regimes,
         "memory": _record(new[MEMORY], dev[MEMORY]),
         "whole_runs": _whole_runs_record(whole_runs),
+        "collectives": _collectives_record(collectives, collectives_unseen),
         "ranking": {
             "about": (
                 "layout comparisons: pairs of published runs of one model, system, dtype, GPU count and batch that "
@@ -242,8 +278,10 @@ def render(table: dict[str, Any]) -> str:
     if whole.get("runs"):
         files = ", ".join(whole["files"])
         lines.append(_stats_row("whole runs", whole, f"reported / predicted GPU-hours ({files})"))
+    for regime, rec in ((table.get("collectives") or {}).get("regimes") or {}).items():
+        lines.append(_stats_row(f"collectives {regime}", rec, rec["basis"]))
     lines.append(
         "ratio = measured / estimated (step time; peak memory per GPU on the memory line; GPU-hours on the whole-runs "
-        "line)"
+        "line; collective time on the collectives lines)"
     )
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from app.core.accuracy import COLLECTIVE_LARGE_BYTES
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
 from app.core.network import (
     COLLECTIVE_OPS,
@@ -28,9 +29,9 @@ from app.core.network import (
     default_network_params,
     normalise_op,
 )
-from app.core.units import GB, GBIT, GiB, MiB
+from app.core.units import GB, GBIT, GiB
 
-LARGE_BYTES = 64 * MiB
+LARGE_BYTES = COLLECTIVE_LARGE_BYTES  # the small / large split of the summaries and of the accuracy bands
 # Rows that state "large message" without a size are evaluated on the bandwidth plateau.
 ASSUMED_LARGE_BYTES = 16 * GiB
 
@@ -96,6 +97,12 @@ class RowResult:
     algorithm: str
     protocol: str
     error_pct: float
+    domains: int = 1  # scale-up domains the estimate spans (CollectiveEstimate.nodes)
+
+    @property
+    def time_ratio(self) -> float:
+        """Measured ÷ estimated time (= estimated ÷ measured bus bandwidth)."""
+        return 1.0 + self.error_pct / 100.0
 
 
 def _num(text: str | None) -> float | None:
@@ -376,7 +383,7 @@ def predict(case: RowCase, params: NetworkParams | None = None) -> RowResult:
         est = collective_time(case.op, case.message_bytes, case.placement, case.cluster, params)
     predicted = est.busbw_bytes_per_s / GB
     error = (predicted - case.measured_busbw_gbps) / case.measured_busbw_gbps * 100.0
-    return RowResult(case, predicted, est.time_s * 1e6, est.algorithm, est.protocol, error)
+    return RowResult(case, predicted, est.time_s * 1e6, est.algorithm, est.protocol, error, est.nodes)
 
 
 def _percentile(values: list[float], q: float) -> float:

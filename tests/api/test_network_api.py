@@ -292,3 +292,45 @@ def test_docs_seed_claims_table_matches_the_command(capsys: pytest.CaptureFixtur
         gpus = int(row[0])
         for fabric, cell in zip(order, row[1:5], strict=True):
             assert cell == f"{series[fabric][gpus] * 100:.1f} %", (fabric, gpus)
+
+
+def test_every_collective_estimate_says_how_far_off_its_kind_was(client: Any) -> None:
+    """Each result carries the band of its kind (scale-up or scale-out, under or from 64 MiB) from the held-out
+    published measurements (app/catalog/accuracy.json), the range bracketing the estimate; parameter overrides
+    leave it out, since the band measured the published defaults."""
+    from app.catalog import accuracy_table
+    from app.core.accuracy import collective_band
+
+    body = {
+        "op": "all_reduce",
+        "sweep": {"min_bytes": 2**20, "max_bytes": 2**30, "factor": 1024},
+        "cluster": {"gpu": "H100-SXM", "nodes": 4, "fabric": "ib-ndr-8x400"},
+    }
+    results = client.post("/api/v1/network/collective", json=body).json()["results"]
+    assert [r["accuracy"]["regime"] for r in results] == ["scale-out-small", "scale-out-large"]
+    for r in results:
+        band = collective_band(accuracy_table(), r["nodes"], r["message_bytes"])
+        assert band is not None
+        low, high = r["accuracy"]["time_range_us"]
+        assert low == pytest.approx(r["time_us"] * band.ratio_low)
+        assert high == pytest.approx(r["time_us"] * band.ratio_high)
+        assert low <= r["time_us"] * max(1.0, band.ratio_low) and high >= r["time_us"] * min(
+            1.0, band.ratio_high
+        )
+        assert f"{band.runs} published measurements" in r["accuracy"]["summary"]
+    one_node = client.post(
+        "/api/v1/network/collective",
+        json={"op": "all_reduce", "message_bytes": 4 * 2**20, "cluster": {"gpu": "B200", "nodes": 1}},
+    ).json()["results"][0]
+    assert one_node["accuracy"]["regime"] == "scale-up-small"
+    overridden = client.post(
+        "/api/v1/network/collective", json={**body, "params": {"launch_overhead_s": 20e-6}}
+    ).json()["results"]
+    assert all(r["accuracy"] is None for r in overridden)
+
+
+def test_cli_collective_prints_the_likely_range(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_cli(capsys, "network", "collective", "all_reduce", "--nodes", "2", "--size", "1MiB")
+    assert out.returncode == 0, out.stderr
+    assert "likely (us)" in out.stdout
+    assert "likely: Of " in out.stdout and "across scale-up domains, messages under 64 MiB" in out.stdout

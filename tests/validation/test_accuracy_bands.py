@@ -39,18 +39,37 @@ DEVELOPMENT = [DATA / "training_runs.csv"]
 UNSEEN = [DATA / "training_runs_heldout.csv", DATA / "training_runs_final_check.csv"]
 COMPARISONS = [DATA / "training_runs_vtrain_multi.csv"]  # layout comparisons only (ranking resolution)
 WHOLE_RUNS = [DATA / "training_totals.csv"]  # whole pre-training runs (the time-to-train range)
+COLLECTIVES = [DATA / "network" / "collectives.csv"]  # the collective model's development rows
+COLLECTIVES_HELDOUT = [
+    DATA / "network" / "collectives_heldout.csv",
+    DATA / "network" / "collectives_heldout_sweeps.csv",
+]
 HX = {"HX-Request": "true"}
 
 
 def test_committed_table_is_what_the_replay_gives_now() -> None:
-    fresh = build_table(DEVELOPMENT, UNSEEN, COMPARISONS, WHOLE_RUNS)
+    fresh = build_table(DEVELOPMENT, UNSEEN, COMPARISONS, WHOLE_RUNS, COLLECTIVES, COLLECTIVES_HELDOUT)
     committed = json.loads(ACCURACY_FILE.read_text(encoding="utf-8"))
     assert fresh == committed, (
         "app/catalog/accuracy.json is stale: run `clusterplan validate accuracy "
         "tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv "
         "--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv "
-        "--whole-runs tests/data/training_totals.csv --write`"
+        "--whole-runs tests/data/training_totals.csv --collectives tests/data/network/collectives.csv "
+        "--collectives-heldout tests/data/network/collectives_heldout.csv "
+        "--collectives-heldout tests/data/network/collectives_heldout_sweeps.csv --write`"
     )
+    # the collective bands rest on the held-out rows, each regime with enough of them
+    collectives = committed["collectives"]
+    assert set(collectives["regimes"]) == {
+        "scale-up-small",
+        "scale-up-large",
+        "scale-out-small",
+        "scale-out-large",
+    }
+    assert collectives["files"]["unseen"] == [p.name for p in COLLECTIVES_HELDOUT]
+    for name, record in collectives["regimes"].items():
+        assert record["basis"] == "outside the development set", name
+        assert record["ratio_low"] <= record["ratio_median"] <= record["ratio_high"], name
     # every regime is backed by runs outside the development set, or says it pooled the development set's, and
     # the table says which files
     assert set(committed["regimes"]) == {
@@ -447,3 +466,35 @@ def test_whole_runs_record_is_reported_over_predicted_gpu_hours() -> None:
         "about": accuracy_table()["whole_runs"]["about"],
         "files": ["training_totals.csv"],
     }
+
+
+def test_collective_regimes_split_at_the_domain_and_64_mib() -> None:
+    from app.core.accuracy import (
+        COLLECTIVE_LARGE_BYTES,
+        applied_collective,
+        collective_band,
+        collective_regime,
+    )
+    from app.validation.collectives import LARGE_BYTES
+
+    assert LARGE_BYTES == COLLECTIVE_LARGE_BYTES == 64 * 2**20  # one split for the summaries and the bands
+    assert collective_regime(1, COLLECTIVE_LARGE_BYTES - 1) == "scale-up-small"
+    assert collective_regime(1, COLLECTIVE_LARGE_BYTES) == "scale-up-large"
+    assert collective_regime(2, 8) == "scale-out-small"
+    assert collective_regime(512, 2**34) == "scale-out-large"
+    table = {
+        "collectives": {
+            "regimes": {
+                "scale-out-large": {
+                    **ratio_stats([0.8, 1.0, 1.1, 1.2, 1.3]),
+                    "basis": "outside the development set",
+                }
+            }
+        }
+    }
+    assert collective_band(table, 1, 2**30) is None  # no record for its kind: no band
+    band = collective_band(table, 4, 2**30)
+    assert band is not None and band.runs == 5
+    applied = applied_collective(band, 1e-3)
+    assert applied["time_range_s"] == pytest.approx([1e-3 * band.ratio_low, 1e-3 * band.ratio_high])
+    assert "collectives across scale-up domains, messages of 64 MiB and more" in applied["summary"]

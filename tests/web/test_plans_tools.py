@@ -3,6 +3,7 @@ full page vs htmx block, field problems."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
@@ -37,6 +38,11 @@ def test_network_page_matches_the_collective_api(client: Any) -> None:
     assert ib == sorted(ib)
     assert traces["ethernet-tcp-100"]["y"][-1] < ib[-1] / 4
     assert "GB/s" in page.text and "Fabric presets" in page.text
+    # the largest message's likely time range and the bands behind it, as the API gives them
+    largest = api["results"][-1]["accuracy"]
+    low, high = (f"{t:,.0f}" for t in largest["time_range_us"])
+    assert "Likely time (µs)" in page.text and f"{low}–{high}" in page.text
+    assert html.escape(largest["summary"]) in page.text
 
     block = client.get("/network?nodes=4&op=all_gather", headers=HX)
     assert "<html" not in block.text and block.text.lstrip().startswith('<section id="network-results"')

@@ -115,15 +115,19 @@ def collective(
         f"on {out.cluster}, fabric {out.fabric}; parameters {out.params}"
     )
     typer.echo(
-        f"{'size':>12} {'time (us)':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}  algorithm/protocol  bottleneck"
+        f"{'size':>12} {'time (us)':>12} {'likely (us)':>17} {'algbw GB/s':>11} {'busbw GB/s':>11}  "
+        "algorithm/protocol  bottleneck"
     )
     for r in out.results:
+        likely = f"{r.accuracy.time_range_us[0]:.1f}-{r.accuracy.time_range_us[1]:.1f}" if r.accuracy else "-"
         typer.echo(
-            f"{_human(r.message_bytes):>12} {r.time_us:12.1f} {r.algbw_gbps or 0:11.2f} {r.busbw_gbps or 0:11.2f}  "
-            f"{r.algorithm + '/' + r.protocol:18s}  {r.bottleneck}"
+            f"{_human(r.message_bytes):>12} {r.time_us:12.1f} {likely:>17} {r.algbw_gbps or 0:11.2f} "
+            f"{r.busbw_gbps or 0:11.2f}  {r.algorithm + '/' + r.protocol:18s}  {r.bottleneck}"
         )
     for a in out.assumptions:
         typer.echo(f"  - {a}")
+    for text in dict.fromkeys(r.accuracy.summary for r in out.results if r.accuracy):
+        typer.echo(f"  likely: {text}")
 
 
 @network_app.command("fabrics", help="List the fabric presets with their sources.")

@@ -88,6 +88,23 @@ def accuracy(
             help="training-totals CSV of whole pre-training runs (GPU-hours), which widen the time-to-train range",
         ),
     ] = None,
+    collectives: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--collectives",
+            dir_okay=False,
+            help="collectives CSV of the development set (nccl-tests style rows; compared, pooled when too few "
+            "held out)",
+        ),
+    ] = None,
+    collectives_heldout: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--collectives-heldout",
+            dir_okay=False,
+            help="held-out collectives CSV: the basis of the collective-time bands",
+        ),
+    ] = None,
     write: Annotated[
         bool,
         typer.Option("--write", help="write the table to app/catalog/accuracy.json for estimates to use"),
@@ -97,10 +114,18 @@ def accuracy(
     from app.catalog import ACCURACY_FILE, accuracy_table
     from app.validation.accuracy import build_table, dumps, render
 
-    for path in [*unseen, *(development or []), *(comparisons or []), *(whole_runs or [])]:
+    files = [*(comparisons or []), *(whole_runs or []), *(collectives or []), *(collectives_heldout or [])]
+    for path in [*unseen, *(development or []), *files]:
         if not path.exists():
             raise FileNotFoundError(f"file not found: {path}")
-    table = build_table(development or [], unseen, comparisons or [], whole_runs or [])
+    table = build_table(
+        development or [],
+        unseen,
+        comparisons or [],
+        whole_runs or [],
+        collectives or [],
+        collectives_heldout or [],
+    )
     if write:
         ACCURACY_FILE.write_text(dumps(table), encoding="utf-8")
         accuracy_table.cache_clear()

@@ -189,6 +189,10 @@ def network_view(session: Session, form: Form) -> dict[str, Any]:
         "table": table,
         "names": list(series),
         "largest": largest,
+        # what published measurements of these kinds of collective measured against their estimates
+        "accuracy": list(
+            dict.fromkeys(r.accuracy.summary for rows in series.values() for r in rows if r.accuracy)
+        ),
         "fabrics": net.list_fabrics(),
         "ranks": next(iter(series.values()))[0].ranks,
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,14 @@ def _record(unseen: list[float], development: list[float]) -> dict[str, Any]:
     return record
 
 
+def _regime_records(
+    names: Iterable[str], unseen: Mapping[str, list[float]], development: Mapping[str, list[float]]
+) -> dict[str, Any]:
+    """The band record of each named regime that has runs (`_record`)."""
+    records = {name: _record(unseen.get(name, []), development.get(name, [])) for name in names}
+    return {name: record for name, record in records.items() if record["runs"]}
+
+
 def _ranking_record(unseen: list[float], development: list[float]) -> dict[str, Any]:
     pooled = len(unseen) < MIN_UNSEEN_PAIRS and bool(development)
     record = comparison_stats(unseen + (development if pooled else []))
@@ -158,12 +166,7 @@ def collective_ratios(paths: Sequence[Path]) -> dict[str, list[float]]:
 
 
 def _collectives_record(development: Sequence[Path], unseen: Sequence[Path]) -> dict[str, Any]:
-    dev, new = collective_ratios(development), collective_ratios(unseen)
-    regimes = {}
-    for regime in COLLECTIVE_REGIMES:
-        record = _record(new[regime], dev[regime])
-        if record["runs"]:
-            regimes[regime] = record
+    regimes = _regime_records(COLLECTIVE_REGIMES, collective_ratios(unseen), collective_ratios(development))
     return {
         "about": (
             "measured / estimated time of published collective measurements (nccl-tests style rows; "
@@ -203,11 +206,7 @@ def build_table(
         [e for errors in new_pairs.values() for e in errors],
         [e for errors in dev_pairs.values() for e in errors],
     )
-    regimes: dict[str, Any] = {}
-    for regime in REGIMES:
-        record = _record(new[regime], dev[regime])
-        if record["runs"]:
-            regimes[regime] = record
+    regimes = _regime_records(REGIMES, new, dev)
     return {
         "about": (
             "measured / estimated step time of replayed published training runs, by kind of run, measured / "

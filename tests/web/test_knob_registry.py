@@ -106,16 +106,21 @@ def test_the_openapi_schema_shows_the_counts(openapi: dict[str, Any], k: Knob) -
     assert (items["type"], items.get("minimum"), items.get("maximum")) == ("integer", k.ge, k.le)
 
 
-@pytest.mark.parametrize("k", COUNTS, ids=lambda k: k.path)
-def test_a_refused_count_names_the_field(k: Knob) -> None:
-    from app.schemas.scenario import Scenario
-
-    doc: dict[str, Any] = {
+def _minimal_scenario() -> dict[str, Any]:
+    """The smallest scenario document the schema takes, for one field to be varied in it."""
+    return {
         "model": "llama-3-8b",
         "cluster": {"gpu": "H100-SXM", "nodes": 1},
         "layout": {"global_batch": 8},
         "training": {"seq_len": 4096},
     }
+
+
+@pytest.mark.parametrize("k", COUNTS, ids=lambda k: k.path)
+def test_a_refused_count_names_the_field(k: Knob) -> None:
+    from app.schemas.scenario import Scenario
+
+    doc = _minimal_scenario()
     for refused in ([int(k.ge or 0) - 1], [int(k.le or 0) + 1], [int(k.ge or 0)] * ((k.max_items or 0) + 1)):
         doc[k.section][k.name] = refused
         with pytest.raises(ValidationError) as info:
@@ -130,12 +135,7 @@ def test_a_refused_count_names_the_field(k: Knob) -> None:
 def test_a_refused_choice_names_the_field_and_its_values(k: Knob) -> None:
     from app.schemas.scenario import Scenario
 
-    doc: dict[str, Any] = {
-        "model": "llama-3-8b",
-        "cluster": {"gpu": "H100-SXM", "nodes": 1},
-        "layout": {"global_batch": 8},
-        "training": {"seq_len": 4096},
-    }
+    doc = _minimal_scenario()
     where = doc if k.section == "scenario" else doc[k.section]
     where[k.name] = ["not-a-choice"] if k.kind == "list" else "not-a-choice"
     with pytest.raises(ValidationError) as info:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
+from app.catalog import accuracy_table
 from app.catalog.fabrics import find_fabric, presets
 from app.core.accuracy import applied_collective, collective_band
 from app.core.errors import Problem, ProblemCollector, SpecError
@@ -233,8 +234,6 @@ def collective_accuracy(est: CollectiveEstimate, calibrated: bool) -> Collective
     """The published-measurement band of an estimate made with the published default parameters
     (app.core.accuracy.collective_band); a calibrated profile's or overridden parameters' estimate is not what the
     band measured."""
-    from app.catalog import accuracy_table
-
     if calibrated or est.time_s <= 0:
         return None
     band = collective_band(accuracy_table(), est.nodes, est.message_bytes)
@@ -309,11 +308,12 @@ def run_collective(req: CollectiveIn, session: Session | None = None) -> Collect
         for s in sizes
     ]
     assumptions = list(results[-1].assumptions) if results else []
+    calibrated = params != default_network_params()  # the bands measured the published defaults
     return CollectiveResponse(
         cluster=cluster.name,
         fabric=cluster.fabric.name or "custom",
         params=f"{params.name} v{params.version}",
-        results=[collective_out(r, params != default_network_params()) for r in results],
+        results=[collective_out(r, calibrated) for r in results],
         assumptions=assumptions,
     )
 

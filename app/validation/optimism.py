@@ -43,7 +43,10 @@ that shrink most.
 
 **Evidence.** A flagged group is **backed** when another published run shows that MFU is reached on that GPU and
 dtype class by a model of the same kind (dense or MoE) within EVIDENCE_SIZE_FACTOR of its parameters: the best such
-run whose measured MFU the planner's MFU does not beat by more than the same threshold, named with its source. A
+run whose measured MFU the planner's MFU does not beat by more than the same threshold, named with its source. A run
+on another GPU counts when that GPU is no stronger in any catalogued respect (`no_stronger_gpu`: the same peak for
+the dtype class, no more HBM, HBM bandwidth, scale-up bandwidth or power): an MFU an A100-40GB reached is within
+reach of an A100-80GB, whose peak is the same. A
 backed gap says the publisher's recipe left speed that others have shown on that hardware (a newer framework, another
 layout); an **unexplained** one is a claim only the model makes, to be fixed or sourced.
 """
@@ -60,6 +63,7 @@ from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
+from app.core.hardware import GPUSpec
 from app.core.layout import Layout, RunOptions, layout_label
 from app.core.model import ModelSpec, param_counts
 from app.core.planner import PlannedLayout, SearchProblem, plan
@@ -340,16 +344,41 @@ def _size(run: PublishedRun) -> float:
     return float(param_counts(run.model).total)
 
 
+# the peak used to compare two GPUs for each dtype class (the catalog's dense peak of that dtype)
+CLASS_PEAK_DTYPE = {"16-bit": "bf16", "fp8": "fp8", "fp4": "fp4"}
+
+
+def no_stronger_gpu(other: GPUSpec, gpu: GPUSpec, dtype_cls: str) -> bool:
+    """Whether `other` is `gpu` or a GPU no stronger than it in any catalogued respect: the same dense peak for the
+    dtype class (within 1 %), and no more HBM, HBM bandwidth, scale-up bandwidth or power (TDP). An MFU reached on
+    such a GPU is within reach of `gpu`: MFU is measured against the same peak, and every resource that could raise
+    it is at least as large on `gpu`."""
+    if other.name == gpu.name:
+        return True
+    peak_key = CLASS_PEAK_DTYPE.get(dtype_cls, dtype_cls)
+    peak, other_peak = gpu.peak_flops.get(peak_key, 0.0), other.peak_flops.get(peak_key, 0.0)
+    if peak <= 0 or abs(other_peak / peak - 1.0) > 0.01:
+        return False
+    return (
+        other.hbm_bytes <= gpu.hbm_bytes
+        and other.hbm_bandwidth_bytes_per_s <= gpu.hbm_bandwidth_bytes_per_s
+        and other.scaleup_bandwidth_bytes_per_s <= gpu.scaleup_bandwidth_bytes_per_s
+        and other.tdp_w <= gpu.tdp_w
+    )
+
+
 def evidence_for(result: GroupResult, flagged: PublishedRun, runs: Iterable[PublishedRun]) -> str | None:
     """The best published run backing a flagged group's planner MFU (Evidence in the module docstring), as
     "MFU % by model (file:row, source)"; None when no run does."""
     assert result.planner_mfu_pct is not None and result.threshold_pct is not None
     size, moe = _size(flagged), flagged.model.moe is not None
-    _, gpu, dtype = flagged.key
+    dtype = flagged.key[2]
+    gpu = row_gpu(flagged.row)
     peers = [
         r
         for r in runs
-        if r.key[1:] == (gpu, dtype)
+        if r.key[2] == dtype
+        and no_stronger_gpu(row_gpu(r.row), gpu, dtype)
         and (r.model.moe is not None) == moe
         and 1 / EVIDENCE_SIZE_FACTOR <= _size(r) / size <= EVIDENCE_SIZE_FACTOR
         and (result.planner_mfu_pct / r.measured_mfu_pct - 1.0) * 100.0 <= result.threshold_pct
@@ -357,8 +386,10 @@ def evidence_for(result: GroupResult, flagged: PublishedRun, runs: Iterable[Publ
     if not peers:
         return None
     best = max(peers, key=lambda r: r.measured_mfu_pct)
+    other = row_gpu(best.row).name
+    on = f" on {other}" if other != gpu.name else ""
     return (
-        f"{best.measured_mfu_pct:.1f} % by {best.row.get('model_name')} ({best.file.removesuffix('.csv')}:"
+        f"{best.measured_mfu_pct:.1f} % by {best.row.get('model_name')}{on} ({best.file.removesuffix('.csv')}:"
         f"{best.row.index}, {best.row.get('source')[:60]})"
     )
 
@@ -448,7 +479,7 @@ def render_table(rep: OptimismReport) -> str:
         "",
         f"{s['n']} groups (model, GPU, dtype class) from {s['runs']} published runs; {s['flagged']} where the "
         f"planner's best MFU beats the best published one by more than the ranking resolution (marked !), "
-        f"{s['backed']} of them backed by another published run on that GPU, {s['unexplained']} unexplained; median "
+        f"{s['backed']} of them backed by another published run on that GPU or one no stronger, {s['unexplained']} unexplained; median "
         f"gap {_num(s['median_gap_pts'], '+.1f')} MFU points; {s['skipped']} skipped.",
         "MFU on the estimator's FLOP count and peak: measured MFU = the published layout's estimated MFU × measured "
         "speed / estimated speed.",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.catalog import find_gpu
 from app.cli.main import main
 from app.validation.optimism import (
     DEFAULT_FILES,
@@ -15,6 +16,7 @@ from app.validation.optimism import (
     dtype_class,
     group_runs,
     model_key,
+    no_stronger_gpu,
     published_run,
     read_runs,
     render_table,
@@ -198,3 +200,35 @@ def test_a_flagged_gap_is_backed_by_a_published_peer_of_its_size(tmp_path: Path)
     assert "GPT-2.1B peer" in gpt.evidence and "both:2" in gpt.evidence and "Narayanan" in gpt.evidence
     assert both.summary()["backed"] >= 1
     assert "evidence: " in render_table(both)
+
+
+def test_a_peer_on_a_gpu_no_stronger_backs_a_gap_a_stronger_one_does_not(tmp_path: Path) -> None:
+    """An MFU reached on an A100-40GB (the same peak, less HBM and bandwidth) backs the same MFU claimed on an
+    A100-80GB, and says on which GPU; one reached on an H100 (another peak) does not back an A100 claim (the
+    reverse direction, a stronger GPU of the same peak, is test_no_stronger_gpu_compares_every_catalogued_resource)."""
+    peer = {
+        **source_row(GPT_1_7B_A100),
+        "model_name": "GPT-2.1B peer",
+        "layers": "30",
+        "measured_value": "190",
+    }
+    on_40 = {**peer, "gpu": "A100-40GB"}
+    on_h100 = {**peer, "gpu": "H100-SXM", "measured_value": "600"}
+    backed = report(read_runs([write_csv(tmp_path / "a.csv", [source_row(GPT_1_7B_A100), on_40])]))
+    gpt = next(g for g in backed.groups if g.model_names == ["GPT-1.7B"])
+    assert gpt.flagged and gpt.evidence is not None and "on A100-40GB-SXM" in gpt.evidence
+
+    rep = report(read_runs([write_csv(tmp_path / "b.csv", [source_row(GPT_1_7B_A100), on_h100])]))
+    flagged = next(g for g in rep.groups if g.model_names == ["GPT-1.7B"])
+    assert flagged.flagged and flagged.evidence is None
+
+
+def test_no_stronger_gpu_compares_every_catalogued_resource() -> None:
+    a40, a80, h100, h96 = (
+        find_gpu(n) for n in ("A100-40GB-SXM", "A100-80GB-SXM", "H100-SXM", "H100-SXM-96GB")
+    )
+    assert no_stronger_gpu(a40, a80, "16-bit") and not no_stronger_gpu(a80, a40, "16-bit")
+    assert no_stronger_gpu(a80, a80, "fp8")  # the same GPU, whatever the catalog lists
+    assert not no_stronger_gpu(h100, a80, "16-bit")  # another peak
+    assert not no_stronger_gpu(h100, h96, "16-bit")  # 700 W against the 96 GB part's 500 W cap
+    assert not no_stronger_gpu(a40, a80, "fp8")  # no FP8 peak on A100: nothing to compare

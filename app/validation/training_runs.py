@@ -290,19 +290,22 @@ DEFAULT_RULE = SourceRule(
 
 
 def rule_for(source: str) -> SourceRule:
+    """The first rule whose text the source contains, not followed by a letter (so that "NeMo" is not read in a
+    model named Nemotron); DEFAULT_RULE when none does."""
     low = source.lower()
     for rule in SOURCE_RULES:
-        if rule.match.lower() in low:
+        if re.search(re.escape(rule.match.lower()) + r"(?![a-z])", low):
             return rule
     return DEFAULT_RULE
 
 
-# Frameworks named in a source or its notes, most specific first (row text, case-insensitive)
+# Frameworks named in a source or its notes, most specific first (row text, case-insensitive). Each name starts a
+# word; "nemo" must also end one, so that a model named Nemotron does not name the NeMo framework.
 FRAMEWORK_KEYWORDS: tuple[tuple[tuple[str, ...], Framework, str], ...] = (
-    (("deepspeed",), DEEPSPEED, "DeepSpeed named in the row"),
-    (("llm-foundry", "composer"), LLM_FOUNDRY, "llm-foundry / Composer named in the row"),
-    (("fsdp", "torchtitan"), TORCHTITAN, "PyTorch FSDP named in the row"),
-    (("nemo", "megatron-bridge"), NEMO, "NeMo / Megatron-Bridge named in the row"),
+    ((r"\bdeepspeed",), DEEPSPEED, "DeepSpeed named in the row"),
+    ((r"\bllm-foundry", r"\bcomposer"), LLM_FOUNDRY, "llm-foundry / Composer named in the row"),
+    ((r"\bfsdp", r"\btorchtitan"), TORCHTITAN, "PyTorch FSDP named in the row"),
+    ((r"\bnemo\b", r"\bmegatron-bridge"), NEMO, "NeMo / Megatron-Bridge named in the row"),
 )
 
 
@@ -312,6 +315,8 @@ def _fabric_for_gpu(gpu_text: str, notes: str) -> tuple[str, str]:
     text = f"{gpu_text} {notes}".lower()
     if "roce" in text:
         return "roce-8x400", "RoCE named in the row"
+    if re.search(r"\bp4de?\b|\bp4de?\.24xlarge", text):
+        return "efa-v1-4x100", "AWS p4d named in the row (400 Gb/s EFA over 4 adapters per node)"
     if "efa" in text:
         return "efa-v3-16x200", "EFA named in the row"
     if re.search(r"\b(a100|a800|v100)", text):
@@ -327,8 +332,8 @@ def rule_for_row(row: Row) -> SourceRule:
         return rule
     text = f"{row.get('source')} {row.get('notes')}".lower()
     framework, why = MEGATRON_CORE, "no framework named: Megatron-core"
-    for words, fw, reason in FRAMEWORK_KEYWORDS:
-        if any(w in text for w in words):
+    for patterns, fw, reason in FRAMEWORK_KEYWORDS:
+        if any(re.search(p, text) for p in patterns):
             framework, why = fw, reason
             break
     fabric, fabric_why = _fabric_for_gpu(row.get("gpu"), row.get("notes"))

@@ -65,3 +65,23 @@ def test_hand_fused_kernels_run_as_the_fused_preset() -> None:
         Row(1, {**tiny, "notes": "FSDP (lit-gpt) with flash attention 2"}), rule.framework
     )
     assert eager == rule.framework
+
+
+def test_a_model_named_nemotron_does_not_name_the_nemo_framework() -> None:
+    """Source rules and framework keywords match a name only where it ends: "Nemotron-4 15B" names no framework
+    (Megatron-core's defaults), "NVIDIA/NeMo" and "NeMo 24.07" name NeMo."""
+    base = {"gpu": "H100-SXM", "notes": ""}
+    nemotron = rule_for_row(Row(1, {**base, "source": "Parmar et al. 2024, Nemotron-4 15B Technical Report"}))
+    assert nemotron.framework.name == "megatron-core"
+    for source in ("NVIDIA/NeMo docs/source/performance", "a NeMo 24.07 container"):
+        assert rule_for_row(Row(1, {**base, "source": source})).framework.name == "nemo", source
+
+
+def test_aws_p4d_named_in_a_row_is_its_fabric() -> None:
+    """BloombergGPT (arXiv 2303.17564 Sec. 3.3: 64 p4d.24xlarge) and the Falcon model cards ("P4d instances") ran
+    on 400 Gb/s of EFA per node, not a DGX A100's 8 × HDR 200."""
+    for notes in ("trained on 64 p4d.24xlarge instances", "384 A100 40GB GPUs in P4d instances"):
+        rule = rule_for_row(Row(1, {"source": "a paper", "gpu": "A100-40GB", "notes": notes}))
+        assert rule.fabric == "efa-v1-4x100", notes
+    plain = rule_for_row(Row(1, {"source": "a paper", "gpu": "A100-40GB", "notes": "p4e is not a thing"}))
+    assert plain.fabric == "ib-hdr-8x200"

@@ -313,11 +313,12 @@ def _fabric_for_gpu(gpu_text: str, notes: str) -> tuple[str, str]:
     """The scale-out fabric a row's cluster most likely had: what the row says (RoCE, EFA), else the NVIDIA
     reference design of the GPU generation (DGX A100: 8 × HDR 200; DGX H100/H200/B200, GB200: 8 × NDR 400)."""
     text = f"{gpu_text} {notes}".lower()
-    if "roce" in text:
+    # whole words only: "process" holds "roce" and "defaults" holds "efa"
+    if re.search(r"\broce", text):
         return "roce-8x400", "RoCE named in the row"
     if re.search(r"\bp4de?\b|\bp4de?\.24xlarge", text):
         return "efa-v1-4x100", "AWS p4d named in the row (400 Gb/s EFA over 4 adapters per node)"
-    if "efa" in text:
+    if re.search(r"\befa(?:v\d)?\b", text):
         return "efa-v3-16x200", "EFA named in the row"
     if re.search(r"\b(a100|a800|v100)", text):
         return "ib-hdr-8x200", "DGX A100 reference fabric (8 × HDR 200)"

@@ -85,3 +85,12 @@ def test_aws_p4d_named_in_a_row_is_its_fabric() -> None:
         assert rule.fabric == "efa-v1-4x100", notes
     plain = rule_for_row(Row(1, {"source": "a paper", "gpu": "A100-40GB", "notes": "p4e is not a thing"}))
     assert plain.fabric == "ib-hdr-8x200"
+
+
+def test_roce_and_efa_are_read_as_words() -> None:
+    """ "defaults" holds "efa" and "moe_preprocess" holds "roce": neither names a fabric; "RoCE v2" and "EFAv2" do."""
+    base = {"source": "a paper", "gpu": "H100-SXM"}
+    for notes in ("Megatron-core's defaults", "CUDA graphs of moe_router moe_preprocess"):
+        assert rule_for_row(Row(1, {**base, "notes": notes})).fabric == "ib-ndr-8x400", notes
+    assert rule_for_row(Row(1, {**base, "notes": "8 x 400G RoCE v2"})).fabric == "roce-8x400"
+    assert rule_for_row(Row(1, {**base, "notes": "AWS EFAv2"})).fabric == "efa-v3-16x200"

@@ -35,10 +35,13 @@ from app.models.auth import UserAccount
 from app.settings import Settings, get_settings
 
 __all__ = [
+    "PROFILE_SCOPE",
     "SCOPES",
     "AuthenticationRequired",
     "Principal",
+    "check_profile_use",
     "current_principal",
+    "may_use_profiles",
     "require_scope",
     "require_user",
 ]
@@ -220,6 +223,33 @@ require_user.requires_user = True  # type: ignore[attr-defined]  # read by the r
 
 def principal_user_id(principal: Principal) -> uuid.UUID | None:
     return principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
+
+
+# Calibration profiles are users' measurements: listing them, or naming one in a calculation (estimate,
+# network model, builder), needs the scope of GET /api/v1/calibration/profiles.
+PROFILE_SCOPE = "plans:read"
+
+
+def may_use_profiles(principal: Principal) -> bool:
+    """Whether the caller may list calibration profiles and name one in a calculation."""
+    return principal.has(PROFILE_SCOPE)
+
+
+def check_profile_use(request: Request) -> Principal:
+    """The caller of a public calculation that names a calibration profile, if they may use one: 401 when
+    not signed in, 403 for a credential without plans:read (sync: it may look a cookie session up)."""
+    principal = resolve_principal(request)
+    if may_use_profiles(principal):
+        return principal
+    if not principal.is_authenticated:
+        raise AuthenticationRequired(
+            f"calibration profiles are for signed-in users: sign in or send an API token with scope "
+            f"{PROFILE_SCOPE} to use one (profile), or leave profile out for the published defaults"
+        )
+    raise HTTPException(
+        status_code=403,
+        detail=f"this credential lacks the {PROFILE_SCOPE} scope needed to use a calibration profile",
+    )
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,11 @@ def create_token(
     scopes: list[str] | tuple[str, ...] | str,
     expires_in_days: int | None = 90,
     allowed: frozenset[str] | None = None,
+    not_after: datetime | None = None,
 ) -> IssuedToken:
-    """Issue a token for `user`. `allowed` caps the scopes (a token may not grant more than its maker holds)."""
+    """Issue a token for `user`. `allowed` caps the scopes (a token may not grant more than its maker holds);
+    `not_after` caps the expiry (a token made through another expires no later than it, see expiry_limit):
+    a longer lifetime, or none, is shortened to it."""
     wanted = parse_scopes(scopes)
     ceiling = user_scopes(user) if allowed is None else user_scopes(user) & allowed
     refused = [s for s in wanted if s not in ceiling]
@@ -99,12 +102,50 @@ def create_token(
         prefix=plaintext[:DISPLAY_PREFIX_CHARS],
         token_hash=hash_token(plaintext),
         scopes=" ".join(wanted),
-        expires_at=None if expires_in_days is None else utcnow() + timedelta(days=expires_in_days),
+        expires_at=capped_expiry(expires_in_days, not_after),
     )
     session.add(row)
     session.commit()
     session.refresh(row)
     return IssuedToken(token=row, plaintext=plaintext)
+
+
+def capped_expiry(expires_in_days: int | None, not_after: datetime | None) -> datetime | None:
+    """When a token asked to live `expires_in_days` (None: forever) expires, at the latest at `not_after`."""
+    wanted = None if expires_in_days is None else utcnow() + timedelta(days=expires_in_days)
+    if not_after is None:
+        return wanted
+    return not_after if wanted is None else min(wanted, not_after)
+
+
+def expiry_limit(session: Session, presenting_token_id: uuid.UUID | None) -> datetime | None:
+    """The latest expiry of a token made through the API token `presenting_token_id`: that token's own, so a
+    leaked short-lived token cannot mint a longer-lived one. None (no cap) for a cookie session (no presenting
+    token) or a presenting token that never expires."""
+    if presenting_token_id is None:
+        return None
+    row = session.get(ApiToken, presenting_token_id)
+    return None if row is None else as_utc(row.expires_at)
+
+
+def may_revoke(
+    token: ApiToken, presenting_token_id: uuid.UUID | None, presenting_scopes: frozenset[str]
+) -> bool:
+    """Whether the caller may revoke `token`: a cookie session (no presenting token) manages all its user's
+    tokens; an API token may revoke itself, and other tokens only when it holds every scope they have (a
+    plans:read token cannot revoke a plans:write one)."""
+    if presenting_token_id is None or token.id == presenting_token_id:
+        return True
+    return expand_scopes(token_scopes(token)) <= presenting_scopes
+
+
+def revoke_refusal(token: ApiToken, presenting_scopes: frozenset[str]) -> str:
+    """The 403 message when an API token may not revoke `token` (may_revoke)."""
+    missing = sorted(expand_scopes(token_scopes(token)) - presenting_scopes)
+    return (
+        f"this API token cannot revoke token {token.prefix}…: it lacks that token's scope(s) "
+        f"{', '.join(missing)}; revoke it from a signed-in browser session or with a token that holds them"
+    )
 
 
 def token_scopes(token: ApiToken) -> frozenset[str]:

@@ -85,6 +85,8 @@ class JobAttempt(SQLModel, table=True):
 
 
 class CalibrationProfile(SQLModel, table=True):
+    """A calibrated hardware profile: one version of a named profile (app.services.calibration)."""
+
     __tablename__ = "calibration_profile"
     __table_args__ = (UniqueConstraint("name", "version", name="uq_calibration_profile"),)
     id: uuid.UUID = uuid_pk()
@@ -94,4 +96,9 @@ class CalibrationProfile(SQLModel, table=True):
     params: dict[str, Any] = json_field()
     report: dict[str, Any] = json_field()
     source_job_id: uuid.UUID | None = Field(default=None, foreign_key="benchmark_job.id")
+    # the user the profile name belongs to (the owner of its first version, copied onto every later one); None
+    # for names fitted before profiles had owners or by the CLI: only admins add versions to those
+    owner_id: uuid.UUID | None = Field(
+        default=None, foreign_key="user_account.id", index=True, ondelete="SET NULL"
+    )
     created_at: datetime = created_at_field()

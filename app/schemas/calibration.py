@@ -21,7 +21,9 @@ class ProfileBase(BaseModel):
     """A profile's name, as a fit gives it (ProfileFit) and as listed (ProfileSummary, ProfilePublic)."""
 
     name: SafeStr = Field(
-        min_length=1, max_length=200, description="profile name; fitting again adds a version"
+        min_length=1,
+        max_length=200,
+        description="profile name; fitting again adds a version (a name belongs to whoever fitted it first)",
     )
 
 
@@ -52,6 +54,12 @@ class ProfileSummary(ProfileBase, ProfileKey):
     fabric: str = Field(default="", description="fabric the profile was fitted for")
     measured_on: str = Field(default="", description="'cpu' for a benchmark run on CPU (gloo), else 'gpu'")
     source_job_id: uuid.UUID | None
+    owner_id: uuid.UUID | None = Field(
+        default=None,
+        description="id of the user the profile name belongs to (the owner of its first version): only "
+        "they or an admin add versions; null for names fitted before profiles had owners or by the CLI "
+        "(admins only)",
+    )
     created_at: datetime
     gemm_error_before_pct: float | None
     gemm_error_after_pct: float | None

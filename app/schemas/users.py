@@ -98,7 +98,11 @@ class TokenLabel(TokenBase, TokenKey):
 
 class TokenCreate(TokenScopes, TokenBase):
     expires_in_days: int | None = Field(
-        default=90, ge=1, le=MAX_TOKEN_DAYS, description="null: never expires (not recommended)"
+        default=90,
+        ge=1,
+        le=MAX_TOKEN_DAYS,
+        description="null: never expires (not recommended). Asked for with an API token, the new token never "
+        "outlives it: a later expiry, or null, is capped at the presenting token's expiry (see expires_at)",
     )
 
 

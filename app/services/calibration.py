@@ -6,11 +6,18 @@ rows of a failed run are partial, and rows of two machines would fit a profile o
 fail the node acceptance check against the declared GPU and fabric (app.calibration.acceptance) are fitted
 only on an explicit override, and every profile's report keeps its acceptance report.
 `get_hardware_profile(session, name)` returns the core's HardwareProfile for the estimator and planner.
+
+Ownership: a profile name belongs to the owner of its first version (`owner_id`, copied onto every later
+version). A new name is owned by whoever fits it; a non-admin may add a version only to a name they own (a
+name whose versions have no owner, fitted before profiles had owners or by the CLI, is versioned only by
+admins), and may fit only from a job they created. Refusals are `ProfileForbiddenError` (HTTP 403). The CLI
+is the operator on the local database and fits as `OPERATOR`, an administrator without an account.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func
@@ -38,6 +45,72 @@ def _fabric(name: str | None) -> Any:
 
     spec = find_fabric(name or DEFAULT_FABRIC)
     return spec if spec.name else replace(spec, name=name or DEFAULT_FABRIC)
+
+
+@dataclass(frozen=True)
+class Fitter:
+    """Who fits a profile: their user id (None: no account) and whether they are an administrator."""
+
+    user_id: uuid.UUID | None = None
+    is_admin: bool = False
+
+
+OPERATOR = Fitter(user_id=None, is_admin=True)  # the CLI on the local database: an admin without an account
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What to fit: the profile name, the declared GPU and fabric, the gates to pass and the source job."""
+
+    name: str
+    gpu: str | None = None
+    fabric: str | None = None
+    override_acceptance: bool = False
+    force: bool = False
+    source_job_id: uuid.UUID | None = None
+
+
+class ProfileForbiddenError(PermissionError):
+    """The caller may not add a version to this profile name, or fit from this job; HTTP 403."""
+
+
+def first_version(session: Session, name: str) -> CalibrationProfile | None:
+    """The oldest version of profile `name` (its owner owns the name), or None for a new name."""
+    query = select(CalibrationProfile).where(CalibrationProfile.name == name)
+    return session.exec(query.order_by(col(CalibrationProfile.version))).first()
+
+
+def check_may_version(session: Session, name: str, fitter: Fitter) -> uuid.UUID | None:
+    """Refuse (ProfileForbiddenError) a fit under a name `fitter` may not add a version to; return the owner
+    the new version gets (the name's owner, or the fitter for a new name)."""
+    first = first_version(session, name.strip())
+    owner = fitter.user_id if first is None else first.owner_id
+    if fitter.is_admin:
+        return owner
+    if fitter.user_id is None:
+        raise ProfileForbiddenError(
+            "this credential does not belong to a user account, so it cannot own profiles"
+        )
+    if first is None or owner == fitter.user_id:
+        return owner
+    if owner is None:
+        raise ProfileForbiddenError(
+            f"calibration profile {first.name!r} has no owner (fitted before profiles had owners, or by the "
+            "CLI): only an admin may add a version to it; choose another name"
+        )
+    raise ProfileForbiddenError(
+        f"calibration profile {first.name!r} belongs to another user: only its owner or an admin may add a "
+        "version to it; choose another name"
+    )
+
+
+def check_may_fit_job(job: BenchmarkJob, fitter: Fitter) -> None:
+    """Refuse (ProfileForbiddenError) a fit from a job that `fitter` neither created nor administers."""
+    if fitter.is_admin or (fitter.user_id is not None and job.created_by == fitter.user_id):
+        return
+    raise ProfileForbiddenError(
+        f"job {job.id} belongs to another user: only its creator or an admin may fit a profile from it"
+    )
 
 
 def next_version(session: Session, name: str) -> int:
@@ -98,22 +171,34 @@ def fit_profile(
     name: str,
     gpu: str | None = None,
     fabric: str | None = None,
-    source_job_id: uuid.UUID | None = None,
     override_acceptance: bool = False,
     force: bool = False,
+    fitter: Fitter = OPERATOR,
 ) -> CalibrationProfile:
-    name = name.strip()
+    """Fit `doc` (a result document) as the next version of profile `name`, on behalf of `fitter`."""
+    return fit_document(session, doc, FitRequest(name, gpu, fabric, override_acceptance, force), fitter)
+
+
+def fit_document(
+    session: Session, doc: dict[str, Any], request: FitRequest, fitter: Fitter = OPERATOR
+) -> CalibrationProfile:
+    """Store the fit of `doc` as the next version of `request.name`, owned by the name's owner (a new name:
+    `fitter`). Refused: a name `fitter` may not version (ProfileForbiddenError), a fit that fails the
+    acceptance or held-back gates without its override (SpecError)."""
+    name = request.name.strip()
     if not name:
         raise SpecError([Problem("name", "must not be empty")])
-    gpu_spec, fabric_spec = _gpu(gpu), _fabric(fabric)
+    owner_id = check_may_version(session, name, fitter)
+    gpu_spec, fabric_spec = _gpu(request.gpu), _fabric(request.fabric)
     version = next_version(session, name)
-    source = f"calibration {name} v{version}" + (f" from job {source_job_id}" if source_job_id else "")
+    job_id = request.source_job_id
+    source = f"calibration {name} v{version}" + (f" from job {job_id}" if job_id else "")
     try:
         params, report = build_profile(doc, gpu_spec, fabric_spec, source=source)
     except ValueError as exc:
         raise SpecError([Problem("job", str(exc))]) from exc
-    check_generalises(report, force)
-    acceptance = check_acceptance(doc, gpu_spec, fabric_spec, override_acceptance)
+    check_generalises(report, request.force)
+    acceptance = check_acceptance(doc, gpu_spec, fabric_spec, request.override_acceptance)
     report["acceptance"] = {**acceptance, "overridden": acceptance["verdict"] == "fail"}
     if acceptance["verdict"] != "pass":
         report.setdefault("notes", []).append(
@@ -126,7 +211,8 @@ def fit_profile(
         gpu_name=gpu_spec.name,
         params=params,
         report=report,
-        source_job_id=source_job_id,
+        source_job_id=job_id,
+        owner_id=owner_id,
     )
     session.add(profile)
     session.commit()
@@ -171,18 +257,22 @@ def fit_profile_from_job(
     fabric: str | None = None,
     override_acceptance: bool = False,
     force: bool = False,
+    fitter: Fitter = OPERATOR,
 ) -> CalibrationProfile:
+    """Fit a finished job's rows as the next version of `name` on behalf of `fitter`, who must have created
+    the job or be an admin (ProfileForbiddenError); the job's declared GPU, fabric and gates fill what is
+    not given."""
+    check_may_fit_job(job, fitter)
     check_fittable(session, job)
-    return fit_profile(
-        session,
-        job_document(job),
+    request = FitRequest(
         name,
         gpu or job.params.get("gpu"),
         fabric or job.params.get("fabric"),
-        job.id,
         override_acceptance or bool(job.params.get("override_acceptance")),
         force or bool(job.params.get("force")),
+        job.id,
     )
+    return fit_document(session, job_document(job), request, fitter)
 
 
 def job_acceptance(job: BenchmarkJob, gpu: str | None = None, fabric: str | None = None) -> dict[str, Any]:

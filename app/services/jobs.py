@@ -11,7 +11,9 @@ Attempts are kept apart: each claim opens a `JobAttempt` row and starts the job'
 `JobAttempt` row. Events carry the attempt they belong to.
 
 Only the job's creator or an administrator may cancel or retry it (`may_manage`); anyone who may read jobs
-sees every job.
+sees every job. A calibration job that names a `profile_name` fits that profile, when it succeeds, as its
+creator (app.services.calibration): a name the creator may not add a version to is refused when the job is
+created, not after the run.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
@@ -32,6 +34,9 @@ from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
 from app.models.benchmarks import BenchmarkJob, JobAttempt, JobEvent, Node
+
+if TYPE_CHECKING:
+    from app.services.calibration import Fitter
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 # A job that ended this way may be queued again by its owner (a succeeded one has nothing to redo).
@@ -180,10 +185,15 @@ def create_job(
     params: dict[str, Any],
     target_node: Node | None = None,
     created_by: uuid.UUID | None = None,
+    is_admin: bool = False,
 ) -> BenchmarkJob:
+    """Queue a job for `created_by` (an admin when `is_admin`). A calibration job naming `profile_name` is
+    refused at once (app.services.calibration.ProfileForbiddenError) when its creator may not add a version to
+    that profile, rather than after the run."""
     from app.services.nodes import node_gpu_count
 
     validate_params(kind, params, node_gpu_count(target_node) if target_node else None)
+    check_profile_name(session, kind, params, created_by, is_admin)
     job = BenchmarkJob(
         kind=kind,
         params=params,
@@ -196,6 +206,50 @@ def create_job(
     session.commit()
     session.refresh(job)
     return job
+
+
+def check_profile_name(
+    session: Session, kind: str, params: dict[str, Any], user_id: uuid.UUID | None, is_admin: bool
+) -> None:
+    """A calibration job fits `params.profile_name` when it succeeds: refuse a name its creator may not
+    version (ProfileForbiddenError)."""
+    name = str(params.get("profile_name") or "").strip()
+    if kind != "calibration" or not name:
+        return
+    from app.services.calibration import Fitter, check_may_version
+
+    check_may_version(session, name, Fitter(user_id, is_admin))
+
+
+def creator_fitter(session: Session, job: BenchmarkJob) -> Fitter:
+    """The job's creator as a profile fitter (app.services.calibration.Fitter): an admin only while their
+    account is an active administrator; a job without a creator fits as nobody."""
+    from app.models.auth import UserAccount
+    from app.services.calibration import Fitter
+
+    creator = session.get(UserAccount, job.created_by) if job.created_by else None
+    return Fitter(job.created_by, bool(creator and creator.is_active and creator.is_admin))
+
+
+def _fit_finished_calibration(session: Session, job: BenchmarkJob) -> None:
+    """Fit the succeeded calibration job's `profile_name` as its creator; a refusal or a failed fit is logged
+    as a job event instead."""
+    from app.services.calibration import ProfileForbiddenError, fit_profile_from_job
+
+    name = str(job.params["profile_name"])
+    try:
+        fit_profile_from_job(
+            session,
+            job,
+            name,
+            job.params.get("gpu"),
+            job.params.get("fabric"),
+            fitter=creator_fitter(session, job),
+        )
+    except (ProfileForbiddenError, SpecError, ValueError) as exc:
+        outcome = "refused" if isinstance(exc, ProfileForbiddenError) else "failed"
+        add_event(session, job, "log", message=f"calibration fit {outcome}: {exc}")
+        session.commit()
 
 
 def get_job(session: Session, job_id: str | uuid.UUID) -> BenchmarkJob:
@@ -437,15 +491,7 @@ def complete_job(
     session.commit()
     session.refresh(job)
     if status == "succeeded" and job.kind == "calibration" and job.params.get("profile_name"):
-        from app.services.calibration import fit_profile_from_job
-
-        try:
-            fit_profile_from_job(
-                session, job, str(job.params["profile_name"]), job.params.get("gpu"), job.params.get("fabric")
-            )
-        except (SpecError, ValueError) as exc:
-            add_event(session, job, "log", message=f"calibration fit failed: {exc}")
-            session.commit()
+        _fit_finished_calibration(session, job)
     return job
 
 

@@ -258,6 +258,129 @@ def test_token_lifecycle_over_api(app_db: str) -> None:
     assert client.get("/api/v1/auth/me", headers=bearer(secret)).status_code == 401
 
 
+def _token_row(secret: str):  # type: ignore[no-untyped-def]
+    from sqlmodel import Session, select
+
+    from app.db import get_engine
+    from app.models.auth import ApiToken
+
+    with Session(get_engine()) as session:
+        return session.exec(select(ApiToken).where(ApiToken.prefix == secret[:12])).one()
+
+
+def _expires(body: dict[str, object]):  # type: ignore[no-untyped-def]
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(body["expires_at"]).replace("Z", "+00:00"))
+
+
+def test_a_token_never_mints_a_token_that_outlives_it(app_db: str) -> None:
+    """Through an API token, a new token's expiry is capped at the presenting token's: a request for no expiry
+    or a later one gets the cap; a shorter one is kept. A cookie session is not capped."""
+    from app.models.base import as_utc
+
+    email = _unique("cap")
+    short = issue_token(email, ["plans:read"], is_admin=False, days=1)
+    cap = as_utc(_token_row(short).expires_at)
+    client = remote_client()
+    for lifetime in (None, 30):
+        made = client.post(
+            "/api/v1/tokens",
+            json={"name": f"longer {lifetime}", "scopes": ["plans:read"], "expires_in_days": lifetime},
+            headers=bearer(short),
+        )
+        assert made.status_code == 201, made.text
+        assert _expires(made.json()) == cap, lifetime
+    week = issue_token(email, ["plans:read"], is_admin=False, days=7)
+    shorter = client.post(
+        "/api/v1/tokens",
+        json={"name": "a day", "scopes": ["plans:read"], "expires_in_days": 1},
+        headers=bearer(week),
+    )
+    assert _expires(shorter.json()) < as_utc(_token_row(week).expires_at)
+
+    forever = issue_token(
+        email, ["plans:read"], is_admin=False, days=None
+    )  # a token that never expires: no cap
+    unlimited = client.post(
+        "/api/v1/tokens",
+        json={"name": "x", "scopes": ["plans:read"], "expires_in_days": None},
+        headers=bearer(forever),
+    )
+    assert unlimited.json()["expires_at"] is None
+
+    browser = remote_client()
+    csrf = login(browser, email)
+    page = browser.post(
+        "/tokens",
+        data={"name": "from the page", "scopes": ["plans:read"], "expires_in_days": "0", "csrf_token": csrf},
+    )
+    assert page.status_code == 200
+    assert (
+        next(t for t in browser.get("/api/v1/tokens").json()["data"] if t["name"] == "from the page")[
+            "expires_at"
+        ]
+        is None
+    )
+    via_page = remote_client().post(
+        "/tokens",
+        data={"name": "page via token", "scopes": ["plans:read"], "expires_in_days": "0"},
+        headers=bearer(short),
+    )
+    assert via_page.status_code == 200
+    made_by_page = next(
+        t
+        for t in client.get("/api/v1/tokens", headers=bearer(short)).json()["data"]
+        if t["name"] == "page via token"
+    )
+    assert _expires(made_by_page) == cap
+
+
+def test_a_token_revokes_only_itself_and_tokens_it_holds_every_scope_of(app_db: str) -> None:
+    """A plans:read token cannot revoke the user's plans:write or benchmarks:run tokens (403, left alone), but
+    may revoke a plans:read one and itself; a cookie session revokes any of them, on the API and the page."""
+    email = _unique("revoke")
+    strong = issue_token(email, ["plans:write", "benchmarks:run"], is_admin=False)
+    weak = issue_token(email, ["plans:read"], is_admin=False, days=1)
+    other_reader = issue_token(email, ["plans:read"], is_admin=False)
+    writer = issue_token(email, ["plans:write"], is_admin=False)
+    ids = {
+        name: str(_token_row(secret).id)
+        for name, secret in (
+            ("strong", strong),
+            ("weak", weak),
+            ("other_reader", other_reader),
+            ("writer", writer),
+        )
+    }
+    client = remote_client()
+
+    refused = client.delete(f"/api/v1/tokens/{ids['strong']}", headers=bearer(weak))
+    assert refused.status_code == 403
+    assert "lacks that token's scope(s) benchmarks:run, plans:write" in refused.json()["detail"]
+    page_refused = client.post(
+        f"/tokens/{ids['writer']}/revoke", headers=bearer(weak), follow_redirects=False
+    )
+    assert page_refused.status_code == 403
+    assert client.get("/api/v1/auth/me", headers=bearer(strong)).json()["authenticated"] is True
+    assert client.get("/api/v1/auth/me", headers=bearer(writer)).json()["authenticated"] is True
+
+    assert client.delete(f"/api/v1/tokens/{ids['other_reader']}", headers=bearer(weak)).status_code == 200
+    assert (
+        client.delete(f"/api/v1/tokens/{ids['writer']}", headers=bearer(strong)).status_code == 200
+    )  # holds it
+    assert client.delete(f"/api/v1/tokens/{ids['weak']}", headers=bearer(weak)).status_code == 200  # itself
+    assert client.get("/api/v1/auth/me", headers=bearer(weak)).status_code == 401
+
+    browser = remote_client()
+    csrf = login(browser, email)
+    revoked = browser.post(
+        f"/tokens/{ids['strong']}/revoke", data={"csrf_token": csrf}, follow_redirects=False
+    )
+    assert revoked.status_code == 303
+    assert client.get("/api/v1/auth/me", headers=bearer(strong)).status_code == 401
+
+
 BAD_AUTHORIZATION = (
     "Bearer cpt_" + "x" * 43,
     "Bearer cpn_" + "x" * 43,

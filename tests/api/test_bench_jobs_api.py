@@ -631,3 +631,119 @@ def test_check_jobs_keep_a_verdict_history_per_node(api: TestClient) -> None:
         ("pass", "H100-SXM", "succeeded"),
     ]
     assert history["data"][0]["failed"][0].startswith("gemm bf16:") and history["data"][1]["failed"] == []
+
+
+# --------------------------------------------------------------------------- who owns a calibration profile
+
+CALIBRATION = {
+    "gemm": {"sizes": [64], "dtypes": ["fp32"], "device": "cpu", "iters": 2, "warmup_iters": 1},
+    "collectives": {"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "1K", "iters": 2},
+    "nproc": 2,
+}
+
+
+def user_id_of(api: TestClient, headers: dict[str, str]) -> str:
+    return str(api.get("/api/v1/auth/me", headers=headers).json()["user_id"])
+
+
+def finished_job(api: TestClient, node_token: str, headers: dict[str, str], body: dict = JOB) -> str:
+    """A job created by the caller of `headers`, claimed and completed with collective rows that fit."""
+    created = api.post("/api/v1/benchmarks", json=body, headers=headers)
+    assert created.status_code == 202, created.text
+    job_id = created.json()["id"]
+    assert api.post("/api/v1/agent/claim", headers=agent(node_token)).json()["id"] == job_id
+    _finish(api, node_token, job_id, 1, "succeeded")
+    return job_id
+
+
+def fit_as(api: TestClient, headers: dict[str, str] | None, job_id: str, name: str):  # type: ignore[no-untyped-def]
+    return api.post("/api/v1/calibration/profiles", json={"job_id": job_id, "name": name}, headers=headers)
+
+
+def test_a_profile_name_belongs_to_whoever_fitted_it_first(api: TestClient) -> None:
+    """Bob can neither fit from Alice's job nor add a version to Alice's name (403, nothing stored); Alice and an
+    admin may add versions, which stay Alice's; the owner is in the profile's public view."""
+    _, token = new_node(api, "owned-node")
+    alice, bob = member("alice-profile@example.com"), member("bob-profile@example.com")
+    alices_job, bobs_job = finished_job(api, token, alice), finished_job(api, token, bob)
+
+    first = fit_as(api, alice, alices_job, "alice-lab")
+    assert first.status_code == 201, first.text
+    assert first.json()["owner_id"] == user_id_of(api, alice)
+
+    from_her_job = fit_as(api, bob, alices_job, "bob-lab")
+    assert from_her_job.status_code == 403
+    assert "belongs to another user: only its creator or an admin" in from_her_job.json()["detail"]
+    under_her_name = fit_as(api, bob, bobs_job, "alice-lab")
+    assert under_her_name.status_code == 403
+    assert "calibration profile 'alice-lab' belongs to another user" in under_her_name.json()["detail"]
+    latest = api.get("/api/v1/calibration/profiles/alice-lab", headers=bob).json()
+    assert latest["version"] == 1 and latest["owner_id"] == user_id_of(api, alice)
+
+    assert fit_as(api, alice, alices_job, "alice-lab").json()["version"] == 2
+    by_admin = fit_as(api, None, bobs_job, "alice-lab")  # the admin of the `api` client, from anyone's job
+    assert by_admin.status_code == 201 and by_admin.json()["version"] == 3
+    assert by_admin.json()["owner_id"] == user_id_of(api, alice)  # the name stays hers
+    bobs_own = fit_as(api, bob, bobs_job, " bob-lab ")
+    assert bobs_own.status_code == 201 and bobs_own.json()["owner_id"] == user_id_of(api, bob)
+
+
+def test_names_without_an_owner_are_versioned_by_admins_only(api: TestClient) -> None:
+    """A profile fitted before profiles had owners (owner_id NULL) takes new versions from admins only."""
+    from tests.services.test_profile_scenario import store_profile
+
+    store_profile(400.0, name="legacy-lab")
+    _, token = new_node(api, "legacy-node")
+    bob = member("bob-legacy@example.com")
+    bobs_job = finished_job(api, token, bob)
+    refused = fit_as(api, bob, bobs_job, "legacy-lab")
+    assert refused.status_code == 403 and "only an admin may add a version" in refused.json()["detail"]
+    by_admin = fit_as(api, None, bobs_job, "legacy-lab")
+    assert (
+        by_admin.status_code == 201
+        and by_admin.json()["version"] == 2
+        and by_admin.json()["owner_id"] is None
+    )
+
+
+def test_a_calibration_job_naming_another_users_profile_is_refused_at_launch(api: TestClient) -> None:
+    _, token = new_node(api, "launch-node")
+    alice, bob = member("alice-launch@example.com"), member("bob-launch@example.com")
+    assert fit_as(api, alice, finished_job(api, token, alice), "alice-launch-lab").status_code == 201
+    queued = api.get("/api/v1/benchmarks").json()["count"]
+
+    body = {"kind": "calibration", "params": {**CALIBRATION, "profile_name": "alice-launch-lab"}}
+    refused = api.post("/api/v1/benchmarks", json=body, headers=bob)
+    assert refused.status_code == 403 and "belongs to another user" in refused.json()["detail"]
+    assert api.get("/api/v1/benchmarks").json()["count"] == queued  # nothing was queued
+    assert api.post("/api/v1/benchmarks", json=body, headers=alice).status_code == 202
+    assert api.post("/api/v1/benchmarks", json=body).status_code == 202  # an admin's
+    mine = {"kind": "calibration", "params": {**CALIBRATION, "profile_name": "bob-launch-lab"}}
+    assert api.post("/api/v1/benchmarks", json=mine, headers=bob).status_code == 202
+
+
+def test_the_automatic_fit_runs_as_the_jobs_creator(api: TestClient) -> None:
+    """A calibration job fits its profile_name as its creator: Alice's own name is fitted (hers); Bob's job,
+    whose new name Alice took while it ran, is not fitted, and the refusal is a job event."""
+    _, token = new_node(api, "auto-node")
+    alice, bob = member("alice-auto@example.com"), member("bob-auto@example.com")
+    hers = {"kind": "calibration", "params": {**CALIBRATION, "profile_name": "auto-lab"}}
+    finished_job(api, token, alice, hers)
+    fitted = api.get("/api/v1/calibration/profiles/auto-lab").json()
+    assert fitted["version"] == 1 and fitted["owner_id"] == user_id_of(api, alice)
+
+    alices_job = api.post("/api/v1/benchmarks", json=JOB, headers=alice).json()["id"]
+    his = {"kind": "calibration", "params": {**CALIBRATION, "profile_name": "contested-lab"}}
+    bobs_job = api.post("/api/v1/benchmarks", json=his, headers=bob).json()["id"]  # a new name: allowed
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["id"] == alices_job  # the oldest
+    _finish(api, token, alices_job, 1, "succeeded")
+    assert fit_as(api, alice, alices_job, "contested-lab").status_code == 201  # while Bob's job waits
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).json()["id"] == bobs_job
+    _finish(api, token, bobs_job, 1, "succeeded")
+    assert api.get(f"/api/v1/benchmarks/{bobs_job}").json()["status"] == "succeeded"
+    contested = api.get("/api/v1/calibration/profiles/contested-lab").json()
+    assert contested["version"] == 1 and contested["owner_id"] == user_id_of(api, alice)
+    with Session(get_engine()) as session:
+        events = session.exec(select(JobEvent).where(JobEvent.job_id == uuid.UUID(bobs_job))).all()
+    messages = [str(e.payload.get("message", "")) for e in events]
+    assert any(m.startswith("calibration fit refused: calibration profile 'contested-lab'") for m in messages)

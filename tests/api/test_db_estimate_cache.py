@@ -20,6 +20,7 @@ from app.main import create_app
 from app.schemas.estimate import EstimateOut
 from app.services import catalog as catalog_svc
 from app.services import estimate as svc
+from tests.auth_support import bearer, issue_token
 from tests.paths import ROOT
 from tests.services.test_profile_scenario import store_profile
 
@@ -100,11 +101,13 @@ def test_profile_scenarios_are_never_cached(api: TestClient) -> None:
         store_profile(max_tflops, name="cache-h100", version=version)
 
     body = {**_scenario(), "profile": "cache-h100"}  # the latest version
+    # naming a profile needs plans:read
+    reader = bearer(issue_token("cache-reader@example.com", ["plans:read"], is_admin=False))
     store(1, 200.0)
-    slow = [api.post("/api/v1/estimate", json=body) for _ in range(2)]
+    slow = [api.post("/api/v1/estimate", json=body, headers=reader) for _ in range(2)]
     assert all(r.status_code == 200 for r in slow), slow[0].text
     store(2, 600.0)
-    faster = api.post("/api/v1/estimate", json=body)
+    faster = api.post("/api/v1/estimate", json=body, headers=reader)
     assert faster.status_code == 200, faster.text
     assert slow[0].content == slow[1].content
     assert faster.json()["step"]["total_s"] < 0.8 * slow[0].json()["step"]["total_s"]

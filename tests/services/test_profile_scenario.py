@@ -35,9 +35,11 @@ def test_profile_changes_estimate_and_unknown_profile_is_422(db_url: str) -> Non
     from fastapi.testclient import TestClient
 
     from app.main import create_app
+    from tests.auth_support import bearer, issue_token
 
     scenario = json.loads(EXAMPLE.read_text())
-    with TestClient(create_app()) as client:
+    reader = bearer(issue_token("profile-reader@example.com", ["plans:read"], is_admin=False))
+    with TestClient(create_app(), headers=reader) as client:  # naming a profile needs plans:read
         default = client.post("/api/v1/estimate", json=scenario)
         assert default.status_code == 200, default.text
         store_profile(200.0)  # a quarter of the H100's measured matmul rate

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 
 from fastapi.testclient import TestClient
 
@@ -229,3 +230,95 @@ def test_node_page_lists_its_acceptance_checks(client: TestClient) -> None:
     assert f'href="/benchmarks/jobs/{job["id"]}"' in page and 'class="status status-fail">fail<' in page
     assert "gemm bf16:" in page and not INLINE_SCRIPT.search(page)
     assert client.get(f"/benchmarks/nodes/{job['id']}").status_code == 404
+
+
+def _claim(client: TestClient, auth: dict[str, str], job_id: str) -> dict:
+    """Claim `job_id` for the node of `auth`, failing the jobs earlier tests of the shared database left queued."""
+    claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    while claimed["id"] != job_id:
+        client.post(
+            f"/api/v1/agent/jobs/{claimed['id']}/complete",
+            headers=auth,
+            json={"attempt": claimed["attempt"], "status": "failed", "error": "left over by another test"},
+        )
+        claimed = client.post("/api/v1/agent/claim", headers=auth).json()
+    return claimed
+
+
+def test_nodes_are_shown_to_admins_only_as_in_the_api(client: TestClient) -> None:
+    """Non-admins get no nodes block (a one-line note), a 403 node page and never a token prefix or host; a
+    runner still picks a node to run on by name, and a job page names its node (its host only for admins)."""
+    node = client.post("/api/v1/nodes", json={"name": "web-node-private"}).json()
+    auth = bearer(node["token"])
+    info = {"devices": [{"name": "NVIDIA H100 80GB HBM3"}] * 2}
+    client.post("/api/v1/agent/register", headers=auth, json={"hostname": "secret-host-7", "info": info})
+    prefix = node["token"][:12]
+    runner = bearer(
+        issue_token("web-node-runner@example.com", ["plans:read", "benchmarks:run"], is_admin=False)
+    )
+    reader = bearer(issue_token("web-node-reader@example.com", ["plans:read"], is_admin=False))
+
+    admin_block = client.get("/benchmarks?block=nodes", headers=HTMX).text
+    assert "secret-host-7" in admin_block and prefix in admin_block
+    assert client.get(f"/benchmarks/nodes/{node['id']}").status_code == 200
+    for who in (runner, reader):
+        page = client.get("/benchmarks", headers=who).text
+        block = client.get("/benchmarks?block=nodes", headers={**HTMX, **who}).text
+        assert "Nodes are managed by administrators" in block
+        for text in (page, block):
+            assert "secret-host-7" not in text and prefix not in text and "NVIDIA H100 80GB HBM3" not in text
+            assert f"/benchmarks/nodes/{node['id']}" not in text
+        refused = client.get(f"/benchmarks/nodes/{node['id']}", headers=who)
+        assert refused.status_code == 403 and "secret-host-7" not in refused.text
+    assert '<option value="web-node-private"' in client.get("/benchmarks", headers=runner).text
+    assert "web-node-private" not in client.get("/benchmarks", headers=reader).text
+
+    body = {"kind": "collectives", "params": {"ops": ["all_reduce"], "min_bytes": "1K", "max_bytes": "4K"}}
+    job = client.post("/api/v1/benchmarks", json={**body, "target_node": "web-node-private"}, headers=runner)
+    assert job.status_code == 202, job.text
+    _claim(client, auth, job.json()["id"])
+    url = f"/benchmarks/jobs/{job.json()['id']}"
+    seen = client.get(url, headers=reader).text
+    assert "<strong>web-node-private</strong>" in seen and "secret-host-7" not in seen
+    assert "secret-host-7" in client.get(url).text
+
+
+def test_the_launch_form_refuses_another_users_profile_name(client: TestClient) -> None:
+    """A calibration job naming a profile its creator may not version is refused at launch, not after the run."""
+    from sqlmodel import Session
+
+    from app.db import get_engine
+    from app.models.benchmarks import CalibrationProfile
+
+    owner = bearer(issue_token("web-lab-owner@example.com", ["plans:read", "benchmarks:run"], is_admin=False))
+    other = bearer(issue_token("web-lab-other@example.com", ["plans:read", "benchmarks:run"], is_admin=False))
+    owner_id = client.get("/api/v1/auth/me", headers=owner).json()["user_id"]
+    with Session(get_engine()) as session:
+        row = CalibrationProfile(
+            name="web-owned-lab", gpu_name="H100-SXM", params={}, report={}, owner_id=uuid.UUID(owner_id)
+        )
+        session.add(row)
+        session.commit()
+    form = {
+        "kind": "calibration",
+        "profile_name": "web-owned-lab",
+        "nproc": "2",
+        "device": "cpu",
+        "gemm_sizes": "64",
+        "ops": "all_reduce",
+        "min_bytes": "1K",
+        "max_bytes": "4K",
+    }
+    jobs = client.get("/api/v1/benchmarks").json()["count"]
+    refused = client.post("/benchmarks/launch", data=form, headers=other, follow_redirects=False)
+    assert (
+        refused.status_code == 403
+        and "belongs to another user" in refused.text
+        and 'role="alert"' in refused.text
+    )
+    swapped = client.post("/benchmarks/launch", data=form, headers={**HTMX, **other})
+    assert swapped.status_code == 200 and "belongs to another user" in swapped.text  # htmx swaps only 2xx
+    assert client.get("/api/v1/benchmarks").json()["count"] == jobs
+    assert (
+        client.post("/benchmarks/launch", data=form, headers=owner, follow_redirects=False).status_code == 303
+    )

@@ -523,3 +523,44 @@ def test_a_profile_that_failed_its_acceptance_check_is_flagged(client: Any) -> N
     warning = re.search(r'<p class="problems" id="profile-warning" role="alert">([^<]+)</p>', r.text)
     assert warning and "not a healthy H100-SXM" in warning.group(1)
     assert 'id="profile-warning"' not in client.get("/plans/new?" + BuilderState().query(), headers=HX).text
+
+
+def test_signed_out_builder_neither_lists_nor_uses_calibration_profiles(client: Any) -> None:
+    """The builder lists profiles only for callers with plans:read; a signed-out visitor naming one in the address
+    gets a problem on the profile field (and on the scaling and sizing panels), never the profile's results."""
+    from sqlmodel import Session
+
+    from app.db import get_engine
+    from app.models.benchmarks import CalibrationProfile
+    from tests.auth_support import bearer, issue_token, remote_client
+
+    report = {"acceptance": {"verdict": "warn", "overridden": False}}
+    with Session(get_engine()) as session:
+        session.add(
+            CalibrationProfile(name="hidden-lab", version=1, gpu_name="H100-SXM", params={}, report=report)
+        )
+        session.commit()
+    anonymous = remote_client()
+    page = anonymous.get("/plans/new")
+    assert page.status_code == 200 and "hidden-lab" not in page.text
+    assert (
+        re.findall(r'<select[^>]*name="profile"[^>]*>(.*?)</select>', page.text, re.S)[0].count("<option")
+        == 1
+    )
+
+    state = BuilderState(profile="hidden-lab v1", deadline_days=60)
+    named = anonymous.get("/plans/new?" + state.query(), headers=HX)
+    assert named.status_code == 200 and "sign in to use calibration profiles" in named.text
+    assert "acceptance warn" not in named.text and 'id="chart-memory"' not in named.text
+    scaling = anonymous.get("/plans/new/scaling?" + state.query(), headers=HX)
+    assert "Sign in to use calibration profiles" in scaling.text and "chart-scaling-data" not in scaling.text
+    sizes = anonymous.get("/plans/new/sizes?" + state.query(), headers=HX)
+    assert "sign in to use calibration profiles" in sizes.text
+
+    reader = remote_client()
+    reader.headers.update(bearer(issue_token("builder-reader@example.com", ["plans:read"], is_admin=False)))
+    assert '<option value="hidden-lab v1"' in reader.get("/plans/new").text
+    assert (
+        "sign in to use calibration profiles"
+        not in reader.get("/plans/new?" + state.query(), headers=HX).text
+    )

@@ -12,7 +12,15 @@ from app.auth.clientaddr import settings_of
 from app.auth.deps import Principal, current_principal, require_user
 from app.auth.passwords import verify_password
 from app.auth.signin import attempt_sign_in, end_session, start_session
-from app.auth.tokens import SCOPES, create_token, list_tokens, revoke_token
+from app.auth.tokens import (
+    SCOPES,
+    create_token,
+    expiry_limit,
+    list_tokens,
+    may_revoke,
+    revoke_refusal,
+    revoke_token,
+)
 from app.auth.users import has_usable_password, set_password
 from app.deps import SessionDep
 from app.models.auth import ApiToken, UserAccount
@@ -147,13 +155,22 @@ def _owned_token(session: SessionDep, token_id: uuid.UUID, principal: Principal)
 def create_api_token(
     body: TokenCreate, session: SessionDep, principal: Principal = Depends(require_user)
 ) -> TokenCreated:
-    """Issue a personal API token. The secret is in this response only; the server keeps just its hash."""
+    """Issue a personal API token. The secret is in this response only; the server keeps just its hash.
+
+    Asked for with an API token, the new token gets at most the scopes and the lifetime of that token: a
+    later expiry, or none, is shortened to the presenting token's (`expires_at` in the response says when)."""
     user = session.get(UserAccount, principal.user_id)
     if user is None or not user.is_active:
         raise HTTPException(status_code=401, detail="account no longer active")
     try:
         issued = create_token(
-            session, user, body.name, list(body.scopes), body.expires_in_days, allowed=principal.scopes
+            session,
+            user,
+            body.name,
+            list(body.scopes),
+            body.expires_in_days,
+            allowed=principal.scopes,
+            not_after=expiry_limit(session, principal.token_id),
         )
     except PermissionError as exc:
         raise HTTPException(status_code=403, detail=str(exc)) from exc
@@ -183,10 +200,18 @@ def get_api_token(
 
 
 @router.delete(
-    "/tokens/{token_id}", tags=["tokens"], operation_id="tokens_revoke", response_model=TokenPublic
+    "/tokens/{token_id}",
+    tags=["tokens"],
+    operation_id="tokens_revoke",
+    response_model=TokenPublic,
+    responses={403: {"description": "the presenting API token lacks a scope of the token to revoke"}},
 )
 def revoke_api_token(
     token_id: uuid.UUID, session: SessionDep, principal: Principal = Depends(require_user)
 ) -> TokenPublic:
-    """Revoke a token at once; it stays listed with its revocation time."""
-    return TokenPublic.of(revoke_token(session, _owned_token(session, token_id, principal)))
+    """Revoke a token at once; it stays listed with its revocation time. Through an API token, only that token
+    itself and tokens whose every scope it holds (a cookie session may revoke any of its user's tokens)."""
+    token = _owned_token(session, token_id, principal)
+    if not may_revoke(token, principal.token_id, principal.scopes):
+        raise HTTPException(status_code=403, detail=revoke_refusal(token, principal.scopes))
+    return TokenPublic.of(revoke_token(session, token))

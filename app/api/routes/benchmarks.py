@@ -33,6 +33,7 @@ from app.schemas.envelope import ListEnvelope
 from app.schemas.fields import SafeStr
 from app.services import jobs as job_service
 from app.services import nodes as node_service
+from app.services.calibration import ProfileForbiddenError
 
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 
@@ -89,13 +90,23 @@ def public_of(job: BenchmarkJob, attempts: list[JobAttempt] | None = None) -> Be
     status_code=status.HTTP_202_ACCEPTED,
     response_model=BenchmarkPublic,
     summary="Queue a benchmark job for a node agent",
+    responses={
+        403: {
+            "description": "a calibration job's profile_name belongs to another user (only they or an admin "
+            "may add a version)"
+        }
+    },
 )
 def create_benchmark(
     body: BenchmarkCreate, session: SessionDep, principal: RunDep, response: Response
 ) -> BenchmarkPublic:
     target = node_service.get_node(session, body.target_node) if body.target_node else None
-    created_by = principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
-    job = job_service.create_job(session, body.kind, body.params, target, created_by)
+    try:
+        job = job_service.create_job(
+            session, body.kind, body.params, target, principal_user_id(principal), principal.has("admin")
+        )
+    except ProfileForbiddenError as exc:
+        raise HTTPException(status_code=403, detail=str(exc)) from exc
     response.headers["Location"] = f"/api/v1/benchmarks/{job.id}"
     return public_of(job)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 
 from app.api.envelope import PagingDep
-from app.auth.deps import ReadDep, RunDep
+from app.auth.deps import ReadDep, RunDep, principal_user_id
 from app.calibration.profile import measured_on_cpu
 from app.deps import SessionDep
 from app.models.base import as_utc
@@ -33,6 +33,7 @@ def summary_of(p: CalibrationProfile) -> ProfileSummary:
         fabric=str(p.params.get("fabric") or ""),
         measured_on=str(p.params.get("measured_on") or ("cpu" if measured_on_cpu(p.params) else "")),
         source_job_id=p.source_job_id,
+        owner_id=p.owner_id,
         created_at=as_utc(p.created_at),  # type: ignore[arg-type]
         gemm_error_before_pct=gemm.get("error_before_pct"),
         gemm_error_after_pct=gemm.get("error_after_pct"),
@@ -80,11 +81,22 @@ def get_profile(
     status_code=status.HTTP_201_CREATED,
     response_model=ProfilePublic,
     summary="Fit a new profile version from a finished job's results",
+    responses={
+        403: {"description": "the job is another user's, or the profile name belongs to another user"}
+    },
 )
-def fit_profile(body: ProfileFit, session: SessionDep, _p: RunDep, response: Response) -> ProfilePublic:
+def fit_profile(
+    body: ProfileFit, session: SessionDep, principal: RunDep, response: Response
+) -> ProfilePublic:
+    """Fit the job's rows as the next version of `name`: the caller must have created the job and own the
+    name (a new name becomes theirs), unless they are an admin; otherwise 403."""
     job = job_service.get_job(session, body.job_id)
-    profile = calibration_service.fit_profile_from_job(
-        session, job, body.name, body.gpu, body.fabric, body.override_acceptance, body.force
-    )
+    fitter = calibration_service.Fitter(principal_user_id(principal), principal.has("admin"))
+    try:
+        profile = calibration_service.fit_profile_from_job(
+            session, job, body.name, body.gpu, body.fabric, body.override_acceptance, body.force, fitter
+        )
+    except calibration_service.ProfileForbiddenError as exc:
+        raise HTTPException(status_code=403, detail=str(exc)) from exc
     response.headers["Location"] = f"/api/v1/calibration/profiles/{profile.id}"
     return public_of(profile)

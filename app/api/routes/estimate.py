@@ -1,7 +1,8 @@
 """POST /api/v1/estimate: memory per pipeline stage and step time for one scenario.
 
 Computes and stores nothing, so it needs no scope (saving a scenario is /api/v1/plans), and it reads the
-catalog through the read-only database view (app/db.py).
+catalog through the read-only database view (app/db.py). Naming a calibration `profile` (users' measurements)
+needs plans:read, as listing them does: 401 anonymous, 403 for a credential without it.
 
 Response cache: the encoded response is kept by the service layer (app/services/estimate.py, where its keying
 and what may be stored are described). A hit is answered on the event loop with the stored bytes; a miss
@@ -20,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from app.auth.deps import check_profile_use
 from app.hooks import inflight
 from app.schemas.estimate import EstimateOut
 from app.schemas.scenario import Scenario
@@ -39,12 +41,16 @@ cache = svc.response_cache  # the service layer's response cache (tests read its
     response_model=EstimateOut,
     summary="Estimate per-GPU memory by pipeline stage and step time for a scenario",
     responses={
+        401: {"description": "a calibration profile named without credentials (profiles need plans:read)"},
+        403: {"description": "a calibration profile named by a credential without plans:read"},
         404: {"description": "unknown model or GPU name (with close matches)"},
         422: {"description": "inconsistent scenario: every problem listed with its field path"},
         429: {"description": "too many requests, or too many of this caller's computations in flight"},
     },
 )
 async def create_estimate(body: Scenario, request: Request) -> Response:
+    if body.profile:  # a calibration profile is a user's measurement: plans:read (401/403), before the cache
+        await run_in_threadpool(check_profile_use, request)
     key = svc.cache_key(body)
     hit = svc.cached_response(key)
     if hit is not None:

@@ -1,16 +1,17 @@
 """Network model API: collective times, scaling efficiency vs GPU count, fat-tree bill of materials, fabric presets.
 
 These compute and store nothing, so they need no scope (like /api/v1/estimate) and read through the read-only
-database view (app/deps.py `ReadSessionDep`).
+database view (app/deps.py `ReadSessionDep`); naming a calibration `profile` needs plans:read (401/403).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from app.api.envelope import paging
+from app.auth.deps import check_profile_use
 from app.deps import ReadSessionDep
 from app.schemas import network as net_schema
 from app.schemas.envelope import ListEnvelope, Paging
@@ -22,6 +23,12 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "unknown GPU, fabric or calibration profile (with close matches)"},
     422: {"description": "inconsistent input: every problem listed with its field path"},
 }
+# the routes that take a calibration `profile`
+PROFILE_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "a calibration profile named without credentials (profiles need plans:read)"},
+    403: {"description": "a calibration profile named by a credential without plans:read"},
+    **ERRORS,
+}
 
 
 @router.post(
@@ -29,9 +36,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     operation_id="network_collective",
     response_model=net_schema.CollectiveResponse,
     summary="Time, algbw and busbw of one collective (or an nccl-tests style size sweep) on a cluster",
-    responses=ERRORS,
+    responses=PROFILE_ERRORS,
 )
-def collective(body: net_schema.CollectiveIn, session: ReadSessionDep) -> net_schema.CollectiveResponse:
+def collective(
+    body: net_schema.CollectiveIn, session: ReadSessionDep, request: Request
+) -> net_schema.CollectiveResponse:
+    if body.profile:
+        check_profile_use(request)
     return svc.run_collective(body, session)
 
 
@@ -40,9 +51,13 @@ def collective(body: net_schema.CollectiveIn, session: ReadSessionDep) -> net_sc
     operation_id="network_scaling",
     response_model=net_schema.ScalingResponse,
     summary="Exposed communication, scaling efficiency and time-to-train vs GPU count, fabrics side by side",
-    responses=ERRORS,
+    responses=PROFILE_ERRORS,
 )
-def scaling(body: net_schema.ScalingIn, session: ReadSessionDep) -> net_schema.ScalingResponse:
+def scaling(
+    body: net_schema.ScalingIn, session: ReadSessionDep, request: Request
+) -> net_schema.ScalingResponse:
+    if body.profile:
+        check_profile_use(request)
     return svc.run_scaling(body, session)
 
 

@@ -93,7 +93,38 @@ def fabric_names() -> list[str]:
     return sorted(fabrics())
 
 
-def choices(session: Session, state: BuilderState | None = None) -> Choices:
+PROFILES_NEED_SIGN_IN = (
+    "sign in to use calibration profiles: they are users' measurements (signed out, the published defaults "
+    "apply)"
+)
+
+
+def profile_refusal(state: BuilderState, may_use_profiles: bool) -> str:
+    """Why the builder may not use the calibration profile `state` names ('' when it may, or names none):
+    a caller without plans:read (anonymous) neither lists nor uses profiles, as the API's
+    GET /api/v1/calibration/profiles."""
+    return PROFILES_NEED_SIGN_IN if state.profile and not may_use_profiles else ""
+
+
+def profile_choices(session: Session, state: BuilderState | None) -> list[tuple[str, str]]:
+    """The builder's calibration profile choices: the published defaults, every version of every profile, and
+    the state's own value if no longer listed."""
+    profiles = [("", planning.DEFAULT_PROFILE)]
+    for row in session.exec(
+        select(CalibrationProfile).order_by(
+            col(CalibrationProfile.name), col(CalibrationProfile.version).desc()
+        )
+    ).all():
+        label = planning.profile_label(row.name, row.version)
+        profiles.append((label, f"{label} ({profile_caveat(row)})" if row.gpu_name else label))
+    if state is not None and state.profile and state.profile not in {p for p, _ in profiles}:
+        profiles.append((state.profile, state.profile))
+    return profiles
+
+
+def choices(session: Session, state: BuilderState | None = None, may_use_profiles: bool = False) -> Choices:
+    """The builder's select options. Calibration profiles are listed only when `may_use_profiles` (a caller
+    with plans:read); otherwise the published defaults are the only choice."""
     models = [
         {"name": m.name, "label": f"{m.name} ({m.family})" if m.family else m.name}
         for m in session.exec(select(ModelEntry).order_by(col(ModelEntry.name))).all()
@@ -105,16 +136,7 @@ def choices(session: Session, state: BuilderState | None = None) -> Choices:
             gpus.insert(0, (state.gpu, state.gpu))
         if state.fabric not in {f for f, _ in fabrics}:
             fabrics.insert(0, (state.fabric, state.fabric))
-    profiles = [("", planning.DEFAULT_PROFILE)]
-    for row in session.exec(
-        select(CalibrationProfile).order_by(
-            col(CalibrationProfile.name), col(CalibrationProfile.version).desc()
-        )
-    ).all():
-        label = planning.profile_label(row.name, row.version)
-        profiles.append((label, f"{label} ({profile_caveat(row)})" if row.gpu_name else label))
-    if state is not None and state.profile and state.profile not in {p for p, _ in profiles}:
-        profiles.append((state.profile, state.profile))
+    profiles = profile_choices(session, state) if may_use_profiles else [("", planning.DEFAULT_PROFILE)]
     return Choices(models=models, gpus=gpus, fabrics=fabrics, profiles=profiles)
 
 
@@ -166,8 +188,12 @@ def profile_warning(session: Session, ref: str, gpu: str = "", dtype: str = "bf1
     return " ".join(notes)
 
 
-def build_view(session: Session, state: BuilderState) -> View:
-    """Evaluate the builder's state; problems are reported per field, never as an error page."""
+def build_view(session: Session, state: BuilderState, may_use_profiles: bool = False) -> View:
+    """Evaluate the builder's state; problems are reported per field, never as an error page. A calibration
+    profile is used only when `may_use_profiles` (else a problem on `profile`, see profile_refusal)."""
+    refusal = profile_refusal(state, may_use_profiles)
+    if refusal:
+        return View(problems=[Problem("profile", refusal)], reasons=_default_reasons())
     try:
         scenario = state_to_scenario(state)
         evaluation = planning.evaluate(
@@ -263,12 +289,16 @@ def _fitting_alternative(
     return {**found, "use_query": layout_query(state, found["layout_fields"])}
 
 
-def sizing_view(session: Session, state: BuilderState) -> dict[str, Any]:
+def sizing_view(session: Session, state: BuilderState, may_use_profiles: bool = False) -> dict[str, Any]:
     """The smallest cluster that meets the builder's deadline and budget: every size the planner searched, with
-    its best layout, days, GPU-hours and cost, and the answer or why there is none."""
+    its best layout, days, GPU-hours and cost, and the answer or why there is none (a calibration profile only
+    when `may_use_profiles`)."""
     from app.services import planner as planner_service
 
     goal = {"deadline_days": state.deadline_days or None, "budget_usd": state.budget_usd or None}
+    refusal = profile_refusal(state, may_use_profiles)
+    if refusal:
+        return {**goal, "problem": refusal}
     try:
         scenario = state_to_scenario(replace(state, mode="planner"))
         swept = planner_service.sizes(sizes_request(state, scenario), session)
@@ -321,8 +351,12 @@ def _size_row(state: BuilderState, point: dict[str, Any], goal: dict[str, Any]) 
     }
 
 
-def scaling_view(session: Session, state: BuilderState) -> View:
-    """Only the scaling panel of a concrete (by-hand) builder state."""
+def scaling_view(session: Session, state: BuilderState, may_use_profiles: bool = False) -> View:
+    """Only the scaling panel of a concrete (by-hand) builder state (a calibration profile only when
+    `may_use_profiles`)."""
+    refusal = profile_refusal(state, may_use_profiles)
+    if refusal:
+        return View(reasons={"scaling": refusal[0].upper() + refusal[1:] + "."})
     view = View(reasons={"scaling": "Fix the inputs to see the scaling curve."})
     try:
         view.scaling = scaling_panel(

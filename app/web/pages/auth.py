@@ -16,7 +16,16 @@ from app.auth.clientaddr import settings_of
 from app.auth.deps import AuthenticationRequired, Principal, current_principal, require_user
 from app.auth.passwords import MAX_PASSWORD_LENGTH, verify_password
 from app.auth.signin import attempt_sign_in, end_session, start_session
-from app.auth.tokens import SCOPES, create_token, list_tokens, revoke_token, user_scopes
+from app.auth.tokens import (
+    SCOPES,
+    create_token,
+    expiry_limit,
+    list_tokens,
+    may_revoke,
+    revoke_refusal,
+    revoke_token,
+    user_scopes,
+)
 from app.auth.users import UserExistsError, change_email, has_usable_password, set_password
 from app.db import get_engine
 from app.models.auth import ApiToken, UserAccount
@@ -228,7 +237,13 @@ def tokens_create(
             raise AuthenticationRequired("account no longer exists")
         try:
             issued = create_token(
-                session, user, name, scopes, expires_in_days or None, allowed=principal.scopes
+                session,
+                user,
+                name,
+                scopes,
+                expires_in_days or None,
+                allowed=principal.scopes,
+                not_after=expiry_limit(session, principal.token_id),  # an API token caller: its own expiry
             )
         except (ValueError, PermissionError) as exc:
             context = _tokens_context(request, principal)
@@ -245,9 +260,13 @@ def tokens_create(
 
 @router.post("/tokens/{token_id}/revoke")
 def tokens_revoke(token_id: uuid.UUID, principal: Principal = Depends(require_user)) -> Response:
+    """Revoke one of the caller's tokens (as DELETE /api/v1/tokens/{id}: through an API token, only itself and
+    tokens whose every scope it holds)."""
     with Session(get_engine()) as session:
         token = session.get(ApiToken, token_id)
         if token is None or token.user_id != principal.user_id:
             raise HTTPException(status_code=404, detail=f"no token {token_id}")
+        if not may_revoke(token, principal.token_id, principal.scopes):
+            raise HTTPException(status_code=403, detail=revoke_refusal(token, principal.scopes))
         revoke_token(session, token)
     return RedirectResponse("/tokens", status_code=303)

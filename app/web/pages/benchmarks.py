@@ -1,6 +1,7 @@
-"""Benchmarks pages: nodes (online/offline, add with a one-time token, revoke), launch a job, follow it live
-(progress bar, ETA, log tail, partial results, busbw and GEMM charts against the model, its attempts), cancel
-or retry it (its creator or an admin only), and the calibrated profiles with their predicted-vs-measured reports.
+"""Benchmarks pages: nodes (online/offline, add with a one-time token, revoke; admins only, as
+/api/v1/nodes), launch a job, follow it live (progress bar, ETA, log tail, partial results, busbw and GEMM
+charts against the model, its attempts), cancel or retry it (its creator or an admin only), and the
+calibrated profiles with their predicted-vs-measured reports.
 
 Every page renders in full on a direct load; htmx requests get only the named block. Forms work without
 JavaScript (POST, then 303). torch is never imported here.
@@ -64,22 +65,41 @@ def _cpu_only(node: Any) -> bool:
     return bool(devices) and all(str(d.get("name", "")).startswith("cpu") for d in devices)
 
 
-def _index_context(request: Request, session: Any, **extra: Any) -> dict[str, Any]:
-    nodes = node_service.list_nodes(session)
+def _node_rows(session: Any) -> list[dict[str, Any]]:
+    """Every node with its state, reported GPU and whether it is CPU-only (the admin's nodes block)."""
+    return [
+        {
+            "node": n,
+            "online": node_service.is_online(n),
+            "gpu": node_service.node_gpu(n),
+            "cpu_only": _cpu_only(n),
+        }
+        for n in node_service.list_nodes(session)
+    ]
+
+
+def _launch_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the launch form's node choice shows of each node a job may target: its name and reported GPU."""
+    return [
+        {"name": r["node"].name, "gpu": r["gpu"], "cpu_only": r["cpu_only"]}
+        for r in rows
+        if not r["node"].revoked_at
+    ]
+
+
+def _index_context(request: Request, session: Any, principal: Principal, **extra: Any) -> dict[str, Any]:
+    """The benchmarks page. Nodes (hosts, devices, heartbeats, token prefixes) are shown to admins only, as
+    the API's /api/v1/nodes; other callers who may launch jobs see just the names and GPUs they may target."""
+    rows = _node_rows(session) if principal.has("benchmarks:run") else []
     jobs, job_count = job_service.list_jobs(session, None, 0, 50)
     profiles, _ = calibration_service.list_profiles(session, 0, 100)
     gpu_names, fabric_names = _catalog_names()
+    is_admin = principal.has("admin")
     return {
         "title": "Benchmarks",
-        "nodes": [
-            {
-                "node": n,
-                "online": node_service.is_online(n),
-                "gpu": node_service.node_gpu(n),
-                "cpu_only": _cpu_only(n),
-            }
-            for n in nodes
-        ],
+        "show_nodes": is_admin,
+        "nodes": rows if is_admin else [],
+        "targets": _launch_targets(rows),
         "jobs": jobs,
         "job_count": job_count,
         "any_running": any(j.status in ("queued", "running") for j in jobs),
@@ -95,35 +115,36 @@ def _index_context(request: Request, session: Any, **extra: Any) -> dict[str, An
 
 
 @router.get("/benchmarks", response_class=HTMLResponse)
-def benchmarks_index(request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
+def benchmarks_index(request: Request, session: SessionDep, principal: ReadDep) -> HTMLResponse:
     block = request.query_params.get("block") or "jobs"
     if block not in INDEX_BLOCKS:
         block = "jobs"
-    return render(request, "benchmarks.html", _index_context(request, session), block=block)
+    return render(request, "benchmarks.html", _index_context(request, session, principal), block=block)
 
 
 @router.post("/benchmarks/nodes", response_class=HTMLResponse)
 def add_node(
     request: Request,
     session: SessionDep,
-    _admin: AdminDep,
+    admin: AdminDep,
     # 10x the node.name column: a name between the two gets the service's own message
     name: Annotated[str, Form(max_length=2000)] = "",
 ) -> HTMLResponse:
     try:
         node, token = node_service.create_node(session, name)
     except SpecError as exc:
-        ctx = _index_context(request, session, node_error=str(exc.problems[0].message), node_name=name)
+        error = str(exc.problems[0].message)
+        ctx = _index_context(request, session, admin, node_error=error, node_name=name)
         return render(request, "benchmarks.html", ctx, block="nodes", status_code=_invalid(request))
-    ctx = _index_context(request, session, new_token=token, new_node=node.name)
+    ctx = _index_context(request, session, admin, new_token=token, new_node=node.name)
     return render(request, "benchmarks.html", ctx, block="nodes", status_code=201)
 
 
 @router.post("/benchmarks/nodes/{node_id}/revoke")
-def revoke_node(node_id: uuid.UUID, request: Request, session: SessionDep, _admin: AdminDep) -> Response:
+def revoke_node(node_id: uuid.UUID, request: Request, session: SessionDep, admin: AdminDep) -> Response:
     node_service.revoke_node(session, node_id)
     if is_htmx(request):
-        return render(request, "benchmarks.html", _index_context(request, session), block="nodes")
+        return render(request, "benchmarks.html", _index_context(request, session, admin), block="nodes")
     return RedirectResponse("/benchmarks", status_code=303)
 
 
@@ -188,23 +209,23 @@ async def launch(request: Request, session: SessionDep, principal: RunDep) -> Re
     form["attention_kernels"] = ",".join(str(v) for v in raw.getlist("attention_kernels"))
     ops = [str(v) for v in raw.getlist("ops")]
     errors: dict[str, str] = {}
+    refused = False
     try:
         kind, params, target = _launch_params(form, ops)
         node = node_service.get_node(session, target) if target else None
         job = job_service.create_job(
-            session,
-            kind,
-            params,
-            node,
-            principal.user_id if isinstance(principal.user_id, uuid.UUID) else None,
+            session, kind, params, node, principal_user_id(principal), principal.has("admin")
         )
     except SpecError as exc:
         errors = {p.field.split(".")[-1]: p.message for p in exc.problems}
     except (ValueError, NotFoundError) as exc:
         errors = {"form": str(exc)}
+    except calibration_service.ProfileForbiddenError as exc:
+        errors, refused = {"profile_name": str(exc)}, True
     if errors:
-        ctx = _index_context(request, session, form=form, errors=errors)
-        return render(request, "benchmarks.html", ctx, block="launch", status_code=_invalid(request))
+        ctx = _index_context(request, session, principal, form=form, errors=errors)
+        code = 403 if refused and not is_htmx(request) else _invalid(request)
+        return render(request, "benchmarks.html", ctx, block="launch", status_code=code)
     url = f"/benchmarks/jobs/{job.id}"
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Redirect": url})
@@ -314,6 +335,7 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
         "title": f"Benchmark {job.kind}",
         "job": job,
         "node": node,
+        "show_host": principal.has("admin"),  # the node's name is for every reader, its host for admins
         "final": job.status in job_service.TERMINAL,
         "may_manage": principal.has("benchmarks:run")
         and job_service.may_manage(job, principal_user_id(principal), principal.has("admin")),
@@ -439,8 +461,9 @@ def _profile_figs(profile: CalibrationProfile) -> dict[str, Any]:
 
 
 @router.get("/benchmarks/nodes/{node_id}", response_class=HTMLResponse)
-def node_page(node_id: uuid.UUID, request: Request, session: SessionDep, _p: ReadDep) -> HTMLResponse:
-    """One node: its state and the history of its acceptance checks, newest first."""
+def node_page(node_id: uuid.UUID, request: Request, session: SessionDep, _admin: AdminDep) -> HTMLResponse:
+    """One node: its state and the history of its acceptance checks, newest first (admins only, as the API's
+    /api/v1/nodes/{ref}: a node's host, devices and checks are not for every reader)."""
     try:
         node = node_service.get_node(session, node_id)
     except NotFoundError:

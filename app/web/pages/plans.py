@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import Field, ValidationError
 from sqlmodel import Session
 
-from app.auth.deps import Principal, ReadDep, WriteDep, current_principal
+from app.auth.deps import Principal, PrincipalDep, ReadDep, WriteDep, current_principal, may_use_profiles
 from app.core.errors import Problem, SpecError
 from app.deps import SameWithinPct, SessionDep
 from app.errors import NotFoundError
@@ -78,13 +78,14 @@ def builder(
     params = dict(request.query_params)
     editing = params.pop("plan", None)
     state = _builder.parse_state(params)
-    view = _panels.build_view(session, state)
+    profiles_allowed = may_use_profiles(principal)  # anonymous: no profile choices, a named one is refused
+    view = _panels.build_view(session, state, profiles_allowed)
     editing_plan = _plan_to_edit(session, editing, principal) if editing else None
     context: dict[str, Any] = {
         "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
         "state": state,
         "view": view,
-        "choices": _panels.choices(session, state),
+        "choices": _panels.choices(session, state, profiles_allowed),
         # each input's label, unit, range or options, and hint (app.core.knobs)
         "knobs": _builder.BUILDER_KNOBS | _builder.BUILDER_CHOICES,
         "generic_knobs": _builder.GENERIC_NAMES,
@@ -107,25 +108,25 @@ def _plan_to_edit(session: Session, plan_id: str, principal: Principal) -> PlanP
 
 
 @router.get("/plans/new/scaling", response_class=HTMLResponse)
-def builder_scaling(request: Request, session: SessionDep) -> HTMLResponse:
+def builder_scaling(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The scaling panel of the builder, computed after the main results (a full page on a direct load)."""
     state = _builder.parse_state(dict(request.query_params))
     context = {
         "title": "Scaling",
-        "view": _panels.scaling_view(session, state),
+        "view": _panels.scaling_view(session, state, may_use_profiles(principal)),
         "builder_query": state.query(),
     }
     return render(request, "plan_scaling.html", context, block="scaling")
 
 
 @router.get("/plans/new/sizes", response_class=HTMLResponse)
-def builder_sizes(request: Request, session: SessionDep) -> HTMLResponse:
+def builder_sizes(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a
     direct load)."""
     state = _builder.parse_state(dict(request.query_params))
     context = {
         "title": "Cluster size",
-        "sizing": _panels.sizing_view(session, state),
+        "sizing": _panels.sizing_view(session, state, may_use_profiles(principal)),
         "builder_query": state.query(),
     }
     return render(request, "plan_sizes.html", context, block="sizing")

@@ -79,9 +79,11 @@ def test_api_refuses_another_gpu_and_warns_about_dtype(db_url: str) -> None:
     from fastapi.testclient import TestClient
 
     from app.main import create_app
+    from tests.auth_support import bearer, issue_token
 
     scenario = json.loads(EXAMPLE.read_text())  # 64 × H100, bf16
-    with TestClient(create_app()) as client:
+    reader = bearer(issue_token("bench-reader@example.com", ["plans:read"], is_admin=False))
+    with TestClient(create_app(), headers=reader) as client:  # naming a profile needs plans:read
         _store("a100-lab", "A100", _params({"bf16": 250.0}))
         _store("h100-fp8", "H100", _params({"fp8": 1200.0}))
         _store("h100-bf16", "H100", _params({"bf16": 600.0}))

@@ -294,15 +294,19 @@ class TotalsBand:
     ratio_low: float
     ratio_high: float
     whole_runs: int  # 0: the step band alone
+    # the median reported ÷ predicted GPU-hours of those runs (1.0 without them): said, not applied
+    whole_runs_median: float = 1.0
 
     def summary(self) -> str:
         lo, hi = (self.ratio_low - 1) * 100, (self.ratio_high - 1) * 100
         if not self.whole_runs:
             return f"Time to train and GPU-hours follow the step-time band ({lo:+.0f} % to {hi:+.0f} %)."
+        typical = (self.whole_runs_median - 1) * 100
         return (
             f"Time to train and GPU-hours: {lo:+.0f} % to {hi:+.0f} %, the step-time band widened by "
             f"{self.whole_runs} whole published pre-training runs, whose reported GPU-hours were 8 in 10 within "
-            "that range of the planner's prediction for them (docs/validation.md, 'Whole runs')."
+            f"that range of the planner's prediction for them; the median run took {typical:+.0f} % "
+            "(docs/validation.md, 'Whole runs')."
         )
 
 
@@ -315,7 +319,7 @@ def totals_band(table: Mapping[str, Any], step_low: float, step_high: float) -> 
         return TotalsBand(step_low, step_high, 0)
     low = min(step_low, float(whole["ratio_low"]))
     high = max(step_high, float(whole["ratio_high"]))
-    return TotalsBand(low, high, runs)
+    return TotalsBand(low, high, runs, float(whole.get("ratio_median", 1.0)))
 
 
 MEMORY_DESCRIPTION = "peak memory per GPU"

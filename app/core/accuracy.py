@@ -302,11 +302,12 @@ class TotalsBand:
         if not self.whole_runs:
             return f"Time to train and GPU-hours follow the step-time band ({lo:+.0f} % to {hi:+.0f} %)."
         typical = (self.whole_runs_median - 1) * 100
+        more = "more" if typical >= 0 else "fewer"
         return (
             f"Time to train and GPU-hours: {lo:+.0f} % to {hi:+.0f} %, the step-time band widened by "
             f"{self.whole_runs} whole published pre-training runs, whose reported GPU-hours were 8 in 10 within "
-            f"that range of the planner's prediction for them; the median run took {typical:+.0f} % "
-            "(docs/validation.md, 'Whole runs')."
+            f"that range of the planner's prediction for them; the median run took {abs(typical):.0f} % {more} "
+            "GPU-hours than predicted (docs/validation.md, 'Whole runs')."
         )
 
 

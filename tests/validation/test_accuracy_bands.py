@@ -341,7 +341,9 @@ def test_time_to_train_and_gpu_hours_take_the_step_band_widened_by_whole_runs() 
     assert set(notes) == {"step", "totals", "memory"}
     assert f"{whole['runs']} whole published pre-training runs" in notes["totals"]
     # and it says how long the typical run took against the prediction (said, not applied)
-    assert f"the median run took {(whole['ratio_median'] - 1) * 100:+.0f} %" in notes["totals"]
+    typical = (whole["ratio_median"] - 1) * 100
+    more = "more" if typical >= 0 else "fewer"
+    assert f"the median run took {abs(typical):.0f} % {more} GPU-hours than predicted" in notes["totals"]
     # without a token budget there is no time to train, and so no range for it
     fields, _ = accuracy_view(est, {**summary, "time_to_train_days": None, "gpu_hours": None})
     assert "time_to_train_days_likely_low" not in fields and "gpu_hours_likely_high" not in fields

@@ -21,7 +21,7 @@ from sqlalchemy import CursorResult, update
 from sqlmodel import Session, col, select
 
 from app.auth.tokens import DISPLAY_PREFIX_CHARS, LINK_TOKEN_PREFIX, hash_token
-from app.auth.users import find_user, has_usable_password, normalise_email
+from app.auth.users import claim_plan_invites, find_user, has_usable_password, normalise_email
 from app.models.auth import ApiToken, UserAccount
 from app.models.base import as_utc, utcnow
 
@@ -51,6 +51,8 @@ def ensure_bootstrap_admin(session: Session) -> UserAccount:
     user.is_admin = True
     user.is_active = True
     session.add(user)
+    session.flush()
+    claim_plan_invites(session, user)
     session.commit()
     session.refresh(user)
     return user

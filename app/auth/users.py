@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 
 from app.auth.passwords import hash_password, needs_rehash, verify_password
 from app.models.auth import UserAccount
+from app.models.plans import PlanInvite, PlanShare
 
 # Deliberately loose: one @, something on each side, a dot in the domain (or the name `localhost`, RFC 6761,
 # for the first-run account admin@localhost), no spaces.
@@ -46,12 +47,24 @@ def create_user(session: Session, email: str, password: str, is_admin: bool = Fa
     user = UserAccount(email=email, password_hash=hash_password(password), is_admin=is_admin)
     session.add(user)
     try:
+        session.flush()
+        claim_plan_invites(session, user)
         session.commit()
     except IntegrityError as exc:  # a concurrent create of the same e-mail
         session.rollback()
         raise UserExistsError(f"a user with e-mail {email} already exists") from exc
     session.refresh(user)
     return user
+
+
+def claim_plan_invites(session: Session, user: UserAccount) -> int:
+    """Turn the plans shared with the user's e-mail before the account existed into shares of the account
+    (in the caller's transaction); the number claimed."""
+    invites = list(session.exec(select(PlanInvite).where(PlanInvite.email == user.email)))
+    for invite in invites:
+        session.add(PlanShare(plan_id=invite.plan_id, user_id=user.id))
+        session.delete(invite)
+    return len(invites)
 
 
 def authenticate(session: Session, email: str, password: str) -> UserAccount | None:

@@ -3,7 +3,7 @@
 from app.models.auth import ApiToken, LoginThrottle, UserAccount
 from app.models.benchmarks import BenchmarkJob, CalibrationProfile, JobAttempt, JobEvent, Node
 from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
-from app.models.plans import Plan, PlanRevision, PlanShare
+from app.models.plans import Plan, PlanInvite, PlanRevision, PlanShare
 
 __all__ = [
     "ApiToken",
@@ -17,6 +17,7 @@ __all__ = [
     "ModelEntry",
     "Node",
     "Plan",
+    "PlanInvite",
     "PlanRevision",
     "PlanShare",
     "PriceRow",

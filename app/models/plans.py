@@ -40,6 +40,19 @@ class PlanShare(SQLModel, table=True):
     created_at: datetime = created_at_field()
 
 
+class PlanInvite(SQLModel, table=True):
+    """An e-mail a plan is shared with that has no account yet. It becomes a PlanShare when an account with
+    that e-mail is created (app/auth/users.py claim_plan_invites), so that sharing answers the same whether
+    or not an address has an account (no account enumeration through sharing)."""
+
+    __tablename__ = "plan_invite"
+    __table_args__ = (UniqueConstraint("plan_id", "email", name="uq_plan_invite"),)
+    id: uuid.UUID = uuid_pk()
+    plan_id: uuid.UUID = Field(foreign_key="plan.id", index=True, ondelete="CASCADE")
+    email: str = Field(max_length=320, index=True)  # normalised, as user_account.email
+    created_at: datetime = created_at_field()
+
+
 class PlanRevision(SQLModel, table=True):
     """One immutable snapshot of a plan's scenario and its computed result."""
 

@@ -173,7 +173,8 @@ class PlanSharingUpdate(BaseModel):
     users: list[Annotated[SafeStr, Field(max_length=320)]] = Field(  # an e-mail, as user_account.email
         default_factory=list,
         max_length=MAX_SHARED_USERS,
-        description="e-mails of existing users to share with, read-only (only with visibility 'users')",
+        description="e-mails to share with, read-only (only with visibility 'users'); an e-mail without an "
+        "account yet is kept and takes effect when that account is created",
     )
 
 

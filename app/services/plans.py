@@ -35,7 +35,7 @@ from app.db import READONLY_OPTION, write_turn
 from app.errors import NotFoundError
 from app.models.auth import UserAccount
 from app.models.base import as_utc, utcnow
-from app.models.plans import Plan, PlanRevision, PlanShare
+from app.models.plans import Plan, PlanInvite, PlanRevision, PlanShare
 from app.schemas.plans import (
     ComparisonColumn,
     ComparisonPublic,
@@ -158,13 +158,14 @@ def _emails(session: Session, user_ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
 
 
 def _shared_emails(session: Session, plan_id: uuid.UUID) -> list[str]:
-    rows = session.exec(
+    """Every e-mail the plan is shared with, accounts and invitations alike, sorted."""
+    users = session.exec(
         select(UserAccount.email)
         .join(PlanShare, col(PlanShare.user_id) == col(UserAccount.id))
         .where(PlanShare.plan_id == plan_id)
-        .order_by(col(UserAccount.email))
     ).all()
-    return list(rows)
+    invited = session.exec(select(PlanInvite.email).where(PlanInvite.plan_id == plan_id)).all()
+    return sorted({*users, *invited})
 
 
 def _revision_row(session: Session, plan_id: uuid.UUID, revision: int | None = None) -> PlanRevision:
@@ -352,6 +353,7 @@ def delete_plan(session: Session, plan_id: uuid.UUID | str, actor: PlanActor) ->
     pid = _parse_id(plan_id)
     plan = _lock_plan(session, pid, actor, "delete")
     session.exec(delete(PlanShare).where(col(PlanShare.plan_id) == pid))  # type: ignore[call-overload]
+    session.exec(delete(PlanInvite).where(col(PlanInvite.plan_id) == pid))  # type: ignore[call-overload]
     session.exec(delete(PlanRevision).where(col(PlanRevision.plan_id) == pid))  # type: ignore[call-overload]
     session.delete(plan)
     session.commit()
@@ -360,26 +362,30 @@ def delete_plan(session: Session, plan_id: uuid.UUID | str, actor: PlanActor) ->
 # ---------------------------------------------------------------------------------------------- sharing
 
 
-def _share_user_ids(session: Session, update: PlanSharingUpdate) -> list[uuid.UUID]:
-    """The named users' ids; an unknown or malformed e-mail is a SpecError naming its place in `users`."""
+def _share_targets(session: Session, update: PlanSharingUpdate) -> tuple[list[uuid.UUID], list[str]]:
+    """The named users' ids and the e-mails that have no account yet (kept as invitations, so the answer
+    is the same whether or not an address has an account); a malformed e-mail is a SpecError naming its
+    place in `users`."""
     if update.visibility != "users" and update.users:
         raise SpecError([Problem("users", "name users only with visibility 'users'")])
     problems: list[Problem] = []
     ids: list[uuid.UUID] = []
+    invites: list[str] = []
     for i, email in enumerate(update.users):
         try:
-            normalise_email(email)
+            address = normalise_email(email)
         except ValueError as exc:
             problems.append(Problem(f"users.{i}", str(exc)))
             continue
-        user = find_user(session, email)
+        user = find_user(session, address)
         if user is None:
-            problems.append(Problem(f"users.{i}", f"no user has the e-mail {email.strip().lower()!r}"))
+            if address not in invites:
+                invites.append(address)
         elif user.id not in ids:
             ids.append(user.id)
     if problems:
         raise SpecError(problems)
-    return ids
+    return ids, invites
 
 
 def sharing_of(session: Session, plan: Plan) -> PlanSharingPublic:
@@ -398,12 +404,15 @@ def set_sharing(
     """Replace who may read the plan (visibility and named users). Owner or admin only."""
     pid = _parse_id(plan_id)
     _check_change(session, session.get(Plan, pid), pid, actor, "change the sharing of")
-    user_ids = _share_user_ids(session, update)
+    user_ids, invites = _share_targets(session, update)
     plan = _lock_plan(session, pid, actor, "change the sharing of")
     user_ids = [u for u in user_ids if u != plan.owner_id]  # the owner reads it anyway
     session.exec(delete(PlanShare).where(col(PlanShare.plan_id) == pid))  # type: ignore[call-overload]
+    session.exec(delete(PlanInvite).where(col(PlanInvite.plan_id) == pid))  # type: ignore[call-overload]
     for user_id in user_ids:
         session.add(PlanShare(plan_id=pid, user_id=user_id))
+    for email in invites:
+        session.add(PlanInvite(plan_id=pid, email=email))
     plan.visibility = update.visibility
     plan.updated_at = utcnow()
     session.add(plan)

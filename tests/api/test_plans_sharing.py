@@ -17,12 +17,12 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
 from app.db import get_engine
-from app.models.plans import Plan
+from app.models.plans import Plan, PlanInvite, PlanShare
 from app.schemas.plans import PlanCreate
 from app.services import plans as plan_service
 from app.services.csv_safe import safe_cell, safe_row
 from app.services.plan_access import NoAccountError, PlanActor, may_change, may_read, readable_clause
-from tests.auth_support import app_with, bearer, ensure_user, issue_token, login, remote_client
+from tests.auth_support import PASSWORD, app_with, bearer, ensure_user, issue_token, login, remote_client
 from tests.plans_support import small_scenario
 
 OWNER, OTHER, THIRD, ADMIN = (
@@ -175,10 +175,57 @@ def test_shared_with_named_users(people: People) -> None:
     assert set(_reads(p, pid, p.third_reader).values()) == {200}
 
 
+def test_an_email_without_an_account_gets_the_same_answer_and_reads_once_it_has_one(people: People) -> None:
+    p, c = people, people.client
+    pid = _create(p, "for a newcomer")["id"]
+    newcomer = f"new-{uuid.uuid4().hex[:8]}@example.com"
+    # an address with an account and one without are answered alike: sharing tells nobody who has an account
+    known = _share(p, pid, "users", [THIRD])
+    unknown = _share(p, pid, "users", [f" {newcomer.upper()} ", newcomer])
+    assert known.status_code == unknown.status_code == 200, unknown.text
+    assert set(known.json()) == set(unknown.json())
+    assert unknown.json()["shared_with"] == [newcomer]
+    assert c.get(f"/api/v1/plans/{pid}/sharing", headers=p.owner).json()["shared_with"] == [newcomer]
+    assert set(_reads(p, pid, p.third_reader).values()) == {404}  # the replaced share is gone
+
+    # the account is created later (here by an administrator): it reads the plan, and nobody else gained
+    created = c.post("/api/v1/users", json={"email": newcomer, "password": PASSWORD}, headers=p.admin)
+    assert created.status_code == 201, created.text
+    reader = bearer(issue_token(newcomer, ["plans:read"], is_admin=False))
+    assert set(_reads(p, pid, reader).values()) == {200}
+    assert pid in _listed(p, reader, "shared")
+    with Session(get_engine()) as session:
+        assert session.exec(select(PlanInvite).where(PlanInvite.plan_id == uuid.UUID(pid))).all() == []
+        shares = session.exec(select(PlanShare).where(PlanShare.plan_id == uuid.UUID(pid))).all()
+        assert len(shares) == 1
+    assert c.get(f"/api/v1/plans/{pid}/sharing", headers=p.owner).json()["shared_with"] == [newcomer]
+
+
+def test_invitations_are_replaced_and_deleted_with_the_plan(people: People) -> None:
+    p, c = people, people.client
+    pid = _create(p, "invites")["id"]
+    later = f"later-{uuid.uuid4().hex[:8]}@example.com"
+    assert _share(p, pid, "users", [OTHER, later]).json()["shared_with"] == sorted([OTHER, later])
+    # going private drops the invitation too: an account made afterwards reads nothing
+    assert _share(p, pid, "private").json()["shared_with"] == []
+    reader = bearer(issue_token(later, ["plans:read"], is_admin=False))
+    assert set(_reads(p, pid, reader).values()) == {404}
+
+    gone = f"gone-{uuid.uuid4().hex[:8]}@example.com"
+    assert _share(p, pid, "users", [gone]).status_code == 200
+    assert c.delete(f"/api/v1/plans/{pid}", headers=p.owner).status_code == 204
+    with Session(get_engine()) as session:
+        assert session.exec(select(PlanInvite).where(PlanInvite.email == gone)).all() == []
+
+
 @pytest.mark.parametrize(
     ("body", "loc", "words"),
     [
-        ({"visibility": "users", "users": [THIRD, "nobody@example.com"]}, ["body", "users", "1"], "no user"),
+        (
+            {"visibility": "users", "users": [THIRD, "x@@example.com"]},
+            ["body", "users", "1"],
+            "not a valid e-mail",
+        ),
         ({"visibility": "users", "users": ["not-an-address"]}, ["body", "users", "0"], "not a valid e-mail"),
         ({"visibility": "everyone", "users": [OTHER]}, ["body", "users"], "only with visibility 'users'"),
         ({"visibility": "friends"}, ["body", "visibility"], "private"),
@@ -325,12 +372,12 @@ def test_html_pages_show_owner_and_sharing_and_enforce_the_rules(people: People)
     copy_id = copy.headers["location"].rsplit("/", 1)[1]
     assert c.get(f"/api/v1/plans/{copy_id}", headers=p.other).json()["owner"] == OTHER
 
-    # named users through the form; an unknown e-mail is a 422 naming the field
+    # named users through the form; a malformed e-mail is a 422 naming the field
     r = browser.post(
         f"/plans/{pid}/sharing",
-        data={"visibility": "users", "users": f"{THIRD}\nnobody@example.com", "csrf_token": csrf},
+        data={"visibility": "users", "users": f"{THIRD}\nnobody@@example.com", "csrf_token": csrf},
     )
-    assert r.status_code == 422 and "users.1" in r.text and "nobody@example.com" in r.text
+    assert r.status_code == 422 and "users.1" in r.text and "nobody@@example.com" in r.text
     r = browser.post(
         f"/plans/{pid}/sharing",
         data={"visibility": "users", "users": THIRD, "csrf_token": csrf},

@@ -142,13 +142,22 @@ class Framework:
     # and FFN-in layers; the all-gathers that undo the forward's reduce-scatters stay exposed
     tp_async_backward: bool = False
     dp_overlap: float = 1.0  # share of the backward pass the gradient reduction may hide behind
+    # The gradients are reduced in buckets, each launched when its gradients are final; the last bucket (the first
+    # layers' parameters, backprop order) is final only when the backward ends, so its reduction cannot hide, nor
+    # can the all-gather of the first bucket the next forward needs first. (floor, per data-parallel rank): a
+    # bucket of max(floor, per_rank × dp·cp) parameters, Megatron-core's default DistributedDataParallelConfig.
+    # bucket_size ("max(40000000, 1000000 * dp_size) parameters (larger DP sizes need larger buckets to ensure
+    # collectives do not become latency-bound)", megatron/core/distributed/distributed_data_parallel_config.py and
+    # distributed_data_parallel.py). None: the unit is one layer (FSDP reduces per wrapped transformer block)
+    dp_bucket_params: tuple[float, float] | None = (40e6, 1e6)
     param_gather_overlap: float = 1.0  # share of the forward pass the parameter all-gather may hide behind
     # share of a micro-batch's compute that ZeRO-3 weight prefetch may hide behind. 1.0 is PyTorch FSDP's and
     # Megatron-FSDP's schedule: the all-gather of unit i+1 is issued before unit i computes (forward prefetch;
     # BACKWARD_PRE in the backward) and each reduce-scatter runs beside the next unit's backward, so every
     # collective but the forward's first all-gather and the backward's last reduce-scatter overlaps compute (Zhao et
-    # al. 2023, "PyTorch FSDP", VLDB, arXiv 2304.11277, Sec. 3.3 and Fig. 5). That one unit per pass (1/layers of
-    # the traffic) is not charged apart; how much the overlap slows compute is (overlap_slowdown, comm_sm_share)
+    # al. 2023, "PyTorch FSDP", VLDB, arXiv 2304.11277, Sec. 3.3 and Fig. 5). Those two, one unit (a layer) each
+    # per step, are charged exposed (app.core.step.data_parallel_times), as the last gradient bucket of ZeRO 0-2
+    # is (dp_bucket_params); how much the overlap slows compute is charged too (overlap_slowdown, comm_sm_share)
     zero3_overlap: float = 1.0
     zero3_rank_nic: bool = False  # ZeRO-3 collectives limited to each rank's own NIC share (see DEEPSPEED)
     # ZeRO-3 gathered-parameter working set: 0 → two whole layers of weights and gradients (FSDP unit = one
@@ -434,6 +443,7 @@ MEGATRON_2021 = MEGATRON_CORE.with_(
     pp_scatter_gather=True,
     dp_overlap=0.0,
     param_gather_overlap=0.0,
+    dp_bucket_params=None,
     expandable_segments=False,
     tp_async_backward=False,
 )
@@ -478,6 +488,7 @@ DEEPSPEED = MEGATRON_CORE.with_(
     grad_reduce_bytes=2.0,
     dp_overlap=0.0,
     param_gather_overlap=0.0,
+    dp_bucket_params=None,
     zero3_overlap=0.5,
     zero3_rank_nic=True,
     # sub-modules with parameters in a GPT layer: two norms, QKV, output projection, FFN in, FFN out
@@ -518,6 +529,8 @@ DEEPSPEED = MEGATRON_CORE.with_(
 TORCHTITAN = MEGATRON_CORE.with_(
     name="torchtitan-fsdp2",
     precision_aware_optimizer=False,
+    # FSDP reduces per wrapped transformer block, not in Megatron-core's DP-sized buckets (Framework.dp_bucket_params)
+    dp_bucket_params=None,
     fp8_param_gather="fsdp",
     # F.scaled_dot_product_attention on CUDA tries its flash backend (FlashAttention-2) first; cuDNN attention is
     # last in PyTorch's default backend priority

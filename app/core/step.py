@@ -759,6 +759,16 @@ def gradient_params(
     return where(compare, best[0], dense_p), where(compare, best[1], expert_p)
 
 
+def last_bucket_params(fw: Framework, params: Num, ranks: Num, layers: Num) -> Num:
+    """Parameters in the last gradient bucket of a data-parallel group of `ranks` (dp·cp) holding `params` per
+    GPU over `layers` layers: Framework.dp_bucket_params's max(floor, per_rank × ranks), at most all of them, or
+    one layer's (an FSDP unit) without such buckets."""
+    if fw.dp_bucket_params is None:
+        return params / maximum(layers, 1.0)
+    floor, per_rank = fw.dp_bucket_params
+    return minimum(params, maximum(floor, per_rank * ranks))
+
+
 def data_parallel_times(
     cols: LayoutColumns,
     params: tuple[Num, Num],
@@ -806,35 +816,47 @@ def data_parallel_times(
         # parameters are gathered once per micro-batch, or once per step with the gradients reduced once per step
         gathers = where(cols.reshard == 0, 2, 1)
         rounds = where(cols.reshard == 2, 1, m)
-        per_round = (
-            gathers * split("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, z3_dp_node)
-            + split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node)
-            + gathers * split("all_gather", expert_p * fw.param_gather_bytes, exp_ranks, z3_exp_node)
-            + split("reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node)
+        ag = split("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, z3_dp_node) + split(
+            "all_gather", expert_p * fw.param_gather_bytes, exp_ranks, z3_exp_node
         )
+        rs = split("reduce_scatter", grad_bytes, dp_ranks, z3_dp_node) + split(
+            "reduce_scatter", exp_grad_bytes, exp_ranks, z3_exp_node
+        )
+        per_round = gathers * ag + rs
         compute_mb = fwd + bwd + rec
         z3_slow = overlap_slowdown(fw, cluster, dp_ranks, z3_dp_node)
-        zero3 = where(z3, rounds * overlapped(per_round, fw.zero3_overlap * compute_mb, z3_slow), 0.0)
+        # the step's first all-gather and last reduce-scatter, one unit (a layer) each, have nothing to hide
+        # behind: the forward waits for the first, the optimizer for the last
+        ends = (ag + rs) / maximum(layers_per_gpu, 1.0)
+        hidden_rounds = rounds * overlapped(
+            maximum(per_round - ends / rounds, 0.0), fw.zero3_overlap * compute_mb, z3_slow
+        )
+        zero3 = where(z3, ends + hidden_rounds, 0.0)
     dp_comm: Num = 0.0
     bwd_last = bwd + rec
+    # each group's share of its traffic in its last bucket: at bucket sizes (40M parameters and more, or a layer)
+    # a collective is bandwidth-bound, so the bucket takes that share of the whole's time
+    share = last_bucket_params(fw, dense_p, dp_ranks, layers_per_gpu) / maximum(dense_p, 1.0)
+    exp_share = last_bucket_params(fw, expert_p, exp_ranks, layers_per_gpu) / maximum(expert_p, 1.0)
+
+    def bucketed(op: str, per_param: float, mask: Flag, window: Num, slow: Num) -> Num:
+        """`op` over the dense and expert groups: the last bucket of each exposed, the rest hidden behind
+        `window` (Framework.dp_bucket_params)."""
+        dense = masked(op, dense_p * per_param, dp_ranks, dp_node, mask)
+        expert = masked(op, expert_p * per_param, exp_ranks, exp_node, mask)
+        last = share * dense + exp_share * expert
+        return last + overlapped(dense + expert - last, window, slow)
+
     if any_true(z12):
-        rs = masked("reduce_scatter", grad_bytes, dp_ranks, dp_node, z12) + masked(
-            "reduce_scatter", exp_grad_bytes, exp_ranks, exp_node, z12
-        )
-        ag = masked("all_gather", dense_p * fw.param_gather_bytes, dp_ranks, dp_node, z12) + masked(
-            "all_gather", expert_p * fw.param_gather_bytes, exp_ranks, exp_node, z12
-        )
         dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
-        sharded = overlapped(rs, fw.dp_overlap * bwd_last, dp_slow) + overlapped(
-            ag, fw.param_gather_overlap * fwd, dp_slow
-        )
+        sharded = bucketed(
+            "reduce_scatter", fw.grad_reduce_bytes, z12, fw.dp_overlap * bwd_last, dp_slow
+        ) + bucketed("all_gather", fw.param_gather_bytes, z12, fw.param_gather_overlap * fwd, dp_slow)
         dp_comm = where(z12, sharded, dp_comm)
     if any_true(z0):
-        ar = masked("all_reduce", grad_bytes, dp_ranks, dp_node, z0) + masked(
-            "all_reduce", exp_grad_bytes, exp_ranks, exp_node, z0
-        )
         dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)
-        dp_comm = where(z0, overlapped(ar, fw.dp_overlap * bwd_last, dp_slow), dp_comm)
+        ar = bucketed("all_reduce", fw.grad_reduce_bytes, z0, fw.dp_overlap * bwd_last, dp_slow)
+        dp_comm = where(z0, ar, dp_comm)
     # the optimizer updates the shard whose states this GPU holds
     opt_params = dense_p / where(zero >= 1, dp_ranks, 1) + expert_p / maximum(
         1, where(zero >= 1, exp_ranks, 1)

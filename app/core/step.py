@@ -835,9 +835,10 @@ def data_parallel_times(
     dp_comm: Num = 0.0
     bwd_last = bwd + rec
     # each group's share of its traffic in its last bucket: at bucket sizes (40M parameters and more, or a layer)
-    # a collective is bandwidth-bound, so the bucket takes that share of the whole's time
+    # a collective is bandwidth-bound, so the bucket takes that share of the whole's time. Megatron-core sizes the
+    # expert buffers' buckets by the dense data-parallel group too (one ddp_config.bucket_size for both)
     share = last_bucket_params(fw, dense_p, dp_ranks, layers_per_gpu) / maximum(dense_p, 1.0)
-    exp_share = last_bucket_params(fw, expert_p, exp_ranks, layers_per_gpu) / maximum(expert_p, 1.0)
+    exp_share = last_bucket_params(fw, expert_p, dp_ranks, layers_per_gpu) / maximum(expert_p, 1.0)
 
     def bucketed(op: str, per_param: float, mask: Flag, window: Num, slow: Num) -> Num:
         """`op` over the dense and expert groups: the last bucket of each exposed, the rest hidden behind

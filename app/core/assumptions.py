@@ -22,7 +22,7 @@ from app.core.efficiency import (
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts, stage_layers_label
-from app.core.model import ModelSpec, attention_keys
+from app.core.model import ModelSpec, attention_keys, param_counts
 from app.core.precision import QUANTIZED_DTYPES, cast_bytes_per_element
 from app.core.step import DEFAULT_HOST_MEMORY_BYTES_PER_S, flash_dropout_overhead
 
@@ -87,6 +87,29 @@ class AssumptionRow:
 # ---------------------------------------------------------------------------------------------------------------
 # Values and sources that take more than an expression
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def _last_bucket(b: AssumptionBasis) -> float:
+    """Bucket size in parameters (a layer's under FSDP), before capping at the stage's parameters."""
+    ranks = b.layout.dp * b.layout.cp
+    if b.fw.dp_bucket_params is None:
+        return float(param_counts(b.model).total) / max(1, b.model.num_layers) / max(1, b.layout.tp)
+    floor, per_rank = b.fw.dp_bucket_params
+    return max(floor, per_rank * ranks)
+
+
+def _last_bucket_source(b: AssumptionBasis) -> str:
+    if b.fw.dp_bucket_params is None:
+        return (
+            "one layer (FSDP reduces per wrapped block): its reduce-scatter after the backward and the first "
+            "all-gather before the next forward cannot hide (app.core.step.data_parallel_times)"
+        )
+    floor, per_rank = b.fw.dp_bucket_params
+    rule = f"max({floor / 1e6:g}M, {per_rank / 1e6:g}M × dp·cp)" if per_rank else f"{floor / 1e6:g}M (set)"
+    return (
+        f"Megatron-core DDP buckets of {rule} parameters (DistributedDataParallelConfig.bucket_size): the last "
+        "fills when the backward ends and the first all-gather opens the next forward, so both stay exposed"
+    )
 
 
 def _pipeline_split_source(b: AssumptionBasis) -> str:
@@ -331,6 +354,13 @@ FEATURES: tuple[AssumptionRow, ...] = (
         "share of the optimizer states on the host",
         lambda b: b.layout.optimizer_offload,
         _optimizer_offload_source,
+    ),
+    AssumptionRow(
+        "last data-parallel gradient bucket, exposed",
+        "parameters",
+        _last_bucket,
+        _last_bucket_source,
+        lambda b: b.layout.dp * b.layout.cp > 1,
     ),
     AssumptionRow(
         "MoE dispatch: one copy per destination node",

@@ -539,6 +539,22 @@ KNOBS: tuple[Knob, ...] = (
         source="Megatron-core --overlap-moe-expert-parallel-comm",
     ),
     Knob(
+        "ddp_bucket_size",
+        "scenario",
+        "int",
+        "parameters per data-parallel gradient bucket (Megatron-core --ddp-bucket-size); unset: Megatron-core's "
+        "default, max(40M, 1M × dp·cp); the last bucket of a step cannot hide behind the backward, nor the first "
+        "all-gather behind the next forward. Megatron-core and NeMo presets only (the FSDP presets reduce per layer)",
+        label="DDP bucket size",
+        unit="parameters",
+        ge=1_000_000,
+        le=1_000_000_000_000,
+        optional=True,
+        zero_unset=True,
+        cli_flag="--ddp-bucket-size",
+        source="Megatron-core DistributedDataParallelConfig.bucket_size (--ddp-bucket-size)",
+    ),
+    Knob(
         "attention_backend",
         "scenario",
         "choice",

@@ -136,6 +136,8 @@ OptimizerMomentsDtype = Annotated[MomentsChoice, knob_field("layout.optimizer_mo
 # multi-token-prediction modules, as the scenario, plan and sizes requests still take them beside the model's own
 # field (app.core.model.ModelSpec.mtp_layers); app.services.scenario applies the value to the model
 MtpLayers = Annotated[int | None, knob_field("layout.mtp_layers")]
+# the DDP bucket size in parameters (Framework.dp_bucket_params), as the scenario and the searches take it
+DdpBucketSize = Annotated[int | None, knob_field("ddp_bucket_size")]
 # FP8 parameters (app.core.layout.Layout.fp8_param_gather), as the scenario, plan and sizes requests take them
 Fp8ParamGather = Annotated[bool, knob_field("layout.fp8_param_gather")]
 
@@ -227,4 +229,5 @@ class Scenario(BaseModel):
     )
     moe_dispatcher: MoeDispatcher = knob_field("moe_dispatcher", default="alltoall")
     moe_a2a_overlap: bool = knob_field("moe_a2a_overlap", default=False)
+    ddp_bucket_size: DdpBucketSize = None
     attention_backend: AttentionBackendChoice = knob_field("attention_backend", default="auto")

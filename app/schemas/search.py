@@ -22,6 +22,7 @@ from app.schemas.scenario import (
     Bf16FirstLayers,
     Bf16LastLayers,
     ClusterIn,
+    DdpBucketSize,
     DtypeChoice,
     Fp8ParamGather,
     MoeDispatcher,
@@ -157,6 +158,7 @@ class SearchRequestBase(BaseModel):
     moe_a2a_overlap: bool = Field(
         default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
     )
+    ddp_bucket_size: DdpBucketSize = None
     attention_backend: AttentionBackendChoice = knob_field("attention_backend", default="auto")
     profile: SafeStr | None = Field(
         default=None, max_length=200, description="calibrated hardware profile (name, 'name@version' or id)"

@@ -96,6 +96,7 @@ def _resolve(req: SearchRequestBase, session: Session | None) -> tuple[ResolvedS
         profile=req.profile,
         moe_dispatcher=req.moe_dispatcher,
         moe_a2a_overlap=req.moe_a2a_overlap,
+        ddp_bucket_size=req.ddp_bucket_size,
         attention_backend=req.attention_backend,
     )
     return resolve_scenario(scenario, session), seqs

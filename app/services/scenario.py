@@ -118,6 +118,47 @@ def _check_positive_model(model: ModelSpec, p: ProblemCollector) -> None:
         )
 
 
+def _framework_settings(scenario: Scenario, model: ModelSpec, framework: Framework) -> Framework:
+    """The framework preset with the scenario's own settings: MoE dispatch and overlap, the DDP bucket size and the
+    attention kernel (SpecError naming the field where the model or the preset cannot take one)."""
+    p = ProblemCollector()
+    if scenario.moe_dispatcher != "alltoall" or scenario.moe_a2a_overlap:
+        if model.moe is None:
+            field = "moe_dispatcher" if scenario.moe_dispatcher != "alltoall" else "moe_a2a_overlap"
+            p.add(
+                field, f"{model.name} is a dense model: there are no expert all-to-alls to dispatch or hide"
+            )
+        p.raise_if_any()
+        suffix = (f"+{scenario.moe_dispatcher}" if scenario.moe_dispatcher != "alltoall" else "") + (
+            "+a2a-overlap" if scenario.moe_a2a_overlap else ""
+        )
+        framework = framework.with_(
+            name=f"{framework.name}{suffix}",
+            moe_dispatcher=scenario.moe_dispatcher,
+            moe_a2a_overlap=scenario.moe_a2a_overlap,
+        )
+
+    if scenario.ddp_bucket_size is not None:
+        if framework.dp_bucket_params is None:
+            p.add(
+                "ddp_bucket_size",
+                f"{framework.name} reduces gradients per layer (FSDP) or without overlap: it has no Megatron-core "
+                "DDP buckets to size",
+            )
+        p.raise_if_any()
+        framework = framework.with_(
+            name=f"{framework.name}+bucket{scenario.ddp_bucket_size / 1e6:g}M",
+            dp_bucket_params=(float(scenario.ddp_bucket_size), 0.0),
+        )
+
+    if scenario.attention_backend != "auto" and scenario.attention_backend != framework.attention_backend:
+        framework = framework.with_(
+            name=f"{framework.name}+{scenario.attention_backend}",
+            attention_backend=scenario.attention_backend,
+        )
+    return framework
+
+
 def resolve_scenario(scenario: Scenario, session: Session | None = None) -> ResolvedScenario:
     """Look names up (DB catalog when a session is given, so users' rows count) and build core objects.
 
@@ -154,27 +195,7 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
         _check_profile_gpu(profile, gpu, p)
     p.raise_if_any()
     assert model is not None and gpu is not None and framework is not None
-    if scenario.moe_dispatcher != "alltoall" or scenario.moe_a2a_overlap:
-        if model.moe is None:
-            field = "moe_dispatcher" if scenario.moe_dispatcher != "alltoall" else "moe_a2a_overlap"
-            p.add(
-                field, f"{model.name} is a dense model: there are no expert all-to-alls to dispatch or hide"
-            )
-        p.raise_if_any()
-        suffix = (f"+{scenario.moe_dispatcher}" if scenario.moe_dispatcher != "alltoall" else "") + (
-            "+a2a-overlap" if scenario.moe_a2a_overlap else ""
-        )
-        framework = framework.with_(
-            name=f"{framework.name}{suffix}",
-            moe_dispatcher=scenario.moe_dispatcher,
-            moe_a2a_overlap=scenario.moe_a2a_overlap,
-        )
-
-    if scenario.attention_backend != "auto" and scenario.attention_backend != framework.attention_backend:
-        framework = framework.with_(
-            name=f"{framework.name}+{scenario.attention_backend}",
-            attention_backend=scenario.attention_backend,
-        )
+    framework = _framework_settings(scenario, model, framework)
 
     if c.power_limit_w is not None and c.power_limit_w <= NON_CLOCK_POWER_FRACTION * gpu.full_power_w:
         p.add(

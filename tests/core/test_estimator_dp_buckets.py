@@ -4,7 +4,10 @@ hides. FSDP's unit (one layer) plays that part for the FSDP presets and for ZeRO
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from fastapi.testclient import TestClient
 
 from app.catalog import find_model
 from app.core.estimate import EstimateOptions, estimate
@@ -64,3 +67,77 @@ def test_zero3_charges_the_step_s_first_gather_and_last_reduce_scatter() -> None
     per_gpu_bw = 50e9  # one 400 Gb/s NIC per GPU
     floor = 0.5 * 6 * 8.0e9 / 32 / per_gpu_bw
     assert est.step.breakdown["zero3_comm"] > floor
+
+
+# ---- the ddp_bucket_size knob: scenario, API, planner, command line and builder ------------------------------------
+
+
+def _scenario(**extra: Any) -> dict[str, Any]:
+    """Llama 3.1 8B on 2,048 H100 at TP4 DP512: Megatron-core's default bucket there is 512M parameters."""
+    return {
+        "model": "Llama-3.1-8B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 256},
+        "layout": {
+            "tp": 4,
+            "dp": 512,
+            "zero": 1,
+            "sequence_parallel": True,
+            "micro_batch": 4,
+            "global_batch": 4096,
+        },
+        "training": {"seq_len": 4096},
+        **extra,
+    }
+
+
+def test_api_takes_the_bucket_size_and_refuses_it_where_there_are_no_buckets(client: TestClient) -> None:
+    default = client.post("/api/v1/estimate", json=_scenario())
+    small = client.post("/api/v1/estimate", json=_scenario(ddp_bucket_size=40_000_000))
+    assert default.status_code == 200 and small.status_code == 200, small.text
+    dp_default = default.json()["step"]["breakdown_s"]["dp_comm"]
+    dp_small = small.json()["step"]["breakdown_s"]["dp_comm"]
+    assert 0 < dp_small < 0.5 * dp_default  # a 40M bucket exposes a thirteenth of the default's 512M
+    assumed = {a["name"]: a for a in small.json()["assumptions"]}
+    assert assumed["last data-parallel gradient bucket, exposed"]["value"] == 40_000_000
+    r = client.post(
+        "/api/v1/estimate", json=_scenario(ddp_bucket_size=40_000_000, framework="torchtitan-fsdp2")
+    )
+    assert r.status_code == 422 and "ddp_bucket_size" in r.text and "FSDP" in r.text
+    r = client.post("/api/v1/estimate", json=_scenario(ddp_bucket_size=1000))
+    assert r.status_code == 422 and "ddp_bucket_size" in r.text
+
+
+def test_the_planner_searches_with_the_bucket_size(client: TestClient) -> None:
+    body = {
+        "model": "Llama-3.1-8B",
+        "cluster": {"gpu": "H100-SXM", "nodes": 256},
+        "training": {"seq_len": 4096, "tokens": 1e12},
+        "global_batch": 4096,
+        "top": 1,
+    }
+    default = client.post("/api/v1/layout-search", json=body)
+    small = client.post("/api/v1/layout-search", json={**body, "ddp_bucket_size": 40_000_000})
+    assert default.status_code == 200 and small.status_code == 200, small.text
+    # smaller buckets expose less: the best layout is at least as fast
+    assert small.json()["best"]["step_time_s"] <= default.json()["best"]["step_time_s"]
+
+
+def test_command_line_flag_and_builder_round_trip() -> None:
+    from typer.testing import CliRunner
+
+    from app.cli.main import build_cli
+    from app.web.pages._builder import BuilderState, parse_state, scenario_to_state, state_to_scenario
+
+    args = ["search", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--nodes", "4", "--seq-len", "4096"]
+    args += ["--global-batch", "64", "--tokens", "1e11"]
+    ok = CliRunner().invoke(build_cli(), [*args, "--ddp-bucket-size", "50000000", "--top", "1"])
+    assert ok.exit_code == 0, ok.output
+    refused = CliRunner().invoke(build_cli(), [*args, "--ddp-bucket-size", "10"])
+    assert refused.exit_code == 2
+    state = parse_state({"ddp_bucket_size": "50000000"})
+    assert state.ddp_bucket_size == 50_000_000 and "ddp_bucket_size=50000000" in state.query()
+    assert "ddp_bucket_size" not in BuilderState().query()  # the default stays out of the address
+    scenario = state_to_scenario(state)
+    assert scenario["ddp_bucket_size"] == 50_000_000
+    assert scenario_to_state(scenario).ddp_bucket_size == 50_000_000
+    assert "ddp_bucket_size" not in state_to_scenario(BuilderState())

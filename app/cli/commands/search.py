@@ -123,7 +123,7 @@ def build_request(  # noqa: C901
     if framework or doc.get("framework"):
         req["framework"] = framework or doc.get("framework")
     # the scenario's framework-level settings travel with it (the search request takes the same fields)
-    for key in ("attention_backend", "moe_dispatcher", "moe_a2a_overlap"):
+    for key in ("attention_backend", "moe_dispatcher", "moe_a2a_overlap", "ddp_bucket_size"):
         if key in doc:
             req[key] = doc[key]
     if isinstance(layout, dict) and layout.get("dtype"):
@@ -177,6 +177,7 @@ def search_command(  # noqa: PLR0912
     mtp_layers: Annotated[int | None, knob_option("layout.mtp_layers")] = None,
     optimizer_moments: Annotated[str | None, knob_option("layout.optimizer_moments_dtype")] = None,
     attention_backend: Annotated[str | None, knob_option("attention_backend")] = None,
+    ddp_bucket_size: Annotated[int | None, knob_option("ddp_bucket_size")] = None,
     preset: Annotated[str, typer.Option("--preset", help="none | heuristic (seed rule)")] = "none",
     avoid_light_moe: Annotated[
         bool,
@@ -216,12 +217,15 @@ def search_command(  # noqa: PLR0912
         req["bf16_first_layers"], req["bf16_last_layers"] = int(parts[0]), int(parts[1])
     if fp8_params:
         req["fp8_param_gather"] = True
-    if optimizer_moments:
-        req["optimizer_moments_dtype"] = optimizer_moments
     if mtp_layers is not None:
         req["mtp_layers"] = mtp_layers
-    if attention_backend:
-        req["attention_backend"] = attention_backend
+    for key, value in (
+        ("optimizer_moments_dtype", optimizer_moments),
+        ("attention_backend", attention_backend),
+        ("ddp_bucket_size", ddp_bucket_size),
+    ):
+        if value:
+            req[key] = value
     req["constraints"] = {"preset": preset}
     if avoid_light_moe:
         req["constraints"]["avoid_light_moe_passes"] = True

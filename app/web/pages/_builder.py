@@ -107,6 +107,8 @@ class BuilderState:
     moe_a2a_overlap: bool = (
         False  # hide the EP all-to-alls behind the other micro-batch (scenario moe_a2a_overlap)
     )
+    # the DDP bucket size in parameters (scenario ddp_bucket_size); 0 = Megatron-core's default
+    ddp_bucket_size: int = 0
     # the generic layout knobs' values (app.core.knobs, generic=True), 0 = unset; read as state.<name>
     knob_values: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
@@ -157,6 +159,7 @@ class BuilderState:
             "bf16_first_layers",
             "bf16_last_layers",
             "mtp_layers",
+            "ddp_bucket_size",
         ):
             if not data[name]:
                 data.pop(name)
@@ -221,6 +224,7 @@ BUILDER_KNOBS: dict[str, Knob] = {
         ("bf16_first_layers", "layout.bf16_first_layers"),
         ("bf16_last_layers", "layout.bf16_last_layers"),
         ("mtp_layers", "layout.mtp_layers"),
+        ("ddp_bucket_size", "ddp_bucket_size"),
     )
 } | {k.name: k for k in generic_knobs("layout")}
 # the builder's selects, comma-separated lists and checkboxes, and the registry's knob each one sets: its label,
@@ -255,6 +259,7 @@ PLANNER_KEEPS = frozenset(
         "bf16_last_layers",
         "optimizer_moments_dtype",
         "fp8_params",
+        "ddp_bucket_size",
     }
 )
 # ... and the ones it chooses itself or leaves at their default, which the page takes out of use in planner mode
@@ -477,8 +482,9 @@ def _mtp(state: BuilderState) -> dict[str, Any]:
 
 
 def _scenario_options(state: BuilderState) -> dict[str, Any]:
-    """The scenario's own fields the builder sets when they differ from their defaults: the attention kernel and,
-    for a MoE model, the token dispatcher and the EP all-to-all overlap (a dense model refuses them by name)."""
+    """The scenario's own fields the builder sets when they differ from their defaults: the attention kernel, the
+    DDP bucket size and, for a MoE model, the token dispatcher and the EP all-to-all overlap (a dense model refuses
+    them by name)."""
     out: dict[str, Any] = {}
     if state.attention_backend != "auto":
         out["attention_backend"] = state.attention_backend
@@ -486,6 +492,8 @@ def _scenario_options(state: BuilderState) -> dict[str, Any]:
         out["moe_dispatcher"] = state.moe_dispatcher
     if state.moe_a2a_overlap:
         out["moe_a2a_overlap"] = True
+    if state.ddp_bucket_size:
+        out["ddp_bucket_size"] = state.ddp_bucket_size
     return out
 
 
@@ -512,6 +520,7 @@ def sizes_request(state: BuilderState, scenario: dict[str, Any]) -> dict[str, An
         "attention_backend": state.attention_backend,
         "moe_dispatcher": state.moe_dispatcher,
         "moe_a2a_overlap": state.moe_a2a_overlap,
+        "ddp_bucket_size": state.ddp_bucket_size or None,
         "profile": state.profile or None,
     }
     for name in (
@@ -704,4 +713,5 @@ def scenario_to_state(scenario: Mapping[str, Any], choices: Any = None) -> Build
     if scenario.get("moe_dispatcher") in BUILDER_CHOICES["moe_dispatcher"].choices:
         state.moe_dispatcher = str(scenario["moe_dispatcher"])
     state.moe_a2a_overlap = bool(scenario.get("moe_a2a_overlap", False))
+    state.ddp_bucket_size = int(scenario.get("ddp_bucket_size") or 0)
     return state

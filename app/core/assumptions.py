@@ -24,7 +24,7 @@ from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts, stage_layers_label
 from app.core.model import ModelSpec, attention_keys, param_counts
 from app.core.precision import QUANTIZED_DTYPES, cast_bytes_per_element
-from app.core.step import DEFAULT_HOST_MEMORY_BYTES_PER_S, flash_dropout_overhead
+from app.core.step import DEFAULT_HOST_MEMORY_BYTES_PER_S, flash_dropout_overhead, last_bucket_params
 
 if TYPE_CHECKING:
     from app.core.estimate import EstimateOptions
@@ -90,12 +90,12 @@ class AssumptionRow:
 
 
 def _last_bucket(b: AssumptionBasis) -> float:
-    """Bucket size in parameters (a layer's under FSDP), before capping at the stage's parameters."""
-    ranks = b.layout.dp * b.layout.cp
-    if b.fw.dp_bucket_params is None:
-        return float(param_counts(b.model).total) / max(1, b.model.num_layers) / max(1, b.layout.tp)
-    floor, per_rank = b.fw.dp_bucket_params
-    return max(floor, per_rank * ranks)
+    """The last gradient bucket the step charges, in parameters (app.core.step.last_bucket_params), on a GPU holding
+    the model's parameters over tp·pp and its layers over pp."""
+    layout = b.layout
+    per_gpu = float(param_counts(b.model).total) / max(1, layout.tp * layout.pp)
+    layers = b.model.num_layers / max(1, layout.pp)
+    return float(last_bucket_params(b.fw, per_gpu, layout.dp * layout.cp, layers))
 
 
 def _last_bucket_source(b: AssumptionBasis) -> str:

@@ -108,7 +108,8 @@ def _last_bucket_source(b: AssumptionBasis) -> str:
     rule = f"max({floor / 1e6:g}M, {per_rank / 1e6:g}M × dp·cp)" if per_rank else f"{floor / 1e6:g}M (set)"
     return (
         f"Megatron-core DDP buckets of {rule} parameters (DistributedDataParallelConfig.bucket_size): the last "
-        "fills when the backward ends and the first all-gather opens the next forward, so both stay exposed"
+        "fills when the backward ends and the first all-gather opens the next forward, so both stay exposed; "
+        "each bucket is one collective paying its own latency"
     )
 
 

@@ -834,19 +834,22 @@ def data_parallel_times(
         zero3 = where(z3, ends + hidden_rounds, 0.0)
     dp_comm: Num = 0.0
     bwd_last = bwd + rec
-    # each group's share of its traffic in its last bucket: at bucket sizes (40M parameters and more, or a layer)
-    # a collective is bandwidth-bound, so the bucket takes that share of the whole's time. Megatron-core sizes the
-    # expert buffers' buckets by the dense data-parallel group too (one ddp_config.bucket_size for both)
-    share = last_bucket_params(fw, dense_p, dp_ranks, layers_per_gpu) / maximum(dense_p, 1.0)
-    exp_share = last_bucket_params(fw, expert_p, dp_ranks, layers_per_gpu) / maximum(expert_p, 1.0)
+    # each group reduces bucket by bucket, one collective each (Megatron-core's _ParamAndGradBucketGroup): the
+    # params / bucket collectives, each paying its latency, sum to the whole; the last is exposed. Megatron-core
+    # sizes the expert buffers' buckets by the dense data-parallel group too (one ddp_config.bucket_size for both)
+    bucket = last_bucket_params(fw, dense_p, dp_ranks, layers_per_gpu)
+    exp_bucket = last_bucket_params(fw, expert_p, dp_ranks, layers_per_gpu)
 
     def bucketed(op: str, per_param: float, mask: Flag, window: Num, slow: Num) -> Num:
         """`op` over the dense and expert groups: the last bucket of each exposed, the rest hidden behind
         `window` (Framework.dp_bucket_params)."""
-        dense = masked(op, dense_p * per_param, dp_ranks, dp_node, mask)
-        expert = masked(op, expert_p * per_param, exp_ranks, exp_node, mask)
-        last = share * dense + exp_share * expert
-        return last + overlapped(dense + expert - last, window, slow)
+        last_dense = masked(op, bucket * per_param, dp_ranks, dp_node, mask)
+        last_expert = masked(op, exp_bucket * per_param, exp_ranks, exp_node, mask)
+        whole = (
+            dense_p / maximum(bucket, 1.0) * last_dense + expert_p / maximum(exp_bucket, 1.0) * last_expert
+        )
+        last = last_dense + last_expert
+        return last + overlapped(whole - last, window, slow)
 
     if any_true(z12):
         dp_slow = overlap_slowdown(fw, cluster, dp_ranks, dp_node)

@@ -41,20 +41,35 @@ def _dp_comm(fw: Framework, nodes: int, zero: int = 1) -> float:
 
 def test_the_exposed_reduction_grows_with_the_data_parallel_size() -> None:
     """At a fixed per-GPU work the bucket grows with dp (40M parameters up to dp 40, then 1M per rank), so the
-    exposed data-parallel time does too; with the bucket taken as free (a bucket of no parameters) it does not."""
+    exposed data-parallel time does too; a bucket held at 40M parameters exposes the same at dp 32 and less at
+    dp 512."""
     small, large = _dp_comm(MEGATRON_CORE, 16), _dp_comm(MEGATRON_CORE, 256)
     assert large > small * 1.5
-    free = MEGATRON_CORE.with_(dp_bucket_params=(0.0, 0.0))
-    assert _dp_comm(free, 16) < small and _dp_comm(free, 256) < large
-    assert _dp_comm(free, 256) < 1.2 * _dp_comm(free, 16)
+    fixed = MEGATRON_CORE.with_(dp_bucket_params=(40e6, 0.0))
+    assert _dp_comm(fixed, 16) == pytest.approx(small, rel=1e-9)
+    assert _dp_comm(fixed, 256) < large
+
+
+def test_small_buckets_turn_latency_bound_at_scale() -> None:
+    """Each bucket is its own collective and pays its own latency. Megatron-core grows the bucket with dp "to
+    ensure that chunks used in NCCL ring-reduce implementations are large enough to remain bandwidth-bound rather
+    than latency-bound" (megatron/core/distributed/distributed_data_parallel.py): 1M-parameter buckets over 512
+    ranks (2,000 ring reduce-scatters of 511 steps per step) no longer hide behind the backward."""
+    tiny = MEGATRON_CORE.with_(dp_bucket_params=(1e6, 0.0))
+    assert _dp_comm(tiny, 256) > 10 * _dp_comm(MEGATRON_CORE, 256)
+    # the latency of the 511-step ring grows with the ranks: the penalty is larger at dp 512 than at dp 32
+    penalty = {nodes: _dp_comm(tiny, nodes) / _dp_comm(MEGATRON_CORE, nodes) for nodes in (16, 256)}
+    assert penalty[256] > penalty[16]
 
 
 def test_without_overlap_the_whole_reduction_is_exposed_either_way() -> None:
-    """DeepSpeed's ZeRO-1 hides nothing (dp_overlap 0): splitting off the last bucket changes its time by at most one
-    more collective's latency."""
+    """DeepSpeed's ZeRO-1 hides nothing (dp_overlap 0): the step pays every bucket's collective, so smaller buckets
+    cost their extra latencies, a little for 40M-parameter buckets against one layer's (62M), much for 1M."""
     with_unit = _dp_comm(DEEPSPEED, 64)
-    megatron_bucket = _dp_comm(DEEPSPEED.with_(dp_bucket_params=(40e6, 1e6)), 64)
-    assert with_unit == pytest.approx(megatron_bucket, rel=0.02)
+    megatron_bucket = _dp_comm(DEEPSPEED.with_(dp_bucket_params=(40e6, 0.0)), 64)
+    tiny_bucket = _dp_comm(DEEPSPEED.with_(dp_bucket_params=(1e6, 0.0)), 64)
+    assert with_unit < megatron_bucket < 1.25 * with_unit
+    assert tiny_bucket > 5 * with_unit
 
 
 def test_zero3_charges_the_step_s_first_gather_and_last_reduce_scatter() -> None:
@@ -96,7 +111,11 @@ def test_api_takes_the_bucket_size_and_refuses_it_where_there_are_no_buckets(cli
     assert default.status_code == 200 and small.status_code == 200, small.text
     dp_default = default.json()["step"]["breakdown_s"]["dp_comm"]
     dp_small = small.json()["step"]["breakdown_s"]["dp_comm"]
-    assert 0 < dp_small < 0.5 * dp_default  # a 40M bucket exposes a thirteenth of the default's 512M
+    # a 40M bucket is a thirteenth of the default's 512M, but over 512 ranks its 50 collectives pay their
+    # latencies; 1M-parameter buckets (2,000 of them) are latency-bound
+    assert dp_small > 0 and dp_small != pytest.approx(dp_default, rel=0.05)
+    tiny = client.post("/api/v1/estimate", json=_scenario(ddp_bucket_size=1_000_000))
+    assert tiny.status_code == 200 and tiny.json()["step"]["breakdown_s"]["dp_comm"] > 5 * dp_default
     assumed = {a["name"]: a for a in small.json()["assumptions"]}
     assert assumed["last data-parallel gradient bucket, exposed"]["value"] == 40_000_000
     r = client.post(
@@ -114,12 +133,13 @@ def test_the_planner_searches_with_the_bucket_size(client: TestClient) -> None:
         "training": {"seq_len": 4096, "tokens": 1e12},
         "global_batch": 4096,
         "top": 1,
+        "constraints": {"zero": [1]},  # the buckets are ZeRO-0/1/2's (ZeRO-3 reduces per layer)
     }
     default = client.post("/api/v1/layout-search", json=body)
-    small = client.post("/api/v1/layout-search", json={**body, "ddp_bucket_size": 40_000_000})
+    small = client.post("/api/v1/layout-search", json={**body, "ddp_bucket_size": 1_000_000})
     assert default.status_code == 200 and small.status_code == 200, small.text
-    # smaller buckets expose less: the best layout is at least as fast
-    assert small.json()["best"]["step_time_s"] <= default.json()["best"]["step_time_s"]
+    # 1M-parameter buckets pay a collective's latency each: every data-parallel layout slows, the best one too
+    assert small.json()["best"]["step_time_s"] > default.json()["best"]["step_time_s"]
 
 
 def test_command_line_flag_and_builder_round_trip() -> None:

@@ -261,3 +261,40 @@ def test_the_docs_quote_the_current_summary(report: TotalsReport) -> None:
     assert float(quoted.group(3)) == pytest.approx(s["max_abs_pct"], abs=0.051)
     assert float(quoted.group(4).replace("−", "-")) == pytest.approx(s["mean_error_pct"], abs=0.051)
     assert (int(quoted.group(5)), int(quoted.group(6))) == (s["optimistic"], s["skipped"])
+
+
+def _docs_rows(header: str) -> list[list[str]]:
+    """The cells of the docs/validation.md table whose header row starts with `header`."""
+    lines = DOCS.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
+    return rows
+
+
+def _pct(text: str) -> float:
+    return float(text.replace("*", "").replace("−", "-").replace("%", "").strip())
+
+
+def test_the_docs_per_run_tables_are_this_replay_s(report: TotalsReport) -> None:
+    """Each whole run's quoted GPU-hours and error, and each unstated-count range, are what the replay gives now
+    (regenerate with `clusterplan validate training-totals tests/data/training_totals.csv`)."""
+    by_hours = {round(r.reported_gpu_hours or 0): r for r in report.rows if r.skipped is None}
+    stated = _docs_rows("| run | GPUs | reported GPU-h | planner's best |")
+    assert len(stated) >= 12
+    for cells in stated:
+        r = by_hours[int(cells[2].replace(",", ""))]
+        assert int(cells[3].replace(",", "")) == round(r.best_gpu_hours), cells[0]
+        assert _pct(cells[4]) == pytest.approx(r.error_pct, abs=0.051), cells[0]
+    ranges = _docs_rows("| run | reported GPU-h | planner's best, 256–4,096 GPUs |")
+    assert len(ranges) == report.summary()["range_n"]
+    for cells in ranges:
+        r = by_hours[int(cells[1].replace(",", ""))]
+        low, high = (int(x.replace(",", "")) for x in cells[2].split("–"))
+        assert (low, high) == (round(min(r.range_gpu_hours)), round(max(r.range_gpu_hours))), cells[0]
+        lo_err, hi_err = (_pct(x) for x in cells[3].split("…"))
+        assert lo_err == pytest.approx(min(r.range_error_pct), abs=0.051), cells[0]
+        assert hi_err == pytest.approx(max(r.range_error_pct), abs=0.051), cells[0]

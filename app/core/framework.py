@@ -164,11 +164,12 @@ class Framework:
     # transformer block, current + prefetched); > 0 → at most this many live parameters (DeepSpeed
     # stage3_max_live_parameters), gradients going through the reduce bucket counted in comm_buffer_bytes
     zero3_live_params: float = 0.0
-    # ZeRO-3 collectives per transformer layer and pass: 0 → the gathered parameters move as one message per
-    # pass (bandwidth-bound, FSDP's flat parameters); k > 0 → k separate collectives per layer, each paying the
-    # collective's latency, which for a ring grows with the number of ranks (DeepSpeed ZeRO-3 fetches the
-    # parameters of each sub-module — norm, QKV, projection, FFN in/out — right before that sub-module runs)
-    zero3_collectives_per_layer: int = 0
+    # ZeRO-3 collectives per transformer layer and pass, each paying the collective's latency, which for a ring
+    # grows with the number of ranks. 1: PyTorch FSDP (FSDP1 auto-wrap per block, FSDP2 fully_shard per block) and
+    # Megatron-FSDP (fsdp_unit_modules = the transformer layer) gather and reduce one unit per collective (Zhao et
+    # al. 2023, arXiv 2304.11277, Sec. 3.3); DeepSpeed ZeRO-3 fetches the parameters of each sub-module — norm,
+    # QKV, projection, FFN in/out — right before that sub-module runs (6); 0 → one message per pass (no preset)
+    zero3_collectives_per_layer: int = 1
     # ZeRO-3 keeps a sharded 16-bit copy of the weights beside the fp32 master shard: DeepSpeed's fp16/bf16 param
     # partitions, Megatron-FSDP's sharded model-weight buffer. PyTorch FSDP with a mixed-precision policy does
     # not: the sharded parameter is the fp32 one (the optimizer's master weight) and it is cast to 16 bit only

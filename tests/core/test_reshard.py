@@ -31,15 +31,18 @@ def _counting_collective(calls: list[str]):
     return call
 
 
+LAYERS = 80  # one FSDP unit per layer: every pass issues one collective per layer
+
+
 @pytest.mark.parametrize(
     ("reshard", "expected"),
     [
-        # 2 all-gathers + 1 reduce-scatter in each of 4 micro-batches
-        ("forward", 4 * 3.0),
-        # the backward reuses the forward's gathered weights: 1 + 1 per micro-batch
-        ("backward", 4 * 2.0),
-        # gathered once and reduced once for the whole step
-        ("step", 2.0),
+        # 2 all-gathers + 1 reduce-scatter per layer in each of 4 micro-batches
+        ("forward", 4 * 3.0 * LAYERS),
+        # the backward reuses the forward's gathered weights: 1 + 1 per layer and micro-batch
+        ("backward", 4 * 2.0 * LAYERS),
+        # gathered once and reduced once per layer for the whole step
+        ("step", 2.0 * LAYERS),
     ],
 )
 def test_collectives_per_step_follow_the_reshard_mode(reshard: str, expected: float) -> None:
@@ -50,7 +53,7 @@ def test_collectives_per_step_follow_the_reshard_mode(reshard: str, expected: fl
     cluster = make_cluster(nodes=1)
     # no compute to hide behind: every collective second is exposed
     _, zero3, _ = data_parallel_times(
-        cols, (1e9, 0.0), (0.0, 0.0, 0.0), 80, cluster, MEGATRON_CORE, _counting_collective(calls)
+        cols, (1e9, 0.0), (0.0, 0.0, 0.0), LAYERS, cluster, MEGATRON_CORE, _counting_collective(calls)
     )
     assert zero3 == pytest.approx(expected)
     # one call per kind of collective; the counts multiply them

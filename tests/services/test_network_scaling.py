@@ -79,7 +79,9 @@ def test_required_derate_reproduces_the_target() -> None:
     latency = required_assumption(
         "base_latency_s", 0.82, ScalingRun(MODEL, CLUSTER, LAYOUT, 4096), 32, 64, FABRICS["roce"]
     )
-    assert latency.value is None  # latency alone cannot cost 18 % on multi-GB gradient all-reduces
+    # latency alone costs 18 % only at an absurd value: the gradients move in buckets of 40M+ parameters (tens of
+    # collectives a step), so it would take milliseconds per hop where fabrics have microseconds
+    assert latency.value is None or latency.value > 1e-3
 
 
 def test_seed_claims_analysis() -> None:

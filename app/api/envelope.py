@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Query
 
@@ -17,3 +17,10 @@ def paging(
 
 
 PagingDep = Annotated[Paging, Depends(paging)]
+
+
+# the answers of a route whose request may name a calibration profile (app.auth.deps.check_profiles_in)
+PROFILE_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "a calibration profile named without credentials (profiles need plans:read)"},
+    403: {"description": "a calibration profile named by a credential without plans:read"},
+}

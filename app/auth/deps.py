@@ -40,8 +40,10 @@ __all__ = [
     "AuthenticationRequired",
     "Principal",
     "check_profile_use",
+    "check_profiles_in",
     "current_principal",
     "may_use_profiles",
+    "profile_named",
     "require_scope",
     "require_user",
 ]
@@ -250,6 +252,23 @@ def check_profile_use(request: Request) -> Principal:
         status_code=403,
         detail=f"this credential lacks the {PROFILE_SCOPE} scope needed to use a calibration profile",
     )
+
+
+def profile_named(*refs: object) -> bool:
+    """Whether a request names a calibration profile: a top-level `profile` field, or one inside an embedded
+    estimator scenario (a Scenario model or its JSON object), wherever a route takes either."""
+    for ref in refs:
+        nested = ref.get("profile") if isinstance(ref, dict) else getattr(ref, "profile", ref)
+        if nested:
+            return True
+    return False
+
+
+def check_profiles_in(request: Request, *refs: object) -> None:
+    """check_profile_use when any of `refs` names a profile (profile_named), before anything is resolved, so
+    that an unknown name's suggestions reach only those who may use profiles."""
+    if profile_named(*refs):
+        check_profile_use(request)
 
 
 @dataclass(frozen=True)

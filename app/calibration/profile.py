@@ -89,9 +89,10 @@ def build_profile(
         "gpu": gpu.name,
         "fabric": fabric.name,
         "benchmark_version": doc.get("benchmark_version"),
+        # no host names: a profile is read by every plans:read holder, a node's host by administrators only
         "environment": {
-            k: doc.get("environment", {}).get(k)
-            for k in ("hostnames", "torch", "cuda", "nccl", "driver", "devices")
+            **{k: doc.get("environment", {}).get(k) for k in ("torch", "cuda", "nccl", "driver", "devices")},
+            "hosts": len(doc.get("environment", {}).get("hostnames") or []),
         },
     }
     report: dict[str, Any] = {"gpu": gpu.name, "fabric": fabric.name, "notes": []}

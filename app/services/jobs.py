@@ -146,6 +146,19 @@ def _check_target_problems(params: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def result_for(result: dict[str, Any] | None, show_hosts: bool) -> dict[str, Any] | None:
+    """A job's result as a reader may see it: the hosts it ran on (environment.hostnames) are for administrators,
+    as a node's host is (the node's name is for every reader)."""
+    env = (result or {}).get("environment")
+    if show_hosts or not isinstance(env, dict) or "hostnames" not in env:
+        return result
+    hosts = env.get("hostnames") or []
+    return {
+        **(result or {}),
+        "environment": {**{k: v for k, v in env.items() if k != "hostnames"}, "hosts": len(hosts)},
+    }
+
+
 def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:
     """Record an event of the job's current attempt (0 before the first claim)."""
     session.add(JobEvent(job_id=job.id, attempt=job.attempt, payload={"event": event, **payload}))

@@ -747,3 +747,46 @@ def test_the_automatic_fit_runs_as_the_jobs_creator(api: TestClient) -> None:
         events = session.exec(select(JobEvent).where(JobEvent.job_id == uuid.UUID(bobs_job))).all()
     messages = [str(e.payload.get("message", "")) for e in events]
     assert any(m.startswith("calibration fit refused: calibration profile 'contested-lab'") for m in messages)
+
+
+def test_the_hosts_a_job_ran_on_are_for_administrators(api: TestClient) -> None:
+    """A node's host is shown to administrators only (its name to every reader): the job's result, its page and
+    a calibration profile fitted from it carry no host names for other readers."""
+    _, token = new_node(api, "rack7")
+    runner = member("host-runner@example.com")
+    job_id = api.post("/api/v1/benchmarks", json=JOB, headers=runner).json()["id"]
+    claim = api.post("/api/v1/agent/claim", headers=agent(token))
+    assert claim.status_code == 200
+    result = {
+        "schema_version": 1,
+        "status": "complete",
+        "rows": [row(1024)],
+        "environment": {"hostnames": ["gpu-secret-host-17.corp.internal"], "torch": "2.13.0"},
+    }
+    done = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token),
+        json={"attempt": 1, "status": "succeeded", "result": result},
+    )
+    assert done.status_code == 200 and "gpu-secret-host-17" in done.text  # the node's own job
+    reader = bearer(issue_token("host-reader@example.com", ["plans:read"], is_admin=False))
+    for who in (reader, runner):
+        seen = api.get(f"/api/v1/benchmarks/{job_id}", headers=who)
+        assert seen.status_code == 200 and "gpu-secret-host-17" not in seen.text
+        assert seen.json()["result"]["environment"] == {"torch": "2.13.0", "hosts": 1}
+        page = api.get(f"/benchmarks/jobs/{job_id}", headers=who)
+        assert page.status_code == 200 and "gpu-secret-host-17" not in page.text and "1 host(s)" in page.text
+    assert "gpu-secret-host-17" in api.get(f"/api/v1/benchmarks/{job_id}").text  # an administrator
+    assert "gpu-secret-host-17" in api.get(f"/benchmarks/jobs/{job_id}").text
+
+
+def test_a_profile_records_how_many_hosts_not_which() -> None:
+    """Calibration profiles are read by every plans:read holder: they keep the count of hosts, not their names."""
+    from app.calibration.profile import build_profile
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+
+    doc = {"rows": [row(2**20, 50.0)], "environment": {"hostnames": ["node-a", "node-b"], "nccl": "2.27.7"}}
+    params, _ = build_profile(doc, find_gpu("H100-SXM"), find_fabric("ib-ndr-8x400"))
+    assert params["environment"]["hosts"] == 2 and params["environment"]["nccl"] == "2.27.7"
+    assert "node-a" not in str(params)

@@ -432,3 +432,42 @@ def test_safe_cell_rules() -> None:
         "'\rx",
     ]
     assert safe_row(["plain", -1.5, 3, None, "a=b", ""]) == ["plain", -1.5, 3, None, "a=b", ""]
+
+
+def test_an_invitation_cannot_be_taken_by_moving_an_account_to_its_address(people: People) -> None:
+    """Only an administrator may move an account to another e-mail (nothing proves the holder owns it), and nobody
+    to an address with pending invitations: otherwise any user could take the plans shared with it."""
+    from app.auth.users import change_email, find_user
+
+    p, c = people, people.client
+    pid = _create(p, "budget for carol")["id"]
+    carol = f"carol-{uuid.uuid4().hex[:8]}@example.com"
+    assert _share(p, pid, "users", [carol]).status_code == 200
+    mallory = f"mallory-{uuid.uuid4().hex[:8]}@example.com"
+    ensure_user(mallory)
+    browser = remote_client(app_with(rate_limit_per_minute=0))
+    csrf = login(browser, mallory)
+    form = {"current_password": PASSWORD, "new_password": PASSWORD, "confirm_password": PASSWORD}
+    moved = browser.post("/account/password", data={**form, "email": carol, "csrf_token": csrf})
+    assert moved.status_code == 422 and "only an administrator" in moved.text
+    page = browser.get("/account/password")
+    assert 'readonly aria-describedby="account-email-note"' in page.text
+    # the owner saves the sharing again (the form is pre-filled with the invitation): still nobody reads it
+    assert _share(p, pid, "users", [carol, THIRD]).status_code == 200
+    mallory_reader = bearer(issue_token(mallory, ["plans:read"], is_admin=False))
+    assert set(_reads(p, pid, mallory_reader).values()) == {404}
+    # a password change that keeps the address is still the user's own
+    kept = browser.post(
+        "/account/password", data={**form, "email": mallory, "csrf_token": csrf}, follow_redirects=False
+    )
+    assert kept.status_code == 303, kept.text
+    with Session(get_engine()) as session:
+        account = find_user(session, mallory)
+        assert account is not None
+        with pytest.raises(ValueError, match="shared with it by invitation"):
+            change_email(session, account, carol, by_admin=True)  # not even an administrator
+        assert change_email(session, account, f"Free-{mallory}", by_admin=True).email == f"free-{mallory}"
+    assert (
+        c.post("/api/v1/users", json={"email": carol, "password": PASSWORD}, headers=p.admin).status_code
+        == 201
+    )

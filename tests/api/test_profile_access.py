@@ -77,3 +77,31 @@ def test_the_network_model_names_profiles_for_readers_only(profiled: None) -> No
         "/api/v1/network/collective", json={**COLLECTIVE, "profile": "secret-lab"}, headers=reader
     )
     assert allowed.status_code == 200, allowed.text
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("/api/v1/cost/run", {}),
+        ("/api/v1/goodput", {"preset": "llama3-405b"}),
+        ("/api/v1/storage", {}),
+        ("/api/v1/network/scaling", {"gpu_counts": [64, 128]}),
+    ],
+)
+def test_a_profile_inside_an_embedded_scenario_is_checked_too(
+    profiled: None, path: str, extra: dict[str, Any]
+) -> None:
+    """The cost, goodput, storage and scaling calculations take a whole estimator scenario: a profile named inside
+    it is a user's measurement like a top-level one (401 anonymous, no suggestion; 403 without plans:read)."""
+    anonymous = remote_client()
+    for ref in ("secret-lab", "secret-la"):
+        refused = anonymous.post(path, json={"scenario": _scenario(ref), **extra})
+        assert refused.status_code == 401, (path, ref, refused.text)
+        assert "secret-lab" not in refused.text
+    runner = bearer(issue_token("embedded-runner@example.com", ["benchmarks:run"], is_admin=False))
+    refused = remote_client().post(path, json={"scenario": _scenario("secret-lab"), **extra}, headers=runner)
+    assert refused.status_code == 403, refused.text
+    assert anonymous.post(path, json={"scenario": _scenario(None), **extra}).status_code == 200
+    reader = bearer(issue_token("embedded-reader@example.com", ["plans:read"], is_admin=False))
+    allowed = remote_client().post(path, json={"scenario": _scenario("secret-lab"), **extra}, headers=reader)
+    assert allowed.status_code == 200, allowed.text

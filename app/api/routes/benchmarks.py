@@ -71,14 +71,17 @@ def attempt_of(job: BenchmarkJob, record: JobAttempt) -> AttemptSummary:
     )
 
 
-def public_of(job: BenchmarkJob, attempts: list[JobAttempt] | None = None) -> BenchmarkPublic:
+def public_of(
+    job: BenchmarkJob, show_hosts: bool, attempts: list[JobAttempt] | None = None
+) -> BenchmarkPublic:
+    """The job as `show_hosts` (an administrator) or any other reader may see it (job_service.result_for)."""
     return BenchmarkPublic(
         **summary_of(job).model_dump(),
         attempts=[attempt_of(job, a) for a in attempts or []],
         params=job.params,
         log_tail=job.log_tail,
         partial_rows=list(job.partial_rows),
-        result=job.result,
+        result=job_service.result_for(job.result, show_hosts),
         error=job.error,
         lease_expires_at=as_utc(job.lease_expires_at),
     )
@@ -108,11 +111,11 @@ def create_benchmark(
     except ProfileForbiddenError as exc:
         raise HTTPException(status_code=403, detail=str(exc)) from exc
     response.headers["Location"] = f"/api/v1/benchmarks/{job.id}"
-    return public_of(job)
+    return public_of(job, principal.has("admin"))
 
 
-def full_public(session: Session, job: BenchmarkJob) -> BenchmarkPublic:
-    return public_of(job, job_service.attempts_of(session, job.id))
+def full_public(session: Session, job: BenchmarkJob, show_hosts: bool) -> BenchmarkPublic:
+    return public_of(job, show_hosts, job_service.attempts_of(session, job.id))
 
 
 @router.get(
@@ -140,9 +143,9 @@ def list_benchmarks(
     response_model=BenchmarkPublic,
     summary="A job's status, progress, ETA, log tail, partial rows and result",
 )
-def get_benchmark(job_id: uuid.UUID, session: SessionDep, _principal: ReadDep) -> BenchmarkPublic:
+def get_benchmark(job_id: uuid.UUID, session: SessionDep, principal: ReadDep) -> BenchmarkPublic:
     job_service.requeue_expired(session)
-    return full_public(session, job_service.get_job(session, job_id))
+    return full_public(session, job_service.get_job(session, job_id), principal.has("admin"))
 
 
 @router.get(
@@ -176,7 +179,7 @@ def _manage(action: Any, session: Session, job_id: uuid.UUID, principal: Princip
         raise HTTPException(status_code=status.HTTP_403_FORBIDDEN, detail=str(exc)) from exc
     except job_service.ConflictError as exc:
         raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
-    return full_public(session, job)
+    return full_public(session, job, principal.has("admin"))
 
 
 @router.post(

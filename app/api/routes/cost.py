@@ -1,6 +1,7 @@
 """/api/v1/cost, /api/v1/goodput, /api/v1/storage: cost per run, TCO, breakeven, goodput and storage tiers.
 
-These endpoints compute and store nothing, so they need no scope and read through the read-only database view
+These endpoints compute and store nothing, so they need no scope (an embedded scenario that names a calibration
+profile needs plans:read, as the estimate does) and read through the read-only database view
 (app/deps.py `ReadSessionDep`); every price and default used is echoed
 with its date and source in the response's `assumptions`.
 """
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
+from app.api.envelope import PROFILE_AUTH_ERRORS
+from app.auth.deps import check_profiles_in
 from app.deps import ReadSessionDep
 from app.schemas import cost as s
 from app.schemas.envelope import ListEnvelope
@@ -28,8 +31,10 @@ storage_router = APIRouter(prefix="/storage", tags=["storage"])
     operation_id="cost_run",
     response_model=s.RunCostResponse,
     summary="Cost of one training run under each pricing option",
+    responses=PROFILE_AUTH_ERRORS,
 )
-def cost_run(body: s.RunCostRequest, session: ReadSessionDep) -> s.RunCostResponse:
+def cost_run(body: s.RunCostRequest, session: ReadSessionDep, request: Request) -> s.RunCostResponse:
+    check_profiles_in(request, body.scenario)
     return svc.run_cost(session, body)
 
 
@@ -93,8 +98,10 @@ def cost_list_prices(
     operation_id="goodput_estimate",
     response_model=s.GoodputResponse,
     summary="Interruptions, checkpoint interval (Young/Daly), restarts → goodput and effective MFU",
+    responses=PROFILE_AUTH_ERRORS,
 )
-def goodput_estimate(body: s.GoodputRequest, session: ReadSessionDep) -> s.GoodputResponse:
+def goodput_estimate(body: s.GoodputRequest, session: ReadSessionDep, request: Request) -> s.GoodputResponse:
+    check_profiles_in(request, body.scenario)
     return svc.goodput(body, session)
 
 
@@ -114,8 +121,10 @@ def goodput_presets() -> ListEnvelope[s.PresetOut]:
     operation_id="storage_estimate",
     response_model=s.StorageResponse,
     summary="Checkpoint size and write time per tier (p99), data-loading bandwidth vs each tier",
+    responses=PROFILE_AUTH_ERRORS,
 )
-def storage_estimate(body: s.StorageRequest, session: ReadSessionDep) -> s.StorageResponse:
+def storage_estimate(body: s.StorageRequest, session: ReadSessionDep, request: Request) -> s.StorageResponse:
+    check_profiles_in(request, body.scenario)
     return svc.storage(body, session)
 
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from app.api.envelope import paging
-from app.auth.deps import check_profile_use
+from app.api.envelope import PROFILE_AUTH_ERRORS, paging
+from app.auth.deps import check_profiles_in
 from app.deps import ReadSessionDep
 from app.schemas import network as net_schema
 from app.schemas.envelope import ListEnvelope, Paging
@@ -24,11 +24,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"description": "inconsistent input: every problem listed with its field path"},
 }
 # the routes that take a calibration `profile`
-PROFILE_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "a calibration profile named without credentials (profiles need plans:read)"},
-    403: {"description": "a calibration profile named by a credential without plans:read"},
-    **ERRORS,
-}
+PROFILE_ERRORS: dict[int | str, dict[str, Any]] = {**PROFILE_AUTH_ERRORS, **ERRORS}
 
 
 @router.post(
@@ -41,8 +37,7 @@ PROFILE_ERRORS: dict[int | str, dict[str, Any]] = {
 def collective(
     body: net_schema.CollectiveIn, session: ReadSessionDep, request: Request
 ) -> net_schema.CollectiveResponse:
-    if body.profile:
-        check_profile_use(request)
+    check_profiles_in(request, body.profile)
     return svc.run_collective(body, session)
 
 
@@ -56,8 +51,8 @@ def collective(
 def scaling(
     body: net_schema.ScalingIn, session: ReadSessionDep, request: Request
 ) -> net_schema.ScalingResponse:
-    if body.profile:
-        check_profile_use(request)
+    # a profile may be named at the top level or inside the scenario: both are users' measurements
+    check_profiles_in(request, body.profile, body.scenario)
     return svc.run_scaling(body, session)
 
 

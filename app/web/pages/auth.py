@@ -139,11 +139,15 @@ def logout_submit(request: Request) -> Response:
     return response
 
 
-def _account_context(user: UserAccount, error: str | None = None, done: bool = False) -> dict[str, object]:
+def _account_context(
+    user: UserAccount, principal: Principal, error: str | None = None, done: bool = False
+) -> dict[str, object]:
     return {
         "title": "Your password",
         "email": user.email,
         "has_password": has_usable_password(user),
+        # app.auth.users.change_email: only an administrator may move an account to another address
+        "may_change_email": principal.has("admin"),
         "error": error,
         "done": done,
     }
@@ -157,7 +161,7 @@ def password_page(
         user = session.get(UserAccount, principal.user_id)
         if user is None:
             raise AuthenticationRequired("account no longer exists")
-        context = _account_context(user, done=done)
+        context = _account_context(user, principal, done=done)
         return render(request, "account_password.html", context, block="content")
 
 
@@ -178,12 +182,12 @@ def password_submit(
         error = _password_change_error(user, current_password, new_password, confirm_password)
         if error is None:
             try:
-                user = change_email(session, user, email)
+                user = change_email(session, user, email, by_admin=principal.has("admin"))
                 user = set_password(session, user, new_password)
             except (ValueError, UserExistsError) as exc:
                 error = str(exc)
         if error is not None:
-            context = _account_context(user, error)
+            context = _account_context(user, principal, error)
             return render(request, "account_password.html", context, status_code=422)
         # A redirect, so the next page carries the new session's CSRF token.
         response = RedirectResponse("/account/password?done=1", status_code=303)

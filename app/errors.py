@@ -33,15 +33,24 @@ def spec_error_body(exc: SpecError) -> dict[str, object]:
     }
 
 
-def json_safe(value: Any) -> Any:
+# how deep a 422 echoes a value the request sent; deeper parts become ECHO_CUT (a request may nest a value
+# hundreds of levels deep, past what the encoders below can recurse through)
+ECHO_DEPTH = 8
+ECHO_CUT = "…"
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
     """`value` with every non-finite float as its name ('nan', 'inf', '-inf'): JSON has no such numbers, and a 422
-    that echoes a NaN the request sent (Python's JSON parser accepts the NaN literal) must still serialise."""
+    that echoes a NaN the request sent (Python's JSON parser accepts the NaN literal) must still serialise. Parts
+    nested deeper than ECHO_DEPTH are cut to ECHO_CUT."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, (dict, list, tuple)) and depth >= ECHO_DEPTH:
+        return ECHO_CUT
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
+        return [json_safe(v, depth + 1) for v in value]
     return value
 
 
@@ -49,7 +58,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's own shape ({"detail": [{"loc", "msg", "type", "input", "ctx"}]}), made JSON-safe
-        return JSONResponse(status_code=422, content={"detail": json_safe(jsonable_encoder(exc.errors()))})
+        # cut first, then encode: jsonable_encoder recurses through whatever the request nested
+        return JSONResponse(status_code=422, content={"detail": jsonable_encoder(json_safe(exc.errors()))})
 
     @app.exception_handler(SpecError)
     async def _spec_error(_request: Request, exc: SpecError) -> JSONResponse:

@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     except (NotFoundError, UserError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USER_ERROR)
+    except RecursionError:  # a JSON or YAML input nested past the parser's depth (about 1,000 levels)
+        typer.echo("error: invalid input: the file is nested too deeply to read", err=True)
+        sys.exit(EXIT_USER_ERROR)
 
 
 __all__ = ["UserError", "build_cli", "main"]

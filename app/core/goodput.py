@@ -462,9 +462,11 @@ class SpotClaimInversion:
     """Which single input, changed alone, makes the model give a target net saving."""
 
     target_net_savings: float
-    lost_hours_per_preemption: float  # with the given discount and preemption rate
-    preemptions_per_day: float  # with the given discount and lost hours
-    spot_discount: float  # with the given preemption rate and lost hours
+    # None where no value reaches the target, with the reason in `unreachable`
+    lost_hours_per_preemption: float | None  # with the given discount and preemption rate
+    preemptions_per_day: float | None  # with the given discount and lost hours
+    spot_discount: float | None  # with the given preemption rate and lost hours
+    unreachable: tuple[str, ...] = ()
 
 
 def invert_spot_claim(
@@ -481,4 +483,21 @@ def invert_spot_claim(
     n = lost_day / lost_hours_per_preemption if lost_hours_per_preemption > 0 else math.inf
     f_given = 1.0 - preemptions_per_day * lost_hours_per_preemption / 24.0
     d = 1.0 - ratio * f_given
-    return SpotClaimInversion(target_net_savings, h, n, d)
+    notes: list[str] = []
+    h_out: float | None = h
+    n_out: float | None = n
+    d_out: float | None = d
+    if lost_day < 0:  # even with no preemptions the discount gives less than the target
+        h_out = n_out = None
+        notes.append(
+            f"a {spot_discount:.0%} discount saves at most {spot_discount:.0%} with no preemptions at all: no "
+            "preemption rate or lost work reaches the target"
+        )
+    if not 0.0 <= d < 1.0:
+        d_out = None
+        notes.append(
+            "the preemptions leave no useful time to discount"
+            if f_given <= 0
+            else f"it would take a discount of {d:.0%}, outside 0-100 %"
+        )
+    return SpotClaimInversion(target_net_savings, h_out, n_out, d_out, tuple(notes))

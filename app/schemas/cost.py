@@ -332,9 +332,11 @@ class SpotRequest(StrictModel):
 
 class SpotInversionOut(BaseModel):
     target_net_savings: float
+    # null where no value of that input, changed alone, reaches the target (the reason in `unreachable`)
     lost_hours_per_preemption: float | None
     preemptions_per_day: float | None
-    spot_discount: float
+    spot_discount: float | None
+    unreachable: list[str] = []
 
 
 class SpotResponse(BaseModel):

@@ -15,6 +15,7 @@ Each check returns a message naming the reason (the caller names the field), or 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
@@ -59,14 +60,24 @@ def catalog_name_problem(name: str) -> str | None:
     return None
 
 
+# Deepest nesting a free-form JSON value may have. Real documents (Hugging Face configs, benchmark results, node
+# inventories, scenarios) nest under ten levels; Pydantic's serializer stops at 255 and Python's parser at about
+# 1,000 (RecursionError), so anything deeper is refused here as a 422 on the field before it is stored.
+MAX_JSON_DEPTH = 32
+
+
 def json_value_problems(
     value: Any, path: tuple[str | int, ...] = ()
 ) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """(location, reason) for every NaN/Infinity, out-of-range integer and NUL inside a JSON-like value.
+    """(location, reason) for every NaN/Infinity, out-of-range integer and NUL inside a JSON-like value, and for
+    nesting deeper than MAX_JSON_DEPTH (reported once, at the first level past it).
 
     Only NUL is refused in strings here: free-form documents (benchmark results, node inventories) may carry tool
     output with other control characters, which both databases store.
     """
+    if len(path) > MAX_JSON_DEPTH and isinstance(value, (dict, list, tuple)):
+        yield path[:MAX_JSON_DEPTH], f"nested more than {MAX_JSON_DEPTH} levels deep"
+        return
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, float):
@@ -86,6 +97,21 @@ def json_value_problems(
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             yield from json_value_problems(item, (*path, index))
+
+
+def parse_json_text(text: str) -> Any:
+    """json.loads for text a user pasted or posted: ValueError with the reason for malformed text and for nesting
+    deeper than MAX_JSON_DEPTH (including past the parser's own recursion limit)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    for _, reason in json_value_problems(value):
+        if reason.startswith("nested"):
+            raise ValueError(reason)
+    return value
 
 
 def _location(path: tuple[str | int, ...]) -> str:

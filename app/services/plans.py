@@ -602,6 +602,8 @@ def compare_plans(
             [Problem("ids", f"compare takes {MIN_COMPARE} to {MAX_COMPARE} plans, got {len(plan_ids)}")]
         )
     revs = list(revisions or [])
+    if any(r is not None and r < 0 for r in revs):
+        raise SpecError([Problem("revs", "revision numbers are ≥ 1 (0 = the latest)")])
     if len(revs) > len(plan_ids):
         raise SpecError([Problem("revs", "give at most one revision per plan id")])
     revs += [None] * (len(plan_ids) - len(revs))

@@ -210,3 +210,20 @@ def test_cli_spot_takes_fleet_billing_while_waiting(capsys: pytest.CaptureFixtur
         capsys,
     )
     assert code == 2 and "years of wall time" in err and "Traceback" not in err
+
+
+def test_a_deeply_nested_input_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSON file nested past the parser's depth (about 1,000 levels) is refused like any bad input."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a":' * 990 + "1" + "}" * 990, encoding="utf-8")
+    code, out, err = run_main(["cost", "run", "--scenario", str(deep)], capsys)
+    assert code == 2 and "nested too deeply" in err and "Traceback" not in err and out == ""
+
+
+def test_an_unreachable_spot_target_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(
+        ["cost", "spot", "--on-demand", "10", "--discount", "0.6", "--target", "0.7"], capsys
+    )
+    assert code == 0 and "lose - h per preemption" in out and "not reachable" in out

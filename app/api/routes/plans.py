@@ -15,7 +15,6 @@ from pydantic import Field
 
 from app.api.envelope import PagingDep
 from app.auth.deps import Principal, ReadDep, WriteDep
-from app.core.errors import Problem, SpecError
 from app.deps import SameWithinPct, SessionDep
 from app.schemas.envelope import ListEnvelope
 from app.schemas.plans import (
@@ -120,8 +119,6 @@ def compare_plans(
     ] = None,
     same_within_pct: SameWithinPct = plan_service.SAME_WITHIN_PCT,
 ) -> ComparisonPublic:
-    if revs is not None and any(r < 0 for r in revs):
-        raise SpecError([Problem("revs", "revision numbers are ≥ 1 (0 = the latest)")])
     chosen: list[int | None] = [r or None for r in (revs or [])]
     return plan_service.compare_plans(session, list(ids), chosen, _actor(principal), same_within_pct)
 

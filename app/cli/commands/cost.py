@@ -563,8 +563,11 @@ def spot(
         i = r.inversion
         typer.echo(
             f"to get {i.target_net_savings:.0%}: lose {_num(i.lost_hours_per_preemption)} h per preemption, or "
-            f"{_num(i.preemptions_per_day)} preemptions/day, or a {i.spot_discount:.0%} discount"
+            f"{_num(i.preemptions_per_day)} preemptions/day, or a "
+            f"{'-' if i.spot_discount is None else format(i.spot_discount, '.0%')} discount"
         )
+        for reason in i.unreachable:
+            typer.echo(f"  not reachable: {reason}")
 
 
 def epoch(

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from app.core.errors import Problem, SpecError
 from app.core.knobs import Knob, generic_knobs, knob
+from app.schemas.fields import parse_json_text
 
 TOKENS_UNIT = 1e9  # the form takes training tokens in billions
 
@@ -608,9 +609,9 @@ def layout_query(state: BuilderState, layout: dict[str, Any]) -> str:
 
 def _model_from_pasted_config(text: str, problems: list[Problem]) -> Any:
     try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        problems.append(Problem("hf_config", f"not valid JSON: {exc.msg} (line {exc.lineno})"))
+        config = parse_json_text(text)
+    except ValueError as exc:
+        problems.append(Problem("hf_config", str(exc)))
         return None
     if not isinstance(config, dict):
         problems.append(Problem("hf_config", "expected a JSON object (a Hugging Face config.json)"))

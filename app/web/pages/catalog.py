@@ -6,7 +6,6 @@ partial URL is also a working page. Forms work without JavaScript (POST, then 30
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import date
 from typing import Annotated, Any
@@ -26,7 +25,7 @@ from app.deps import SessionDep
 from app.errors import NotFoundError
 from app.models.catalog import PriceRow
 from app.schemas.catalog import PriceCreate, PriceUpdate
-from app.schemas.fields import json_value_problems
+from app.schemas.fields import json_value_problems, parse_json_text
 from app.services import catalog as catalog_service
 from app.services.catalog_public import (
     actor_of,
@@ -168,9 +167,9 @@ async def import_model(request: Request, session: SessionDep, principal: WriteDe
     problems: list[Problem] = []
     row = None
     try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        problems.append(Problem("hf_config", f"not valid JSON: {exc}"))
+        config = parse_json_text(text)
+    except ValueError as exc:
+        problems.append(Problem("hf_config", str(exc)))
     else:
         problems = _config_problems(config)
     if not problems:

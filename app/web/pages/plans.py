@@ -20,6 +20,7 @@ from app.auth.deps import Principal, PrincipalDep, ReadDep, WriteDep, current_pr
 from app.core.errors import Problem, SpecError
 from app.deps import SameWithinPct, SessionDep
 from app.errors import NotFoundError
+from app.schemas.fields import parse_json_text
 from app.schemas.plans import (
     PlanCreate,
     PlanDuplicate,
@@ -220,8 +221,8 @@ def save_sharing(
 
 def _scenario_field(raw: str) -> dict[str, Any]:
     try:
-        scenario = json.loads(raw)
-    except json.JSONDecodeError:
+        scenario = parse_json_text(raw)
+    except ValueError:
         raise SpecError([Problem("scenario", "the inputs have problems; fix them before saving")]) from None
     if not isinstance(scenario, dict):
         raise SpecError([Problem("scenario", "the inputs have problems; fix them before saving")])

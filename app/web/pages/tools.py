@@ -130,6 +130,10 @@ def network_view(session: Session, form: Form) -> dict[str, Any]:
     if lo > hi:
         lo, hi = hi, lo
     problems = [Problem(k, v) for k, v in form.errors.items()]
+    if not problems and form["nodes"] * form["gpus_per_node"] < 2:
+        problems.append(
+            Problem("gpus_per_node", "a collective needs at least 2 GPUs (nodes × GPUs per node)")
+        )
     series: dict[str, list[Any]] = {}
     for name in fabrics:
         if problems:
@@ -201,15 +205,18 @@ def network_view(session: Session, form: Form) -> dict[str, Any]:
 @router.get("/network", response_class=HTMLResponse)
 def network_page(request: Request, session: SessionDep) -> HTMLResponse:
     form = network_form(dict(request.query_params))
+    view = network_view(session, form)
     context = {
         "title": "Network",
         "form": form,
-        "view": network_view(session, form),
+        "view": view,
         "gpus": _panels.choices(session, BuilderState(gpu=form["gpu"])).gpus,
         "ops": NETWORK_OPS,
         "sizes": list(SIZE_CHOICES),
     }
-    return render(request, "plan_network.html", context, block="network_results")
+    # 422 when an input is refused, as on /cost; htmx swaps only 2xx responses, so its partial goes back as 200
+    status = 422 if view["problems"] and not is_htmx(request) else 200
+    return render(request, "plan_network.html", context, block="network_results", status_code=status)
 
 
 # ---------------------------------------------------------------------------------------------- cost

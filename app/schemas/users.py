@@ -137,6 +137,12 @@ class UserCreate(UserBase):
 
 
 class UserUpdate(BaseModel):
+    email: SafeStr | None = Field(
+        default=None,
+        min_length=3,
+        max_length=320,
+        description="move the account to another e-mail (refused when taken or invited: 409 / 422)",
+    )
     is_active: bool | None = Field(
         default=None, description="false: signs the user out and disables their tokens"
     )

@@ -471,3 +471,25 @@ def test_an_invitation_cannot_be_taken_by_moving_an_account_to_its_address(peopl
         c.post("/api/v1/users", json={"email": carol, "password": PASSWORD}, headers=p.admin).status_code
         == 201
     )
+
+
+def test_an_administrator_moves_an_account_to_another_e_mail(people: People) -> None:
+    """The way a user's address changes now that the user cannot: PATCH /api/v1/users/{id} and `clusterplan users
+    set-email`, under the same rules (not to a taken or an invited address)."""
+    p, c = people, people.client
+    old = f"mover-{uuid.uuid4().hex[:8]}@example.com"
+    created = c.post("/api/v1/users", json={"email": old, "password": PASSWORD}, headers=p.admin)
+    assert created.status_code == 201, created.text
+    uid = created.json()["id"]
+    pid = _create(p, "invited plan")["id"]
+    invited = f"invited-{uuid.uuid4().hex[:8]}@example.com"
+    assert _share(p, pid, "users", [invited]).status_code == 200
+    refused = c.patch(f"/api/v1/users/{uid}", json={"email": invited}, headers=p.admin)
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "email"]
+    assert c.patch(f"/api/v1/users/{uid}", json={"email": OWNER}, headers=p.admin).status_code == 409
+    assert c.patch(f"/api/v1/users/{uid}", json={"email": "x@y.z"}, headers=p.owner).status_code == 403
+    new = f"moved-{uuid.uuid4().hex[:8]}@example.com"
+    moved = c.patch(f"/api/v1/users/{uid}", json={"email": new.upper()}, headers=p.admin)
+    assert moved.status_code == 200 and moved.json()["email"] == new
+    browser = remote_client(app_with(rate_limit_per_minute=0))
+    login(browser, new)  # signs in at the new address

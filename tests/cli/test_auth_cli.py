@@ -160,3 +160,16 @@ def test_lockout_recovery_and_deactivation(cli) -> None:  # type: ignore[no-unty
         assert user is not None and authenticate(session, "root@example.com", "first password 1") is None
         # A new password and a deactivation each revoked the account's sessions.
         assert user.session_version == 2
+
+
+def test_set_email_moves_an_account_under_the_api_s_rules(cli) -> None:  # type: ignore[no-untyped-def]
+    for email in ("first@example.com", "second@example.com"):
+        made = cli("users", "create", email, "--password-stdin", stdin="a very good password\n")
+        assert made.returncode == 0, made.stderr
+    moved = cli("users", "set-email", "FIRST@example.com", "Renamed@Example.com")
+    assert moved.returncode == 0 and "now signs in as renamed@example.com" in moved.stdout
+    taken = cli("users", "set-email", "renamed@example.com", "second@example.com")
+    assert taken.returncode == 2 and "already exists" in taken.stderr and "Traceback" not in taken.stderr
+    bad = cli("users", "set-email", "renamed@example.com", "not-an-email")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "renamed@example.com" in cli("users", "list").stdout

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, status
 
 from app.api.routes.auth import bounded_paging
 from app.auth.deps import Principal, require_scope
-from app.auth.users import UserExistsError, create_user, list_users, set_active, set_password
+from app.auth.users import UserExistsError, change_email, create_user, list_users, set_active, set_password
 from app.deps import SessionDep
 from app.models.auth import UserAccount
 from app.schemas.envelope import ListEnvelope, Paging
@@ -56,7 +56,7 @@ def list_user_accounts(
     response_model=UserPublic,
     responses={
         404: {"description": "no such user"},
-        409: {"description": "would leave no active administrator"},
+        409: {"description": "would leave no active administrator, or the new e-mail is taken"},
     },
 )
 def update_user_account(
@@ -65,7 +65,8 @@ def update_user_account(
     session: SessionDep,
     _admin: Principal = Depends(require_scope("admin")),
 ) -> UserPublic:
-    """Deactivate or reactivate a user, grant or withdraw admin, or set a new password.
+    """Deactivate or reactivate a user, grant or withdraw admin, set a new password, or move the account to
+    another e-mail (administrators only: no mail proves an address, and plans shared by address reach its holder).
 
     Takes effect on the next request: deactivation ends the user's sessions and stops their API tokens; a new
     password ends their sessions (every browser signs in again).
@@ -78,6 +79,18 @@ def update_user_account(
         admins = [u for u in list_users(session, 0, 100_000)[0] if u.is_admin and u.is_active]
         if len(admins) <= 1:
             raise HTTPException(status_code=409, detail="this is the last active administrator")
+    if body.email is not None:
+        try:
+            user = change_email(session, user, body.email, by_admin=True)
+        except UserExistsError as exc:
+            raise HTTPException(status_code=409, detail=str(exc)) from exc
+        except ValueError as exc:
+            raise HTTPException(
+                status_code=422,
+                detail=[
+                    {"loc": ["body", "email"], "msg": str(exc).removeprefix("email: "), "type": "value_error"}
+                ],
+            ) from exc
     if body.is_admin is not None:
         user.is_admin = body.is_admin
     if body.is_active is not None:

@@ -27,6 +27,9 @@ def register(root: typer.Typer) -> None:
         help="Set a new password (prompted, or read from stdin); signs the user out everywhere.",
     )(set_password)
     users.command("set-admin", help="Make a user an administrator (--no-admin: withdraw it).")(set_admin)
+    users.command(
+        "set-email", help="Move a user to another e-mail (an administrator's change: nothing is mailed)."
+    )(set_email)
     users.command("deactivate", help="Disable a user: their sessions and API tokens stop working.")(
         deactivate
     )
@@ -117,6 +120,21 @@ def set_admin(
         session.add(user)
         session.commit()
         typer.echo(f"{user.email} is {'now' if admin else 'no longer'} an administrator")
+
+
+def set_email(
+    email: Annotated[str, typer.Argument(help="the user's e-mail")],
+    new_email: Annotated[str, typer.Argument(help="the address to move the account to")],
+) -> None:
+    """Shell access is an administrator's: the same rules as the API's (not to a taken or an invited address)."""
+    from app.auth.users import UserExistsError, change_email
+
+    with _session() as session:
+        try:
+            user = change_email(session, _find(session, email), new_email, by_admin=True)
+        except UserExistsError as exc:
+            raise UserError(str(exc)) from None
+        typer.echo(f"{email} now signs in as {user.email}")
 
 
 def deactivate(email: Annotated[str, typer.Argument(help="the user's e-mail")]) -> None:

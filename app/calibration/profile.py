@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict, replace
 from typing import Any
 
-from app.benchproto.schema import attention_rows
+from app.benchproto.schema import attention_rows, environment_without_hosts
 from app.calibration.collective_fit import (
     calibrate_network,
     collective_rows,
@@ -91,8 +91,9 @@ def build_profile(
         "benchmark_version": doc.get("benchmark_version"),
         # no host names: a profile is read by every plans:read holder, a node's host by administrators only
         "environment": {
-            **{k: doc.get("environment", {}).get(k) for k in ("torch", "cuda", "nccl", "driver", "devices")},
-            "hosts": len(doc.get("environment", {}).get("hostnames") or []),
+            k: v
+            for k, v in environment_without_hosts(doc.get("environment") or {}).items()
+            if k in ("torch", "cuda", "nccl", "driver", "devices", "hosts")
         },
     }
     report: dict[str, Any] = {"gpu": gpu.name, "fabric": fabric.name, "notes": []}

@@ -28,7 +28,7 @@ from sqlmodel import Session, col, select
 
 from app.benchproto.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
 from app.benchproto.kinds import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS
-from app.benchproto.schema import summarise, wrong_result_error
+from app.benchproto.schema import environment_without_hosts, summarise, wrong_result_error
 from app.core.errors import Problem, SpecError
 from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
@@ -147,16 +147,12 @@ def _check_target_problems(params: dict[str, Any]) -> list[Problem]:
 
 
 def result_for(result: dict[str, Any] | None, show_hosts: bool) -> dict[str, Any] | None:
-    """A job's result as a reader may see it: the hosts it ran on (environment.hostnames) are for administrators,
-    as a node's host is (the node's name is for every reader)."""
+    """A job's result as a reader may see it: the hosts it ran on (environment_without_hosts) are for
+    administrators, as a node's host is (the node's name is for every reader)."""
     env = (result or {}).get("environment")
-    if show_hosts or not isinstance(env, dict) or "hostnames" not in env:
+    if show_hosts or not isinstance(env, dict):
         return result
-    hosts = env.get("hostnames") or []
-    return {
-        **(result or {}),
-        "environment": {**{k: v for k, v in env.items() if k != "hostnames"}, "hosts": len(hosts)},
-    }
+    return {**(result or {}), "environment": environment_without_hosts(env)}
 
 
 def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:

@@ -761,7 +761,12 @@ def test_the_hosts_a_job_ran_on_are_for_administrators(api: TestClient) -> None:
         "schema_version": 1,
         "status": "complete",
         "rows": [row(1024)],
-        "environment": {"hostnames": ["gpu-secret-host-17.corp.internal"], "torch": "2.13.0"},
+        "environment": {
+            "hostname": "gpu-secret-host-17.corp.internal",
+            "hostnames": ["gpu-secret-host-17.corp.internal"],
+            "devices": [{"rank": 0, "host": "gpu-secret-host-17.corp.internal", "name": "H100"}],
+            "torch": "2.13.0",
+        },
     }
     done = api.post(
         f"/api/v1/agent/jobs/{job_id}/complete",
@@ -773,7 +778,11 @@ def test_the_hosts_a_job_ran_on_are_for_administrators(api: TestClient) -> None:
     for who in (reader, runner):
         seen = api.get(f"/api/v1/benchmarks/{job_id}", headers=who)
         assert seen.status_code == 200 and "gpu-secret-host-17" not in seen.text
-        assert seen.json()["result"]["environment"] == {"torch": "2.13.0", "hosts": 1}
+        assert seen.json()["result"]["environment"] == {
+            "torch": "2.13.0",
+            "devices": [{"rank": 0, "name": "H100"}],
+            "hosts": 1,
+        }
         page = api.get(f"/benchmarks/jobs/{job_id}", headers=who)
         assert page.status_code == 200 and "gpu-secret-host-17" not in page.text and "1 host(s)" in page.text
     assert "gpu-secret-host-17" in api.get(f"/api/v1/benchmarks/{job_id}").text  # an administrator
@@ -786,7 +795,13 @@ def test_a_profile_records_how_many_hosts_not_which() -> None:
     from app.catalog import find_gpu
     from app.catalog.fabrics import find_fabric
 
-    doc = {"rows": [row(2**20, 50.0)], "environment": {"hostnames": ["node-a", "node-b"], "nccl": "2.27.7"}}
+    env = {
+        "hostname": "node-a",
+        "hostnames": ["node-a", "node-b"],
+        "devices": [{"rank": 0, "host": "node-a"}, {"rank": 1, "host": "node-b"}],
+        "nccl": "2.27.7",
+    }
+    doc = {"rows": [row(2**20, 50.0)], "environment": env}
     params, _ = build_profile(doc, find_gpu("H100-SXM"), find_fabric("ib-ndr-8x400"))
     assert params["environment"]["hosts"] == 2 and params["environment"]["nccl"] == "2.27.7"
     assert "node-a" not in str(params)

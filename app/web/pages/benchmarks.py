@@ -336,6 +336,8 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
         "job": job,
         "node": node,
         "show_host": principal.has("admin"),  # the node's name is for every reader, its host for admins
+        # the result's environment as this reader may see it (host names for admins only)
+        "environment": (job_service.result_for(job.result, principal.has("admin")) or {}).get("environment"),
         "final": job.status in job_service.TERMINAL,
         "may_manage": principal.has("benchmarks:run")
         and job_service.may_manage(job, principal_user_id(principal), principal.has("admin")),

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from app.auth.passwords import hash_password, needs_rehash, verify_password
+from app.core.errors import Problem, SpecError
 from app.models.auth import UserAccount
 from app.models.plans import PlanInvite, PlanShare
 
@@ -129,27 +130,40 @@ def set_active(session: Session, user: UserAccount, active: bool) -> UserAccount
 
 
 def change_email(session: Session, user: UserAccount, email: str, *, by_admin: bool) -> UserAccount:
-    """Move the account to another e-mail; raises ValueError (bad address, or a change this caller may not make)
-    or UserExistsError (taken).
+    """Move the account to another e-mail; raises SpecError on `email` (bad address, or a change this caller may
+    not make) or UserExistsError (taken).
 
     Plans shared by address reach whoever holds the address, and nothing here proves that the holder owns it
     (no mail is sent), so only an administrator (`by_admin`: the caller holds the admin scope) may move an account
     to another address. An address with pending plan invitations is refused to everyone: it would claim plans
     shared with someone else; an administrator creates that person's account instead, which claims them."""
-    email = normalise_email(email)
+    try:
+        email = normalise_email(email)
+    except ValueError as exc:
+        raise SpecError([Problem("email", str(exc))]) from None
     if email == user.email:
         return user
     if not by_admin:
-        raise ValueError(
-            "email: only an administrator can change an account's e-mail address (plans shared by address reach "
-            "whoever holds it); ask one to"
+        raise SpecError(
+            [
+                Problem(
+                    "email",
+                    "only an administrator can change an account's e-mail address (plans shared by address "
+                    "reach whoever holds it); ask one to",
+                )
+            ]
         )
     if find_user(session, email) is not None:
         raise UserExistsError(f"a user with e-mail {email} already exists")
     if session.exec(select(PlanInvite.id).where(PlanInvite.email == email)).first() is not None:
-        raise ValueError(
-            f"email: {email} has plans shared with it by invitation; create that account "
-            "(clusterplan users create) rather than moving this one to it"
+        raise SpecError(
+            [
+                Problem(
+                    "email",
+                    f"{email} has plans shared with it by invitation; create that account "
+                    "(clusterplan users create) rather than moving this one to it",
+                )
+            ]
         )
     user.email = email
     session.add(user)

@@ -64,6 +64,7 @@ def catalog_name_problem(name: str) -> str | None:
 # inventories, scenarios) nest under ten levels; Pydantic's serializer stops at 255 and Python's parser at about
 # 1,000 (RecursionError), so anything deeper is refused here as a 422 on the field before it is stored.
 MAX_JSON_DEPTH = 32
+TOO_DEEP = f"nested more than {MAX_JSON_DEPTH} levels deep"
 
 
 def json_value_problems(
@@ -76,7 +77,7 @@ def json_value_problems(
     output with other control characters, which both databases store.
     """
     if len(path) > MAX_JSON_DEPTH and isinstance(value, (dict, list, tuple)):
-        yield path[:MAX_JSON_DEPTH], f"nested more than {MAX_JSON_DEPTH} levels deep"
+        yield path[:MAX_JSON_DEPTH], TOO_DEEP
         return
     if isinstance(value, bool) or value is None:
         return
@@ -107,10 +108,9 @@ def parse_json_text(text: str) -> Any:
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
     except RecursionError:
-        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
-    for _, reason in json_value_problems(value):
-        if reason.startswith("nested"):
-            raise ValueError(reason)
+        raise ValueError(TOO_DEEP) from None
+    if any(reason == TOO_DEEP for _, reason in json_value_problems(value)):
+        raise ValueError(TOO_DEEP)
     return value
 
 

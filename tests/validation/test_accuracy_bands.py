@@ -262,6 +262,10 @@ def test_the_validation_report_quotes_the_committed_bands() -> None:
             f"{record['ratio_high']:.2f} ×"
         )
         assert row in doc, f"docs/validation.md does not quote the band: {row}"
+    ranking = table["ranking"]
+    for record in [*ranking["regimes"].values(), ranking["all"]]:
+        row = f"| {record['median_pct']:.1f} % | ±{record['resolution_pct']:.1f} % | {record['max_pct']:.0f} % |"
+        assert row in doc, f"docs/validation.md does not quote the ranking resolution: {row}"
 
 
 def _search_request(example: str, **extra: Any) -> dict[str, Any]:

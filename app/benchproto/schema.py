@@ -159,23 +159,6 @@ def attention_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in doc.get("rows", []) if "attention_kernel" in r and r.get("forward_tflops", 0) > 0]
 
 
-def environment_without_hosts(env: dict[str, Any]) -> dict[str, Any]:
-    """A result's `environment` without the names of the hosts it ran on (`hostname`, `hostnames`, each device's
-    `host`), with their count as `hosts`: what a reader who is not an administrator may see."""
-    names = {str(h) for h in env.get("hostnames") or [] if h} | (
-        {str(env["hostname"])} if env.get("hostname") else set()
-    )
-    devices = env.get("devices")
-    out = {k: v for k, v in env.items() if k not in ("hostname", "hostnames")}
-    if isinstance(devices, list):
-        out["devices"] = [
-            {k: v for k, v in d.items() if k != "host"} if isinstance(d, dict) else d for d in devices
-        ]
-        names |= {str(d["host"]) for d in devices if isinstance(d, dict) and d.get("host")}
-    out["hosts"] = len(names)
-    return out
-
-
 def summarise(doc: dict[str, Any]) -> dict[str, Any]:
     """Headline numbers: max TFLOP/s per dtype (GEMM); average busbw and #wrong per op and group."""
     rows = doc.get("rows", [])

@@ -16,7 +16,8 @@ import statistics
 from dataclasses import asdict, replace
 from typing import Any
 
-from app.benchproto.schema import attention_rows, environment_without_hosts
+from app.benchproto.hosts import environment_without_hosts
+from app.benchproto.schema import attention_rows
 from app.calibration.collective_fit import (
     calibrate_network,
     collective_rows,

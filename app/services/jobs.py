@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,9 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from app.benchproto.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
+from app.benchproto.hosts import environment_host_names, environment_without_hosts, redact_hosts
 from app.benchproto.kinds import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS
-from app.benchproto.schema import environment_without_hosts, summarise, wrong_result_error
+from app.benchproto.schema import summarise, wrong_result_error
 from app.core.errors import Problem, SpecError
 from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
@@ -153,6 +155,29 @@ def result_for(result: dict[str, Any] | None, show_hosts: bool) -> dict[str, Any
     if show_hosts or not isinstance(env, dict):
         return result
     return {**(result or {}), "environment": environment_without_hosts(env)}
+
+
+def host_names_of(session: Session, job: BenchmarkJob) -> set[str]:
+    """Every host name the server knows for the job: its result's environment and the hosts of the nodes it was
+    sent to or claimed by (in any attempt)."""
+    env = (job.result or {}).get("environment")
+    names = environment_host_names(env) if isinstance(env, dict) else set()
+    node_ids = {job.claimed_by, job.target_node_id} | {a.node_id for a in attempts_of(session, job.id)}
+    for node_id in node_ids - {None}:
+        node = session.get(Node, node_id)
+        if node is not None and node.hostname:
+            names.add(node.hostname)
+    return names
+
+
+def text_for(session: Session, job: BenchmarkJob, show_hosts: bool) -> Callable[[Any], Any]:
+    """How a reader sees the job's free text (log, errors, events): as written for administrators; for anyone
+    else with the host names the server knows for the job, and those NCCL and torch elastic lines give, hidden
+    (app.benchproto.hosts.redact_hosts)."""
+    if show_hosts:
+        return lambda value: value
+    names = host_names_of(session, job)
+    return lambda value: redact_hosts(value, names)
 
 
 def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:

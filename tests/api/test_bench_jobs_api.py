@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -805,3 +806,70 @@ def test_a_profile_records_how_many_hosts_not_which() -> None:
     params, _ = build_profile(doc, find_gpu("H100-SXM"), find_fabric("ib-ndr-8x400"))
     assert params["environment"]["hosts"] == 2 and params["environment"]["nccl"] == "2.27.7"
     assert "node-a" not in str(params)
+
+
+def test_host_names_in_logs_errors_and_events_are_for_administrators(api: TestClient) -> None:
+    """The agent forwards torchrun's and NCCL's error lines, which name hosts: the node's own host, NCCL's
+    `host:pid:tid [rank]` prefix of another node, torch elastic's `host : …` summary. Readers who are not
+    administrators get them masked in the log tail, the error, each attempt's error, the event stream and the
+    page; administrators read them as written."""
+    _, token = new_node(api, "rack9")
+    registered = api.post(
+        "/api/v1/agent/register", headers=agent(token), json={"hostname": "gpu-secret-9.corp.internal", "info": {}}
+    )
+    assert registered.status_code == 200, registered.text
+    runner = member("log-runner@example.com")
+    job_id = api.post("/api/v1/benchmarks", json=JOB, headers=runner).json()["id"]
+    assert api.post("/api/v1/agent/claim", headers=agent(token)).status_code == 200
+    lines = [
+        "RuntimeError: NCCL error on gpu-secret-9: unhandled system error",
+        "other-node-3:4711:4790 [5] NCCL WARN NET/IB : Got completion with error 12",
+        "  host      : other-node-4.corp.internal",
+    ]
+    events = [{"event": "log", "message": m} for m in lines]
+    progress = api.post(
+        f"/api/v1/agent/jobs/{job_id}/progress", headers=agent(token), json={"attempt": 1, "events": events}
+    )
+    assert progress.status_code == 200, progress.text
+    failed = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token),
+        json={"attempt": 1, "status": "failed", "error": "rank 3 on gpu-secret-9.corp.internal exited with 1"},
+    )
+    assert failed.status_code == 200, failed.text
+    secrets = ("gpu-secret-9", "other-node-3", "other-node-4")
+
+    reader = bearer(issue_token("log-reader@example.com", ["plans:read"], is_admin=False))
+    for who in (reader, runner):
+        seen = api.get(f"/api/v1/benchmarks/{job_id}", headers=who).json()
+        assert not any(s in json.dumps(seen) for s in secrets), seen
+        assert seen["log_tail"].splitlines() == [
+            "RuntimeError: NCCL error on <host>: unhandled system error",
+            "<host>:4711:4790 [5] NCCL WARN NET/IB : Got completion with error 12",
+            "  host      : <host>",
+        ]
+        assert seen["error"] == "rank 3 on <host> exited with 1" == seen["attempts"][0]["error"]
+        with api.stream("GET", f"/api/v1/benchmarks/{job_id}/events", headers=who) as stream:
+            body = "".join(stream.iter_text())
+        assert "NCCL WARN" in body and not any(s in body for s in secrets)
+        page = api.get(f"/benchmarks/jobs/{job_id}", headers=who)
+        assert page.status_code == 200 and "NCCL WARN" in page.text
+        assert not any(s in page.text for s in secrets)
+
+    admin_view = api.get(f"/api/v1/benchmarks/{job_id}").json()  # an administrator
+    assert "gpu-secret-9" in admin_view["error"] and "other-node-3:4711" in admin_view["log_tail"]
+    with api.stream("GET", f"/api/v1/benchmarks/{job_id}/events") as stream:
+        assert "other-node-4.corp.internal" in "".join(stream.iter_text())
+    assert "other-node-3:4711" in api.get(f"/benchmarks/jobs/{job_id}").text
+
+
+def test_redact_hosts_matches_whole_names_only() -> None:
+    """A host name is masked where it stands as a name, not inside a longer word or name."""
+    from app.benchproto.hosts import redact_hosts
+
+    names = {"gpu1.corp", "node-7"}
+    assert redact_hosts("on gpu1.corp and gpu1, not gpu10 or node-70 or xnode-7", names) == (
+        "on <host> and <host>, not gpu10 or node-70 or xnode-7"
+    )
+    assert redact_hosts({"m": ["node-7:1:2 [0] NCCL INFO", 3]}, set()) == {"m": ["<host>:1:2 [0] NCCL INFO", 3]}
+    assert redact_hosts("hostname: a.b.c\nthe host is fine", set()) == "hostname: <host>\nthe host is fine"

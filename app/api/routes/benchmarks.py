@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response, status
@@ -58,31 +58,31 @@ def summary_of(job: BenchmarkJob) -> BenchmarkSummary:
     )
 
 
-def attempt_of(job: BenchmarkJob, record: JobAttempt) -> AttemptSummary:
+def attempt_of(job: BenchmarkJob, record: JobAttempt, text: Callable[[Any], Any]) -> AttemptSummary:
     running = record.attempt == job.attempt and record.finished_at is None
     return AttemptSummary(
         attempt=record.attempt,
         status=record.status,
         node_id=record.node_id,
         rows=len(job.partial_rows if running else record.partial_rows),
-        error=record.error,
+        error=text(record.error),
         started_at=as_utc(record.started_at),  # type: ignore[arg-type]
         finished_at=as_utc(record.finished_at),
     )
 
 
-def public_of(
-    job: BenchmarkJob, show_hosts: bool, attempts: list[JobAttempt] | None = None
-) -> BenchmarkPublic:
-    """The job as `show_hosts` (an administrator) or any other reader may see it (job_service.result_for)."""
+def public_of(session: Session, job: BenchmarkJob, show_hosts: bool) -> BenchmarkPublic:
+    """The job as `show_hosts` (an administrator) or any other reader may see it: host names in its result
+    (job_service.result_for) and its free text (job_service.text_for) are for administrators."""
+    text = job_service.text_for(session, job, show_hosts)
     return BenchmarkPublic(
         **summary_of(job).model_dump(),
-        attempts=[attempt_of(job, a) for a in attempts or []],
+        attempts=[attempt_of(job, a, text) for a in job_service.attempts_of(session, job.id)],
         params=job.params,
-        log_tail=job.log_tail,
+        log_tail=text(job.log_tail),
         partial_rows=list(job.partial_rows),
         result=job_service.result_for(job.result, show_hosts),
-        error=job.error,
+        error=text(job.error),
         lease_expires_at=as_utc(job.lease_expires_at),
     )
 
@@ -111,11 +111,7 @@ def create_benchmark(
     except ProfileForbiddenError as exc:
         raise HTTPException(status_code=403, detail=str(exc)) from exc
     response.headers["Location"] = f"/api/v1/benchmarks/{job.id}"
-    return public_of(job, principal.has("admin"))
-
-
-def full_public(session: Session, job: BenchmarkJob, show_hosts: bool) -> BenchmarkPublic:
-    return public_of(job, show_hosts, job_service.attempts_of(session, job.id))
+    return public_of(session, job, principal.has("admin"))
 
 
 @router.get(
@@ -145,7 +141,7 @@ def list_benchmarks(
 )
 def get_benchmark(job_id: uuid.UUID, session: SessionDep, principal: ReadDep) -> BenchmarkPublic:
     job_service.requeue_expired(session)
-    return full_public(session, job_service.get_job(session, job_id), principal.has("admin"))
+    return public_of(session, job_service.get_job(session, job_id), principal.has("admin"))
 
 
 @router.get(
@@ -179,7 +175,7 @@ def _manage(action: Any, session: Session, job_id: uuid.UUID, principal: Princip
         raise HTTPException(status_code=status.HTTP_403_FORBIDDEN, detail=str(exc)) from exc
     except job_service.ConflictError as exc:
         raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
-    return full_public(session, job, principal.has("admin"))
+    return public_of(session, job, principal.has("admin"))
 
 
 @router.post(
@@ -209,16 +205,17 @@ def retry_benchmark(job_id: uuid.UUID, session: SessionDep, principal: RunDep) -
     return _manage(job_service.retry_job, session, job_id, principal)
 
 
-def _poll(job_id: uuid.UUID, after: int) -> tuple[list[tuple[int, dict[str, Any]]], str]:
-    """One look at the job's new events, on a read-only session (requeue_expired writes only when needed)."""
+def _poll(job_id: uuid.UUID, after: int, show_hosts: bool) -> tuple[list[tuple[int, dict[str, Any]]], str]:
+    """One look at the job's new events, on a read-only session (requeue_expired writes only when needed), as
+    `show_hosts` (an administrator) or any other reader may see them (job_service.text_for)."""
     with Session(get_read_engine()) as session:
         job_service.requeue_expired(session)
         job = job_service.get_job(session, job_id)
-        events = [
-            (int(e.id or 0), {**e.payload, "attempt": e.attempt})
-            for e in job_service.events_after(session, job_id, after)
-        ]
-        return events, job.status
+        found = job_service.events_after(session, job_id, after)
+        if not found:
+            return [], job.status
+        text = job_service.text_for(session, job, show_hosts)
+        return [(int(e.id or 0), {**text(e.payload), "attempt": e.attempt}) for e in found], job.status
 
 
 @router.get(
@@ -232,7 +229,7 @@ async def stream_benchmark_events(
     job_id: uuid.UUID,
     request: Request,
     session: ReadSessionDep,
-    _principal: ReadDep,
+    principal: ReadDep,
     # an event id this stream sent: 18 digits stay below 2^63, the widest integer SQLite compares
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=18)] = None,
     after: Annotated[int, Query(ge=0, le=MAX_EVENT_ID, description="replay events after this id")] = 0,
@@ -240,12 +237,13 @@ async def stream_benchmark_events(
     job_service.get_job(session, job_id)  # 404 before the stream starts
     session.close()
     start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    show_hosts = principal.has("admin")
 
     async def stream() -> AsyncIterator[str]:
         cursor = start
         yield "retry: 2000\n\n"
         while True:
-            events, state = await run_in_threadpool(_poll, job_id, cursor)
+            events, state = await run_in_threadpool(_poll, job_id, cursor, show_hosts)
             for event_id, payload in events:
                 cursor = event_id
                 name = str(payload.get("event", "message"))

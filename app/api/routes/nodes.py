@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Response, status
 
-from app.api.routes.benchmarks import full_public
+from app.api.routes.benchmarks import public_of
 from app.auth.deps import AdminDep
 from app.auth.nodes import NodeDep
 from app.deps import SessionDep
@@ -169,7 +169,7 @@ def agent_claim(node: NodeDep, session: SessionDep) -> Any:
     job = job_service.claim_job(session, node)
     if job is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return full_public(session, job, show_hosts=True)  # the node's own job and hosts
+    return public_of(session, job, show_hosts=True)  # the node's own job and hosts
 
 
 @router.post(
@@ -209,4 +209,4 @@ def agent_complete(
         )
     except job_service.ConflictError as exc:
         raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
-    return full_public(session, job, show_hosts=True)  # the node's own job and hosts
+    return public_of(session, job, show_hosts=True)  # the node's own job and hosts

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Path, Request
@@ -331,9 +332,12 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
             node = node_service.get_node(session, job.claimed_by)
         except NotFoundError:
             node = None
+    text = job_service.text_for(session, job, principal.has("admin"))  # host names are for admins
     ctx = {
         "title": f"Benchmark {job.kind}",
         "job": job,
+        "log_tail": text(job.log_tail),
+        "job_error": text(job.error),
         "node": node,
         "show_host": principal.has("admin"),  # the node's name is for every reader, its host for admins
         # the result's environment as this reader may see it (host names for admins only)
@@ -342,7 +346,7 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
         "may_manage": principal.has("benchmarks:run")
         and job_service.may_manage(job, principal_user_id(principal), principal.has("admin")),
         "retryable": job.status in job_service.RETRYABLE,
-        "attempts": _attempt_rows(session, job),
+        "attempts": _attempt_rows(session, job, text),
         "csrf_token": _csrf(request),
         "acceptance": _acceptance(job),
         **_charts(job),
@@ -350,7 +354,7 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
     return render(request, "benchmarks_job.html", ctx, block="live")
 
 
-def _attempt_rows(session: Any, job: BenchmarkJob) -> list[dict[str, Any]]:
+def _attempt_rows(session: Any, job: BenchmarkJob, text: Callable[[Any], Any]) -> list[dict[str, Any]]:
     names = {n.id: n.name for n in node_service.list_nodes(session)}
     rows = []
     for record in job_service.attempts_of(session, job.id):
@@ -361,7 +365,7 @@ def _attempt_rows(session: Any, job: BenchmarkJob) -> list[dict[str, Any]]:
                 "status": record.status,
                 "node": names.get(record.node_id, "—") if record.node_id else "—",
                 "rows": len(job.partial_rows if current else record.partial_rows),
-                "error": record.error,
+                "error": text(record.error),
                 "started_at": record.started_at,
                 "finished_at": record.finished_at,
             }

@@ -10,8 +10,11 @@ The region is derived from the validation files (app.validation.region builds ap
 from them; a test keeps the two in step):
 
 - bounds: the smallest context-parallel chunk (tokens per rank, seq_len / cp), the largest cp and micro-batch
-  any published run used, and the most ranks a published ZeRO-3/FSDP run sharded its parameters over (each
-  all-gather and reduce-scatter then spans them all, at a scale nothing measured);
+  any published run used, the most ranks a published ZeRO-3/FSDP run sharded its parameters over (each
+  all-gather and reduce-scatter then spans them all, at a scale nothing measured), and the most routed experts a
+  published mixture-of-experts run kept on one rank (num_experts / ep: each is its own GEMM, quantization and
+  launch in every layer pass, and a layout with few or no expert-parallel ranks trades the all-to-all the model
+  prices for many small expert GEMMs no published run measured);
 - features that must have at least one published run: each counted over the rows that have it.
 """
 
@@ -36,9 +39,11 @@ class LayoutFacts:
     micro_batch: int
     seq_len: int
     gpus_per_node: int
+    local_experts: int = 0  # routed experts per rank (num_experts / ep); 0 for a dense model
 
     @classmethod
-    def of(cls, layout: Any, seq_len: int, gpus_per_node: int) -> LayoutFacts:
+    def of(cls, layout: Any, seq_len: int, gpus_per_node: int, num_experts: int = 0) -> LayoutFacts:
+        """The facts of `layout` (a Layout or its fields) for a model with `num_experts` routed experts."""
         tp = int(layout.tp)
         etp = getattr(layout, "etp", None)
         return cls(
@@ -52,6 +57,7 @@ class LayoutFacts:
             micro_batch=int(layout.micro_batch),
             seq_len=int(seq_len),
             gpus_per_node=int(gpus_per_node),
+            local_experts=int(num_experts) // max(1, int(layout.ep)) if num_experts else 0,
         )
 
     @property
@@ -86,6 +92,12 @@ FEATURES: tuple[Feature, ...] = (
 )
 
 
+def num_experts_of(model: Any) -> int:
+    """Routed experts of a model (0 for a dense one): what the experts-per-rank bound divides by ep."""
+    moe = getattr(model, "moe", None)
+    return int(moe.num_experts) if moe else 0
+
+
 def features_of(facts: LayoutFacts) -> list[str]:
     return [feature.key for feature in FEATURES if feature.present(facts)]
 
@@ -100,6 +112,7 @@ def region_from(rows: Iterable[LayoutFacts]) -> dict[str, Any]:
         "cp_max": max((r.cp for r in rows), default=1),
         "micro_batch_max": max((r.micro_batch for r in rows), default=1),
         "zero3_shard_max": max((r.zero3_shard for r in rows), default=0),
+        "local_experts_max": max((r.local_experts for r in rows), default=0),
         "features": {feature.key: sum(feature.present(r) for r in rows) for feature in FEATURES},
     }
 
@@ -122,6 +135,9 @@ def outside(facts: LayoutFacts, region: Mapping[str, Any]) -> list[str]:
         reasons.append(
             f"ZeRO-3/FSDP sharding over {facts.zero3_shard:,} ranks (published runs reach {shard_max:,})"
         )
+    experts_max = int(region.get("local_experts_max") or 0)
+    if facts.local_experts > experts_max:
+        reasons.append(f"{facts.local_experts} routed experts per rank (published runs reach {experts_max})")
     counts = region.get("features") or {}
     for feature in FEATURES:
         if feature.present(facts) and not counts.get(feature.key):

@@ -10,6 +10,7 @@ from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
 from app.core.units import DAY, GiB
+from app.core.validated_region import num_experts_of
 from app.services.region import REGION_CANDIDATES, mark, region_note
 
 
@@ -156,8 +157,9 @@ def _run_planner(
     ranked_rows = rows
     # the Pareto front: no other layout is faster with as much free memory (one cluster size here)
     pareto = [_ranked_row(p) for p in res.pareto[:PARETO_SHOWN]]
-    mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
-    recommended = mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields")
+    experts = num_experts_of(resolved.model)
+    mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
+    recommended = mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
     region = region_note(rows, recommended, "layout", "step_time_s")
     for row in rows:
         row["recommended"] = False

@@ -13,6 +13,7 @@ from app.core.accuracy import band_for, layer_pass_seconds, totals_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import PlanResult, SearchProblem, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
+from app.core.validated_region import num_experts_of
 from app.schemas.scenario import MAX_BATCH, LayoutIn, Scenario
 from app.schemas.search import (
     MAX_ALLOWED_VALUES,
@@ -163,12 +164,13 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, 
     d = result.to_dict()
     best = d.get("best")
     gpus_per_node = resolved.cluster.gpus_per_node
-    index = mark(d["top"], resolved.seq_len, gpus_per_node, "layout")
+    experts = num_experts_of(resolved.model)
+    index = mark(d["top"], resolved.seq_len, gpus_per_node, "layout", experts)
     recommended = d["top"][index] if index is not None else None
     region = region_note(d["top"], index, "label", "step_time_s")
     d["top"] = d["top"][:top]
     if best is not None:
-        best["outside_region"] = reasons_for(best["layout"], resolved.seq_len, gpus_per_node)
+        best["outside_region"] = reasons_for(best["layout"], resolved.seq_len, gpus_per_node, experts)
         best["validated"] = not best["outside_region"]
     layer_pass = planned_layer_pass(resolved.model, best)
     band = band_for(

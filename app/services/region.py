@@ -14,19 +14,22 @@ from app.core.validated_region import LayoutFacts, outside
 REGION_CANDIDATES = 200
 
 
-def reasons_for(layout: Any, seq_len: int, gpus_per_node: int) -> list[str]:
-    """Why `layout` (a Layout or its dict) is outside the validated region; empty when inside."""
+def reasons_for(layout: Any, seq_len: int, gpus_per_node: int, num_experts: int = 0) -> list[str]:
+    """Why `layout` (a Layout or its dict) of a model with `num_experts` routed experts is outside the validated
+    region; empty when inside."""
     if isinstance(layout, dict):
         layout = SimpleNamespace(**layout)
-    return outside(LayoutFacts.of(layout, seq_len, gpus_per_node), validated_region())
+    return outside(LayoutFacts.of(layout, seq_len, gpus_per_node, num_experts), validated_region())
 
 
-def mark(entries: list[dict[str, Any]], seq_len: int, gpus_per_node: int, key: str) -> int | None:
+def mark(
+    entries: list[dict[str, Any]], seq_len: int, gpus_per_node: int, key: str, num_experts: int = 0
+) -> int | None:
     """Give each ranked entry `validated` and `outside_region` (its `key` holds the layout); the index of the
     first entry inside the region (None: none is)."""
     first: int | None = None
     for index, entry in enumerate(entries):
-        reasons = reasons_for(entry[key], seq_len, gpus_per_node)
+        reasons = reasons_for(entry[key], seq_len, gpus_per_node, num_experts)
         entry["validated"] = not reasons
         entry["outside_region"] = reasons
         if first is None and not reasons:

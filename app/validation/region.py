@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import SpecError
-from app.core.validated_region import LayoutFacts, region_from
+from app.core.validated_region import LayoutFacts, num_experts_of, region_from
 from app.errors import NotFoundError
 from app.validation.training_runs import RowSkipped, estimate_row, load_rows
 
@@ -27,7 +27,8 @@ def layout_facts(paths: Iterable[Path]) -> list[LayoutFacts]:
             except (RowSkipped, SpecError, NotFoundError, ValueError, ArithmeticError, TypeError):
                 continue  # the rows evaluate_row skips, for the same reasons
             seq_len = row.int_or("seq_len", 2048) or 2048
-            facts.append(LayoutFacts.of(replayed.layout, seq_len, replayed.cluster.gpus_per_node))
+            gpn, experts = replayed.cluster.gpus_per_node, num_experts_of(replayed.model)
+            facts.append(LayoutFacts.of(replayed.layout, seq_len, gpn, experts))
     return facts
 
 

@@ -31,7 +31,7 @@ from app.core.estimate import EstimateOptions
 from app.core.layout import RunOptions, layout_label
 from app.core.model import param_counts
 from app.core.planner import SearchProblem, plan
-from app.core.validated_region import LayoutFacts, outside
+from app.core.validated_region import LayoutFacts, num_experts_of, outside
 from app.services.plan_costs import plan_goodput
 from app.services.region import REGION_CANDIDATES
 from app.validation.training_runs import (
@@ -289,12 +289,12 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         result.band_ratio_low, result.band_ratio_high = band.ratio_low, band.ratio_high
     compute = _hours(run.tokens, best.tokens_per_s, run.num_gpus)
     result.best_compute_gpu_hours = compute
-    region = validated_region()
+    region, experts = validated_region(), num_experts_of(model)
     inside = next(
         (
             p
             for p in planned.top
-            if not outside(LayoutFacts.of(p.layout, run.seq_len, cluster.gpus_per_node), region)
+            if not outside(LayoutFacts.of(p.layout, run.seq_len, cluster.gpus_per_node, experts), region)
         ),
         None,
     )

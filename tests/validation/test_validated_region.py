@@ -16,7 +16,8 @@ def facts(**layout: Any) -> LayoutFacts:
     base = {"tp": 1, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "etp": None, "zero": 1, "micro_batch": 1}
     base.update(layout)
     seq_len = base.pop("seq_len", 8192)
-    return LayoutFacts.of(SimpleNamespace(**base), seq_len, 8)
+    experts = base.pop("num_experts", 0)
+    return LayoutFacts.of(SimpleNamespace(**base), seq_len, 8, experts)
 
 
 def test_features_and_bounds() -> None:
@@ -41,6 +42,38 @@ def test_outside_names_each_reason() -> None:
         "ZeRO-3/FSDP sharding over 4,096 ranks (published runs reach 64)",
         "ZeRO-3/FSDP beside context parallelism (no published run)",
     ]
+
+
+def test_routed_experts_per_rank_are_bounded_by_published_runs() -> None:
+    """Each routed expert on a rank is its own GEMM, quantization and launch per layer pass: a layout that keeps
+    more experts per rank than any published run (few or no expert-parallel ranks) is an extrapolation."""
+    assert facts(num_experts=128, ep=8).local_experts == 16 and facts(ep=1).local_experts == 0
+    region = region_from([facts(num_experts=128, ep=8), facts(num_experts=256, ep=64), facts()])
+    assert region["local_experts_max"] == 16
+    assert outside(facts(num_experts=128, ep=8), region) == []
+    assert outside(facts(num_experts=128, ep=1), region) == [
+        "128 routed experts per rank (published runs reach 16)"
+    ]
+    assert outside(facts(tp=2), region) == []  # a dense model has no experts to bound
+
+
+def test_the_planner_does_not_recommend_unpublished_experts_per_rank(client: Any) -> None:
+    """Qwen3-30B-A3B (128 experts) on one 8-GPU B200 node: the fastest estimate drops expert parallelism and
+    keeps all 128 experts on every rank, which no published run did (Megatron-Bridge ran EP8); the recommendation
+    keeps at most the published experts per rank."""
+    body = {
+        "model": "Qwen3-30B-A3B",
+        "cluster": {"gpu": "B200", "nodes": 1},
+        "training": {"seq_len": 4096, "tokens": 1e12},
+        "global_batch": 512,
+        "top": 5,
+    }
+    d = client.post("/api/v1/plan", json=body).json()
+    best, recommended = d["best"], d["recommended"]
+    assert best["layout"]["ep"] == 1 and "128 routed experts per rank" in " ".join(best["outside_region"])
+    limit = validated_region()["local_experts_max"]
+    assert recommended["validated"] is True and 128 // recommended["layout"]["ep"] <= limit
+    assert "routed experts per rank" in d["region_note"]
 
 
 def test_the_catalog_region_is_the_validation_files_region() -> None:

@@ -815,7 +815,9 @@ def test_host_names_in_logs_errors_and_events_are_for_administrators(api: TestCl
     page; administrators read them as written."""
     _, token = new_node(api, "rack9")
     registered = api.post(
-        "/api/v1/agent/register", headers=agent(token), json={"hostname": "gpu-secret-9.corp.internal", "info": {}}
+        "/api/v1/agent/register",
+        headers=agent(token),
+        json={"hostname": "gpu-secret-9.corp.internal", "info": {}},
     )
     assert registered.status_code == 200, registered.text
     runner = member("log-runner@example.com")
@@ -834,7 +836,11 @@ def test_host_names_in_logs_errors_and_events_are_for_administrators(api: TestCl
     failed = api.post(
         f"/api/v1/agent/jobs/{job_id}/complete",
         headers=agent(token),
-        json={"attempt": 1, "status": "failed", "error": "rank 3 on gpu-secret-9.corp.internal exited with 1"},
+        json={
+            "attempt": 1,
+            "status": "failed",
+            "error": "rank 3 on gpu-secret-9.corp.internal exited with 1",
+        },
     )
     assert failed.status_code == 200, failed.text
     secrets = ("gpu-secret-9", "other-node-3", "other-node-4")
@@ -871,5 +877,7 @@ def test_redact_hosts_matches_whole_names_only() -> None:
     assert redact_hosts("on gpu1.corp and gpu1, not gpu10 or node-70 or xnode-7", names) == (
         "on <host> and <host>, not gpu10 or node-70 or xnode-7"
     )
-    assert redact_hosts({"m": ["node-7:1:2 [0] NCCL INFO", 3]}, set()) == {"m": ["<host>:1:2 [0] NCCL INFO", 3]}
+    assert redact_hosts({"m": ["node-7:1:2 [0] NCCL INFO", 3]}, set()) == {
+        "m": ["<host>:1:2 [0] NCCL INFO", 3]
+    }
     assert redact_hosts("hostname: a.b.c\nthe host is fine", set()) == "hostname: <host>\nthe host is fine"

@@ -195,6 +195,10 @@ class HeuristicComparison:
         }
 
 
+# rows `first_accepted` tries before ranking every fitting layout (most searches accept one of the first few)
+ACCEPT_PROBE = 64
+
+
 @dataclass(frozen=True)
 class PlanResult:
     model: str
@@ -219,6 +223,9 @@ class PlanResult:
     constraints: Constraints
     collective_calls: int
     assumptions: list[Assumption] = field(default_factory=list)
+    # the best-ranked layout the caller's `accept` takes (the validated region's recommendation), wherever it
+    # ranks; None without `accept` or where no fitting layout is accepted
+    recommended: PlannedLayout | None = None
 
     @property
     def layouts_per_s(self) -> float:
@@ -775,7 +782,7 @@ class SearchProblem:
     profile: HardwareProfile | None = None
 
 
-def plan(
+def plan(  # noqa: PLR0913 (keyword-only options of one search)
     problem: SearchProblem,
     *,
     tokens: float | None = None,
@@ -785,6 +792,7 @@ def plan(
     usd_per_gpu_hour: float | None = None,
     top: int = 10,
     pareto_limit: int = 50,
+    accept: Callable[[Layout], bool] | None = None,
 ) -> PlanResult:
     """Search every layout of the problem's model on its cluster (or on each of `gpu_counts` GPUs of that kind).
 
@@ -799,6 +807,8 @@ def plan(
     (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading (Layout.offload_modules), the
     layouts with full recompute or layer offloading rejected ("offload_modules_need_no_full_recompute",
     "offload_modules_exclude_layer_offload").
+    `accept` (optional): `recommended` is the best-ranked fitting layout it takes (the service passes the validated
+    region's test), searched over every fitting layout, not only the `top`.
     """
     model, cluster, seq_len, global_batch = (
         problem.model,
@@ -821,6 +831,7 @@ def plan(
     top_shapes = ranking.top_shapes(feasible, top)
     front = pareto_front(joined.step_time_s, joined.margin_bytes, joined.num_gpus, feasible)
     comparison = _compare(ranking.best_of(fits & joined.heuristic), ranking.best_of(fits))
+    recommended = ranking.first_accepted(feasible, accept) if accept is not None else None
     elapsed = time.perf_counter() - start
     return PlanResult(
         model=model.name,
@@ -845,6 +856,7 @@ def plan(
         constraints=c,
         collective_calls=found.calls,
         assumptions=_assumptions(cluster, c, run.flash_attention, opts),
+        recommended=recommended,
     )
 
 
@@ -1016,6 +1028,22 @@ class _Ranking:
         j = self.joined
         best = best_per_shape(j.rows, j.num_gpus, self.score, j.margin_bytes, mask, k)
         return [self.planned(i, r + 1) for r, i in enumerate(best)]
+
+    def first_accepted(self, mask: np.ndarray, accept: Callable[[Layout], bool]) -> PlannedLayout | None:
+        """The best-ranked row of `mask` whose layout `accept` takes, at its rank: among the first ACCEPT_PROBE
+        rows, and only when none of them is taken, among all."""
+        probe = self.ranked(mask, ACCEPT_PROBE)
+        found = self._first_taken(probe, accept)
+        if found is None and len(probe) == ACCEPT_PROBE:
+            found = self._first_taken(self.ranked(mask, int(mask.sum())), accept)
+        return found
+
+    def _first_taken(self, rows: list[int], accept: Callable[[Layout], bool]) -> PlannedLayout | None:
+        j, s = self.joined, self.search
+        for rank, i in enumerate(rows, start=1):
+            if accept(layout_at(j.rows, i, s.global_batch, s.run, s.options.framework.pipeline_reshard)):
+                return self.planned(i, rank)
+        return None
 
     def best_of(self, mask: np.ndarray) -> PlannedLayout | None:
         """The best row of `mask` at rank 1, or None where the mask is empty."""

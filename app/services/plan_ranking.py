@@ -11,7 +11,7 @@ from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
 from app.core.units import DAY, GiB
 from app.core.validated_region import num_experts_of
-from app.services.region import REGION_CANDIDATES, mark, region_note
+from app.services.region import REGION_CANDIDATES, accept_for, mark, region_note
 
 
 def planner_search(
@@ -148,6 +148,9 @@ def _run_planner(
             tokens=resolved.tokens or None,
             constraints=planner.Constraints(**constraints) if constraints else None,
             top=max(PLANNER_TOP, REGION_CANDIDATES),
+            accept=accept_for(
+                resolved.seq_len, resolved.cluster.gpus_per_node, num_experts_of(resolved.model)
+            ),
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)
@@ -160,6 +163,14 @@ def _run_planner(
     experts = num_experts_of(resolved.model)
     mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
     recommended = mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
+    if recommended is None and res.recommended is not None:  # inside the region, below the layouts kept
+        deep, _ = _with_cost(
+            [_ranked_row(res.recommended)], resolved.cluster.num_gpus, "time", usd_per_gpu_hour
+        )
+        rows.append(deep[0])
+        layouts[id(deep[0])] = res.recommended.layout
+        mark(deep, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
+        recommended = len(rows) - 1
     region = region_note(rows, recommended, "layout", "step_time_s")
     for row in rows:
         row["recommended"] = False

@@ -26,7 +26,7 @@ from app.schemas.search import (
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.estimate import time_to_train_payload
 from app.services.plan_ranking import ranking_payload
-from app.services.region import REGION_CANDIDATES, mark, reasons_for, region_note
+from app.services.region import REGION_CANDIDATES, accept_for, mark, reasons_for, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
 __all__ = [  # the request models live in app.schemas.search; API routes and callers import them from here
@@ -148,6 +148,7 @@ def run_plan(
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
         top=max(req.top, REGION_CANDIDATES),
+        accept=accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, num_experts_of(resolved.model)),
     )
     return req, resolved, price_source, result
 
@@ -166,6 +167,10 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, 
     gpus_per_node = resolved.cluster.gpus_per_node
     experts = num_experts_of(resolved.model)
     index = mark(d["top"], resolved.seq_len, gpus_per_node, "layout", experts)
+    if index is None and result.recommended is not None:  # inside the region, below the ranked layouts kept
+        d["top"].append(result.recommended.to_dict())
+        index = mark(d["top"][-1:], resolved.seq_len, gpus_per_node, "layout", experts)
+        index = None if index is None else len(d["top"]) - 1
     recommended = d["top"][index] if index is not None else None
     region = region_note(d["top"], index, "label", "step_time_s")
     d["top"] = d["top"][:top]

@@ -3,6 +3,7 @@ recommendation is the fastest inside the region (app.core.validated_region; app/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,6 +21,13 @@ def reasons_for(layout: Any, seq_len: int, gpus_per_node: int, num_experts: int 
     if isinstance(layout, dict):
         layout = SimpleNamespace(**layout)
     return outside(LayoutFacts.of(layout, seq_len, gpus_per_node, num_experts), validated_region())
+
+
+def accept_for(seq_len: int, gpus_per_node: int, num_experts: int = 0) -> Callable[[Any], bool]:
+    """The validated region's test of one layout, for the planner's `accept` (its `recommended`: the fastest
+    layout inside the region however far down the ranking it is)."""
+    region = validated_region()
+    return lambda layout: not outside(LayoutFacts.of(layout, seq_len, gpus_per_node, num_experts), region)
 
 
 def mark(
@@ -50,8 +58,9 @@ def region_note(entries: list[dict[str, Any]], recommended: int | None, label_ke
         )
     chosen = entries[recommended]
     slower = 100.0 * (chosen[time_key] / fastest[time_key] - 1.0) if fastest[time_key] else 0.0
+    rank = chosen.get("rank", recommended + 1)
     return (
-        f"Recommended: {chosen[label_key]} (rank {recommended + 1}, {slower:.1f} % slower), the fastest layout "
+        f"Recommended: {chosen[label_key]} (rank {rank}, {slower:.1f} % slower), the fastest layout "
         f"inside the validated region. The fastest, {fastest[label_key]}, has {why}: published runs do not cover "
         "it, so its estimate is an extrapolation."
     )

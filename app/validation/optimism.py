@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.catalog import accuracy_table
+from app.catalog import accuracy_table, validated_region
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
@@ -67,7 +67,9 @@ from app.core.hardware import GPUSpec
 from app.core.layout import Layout, RunOptions, layout_label
 from app.core.model import ModelSpec, param_counts
 from app.core.planner import PlannedLayout, SearchProblem, plan
+from app.core.validated_region import LayoutFacts, num_experts_of, outside
 from app.errors import NotFoundError
+from app.services.region import accept_for
 from app.validation.training_runs import (
     TIME_METRICS,
     Row,
@@ -239,6 +241,15 @@ class GroupResult:
     savings_s: list[tuple[str, float]] = field(default_factory=list)
     mechanism: str | None = None
     evidence: str | None = None  # the published run backing the planner's MFU (flagged groups only)
+    # the planner's recommendation: its fastest layout inside the validated region (app.core.validated_region),
+    # the headline the builder, API and CLI show; the best itself when that is inside
+    outside_region: list[str] = field(
+        default_factory=list
+    )  # why the planner's best is outside (empty: inside)
+    recommended_layout: str | None = None
+    recommended_mfu_pct: float | None = None
+    recommended_flagged: bool = False  # the recommendation too beats the published best beyond the threshold
+    recommended_evidence: str | None = None  # backing of a flagged recommendation
     skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,8 +279,9 @@ def new_result(key: tuple[str, str, str], best: PublishedRun, runs: Sequence[Pub
     )
 
 
-def plan_best(run: PublishedRun) -> PlannedLayout | None:
-    """The planner's best layout for the run's model, cluster, sequence length, global batch and options."""
+def plan_best(run: PublishedRun) -> tuple[PlannedLayout | None, PlannedLayout | None]:
+    """The planner's best layout for the run's model, cluster, sequence length, global batch and options, and its
+    recommendation: its fastest layout inside the validated region (None: none fits there)."""
     replayed = run.replayed
     layout = replayed.layout
     planned = plan(
@@ -283,8 +295,11 @@ def plan_best(run: PublishedRun) -> PlannedLayout | None:
         ),
         top=1,
         pareto_limit=0,
+        accept=accept_for(
+            replayed.estimate.seq_len, replayed.cluster.gpus_per_node, num_experts_of(run.model)
+        ),
     )
-    return planned.best
+    return planned.best, planned.recommended
 
 
 def threshold_for(run: PublishedRun) -> tuple[float, str]:
@@ -340,6 +355,23 @@ def compare(result: GroupResult, best: PublishedRun, planned: PlannedLayout) -> 
         result.mechanism = mechanism_text(result)
 
 
+def compare_recommended(
+    result: GroupResult, best: PublishedRun, planned: PlannedLayout, recommended: PlannedLayout | None
+) -> None:
+    """Fill the recommendation's side of a group: why the best is outside the region, and whether the
+    recommendation (the headline) still beats the published best beyond the threshold."""
+    seq_len, gpn = best.replayed.estimate.seq_len, best.replayed.cluster.gpus_per_node
+    facts = LayoutFacts.of(planned.layout, seq_len, gpn, num_experts_of(best.model))
+    result.outside_region = outside(facts, validated_region())
+    if recommended is None:
+        return
+    result.recommended_layout = layout_label(recommended.layout)
+    result.recommended_mfu_pct = 100.0 * float(recommended.mfu)
+    assert result.threshold_pct is not None
+    gap = (result.recommended_mfu_pct / result.published_mfu_pct - 1.0) * 100.0
+    result.recommended_flagged = gap > result.threshold_pct
+
+
 def _size(run: PublishedRun) -> float:
     return float(param_counts(run.model).total)
 
@@ -367,10 +399,13 @@ def no_stronger_gpu(other: GPUSpec, gpu: GPUSpec, dtype_cls: str) -> bool:
     )
 
 
-def evidence_for(result: GroupResult, flagged: PublishedRun, runs: Iterable[PublishedRun]) -> str | None:
-    """The best published run backing a flagged group's planner MFU (Evidence in the module docstring), as
-    "MFU % by model (file:row, source)"; None when no run does."""
-    assert result.planner_mfu_pct is not None and result.threshold_pct is not None
+def evidence_for(
+    result: GroupResult, flagged: PublishedRun, runs: Iterable[PublishedRun], mfu_pct: float | None = None
+) -> str | None:
+    """The best published run backing a flagged group's planner MFU (or `mfu_pct`, the recommendation's) (Evidence
+    in the module docstring), as "MFU % by model (file:row, source)"; None when no run does."""
+    claimed = result.planner_mfu_pct if mfu_pct is None else mfu_pct
+    assert claimed is not None and result.threshold_pct is not None
     size, moe = _size(flagged), flagged.model.moe is not None
     dtype = flagged.key[2]
     gpu = row_gpu(flagged.row)
@@ -381,7 +416,7 @@ def evidence_for(result: GroupResult, flagged: PublishedRun, runs: Iterable[Publ
         and no_stronger_gpu(row_gpu(r.row), gpu, dtype)
         and (r.model.moe is not None) == moe
         and 1 / EVIDENCE_SIZE_FACTOR <= _size(r) / size <= EVIDENCE_SIZE_FACTOR
-        and (result.planner_mfu_pct / r.measured_mfu_pct - 1.0) * 100.0 <= result.threshold_pct
+        and (claimed / r.measured_mfu_pct - 1.0) * 100.0 <= result.threshold_pct
     ]
     if not peers:
         return None
@@ -398,7 +433,7 @@ def evaluate_group(key: tuple[str, str, str], runs: Sequence[PublishedRun]) -> G
     best = max(runs, key=lambda r: r.measured_mfu_pct)
     result = new_result(key, best, runs)
     try:
-        planned = plan_best(best)
+        planned, recommended = plan_best(best)
     except (RowSkipped, SpecError, NotFoundError, ValueError, LookupError) as exc:
         result.skipped = f"the planner cannot search this run: {exc}"
         return result
@@ -406,6 +441,7 @@ def evaluate_group(key: tuple[str, str, str], runs: Sequence[PublishedRun]) -> G
         result.skipped = "no layout of this model fits on this cluster with this global batch"
         return result
     compare(result, best, planned)
+    compare_recommended(result, best, planned, recommended)
     return result
 
 
@@ -420,6 +456,11 @@ class OptimismReport:
             "flagged": sum(1 for g in self.groups if g.flagged),
             "backed": sum(1 for g in self.groups if g.flagged and g.evidence),
             "unexplained": sum(1 for g in self.groups if g.flagged and not g.evidence),
+            # the same for the recommendation, the headline (the fastest layout inside the validated region)
+            "recommended_flagged": sum(1 for g in self.groups if g.recommended_flagged),
+            "recommended_unexplained": sum(
+                1 for g in self.groups if g.recommended_flagged and not g.recommended_evidence
+            ),
             "median_gap_pts": statistics.median(gaps) if gaps else None,
             "skipped": sum(1 for g in self.groups if g.skipped is not None),
             "runs": sum(g.runs for g in self.groups),
@@ -439,11 +480,32 @@ def report(runs: Iterable[PublishedRun]) -> OptimismReport:
     groups = []
     for key, members in group_runs(runs).items():
         result = evaluate_group(key, members)
+        best = max(members, key=lambda r: r.measured_mfu_pct)
         if result.flagged:
-            best = max(members, key=lambda r: r.measured_mfu_pct)
             result.evidence = evidence_for(result, best, runs)
+        if result.recommended_flagged:
+            result.recommended_evidence = evidence_for(result, best, runs, result.recommended_mfu_pct)
         groups.append(result)
     return OptimismReport(sorted(groups, key=_order))
+
+
+def recommendation_text(g: GroupResult) -> str:
+    """The recommendation line of a flagged group: the best itself when inside the region, else the fastest layout
+    inside it, whether that too beats the published best beyond the threshold, and its backing."""
+    if not g.outside_region:
+        return "recommended: the planner's best (inside the validated region)"
+    why = "; ".join(g.outside_region)
+    if g.recommended_layout is None:
+        return f"recommended: no fitting layout inside the validated region ({why})"
+    assert g.recommended_mfu_pct is not None
+    verdict = "beyond the resolution" if g.recommended_flagged else "within the resolution"
+    backing = ""
+    if g.recommended_flagged:
+        backing = f"; evidence: {g.recommended_evidence or 'none'}"
+    return (
+        f"recommended (the best is outside the validated region: {why}): {g.recommended_layout} at "
+        f"{g.recommended_mfu_pct:.1f} %, {g.recommended_mfu_pct - g.published_mfu_pct:+.1f} points, {verdict}{backing}"
+    )
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -474,6 +536,7 @@ def render_table(rep: OptimismReport) -> str:
                 or f"none: no run of a model within ×{EVIDENCE_SIZE_FACTOR:g} of its size reaches it"
             )
             lines.append(f"{'':<24}   evidence: {backing}")
+            lines.append(f"{'':<24}   {recommendation_text(g)}")
     s = rep.summary()
     lines += [
         "",
@@ -481,6 +544,9 @@ def render_table(rep: OptimismReport) -> str:
         f"planner's best MFU beats the best published one by more than the ranking resolution (marked !), "
         f"{s['backed']} of them backed by another published run on that GPU or one no stronger, {s['unexplained']} unexplained; median "
         f"gap {_num(s['median_gap_pts'], '+.1f')} MFU points; {s['skipped']} skipped.",
+        f"The recommendation (the fastest layout inside the validated region, the headline) beats the published "
+        f"best by more than the resolution in {s['recommended_flagged']} groups, "
+        f"{s['recommended_unexplained']} of them unexplained.",
         "MFU on the estimator's FLOP count and peak: measured MFU = the published layout's estimated MFU × measured "
         "speed / estimated speed.",
     ]

@@ -24,16 +24,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.catalog import accuracy_table, validated_region
+from app.catalog import accuracy_table
 from app.core.accuracy import band_for, layer_pass_seconds, ratio_stats, totals_band
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
 from app.core.layout import RunOptions, layout_label
 from app.core.model import param_counts
 from app.core.planner import SearchProblem, plan
-from app.core.validated_region import LayoutFacts, num_experts_of, outside
+from app.core.validated_region import num_experts_of
 from app.services.plan_costs import plan_goodput
-from app.services.region import REGION_CANDIDATES
+from app.services.region import accept_for
 from app.validation.training_runs import (
     SHAPE_COLUMNS,
     Row,
@@ -272,8 +272,9 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
             options=EstimateOptions(framework=framework),
         ),
         tokens=run.tokens,
-        top=REGION_CANDIDATES,
+        top=1,
         pareto_limit=0,
+        accept=accept_for(run.seq_len, cluster.gpus_per_node, num_experts_of(model)),
     )
     best = planned.best
     if best is None:
@@ -289,15 +290,7 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         result.band_ratio_low, result.band_ratio_high = band.ratio_low, band.ratio_high
     compute = _hours(run.tokens, best.tokens_per_s, run.num_gpus)
     result.best_compute_gpu_hours = compute
-    region, experts = validated_region(), num_experts_of(model)
-    inside = next(
-        (
-            p
-            for p in planned.top
-            if not outside(LayoutFacts.of(p.layout, run.seq_len, cluster.gpus_per_node, experts), region)
-        ),
-        None,
-    )
+    inside = planned.recommended
     if inside is not None:
         result.recommended_layout = layout_label(inside.layout)
         result.recommended_gpu_hours = _hours(

@@ -53,6 +53,20 @@ def test_top_is_sorted_and_best_is_fastest_that_fits(llama70_64) -> None:
     assert len(llama70_64.top) == 10
 
 
+@pytest.mark.parametrize("position", [1, 5, 150])
+def test_recommended_is_the_best_ranked_layout_accept_takes(position: int) -> None:
+    """`accept` picks the recommendation from the whole ranking, with its rank there: also far below the probe
+    of the first rows (ACCEPT_PROBE) and below the `top` kept."""
+    problem = SearchProblem(catalog.find_model("Llama-2-70B"), make_cluster(), 4096, 512)
+    wide = plan(problem, top=200, pareto_limit=0)
+    target = wide.top[position - 1].layout
+    narrow = plan(problem, top=3, pareto_limit=0, accept=lambda layout: layout == target)
+    assert narrow.recommended is not None and narrow.recommended.layout == target
+    assert narrow.recommended.rank == position and len(narrow.top) == 3
+    assert plan(problem, top=3, pareto_limit=0, accept=lambda layout: False).recommended is None
+    assert wide.recommended is None  # nothing asked
+
+
 def test_top_shapes_are_distinct_and_fastest_first(llama70_64) -> None:
     shapes = llama70_64.top_shapes
     keys = [(p.num_gpus, p.layout.tp, p.layout.pp, p.layout.cp, p.layout.ep) for p in shapes]

@@ -232,3 +232,29 @@ def test_no_stronger_gpu_compares_every_catalogued_resource() -> None:
     assert not no_stronger_gpu(h100, a80, "16-bit")  # another peak
     assert not no_stronger_gpu(h100, h96, "16-bit")  # 700 W against the 96 GB part's 500 W cap
     assert not no_stronger_gpu(a40, a80, "fp8")  # no FP8 peak on A100: nothing to compare
+
+
+def test_a_group_reports_the_recommendation_inside_the_validated_region(tmp_path: Path) -> None:
+    """Qwen3-30B-A3B (128 experts) on 8 B200: the planner's best keeps every expert on every rank, outside the
+    validated region; the report also gives the recommendation (the headline), its MFU and whether it too beats
+    the published run beyond the resolution."""
+    with (DATA_DIR / "training_runs_heldout.csv").open(newline="") as f:
+        lines = list(csv.reader(f))
+    header, rows = lines[0], lines[1:]
+    col = header.index
+    chosen = [
+        r for r in rows if r[col("model_name")] == "Qwen3-30B-A3B (MoE)" and r[col("gpu")].startswith("B200")
+    ]
+    path = tmp_path / "qwen.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows([header, *chosen])
+    rep = report(read_runs([path]))
+    (group,) = rep.groups
+    assert group.flagged and any("routed experts per rank" in r for r in group.outside_region)
+    assert group.recommended_layout is not None and " EP" in group.recommended_layout
+    assert group.recommended_mfu_pct is not None and group.planner_mfu_pct is not None
+    assert group.published_mfu_pct < group.recommended_mfu_pct < group.planner_mfu_pct
+    summary = rep.summary()
+    assert summary["recommended_flagged"] == int(group.recommended_flagged)
+    assert summary["recommended_unexplained"] <= summary["recommended_flagged"]
+    assert "recommended (the best is outside the validated region" in render_table(rep)

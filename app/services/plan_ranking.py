@@ -11,7 +11,7 @@ from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
 from app.core.units import DAY, GiB
 from app.core.validated_region import num_experts_of
-from app.services.region import REGION_CANDIDATES, accept_for, mark, region_note
+from app.services.region import accept_for, mark, recommended_entry, region_note
 
 
 def planner_search(
@@ -122,6 +122,14 @@ def _with_cost(
     return rows, "cost"
 
 
+def _recommended_row(res: Any, num_gpus: int, usd_per_gpu_hour: float | None) -> dict[str, Any] | None:
+    """The planner's recommendation (the fastest layout inside the validated region) as a ranked row."""
+    if res.recommended is None:
+        return None
+    rows, _ = _with_cost([_ranked_row(res.recommended)], num_gpus, "time", usd_per_gpu_hour)
+    return rows[0]
+
+
 def _run_planner(
     planner: Any,
     resolved: Any,
@@ -147,7 +155,7 @@ def _run_planner(
             problem,
             tokens=resolved.tokens or None,
             constraints=planner.Constraints(**constraints) if constraints else None,
-            top=max(PLANNER_TOP, REGION_CANDIDATES),
+            top=PLANNER_TOP,
             accept=accept_for(
                 resolved.seq_len, resolved.cluster.gpus_per_node, num_experts_of(resolved.model)
             ),
@@ -157,29 +165,19 @@ def _run_planner(
     rows = [_ranked_row(p) for p in res.top]
     layouts = {id(row): p.layout for row, p in zip(rows, res.top, strict=True)}
     rows, ranked_by = _with_cost(rows, resolved.cluster.num_gpus, rank_by, usd_per_gpu_hour)
-    ranked_rows = rows
     # the Pareto front: no other layout is faster with as much free memory (one cluster size here)
     pareto = [_ranked_row(p) for p in res.pareto[:PARETO_SHOWN]]
     experts = num_experts_of(resolved.model)
     mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
-    recommended = mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
-    if recommended is None and res.recommended is not None:  # inside the region, below the layouts kept
-        deep, _ = _with_cost(
-            [_ranked_row(res.recommended)], resolved.cluster.num_gpus, "time", usd_per_gpu_hour
-        )
-        rows.append(deep[0])
-        layouts[id(deep[0])] = res.recommended.layout
-        mark(deep, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
-        recommended = len(rows) - 1
-    region = region_note(rows, recommended, "layout", "step_time_s")
+    mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
+    chosen_row = recommended_entry(rows, _recommended_row(res, resolved.cluster.num_gpus, usd_per_gpu_hour))
+    region = region_note(rows, chosen_row, "layout", "step_time_s")
     for row in rows:
-        row["recommended"] = False
-    if recommended is not None:
-        rows[recommended]["recommended"] = True
-    shown = rows[:PLANNER_TOP]
-    if recommended is not None and recommended >= PLANNER_TOP:
-        shown.append(rows[recommended])
-    rows = shown
+        row["recommended"] = row is chosen_row
+    if chosen_row is not None and not chosen_row.get("recommended"):  # it ranks below the rows kept
+        chosen_row["recommended"] = True
+        layouts[id(chosen_row)] = res.recommended.layout
+        rows = [*rows, chosen_row]
     rejections = [
         {"reason": REJECTION_TEXT.get(k, k), "key": k, "count": int(v)}
         for k, v in sorted(res.rejections.items(), key=lambda kv: -kv[1])
@@ -207,10 +205,10 @@ def _run_planner(
     }
     if res.best is None:
         return ranking, None, "No layout of this model fits on this cluster with this global batch."
-    if recommended is not None:
-        chosen = layouts[id(ranked_rows[recommended])]
+    if chosen_row is not None:
+        chosen = layouts[id(chosen_row)]
     elif ranked_by == "cost":
-        chosen = layouts[id(ranked_rows[0])]
+        chosen = layouts[id(rows[0])]
     else:
         chosen = res.best.layout
     return ranking, chosen, ""

@@ -26,7 +26,7 @@ from app.schemas.search import (
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.estimate import time_to_train_payload
 from app.services.plan_ranking import ranking_payload
-from app.services.region import REGION_CANDIDATES, accept_for, mark, reasons_for, region_note
+from app.services.region import accept_for, mark, reasons_for, recommended_entry, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
 __all__ = [  # the request models live in app.schemas.search; API routes and callers import them from here
@@ -147,7 +147,7 @@ def run_plan(
         constraints=req.constraints.to_core(),
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
-        top=max(req.top, REGION_CANDIDATES),
+        top=req.top,
         accept=accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, num_experts_of(resolved.model)),
     )
     return req, resolved, price_source, result
@@ -161,19 +161,14 @@ def planned_layer_pass(model: Any, planned: dict[str, Any] | None) -> float | No
     return layer_pass_seconds(planned["step_breakdown_s"], layers_per_stage, planned["num_microbatches"])
 
 
-def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult, top: int = 10) -> PlanOut:
+def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
     d = result.to_dict()
     best = d.get("best")
     gpus_per_node = resolved.cluster.gpus_per_node
     experts = num_experts_of(resolved.model)
-    index = mark(d["top"], resolved.seq_len, gpus_per_node, "layout", experts)
-    if index is None and result.recommended is not None:  # inside the region, below the ranked layouts kept
-        d["top"].append(result.recommended.to_dict())
-        index = mark(d["top"][-1:], resolved.seq_len, gpus_per_node, "layout", experts)
-        index = None if index is None else len(d["top"]) - 1
-    recommended = d["top"][index] if index is not None else None
-    region = region_note(d["top"], index, "label", "step_time_s")
-    d["top"] = d["top"][:top]
+    mark(d["top"], resolved.seq_len, gpus_per_node, "layout", experts)
+    recommended = recommended_entry(d["top"], result.recommended.to_dict() if result.recommended else None)
+    region = region_note(d["top"], recommended, "label", "step_time_s")
     if best is not None:
         best["outside_region"] = reasons_for(best["layout"], resolved.seq_len, gpus_per_node, experts)
         best["validated"] = not best["outside_region"]
@@ -210,8 +205,8 @@ def _search_accuracy(band: Any, best: dict[str, Any] | None) -> dict[str, Any] |
 
 
 def search(data: Any, session: Session | None = None) -> PlanOut:
-    req, resolved, price_source, result = run_plan(data, session)
-    return plan_out(resolved, price_source, result, req.top)
+    _, resolved, price_source, result = run_plan(data, session)
+    return plan_out(resolved, price_source, result)
 
 
 def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenario, str, SizingResult]:

@@ -195,10 +195,6 @@ class HeuristicComparison:
         }
 
 
-# rows `first_accepted` tries before ranking every fitting layout (most searches accept one of the first few)
-ACCEPT_PROBE = 64
-
-
 @dataclass(frozen=True)
 class PlanResult:
     model: str
@@ -792,7 +788,7 @@ def plan(  # noqa: PLR0913 (keyword-only options of one search)
     usd_per_gpu_hour: float | None = None,
     top: int = 10,
     pareto_limit: int = 50,
-    accept: Callable[[Layout], bool] | None = None,
+    accept: Callable[[LayoutArrays], np.ndarray] | None = None,
 ) -> PlanResult:
     """Search every layout of the problem's model on its cluster (or on each of `gpu_counts` GPUs of that kind).
 
@@ -807,8 +803,9 @@ def plan(  # noqa: PLR0913 (keyword-only options of one search)
     (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading (Layout.offload_modules), the
     layouts with full recompute or layer offloading rejected ("offload_modules_need_no_full_recompute",
     "offload_modules_exclude_layer_offload").
-    `accept` (optional): `recommended` is the best-ranked fitting layout it takes (the service passes the validated
-    region's test), searched over every fitting layout, not only the `top`.
+    `accept` (optional): a test of the enumerated layouts' columns (a boolean per layout); `recommended` is the
+    best-ranked fitting layout it takes, with its rank among all (the service passes the validated region's
+    test: app.core.validated_region.inside), wherever it ranks, not only among the `top`.
     """
     model, cluster, seq_len, global_batch = (
         problem.model,
@@ -831,7 +828,7 @@ def plan(  # noqa: PLR0913 (keyword-only options of one search)
     top_shapes = ranking.top_shapes(feasible, top)
     front = pareto_front(joined.step_time_s, joined.margin_bytes, joined.num_gpus, feasible)
     comparison = _compare(ranking.best_of(fits & joined.heuristic), ranking.best_of(fits))
-    recommended = ranking.first_accepted(feasible, accept) if accept is not None else None
+    recommended = ranking.best_accepted(feasible, accept(joined.rows)) if accept is not None else None
     elapsed = time.perf_counter() - start
     return PlanResult(
         model=model.name,
@@ -1029,21 +1026,18 @@ class _Ranking:
         best = best_per_shape(j.rows, j.num_gpus, self.score, j.margin_bytes, mask, k)
         return [self.planned(i, r + 1) for r, i in enumerate(best)]
 
-    def first_accepted(self, mask: np.ndarray, accept: Callable[[Layout], bool]) -> PlannedLayout | None:
-        """The best-ranked row of `mask` whose layout `accept` takes, at its rank: among the first ACCEPT_PROBE
-        rows, and only when none of them is taken, among all."""
-        probe = self.ranked(mask, ACCEPT_PROBE)
-        found = self._first_taken(probe, accept)
-        if found is None and len(probe) == ACCEPT_PROBE:
-            found = self._first_taken(self.ranked(mask, int(mask.sum())), accept)
-        return found
-
-    def _first_taken(self, rows: list[int], accept: Callable[[Layout], bool]) -> PlannedLayout | None:
-        j, s = self.joined, self.search
-        for rank, i in enumerate(rows, start=1):
-            if accept(layout_at(j.rows, i, s.global_batch, s.run, s.options.framework.pipeline_reshard)):
-                return self.planned(i, rank)
-        return None
+    def best_accepted(self, mask: np.ndarray, accepted: np.ndarray) -> PlannedLayout | None:
+        """The best-ranked row of `mask` that `accepted` takes, at its rank among all of `mask` (ranked's order:
+        score, then more headroom, then fewer GPUs, then enumeration order)."""
+        best = self.ranked(mask & accepted, 1)
+        if not best:
+            return None
+        i = best[0]
+        score, margin, gpus = self.score, self.joined.margin_bytes, self.joined.num_gpus
+        tie_gpus = (gpus < gpus[i]) | ((gpus == gpus[i]) & (np.arange(gpus.shape[0]) < i))
+        tie_margin = (margin > margin[i]) | ((margin == margin[i]) & tie_gpus)
+        ahead = (score < score[i]) | ((score == score[i]) & tie_margin)
+        return self.planned(i, 1 + int(np.count_nonzero(ahead & mask)))
 
     def best_of(self, mask: np.ndarray) -> PlannedLayout | None:
         """The best row of `mask` at rank 1, or None where the mask is empty."""

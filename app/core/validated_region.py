@@ -24,22 +24,29 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+Num = (
+    Any  # an int for one layout, a numpy array for the planner's columns of layouts (LayoutFacts.of_columns)
+)
+
 
 @dataclass(frozen=True)
 class LayoutFacts:
-    """What the region looks at in one layout (in a cluster with `gpus_per_node`, at `seq_len` tokens)."""
+    """What the region looks at in one layout (in a cluster with `gpus_per_node`, at `seq_len` tokens): ints, or
+    numpy arrays with one entry per layout (`of_columns`), for which every check below is evaluated at once."""
 
-    tp: int
-    pp: int
-    dp: int
-    cp: int
-    ep: int
-    etp: int
-    zero: int
-    micro_batch: int
+    tp: Num
+    pp: Num
+    dp: Num
+    cp: Num
+    ep: Num
+    etp: Num
+    zero: Num
+    micro_batch: Num
     seq_len: int
     gpus_per_node: int
-    local_experts: int = 0  # routed experts per rank (num_experts / ep); 0 for a dense model
+    local_experts: Num = 0  # routed experts per rank (num_experts / ep); 0 for a dense model
 
     @classmethod
     def of(cls, layout: Any, seq_len: int, gpus_per_node: int, num_experts: int = 0) -> LayoutFacts:
@@ -60,36 +67,120 @@ class LayoutFacts:
             local_experts=int(num_experts) // max(1, int(layout.ep)) if num_experts else 0,
         )
 
-    @property
-    def cp_chunk_tokens(self) -> int:
-        return self.seq_len // max(1, self.cp)
+    @classmethod
+    def of_columns(cls, rows: Any, seq_len: int, gpus_per_node: int, num_experts: int = 0) -> LayoutFacts:
+        """The facts of every layout of the planner's columns (app.core.planner_eval.LayoutArrays: an `etp` of 0
+        is the legacy expert layout, etp = tp)."""
+        tp, ep = np.asarray(rows.tp), np.asarray(rows.ep)
+        return cls(
+            tp=tp,
+            pp=np.asarray(rows.pp),
+            dp=np.asarray(rows.dp),
+            cp=np.asarray(rows.cp),
+            ep=ep,
+            etp=np.where(np.asarray(rows.etp) > 0, rows.etp, tp),
+            zero=np.asarray(rows.zero),
+            micro_batch=np.asarray(rows.micro_batch),
+            seq_len=int(seq_len),
+            gpus_per_node=int(gpus_per_node),
+            local_experts=int(num_experts) // np.maximum(1, ep) if num_experts else np.zeros_like(ep),
+        )
 
     @property
-    def zero3_shard(self) -> int:
+    def cp_chunk_tokens(self) -> Num:
+        return self.seq_len // np.maximum(1, self.cp)
+
+    @property
+    def zero3_shard(self) -> Num:
         """Ranks a ZeRO-3/FSDP parameter is sharded over (data- times context-parallel; 0 without ZeRO-3)."""
-        return self.dp * self.cp if self.zero == 3 else 0
+        return np.where(self.zero == 3, self.dp * self.cp, 0)
 
 
 @dataclass(frozen=True)
 class Feature:
     key: str
     label: str  # reads after "published runs have no" / "no published run has"
-    present: Callable[[LayoutFacts], bool]
+    present: Callable[[LayoutFacts], Any]  # a bool, or a boolean array for columns of layouts
 
 
 # Combinations that change how a framework runs, each a named kind of layout (the issue's examples and the
 # sharding combinations FSDP and Megatron treat separately).
 FEATURES: tuple[Feature, ...] = (
-    Feature("zero3_with_tp", "ZeRO-3/FSDP beside tensor parallelism", lambda f: f.zero == 3 and f.tp > 1),
-    Feature("zero3_with_pp", "ZeRO-3/FSDP beside pipeline parallelism", lambda f: f.zero == 3 and f.pp > 1),
-    Feature("zero3_with_cp", "ZeRO-3/FSDP beside context parallelism", lambda f: f.zero == 3 and f.cp > 1),
+    Feature("zero3_with_tp", "ZeRO-3/FSDP beside tensor parallelism", lambda f: (f.zero == 3) & (f.tp > 1)),
+    Feature("zero3_with_pp", "ZeRO-3/FSDP beside pipeline parallelism", lambda f: (f.zero == 3) & (f.pp > 1)),
+    Feature("zero3_with_cp", "ZeRO-3/FSDP beside context parallelism", lambda f: (f.zero == 3) & (f.cp > 1)),
     Feature("tp_across_nodes", "tensor parallelism across nodes", lambda f: f.tp > f.gpus_per_node),
     Feature(
         "ep_across_nodes",
         "expert parallelism spanning nodes",
-        lambda f: f.ep > 1 and f.ep * f.etp > f.gpus_per_node,
+        lambda f: (f.ep > 1) & (f.ep * f.etp > f.gpus_per_node),
     ),
 )
+
+
+@dataclass(frozen=True)
+class Check:
+    """One way a layout can be outside a region: `beyond` (a bool, or a boolean array for columns) and the reason
+    for one layout."""
+
+    beyond: Callable[[LayoutFacts, Mapping[str, Any]], Any]
+    reason: Callable[[LayoutFacts, Mapping[str, Any]], str]
+
+
+def _short_chunk(f: LayoutFacts, r: Mapping[str, Any]) -> Any:
+    chunk_min = r.get("cp_min_chunk_tokens")
+    return (f.cp > 1) & (f.cp_chunk_tokens < chunk_min) if chunk_min else f.cp > 1
+
+
+def _short_chunk_reason(f: LayoutFacts, r: Mapping[str, Any]) -> str:
+    chunk_min = r.get("cp_min_chunk_tokens")
+    shortest = f"the shortest published is {chunk_min:,}" if chunk_min else "no published run used CP"
+    return f"context parallelism on {int(f.cp_chunk_tokens):,}-token chunks per rank ({shortest})"
+
+
+def _bound(r: Mapping[str, Any], key: str, default: int) -> int:
+    return int(r.get(key) or default)
+
+
+# The bounds, in the order their reasons are given; then each feature no published run has (feature_check).
+BOUND_CHECKS: tuple[Check, ...] = (
+    Check(_short_chunk, _short_chunk_reason),
+    Check(
+        lambda f, r: f.cp > _bound(r, "cp_max", 1),
+        lambda f, r: f"context parallel {int(f.cp)} (published runs reach {_bound(r, 'cp_max', 1)})",
+    ),
+    Check(
+        lambda f, r: f.micro_batch > _bound(r, "micro_batch_max", 1),
+        lambda f, r: (
+            f"micro-batch {int(f.micro_batch)} (published runs reach {_bound(r, 'micro_batch_max', 1)})"
+        ),
+    ),
+    Check(
+        lambda f, r: f.zero3_shard > _bound(r, "zero3_shard_max", 0),
+        lambda f, r: (
+            f"ZeRO-3/FSDP sharding over {int(f.zero3_shard):,} ranks (published runs reach "
+            f"{_bound(r, 'zero3_shard_max', 0):,})"
+        ),
+    ),
+    Check(
+        lambda f, r: f.local_experts > _bound(r, "local_experts_max", 0),
+        lambda f, r: (
+            f"{int(f.local_experts)} routed experts per rank (published runs reach "
+            f"{_bound(r, 'local_experts_max', 0)})"
+        ),
+    ),
+)
+
+
+def feature_check(feature: Feature) -> Check:
+    """A feature as a check: beyond the region when the layout has it and no published run does."""
+    return Check(
+        lambda f, r: feature.present(f) & (not (r.get("features") or {}).get(feature.key)),
+        lambda f, r: f"{feature.label} (no published run)",
+    )
+
+
+CHECKS: tuple[Check, ...] = (*BOUND_CHECKS, *(feature_check(feature) for feature in FEATURES))
 
 
 def num_experts_of(model: Any) -> int:
@@ -108,38 +199,23 @@ def region_from(rows: Iterable[LayoutFacts]) -> dict[str, Any]:
     cp_rows = [r for r in rows if r.cp > 1]
     return {
         "rows": len(rows),
-        "cp_min_chunk_tokens": min((r.cp_chunk_tokens for r in cp_rows), default=None),
+        "cp_min_chunk_tokens": min((int(r.cp_chunk_tokens) for r in cp_rows), default=None),
         "cp_max": max((r.cp for r in rows), default=1),
         "micro_batch_max": max((r.micro_batch for r in rows), default=1),
-        "zero3_shard_max": max((r.zero3_shard for r in rows), default=0),
+        "zero3_shard_max": max((int(r.zero3_shard) for r in rows), default=0),
         "local_experts_max": max((r.local_experts for r in rows), default=0),
-        "features": {feature.key: sum(feature.present(r) for r in rows) for feature in FEATURES},
+        "features": {feature.key: sum(bool(feature.present(r)) for r in rows) for feature in FEATURES},
     }
 
 
 def outside(facts: LayoutFacts, region: Mapping[str, Any]) -> list[str]:
-    """Why a layout is outside the region (empty: inside), one reason per unmeasured feature or bound."""
-    reasons: list[str] = []
-    chunk_min = region.get("cp_min_chunk_tokens")
-    if facts.cp > 1 and (chunk_min is None or facts.cp_chunk_tokens < chunk_min):
-        shortest = f"the shortest published is {chunk_min:,}" if chunk_min else "no published run used CP"
-        reasons.append(f"context parallelism on {facts.cp_chunk_tokens:,}-token chunks per rank ({shortest})")
-    if facts.cp > int(region.get("cp_max") or 1):
-        reasons.append(f"context parallel {facts.cp} (published runs reach {region.get('cp_max')})")
-    if facts.micro_batch > int(region.get("micro_batch_max") or 1):
-        reasons.append(
-            f"micro-batch {facts.micro_batch} (published runs reach {region.get('micro_batch_max')})"
-        )
-    shard_max = int(region.get("zero3_shard_max") or 0)
-    if facts.zero3_shard > shard_max:
-        reasons.append(
-            f"ZeRO-3/FSDP sharding over {facts.zero3_shard:,} ranks (published runs reach {shard_max:,})"
-        )
-    experts_max = int(region.get("local_experts_max") or 0)
-    if facts.local_experts > experts_max:
-        reasons.append(f"{facts.local_experts} routed experts per rank (published runs reach {experts_max})")
-    counts = region.get("features") or {}
-    for feature in FEATURES:
-        if feature.present(facts) and not counts.get(feature.key):
-            reasons.append(f"{feature.label} (no published run)")
-    return reasons
+    """Why one layout is outside the region (empty: inside), one reason per unmeasured feature or bound."""
+    return [check.reason(facts, region) for check in CHECKS if check.beyond(facts, region)]
+
+
+def inside(facts: LayoutFacts, region: Mapping[str, Any]) -> Any:
+    """Whether each layout is inside the region: the same CHECKS as `outside`, a boolean array for columns."""
+    beyond = np.zeros(np.shape(facts.tp), dtype=bool)
+    for check in CHECKS:
+        beyond = beyond | check.beyond(facts, region)
+    return ~beyond

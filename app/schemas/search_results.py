@@ -45,9 +45,10 @@ class PlanOut(BaseModel):
     )
     recommended: dict[str, Any] | None = Field(
         default=None,
-        description="the fastest ranked layout inside the validated region (layouts of kinds published runs "
-        "measured, app/catalog/validated_region.json): the default recommendation; `best` may be faster and "
-        "outside it (each ranked layout carries `validated` and `outside_region`, the reasons)",
+        description="the fastest fitting layout inside the validated region (layouts of kinds published runs "
+        "measured, app/catalog/validated_region.json), wherever it ranks (`rank`; it may be below `top`): the "
+        "default recommendation; `best` may be faster and outside it (each ranked layout carries `validated` "
+        "and `outside_region`, the reasons)",
     )
     region_note: str = Field(
         default="",

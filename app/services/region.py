@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from app.catalog import validated_region
-from app.core.validated_region import LayoutFacts, outside
+from app.core.validated_region import LayoutFacts, inside, outside
 
 
 def reasons_for(layout: Any, seq_len: int, gpus_per_node: int, num_experts: int = 0) -> list[str]:
@@ -20,11 +20,11 @@ def reasons_for(layout: Any, seq_len: int, gpus_per_node: int, num_experts: int 
     return outside(LayoutFacts.of(layout, seq_len, gpus_per_node, num_experts), validated_region())
 
 
-def accept_for(seq_len: int, gpus_per_node: int, num_experts: int = 0) -> Callable[[Any], bool]:
-    """The validated region's test of one layout, for the planner's `accept` (its `recommended`: the fastest
-    layout inside the region however far down the ranking it is)."""
+def accept_for(seq_len: int, gpus_per_node: int, num_experts: int = 0) -> Callable[[Any], Any]:
+    """The validated region's test of the planner's enumerated layouts (a boolean per layout), for its `accept`:
+    its `recommended` is the fastest layout inside the region however far down the ranking it is."""
     region = validated_region()
-    return lambda layout: not outside(LayoutFacts.of(layout, seq_len, gpus_per_node, num_experts), region)
+    return lambda rows: inside(LayoutFacts.of_columns(rows, seq_len, gpus_per_node, num_experts), region)
 
 
 def mark(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -53,18 +55,32 @@ def test_top_is_sorted_and_best_is_fastest_that_fits(llama70_64) -> None:
     assert len(llama70_64.top) == 10
 
 
-@pytest.mark.parametrize("position", [1, 5, 150])
-def test_recommended_is_the_best_ranked_layout_accept_takes(position: int) -> None:
-    """`accept` picks the recommendation from the whole ranking, with its rank there: also far below the probe
-    of the first rows (ACCEPT_PROBE) and below the `top` kept."""
+@pytest.mark.parametrize(
+    ("name", "test"),
+    [
+        ("tp8", lambda rows: rows.tp == 8),
+        ("zero0 pp1", lambda rows: (rows.zero == 0) & (rows.pp == 1)),
+        ("cp2 mb2", lambda rows: (rows.cp == 2) & (rows.micro_batch == 2)),
+        ("none", lambda rows: rows.tp < 0),
+    ],
+)
+def test_recommended_is_the_best_ranked_layout_accept_takes(name: str, test: object) -> None:
+    """`accept` (a test of the enumerated columns) picks the recommendation from the whole ranking, with its rank
+    there, also far below the `top` kept: the first layout of the full ranking the same test takes."""
     problem = SearchProblem(catalog.find_model("Llama-2-70B"), make_cluster(), 4096, 512)
-    wide = plan(problem, top=200, pareto_limit=0)
-    target = wide.top[position - 1].layout
-    narrow = plan(problem, top=3, pareto_limit=0, accept=lambda layout: layout == target)
-    assert narrow.recommended is not None and narrow.recommended.layout == target
-    assert narrow.recommended.rank == position and len(narrow.top) == 3
-    assert plan(problem, top=3, pareto_limit=0, accept=lambda layout: False).recommended is None
-    assert wide.recommended is None  # nothing asked
+    every = plan(problem, top=10**6, pareto_limit=0)
+    taken = [
+        p
+        for p in every.top
+        if test(SimpleNamespace(**{k: np.array([v]) for k, v in vars(p.layout).items()}))[0]
+    ]
+    narrow = plan(problem, top=3, pareto_limit=0, accept=test)
+    assert len(narrow.top) == 3 and every.recommended is None  # nothing asked
+    if not taken:
+        assert narrow.recommended is None, name
+        return
+    assert narrow.recommended is not None and narrow.recommended.layout == taken[0].layout, name
+    assert narrow.recommended.rank == taken[0].rank, name
 
 
 def test_top_shapes_are_distinct_and_fastest_first(llama70_64) -> None:

@@ -57,6 +57,30 @@ def test_routed_experts_per_rank_are_bounded_by_published_runs() -> None:
     assert outside(facts(tp=2), region) == []  # a dense model has no experts to bound
 
 
+def test_the_columns_test_agrees_with_the_reasons_layout_by_layout() -> None:
+    """`inside` over the planner's columns and `outside` for one layout are the same checks (CHECKS)."""
+    import itertools
+
+    import numpy as np
+
+    from app.core.validated_region import inside
+
+    region = validated_region()
+    combos = list(
+        itertools.product(
+            [1, 2, 16], [1, 4], [1, 64, 512], [1, 2, 32, 64], [1, 2, 8], [0, 1], [1, 3], [1, 128]
+        )
+    )
+    names = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "micro_batch")
+    columns = SimpleNamespace(**{n: np.array([c[k] for c in combos]) for k, n in enumerate(names)})
+    for experts in (0, 128):
+        mask = inside(LayoutFacts.of_columns(columns, 8192, 8, experts), region)
+        for combo, ok in zip(combos, mask, strict=True):
+            layout = SimpleNamespace(**dict(zip(names, combo, strict=True)))
+            assert bool(ok) == (outside(LayoutFacts.of(layout, 8192, 8, experts), region) == []), combo
+    assert 0 < int(mask.sum()) < len(combos)
+
+
 def test_the_planner_does_not_recommend_unpublished_experts_per_rank(client: Any) -> None:
     """Qwen3-30B-A3B (128 experts) on one 8-GPU B200 node: the fastest estimate drops expert parallelism and
     keeps all 128 experts on every rank, which no published run did (Megatron-Bridge ran EP8); the recommendation

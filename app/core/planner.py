@@ -219,9 +219,17 @@ class PlanResult:
     constraints: Constraints
     collective_calls: int
     assumptions: list[Assumption] = field(default_factory=list)
-    # the best-ranked layout the caller's `accept` takes (the validated region's recommendation), wherever it
-    # ranks; None without `accept` or where no fitting layout is accepted
-    recommended: PlannedLayout | None = None
+    # the ranking and the fitting rows, kept for `recommend`
+    ranking: _Ranking | None = field(default=None, repr=False, compare=False)
+    fitting: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def recommend(self, accept: Callable[[LayoutArrays], np.ndarray]) -> PlannedLayout | None:
+        """The best-ranked fitting layout `accept` takes (a test of the enumerated layouts' columns, a boolean per
+        layout: the services pass the validated region's, app.core.validated_region.inside), with its rank among
+        all, wherever it ranks: not only among the `top`. None where it takes no fitting layout."""
+        if self.ranking is None or self.fitting is None:
+            return None
+        return self.ranking.best_accepted(self.fitting, accept(self.ranking.joined.rows))
 
     @property
     def layouts_per_s(self) -> float:
@@ -778,7 +786,7 @@ class SearchProblem:
     profile: HardwareProfile | None = None
 
 
-def plan(  # noqa: PLR0913 (keyword-only options of one search)
+def plan(
     problem: SearchProblem,
     *,
     tokens: float | None = None,
@@ -788,7 +796,6 @@ def plan(  # noqa: PLR0913 (keyword-only options of one search)
     usd_per_gpu_hour: float | None = None,
     top: int = 10,
     pareto_limit: int = 50,
-    accept: Callable[[LayoutArrays], np.ndarray] | None = None,
 ) -> PlanResult:
     """Search every layout of the problem's model on its cluster (or on each of `gpu_counts` GPUs of that kind).
 
@@ -803,9 +810,6 @@ def plan(  # noqa: PLR0913 (keyword-only options of one search)
     (Layout.recompute_modules); `offload_modules`: fine-grained activation offloading (Layout.offload_modules), the
     layouts with full recompute or layer offloading rejected ("offload_modules_need_no_full_recompute",
     "offload_modules_exclude_layer_offload").
-    `accept` (optional): a test of the enumerated layouts' columns (a boolean per layout); `recommended` is the
-    best-ranked fitting layout it takes, with its rank among all (the service passes the validated region's
-    test: app.core.validated_region.inside), wherever it ranks, not only among the `top`.
     """
     model, cluster, seq_len, global_batch = (
         problem.model,
@@ -828,7 +832,6 @@ def plan(  # noqa: PLR0913 (keyword-only options of one search)
     top_shapes = ranking.top_shapes(feasible, top)
     front = pareto_front(joined.step_time_s, joined.margin_bytes, joined.num_gpus, feasible)
     comparison = _compare(ranking.best_of(fits & joined.heuristic), ranking.best_of(fits))
-    recommended = ranking.best_accepted(feasible, accept(joined.rows)) if accept is not None else None
     elapsed = time.perf_counter() - start
     return PlanResult(
         model=model.name,
@@ -853,7 +856,8 @@ def plan(  # noqa: PLR0913 (keyword-only options of one search)
         constraints=c,
         collective_calls=found.calls,
         assumptions=_assumptions(cluster, c, run.flash_attention, opts),
-        recommended=recommended,
+        ranking=ranking,
+        fitting=feasible,
     )
 
 

@@ -122,11 +122,11 @@ def _with_cost(
     return rows, "cost"
 
 
-def _recommended_row(res: Any, num_gpus: int, usd_per_gpu_hour: float | None) -> dict[str, Any] | None:
+def _recommended_row(chosen: Any, num_gpus: int, usd_per_gpu_hour: float | None) -> dict[str, Any] | None:
     """The planner's recommendation (the fastest layout inside the validated region) as a ranked row."""
-    if res.recommended is None:
+    if chosen is None:
         return None
-    rows, _ = _with_cost([_ranked_row(res.recommended)], num_gpus, "time", usd_per_gpu_hour)
+    rows, _ = _with_cost([_ranked_row(chosen)], num_gpus, "time", usd_per_gpu_hour)
     return rows[0]
 
 
@@ -156,9 +156,6 @@ def _run_planner(
             tokens=resolved.tokens or None,
             constraints=planner.Constraints(**constraints) if constraints else None,
             top=PLANNER_TOP,
-            accept=accept_for(
-                resolved.seq_len, resolved.cluster.gpus_per_node, num_experts_of(resolved.model)
-            ),
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)
@@ -170,13 +167,16 @@ def _run_planner(
     experts = num_experts_of(resolved.model)
     mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
     mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
-    chosen_row = recommended_entry(rows, _recommended_row(res, resolved.cluster.num_gpus, usd_per_gpu_hour))
+    recommended = res.recommend(accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, experts))
+    chosen_row = recommended_entry(
+        rows, _recommended_row(recommended, resolved.cluster.num_gpus, usd_per_gpu_hour)
+    )
     region = region_note(rows, chosen_row, "layout", "step_time_s")
     for row in rows:
         row["recommended"] = row is chosen_row
     if chosen_row is not None and not chosen_row.get("recommended"):  # it ranks below the rows kept
         chosen_row["recommended"] = True
-        layouts[id(chosen_row)] = res.recommended.layout
+        layouts[id(chosen_row)] = recommended.layout
         rows = [*rows, chosen_row]
     rejections = [
         {"reason": REJECTION_TEXT.get(k, k), "key": k, "count": int(v)}

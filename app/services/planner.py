@@ -148,7 +148,6 @@ def run_plan(
         rank_by=req.rank_by,
         usd_per_gpu_hour=price,
         top=req.top,
-        accept=accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, num_experts_of(resolved.model)),
     )
     return req, resolved, price_source, result
 
@@ -167,7 +166,8 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
     gpus_per_node = resolved.cluster.gpus_per_node
     experts = num_experts_of(resolved.model)
     mark(d["top"], resolved.seq_len, gpus_per_node, "layout", experts)
-    recommended = recommended_entry(d["top"], result.recommended.to_dict() if result.recommended else None)
+    chosen = result.recommend(accept_for(resolved.seq_len, gpus_per_node, experts))
+    recommended = recommended_entry(d["top"], chosen.to_dict() if chosen else None)
     region = region_note(d["top"], recommended, "label", "step_time_s")
     if best is not None:
         best["outside_region"] = reasons_for(best["layout"], resolved.seq_len, gpus_per_node, experts)

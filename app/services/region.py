@@ -1,6 +1,6 @@
 """The validated region applied to ranked layouts: each says whether published runs of its kind exist, and the
 recommendation is the fastest inside the region (app.core.validated_region; app/catalog/validated_region.json),
-found by the planner over its whole ranking (`accept_for`, app.core.planner.plan's `recommended`)."""
+found by the planner over its whole ranking (`accept_for`, app.core.planner.PlanResult.recommend)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def reasons_for(layout: Any, seq_len: int, gpus_per_node: int, num_experts: int 
 
 
 def accept_for(seq_len: int, gpus_per_node: int, num_experts: int = 0) -> Callable[[Any], Any]:
-    """The validated region's test of the planner's enumerated layouts (a boolean per layout), for its `accept`:
+    """The validated region's test of the planner's enumerated layouts (a boolean per layout), for PlanResult.recommend:
     its `recommended` is the fastest layout inside the region however far down the ranking it is."""
     region = validated_region()
     return lambda rows: inside(LayoutFacts.of_columns(rows, seq_len, gpus_per_node, num_experts), region)

@@ -295,11 +295,9 @@ def plan_best(run: PublishedRun) -> tuple[PlannedLayout | None, PlannedLayout | 
         ),
         top=1,
         pareto_limit=0,
-        accept=accept_for(
-            replayed.estimate.seq_len, replayed.cluster.gpus_per_node, num_experts_of(run.model)
-        ),
     )
-    return planned.best, planned.recommended
+    accept = accept_for(replayed.estimate.seq_len, replayed.cluster.gpus_per_node, num_experts_of(run.model))
+    return planned.best, planned.recommend(accept)
 
 
 def threshold_for(run: PublishedRun) -> tuple[float, str]:

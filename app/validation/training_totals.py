@@ -274,7 +274,6 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         tokens=run.tokens,
         top=1,
         pareto_limit=0,
-        accept=accept_for(run.seq_len, cluster.gpus_per_node, num_experts_of(model)),
     )
     best = planned.best
     if best is None:
@@ -290,7 +289,7 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
         result.band_ratio_low, result.band_ratio_high = band.ratio_low, band.ratio_high
     compute = _hours(run.tokens, best.tokens_per_s, run.num_gpus)
     result.best_compute_gpu_hours = compute
-    inside = planned.recommended
+    inside = planned.recommend(accept_for(run.seq_len, cluster.gpus_per_node, num_experts_of(model)))
     if inside is not None:
         result.recommended_layout = layout_label(inside.layout)
         result.recommended_gpu_hours = _hours(

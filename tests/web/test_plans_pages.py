@@ -457,12 +457,21 @@ def test_a_layout_that_does_not_fit_says_why_and_what_fits(client: Any) -> None:
     assert "this layout does not fit, so it cannot run" in headline.group(0)
     why = re.search(r'<div class="does-not-fit".*?</div>', r.text, re.S)
     assert why and "Why it does not fit:" in why.group(0) and "GiB over the usable" in why.group(0)
+    # the planner's search for what fits comes after the results, as the scaling panel does
+    lazy = re.search(
+        r'id="fit-alternative" hx-get="(/plans/new/alternative\?[^"]+)" hx-trigger="load"', r.text
+    )
+    assert lazy, why.group(0)
+    found = client.get(lazy.group(1).replace("&amp;", "&"), headers=HX)
+    assert found.status_code == 200 and "<html" not in found.text
     use = re.search(
         r'id="fit-alternative"><strong>What fits:</strong> (.*?), .*?href="/plans/new\?([^"]+)">Use',
-        r.text,
+        found.text,
         re.S,
     )
-    assert use, why.group(0)
+    assert use, found.text
+    page = client.get(lazy.group(1).replace("&amp;", "&"))  # a direct load is a page of its own
+    assert "<html" in page.text and "What fits:" in page.text and "Back to the plan builder" in page.text
     fitted = client.get("/plans/new?" + use.group(2).replace("&amp;", "&"), headers=HX)
     assert 'id="does-not-fit"' not in fitted.text and "✓" in fitted.text  # the suggested layout fits
 
@@ -556,6 +565,11 @@ def test_signed_out_builder_neither_lists_nor_uses_calibration_profiles(client: 
     assert "Sign in to use calibration profiles" in scaling.text and "chart-scaling-data" not in scaling.text
     sizes = anonymous.get("/plans/new/sizes?" + state.query(), headers=HX)
     assert "sign in to use calibration profiles" in sizes.text
+    alternative = anonymous.get("/plans/new/alternative?" + state.query(), headers=HX)
+    assert (
+        "sign in to use calibration profiles" in alternative.text
+        and "Use this layout" not in alternative.text
+    )
 
     reader = remote_client()
     reader.headers.update(bearer(issue_token("builder-reader@example.com", ["plans:read"], is_admin=False)))

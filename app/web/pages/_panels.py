@@ -67,7 +67,8 @@ class View:
     reasons: dict[str, str] = field(default_factory=dict)
     # a by-hand layout that does not fit: the planner's best layout that does (a ranking row with `use_query`), or
     # the reason there is none
-    fit_alternative: dict[str, Any] | str | None = None
+    # the query of the deferred "What fits" search (/plans/new/alternative) when the layout does not fit
+    fit_alternative_query: str = ""
     profile_warning: str = ""  # about the chosen profile: acceptance, its GPU, CPU, a dtype it lacks
     # planner mode, no layout fits: why (divisibility or memory) and the nearest node counts and global batches
     # that fit, each with the builder query that sets it
@@ -238,7 +239,8 @@ def build_view(session: Session, state: BuilderState, may_use_profiles: bool = F
     if state.deadline_days or state.budget_usd:
         view.sizing_query = state.query()
     if state.mode != "planner" and view.summary.get("fits") is False:
-        view.fit_alternative = _fitting_alternative(session, state, scenario)
+        # a planner search (a quarter second at 4,000 GPUs): fetched after the results, as the scaling panel is
+        view.fit_alternative_query = state.query()
     if evaluation.result.get("status") == "ok":
         concrete = scenario_to_state(evaluation.scenario)
         concrete.hf_config = state.hf_config
@@ -277,10 +279,16 @@ def no_fit_view(session: Session, state: BuilderState) -> dict[str, Any] | None:
     return found
 
 
-def _fitting_alternative(
-    session: Session, state: BuilderState, scenario: dict[str, Any]
+def alternative_view(
+    session: Session, state: BuilderState, may_use_profiles: bool = False
 ) -> dict[str, Any] | str:
+    """For a builder layout that does not fit: the planner's fastest layout that does (with the builder query
+    that uses it), or why none was found (a calibration profile only when `may_use_profiles`)."""
+    refusal = profile_refusal(state, may_use_profiles)
+    if refusal:
+        return refusal
     try:
+        scenario = state_to_scenario(state)
         found = planning.fitting_alternative(session, scenario, state.profile, planner_constraints(state))
     except (SpecError, NotFoundError) as exc:
         return str(exc)

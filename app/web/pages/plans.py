@@ -120,6 +120,19 @@ def builder_scaling(request: Request, session: SessionDep, principal: PrincipalD
     return render(request, "plan_scaling.html", context, block="scaling")
 
 
+@router.get("/plans/new/alternative", response_class=HTMLResponse)
+def builder_alternative(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
+    """What fits, for a builder layout that does not: the planner's fastest layout that does, searched after the
+    main results (a full page on a direct load)."""
+    state = _builder.parse_state(dict(request.query_params))
+    context = {
+        "title": "What fits",
+        "alternative": _panels.alternative_view(session, state, may_use_profiles(principal)),
+        "builder_query": state.query(),
+    }
+    return render(request, "plan_alternative.html", context, block="alternative")
+
+
 @router.get("/plans/new/sizes", response_class=HTMLResponse)
 def builder_sizes(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a

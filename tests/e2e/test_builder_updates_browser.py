@@ -145,3 +145,32 @@ def test_a_second_change_while_the_first_is_on_its_way_leaves_the_console_clean(
     wait_until(page, "document.querySelector('input[name=scenario]').value.includes('ethernet-tcp-100')")
     assert errors == []
     context.close()
+
+
+def test_a_layout_that_does_not_fit_loads_what_fits_after_its_results(
+    browser: Any, server: LiveServer
+) -> None:
+    """The results of a layout over its GPUs' memory come back at once; the planner's search for what fits loads
+    after them into the placeholder, and its link opens the builder on that layout, which fits."""
+    from app.web.pages._builder import BuilderState
+
+    state = BuilderState(
+        model="Llama-3-70B", nodes=8, tp=1, pp=1, zero=0, sp=False, recompute="none", global_batch=512
+    )
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto(f"{server.url}/plans/new?{state.query()}")
+    wait_until(page, SETTLED)
+    assert page.locator("#does-not-fit").count() == 1
+    what_fits = page.locator("#fit-alternative")
+    assert "What fits:" in what_fits.inner_text() and what_fits.get_attribute("hx-get") is None  # loaded
+    before = page.url
+    what_fits.get_by_role("link", name="Use this layout").click()
+    page.wait_for_url(lambda url: url != before, timeout=30000)
+    wait_until(page, SETTLED)
+    assert page.locator("#does-not-fit").count() == 0 and "✓" in page.locator(".headline").inner_text()
+    assert errors == []
+    context.close()

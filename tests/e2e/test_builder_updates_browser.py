@@ -33,6 +33,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
+def _watched_page(browser: Any) -> tuple[Any, Any, list[str]]:
+    """A new page in its own context, with every page error and console error collected."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    return context, page, errors
+
+
 COUNT_REQUESTS = """() => { window.__sent = 0;
   document.addEventListener("htmx:beforeRequest", (e) => {
     if (e.detail.elt && e.detail.elt.id === "plan-form") { window.__sent += 1; } }); }"""
@@ -131,11 +141,7 @@ def test_a_second_change_while_the_first_is_on_its_way_leaves_the_console_clean(
 ) -> None:
     """The second change waits for the first request (hx-sync queue last) instead of aborting it, which htmx
     reports as an error in the console; the page ends on the second change's results."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    context, page, errors = _watched_page(browser)
     page.goto(f"{server.url}/plans/new?mode=planner")
     wait_until(page, SETTLED)
     page.select_option("#f-fabric", "roce-8x400")
@@ -157,11 +163,7 @@ def test_a_layout_that_does_not_fit_loads_what_fits_after_its_results(
     state = BuilderState(
         model="Llama-3-70B", nodes=8, tp=1, pp=1, zero=0, sp=False, recompute="none", global_batch=512
     )
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    context, page, errors = _watched_page(browser)
     page.goto(f"{server.url}/plans/new?{state.query()}")
     wait_until(page, SETTLED)
     assert page.locator("#does-not-fit").count() == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
@@ -108,42 +109,47 @@ def _plan_to_edit(session: Session, plan_id: str, principal: Principal) -> PlanP
     return plan if plan.may_change else None
 
 
+def _deferred_panel(
+    request: Request,
+    session: Session,
+    principal: Principal,
+    panel: tuple[str, str, Callable[[Session, _builder.BuilderState, bool], Any]],
+    page: tuple[str, str],
+) -> HTMLResponse:
+    """A panel the builder loads after its main results, for the builder's query: `panel` (title, context key,
+    its view from the session, the builder's state and whether the caller may use calibration profiles) in the
+    block of `page` (template, block); a full page on a direct load."""
+    title, key, build = panel
+    state = _builder.parse_state(dict(request.query_params))
+    context = {
+        "title": title,
+        key: build(session, state, may_use_profiles(principal)),
+        "builder_query": state.query(),
+    }
+    return render(request, page[0], context, block=page[1])
+
+
 @router.get("/plans/new/scaling", response_class=HTMLResponse)
 def builder_scaling(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The scaling panel of the builder, computed after the main results (a full page on a direct load)."""
-    state = _builder.parse_state(dict(request.query_params))
-    context = {
-        "title": "Scaling",
-        "view": _panels.scaling_view(session, state, may_use_profiles(principal)),
-        "builder_query": state.query(),
-    }
-    return render(request, "plan_scaling.html", context, block="scaling")
+    panel = ("Scaling", "view", _panels.scaling_view)
+    return _deferred_panel(request, session, principal, panel, ("plan_scaling.html", "scaling"))
 
 
 @router.get("/plans/new/alternative", response_class=HTMLResponse)
 def builder_alternative(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """What fits, for a builder layout that does not: the planner's fastest layout that does, searched after the
     main results (a full page on a direct load)."""
-    state = _builder.parse_state(dict(request.query_params))
-    context = {
-        "title": "What fits",
-        "alternative": _panels.alternative_view(session, state, may_use_profiles(principal)),
-        "builder_query": state.query(),
-    }
-    return render(request, "plan_alternative.html", context, block="alternative")
+    panel = ("What fits", "alternative", _panels.alternative_view)
+    return _deferred_panel(request, session, principal, panel, ("plan_alternative.html", "alternative"))
 
 
 @router.get("/plans/new/sizes", response_class=HTMLResponse)
 def builder_sizes(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a
     direct load)."""
-    state = _builder.parse_state(dict(request.query_params))
-    context = {
-        "title": "Cluster size",
-        "sizing": _panels.sizing_view(session, state, may_use_profiles(principal)),
-        "builder_query": state.query(),
-    }
-    return render(request, "plan_sizes.html", context, block="sizing")
+    panel = ("Cluster size", "sizing", _panels.sizing_view)
+    return _deferred_panel(request, session, principal, panel, ("plan_sizes.html", "sizing"))
 
 
 @router.post("/plans", response_class=HTMLResponse)

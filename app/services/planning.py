@@ -319,8 +319,9 @@ def fitting_alternative(
     profile_ref: str | None = None,
     constraints: dict[str, Any] | None = None,
 ) -> dict[str, Any] | str:
-    """For a scenario whose layout does not fit: the planner's best layout that does, on the same model, cluster,
-    batch and precision (a ranking row, with `layout_fields`), or the reason none was found."""
+    """For a scenario whose layout does not fit: the planner's recommendation that does (its fastest layout inside
+    the validated region, else its fastest), on the same model, cluster, batch and precision (a ranking row, with
+    `layout_fields`), or the reason none was found."""
     _normalised, resolved = _parse_and_resolve(session, scenario, "")
     resolved, _label, _warnings = with_profile(session, resolved, profile_ref)
     if not (session.new or session.dirty or session.deleted):
@@ -330,7 +331,8 @@ def fitting_alternative(
     )
     if best_layout is None or ranking is None or not ranking["rows"]:
         return reason or "No layout of this model fits on this cluster with this global batch."
-    return dict(ranking["rows"][0])
+    rows = ranking["rows"]
+    return dict(next((row for row in rows if row.get("recommended")), rows[0]))
 
 
 def scaling_for(

@@ -470,6 +470,8 @@ def test_a_layout_that_does_not_fit_says_why_and_what_fits(client: Any) -> None:
         re.S,
     )
     assert use, found.text
+    # the planner's recommendation: inside the validated region (no context parallelism on 2K-token chunks)
+    assert "the planner's recommendation" in found.text and "CP2" not in use.group(1)
     page = client.get(lazy.group(1).replace("&amp;", "&"))  # a direct load is a page of its own
     assert "<html" in page.text and "What fits:" in page.text and "Back to the plan builder" in page.text
     fitted = client.get("/plans/new?" + use.group(2).replace("&amp;", "&"), headers=HX)

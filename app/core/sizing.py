@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -152,7 +152,9 @@ def size_sweep(
         top=1,
         pareto_limit=0,
     )
-    raw = [(n, search(gpu_counts=[n])) for n in wanted]
+    # each size's result without its ranking (PlanResult.recommend's arrays of every evaluated layout): the sweep
+    # holds every size's result at once
+    raw = [(n, replace(search(gpu_counts=[n]), ranking=None, fitting=None)) for n in wanted]
     points = _size_points(raw)
     ok = [pt for pt in points if pt.feasible and pt.time_to_train_s is not None]
     return SizingResult(

@@ -157,12 +157,12 @@ def result_for(result: dict[str, Any] | None, show_hosts: bool) -> dict[str, Any
     return {**(result or {}), "environment": environment_without_hosts(env)}
 
 
-def host_names_of(session: Session, job: BenchmarkJob) -> set[str]:
+def host_names_of(session: Session, job: BenchmarkJob, attempts: list[JobAttempt]) -> set[str]:
     """Every host name the server knows for the job: its result's environment and the hosts of the nodes it was
-    sent to or claimed by (in any attempt)."""
+    sent to or claimed by (in any of its `attempts`)."""
     env = (job.result or {}).get("environment")
     names = environment_host_names(env) if isinstance(env, dict) else set()
-    node_ids = {job.claimed_by, job.target_node_id} | {a.node_id for a in attempts_of(session, job.id)}
+    node_ids = {job.claimed_by, job.target_node_id} | {a.node_id for a in attempts}
     for node_id in node_ids - {None}:
         node = session.get(Node, node_id)
         if node is not None and node.hostname:
@@ -170,13 +170,15 @@ def host_names_of(session: Session, job: BenchmarkJob) -> set[str]:
     return names
 
 
-def text_for(session: Session, job: BenchmarkJob, show_hosts: bool) -> Callable[[Any], Any]:
+def text_for(
+    session: Session, job: BenchmarkJob, show_hosts: bool, attempts: list[JobAttempt] | None = None
+) -> Callable[[Any], Any]:
     """How a reader sees the job's free text (log, errors, events): as written for administrators; for anyone
     else with the host names the server knows for the job, and those NCCL and torch elastic lines give, hidden
-    (app.benchproto.hosts.redact_hosts)."""
+    (app.benchproto.hosts.redact_hosts). `attempts`: the job's, where the caller has read them already."""
     if show_hosts:
         return lambda value: value
-    names = host_names_of(session, job)
+    names = host_names_of(session, job, attempts_of(session, job.id) if attempts is None else attempts)
     return lambda value: redact_hosts(value, names)
 
 

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.catalog import accuracy_table, validated_region
+from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions
@@ -67,9 +67,9 @@ from app.core.hardware import GPUSpec
 from app.core.layout import Layout, RunOptions, layout_label
 from app.core.model import ModelSpec, param_counts
 from app.core.planner import PlannedLayout, SearchProblem, plan
-from app.core.validated_region import LayoutFacts, num_experts_of, outside
+from app.core.validated_region import num_experts_of
 from app.errors import NotFoundError
-from app.services.region import accept_for
+from app.services.region import accept_for, reasons_for
 from app.validation.training_runs import (
     TIME_METRICS,
     Row,
@@ -243,9 +243,8 @@ class GroupResult:
     evidence: str | None = None  # the published run backing the planner's MFU (flagged groups only)
     # the planner's recommendation: its fastest layout inside the validated region (app.core.validated_region),
     # the headline the builder, API and CLI show; the best itself when that is inside
-    outside_region: list[str] = field(
-        default_factory=list
-    )  # why the planner's best is outside (empty: inside)
+    # why the planner's best is outside the region (empty: inside)
+    outside_region: list[str] = field(default_factory=list)
     recommended_layout: str | None = None
     recommended_mfu_pct: float | None = None
     recommended_flagged: bool = False  # the recommendation too beats the published best beyond the threshold
@@ -359,8 +358,7 @@ def compare_recommended(
     """Fill the recommendation's side of a group: why the best is outside the region, and whether the
     recommendation (the headline) still beats the published best beyond the threshold."""
     seq_len, gpn = best.replayed.estimate.seq_len, best.replayed.cluster.gpus_per_node
-    facts = LayoutFacts.of(planned.layout, seq_len, gpn, num_experts_of(best.model))
-    result.outside_region = outside(facts, validated_region())
+    result.outside_region = reasons_for(planned.layout, seq_len, gpn, num_experts_of(best.model))
     if recommended is None:
         return
     result.recommended_layout = layout_label(recommended.layout)
@@ -502,7 +500,8 @@ def recommendation_text(g: GroupResult) -> str:
         backing = f"; evidence: {g.recommended_evidence or 'none'}"
     return (
         f"recommended (the best is outside the validated region: {why}): {g.recommended_layout} at "
-        f"{g.recommended_mfu_pct:.1f} %, {g.recommended_mfu_pct - g.published_mfu_pct:+.1f} points, {verdict}{backing}"
+        f"{g.recommended_mfu_pct:.1f} % MFU, {g.recommended_mfu_pct - g.published_mfu_pct:+.1f} MFU points over the "
+        f"published best, {verdict}{backing}"
     )
 
 

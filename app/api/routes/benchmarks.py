@@ -74,10 +74,11 @@ def attempt_of(job: BenchmarkJob, record: JobAttempt, text: Callable[[Any], Any]
 def public_of(session: Session, job: BenchmarkJob, show_hosts: bool) -> BenchmarkPublic:
     """The job as `show_hosts` (an administrator) or any other reader may see it: host names in its result
     (job_service.result_for) and its free text (job_service.text_for) are for administrators."""
-    text = job_service.text_for(session, job, show_hosts)
+    attempts = job_service.attempts_of(session, job.id)
+    text = job_service.text_for(session, job, show_hosts, attempts)
     return BenchmarkPublic(
         **summary_of(job).model_dump(),
-        attempts=[attempt_of(job, a, text) for a in job_service.attempts_of(session, job.id)],
+        attempts=[attempt_of(job, a, text) for a in attempts],
         params=job.params,
         log_tail=text(job.log_tail),
         partial_rows=list(job.partial_rows),

@@ -30,7 +30,7 @@ from app.catalog import find_gpu
 from app.core.errors import Problem, SpecError
 from app.deps import SessionDep
 from app.errors import NotFoundError
-from app.models.benchmarks import BenchmarkJob, CalibrationProfile
+from app.models.benchmarks import BenchmarkJob, CalibrationProfile, JobAttempt
 from app.services import calibration as calibration_service
 from app.services import jobs as job_service
 from app.services import nodes as node_service
@@ -332,7 +332,8 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
             node = node_service.get_node(session, job.claimed_by)
         except NotFoundError:
             node = None
-    text = job_service.text_for(session, job, principal.has("admin"))  # host names are for admins
+    attempts = job_service.attempts_of(session, job.id)
+    text = job_service.text_for(session, job, principal.has("admin"), attempts)  # host names are for admins
     ctx = {
         "title": f"Benchmark {job.kind}",
         "job": job,
@@ -346,7 +347,7 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
         "may_manage": principal.has("benchmarks:run")
         and job_service.may_manage(job, principal_user_id(principal), principal.has("admin")),
         "retryable": job.status in job_service.RETRYABLE,
-        "attempts": _attempt_rows(session, job, text),
+        "attempts": _attempt_rows(session, job, attempts, text),
         "csrf_token": _csrf(request),
         "acceptance": _acceptance(job),
         **_charts(job),
@@ -354,10 +355,12 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, principal
     return render(request, "benchmarks_job.html", ctx, block="live")
 
 
-def _attempt_rows(session: Any, job: BenchmarkJob, text: Callable[[Any], Any]) -> list[dict[str, Any]]:
+def _attempt_rows(
+    session: Any, job: BenchmarkJob, attempts: list[JobAttempt], text: Callable[[Any], Any]
+) -> list[dict[str, Any]]:
     names = {n.id: n.name for n in node_service.list_nodes(session)}
     rows = []
-    for record in job_service.attempts_of(session, job.id):
+    for record in attempts:
         current = record.attempt == job.attempt and record.finished_at is None
         rows.append(
             {

@@ -80,3 +80,23 @@ class PriceRow(SQLModel, table=True):
     )
     created_at: datetime = created_at_field()
     updated_at: datetime | None = timestamp_field()
+
+
+# the columns a price row is written from: the seeded price book, the API's create and update, the price page's form
+PRICE_COLUMNS = (
+    "category",
+    "item",
+    "vendor",
+    "region",
+    "pricing_model",
+    "unit",
+    "price_usd",
+    "usd_per_gpu_hour",
+    "gpu_name",
+    "gpus_per_unit",
+    "price_date",
+    "source",
+    "confidence",
+    "includes",
+    "notes",
+)

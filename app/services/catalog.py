@@ -29,7 +29,7 @@ from app.core.hf_config import model_from_hf_config
 from app.core.model import ModelSpec
 from app.errors import NotFoundError
 from app.models.base import utcnow
-from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
+from app.models.catalog import PRICE_COLUMNS, GPUEntry, InterconnectEntry, ModelEntry, PriceRow
 from app.schemas.catalog import MAX_GPUS_PER_UNIT, MAX_PRICE_USD, MODEL_LIMITS
 from app.schemas.fields import catalog_name_problem, control_char_problem
 from app.services.seed import _json_ready
@@ -465,35 +465,18 @@ def get_price_row(session: Session, price_id: uuid.UUID | str) -> PriceRow:
     return row
 
 
-PRICE_EDITABLE = (
-    "category",
-    "item",
-    "vendor",
-    "region",
-    "pricing_model",
-    "unit",
-    "price_usd",
-    "usd_per_gpu_hour",
-    "gpu_name",
-    "gpus_per_unit",
-    "price_date",
-    "source",
-    "confidence",
-    "includes",
-    "notes",
-)
 # editable price columns without NULL, read from the table itself: a null edit of one is refused, not written
 PRICE_NOT_NULL = tuple(
     column.name
     for column in sa_inspect(PriceRow).columns
-    if column.name in PRICE_EDITABLE and not column.nullable
+    if column.name in PRICE_COLUMNS and not column.nullable
 )
 
 
 def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0912
     """Check a user's price fields; the GPU name is resolved to its catalog name (aliases accepted)."""
     problems: list[Problem] = []
-    clean = {k: v for k, v in values.items() if k in PRICE_EDITABLE}
+    clean = {k: v for k, v in values.items() if k in PRICE_COLUMNS}
     for key in PRICE_NOT_NULL:
         if key in clean and clean[key] is None:
             problems.append(Problem(key, "must not be null"))

@@ -17,7 +17,7 @@ from sqlmodel import Session, SQLModel, select
 
 import app.catalog as catalog
 from app.models.base import utcnow
-from app.models.catalog import GPUEntry, InterconnectEntry, ModelEntry, PriceRow
+from app.models.catalog import PRICE_COLUMNS, GPUEntry, InterconnectEntry, ModelEntry, PriceRow
 
 
 @dataclass
@@ -100,27 +100,8 @@ def _seed_named(
             report.count(report.deleted, label)
 
 
-PRICE_FIELDS = (
-    "category",
-    "item",
-    "vendor",
-    "region",
-    "pricing_model",
-    "unit",
-    "price_usd",
-    "usd_per_gpu_hour",
-    "gpu_name",
-    "gpus_per_unit",
-    "price_date",
-    "source",
-    "confidence",
-    "includes",
-    "notes",
-)
-
-
 def _price_values(row: dict[str, Any]) -> dict[str, Any]:
-    values = {key: row[key] for key in PRICE_FIELDS}
+    values = {key: row[key] for key in PRICE_COLUMNS}
     values["item"] = values["item"][:200]
     values["notes"] = values["notes"][:2000]
     if row["date"] != row["price_date"].isoformat():

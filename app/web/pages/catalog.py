@@ -23,7 +23,7 @@ from app.core import price_age
 from app.core.errors import Problem, SpecError
 from app.deps import SessionDep
 from app.errors import NotFoundError
-from app.models.catalog import PriceRow
+from app.models.catalog import PRICE_COLUMNS, PriceRow
 from app.schemas.catalog import PriceCreate, PriceUpdate
 from app.schemas.fields import json_value_problems, parse_json_text
 from app.services import catalog as catalog_service
@@ -39,25 +39,6 @@ from app.web.templating import is_htmx, render
 router = APIRouter()
 # a name or alias, as the API's catalog paths (app.api.routes.catalog.NamePath)
 NamePath = Annotated[str, Path(max_length=200)]
-
-
-PRICE_FORM_FIELDS = (
-    "category",
-    "item",
-    "vendor",
-    "region",
-    "pricing_model",
-    "unit",
-    "price_usd",
-    "usd_per_gpu_hour",
-    "gpu_name",
-    "gpus_per_unit",
-    "price_date",
-    "source",
-    "confidence",
-    "includes",
-    "notes",
-)
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -259,13 +240,13 @@ def _may_change(row: PriceRow, actor: catalog_service.Actor) -> bool:
 
 
 def _form_from_row(row: PriceRow) -> dict[str, Any]:
-    return {key: getattr(row, key) for key in PRICE_FORM_FIELDS}
+    return {key: getattr(row, key) for key in PRICE_COLUMNS}
 
 
 async def _read_price_form(request: Request) -> dict[str, Any]:
     form = await request.form()
     values: dict[str, Any] = {}
-    for key in PRICE_FORM_FIELDS:
+    for key in PRICE_COLUMNS:
         raw = form.get(key)
         text = raw.strip() if isinstance(raw, str) else ""
         if key in ("usd_per_gpu_hour", "gpu_name", "gpus_per_unit") and not text:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import uuid
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import date
 from typing import Any
 
@@ -584,100 +584,177 @@ def find_preset(name: str) -> core_goodput.FailurePreset:
     )
 
 
-def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputResponse:  # noqa: C901, PLR0912, PLR0915
-    assumptions: list[core_storage.Assumption] = []
-    useful_days: float | None = None
-    if req.scenario is not None:
-        resolved, est = estimate_for(session, req.scenario)
-        if resolved.tokens and req.run_days is None:
-            useful_days = resolved.tokens / est.step.tokens_per_s / 86400.0
-        req = req.model_copy(
-            update={
-                "num_gpus": req.num_gpus or resolved.cluster.num_gpus,
-                "gpus_per_node": resolved.cluster.gpus_per_node,
-                "checkpoint": req.checkpoint or s.CheckpointIn.model_validate({"params": est.params_total}),
-                "mfu": req.mfu or est.step.mfu,
-            }
-        )
+def _scenario_inputs(
+    req: s.GoodputRequest, session: Session | None, assumptions: list[core_storage.Assumption]
+) -> tuple[s.GoodputRequest, float | None]:
+    """The request completed from its scenario (GPU count, node size, checkpoint, MFU) and the days of useful
+    compute its tokens take, None without tokens or when run_days is given."""
+    if req.scenario is None:
+        return req, None
+    resolved, est = estimate_for(session, req.scenario)
+    useful_days = None
+    if resolved.tokens and req.run_days is None:
+        useful_days = resolved.tokens / est.step.tokens_per_s / 86400.0
+    completed = req.model_copy(
+        update={
+            "num_gpus": req.num_gpus or resolved.cluster.num_gpus,
+            "gpus_per_node": resolved.cluster.gpus_per_node,
+            "checkpoint": req.checkpoint or s.CheckpointIn.model_validate({"params": est.params_total}),
+            "mfu": req.mfu or est.step.mfu,
+        }
+    )
+    assumptions.append(core_storage.Assumption("mfu", est.step.mfu, "", "estimator (app.core.estimate)", ""))
+    return completed, useful_days
+
+
+def _interruption_rates(
+    req: s.GoodputRequest,
+    num_gpus: int,
+    preset: core_goodput.FailurePreset | None,
+    assumptions: list[core_storage.Assumption],
+) -> dict[str, float]:
+    """Interruptions per hour by cause and in total: the job MTBF given, or the preset's per-component rates
+    with the MTBFs given replacing theirs."""
+    if req.job_mtbf_hours is not None:
         assumptions.append(
-            core_storage.Assumption("mfu", est.step.mfu, "", "estimator (app.core.estimate)", "")
+            core_storage.Assumption("job_mtbf_hours", req.job_mtbf_hours, "h", "user input", "")
         )
+        return {"gpu": 0.0, "node": 0.0, "switch": 0.0, "total": 1.0 / req.job_mtbf_hours}
+    if preset is not None:
+        rates = preset.rates()
+        assumptions.append(
+            core_storage.Assumption("failure_rates", preset.name, "", preset.source, preset.date)
+        )
+    else:
+        rates = core_goodput.FailureRates(0.0, 0.0, 0.0, "user input")
+    rates = core_goodput.FailureRates(
+        per_gpu_per_hour=1.0 / req.mtbf_gpu_hours if req.mtbf_gpu_hours else rates.per_gpu_per_hour,
+        per_node_per_hour=1.0 / req.mtbf_node_hours if req.mtbf_node_hours else rates.per_node_per_hour,
+        per_switch_per_hour=1.0 / req.mtbf_switch_hours
+        if req.mtbf_switch_hours
+        else rates.per_switch_per_hour,
+    )
+    parts = core_goodput.interruption_rate_per_hour(rates, num_gpus, req.gpus_per_node, req.num_switches)
+    if parts["total"] <= 0:
+        raise SpecError([Problem("mtbf_gpu_hours", "failure rates are all zero")])
+    return parts
+
+
+@dataclass(frozen=True)
+class _CheckpointCosts:
+    """What the request's checkpoint costs on its storage tier: its size, the synchronous and asynchronous
+    stalls, and the read time a restart pays (all None / 0 without a checkpoint)."""
+
+    size_bytes: float | None = None
+    sync_stall_s: float | None = None
+    async_stall_s: float | None = None
+    read_s: float = 0.0
+
+
+def _checkpoint_costs(
+    req: s.GoodputRequest, nodes: int, assumptions: list[core_storage.Assumption]
+) -> _CheckpointCosts:
+    if req.checkpoint is None:
+        return _CheckpointCosts()
+    ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
+    tier = storage_tier(
+        req.tier,
+        req.parallel_fs_gb_per_s,
+        req.parallel_fs_storage_nodes,
+        req.parallel_fs_gb_per_s_per_storage_node,
+    )
+    stall = core_storage.checkpoint_stall(ck.total_bytes, tier, nodes, req.gpus_per_node)
+    read_s = core_storage.checkpoint_write(ck.total_bytes, tier, nodes, format=req.checkpoint.format).read_s
+    assumptions += ck.assumptions
+    assumptions.append(
+        core_storage.Assumption(f"tier:{tier.name}", tier.write_bw(nodes), "B/s", tier.source, tier.date)
+    )
+    return _CheckpointCosts(ck.total_bytes, stall.sync_stall_s, stall.async_stall_s, read_s)
+
+
+def _stall_seconds(
+    req: s.GoodputRequest,
+    ck: _CheckpointCosts,
+    preset: core_goodput.FailurePreset | None,
+    assumptions: list[core_storage.Assumption],
+) -> float:
+    """Seconds the training stalls per checkpoint: given, or the checkpoint's (async or sync), or the preset's."""
+    if req.checkpoint_stall_s is not None:
+        return req.checkpoint_stall_s
+    if ck.sync_stall_s is not None and ck.async_stall_s is not None:
+        return ck.async_stall_s if req.async_checkpoint else ck.sync_stall_s
+    if preset is not None:
+        assumptions.append(
+            core_storage.Assumption(
+                "checkpoint_stall_s", preset.checkpoint_stall_s, "s", f"preset {preset.name}", ""
+            )
+        )
+        return preset.checkpoint_stall_s
+    raise SpecError([Problem("checkpoint", "give checkpoint (model size) or checkpoint_stall_s")])
+
+
+def _restart_seconds(
+    req: s.GoodputRequest, read_s: float
+) -> tuple[dict[str, float], core_storage.Assumption | None]:
+    """The restart's parts and total: given, or detection, rescheduling, the checkpoint read and warm-up (with
+    the assumption that says so)."""
+    if req.restart_s is not None:
+        return {"given": req.restart_s, "total": req.restart_s}, None
+    parts = core_goodput.restart_time(read_s)
+    source = "detect 2 min + reschedule 5 min + load + warm-up 2 min (estimate)"
+    return parts, core_storage.Assumption("restart_s", parts["total"], "s", source, "")
+
+
+def _run_summary(
+    run_days: float | None, result: core_goodput.GoodputResult, stall_s: float, mtbf_s: float
+) -> dict[str, float] | None:
+    """Checkpoints, idle hours and interruptions over a run of `run_days` on the wall clock."""
+    if run_days is None:
+        return None
+    if run_days > core_cost.MAX_WALL_YEARS * 365.25:
+        raise SpecError(
+            [
+                Problem(
+                    "scenario.training.tokens",
+                    f"the run would take {run_days / 365.25:,.0f} years of wall time "
+                    f"(more than {core_cost.MAX_WALL_YEARS:.0f})",
+                )
+            ]
+        )
+    wall_s = run_days * 86400.0
+    n_ckpt = wall_s / result.wall_per_useful / result.interval_s
+    return {
+        "checkpoints": n_ckpt,
+        "checkpoint_idle_hours": core_goodput.checkpoint_idle_hours(round(n_ckpt), stall_s),
+        "interruptions": wall_s / mtbf_s,
+        "wall_days": run_days,
+        "useful_days": run_days * result.goodput,
+    }
+
+
+def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputResponse:
+    assumptions: list[core_storage.Assumption] = []
+    req, useful_days = _scenario_inputs(req, session, assumptions)
     if req.num_gpus is None:
         raise SpecError([Problem("num_gpus", "give num_gpus or a scenario")])
     num_gpus = req.num_gpus
     preset = find_preset(req.preset) if req.preset else None
-    if req.job_mtbf_hours is not None:
-        rates_parts = {"gpu": 0.0, "node": 0.0, "switch": 0.0, "total": 1.0 / req.job_mtbf_hours}
-        assumptions.append(
-            core_storage.Assumption("job_mtbf_hours", req.job_mtbf_hours, "h", "user input", "")
-        )
-    else:
-        if preset is not None:
-            rates = preset.rates()
-            assumptions.append(
-                core_storage.Assumption("failure_rates", preset.name, "", preset.source, preset.date)
-            )
-        else:
-            rates = core_goodput.FailureRates(0.0, 0.0, 0.0, "user input")
-        rates = core_goodput.FailureRates(
-            per_gpu_per_hour=1.0 / req.mtbf_gpu_hours if req.mtbf_gpu_hours else rates.per_gpu_per_hour,
-            per_node_per_hour=1.0 / req.mtbf_node_hours if req.mtbf_node_hours else rates.per_node_per_hour,
-            per_switch_per_hour=1.0 / req.mtbf_switch_hours
-            if req.mtbf_switch_hours
-            else rates.per_switch_per_hour,
-        )
-        rates_parts = core_goodput.interruption_rate_per_hour(
-            rates, num_gpus, req.gpus_per_node, req.num_switches
-        )
-        if rates_parts["total"] <= 0:
-            raise SpecError([Problem("mtbf_gpu_hours", "failure rates are all zero")])
+    rates_parts = _interruption_rates(req, num_gpus, preset, assumptions)
     mtbf_s = 3600.0 / rates_parts["total"]
-
-    nodes = math.ceil(num_gpus / req.gpus_per_node)
-    size: float | None = None
-    sync = asyn = None
-    read_s = 0.0
-    if req.checkpoint is not None:
-        ck = core_storage.checkpoint_size(core_storage.CheckpointSpec(**req.checkpoint.model_dump()))
-        size = ck.total_bytes
-        tier = storage_tier(
-            req.tier,
-            req.parallel_fs_gb_per_s,
-            req.parallel_fs_storage_nodes,
-            req.parallel_fs_gb_per_s_per_storage_node,
-        )
-        stall = core_storage.checkpoint_stall(size, tier, nodes, req.gpus_per_node)
-        sync, asyn = stall.sync_stall_s, stall.async_stall_s
-        read_s = core_storage.checkpoint_write(size, tier, nodes, format=req.checkpoint.format).read_s
-        assumptions += ck.assumptions
-        assumptions.append(
-            core_storage.Assumption(f"tier:{tier.name}", tier.write_bw(nodes), "B/s", tier.source, tier.date)
-        )
-    if req.checkpoint_stall_s is not None:
-        stall_s = req.checkpoint_stall_s
-    elif sync is not None and asyn is not None:
-        stall_s = asyn if req.async_checkpoint else sync
-    elif preset is not None:
-        stall_s = preset.checkpoint_stall_s
-        assumptions.append(
-            core_storage.Assumption("checkpoint_stall_s", stall_s, "s", f"preset {preset.name}", "")
-        )
-    else:
-        raise SpecError([Problem("checkpoint", "give checkpoint (model size) or checkpoint_stall_s")])
-    background_s = (
-        sync if req.async_checkpoint and sync is not None and req.checkpoint_stall_s is None else 0.0
-    )
-    restart_parts = core_goodput.restart_time(read_s)
-    if req.restart_s is not None:
-        restart_parts = {"given": req.restart_s, "total": req.restart_s}
-    restart_total = restart_parts["total"]
+    ck = _checkpoint_costs(req, math.ceil(num_gpus / req.gpus_per_node), assumptions)
+    stall_s = _stall_seconds(req, ck, preset, assumptions)
+    # an asynchronous checkpoint still writes in the background: the next cannot start before it ends
+    background_s = 0.0
+    if req.async_checkpoint and ck.sync_stall_s is not None and req.checkpoint_stall_s is None:
+        background_s = ck.sync_stall_s
+    restart_parts, restart_note = _restart_seconds(req, ck.read_s)
     rate_field = "job_mtbf_hours" if req.job_mtbf_hours else "preset" if preset else "mtbf_gpu_hours"
     try:
         result = core_goodput.goodput(
             core_goodput.GoodputInputs(
                 mtbf_s=mtbf_s,
                 checkpoint_stall_s=stall_s,
-                restart_s=restart_total,
+                restart_s=restart_parts["total"],
                 interval_s=req.interval_s,
                 method=req.method,
                 mfu=req.mfu,
@@ -689,52 +766,21 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
             [Problem(rate_field if p.field == "mtbf_s" else p.field, p.message) for p in exc.problems]
         ) from None
     assumptions += result.assumptions
-    if req.restart_s is None:
-        assumptions.append(
-            core_storage.Assumption(
-                "restart_s",
-                restart_total,
-                "s",
-                "detect 2 min + reschedule 5 min + load + warm-up 2 min (estimate)",
-                "",
-            )
-        )
-    run = None
-    run_days = (
-        req.run_days
-        if req.run_days is not None
-        else (useful_days * result.wall_per_useful if useful_days is not None else None)
-    )
-    if run_days is not None and run_days > core_cost.MAX_WALL_YEARS * 365.25:
-        raise SpecError(
-            [
-                Problem(
-                    "scenario.training.tokens",
-                    f"the run would take {run_days / 365.25:,.0f} years of wall time "
-                    f"(more than {core_cost.MAX_WALL_YEARS:.0f})",
-                )
-            ]
-        )
-    if run_days is not None:
-        wall_s = run_days * 86400.0
-        n_ckpt = wall_s / result.wall_per_useful / result.interval_s
-        run = {
-            "checkpoints": n_ckpt,
-            "checkpoint_idle_hours": core_goodput.checkpoint_idle_hours(round(n_ckpt), stall_s),
-            "interruptions": wall_s / mtbf_s,
-            "wall_days": run_days,
-            "useful_days": run_days * result.goodput,
-        }
+    if restart_note is not None:
+        assumptions.append(restart_note)
+    run_days = req.run_days
+    if run_days is None and useful_days is not None:
+        run_days = useful_days * result.wall_per_useful
     return s.GoodputResponse(
         num_gpus=num_gpus,
         job_mtbf_hours=mtbf_s / 3600.0,
         interruptions_per_day=86400.0 / mtbf_s,
         interruption_rate_per_hour=rates_parts,
-        checkpoint_bytes=size,
+        checkpoint_bytes=ck.size_bytes,
         checkpoint_stall_s=stall_s,
-        sync_stall_s=sync,
-        async_stall_s=asyn,
-        restart_s=restart_total,
+        sync_stall_s=ck.sync_stall_s,
+        async_stall_s=ck.async_stall_s,
+        restart_s=restart_parts["total"],
         restart_breakdown=restart_parts,
         interval_s=result.interval_s,
         young_interval_s=result.young_interval_s if math.isfinite(result.young_interval_s) else None,
@@ -742,7 +788,7 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         goodput=result.goodput,
         effective_mfu=result.effective_mfu,
         breakdown=result.breakdown,
-        run=run,
+        run=_run_summary(run_days, result, stall_s, mtbf_s),
         assumptions=cost_assumptions(assumptions),
     )
 

@@ -383,19 +383,23 @@ def _fabric_label(value: str | dict[str, Any], index: int) -> str:
     return str(value.get("name") or value.get("preset") or f"fabric-{index + 1}")
 
 
-def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingResponse:  # noqa: C901
-    from app.core.efficiency import HardwareProfile
-    from app.services.scenario import resolve_scenario
+def _scaling_fabrics(req: ScalingIn, resolved: Any, p: ProblemCollector) -> dict[str, FabricSpec]:
+    """The fabrics to compare by label: the request's presets or inline fabrics, or the scenario's own, each
+    with the request's overrides."""
+    if not req.fabrics:
+        label = _fabric_label(resolved.cluster.fabric.name or "scenario", 0)
+        return {label: _apply_overrides(resolved.cluster.fabric, req.overrides)}
+    return {
+        _fabric_label(value, i): _apply_overrides(resolve_fabric(value, p, f"fabrics.{i}"), req.overrides)
+        for i, value in enumerate(req.fabrics)
+    }
 
-    resolved = resolve_scenario(req.scenario, session)
-    p = ProblemCollector()
-    fabrics: dict[str, FabricSpec] = {}
-    for i, value in enumerate(req.fabrics or [resolved.cluster.fabric.name or "scenario"]):
-        label = _fabric_label(value, i)
-        if not req.fabrics:
-            fabrics[label] = _apply_overrides(resolved.cluster.fabric, req.overrides)
-            continue
-        fabrics[label] = _apply_overrides(resolve_fabric(value, p, f"fabrics.{i}"), req.overrides)
+
+def _check_scaling_request(
+    req: ScalingIn, resolved: Any, fabrics: dict[str, FabricSpec], p: ProblemCollector
+) -> None:
+    """Every claim names a compared fabric and GPU count; every fabric has the tiers the largest count needs;
+    every count holds whole model-parallel groups and whole nodes."""
     for j, claim in enumerate(req.claims):
         p.check(
             claim.fabric in fabrics,
@@ -418,32 +422,13 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
     for n in req.gpu_counts:
         p.check(n % mp == 0, "gpu_counts", f"{n} is not a multiple of tp·pp·cp = {mp}")
         p.check(n <= gpn or n % gpn == 0, "gpu_counts", f"{n} is not a whole number of {gpn}-GPU nodes")
-    params = resolve_params(req.profile, None, session, p)
-    p.raise_if_any()
-    profile = HardwareProfile(gemm=None, network=params, name=params.name, version=params.version)
-    from app.core.estimate import estimate
 
-    def estimator(model: Any, cluster: Any, layout: Any, seq_len: int, prof: Any = None) -> Any:
-        return estimate(
-            model,
-            cluster,
-            layout,
-            seq_len,
-            prof or profile,
-            options=resolved.estimate_options(),
-        )
 
-    run = ScalingRun(
-        resolved.model,
-        resolved.cluster,
-        resolved.layout,
-        resolved.seq_len,
-        mode=req.mode,
-        estimator=estimator,
-    )
-    result: ScalingResult = scaling_curve(
-        run, req.gpu_counts, fabrics, tokens=resolved.tokens or None, baseline_gpus=req.baseline_gpus
-    )
+def _required_for_claims(
+    req: ScalingIn, result: ScalingResult, run: ScalingRun, fabrics: dict[str, FabricSpec]
+) -> list[RequiredOut]:
+    """For each claimed efficiency, the value of each fabric knob that would reproduce it (required_assumption);
+    a claim at the baseline, or against a reference that cannot run there, has none."""
     required: list[RequiredOut] = []
     for claim in req.claims:
         reference = None
@@ -478,8 +463,13 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
                     note=r.note,
                 )
             )
-    data = result.to_dict()
-    for s in data["series"]:
+    return required
+
+
+def _series_out(result: ScalingResult) -> list[dict[str, Any]]:
+    """The curve's series as the API shows them: each fabric in display units, no NaN or infinity."""
+    series = result.to_dict()["series"]
+    for s in series:
         f = s.pop("fabric")
         s["fabric"] = {
             "transport": f["transport"],
@@ -495,14 +485,44 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
             for key, value in list(point.items()):
                 if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
                     point[key] = None
+    return series
+
+
+def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingResponse:
+    from app.core.efficiency import HardwareProfile
+    from app.core.estimate import estimate
+    from app.services.scenario import resolve_scenario
+
+    resolved = resolve_scenario(req.scenario, session)
+    p = ProblemCollector()
+    fabrics = _scaling_fabrics(req, resolved, p)
+    _check_scaling_request(req, resolved, fabrics, p)
+    params = resolve_params(req.profile, None, session, p)
+    p.raise_if_any()
+    profile = HardwareProfile(gemm=None, network=params, name=params.name, version=params.version)
+
+    def estimator(model: Any, cluster: Any, layout: Any, seq_len: int, prof: Any = None) -> Any:
+        return estimate(model, cluster, layout, seq_len, prof or profile, options=resolved.estimate_options())
+
+    run = ScalingRun(
+        resolved.model,
+        resolved.cluster,
+        resolved.layout,
+        resolved.seq_len,
+        mode=req.mode,
+        estimator=estimator,
+    )
+    result: ScalingResult = scaling_curve(
+        run, req.gpu_counts, fabrics, tokens=resolved.tokens or None, baseline_gpus=req.baseline_gpus
+    )
     return ScalingResponse(
         model=resolved.model.name,
         gpu=resolved.cluster.gpu.name,
         mode=result.mode,
         baseline_gpus=result.baseline_gpus,
         tokens=result.tokens,
-        series=data["series"],
-        required=required,
+        series=_series_out(result),
+        required=_required_for_claims(req, result, run, fabrics),
         assumptions=[*list(result.assumptions), f"network parameters: {params.name} v{params.version}"],
     )
 

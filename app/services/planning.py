@@ -167,7 +167,7 @@ def _options(resolved: Any) -> Any:
     return EstimateOptions(framework=framework) if framework is not None else EstimateOptions()
 
 
-def evaluate(  # noqa: PLR0912
+def evaluate(
     session: Session,
     scenario: dict[str, Any],
     field_prefix: str = "",
@@ -196,20 +196,7 @@ def evaluate(  # noqa: PLR0912
     unavailable: dict[str, str] = {}
     ranking = None
     if search:
-        price = _price_for_ranking(session, resolved) if rank_by == "cost" else None
-        ranking, best_layout, reason = planner_search(
-            resolved,
-            _options(resolved),
-            _profile(resolved),
-            constraints,
-            rank_by=rank_by,
-            usd_per_gpu_hour=price,
-        )
-        if best_layout is None and ranking is not None:
-            reasons = sorted(ranking["rejections"], key=lambda r: r["key"] != "out_of_memory")
-            top = "; ".join(f"{r['count']:,} {r['reason']}" for r in reasons[:3])
-            where = f"{field_prefix}.layout" if field_prefix else "layout"
-            raise SpecError([Problem(where, f"{reason} {ranking['note']} Rejected: {top}.")])
+        ranking, best_layout, reason = _search(session, resolved, field_prefix, constraints, rank_by)
         if best_layout is not None:
             resolved = _with_layout(resolved, best_layout)
             normalised = {**normalised, "layout": _layout_dict(best_layout, normalised.get("layout"))}
@@ -249,6 +236,44 @@ def evaluate(  # noqa: PLR0912
         result["ranking"] = ranking
     if scaling:
         result["scaling"] = scaling_sweep(resolved, _options(resolved), _profile(resolved))
+    _add_goodput_and_cost(session, resolved, est, result)
+    if not (session.new or session.dirty or session.deleted):
+        session.rollback()  # end the read: on SQLite it holds the write lock
+    return Evaluation(
+        scenario=normalised,
+        result=result,
+        price_book_date=book_date,
+        calibration_profile=profile_label,
+        objects={"resolved": resolved, "estimate": est},
+    )
+
+
+def _search(
+    session: Session, resolved: Any, field_prefix: str, constraints: dict[str, Any] | None, rank_by: str
+) -> tuple[dict[str, Any] | None, Any, str]:
+    """The planner's ranking, its best layout (None: the reason says why) and that reason. No layout that fits
+    is a 422 on the layout naming the commonest rejections, out of memory first."""
+    price = _price_for_ranking(session, resolved) if rank_by == "cost" else None
+    ranking, best_layout, reason = planner_search(
+        resolved,
+        _options(resolved),
+        _profile(resolved),
+        constraints,
+        rank_by=rank_by,
+        usd_per_gpu_hour=price,
+    )
+    if best_layout is None and ranking is not None:
+        reasons = sorted(ranking["rejections"], key=lambda r: r["key"] != "out_of_memory")
+        top = "; ".join(f"{r['count']:,} {r['reason']}" for r in reasons[:3])
+        where = f"{field_prefix}.layout" if field_prefix else "layout"
+        raise SpecError([Problem(where, f"{reason} {ranking['note']} Rejected: {top}.")])
+    return ranking, best_layout, reason
+
+
+def _add_goodput_and_cost(session: Session, resolved: Any, est: Any, result: dict[str, Any]) -> None:
+    """The goodput and cost panels of `result`, their figures in its summary (wall-clock time, cost per run) and
+    their assumptions after the estimate's; a panel that cannot be evaluated says why under "unavailable"."""
+    summary, unavailable = result["summary"], result["unavailable"]
     goodput_block = goodput_payload(resolved, est, summary)
     if goodput_block is None:
         unavailable["goodput"] = "The goodput model could not be evaluated for these inputs."
@@ -265,15 +290,6 @@ def evaluate(  # noqa: PLR0912
         result["assumptions"] += cost_block.pop("assumptions", [])
     if goodput_block is not None:
         result["assumptions"] += goodput_block.pop("assumptions", [])
-    if not (session.new or session.dirty or session.deleted):
-        session.rollback()  # end the read: on SQLite it holds the write lock
-    return Evaluation(
-        scenario=normalised,
-        result=result,
-        price_book_date=book_date,
-        calibration_profile=profile_label,
-        objects={"resolved": resolved, "estimate": est},
-    )
 
 
 def _price_for_ranking(session: Session, resolved: Any) -> float | None:

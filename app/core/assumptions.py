@@ -364,11 +364,12 @@ FEATURES: tuple[AssumptionRow, ...] = (
         lambda b: b.layout.dp * b.layout.cp > 1,
     ),
     AssumptionRow(
-        "MoE dispatch: one copy per destination node",
+        "MoE dispatch: one copy per destination rank and node",
         "on/off",
         lambda b: 1 if (b.fw.moe_dispatch_dedup and _moe_ep(b)) else 0,
-        "DeepEP / HybridEP send a token once per node and fan it out over NVLink (DeepSeek-V3 report "
-        "Sec. 3.2.2); balanced routing over the EP group's nodes (app.core.step.dispatch_dedup_share)",
+        "DeepEP / HybridEP send a token once to each rank holding one of its experts (DeepEP "
+        "get_dispatch_layout: is_token_in_rank) and once per node over the network, fanning it out over NVLink "
+        "(DeepSeek-V3 report Sec. 3.2.2); routing as Framework.moe_routing says (app.core.step.dispatch_dedup_share)",
     ),
     AssumptionRow(
         "EP all-to-all hidden behind the paired micro-batch",

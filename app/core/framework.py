@@ -185,6 +185,11 @@ class Framework:
     # arXiv 2412.19437, Sec. 3.2.2; deepseek-ai/DeepEP README: "asymmetric-domain bandwidth forwarding")
     # which of them: "alltoall" (no deduplication), "deepep" or "hybridep"; the accuracy band also reads it
     moe_dispatcher: str = "alltoall"
+    # how the router spreads a token's top-k experts, which sets how many ranks and nodes a deduplicating
+    # dispatcher sends it to (app.core.step.dispatch_dedup_share): "uniform", a trained, balanced router;
+    # "contiguous", NeMo Automodel's FakeBalancedGate (experts t·k … t·k + k − 1 of token t), which its published
+    # MoE benchmarks ran with
+    moe_routing: str = "uniform"
     # Megatron-core's --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap, the MoE model zoo's
     # A2A_OVERLAP=1): the combined 1F1B schedule runs the forward of one micro-batch beside the backward of
     # another, so each EP all-to-all hides behind the other micro-batch's compute (megatron/core/models/gpt/

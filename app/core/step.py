@@ -35,6 +35,8 @@ All collective times come from app.core.network.collective_time.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast, overload
@@ -431,22 +433,41 @@ def scaleout_domains(cluster: ClusterSpec, ranks: Num, ranks_per_node: Num) -> N
     return int(result) if np.ndim(result) == 0 else result
 
 
-def dispatch_dedup_share(experts: int, top_k: int, domains: Num) -> Num:
-    """Scale-out bytes of a node-deduplicating MoE dispatch (DeepEP, HybridEP) over those of a plain all-to-all.
+def dispatch_dedup_share(experts: int, top_k: int, domains: Num, routing: str = "uniform") -> Num:
+    """Copies of a token a deduplicating MoE dispatch (DeepEP, HybridEP) sends to N groups (ranks or scale-out
+    domains) holding the experts evenly, over the top-k copies a plain all-to-all sends: E[distinct groups] / k.
 
-    With the experts spread evenly over N domains and top-k distinct experts drawn uniformly (a balanced router),
-    a domain receives none of a token's copies with probability P0 = C(E − E/N, k) / C(E, k). The token then
-    crosses the network (N − 1)(1 − P0) times instead of k(N − 1)/N times (DeepSeek-V3 technical report,
-    arXiv 2412.19437, Sec. 3.2.2). 1 for a single domain or top-1 routing. Works on numpy arrays.
+    `routing` "uniform": top-k distinct experts drawn uniformly (a balanced router); a group receives none of a
+    token's copies with probability P0 = C(E − E/N, k) / C(E, k), so a token reaches N(1 − P0) groups (DeepSeek-V3
+    technical report, arXiv 2412.19437, Sec. 3.2.2, for nodes). "contiguous": token t routed to experts t·k …
+    t·k + k − 1 (mod E), NeMo Automodel's FakeBalancedGate for benchmarks (nemo_automodel/components/moe/layers.py),
+    which keeps a token's experts on as few groups as their size allows. 1 for a single group or top-1 routing.
+    Works on numpy arrays.
     """
     n = np.maximum(np.asarray(domains, dtype=float), 1.0)
-    others = experts - experts / n
-    p_none = np.ones_like(n)
-    for i in range(max(0, top_k)):
-        p_none = p_none * np.maximum(0.0, (others - i) / max(1.0, experts - i))
-    share = np.minimum(1.0, (1.0 - p_none) * n / max(1, top_k))
+    if routing == "contiguous":
+        share = np.vectorize(lambda g: _contiguous_groups(experts, top_k, int(g)) / max(1, top_k))(n)
+    else:
+        others = experts - experts / n
+        p_none = np.ones_like(n)
+        for i in range(max(0, top_k)):
+            p_none = p_none * np.maximum(0.0, (others - i) / max(1.0, experts - i))
+        share = np.minimum(1.0, (1.0 - p_none) * n / max(1, top_k))
     result = np.where((n <= 1) | (top_k <= 1) | (experts <= 0), 1.0, share)
     return float(result) if np.ndim(result) == 0 else result
+
+
+@functools.lru_cache(maxsize=256)
+def _contiguous_groups(experts: int, top_k: int, groups: int) -> float:
+    """Mean distinct groups (expert e on group ⌊e·N / E⌋) among experts t·k … t·k + k − 1 (mod E), over one period
+    of t."""
+    if experts <= 0 or groups <= 1:
+        return 1.0
+    period = experts // math.gcd(experts, top_k)
+    counts = [
+        len({((t * top_k + j) % experts) * groups // experts for j in range(top_k)}) for t in range(period)
+    ]
+    return sum(counts) / len(counts)
 
 
 def _coll(
@@ -1007,18 +1028,23 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
 
 
 def _deduplicated_a2a(c: LayerCommInputs, a2a: Num, a2a_bytes: Num, ep_node: Num) -> Num:
-    """The all-to-all under a node-deduplicating dispatcher: where the EP group spans scale-out domains, one copy per
-    destination node crosses the network and NVLink then fans it out to the expert GPUs."""
+    """The all-to-all under a deduplicating dispatcher (DeepEP, HybridEP): a token goes once to each destination
+    rank (DeepEP's get_dispatch_layout marks `is_token_in_rank`, and the rank applies it to each of its experts);
+    where the EP group spans scale-out domains, one copy per destination domain crosses the network and NVLink then
+    fans it out to the ranks (DeepSeek-V3 report Sec. 3.2.2). `a2a` is the plain all-to-all, kept for reference."""
     ep = c.cols.ep
+    shape = layer_shape(c.model)
+    experts, top_k, routing = shape.num_experts, shape.experts_per_token, c.fw.moe_routing
+    per_rank = dispatch_dedup_share(experts, top_k, ep, routing) * a2a_bytes
+    ranked = c.coll("all_to_all", per_rank, ep, ep_node, "ep")
     domains = scaleout_domains(c.cluster, ep, ep_node)
     multi = domains > 1
     if not any_true(multi):
-        return a2a
-    shape = layer_shape(c.model)
-    kept = dispatch_dedup_share(shape.num_experts, shape.experts_per_token, domains)
-    in_domain = c.coll("all_to_all", where(multi, a2a_bytes, 0.0), -(-ep // domains), ep_node, "ep")
+        return ranked
+    kept = dispatch_dedup_share(experts, top_k, domains, routing)
+    in_domain = c.coll("all_to_all", where(multi, per_rank, 0.0), -(-ep // domains), ep_node, "ep")
     deduped = c.coll("all_to_all", where(multi, kept * a2a_bytes, 0.0), ep, ep_node, "ep")
-    return where(multi, maximum(in_domain, deduped), a2a)
+    return where(multi, maximum(in_domain, deduped), ranked)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1054,6 +1054,8 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
         fw = fw.with_(moe_dispatcher=dispatcher)
     if _A2A_OVERLAP.search(notes):
         fw = fw.with_(moe_a2a_overlap=True)
+    if _FAKE_BALANCED_GATE.search(notes):
+        fw = fw.with_(moe_routing="contiguous")
     return fw
 
 
@@ -1065,6 +1067,9 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
 # backward chunk side by side so that their dispatch and combine hide behind each other's compute, Sec. 3.2.1)
 # hand-fused pointwise kernels named in the row: "fused swiglu", "fused layernorm" / "fused rmsnorm", "fused cross
 # entropy", "fused rotary"
+# NeMo Automodel's benchmark router, "Fake balanced gate": token t goes to experts t·k … t·k + k − 1 (mod E)
+# (nemo_automodel/components/moe/layers.py FakeBalancedGate), Framework.moe_routing "contiguous"
+_FAKE_BALANCED_GATE = re.compile(r"\bfake balanced gate\b", re.IGNORECASE)
 _HAND_FUSED = re.compile(r"\bfused (?:swiglu|layernorm|rmsnorm|cross[- ]entropy|rotary)\b", re.IGNORECASE)
 _DEDUP_DISPATCHER = re.compile(r"\b(deepep|hybridep)\b|\bnode-limited routing\b", re.IGNORECASE)
 _A2A_OVERLAP = re.compile(

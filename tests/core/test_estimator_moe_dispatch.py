@@ -70,17 +70,43 @@ def _qwen_estimate(fw, ep: int = 32, tp: int = 2):
     return estimate(model, make_cluster(nodes=32), layout, 4096, options=EstimateOptions(framework=fw))
 
 
-def test_deduplicating_dispatch_cuts_cross_node_ep_time_only() -> None:
+def test_contiguous_routing_worked_by_hand() -> None:
+    # Automodel's FakeBalancedGate sends token t to experts 8t … 8t + 7 (mod E)
+    # 256 experts on 64 ranks (4 each): every block of 8 spans exactly 2 ranks
+    assert dispatch_dedup_share(256, 8, 64, "contiguous") == pytest.approx(2 / 8)
+    # ... and one of 8 nodes (32 experts each)
+    assert dispatch_dedup_share(256, 8, 8, "contiguous") == pytest.approx(1 / 8)
+    # 384 experts on 32 ranks (12 each): blocks start at 0, 8, 16 (mod 24) and span 1, 2 and 1 ranks
+    assert dispatch_dedup_share(384, 8, 32, "contiguous") == pytest.approx((1 + 2 + 1) / 3 / 8)
+    # the uniform router reaches more groups than the contiguous one, never fewer
+    for experts, k, groups in ((128, 8, 8), (256, 8, 64), (128, 4, 64), (32, 4, 8)):
+        assert dispatch_dedup_share(experts, k, groups, "contiguous") <= dispatch_dedup_share(
+            experts, k, groups
+        )
+    assert dispatch_dedup_share(128, 8, 1, "contiguous") == 1.0
+
+
+def test_deduplicating_dispatch_sends_each_token_once_per_rank_and_node() -> None:
     plain = _qwen_estimate(MEGATRON_CORE)
     deepep = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatcher="deepep"))
     ratio = deepep.step.breakdown["ep_comm"] / plain.step.breakdown["ep_comm"]
     # EP 32 over 4 nodes: the scale-out bytes shrink to 0.454 of the plain all-to-all, NVLink fan-out aside
     assert dispatch_dedup_share(128, 8, 4) - 1e-9 <= ratio < 0.6
     assert deepep.step.breakdown["forward_compute"] == plain.step.breakdown["forward_compute"]
-    # EP 8 inside one node: nothing crosses the network, so nothing changes
+    # EP 8 inside one node: 16 experts per rank, so a token's 8 copies reach 8·(1 − C(112, 8)/C(128, 8)) = 5.35
+    # ranks on average; each rank gets one copy and applies it to its experts (DeepEP's is_token_in_rank)
     intra_plain = _qwen_estimate(MEGATRON_CORE, ep=8, tp=1)
     intra_deepep = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatcher="deepep"), ep=8, tp=1)
-    assert intra_deepep.step.breakdown["ep_comm"] == pytest.approx(intra_plain.step.breakdown["ep_comm"])
+    per_rank = dispatch_dedup_share(128, 8, 8)
+    assert per_rank == pytest.approx(1 - math.comb(112, 8) / math.comb(128, 8), rel=1e-12)
+    intra = intra_deepep.step.breakdown["ep_comm"] / intra_plain.step.breakdown["ep_comm"]
+    assert per_rank - 1e-9 <= intra < per_rank + 0.05  # latency terms do not shrink with the bytes
+    # a contiguous benchmark router keeps each token on one rank of the eight
+    gate = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatcher="deepep", moe_routing="contiguous"), ep=8, tp=1)
+    assert gate.step.breakdown["ep_comm"] < 0.5 * intra_deepep.step.breakdown["ep_comm"]
+    # the plain all-to-all sends every copy whatever the router
+    plain_gate = _qwen_estimate(MEGATRON_CORE.with_(moe_routing="contiguous"), ep=8, tp=1)
+    assert plain_gate.step.breakdown["ep_comm"] == pytest.approx(intra_plain.step.breakdown["ep_comm"])
 
 
 def test_a2a_overlap_only_lowers_exposed_ep_time() -> None:
@@ -127,6 +153,20 @@ def test_replay_reads_dispatcher_and_overlap_from_notes(notes: str, dedup: bool,
     )
     assert fw.moe_dispatcher == named
     assert fw.moe_a2a_overlap is overlap
+    assert fw.moe_routing == "uniform"
+
+
+def test_replay_reads_automodel_s_benchmark_router() -> None:
+    row = Row(
+        0,
+        {
+            "source": "NVIDIA-NeMo/Automodel docs/performance-summary.md",
+            "model_name": "DeepSeek-V3 (MoE 671B, 37B active)",
+            "notes": "Mock data; 'Fake balanced gate' (forced balanced expert routing); DeepEP token dispatcher.",
+        },
+    )
+    fw = row_framework(row, rule_for_row(row), Layout(ep=8, dp=8, global_batch=64))
+    assert (fw.moe_dispatcher, fw.moe_routing) == ("deepep", "contiguous")
 
 
 def _scenario(**extra) -> dict:
@@ -209,5 +249,5 @@ def test_cli_estimate_runs_the_deepep_example(tmp_path) -> None:
     doc = json.loads(run.stdout)
     assert doc["framework"] == "megatron-core+deepep+a2a-overlap"
     flags = {a["name"]: a["value"] for a in doc["assumptions"]}
-    assert flags["MoE dispatch: one copy per destination node"] == 1
+    assert flags["MoE dispatch: one copy per destination rank and node"] == 1
     assert flags["EP all-to-all hidden behind the paired micro-batch"] == 1

@@ -52,7 +52,7 @@ MOE_LIGHT_LAYER_PASS_S = 0.020
 # passes: the published HybridEP runs are NVIDIA recipes (Megatron-Bridge 26.02 scripts/performance/configs, the
 # MoE model zoo's GB200/GB300 rows), 7 of the 10 light ones stating CUDA graphs of the router and the dispatch
 # preprocessing, mostly of the attention too (--cuda-graph-scope), which take that host work off the critical
-# path; their unexplained time per pass is −2.6 to +3.0 ms, against +0.4 to +16.5 ms for Megatron-Bridge's recipes
+# path; their unexplained time per pass is −2.3 to +3.3 ms, against +0.4 to +16.5 ms for Megatron-Bridge's recipes
 # on the alltoall dispatcher (docs/validation.md, "Accuracy bands"). DeepEP runs are not among them: the MoE model
 # zoo's and NeMo Automodel's DeepEP rows scatter as widely as alltoall's. The split is chosen on these runs.
 FUSED_HOST_PATH_DISPATCHERS = ("hybridep",)

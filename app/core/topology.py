@@ -154,7 +154,94 @@ def resolve_tiers(design: FatTreeDesign) -> FatTreeDesign:
     return design if design.tiers is not None else replace(design, tiers=needed)
 
 
-def bill_of_materials(  # noqa: PLR0915
+@dataclass(frozen=True)
+class _TierLayout:
+    """The switches of each tier, the cables between tiers, the nodes one leaf group serves and the most switch
+    hops between two nodes."""
+
+    tiers: tuple[TierCount, ...]
+    cables: dict[str, int]
+    nodes_per_leaf: int
+    hops: int
+
+
+def _one_tier(design: FatTreeDesign, endpoints: int) -> _TierLayout:
+    cables = {"node_leaf": endpoints, "leaf_spine": 0, "spine_core": 0}
+    return _TierLayout((TierCount("leaf", 1, endpoints, 0, 1.0),), cables, design.nodes, 1)
+
+
+def _tier_layout(design: FatTreeDesign, endpoints: int) -> _TierLayout:
+    """Leaves, spines and cores of a fat-tree of `design.tiers` tiers over `endpoints` NIC ports."""
+    assert design.tiers is not None
+    if design.tiers == 1:
+        return _one_tier(design, endpoints)
+    radix = design.switch_radix
+    cables = {"node_leaf": endpoints, "leaf_spine": 0, "spine_core": 0}
+    r1 = design.ratio(0)
+    d1, _ = _split(radix, r1)
+    if design.rail_optimized:
+        # one leaf group per rail: NIC i of each node lands on rail i's leaves
+        leaves = math.ceil(design.nodes / d1) * design.rails
+        nodes_per_leaf = min(design.nodes, d1)
+    else:
+        leaves = math.ceil(endpoints / d1)
+        nodes_per_leaf = max(1, min(design.nodes, d1 // design.rails))
+    used_down = math.ceil(endpoints / leaves)
+    up_per_leaf = math.ceil(used_down / r1)
+    tiers = [TierCount("leaf", leaves, used_down, up_per_leaf, used_down / up_per_leaf)]
+    uplinks = leaves * up_per_leaf
+    cables["leaf_spine"] = uplinks
+    if design.tiers == 2:
+        spines = math.ceil(uplinks / radix)
+        tiers.append(TierCount("spine", spines, math.ceil(uplinks / spines), 0, 1.0))
+        return _TierLayout(tuple(tiers), cables, nodes_per_leaf, 3)
+    r2 = design.ratio(1)
+    d2, _ = _split(radix, r2)
+    spines = math.ceil(uplinks / d2)
+    used_d2 = math.ceil(uplinks / spines)
+    up2 = math.ceil(used_d2 / r2)
+    tiers.append(TierCount("spine", spines, used_d2, up2, used_d2 / up2))
+    core_links = spines * up2
+    cores = math.ceil(core_links / radix)
+    tiers.append(TierCount("core", cores, math.ceil(core_links / cores), 0, 1.0))
+    cables["spine_core"] = core_links
+    return _TierLayout(tuple(tiers), cables, nodes_per_leaf, 5)
+
+
+def _bom_notes(design: FatTreeDesign, inferred: bool, endpoints: int) -> tuple[str, ...]:
+    notes: list[str] = []
+    if inferred:
+        notes.append(f"{design.tiers} tier(s) inferred: the fewest that connect {endpoints} endpoints")
+    copper = (
+        "; node-to-leaf links too" if design.node_links_optical else "; node-to-leaf links are copper (DAC)"
+    )
+    notes.append("every switch-to-switch link is optical with a transceiver at each end" + copper)
+    notes.append("one cable per 400G-class port (twin-port OSFP splitters not modelled)")
+    if design.rail_optimized and design.tiers is not None and design.tiers > 1:
+        notes.append(f"rail-optimised: {design.rails} rails, each with its own leaf switches")
+    return tuple(notes)
+
+
+def _network_cost(bom: BillOfMaterials, prices: UnitPrices, gpus_per_node: int) -> NetworkCost:
+    """Capex of the bill of materials at `prices`: switches, transceivers, cables and one NIC per endpoint."""
+    breakdown = {
+        "switches": bom.switches * prices.switch_usd,
+        "transceivers": bom.transceivers * prices.transceiver_usd,
+        "cables": sum(bom.cables.values()) * prices.cable_usd,
+        "nics": bom.endpoints * prices.nic_usd,
+    }
+    total = sum(breakdown.values())
+    nodes = bom.design.nodes
+    return NetworkCost(
+        total_usd=total,
+        breakdown_usd=breakdown,
+        per_node_usd=total / nodes,
+        per_gpu_usd=total / (nodes * gpus_per_node) if gpus_per_node else None,
+        prices=prices,
+    )
+
+
+def bill_of_materials(
     design: FatTreeDesign, prices: UnitPrices | None = None, gpus_per_node: int = 0
 ) -> BillOfMaterials:
     """Switch, cable and transceiver counts for the design (and its capex when `prices` are given).
@@ -163,102 +250,34 @@ def bill_of_materials(  # noqa: PLR0915
     inferred = design.tiers is None
     design = resolve_tiers(design)
     assert design.tiers is not None
-    radix = design.switch_radix
     endpoints = design.nodes * design.rails
-    limit = max_endpoints(radix, design.tiers, design.oversubscription)
-    tiers: list[TierCount] = []
-    cables = {"node_leaf": endpoints, "leaf_spine": 0, "spine_core": 0}
-    notes: list[str] = []
-    if inferred:
-        notes.append(f"{design.tiers} tier(s) inferred: the fewest that connect {endpoints} endpoints")
-    if design.tiers == 1:
-        tiers.append(TierCount("leaf", 1, endpoints, 0, 1.0))
-        nodes_per_leaf = design.nodes
-        hops = 1
-    else:
-        r1 = design.ratio(0)
-        d1, _ = _split(radix, r1)
-        if design.rail_optimized:
-            # one leaf group per rail: NIC i of each node lands on rail i's leaves
-            leaves_per_rail = math.ceil(design.nodes / d1)
-            leaves = leaves_per_rail * design.rails
-            nodes_per_leaf = min(design.nodes, d1)
-        else:
-            leaves = math.ceil(endpoints / d1)
-            nodes_per_leaf = max(1, min(design.nodes, d1 // design.rails))
-        used_down = math.ceil(endpoints / leaves)
-        up_per_leaf = math.ceil(used_down / r1)
-        tiers.append(TierCount("leaf", leaves, used_down, up_per_leaf, used_down / up_per_leaf))
-        uplinks = leaves * up_per_leaf
-        cables["leaf_spine"] = uplinks
-        if design.tiers == 2:
-            spines = math.ceil(uplinks / radix)
-            tiers.append(TierCount("spine", spines, math.ceil(uplinks / spines), 0, 1.0))
-            hops = 3
-        else:
-            r2 = design.ratio(1)
-            d2, _ = _split(radix, r2)
-            spines = math.ceil(uplinks / d2)
-            used_d2 = math.ceil(uplinks / spines)
-            up2 = math.ceil(used_d2 / r2)
-            tiers.append(TierCount("spine", spines, used_d2, up2, used_d2 / up2))
-            core_links = spines * up2
-            cores = math.ceil(core_links / radix)
-            tiers.append(TierCount("core", cores, math.ceil(core_links / cores), 0, 1.0))
-            cables["spine_core"] = core_links
-            hops = 5
-    switches = sum(t.switches for t in tiers)
+    layout = _tier_layout(design, endpoints)
     ratio_total = 1.0
-    for t in tiers:
-        ratio_total *= max(1.0, t.oversubscription)
+    for tier in layout.tiers:
+        ratio_total *= max(1.0, tier.oversubscription)
+    cables = layout.cables
     optical = (
         cables["leaf_spine"]
         + cables["spine_core"]
         + (cables["node_leaf"] if design.node_links_optical else 0)
     )
-    transceivers = 2 * optical
-    notes.append(
-        "every switch-to-switch link is optical with a transceiver at each end"
-        + (
-            "; node-to-leaf links too"
-            if design.node_links_optical
-            else "; node-to-leaf links are copper (DAC)"
-        )
-    )
-    notes.append("one cable per 400G-class port (twin-port OSFP splitters not modelled)")
-    if design.rail_optimized and design.tiers > 1:
-        notes.append(f"rail-optimised: {design.rails} rails, each with its own leaf switches")
     bom = BillOfMaterials(
         design=design,
         endpoints=endpoints,
-        tiers=tuple(tiers),
-        switches=switches,
+        tiers=layout.tiers,
+        switches=sum(t.switches for t in layout.tiers),
         cables=cables,
-        transceivers=transceivers,
-        non_blocking=all(t.oversubscription <= 1.0 + 1e-9 for t in tiers),
-        max_endpoints=limit,
+        transceivers=2 * optical,
+        non_blocking=all(t.oversubscription <= 1.0 + 1e-9 for t in layout.tiers),
+        max_endpoints=max_endpoints(design.switch_radix, design.tiers, design.oversubscription),
         bisection_fraction=1.0 / ratio_total,
-        nodes_per_leaf_group=nodes_per_leaf,
-        switch_hops_max=hops,
-        assumptions=tuple(notes),
+        nodes_per_leaf_group=layout.nodes_per_leaf,
+        switch_hops_max=layout.hops,
+        assumptions=_bom_notes(design, inferred, endpoints),
     )
     if prices is None:
         return bom
-    breakdown = {
-        "switches": switches * prices.switch_usd,
-        "transceivers": transceivers * prices.transceiver_usd,
-        "cables": sum(cables.values()) * prices.cable_usd,
-        "nics": endpoints * prices.nic_usd,
-    }
-    total = sum(breakdown.values())
-    cost = NetworkCost(
-        total_usd=total,
-        breakdown_usd=breakdown,
-        per_node_usd=total / design.nodes,
-        per_gpu_usd=total / (design.nodes * gpus_per_node) if gpus_per_node else None,
-        prices=prices,
-    )
-    return BillOfMaterials(**{**bom.__dict__, "cost": cost})
+    return BillOfMaterials(**{**bom.__dict__, "cost": _network_cost(bom, prices, gpus_per_node)})
 
 
 def fabric_tiers(fabric: FabricSpec, cluster_nodes: int) -> int:

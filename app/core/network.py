@@ -690,111 +690,170 @@ def _ring_bw(links: _Links, share: float = 1.0) -> tuple[float, str]:
     return links.net_bw, f"NICs ({links.transport})"
 
 
-def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list[_Cost]:  # noqa: C901, PLR0912, PLR0915
-    n, k, nodes = links.n, links.k, links.nodes
-    out: list[_Cost] = []
-    ring_bw, _ = _ring_bw(links)  # what NCCL ranks by: every channel
-    protocols = ["LL", "LL128", "Simple"] if links.up_tier == "nvlink" else ["LL", "Simple"]
+@dataclass(frozen=True)
+class _Pick:
+    """What every candidate of one collective is priced from: the operation, its bytes, the links of its placement,
+    the parameters, the protocols NCCL may run on that link, the ring bandwidth NCCL ranks by (every channel) and
+    the LL protocol's bus-bandwidth ceiling for the architecture and node count."""
 
-    ll_cap = params.ll_max_busbw_gbps.get(links.generation)
-    ll_max = ll_cap[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9 if ll_cap else float("inf")
+    op: str
+    s: float
+    links: _Links
+    params: NetworkParams
+    protocols: tuple[str, ...]
+    ring_bw: float
+    ll_max: float
 
-    def proto_bw(bw: float, protocol: str, algbw_per_busbw: float = 1.0) -> float:
-        frac = params.protocols[protocol].bandwidth_fraction
-        if protocol == "LL" and op not in ("all_reduce",) and nodes <= 1:
+    @classmethod
+    def of(cls, op: str, s: float, links: _Links, params: NetworkParams) -> _Pick:
+        protocols = ("LL", "LL128", "Simple") if links.up_tier == "nvlink" else ("LL", "Simple")
+        ll_cap = params.ll_max_busbw_gbps.get(links.generation)
+        nodes = links.nodes
+        ll_max = ll_cap[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9 if ll_cap else float("inf")
+        return cls(op, s, links, params, protocols, _ring_bw(links)[0], ll_max)
+
+    def proto_bw(self, bw: float, protocol: str, algbw_per_busbw: float = 1.0) -> float:
+        """`bw` as the protocol carries it: LL128 and Simple their share; LL its share up to NCCL's LL ceiling."""
+        frac = self.params.protocols[protocol].bandwidth_fraction
+        if protocol == "LL" and self.op != "all_reduce" and self.links.nodes <= 1:
             frac = max(frac, 1.0 / 3.0)  # NCCL: LL reaches 1/3 for single-node non-all-reduce
         if protocol == "LL":
-            return min(bw * frac, ll_max * algbw_per_busbw)
+            return min(bw * frac, self.ll_max * algbw_per_busbw)
         return bw * frac
 
+
+def _ring_candidates(c: _Pick) -> list[_Cost]:
+    """Ring all-reduce, all-gather and reduce-scatter, one per protocol."""
+    links, params, s, n, nodes = c.links, c.params, c.s, c.links.n, c.links.nodes
+    steps = 2 * (n - 1) if c.op == "all_reduce" else n - 1
+    inter_steps = (2 if c.op == "all_reduce" else 1) * (nodes - 1)
+    factor = busbw_factor(c.op, n)
+    out = []
+    for p in c.protocols:
+        up_lat, net_lat = _step_latency(params, links, p)
+        lat = params.protocols[p].base_latency_s + (steps - inter_steps) * up_lat + inter_steps * net_lat
+        if c.op == "all_reduce" and nodes > 1 and p == "Simple":
+            lat *= params.ring_plateau_factor
+        # NCCL ranks with every channel, then runs on channels_used (NVLS, CollNet, p2p keep theirs)
+        used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+        tuned = factor * s / c.proto_bw(c.ring_bw, p)
+        out.append(_Cost("ring", p, lat, factor * s / c.proto_bw(used_bw, p), neck, tuned))
+    return out
+
+
+def _tree_candidates(c: _Pick, depth: int, tree_net: float, tree_fill: float) -> list[_Cost]:
+    """Multi-node tree all-reduce, one per protocol: every tree level (up and down) adds one pipeline chunk's
+    store-and-forward time on the NICs, a chunk being what all channels move in one step."""
+    links, params, s, n, k, nodes = c.links, c.params, c.s, c.links.n, c.links.k, c.links.nodes
+    tree_bw = params.tree_efficiency * (min(links.up_bw, tree_net) if k > 1 else tree_net)
+    neck = "NICs" if k <= 1 or tree_net < links.up_bw else "scale-up"
+    out = []
+    for p in c.protocols:
+        nc = channels_used(s, p, "tree", n, params)
+        fill = 2 * depth * min(s, nc * tree_chunk_bytes(p, s, nodes, n, nc)) / links.net_bw
+        up_lat, net_lat = _step_latency(params, links, p, "tree")
+        lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
+        # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
+        up = links.up_bw * _channel_share(s, p, "tree", n, params)
+        used_bw = params.tree_efficiency * (min(up, tree_net) if k > 1 else tree_net)
+        bw = c.proto_bw(used_bw, p, 0.5) * _tree_correction(params, p, s)
+        tuned = s / (c.proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)) + tree_fill
+        out.append(_Cost("tree", p, lat, s / bw + fill, neck, tuned))
+    return out
+
+
+def _multi_node_all_reduce(c: _Pick) -> list[_Cost]:
+    """Tree, NVLS-tree and SHARP all-reduce across nodes."""
+    links, params, s, k, nodes = c.links, c.params, c.s, c.links.k, c.links.nodes
+    depth = max(1, math.ceil(math.log2(nodes)))
+    tree_net = links.net_bw / (2.0 if nodes > 2 else 1.0)
+    tree_fill = 2 * depth * min(s, params.pipeline_bytes) / links.net_bw
+    out = _tree_candidates(c, depth, tree_net, tree_fill)
+    nvls = links.nvls and k >= params.nvls_min_ranks
+    _, net_lat = _step_latency(params, links, "Simple")
+    if nvls:
+        bw = min(links.nvls_bw, tree_net)
+        # NCCL: latency = hwLat[NVLINK][NVLSTree] + 2·log2(nodes)·interLat, baseLat[NVLSTree] = 0
+        lat = params.nvls_latency_s + 2 * depth * net_lat
+        neck = "NVLS" if links.nvls_bw <= tree_net else "NICs"
+        fill = tree_fill + min(s, params.pipeline_bytes) / links.nvls_bw
+        out.append(_Cost("nvls_tree", "Simple", lat, s / bw + fill, neck))
+    if links.sharp:
+        if nvls:
+            intra, intra_lat = links.nvls_bw, params.nvls_latency_s
+        else:
+            intra = links.up_bw * k / (2.0 * (k - 1)) if k > 1 else float("inf")
+            intra_lat = 2 * (k - 1) * _step_latency(params, links, "Simple")[0]
+        net = links.net_bw * params.sharp_efficiency / params.tier(links.transport).ring_efficiency
+        lat = params.protocols["Simple"].base_latency_s + intra_lat + 2 * net_lat
+        neck = "NICs (in-network reduction)" if net < intra else "scale-up"
+        fill = 2 * min(s, params.pipeline_bytes) / net  # up to the switch, back down
+        out.append(_Cost("sharp", "Simple", lat, s / min(intra, net) + fill, neck))
+    return out
+
+
+def _rooted_candidates(c: _Pick) -> list[_Cost]:
+    """Ring broadcast and reduce, one per protocol."""
+    links, params, s, n, nodes = c.links, c.params, c.s, c.links.n, c.links.nodes
+    out = []
+    for p in c.protocols:
+        up_lat, net_lat = _step_latency(params, links, p)
+        lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
+        used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+        out.append(_Cost("ring", p, lat, s / c.proto_bw(used_bw, p), neck, s / c.proto_bw(c.ring_bw, p)))
+    return out
+
+
+def _send_recv_candidates(c: _Pick) -> list[_Cost]:
+    links, params = c.links, c.params
+    out = []
+    for p in c.protocols:
+        up_lat, net_lat = _step_latency(params, links, p)
+        if links.nodes > 1:
+            bw, lat, neck = links.gpu_net_bw, net_lat, f"NIC ({links.transport})"
+        else:
+            # a single peer over xGMI uses one link; over NVSwitch/PCIe the GPU's full port
+            bw, lat, neck = links.up_bw, up_lat, f"scale-up ({links.up_tier})"
+        out.append(
+            _Cost("direct", p, params.protocols[p].base_latency_s + lat, c.s / c.proto_bw(bw, p), neck)
+        )
+    return out
+
+
+def _all_to_all_cost(c: _Pick) -> _Cost:
+    """Each rank sends S/n to every peer: (k-1)/n·S stays inside the domain, (n-k)/n·S leaves it; the k ranks of
+    a domain share its NICs (Thakur et al. 2005 §4.5 pairwise exchange, bandwidth term)."""
+    links, params, s, n, k, nodes = c.links, c.params, c.s, c.links.n, c.links.k, c.links.nodes
+    intra_t = s * (k - 1) / n / links.up_bw_a2a if k > 1 else 0.0
+    inter_t = s * (n - k) / n * k / links.net_bw_a2a if nodes > 1 else 0.0
+    neck = "NICs" if inter_t > intra_t else "scale-up"
+    up_lat, net_lat = _step_latency(params, links, "Simple")
+    lat = (
+        params.protocols["Simple"].base_latency_s
+        + (net_lat if nodes > 1 else up_lat)
+        + (n - 1) * params.all_to_all_peer_latency_s
+    )
+    return _Cost("direct", "Simple", lat, max(intra_t, inter_t), neck)
+
+
+def _candidates(op: str, s: float, links: _Links, params: NetworkParams) -> list[_Cost]:
+    """Every algorithm and protocol NCCL could run `op` of `s` bytes with on these links."""
+    c = _Pick.of(op, s, links, params)
+    out: list[_Cost] = []
     if op in ("all_reduce", "all_gather", "reduce_scatter"):
-        steps = 2 * (n - 1) if op == "all_reduce" else n - 1
-        inter_steps = (2 if op == "all_reduce" else 1) * (nodes - 1)
-        factor = busbw_factor(op, n)
-        for p in protocols:
-            up_lat, net_lat = _step_latency(params, links, p)
-            lat = params.protocols[p].base_latency_s + (steps - inter_steps) * up_lat + inter_steps * net_lat
-            if op == "all_reduce" and nodes > 1 and p == "Simple":
-                lat *= params.ring_plateau_factor
-            # NCCL ranks with every channel, then runs on channels_used (NVLS, CollNet, p2p keep theirs)
-            used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
-            tuned = factor * s / proto_bw(ring_bw, p)
-            out.append(_Cost("ring", p, lat, factor * s / proto_bw(used_bw, p), neck, tuned))
-    if op == "all_reduce" and nodes > 1:
-        depth = max(1, math.ceil(math.log2(nodes)))
-        tree_net = links.net_bw / (2.0 if nodes > 2 else 1.0)
-        tree_bw = params.tree_efficiency * (min(links.up_bw, tree_net) if k > 1 else tree_net)
-        neck = "NICs" if k <= 1 or tree_net < links.up_bw else "scale-up"
-        # every tree level (up and down) adds one pipeline chunk's store-and-forward time on the NICs; a
-        # chunk is what all channels move in one step
-        tree_fill = 2 * depth * min(s, params.pipeline_bytes) / links.net_bw
-        for p in protocols:
-            nc = channels_used(s, p, "tree", n, params)
-            fill = 2 * depth * min(s, nc * tree_chunk_bytes(p, s, nodes, n, nc)) / links.net_bw
-            up_lat, net_lat = _step_latency(params, links, p, "tree")
-            lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
-            # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
-            up = links.up_bw * _channel_share(s, p, "tree", n, params)
-            used_bw = params.tree_efficiency * (min(up, tree_net) if k > 1 else tree_net)
-            bw = proto_bw(used_bw, p, 0.5) * _tree_correction(params, p, s)
-            tuned = s / (proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)) + tree_fill
-            out.append(_Cost("tree", p, lat, s / bw + fill, neck, tuned))
-        if links.nvls and k >= params.nvls_min_ranks:
-            nvls_bw = links.nvls_bw
-            bw = min(nvls_bw, tree_net)
-            _, net_lat = _step_latency(params, links, "Simple")
-            # NCCL: latency = hwLat[NVLINK][NVLSTree] + 2·log2(nodes)·interLat, baseLat[NVLSTree] = 0
-            lat = params.nvls_latency_s + 2 * depth * net_lat
-            neck = "NVLS" if nvls_bw <= tree_net else "NICs"
-            fill = tree_fill + min(s, params.pipeline_bytes) / nvls_bw
-            out.append(_Cost("nvls_tree", "Simple", lat, s / bw + fill, neck))
-        if links.sharp:
-            if links.nvls and k >= params.nvls_min_ranks:
-                intra = links.nvls_bw
-                intra_lat = params.nvls_latency_s
-            else:
-                intra = links.up_bw * k / (2.0 * (k - 1)) if k > 1 else float("inf")
-                intra_lat = 2 * (k - 1) * _step_latency(params, links, "Simple")[0]
-            net = links.net_bw * params.sharp_efficiency / params.tier(links.transport).ring_efficiency
-            _, net_lat = _step_latency(params, links, "Simple")
-            lat = params.protocols["Simple"].base_latency_s + intra_lat + 2 * net_lat
-            neck = "NICs (in-network reduction)" if net < intra else "scale-up"
-            fill = 2 * min(s, params.pipeline_bytes) / net  # up to the switch, back down
-            out.append(_Cost("sharp", "Simple", lat, s / min(intra, net) + fill, neck))
-    if op == "all_reduce" and nodes <= 1 and links.nvls and n >= params.nvls_min_ranks:
+        out += _ring_candidates(c)
+    if op == "all_reduce" and links.nodes > 1:
+        out += _multi_node_all_reduce(c)
+    if op == "all_reduce" and links.nodes <= 1 and links.nvls and links.n >= params.nvls_min_ranks:
         lat = params.nvls_latency_s  # NCCL: latency = hwLat[NVLINK][NVLS], baseLat[NVLS] = 0 (tuning.cc)
         fill = min(s, params.pipeline_bytes) / links.nvls_bw  # reduce-scatter → all-gather hand-off
         out.append(_Cost("nvls", "Simple", lat, s / links.nvls_bw + fill, "NVLS"))
     if op in ("broadcast", "reduce"):
-        for p in protocols:
-            up_lat, net_lat = _step_latency(params, links, p)
-            lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
-            used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
-            out.append(_Cost("ring", p, lat, s / proto_bw(used_bw, p), neck, s / proto_bw(ring_bw, p)))
+        out += _rooted_candidates(c)
     if op == "send_recv":
-        for p in protocols:
-            up_lat, net_lat = _step_latency(params, links, p)
-            if nodes > 1:
-                bw, lat, neck = links.gpu_net_bw, net_lat, f"NIC ({links.transport})"
-            else:
-                # a single peer over xGMI uses one link; over NVSwitch/PCIe the GPU's full port
-                bw, lat, neck = links.up_bw, up_lat, f"scale-up ({links.up_tier})"
-            out.append(
-                _Cost("direct", p, params.protocols[p].base_latency_s + lat, s / proto_bw(bw, p), neck)
-            )
+        out += _send_recv_candidates(c)
     if op == "all_to_all":
-        # each rank sends S/n to every peer: (k-1)/n·S stays inside the domain, (n-k)/n·S leaves it; the k
-        # ranks of a domain share its NICs (Thakur et al. 2005 §4.5 pairwise exchange, bandwidth term).
-        intra_t = s * (k - 1) / n / links.up_bw_a2a if k > 1 else 0.0
-        inter_t = s * (n - k) / n * k / links.net_bw_a2a if nodes > 1 else 0.0
-        neck = "NICs" if inter_t > intra_t else "scale-up"
-        up_lat, net_lat = _step_latency(params, links, "Simple")
-        lat = (
-            params.protocols["Simple"].base_latency_s
-            + (net_lat if nodes > 1 else up_lat)
-            + (n - 1) * params.all_to_all_peer_latency_s
-        )
-        out.append(_Cost("direct", "Simple", lat, max(intra_t, inter_t), neck))
+        out.append(_all_to_all_cost(c))
     return out
 
 

@@ -60,47 +60,63 @@ def estimate_for(session: Session | None, scenario: dict[str, Any]) -> tuple[Any
         raise SpecError([Problem(f"scenario.{p.field}", p.message) for p in exc.problems]) from None
 
 
-def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostResponse:  # noqa: C901, PLR0912
+def _run_from_scenario(
+    session: Session | None, req: s.RunCostRequest
+) -> tuple[s.RunCostRequest, float | None, list[core_storage.Assumption]]:
+    """The request completed from its scenario's estimate (GPU count, GPU-hours, GPU), the run's model FLOPs and
+    the estimate's assumptions; the request unchanged without a scenario."""
+    if req.scenario is None:
+        return req, None, []
+    resolved, est = estimate_for(session, req.scenario)
+    if not resolved.tokens:
+        raise SpecError([Problem("scenario.training.tokens", "required to cost a run")])
+    num_gpus = resolved.cluster.num_gpus
+    tps = est.step.tokens_per_s
+    source = "estimator (app.core.estimate)"
+    notes = [
+        core_storage.Assumption("step_time_s", est.step.total_s, "s", source, ""),
+        core_storage.Assumption("tokens_per_s", tps, "tokens/s", source, ""),
+        core_storage.Assumption("mfu", est.step.mfu, "", source, ""),
+    ]
+    update = {
+        "num_gpus": num_gpus,
+        "gpu_hours": resolved.tokens / tps * num_gpus / 3600.0,
+        "gpu": req.gpu or resolved.cluster.gpu.name,
+    }
+    return req.model_copy(update=update), est.model_flops_per_token * resolved.tokens, notes
+
+
+def _flop_inputs_problems(req: s.RunCostRequest) -> tuple[float | None, list[Problem]]:
+    """Without GPU-hours the run is costed from its FLOPs: the peak FLOP/s per GPU and what is missing for it."""
     problems: list[Problem] = []
-    total_flop: float | None = None
+    for name, message in (
+        ("params", "give gpu_hours, or params + tokens + mfu"),
+        ("tokens", "give gpu_hours, or params + tokens + mfu"),
+        ("mfu", "required to turn FLOPs into GPU-hours"),
+    ):
+        if getattr(req, name) is None:
+            problems.append(Problem(name, message))
+    if req.peak_tflops is not None:
+        return req.peak_tflops * 1e12, problems
+    if req.gpu is None:
+        problems.append(Problem("gpu", "give gpu or peak_tflops to turn FLOPs into GPU-hours"))
+        return None, problems
+    try:
+        return gpu_peak_flops(req.gpu, req.dtype), problems
+    except KeyError:
+        problems.append(Problem("dtype", f"{req.gpu} has no {req.dtype} tensor cores"))
+        return None, problems
+
+
+def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostResponse:
+    req, total_flop, extra = _run_from_scenario(session, req)
+    problems: list[Problem] = []
     peak: float | None = None
-    extra: list[core_storage.Assumption] = []
-    if req.scenario is not None:
-        resolved, est = estimate_for(session, req.scenario)
-        if not resolved.tokens:
-            raise SpecError([Problem("scenario.training.tokens", "required to cost a run")])
-        num_gpus = resolved.cluster.num_gpus
-        tps = est.step.tokens_per_s
-        gpu_hours = resolved.tokens / tps * num_gpus / 3600.0
-        total_flop = est.model_flops_per_token * resolved.tokens
-        extra = [
-            core_storage.Assumption(
-                "step_time_s", est.step.total_s, "s", "estimator (app.core.estimate)", ""
-            ),
-            core_storage.Assumption("tokens_per_s", tps, "tokens/s", "estimator (app.core.estimate)", ""),
-            core_storage.Assumption("mfu", est.step.mfu, "", "estimator (app.core.estimate)", ""),
-        ]
-        req = req.model_copy(
-            update={"num_gpus": num_gpus, "gpu_hours": gpu_hours, "gpu": req.gpu or resolved.cluster.gpu.name}
-        )
     if req.num_gpus is None:
         problems.append(Problem("num_gpus", "give num_gpus or a scenario"))
     if req.gpu_hours is None:
-        if req.params is None:
-            problems.append(Problem("params", "give gpu_hours, or params + tokens + mfu"))
-        if req.tokens is None:
-            problems.append(Problem("tokens", "give gpu_hours, or params + tokens + mfu"))
-        if req.mfu is None:
-            problems.append(Problem("mfu", "required to turn FLOPs into GPU-hours"))
-        if req.peak_tflops is not None:
-            peak = req.peak_tflops * 1e12
-        elif req.gpu is not None:
-            try:
-                peak = gpu_peak_flops(req.gpu, req.dtype)
-            except KeyError:
-                problems.append(Problem("dtype", f"{req.gpu} has no {req.dtype} tensor cores"))
-        else:
-            problems.append(Problem("gpu", "give gpu or peak_tflops to turn FLOPs into GPU-hours"))
+        peak, missing = _flop_inputs_problems(req)
+        problems += missing
     if not req.options and req.gpu is None:
         problems.append(Problem("options", "give price options or a gpu to take price-book rows for"))
     if problems:

@@ -152,7 +152,7 @@ def build_request(  # noqa: C901
     return req
 
 
-def search_command(  # noqa: PLR0912
+def search_command(
     scenario: Annotated[
         Path | None, typer.Argument(dir_okay=False, help="scenario JSON (model, cluster, training, batch)")
     ] = None,
@@ -208,24 +208,19 @@ def search_command(  # noqa: PLR0912
     req = build_request(
         scenario, model, gpu, nodes, gpus_per_node, fabric, seq_len, global_batch, tokens, framework
     )
-    if dtype:
-        req["dtype"] = dtype
-    if bf16_layers:
-        parts = [p.strip() for p in bf16_layers.split(",")]
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            raise SearchInputError("--bf16-layers: give two whole numbers, FIRST,LAST (e.g. 2,10)")
-        req["bf16_first_layers"], req["bf16_last_layers"] = int(parts[0]), int(parts[1])
-    if fp8_params:
-        req["fp8_param_gather"] = True
-    if mtp_layers is not None:
-        req["mtp_layers"] = mtp_layers
-    for key, value in (
-        ("optimizer_moments_dtype", optimizer_moments),
-        ("attention_backend", attention_backend),
-        ("ddp_bucket_size", ddp_bucket_size),
-    ):
-        if value:
-            req[key] = value
+    req.update(
+        _precision_fields(
+            {
+                "dtype": dtype,
+                "bf16_layers": bf16_layers,
+                "fp8_param_gather": fp8_params,
+                "mtp_layers": mtp_layers,
+                "optimizer_moments_dtype": optimizer_moments,
+                "attention_backend": attention_backend,
+                "ddp_bucket_size": ddp_bucket_size,
+            }
+        )
+    )
     req["constraints"] = {"preset": preset}
     if avoid_light_moe:
         req["constraints"]["avoid_light_moe_passes"] = True
@@ -234,20 +229,29 @@ def search_command(  # noqa: PLR0912
     if sweep:
         req["sizes"] = _int_list(sizes, "--sizes")
         req["deadline_days"] = deadline_days
-        out = svc.sizes(req)
-        if as_json:
-            typer.echo(to_json(out.model_dump(mode="json"), indent=2))
-        else:
-            typer.echo(render_sizes(out))
+        sized = svc.sizes(req)
+        typer.echo(to_json(sized.model_dump(mode="json"), indent=2) if as_json else render_sizes(sized))
         return
     req["rank_by"] = rank_by
     req["top"] = top
     req["gpu_counts"] = _int_list(gpu_counts, "--gpu-counts")
     result = svc.search(req)
-    if as_json:
-        typer.echo(to_json(result.model_dump(mode="json"), indent=2))
-    else:
-        typer.echo(render_search(result))
+    typer.echo(to_json(result.model_dump(mode="json"), indent=2) if as_json else render_search(result))
+
+
+def _precision_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """The request fields of the precision and framework options given on the command line (unset ones left out);
+    --bf16-layers FIRST,LAST becomes bf16_first_layers and bf16_last_layers."""
+    fields = {key: value for key, value in values.items() if key != "bf16_layers" and value}
+    if values.get("mtp_layers") is not None:
+        fields["mtp_layers"] = values["mtp_layers"]
+    bf16_layers = values.get("bf16_layers")
+    if bf16_layers:
+        parts = [p.strip() for p in bf16_layers.split(",")]
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise SearchInputError("--bf16-layers: give two whole numbers, FIRST,LAST (e.g. 2,10)")
+        fields["bf16_first_layers"], fields["bf16_last_layers"] = int(parts[0]), int(parts[1])
+    return fields
 
 
 def _money(usd: float | None) -> str:

@@ -26,7 +26,7 @@ CASES = (
     ("Qwen3-30B-A3B", 64, 4096, 512),
 )
 TUNED = MEGATRON_CORE.with_(
-    name="megatron-core+deepep+a2a-overlap", moe_dispatch_dedup=True, moe_a2a_overlap=True
+    name="megatron-core+deepep+a2a-overlap", moe_dispatcher="deepep", moe_a2a_overlap=True
 )
 
 

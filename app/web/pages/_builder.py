@@ -280,10 +280,40 @@ _INT_LIMITS = {
 }
 
 
-def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR0912, PLR0915
+def parse_state(params: Mapping[str, str]) -> BuilderState:
     """Lenient parse: a bad value keeps the default and records a message for that input."""
     state = BuilderState()
     errors: dict[str, str] = {}
+    _parse_texts(params, state, errors)
+    _parse_ints(params, state, errors)
+    _parse_numbers(params, state, errors)
+    if "zero" in params:
+        _parse_zero(params["zero"], state, errors)
+    _parse_choices(params, state, errors)
+    if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
+        state.sp = params["sp"] in ("1", "on", "true", "yes")
+    for flag in OPTIONAL_FLAGS:
+        if flag in params:
+            setattr(state, flag, params[flag] in ("1", "on", "true", "yes"))
+    state.errors = errors
+    # what was typed into a refused input, so a reloaded page shows it beside its error, not the default
+    state.raw = {name: str(params[name])[:200] for name in errors if name in params}
+    return state
+
+
+def _parse_zero(raw: str, state: BuilderState, errors: dict[str, str]) -> None:
+    try:
+        zero = int(raw)
+    except ValueError:
+        zero = -1
+    if zero in ZERO_CHOICES:
+        state.zero = zero
+    else:
+        errors["zero"] = knob("layout.zero").range_text()
+
+
+def _parse_texts(params: Mapping[str, str], state: BuilderState, errors: dict[str, str]) -> None:
+    """The catalog names (required when sent), the pasted HF config and the calibration profile."""
     for name in ("model", "gpu", "fabric"):
         if name in params:
             value = params[name].strip()
@@ -295,6 +325,10 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
         state.hf_config = params["hf_config"][:200_000]
     if "profile" in params:
         state.profile = params["profile"].strip()[:200]
+
+
+def _parse_ints(params: Mapping[str, str], state: BuilderState, errors: dict[str, str]) -> None:
+    """The whole-number inputs within their registry ranges."""
     for name, (lo, hi) in _INT_LIMITS.items():
         if name not in params:
             continue
@@ -310,6 +344,10 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
             state.knob_values[name] = number
         else:
             setattr(state, name, number)
+
+
+def _parse_numbers(params: Mapping[str, str], state: BuilderState, errors: dict[str, str]) -> None:
+    """The real-valued inputs: the optimizer's offloaded share, the sizing goals and the training tokens."""
     if "optimizer_offload" in params:
         raw = params["optimizer_offload"].strip()
         try:
@@ -337,24 +375,6 @@ def parse_state(params: Mapping[str, str]) -> BuilderState:  # noqa: C901, PLR09
             state.tokens_b = tokens
         except ValueError:
             errors["tokens_b"] = "a positive number of billions of tokens"
-    if "zero" in params:
-        try:
-            zero = int(params["zero"])
-            if zero not in ZERO_CHOICES:
-                raise ValueError
-            state.zero = zero
-        except ValueError:
-            errors["zero"] = knob("layout.zero").range_text()
-    _parse_choices(params, state, errors)
-    if "sp" in params:  # the form sends a hidden sp=0 before the checkbox, so the last value wins
-        state.sp = params["sp"] in ("1", "on", "true", "yes")
-    for flag in OPTIONAL_FLAGS:
-        if flag in params:
-            setattr(state, flag, params[flag] in ("1", "on", "true", "yes"))
-    state.errors = errors
-    # what was typed into a refused input, so a reloaded page shows it beside its error, not the default
-    state.raw = {name: str(params[name])[:200] for name in errors if name in params}
-    return state
 
 
 def _parse_choices(params: Mapping[str, str], state: BuilderState, errors: dict[str, str]) -> None:

@@ -330,15 +330,20 @@ def delete_model(session: Session, name: str, actor: Actor = LOCAL_ADMIN) -> Non
     session.commit()
 
 
-def validate_model_spec(spec: ModelSpec) -> list[Problem]:  # noqa: C901, PLR0912
-    """Shape checks on an inline model spec (positive sizes, heads dividing evenly, top-k within experts)."""
+def _model_size_problems(spec: ModelSpec) -> list[Problem]:
+    """Each size a positive integer within MODEL_LIMITS, and a name and family without control characters."""
     problems: list[Problem] = []
-    for field_name in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size"):
+    for field_name in (
+        "num_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_kv_heads",
+        "ffn_hidden_size",
+        "vocab_size",
+    ):
         value = getattr(spec, field_name)
         if not isinstance(value, int) or value < 1:
             problems.append(Problem(field_name, f"must be a positive integer, got {value!r}"))
-    if not isinstance(spec.vocab_size, int) or spec.vocab_size < 1:
-        problems.append(Problem("vocab_size", f"must be a positive integer, got {spec.vocab_size!r}"))
     for field_name, limit in MODEL_LIMITS.items():
         value = getattr(spec, field_name, None)
         if isinstance(value, int) and value > limit:
@@ -349,12 +354,35 @@ def validate_model_spec(spec: ModelSpec) -> list[Problem]:  # noqa: C901, PLR091
             limit = MODEL_LIMITS["ffn_hidden_size" if "ffn" in field_name else "num_experts"]
             if value > limit:
                 problems.append(Problem(f"moe.{field_name}", f"must be at most {limit:,}, got {value:,}"))
-    name_problem = catalog_name_problem(spec.name)
-    if name_problem:
-        problems.append(Problem("name", name_problem))
-    family_problem = control_char_problem(spec.family)
-    if family_problem:
-        problems.append(Problem("family", family_problem))
+    for field_name, problem in (
+        ("name", catalog_name_problem(spec.name)),
+        ("family", control_char_problem(spec.family)),
+    ):
+        if problem:
+            problems.append(Problem(field_name, problem))
+    return problems
+
+
+def _moe_shape_problems(spec: ModelSpec) -> list[Problem]:
+    """Positive expert sizes, top-k within the experts, no more leading dense layers than layers."""
+    moe = spec.moe
+    if moe is None:
+        return []
+    problems: list[Problem] = []
+    if moe.num_experts < 1 or moe.expert_ffn_hidden_size < 1:
+        problems.append(Problem("moe", "num_experts and expert_ffn_hidden_size must be positive"))
+    elif not 1 <= moe.experts_per_token <= moe.num_experts:
+        problems.append(
+            Problem("moe.experts_per_token", f"must be between 1 and num_experts ({moe.num_experts})")
+        )
+    if moe.first_dense_layers > spec.num_layers:
+        problems.append(Problem("moe.first_dense_layers", f"is more than num_layers ({spec.num_layers})"))
+    return problems
+
+
+def validate_model_spec(spec: ModelSpec) -> list[Problem]:
+    """Shape checks on an inline model spec (positive sizes, heads dividing evenly, top-k within experts)."""
+    problems = _model_size_problems(spec)
     if problems:
         return problems
     if spec.num_attention_heads % spec.num_kv_heads:
@@ -371,18 +399,7 @@ def validate_model_spec(spec: ModelSpec) -> list[Problem]:  # noqa: C901, PLR091
                 f"{spec.num_attention_heads} does not divide hidden_size {spec.hidden_size}",
             )
         )
-    if spec.moe is not None:
-        if spec.moe.num_experts < 1 or spec.moe.expert_ffn_hidden_size < 1:
-            problems.append(Problem("moe", "num_experts and expert_ffn_hidden_size must be positive"))
-        elif not 1 <= spec.moe.experts_per_token <= spec.moe.num_experts:
-            problems.append(
-                Problem(
-                    "moe.experts_per_token", f"must be between 1 and num_experts ({spec.moe.num_experts})"
-                )
-            )
-        if spec.moe.first_dense_layers > spec.num_layers:
-            problems.append(Problem("moe.first_dense_layers", f"is more than num_layers ({spec.num_layers})"))
-    return problems
+    return problems + _moe_shape_problems(spec)
 
 
 # --- price book ----------------------------------------------------------------------------------------------
@@ -473,13 +490,11 @@ PRICE_NOT_NULL = tuple(
 )
 
 
-def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0912
-    """Check a user's price fields; the GPU name is resolved to its catalog name (aliases accepted)."""
-    problems: list[Problem] = []
-    clean = {k: v for k, v in values.items() if k in PRICE_COLUMNS}
-    for key in PRICE_NOT_NULL:
-        if key in clean and clean[key] is None:
-            problems.append(Problem(key, "must not be null"))
+def _price_value_problems(clean: Mapping[str, Any]) -> list[Problem]:
+    """Nulls, blanks and numbers out of range among a user's price fields."""
+    problems = [
+        Problem(key, "must not be null") for key in PRICE_NOT_NULL if key in clean and clean[key] is None
+    ]
     for key in ("category", "item", "source", "includes"):
         if clean.get(key) is not None and not str(clean[key]).strip():
             problems.append(Problem(key, "must not be empty"))
@@ -492,19 +507,33 @@ def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:  # noqa: C
     for key in ("price_usd", "usd_per_gpu_hour"):
         if clean.get(key) is not None and clean[key] > MAX_PRICE_USD:
             problems.append(Problem(key, f"must be at most {MAX_PRICE_USD:,.0f}"))
-    if clean.get("gpu_name"):
-        canonical = catalog.resolve_name("gpu", clean["gpu_name"])
-        if canonical is None:
-            suggestions = catalog.close_matches(
-                clean["gpu_name"],
-                {catalog.normalise_name(n): n for n in catalog.entries("gpu")},
-            )
-            hint = f"; did you mean: {', '.join(suggestions)}" if suggestions else ""
-            problems.append(Problem("gpu_name", f"unknown GPU {clean['gpu_name']!r}{hint}"))
-        else:
-            clean["gpu_name"] = canonical
-    elif "gpu_name" in clean:
-        clean["gpu_name"] = None
+    return problems
+
+
+def _resolve_price_gpu(clean: dict[str, Any]) -> Problem | None:
+    """The GPU name as the catalog spells it (aliases accepted; blank → none), or the problem naming close ones."""
+    if not clean.get("gpu_name"):
+        if "gpu_name" in clean:
+            clean["gpu_name"] = None
+        return None
+    canonical = catalog.resolve_name("gpu", clean["gpu_name"])
+    if canonical is not None:
+        clean["gpu_name"] = canonical
+        return None
+    suggestions = catalog.close_matches(
+        clean["gpu_name"], {catalog.normalise_name(n): n for n in catalog.entries("gpu")}
+    )
+    hint = f"; did you mean: {', '.join(suggestions)}" if suggestions else ""
+    return Problem("gpu_name", f"unknown GPU {clean['gpu_name']!r}{hint}")
+
+
+def _clean_price_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a user's price fields; the GPU name is resolved to its catalog name (aliases accepted)."""
+    clean = {k: v for k, v in values.items() if k in PRICE_COLUMNS}
+    problems = _price_value_problems(clean)
+    gpu_problem = _resolve_price_gpu(clean)
+    if gpu_problem is not None:
+        problems.append(gpu_problem)
     if isinstance(clean.get("price_date"), str):
         try:
             clean["price_date"] = date.fromisoformat(clean["price_date"])

@@ -83,7 +83,33 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
         raise SearchInputError(f"{option}: give comma-separated integers, e.g. 8,16,32") from None
 
 
-def build_request(  # noqa: C901
+def _read_scenario(scenario: Path | None) -> dict[str, Any]:
+    """The scenario file's JSON object ({} without a file); one-line errors for a missing or malformed file."""
+    if scenario is None:
+        return {}
+    if not scenario.exists():
+        raise SearchInputError(f"file not found: {scenario}")
+    try:
+        doc = json.loads(scenario.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SearchInputError(f"{scenario} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SearchInputError(f"{scenario}: a scenario is a JSON object")
+    return doc
+
+
+# a scenario's layout fields the search takes over: the precision recipe (the planner searches the rest)
+_LAYOUT_FIELDS = (
+    "dtype",
+    "bf16_first_layers",
+    "bf16_last_layers",
+    "fp8_param_gather",
+    "optimizer_moments_dtype",
+    "mtp_layers",
+)
+
+
+def build_request(
     scenario: Path | None,
     model: str | None,
     gpu: str | None,
@@ -95,19 +121,11 @@ def build_request(  # noqa: C901
     tokens: float | None,
     framework: str | None,
 ) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
-    if scenario is not None:
-        if not scenario.exists():
-            raise SearchInputError(f"file not found: {scenario}")
-        try:
-            doc = json.loads(scenario.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise SearchInputError(f"{scenario} is not valid JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise SearchInputError(f"{scenario}: a scenario is a JSON object")
+    doc = _read_scenario(scenario)
     cluster = dict(doc.get("cluster") or {})
     training = dict(doc.get("training") or {})
-    layout = doc.get("layout") or {}
+    given = doc.get("layout")
+    layout: dict[str, Any] = given if isinstance(given, dict) else {}
     req: dict[str, Any] = {"model": model or doc.get("model")}
     for key, value in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("fabric", fabric)):
         if value is not None:
@@ -119,24 +137,14 @@ def build_request(  # noqa: C901
         training["tokens"] = tokens
     req["cluster"] = cluster
     req["training"] = training
-    req["global_batch"] = global_batch or (layout.get("global_batch") if isinstance(layout, dict) else None)
+    req["global_batch"] = global_batch or layout.get("global_batch")
     if framework or doc.get("framework"):
         req["framework"] = framework or doc.get("framework")
     # the scenario's framework-level settings travel with it (the search request takes the same fields)
     for key in ("attention_backend", "moe_dispatcher", "moe_a2a_overlap", "ddp_bucket_size"):
         if key in doc:
             req[key] = doc[key]
-    if isinstance(layout, dict) and layout.get("dtype"):
-        req["dtype"] = layout["dtype"]
-    for key in (
-        "bf16_first_layers",
-        "bf16_last_layers",
-        "fp8_param_gather",
-        "optimizer_moments_dtype",
-        "mtp_layers",
-    ):
-        if isinstance(layout, dict) and layout.get(key):
-            req[key] = layout[key]
+    req.update({key: layout[key] for key in _LAYOUT_FIELDS if layout.get(key)})
     missing = [
         name
         for name, value in (

@@ -130,59 +130,22 @@ class BuilderState:
         denom = self.tp * self.pp * self.cp
         return self.num_gpus // denom if denom > 0 and self.num_gpus % denom == 0 else 0
 
-    def query(self, **overrides: Any) -> str:  # noqa: C901, PLR0912
-        """The query string that reproduces this state (checkbox off is sent as sp=0)."""
+    def query(self, **overrides: Any) -> str:
+        """The query string that reproduces this state (checkbox off is sent as sp=0); inputs left empty or at
+        their default stay out of the address."""
         skip = ("errors", "raw", "knob_values")
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         data.update({name: getattr(self, name) for name in GENERIC_NAMES})
         data.update(overrides)
-        for name in GENERIC_NAMES:  # 0 = unset: left out of the address
-            if not data[name]:
-                data.pop(name)
         data["sp"] = "1" if data["sp"] else "0"
         for flag in OPTIONAL_FLAGS:
-            if data[flag]:
-                data[flag] = "1"
-            else:
-                data.pop(flag)
-        if not data["hf_config"]:
-            data.pop("hf_config")
-        if not data["profile"]:
-            data.pop("profile")
-        if not data["recompute_modules"]:
-            data.pop("recompute_modules")
-        if not data["offload_layers"]:
-            data.pop("offload_layers")
-        for name in (
-            "first_stage_layers",
-            "last_stage_layers",
-            "stage_layers",
-            "bf16_first_layers",
-            "bf16_last_layers",
-            "mtp_layers",
-            "ddp_bucket_size",
-        ):
+            data[flag] = "1" if data[flag] else ""
+        for name in (*GENERIC_NAMES, *OPTIONAL_FLAGS, *_OMITTED_WHEN_EMPTY):  # 0 = unset
             if not data[name]:
                 data.pop(name)
-        if not data["offload_modules"]:
-            data.pop("offload_modules")
-        for name in ("deadline_days", "budget_usd"):
-            if not data[name]:
+        for name, default in _OMITTED_AT_DEFAULT.items():
+            if data[name] == default:
                 data.pop(name)
-        if not data["optimizer_offload"]:
-            data.pop("optimizer_offload")
-        if data["rank_by"] == "time":
-            data.pop("rank_by")
-        if data["scaling_mode"] == "strong":
-            data.pop("scaling_mode")
-        if data["attention_backend"] == "auto":
-            data.pop("attention_backend")
-        if data["moe_dispatcher"] == "alltoall":
-            data.pop("moe_dispatcher")
-        if data["optimizer_moments_dtype"] == "fp32":
-            data.pop("optimizer_moments_dtype")
-        if data["reshard_after"] == "forward":
-            data.pop("reshard_after")
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
     def modules_list(self) -> list[str]:
@@ -194,6 +157,34 @@ class BuilderState:
         out.pop("raw")
         out.update(out.pop("knob_values"))
         return out
+
+
+# inputs left out of a builder address when empty or zero, and those left out at their default
+_OMITTED_WHEN_EMPTY = (
+    "hf_config",
+    "profile",
+    "recompute_modules",
+    "offload_layers",
+    "first_stage_layers",
+    "last_stage_layers",
+    "stage_layers",
+    "bf16_first_layers",
+    "bf16_last_layers",
+    "mtp_layers",
+    "ddp_bucket_size",
+    "offload_modules",
+    "deadline_days",
+    "budget_usd",
+    "optimizer_offload",
+)
+_OMITTED_AT_DEFAULT = {
+    "rank_by": "time",
+    "scaling_mode": "strong",
+    "attention_backend": "auto",
+    "moe_dispatcher": "alltoall",
+    "optimizer_moments_dtype": "fp32",
+    "reshard_after": "forward",
+}
 
 
 def _fmt(value: Any) -> str:

@@ -522,11 +522,12 @@ KNOBS: tuple[Knob, ...] = (
         "scenario",
         "choice",
         "MoE token dispatcher: alltoall (Megatron-core's default NCCL all-to-all: every top-k copy of a token "
-        "crosses the network) or deepep / hybridep (Megatron-core's flex dispatcher: one copy per destination "
-        "node, fanned out over NVLink); MoE models only",
+        "is sent) or deepep / hybridep (Megatron-core's flex dispatcher: one copy per destination rank, and one "
+        "per destination node over the network, fanned out over NVLink); MoE models only",
         label="MoE token dispatcher",
         choices=("alltoall", "deepep", "hybridep"),
         choice_labels=("all-to-all (NCCL)", "DeepEP", "HybridEP"),
+        cli_flag="--moe-dispatcher",
         source="Megatron-core --moe-token-dispatcher-type alltoall | flex --moe-flex-dispatcher-backend",
     ),
     Knob(
@@ -536,6 +537,7 @@ KNOBS: tuple[Knob, ...] = (
         "hide the expert-parallel all-to-alls behind the paired micro-batch's compute (Megatron-core "
         "--overlap-moe-expert-parallel-comm); MoE models only, no effect at ep = 1",
         label="Overlap MoE all-to-alls",
+        cli_flag="--moe-a2a-overlap",
         source="Megatron-core --overlap-moe-expert-parallel-comm",
     ),
     Knob(

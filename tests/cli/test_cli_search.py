@@ -54,3 +54,20 @@ def test_help_lists_search_and_marks_plan_deprecated() -> None:
     assert len(marked) == 1 and re.search(r"\bplan\b", marked[0]), marked
     assert re.search(r"^\W*search\s", listing.stdout, re.MULTILINE)
     assert invoke(["plan", "--help"]).stderr == ""  # --help runs nothing: no warning
+
+
+def test_search_takes_the_moe_dispatch_options(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["search", "--model", "Qwen3-30B-A3B", "--gpu", "H100-SXM", "--nodes", "4", "--seq-len", "4096"]
+    base += ["--global-batch", "512", "--top", "3", "--json"]
+    code, out, err = run_main([*base, "--moe-dispatcher", "deepep", "--moe-a2a-overlap"], capsys)
+    assert code == 0, err
+    tuned = json.loads(out)
+    assert tuned["framework"] == "megatron-core+deepep+a2a-overlap"
+    code, out, err = run_main(base, capsys)
+    assert code == 0, err
+    plain = json.loads(out)
+    assert plain["framework"] == "megatron-core"
+    # the deduplicated, overlapped all-to-all can only make the best layout faster
+    assert tuned["top"][0]["step_time_s"] <= plain["top"][0]["step_time_s"]
+    code, _, err = run_main([*base, "--moe-dispatcher", "nccl"], capsys)
+    assert code == 2 and "moe_dispatcher" in err

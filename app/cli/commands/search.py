@@ -185,6 +185,8 @@ def search_command(
     mtp_layers: Annotated[int | None, knob_option("layout.mtp_layers")] = None,
     optimizer_moments: Annotated[str | None, knob_option("layout.optimizer_moments_dtype")] = None,
     attention_backend: Annotated[str | None, knob_option("attention_backend")] = None,
+    moe_dispatcher: Annotated[str | None, knob_option("moe_dispatcher")] = None,
+    moe_a2a_overlap: Annotated[bool, knob_option("moe_a2a_overlap")] = False,
     ddp_bucket_size: Annotated[int | None, knob_option("ddp_bucket_size")] = None,
     preset: Annotated[str, typer.Option("--preset", help="none | heuristic (seed rule)")] = "none",
     avoid_light_moe: Annotated[
@@ -226,6 +228,8 @@ def search_command(
                 "optimizer_moments_dtype": optimizer_moments,
                 "attention_backend": attention_backend,
                 "ddp_bucket_size": ddp_bucket_size,
+                "moe_dispatcher": moe_dispatcher,
+                "moe_a2a_overlap": moe_a2a_overlap,
             }
         )
     )

@@ -749,8 +749,8 @@ def row_power(row: Row, gpu: GPUSpec) -> tuple[GPUSpec, float | None]:
     return gpu, float(match.group(1))
 
 
-def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:  # noqa: C901, PLR0912, PLR0915
-    defaults: list[str] = []
+def _row_sizes(row: Row, n_gpus: int, defaults: list[str]) -> tuple[int, int, int, int]:
+    """(tp, pp, dp, cp) as stated; a blank pp is what the GPU count leaves, a blank dp what the others leave."""
     tp = row.int_or("tp", 1) or 1
     cp = row.int_or("cp", 1) or 1
     dp_given = row.int_or("dp", None)
@@ -759,16 +759,19 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         pp = n_gpus // (tp * cp * dp_given)  # the one blank size the GPU count determines
         defaults.append(f"pp={pp} (GPUs / tp·cp·dp)")
     pp = pp or 1
-    dp = dp_given or max(1, n_gpus // (tp * pp * cp))
+    return tp, pp, dp_given or max(1, n_gpus // (tp * pp * cp)), cp
+
+
+def _row_zero(row: Row, rule: SourceRule, defaults: list[str]) -> int:
     zero = row.int_or("zero_stage", None)
     zero_text = row.get("zero_stage").lower()
     if zero is None and ("fsdp" in zero_text or "hsdp" in zero_text or "full_shard" in zero_text):
-        zero = 3  # fully sharded data parallel without a stage number
-        defaults.append(
+        defaults.append(  # fully sharded data parallel without a stage number
             "zero=3 (HSDP modelled as sharding over every data-parallel rank)"
             if "hsdp" in zero_text
             else "zero=3 (FSDP)"
         )
+        return 3
     if zero is None:
         # the framework's published default: Megatron-core's distributed optimizer, FSDP's full sharding, and
         # Megatron-DeepSpeed's GPT example (examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh: zero_stage=1, the
@@ -777,7 +780,13 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
             rule.framework.name, 0
         )
         defaults.append(f"zero={zero}")
-    artifact = sc21_table_1(row)
+    return zero
+
+
+def _row_schedule(
+    row: Row, model: ModelSpec, pp: int, artifact: tuple[int, int | None, str] | None, defaults: list[str]
+) -> tuple[int, int]:
+    """(micro-batch, interleaving): stated, from the SC21 artifact, or the placeholders the completion replaces."""
     mb = row.int_or("micro_batch", None)
     if mb is None and artifact is not None:
         mb = artifact[0]
@@ -793,6 +802,14 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     if vp is None:
         vp = 1
         defaults.append(UNSTATED_VP)
+    return mb, vp
+
+
+def _row_recompute(
+    row: Row, model: ModelSpec, rule: SourceRule, defaults: list[str]
+) -> tuple[str, tuple[str, ...]]:
+    """The recompute mode (the source's default when blank or not understood) and the selective modules the
+    notes name that the model has."""
     recompute = recompute_from_cell(row.get("recompute"))
     if recompute is None:
         recompute = rule.recompute_default
@@ -800,7 +817,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         defaults.append(
             f"recompute {stated!r} not understood: replayed as {recompute}"
             if stated
-            else f"recompute={rule.recompute_default}"
+            else f"recompute={recompute}"
         )
     modules: tuple[str, ...] = ()
     if recompute == "selective":
@@ -809,38 +826,59 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
             modules = tuple(m for m in modules if m not in MOE_RECOMPUTE_MODULES)
         if model.mla is None:
             modules = tuple(m for m in modules if m not in MLA_RECOMPUTE_MODULES)
-    ep = 1
-    etp: int | None = None
-    if model.moe is not None:
-        # the CSV has no EP column: MoE rows state it in the notes ("EP=64"); otherwise no expert parallelism
-        ep = _note_int(row.get("notes"), r"\bEP\s*=\s*(\d+)") or 1
-        if ep == 1:
-            defaults.append("ep=1")
-        # expert tensor parallelism (MoE parallel folding) when the notes give it ("ETP=1"); a published layout
-        # whose ep does not divide dp·cp can only have run folded, with ETP=1 (Megatron-Bridge, MoE model zoo)
-        etp = _note_int(row.get("notes"), r"\bETP\s*=\s*(\d+)")
-        if etp is None and ep > 1 and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
-            etp = 1
-            defaults.append("etp=1 (ep does not divide dp·cp: MoE parallel folding)")
-    # activation offloading the notes state (Megatron-Bridge recipes' cpu_offloading_num_layers=N, Megatron-core's
-    # --cpu-offloading-num-layers N); Megatron-core allows it only with pp = 1 and without recompute
+    return recompute, modules
+
+
+def _row_experts(
+    row: Row, model: ModelSpec, sizes: tuple[int, int, int, int], defaults: list[str]
+) -> tuple[int, int | None]:
+    """(ep, etp) of a MoE row from its notes ("EP=64", "ETP=1"); a published layout whose ep does not divide
+    dp·cp can only have run folded, with ETP=1 (Megatron-Bridge, MoE model zoo). (1, None) for a dense model."""
+    if model.moe is None:
+        return 1, None
+    tp, _, dp, cp = sizes
+    # the CSV has no EP column: MoE rows state it in the notes; otherwise no expert parallelism
+    ep = _note_int(row.get("notes"), r"\bEP\s*=\s*(\d+)") or 1
+    if ep == 1:
+        defaults.append("ep=1")
+    etp = _note_int(row.get("notes"), r"\bETP\s*=\s*(\d+)")
+    if etp is None and ep > 1 and (dp * cp) % ep and (tp * cp * dp) % ep == 0:
+        etp = 1
+        defaults.append("etp=1 (ep does not divide dp·cp: MoE parallel folding)")
+    return ep, etp
+
+
+def _row_offloads(
+    row: Row, model: ModelSpec, pp: int, recompute: str, defaults: list[str]
+) -> tuple[int, tuple[str, ...]]:
+    """Layers whose activations go to the host (Megatron-Bridge's cpu_offloading_num_layers=N, Megatron-core's
+    --cpu-offloading-num-layers N: only with pp = 1 and no recompute) and the fine-grained offloaded modules
+    ("--offload-modules expert_fc1 moe_act")."""
     offload = _note_int(row.get("notes"), r"cpu[-_]offloading[-_]num[-_]layers\s*[=:]?\s*(\d+)") or 0
     if offload and (pp > 1 or recompute != "none"):
         defaults.append(f"cpu offloading of {offload} layers ignored: it needs pp = 1 and no recompute")
         offload = 0
-    # fine-grained activation offloading the notes state ("--offload-modules expert_fc1 moe_act")
-    offload_modules = offload_modules_from_notes(row.get("notes"))
-    if offload_modules and model.moe is None:
-        offload_modules = tuple(m for m in offload_modules if m not in MOE_OFFLOAD_MODULES)
-    if offload_modules and (recompute == "full" or offload):
+    modules = offload_modules_from_notes(row.get("notes"))
+    if modules and model.moe is None:
+        modules = tuple(m for m in modules if m not in MOE_OFFLOAD_MODULES)
+    if modules and (recompute == "full" or offload):
         defaults.append("fine-grained offloading ignored: not with full recompute or layer offloading")
-        offload_modules = ()
+        modules = ()
+    return offload, modules
+
+
+def _row_sequence_parallel(row: Row, rule: SourceRule, tp: int, defaults: list[str]) -> bool:
     sp_text = row.get("sequence_parallel").lower()
     if sp_text:
-        sp = sp_text.startswith("y") or sp_text.split()[0].strip(",;()") in ("1", "true", "on", "enabled")
-    else:
-        sp = rule.sequence_parallel_default and tp > 1
-        defaults.append(f"sequence_parallel={'on' if sp else 'off'}")
+        return sp_text.startswith("y") or sp_text.split()[0].strip(",;()") in ("1", "true", "on", "enabled")
+    sp = rule.sequence_parallel_default and tp > 1
+    defaults.append(f"sequence_parallel={'on' if sp else 'off'}")
+    return sp
+
+
+def _row_dtype(
+    row: Row, rule: SourceRule, artifact: tuple[int, int | None, str] | None, defaults: list[str]
+) -> str:
     dtype_text = row.get("dtype").lower()
     dtype = dtype_from_cell(dtype_text)
     if "mxfp4" in dtype_text:
@@ -853,14 +891,21 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         # examples_deepspeed/rebase/ds_pretrain_gpt_1.3B.sh), as vTrain's simulator profiles (torch.float16)
         dtype = "fp16"
         defaults.append("dtype=fp16 (Megatron-DeepSpeed's example)")
-    # layers an fp8 / fp4 run keeps 16-bit, where the notes give Megatron-core's flags
-    # ("--num-layers-at-start-in-bf16 1", "num_layers_at_end_in_bf16=14")
-    bf16_ends = [
-        _note_int(row.get("notes"), rf"num[-_]layers[-_]at[-_]{end}[-_]in[-_]bf16\s*[=:]?\s*(\d+)") or 0
-        for end in ("start", "end")
-    ]
-    if dtype not in QUANTIZED_DTYPES:
-        bf16_ends = [0, 0]
+    return dtype
+
+
+def _row_precision_options(
+    row: Row, rule: SourceRule, dtype: str, zero: int, defaults: list[str]
+) -> tuple[tuple[int, int], bool, str]:
+    """The 16-bit first and last layers of an fp8 / fp4 run ("--num-layers-at-start-in-bf16 1"), FP8 parameters
+    and bf16 Adam moments, where the notes give them and the framework runs them."""
+    bf16_ends = (0, 0)
+    if dtype in QUANTIZED_DTYPES:
+        start, end = (
+            _note_int(row.get("notes"), rf"num[-_]layers[-_]at[-_]{side}[-_]in[-_]bf16\s*[=:]?\s*(\d+)") or 0
+            for side in ("start", "end")
+        )
+        bf16_ends = (start, end)
     fp8_params = dtype == "fp8" and zero >= 1 and fp8_params_from_notes(row.get("notes"))
     if fp8_params:
         refusal = rule.framework.fp8_param_gather_refusal(zero)
@@ -871,7 +916,24 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
     if moments == "bf16" and rule.framework.precision_aware_refusal() is not None:
         moments = "fp32"
         defaults.append(f"bf16 Adam moments not modelled: {rule.framework.precision_aware_refusal()}")
-    gbs = row.int_or("global_batch", 1) or 1
+    return bf16_ends, fp8_params, moments
+
+
+def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tuple[Layout, list[str]]:
+    """The layout a row states, with every blank filled by its source's default or a placeholder the completion
+    replaces; `defaults` lists each filled knob in that order."""
+    defaults: list[str] = []
+    sizes = _row_sizes(row, n_gpus, defaults)
+    tp, pp, dp, cp = sizes
+    zero = _row_zero(row, rule, defaults)
+    artifact = sc21_table_1(row)
+    mb, vp = _row_schedule(row, model, pp, artifact, defaults)
+    recompute, modules = _row_recompute(row, model, rule, defaults)
+    ep, etp = _row_experts(row, model, sizes, defaults)
+    offload, offload_modules = _row_offloads(row, model, pp, recompute, defaults)
+    sp = _row_sequence_parallel(row, rule, tp, defaults)
+    dtype = _row_dtype(row, rule, artifact, defaults)
+    bf16_ends, fp8_params, moments = _row_precision_options(row, rule, dtype, zero, defaults)
     layout = Layout(
         tp=tp,
         pp=pp,
@@ -885,7 +947,7 @@ def row_layout(row: Row, model: ModelSpec, rule: SourceRule, n_gpus: int) -> tup
         recompute=recompute if recompute in RECOMPUTE_MODES else "none",  # type: ignore[arg-type]
         recompute_modules=modules,
         micro_batch=mb,
-        global_batch=gbs,
+        global_batch=row.int_or("global_batch", 1) or 1,
         dtype=dtype,  # type: ignore[arg-type]
         flash_attention=rule.flash_attention,
         offload_layers=offload,

@@ -252,73 +252,93 @@ def _forced_algorithm(row: dict[str, str]) -> str | None:
 PRINT_RESOLUTION_GBPS = 0.01  # nccl-tests and all_reduce_bench.py print algbw/busbw in GB/s with two decimals
 
 
-def parse_row(index: int, row: dict[str, str]) -> RowCase | str:  # noqa: C901, PLR0912, PLR0915
-    """A RowCase, or the reason the row cannot be predicted."""
-    op = normalise_op(row.get("collective", "") or "")
-    if op not in COLLECTIVE_OPS and op not in EXTRA_OPS:
-        return f"unknown collective {row.get('collective')!r}"
-    system = row.get("system", "") or ""
-    fabric_text = row.get("fabric", "") or ""
-    assumptions: list[str] = []
-    gpn = _num(row.get("gpus_per_node"))
+def _row_nodes(row: dict[str, str], assumptions: list[str]) -> float:
+    """The node count: stated, read from the system's name ("4 nodes", "x4"), 4 for a multi-node row that does
+    not say how many, else 1."""
     nodes = _num(row.get("nodes"))
-    size = _num(row.get("message_size_bytes"))
+    if nodes is not None:
+        return nodes
+    system = (row.get("system", "") or "").lower()
+    m = re.search(r"(\d+)\s*nodes", system) or re.search(r"\bx\s*(\d+)\b", system)
+    if m:
+        return float(m.group(1))
+    if "multi-node" in system or re.search(r"\d+\s*x?\s*\d+\s*gb", (row.get("fabric", "") or "").lower()):
+        assumptions.append("node count not stated: 4 nodes assumed")
+        return 4.0
+    return 1.0
+
+
+def _row_gpus_per_node(
+    row: dict[str, str], gpu: GPUSpec | None, nodes: float, assumptions: list[str]
+) -> float:
+    """GPUs per node: stated, the GPU's usual server on one node, else one per NIC the fabric names (8 in one
+    node)."""
+    gpn = _num(row.get("gpus_per_node"))
+    if gpn is not None:
+        return gpn
+    if gpu is not None and nodes <= 1:
+        gpn = float(gpu.default_gpus_per_node)
+    else:
+        fab_probe, _ = _fabric_from_text(row.get("fabric", "") or "", row.get("system", "") or "", 1)
+        gpn = float(fab_probe.nics_per_node) if nodes > 1 else 8.0
+    assumptions.append(f"GPUs per node not stated: {int(gpn)} assumed")
+    return gpn
+
+
+def _row_busbw(row: dict[str, str], op: str, ranks: int) -> float | str:
+    """The measured bus bandwidth (from algbw when only that is given), or why the row cannot judge the model."""
     busbw = _num(row.get("busbw_GBps"))
     algbw = _num(row.get("algbw_GBps"))
-    if nodes is None:
-        m = re.search(r"(\d+)\s*nodes", system.lower()) or re.search(r"\bx\s*(\d+)\b", system.lower())
-        if m:
-            nodes = float(m.group(1))
-        elif "multi-node" in system.lower() or re.search(r"\d+\s*x?\s*\d+\s*gb", fabric_text.lower()):
-            nodes = 4.0
-            assumptions.append("node count not stated: 4 nodes assumed")
-        else:
-            nodes = 1.0
-    gpu, gpu_note = _gpu_spec(row.get("gpu", "") or "")
-    if gpu_note:
-        assumptions.append(gpu_note)
-    up_kind, up_gbps = _scaleup_from_text(fabric_text)
-    if gpn is None:
-        if gpu is not None and nodes <= 1:
-            gpn = float(gpu.default_gpus_per_node)
-        else:
-            fab_probe, _ = _fabric_from_text(fabric_text, system, 1)
-            gpn = float(fab_probe.nics_per_node) if nodes > 1 else 8.0
-        assumptions.append(f"GPUs per node not stated: {int(gpn)} assumed")
-    k = int(gpn)
-    n_nodes = max(1, int(nodes))
     if busbw is None and algbw is not None:
-        busbw = algbw * busbw_factor(op, k * n_nodes)
+        busbw = algbw * busbw_factor(op, ranks)
     if busbw is None or busbw <= 0:
         return "no measured bandwidth (busbw or algbw) in the row"
     if busbw < PRINT_RESOLUTION_GBPS * 10 and _num(row.get("latency_us")) is None:
         # nccl-tests and the all_reduce_bench scripts print GB/s with two decimals: 0.01 may be anything from
         # 0.005 to 0.015, so without the measured time the row cannot judge the model to better than ±50 %
         return f"busbw {busbw:g} GB/s is within 10× of the 0.01 GB/s print resolution and no time is given"
-    size_assumed = False
-    if size is None or size <= 0:
-        size = float(ASSUMED_LARGE_BYTES)
-        size_assumed = True
-        assumptions.append("message size not stated (large message): evaluated at 16 GiB")
-    if gpu is None:
-        if up_gbps is None and up_kind is None:
-            if n_nodes <= 1:
-                return "neither the GPU nor the scale-up link is identified"
-            up_kind, up_gbps = "nvswitch", 450.0
-            assumptions.append("scale-up unknown: NVLink4-class assumed (not the bottleneck off-node)")
-        gbps = up_gbps or 32.0
-        gpu = GPUSpec(
-            name=row.get("gpu", "") or "unspecified",
-            vendor="",
-            form_factor="",
-            peak_flops={"bf16": 0.0},
-            hbm_bytes=0,
-            hbm_bandwidth_bytes_per_s=0.0,
-            scaleup_bandwidth_bytes_per_s=gbps * GB,
-            tdp_w=0.0,
-            scaleup_kind=up_kind or "nvswitch",  # type: ignore[arg-type]
-            nvls=False,
-        )
+    return busbw
+
+
+def _unlisted_gpu(
+    row: dict[str, str], scaleup: tuple[str | None, float | None], n_nodes: int, assumptions: list[str]
+) -> tuple[GPUSpec, tuple[str | None, float | None]] | str:
+    """A GPU the catalog lacks, built from the scale-up link the row names (NVLink4-class off-node when it names
+    none), with that link; or why the row cannot be predicted."""
+    up_kind, up_gbps = scaleup
+    if up_gbps is None and up_kind is None:
+        if n_nodes <= 1:
+            return "neither the GPU nor the scale-up link is identified"
+        up_kind, up_gbps = "nvswitch", 450.0
+        assumptions.append("scale-up unknown: NVLink4-class assumed (not the bottleneck off-node)")
+    gpu = GPUSpec(
+        name=row.get("gpu", "") or "unspecified",
+        vendor="",
+        form_factor="",
+        peak_flops={"bf16": 0.0},
+        hbm_bytes=0,
+        hbm_bandwidth_bytes_per_s=0.0,
+        scaleup_bandwidth_bytes_per_s=(up_gbps or 32.0) * GB,
+        tdp_w=0.0,
+        scaleup_kind=up_kind or "nvswitch",  # type: ignore[arg-type]
+        nvls=False,
+    )
+    return gpu, (up_kind, up_gbps)
+
+
+def _row_cluster(
+    row: dict[str, str],
+    gpu: GPUSpec,
+    scaleup: tuple[str | None, float | None],
+    k: int,
+    n_nodes: int,
+    assumptions: list[str],
+) -> ClusterSpec:
+    """The cluster the row ran on: its scale-up link (an NVL72 domain of at least 72 GPUs) and its fabric. A row
+    may use a subset of a node's GPUs: when its NIC count is stated per node, the node keeps its usual GPU count
+    and the group gets its share of the NICs; otherwise the stated NICs are the ones the group used."""
+    up_kind, up_gbps = scaleup
+    fabric_text, system = row.get("fabric", "") or "", row.get("system", "") or ""
     kind = up_kind or gpu.scaleup_kind
     scaleup_bw = gpu.scaleup_bandwidth_bytes_per_s
     if up_gbps is not None and kind != "xgmi":
@@ -327,8 +347,6 @@ def parse_row(index: int, row: dict[str, str]) -> RowCase | str:  # noqa: C901, 
     if kind == "nvl72" or gpu.scaleup_kind == "nvl72":
         kind = "nvl72"
         domain = max(k, 72)
-    # a row may use a subset of a node's GPUs: when its NIC count is stated per node, the node keeps its usual
-    # GPU count and the group gets its share of the NICs; otherwise the stated NICs are the ones the group used
     per_node_nics = bool(re.search(r"per\s*node|/\s*node", fabric_text.lower()))
     node_gpus = k
     if (
@@ -341,7 +359,7 @@ def parse_row(index: int, row: dict[str, str]) -> RowCase | str:  # noqa: C901, 
     fabric, fabric_notes = _fabric_from_text(fabric_text, system, node_gpus)
     if n_nodes > 1:
         assumptions.extend(fabric_notes)
-    cluster = ClusterSpec(
+    return ClusterSpec(
         gpu=gpu,
         num_nodes=n_nodes,
         gpus_per_node=node_gpus,
@@ -351,19 +369,47 @@ def parse_row(index: int, row: dict[str, str]) -> RowCase | str:  # noqa: C901, 
         fabric=fabric,
         name=system,
     )
+
+
+def parse_row(index: int, row: dict[str, str]) -> RowCase | str:
+    """A RowCase, or the reason the row cannot be predicted."""
+    op = normalise_op(row.get("collective", "") or "")
+    if op not in COLLECTIVE_OPS and op not in EXTRA_OPS:
+        return f"unknown collective {row.get('collective')!r}"
+    assumptions: list[str] = []
+    nodes = _row_nodes(row, assumptions)
+    gpu, gpu_note = _gpu_spec(row.get("gpu", "") or "")
+    if gpu_note:
+        assumptions.append(gpu_note)
+    scaleup = _scaleup_from_text(row.get("fabric", "") or "")
+    k = int(_row_gpus_per_node(row, gpu, nodes, assumptions))
+    n_nodes = max(1, int(nodes))
+    busbw = _row_busbw(row, op, k * n_nodes)
+    if isinstance(busbw, str):
+        return busbw
+    size = _num(row.get("message_size_bytes"))
+    size_assumed = size is None or size <= 0
+    if size is None or size <= 0:
+        size = float(ASSUMED_LARGE_BYTES)
+        assumptions.append("message size not stated (large message): evaluated at 16 GiB")
+    if gpu is None:
+        built = _unlisted_gpu(row, scaleup, n_nodes, assumptions)
+        if isinstance(built, str):
+            return built
+        gpu, scaleup = built
+    cluster = _row_cluster(row, gpu, scaleup, k, n_nodes, assumptions)
     ranks = 2 if op == "send_recv" and k * n_nodes < 2 else k * n_nodes
-    placement = Placement(ranks=ranks, ranks_per_node=k)
     return RowCase(
         index=index,
         source=row.get("source", "") or "",
-        system=system,
+        system=row.get("system", "") or "",
         op=op,
         message_bytes=size,
         size_assumed=size_assumed,
         measured_busbw_gbps=busbw,
         measured_latency_us=_num(row.get("latency_us")),
         cluster=cluster,
-        placement=placement,
+        placement=Placement(ranks=ranks, ranks_per_node=k),
         algorithm=_forced_algorithm(row),
         assumptions=tuple(assumptions),
     )

@@ -37,27 +37,15 @@ def collective_config_from_params(params: dict[str, Any]) -> CollectiveConfig:
     return CollectiveConfig.from_dict(data)
 
 
-def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink) -> dict[str, Any]:  # noqa: PLR0915
-    """The combined document: kind, rows of every part (GEMM rows and collective rows), parts' environments."""
-    if kind not in JOB_KINDS:
-        raise ValueError(f"unknown job kind {kind!r}")
-    doc = new_document(kind, params, argv=sys.argv)
-    interrupted = {"flag": False}
-
-    def _partial(_signum: int) -> None:
-        interrupted["flag"] = True
-        finish(doc, "interrupted")
-        write_document(doc, out_path)
-        sink.finish("interrupted", rows=len(doc["rows"]))
-
-    on_interrupt(_partial)
+def _job_parts(kind: str, params: dict[str, Any]) -> tuple[list[str], Any, Any, Any]:
+    """The parts a job of `kind` runs and their configs (None for a part it does not run): GEMM, an attention sweep
+    riding along with a GEMM or calibration job when params ask for it ("attention": true, or the sweep's own
+    parameters: app.benchproto.config.AttentionConfig), collectives."""
     parts = []
     if kind in GEMM_KINDS:
         parts.append("gemm")
     if kind in COLLECTIVE_KINDS and int(params.get("nproc", 2)) >= 1:
         parts.append("collectives")
-    # an attention sweep rides along with a GEMM or calibration job when params ask for it ("attention": true, or
-    # the sweep's own parameters: app.benchproto.config.AttentionConfig)
     attention = params.get("attention")
     attn_cfg = None
     if attention and kind in GEMM_KINDS:
@@ -69,6 +57,72 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
     coll_cfg = (
         collective_config_from_params(params.get("collectives", params)) if "collectives" in parts else None
     )
+    return parts, gemm_cfg, attn_cfg, coll_cfg
+
+
+def _stop(doc: dict[str, Any], out_path: str, sink: ProgressSink) -> None:
+    """Keep what was measured: the document as it stands, marked interrupted."""
+    finish(doc, "interrupted")
+    write_document(doc, out_path)
+    sink.finish("interrupted", rows=len(doc["rows"]))
+
+
+def _run_collectives_part(
+    doc: dict[str, Any],
+    coll_cfg: Any,
+    nproc: int,
+    part_sink: _ForwardingSink,
+    sink: ProgressSink,
+    out_path: str,
+) -> None:
+    """The collective sweep under torchrun, its part and environment merged into the job document; a sweep stopped
+    by SIGINT/SIGTERM exits 130 with what was measured, one that failed otherwise raises (wrong results are a
+    finished sweep whose rows say so)."""
+    from app.bench.environment import cuda_device_count
+    from app.bench.launch import run_torchrun
+    from app.benchproto.config import validate_collectives
+
+    validate_collectives(coll_cfg, nproc, cuda_device_count())
+    with tempfile.TemporaryDirectory() as tmp:
+        code, coll_doc = run_torchrun(
+            coll_cfg,
+            nproc,
+            str(Path(tmp) / "collectives.json"),
+            on_event=part_sink.forward,
+            user_argv=sys.argv,
+            on_output=lambda line: sink.log(line[-500:]) if "Error" in line or "error" in line else None,
+        )
+    if code == 130:  # stopped by SIGINT/SIGTERM: keep what was measured
+        _stop(doc, out_path, sink)
+        raise SystemExit(130)
+    wrong_results = code == 1 and coll_doc is not None and coll_doc.get("status") == "failed"
+    if coll_doc is None or (code != 0 and not wrong_results):
+        if coll_doc is not None:
+            doc.setdefault("parts", {})["collectives"] = {
+                "config": coll_doc["config"],
+                "status": coll_doc["status"],
+            }
+        raise RuntimeError(f"collective sweep exited with status {code}")
+    doc.setdefault("parts", {})["collectives"] = {
+        "config": coll_doc["config"],
+        "summary": coll_doc["summary"],
+        "environment": coll_doc["environment"],
+    }
+    if not doc["environment"]:
+        doc["environment"] = coll_doc["environment"]
+    else:
+        doc["environment"]["hostnames"] = coll_doc["environment"].get(
+            "hostnames", doc["environment"].get("hostnames")
+        )
+
+
+def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink) -> dict[str, Any]:
+    """The combined document: kind, rows of every part (GEMM rows and collective rows), parts' environments."""
+    if kind not in JOB_KINDS:
+        raise ValueError(f"unknown job kind {kind!r}")
+    doc = new_document(kind, params, argv=sys.argv)
+    on_interrupt(lambda _signum: _stop(doc, out_path, sink))
+    parts, gemm_cfg, attn_cfg, coll_cfg = _job_parts(kind, params)
     sink.start(len(parts), kind=kind, parts=parts)
     part_sink = _ForwardingSink(sink, doc, out_path)
     if gemm_cfg is not None:
@@ -87,45 +141,7 @@ def run_job(kind: str, params: dict[str, Any], out_path: str, sink: ProgressSink
             "summary": attn_doc["summary"],
         }
     if coll_cfg is not None:
-        from app.bench.environment import cuda_device_count
-        from app.bench.launch import run_torchrun
-        from app.benchproto.config import validate_collectives
-
-        nproc = int(params.get("nproc", 2))
-        validate_collectives(coll_cfg, nproc, cuda_device_count())
-        with tempfile.TemporaryDirectory() as tmp:
-            code, coll_doc = run_torchrun(
-                coll_cfg,
-                nproc,
-                str(Path(tmp) / "collectives.json"),
-                on_event=part_sink.forward,
-                user_argv=sys.argv,
-                on_output=lambda line: sink.log(line[-500:]) if "Error" in line or "error" in line else None,
-            )
-        if code == 130:  # stopped by SIGINT/SIGTERM: keep what was measured
-            finish(doc, "interrupted")
-            write_document(doc, out_path)
-            sink.finish("interrupted", rows=len(doc["rows"]))
-            raise SystemExit(130)
-        wrong_results = code == 1 and coll_doc is not None and coll_doc.get("status") == "failed"
-        if coll_doc is None or (code != 0 and not wrong_results):
-            if coll_doc is not None:
-                doc.setdefault("parts", {})["collectives"] = {
-                    "config": coll_doc["config"],
-                    "status": coll_doc["status"],
-                }
-            raise RuntimeError(f"collective sweep exited with status {code}")
-        doc.setdefault("parts", {})["collectives"] = {
-            "config": coll_doc["config"],
-            "summary": coll_doc["summary"],
-            "environment": coll_doc["environment"],
-        }
-        if not doc["environment"]:
-            doc["environment"] = coll_doc["environment"]
-        else:
-            doc["environment"]["hostnames"] = coll_doc["environment"].get(
-                "hostnames", doc["environment"].get("hostnames")
-            )
+        _run_collectives_part(doc, coll_cfg, int(params.get("nproc", 2)), part_sink, sink, out_path)
     finish(doc, "complete")  # "failed", with the reason in doc["error"], when any element was wrong
     write_document(doc, out_path)
     sink.finish(doc["status"], summary=doc["summary"], error=doc.get("error", ""))

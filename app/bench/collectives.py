@@ -23,6 +23,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,11 +245,8 @@ def reduce_times(values: list[float], mode: str) -> float:
     return sum(values) / len(values)
 
 
-def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) -> int:  # noqa: C901, PLR0915
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+def _init_process_group(config: CollectiveConfig, local_rank: int) -> tuple[str, str]:
+    """Join the process group on the config's backend; (backend, device), the device this rank's GPU on CUDA."""
     backend, device = resolve_backend(config, cuda_device_count())
     if device == "cuda":
         torch.cuda.set_device(local_rank)
@@ -257,6 +255,72 @@ def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) 
         dist.init_process_group(backend, device_id=torch.device(device))
     else:
         dist.init_process_group(backend)
+    return backend, device
+
+
+def _measure(coll: Collective, config: CollectiveConfig, device: str, world: int) -> tuple[list[float], int]:
+    """Every rank's time for one collective and the wrong elements over all ranks (checked when the config asks)."""
+    wrong = coll.check() if config.check else 0
+    elapsed = time_collective(coll, config.iters, config.warmup_iters)
+    stats = torch.tensor([elapsed, float(wrong)], dtype=torch.float64, device=device)
+    gathered = [torch.zeros_like(stats) for _ in range(world)]
+    dist.all_gather(gathered, stats)
+    return [float(t[0]) for t in gathered], int(sum(float(t[1]) for t in gathered))
+
+
+def _row_of(
+    coll: Collective, group: Group, config: CollectiveConfig, times: list[float], wrong: int
+) -> dict[str, Any]:
+    """The reported row of rank 0's group; concurrent groups' times are reduced alike."""
+    row = collective_row(
+        coll.op,
+        coll.size_bytes,
+        coll.count,
+        config.dtype,
+        group.size,
+        reduce_times(times, config.average),
+        reported_busbw_factor(coll.op, group.size),
+        wrong,
+        group=group.mode,
+        nodes=group.nodes,
+        ranks_per_node=group.ranks_per_node,
+        time_min_s=min(times),
+        time_max_s=max(times),
+    )
+    row["in_place"] = coll.in_place
+    return row
+
+
+def _ignore(_row: dict[str, Any]) -> None:
+    """What a rank other than 0 does with a row: nothing (rank 0 reports)."""
+
+
+def _sweep(
+    config: CollectiveConfig,
+    plan: tuple[Sequence[str], Sequence[Group], Sequence[int]],
+    where: tuple[str, int],
+    skipped: Callable[[dict[str, Any]], None],
+) -> Iterator[tuple[Collective, Group]]:
+    """Each collective of the sweep (`plan`: ops, groups, sizes), op by op and group by group, on `where` (device,
+    global rank); a size that rounds to one already measured in that group is reported to `skipped` instead."""
+    (ops, groups, sizes), (device, rank) = plan, where
+    for op in ops:
+        for group in groups:
+            seen: set[int] = set()
+            for size in sizes:
+                coll = Collective(op, size, TORCH_DTYPES[config.dtype], device, group, rank)
+                if coll.size_bytes in seen:
+                    skipped({"skipped_size_bytes": size, "reason": "same size after rounding"})
+                    continue
+                seen.add(coll.size_bytes)
+                yield coll, group
+
+
+def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) -> int:
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    backend, device = _init_process_group(config, int(os.environ.get("LOCAL_RANK", "0")))
     ranks_per_node = config.ranks_per_node or local_world
     if world % ranks_per_node:
         raise ValueError(f"ranks_per_node {ranks_per_node} does not divide the world size {world}")
@@ -266,75 +330,43 @@ def run_worker(config: CollectiveConfig, out_path: str | None, argv: list[str]) 
     sink = ProgressSink(sys.stdout if is_root else None)
     env = collect_environment() if is_root else {}
     if is_root:
-        env["hostnames"] = sorted(set(hostnames))
-        env["world_size"] = world
-        env["ranks_per_node"] = ranks_per_node
-        env["backend"] = backend
+        env.update(
+            hostnames=sorted(set(hostnames)), world_size=world, ranks_per_node=ranks_per_node, backend=backend
+        )
     doc = new_document("collectives", {**config.to_dict(), "backend": backend, "device": device}, argv, env)
 
-    def _write_partial(_signum: int) -> None:
-        finish(doc, "interrupted")
+    def _write(status: str) -> None:
+        finish(doc, status)
         if out_path:
             write_document(doc, out_path)
+
+    def _write_partial(_signum: int) -> None:
+        _write("interrupted")
         sink.finish("interrupted", rows=len(doc["rows"]))
 
     if is_root:
         on_interrupt(_write_partial)
-
     groups = build_groups(config.groups, world, rank, ranks_per_node)
     if is_root and config.groups in ("inter", "each") and world // ranks_per_node < 2:
         sink.log("one node only: the inter-node group is skipped")
     sizes = size_sweep(config.min_bytes, config.max_bytes, config.step_factor, config.step_bytes)
     ops = expand_ops(config.ops)
-    tdtype = TORCH_DTYPES[config.dtype]
     sink.start(len(ops) * len(groups) * len(sizes), kind="collectives", world_size=world, backend=backend)
     wrong_elements = 0  # over every rank and row: any wrong element fails the run (exit 1, as nccl-tests)
-    for op in ops:
-        for group in groups:
-            seen: set[int] = set()
-            for size in sizes:
-                coll = Collective(op, size, tdtype, device, group, rank)
-                if coll.size_bytes in seen:
-                    if is_root:
-                        sink.row({"skipped_size_bytes": size, "reason": "same size after rounding"})
-                    continue
-                seen.add(coll.size_bytes)
-                wrong = coll.check() if config.check else 0
-                elapsed = time_collective(coll, config.iters, config.warmup_iters)
-                stats = torch.tensor([elapsed, float(wrong)], dtype=torch.float64, device=device)
-                gathered = [torch.zeros_like(stats) for _ in range(world)]
-                dist.all_gather(gathered, stats)
-                wrong_elements += int(sum(float(t[1]) for t in gathered))
-                if is_root:
-                    # Rank 0's group is the one reported; concurrent groups' times are reduced alike.
-                    times = [float(t[0]) for t in gathered]
-                    total_wrong = int(sum(float(t[1]) for t in gathered))
-                    row = collective_row(
-                        op,
-                        coll.size_bytes,
-                        coll.count,
-                        config.dtype,
-                        group.size,
-                        reduce_times(times, config.average),
-                        reported_busbw_factor(op, group.size),
-                        total_wrong,
-                        group=group.mode,
-                        nodes=group.nodes,
-                        ranks_per_node=group.ranks_per_node,
-                        time_min_s=min(times),
-                        time_max_s=max(times),
-                    )
-                    row["in_place"] = coll.in_place
-                    doc["rows"].append(row)
-                    sink.row(row)
-                    if out_path:
-                        write_document(doc, out_path)
-                del coll
+    skipped = sink.row if is_root else _ignore
+    for coll, group in _sweep(config, (ops, groups, sizes), (device, rank), skipped):
+        times, wrong = _measure(coll, config, device, world)
+        wrong_elements += wrong
+        if is_root:
+            row = _row_of(coll, group, config, times, wrong)
+            doc["rows"].append(row)
+            sink.row(row)
+            if out_path:
+                write_document(doc, out_path)
+        del coll
     dist.barrier()
     if is_root:
-        finish(doc, "complete")
-        if out_path:
-            write_document(doc, out_path)
+        _write("complete")
         sink.finish(doc["status"], summary=doc["summary"], error=doc.get("error", ""))
     dist.destroy_process_group()
     # nccl-tests exits EXIT_FAILURE when any element is wrong (src/common.cu: `if (errors[0] || …)`)

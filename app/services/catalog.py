@@ -407,6 +407,9 @@ def validate_model_spec(spec: ModelSpec) -> list[Problem]:
 
 @dataclass(frozen=True)
 class PriceFilters:
+    """What a price-book listing is narrowed to: a category, a vendor or pricing-model substring, a GPU (name or
+    alias), built-in or users' rows."""
+
     category: str | None = None
     vendor: str | None = None
     gpu: str | None = None
@@ -426,18 +429,18 @@ def is_stale(row: PriceRow, today: date | None = None, stale_days: int | None = 
     return (today or date.today()) - row.price_date > timedelta(days=stale_days)
 
 
-def list_price_rows(  # noqa: PLR0913
+def list_price_rows(
     session: Session,
-    category: str | None = None,
-    vendor: str | None = None,
-    gpu: str | None = None,
-    pricing_model: str | None = None,
-    builtin: bool | None = None,
+    filters: PriceFilters | None = None,
+    *,
     offset: int = 0,
     limit: int | None = None,
     owner_id: uuid.UUID | None = None,
 ) -> tuple[list[PriceRow], int]:
-    """Price rows matching the filters (case-insensitive; `gpu` accepts aliases), newest first, and the total."""
+    """Price rows matching the filters (case-insensitive; `gpu` accepts aliases) and, given, owned by `owner_id`,
+    newest first, and the total."""
+    f = filters or PriceFilters()
+    category, vendor, gpu, pricing_model, builtin = f.category, f.vendor, f.gpu, f.pricing_model, f.builtin
     stmt = select(PriceRow)
     if category:
         stmt = stmt.where(func.lower(PriceRow.category) == category.strip().lower())

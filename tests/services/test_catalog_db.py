@@ -123,12 +123,14 @@ def test_user_models_from_inline_spec_and_hf_config(db_url: str) -> None:
 def test_price_filters_and_staleness(db_url: str) -> None:
     today = date.today()
     with Session(get_engine()) as session:
-        rows, total = service.list_price_rows(session, category="cloud_gpu", gpu="H100", pricing_model="spot")
+        rows, total = service.list_price_rows(
+            session, service.PriceFilters(category="cloud_gpu", gpu="H100", pricing_model="spot")
+        )
         assert total == len(rows) >= 2
         assert all(r.gpu_name == "H100-SXM" and "spot" in r.pricing_model.lower() for r in rows)
         page, total_all = service.list_price_rows(session, offset=5, limit=10)
         assert len(page) == 10 and total_all == _priced_rows()
-        aws, _ = service.list_price_rows(session, vendor="aws")
+        aws, _ = service.list_price_rows(session, service.PriceFilters(vendor="aws"))
         assert aws and all(r.vendor == "AWS" for r in aws)
         old = service.add_price_row(
             session,
@@ -143,7 +145,7 @@ def test_price_filters_and_staleness(db_url: str) -> None:
         )
         assert service.is_stale(old, today, stale_days=180)
         assert not service.is_stale(old, today, stale_days=500)
-        mine, n = service.list_price_rows(session, builtin=False)
+        mine, n = service.list_price_rows(session, service.PriceFilters(builtin=False))
         assert n == 1 and mine[0].id == old.id
 
 

@@ -194,9 +194,8 @@ def list_prices(
         bool | None, Query(description="only built-in (true) or only user rows (false)")
     ] = None,
 ) -> ListEnvelope[PricePublic]:
-    rows, total = catalog_service.list_price_rows(
-        session, category, vendor, gpu, pricing_model, builtin, offset=page.offset, limit=page.limit
-    )
+    filters = catalog_service.PriceFilters(category, vendor, gpu, pricing_model, builtin)
+    rows, total = catalog_service.list_price_rows(session, filters, offset=page.offset, limit=page.limit)
     today = date.today()
     return ListEnvelope(data=[price_public(r, today) for r in rows], count=total)
 
@@ -240,7 +239,8 @@ def export_prices_csv(
     pricing_model: Annotated[str | None, Query(max_length=100)] = None,
     builtin: Annotated[bool | None, Query()] = None,
 ) -> Response:
-    rows, _ = catalog_service.list_price_rows(session, category, vendor, gpu, pricing_model, builtin)
+    filters = catalog_service.PriceFilters(category, vendor, gpu, pricing_model, builtin)
+    rows, _ = catalog_service.list_price_rows(session, filters)
     today = date.today()
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=PRICE_CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")

@@ -101,7 +101,9 @@ def list_cmd(
         Kind.prices: lambda s: (
             [
                 views.price_public(r)
-                for r in service.list_price_rows(s, category, vendor, gpu, pricing_model)[0]
+                for r in service.list_price_rows(
+                    s, service.PriceFilters(category, vendor, gpu, pricing_model)
+                )[0]
             ],
             "prices",
         ),

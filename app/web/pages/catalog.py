@@ -94,7 +94,7 @@ def gpu_page(name: NamePath, request: Request, session: SessionDep) -> HTMLRespo
         gpu = gpu_public(catalog_service.get_gpu_entry(session, name))
     except NotFoundError as exc:
         return _missing(request, "GPU", exc, "gpus")
-    prices, _ = catalog_service.list_price_rows(session, gpu=gpu.name, limit=50)
+    prices, _ = catalog_service.list_price_rows(session, catalog_service.PriceFilters(gpu=gpu.name), limit=50)
     context = _base_context(request, gpu.name, "gpus") | {
         "gpu": gpu,
         "prices": [price_public(p) for p in prices],
@@ -202,14 +202,15 @@ def _price_book_context(
     message: str = "",
 ) -> dict[str, Any]:
     viewer = actor_of(resolve_principal(request))
-    rows, total = catalog_service.list_price_rows(
-        session,
+    wanted = catalog_service.PriceFilters(
         category=filters.get("category"),
         vendor=filters.get("vendor"),
         gpu=filters.get("gpu"),
         pricing_model=filters.get("pricing_model"),
         builtin=False if filters.get("mine") else None,
-        owner_id=viewer.user_id if filters.get("mine") else None,
+    )
+    rows, total = catalog_service.list_price_rows(
+        session, wanted, owner_id=viewer.user_id if filters.get("mine") else None
     )
     editable = {r.id for r in rows if _may_change(r, viewer)}
     today = date.today()

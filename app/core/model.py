@@ -158,6 +158,26 @@ class ModelSpec:
         return cls(**kwargs)
 
 
+# the sizes every model needs as positive integers
+MODEL_SIZE_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "ffn_hidden_size",
+    "vocab_size",
+)
+
+
+def size_problems(model: ModelSpec, prefix: str = "") -> list[Problem]:
+    """A problem for each of the model's sizes that is not a positive integer, its field under `prefix`."""
+    return [
+        Problem(f"{prefix}{name}", f"must be a positive integer, got {value!r}")
+        for name in MODEL_SIZE_FIELDS
+        if not isinstance(value := getattr(model, name), int) or value < 1
+    ]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Parameter counts
 # ---------------------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from app.core import price_age, price_terms
 from app.core.errors import Problem, SpecError
 from app.core.hardware import GPUSpec, InterconnectSpec
 from app.core.hf_config import model_from_hf_config
-from app.core.model import ModelSpec
+from app.core.model import ModelSpec, size_problems
 from app.errors import NotFoundError
 from app.models.base import utcnow
 from app.models.catalog import PRICE_COLUMNS, GPUEntry, InterconnectEntry, ModelEntry, PriceRow
@@ -332,18 +332,7 @@ def delete_model(session: Session, name: str, actor: Actor = LOCAL_ADMIN) -> Non
 
 def _model_size_problems(spec: ModelSpec) -> list[Problem]:
     """Each size a positive integer within MODEL_LIMITS, and a name and family without control characters."""
-    problems: list[Problem] = []
-    for field_name in (
-        "num_layers",
-        "hidden_size",
-        "num_attention_heads",
-        "num_kv_heads",
-        "ffn_hidden_size",
-        "vocab_size",
-    ):
-        value = getattr(spec, field_name)
-        if not isinstance(value, int) or value < 1:
-            problems.append(Problem(field_name, f"must be a positive integer, got {value!r}"))
+    problems = size_problems(spec)
     for field_name, limit in MODEL_LIMITS.items():
         value = getattr(spec, field_name, None)
         if isinstance(value, int) and value > limit:

@@ -14,7 +14,7 @@ from app.core.estimate import EstimateOptions
 from app.core.framework import FRAMEWORKS, Framework
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
 from app.core.layout import Layout, mtp_layers_in_pipeline_layout, stage_layers_from_pipeline_layout
-from app.core.model import ModelSpec
+from app.core.model import ModelSpec, size_problems
 from app.errors import NotFoundError
 from app.schemas.scenario import Scenario
 
@@ -96,20 +96,8 @@ def _fabric(value: str | dict[str, Any] | None, p: ProblemCollector) -> FabricSp
 
 
 def _check_positive_model(model: ModelSpec, p: ProblemCollector) -> None:
-    for name in (
-        "num_layers",
-        "hidden_size",
-        "num_attention_heads",
-        "num_kv_heads",
-        "ffn_hidden_size",
-        "vocab_size",
-    ):
-        value = getattr(model, name)
-        p.check(
-            isinstance(value, int) and value >= 1,
-            f"model.{name}",
-            f"must be a positive integer, got {value!r}",
-        )
+    for problem in size_problems(model, "model."):
+        p.add(problem.field, problem.message)
     if model.num_attention_heads >= 1 and model.num_kv_heads >= 1:
         p.check(
             model.num_attention_heads % model.num_kv_heads == 0,

@@ -1003,9 +1003,10 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     moe_tokens = where(sp, c.tokens / tp, c.tokens)
     a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
     ep_node = ranks_per_node(ep, where(cols.folded, cols.etp, tp * cp), c.cluster.gpus_per_node)
-    a2a = c.coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
     if fw.moe_dispatch_dedup:
-        a2a = _deduplicated_a2a(c, a2a, a2a_bytes, ep_node)
+        a2a = _deduplicated_a2a(c, where(ep > 1, a2a_bytes, 0.0), ep_node)
+    else:
+        a2a = c.coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
     overlapped_a2a: Num = 0.0
     if fw.moe_a2a_overlap:
         # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each
@@ -1027,11 +1028,12 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     return ep_at
 
 
-def _deduplicated_a2a(c: LayerCommInputs, a2a: Num, a2a_bytes: Num, ep_node: Num) -> Num:
+def _deduplicated_a2a(c: LayerCommInputs, a2a_bytes: Num, ep_node: Num) -> Num:
     """The all-to-all under a deduplicating dispatcher (DeepEP, HybridEP): a token goes once to each destination
     rank (DeepEP's get_dispatch_layout marks `is_token_in_rank`, and the rank applies it to each of its experts);
     where the EP group spans scale-out domains, one copy per destination domain crosses the network and NVLink then
-    fans it out to the ranks (DeepSeek-V3 report Sec. 3.2.2). `a2a` is the plain all-to-all, kept for reference."""
+    fans it out to the ranks (DeepSeek-V3 report Sec. 3.2.2). `a2a_bytes`: the top-k copies a plain all-to-all
+    sends."""
     ep = c.cols.ep
     shape = layer_shape(c.model)
     experts, top_k, routing = shape.num_experts, shape.experts_per_token, c.fw.moe_routing

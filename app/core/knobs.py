@@ -295,7 +295,7 @@ KNOBS: tuple[Knob, ...] = (
         "sequence_parallel",
         "layout",
         "bool",
-        "Megatron sequence parallelism (needs tp > 1)",
+        "Megatron sequence parallelism (needs tp > 1; the builder leaves it off at tp = 1, as Megatron-LM does)",
         label="Sequence parallel",
         source="Megatron-core --sequence-parallel; Korthikanti et al. 2022 (arXiv 2205.05198) Sec. 4.2.2",
     ),

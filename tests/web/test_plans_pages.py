@@ -111,6 +111,18 @@ def test_builder_state_round_trip() -> None:
     assert parse_state(dict(pair.split("=") for pair in back.query().split("&"))).as_dict() == back.as_dict()
 
 
+def test_tp_one_runs_without_sequence_parallelism(client: Any) -> None:
+    # the checkbox is on by default; at TP 1 the estimate runs without it, as Megatron-LM turns it off
+    state = parse_state({"tp": "1", "sp": "1", "nodes": "2", "global_batch": "256"})
+    assert state.errors == {} and state.sp is True
+    assert state_to_scenario(state)["layout"]["sequence_parallel"] is False
+    assert state_to_scenario(parse_state({"tp": "2", "sp": "1"}))["layout"]["sequence_parallel"] is True
+    r = client.get("/plans/new?" + state.query(), headers=HX)
+    assert r.status_code == 200
+    assert "needs tp &gt; 1" not in r.text and "needs tp > 1" not in r.text
+    assert "TP1 " in r.text and "SP" not in re.findall(r"TP1 [^<]*", r.text)[0]
+
+
 def test_pasted_hf_config_is_used(client: Any) -> None:
     config = {
         "architectures": ["LlamaForCausalLM"],

@@ -439,7 +439,9 @@ def state_to_scenario(state: BuilderState) -> dict[str, Any]:
             "etp": state.etp or None,
             "zero": state.zero,
             **_reshard(state),
-            "sequence_parallel": state.sp,
+            # off at tp = 1, as Megatron-LM turns it off ("Disabling sequence parallelism because tensor model
+            # parallel size is 1", megatron/training/arguments.py validate_args): the checkbox keeps its state
+            "sequence_parallel": state.sp and state.tp > 1,
             "recompute": state.recompute,
             "recompute_modules": state.modules_list() if state.recompute == "selective" else [],
             "micro_batch": state.micro_batch,

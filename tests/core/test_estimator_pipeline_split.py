@@ -27,6 +27,7 @@ from app.core.layout import (
     stage_layer_counts,
     stage_layers_from_pipeline_layout,
     stage_layers_label,
+    uneven_split_layers,
 )
 from app.core.planner import Constraints, SearchProblem, enumerate_layouts, plan, uneven_end_layers
 from app.core.planner_eval import evaluate
@@ -345,3 +346,27 @@ def test_builder_stage_layers_field(client: Any) -> None:
         assert "stage_layers" in parse_state({"stage_layers": bad}).errors
     page = client.get("/plans/new?" + state.query())
     assert page.status_code == 200 and "PP16" in page.text and "6 + 9 + 8 × 13 + 7" in page.text
+
+
+def test_uneven_split_suggestion_is_the_most_even_that_fits() -> None:
+    # symmetric when the embedding and the loss, counted as a layer each, make the stages equal
+    assert uneven_split_layers(126, 8) == (15, 15)
+    # DeepSeek-V3's 61 layers on 8 stages: six stages of 8 and ends of 7 and 6 (8 and 7 with the embedding and the
+    # loss), the heaviest stage no heavier than any other split's
+    assert uneven_split_layers(61, 8) == (7, 6)
+    assert uneven_split_layers(61, 16) == (3, 2)
+    assert uneven_split_layers(61, 2) is None  # two stages: only the symmetric accounting split is offered
+
+
+def test_layout_errors_say_what_would_fit() -> None:
+    cluster = ClusterSpec(gpu=catalog.find_gpu("H100-SXM"), num_nodes=8, gpus_per_node=8)
+    deepseek = catalog.find_model("DeepSeek-V3")
+    with pytest.raises(SpecError) as uneven:
+        check_layout(deepseek, cluster, Layout(tp=8, pp=8, dp=1, global_batch=8), 4096)
+    assert "first_stage_layers = 7, last_stage_layers = 6" in str(uneven.value)
+    split = Layout(tp=8, pp=8, dp=1, global_batch=8, first_stage_layers=7, last_stage_layers=6)
+    check_layout(deepseek, cluster, split, 4096)  # the suggestion fits
+    llama = catalog.find_model("Llama-3-70B")
+    with pytest.raises(SpecError) as interleaved:
+        check_layout(llama, cluster, Layout(tp=8, pp=8, vp=3, dp=1, global_batch=8), 4096)
+    assert "with pp = 8, vp may be 1, 2, 5, 10" in str(interleaved.value)

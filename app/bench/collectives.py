@@ -34,7 +34,7 @@ from app.bench.environment import collect_environment, cuda_device_count
 from app.bench.progress import ProgressSink, on_interrupt
 from app.bench.tolerance import reduction_tolerance
 from app.benchproto.config import CollectiveConfig, expand_ops, resolve_backend, validate_collectives
-from app.benchproto.schema import collective_row, finish, new_document, write_document
+from app.benchproto.schema import RowGroup, collective_row, finish, new_document, write_document
 from app.benchproto.sizes import aligned_count, size_sweep
 from app.core.network import reported_busbw_factor
 
@@ -274,18 +274,12 @@ def _row_of(
     """The reported row of rank 0's group; concurrent groups' times are reduced alike."""
     row = collective_row(
         coll.op,
-        coll.size_bytes,
-        coll.count,
-        config.dtype,
-        group.size,
+        (coll.size_bytes, coll.count, config.dtype),
+        RowGroup(group.size, group.mode, group.nodes, group.ranks_per_node),
         reduce_times(times, config.average),
         reported_busbw_factor(coll.op, group.size),
         wrong,
-        group=group.mode,
-        nodes=group.nodes,
-        ranks_per_node=group.ranks_per_node,
-        time_min_s=min(times),
-        time_max_s=max(times),
+        spread=(min(times), max(times)),
     )
     row["in_place"] = coll.in_place
     return row

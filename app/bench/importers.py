@@ -131,17 +131,18 @@ def _float(value: str) -> float | None:
         return None
 
 
-def _row(  # noqa: PLR0913
+def _row(
     op: str,
     size: int,
     count: int,
     dtype: str,
     ranks: int,
-    time_us: float,
-    algbw: float,
-    busbw: float,
+    measured: tuple[float, float, float],
     wrong: int | None,
 ) -> dict[str, Any]:
+    """One imported nccl-tests line; `measured` is its (time µs, algbw GB/s, busbw GB/s), `wrong` None when the
+    run did not check the results."""
+    time_us, algbw, busbw = measured
     return {
         "op": op,
         "group": "all",
@@ -243,9 +244,7 @@ def import_nccl_tests_text(
                 int(values.get("count", 0)),
                 values.get("type", ""),
                 0,
-                time_us,
-                alg,
-                bus,
+                (time_us, alg, bus),
                 None if wrong == "N/A" else int(float(wrong)),
             )
         )
@@ -311,9 +310,11 @@ def import_nccl_tests_json(data: dict[str, Any], op: str | None = None, name: st
                 int(result.get("count", 0)),
                 str(result.get("type", "")),
                 len(devices),
-                float(oop.get("time", oop.get("cpu_time", 0.0))),
-                float(oop["alg_bw"]),
-                float(oop["bus_bw"]),
+                (
+                    float(oop.get("time", oop.get("cpu_time", 0.0))),
+                    float(oop["alg_bw"]),
+                    float(oop["bus_bw"]),
+                ),
                 None if wrong is None else int(float(wrong)),
             )
         )

@@ -15,6 +15,7 @@ import os
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,36 +53,44 @@ def new_document(
     }
 
 
-def collective_row(  # noqa: PLR0913
+@dataclass(frozen=True)
+class RowGroup:
+    """The group a collective row ran on: its ranks, its mode ("all", "intra", "inter"), the nodes it spans and
+    its ranks per node."""
+
+    ranks: int
+    mode: str = "all"
+    nodes: int = 1
+    ranks_per_node: int = 1
+
+
+def collective_row(
     op: str,
-    size_bytes: int,
-    count: int,
-    dtype: str,
-    ranks: int,
+    message: tuple[int, int, str],
+    group: RowGroup,
     time_s: float,
     busbw_factor: float,
     wrong: int,
-    group: str = "all",
-    nodes: int = 1,
-    ranks_per_node: int = 1,
-    time_min_s: float | None = None,
-    time_max_s: float | None = None,
+    spread: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """One nccl-tests line: algbw = size / time, busbw = algbw × factor (nccl-tests doc/PERFORMANCE.md)."""
+    """One nccl-tests line for a `message` of (bytes, elements, dtype): algbw = size / time, busbw = algbw × factor
+    (nccl-tests doc/PERFORMANCE.md); `spread` the fastest and slowest rank's time (both `time_s` when not given)."""
+    size_bytes, count, dtype = message
+    time_min_s, time_max_s = spread if spread is not None else (time_s, time_s)
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else 0.0
     return {
         "op": op,
-        "group": group,
-        "ranks": ranks,
-        "nodes": nodes,
-        "ranks_per_node": ranks_per_node,
+        "group": group.mode,
+        "ranks": group.ranks,
+        "nodes": group.nodes,
+        "ranks_per_node": group.ranks_per_node,
         "size_bytes": int(size_bytes),
         "count": int(count),
         "dtype": dtype,
         "in_place": False,
         "time_us": time_s * 1e6,
-        "time_us_min": (time_min_s if time_min_s is not None else time_s) * 1e6,
-        "time_us_max": (time_max_s if time_max_s is not None else time_s) * 1e6,
+        "time_us_min": time_min_s * 1e6,
+        "time_us_max": time_max_s * 1e6,
         "algbw_gbps": algbw,
         "busbw_gbps": algbw * busbw_factor,
         "wrong": int(wrong),

@@ -18,7 +18,7 @@ from app.benchproto.config import (
     validate_collectives,
     validate_gemm,
 )
-from app.benchproto.schema import collective_row, gemm_row
+from app.benchproto.schema import RowGroup, collective_row, gemm_row
 from app.benchproto.shapes import model_gemm_shapes
 from app.benchproto.sizes import aligned_count, parse_size, size_sweep
 from app.core.errors import SpecError
@@ -142,7 +142,7 @@ def test_gqa_moe_shapes() -> None:
 
 
 def test_result_rows_use_nccl_tests_arithmetic() -> None:
-    row = collective_row("all_reduce", 2**30, 2**28, "float32", 8, 0.010, 2 * 7 / 8, 0)
+    row = collective_row("all_reduce", (2**30, 2**28, "float32"), RowGroup(8), 0.010, 2 * 7 / 8, 0)
     assert row["algbw_gbps"] == pytest.approx(107.374, rel=1e-4)
     assert row["busbw_gbps"] == pytest.approx(107.374 * 1.75, rel=1e-4)
     assert row["time_us"] == pytest.approx(10000)

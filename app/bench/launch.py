@@ -67,28 +67,34 @@ def torchrun_argv(
     return argv
 
 
-def slurm_script(  # noqa: PLR0913
-    config: CollectiveConfig,
-    nodes: int,
-    gpus_per_node: int,
-    out_path: str = "results/collectives-${SLURM_JOB_ID}.json",
-    job_name: str = "clusterplan-collectives",
-    time_limit: str = "00:30:00",
-    partition: str = "",
-    account: str = "",
-    port: int = 29500,
-    python: str = "python",
-    cpus_per_task: int = 0,
-    activate: str | None = None,
-) -> str:
-    """An sbatch script: one torchrun per node (srun --ntasks-per-node=1), c10d rendezvous on the first host.
+@dataclass(frozen=True)
+class SlurmJob:
+    """The sbatch job a collective sweep runs as: its size and the scheduler's options.
 
-    The one task per node runs every rank of that node, so it asks for CPUs for all of them
-    (`cpus_per_task`, default 2 per GPU: each rank's own thread and NCCL's proxy thread, which progresses its
-    network operations); Slurm ≥ 22.05's srun does not inherit sbatch's --cpus-per-task, so the script passes
-    it on through SRUN_CPUS_PER_TASK (slurm.schedmd.com/srun.html, --cpus-per-task). `activate` is the script
-    that sets up the Python environment with clusterplan and torch on the nodes (default: the virtual
-    environment this script is generated from, if any)."""
+    The one task per node runs every rank of that node, so it asks for CPUs for all of them (`cpus_per_task`,
+    0 = 2 per GPU: each rank's own thread and NCCL's proxy thread, which progresses its network operations).
+    `activate` is the script that sets up the Python environment with clusterplan and torch on the nodes (None:
+    the virtual environment the script is generated from, if any; "": none)."""
+
+    nodes: int
+    gpus_per_node: int
+    out_path: str = "results/collectives-${SLURM_JOB_ID}.json"
+    job_name: str = "clusterplan-collectives"
+    time_limit: str = "00:30:00"
+    partition: str = ""
+    account: str = ""
+    port: int = 29500
+    python: str = "python"
+    cpus_per_task: int = 0
+    activate: str | None = None
+
+
+def slurm_script(config: CollectiveConfig, job: SlurmJob) -> str:
+    """An sbatch script: one torchrun per node (srun --ntasks-per-node=1), c10d rendezvous on the first host.
+    Slurm ≥ 22.05's srun does not inherit sbatch's --cpus-per-task, so the script passes it on through
+    SRUN_CPUS_PER_TASK (slurm.schedmd.com/srun.html, --cpus-per-task)."""
+    nodes, gpus_per_node, out_path, job_name = job.nodes, job.gpus_per_node, job.out_path, job.job_name
+    cpus_per_task, port, python = job.cpus_per_task, job.port, job.python
     p = ProblemCollector()
     p.check(nodes >= 1, "nodes", "must be ≥ 1")
     p.check(gpus_per_node >= 1, "gpus_per_node", "must be ≥ 1")
@@ -104,17 +110,17 @@ def slurm_script(  # noqa: PLR0913
         f"#SBATCH --gpus-per-node={gpus_per_node}",
         f"#SBATCH --cpus-per-task={cpus_per_task or 2 * gpus_per_node}",
         "#SBATCH --exclusive",
-        f"#SBATCH --time={time_limit}",
+        f"#SBATCH --time={job.time_limit}",
         f"#SBATCH --output={job_name}-%j.out",
     ]
-    if partition:
-        lines.append(f"#SBATCH --partition={partition}")
-    if account:
-        lines.append(f"#SBATCH --account={account}")
+    if job.partition:
+        lines.append(f"#SBATCH --partition={job.partition}")
+    if job.account:
+        lines.append(f"#SBATCH --account={job.account}")
     lines += [
         "",
         "set -euo pipefail",
-        *_activation_lines(activate),
+        *_activation_lines(job.activate),
         'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"  # srun (Slurm ≥ 22.05) does not inherit it',
         "export OMP_NUM_THREADS=1",
         'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.bench.importers import import_file, import_text
-from app.bench.launch import Rendezvous, slurm_script, torchrun_argv
+from app.bench.launch import Rendezvous, SlurmJob, slurm_script, torchrun_argv
 from app.benchproto.config import (
     CollectiveConfig,
     GemmConfig,
@@ -217,7 +217,7 @@ def test_torchrun_and_slurm_commands() -> None:
         "--rdzv-id",
         "j7",
     ]
-    script = slurm_script(cfg, nodes=16, gpus_per_node=8)
+    script = slurm_script(cfg, SlurmJob(nodes=16, gpus_per_node=8))
     assert "#SBATCH --nodes=16" in script and "#SBATCH --ntasks-per-node=1" in script
     assert "srun" in script and '--rdzv-endpoint "$head_node:29500"' in script
     assert '"ops":["all_gather"]' in script
@@ -226,9 +226,11 @@ def test_torchrun_and_slurm_commands() -> None:
         "#SBATCH --cpus-per-task=16" in script
         and 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"' in script
     )
-    assert "source /opt/env/bin/activate" in slurm_script(cfg, 2, 4, activate="/opt/env/bin/activate")
-    assert "#SBATCH --cpus-per-task=48" in slurm_script(cfg, 2, 4, cpus_per_task=48)
-    assert "source " not in slurm_script(cfg, 2, 4, activate="")
+    assert "source /opt/env/bin/activate" in slurm_script(
+        cfg, SlurmJob(2, 4, activate="/opt/env/bin/activate")
+    )
+    assert "#SBATCH --cpus-per-task=48" in slurm_script(cfg, SlurmJob(2, 4, cpus_per_task=48))
+    assert "source " not in slurm_script(cfg, SlurmJob(2, 4, activate=""))
 
 
 def test_nccl_tests_op_names_are_accepted() -> None:

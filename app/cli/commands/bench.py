@@ -479,7 +479,7 @@ def slurm_script_cmd(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write the script here instead of printing it")] = None,
 ) -> None:
-    from app.bench.launch import slurm_script
+    from app.bench.launch import SlurmJob, slurm_script
 
     config = CollectiveConfig(
         ops=tuple(_split(op)),
@@ -493,8 +493,7 @@ def slurm_script_cmd(
         device="cuda",
     )
     validate_collectives(config, gpus_per_node, gpus_per_node)
-    script = slurm_script(
-        config,
+    job = SlurmJob(
         nodes,
         gpus_per_node,
         partition=partition,
@@ -503,6 +502,7 @@ def slurm_script_cmd(
         cpus_per_task=cpus_per_task,
         activate=activate,
     )
+    script = slurm_script(config, job)
     if out is not None:
         out.write_text(script)
         typer.echo(f"wrote {out}")

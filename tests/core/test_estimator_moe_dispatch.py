@@ -93,7 +93,7 @@ def test_deduplicating_dispatch_sends_each_token_once_per_rank_and_node() -> Non
     # EP 32 over 4 nodes: the scale-out bytes shrink to 0.454 of the plain all-to-all, NVLink fan-out aside
     assert dispatch_dedup_share(128, 8, 4) - 1e-9 <= ratio < 0.6
     assert deepep.step.breakdown["forward_compute"] == plain.step.breakdown["forward_compute"]
-    # EP 8 inside one node: 16 experts per rank, so a token's 8 copies reach 8·(1 − C(112, 8)/C(128, 8)) = 5.35
+    # EP 8 inside one node: 16 experts per rank, so a token's 8 copies reach 8·(1 − C(112, 8)/C(128, 8)) = 5.34
     # ranks on average; each rank gets one copy and applies it to its experts (DeepEP's is_token_in_rank)
     intra_plain = _qwen_estimate(MEGATRON_CORE, ep=8, tp=1)
     intra_deepep = _qwen_estimate(MEGATRON_CORE.with_(moe_dispatcher="deepep"), ep=8, tp=1)

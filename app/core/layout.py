@@ -464,23 +464,22 @@ def uneven_split_layers(num_layers: int, pp: int) -> tuple[int, int] | None:
     """(first, last) stage layers of the most even uneven split of `num_layers` over `pp` stages, counting the
     embedding and the loss as a layer each on their end stages as even_split_layers does, where the middle stages
     hold the same whole number of layers and every stage at least one; the symmetric split when there is one, else
-    the one whose heaviest stage is lightest (ties: the larger end first). None for pp < 3 without an even split."""
+    the one whose heaviest stage is lightest (ties: the closer ends, then the larger first). None for pp < 3
+    without an even split."""
     end = even_split_layers(num_layers, pp)
     if end is not None:
         return end, end
     if pp < 3:
         return None
-    best: tuple[int, int, int] | None = None  # (heaviest stage, -first, first)
-    for middle in range(1, num_layers // (pp - 2) + 1):
-        ends = num_layers - middle * (pp - 2)
-        for first in range(1, ends):
-            last = ends - first
-            key = (max(first + 1, middle, last + 1), abs(first - last), -first)
-            if best is None or key < best[:3]:
-                best = (*key, first, last)  # type: ignore[assignment]
-    if best is None:
+    splits = [
+        (first, num_layers - middle * (pp - 2) - first, middle)
+        for middle in range(1, num_layers // (pp - 2) + 1)
+        for first in range(1, num_layers - middle * (pp - 2))
+    ]
+    if not splits:
         return None
-    return best[3], best[4]  # type: ignore[misc]
+    first, last, _ = min(splits, key=lambda s: (max(s[0] + 1, s[2], s[1] + 1), abs(s[0] - s[1]), -s[0]))
+    return first, last
 
 
 _LAYOUT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
@@ -541,7 +540,7 @@ def mtp_layers_in_pipeline_layout(text: str, pp: int) -> int:
     return sum(stage.count("m") for stage in stages)
 
 
-def _split_hint(num_layers: int, pp: int, vp: int) -> str:
+def _split_hint(num_layers: int, pp: int) -> str:
     """What to change when the layers do not divide by pp·vp: the interleavings that divide each stage's layers,
     or the uneven split (uneven_split_layers) when the stages themselves cannot hold equal shares."""
     if num_layers % pp == 0:
@@ -567,7 +566,7 @@ def _check_pipeline_split(p: ProblemCollector, model: ModelSpec, layout: Layout)
     if layout.stage_layers:
         return _check_stage_layers(p, model, layout)
     if not (layout.first_stage_layers is not None or layout.last_stage_layers is not None):
-        hint = _split_hint(model.num_layers, layout.pp, layout.vp)
+        hint = _split_hint(model.num_layers, layout.pp)
         p.check(
             model.num_layers % chunks == 0,
             "layout.pp",

@@ -1003,10 +1003,11 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     moe_tokens = where(sp, c.tokens / tp, c.tokens)
     a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
     ep_node = ranks_per_node(ep, where(cols.folded, cols.etp, tp * cp), c.cluster.gpus_per_node)
+    sent = where(ep > 1, a2a_bytes, 0.0)
     if fw.moe_dispatch_dedup:
-        a2a = _deduplicated_a2a(c, where(ep > 1, a2a_bytes, 0.0), ep_node)
+        a2a = _deduplicated_a2a(c, sent, ep_node)
     else:
-        a2a = c.coll("all_to_all", where(ep > 1, a2a_bytes, 0.0), ep, ep_node, "ep")
+        a2a = c.coll("all_to_all", sent, ep, ep_node, "ep")
     overlapped_a2a: Num = 0.0
     if fw.moe_a2a_overlap:
         # combined 1F1B pairs the forward of one micro-batch with the backward of another, layer by layer: each

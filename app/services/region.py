@@ -21,8 +21,8 @@ def reasons_for(layout: Any, seq_len: int, gpus_per_node: int, num_experts: int 
 
 
 def accept_for(seq_len: int, gpus_per_node: int, num_experts: int = 0) -> Callable[[Any], Any]:
-    """The validated region's test of the planner's enumerated layouts (a boolean per layout), for PlanResult.recommend:
-    its `recommended` is the fastest layout inside the region however far down the ranking it is."""
+    """The validated region's test of the planner's enumerated layouts (a boolean per layout): given it,
+    PlanResult.recommend finds the fastest layout inside the region however far down the ranking it is."""
     region = validated_region()
     return lambda rows: inside(LayoutFacts.of_columns(rows, seq_len, gpus_per_node, num_experts), region)
 

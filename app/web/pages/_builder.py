@@ -159,7 +159,7 @@ class BuilderState:
         return out
 
 
-# inputs left out of a builder address when empty or zero, and those left out at their default
+# inputs left out of a builder address when empty or zero ...
 _OMITTED_WHEN_EMPTY = (
     "hf_config",
     "profile",
@@ -177,13 +177,19 @@ _OMITTED_WHEN_EMPTY = (
     "budget_usd",
     "optimizer_offload",
 )
+# ... and those left out at their default (BuilderState's own)
 _OMITTED_AT_DEFAULT = {
-    "rank_by": "time",
-    "scaling_mode": "strong",
-    "attention_backend": "auto",
-    "moe_dispatcher": "alltoall",
-    "optimizer_moments_dtype": "fp32",
-    "reshard_after": "forward",
+    f.name: f.default
+    for f in fields(BuilderState)
+    if f.name
+    in (
+        "rank_by",
+        "scaling_mode",
+        "attention_backend",
+        "moe_dispatcher",
+        "optimizer_moments_dtype",
+        "reshard_after",
+    )
 }
 
 

@@ -378,6 +378,16 @@ FEATURES: tuple[AssumptionRow, ...] = (
         "Megatron-core --overlap-moe-expert-parallel-comm: each all-to-all beside one attention or expert "
         "chunk of the other micro-batch (app.core.step.moe_a2a_overlapped)",
     ),
+    AssumptionRow(
+        "expert GEMM call, host time",
+        "s",
+        lambda b: b.fw.expert_gemm_host_s,
+        "per local expert and layer pass, 2 forward and 4 backward calls: Transformer Engine's GroupedLinear runs "
+        "one cuBLASLt GEMM per expert over several streams after reading the token counts on the host, 0.267 ms "
+        "for 8 experts (TransformerEngine PR #3134); 0 for a single-launch grouped kernel "
+        "(Framework.expert_gemm_host_s, app.core.step.layer_times)",
+        lambda b: b.model.moe is not None,
+    ),
 )
 
 COUNTS: tuple[AssumptionRow, ...] = (

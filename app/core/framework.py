@@ -195,6 +195,10 @@ class Framework:
     # another, so each EP all-to-all hides behind the other micro-batch's compute (megatron/core/models/gpt/
     # fine_grained_callables.py, "EP A2A overlap" in megatron/core/transformer/moe/README.md)
     moe_a2a_overlap: bool = False
+    # Host time of one expert GEMM call, seconds: what a layer pass pays per local expert and GEMM when the expert
+    # GEMMs run as one call each rather than as one grouped kernel (EXPERT_GEMM_HOST_S); 0 for a single-launch
+    # grouped kernel. app.core.step.layer_times charges it for 2 forward and 4 backward GEMMs per local expert
+    expert_gemm_host_s: float = 0.0
     # Compute slows while a collective runs beside it: NCCL's kernels hold SMs (one CTA per channel) and share HBM
     # bandwidth with the GEMMs. Lee et al. 2025 ("Characterizing Compute-Communication Overlap in GPU-Accelerated
     # Distributed Deep Learning", arXiv 2507.03114) measure an average compute slowdown of 18.9 % (max 40 %) on
@@ -394,6 +398,18 @@ class Framework:
         return self
 
 
+# Transformer Engine's GroupedLinear, which Megatron-core's TEGroupedMLP (--moe-grouped-gemm) runs the experts
+# with, issues one cuBLASLt GEMM per local expert, round-robin over compute streams ("For now, we only have
+# multi-stream cublas backend", transformer_engine/pytorch/csrc/extensions/gemm.cpp te_general_grouped_gemm;
+# TransformerEngine PR #853 and issue #1386: multi-stream cuBLAS rather than a grouped kernel), and reads the
+# tokens per expert on the host first (TEGroupedMLP.forward: tokens_per_expert.tolist(), "transformer engine
+# requires this to be a list"), so the calls start from a drained queue and each costs its host time. Measured:
+# 8 experts x 128 tokens, N = K = 2048 on SM100, 0.267 ms for the 8 GEMMs through the multi-stream path with the
+# operands prepared ("pure", kernel-vs-kernel), against 0.069 ms for one CUTLASS grouped launch of the same work
+# (TransformerEngine PR #3134, benchmarks/linear/benchmark_grouped_linear.py): 0.267 / 8 = 33 us per expert GEMM.
+# Applied to every expert GEMM of the forward (fc1, fc2) and the backward (their data and weight gradients).
+EXPERT_GEMM_HOST_S = 0.267e-3 / 8
+
 # Megatron-core 2024 (NVIDIA/Megatron-LM, --use-distributed-optimizer --overlap-grad-reduce
 # --overlap-param-gather, Transformer Engine, fp32 gradient buffer); the column-parallel backward overlaps its
 # input-gradient collectives with the weight-gradient GEMM (tp_async_backward; Transformer Engine's Linear does
@@ -403,6 +419,7 @@ MEGATRON_CORE = Framework(
     tp_async_backward=True,
     fp16_grads_in_param_dtype=True,
     attention_backend="transformer-engine",
+    expert_gemm_host_s=EXPERT_GEMM_HOST_S,
 )
 
 # NeMo on Megatron-core with Transformer Engine userbuffers (tp_comm_overlap=True in the NeMo performance
@@ -435,6 +452,7 @@ NEMO = MEGATRON_CORE.with_(
 # (Table 2), not in Megatron-LM. So ZeRO stage 0 only.
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
+    expert_gemm_host_s=0.0,  # no Transformer Engine GroupedLinear (and no MoE) in the 2021-22 code
     zero_stages=(0,),
     context_parallel=False,
     sequence_parallel=False,  # both came with Korthikanti et al. 2022 (MEGATRON_2022)
@@ -481,6 +499,7 @@ MEGATRON_2022 = MEGATRON_2021.with_(
 # constant chosen against those six rows, the only published DeepSpeed ZeRO-3 runs in the validation set).
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
+    expert_gemm_host_s=0.0,  # DeepSpeed-MoE's experts, not Transformer Engine's GroupedLinear
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     # Megatron-DeepSpeed's --use-flash-attn-v2 calls the flash-attn package, not Transformer Engine
@@ -534,6 +553,9 @@ DEEPSPEED = MEGATRON_CORE.with_(
 # gradient reduce-scatter (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)); eager kernels.
 TORCHTITAN = MEGATRON_CORE.with_(
     name="torchtitan-fsdp2",
+    # its GroupedExperts run torch._grouped_mm, one grouped kernel per GEMM for all local experts; NeMo Automodel
+    # (below) likewise: GroupedExpertsDeepEP's grouped_gemm.ops.gmm (default) or torch._grouped_mm
+    expert_gemm_host_s=0.0,
     precision_aware_optimizer=False,
     # FSDP reduces per wrapped transformer block, not in Megatron-core's DP-sized buckets (Framework.dp_bucket_params)
     dp_bucket_params=None,

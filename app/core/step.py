@@ -27,7 +27,8 @@ Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et
 * communication hidden behind compute still costs: NCCL kernels hold SMs and HBM bandwidth, slowing the compute
   beside them by 18.9 % on average (Lee et al. 2025, arXiv 2507.03114), scaled down for collectives bound by the
   NICs (`overlap_slowdown`, `overlapped`);
-* MoE layers: expert GEMMs per local expert (over etp under MoE parallel folding), token permutation traffic, the
+* MoE layers: expert GEMMs per local expert (over etp under MoE parallel folding) and, where the framework calls
+  them one by one, each call's host time (Framework.expert_gemm_host_s), token permutation traffic, the
   all-to-all on each rank's sequence-parallel shard; sliding-window layers see at most the window's keys.
 
 All collective times come from app.core.network.collective_time.
@@ -327,6 +328,9 @@ def layer_times(
     t_shared = (parts[2][0] + parts[3][0]) if moe else 0.0
     column_bwd = b1 + parts[0][1] + (parts[2][1] if moe else 0.0)
     t_ffn_bwd = sum(p[1] for p in parts)
+    # one call per local expert and GEMM where the framework runs no grouped kernel (Framework.expert_gemm_host_s):
+    # fc1 and fc2 forward, their data and weight gradients backward
+    t_calls = fw.expert_gemm_host_s * local if moe else 0.0
     t_linear = t_attn_proj + t_ffn
     t_linear_bwd = t_attn_proj_bwd + t_ffn_bwd
 
@@ -366,8 +370,8 @@ def layer_times(
         elem_fwd += tokens * cast_bytes * fwd_inputs / mem_bw
         elem_bwd += tokens * cast_bytes * bwd_grads / mem_bw
 
-    forward = t_linear + t_core_fwd + softmax_fwd + elem_fwd
-    backward = t_linear_bwd + t_core_bwd + softmax_bwd + elem_bwd
+    forward = t_linear + t_core_fwd + softmax_fwd + elem_fwd + 2.0 * t_calls
+    backward = t_linear_bwd + t_core_bwd + softmax_bwd + elem_bwd + 4.0 * t_calls
     return LayerTimes(
         forward=forward,
         backward=backward,
@@ -378,7 +382,7 @@ def layer_times(
         elementwise_fwd=elem_fwd,
         column_bwd=column_bwd,
         norm_fwd=t_norm,
-        ffn_fwd=t_ffn - t_shared + t_act + t_perm,
+        ffn_fwd=t_ffn - t_shared + t_act + t_perm + 2.0 * t_calls,
         act_fwd=t_act,
         shared_fwd=t_shared,
         mla_up_fwd=t_mla_up + (tokens * rope_traffic / mem_bw * unfused if shape.mla_up_params else 0.0),

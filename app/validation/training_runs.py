@@ -239,6 +239,18 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         "Megatron-DeepSpeed, no flash attention",
     ),
     SourceRule(
+        "arXiv 2412.19437",
+        MEGATRON_CORE.with_(expert_gemm_host_s=0.0),
+        "ib-ndr-8x400",
+        None,
+        True,
+        "model",
+        True,
+        "DeepSeek-V3 technical report: DeepSeek's own HAI-LLM framework on H800 nodes with InfiniBand (Sec. 3.1); "
+        "its FP8 expert GEMMs are grouped kernels, one launch for all local experts (the kernels released as "
+        "deepseek-ai/DeepGEMM, 'normal and Mix-of-Experts (MoE) grouped GEMMs'), not one call per expert",
+    ),
+    SourceRule(
         "vTrain",
         DEEPSPEED,
         "ib-hdr-8x200",

@@ -82,11 +82,13 @@ def test_the_columns_test_agrees_with_the_reasons_layout_by_layout() -> None:
 
 
 def test_the_planner_does_not_recommend_unpublished_experts_per_rank(client: Any) -> None:
-    """Qwen3-30B-A3B (128 experts) on one 8-GPU B200 node: the fastest estimate drops expert parallelism and
-    keeps all 128 experts on every rank, which no published run did (Megatron-Bridge ran EP8); the recommendation
-    keeps at most the published experts per rank."""
+    """Qwen3-30B-A3B (128 experts) on one 8-GPU B200 node under torchtitan, whose grouped GEMM is one launch for
+    all local experts (no per-expert call to pay): the fastest estimate drops expert parallelism and keeps all 128
+    experts on every rank, which no published run did (Megatron-Bridge ran EP8); the recommendation keeps at most
+    the published experts per rank."""
     body = {
         "model": "Qwen3-30B-A3B",
+        "framework": "torchtitan-fsdp2",
         "cluster": {"gpu": "B200", "nodes": 1},
         "training": {"seq_len": 4096, "tokens": 1e12},
         "global_batch": 512,
@@ -153,6 +155,7 @@ def test_the_recommendation_is_found_below_the_layouts_kept(client: Any) -> None
     (its `accept`), with its own rank, however far down it is."""
     body = {
         "model": "Qwen3-30B-A3B",
+        "framework": "torchtitan-fsdp2",
         "cluster": {"gpu": "B200", "nodes": 1},
         "training": {"seq_len": 4096, "tokens": 1e12},
         "global_batch": 512,

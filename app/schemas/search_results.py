@@ -57,7 +57,9 @@ class PlanOut(BaseModel):
     warnings: list[str] = Field(
         default_factory=list,
         description="what to doubt about the calibration profile used (measured on CPU, no GEMM fit for the "
-        "run's dtype, a network fitted on another fabric); a profile of another GPU is refused (422 on profile)",
+        "run's dtype, a network fitted on another fabric); a profile of another GPU is refused (422 on profile). "
+        "Also when the recommended layout idles a fifth or more of each step in the pipeline bubble: the global "
+        "batch is too small for the GPUs",
     )
     ranking: dict[str, Any] | None = Field(
         default=None,

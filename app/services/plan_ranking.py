@@ -11,6 +11,7 @@ from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
 from app.core.units import DAY, GiB
 from app.core.validated_region import num_experts_of
+from app.services.pipeline_hint import pipeline_fill_note
 from app.services.region import accept_for, mark, recommended_entry, region_note
 
 
@@ -195,6 +196,7 @@ def _run_planner(
         "pareto": pareto,
         "pareto_size": len(res.pareto),
         "region_note": region,
+        "pipeline_note": pipeline_fill_note(recommended, layout.global_batch),
         "rejections": rejections,
         "note": note,
         "resolution_note": resolution_note,

@@ -25,6 +25,7 @@ from app.schemas.search import (
 )
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.estimate import time_to_train_payload
+from app.services.pipeline_hint import pipeline_fill_note
 from app.services.plan_ranking import ranking_payload
 from app.services.region import accept_for, mark, reasons_for, recommended_entry, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -188,7 +189,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
         ranking=ranking,
         recommended=recommended,
         region_note=region,
-        warnings=list(resolved.warnings),
+        warnings=[*resolved.warnings, *filter(None, [pipeline_fill_note(chosen, result.global_batch)])],
         **d,
     )
 

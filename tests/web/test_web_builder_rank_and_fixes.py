@@ -93,3 +93,14 @@ def test_no_layout_fits_for_memory_says_memory(client: Any) -> None:
     assert block and "memory" in block.group(0)
     above = re.findall(r'data-sets="nodes" data-value="(\d+)"', block.group(0))
     assert above and int(above[-1]) > 1
+
+
+def test_planner_says_when_the_batch_cannot_fill_the_gpus(client: Any) -> None:
+    # Llama 3 70B, 256 sequences of 4,096 tokens on 512 nodes: the recommendation idles most of each step
+    state = BuilderState(mode="planner", model="llama-3-70b", nodes=512, seq_len=4096, global_batch=256)
+    page = client.get("/plans/new?" + state.query(), headers=HX)
+    assert page.status_code == 200
+    note = re.search(r'<p class="accuracy-note" id="pipeline-note">(.*?)</p>', page.text, re.S)
+    assert note and "idles" in note.group(1) and "A larger global batch" in note.group(1)
+    fine = client.get("/plans/new?" + BuilderState(mode="planner", nodes=4).query(), headers=HX)
+    assert fine.status_code == 200 and 'id="pipeline-note"' not in fine.text

@@ -331,6 +331,7 @@ def render_search(out: Any) -> str:
         lines.append(_row(out.recommended, width))
     if out.region_note:
         lines.append(f"  {out.region_note}")
+    lines += [f"  warning: {w}" for w in out.warnings]
     h = out.heuristic
     lines += ["", f"seed heuristic (TP ≤ 8 in a node, PP within 4 nodes, DP across): {h['note']}"]
     if h.get("slowdown_pct") is not None:

@@ -380,8 +380,8 @@ FEATURES: tuple[AssumptionRow, ...] = (
     ),
     AssumptionRow(
         "expert GEMM call, host time",
-        "s",
-        lambda b: b.fw.expert_gemm_host_s,
+        "µs",
+        lambda b: round(b.fw.expert_gemm_host_s * 1e6, 2),
         "per local expert and layer pass, 2 forward and 4 backward calls: Transformer Engine's GroupedLinear runs "
         "one cuBLASLt GEMM per expert over several streams after reading the token counts on the host, 0.267 ms "
         "for 8 experts (TransformerEngine PR #3134); 0 for a single-launch grouped kernel "

@@ -27,15 +27,17 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
-from app.benchproto.config import CollectiveConfig, GemmConfig, validate_collectives, validate_gemm
+from app.benchproto.config import CollectiveConfig, validate_collectives, validate_gemm
 from app.benchproto.hosts import environment_host_names, environment_without_hosts, redact_hosts
 from app.benchproto.kinds import COLLECTIVE_KINDS, GEMM_KINDS, JOB_KINDS
 from app.benchproto.schema import summarise, wrong_result_error
+from app.benchproto.sizes import size_sweep
 from app.core.errors import Problem, SpecError
 from app.db import get_engine, is_read_only
 from app.errors import NotFoundError
 from app.models.base import as_utc, utcnow
 from app.models.benchmarks import BenchmarkJob, JobAttempt, JobEvent, Node
+from app.schemas.fields import json_value_problems
 
 if TYPE_CHECKING:
     from app.services.calibration import Fitter
@@ -45,6 +47,9 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 RETRYABLE = ("failed", "cancelled")
 LOG_TAIL_CHARS = 4000
 MAX_PARTIAL_ROWS = 5000
+# Most message sizes one collective sweep may time: 1K to 16G by factor 2 is 25, by √2 is 49. Past that a sweep
+# is a typo (a step factor of 1.0000001 from 1K to 1M asks for millions of sizes: a job that would never end).
+MAX_SWEEP_SIZES = 64
 
 
 class ConflictError(Exception):
@@ -78,55 +83,104 @@ def max_attempts() -> int:
 
 
 def validate_params(kind: str, params: dict[str, Any], gpus: int | None = None) -> None:
-    """Check a job's parameters on the server, before any node sees them (same rules as the CLI)."""
+    """Check a job's parameters on the server, before any node sees them (same rules as the CLI). Both the API
+    and the web launch form queue jobs through here (create_job), so a value JSON cannot hold (NaN, Infinity,
+    an integer outside 64 bits) is refused here for both, before anything else is judged."""
     if kind not in JOB_KINDS:
         raise SpecError([Problem("kind", f"unknown job kind {kind!r}; choose from {', '.join(JOB_KINDS)}")])
-    problems: list[Problem] = []
+    problems = [Problem(_params_field(path), reason) for path, reason in json_value_problems(params)]
+    if problems:
+        raise SpecError(problems)
     known_gpus = 1024 if gpus is None else gpus
     if kind == "check":
         problems += _check_target_problems(params)
     if kind in COLLECTIVE_KINDS:
-        try:
-            cfg = CollectiveConfig.from_dict(params.get("collectives", params))
-            nproc = int(params.get("nproc", 2))
-            validate_collectives(cfg, nproc, known_gpus)
-        except SpecError as exc:
-            problems += [Problem(f"params.{p.field}", p.message) for p in exc.problems]
-        except (TypeError, ValueError) as exc:
-            problems.append(Problem("params", str(exc)))
-    attention = params.get("attention")
-    if attention and kind in GEMM_KINDS:
-        from app.benchproto.config import AttentionConfig, validate_attention
-
-        try:
-            validate_attention(
-                AttentionConfig.from_params(attention if isinstance(attention, dict) else {}), known_gpus
-            )
-        except SpecError as exc:
-            problems += [Problem(f"params.attention.{p.field}", p.message) for p in exc.problems]
-        except (TypeError, ValueError) as exc:
-            problems.append(Problem("params.attention", str(exc)))
+        problems += _runner_problems(_check_collectives, params, known_gpus)
+    if kind in GEMM_KINDS and params.get("attention"):
+        problems += _attention_problems(params["attention"], known_gpus)
     if kind in GEMM_KINDS:
-        gp = params.get("gemm", params)
-        try:
-            from app.benchproto.kinds import gemm_config_from_params
-
-            shapes = gemm_config_from_params(gp).shapes
-            dtypes = tuple(gp.get("dtypes") or [gp.get("dtype", "bf16")])
-            cfg_g = GemmConfig(
-                shapes=shapes,
-                dtypes=dtypes,
-                device=gp.get("device", "auto"),
-                iters=int(gp.get("iters", 20)),
-                warmup_iters=int(gp.get("warmup_iters", 5)),
-            )
-            validate_gemm(cfg_g, known_gpus, fp8_supported=True)
-        except SpecError as exc:
-            problems += [Problem(f"params.{p.field}", p.message) for p in exc.problems]
-        except (TypeError, ValueError, LookupError) as exc:
-            problems.append(Problem("params", str(exc)))
+        problems += _runner_problems(_check_gemm, params, known_gpus)
     if problems:
         raise SpecError(problems)
+
+
+def _params_field(path: tuple[str | int, ...]) -> str:
+    return ".".join(["params", *map(str, path)])
+
+
+def _runner_problems(
+    check: Callable[[dict[str, Any], int], None], params: dict[str, Any], known_gpus: int
+) -> list[Problem]:
+    """Run one of the runner's checks on `params`: its problems on params.<field>, and what the runner's
+    parsing refuses (a number that is not one, an unknown model) on params."""
+    try:
+        check(params, known_gpus)
+    except SpecError as exc:
+        return [Problem(f"params.{p.field}", p.message) for p in exc.problems]
+    except (TypeError, ValueError, LookupError, OverflowError) as exc:
+        return [Problem("params", str(exc))]
+    return []
+
+
+def _section(params: dict[str, Any], key: str) -> tuple[dict[str, Any], str]:
+    """The settings a job nests under `key` (a calibration job nests "gemm" and "collectives"), or its params
+    themselves where it nests none, with the field prefix of those settings; SpecError on `key` when the nested
+    value is not an object."""
+    if key not in params:
+        return params, ""
+    section = params[key]
+    if not isinstance(section, dict):
+        raise SpecError([Problem(key, f"must be an object of {key} settings")])
+    return section, f"{key}."
+
+
+def _check_ops(section: dict[str, Any], prefix: str) -> None:
+    """The collectives to time: one name, comma-separated names, or a list of names (CollectiveConfig)."""
+    key = "op" if "op" in section and "ops" not in section else "ops"
+    ops = section.get(key, "")
+    if not (isinstance(ops, str) or (isinstance(ops, list) and all(isinstance(op, str) for op in ops))):
+        raise SpecError([Problem(f"{prefix}{key}", "must be a collective name or a list of names")])
+
+
+def _check_collectives(params: dict[str, Any], known_gpus: int) -> None:
+    section, prefix = _section(params, "collectives")
+    _check_ops(section, prefix)
+    cfg = CollectiveConfig.from_dict(section)
+    validate_collectives(cfg, int(params.get("nproc", 2)), known_gpus)
+    _check_sweep_length(cfg)
+
+
+def _check_sweep_length(cfg: CollectiveConfig) -> None:
+    """At most MAX_SWEEP_SIZES message sizes (app.benchproto.sizes.size_sweep, which the runner sweeps)."""
+    if len(size_sweep(cfg.min_bytes, cfg.max_bytes, cfg.step_factor, cfg.step_bytes)) <= MAX_SWEEP_SIZES:
+        return
+    step = "stepbytes" if cfg.step_bytes else "stepfactor"
+    reason = (
+        f"the sweep from {cfg.min_bytes} to {cfg.max_bytes} bytes would time more than {MAX_SWEEP_SIZES} "
+        f"message sizes; use a larger {step} or a narrower range"
+    )
+    raise SpecError([Problem(step, reason)])
+
+
+def _check_gemm(params: dict[str, Any], known_gpus: int) -> None:
+    from app.benchproto.kinds import gemm_config_from_params
+
+    section, _ = _section(params, "gemm")
+    validate_gemm(gemm_config_from_params(section), known_gpus, fp8_supported=True)
+
+
+def _attention_problems(attention: Any, known_gpus: int) -> list[Problem]:
+    from app.benchproto.config import AttentionConfig, validate_attention
+
+    try:
+        validate_attention(
+            AttentionConfig.from_params(attention if isinstance(attention, dict) else {}), known_gpus
+        )
+    except SpecError as exc:
+        return [Problem(f"params.attention.{p.field}", p.message) for p in exc.problems]
+    except (TypeError, ValueError) as exc:
+        return [Problem("params.attention", str(exc))]
+    return []
 
 
 def _check_target_problems(params: dict[str, Any]) -> list[Problem]:
@@ -182,8 +236,9 @@ def text_for(
     return lambda value: redact_hosts(value, names)
 
 
-def add_event(session: Session, job: BenchmarkJob, event: str, **payload: Any) -> None:
-    """Record an event of the job's current attempt (0 before the first claim)."""
+def add_event(session: Session, job: BenchmarkJob, event: str, /, **payload: Any) -> None:
+    """Record an event of the job's current attempt (0 before the first claim). The payload may use any key (an
+    agent's event naming "job" or "session" is stored as sent)."""
     session.add(JobEvent(job_id=job.id, attempt=job.attempt, payload={"event": event, **payload}))
 
 
@@ -428,7 +483,9 @@ def _held_job(session: Session, job_id: str | uuid.UUID, node: Node, attempt: in
 def record_progress(
     session: Session, job_id: str | uuid.UUID, node: Node, attempt: int, events: list[dict[str, Any]]
 ) -> BenchmarkJob:
-    """Store the agent's events, update progress / ETA / log tail / partial rows, renew the lease."""
+    """Store the agent's events, update progress / ETA / log tail / partial rows, renew the lease. An event
+    whose progress or eta_s is not a number refuses the whole report (SpecError), before anything is stored."""
+    _check_events(events)
     job = _held_job(session, job_id, node, attempt)
     rows = list(job.partial_rows)
     log = job.log_tail
@@ -454,6 +511,34 @@ def record_progress(
     session.commit()
     session.refresh(job)
     return job
+
+
+def _check_events(events: list[dict[str, Any]]) -> None:
+    """An agent's progress and eta_s are numbers (or null); SpecError on events.<i>.<key> otherwise."""
+    problems = [
+        Problem(f"events.{i}.{key}", "must be a number or null")
+        for i, event in enumerate(events)
+        for key in ("progress", "eta_s")
+        if not _is_number_or_none(event.get(key))
+    ]
+    if problems:
+        raise SpecError(problems)
+
+
+def _is_number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _result_summary(result: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary of an agent's result document (app.benchproto.schema.summarise); SpecError on result.rows
+    when they are not a list of row objects, or hold a row the summary cannot read."""
+    rows = (result or {}).get("rows")
+    if rows is not None and not (isinstance(rows, list) and all(isinstance(row, dict) for row in rows)):
+        raise SpecError([Problem("result.rows", "must be a list of result rows (objects)")])
+    try:
+        return summarise({"rows": rows or []})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SpecError([Problem("result.rows", f"holds a row the summary cannot read: {exc!r}")]) from None
 
 
 def renew_leases(
@@ -491,10 +576,11 @@ def complete_job(
 ) -> BenchmarkJob:
     if status not in TERMINAL:
         raise SpecError([Problem("status", f"choose from {', '.join(TERMINAL)}")])
+    summary = _result_summary(result)
     job = _held_job(session, job_id, node, attempt)
     if job.cancel_requested and status == "failed":
         status = "cancelled"  # a run stopped on request is cancelled, not failed
-    wrong = wrong_result_error(summarise(result or {}))
+    wrong = wrong_result_error(summary)
     if status == "succeeded" and wrong:  # an agent that did not gate its own results (an older one)
         status, error = "failed", wrong
     now = utcnow()

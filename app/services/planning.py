@@ -129,15 +129,11 @@ def load_profile(session: Session, ref: str | None, field: str = "calibration_pr
         return None, DEFAULT_PROFILE
     from app.calibration.profile import hardware_profile
     from app.services.calibration import get_profile
+    from app.services.scenario import split_profile_ref
 
-    text = ref.strip()
-    name, version = text, None
-    head, sep, tail = text.rpartition(" v")
-    if sep and tail.isdigit():
-        name, version = head, int(tail)
     try:
-        row = get_profile(session, name, version)
-    except NotFoundError as exc:
+        row = get_profile(session, *split_profile_ref(ref.strip()))
+    except (NotFoundError, ValueError) as exc:
         raise SpecError([Problem(field, str(exc))]) from None
     return hardware_profile(row.params, row.name, row.version, row.gpu_name), profile_label(
         row.name, row.version

@@ -320,6 +320,41 @@ def _apply_pipeline_layout(
     return mtp
 
 
+# calibration_profile.version is a 32-bit INTEGER column (PostgreSQL integer): no profile has a later version
+MAX_PROFILE_VERSION = 2**31 - 1
+
+
+def profile_version(text: str) -> int | None:
+    """The version a profile reference names after the profile ("3" in "name v3" or "name@3"): None when `text`
+    is not ASCII digits (str.isdigit also takes "²"); ValueError when it is a number outside 1 to
+    MAX_PROFILE_VERSION (a larger one would overflow the database's integer)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0")
+    if not digits or len(digits) > len(str(MAX_PROFILE_VERSION)) or int(digits) > MAX_PROFILE_VERSION:
+        shown = text if len(text) <= 20 else text[:20] + "…"
+        raise ValueError(f"profile version must be from 1 to {MAX_PROFILE_VERSION}, got {shown}")
+    return int(digits)
+
+
+def split_profile_ref(ref: str) -> tuple[str, int | None]:
+    """("name", 3) for "name v3"; (ref, None) for a name or an id alone, where the text after the last " v" is
+    not ASCII digits (it belongs to the name). ValueError for a version out of range (profile_version)."""
+    head, _, tail = ref.rpartition(" v")
+    version = profile_version(tail) if head else None
+    return (head, version) if version is not None else (ref, None)
+
+
+def _version_after_at(tail: str) -> int | None:
+    """The version of a "name@3" reference (None for a name alone); ValueError when it is not one."""
+    if not tail:
+        return None
+    version = profile_version(tail)
+    if version is None:
+        raise ValueError(f"version after '@' must be a number, got {tail!r}")
+    return version
+
+
 def _profile(ref: str | None, session: Session | None, p: ProblemCollector) -> HardwareProfile | None:
     """Resolve 'name', 'name@version' or an id to the calibrated HardwareProfile stored in the database."""
     if not ref:
@@ -329,12 +364,9 @@ def _profile(ref: str | None, session: Session | None, p: ProblemCollector) -> H
         return None
     from app.services.calibration import get_hardware_profile
 
-    name, _, version = ref.partition("@")
-    if version and not version.isdigit():
-        p.add("profile", f"version after '@' must be a number, got {version!r}")
-        return None
+    name, _, tail = ref.partition("@")
     try:
-        return get_hardware_profile(session, name, int(version) if version else None)
+        return get_hardware_profile(session, name, _version_after_at(tail))
     except (NotFoundError, LookupError, ValueError) as exc:
         p.add("profile", str(exc))
         return None

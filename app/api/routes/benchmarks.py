@@ -219,6 +219,14 @@ def _poll(job_id: uuid.UUID, after: int, show_hosts: bool) -> tuple[list[tuple[i
         return [(int(e.id or 0), {**text(e.payload), "attempt": e.attempt}) for e in found], job.status
 
 
+def _resume_after(last_event_id: str | None, after: int) -> int:
+    """The event id a stream resumes after: Last-Event-ID when it is ASCII digits (str.isdigit also takes "²"),
+    clamped to MAX_EVENT_ID; otherwise the header is ignored for `after`."""
+    if not (last_event_id and last_event_id.isascii() and last_event_id.isdigit()):
+        return after
+    return min(int(last_event_id), MAX_EVENT_ID)
+
+
 @router.get(
     "/{job_id}/events",
     operation_id="stream_benchmark_events",
@@ -237,7 +245,7 @@ async def stream_benchmark_events(
 ) -> StreamingResponse:
     job_service.get_job(session, job_id)  # 404 before the stream starts
     session.close()
-    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    start = _resume_after(last_event_id, after)
     show_hosts = principal.has("admin")
 
     async def stream() -> AsyncIterator[str]:

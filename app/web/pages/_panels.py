@@ -164,11 +164,11 @@ def profile_warning(session: Session, ref: str, gpu: str = "", dtype: str = "bf1
     from app.catalog import find_gpu
     from app.core.efficiency import profile_use_warnings
     from app.services.calibration import get_profile
+    from app.services.scenario import split_profile_ref
 
-    name, _, tail = ref.rpartition(" v")
     try:
-        row = get_profile(session, name, int(tail)) if name and tail.isdigit() else get_profile(session, ref)
-    except (NotFoundError, SpecError):
+        row = get_profile(session, *split_profile_ref(ref))
+    except (NotFoundError, ValueError):  # an unknown profile or version: the builder reports it on the field
         return ""
     notes: list[str] = []
     caveat = profile_caveat(row)

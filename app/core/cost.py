@@ -80,6 +80,12 @@ class HeadlinePrice:
 
     @property
     def statement(self) -> str:
+        if self.quotes == 1:
+            kind = "stale on-demand quote" if self.all_stale else "non-stale on-demand quote"
+            return (
+                f"${self.usd_per_gpu_hour:.2f}/GPU-hour, the only {kind}: {self.quote.label}; one quote is thin "
+                "evidence: compare with other providers or add your own price"
+            )
         pool = "on-demand quotes, all stale" if self.all_stale else "non-stale on-demand quotes"
         return (
             f"${self.usd_per_gpu_hour:.2f}/GPU-hour, median of {self.quotes} {pool}: {self.quote.label}; "

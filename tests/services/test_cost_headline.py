@@ -80,3 +80,10 @@ def test_a_quote_left_out_of_the_rule_never_sets_the_headline() -> None:
     quotes = [_q("od", 4.0), _q("cheap spot", 0.1, "spot")]
     h = cost.headline_price(quotes)
     assert h is not None and h.cheapest.label == "od" and h.usd_per_gpu_hour == pytest.approx(4.0)
+
+
+def test_a_single_quote_says_it_is_thin_evidence() -> None:
+    h = cost.headline_price([_q("only", 7.91)])
+    assert h is not None and h.quotes == 1
+    assert h.statement.startswith("$7.91/GPU-hour, the only non-stale on-demand quote: only;")
+    assert "thin evidence" in h.statement and "cheapest" not in h.statement

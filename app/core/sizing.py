@@ -4,7 +4,9 @@ For each GPU count (default 8, 16, …, 16,384) the planner (`app.core.planner.p
 same global batch (strong scaling of one training recipe), and keeps the fastest that fits. From those points:
 
 * time to train = tokens / tokens per second of that best layout;
-* cost per run = time to train × GPUs × $/GPU-hour (a price from the price book or the request);
+* cost per run of the compute = time to train × GPUs × $/GPU-hour (a price from the price book or the request);
+  the planner service (app.services.planner.sizes) charges the wall-clock GPU-hours instead (goodput included),
+  reports this one as `compute_cost_usd` and picks the cheapest size again on its cost (`cheapest_size`);
 * scaling efficiency(N) = per-GPU throughput at N / per-GPU throughput at the smallest size that fits;
 * the smallest cluster that meets a deadline, the cheapest cluster, and the knee of the time-to-train curve:
   the point farthest below the chord between the first and last feasible points on (log2 GPUs, log2 time)
@@ -248,10 +250,16 @@ def _smallest_meeting(ok: list[SizePoint], deadline_s: float | None) -> int | No
 
 
 def _cheapest(ok: list[SizePoint]) -> int | None:
-    """The size with the lowest cost per run, the fewer GPUs among equals."""
-    if not ok:
+    """The size with the lowest cost per run of the compute, the fewer GPUs among equals."""
+    return cheapest_size([(pt.num_gpus, pt.cost_usd) for pt in ok])
+
+
+def cheapest_size(costs: Sequence[tuple[int, float | None]]) -> int | None:
+    """The GPU count with the lowest cost of (GPU count, cost per run) pairs, the fewer GPUs among equals; a size
+    without a cost counts as dearest; None when there are none."""
+    if not costs:
         return None
-    return min(ok, key=lambda pt: (pt.cost_usd or math.inf, pt.num_gpus)).num_gpus
+    return min(costs, key=lambda nc: (nc[1] if nc[1] is not None else math.inf, nc[0]))[0]
 
 
 def _sweep_assumptions(usd_per_gpu_hour: float | None) -> list[Assumption]:

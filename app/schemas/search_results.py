@@ -80,10 +80,19 @@ class SizesOut(BaseModel):
     usd_per_gpu_hour: float | None
     price_source: str
     deadline_s: float | None
-    points: list[dict[str, Any]]
+    points: list[dict[str, Any]] = Field(
+        description="one per size searched (app.core.sizing.SizePoint), with: gpu_hours (compute GPU-hours at the "
+        "estimated speed, no failures); goodput, wall_clock_days and wall_clock_gpu_hours (the compute ones ÷ the "
+        "goodput of that many GPUs: failures, checkpoints, restarts); cost_usd (USD per run: wall_clock_gpu_hours × "
+        "usd_per_gpu_hour, the basis of every cost per run; null where the wall clock or the price is unknown; "
+        "before 2026-12 it charged the compute GPU-hours) and compute_cost_usd (USD: gpu_hours × usd_per_gpu_hour, "
+        "the cost of the compute alone)",
+    )
     min_gpus_that_fit: int | None
     smallest_meeting_deadline: int | None
-    cheapest: int | None
+    cheapest: int | None = Field(
+        description="GPU count with the lowest cost_usd (wall-clock GPU-hours × price), the fewer GPUs among equals"
+    )
     knee: int | None
     elapsed_s: float
     assumptions: list[dict[str, Any]]

@@ -34,6 +34,23 @@ def plan_goodput(
     )
 
 
+def goodput_share(res: Any) -> float:
+    """The goodput of a plan_goodput result as every planning figure uses it (4 decimals): the headline's wall-clock
+    days, GPU-hours and cost, each size of the sweep and each ranked layout divide by this one number."""
+    return round(float(res.goodput), 4)
+
+
+def wall_clock_cost_usd(num_gpus: int, gpu_hours: float, goodput: float, usd_per_gpu_hour: float) -> float:
+    """Cost per run at one price per GPU-hour on the wall clock, the basis of every cost on the planning pages:
+    app.core.cost.run_cost's billed GPU-hours (the compute GPU-hours ÷ the goodput: failures, checkpoints,
+    restarts) × the price, GPUs rented one by one (no instance rounding). Raises SpecError on bad inputs."""
+    from app.core.cost import PriceQuote, RunInputs, run_cost
+
+    quote = PriceQuote("price", usd_per_gpu_hour, gpus_per_instance=1)
+    inputs = RunInputs(num_gpus=num_gpus, gpu_hours=gpu_hours, goodput=goodput)
+    return run_cost(inputs, [quote]).options[0].total_usd
+
+
 def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
     cluster = resolved.cluster
     try:
@@ -78,7 +95,7 @@ def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[st
                 {"name": "Wall time lost to checkpoints and failures", "value": f"{lost:.1f}", "unit": "days"}
             )
     return {
-        "goodput": round(float(res.goodput), 4),
+        "goodput": goodput_share(res),
         "breakdown": {k: float(v) for k, v in res.breakdown.items()},
         "rows": rows,
         "summary": f"goodput {100 * res.goodput:.1f} % with failure rates of the {FAILURE_PRESET} run",

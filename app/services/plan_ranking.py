@@ -5,10 +5,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from pydantic import ValidationError
+
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
+from app.core.model import param_counts
 from app.core.units import DAY, GiB
 from app.core.validated_region import num_experts_of
 from app.services.pipeline_hint import pipeline_fill_note
@@ -106,15 +109,19 @@ def _ranked_row(p: Any) -> dict[str, Any]:
 
 
 def _with_cost(
-    rows: list[dict[str, Any]], num_gpus: int, rank_by: str, usd_per_gpu_hour: float | None
+    rows: list[dict[str, Any]],
+    cluster: Any,
+    params_total: float,
+    rank_by: str,
+    usd_per_gpu_hour: float | None,
 ) -> tuple[list[dict[str, Any]], str]:
-    """Each ranked row with its cost per run (days × 24 × GPUs × price); ordered by it, and ranks renumbered,
-    when ranking by cost. Returns the rows and the metric they are ranked by ("time" when there is no price)."""
+    """Each ranked row with its cost per run on the wall-clock GPU-hours, as the headline's (`_row_cost`); ordered
+    by it, and ranks renumbered, when ranking by cost. Returns the rows and the metric they are ranked by ("time"
+    when there is no price)."""
     if usd_per_gpu_hour is None:  # no price asked for (ranked by time) or none in the book: no cost column
         return rows, "time"
     for row in rows:
-        days = row.get("time_to_train_days")
-        row["cost_usd"] = days * 24.0 * num_gpus * usd_per_gpu_hour if days is not None else None
+        row["cost_usd"] = _row_cost(row, cluster, params_total, usd_per_gpu_hour)
     if rank_by != "cost":
         return rows, "time"
     rows = sorted(rows, key=lambda r: (r["cost_usd"] is None, r["cost_usd"] or 0.0, r["rank"]))
@@ -123,11 +130,33 @@ def _with_cost(
     return rows, "cost"
 
 
-def _recommended_row(chosen: Any, num_gpus: int, usd_per_gpu_hour: float | None) -> dict[str, Any] | None:
+def _row_cost(
+    row: dict[str, Any], cluster: Any, params_total: float, usd_per_gpu_hour: float
+) -> float | None:
+    """A ranked row's cost per run: its compute GPU-hours over the goodput of this cluster at the row's MFU and
+    days (app.services.plan_costs), × the price; None without a time to train or a goodput."""
+    from app.services.plan_costs import goodput_share, plan_goodput, wall_clock_cost_usd
+
+    days = row.get("time_to_train_days")
+    if days is None:
+        return None
+    gpus = cluster.num_gpus
+    try:
+        goodput = goodput_share(
+            plan_goodput(gpus, cluster.gpus_per_node, params_total, float(row["mfu"]), days)
+        )
+        return wall_clock_cost_usd(gpus, days * 24.0 * gpus, goodput, usd_per_gpu_hour)
+    except (SpecError, ValidationError, ValueError):
+        return None
+
+
+def _recommended_row(
+    chosen: Any, cluster: Any, params_total: float, usd_per_gpu_hour: float | None
+) -> dict[str, Any] | None:
     """The planner's recommendation (the fastest layout inside the validated region) as a ranked row."""
     if chosen is None:
         return None
-    rows, _ = _with_cost([_ranked_row(chosen)], num_gpus, "time", usd_per_gpu_hour)
+    rows, _ = _with_cost([_ranked_row(chosen)], cluster, params_total, "time", usd_per_gpu_hour)
     return rows[0]
 
 
@@ -162,7 +191,8 @@ def _run_planner(
         return None, None, "The planner rejected these inputs: " + str(exc)
     rows = [_ranked_row(p) for p in res.top]
     layouts = {id(row): p.layout for row, p in zip(rows, res.top, strict=True)}
-    rows, ranked_by = _with_cost(rows, resolved.cluster.num_gpus, rank_by, usd_per_gpu_hour)
+    params_total = param_counts(resolved.model).total
+    rows, ranked_by = _with_cost(rows, resolved.cluster, params_total, rank_by, usd_per_gpu_hour)
     # the Pareto front: no other layout is faster with as much free memory (one cluster size here)
     pareto = [_ranked_row(p) for p in res.pareto[:PARETO_SHOWN]]
     experts = num_experts_of(resolved.model)
@@ -170,7 +200,7 @@ def _run_planner(
     mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
     recommended = res.recommend(accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, experts))
     chosen_row = recommended_entry(
-        rows, _recommended_row(recommended, resolved.cluster.num_gpus, usd_per_gpu_hour)
+        rows, _recommended_row(recommended, resolved.cluster, params_total, usd_per_gpu_hour)
     )
     region = region_note(rows, chosen_row, "layout", "step_time_s")
     for row in rows:

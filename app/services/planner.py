@@ -12,7 +12,7 @@ from app.catalog import accuracy_table
 from app.core.accuracy import band_for, layer_pass_seconds, totals_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.planner import PlanResult, SearchProblem, plan
-from app.core.sizing import DEFAULT_SIZES, SizingResult, size_sweep
+from app.core.sizing import DEFAULT_SIZES, SizingResult, cheapest_size, size_sweep
 from app.core.validated_region import num_experts_of
 from app.schemas.scenario import MAX_BATCH, LayoutIn, Scenario
 from app.schemas.search import (
@@ -26,6 +26,7 @@ from app.schemas.search import (
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.estimate import time_to_train_payload
 from app.services.pipeline_hint import pipeline_fill_note
+from app.services.plan_costs import goodput_share, plan_goodput, wall_clock_cost_usd
 from app.services.plan_ranking import ranking_payload
 from app.services.region import accept_for, mark, reasons_for, recommended_entry, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -231,27 +232,47 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
     return resolved, price_source, result
 
 
-def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]]) -> None:
+def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]], price: float | None) -> None:
     """Each size's goodput (the planning page's goodput model, app.services.plan_costs.plan_goodput: Meta's Llama 3
-    interruption rates on this many GPUs, Daly checkpoints) and its time to train on the wall clock: the compute
-    days divided by the goodput. Left out where the size has no layout or goodput cannot be evaluated."""
+    interruption rates on this many GPUs, Daly checkpoints), its days and GPU-hours on the wall clock (the compute
+    ones over the goodput, app.services.planning.wall_clock, as the plan's headline) and its cost per run on them.
+    The compute-only cost moves to `compute_cost_usd`; `cost_usd` is None where the wall clock is unknown."""
     from app.core.model import param_counts
-    from app.services.plan_costs import plan_goodput
 
     params_total = param_counts(resolved.model).total
     for point in points:
-        best, days = point.get("best"), point.get("time_to_train_days")
-        if not best or not days:
+        point["compute_cost_usd"] = point.get("cost_usd")
+        point["cost_usd"] = None
+        wall = _wall_clock_of(resolved, point, params_total)
+        if wall is None:
             continue
-        try:
-            res = plan_goodput(
-                int(point["num_gpus"]), resolved.cluster.gpus_per_node, params_total, float(best["mfu"]), days
+        point.update(wall)
+        if price is not None:
+            point["cost_usd"] = wall_clock_cost_usd(
+                int(point["num_gpus"]), point["gpu_hours"], wall["goodput"], price
             )
-        except (SpecError, ValidationError, ValueError):
-            continue
-        if res.goodput > 0:
-            point["goodput"] = res.goodput
-            point["wall_clock_days"] = days / res.goodput
+
+
+def _wall_clock_of(
+    resolved: ResolvedScenario, point: dict[str, Any], params_total: float
+) -> dict[str, Any] | None:
+    """A size point's compute GPU-hours, goodput, wall-clock days and GPU-hours; None without a layout or where the
+    goodput cannot be evaluated."""
+    from app.services.planning import wall_clock
+
+    best, days, seconds = point.get("best"), point.get("time_to_train_days"), point.get("time_to_train_s")
+    if not best or not days or not seconds:
+        return None
+    gpus = int(point["num_gpus"])
+    try:
+        res = plan_goodput(gpus, resolved.cluster.gpus_per_node, params_total, float(best["mfu"]), days)
+    except (SpecError, ValidationError, ValueError):
+        return None
+    goodput = goodput_share(res)
+    if goodput <= 0:
+        return None
+    figures = {"goodput": goodput, "time_to_train_days": days, "gpu_hours": seconds * gpus / 3600.0}
+    return {"gpu_hours": figures["gpu_hours"], "goodput": goodput, **wall_clock(figures)}
 
 
 def _sizes_accuracy(band: Any) -> dict[str, Any] | None:
@@ -267,7 +288,9 @@ def _sizes_accuracy(band: Any) -> dict[str, Any] | None:
 def sizes(data: Any, session: Session | None = None) -> SizesOut:
     resolved, price_source, result = run_sizes(data, session)
     d = result.to_dict()
-    _wall_clock_points(resolved, d["points"])
+    _wall_clock_points(resolved, d["points"], result.usd_per_gpu_hour)
+    if result.usd_per_gpu_hour is not None:  # the cheapest on the wall-clock cost, as every cost of the sweep
+        d["cheapest"] = cheapest_size([(p["num_gpus"], p["cost_usd"]) for p in d["points"] if p["feasible"]])
     table = accuracy_table()
     band = None  # the widest band of the sweep's points (MoE points split by their GPU work per layer pass)
     high_of: dict[int, float] = {}

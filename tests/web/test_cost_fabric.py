@@ -81,10 +81,10 @@ def test_an_unknown_fabric_is_a_422_naming_the_field(client: Any, bad: str) -> N
     assert 'aria-invalid="true"' in field.group(0)
     assert f"Error: unknown fabric &#39;{bad}&#39;" in field.group(0)  # beside the field
     assert f'<option value="{bad}" selected>' in field.group(0)  # what was asked stays shown
-    assert 'role="alert"' in plain.text and 'href="#f-fabric">fabric</a>' in plain.text
+    assert 'role="alert"' in plain.text and 'href="#f-fabric">Fabric</a>' in plain.text
     block = client.get(f"/cost?nodes=128&fabric={bad}", headers=HX)
     assert block.status_code == 200  # htmx swaps only 2xx: the refusal replaces the results
-    assert 'href="#f-fabric">fabric</a>' in block.text and "unknown fabric" in block.text
+    assert 'href="#f-fabric">Fabric</a>' in block.text and "unknown fabric" in block.text
     api = client.post("/api/v1/cost/tco", json={"onprem": {"nodes": 128}, "gpu": "H100-SXM", "fabric": bad})
     assert api.status_code == 422 and api.json()["detail"][0]["loc"][-1] == "fabric"
 

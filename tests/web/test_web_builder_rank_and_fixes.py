@@ -37,7 +37,7 @@ def test_planner_ranks_by_cost_with_a_cost_column(client: Any) -> None:
     assert "Best layouts by time to train" in by_time.text and "Ranked by time to train." in by_time.text
     assert "Best layouts by cost per run" in by_cost.text and "Ranked by cost per run" in by_cost.text
     assert "Cost per run (USD)" in by_cost.text
-    column = 'Cost per run (USD)</th><th scope="col">TP in node'
+    column = 'Cost per run (USD, wall-clock GPU-hours)</th><th scope="col">TP in node'
     assert column in by_cost.text and column not in by_time.text  # by time, no column of dashes
     rows = _ranking_rows(by_cost.text)
     costs = [float(r[7].replace(",", "")) for r in rows if r[7] != "—"]

@@ -34,6 +34,7 @@ from app.services import planning
 from app.services import plans as plan_service
 from app.services.plan_access import OwnerFilter, PlanActor
 from app.web.pages import _builder, _panels
+from app.web.pages._compare import display_rows
 from app.web.templating import render
 
 router = APIRouter()
@@ -315,32 +316,67 @@ def compare(
 ) -> HTMLResponse:
     chosen = [i for i in (ids or []) if i]
     actor = _actor(principal)
-    comparison = None
-    problem = ""
-    missing = False
+    plans = plan_service.list_plans(session, actor, limit=200)[0]
+    if len(chosen) == 1:
+        return _pick_second(request, session, actor, chosen[0], plans, same_within_pct)
+    comparison, problem, missing = _comparison(session, chosen, revs, actor, same_within_pct)
+    rows = comparison.rows if comparison else []
+    if only_differences:
+        rows = [r for r in rows if r.differs]
+    context = _compare_context(plans, same_within_pct, ids=chosen, only_differences=only_differences)
+    context |= {"comparison": comparison, "rows": display_rows(rows), "problem": problem}
+    status_code = 200 if comparison or not chosen else 404 if missing else 422
+    return render(request, "plan_compare.html", context, block="comparison", status_code=status_code)
+
+
+def _compare_context(plans: list[Any], same_within_pct: float, **values: Any) -> dict[str, Any]:
+    """The compare page's context with nothing compared yet; `values` replace its entries."""
+    context = {
+        "title": "Compare plans",
+        "comparison": None,
+        "rows": [],
+        "problem": "",
+        "ids": [],
+        "only_differences": False,
+        "same_within_pct": same_within_pct,
+        "plans": plans,
+    }
+    return context | values
+
+
+def _comparison(
+    session: Session, chosen: list[str], revs: list[int] | None, actor: PlanActor, same_within_pct: float
+) -> tuple[Any, str, bool]:
+    """The comparison of the chosen plans, or why there is none and whether that is a plan not found."""
     try:
         comparison = plan_service.compare_plans(
             session, list(chosen), [r or None for r in (revs or [])], actor, same_within_pct
         )
     except SpecError as exc:
-        problem = "; ".join(p.message for p in exc.problems)
+        return None, "; ".join(p.message for p in exc.problems), False
     except NotFoundError as exc:
-        problem, missing = str(exc), True  # absent or not readable: the same answer as the API's 404
-    rows = comparison.rows if comparison else []
-    if only_differences:
-        rows = [r for r in rows if r.differs]
-    context = {
-        "title": "Compare plans",
-        "comparison": comparison,
-        "rows": rows,
-        "problem": problem,
-        "ids": chosen,
-        "only_differences": only_differences,
-        "same_within_pct": same_within_pct,
-        "plans": plan_service.list_plans(session, actor, limit=200)[0],
-    }
-    status_code = 200 if comparison or not chosen else 404 if missing else 422
-    return render(request, "plan_compare.html", context, block="comparison", status_code=status_code)
+        return None, str(exc), True  # absent or not readable: the same answer as the API's 404
+    return comparison, "", False
+
+
+def _pick_second(
+    request: Request,
+    session: Session,
+    actor: PlanActor,
+    plan_id: str,
+    plans: list[Any],
+    same_within_pct: float,
+) -> HTMLResponse:
+    """One plan chosen ("Compare with…" on its page): ask for a second one among the caller's other plans; a plan
+    the caller may not read is the 404 answer, as for a comparison."""
+    try:
+        first = plan_service.get_revision(session, plan_id, None, actor)
+    except NotFoundError as exc:
+        context = _compare_context(plans, same_within_pct, ids=[plan_id], problem=str(exc))
+        return render(request, "plan_compare.html", context, block="comparison", status_code=404)
+    others = [p for p in plans if str(p.id) != str(first.plan_id)]
+    context = _compare_context(plans, same_within_pct, ids=[str(first.plan_id)], first=first, others=others)
+    return render(request, "plan_compare.html", context, block="comparison")
 
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)

@@ -37,13 +37,35 @@ SIZE_CHOICES = {
 
 @dataclass
 class Form:
-    """Query parameters of a tool page, parsed leniently (a bad value keeps the default, with a message)."""
+    """Query parameters of a tool page, parsed leniently: a bad value keeps the default for the computation, with a
+    message, and its text (`raw`) stays in the input, as the builder's (app.web.pages._builder.BuilderState.raw).
+    `labels`: each field's label and unit, which the inputs and the problem list both show; `aliases`: the names
+    the services give some fields (a problem on one goes to the page's field)."""
 
     values: dict[str, Any]
     errors: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, tuple[str, str]] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def refuse(self, params: Mapping[str, str], name: str, message: str) -> None:
+        """A refused input: its message, and the user's own text kept for the input."""
+        self.errors[name] = message
+        self.raw[name] = str(params[name])[:200]
+
+    def field_of(self, path: str) -> str:
+        """The page's field of a problem's path (onprem.pue → pue; a service's name through `aliases`)."""
+        name = path.split(".")[-1]
+        return self.aliases.get(name, name)
+
+    def label(self, name: str) -> str:
+        return self.labels.get(self.field_of(name), (name, ""))[0]
+
+    def unit(self, name: str) -> str:
+        return self.labels.get(name, (name, ""))[1]
 
 
 def _int(params: Mapping[str, str], form: Form, name: str, lo: int, hi: int) -> None:
@@ -55,7 +77,7 @@ def _int(params: Mapping[str, str], form: Form, name: str, lo: int, hi: int) -> 
             raise ValueError
         form.values[name] = value
     except ValueError:
-        form.errors[name] = f"a whole number from {lo} to {hi:,}"
+        form.refuse(params, name, f"a whole number from {lo} to {hi:,}")
 
 
 def _float(params: Mapping[str, str], form: Form, name: str, lo: float, hi: float) -> None:
@@ -67,7 +89,7 @@ def _float(params: Mapping[str, str], form: Form, name: str, lo: float, hi: floa
             raise ValueError
         form.values[name] = value
     except ValueError:
-        form.errors[name] = f"a number from {lo:g} to {hi:g}"
+        form.refuse(params, name, f"a number from {lo:g} to {hi:g}")
 
 
 def _optional_float(params: Mapping[str, str], form: Form, name: str, lo: float, hi: float) -> None:
@@ -82,7 +104,7 @@ def _choice(params: Mapping[str, str], form: Form, name: str, choices: tuple[str
         if params[name] in choices:
             form.values[name] = params[name]
         else:
-            form.errors[name] = f"one of {', '.join(choices)}"
+            form.refuse(params, name, f"one of {', '.join(choices)}")
 
 
 def _text(params: Mapping[str, str], form: Form, name: str) -> None:
@@ -101,6 +123,17 @@ def _problems(exc: Exception) -> list[Problem]:
 # ---------------------------------------------------------------------------------------------- network
 
 
+# the network page's fields: label and unit, as its inputs and its problem list show them
+NETWORK_FIELDS: dict[str, tuple[str, str]] = {
+    "gpu": ("GPU type", ""),
+    "nodes": ("Nodes", "nodes"),
+    "gpus_per_node": ("GPUs per node", "GPUs"),
+    "op": ("Operation", ""),
+    "min_size": ("Smallest message", "bytes"),
+    "max_size": ("Largest message", "bytes"),
+}
+
+
 def network_form(params: Mapping[str, str]) -> Form:
     form = Form(
         {
@@ -110,7 +143,8 @@ def network_form(params: Mapping[str, str]) -> Form:
             "op": "all_reduce",
             "min_size": "64 KiB",
             "max_size": "4 GiB",
-        }
+        },
+        labels=NETWORK_FIELDS,
     )
     _text(params, form, "gpu")
     _int(params, form, "nodes", 1, 100_000)
@@ -232,7 +266,9 @@ def cost_form(params: Mapping[str, str]) -> Form:
             "months": 48,
             "depreciation": "straight_line",
             "fabric": "",  # blank: the GPU's reference fabric, as the API and CLI when none is named
-        }
+        },
+        labels=COST_FIELDS,
+        aliases={field: name for name, (_, _, field, _) in ONPREM_OVERRIDES.items()},
     )
     _text(params, form, "gpu")
     _text(params, form, "fabric")
@@ -257,6 +293,27 @@ ONPREM_OVERRIDES: dict[str, tuple[float, float, str, float]] = {
     "gpus_per_fte": (1.0, 1e6, "gpus_per_fte", 1.0),
     "usd_per_fte_year": (0.0, 1e8, "usd_per_fte_year", 1.0),
     "residual_pct": (0.0, 100.0, "residual_fraction", 0.01),
+}
+
+
+# the cost page's fields: label and unit, as its inputs and its problem list show them
+COST_FIELDS: dict[str, tuple[str, str]] = {
+    "gpu": ("GPU type", ""),
+    "nodes": ("Nodes", "nodes"),
+    "gpus_per_node": ("GPUs per node", "GPUs"),
+    "fabric": ("Fabric", "priced by its network bill of materials"),
+    "utilisation": ("Utilisation", "% of hours busy"),
+    "months": ("Horizon", "months"),
+    "depreciation": ("Depreciation", ""),
+    "server_usd": ("Server price", "USD per node"),
+    "node_kw": ("Node power", "kW at maximum"),
+    "pue": ("PUE", "facility / IT power"),
+    "usd_per_kwh": ("Electricity", "USD per kWh"),
+    "colo_usd_per_kw_month": ("Colocation", "USD per kW-month"),
+    "maintenance_pct": ("Maintenance", "% of hardware capex per year"),
+    "gpus_per_fte": ("Staff ratio", "GPUs per engineer"),
+    "usd_per_fte_year": ("Staff cost", "USD per engineer-year"),
+    "residual_pct": ("Resale value at end of life", "% of capex"),
 }
 
 
@@ -295,8 +352,8 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
     except (SpecError, ValidationError, NotFoundError, LookupError) as exc:
         problems = _problems(exc)
         for p in problems:  # a problem with one of the page's own fields is also shown beside that field
-            if p.field in form.values:
-                form.errors.setdefault(p.field, p.message)
+            if form.field_of(p.field) in form.values:
+                form.errors.setdefault(form.field_of(p.field), p.message)
         return {"problems": problems}
     breakevens = sorted(tco.breakevens, key=lambda b: b.usd_per_gpu_hour)
     shown = {b.label for b in breakevens[:6]} | {"on-prem", "on-prem net of resale"}

@@ -1,0 +1,80 @@
+"""The compare page's rows as a reader sees them: labels with units, shares in %, results rounded for display, the
+wall-clock figures before the compute ones. The comparison itself (app.services.plans.compare_plans) and the CSV and
+JSON exports keep the raw values."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from app.web.pages._filters import num_auto, num_signed
+
+# a result the plan pages lead with goes before the compute figure it stands beside
+LEADS = {"wall_clock_days": "time_to_train_days", "wall_clock_gpu_hours": "gpu_hours"}
+SHARE_UNIT = "fraction"  # stored as 0–1, shown in %
+
+
+def display_rows(rows: list[Any]) -> list[dict[str, Any]]:
+    """Each comparison row (ComparisonRow) with the text of its values, changes and percentages, in page order."""
+    return [_display_row(row) for row in _leading_first(rows)]
+
+
+def _leading_first(rows: list[Any]) -> list[Any]:
+    """The rows with each wall-clock result moved just before its compute counterpart (where both are present)."""
+    ordered = list(rows)
+    for lead, follower in LEADS.items():
+        keys = [r.key for r in ordered]
+        if lead in keys and follower in keys:
+            row = ordered.pop(keys.index(lead))
+            ordered.insert([r.key for r in ordered].index(follower), row)
+    return ordered
+
+
+def _display_row(row: Any) -> dict[str, Any]:
+    share = row.unit == SHARE_UNIT
+    scale = 100.0 if share else 1.0
+    rounded = row.section == "Results"  # inputs, choices and provenance are shown as given
+    return {
+        "key": row.key,
+        "label": row.label,
+        "unit": "%" if share else row.unit,
+        "section": row.section,
+        "differs": row.differs,
+        "texts": [_value_text(v, scale, rounded) for v in row.values],
+        "numeric": [_is_number(v) for v in row.values],
+        "deltas": [_change_text(d, scale, rounded) for d in row.deltas],
+        "percents": [None if p is None else _change_text(p, 1.0, True) + " %" for p in row.percents],
+    }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _value_text(value: Any, scale: float, rounded: bool) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not _is_number(value):
+        return str(value)
+    return significant(value * scale) if rounded else num_auto(value * scale)
+
+
+def _change_text(value: float | None, scale: float, rounded: bool) -> str:
+    if value is None or not _is_number(value):
+        return "—"
+    x = value * scale
+    if x == 0 or not rounded:
+        return num_signed(x)
+    return ("+" if x > 0 else "−") + significant(abs(x))
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """A result for display: whole numbers from 100 up with thousands separators, smaller ones to `digits`
+    significant figures (74.0, 6.71, 0.949); whole values without decimals."""
+    if not math.isfinite(x):
+        return "—"
+    if abs(x) >= 10 ** (digits - 1) or float(x).is_integer():
+        return f"{round(x):,}"
+    return f"{x:#.{digits}g}".rstrip(".")

@@ -28,25 +28,24 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def _size_cost(client: Any, gpus: str) -> tuple[float, float]:
-    """The size table's compute GPU-hours and cost (USD) of the row with this many GPUs (as the page writes it)."""
+def _size_cost(client: Any, gpus: str) -> tuple[float, float, float]:
+    """The size table's compute GPU-hours, wall-clock GPU-hours and cost (USD) of the row with this many GPUs (as
+    the page writes it)."""
     r = client.get("/plans/new/sizes?" + STATE.query(), headers=HX)
     assert r.status_code == 200
     assert "Cost (USD, wall-clock GPU-hours)" in r.text and "Compute GPU-hours" in r.text
-    row = re.search(
-        rf'<th scope="row" class="num">{gpus}</th>.*?<td class="num">([\d,]+)</td><td class="num">([\d,]+)</td>',
-        r.text,
-        re.S,
-    )
+    assert "Wall-clock GPU-hours" in r.text
+    cells = r'<td class="num">([\d,]+)</td>' * 3
+    row = re.search(rf'<th scope="row" class="num">{gpus}</th>.*?{cells}', r.text, re.S)
     assert row, r.text[:2000]
-    return _number(row.group(1)), _number(row.group(2))
+    return _number(row.group(1)), _number(row.group(2)), _number(row.group(3))
 
 
 def test_the_size_table_costs_the_headline_cluster_as_the_headline_does(client: Any) -> None:
     page = client.get("/plans/new?" + STATE.query(), headers=HX).text
     headline = re.search(r"<dt>Cost per run</dt><dd class=\"num\">([\d,]+) USD", page)
     assert headline, page[:2000]
-    compute_hours, cost = _size_cost(client, "4,096")
+    compute_hours, wall_hours, cost = _size_cost(client, "4,096")
     assert cost == _number(headline.group(1))
     card = re.search(r'id="gpu-hours-card">(.*?)</div>', page, re.S)
     assert card
@@ -56,6 +55,7 @@ def test_the_size_table_costs_the_headline_cluster_as_the_headline_does(client: 
     # the cost says which hours it charges, and they are the wall-clock ones of the card
     charged = re.search(r'id="cost-hours">for the ([\d,]+) wall-clock GPU-hours', page)
     assert charged and charged.group(1) == wall.group(1)
+    assert wall_hours == _number(wall.group(1))  # the size row's wall-clock GPU-hours are the card's
 
 
 def test_the_ranking_costs_the_recommended_layout_as_the_headline(client: Any) -> None:

@@ -316,6 +316,8 @@ def rule_for(source: str) -> SourceRule:
 FRAMEWORK_KEYWORDS: tuple[tuple[tuple[str, ...], Framework, str], ...] = (
     ((r"\bdeepspeed",), DEEPSPEED, "DeepSpeed named in the row"),
     ((r"\bllm-foundry", r"\bcomposer"), LLM_FOUNDRY, "llm-foundry / Composer named in the row"),
+    # Megatron-FSDP is Megatron-core's own parameter sharding (--use-megatron-fsdp), not PyTorch FSDP
+    ((r"\bmegatron[- ]fsdp",), MEGATRON_CORE, "Megatron-FSDP named in the row: Megatron-core's own sharding"),
     ((r"\bfsdp", r"\btorchtitan"), TORCHTITAN, "PyTorch FSDP named in the row"),
     ((r"\bnemo\b", r"\bmegatron-bridge"), NEMO, "NeMo / Megatron-Bridge named in the row"),
 )

@@ -22,6 +22,10 @@ from app.errors import NotFoundError
 FABRICS_FILE = Path(__file__).resolve().parent / "fabrics.yaml"
 
 
+# the transports' names as a fabric's label gives them (a preset's `family` names its product instead)
+TRANSPORT_NAMES = {"infiniband": "InfiniBand", "roce": "RoCE", "efa": "EFA", "ethernet_tcp": "Ethernet (TCP)"}
+
+
 @dataclass(frozen=True)
 class FabricPreset:
     name: str
@@ -29,6 +33,24 @@ class FabricPreset:
     aliases: tuple[str, ...]
     source: str
     notes: str
+    family: str = ""  # the network's product family when the transport does not name it (Omni-Path)
+
+    @property
+    def label(self) -> str:
+        """In words, from the preset's own figures: "RoCE 8 × 400G, static ECMP, scattered placement"."""
+        f = self.spec
+        family = self.family or TRANSPORT_NAMES.get(f.transport, f.transport)
+        parts = [
+            f"{family} {f.nics_per_node} × {f.nic_bandwidth_bytes_per_s / GBIT:g}G",
+            "static ECMP" if f.routing == "ecmp" else "adaptive routing",
+        ]
+        if f.qps_per_connection > 1:
+            parts.append(f"{f.qps_per_connection} queue pairs per connection")
+        if f.placement == "scattered":
+            parts.append("scattered placement")
+        if f.sharp:
+            parts.append("SHARP")
+        return ", ".join(parts)
 
 
 def _key(name: str) -> str:
@@ -67,6 +89,7 @@ def _presets() -> dict[str, FabricPreset]:
             aliases=tuple(rec.get("aliases", ())),
             source=str(rec.get("source", "")),
             notes=str(rec.get("notes", "")).strip(),
+            family=str(rec.get("family", "")),
         )
     return out
 

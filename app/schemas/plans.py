@@ -260,10 +260,12 @@ class PlanExport(Provenance):
 
 
 class RevisionForm(BaseModel):
-    """The fields of the saved-plan page's revision form."""
+    """The fields of the builder's save form (a new plan or a revision): `inputs` is the builder's query as typed,
+    so a save that fails reopens the builder with the user's values."""
 
     name: str = Field(default="", max_length=200)
     notes: str = Field(default="", max_length=20000)
     scenario: str = Field(default="", max_length=400_000)
     calibration_profile: str = Field(default="", max_length=200)
     builder: str = Field(default="", max_length=2000)
+    inputs: str = Field(default="", max_length=1_000_000)

@@ -148,6 +148,11 @@ class BuilderState:
                 data.pop(name)
         return urlencode({k: _fmt(v) for k, v in data.items()})
 
+    def typed_query(self) -> str:
+        """The query of the inputs as typed: each refused input's own text (`raw`), not the default it fell back
+        to (the save form sends it, so a refused save reopens the builder as the user left it)."""
+        return self.query(**self.raw)
+
     def modules_list(self) -> list[str]:
         return [m for m in self.recompute_modules.split(",") if m]
 
@@ -267,6 +272,28 @@ PLANNER_CHOOSES = tuple(
     for n, k in (BUILDER_KNOBS | BUILDER_CHOICES).items()
     if k.section == "layout" and n not in PLANNER_KEEPS
 )
+# the labels of the builder's inputs that are not the registry's knobs (its form shows these)
+BUILDER_LABELS = {
+    "model": "Model",
+    "hf_config": "Paste config.json",
+    "gpu": "GPU type",
+    "fabric": "Fabric",
+    "tokens_b": "Training tokens",
+    "deadline_days": "Finish within",
+    "budget_usd": "Budget per run",
+    "scaling_mode": "Scaling panel",
+    "mode": "Who chooses the layout",
+    "rank_by": "Planner ranks layouts by",
+    "profile": "Calibration profile",
+}
+
+
+def input_label(name: str) -> str:
+    """The label of the builder's input `name` (a knob's from the registry), or the name itself if it has none."""
+    known = BUILDER_KNOBS.get(name) or BUILDER_CHOICES.get(name)
+    return known.label if known else BUILDER_LABELS.get(name, name)
+
+
 # the builder's own choices beside the registry's (its mode, the ranking, the scaling panel)
 _MODE_CHOICES = {"mode": MODE_CHOICES, "rank_by": RANK_CHOICES, "scaling_mode": SCALING_CHOICES}
 GENERIC_NAMES = tuple(k.name for k in generic_knobs("layout"))

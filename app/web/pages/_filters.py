@@ -105,6 +105,13 @@ def field_anchor(field: Any) -> str:
     }.get(name, name)
 
 
+def field_label(field: Any) -> str:
+    """The builder input's label for a problem's field path (layout.tp → Tensor parallel)."""
+    from app.web.pages._builder import input_label
+
+    return input_label(field_anchor(field))
+
+
 def linkify(text: Any) -> Markup:
     escaped = str(escape(str(text or "")))
     return Markup(
@@ -120,6 +127,7 @@ def install() -> None:
         num_signed=num_signed,
         label=label,
         field_anchor=field_anchor,
+        field_label=field_label,
         linkify=linkify,
     )
 

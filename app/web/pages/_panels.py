@@ -87,11 +87,17 @@ class Choices:
 
 
 def fabric_names() -> list[str]:
+    return [name for name, _ in fabric_options()]
+
+
+def fabric_options() -> list[tuple[str, str]]:
+    """The fabric presets as select options, by name: the name as the value, the preset's label as the text
+    (e.g. "RoCE 8 × 400G, static ECMP, scattered placement")."""
     try:
-        from app.catalog.fabrics import fabrics
+        from app.catalog.fabrics import presets
     except ImportError:
-        return list(FALLBACK_FABRICS)
-    return sorted(fabrics())
+        return [(name, name) for name in FALLBACK_FABRICS]
+    return [(name, preset.label) for name, preset in sorted(presets().items())]
 
 
 PROFILES_NEED_SIGN_IN = (
@@ -131,7 +137,7 @@ def choices(session: Session, state: BuilderState | None = None, may_use_profile
         for m in session.exec(select(ModelEntry).order_by(col(ModelEntry.name))).all()
     ]
     gpus = [(g.name, g.name) for g in session.exec(select(GPUEntry).order_by(col(GPUEntry.name))).all()]
-    fabrics = [(f, f) for f in fabric_names()]
+    fabrics = fabric_options()
     if state is not None:  # keep the current value selectable even if the catalog does not list it
         if state.gpu not in {g for g, _ in gpus}:
             gpus.insert(0, (state.gpu, state.gpu))

@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any
+from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -33,7 +34,7 @@ from app.schemas.plans import (
 from app.services import planning
 from app.services import plans as plan_service
 from app.services.plan_access import OwnerFilter, PlanActor
-from app.web.pages import _builder, _panels
+from app.web.pages import _builder, _panels, tools
 from app.web.pages._compare import display_rows
 from app.web.templating import render
 
@@ -80,22 +81,42 @@ def builder(
     """The planning session: inputs on the left, results updated in place on the right."""
     params = dict(request.query_params)
     editing = params.pop("plan", None)
-    state = _builder.parse_state(params)
-    profiles_allowed = may_use_profiles(principal)  # anonymous: no profile choices, a named one is refused
-    view = _panels.build_view(session, state, profiles_allowed)
     editing_plan = _plan_to_edit(session, editing, principal) if editing else None
+    return _builder_page(request, session, principal, _builder.parse_state(params), editing_plan)
+
+
+def _builder_page(
+    request: Request,
+    session: Session,
+    principal: Principal,
+    state: _builder.BuilderState,
+    editing_plan: PlanPublic | None,
+    refused: RevisionForm | None = None,
+    problems: list[Problem] | None = None,
+) -> HTMLResponse:
+    """The builder for `state`; after a refused save (`refused`: what was posted, `problems`: why), the whole page
+    again with the save form's name and notes kept and a 422."""
+    profiles_allowed = may_use_profiles(principal)  # anonymous: no profile choices, a named one is refused
     context: dict[str, Any] = {
         "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
         "state": state,
-        "view": view,
+        "view": _panels.build_view(session, state, profiles_allowed),
         "choices": _panels.choices(session, state, profiles_allowed),
         # each input's label, unit, range or options, and hint (app.core.knobs)
         "knobs": _builder.BUILDER_KNOBS | _builder.BUILDER_CHOICES,
+        "labels": _builder.BUILDER_LABELS,  # the other inputs' labels
         "generic_knobs": _builder.GENERIC_NAMES,
         "planner_chooses": _builder.PLANNER_CHOOSES,
         "editing": editing_plan,
         "csrf_token": _csrf(request),
+        "cluster_links": tools.cluster_links(state),
+        "typed_query": state.typed_query(),  # sent with a save: a refused one reopens these inputs
+        "refused": refused,
+        "save_problems": problems or [],
+        "save_labels": SAVE_LABELS,
     }
+    if refused is not None:
+        return render(request, "plan_new.html", context, status_code=422)
     return render(request, "plan_new.html", context, block="results")
 
 
@@ -155,29 +176,22 @@ def builder_sizes(request: Request, session: SessionDep, principal: PrincipalDep
 
 @router.post("/plans", response_class=HTMLResponse)
 def save_new_plan(
-    request: Request,
-    session: SessionDep,
-    principal: WriteDep,
-    name: Annotated[str, Form(max_length=200)] = "",
-    notes: Annotated[str, Form(max_length=20000)] = "",
-    scenario: Annotated[str, Form(max_length=400_000)] = "",
-    calibration_profile: Annotated[str, Form(max_length=200)] = "",
-    builder: Annotated[str, Form(max_length=2000)] = "",
+    request: Request, session: SessionDep, principal: WriteDep, form: Annotated[RevisionForm, Form()]
 ) -> Response:
     try:
         body = PlanCreate.model_validate(
             {
-                "name": name or "Untitled plan",
-                "notes": notes,
-                "scenario": _scenario_field(scenario),
-                "calibration_profile": calibration_profile or None,
+                "name": form.name or "Untitled plan",
+                "notes": form.notes,
+                "scenario": _scenario_field(form.scenario),
+                "calibration_profile": form.calibration_profile or None,
             }
         )
-        plan = plan_service.create_plan(session, body, _actor(principal), _choices_field(builder))
+        plan = plan_service.create_plan(session, body, _actor(principal), _choices_field(form.builder))
     except SpecError as exc:
-        return _save_failed(request, exc)
+        return _builder_refused(request, session, principal, form, exc)
     except ValidationError as exc:
-        return _save_failed(request, planning.validation_problems(exc, ""))
+        return _builder_refused(request, session, principal, form, planning.validation_problems(exc, ""))
     except PermissionError as exc:
         return _forbidden(request, exc)
     return _see_other(request, f"/plans/{plan.id}")
@@ -202,9 +216,10 @@ def save_revision(
         )
         plan_service.add_revision(session, plan_id, change, _actor(principal), _choices_field(form.builder))
     except SpecError as exc:
-        return _save_failed(request, exc)
+        return _builder_refused(request, session, principal, form, exc, plan_id)
     except ValidationError as exc:
-        return _save_failed(request, planning.validation_problems(exc, ""))
+        problems = planning.validation_problems(exc, "")
+        return _builder_refused(request, session, principal, form, problems, plan_id)
     except NotFoundError:
         return _not_found(request, "plan", str(plan_id))
     except PermissionError as exc:
@@ -255,6 +270,32 @@ def _choices_field(raw: str) -> dict[str, Any]:
         return _builder.choices_from(json.loads(raw)) if raw else {}
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return {}
+
+
+# the save form's fields as its page labels them (a refused save lists its problems by these)
+SAVE_LABELS = {
+    "name": "Plan name",
+    "notes": "Notes",
+    "scenario": "Inputs",
+    "calibration_profile": "Calibration profile",
+}
+
+
+def _builder_refused(
+    request: Request,
+    session: Session,
+    principal: Principal,
+    form: RevisionForm,
+    exc: SpecError,
+    plan_id: uuid.UUID | None = None,
+) -> HTMLResponse:
+    """A save the service refused: the builder again with the inputs the form carried (its problems listed by field
+    as while editing), the name and notes kept, and why the save failed; nothing is saved."""
+    params = dict(parse_qsl(form.inputs, keep_blank_values=True))
+    params.pop("plan", None)
+    editing = _plan_to_edit(session, str(plan_id), principal) if plan_id else None
+    state = _builder.parse_state(params)
+    return _builder_page(request, session, principal, state, editing, form, list(exc.problems))
 
 
 def _save_failed(request: Request, exc: SpecError) -> HTMLResponse:
@@ -405,6 +446,7 @@ def plan_detail(
         "view": _panels.view_from_saved(rev),
         "saved_choices": _panels.saved_choices_summary(rev.builder_choices),
         "builder_query": state.query(plan=str(plan.id)) if plan.may_change else state.query(),
+        "cluster_links": tools.cluster_links(state),
         "can_write": principal.has("plans:write"),
         "csrf_token": _csrf(request),
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -120,6 +121,17 @@ def _problems(exc: Exception) -> list[Problem]:
     return [Problem("gpu", str(exc))]
 
 
+def cluster_links(state: BuilderState) -> dict[str, str]:
+    """The Cost and Network pages for a builder's or a saved plan's cluster, by the query names their forms read
+    (cost_form, network_form): its GPU, nodes and GPUs per node, and on /cost its fabric (/network charts every
+    fabric preset)."""
+    cluster = {"gpu": state.gpu, "nodes": state.nodes, "gpus_per_node": state.gpus_per_node}
+    return {
+        "cost": "/cost?" + urlencode(cluster | {"fabric": state.fabric}),
+        "network": "/network?" + urlencode(cluster),
+    }
+
+
 # ---------------------------------------------------------------------------------------------- network
 
 
@@ -152,7 +164,18 @@ def network_form(params: Mapping[str, str]) -> Form:
     _choice(params, form, "op", NETWORK_OPS)
     _choice(params, form, "min_size", tuple(SIZE_CHOICES))
     _choice(params, form, "max_size", tuple(SIZE_CHOICES))
+    _check_size_order(form)
     return form
+
+
+def _check_size_order(form: Form) -> None:
+    """A smallest message larger than the largest: both inputs refused, each naming the other by its label (the
+    values stay selected)."""
+    lo, hi = form["min_size"], form["max_size"]
+    if {"min_size", "max_size"} & form.errors.keys() or SIZE_CHOICES[lo] <= SIZE_CHOICES[hi]:
+        return  # a refused size is already named; the other is compared with no default
+    form.errors["min_size"] = f"{lo} is larger than “{form.label('max_size')}” ({hi})"
+    form.errors["max_size"] = f"{hi} is smaller than “{form.label('min_size')}” ({lo})"
 
 
 def network_view(session: Session, form: Form) -> dict[str, Any]:
@@ -161,8 +184,6 @@ def network_view(session: Session, form: Form) -> dict[str, Any]:
 
     fabrics = [f.name for f in net.list_fabrics()]
     lo, hi = SIZE_CHOICES[form["min_size"]], SIZE_CHOICES[form["max_size"]]
-    if lo > hi:
-        lo, hi = hi, lo
     problems = [Problem(k, v) for k, v in form.errors.items()]
     if not problems and form["nodes"] * form["gpus_per_node"] < 2:
         problems.append(
@@ -430,9 +451,9 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
 def cost_fabrics(form: Form) -> list[tuple[str, str]]:
     """The fabric select: blank for the GPU's reference fabric, then the catalog's presets (the builder's list);
     a name the catalog lacks stays selectable, so the page shows what was asked beside its error."""
-    names = _panels.fabric_names()
-    options = [("", "the GPU's reference fabric")] + [(n, n) for n in names]
-    if form["fabric"] and form["fabric"] not in names:
+    presets = _panels.fabric_options()
+    options = [("", "the GPU's reference fabric"), *presets]
+    if form["fabric"] and form["fabric"] not in {name for name, _ in presets}:
         options.insert(1, (form["fabric"], form["fabric"]))
     return options
 

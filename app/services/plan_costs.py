@@ -40,6 +40,17 @@ def goodput_share(res: Any) -> float:
     return round(float(res.goodput), 4)
 
 
+def cluster_goodput(num_gpus: int, gpus_per_node: int, params_total: float) -> float | None:
+    """The goodput share (goodput_share) of `num_gpus` GPUs training a model of `params_total` parameters. It
+    depends on the failure rates and the checkpoint only, not on the run's speed or length (those only size
+    plan_goodput's summary), so one evaluation serves every layout of one cluster. None where it cannot be
+    evaluated."""
+    try:
+        return goodput_share(plan_goodput(num_gpus, gpus_per_node, params_total, 1.0))
+    except (SpecError, ValidationError, ValueError):
+        return None
+
+
 def wall_clock_cost_usd(num_gpus: int, gpu_hours: float, goodput: float, usd_per_gpu_hour: float) -> float:
     """Cost per run at one price per GPU-hour on the wall clock, the basis of every cost on the planning pages:
     app.core.cost.run_cost's billed GPU-hours (the compute GPU-hours ÷ the goodput: failures, checkpoints,

@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from pydantic import ValidationError
-
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
@@ -115,39 +113,29 @@ def _with_cost(
     rank_by: str,
     usd_per_gpu_hour: float | None,
 ) -> tuple[list[dict[str, Any]], str]:
-    """Each ranked row with its cost per run on the wall-clock GPU-hours, as the headline's (`_row_cost`); ordered
-    by it, and ranks renumbered, when ranking by cost. Returns the rows and the metric they are ranked by ("time"
-    when there is no price)."""
+    """Each ranked row with its cost per run on the wall-clock GPU-hours, as the headline's: its compute GPU-hours
+    over the cluster's goodput (app.services.plan_costs.cluster_goodput, one evaluation for every row) × the
+    price; ordered by it, and ranks renumbered, when ranking by cost. Returns the rows and the metric they are
+    ranked by ("time" when there is no price)."""
     if usd_per_gpu_hour is None:  # no price asked for (ranked by time) or none in the book: no cost column
         return rows, "time"
+    from app.services.plan_costs import cluster_goodput, wall_clock_cost_usd
+
+    gpus = cluster.num_gpus
+    goodput = cluster_goodput(gpus, cluster.gpus_per_node, params_total)
     for row in rows:
-        row["cost_usd"] = _row_cost(row, cluster, params_total, usd_per_gpu_hour)
+        days = row.get("time_to_train_days")
+        row["cost_usd"] = (
+            wall_clock_cost_usd(gpus, days * 24.0 * gpus, goodput, usd_per_gpu_hour)
+            if days is not None and goodput
+            else None
+        )
     if rank_by != "cost":
         return rows, "time"
     rows = sorted(rows, key=lambda r: (r["cost_usd"] is None, r["cost_usd"] or 0.0, r["rank"]))
     for rank, row in enumerate(rows, start=1):
         row["rank"] = rank
     return rows, "cost"
-
-
-def _row_cost(
-    row: dict[str, Any], cluster: Any, params_total: float, usd_per_gpu_hour: float
-) -> float | None:
-    """A ranked row's cost per run: its compute GPU-hours over the goodput of this cluster at the row's MFU and
-    days (app.services.plan_costs), × the price; None without a time to train or a goodput."""
-    from app.services.plan_costs import goodput_share, plan_goodput, wall_clock_cost_usd
-
-    days = row.get("time_to_train_days")
-    if days is None:
-        return None
-    gpus = cluster.num_gpus
-    try:
-        goodput = goodput_share(
-            plan_goodput(gpus, cluster.gpus_per_node, params_total, float(row["mfu"]), days)
-        )
-        return wall_clock_cost_usd(gpus, days * 24.0 * gpus, goodput, usd_per_gpu_hour)
-    except (SpecError, ValidationError, ValueError):
-        return None
 
 
 def _recommended_row(

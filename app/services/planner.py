@@ -26,7 +26,7 @@ from app.schemas.search import (
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.estimate import time_to_train_payload
 from app.services.pipeline_hint import pipeline_fill_note
-from app.services.plan_costs import goodput_share, plan_goodput, wall_clock_cost_usd
+from app.services.plan_costs import cluster_goodput, wall_clock_cost_usd
 from app.services.plan_ranking import ranking_payload
 from app.services.region import accept_for, mark, reasons_for, recommended_entry, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -233,46 +233,28 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
 
 
 def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]], price: float | None) -> None:
-    """Each size's goodput (the planning page's goodput model, app.services.plan_costs.plan_goodput: Meta's Llama 3
-    interruption rates on this many GPUs, Daly checkpoints), its days and GPU-hours on the wall clock (the compute
-    ones over the goodput, app.services.planning.wall_clock, as the plan's headline) and its cost per run on them.
-    The compute-only cost moves to `compute_cost_usd`; `cost_usd` is None where the wall clock is unknown."""
+    """Each size's compute GPU-hours, goodput (app.services.plan_costs.cluster_goodput: Meta's Llama 3 interruption
+    rates on this many GPUs, Daly checkpoints), days and GPU-hours on the wall clock (the compute ones over the
+    goodput, app.services.planning.wall_clock, as the plan's headline) and cost per run on them. The compute-only
+    cost moves to `compute_cost_usd`; `cost_usd` is None where the wall clock is unknown."""
     from app.core.model import param_counts
+    from app.services.planning import wall_clock
 
     params_total = param_counts(resolved.model).total
     for point in points:
         point["compute_cost_usd"] = point.get("cost_usd")
         point["cost_usd"] = None
-        wall = _wall_clock_of(resolved, point, params_total)
-        if wall is None:
+        seconds, gpus = point.get("time_to_train_s"), int(point["num_gpus"])
+        if not point.get("best") or not seconds:
             continue
-        point.update(wall)
+        point["gpu_hours"] = seconds * gpus / 3600.0
+        goodput = cluster_goodput(gpus, resolved.cluster.gpus_per_node, params_total)
+        if not goodput:
+            continue
+        point["goodput"] = goodput
+        point.update(wall_clock(point))
         if price is not None:
-            point["cost_usd"] = wall_clock_cost_usd(
-                int(point["num_gpus"]), point["gpu_hours"], wall["goodput"], price
-            )
-
-
-def _wall_clock_of(
-    resolved: ResolvedScenario, point: dict[str, Any], params_total: float
-) -> dict[str, Any] | None:
-    """A size point's compute GPU-hours, goodput, wall-clock days and GPU-hours; None without a layout or where the
-    goodput cannot be evaluated."""
-    from app.services.planning import wall_clock
-
-    best, days, seconds = point.get("best"), point.get("time_to_train_days"), point.get("time_to_train_s")
-    if not best or not days or not seconds:
-        return None
-    gpus = int(point["num_gpus"])
-    try:
-        res = plan_goodput(gpus, resolved.cluster.gpus_per_node, params_total, float(best["mfu"]), days)
-    except (SpecError, ValidationError, ValueError):
-        return None
-    goodput = goodput_share(res)
-    if goodput <= 0:
-        return None
-    figures = {"goodput": goodput, "time_to_train_days": days, "gpu_hours": seconds * gpus / 3600.0}
-    return {"gpu_hours": figures["gpu_hours"], "goodput": goodput, **wall_clock(figures)}
+            point["cost_usd"] = wall_clock_cost_usd(gpus, point["gpu_hours"], goodput, price)
 
 
 def _sizes_accuracy(band: Any) -> dict[str, Any] | None:

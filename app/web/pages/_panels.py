@@ -355,7 +355,7 @@ def _size_row(state: BuilderState, point: dict[str, Any], goal: dict[str, Any]) 
         "days_high": point.get("time_to_train_likely_high_days"),
         "wall_days": wall_days,
         "goodput": point.get("goodput"),
-        "gpu_hours": point.get("gpu_hours", days * 24.0 * gpus if days is not None else None),
+        "gpu_hours": point.get("gpu_hours"),
         "wall_gpu_hours": point.get("wall_clock_gpu_hours"),
         "cost_usd": cost,
         "on_time": on_time,

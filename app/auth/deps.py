@@ -44,6 +44,7 @@ __all__ = [
     "current_principal",
     "may_use_profiles",
     "profile_named",
+    "require_browser_session",
     "require_scope",
     "require_user",
 ]
@@ -222,6 +223,26 @@ async def require_user(request: Request, principal: Principal = Depends(current_
 
 require_user.requires_user = True  # type: ignore[attr-defined]  # read by the route-walking test
 
+BROWSER_SESSION_ONLY = "change the password from a signed-in browser session"
+
+
+async def require_browser_session(
+    request: Request, principal: Principal = Depends(current_principal)
+) -> Principal:
+    """Dependency: a user signed in through a browser session (the `cp_session` cookie), for changing the password.
+    An API token, whatever its scopes, is refused (403): a token that leaks must not be able to lock its owner
+    out and take the account over."""
+    if principal.via != "cookie":
+        if not principal.is_authenticated:
+            raise AuthenticationRequired(f"sign in first: {BROWSER_SESSION_ONLY}")
+        raise HTTPException(status_code=403, detail=BROWSER_SESSION_ONLY)
+    await check_csrf(request, principal)
+    return principal
+
+
+require_browser_session.requires_user = True  # type: ignore[attr-defined]
+require_browser_session.requires_session = True  # type: ignore[attr-defined]  # tokens refused (route walk, OpenAPI)
+
 
 def principal_user_id(principal: Principal) -> uuid.UUID | None:
     return principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
@@ -278,6 +299,7 @@ class RouteRequirement:
     scopes: frozenset[str]
     user: bool
     node: bool
+    session: bool = False  # a browser session only: API tokens refused (require_browser_session)
 
     @property
     def anything(self) -> bool:
@@ -285,9 +307,10 @@ class RouteRequirement:
 
 
 def route_requirement(dependant: Any) -> RouteRequirement:
-    """Scopes (`require_scope`), user account (`require_user`) and node token (app.auth.nodes) needed."""
+    """Scopes (`require_scope`), user account (`require_user`), browser session (`require_browser_session`) and
+    node token (app.auth.nodes) needed."""
     scopes: set[str] = set()
-    user = node = False
+    user = node = session = False
     stack = list(getattr(dependant, "dependencies", []))
     while stack:
         sub = stack.pop()
@@ -296,9 +319,10 @@ def route_requirement(dependant: Any) -> RouteRequirement:
         if scope:
             scopes.add(scope)
         user = user or bool(getattr(call, "requires_user", False))
+        session = session or bool(getattr(call, "requires_session", False))
         node = node or getattr(call, "__module__", "") == "app.auth.nodes"
         stack.extend(sub.dependencies)
-    return RouteRequirement(frozenset(scopes), user, node)
+    return RouteRequirement(frozenset(scopes), user, node, session)
 
 
 # The principal dependencies of the routes and pages, each defined once (the scopes are app.auth.tokens.SCOPES).

@@ -218,6 +218,12 @@ def document_security(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any]:
             if requirement.node:
                 operation["security"] = [{"nodeToken": []}]
                 responses.setdefault("401", _error("Missing, unknown or revoked node token"))
+            elif requirement.session:
+                operation["security"] = [{"sessionCookie": []}]
+                responses.setdefault("401", _error("Not signed in"))
+                responses.setdefault(
+                    "403", _error("An API token (a browser session is needed), or a cross-site request")
+                )
             elif requirement.anything:
                 operation["security"] = [{"apiToken": []}, {"sessionCookie": []}]
                 if requirement.scopes:

@@ -622,6 +622,30 @@ def test_password_change_revokes_other_sessions_keeps_this_one(app_db: str) -> N
     login(remote_client(), email, "a newer password")
 
 
+@pytest.mark.parametrize("scopes", [["plans:read"], ["plans:write"], ["admin"]])
+def test_an_api_token_cannot_change_the_password(app_db: str, scopes: list[str]) -> None:
+    email = _unique("token-holder")
+    token = bearer(issue_token(email, scopes, is_admin="admin" in scopes))
+    change = {"current_password": PASSWORD, "new_password": "taken over by a token"}
+    client = remote_client()
+    r = client.post("/api/v1/auth/password", json=change, headers=token)
+    assert (
+        r.status_code == 403 and r.json()["detail"] == "change the password from a signed-in browser session"
+    )
+    form = {"email": email, "new_password": "taken over", "confirm_password": "taken over"}
+    page = client.post("/account/password", data=form | {"current_password": PASSWORD}, headers=token)
+    assert page.status_code == 403
+    assert client.post("/api/v1/auth/password", json=change).status_code == 401
+    login(remote_client(), email)  # the password is unchanged
+
+
+def test_the_password_route_documents_the_browser_session_it_needs(app_db: str) -> None:
+    schema = remote_client().get("/api/v1/openapi.json").json()
+    operation = schema["paths"]["/api/v1/auth/password"]["post"]
+    assert operation["security"] == [{"sessionCookie": []}]
+    assert "403" in operation["responses"] and "401" in operation["responses"]
+
+
 def test_admin_password_reset_revokes_sessions(app_db: str) -> None:
     admin = issue_token(_unique("resetter"), ["admin"])
     email = _unique("reset")

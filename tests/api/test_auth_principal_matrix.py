@@ -8,7 +8,8 @@ path parameters. Expectations:
 - an expired or revoked token is a 401 on every route, public ones included;
 - anonymous is a 401 on anything that needs a credential (public routes are listed in the route walk's
   PUBLIC_ROUTES); a node-token route refuses every user credential;
-- a credential lacking the route's scope is a 403 (the read-only token on writes);
+- a credential lacking the route's scope is a 403 (the read-only token on writes); a route that needs a browser
+  session (changing the password) is a 403 for every token;
 - another user on the owner's private plan is a 404 (its existence is not revealed); on the owner's token
   a 404; on the owner's model or price row a 403 (catalog rows are public, so there is nothing to hide);
   they may read the owner's job (every job is visible to plans:read) but cancelling or retrying it is a 403;
@@ -136,6 +137,8 @@ def expected(method: str, path: str, route: APIRoute, principal: str) -> Expect:
         return UNAUTHENTICATED
     if requirement.node:
         return REFUSED
+    if requirement.session:
+        return FORBIDDEN  # every caller here sends an API token
     if not requirement.scopes <= SCOPES_OF[principal]:
         return FORBIDDEN
     kind = object_kind(method, path)

@@ -4,7 +4,9 @@ For each route and method, the scopes it needs are read from its dependency tree
 `require_user`, node-token dependencies from app.auth.nodes). Then, from a non-loopback address:
 - anonymous → 401 (or 403) for every route that needs anything;
 - a token lacking the scope → 403;
-- a token with exactly the scope → neither 401 nor 403.
+- a token with exactly the scope → neither 401 nor 403;
+- a route that needs a browser session (`require_browser_session`: changing the password) → 403 for a token of
+  every scope, administrators' included.
 A route that needs nothing must be listed in PUBLIC_ROUTES below, with the reason; every unsafe method
 (POST/PUT/PATCH/DELETE) that is not listed there must require a credential. New routes are picked up
 automatically, so a route added without `require_scope` fails this test until someone decides.
@@ -68,6 +70,7 @@ class Requirement:
     scopes: frozenset[str]
     user: bool
     node: bool
+    session: bool = False
 
     @property
     def anything(self) -> bool:
@@ -82,14 +85,15 @@ def _calls(dependant) -> Iterator[object]:  # type: ignore[no-untyped-def]
 
 def requirement_of(route: APIRoute) -> Requirement:
     scopes: set[str] = set()
-    user = node = False
+    user = node = session = False
     for call in _calls(route.dependant):
         scope = getattr(call, "required_scope", None)
         if scope:
             scopes.add(scope)
         user = user or bool(getattr(call, "requires_user", False))
+        session = session or bool(getattr(call, "requires_session", False))
         node = node or getattr(call, "__module__", "") == "app.auth.nodes"
-    return Requirement(frozenset(scopes), user, node)
+    return Requirement(frozenset(scopes), user, node, session)
 
 
 def public_reason(method: str, path: str) -> str | None:
@@ -206,6 +210,14 @@ def test_route_enforces_its_requirement(
     if requirement.node:
         user_token = _call(client, method, url, bearer(tokens["admin"]))
         assert user_token.status_code in (401, 403), f"{method} {path} accepted a user token for a node route"
+        return
+
+    if requirement.session:
+        for scope in SCOPES:
+            token = _call(client, method, url, bearer(tokens[scope]))
+            assert token.status_code == 403, (
+                f"{method} {path} accepted a {scope} token for a browser-session route"
+            )
         return
 
     for scope in requirement.scopes:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response,
 
 from app.auth import sessions
 from app.auth.clientaddr import settings_of
-from app.auth.deps import Principal, current_principal, require_user
+from app.auth.deps import Principal, current_principal, require_browser_session, require_user
 from app.auth.passwords import verify_password
 from app.auth.signin import attempt_sign_in, end_session, start_session
 from app.auth.tokens import (
@@ -96,16 +96,17 @@ def logout(request: Request, session: SessionDep) -> Response:
     "/auth/password",
     operation_id="auth_change_password",
     response_model=LoginResponse,
-    responses={403: {"description": "the current password is wrong"}},
+    responses={403: {"description": "the current password is wrong, or the caller sent an API token"}},
 )
 def change_password(
     body: PasswordChange,
     request: Request,
     response: Response,
     session: SessionDep,
-    principal: Principal = Depends(require_user),
+    principal: Principal = Depends(require_browser_session),
 ) -> LoginResponse:
-    """Set a new password: every session of the account ends; a cookie caller gets a fresh one."""
+    """Set a new password from a signed-in browser session (an API token of any scope is a 403): every session of
+    the account ends, and this browser gets a fresh one."""
     user = session.get(UserAccount, principal.user_id)
     if user is None or not user.is_active:
         raise HTTPException(status_code=401, detail="account no longer active")
@@ -118,9 +119,7 @@ def change_password(
             status_code=422,
             detail=[{"loc": ["body", "new_password"], "msg": str(exc), "type": "value_error"}],
         ) from exc
-    csrf = ""
-    if principal.via == "cookie":
-        csrf = start_session(response, request, settings_of(request), user)
+    csrf = start_session(response, request, settings_of(request), user)
     return LoginResponse(user=UserPublic.of(user), csrf_token=csrf)
 
 

@@ -13,7 +13,13 @@ from sqlmodel import Session
 from app.auth import sessions
 from app.auth.bootstrap import consume_link_token
 from app.auth.clientaddr import settings_of
-from app.auth.deps import AuthenticationRequired, Principal, current_principal, require_user
+from app.auth.deps import (
+    AuthenticationRequired,
+    Principal,
+    current_principal,
+    require_browser_session,
+    require_user,
+)
 from app.auth.passwords import MAX_PASSWORD_LENGTH, verify_password
 from app.auth.signin import attempt_sign_in, end_session, start_session
 from app.auth.tokens import (
@@ -172,7 +178,7 @@ def password_submit(
     new_password: Annotated[str, Form(max_length=MAX_PASSWORD_LENGTH)],
     confirm_password: Annotated[str, Form(max_length=MAX_PASSWORD_LENGTH)],
     current_password: Annotated[str, Form(max_length=MAX_PASSWORD_LENGTH)] = "",
-    principal: Principal = Depends(require_user),
+    principal: Principal = Depends(require_browser_session),
 ) -> Response:
     """Change the password (and optionally the e-mail); every other session of the account ends."""
     with Session(get_engine()) as session:

@@ -2,7 +2,8 @@
 
 Lookups accept the same aliases as the file catalog (app.catalog) and raise NotFoundError with close matches.
 Users may add models (inline spec or Hugging Face config.json) and price rows, and edit or delete the price rows
-and models they added; built-in rows are read-only (ReadOnlyError).
+and models they added; built-in rows are read-only (ReadOnlyError). A user's price rows are theirs alone: who sees
+a price row is one rule, `price_visibility`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from sqlalchemy import event, func, or_
+from sqlalchemy import event, func, or_, true
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm import object_session
@@ -58,13 +59,34 @@ class NotOwnerError(PermissionError):
 
 @dataclass(frozen=True)
 class Actor:
-    """Who is changing the catalog: their user id (None without an account) and whether they administer it."""
+    """Who is reading or changing the catalog: their user id (None without an account) and whether they
+    administer it."""
 
     user_id: uuid.UUID | None = None
     is_admin: bool = False
 
 
 LOCAL_ADMIN = Actor(None, is_admin=True)  # the CLI and other code running on the server itself
+PUBLIC = Actor()  # an anonymous caller, or a credential without a user account
+
+
+def price_visibility(viewer: Actor) -> Any:
+    """Which price rows `viewer` sees, as a WHERE clause on PriceRow: the built-in rows, the rows the viewer's
+    user added, and for an administrator every row. A user's row is confidential procurement data: to anyone
+    else it does not exist. A user's row without an owner (kept from before rows had owners) is an
+    administrator's only. Every read of price rows goes through this clause."""
+    if viewer.is_admin:
+        return true()
+    if viewer.user_id is None:
+        return col(PriceRow.builtin)
+    return or_(col(PriceRow.builtin), col(PriceRow.owner_id) == viewer.user_id)
+
+
+def quoted_for(viewer: Actor) -> Actor:
+    """Whose rows make `viewer`'s default quotes and headline price: the built-in rows and the viewer's own, for
+    an administrator too (who sees every row, and may name any of them, but is quoted like everyone else), so
+    one user's row never moves another user's figures."""
+    return Actor(viewer.user_id)
 
 
 def check_may_change(row: Any, kind: str, label: str, actor: Actor) -> None:
@@ -422,15 +444,16 @@ def list_price_rows(
     session: Session,
     filters: PriceFilters | None = None,
     *,
+    viewer: Actor,
     offset: int = 0,
     limit: int | None = None,
     owner_id: uuid.UUID | None = None,
 ) -> tuple[list[PriceRow], int]:
-    """Price rows matching the filters (case-insensitive; `gpu` accepts aliases) and, given, owned by `owner_id`,
-    newest first, and the total."""
+    """Price rows `viewer` sees (price_visibility) matching the filters (case-insensitive; `gpu` accepts aliases)
+    and, given, owned by `owner_id`, newest first, and the total."""
     f = filters or PriceFilters()
     category, vendor, gpu, pricing_model, builtin = f.category, f.vendor, f.gpu, f.pricing_model, f.builtin
-    stmt = select(PriceRow)
+    stmt = select(PriceRow).where(price_visibility(viewer))
     if category:
         stmt = stmt.where(func.lower(PriceRow.category) == category.strip().lower())
     if vendor:
@@ -454,8 +477,9 @@ def list_price_rows(
     return list(session.exec(stmt).all()), int(total)
 
 
-def price_categories(session: Session) -> list[str]:
-    return sorted(session.exec(select(PriceRow.category).distinct()).all())
+def price_categories(session: Session, *, viewer: Actor) -> list[str]:
+    """The categories of the price rows `viewer` sees."""
+    return sorted(session.exec(select(PriceRow.category).where(price_visibility(viewer)).distinct()).all())
 
 
 def _price_id(price_id: uuid.UUID | str) -> uuid.UUID:
@@ -467,8 +491,10 @@ def _price_id(price_id: uuid.UUID | str) -> uuid.UUID:
         raise NotFoundError("price row", str(price_id)) from None
 
 
-def get_price_row(session: Session, price_id: uuid.UUID | str) -> PriceRow:
-    row = session.get(PriceRow, _price_id(price_id))
+def get_price_row(session: Session, price_id: uuid.UUID | str, *, viewer: Actor) -> PriceRow:
+    """The price row, if `viewer` sees it: another user's row is NotFoundError, exactly like a missing one."""
+    stmt = select(PriceRow).where(col(PriceRow.id) == _price_id(price_id), price_visibility(viewer))
+    row = session.exec(stmt).first()
     if row is None:
         raise NotFoundError("price row", str(price_id))
     return row
@@ -578,7 +604,7 @@ def add_price_row(session: Session, values: Mapping[str, Any], owner_id: uuid.UU
 def update_price_row(
     session: Session, price_id: uuid.UUID | str, values: Mapping[str, Any], actor: Actor = LOCAL_ADMIN
 ) -> PriceRow:
-    row = get_price_row(session, price_id)
+    row = get_price_row(session, price_id, viewer=actor)
     check_may_change(row, "price row", row.item, actor)
     clean = _clean_price_values(values)
     problems = _row_problems(
@@ -601,7 +627,9 @@ def update_price_row(
 
 
 def delete_price_row(session: Session, price_id: uuid.UUID | str, actor: Actor = LOCAL_ADMIN) -> None:
-    row = get_price_row(session, price_id)
+    """Delete a user's row: its owner or an administrator (another user's row is NotFoundError, a built-in one
+    ReadOnlyError)."""
+    row = get_price_row(session, price_id, viewer=actor)
     check_may_change(row, "price row", row.item, actor)
     session.delete(row)
     session.commit()

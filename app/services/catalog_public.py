@@ -103,3 +103,13 @@ def price_public(row: PriceRow, today: date | None = None) -> PricePublic:
 def actor_of(principal: Principal) -> catalog_service.Actor:
     user_id = principal.user_id if isinstance(principal.user_id, uuid.UUID) else None
     return catalog_service.Actor(user_id=user_id, is_admin=principal.has("admin"))
+
+
+def price_viewer(principal: Principal) -> catalog_service.Actor:
+    """Whose price rows the caller sees and is quoted from (catalog_service.price_visibility): their user's own
+    rows with a credential that may read that user's plans (plans:read), every row as an administrator; an
+    anonymous caller, a node, or a token without plans:read sees the built-in rows only."""
+    actor = actor_of(principal)
+    if not principal.has("plans:read"):
+        actor = catalog_service.Actor(is_admin=actor.is_admin)
+    return actor

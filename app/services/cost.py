@@ -24,6 +24,7 @@ from app.core.hardware import FabricSpec
 from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials
 from app.errors import NotFoundError
 from app.schemas import cost as s
+from app.services.catalog import Actor
 from app.services.prices import _today, canonical_gpu_name, gpu_peak_flops, resolve_options
 
 
@@ -108,7 +109,8 @@ def _flop_inputs_problems(req: s.RunCostRequest) -> tuple[float | None, list[Pro
         return None, problems
 
 
-def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostResponse:
+def run_cost(session: Session | None, req: s.RunCostRequest, *, viewer: Actor) -> s.RunCostResponse:
+    """The run's cost under each option: the request's, or `viewer`'s default price rows for the GPU."""
     req, total_flop, extra = _run_from_scenario(session, req)
     problems: list[Problem] = []
     peak: float | None = None
@@ -125,7 +127,7 @@ def run_cost(session: Session | None, req: s.RunCostRequest) -> s.RunCostRespons
     if req.gpu_hours is None:
         assert req.params is not None and req.tokens is not None
         total_flop = core_cost.training_flop(req.params, req.tokens, req.active_params)
-    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
+    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models, viewer=viewer)
     if not quotes:
         raise SpecError([Problem("gpu", f"no cloud price rows for {req.gpu}; give options")])
     inputs = core_cost.RunInputs(
@@ -234,7 +236,7 @@ def _json_safe(value: object) -> object:
 
 
 def network_from_bom(
-    session: Session | None, req: s.TcoRequest
+    session: Session | None, req: s.TcoRequest, viewer: Actor
 ) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption], s.NetworkLineOut]:
     """On-prem inputs with the network capex priced: from the request (network_capex_usd or network_share),
     from an explicit network BOM request, else from the fat-tree BOM of the fabric (the request's, or the GPU's
@@ -245,7 +247,7 @@ def network_from_bom(
     if req.onprem.network_capex_usd is not None:
         return inputs, [], _network_line(inputs, "given", note="network_capex_usd from the request")
     if req.network_bom is not None:
-        return _explicit_bom(session, req, inputs)
+        return _explicit_bom(session, req, inputs, viewer)
     fabric_name, fabric = _tco_fabric(req)
     if req.onprem.network_share is not None:
         return inputs, [], _network_line(inputs, "share", fabric_name, note="network_share from the request")
@@ -411,7 +413,7 @@ def _network_line(
 
 
 def _explicit_bom(
-    session: Session | None, req: s.TcoRequest, inputs: core_cost.OnPremInputs
+    session: Session | None, req: s.TcoRequest, inputs: core_cost.OnPremInputs, viewer: Actor
 ) -> tuple[core_cost.OnPremInputs, list[core_storage.Assumption], s.NetworkLineOut]:
     """The network capex from a network BOM request (as POST /network/bom)."""
     assert req.network_bom is not None
@@ -428,7 +430,7 @@ def _explicit_bom(
             [Problem("network_bom." + ".".join(str(x) for x in e["loc"]), e["msg"]) for e in exc.errors()]
         ) from None
     try:
-        bom = run_bom(bom_in, session)
+        bom = run_bom(bom_in, session, viewer=viewer)
     except SpecError as exc:
         raise SpecError([Problem(f"network_bom.{p.field}", p.message) for p in exc.problems]) from None
     if bom.cost is None:
@@ -447,9 +449,10 @@ def _explicit_bom(
     )
 
 
-def tco(session: Session | None, req: s.TcoRequest) -> s.TcoResponse:
-    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
-    inputs, extra, network = network_from_bom(session, req)
+def tco(session: Session | None, req: s.TcoRequest, *, viewer: Actor) -> s.TcoResponse:
+    """On-prem TCO against the request's cloud options, or `viewer`'s default price rows for the GPU."""
+    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models, viewer=viewer)
+    inputs, extra, network = network_from_bom(session, req, viewer)
     result = core_cost.tco(inputs, req.utilisation, quotes, req.months)
     data = result.to_dict()
     data["assumptions"] = cost_assumptions(result.assumptions + extra)
@@ -459,9 +462,9 @@ def tco(session: Session | None, req: s.TcoRequest) -> s.TcoResponse:
     return s.TcoResponse.model_validate(data)
 
 
-def breakeven(session: Session | None, req: s.TcoRequest) -> s.BreakevenResponse:
-    inputs, extra, network = network_from_bom(session, req)
-    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models)
+def breakeven(session: Session | None, req: s.TcoRequest, *, viewer: Actor) -> s.BreakevenResponse:
+    inputs, extra, network = network_from_bom(session, req, viewer)
+    quotes = resolve_options(session, req.options, req.gpu, req.pricing_models, viewer=viewer)
     if not quotes:
         raise SpecError(
             [Problem("options", "give at least one cloud option (or a gpu with price-book rows)")]

@@ -51,6 +51,7 @@ from app.schemas.network import (
     SweepIn,
 )
 from app.schemas.scenario import ClusterIn
+from app.services.catalog import Actor
 
 # --------------------------------------------------------------------------------------------------------
 # Lookups
@@ -539,24 +540,27 @@ DEFAULT_TRANSCEIVER_USD = 500.0
 DEFAULT_SWITCH_USD = 36_000.0  # 64-port 400G InfiniBand switch, FS.com list 2024-08 (price book row)
 
 
-def _network_rows(session: Session | None) -> list[dict[str, Any]]:
+def _network_rows(session: Session | None, viewer: Actor) -> list[dict[str, Any]]:
+    """The price book's network rows: the built-in ones and `viewer`'s own (catalog.quoted_for), or the built-in
+    price file without a database."""
     if session is not None:
-        from app.services.catalog import list_price_rows
+        from app.services.catalog import list_price_rows, quoted_for
 
-        rows, _ = list_price_rows(session)
+        rows, _ = list_price_rows(session, viewer=quoted_for(viewer))
         return [r.model_dump() for r in rows if "network" in (r.category or "").lower()]
     from app.catalog import price_rows
 
     return [r for r in price_rows() if "network" in str(r.get("category", "")).lower()]
 
 
-def unit_prices(req: BomIn, radix: int, session: Session | None) -> UnitPrices:
-    """Explicit prices first, then the price book's network rows, then documented defaults."""
+def unit_prices(req: BomIn, radix: int, session: Session | None, *, viewer: Actor) -> UnitPrices:
+    """Explicit prices first, then the price book's network rows (built-in and `viewer`'s own), then documented
+    defaults."""
     given = req.prices or PricesIn()
     source: dict[str, str] = {}
     switch = transceiver = None
     if req.price_rows:
-        for row in _network_rows(session):
+        for row in _network_rows(session, viewer):
             item = str(row.get("item", "")).lower()
             unit = str(row.get("unit", "")).lower()
             price = row.get("price_usd")
@@ -592,7 +596,9 @@ def unit_prices(req: BomIn, radix: int, session: Session | None) -> UnitPrices:
     return UnitPrices(switch, transceiver, cable, nic, source)
 
 
-def run_bom(req: BomIn, session: Session | None = None) -> BillOfMaterials:
+def run_bom(req: BomIn, session: Session | None = None, *, viewer: Actor) -> BillOfMaterials:
+    """The fat-tree bill of materials; unit prices from the request, the price book as `viewer` is quoted from it
+    (unit_prices), or the defaults."""
     p = ProblemCollector()
     base: FabricSpec | None = None
     if req.fabric:
@@ -619,4 +625,5 @@ def run_bom(req: BomIn, session: Session | None = None) -> BillOfMaterials:
         rail_optimized=rail_opt,
         node_links_optical=req.node_links_optical,
     )
-    return bill_of_materials(design, unit_prices(req, radix, session), gpus_per_node=req.gpus_per_node)
+    prices = unit_prices(req, radix, session, viewer=viewer)
+    return bill_of_materials(design, prices, gpus_per_node=req.gpus_per_node)

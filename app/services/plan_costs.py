@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from sqlmodel import Session
 
 from app.core.errors import SpecError
+
+if TYPE_CHECKING:
+    from app.services.catalog import Actor
 
 FAILURE_PRESET = "llama3-405b"  # Meta's published interruption rates (Llama 3 paper, Sec. 3.3.4)
 
@@ -114,8 +117,11 @@ def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[st
     }
 
 
-def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> dict[str, Any] | str:
-    """Cost per run on each cloud price-book option for this GPU, and cloud vs on-prem over time."""
+def cost_payload(
+    session: Session, resolved: Any, summary: dict[str, Any], viewer: Actor
+) -> dict[str, Any] | str:
+    """Cost per run on each cloud price-book option for this GPU (the built-in rows and `viewer`'s own), and
+    cloud vs on-prem over time."""
     try:
         from app.schemas.cost import OnPremIn, RunCostRequest, TcoRequest
         from app.services import cost as cost_service
@@ -136,6 +142,7 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
                     "goodput": float(summary.get("goodput") or 1.0),
                 }
             ),
+            viewer=viewer,
         )
     except (SpecError, ValidationError, LookupError) as exc:
         return f"No cloud prices for {cluster.gpu.name} in the price book ({exc})."
@@ -153,6 +160,7 @@ def cost_payload(session: Session, resolved: Any, summary: dict[str, Any]) -> di
                     "months": 60,
                 }
             ),
+            viewer=viewer,
         )
         curve = tco.curves.get("cumulative_usd_vs_month")
         parts = [

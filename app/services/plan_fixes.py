@@ -8,6 +8,7 @@ from typing import Any
 from sqlmodel import Session
 
 from app.services import planner as planner_service
+from app.services.catalog import Actor
 from app.services.plan_ranking import REJECTION_TEXT
 
 MAX_SIZES = 24  # the size sweep takes at most 24 sizes per request
@@ -55,7 +56,13 @@ def batch_candidates(batch: int, limit: int = MAX_BATCHES) -> list[int]:
 
 
 def nearest_fits(
-    session: Session | None, request: dict[str, Any], nodes: int, gpus_per_node: int, batch: int
+    session: Session | None,
+    request: dict[str, Any],
+    nodes: int,
+    gpus_per_node: int,
+    batch: int,
+    *,
+    viewer: Actor,
 ) -> dict[str, Any]:
     """For a sizes-sweep request (app.services.planner.SizesRequest) at which no layout fits on `nodes` nodes:
     why (divisibility or memory), the nearest node counts below and above with a fitting layout at this batch,
@@ -64,6 +71,7 @@ def nearest_fits(
     sweep = planner_service.sizes(
         {**request, "sizes": [here, *(n * gpus_per_node for n in node_candidates(nodes, MAX_SIZES - 1))]},
         session,
+        viewer=viewer,
     )
     by_gpus = {int(p["num_gpus"]): p for p in sweep.points}
     current = by_gpus.get(here, {})
@@ -72,7 +80,8 @@ def nearest_fits(
     above = min((n for n in fitting if n > nodes), default=None)
     batches: list[int] = []
     for candidate in batch_candidates(batch):
-        point = planner_service.sizes({**request, "sizes": [here], "global_batch": candidate}, session).points
+        batch_request = {**request, "sizes": [here], "global_batch": candidate}
+        point = planner_service.sizes(batch_request, session, viewer=viewer).points
         if point and point[0].get("feasible"):
             batches.append(candidate)
     return {

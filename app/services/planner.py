@@ -24,6 +24,7 @@ from app.schemas.search import (
     SizesRequest,
 )
 from app.schemas.search_results import PlanOut, SizesOut
+from app.services.catalog import Actor
 from app.services.estimate import time_to_train_payload
 from app.services.pipeline_hint import pipeline_fill_note
 from app.services.plan_costs import cluster_goodput, wall_clock_cost_usd
@@ -118,13 +119,13 @@ def _problem(req: SearchRequestBase, resolved: ResolvedScenario, seqs: int) -> S
     )
 
 
-def price_for(gpu_name: str, session: Session | None = None) -> tuple[float | None, str]:
+def price_for(gpu_name: str, session: Session | None = None, *, viewer: Actor) -> tuple[float | None, str]:
     """The headline cloud $/GPU-hour for this GPU and its statement, under the one rule of app.core.cost
-    (median of the non-stale on-demand quotes); users' rows count when a session is given."""
+    (median of the non-stale on-demand quotes); with a session, from the built-in rows and `viewer`'s own."""
     from app.services.prices import headline_for_gpu
 
     try:
-        headline = headline_for_gpu(session, gpu_name)
+        headline = headline_for_gpu(session, gpu_name, viewer=viewer)
     except LookupError:  # a GPU the built-in catalog does not know (a user's entry) has no price rows
         headline = None
     if headline is None:
@@ -133,14 +134,15 @@ def price_for(gpu_name: str, session: Session | None = None) -> tuple[float | No
 
 
 def run_plan(
-    data: Any, session: Session | None = None
+    data: Any, session: Session | None = None, *, viewer: Actor
 ) -> tuple[PlanRequest, ResolvedScenario, str, PlanResult]:
+    """The planner's search; without usd_per_gpu_hour it ranks by `viewer`'s headline price (price_for)."""
     req: PlanRequest = parse(PlanRequest, data)
     resolved, seqs = _resolve(req, session)
     price, price_source = (
         (req.usd_per_gpu_hour, "request")
         if req.usd_per_gpu_hour
-        else price_for(resolved.cluster.gpu.name, session)
+        else price_for(resolved.cluster.gpu.name, session, viewer=viewer)
     )
     result = plan(
         _problem(req, resolved, seqs),
@@ -206,12 +208,15 @@ def _search_accuracy(band: Any, best: dict[str, Any] | None) -> dict[str, Any] |
     }
 
 
-def search(data: Any, session: Session | None = None) -> PlanOut:
-    _, resolved, price_source, result = run_plan(data, session)
+def search(data: Any, session: Session | None = None, *, viewer: Actor) -> PlanOut:
+    _, resolved, price_source, result = run_plan(data, session, viewer=viewer)
     return plan_out(resolved, price_source, result)
 
 
-def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenario, str, SizingResult]:
+def run_sizes(
+    data: Any, session: Session | None = None, *, viewer: Actor
+) -> tuple[ResolvedScenario, str, SizingResult]:
+    """The size sweep; without usd_per_gpu_hour it costs each size at `viewer`'s headline price (price_for)."""
     req: SizesRequest = parse(SizesRequest, data)
     resolved, seqs = _resolve(req, session)
     if not resolved.tokens:
@@ -219,7 +224,7 @@ def run_sizes(data: Any, session: Session | None = None) -> tuple[ResolvedScenar
     price, price_source = (
         (req.usd_per_gpu_hour, "request")
         if req.usd_per_gpu_hour
-        else price_for(resolved.cluster.gpu.name, session)
+        else price_for(resolved.cluster.gpu.name, session, viewer=viewer)
     )
     result = size_sweep(
         _problem(req, resolved, seqs),
@@ -267,8 +272,8 @@ def _sizes_accuracy(band: Any) -> dict[str, Any] | None:
     return {**asdict(band), **payload}
 
 
-def sizes(data: Any, session: Session | None = None) -> SizesOut:
-    resolved, price_source, result = run_sizes(data, session)
+def sizes(data: Any, session: Session | None = None, *, viewer: Actor) -> SizesOut:
+    resolved, price_source, result = run_sizes(data, session, viewer=viewer)
     d = result.to_dict()
     _wall_clock_points(resolved, d["points"], result.usd_per_gpu_hour)
     if result.usd_per_gpu_hour is not None:  # the cheapest on the wall-clock cost, as every cost of the sweep

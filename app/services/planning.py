@@ -21,6 +21,7 @@ from app.core.layout import layout_label
 from app.core.units import DAY, GiB
 from app.errors import NotFoundError
 from app.models.catalog import PriceRow
+from app.services.catalog import Actor, price_visibility, quoted_for
 from app.services.estimate import accuracy_payload, memory_accuracy_payload
 from app.services.plan_costs import cost_payload, goodput_payload
 from app.services.plan_fields import FIELD_INFO, breakdown_rows, describe_field
@@ -60,8 +61,11 @@ class Evaluation:
         )
 
 
-def price_book_date(session: Session) -> str:
-    newest = session.exec(select(func.max(PriceRow.price_date))).one()
+def price_book_date(session: Session, viewer: Actor) -> str:
+    """The date of the newest price row `viewer`'s figures may rest on (the built-in rows and the viewer's own)."""
+    newest = session.exec(
+        select(func.max(PriceRow.price_date)).where(price_visibility(quoted_for(viewer)))
+    ).one()
     return newest.isoformat() if newest else ""
 
 
@@ -163,36 +167,46 @@ def _options(resolved: Any) -> Any:
     return EstimateOptions(framework=framework) if framework is not None else EstimateOptions()
 
 
+@dataclass(frozen=True)
+class PlannerSearch:
+    """The planner's search in an evaluation: `constraints` (fields of the planner's Constraints, e.g.
+    {"activation_offload": True}) shape it; `rank_by` ("time" or "cost") orders its ranking and picks the layout
+    it headlines."""
+
+    constraints: dict[str, Any] | None = None
+    rank_by: str = "time"
+
+
 def evaluate(
     session: Session,
     scenario: dict[str, Any],
     field_prefix: str = "",
-    search: bool = False,
+    search: PlannerSearch | None = None,
     scaling: bool = True,
     profile_ref: str | None = None,
-    constraints: dict[str, Any] | None = None,
-    rank_by: str = "time",
+    *,
+    viewer: Actor,
 ) -> Evaluation:
     """Validate, resolve against the catalog (DB, so users' own rows count), estimate, and add the
     scaling sweep, goodput and cost that the planning page shows. `profile_ref` names a calibration
-    profile ("name", "name v3" or an id) whose fitted GEMM and network curves replace the defaults.
-    `constraints` (fields of the planner's Constraints, e.g. {"activation_offload": True}) shapes the search
-    when `search` is on; `rank_by` ("time" or "cost") orders its ranking and picks the layout it headlines."""
+    profile ("name", "name v3" or an id) whose fitted GEMM and network curves replace the defaults. With `search`
+    the planner ranks the layouts and the best one is evaluated. Prices are `viewer`'s: the built-in rows of the
+    price book and the viewer's own (a saved plan's are its owner's, app.services.plans.priced_as)."""
     try:
         from app.core.estimate import estimate
     except ImportError:  # the estimator is a separate component; without it plans still save their inputs
         return Evaluation(
             scenario=scenario,
             result={"status": "unavailable", "message": "the estimator is not installed", "summary": {}},
-            price_book_date=price_book_date(session),
+            price_book_date=price_book_date(session, viewer),
         )
     normalised, resolved = _parse_and_resolve(session, scenario, field_prefix)
     resolved, profile_label, profile_warnings = with_profile(session, resolved, profile_ref)
-    book_date = price_book_date(session)
+    book_date = price_book_date(session, viewer)
     unavailable: dict[str, str] = {}
     ranking = None
-    if search:
-        ranking, best_layout, reason = _search(session, resolved, field_prefix, constraints, rank_by)
+    if search is not None:
+        ranking, best_layout, reason = _search(session, resolved, field_prefix, search, viewer)
         if best_layout is not None:
             resolved = _with_layout(resolved, best_layout)
             normalised = {**normalised, "layout": _layout_dict(best_layout, normalised.get("layout"))}
@@ -232,7 +246,7 @@ def evaluate(
         result["ranking"] = ranking
     if scaling:
         result["scaling"] = scaling_sweep(resolved, _options(resolved), _profile(resolved))
-    _add_goodput_and_cost(session, resolved, est, result)
+    _add_goodput_and_cost(session, resolved, est, result, viewer)
     if not (session.new or session.dirty or session.deleted):
         session.rollback()  # end the read: on SQLite it holds the write lock
     return Evaluation(
@@ -245,17 +259,17 @@ def evaluate(
 
 
 def _search(
-    session: Session, resolved: Any, field_prefix: str, constraints: dict[str, Any] | None, rank_by: str
+    session: Session, resolved: Any, field_prefix: str, search: PlannerSearch, viewer: Actor
 ) -> tuple[dict[str, Any] | None, Any, str]:
     """The planner's ranking, its best layout (None: the reason says why) and that reason. No layout that fits
     is a 422 on the layout naming the commonest rejections, out of memory first."""
-    price = _price_for_ranking(session, resolved) if rank_by == "cost" else None
+    price = _price_for_ranking(session, resolved, viewer) if search.rank_by == "cost" else None
     ranking, best_layout, reason = planner_search(
         resolved,
         _options(resolved),
         _profile(resolved),
-        constraints,
-        rank_by=rank_by,
+        search.constraints,
+        rank_by=search.rank_by,
         usd_per_gpu_hour=price,
     )
     if best_layout is None and ranking is not None:
@@ -266,7 +280,9 @@ def _search(
     return ranking, best_layout, reason
 
 
-def _add_goodput_and_cost(session: Session, resolved: Any, est: Any, result: dict[str, Any]) -> None:
+def _add_goodput_and_cost(
+    session: Session, resolved: Any, est: Any, result: dict[str, Any], viewer: Actor
+) -> None:
     """The goodput and cost panels of `result`, their figures in its summary (wall-clock time, cost per run) and
     their assumptions after the estimate's; a panel that cannot be evaluated says why under "unavailable"."""
     summary, unavailable = result["summary"], result["unavailable"]
@@ -277,7 +293,7 @@ def _add_goodput_and_cost(session: Session, resolved: Any, est: Any, result: dic
         result["goodput"] = goodput_block
         summary["goodput"] = goodput_block["goodput"]
         summary.update(wall_clock(summary))
-    cost_block = cost_payload(session, resolved, summary)
+    cost_block = cost_payload(session, resolved, summary, viewer)
     if isinstance(cost_block, str):
         unavailable["cost"] = cost_block
     else:
@@ -288,11 +304,11 @@ def _add_goodput_and_cost(session: Session, resolved: Any, est: Any, result: dic
         result["assumptions"] += goodput_block.pop("assumptions", [])
 
 
-def _price_for_ranking(session: Session, resolved: Any) -> float | None:
-    """The price book's headline price per GPU-hour of the scenario's GPU (None: no price, so no cost ranking)."""
+def _price_for_ranking(session: Session, resolved: Any, viewer: Actor) -> float | None:
+    """`viewer`'s headline price per GPU-hour of the scenario's GPU (None: no price, so no cost ranking)."""
     from app.services.planner import price_for
 
-    price, _source = price_for(resolved.cluster.gpu.name, session)
+    price, _source = price_for(resolved.cluster.gpu.name, session, viewer=viewer)
     return price
 
 
@@ -490,6 +506,7 @@ __all__ = [
     "DEFAULT_PROFILE",
     "FIELD_INFO",
     "Evaluation",
+    "PlannerSearch",
     "breakdown_rows",
     "describe_field",
     "evaluate",

@@ -5,6 +5,10 @@ Every function takes the caller as a `PlanActor` and applies app.services.plan_a
 not read is a NotFoundError (its existence is not revealed); one they may read but not change is a
 PlanChangeForbidden.
 
+A plan's figures rest on its owner's prices (`priced_as`): the built-in rows of the price book and the owner's own
+(app.services.catalog.quoted_for), whoever saves the revision, so an administrator revising another user's plan
+neither brings in the administrator's rows nor drops the owner's; readers see the stored figures.
+
 Revision numbers stay unique and contiguous under concurrent writers because the plan row is locked
 for the short write: `SELECT … FOR UPDATE` on PostgreSQL; on SQLite every transaction starts with
 `BEGIN IMMEDIATE` (app/db.py), which takes the database write lock. The (plan_id, revision) unique
@@ -52,6 +56,7 @@ from app.schemas.plans import (
 )
 from app.schemas.scenario import Scenario
 from app.services import planning
+from app.services.catalog import Actor
 from app.services.csv_safe import safe_row
 from app.services.plan_access import (
     NoAccountError,
@@ -139,6 +144,17 @@ def _lock_plan(session: Session, plan_id: uuid.UUID, actor: PlanActor, action: s
     """The plan row, locked for the write, after checking the actor may `action` it."""
     plan = session.exec(select(Plan).where(Plan.id == plan_id).with_for_update()).first()
     return _check_change(session, plan, plan_id, actor, action)
+
+
+def priced_as(owner_id: uuid.UUID | None) -> Actor:
+    """Whose prices a plan owned by `owner_id` is costed with: its owner's (none: the built-in rows only)."""
+    return Actor(owner_id)
+
+
+def plan_prices_viewer(session: Session, plan_id: uuid.UUID) -> Actor:
+    """`priced_as` for a stored plan (call after checking the caller may change it)."""
+    plan = session.get(Plan, plan_id)
+    return priced_as(plan.owner_id if plan is not None else None)
 
 
 def _owner_id_for_new_plan(actor: PlanActor) -> uuid.UUID | None:
@@ -265,7 +281,11 @@ def create_plan(
     owner_id = _owner_id_for_new_plan(actor)
     _begin_read(session)
     evaluation = planning.evaluate(
-        session, scenario_dict(data.scenario), field_prefix="scenario", profile_ref=data.calibration_profile
+        session,
+        scenario_dict(data.scenario),
+        field_prefix="scenario",
+        profile_ref=data.calibration_profile,
+        viewer=priced_as(owner_id),
     )
     _end_read(session)
     with write_turn(session):
@@ -294,7 +314,7 @@ def add_revision(
     when the scenario is, and dropped with a new scenario (they were made for the old one)."""
     pid = _parse_id(plan_id)
     _begin_read(session)
-    _check_change(session, session.get(Plan, pid), pid, actor, "revise")  # before the (slow) evaluation
+    checked = _check_change(session, session.get(Plan, pid), pid, actor, "revise")  # before the evaluation
     evaluation: planning.Evaluation | None = None
     if change.scenario is not None or change.calibration_profile is not None:
         previous_read = _revision_row(session, pid)
@@ -302,7 +322,13 @@ def add_revision(
         profile = change.calibration_profile
         if profile is None:
             profile = previous_read.calibration_profile
-        evaluation = planning.evaluate(session, scenario, field_prefix="scenario", profile_ref=profile)
+        evaluation = planning.evaluate(
+            session,
+            scenario,
+            field_prefix="scenario",
+            profile_ref=profile,
+            viewer=priced_as(checked.owner_id),
+        )
     _end_read(session)
     with write_turn(session):
         plan = _lock_plan(session, pid, actor, "revise")

@@ -1,9 +1,13 @@
 """Price-book service: price_row rows as core quotes (term, unit, date, source, staleness), the default cloud rows
-for a GPU, the headline price rule, and the price-book listing. The cost services build on it."""
+for a GPU, the headline price rule, and the price-book listing. The cost services build on it.
+
+Every read is for a viewer (app.services.catalog.Actor) and sees what app.services.catalog.price_visibility lets it
+see; the default quotes and the headline take the built-in rows and the viewer's own (catalog.quoted_for)."""
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date
@@ -13,8 +17,10 @@ from sqlmodel import Session, select
 from app.core import cost as core_cost
 from app.core import price_age, price_terms
 from app.core.errors import Problem, SpecError
+from app.errors import NotFoundError
 from app.models.catalog import PriceRow
 from app.schemas import cost as s
+from app.services.catalog import Actor, get_price_row, price_visibility, quoted_for
 from app.services.catalog import is_stale as catalog_is_stale
 
 
@@ -116,11 +122,18 @@ def gpu_peak_flops(name: str, dtype: str) -> float:
     return find_gpu(name).peak(dtype)
 
 
-def default_cloud_rows(session: Session, gpu: str, pricing_models: list[str] | None = None) -> list[PriceRow]:
-    """Cloud price-book rows for a catalog GPU with a price per GPU-hour, given or from an instance-hour price."""
+def default_cloud_rows(
+    session: Session, gpu: str, pricing_models: list[str] | None = None, *, viewer: Actor
+) -> list[PriceRow]:
+    """Cloud price-book rows for a catalog GPU with a price per GPU-hour, given or from an instance-hour price:
+    the built-in rows and `viewer`'s own (catalog.quoted_for), never another user's."""
     canonical = canonical_gpu_name(gpu)
     rows = session.exec(
-        select(PriceRow).where(PriceRow.category == "cloud_gpu", PriceRow.gpu_name == canonical)
+        select(PriceRow).where(
+            PriceRow.category == "cloud_gpu",
+            PriceRow.gpu_name == canonical,
+            price_visibility(quoted_for(viewer)),
+        )
     ).all()
     rows = [r for r in rows if row_usd_per_gpu_hour(r) is not None]
     if pricing_models:
@@ -144,12 +157,25 @@ def builtin_cloud_rows(gpu: str) -> list[PriceRow]:
 
 
 def headline_for_gpu(
-    session: Session | None, gpu: str, today: date | None = None
+    session: Session | None, gpu: str, today: date | None = None, *, viewer: Actor
 ) -> core_cost.HeadlinePrice | None:
-    """The headline price for a catalog GPU under the one rule (app.core.cost.HeadlinePrice): from the price
-    book in the database (users' rows included), or from the built-in price file without one."""
-    rows = default_cloud_rows(session, gpu) if session is not None else builtin_cloud_rows(gpu)
+    """The headline price for a catalog GPU under the one rule (app.core.cost.HeadlinePrice): from the built-in
+    rows of the price book in the database and `viewer`'s own (default_cloud_rows), or from the built-in price
+    file without a database."""
+    rows = default_cloud_rows(session, gpu, viewer=viewer) if session is not None else builtin_cloud_rows(gpu)
     return core_cost.headline_price([quote_from_row(r, today) for r in rows])
+
+
+def _named_row(db: Session, price_row_id: uuid.UUID, viewer: Actor, field_name: str) -> PriceRow | Problem:
+    """The cloud GPU row an option names, if `viewer` sees it (another user's row is as unknown as a missing one),
+    else the problem on `field_name`."""
+    try:
+        row = get_price_row(db, price_row_id, viewer=viewer)
+    except NotFoundError:
+        return Problem(field_name, f"unknown price row {price_row_id}")
+    if row.category != "cloud_gpu":
+        return Problem(field_name, f"price row {row.id} is not a cloud GPU price")
+    return row
 
 
 def resolve_options(
@@ -159,8 +185,11 @@ def resolve_options(
     pricing_models: list[str] | None = None,
     today: date | None = None,
     field_prefix: str = "options",
+    *,
+    viewer: Actor,
 ) -> list[core_cost.PriceQuote]:
-    """Quotes for the requested options; unknown price-row ids → SpecError naming options.N.price_row_id."""
+    """Quotes for the requested options, or without options `viewer`'s default rows for the GPU; a price-row id
+    the viewer does not see (unknown, or another user's) → SpecError naming options.N.price_row_id."""
     today = today or _today()
     quotes: list[core_cost.PriceQuote] = []
     problems: list[Problem] = []
@@ -169,23 +198,16 @@ def resolve_options(
         return [quote_from_inline(o, i, field_prefix) for i, o in enumerate(options)]
     with _session_or_new(session) as db:
         if not options and gpu is not None:
-            return [quote_from_row(r, today) for r in default_cloud_rows(db, gpu, pricing_models)]
+            return [
+                quote_from_row(r, today) for r in default_cloud_rows(db, gpu, pricing_models, viewer=viewer)
+            ]
         for i, option in enumerate(options):
             if option.price_row_id is None:
                 quotes.append(quote_from_inline(option, i, field_prefix))
                 continue
-            row = db.get(PriceRow, option.price_row_id)
-            if row is None:
-                problems.append(
-                    Problem(f"{field_prefix}.{i}.price_row_id", f"unknown price row {option.price_row_id}")
-                )
-                continue
-            if row.category != "cloud_gpu":
-                problems.append(
-                    Problem(
-                        f"{field_prefix}.{i}.price_row_id", f"price row {row.id} is not a cloud GPU price"
-                    )
-                )
+            row = _named_row(db, option.price_row_id, viewer, f"{field_prefix}.{i}.price_row_id")
+            if isinstance(row, Problem):
+                problems.append(row)
                 continue
             try:
                 quote = quote_from_row(row, today, option, f"{field_prefix}.{i}.price_row_id")
@@ -203,10 +225,16 @@ def resolve_options(
 
 
 def price_book(
-    session: Session, category: str | None = None, stale_only: bool = False, today: date | None = None
+    session: Session,
+    category: str | None = None,
+    stale_only: bool = False,
+    today: date | None = None,
+    *,
+    viewer: Actor,
 ) -> list[s.PriceBookRow]:
+    """The price rows `viewer` sees, with their age and staleness."""
     today = today or _today()
-    query = select(PriceRow)
+    query = select(PriceRow).where(price_visibility(viewer))
     if category:
         query = query.where(PriceRow.category == category)
     out = []

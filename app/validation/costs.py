@@ -91,12 +91,13 @@ def _run_cost(**inputs: Any) -> dict[str, float]:
     """Through the service (RunCostRequest), as `clusterplan cost run` bills a run: productive GPU-hours from
     6·N·D FLOP at the peak × MFU (or given GPU-hours), wall clock on num_gpus, and each option's bill."""
     from app.schemas.cost import RunCostRequest
+    from app.services.catalog import PUBLIC
     from app.services.cost import run_cost
 
     if not inputs.get("options"):
         # a case about time only (a throughput identity) prices nothing
         inputs = inputs | {"options": [{"label": "unpriced", "usd_per_gpu_hour": 0.0}]}
-    r = run_cost(None, RunCostRequest.model_validate(inputs))
+    r = run_cost(None, RunCostRequest.model_validate(inputs), viewer=PUBLIC)
     out = {
         "productive_gpu_hours": r.productive_gpu_hours,
         "billed_gpu_hours": r.billed_gpu_hours,

@@ -11,7 +11,8 @@ path parameters. Expectations:
 - a credential lacking the route's scope is a 403 (the read-only token on writes); a route that needs a browser
   session (changing the password) is a 403 for every token;
 - another user on the owner's private plan is a 404 (its existence is not revealed); on the owner's token
-  a 404; on the owner's model or price row a 403 (catalog rows are public, so there is nothing to hide);
+  a 404; on the owner's price row a 404 too, reading it included, for anonymous callers as well (a user's price
+  rows are theirs); on the owner's model a 403 (models are public, so there is nothing to hide);
   they may read the owner's job (every job is visible to plans:read) but cancelling or retrying it is a 403;
 - the owner and the administrator succeed (2xx/3xx; 409/422 only where no valid body is prepared).
 The scopes a route needs are read from its dependency tree, as in tests/api/test_auth_route_walk.py.
@@ -105,7 +106,9 @@ def other_user_on(kind: str, method: str, path: str) -> Expect:
         return HIDDEN
     if kind == "job":
         return FORBIDDEN if path.endswith(("/cancel", "/retry")) else SUCCESS
-    return FORBIDDEN  # model, price: public rows, only their owner or an admin may change them
+    if kind == "price":
+        return HIDDEN  # a user's price row exists for them and administrators only
+    return FORBIDDEN  # model: a public row, only its owner or an admin may change it
 
 
 # Where the app deliberately differs from the general rule, with the reason.
@@ -132,7 +135,8 @@ def expected(method: str, path: str, route: APIRoute, principal: str) -> Expect:
         return UNAUTHENTICATED
     requirement = requirement_of(route)
     if not requirement.anything:
-        return PUBLIC
+        hidden = object_kind(method, path) == "price" and principal in ("anonymous", "reader", "other")
+        return HIDDEN if hidden else PUBLIC
     if principal == "anonymous":
         return UNAUTHENTICATED
     if requirement.node:

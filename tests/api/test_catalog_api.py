@@ -256,10 +256,11 @@ def test_users_change_only_their_own_rows(client: Any) -> None:
 
     row = remote.post("/api/v1/prices", json=_price_body(), headers=alice).json()
     assert row["owner_id"] == str(ensure_user(alice_email).id)
+    # another user's row is a 404, as a missing one: its id reveals nothing (a readable plan is the 403 case)
     assert (
-        remote.patch(f"/api/v1/prices/{row['id']}", json={"price_usd": 0.5}, headers=bob).status_code == 403
+        remote.patch(f"/api/v1/prices/{row['id']}", json={"price_usd": 0.5}, headers=bob).status_code == 404
     )
-    assert remote.delete(f"/api/v1/prices/{row['id']}", headers=bob).status_code == 403
+    assert remote.delete(f"/api/v1/prices/{row['id']}", headers=bob).status_code == 404
     assert (
         remote.patch(f"/api/v1/prices/{row['id']}", json={"price_usd": 0.5}, headers=alice).status_code == 200
     )

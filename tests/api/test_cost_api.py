@@ -14,6 +14,7 @@ from app.models.catalog import PriceRow
 from app.schemas import cost as s
 from app.services import cost as svc
 from app.services import prices
+from app.services.catalog import LOCAL_ADMIN, PUBLIC, Actor
 
 
 def _add_row(session: Session, **overrides: Any) -> PriceRow:
@@ -52,7 +53,7 @@ def test_price_rows_resolve_with_date_source_and_staleness(db_url: str) -> None:
                 "options": [{"price_row_id": str(fresh.id)}, {"price_row_id": str(old.id)}],
             }
         )
-        result = svc.run_cost(session, req)
+        result = svc.run_cost(session, req, viewer=LOCAL_ADMIN)
     a, b = result.options
     assert a.price_id == str(fresh.id) and a.price_source == "https://example.test/prices"
     assert not a.stale and b.stale
@@ -79,27 +80,32 @@ def test_unknown_price_row_names_the_field(db_url: str) -> None:
             }
         )
         with pytest.raises(SpecError) as err:
-            svc.run_cost(session, req)
+            svc.run_cost(session, req, viewer=LOCAL_ADMIN)
     assert [p.field for p in err.value.problems] == ["options.1.price_row_id"]
 
 
 def test_default_cloud_rows_for_a_gpu_feed_the_breakeven(db_url: str) -> None:
     from app.db import get_engine
+    from tests.auth_support import ensure_user
 
+    buyer = Actor(ensure_user("breakeven-quotes@example.test").id)
     with Session(get_engine()) as session:
-        _add_row(session, item="only-row-for-this-test", usd_per_gpu_hour=7.0)
-        rows = prices.default_cloud_rows(session, "h100", ["on-demand"])
+        _add_row(session, item="only-row-for-this-test", usd_per_gpu_hour=7.0, owner_id=buyer.user_id)
+        rows = prices.default_cloud_rows(session, "h100", ["on-demand"], viewer=buyer)
         assert any(r.item == "only-row-for-this-test" for r in rows)
         assert all(r.gpu_name == "H100-SXM" for r in rows)
         req = s.TcoRequest.model_validate(
             {"utilisation": 0.9, "gpu": "H100", "pricing_models": ["on-demand"]}
         )
-        result = svc.breakeven(session, req)
+        result = svc.breakeven(session, req, viewer=buyer)
         assert len(result.breakevens) == len(rows)
         seven = [b for b in result.breakevens if "only-row-for-this-test" in b.label]
         assert seven and seven[0].usd_per_gpu_hour == 7.0
         count = len(session.exec(select(PriceRow)).all())
-    book = prices.price_book(Session(get_engine()))
+        assert "only-row-for-this-test" not in {
+            r.item for r in prices.default_cloud_rows(session, "h100", viewer=PUBLIC)
+        }
+    book = prices.price_book(Session(get_engine()), viewer=LOCAL_ADMIN)
     assert len(book) == count
 
 

@@ -23,6 +23,7 @@ from app.catalog.onprem import server_quotes
 from app.core.errors import SpecError
 from app.schemas import cost as s
 from app.services import cost as svc
+from app.services.catalog import PUBLIC
 from tests.paths import ROOT
 
 OPTION = [{"label": "test", "usd_per_gpu_hour": 2.0}]
@@ -38,7 +39,7 @@ def _tco(gpu: str | None = "H100-SXM", **onprem: Any) -> s.TcoResponse:
     fabric = body["onprem"].pop("fabric", None)
     if fabric is not None:
         body["fabric"] = fabric
-    return svc.tco(None, s.TcoRequest.model_validate(body))
+    return svc.tco(None, s.TcoRequest.model_validate(body), viewer=PUBLIC)
 
 
 def test_every_price_row_is_dated_and_sourced_and_the_priced_classes_complete() -> None:

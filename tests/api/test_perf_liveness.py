@@ -99,10 +99,10 @@ def test_a_callers_third_search_is_refused_while_two_run(
     release = threading.Event()  # the searches run in the thread pool
     entered: list[int] = []
 
-    def held_search(data: Any, session: Any = None) -> Any:
+    def held_search(data: Any, session: Any = None, **kwargs: Any) -> Any:
         entered.append(1)
         release.wait()
-        return real_search(data, session)
+        return real_search(data, session, **kwargs)
 
     real_search = planner_svc.search
     monkeypatch.setattr(planner_svc, "search", held_search)

@@ -153,16 +153,19 @@ def test_cli_bad_input_exits_2_without_traceback() -> None:
 
 
 def test_price_book_rows_from_the_database_feed_the_cost_ranking(db_url: str) -> None:
-    """Users' price rows in the DB (SQLite and PostgreSQL) count towards the default $/GPU-hour."""
+    """A user's price rows in the DB (SQLite and PostgreSQL) count towards that user's default $/GPU-hour."""
     from datetime import date, timedelta
 
     from sqlmodel import Session
 
     from app.db import get_engine
     from app.models import PriceRow
+    from app.services.catalog import PUBLIC, Actor
     from app.services.planner import price_for, search
+    from tests.auth_support import ensure_user
 
-    file_price, file_source = price_for("H100-SXM")
+    buyer = Actor(ensure_user("planner-quotes@example.test").id)
+    file_price, file_source = price_for("H100-SXM", viewer=PUBLIC)
     file_count = int(file_source.split("median of ")[1].split(" ")[0])
     with Session(get_engine()) as session:
         for i in range(file_count + 1):  # enough expensive rows to move the median above every built-in quote
@@ -181,12 +184,14 @@ def test_price_book_rows_from_the_database_feed_the_cost_ranking(db_url: str) ->
                     price_date=date.today() - timedelta(days=10),  # on-demand and fresh: in the headline pool
                     source="https://example.test/prices",
                     builtin=False,
+                    owner_id=buyer.user_id,
                 )
             )
         session.commit()
-        price, source = price_for("H100-SXM", session)
+        price, source = price_for("H100-SXM", session, viewer=buyer)
         assert price == 1000.0 and f"median of {2 * file_count + 1} " in source
-        out = search(dict(BODY, rank_by="cost"), session)
+        assert price_for("H100-SXM", session, viewer=PUBLIC)[0] == file_price  # nobody else's headline moves
+        out = search(dict(BODY, rank_by="cost"), session, viewer=buyer)
         assert out.usd_per_gpu_hour == 1000.0
         assert out.best["cost_usd"] == pytest.approx(out.best["time_to_train_s"] / 3600 * 64 * 1000.0)
     assert file_price < 1000.0

@@ -25,6 +25,7 @@ from app.core.planner import Constraints, SearchProblem, plan
 from app.core.sizing import size_sweep
 from app.schemas import search as schemas
 from app.services import planner as planner_service
+from app.services.catalog import PUBLIC
 
 OLD_KEYWORDS = (
     "dtype",
@@ -184,7 +185,7 @@ def test_the_plan_service_searches_with_the_request_options() -> None:
         "usd_per_gpu_hour": 2.0,
         "top": 3,
     }
-    out = planner_service.search(body)
+    out = planner_service.search(body, viewer=PUBLIC)
     assert out.best is not None
     assert out.best["layout"]["dtype"] == "fp8" and out.best["layout"]["optimizer_moments_dtype"] == "bf16"
     assert out.mtp_layers == 0
@@ -201,12 +202,12 @@ def test_the_deprecated_mtp_layers_of_a_plan_request_goes_onto_the_model() -> No
         "usd_per_gpu_hour": 2.0,
         "top": 3,
     }
-    _req, resolved, _price, result = planner_service.run_plan(body)
+    _req, resolved, _price, result = planner_service.run_plan(body, viewer=PUBLIC)
     assert resolved.model.mtp_layers == 1 and result.best is not None
     assert "mtp_layers" not in result.best.layout.to_dict()
     # the catalog's DeepSeek-V3 trains one module: another count beside it is refused on the deprecated field
     with pytest.raises(SpecError) as err:
-        planner_service.run_plan({**body, "model": "DeepSeek-V3", "mtp_layers": 2})
+        planner_service.run_plan({**body, "model": "DeepSeek-V3", "mtp_layers": 2}, viewer=PUBLIC)
     assert [p.field for p in err.value.problems] == ["layout.mtp_layers"]
 
 

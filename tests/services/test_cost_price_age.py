@@ -17,6 +17,7 @@ from app.models.catalog import PriceRow
 from app.schemas import cost as s
 from app.services import cost as svc
 from app.services import prices
+from app.services.catalog import LOCAL_ADMIN
 
 TODAY = date(2026, 12, 4)
 
@@ -114,8 +115,8 @@ def test_a_cloud_quote_is_stale_after_six_months(db_url: str) -> None:
         session.commit()
         options = [{"price_row_id": str(r.id)} for r in rows]
         req = s.RunCostRequest.model_validate({"num_gpus": 8, "gpu_hours": 10, "options": options})
-        fresh, old = svc.run_cost(session, req).options
-        book = {p.item: p.stale for p in prices.price_book(session, category="cloud_gpu")}
+        fresh, old = svc.run_cost(session, req, viewer=LOCAL_ADMIN).options
+        book = {p.item: p.stale for p in prices.price_book(session, category="cloud_gpu", viewer=LOCAL_ADMIN)}
     assert not fresh.stale and old.stale
     assert book["age test 150"] is False and book["age test 200"] is True
 

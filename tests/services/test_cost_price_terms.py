@@ -19,6 +19,8 @@ from app.models.catalog import PriceRow
 from app.schemas import cost as s
 from app.services import cost as svc
 from app.services import prices
+from app.services.catalog import PUBLIC, Actor
+from tests.auth_support import ensure_user
 
 
 @pytest.mark.parametrize(
@@ -86,7 +88,7 @@ def test_azure_payg_rows_bill_by_the_hour(db_url: str) -> None:
 
     with Session(get_engine()) as session:
         req = s.RunCostRequest.model_validate({"num_gpus": 8, "gpu_hours": 10_000, "gpu": "A100-40GB-SXM"})
-        result = svc.run_cost(session, req)
+        result = svc.run_cost(session, req, viewer=PUBLIC)
     azure = [o for o in result.options if "Azure" in o.label]
     assert azure
     for option in azure:
@@ -125,12 +127,13 @@ def _row(session: Session, **overrides: Any) -> PriceRow:
 def test_an_instance_hour_quote_is_normalised_not_left_out(db_url: str) -> None:
     from app.db import get_engine
 
+    buyer = Actor(ensure_user("instance-quotes@example.test").id)
     with Session(get_engine()) as session:
-        row = _row(session)
-        rows = prices.default_cloud_rows(session, "H100")
+        row = _row(session, owner_id=buyer.user_id)
+        rows = prices.default_cloud_rows(session, "H100", viewer=buyer)
         assert row.id in {r.id for r in rows}
         req = s.RunCostRequest.model_validate({"num_gpus": 8, "gpu_hours": 100, "gpu": "H100"})
-        (mine,) = [o for o in svc.run_cost(session, req).options if o.price_id == str(row.id)]
+        (mine,) = [o for o in svc.run_cost(session, req, viewer=buyer).options if o.price_id == str(row.id)]
     assert mine.usd_per_gpu_hour == pytest.approx(5.0) and mine.total_usd == pytest.approx(500.0)
 
 
@@ -160,7 +163,7 @@ def test_an_inline_option_with_an_unreadable_term_is_a_problem_named() -> None:
         {"num_gpus": 8, "gpu_hours": 10, "options": [{"usd_per_gpu_hour": 2, "pricing_model": "odd"}]}
     )
     with pytest.raises(SpecError) as err:
-        svc.run_cost(None, req)
+        svc.run_cost(None, req, viewer=PUBLIC)
     assert [p.field for p in err.value.problems] == ["options.0.pricing_model"]
 
 

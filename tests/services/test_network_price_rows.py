@@ -24,6 +24,7 @@ from app.catalog.network_prices import (
 from app.core.units import GBIT
 from app.schemas import cost as s
 from app.services import cost as svc
+from app.services.catalog import PUBLIC
 
 OPTION = [{"label": "test", "usd_per_gpu_hour": 2.0}]
 # classes lacking a published, dated unit price for a BOM item (docs/cost.md): their fabrics are flagged, not priced
@@ -39,7 +40,7 @@ def _network(fabric: str | None = None, gpu: str = "H100-SXM", nodes: int = 128)
     body: dict[str, Any] = {"onprem": {"nodes": nodes}, "gpu": gpu, "options": OPTION}
     if fabric is not None:
         body["fabric"] = fabric
-    return svc.tco(None, s.TcoRequest.model_validate(body))
+    return svc.tco(None, s.TcoRequest.model_validate(body), viewer=PUBLIC)
 
 
 @pytest.fixture

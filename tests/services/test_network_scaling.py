@@ -97,11 +97,13 @@ def test_seed_claims_analysis() -> None:
 def test_bom_prices_come_from_the_database_price_book(db_url: str) -> None:
     from app.db import get_engine
     from app.schemas.network import BomIn
-    from app.services.catalog import add_price_row
+    from app.services.catalog import PUBLIC, Actor, add_price_row
     from app.services.network import run_bom
+    from tests.auth_support import ensure_user
 
+    buyer = Actor(ensure_user("bom-quotes@example.test").id)
     with Session(get_engine()) as session:
-        bom = run_bom(BomIn(nodes=128, fabric="ib-ndr-8x400"), session)
+        bom = run_bom(BomIn(nodes=128, fabric="ib-ndr-8x400"), session, viewer=buyer)
         assert bom.cost is not None and bom.cost.prices.switch_usd == 36_000
         add_price_row(
             session,
@@ -114,11 +116,14 @@ def test_bom_prices_come_from_the_database_price_book(db_url: str) -> None:
                 "source": "test quote",
                 "includes": "switch only",
             },
+            owner_id=buyer.user_id,
         )
-        rows_switch = run_bom(BomIn(nodes=128, fabric="ib-ndr-8x400"), session).cost
+        rows_switch = run_bom(BomIn(nodes=128, fabric="ib-ndr-8x400"), session, viewer=buyer).cost
         assert rows_switch is not None
-        # the newest matching row of the price book wins, users' rows included
+        # the newest matching row of the price book wins, the user's own rows included
         assert rows_switch.prices.switch_usd == 20_000
         assert "negotiated" in rows_switch.prices.source["switch_usd"]
-        explicit = run_bom(BomIn(nodes=128, prices={"switch_usd": 1.0}), session).cost  # type: ignore[arg-type]
+        others = run_bom(BomIn(nodes=128, fabric="ib-ndr-8x400"), session, viewer=PUBLIC).cost
+        assert others is not None and others.prices.switch_usd == 36_000  # nobody else's BOM moves
+        explicit = run_bom(BomIn(nodes=128, prices={"switch_usd": 1.0}), session, viewer=buyer).cost  # type: ignore[arg-type]
         assert explicit is not None and explicit.breakdown_usd["switches"] == 48.0

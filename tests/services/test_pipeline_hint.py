@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from app.services.catalog import PUBLIC
 from app.services.pipeline_hint import BUBBLE_HINT_SHARE, pipeline_fill_note
 from app.services.planner import search
 
@@ -42,10 +43,10 @@ def _request(global_batch: int, seq_len: int) -> dict[str, Any]:
 
 def test_a_search_with_too_small_a_batch_says_so() -> None:
     # 256 sequences on 4,096 H100: no layout keeps the GPUs busy, and the answer says why
-    small = search(_request(256, 4096))
+    small = search(_request(256, 4096), viewer=PUBLIC)
     assert any("idles" in w and "pipeline bubble" in w for w in small.warnings)
     # Meta's 2,048 sequences of 8,192 tokens on the same GPUs: no such note
-    assert not any("pipeline bubble" in w for w in search(_request(2048, 8192)).warnings)
+    assert not any("pipeline bubble" in w for w in search(_request(2048, 8192), viewer=PUBLIC).warnings)
 
 
 def test_the_cli_prints_the_warning() -> None:

@@ -1,6 +1,8 @@
 """/api/v1 catalog: GPUs, interconnects, model architectures and the price book.
 
-Reads are public. Adding models and price rows, and editing or deleting one's own, needs plans:write. Specs are
+Reads are public. Adding models and price rows, and editing or deleting one's own, needs plans:write. A user's price
+rows are theirs: the price routes show each caller the rows app.services.catalog.price_visibility lets them see (the
+built-in rows; their own; every row to an administrator), and another user's row is a 404 like a missing one. Specs are
 returned in SI base units (`spec`) next to the display units the pages use (TFLOP/s, GiB, GB/s, µs).
 """
 
@@ -17,7 +19,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from fastapi.responses import PlainTextResponse
 
 from app.api.envelope import PagingDep
-from app.auth.deps import WriteDep
+from app.auth.deps import PrincipalDep, WriteDep
 from app.core.errors import Problem, SpecError
 from app.deps import SessionDep
 from app.schemas.catalog import (
@@ -31,7 +33,14 @@ from app.schemas.catalog import (
 )
 from app.schemas.envelope import ListEnvelope
 from app.services import catalog as catalog_service
-from app.services.catalog_public import actor_of, gpu_public, interconnect_public, model_public, price_public
+from app.services.catalog_public import (
+    actor_of,
+    gpu_public,
+    interconnect_public,
+    model_public,
+    price_public,
+    price_viewer,
+)
 from app.services.csv_safe import safe_record
 
 router = APIRouter()
@@ -186,6 +195,7 @@ def delete_model(name: NamePath, session: SessionDep, principal: WriteDep) -> Re
 def list_prices(
     session: SessionDep,
     page: PagingDep,
+    principal: PrincipalDep,
     category: Annotated[str | None, Query(max_length=50, examples=["cloud_gpu"])] = None,
     vendor: Annotated[str | None, Query(max_length=100, description="substring, case-insensitive")] = None,
     gpu: Annotated[str | None, Query(max_length=100, description="GPU name or alias")] = None,
@@ -195,7 +205,9 @@ def list_prices(
     ] = None,
 ) -> ListEnvelope[PricePublic]:
     filters = catalog_service.PriceFilters(category, vendor, gpu, pricing_model, builtin)
-    rows, total = catalog_service.list_price_rows(session, filters, offset=page.offset, limit=page.limit)
+    rows, total = catalog_service.list_price_rows(
+        session, filters, viewer=price_viewer(principal), offset=page.offset, limit=page.limit
+    )
     today = date.today()
     return ListEnvelope(data=[price_public(r, today) for r in rows], count=total)
 
@@ -233,6 +245,7 @@ PRICE_CSV_COLUMNS = (
 )
 def export_prices_csv(
     session: SessionDep,
+    principal: PrincipalDep,
     category: Annotated[str | None, Query(max_length=50)] = None,
     vendor: Annotated[str | None, Query(max_length=100)] = None,
     gpu: Annotated[str | None, Query(max_length=100)] = None,
@@ -240,7 +253,7 @@ def export_prices_csv(
     builtin: Annotated[bool | None, Query()] = None,
 ) -> Response:
     filters = catalog_service.PriceFilters(category, vendor, gpu, pricing_model, builtin)
-    rows, _ = catalog_service.list_price_rows(session, filters)
+    rows, _ = catalog_service.list_price_rows(session, filters, viewer=price_viewer(principal))
     today = date.today()
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=PRICE_CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
@@ -261,8 +274,8 @@ def export_prices_csv(
     response_model=PricePublic,
     summary="One price row",
 )
-def get_price(price_id: uuid.UUID, session: SessionDep) -> PricePublic:
-    return price_public(catalog_service.get_price_row(session, price_id))
+def get_price(price_id: uuid.UUID, session: SessionDep, principal: PrincipalDep) -> PricePublic:
+    return price_public(catalog_service.get_price_row(session, price_id, viewer=price_viewer(principal)))
 
 
 @router.post(

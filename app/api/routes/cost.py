@@ -3,7 +3,9 @@
 These endpoints compute and store nothing, so they need no scope (an embedded scenario that names a calibration
 profile needs plans:read, as the estimate does) and read through the read-only database view
 (app/deps.py `ReadSessionDep`); every price and default used is echoed
-with its date and source in the response's `assumptions`.
+with its date and source in the response's `assumptions`. Price rows are the caller's to see
+(app.services.catalog_public.price_viewer): the built-in rows and their own, and a price_row_id naming another
+user's row is as unknown as a missing one.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from app.api.envelope import PROFILE_AUTH_ERRORS
-from app.auth.deps import check_profiles_in
+from app.auth.deps import PrincipalDep, check_profiles_in
 from app.deps import ReadSessionDep
 from app.schemas import cost as s
 from app.schemas.envelope import ListEnvelope
 from app.services import cost as svc
 from app.services import prices
+from app.services.catalog_public import price_viewer
 
 router = APIRouter()
 cost_router = APIRouter(prefix="/cost", tags=["cost"])
@@ -33,9 +36,11 @@ storage_router = APIRouter(prefix="/storage", tags=["storage"])
     summary="Cost of one training run under each pricing option",
     responses=PROFILE_AUTH_ERRORS,
 )
-def cost_run(body: s.RunCostRequest, session: ReadSessionDep, request: Request) -> s.RunCostResponse:
+def cost_run(
+    body: s.RunCostRequest, session: ReadSessionDep, request: Request, principal: PrincipalDep
+) -> s.RunCostResponse:
     check_profiles_in(request, body.scenario)
-    return svc.run_cost(session, body)
+    return svc.run_cost(session, body, viewer=price_viewer(principal))
 
 
 @cost_router.post(
@@ -44,8 +49,8 @@ def cost_run(body: s.RunCostRequest, session: ReadSessionDep, request: Request) 
     response_model=s.TcoResponse,
     summary="On-prem total cost of ownership, $/GPU-hour, breakeven vs cloud, curves",
 )
-def cost_tco(body: s.TcoRequest, session: ReadSessionDep) -> s.TcoResponse:
-    return svc.tco(session, body)
+def cost_tco(body: s.TcoRequest, session: ReadSessionDep, principal: PrincipalDep) -> s.TcoResponse:
+    return svc.tco(session, body, viewer=price_viewer(principal))
 
 
 @cost_router.post(
@@ -54,8 +59,10 @@ def cost_tco(body: s.TcoRequest, session: ReadSessionDep) -> s.TcoResponse:
     response_model=s.BreakevenResponse,
     summary="Breakeven months and utilisation of buying vs each cloud option",
 )
-def cost_breakeven(body: s.TcoRequest, session: ReadSessionDep) -> s.BreakevenResponse:
-    return svc.breakeven(session, body)
+def cost_breakeven(
+    body: s.TcoRequest, session: ReadSessionDep, principal: PrincipalDep
+) -> s.BreakevenResponse:
+    return svc.breakeven(session, body, viewer=price_viewer(principal))
 
 
 @cost_router.post(
@@ -86,10 +93,11 @@ def cost_spot(body: s.SpotRequest) -> s.SpotResponse:
 )
 def cost_list_prices(
     session: ReadSessionDep,
+    principal: PrincipalDep,
     category: Annotated[str | None, Query(max_length=50, description="e.g. cloud_gpu")] = None,
     stale_only: Annotated[bool, Query(description="only rows older than a year")] = False,
 ) -> ListEnvelope[s.PriceBookRow]:
-    rows = prices.price_book(session, category, stale_only)
+    rows = prices.price_book(session, category, stale_only, viewer=price_viewer(principal))
     return ListEnvelope(data=rows, count=len(rows))
 
 

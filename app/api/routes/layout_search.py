@@ -21,6 +21,7 @@ from app.auth.deps import ReadDep
 from app.deps import ReadSessionDep
 from app.schemas import search_results
 from app.services import planner as svc
+from app.services.catalog_public import price_viewer
 
 router = APIRouter(tags=["layout-search"])
 
@@ -65,9 +66,9 @@ SIZES: dict[str, Any] = {
 @router.post("/plan", operation_id="plan_search", **SEARCH, **deprecated_alias("/api/v1/layout-search"))
 @router.post("/layout-search", operation_id="layout_search", **SEARCH)
 def layout_search(
-    body: svc.PlanRequest, session: ReadSessionDep, _principal: ReadDep
+    body: svc.PlanRequest, session: ReadSessionDep, principal: ReadDep
 ) -> search_results.PlanOut:
-    return svc.search(body, session)
+    return svc.search(body, session, viewer=price_viewer(principal))
 
 
 @router.post(
@@ -75,6 +76,6 @@ def layout_search(
 )
 @router.post("/layout-search/sizes", operation_id="layout_search_sizes", **SIZES)
 def layout_search_sizes(
-    body: svc.SizesRequest, session: ReadSessionDep, _principal: ReadDep
+    body: svc.SizesRequest, session: ReadSessionDep, principal: ReadDep
 ) -> search_results.SizesOut:
-    return svc.sizes(body, session)
+    return svc.sizes(body, session, viewer=price_viewer(principal))

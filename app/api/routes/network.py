@@ -11,11 +11,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from app.api.envelope import PROFILE_AUTH_ERRORS, paging
-from app.auth.deps import check_profiles_in
+from app.auth.deps import PrincipalDep, check_profiles_in
 from app.deps import ReadSessionDep
 from app.schemas import network as net_schema
 from app.schemas.envelope import ListEnvelope, Paging
 from app.services import network as svc
+from app.services.catalog_public import price_viewer
 
 router = APIRouter(prefix="/network", tags=["network"])
 
@@ -63,8 +64,8 @@ def scaling(
     summary="Fat-tree bill of materials (switches per tier, cables, transceivers) and network capex",
     responses=ERRORS,
 )
-def bom(body: net_schema.BomIn, session: ReadSessionDep) -> dict[str, Any]:
-    return svc.run_bom(body, session).to_dict()
+def bom(body: net_schema.BomIn, session: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    return svc.run_bom(body, session, viewer=price_viewer(principal)).to_dict()
 
 
 @router.get(

@@ -101,8 +101,8 @@ def list_cmd(
         Kind.prices: lambda s: (
             [
                 views.price_public(r)
-                for r in service.list_price_rows(
-                    s, service.PriceFilters(category, vendor, gpu, pricing_model)
+                for r in service.list_price_rows(  # the operator sees every row (LOCAL_ADMIN)
+                    s, service.PriceFilters(category, vendor, gpu, pricing_model), viewer=service.LOCAL_ADMIN
                 )[0]
             ],
             "prices",

@@ -2,6 +2,10 @@
 
 Every command prints a readable summary, or the API's JSON with --json. Bad input prints one message per
 field and exits with status 2.
+
+The command line works on the local database as its operator (app.services.catalog.LOCAL_ADMIN): `cost prices`
+lists every row, users' included, and `--price-row` may name any row; the default quotes of `--gpu` and the headline
+are the built-in rows only, the price book every anonymous caller is quoted from (no user's row moves them).
 """
 
 from __future__ import annotations
@@ -190,6 +194,7 @@ def run(
     json_out: JsonOpt = False,
 ) -> None:
     from app.services import cost as svc
+    from app.services.catalog import LOCAL_ADMIN
 
     req = build(
         s.RunCostRequest,
@@ -210,7 +215,7 @@ def run(
     )
     if _needs_db(price_row, price, gpu):
         _prepare_db()
-    result = svc.run_cost(None, req)
+    result = svc.run_cost(None, req, viewer=LOCAL_ADMIN)
     if json_out:
         _echo_json(result)
         return
@@ -274,6 +279,7 @@ def breakeven(**kwargs: Any) -> None:
 
 def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
     from app.services import cost as svc
+    from app.services.catalog import LOCAL_ADMIN
 
     nodes, gpus_per_node, server_capex = a["nodes"], a["gpus_per_node"], a["server_capex"]
     network_capex, network_share, fabric_tiers = a["network_capex"], a["network_share"], a["fabric_tiers"]
@@ -331,7 +337,7 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
     if _needs_db(price_row, price, gpu):
         _prepare_db()
     if only_breakeven:
-        be = svc.breakeven(None, req)
+        be = svc.breakeven(None, req, viewer=LOCAL_ADMIN)
         if json_out:
             _echo_json(be)
             return
@@ -344,7 +350,7 @@ def _tco(a: dict[str, Any], only_breakeven: bool) -> None:
         for b in be.breakevens:
             typer.echo(_breakeven_line(b))
         return
-    result = svc.tco(None, req)
+    result = svc.tco(None, req, viewer=LOCAL_ADMIN)
     if json_out:
         _echo_json(result)
         return
@@ -650,11 +656,12 @@ def prices(
     from sqlmodel import Session
 
     from app.db import get_engine
+    from app.services.catalog import LOCAL_ADMIN
     from app.services.prices import price_book
 
     _prepare_db()
     with Session(get_engine()) as session:
-        rows = price_book(session, category, stale_only)
+        rows = price_book(session, category, stale_only, viewer=LOCAL_ADMIN)
     if json_out:
         typer.echo(to_json([r.model_dump(mode="json") for r in rows], indent=2))
         return

@@ -165,6 +165,7 @@ def bom(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     from app.services import network as svc
+    from app.services.catalog import LOCAL_ADMIN
 
     over = None
     if oversubscription:
@@ -184,7 +185,9 @@ def bom(
         "gpus_per_node": gpus_per_node,
         "prices": {"switch_usd": switch_usd, "transceiver_usd": transceiver_usd, "cable_usd": cable_usd},
     }
-    result = svc.run_bom(svc.parse(net_schema.BomIn, body))
+    result = svc.run_bom(
+        svc.parse(net_schema.BomIn, body), viewer=LOCAL_ADMIN
+    )  # no database: built-in prices
     if as_json:
         typer.echo(to_json(result.to_dict(), indent=2))
         return

@@ -210,6 +210,7 @@ def search_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the full result as JSON")] = False,
 ) -> None:
     from app.services import planner as svc
+    from app.services.catalog import LOCAL_ADMIN  # no database: the built-in price file
 
     if preset not in ("none", "heuristic"):
         raise SearchInputError("--preset: choose none or heuristic")
@@ -241,13 +242,13 @@ def search_command(
     if sweep:
         req["sizes"] = _int_list(sizes, "--sizes")
         req["deadline_days"] = deadline_days
-        sized = svc.sizes(req)
+        sized = svc.sizes(req, viewer=LOCAL_ADMIN)
         typer.echo(to_json(sized.model_dump(mode="json"), indent=2) if as_json else render_sizes(sized))
         return
     req["rank_by"] = rank_by
     req["top"] = top
     req["gpu_counts"] = _int_list(gpu_counts, "--gpu-counts")
-    result = svc.search(req)
+    result = svc.search(req, viewer=LOCAL_ADMIN)
     typer.echo(to_json(result.model_dump(mode="json"), indent=2) if as_json else render_search(result))
 
 

@@ -15,6 +15,7 @@ from app.errors import NotFoundError
 from app.models.benchmarks import CalibrationProfile
 from app.models.catalog import GPUEntry, ModelEntry
 from app.services import planning
+from app.services.catalog import Actor
 from app.web.pages import _filters
 from app.web.pages._builder import (
     BuilderState,
@@ -195,27 +196,30 @@ def profile_warning(session: Session, ref: str, gpu: str = "", dtype: str = "bf1
     return " ".join(notes)
 
 
-def build_view(session: Session, state: BuilderState, may_use_profiles: bool = False) -> View:
-    """Evaluate the builder's state; problems are reported per field, never as an error page. A calibration
-    profile is used only when `may_use_profiles` (else a problem on `profile`, see profile_refusal)."""
+def build_view(
+    session: Session, state: BuilderState, may_use_profiles: bool = False, *, viewer: Actor
+) -> View:
+    """Evaluate the builder's state at `viewer`'s prices; problems are reported per field, never as an error page.
+    A calibration profile is used only when `may_use_profiles` (else a problem on `profile`, see
+    profile_refusal)."""
     refusal = profile_refusal(state, may_use_profiles)
     if refusal:
         return View(problems=[Problem("profile", refusal)], reasons=_default_reasons())
     try:
         scenario = state_to_scenario(state)
+        search = planning.PlannerSearch(planner_constraints(state), state.rank_by)
         evaluation = planning.evaluate(
             session,
             scenario,
-            search=state.mode == "planner",
+            search=search if state.mode == "planner" else None,
             scaling=False,
             profile_ref=state.profile,
-            constraints=planner_constraints(state),
-            rank_by=state.rank_by,
+            viewer=viewer,
         )
     except SpecError as exc:
         view = View(problems=list(exc.problems), reasons=_default_reasons())
         if state.mode == "planner" and any(p.field == "layout" for p in exc.problems):
-            view.no_fit = no_fit_view(session, state)
+            view.no_fit = no_fit_view(session, state, viewer)
         return view
     except NotFoundError as exc:
         return View(problems=[Problem(_kind_field(exc.kind), str(exc))], reasons=_default_reasons())
@@ -258,7 +262,7 @@ def build_view(session: Session, state: BuilderState, may_use_profiles: bool = F
     return view
 
 
-def no_fit_view(session: Session, state: BuilderState) -> dict[str, Any] | None:
+def no_fit_view(session: Session, state: BuilderState, viewer: Actor) -> dict[str, Any] | None:
     """Planner mode with no layout that fits: the reason, and the nearest node counts and global batches at which
     one does (links that set the field); None when the search itself fails."""
     from app.services.plan_fixes import nearest_fits
@@ -271,6 +275,7 @@ def no_fit_view(session: Session, state: BuilderState) -> dict[str, Any] | None:
             state.nodes,
             state.gpus_per_node,
             state.global_batch,
+            viewer=viewer,
         )
     except (SpecError, NotFoundError):
         return None
@@ -303,10 +308,12 @@ def alternative_view(
     return {**found, "use_query": layout_query(state, found["layout_fields"])}
 
 
-def sizing_view(session: Session, state: BuilderState, may_use_profiles: bool = False) -> dict[str, Any]:
+def sizing_view(
+    session: Session, state: BuilderState, may_use_profiles: bool = False, *, viewer: Actor
+) -> dict[str, Any]:
     """The smallest cluster that meets the builder's deadline and budget: every size the planner searched, with
-    its best layout, days, GPU-hours and cost, and the answer or why there is none (a calibration profile only
-    when `may_use_profiles`)."""
+    its best layout, days, GPU-hours and cost at `viewer`'s headline price, and the answer or why there is none
+    (a calibration profile only when `may_use_profiles`)."""
     from app.services import planner as planner_service
 
     goal = {"deadline_days": state.deadline_days or None, "budget_usd": state.budget_usd or None}
@@ -315,7 +322,7 @@ def sizing_view(session: Session, state: BuilderState, may_use_profiles: bool = 
         return {**goal, "problem": refusal}
     try:
         scenario = state_to_scenario(replace(state, mode="planner"))
-        swept = planner_service.sizes(sizes_request(state, scenario), session)
+        swept = planner_service.sizes(sizes_request(state, scenario), session, viewer=viewer)
     except (SpecError, NotFoundError) as exc:
         return {**goal, "problem": str(exc)}
     rows = [_size_row(state, point, goal) for point in swept.points]

@@ -33,6 +33,7 @@ from app.services.catalog_public import (
     interconnect_public,
     model_public,
     price_public,
+    price_viewer,
 )
 from app.web.templating import is_htmx, render
 
@@ -94,7 +95,12 @@ def gpu_page(name: NamePath, request: Request, session: SessionDep) -> HTMLRespo
         gpu = gpu_public(catalog_service.get_gpu_entry(session, name))
     except NotFoundError as exc:
         return _missing(request, "GPU", exc, "gpus")
-    prices, _ = catalog_service.list_price_rows(session, catalog_service.PriceFilters(gpu=gpu.name), limit=50)
+    prices, _ = catalog_service.list_price_rows(
+        session,
+        catalog_service.PriceFilters(gpu=gpu.name),
+        viewer=price_viewer(resolve_principal(request)),
+        limit=50,
+    )
     context = _base_context(request, gpu.name, "gpus") | {
         "gpu": gpu,
         "prices": [price_public(p) for p in prices],
@@ -201,7 +207,8 @@ def _price_book_context(
     editing: PriceRow | None = None,
     message: str = "",
 ) -> dict[str, Any]:
-    viewer = actor_of(resolve_principal(request))
+    principal = resolve_principal(request)
+    actor, viewer = actor_of(principal), price_viewer(principal)
     wanted = catalog_service.PriceFilters(
         category=filters.get("category"),
         vendor=filters.get("vendor"),
@@ -210,9 +217,9 @@ def _price_book_context(
         builtin=False if filters.get("mine") else None,
     )
     rows, total = catalog_service.list_price_rows(
-        session, wanted, owner_id=viewer.user_id if filters.get("mine") else None
+        session, wanted, viewer=viewer, owner_id=actor.user_id if filters.get("mine") else None
     )
-    editable = {r.id for r in rows if _may_change(r, viewer)}
+    editable = {r.id for r in rows if _may_change(r, actor)}
     today = date.today()
     if form is None:
         form = _form_from_row(editing) if editing is not None else {"confidence": "user", "price_date": today}
@@ -221,7 +228,7 @@ def _price_book_context(
         "count": total,
         "filters": filters,
         "query": urlencode(filters),
-        "categories": catalog_service.price_categories(session),
+        "categories": catalog_service.price_categories(session, viewer=viewer),
         "gpu_names": list(catalog_service.gpu_names(session)),
         "stale_days": {c: price_age.stale_after_days(c) for c in sorted(price_age.STALE_AFTER_MONTHS)},
         "form": form,
@@ -303,7 +310,9 @@ async def add_price(request: Request, session: SessionDep, principal: WriteDep) 
 
 
 def _editable_row(session: SessionDep, price_id: uuid.UUID, actor: catalog_service.Actor) -> PriceRow:
-    row = catalog_service.get_price_row(session, price_id)
+    """The row, if `actor` may change it: another user's row is NotFoundError (as a missing one), a built-in one
+    ReadOnlyError."""
+    row = catalog_service.get_price_row(session, price_id, viewer=actor)
     catalog_service.check_may_change(row, "price row", row.item, actor)
     return row
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
@@ -33,6 +34,8 @@ from app.schemas.plans import (
 )
 from app.services import planning
 from app.services import plans as plan_service
+from app.services.catalog import Actor
+from app.services.catalog_public import price_viewer
 from app.services.plan_access import OwnerFilter, PlanActor
 from app.web.pages import _builder, _panels, tools
 from app.web.pages._compare import display_rows
@@ -100,7 +103,9 @@ def _builder_page(
     context: dict[str, Any] = {
         "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
         "state": state,
-        "view": _panels.build_view(session, state, profiles_allowed),
+        "view": _panels.build_view(
+            session, state, profiles_allowed, viewer=_prices_viewer(session, principal, editing_plan)
+        ),
         "choices": _panels.choices(session, state, profiles_allowed),
         # each input's label, unit, range or options, and hint (app.core.knobs)
         "knobs": _builder.BUILDER_KNOBS | _builder.BUILDER_CHOICES,
@@ -118,6 +123,14 @@ def _builder_page(
     if refused is not None:
         return render(request, "plan_new.html", context, status_code=422)
     return render(request, "plan_new.html", context, block="results")
+
+
+def _prices_viewer(session: Session, principal: Principal, editing_plan: PlanPublic | None) -> Actor:
+    """Whose prices the builder's results use: the caller's, or while revising a plan its owner's, as the saved
+    revision will (app.services.plans.priced_as)."""
+    if editing_plan is not None:
+        return plan_service.plan_prices_viewer(session, editing_plan.id)
+    return price_viewer(principal)
 
 
 def _plan_to_edit(session: Session, plan_id: str, principal: Principal) -> PlanPublic | None:
@@ -170,7 +183,7 @@ def builder_alternative(request: Request, session: SessionDep, principal: Princi
 def builder_sizes(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a
     direct load)."""
-    panel = ("Cluster size", "sizing", _panels.sizing_view)
+    panel = ("Cluster size", "sizing", partial(_panels.sizing_view, viewer=price_viewer(principal)))
     return _deferred_panel(request, session, principal, panel, ("plan_sizes.html", "sizing"))
 
 

@@ -13,12 +13,15 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from sqlmodel import Session
 
+from app.auth.deps import PrincipalDep
 from app.core.errors import Problem, SpecError
 from app.core.units import GiB, KiB, MiB
 from app.deps import SessionDep
 from app.errors import NotFoundError
 from app.schemas import network as net_schema
 from app.services import planning
+from app.services.catalog import Actor
+from app.services.catalog_public import price_viewer
 from app.web.pages import _filters, _panels
 from app.web.pages._builder import BuilderState
 from app.web.templating import is_htmx, render
@@ -347,8 +350,9 @@ def onprem_overrides(form: Form) -> dict[str, float]:
     }
 
 
-def cost_view(session: Session, form: Form) -> dict[str, Any]:
-    """Cumulative cost of cloud options vs owning the cluster, breakeven by option, $/GPU-hour vs utilisation."""
+def cost_view(session: Session, form: Form, viewer: Actor) -> dict[str, Any]:
+    """Cumulative cost of cloud options (`viewer`'s price rows for the GPU) vs owning the cluster, breakeven by
+    option, $/GPU-hour vs utilisation."""
     from app.schemas.cost import TcoRequest
     from app.services import cost as cost_service
 
@@ -369,7 +373,7 @@ def cost_view(session: Session, form: Form) -> dict[str, Any]:
     if form["fabric"]:
         body["fabric"] = form["fabric"]  # the service checks the name (422 naming `fabric` through the API)
     try:
-        tco = cost_service.tco(session, TcoRequest.model_validate(body))
+        tco = cost_service.tco(session, TcoRequest.model_validate(body), viewer=viewer)
     except (SpecError, ValidationError, NotFoundError, LookupError) as exc:
         problems = _problems(exc)
         for p in problems:  # a problem with one of the page's own fields is also shown beside that field
@@ -459,9 +463,9 @@ def cost_fabrics(form: Form) -> list[tuple[str, str]]:
 
 
 @router.get("/cost", response_class=HTMLResponse)
-def cost_page(request: Request, session: SessionDep) -> HTMLResponse:
+def cost_page(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     form = cost_form(dict(request.query_params))
-    view = cost_view(session, form)
+    view = cost_view(session, form, price_viewer(principal))
     context = {
         "title": "Cost",
         "form": form,

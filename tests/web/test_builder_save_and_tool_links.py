@@ -5,6 +5,7 @@ message larger than the largest."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import uuid
 from typing import Any
@@ -125,7 +126,12 @@ def _assert_the_pages_open_on(client: Any, links: dict[str, str], state: Builder
         assert _selected(page, "gpu") == state.gpu
         assert _input_value(page, "nodes") == str(state.nodes)
         assert _input_value(page, "gpus_per_node") == str(state.gpus_per_node)
-    assert _selected(cost.text, "fabric") == state.fabric
+    for page in (cost.text, network.text):  # the fabric comes along too
+        assert _selected(page, "fabric") == state.fabric
+    chosen = re.search(r'<strong id="network-chosen">([^<]+)</strong>', network.text)
+    assert chosen and chosen.group(1) == state.fabric  # /network singles the plan's fabric out
+    figure = json.loads(network.text.split('id="chart-busbw-data">', 1)[1].split("</script>", 1)[0])
+    assert figure["data"][0]["name"] == f"{state.fabric} (chosen)"
 
 
 def test_the_builder_links_its_cluster_to_the_cost_and_network_pages(client: Any) -> None:
@@ -133,7 +139,14 @@ def test_the_builder_links_its_cluster_to_the_cost_and_network_pages(client: Any
     links = _links(results.text)
     assert links["Cost and TCO for this cluster"].startswith("/cost?")
     assert links["Network scaling for this cluster"].startswith("/network?")
+    for link in links.values():
+        assert f"fabric={CLUSTER.fabric}" in link
     _assert_the_pages_open_on(client, links, CLUSTER)
+    # the default fabric too (not only one away from every page's defaults)
+    default = BuilderState(gpu="A100-80GB-SXM", nodes=2)
+    _assert_the_pages_open_on(
+        client, _links(client.get("/plans/new?" + default.query(), headers=HX).text), default
+    )
 
 
 def test_a_saved_plan_links_its_cluster_to_the_cost_and_network_pages(client: Any) -> None:
@@ -147,7 +160,7 @@ def test_a_saved_plan_links_its_cluster_to_the_cost_and_network_pages(client: An
 # ---------------------------------------------------------------------------------------------- fabric labels
 
 
-@pytest.mark.parametrize("url", ["/plans/new", "/cost"])
+@pytest.mark.parametrize("url", ["/plans/new", "/cost", "/network"])
 def test_fabric_options_show_the_presets_label_with_the_name_as_value(client: Any, url: str) -> None:
     options = _options(client.get(url).text, "fabric")
     assert options["roce-ecmp-scattered-8x400"] == "RoCE 8 × 400G, static ECMP, scattered placement"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.web.pages.tools import COST_FIELDS, NETWORK_FIELDS, ONPREM_OVERRIDES, cost_form
+from app.web.pages.tools import COST_FIELDS, NETWORK_FIELDS, ONPREM_OVERRIDES, cost_form, network_form
 
 HX = {"HX-Request": "true"}
 
@@ -69,4 +69,5 @@ def test_a_service_problem_on_an_override_goes_to_the_pages_field() -> None:
 def test_every_field_of_the_pages_has_a_label() -> None:
     assert set(ONPREM_OVERRIDES) <= set(COST_FIELDS)
     assert set(cost_form({}).values) <= set(COST_FIELDS)
-    assert {"gpu", "nodes", "gpus_per_node", "op", "min_size", "max_size"} == set(NETWORK_FIELDS)
+    assert {"gpu", "nodes", "gpus_per_node", "fabric", "op", "min_size", "max_size"} == set(NETWORK_FIELDS)
+    assert set(network_form({}).values) == set(NETWORK_FIELDS)

@@ -34,6 +34,7 @@ from app.models.benchmarks import BenchmarkJob, CalibrationProfile, JobAttempt
 from app.services import calibration as calibration_service
 from app.services import jobs as job_service
 from app.services import nodes as node_service
+from app.web.pages import _panels
 from app.web.templating import is_htmx, render, templates
 
 router = APIRouter()
@@ -53,11 +54,20 @@ def _invalid(request: Request) -> int:
     return 200 if is_htmx(request) else 422
 
 
-def _catalog_names() -> tuple[list[str], list[str]]:
+def _catalog_names() -> list[str]:
     from app.catalog import gpus
-    from app.catalog.fabrics import fabrics
 
-    return sorted(gpus()), sorted(fabrics())
+    return sorted(gpus())
+
+
+def _fabric_choices(form: dict[str, str]) -> list[tuple[str, str]]:
+    """The launch form's fabric select: each preset's name as the value and its label as the text, as the builder
+    and the cost page show them; a posted name the catalog lacks stays selectable beside its error."""
+    options = _panels.fabric_options()
+    asked = form.get("fabric", "")
+    if asked and asked not in {name for name, _ in options}:
+        options.insert(0, (asked, asked))
+    return options
 
 
 def _cpu_only(node: Any) -> bool:
@@ -94,7 +104,7 @@ def _index_context(request: Request, session: Any, principal: Principal, **extra
     rows = _node_rows(session) if principal.has("benchmarks:run") else []
     jobs, job_count = job_service.list_jobs(session, None, 0, 50)
     profiles, _ = calibration_service.list_profiles(session, 0, 100)
-    gpu_names, fabric_names = _catalog_names()
+    gpu_names = _catalog_names()
     is_admin = principal.has("admin")
     return {
         "title": "Benchmarks",
@@ -106,7 +116,7 @@ def _index_context(request: Request, session: Any, principal: Principal, **extra
         "any_running": any(j.status in ("queued", "running") for j in jobs),
         "profiles": profiles,
         "gpu_names": gpu_names,
-        "fabric_names": fabric_names,
+        "fabrics": _fabric_choices(extra.get("form") or {}),
         "ops": OPS,
         "csrf_token": _csrf(request),
         "form": {},

@@ -126,13 +126,26 @@ def _problems(exc: Exception) -> list[Problem]:
 
 def cluster_links(state: BuilderState) -> dict[str, str]:
     """The Cost and Network pages for a builder's or a saved plan's cluster, by the query names their forms read
-    (cost_form, network_form): its GPU, nodes and GPUs per node, and on /cost its fabric (/network charts every
-    fabric preset)."""
-    cluster = {"gpu": state.gpu, "nodes": state.nodes, "gpus_per_node": state.gpus_per_node}
-    return {
-        "cost": "/cost?" + urlencode(cluster | {"fabric": state.fabric}),
-        "network": "/network?" + urlencode(cluster),
+    (cost_form, network_form): its GPU, nodes, GPUs per node and fabric (/cost prices that fabric, /network draws
+    it first among every preset)."""
+    cluster = {
+        "gpu": state.gpu,
+        "nodes": state.nodes,
+        "gpus_per_node": state.gpus_per_node,
+        "fabric": state.fabric,
     }
+    return {"cost": "/cost?" + urlencode(cluster), "network": "/network?" + urlencode(cluster)}
+
+
+def fabric_select(form: Form, blank: str) -> list[tuple[str, str]]:
+    """A tool page's fabric select: blank first (`blank` says what it means), then the catalog's presets by name,
+    each shown by its label (the builder's list); a name the catalog lacks stays selectable, so the page shows what
+    was asked beside its error."""
+    presets = _panels.fabric_options()
+    options = [("", blank), *presets]
+    if form["fabric"] and form["fabric"] not in {name for name, _ in presets}:
+        options.insert(1, (form["fabric"], form["fabric"]))
+    return options
 
 
 # ---------------------------------------------------------------------------------------------- network
@@ -143,6 +156,7 @@ NETWORK_FIELDS: dict[str, tuple[str, str]] = {
     "gpu": ("GPU type", ""),
     "nodes": ("Nodes", "nodes"),
     "gpus_per_node": ("GPUs per node", "GPUs"),
+    "fabric": ("Fabric", "this cluster's: drawn first, in a thicker line"),
     "op": ("Operation", ""),
     "min_size": ("Smallest message", "bytes"),
     "max_size": ("Largest message", "bytes"),
@@ -155,6 +169,7 @@ def network_form(params: Mapping[str, str]) -> Form:
             "gpu": "H100-SXM",
             "nodes": 16,
             "gpus_per_node": 8,
+            "fabric": "",  # blank: no preset singled out
             "op": "all_reduce",
             "min_size": "64 KiB",
             "max_size": "4 GiB",
@@ -164,11 +179,26 @@ def network_form(params: Mapping[str, str]) -> Form:
     _text(params, form, "gpu")
     _int(params, form, "nodes", 1, 100_000)
     _int(params, form, "gpus_per_node", 1, 576)
+    _fabric(params, form)
     _choice(params, form, "op", NETWORK_OPS)
     _choice(params, form, "min_size", tuple(SIZE_CHOICES))
     _choice(params, form, "max_size", tuple(SIZE_CHOICES))
     _check_size_order(form)
     return form
+
+
+def _fabric(params: Mapping[str, str], form: Form) -> None:
+    """The cluster's fabric: a preset's name or alias (`ndr` is ib-ndr-8x400), kept as the preset's name; an unknown
+    one is refused with the closest names, and stays selected beside its error."""
+    from app.catalog.fabrics import find_preset
+
+    _text(params, form, "fabric")
+    if not form["fabric"]:
+        return
+    try:
+        form.values["fabric"] = find_preset(form["fabric"]).name
+    except NotFoundError as exc:
+        form.refuse(params, "fabric", str(exc))
 
 
 def _check_size_order(form: Form) -> None:
@@ -182,10 +212,12 @@ def _check_size_order(form: Form) -> None:
 
 
 def network_view(session: Session, form: Form) -> dict[str, Any]:
-    """busbw vs message size for the chosen collective on every fabric preset (nccl-tests convention)."""
+    """busbw vs message size for the chosen collective on every fabric preset (nccl-tests convention); the
+    cluster's own fabric, when the form names one, first and in a thicker line."""
     from app.services import network as net
 
-    fabrics = [f.name for f in net.list_fabrics()]
+    chosen = "" if "fabric" in form.errors else form["fabric"]
+    fabrics = sorted((f.name for f in net.list_fabrics()), key=lambda name: name != chosen)
     lo, hi = SIZE_CHOICES[form["min_size"]], SIZE_CHOICES[form["max_size"]]
     problems = [Problem(k, v) for k, v in form.errors.items()]
     if not problems and form["nodes"] * form["gpus_per_node"] < 2:
@@ -219,11 +251,11 @@ def network_view(session: Session, form: Form) -> dict[str, Any]:
         {
             "type": "scatter",
             "mode": "lines+markers",
-            "name": name,
+            "name": f"{name} (chosen)" if name == chosen else name,
             "x": [r.message_bytes for r in rows],
             "y": [r.busbw_gbps for r in rows],
             "marker": {"symbol": _panels._SYMBOLS[i % len(_panels._SYMBOLS)], "size": 7},
-            "line": {"dash": _panels._DASHES[i % len(_panels._DASHES)]},
+            "line": {"dash": _panels._DASHES[i % len(_panels._DASHES)], "width": 4 if name == chosen else 2},
             "hovertemplate": "%{x:.3s}B: %{y:.1f} GB/s<extra>" + name + "</extra>",
         }
         for i, (name, rows) in enumerate(series.items())
@@ -257,6 +289,8 @@ def network_view(session: Session, form: Form) -> dict[str, Any]:
         ),
         "fabrics": net.list_fabrics(),
         "ranks": next(iter(series.values()))[0].ranks,
+        "chosen": chosen,
+        "chosen_label": dict(_panels.fabric_options()).get(chosen, ""),
     }
 
 
@@ -269,6 +303,7 @@ def network_page(request: Request, session: SessionDep) -> HTMLResponse:
         "form": form,
         "view": view,
         "gpus": _panels.choices(session, BuilderState(gpu=form["gpu"])).gpus,
+        "fabrics": fabric_select(form, "none singled out: every preset alike"),
         "ops": NETWORK_OPS,
         "sizes": list(SIZE_CHOICES),
     }
@@ -452,16 +487,6 @@ def cost_view(session: Session, form: Form, viewer: Actor) -> dict[str, Any]:
     }
 
 
-def cost_fabrics(form: Form) -> list[tuple[str, str]]:
-    """The fabric select: blank for the GPU's reference fabric, then the catalog's presets (the builder's list);
-    a name the catalog lacks stays selectable, so the page shows what was asked beside its error."""
-    presets = _panels.fabric_options()
-    options = [("", "the GPU's reference fabric"), *presets]
-    if form["fabric"] and form["fabric"] not in {name for name, _ in presets}:
-        options.insert(1, (form["fabric"], form["fabric"]))
-    return options
-
-
 @router.get("/cost", response_class=HTMLResponse)
 def cost_page(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     form = cost_form(dict(request.query_params))
@@ -471,7 +496,7 @@ def cost_page(request: Request, session: SessionDep, principal: PrincipalDep) ->
         "form": form,
         "view": view,
         "gpus": _panels.choices(session, BuilderState(gpu=form["gpu"])).gpus,
-        "fabrics": cost_fabrics(form),
+        "fabrics": fabric_select(form, "the GPU's reference fabric"),
     }
     # 422 when an input is refused; htmx swaps only 2xx responses, so its partial goes back as 200
     status = 422 if view["problems"] and not is_htmx(request) else 200

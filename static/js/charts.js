@@ -42,17 +42,70 @@
     return out;
   }
 
+  // A legend below the plot (orientation "h") never breaks an entry's text: on a narrow chart a long name (a cloud
+  // option's label) runs past the chart's edge. Each name longer than the chart's width allows is broken between
+  // words into lines (the traces' hovers name them in full); LEGEND_CHAR_PX is a 12 px character, generously, and
+  // LEGEND_INSET_PX the plot's left margin, the entry's line sample and padding.
+  var LEGEND_CHAR_PX = 7;
+  var LEGEND_INSET_PX = 110;
+
+  function legendBelow(layout) {
+    return !!layout.legend && layout.legend.orientation === "h" && layout.legend.y < 0 && layout.showlegend !== false;
+  }
+
+  function brokenNames(data, width) {
+    var chars = Math.max(16, Math.floor((width - LEGEND_INSET_PX) / LEGEND_CHAR_PX));
+    return data.map(function (trace) {
+      var name = trace.name;
+      if (typeof name !== "string" || name.length <= chars || name.indexOf("<br>") >= 0) { return trace; }
+      var lines = [];
+      name.split(" ").forEach(function (word) {
+        var last = lines.length - 1;
+        if (last >= 0 && (lines[last] + " " + word).length <= chars) { lines[last] += " " + word; }
+        else { lines.push(word); }
+      });
+      return Object.assign({}, trace, { name: lines.join("<br>") });
+    });
+  }
+
+  // Such a legend also takes its room from the chart's height: where its entries stack one or two to a row, Plotly
+  // squeezes the plot and gives the legend a scrollbar (it may take half the chart's height). The chart grows
+  // instead, so that every entry shows and the plot keeps MIN_PLOT_PX (what a wide screen gives these charts).
+  var MIN_PLOT_PX = 200;
+
+  function fitLegendBelow(el) {
+    var full = el._fullLayout;
+    if (!full || !full.showlegend || !legendBelow(full) || !full.legend._height) { return; }
+    var legend = full.legend;
+    var hidden = Math.max(0, legend._height - legend._effHeight, 2 * legend._height - full.height);
+    // the height this drawing needs, from the height Plotly drew it at: asked again before the resize is done, the
+    // answer is the same
+    var height = full.height + Math.ceil(Math.max(hidden, MIN_PLOT_PX - full._size.h));
+    if (height > el.clientHeight + 1) {
+      el.style.height = height + "px";
+      window.Plotly.Plots.resize(el);
+    }
+  }
+
   function draw(el) {
     if (typeof window.Plotly === "undefined") { return; }
     var source = document.getElementById(el.getAttribute("data-figure"));
     if (!source) { return; }
     var figure;
     try { figure = JSON.parse(source.textContent); } catch (e) { return; }
-    window.Plotly.react(el, figure.data || [], themed(figure.layout || {}), {
+    el.style.height = "";  // the stylesheet's height, grown again below only if this drawing's legend needs it
+    var layout = figure.layout || {};
+    var data = legendBelow(layout) ? brokenNames(figure.data || [], el.clientWidth) : figure.data || [];
+    window.Plotly.react(el, data, themed(layout), {
       responsive: true,
       displaylogo: false,
       modeBarButtonsToRemove: ["select2d", "lasso2d"],
     });
+    if (!el.hasAttribute("data-fits-legend") && el.on) {
+      el.setAttribute("data-fits-legend", "");
+      el.on("plotly_afterplot", function () { fitLegendBelow(el); });  // after every drawing and resize
+    }
+    fitLegendBelow(el);
     el.setAttribute("data-drawn", "true");
   }
 

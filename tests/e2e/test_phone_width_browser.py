@@ -1,5 +1,6 @@
 """A 390 px wide phone: no page is wider than the window (the header menu wraps in rows, a wide table scrolls inside
-its own box), in a real browser (chromium via Playwright) against the real server, with saved plans in the list."""
+its own box) and every chart's legend lies inside the window and its chart, whole, in a real browser (chromium via
+Playwright) against the real server, with saved plans in the list."""
 
 from __future__ import annotations
 
@@ -56,3 +57,50 @@ def test_no_page_is_wider_than_a_phone(browser: Any, server: LiveServer, path: s
 def test_a_wide_table_scrolls_inside_its_own_box(browser: Any, server: LiveServer) -> None:
     width, table = _width(browser, server, "/plans", PHONE)
     assert table > PHONE["width"] >= width  # the table is wider than the window, the page is not
+
+
+# Each drawn chart's legend: its box and its chart's (px, in the page), the legend's full and shown heights and the
+# plot area's height (Plotly's own figures for what it drew); null for a chart without a legend.
+LEGENDS = """() => Array.from(document.querySelectorAll(".chart[data-drawn]"), (c) => {
+  const legend = c.querySelector(".legend");
+  const full = c._fullLayout;
+  if (!legend || !full || !full.showlegend) { return [c.id, null]; }
+  const box = (r) => [r.left, r.right, r.top, r.bottom].map(Math.round);
+  return [c.id, {legend: box(legend.getBoundingClientRect()), chart: box(c.getBoundingClientRect()),
+    height: full.legend._height, shown: full.legend._effHeight, plot: full._size.h}];
+})"""
+
+
+def _legends(page: Any) -> dict[str, Any]:
+    """The legends once the charts have settled (a chart grows for its legend after its first drawing)."""
+    last: Any = None
+    for _ in range(100):
+        now = page.evaluate(LEGENDS)
+        if now and now == last:
+            return dict(now)
+        last = now
+        page.wait_for_timeout(100)
+    raise AssertionError(f"the charts did not settle: {last}")
+
+
+@pytest.mark.parametrize("path", ["/cost", "/network?nodes=2&fabric=roce-8x400", "/plans/new"])
+def test_every_legend_stays_inside_a_phone_and_its_chart(browser: Any, server: LiveServer, path: str) -> None:
+    context = browser.new_context(viewport=PHONE)
+    server.sign_in(context)
+    page = context.new_page()
+    page.goto(server.url + path)
+    page.wait_for_load_state("networkidle")
+    legends = {chart: found for chart, found in _legends(page).items() if found}
+    context.close()
+    expected = {"/cost": {"chart-tco", "chart-util"}, "/plans/new": {"chart-cost", "chart-scaling"}}
+    assert expected.get(path, {"chart-busbw"}) <= set(legends)
+    for chart, found in legends.items():
+        left, right, top, bottom = found["legend"]
+        c_left, c_right, c_top, c_bottom = found["chart"]
+        assert left >= 0 and right <= PHONE["width"], f"{path} {chart}: legend {found}"
+        assert c_left - 1 <= left and right <= c_right + 1, (
+            f"{path} {chart}: legend wider than its chart {found}"
+        )
+        assert c_top - 1 <= top and bottom <= c_bottom + 1, f"{path} {chart}: legend out of its chart {found}"
+        assert found["shown"] >= found["height"] - 1, f"{path} {chart}: legend scrolls {found}"
+        assert found["plot"] >= 190, f"{path} {chart}: the plot is squeezed {found}"  # charts.js keeps 200

@@ -1,6 +1,6 @@
 """Fabric selects name presets in words: /network takes the cluster's fabric from its query (the builder's and a
 saved plan's links fill it), draws it first and refuses an unknown one beside the select; the Benchmarks launch
-form shows labels with the names as values."""
+form shows labels with the names as values; the cost charts' hovers name each option in full."""
 
 from __future__ import annotations
 
@@ -149,3 +149,20 @@ def test_a_launched_job_records_the_fabric_name(client: Any) -> None:
     params = client.get(f"/api/v1/benchmarks/{job_id}").json()["params"]
     assert params["fabric"] == "roce-ecmp-scattered-8x400"
     client.post(f"/benchmarks/jobs/{job_id}/cancel")
+
+
+# ---------------------------------------------------------------------------------------------- cost legends
+
+
+def test_the_cost_charts_hovers_name_each_option_in_full(client: Any) -> None:
+    """On a narrow chart the legend's text is broken into lines (static/js/charts.js, tested in a browser at 390 px
+    by tests/e2e/test_phone_width_browser.py); each line's hover keeps the whole label."""
+    page = client.get("/cost", params={"nodes": 4})
+    assert page.status_code == 200
+    for chart, hover in (("chart-tco", "month %{x}: "), ("chart-util", "%{x:.0f} % utilisation: ")):
+        traces = _figure(page.text, chart)["data"]
+        assert len(traces) >= 3 and any(len(t["name"]) > 40 for t in traces)
+        for trace in traces:
+            assert "<br>" not in trace["name"]
+            assert trace["hovertemplate"].startswith(hover)
+            assert trace["hovertemplate"].endswith(f"<extra>{trace['name']}</extra>")

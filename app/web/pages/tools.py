@@ -420,7 +420,7 @@ def cost_view(session: Session, form: Form, viewer: Actor) -> dict[str, Any]:
     cumulative = tco.curves.get("cumulative_usd_vs_month") or {"x": [], "series": {}}
     per_hour = tco.curves.get("usd_per_gpu_hour_vs_utilisation") or {"x": [], "series": {}}
 
-    def traces(curve: dict[str, Any], xscale: float = 1.0) -> list[dict[str, Any]]:
+    def traces(curve: dict[str, Any], hover: str, xscale: float = 1.0) -> list[dict[str, Any]]:
         out = []
         for label, ys in curve["series"].items():
             if label not in shown:
@@ -430,6 +430,8 @@ def cost_view(session: Session, form: Form, viewer: Actor) -> dict[str, Any]:
                     "type": "scatter",
                     "mode": "lines",
                     "name": label,
+                    # the whole label: on a narrow chart the legend's text is broken into lines (charts.js)
+                    "hovertemplate": hover + "<extra>" + label + "</extra>",
                     "x": [x * xscale for x in curve["x"]],
                     "y": [None if y is None else round(float(y), 3) for y in ys],
                     "line": {
@@ -442,7 +444,7 @@ def cost_view(session: Session, form: Form, viewer: Actor) -> dict[str, Any]:
 
     legend = {"orientation": "h", "y": -0.22, "yanchor": "top"}
     cumulative_fig = {
-        "data": traces(cumulative),
+        "data": traces(cumulative, "month %{x}: %{y:,.0f} USD"),
         "layout": {
             "xaxis": {"title": {"text": "Months"}, "automargin": True},
             "yaxis": {"title": {"text": "Cumulative cost (USD)"}, "automargin": True},
@@ -450,7 +452,7 @@ def cost_view(session: Session, form: Form, viewer: Actor) -> dict[str, Any]:
         },
     }
     per_hour_fig = {
-        "data": traces(per_hour, 100.0),
+        "data": traces(per_hour, "%{x:.0f} % utilisation: %{y:,.2f} USD per GPU-hour", 100.0),
         "layout": {
             "xaxis": {"title": {"text": "Utilisation (%)"}, "automargin": True},
             "yaxis": {"title": {"text": "Cost per GPU-hour used (USD)"}, "type": "log", "automargin": True},

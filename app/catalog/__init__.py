@@ -73,8 +73,18 @@ def normalise_name(name: str) -> str:
 # --- file loading (the edge: datasheet units → SI) ---------------------------------------------------------
 
 
+# libyaml's parser where PyYAML was built with it (the wheels are): the same safe constructors, the catalog files read
+# 7-10x faster than by the pure-Python parser (models.yaml 59 -> 8 ms), which each process pays on its first lookup
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    """A YAML document read as yaml.safe_load reads it, with libyaml's parser when there is one."""
+    return yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader: CSafeLoader or SafeLoader
+
+
 def _read_yaml_list(path: Path) -> list[dict[str, Any]]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"))
     if not isinstance(data, list):
         raise ValueError(f"{path.name}: expected a list of entries")
     return data

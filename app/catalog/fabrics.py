@@ -13,8 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from app.catalog import load_yaml
 from app.core.hardware import FabricSpec
 from app.core.units import GBIT, US
 from app.errors import NotFoundError
@@ -80,7 +79,7 @@ def fabric_from_record(record: dict[str, Any]) -> FabricSpec:
 
 @cache
 def _presets() -> dict[str, FabricPreset]:
-    records = yaml.safe_load(FABRICS_FILE.read_text(encoding="utf-8")) or []
+    records = load_yaml(FABRICS_FILE.read_text(encoding="utf-8")) or []
     out: dict[str, FabricPreset] = {}
     for rec in records:
         out[rec["name"]] = FabricPreset(

@@ -6,6 +6,7 @@ administrator. A saved plan is costed with its owner's prices, whoever saves the
 from __future__ import annotations
 
 import csv
+import html
 import io
 import re
 import uuid
@@ -26,6 +27,7 @@ from tests.auth_support import app_with, bearer, ensure_user, issue_token, remot
 from tests.plans_support import SMALL_SEARCH, small_scenario
 
 ALICE, BOB, ADMIN = "alice@example.com", "bob@example.com", "admin@example.com"
+HX = {"HX-Request": "true"}
 ANONYMOUS: dict[str, str] = {}
 
 
@@ -188,12 +190,13 @@ def test_naming_another_users_row_is_the_unknown_row_422(w: World) -> None:
         assert named.status_code == 200 and w.item in named.json()["options"][0]["label"]
 
 
-def _add_expensive_rows(count: int) -> None:
-    """`count` fresh on-demand H100 quotes of Alice's at $1,000/GPU-hour: enough to move her median."""
+def _add_expensive_rows(count: int, usd_per_gpu_hour: float = 1000.0, label: str = "dear quote") -> None:
+    """`count` fresh on-demand H100 quotes of Alice's at $1,000/GPU-hour (or `usd_per_gpu_hour`): enough to move
+    her median."""
     owner = ensure_user(ALICE).id
     with Session(get_engine()) as session:
         for i in range(count):
-            values = _quote(item=f"dear quote {i}", usd_per_gpu_hour=1000.0, price_date=date.today())
+            values = _quote(item=f"{label} {i}", usd_per_gpu_hour=usd_per_gpu_hour, price_date=date.today())
             session.add(PriceRow(**values, builtin=False, owner_id=owner))
         session.commit()
 
@@ -285,6 +288,44 @@ def test_the_builder_costs_a_revision_with_the_owners_prices(w: World) -> None:
     editing = "/plans/new?" + BuilderState().query() + f"&plan={created['id']}"
     assert w.item in w.client.get(editing, headers=w.admin).text  # the administrator edits Alice's plan
     assert w.item not in w.client.get("/plans/new?" + BuilderState().query(), headers=w.admin).text
+
+
+def _sizing_price(w: World, url: str, headers: dict[str, str]) -> str:
+    """The $/GPU-hour the builder's deferred sizing panel at `url` costs every size at, as the page writes it."""
+    r = w.client.get(url, headers=headers | HX)
+    assert r.status_code == 200, r.text
+    match = re.search(r"at ([\d.,]+) USD per GPU-hour \((.*?)\)</caption>", r.text, re.S)
+    assert match, "no price under the size table"
+    return match.group(1)
+
+
+def test_the_builders_sizing_panel_prices_a_revision_as_its_results(w: World) -> None:
+    public, statement = price_for("H100-SXM", viewer=PUBLIC)
+    assert public is not None and public != 0.5
+    _add_expensive_rows(int(statement.split("median of ")[1].split(" ")[0]) + 2, 0.5, "cheap quote")
+    plan = w.client.post(
+        "/api/v1/plans", json={"name": "alice's", "scenario": small_scenario()}, headers=w.alice
+    ).json()
+    state = BuilderState(deadline_days=60.0).query()
+    # the administrator revises Alice's plan: the results and the sizing panel they load both at her $0.50
+    page = w.client.get(f"/plans/new?{state}&plan={plan['id']}", headers=w.admin | HX).text
+    basis = re.search(r'<span class="basis" id="cost-basis">at \$([\d.,]+)/GPU-hour', page)
+    assert basis and float(basis.group(1)) == 0.5, page[:2000]
+    panel = re.search(r'hx-get="(/plans/new/sizes\?[^"]*)"', page)
+    assert panel and f"plan={plan['id']}" in panel.group(1)
+    sizes_url = html.unescape(panel.group(1))
+    assert float(_sizing_price(w, sizes_url, w.admin)) == 0.5
+    # a new plan, and Bob naming Alice's plan (which he may not read, then may read but not change): each at
+    # their own prices, none of Alice's
+    assert float(_sizing_price(w, f"/plans/new/sizes?{state}", w.admin)) == public
+    for shared in (False, True):
+        if shared:
+            share = {"visibility": "users", "users": [BOB]}
+            assert w.client.put(f"/api/v1/plans/{plan['id']}/sharing", json=share, headers=w.alice).is_success
+            assert w.client.get(f"/api/v1/plans/{plan['id']}", headers=w.bob).status_code == 200
+        assert float(_sizing_price(w, sizes_url, w.bob)) == public
+        assert float(_sizing_price(w, sizes_url, ANONYMOUS)) == public
+    assert float(_sizing_price(w, f"/plans/new/sizes?{state}", w.alice)) == 0.5
 
 
 def test_a_users_network_rows_price_their_own_bom_only(w: World) -> None:

@@ -100,12 +100,15 @@ def _builder_page(
     """The builder for `state`; after a refused save (`refused`: what was posted, `problems`: why), the whole page
     again with the save form's name and notes kept and a 422."""
     profiles_allowed = may_use_profiles(principal)  # anonymous: no profile choices, a named one is refused
+    view = _panels.build_view(
+        session, state, profiles_allowed, viewer=_prices_viewer(session, principal, editing_plan)
+    )
+    if view.sizing_query:  # the deferred sizing panel prices as these results do: it names the plan too
+        view.sizing_query += _editing_query(editing_plan)
     context: dict[str, Any] = {
         "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
         "state": state,
-        "view": _panels.build_view(
-            session, state, profiles_allowed, viewer=_prices_viewer(session, principal, editing_plan)
-        ),
+        "view": view,
         "choices": _panels.choices(session, state, profiles_allowed),
         # each input's label, unit, range or options, and hint (app.core.knobs)
         "knobs": _builder.BUILDER_KNOBS | _builder.BUILDER_CHOICES,
@@ -133,6 +136,11 @@ def _prices_viewer(session: Session, principal: Principal, editing_plan: PlanPub
     return price_viewer(principal)
 
 
+def _editing_query(editing_plan: PlanPublic | None) -> str:
+    """What a deferred panel's query adds for the plan the builder revises ('' for a new plan)."""
+    return f"&plan={editing_plan.id}" if editing_plan is not None else ""
+
+
 def _plan_to_edit(session: Session, plan_id: str, principal: Principal) -> PlanPublic | None:
     """The plan the builder saves a revision of: only one the caller may change (else a new plan)."""
     if not principal.has("plans:read"):
@@ -150,16 +158,18 @@ def _deferred_panel(
     principal: Principal,
     panel: tuple[str, str, Callable[[Session, _builder.BuilderState, bool], Any]],
     page: tuple[str, str],
+    editing_plan: PlanPublic | None = None,
 ) -> HTMLResponse:
     """A panel the builder loads after its main results, for the builder's query: `panel` (title, context key,
     its view from the session, the builder's state and whether the caller may use calibration profiles) in the
-    block of `page` (template, block); a full page on a direct load."""
+    block of `page` (template, block); a full page on a direct load, whose link back to the builder keeps
+    revising `editing_plan`."""
     title, key, build = panel
     state = _builder.parse_state(dict(request.query_params))
     context = {
         "title": title,
         key: build(session, state, may_use_profiles(principal)),
-        "builder_query": state.query(),
+        "builder_query": state.query() + _editing_query(editing_plan),
     }
     return render(request, page[0], context, block=page[1])
 
@@ -182,9 +192,13 @@ def builder_alternative(request: Request, session: SessionDep, principal: Princi
 @router.get("/plans/new/sizes", response_class=HTMLResponse)
 def builder_sizes(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a
-    direct load)."""
-    panel = ("Cluster size", "sizing", partial(_panels.sizing_view, viewer=price_viewer(principal)))
-    return _deferred_panel(request, session, principal, panel, ("plan_sizes.html", "sizing"))
+    direct load), priced as the builder's results: revising a plan (`plan`, one the caller may change), at its
+    owner's prices; a plan the caller may not change is ignored, as the builder ignores it (the caller's own)."""
+    editing = request.query_params.get("plan")
+    editing_plan = _plan_to_edit(session, editing, principal) if editing else None
+    viewer = _prices_viewer(session, principal, editing_plan)
+    panel = ("Cluster size", "sizing", partial(_panels.sizing_view, viewer=viewer))
+    return _deferred_panel(request, session, principal, panel, ("plan_sizes.html", "sizing"), editing_plan)
 
 
 @router.post("/plans", response_class=HTMLResponse)

@@ -635,6 +635,12 @@ def test_an_api_token_cannot_change_the_password(app_db: str, scopes: list[str])
     form = {"email": email, "new_password": "taken over", "confirm_password": "taken over"}
     page = client.post("/account/password", data=form | {"current_password": PASSWORD}, headers=token)
     assert page.status_code == 403
+    # nor is the form shown to one: the page answers as its POST does
+    shown = client.get("/account/password", headers=token)
+    assert shown.status_code == 403 and "new_password" not in shown.text
+    assert shown.json()["detail"] == "change the password from a signed-in browser session"
+    signed_out = client.get("/account/password", headers={"Accept": "text/html"}, follow_redirects=False)
+    assert signed_out.status_code == 303 and signed_out.headers["location"] == "/login?next=/account/password"
     assert client.post("/api/v1/auth/password", json=change).status_code == 401
     login(remote_client(), email)  # the password is unchanged
 

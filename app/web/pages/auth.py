@@ -161,8 +161,9 @@ def _account_context(
 
 @router.get("/account/password", response_class=HTMLResponse)
 def password_page(
-    request: Request, done: bool = False, principal: Principal = Depends(require_user)
+    request: Request, done: bool = False, principal: Principal = Depends(require_browser_session)
 ) -> HTMLResponse:
+    """The password form, for a signed-in browser session only, as its POST: an API token gets the same 403."""
     with Session(get_engine()) as session:
         user = session.get(UserAccount, principal.user_id)
         if user is None:

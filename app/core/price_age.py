@@ -55,6 +55,18 @@ DEFAULT_CATEGORIES: dict[str, str] = {
 }
 
 
+def stale_rule() -> str:
+    """The rule in words, every category's threshold named (the help of the "stale rows only" filters)."""
+    by_months: dict[float, list[str]] = {}
+    for category, (months, _) in STALE_AFTER_MONTHS.items():
+        by_months.setdefault(months, []).append(category)
+    thresholds = "; ".join(
+        f"{months:g} months ({stale_after_days(names[0])} days) for {', '.join(names)}"
+        for months, names in sorted(by_months.items())
+    )
+    return f"a row is stale once older than its category's threshold: {thresholds}"
+
+
 def stale_after_days(category: str) -> int:
     """Age in days after which a row of this category is stale; KeyError for an unknown category."""
     months, _ = STALE_AFTER_MONTHS[category]

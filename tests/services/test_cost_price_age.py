@@ -4,6 +4,8 @@ unknown categories, non-positive durations."""
 from __future__ import annotations
 
 import csv
+import re
+import uuid
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,54 @@ def test_a_cloud_quote_is_stale_after_six_months(db_url: str) -> None:
         book = {p.item: p.stale for p in prices.price_book(session, category="cloud_gpu", viewer=LOCAL_ADMIN)}
     assert not fresh.stale and old.stale
     assert book["age test 150"] is False and book["age test 200"] is True
+
+
+def test_the_stale_filter_applies_and_states_each_categorys_threshold(
+    client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli_support import run_main
+
+    rows = {}
+    for age in (150, 200):  # a cloud quote half a year old is stale, though under a year
+        body = {
+            "category": "cloud_gpu",
+            "item": f"filter test {age} {uuid.uuid4().hex[:8]}",
+            "pricing_model": "on-demand",
+            "unit": "GPU-hour",
+            "price_usd": 2.0,
+            "price_date": (date.today() - timedelta(days=age)).isoformat(),
+            "source": "quote",
+            "includes": "GPU-hour",
+        }
+        created = client.post("/api/v1/prices", json=body)
+        assert created.status_code == 201, created.text
+        rows[age] = body["item"]
+    r = client.get("/api/v1/cost/prices", params={"stale_only": True, "category": "cloud_gpu"})
+    assert r.status_code == 200, r.text
+    listed = {row["item"] for row in r.json()["data"]}
+    assert rows[200] in listed and rows[150] not in listed
+    # the API and the command line say that rule, every category's threshold named
+    operation = client.get("/api/v1/openapi.json").json()["paths"]["/api/v1/cost/prices"]["get"]
+    (stale_only,) = [p for p in operation["parameters"] if p["name"] == "stale_only"]
+    code, out, _ = run_main(["cost", "prices", "--help"], capsys)
+    assert code == 0
+    for text in (stale_only["description"], " ".join(out.replace("│", " ").split())):
+        assert "a year" not in text and price_age.stale_rule() in text
+    rule = price_age.stale_rule()
+    assert "6 months (183 days) for cloud_gpu;" in rule
+    for category, (months, _) in price_age.STALE_AFTER_MONTHS.items():
+        assert re.search(rf"{months:g} months \(\d+ days\) for [a-z_, ]*\b{category}\b", rule), category
+
+
+def test_the_cost_page_of_the_docs_states_the_thresholds_of_the_code() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cost.md").read_text()
+    table = text.split("| category | stale after | why |")[1].split("\n\n")[0]
+    documented = {}
+    for line in table.splitlines()[2:]:
+        categories, after, _ = (cell.strip() for cell in line.strip("|").split("|"))
+        for category in categories.split(", "):
+            documented[category] = float(after.split(" months")[0])
+    assert documented == {c: months for c, (months, _) in price_age.STALE_AFTER_MONTHS.items()}
 
 
 def test_zero_gpu_hours_is_refused(client: Any) -> None:

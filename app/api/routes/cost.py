@@ -16,6 +16,7 @@ from fastapi import APIRouter, Query, Request
 
 from app.api.envelope import PROFILE_AUTH_ERRORS
 from app.auth.deps import PrincipalDep, check_profiles_in
+from app.core import price_age
 from app.deps import ReadSessionDep
 from app.schemas import cost as s
 from app.schemas.envelope import ListEnvelope
@@ -95,7 +96,9 @@ def cost_list_prices(
     session: ReadSessionDep,
     principal: PrincipalDep,
     category: Annotated[str | None, Query(max_length=50, description="e.g. cloud_gpu")] = None,
-    stale_only: Annotated[bool, Query(description="only rows older than a year")] = False,
+    stale_only: Annotated[
+        bool, Query(description=f"only the stale rows ({price_age.stale_rule()}; app.core.price_age)")
+    ] = False,
 ) -> ListEnvelope[s.PriceBookRow]:
     rows = prices.price_book(session, category, stale_only, viewer=price_viewer(principal))
     return ListEnvelope(data=rows, count=len(rows))

@@ -20,6 +20,7 @@ import typer
 from pydantic import BaseModel, ValidationError
 
 from app.cli.output import days_text, to_json
+from app.core import price_age
 from app.core.errors import Problem, SpecError
 from app.schemas import cost as s
 
@@ -650,7 +651,9 @@ def presets(json_out: JsonOpt = False) -> None:
 
 def prices(
     category: Annotated[str | None, typer.Option(help="e.g. cloud_gpu")] = None,
-    stale_only: Annotated[bool, typer.Option("--stale", help="only rows older than a year")] = False,
+    stale_only: Annotated[
+        bool, typer.Option("--stale", help=f"only the stale rows ({price_age.stale_rule()})")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     from sqlmodel import Session

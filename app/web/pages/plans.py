@@ -103,8 +103,11 @@ def _builder_page(
     view = _panels.build_view(
         session, state, profiles_allowed, viewer=_prices_viewer(session, principal, editing_plan)
     )
-    if view.sizing_query:  # the deferred sizing panel prices as these results do: it names the plan too
-        view.sizing_query += _editing_query(editing_plan)
+    # the deferred panels price as these results do and their "Use …" links keep revising: they name the plan too
+    editing_query = _editing_query(editing_plan)
+    for name in ("sizing_query", "scaling_query", "fit_alternative_query"):
+        if getattr(view, name):
+            setattr(view, name, getattr(view, name) + editing_query)
     context: dict[str, Any] = {
         "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
         "state": state,
@@ -116,6 +119,7 @@ def _builder_page(
         "generic_knobs": _builder.GENERIC_NAMES,
         "planner_chooses": _builder.PLANNER_CHOOSES,
         "editing": editing_plan,
+        "editing_query": editing_query,  # appended to every "Use …" link so that following one keeps revising
         "csrf_token": _csrf(request),
         "cluster_links": tools.cluster_links(state),
         "typed_query": state.typed_query(),  # sent with a save: a refused one reopens these inputs
@@ -139,6 +143,12 @@ def _prices_viewer(session: Session, principal: Principal, editing_plan: PlanPub
 def _editing_query(editing_plan: PlanPublic | None) -> str:
     """What a deferred panel's query adds for the plan the builder revises ('' for a new plan)."""
     return f"&plan={editing_plan.id}" if editing_plan is not None else ""
+
+
+def _editing_plan_of(request: Request, session: Session, principal: Principal) -> PlanPublic | None:
+    """The plan a deferred panel's query names (`plan`), when the caller may change it; else None."""
+    editing = request.query_params.get("plan")
+    return _plan_to_edit(session, editing, principal) if editing else None
 
 
 def _plan_to_edit(session: Session, plan_id: str, principal: Principal) -> PlanPublic | None:
@@ -170,6 +180,7 @@ def _deferred_panel(
         "title": title,
         key: build(session, state, may_use_profiles(principal)),
         "builder_query": state.query() + _editing_query(editing_plan),
+        "editing_query": _editing_query(editing_plan),
     }
     return render(request, page[0], context, block=page[1])
 
@@ -178,7 +189,8 @@ def _deferred_panel(
 def builder_scaling(request: Request, session: SessionDep, principal: PrincipalDep) -> HTMLResponse:
     """The scaling panel of the builder, computed after the main results (a full page on a direct load)."""
     panel = ("Scaling", "view", _panels.scaling_view)
-    return _deferred_panel(request, session, principal, panel, ("plan_scaling.html", "scaling"))
+    editing_plan = _editing_plan_of(request, session, principal)
+    return _deferred_panel(request, session, principal, panel, ("plan_scaling.html", "scaling"), editing_plan)
 
 
 @router.get("/plans/new/alternative", response_class=HTMLResponse)
@@ -186,7 +198,10 @@ def builder_alternative(request: Request, session: SessionDep, principal: Princi
     """What fits, for a builder layout that does not: the planner's fastest layout that does, searched after the
     main results (a full page on a direct load)."""
     panel = ("What fits", "alternative", _panels.alternative_view)
-    return _deferred_panel(request, session, principal, panel, ("plan_alternative.html", "alternative"))
+    editing_plan = _editing_plan_of(request, session, principal)
+    return _deferred_panel(
+        request, session, principal, panel, ("plan_alternative.html", "alternative"), editing_plan
+    )
 
 
 @router.get("/plans/new/sizes", response_class=HTMLResponse)
@@ -194,8 +209,7 @@ def builder_sizes(request: Request, session: SessionDep, principal: PrincipalDep
     """The builder's sizing panel: the smallest cluster that meets its deadline and budget (a full page on a
     direct load), priced as the builder's results: revising a plan (`plan`, one the caller may change), at its
     owner's prices; a plan the caller may not change is ignored, as the builder ignores it (the caller's own)."""
-    editing = request.query_params.get("plan")
-    editing_plan = _plan_to_edit(session, editing, principal) if editing else None
+    editing_plan = _editing_plan_of(request, session, principal)
     viewer = _prices_viewer(session, principal, editing_plan)
     panel = ("Cluster size", "sizing", partial(_panels.sizing_view, viewer=viewer))
     return _deferred_panel(request, session, principal, panel, ("plan_sizes.html", "sizing"), editing_plan)

@@ -4,7 +4,7 @@ someone measures with it). They time nothing here."""
 
 from __future__ import annotations
 
-from benchmarks import bench_moe_dispatch, bench_offload
+from benchmarks import bench_moe_dispatch, bench_offload, bench_planner
 
 
 def test_moe_dispatch_script_searches_with_its_tuned_framework() -> None:
@@ -19,3 +19,10 @@ def test_offload_script_searches_each_kind() -> None:
     for kind in bench_offload.KINDS:
         _, best, evaluated = bench_offload.search("H100-SXM", 8, kind)
         assert evaluated > 0 and best["step_time_s"] > 0, kind
+
+
+def test_planner_script_gives_the_service_answer_it_times() -> None:
+    """The service case calls the planner service as the API does (with a price-book viewer): a signature change
+    there breaks this, not the next measurement."""
+    row = bench_planner.run_service(repeat=1)
+    assert row["median_cpu_s"] > 0 and "16384" in row["case"]

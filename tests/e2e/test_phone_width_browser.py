@@ -16,7 +16,18 @@ from tests.plans_support import small_scenario
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PHONE = {"width": 390, "height": 844}
-PAGES = ("/", "/plans", "/plans/new", "/cost", "/network", "/cost?utilisation=150&months=-5", "/catalog/gpus")
+PAGES = (
+    "/",
+    "/plans",
+    "/plans/new",
+    "/cost",
+    "/network",
+    "/cost?utilisation=150&months=-5",
+    "/catalog/gpus",
+    "/catalog/gpus/H100-SXM",  # a facts list whose source runs to one long line
+    "/catalog/models/Llama-3-70B",
+    "/benchmarks",
+)
 
 
 @pytest.fixture(scope="module")

@@ -82,14 +82,45 @@ def num_signed(value: Any) -> str:
     return "0" if value == 0 else ("+" if value > 0 else "−") + text
 
 
+# words of a result key written as practitioners write them ("dp_comm" → "DP comm", "nccl_buffers" → "NCCL buffers")
+ACRONYMS = {
+    "tp": "TP",
+    "dp": "DP",
+    "cp": "CP",
+    "ep": "EP",
+    "pp": "PP",
+    "etp": "ETP",
+    "sp": "SP",
+    "nccl": "NCCL",
+    "cuda": "CUDA",
+    "zero3": "ZeRO-3",
+    "mtp": "MTP",
+    "moe": "MoE",
+    "hbm": "HBM",
+    "gpu": "GPU",
+    "cpu": "CPU",
+    "kv": "KV",
+    "fp8": "FP8",
+    "fp4": "FP4",
+}
+
+
 def label(key: Any) -> str:
+    """A result key as a label: its entry in LABELS, else its words with acronyms kept, the first capitalised."""
     text = str(key)
     if text in LABELS:
         return LABELS[text]
     for suffix in ("_bytes", "_s"):
         if text.endswith(suffix):
             text = text[: -len(suffix)]
-    return text.replace("_", " ").capitalize()
+    words = " ".join(ACRONYMS.get(word, word) for word in text.split("_") if word)
+    return words[:1].upper() + words[1:]
+
+
+def label_in_text(key: Any) -> str:
+    """label() for the middle of a sentence: its first letter lower-case unless it starts an acronym."""
+    text = label(key)
+    return text if text.split(" ")[0] in ACRONYMS.values() else text[:1].lower() + text[1:]
 
 
 def field_anchor(field: Any) -> str:

@@ -623,7 +623,7 @@ def step_panel(step: dict[str, Any] | None) -> dict[str, Any] | None:
     ]
     # parts that round to 0.00 ms are named once under the table instead of filling it with zeros
     rows = [r for r in every if r["ms"] >= ZERO_MS]
-    zero = [_filters.label(r["name"]).lower() for r in every if r["ms"] < ZERO_MS]
+    zero = [_filters.label_in_text(r["name"]) for r in every if r["ms"] < ZERO_MS]
     figure = {
         "data": [
             {

@@ -10,8 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.testclient import TestClient
 from sqlmodel import Session
 
+from app.auth.deps import route_requirement
 from app.hooks.logging import LOGGER_NAME, JsonFormatter
 from app.hooks.security import CONTENT_SECURITY_POLICY, HSTS
 from tests.auth_support import (
@@ -22,6 +24,7 @@ from tests.auth_support import (
     bearer,
     ensure_user,
     issue_token,
+    login,
     loopback_client,
     remote_client,
 )
@@ -83,10 +86,30 @@ def _static_page_paths() -> list[str]:
     return sorted(paths)
 
 
+def _session_only_paths() -> set[str]:
+    """Pages that answer a signed-in browser session only (require_browser_session): tokens get 403 there."""
+    return {
+        str(context.path)
+        for context in iter_route_contexts(app_with().routes)
+        if isinstance(context.original_route, APIRoute)
+        and route_requirement(context.original_route.dependant).session
+    }
+
+
+def _page_client(path: str) -> TestClient:
+    """An administrator's client for `path`: a signed-in browser session where the page takes nothing else."""
+    if path not in _session_only_paths():
+        return loopback_client(headers=admin_headers())
+    client = loopback_client()
+    ensure_user("support-admin@example.com", is_admin=True)
+    login(client, "support-admin@example.com")
+    return client
+
+
 @pytest.mark.parametrize("path", _static_page_paths())
 def test_pages_have_no_inline_script(app_db: str, path: str) -> None:
     """Every page works under `script-src 'self'`: only <script src="/static/…">, no on* handlers."""
-    response = loopback_client(headers=admin_headers()).get(path)
+    response = _page_client(path).get(path)
     # The one-time sign-in link without its token explains itself with a 400 page.
     assert response.status_code == (400 if path == "/login/link" else 200), (path, response.status_code)
     html = response.text

@@ -103,11 +103,6 @@ def _builder_page(
     view = _panels.build_view(
         session, state, profiles_allowed, viewer=_prices_viewer(session, principal, editing_plan)
     )
-    # the deferred panels price as these results do and their "Use …" links keep revising: they name the plan too
-    editing_query = _editing_query(editing_plan)
-    for name in ("sizing_query", "scaling_query", "fit_alternative_query"):
-        if getattr(view, name):
-            setattr(view, name, getattr(view, name) + editing_query)
     context: dict[str, Any] = {
         "title": f"Edit {editing_plan.name}" if editing_plan else "New plan",
         "state": state,
@@ -119,7 +114,9 @@ def _builder_page(
         "generic_knobs": _builder.GENERIC_NAMES,
         "planner_chooses": _builder.PLANNER_CHOOSES,
         "editing": editing_plan,
-        "editing_query": editing_query,  # appended to every "Use …" link so that following one keeps revising
+        # appended to the deferred panels' queries (the sizing panel prices as these results do) and to every
+        # "Use …" link, so that following one keeps revising the plan
+        "editing_query": _editing_query(editing_plan),
         "csrf_token": _csrf(request),
         "cluster_links": tools.cluster_links(state),
         "typed_query": state.typed_query(),  # sent with a save: a refused one reopens these inputs

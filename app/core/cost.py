@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.price_terms import TermKind, parse_term
@@ -235,6 +235,14 @@ def check_run_inputs(inputs: RunInputs) -> None:
     pc.raise_if_any()
 
 
+def on_wall_clock(productive: Any, goodput: Any) -> Any:
+    """Productive time (seconds, days or GPU-hours) as the wall clock and the bill count it: ÷ the goodput, the
+    share of wall-clock time that trains (failures, checkpoint stalls and restarts, app.core.goodput). The one
+    place that relation is written: run_cost's billed GPU-hours, the planner's ranked layouts (numbers or numpy
+    columns) and the plan headline's wall-clock days all use it."""
+    return productive / goodput
+
+
 def run_cost(inputs: RunInputs, quotes: list[PriceQuote]) -> RunCost:
     """Cost of one training run under each pricing option.
 
@@ -250,7 +258,7 @@ def run_cost(inputs: RunInputs, quotes: list[PriceQuote]) -> RunCost:
         pc.check(q.commitment_months >= 0, f"options.{i}.commitment_months", "must be >= 0")
     pc.raise_if_any()
     productive = productive_gpu_hours(inputs)
-    billed = productive / inputs.goodput
+    billed = on_wall_clock(productive, inputs.goodput)
     wall = billed / inputs.num_gpus
     if wall > MAX_WALL_YEARS * HOURS_PER_YEAR:
         where = "gpu_hours" if inputs.gpu_hours is not None else "total_flop"

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
 from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, layer_pass_seconds
+from app.core.cost import on_wall_clock
 from app.core.efficiency import HardwareProfile
 from app.core.errors import ProblemCollector
 from app.core.estimate import Assumption, EstimateOptions
@@ -150,9 +151,11 @@ class PlannedLayout:
     model_tflops_per_gpu: float
     mfu: float
     num_microbatches: int
-    time_to_train_s: float | None
-    cost_usd: float | None
+    time_to_train_s: float | None  # compute time: tokens ÷ tokens per second
+    cost_usd: float | None  # the wall-clock GPU-hours (compute ÷ goodput where given) × the price
     heuristic: bool  # satisfies the seed heuristic preset
+    goodput: float | None = None  # the cluster's goodput at this GPU count, where the caller gave it
+    wall_clock_s: float | None = None  # time to train on the wall clock: compute ÷ goodput
 
     def to_dict(self) -> dict[str, Any]:
         lay = self.layout
@@ -172,6 +175,8 @@ class PlannedLayout:
             "time_to_train_s": self.time_to_train_s,
             "cost_usd": self.cost_usd,
             "heuristic": self.heuristic,
+            "goodput": self.goodput,
+            "wall_clock_s": self.wall_clock_s,
         }
 
 
@@ -775,7 +780,9 @@ class SearchProblem:
     """The training run a search lays out: `model` on `cluster`'s GPUs at `seq_len` tokens per sequence and
     `global_batch` sequences per step, with the options every layout shares (`run`, default RunOptions()), the
     framework's conventions and the estimate's settings (`options`, default EstimateOptions()) and a measured
-    hardware profile, if any. `plan` and `size_sweep` take it."""
+    hardware profile, if any, and the goodput share of each cluster size (`goodput`: the services'
+    cluster_goodput; failures, checkpoint stalls and restarts), where the caller wants wall-clock times and costs.
+    `plan` and `size_sweep` take it."""
 
     model: ModelSpec
     cluster: ClusterSpec
@@ -784,6 +791,7 @@ class SearchProblem:
     run: RunOptions | None = None
     options: EstimateOptions | None = None
     profile: HardwareProfile | None = None
+    goodput: Mapping[int, float] | None = None
 
 
 def plan(
@@ -801,6 +809,9 @@ def plan(
 
     `global_batch` is in sequences; `tokens` (optional) gives time to train; `usd_per_gpu_hour` gives cost per
     run. Ranking by "time" orders by time to train (step time when all sizes are equal), "cost" by cost per run.
+    The problem's `goodput` (optional): the goodput share of each GPU count (the services' cluster_goodput); with
+    it each ranked layout carries its wall-clock time to train and its cost is on the wall-clock GPU-hours
+    (app.core.cost.on_wall_clock), as the plan headline's; a count it lacks has no cost (ranked on compute time).
     `run` (default RunOptions()): the options every layout searched shares (app.core.layout.RunOptions). Its
     `bf16_layers` (first, last): layers an fp8 / fp4 run keeps 16-bit. `fp8_param_gather`: FP8 working weights
     (Layout.fp8_param_gather); the ZeRO stages the framework cannot keep them at are rejected
@@ -827,7 +838,7 @@ def plan(
     found = _search_sizes(search, cluster, counts)
     joined, rejections = found.joined, found.rejections
     fits, feasible = _feasible(model, joined, c, rejections)
-    ranking = _Ranking.of(search, joined, (tokens, usd_per_gpu_hour), rank_by == "cost")
+    ranking = _Ranking.of(search, joined, (tokens, usd_per_gpu_hour), rank_by == "cost", problem.goodput)
     top_list = [ranking.planned(i, r + 1) for r, i in enumerate(ranking.ranked(feasible, top))]
     top_shapes = ranking.top_shapes(feasible, top)
     front = pareto_front(joined.step_time_s, joined.margin_bytes, joined.num_gpus, feasible)
@@ -958,6 +969,16 @@ def _feasible(
     return fits, feasible
 
 
+def _goodput_rows(num_gpus: np.ndarray, goodput: Mapping[int, float] | None) -> np.ndarray | None:
+    """The goodput share of each row's GPU count (NaN for a count `goodput` lacks); None without `goodput`."""
+    if goodput is None:
+        return None
+    shares = np.full(num_gpus.shape, np.nan)
+    for count, share in goodput.items():
+        shares[num_gpus == count] = share
+    return shares
+
+
 @dataclass(frozen=True)
 class _Ranking:
     """The evaluated layouts with their ranking score, turned into PlannedLayouts on demand."""
@@ -967,23 +988,33 @@ class _Ranking:
     score: np.ndarray  # cost per run when ranking by cost (with a price and tokens), else step time
     time_to_train: np.ndarray | None
     cost: np.ndarray | None
+    goodput: np.ndarray | None = (
+        None  # per row, where the caller gave the goodput of its GPU count (else NaN)
+    )
 
     @classmethod
     def of(
-        cls, s: _Search, joined: _Evaluated, tokens_price: tuple[float | None, float | None], by_cost: bool
+        cls,
+        s: _Search,
+        joined: _Evaluated,
+        tokens_price: tuple[float | None, float | None],
+        by_cost: bool,
+        goodput: Mapping[int, float] | None = None,
     ) -> _Ranking:
-        """`tokens_price`: (training tokens, USD per GPU-hour), each optional."""
+        """`tokens_price`: (training tokens, USD per GPU-hour), each optional; `goodput`: per GPU count."""
         tokens, usd_per_gpu_hour = tokens_price
         tokens_per_step = float(s.global_batch * s.seq_len)
         time_to_train = tokens / (tokens_per_step / joined.step_time_s) if tokens else None
+        shares = _goodput_rows(joined.num_gpus, goodput)
+        billed_share = 1.0 if shares is None else np.nan_to_num(shares, nan=1.0)  # compute time where unknown
         cost = (
-            time_to_train * joined.num_gpus / 3600.0 * usd_per_gpu_hour
+            on_wall_clock(time_to_train, billed_share) * joined.num_gpus / 3600.0 * usd_per_gpu_hour
             if usd_per_gpu_hour is not None and time_to_train is not None
             else None
         )
         # time to train = tokens / (tokens per step / step time): the same order as step time, whatever the size
         score = cost if by_cost and cost is not None else joined.step_time_s
-        return cls(s, joined, score, time_to_train, cost)
+        return cls(s, joined, score, time_to_train, cost, shares)
 
     def planned(self, i: int, rank: int) -> PlannedLayout:
         """Row `i` as the PlannedLayout of rank `rank`."""
@@ -1006,9 +1037,27 @@ class _Ranking:
             mfu=mtf * 1e12 / j.peak_flops,
             num_microbatches=int(j.m[i]),
             time_to_train_s=float(self.time_to_train[i]) if self.time_to_train is not None else None,
-            cost_usd=float(self.cost[i]) if self.cost is not None else None,
+            cost_usd=self._cost(i),
             heuristic=bool(j.heuristic[i]),
+            **self._wall_clock(i),
         )
+
+    def _cost(self, i: int) -> float | None:
+        """Row `i`'s cost per run; None without a price or tokens, or where the goodput of its GPU count was asked
+        for and is unknown (it is ranked on its compute cost then, never shown as a wall-clock one)."""
+        if self.cost is None or (self.goodput is not None and np.isnan(self.goodput[i])):
+            return None
+        return float(self.cost[i])
+
+    def _wall_clock(self, i: int) -> dict[str, float]:
+        """Row `i`'s goodput and wall-clock time to train, where both are known."""
+        if self.goodput is None or np.isnan(self.goodput[i]):
+            return {}
+        share = float(self.goodput[i])
+        out = {"goodput": share}
+        if self.time_to_train is not None:
+            out["wall_clock_s"] = float(on_wall_clock(self.time_to_train[i], share))
+        return out
 
     def ranked(self, mask: np.ndarray, k: int) -> list[int]:
         """The `k` best rows of `mask` by score; ties (e.g. ZeRO-1 vs ZeRO-2 at equal time) go to more headroom,

@@ -102,34 +102,23 @@ def _ranked_row(p: Any) -> dict[str, Any]:
         "peak_memory_gib": p.memory_per_gpu_bytes / GiB,
         "headroom_gib": p.headroom_bytes / GiB,
         "time_to_train_days": p.time_to_train_s / DAY if p.time_to_train_s else None,
+        "wall_clock_days": p.wall_clock_s / DAY if p.wall_clock_s else None,
+        "goodput": p.goodput,
+        "cost_usd": p.cost_usd,
         "heuristic": bool(p.heuristic),
     }
 
 
-def _with_cost(
-    rows: list[dict[str, Any]],
-    cluster: Any,
-    params_total: float,
-    rank_by: str,
-    usd_per_gpu_hour: float | None,
+def _by_cost(
+    rows: list[dict[str, Any]], rank_by: str, usd_per_gpu_hour: float | None
 ) -> tuple[list[dict[str, Any]], str]:
-    """Each ranked row with its cost per run on the wall-clock GPU-hours, as the headline's: its compute GPU-hours
-    over the cluster's goodput (app.services.plan_costs.cluster_goodput, one evaluation for every row) × the
-    price; ordered by it, and ranks renumbered, when ranking by cost. Returns the rows and the metric they are
-    ranked by ("time" when there is no price)."""
+    """The ranked rows ordered by their cost per run (the planner's, on the wall-clock GPU-hours as the headline's:
+    app.core.cost.on_wall_clock), ranks renumbered, when ranking by cost. Returns the rows and the metric they are
+    ranked by ("time" when there is no price; the rows then carry no cost)."""
     if usd_per_gpu_hour is None:  # no price asked for (ranked by time) or none in the book: no cost column
+        for row in rows:
+            row.pop("cost_usd", None)
         return rows, "time"
-    from app.services.plan_costs import cluster_goodput, wall_clock_cost_usd
-
-    gpus = cluster.num_gpus
-    goodput = cluster_goodput(gpus, cluster.gpus_per_node, params_total)
-    for row in rows:
-        days = row.get("time_to_train_days")
-        row["cost_usd"] = (
-            wall_clock_cost_usd(gpus, days * 24.0 * gpus, goodput, usd_per_gpu_hour)
-            if days is not None and goodput
-            else None
-        )
     if rank_by != "cost":
         return rows, "time"
     rows = sorted(rows, key=lambda r: (r["cost_usd"] is None, r["cost_usd"] or 0.0, r["rank"]))
@@ -138,13 +127,21 @@ def _with_cost(
     return rows, "cost"
 
 
-def _recommended_row(
-    chosen: Any, cluster: Any, params_total: float, usd_per_gpu_hour: float | None
-) -> dict[str, Any] | None:
+def _cluster_goodput(resolved: Any) -> dict[int, float]:
+    """The goodput share of the scenario's cluster (app.services.plan_costs.cluster_goodput), keyed by its GPU
+    count as the planner takes it; empty where it cannot be evaluated (the rows then carry no cost)."""
+    from app.services.plan_costs import cluster_goodput
+
+    cluster = resolved.cluster
+    share = cluster_goodput(cluster.num_gpus, cluster.gpus_per_node, param_counts(resolved.model).total)
+    return {cluster.num_gpus: share} if share else {}
+
+
+def _recommended_row(chosen: Any, usd_per_gpu_hour: float | None) -> dict[str, Any] | None:
     """The planner's recommendation (the fastest layout inside the validated region) as a ranked row."""
     if chosen is None:
         return None
-    rows, _ = _with_cost([_ranked_row(chosen)], cluster, params_total, "time", usd_per_gpu_hour)
+    rows, _ = _by_cost([_ranked_row(chosen)], "time", usd_per_gpu_hour)
     return rows[0]
 
 
@@ -168,28 +165,27 @@ def _run_planner(
             run=RunOptions.of(layout),
             options=options,
             profile=profile,
+            goodput=_cluster_goodput(resolved),
         )
         res = planner.plan(
             problem,
             tokens=resolved.tokens or None,
             constraints=planner.Constraints(**constraints) if constraints else None,
+            usd_per_gpu_hour=usd_per_gpu_hour,
             top=PLANNER_TOP,
         )
     except SpecError as exc:
         return None, None, "The planner rejected these inputs: " + str(exc)
     rows = [_ranked_row(p) for p in res.top]
     layouts = {id(row): p.layout for row, p in zip(rows, res.top, strict=True)}
-    params_total = param_counts(resolved.model).total
-    rows, ranked_by = _with_cost(rows, resolved.cluster, params_total, rank_by, usd_per_gpu_hour)
+    rows, ranked_by = _by_cost(rows, rank_by, usd_per_gpu_hour)
     # the Pareto front: no other layout is faster with as much free memory (one cluster size here)
     pareto = [_ranked_row(p) for p in res.pareto[:PARETO_SHOWN]]
     experts = num_experts_of(resolved.model)
     mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
     mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
     recommended = res.recommend(accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, experts))
-    chosen_row = recommended_entry(
-        rows, _recommended_row(recommended, resolved.cluster, params_total, usd_per_gpu_hour)
-    )
+    chosen_row = recommended_entry(rows, _recommended_row(recommended, usd_per_gpu_hour))
     region = region_note(rows, chosen_row, "layout", "step_time_s")
     for row in rows:
         row["recommended"] = row is chosen_row

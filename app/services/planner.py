@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -11,6 +12,7 @@ from sqlmodel import Session
 from app.catalog import accuracy_table
 from app.core.accuracy import band_for, layer_pass_seconds, totals_band
 from app.core.errors import Problem, ProblemCollector, SpecError
+from app.core.model import param_counts
 from app.core.planner import PlanResult, SearchProblem, plan
 from app.core.sizing import DEFAULT_SIZES, SizingResult, cheapest_size, size_sweep
 from app.core.validated_region import num_experts_of
@@ -106,8 +108,11 @@ def _resolve(req: SearchRequestBase, session: Session | None) -> tuple[ResolvedS
     return resolve_scenario(scenario, session), seqs
 
 
-def _problem(req: SearchRequestBase, resolved: ResolvedScenario, seqs: int) -> SearchProblem:
-    """The run a plan or size-sweep request searches: its resolved scenario, batch and run-wide options."""
+def _problem(
+    req: SearchRequestBase, resolved: ResolvedScenario, seqs: int, goodput: dict[int, float] | None = None
+) -> SearchProblem:
+    """The run a plan or size-sweep request searches: its resolved scenario, batch and run-wide options, and the
+    goodput of each cluster size where the caller wants wall-clock times (`goodput_by_size`)."""
     return SearchProblem(
         resolved.model,
         resolved.cluster,
@@ -116,7 +121,18 @@ def _problem(req: SearchRequestBase, resolved: ResolvedScenario, seqs: int) -> S
         run=req.run_options(),
         options=resolved.estimate_options(),
         profile=resolved.profile,
+        goodput=goodput,
     )
+
+
+def goodput_by_size(resolved: ResolvedScenario, counts: Sequence[int]) -> dict[int, float]:
+    """The goodput share (app.services.plan_costs.cluster_goodput) of each of `counts` GPUs of this scenario's
+    cluster, the sizes it cannot be evaluated for left out: what turns a ranked layout's compute time into the
+    wall-clock time and cost of the plan headline."""
+    params_total = param_counts(resolved.model).total
+    gpn = resolved.cluster.gpus_per_node
+    shares = {int(n): cluster_goodput(int(n), gpn, params_total) for n in counts}
+    return {n: share for n, share in shares.items() if share}
 
 
 def price_for(gpu_name: str, session: Session | None = None, *, viewer: Actor) -> tuple[float | None, str]:
@@ -144,8 +160,9 @@ def run_plan(
         if req.usd_per_gpu_hour
         else price_for(resolved.cluster.gpu.name, session, viewer=viewer)
     )
+    counts = req.gpu_counts or [resolved.cluster.num_gpus]
     result = plan(
-        _problem(req, resolved, seqs),
+        _problem(req, resolved, seqs, goodput_by_size(resolved, counts)),
         tokens=resolved.tokens or None,
         gpu_counts=req.gpu_counts,
         constraints=req.constraints.to_core(),
@@ -242,7 +259,6 @@ def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]],
     rates on this many GPUs, Daly checkpoints), days and GPU-hours on the wall clock (the compute ones over the
     goodput, app.services.planning.wall_clock, as the plan's headline) and cost per run on them. The compute-only
     cost moves to `compute_cost_usd`; `cost_usd` is None where the wall clock is unknown."""
-    from app.core.model import param_counts
     from app.services.planning import wall_clock
 
     params_total = param_counts(resolved.model).total

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sqlmodel import Session, func, select
 
 import app as app_pkg
+from app.core.cost import on_wall_clock
 from app.core.errors import Problem, SpecError
 from app.core.layout import layout_label
 from app.core.units import DAY, GiB
@@ -463,9 +464,9 @@ def wall_clock(summary: dict[str, Any]) -> dict[str, Any]:
     days = summary.get("time_to_train_days")
     if not goodput or days is None or goodput <= 0:
         return {}
-    out = {"wall_clock_days": round(days / goodput, 3)}
+    out = {"wall_clock_days": round(on_wall_clock(days, goodput), 3)}
     if summary.get("gpu_hours") is not None:
-        out["wall_clock_gpu_hours"] = round(summary["gpu_hours"] / goodput, 1)
+        out["wall_clock_gpu_hours"] = round(on_wall_clock(summary["gpu_hours"], goodput), 1)
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,14 @@ def test_plan_endpoint_returns_best_top_and_counts(client: Any) -> None:
     e = client.post("/api/v1/estimate", json=scenario)
     assert e.status_code == 200, e.text
     assert abs(e.json()["step"]["total_s"] - best["step_time_s"]) <= 1e-9 * best["step_time_s"]
+    # ... and the same wall-clock time to train (the goodput of 64 GPUs; the planning figures divide by it to 4
+    # decimals, app.services.plan_costs.goodput_share), on which the cost per run is counted
+    assert best["goodput"] == pytest.approx(e.json()["goodput"], abs=5e-5) and 0.5 < best["goodput"] < 1.0
+    assert best["wall_clock_s"] == pytest.approx(e.json()["wall_clock_time_to_train_s"], rel=1e-4)
+    assert best["wall_clock_s"] == pytest.approx(best["time_to_train_s"] / best["goodput"], rel=1e-12)
+    assert best["cost_usd"] == pytest.approx(
+        best["wall_clock_s"] / 3600 * 64 * d["usd_per_gpu_hour"], rel=1e-12
+    )
 
 
 def test_plan_endpoint_field_errors(client: Any) -> None:
@@ -117,6 +126,11 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
     assert "best time to train likely" not in res.output  # no token budget, no time to train
     res = invoke([*args, "--global-batch", "128", "--tokens", "1e11"])
     assert "best time to train likely" in res.output and "whole published pre-training runs" in res.output
+    # compute and wall-clock days side by side, the goodput they differ by in words
+    best_line = next(line for line in res.output.splitlines() if line.startswith("  1  "))
+    compute, wall = (float(x) for x in re.findall(r"([\d.]+) days", best_line)[:2])
+    goodput = float(re.search(r"wall-clock days at ([\d.]+) % goodput on 16 GPUs", res.output).group(1))
+    assert wall == pytest.approx(compute / (goodput / 100), abs=0.051) and wall >= compute
     scenario = tmp_path / "s.json"
     scenario.write_text(
         json.dumps(
@@ -193,7 +207,7 @@ def test_price_book_rows_from_the_database_feed_the_cost_ranking(db_url: str) ->
         assert price_for("H100-SXM", session, viewer=PUBLIC)[0] == file_price  # nobody else's headline moves
         out = search(dict(BODY, rank_by="cost"), session, viewer=buyer)
         assert out.usd_per_gpu_hour == 1000.0
-        assert out.best["cost_usd"] == pytest.approx(out.best["time_to_train_s"] / 3600 * 64 * 1000.0)
+        assert out.best["cost_usd"] == pytest.approx(out.best["wall_clock_s"] / 3600 * 64 * 1000.0)
     assert file_price < 1000.0
 
 

@@ -14,7 +14,7 @@ from app.core.errors import SpecError
 from app.core.estimate import EstimateOptions, estimate
 from app.core.framework import DEEPSPEED, MEGATRON_2021, MEGATRON_2022, MEGATRON_CORE
 from app.core.layout import RunOptions
-from app.core.planner import Constraints, SearchProblem, heuristic_mask, pareto_front, plan
+from app.core.planner import Constraints, PlanResult, SearchProblem, heuristic_mask, pareto_front, plan
 from app.core.sizing import knee_point, size_sweep
 from app.core.units import GiB
 from tests.core.conftest import make_cluster
@@ -237,6 +237,41 @@ def test_rank_by_cost_across_sizes_prefers_cheaper_runs() -> None:
     )
     assert by_time.best.num_gpus == 64
     assert r.best.cost_usd <= by_time.best.cost_usd
+
+
+def test_goodput_puts_time_and_cost_on_the_wall_clock() -> None:
+    """With the goodput of each size, a ranked layout's wall-clock time is its compute time over that size's goodput
+    and its cost is counted on it; a size without a goodput has no cost, and no goodput at all leaves compute."""
+    model = catalog.find_model("Llama-3-8B")
+    goodput = {8: 0.99, 64: 0.9}
+
+    def search(shares: dict[int, float] | None, rank_by: str = "cost") -> PlanResult:
+        return plan(
+            SearchProblem(model, make_cluster(nodes=1), 8192, 256, goodput=shares),
+            tokens=1e11,
+            gpu_counts=[8, 16, 64],
+            rank_by=rank_by,  # type: ignore[arg-type]
+            usd_per_gpu_hour=2.0,
+            top=5000,  # every fitting layout
+        )
+
+    compute = search(None)
+    assert all(p.wall_clock_s is None and p.goodput is None for p in compute.top)
+    wall = search(goodput)
+    assert {p.num_gpus for p in wall.top} == {8, 16, 64}
+    for p in wall.top:
+        share = goodput.get(p.num_gpus)
+        if share is None:  # 16 GPUs: asked for, unknown
+            assert p.goodput is None and p.wall_clock_s is None and p.cost_usd is None
+            continue
+        assert p.goodput == share
+        assert p.wall_clock_s == pytest.approx(p.time_to_train_s / share, rel=1e-12)
+        assert p.cost_usd == pytest.approx(p.wall_clock_s / 3600 * p.num_gpus * 2.0, rel=1e-12)
+    # 64 GPUs lose 10 % to failures: ranked by cost, they fall behind the 8-GPU runs they beat on compute alone
+    first_64 = next(p.rank for p in wall.top if p.num_gpus == 64)
+    assert first_64 > next(p.rank for p in compute.top if p.num_gpus == 64)
+    by_time = search(goodput, "time").best
+    assert by_time.step_time_s == search(None, "time").best.step_time_s  # the ranking by time is unchanged
 
 
 def test_moe_search_uses_expert_parallelism() -> None:

@@ -273,19 +273,36 @@ def _money(usd: float | None) -> str:
     return f"${usd / 1e6:8.2f} M" if usd >= 1e5 else f"${usd / 1e3:8.1f} k"
 
 
+def _days(seconds: float | None) -> str:
+    return f"{days_text(seconds / DAY, 1):>10}" if seconds else "         -"
+
+
 def _row(p: dict[str, Any], width: int = 48) -> str:
-    ttt = f"{days_text(p['time_to_train_s'] / DAY, 1):>10}" if p.get("time_to_train_s") else "       - "
     cost = _money(p.get("cost_usd"))
     return (
         f"{p['rank']:>3}  {p['label']:<{width}} {p['num_gpus']:>6} {p['step_time_s']:9.3f} s "
-        f"{p['memory_per_gpu_bytes'] / GiB:7.1f} {p['headroom_bytes'] / GiB:7.1f} {p['mfu'] * 100:5.1f} % {ttt} {cost}"
+        f"{p['memory_per_gpu_bytes'] / GiB:7.1f} {p['headroom_bytes'] / GiB:7.1f} {p['mfu'] * 100:5.1f} % "
+        f"{_days(p.get('time_to_train_s'))} {_days(p.get('wall_clock_s'))} {cost}"
     )
 
 
 def _header(width: int) -> str:
     return (
         f"  #  {'layout':<{width}} {'GPUs':>6} {'step':>11} {'mem GiB':>7} {'free GiB':>8}   MFU"
-        "  time to train   cost/run"
+        "     compute  wall clock   cost/run"
+    )
+
+
+def _time_basis(best: dict[str, Any]) -> str | None:
+    """What the days and cost columns count, in words, from the best layout's goodput."""
+    if not best.get("time_to_train_s"):
+        return None
+    if not best.get("goodput"):
+        return "time to train: compute days (tokens ÷ throughput); the goodput of this cluster is unknown"
+    return (
+        f"time to train: compute days (tokens ÷ throughput) and wall-clock days at {best['goodput'] * 100:.1f} % "
+        f"goodput on {best['num_gpus']:,} GPUs (failures, checkpoint stalls and restarts at Llama 3's interruption "
+        "rates); cost/run on the wall-clock GPU-hours, as the plan headline's"
     )
 
 
@@ -327,6 +344,9 @@ def render_search(out: Any) -> str:
         + ("  (outside the validated region)" if p.get("outside_region") else "")
         for p in out.top
     ]
+    basis = _time_basis(out.top[0])
+    if basis:
+        lines.append(basis)
     if out.recommended:
         lines += ["", f"recommended (fastest inside the validated region): rank {out.recommended['rank']}"]
         lines.append(_row(out.recommended, width))
@@ -372,15 +392,17 @@ def render_sizes(out: Any) -> str:
         "",
     ]
     width = max([48] + [len(p["best"]["label"]) for p in out.points if p["feasible"]])
-    lines.append(f"  GPUs  {'best layout':<{width}}  time to train    cost/run   scaling    MFU")
+    lines.append(f"  GPUs  {'best layout':<{width}}     compute  wall clock    cost/run   scaling    MFU")
     for p in out.points:
         if not p["feasible"]:
             lines.append(f"{p['num_gpus']:>6}  {p['reason']}")
             continue
         b = p["best"]
         cost = _money(p.get("cost_usd"))
+        wall = p.get("wall_clock_days")
         lines.append(
-            f"{p['num_gpus']:>6}  {b['label']:<{width}} {days_text(p['time_to_train_days'], 1):>12}  {cost}  "
+            f"{p['num_gpus']:>6}  {b['label']:<{width}} {days_text(p['time_to_train_days'], 1):>11} "
+            f"{_days(wall * DAY if wall else None)}  {cost}  "
             f"{p['scaling_efficiency'] * 100:6.1f} % {b['mfu'] * 100:5.1f} %"
         )
     lines += [

@@ -384,6 +384,28 @@ def render_search(out: Any) -> str:
     return "\n".join(lines)
 
 
+def _scaling_basis(points: list[dict[str, Any]]) -> list[str]:
+    """What the sweep's scaling column measures, and why a value is above 100 % where one is."""
+    fits = [p for p in points if p["feasible"] and p.get("scaling_efficiency") is not None]
+    if not fits:
+        return []
+    base = fits[0]
+    lines = [
+        f"vs smallest: per-GPU throughput of each size's best layout against that of the smallest size that fits "
+        f"({base['num_gpus']:,} GPUs), each size with its own layout (not the network scaling efficiency of "
+        "`clusterplan network scaling`, which keeps one layout against a perfect network)"
+    ]
+    top = max(fits, key=lambda p: p["scaling_efficiency"])
+    if top["scaling_efficiency"] > 1.0:
+        lines.append(
+            f"  above 100 % at {top['num_gpus']:,} GPUs: its best layout ({top['best']['label']}) runs at "
+            f"{top['best']['mfu'] * 100:.1f} % MFU, the smallest size's ({base['best']['label']}) at "
+            f"{base['best']['mfu'] * 100:.1f} %: the larger cluster shards the model states over more GPUs, "
+            "which lets a faster layout fit"
+        )
+    return lines
+
+
 def render_sizes(out: Any) -> str:
     lines = [
         f"{out.model} on {out.gpu} ({out.fabric}), seq {out.seq_len}, global batch {out.global_batch}, "
@@ -392,7 +414,7 @@ def render_sizes(out: Any) -> str:
         "",
     ]
     width = max([48] + [len(p["best"]["label"]) for p in out.points if p["feasible"]])
-    lines.append(f"  GPUs  {'best layout':<{width}}     compute  wall clock    cost/run   scaling    MFU")
+    lines.append(f"  GPUs  {'best layout':<{width}}     compute  wall clock    cost/run  vs smallest   MFU")
     for p in out.points:
         if not p["feasible"]:
             lines.append(f"{p['num_gpus']:>6}  {p['reason']}")
@@ -405,8 +427,8 @@ def render_sizes(out: Any) -> str:
             f"{_days(wall * DAY if wall else None)}  {cost}  "
             f"{p['scaling_efficiency'] * 100:6.1f} % {b['mfu'] * 100:5.1f} %"
         )
+    lines += ["", *_scaling_basis(out.points)]
     lines += [
-        "",
         f"smallest cluster that fits: {out.min_gpus_that_fit or 'none'}",
         f"knee of the time-to-train curve: {out.knee or '-'} GPUs",
     ]

@@ -7,7 +7,9 @@ PlanChangeForbidden.
 
 A plan's figures rest on its owner's prices (`priced_as`): the built-in rows of the price book and the owner's own
 (app.services.catalog.quoted_for), whoever saves the revision, so an administrator revising another user's plan
-neither brings in the administrator's rows nor drops the owner's; readers see the stored figures.
+neither brings in the administrator's rows nor drops the owner's; readers see the stored figures. A duplicate is
+a new save by its new owner: evaluated again at their prices, it carries nothing priced from the source owner's
+rows.
 
 Revision numbers stay unique and contiguous under concurrent writers because the plan row is locked
 for the short write: `SELECT … FOR UPDATE` on PostgreSQL; on SQLite every transaction starts with
@@ -273,6 +275,38 @@ def _new_revision(
 # ---------------------------------------------------------------------------------------------- writes
 
 
+def _evaluate_as_owner(
+    session: Session, scenario: dict[str, Any], profile_ref: str | None, owner_id: uuid.UUID | None
+) -> planning.Evaluation:
+    """A revision's scenario evaluated as every save evaluates it: at the prices of the plan's owner
+    (`priced_as`), under the calibration profile `profile_ref`; problems name `scenario.…` or
+    `calibration_profile` (SpecError)."""
+    return planning.evaluate(
+        session, scenario, field_prefix="scenario", profile_ref=profile_ref, viewer=priced_as(owner_id)
+    )
+
+
+def _write_new_plan(
+    session: Session,
+    name: str,
+    notes: str,
+    evaluation: planning.Evaluation,
+    actor: PlanActor,
+    owner_id: uuid.UUID | None,
+    builder_choices: dict[str, Any] | None,
+) -> PlanPublic:
+    """Write a plan owned by `owner_id` (private) and its revision 1 in one transaction."""
+    with write_turn(session):
+        plan = Plan(name=name, notes=notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow())
+        session.add(plan)
+        revision = _new_revision(plan, 1, name, notes, evaluation, actor.user_id, builder_choices)
+        session.add(revision)
+        session.flush()
+        out = plan_public(session, plan, revision, actor)
+        session.commit()
+    return out
+
+
 def create_plan(
     session: Session, data: PlanCreate, actor: PlanActor, builder_choices: dict[str, Any] | None = None
 ) -> PlanPublic:
@@ -280,25 +314,9 @@ def create_plan(
     transaction. `builder_choices`: the plan builder's choices beyond the scenario, stored with the revision."""
     owner_id = _owner_id_for_new_plan(actor)
     _begin_read(session)
-    evaluation = planning.evaluate(
-        session,
-        scenario_dict(data.scenario),
-        field_prefix="scenario",
-        profile_ref=data.calibration_profile,
-        viewer=priced_as(owner_id),
-    )
+    evaluation = _evaluate_as_owner(session, scenario_dict(data.scenario), data.calibration_profile, owner_id)
     _end_read(session)
-    with write_turn(session):
-        plan = Plan(
-            name=data.name, notes=data.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow()
-        )
-        session.add(plan)
-        revision = _new_revision(plan, 1, data.name, data.notes, evaluation, actor.user_id, builder_choices)
-        session.add(revision)
-        session.flush()
-        out = plan_public(session, plan, revision, actor)
-        session.commit()
-    return out
+    return _write_new_plan(session, data.name, data.notes, evaluation, actor, owner_id, builder_choices)
 
 
 def add_revision(
@@ -322,13 +340,7 @@ def add_revision(
         profile = change.calibration_profile
         if profile is None:
             profile = previous_read.calibration_profile
-        evaluation = planning.evaluate(
-            session,
-            scenario,
-            field_prefix="scenario",
-            profile_ref=profile,
-            viewer=priced_as(checked.owner_id),
-        )
+        evaluation = _evaluate_as_owner(session, scenario, profile, checked.owner_id)
     _end_read(session)
     with write_turn(session):
         plan = _lock_plan(session, pid, actor, "revise")
@@ -356,22 +368,45 @@ def add_revision(
 def duplicate_plan(
     session: Session, plan_id: uuid.UUID | str, data: PlanDuplicate, actor: PlanActor
 ) -> PlanPublic:
-    """A new plan, the actor's own and private, whose revision 1 copies the source's latest revision
-    (numbers and provenance kept). Needs read access to the source only."""
+    """A new plan, the actor's own and private, whose revision 1 is the source's latest revision saved again by
+    the actor: its name (or `data.name`, default "Copy of …"), notes, scenario, calibration profile and builder
+    choices, evaluated as a new save by the actor evaluates them (`_evaluate_as_owner`), so its figures, cost
+    options and their labels come from the actor's prices (`priced_as`: the built-in rows and the actor's own),
+    never from the source owner's private rows, and its provenance (versions, price-book date) is that of this
+    evaluation. Needs read access to the source only.
+
+    A scenario names no price row (a plan is priced with its owner's rows), so the copy is always priced with
+    the actor's. A source whose inputs no longer evaluate (a catalog entry or calibration profile removed since,
+    or a value now refused) is a SpecError naming the field (`scenario.…`, `calibration_profile`: a 422) and
+    nothing is saved: keeping the stored figures would hand the actor prices of rows that are not theirs, and
+    changing the inputs would not make a copy; the reader can open the inputs in the builder, fix them and save
+    a plan of their own."""
     pid = _parse_id(plan_id)
+    _begin_read(session)
     _readable_plan(session, pid, actor)
     owner_id = _owner_id_for_new_plan(actor)
     source = _revision_row(session, pid)
     name = data.name or f"Copy of {source.name}"[:200]
-    evaluation = planning.Evaluation.from_revision(source)
-    plan = Plan(name=name, notes=source.notes, owner_id=owner_id, latest_revision=1, updated_at=utcnow())
-    session.add(plan)
-    revision = _new_revision(plan, 1, name, source.notes, evaluation, actor.user_id, source.builder_choices)
-    session.add(revision)
-    session.flush()
-    out = plan_public(session, plan, revision, actor)
-    session.commit()
-    return out
+    # read before the evaluation, which ends the read transaction (expiring `source`)
+    notes, choices, scenario, profile = (
+        source.notes,
+        source.builder_choices,
+        source.scenario,
+        source.calibration_profile,
+    )
+    try:
+        evaluation = _evaluate_as_owner(session, scenario, profile, owner_id)
+    except SpecError as exc:
+        raise _source_refused(exc) from None
+    _end_read(session)
+    return _write_new_plan(session, name, notes, evaluation, actor, owner_id, choices)
+
+
+def _source_refused(exc: SpecError) -> SpecError:
+    """`exc` (the source's inputs refused by a duplicate's evaluation), its messages saying so."""
+    return SpecError(
+        [Problem(p.field, f"the copied plan's inputs no longer evaluate: {p.message}") for p in exc.problems]
+    )
 
 
 def delete_plan(session: Session, plan_id: uuid.UUID | str, actor: PlanActor) -> None:

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
 from app.db import get_engine
-from app.models.plans import Plan, PlanInvite, PlanShare
+from app.models.plans import Plan, PlanInvite, PlanRevision, PlanShare
 from app.schemas.plans import PlanCreate
 from app.services import plans as plan_service
 from app.services.csv_safe import safe_cell, safe_row
@@ -154,6 +154,33 @@ def test_shared_with_everyone_is_read_only_then_revoked(people: People) -> None:
     assert _share(p, pid, "private").status_code == 200
     assert set(_reads(p, pid, p.other).values()) == {404}
     assert pid not in _listed(p, p.other)
+
+
+def test_a_copy_whose_inputs_no_longer_evaluate_is_a_422_naming_the_field(people: People) -> None:
+    """A duplicate is a new save by the reader, evaluated at their prices: a plan whose stored inputs no longer
+    evaluate (here its model has left the catalog) is refused on the field, through the API and the page's form,
+    and no copy is saved, rather than one carrying the owner's stored figures."""
+    p, c = people, people.client
+    pid = _create(p, "old catalog")["id"]
+    assert _share(p, pid, "everyone").status_code == 200
+    with Session(get_engine()) as session:
+        revision = session.exec(select(PlanRevision).where(PlanRevision.plan_id == uuid.UUID(pid))).one()
+        revision.scenario = {**revision.scenario, "model": "retired-model-7b"}
+        session.add(revision)
+        session.commit()
+    mine = _listed(p, p.other, "mine")
+    r = c.post(f"/api/v1/plans/{pid}/duplicate", headers=p.other)
+    assert r.status_code == 422, r.text
+    (problem,) = r.json()["detail"]
+    assert problem["loc"] == ["body", "scenario", "model"]
+    assert (
+        problem["msg"].startswith("the copied plan's inputs no longer evaluate")
+        and "retired-model-7b" in problem["msg"]
+    )
+    page = c.post(f"/plans/{pid}/duplicate", headers=p.other, follow_redirects=False)
+    assert page.status_code == 422 and "scenario.model" in page.text and "retired-model-7b" in page.text
+    assert _listed(p, p.other, "mine") == mine
+    assert c.get(f"/api/v1/plans/{pid}", headers=p.owner).json()["latest_revision"] == 1
 
 
 def test_shared_with_named_users(people: People) -> None:

@@ -1,13 +1,15 @@
 """A user's price rows are theirs: on both databases, through the real app from a remote address, Alice's private
 quote is invisible to Bob and to anonymous callers on every route and page that reads the price book (a 404 like a
 missing row where it is named), moves Alice's default quotes and headline only, and is every row's to an
-administrator. A saved plan is costed with its owner's prices, whoever saves the revision."""
+administrator. A saved plan is costed with its owner's prices, whoever saves the revision, and a copy with its new
+owner's."""
 
 from __future__ import annotations
 
 import csv
 import html
 import io
+import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -288,6 +290,113 @@ def test_the_builder_costs_a_revision_with_the_owners_prices(w: World) -> None:
     editing = "/plans/new?" + BuilderState().query() + f"&plan={created['id']}"
     assert w.item in w.client.get(editing, headers=w.admin).text  # the administrator edits Alice's plan
     assert w.item not in w.client.get("/plans/new?" + BuilderState().query(), headers=w.admin).text
+
+
+def _traces_of(w: World, text: str) -> list[str]:
+    """What of Alice's private row `text` names: its label, vendor, source, id or its price in words."""
+    marks = (w.item, w.row["vendor"], w.row["source"], w.row["id"], "$0.50")
+    return [mark for mark in marks if mark in text]
+
+
+def _saved_in_builder(w: World, headers: dict[str, str], scenario: dict[str, Any]) -> str:
+    """The id of a plan saved through the builder's form, with the planner's choices beside its scenario."""
+    form = {
+        "name": "alice's planned run",
+        "notes": "priced for the board",
+        "scenario": json.dumps(scenario),
+        "calibration_profile": "",
+        "builder": json.dumps({"mode": "planner", "rank_by": "cost", "deadline_days": 60.0}),
+    }
+    saved = w.client.post("/plans", data=form, headers=headers, follow_redirects=False)
+    assert saved.status_code == 303, saved.text
+    return str(saved.headers["location"].rsplit("/", 1)[1])
+
+
+def _plan_texts(w: World, plan_id: str, headers: dict[str, str]) -> str:
+    """Everything a reader gets of a plan: the API's JSON, both exports and the page."""
+    paths = ("/api/v1/plans/{}", "/api/v1/plans/{}/export.json", "/api/v1/plans/{}/export.csv", "/plans/{}")
+    pages = [w.client.get(path.format(plan_id), headers=headers) for path in paths]
+    assert all(page.status_code == 200 for page in pages), [page.status_code for page in pages]
+    return "\n".join(page.text for page in pages)
+
+
+def test_a_copy_of_a_shared_plan_is_priced_with_its_new_owners_rows(w: World) -> None:
+    """Bob's copy of the plan Alice shared with him is evaluated again at his prices, as a save of his own would
+    be: nothing of Alice's private row (label, vendor, source, price) comes with it, through the API or the page's
+    form; Alice's own copy keeps her row."""
+    bobs = w.client.post(
+        "/api/v1/prices",
+        json=_quote(item="bob's own quote", vendor="BobCloud", source="Bob's quote", usd_per_gpu_hour=0.1),
+        headers=w.bob,
+    )
+    assert bobs.status_code == 201, bobs.text
+    pid = _saved_in_builder(w, w.alice, small_scenario())
+    source = w.client.get(f"/api/v1/plans/{pid}", headers=w.alice).json()
+    assert any(w.item in label for label in _cost_options(source))
+    share = {"visibility": "users", "users": [BOB]}
+    assert w.client.put(f"/api/v1/plans/{pid}/sharing", json=share, headers=w.alice).status_code == 200
+    his = w.client.post(
+        "/api/v1/plans", json={"name": "bob's", "scenario": source["current"]["scenario"]}, headers=w.bob
+    ).json()
+
+    by_api = w.client.post(f"/api/v1/plans/{pid}/duplicate", headers=w.bob)
+    assert by_api.status_code == 201, by_api.text
+    by_page = w.client.post(f"/plans/{pid}/duplicate", headers=w.bob, follow_redirects=False)
+    assert by_page.status_code == 303, by_page.text
+    page_copy_id = by_page.headers["location"].rsplit("/", 1)[1]
+    for copy_id in (by_api.json()["id"], page_copy_id):
+        copy = w.client.get(f"/api/v1/plans/{copy_id}", headers=w.bob).json()
+        assert (
+            copy["owner"] == BOB
+            and copy["visibility"] == "private"
+            and copy["name"] == "Copy of alice's planned run"
+        )
+        assert _traces_of(w, _plan_texts(w, copy_id, w.bob)) == []
+        current, source_current = copy["current"], source["current"]
+        assert current["result"]["cost_panel"]["rows"] == his["current"]["result"]["cost_panel"]["rows"]
+        assert any("bob's own quote" in label for label in _cost_options(copy))
+        assert current["result"]["summary"] == his["current"]["result"]["summary"]
+        assert current["price_book_date"] == his["current"]["price_book_date"]
+        # the inputs, the builder's choices, the notes and the calibration are the source's
+        for key in ("scenario", "builder_choices", "notes", "calibration_profile"):
+            assert current[key] == source_current[key], key
+        assert current["builder_choices"]["rank_by"] == "cost"
+
+    # Alice's copy of her own plan is priced with her rows, as the plan is
+    own = w.client.post(f"/api/v1/plans/{pid}/duplicate", json={"name": "mine again"}, headers=w.alice)
+    assert own.status_code == 201, own.text
+    assert _cost_options(own.json()) == _cost_options(source)
+    assert own.json()["current"]["result"]["summary"] == source["current"]["result"]["summary"]
+    assert own.json()["current"]["price_book_date"] == source["current"]["price_book_date"]
+
+
+def test_a_reader_of_a_shared_plan_gets_no_handle_on_its_owners_rows(w: World) -> None:
+    """Bob reads the figures Alice shared, priced by her, but no id of her row: the plan's JSON, exports, page and
+    the compare page name none and offer him no revision; the scenario he exports and saves is priced with his
+    rows; naming her row's id is the unknown-row 422, as for an id that does not exist."""
+    pid = _saved_in_builder(w, w.alice, small_scenario())
+    share = {"visibility": "users", "users": [BOB]}
+    assert w.client.put(f"/api/v1/plans/{pid}/sharing", json=share, headers=w.alice).status_code == 200
+    read = _plan_texts(w, pid, w.bob)
+    assert w.item in read and w.row["id"] not in read  # her figures, none of her ids
+    page = w.client.get(f"/plans/{pid}", headers=w.bob).text
+    assert "Edit in builder (new revision)" not in page and f"plan={pid}" not in page
+    his = w.client.post("/api/v1/plans", json={"name": "his", "scenario": small_scenario()}, headers=w.bob)
+    compared = w.client.get(f"/plans/compare?ids={pid}&ids={his.json()['id']}", headers=w.bob)
+    assert compared.status_code == 200 and w.row["id"] not in compared.text
+
+    exported = w.client.get(f"/api/v1/plans/{pid}/export.json", headers=w.bob).json()
+    again = w.client.post(
+        "/api/v1/plans", json={"name": "from her export", "scenario": exported["scenario"]}, headers=w.bob
+    )
+    assert again.status_code == 201, again.text
+    assert _traces_of(w, again.text) == []
+    named = _run(w, w.bob, options=[{"price_row_id": w.row["id"]}])
+    missing = _run(w, w.bob, options=[{"price_row_id": str(uuid.uuid4())}])
+    for r in (named, missing):
+        assert r.status_code == 422, r.text
+        (problem,) = r.json()["detail"]
+        assert problem["loc"][-1] == "price_row_id" and problem["msg"].startswith("unknown price row")
 
 
 def _sizing_price(w: World, url: str, headers: dict[str, str]) -> str:

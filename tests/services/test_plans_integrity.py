@@ -103,8 +103,9 @@ def test_duplicate_and_delete(db_url: str) -> None:
     assert copy.name == "Copy of original" and copy.notes == "kept" and copy.latest_revision == 1
     with Session(get_engine()) as session:
         original = plan_service.get_plan(session, plan_id, ADMIN)
-        assert copy.current.scenario == original.current.scenario
-        assert copy.current.result == original.current.result
+        stored = plan_service.get_plan(session, copy.id, ADMIN)  # evaluated again, at the same owner's prices
+        assert stored.current.scenario == original.current.scenario
+        assert stored.current.result == original.current.result
         plan_service.delete_plan(session, plan_id, ADMIN)
     with Session(get_engine()) as session:
         with pytest.raises(NotFoundError):

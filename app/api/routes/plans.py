@@ -234,6 +234,9 @@ def get_revision(
 def duplicate_plan(
     plan_id: uuid.UUID, session: SessionDep, principal: WriteDep, body: PlanDuplicate | None = None
 ) -> PlanPublic:
+    """The plan's latest revision saved again as yours: its inputs, builder choices and notes, evaluated at your
+    prices (the built-in rows and your own, never the source owner's). Inputs that no longer evaluate (a catalog
+    entry or calibration profile removed since) are a 422 naming the field, and nothing is saved."""
     try:
         return plan_service.duplicate_plan(session, plan_id, body or PlanDuplicate(), _actor(principal))
     except PermissionError as exc:

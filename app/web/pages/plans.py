@@ -493,8 +493,12 @@ def plan_detail(
 
 @router.post("/plans/{plan_id}/duplicate", response_class=HTMLResponse)
 def duplicate(request: Request, plan_id: uuid.UUID, session: SessionDep, principal: WriteDep) -> Response:
+    """A copy of the plan of the caller's own, evaluated at their prices (app.services.plans.duplicate_plan); a
+    plan whose inputs no longer evaluate is the 422 page naming the fields, and nothing is saved."""
     try:
         copy = plan_service.duplicate_plan(session, plan_id, PlanDuplicate(), _actor(principal))
+    except SpecError as exc:
+        return _save_failed(request, exc)
     except NotFoundError:
         return _not_found(request, "plan", str(plan_id))
     except PermissionError as exc:

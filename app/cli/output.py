@@ -40,6 +40,17 @@ def days_text(days: float | None, digits: int = 2) -> str:
     return f"{days:,.{digits}f} days"
 
 
+def likely_days(range_s: list[float]) -> str:
+    """'35.11 days to 60.29 days': a [low, high] range in seconds."""
+    lo_s, hi_s = range_s
+    return f"{days_text(lo_s / SECONDS_PER_DAY)} to {days_text(hi_s / SECONDS_PER_DAY)}"
+
+
+def likely_wall_clock(range_s: list[float] | None) -> str:
+    """', 36.0 days to 61.4 days on the wall clock' for a wall-clock range in seconds; '' without one."""
+    return f", {likely_days(range_s)} on the wall clock" if range_s else ""
+
+
 def days_cell(days: float | None, digits: int = 1) -> str:
     """A table cell under a 'days' heading: the number alone, or 'unbounded' / 'n/a' as in `days_text`."""
     return days_text(days, digits).removesuffix(" days")

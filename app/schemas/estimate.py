@@ -113,6 +113,11 @@ class AccuracyOut(BaseModel):
         description="time to train (seconds of compute) × [time_to_train_ratio_low, time_to_train_ratio_high]; "
         "absent without a token budget",
     )
+    wall_clock_range_s: list[float] | None = Field(
+        default=None,
+        description="time to train on the wall clock (wall_clock_time_to_train_s: compute ÷ goodput) × "
+        "[time_to_train_ratio_low, time_to_train_ratio_high]; absent without a token budget or a goodput",
+    )
 
 
 class MemoryAccuracyOut(BaseModel):

@@ -33,6 +33,7 @@ from app.core.accuracy import (
     memory_band,
     totals_band,
 )
+from app.core.cost import on_wall_clock
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
 from app.core.layout import stage_layer_counts
@@ -76,6 +77,8 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
     d = est.to_dict()
     tps = est.step.tokens_per_s
     compute_s = (resolved.tokens / tps) if resolved.tokens and tps > 0 else None
+    wall = wall_clock_payload(resolved, est, compute_s)
+    times = (compute_s, wall.get("wall_clock_time_to_train_s"))
     return EstimateOut(
         model=d["model"],
         mtp_layers=d["mtp_layers"],
@@ -91,9 +94,9 @@ def to_out(resolved: ResolvedScenario, est: Estimate) -> EstimateOut:
         memory=d["memory"],
         step=d["step"],
         time_to_train_s=compute_s,
-        **wall_clock_payload(resolved, est, compute_s),
+        **wall,
         accuracy=AccuracyOut.model_validate(band)
-        if (band := accuracy_payload(est, resolved.framework.moe_dispatcher, compute_s))
+        if (band := accuracy_payload(est, resolved.framework.moe_dispatcher, times))
         else None,
         memory_accuracy=MemoryAccuracyOut.model_validate(mem)
         if (mem := memory_accuracy_payload(est))
@@ -117,7 +120,7 @@ def wall_clock_payload(resolved: ResolvedScenario, est: Estimate, compute_s: flo
         return {}
     if not res.goodput > 0:
         return {}
-    wall_s = compute_s / res.goodput
+    wall_s = on_wall_clock(compute_s, res.goodput)
     return {
         "goodput": res.goodput,
         "wall_clock_time_to_train_s": wall_s,
@@ -125,33 +128,40 @@ def wall_clock_payload(resolved: ResolvedScenario, est: Estimate, compute_s: flo
     }
 
 
-def time_to_train_payload(band: AccuracyBand, compute_s: float | None = None) -> dict[str, Any]:
+def time_to_train_payload(
+    band: AccuracyBand, compute_s: float | None = None, wall_clock_s: float | None = None
+) -> dict[str, Any]:
     """The time-to-train range a step band gives (app.core.accuracy.totals_band): its ratios, what they rest on
-    and, where there is a time to train (seconds of compute), that time at both ends."""
+    and, where there is a time to train, that time at both ends: in seconds of compute and, where the goodput is
+    known, on the wall clock (the basis the whole published runs' reported hours were compared on where they
+    included failures)."""
     totals = totals_band(accuracy_table(), band.ratio_low, band.ratio_high)
+
+    def ends(seconds: float | None) -> list[float] | None:
+        return [seconds * totals.ratio_low, seconds * totals.ratio_high] if seconds else None
+
     return {
         "time_to_train_ratio_low": totals.ratio_low,
         "time_to_train_ratio_high": totals.ratio_high,
         "time_to_train_summary": totals.summary(),
-        "time_to_train_range_s": [compute_s * totals.ratio_low, compute_s * totals.ratio_high]
-        if compute_s
-        else None,
+        "time_to_train_range_s": ends(compute_s),
+        "wall_clock_range_s": ends(wall_clock_s),
     }
 
 
 def accuracy_payload(
-    est: Estimate, dispatcher: str = "alltoall", compute_s: float | None = None
+    est: Estimate, dispatcher: str = "alltoall", times: tuple[float | None, float | None] = (None, None)
 ) -> dict[str, Any] | None:
     """The accuracy band of the estimate's kind of run, applied to its step time and throughput, with the
     time-to-train range it gives (`dispatcher`: the scenario's MoE token dispatcher, Framework.moe_dispatcher;
-    `compute_s`: the time to train in seconds of compute, where there is one)."""
+    `times`: the time to train in seconds of compute and on the wall clock, where there are)."""
     layer_pass = estimate_layer_pass_seconds(est)
     band = band_for(accuracy_table(), est.model, est.seq_len, layer_pass, dispatcher)
     if band is None:
         return None
     out = band.applied(est.step.total_s, est.step.tokens_per_s)
     out["layer_pass_s"] = layer_pass
-    out.update(time_to_train_payload(band, compute_s))
+    out.update(time_to_train_payload(band, *times))
     if band.regime == "moe-light":
         out["advice"] = (
             f"{layer_pass * 1e3:.1f} ms of GPU work per MoE layer pass: eager host dispatch may set the pace. "

@@ -221,7 +221,7 @@ def _search_accuracy(band: Any, best: dict[str, Any] | None) -> dict[str, Any] |
         return None
     return {
         **band.applied(best["step_time_s"], best["tokens_per_s"]),
-        **time_to_train_payload(band, best.get("time_to_train_s")),
+        **time_to_train_payload(band, best.get("time_to_train_s"), best.get("wall_clock_s")),
     }
 
 
@@ -285,6 +285,7 @@ def _sizes_accuracy(band: Any) -> dict[str, Any] | None:
         return None
     payload = time_to_train_payload(band)
     payload.pop("time_to_train_range_s")  # each point carries its own (time_to_train_likely_high_days)
+    payload.pop("wall_clock_range_s")
     return {**asdict(band), **payload}
 
 

@@ -228,7 +228,9 @@ def evaluate(
         raise _prefixed(exc, field_prefix) from None
     estimate_dict = est.to_dict()
     summary = summarise(resolved, est)
-    accuracy_fields, accuracy_notes = accuracy_view(est, summary, resolved.framework.moe_dispatcher)
+    accuracy_fields, accuracy_notes, totals_ratios = accuracy_view(
+        est, summary, resolved.framework.moe_dispatcher
+    )
     summary.update(accuracy_fields)
     result: dict[str, Any] = {
         "status": "ok",
@@ -248,6 +250,7 @@ def evaluate(
     if scaling:
         result["scaling"] = scaling_sweep(resolved, _options(resolved), _profile(resolved))
     _add_goodput_and_cost(session, resolved, est, result, viewer)
+    summary.update(likely_totals(summary, totals_ratios, WALL_CLOCK_TOTALS))
     if not (session.new or session.dirty or session.deleted):
         session.rollback()  # end the read: on SQLite it holds the write lock
     return Evaluation(
@@ -470,14 +473,38 @@ def wall_clock(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# the totals that scale with the time to train, and their rounding: the compute ones (in the summary when the
+# accuracy band is applied) and those on the wall clock and the bill (after the goodput and cost panels)
+COMPUTE_TOTALS = (("time_to_train_days", 3), ("gpu_hours", 1))
+WALL_CLOCK_TOTALS = (("wall_clock_days", 3), ("wall_clock_gpu_hours", 1), ("cost_per_run_usd", 2))
+
+
+def likely_totals(
+    summary: dict[str, Any], ratios: tuple[float, float] | None, keys: tuple[tuple[str, int], ...]
+) -> dict[str, Any]:
+    """`<key>_likely_low` / `_likely_high` for each of `keys` in the summary: the figure × the time-to-train
+    range's ratios (app.core.accuracy.totals_band: the step band widened by whole published runs, whose reported
+    GPU-hours were compared with the wall-clock prediction where they included failures); empty without ratios."""
+    if ratios is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key, digits in keys:
+        if summary.get(key) is not None:
+            out[f"{key}_likely_low"] = round(summary[key] * ratios[0], digits)
+            out[f"{key}_likely_high"] = round(summary[key] * ratios[1], digits)
+    return out
+
+
 def accuracy_view(
     est: Any, summary: dict[str, Any], dispatcher: str = "alltoall"
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[dict[str, Any], dict[str, str], tuple[float, float] | None]:
     """The estimate's accuracy bands (app.core.accuracy): headline figures for the summary (step time, and the
-    time to train and GPU-hours that scale with it), and what they rest on in words; empty when no band applies."""
+    time to train and GPU-hours of compute that scale with it), what they rest on in words, and the time-to-train
+    range's ratios (for the wall-clock totals, likely_totals); empty and None when no band applies."""
     fields: dict[str, Any] = {}
     notes: dict[str, str] = {}
     band = accuracy_payload(est, dispatcher)
+    ratios = None
     if band is not None:
         lo, hi = band["step_time_range_s"]
         fields.update(
@@ -485,10 +512,8 @@ def accuracy_view(
             step_time_likely_low_s=round(lo, 6),
             step_time_likely_high_s=round(hi, 6),
         )
-        for key, digits in (("time_to_train_days", 3), ("gpu_hours", 1)):
-            if summary.get(key) is not None:
-                fields[f"{key}_likely_low"] = round(summary[key] * band["time_to_train_ratio_low"], digits)
-                fields[f"{key}_likely_high"] = round(summary[key] * band["time_to_train_ratio_high"], digits)
+        ratios = (band["time_to_train_ratio_low"], band["time_to_train_ratio_high"])
+        fields.update(likely_totals(summary, ratios, COMPUTE_TOTALS))
         notes["step"] = band["summary"] + (f" {band['advice']}" if band.get("advice") else "")
         notes["totals"] = band["time_to_train_summary"]
     mem = memory_accuracy_payload(est)
@@ -500,7 +525,7 @@ def accuracy_view(
             memory_fits_at_worst=mem["fits_at_worst"],
         )
         notes["memory"] = mem["summary"]
-    return fields, notes
+    return fields, notes, ratios
 
 
 __all__ = [

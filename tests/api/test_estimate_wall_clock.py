@@ -51,3 +51,20 @@ def test_no_tokens_no_time_to_train(client: Any) -> None:
     out = client.post("/api/v1/estimate", json=_body(tokens=None)).json()
     assert out["time_to_train_s"] is None
     assert out["goodput"] is None and out["wall_clock_time_to_train_s"] is None
+
+
+def test_the_time_to_train_range_is_given_on_the_wall_clock_too(client: Any) -> None:
+    """The accuracy band's time-to-train range (the step band widened by whole published runs, whose reported hours
+    were compared with the wall-clock prediction where they included failures) is stated on both clocks."""
+    out = client.post("/api/v1/estimate", json=_body()).json()
+    acc = out["accuracy"]
+    ratios = [acc["time_to_train_ratio_low"], acc["time_to_train_ratio_high"]]
+    assert acc["time_to_train_range_s"] == pytest.approx(
+        [out["time_to_train_s"] * r for r in ratios], rel=1e-12
+    )
+    assert acc["wall_clock_range_s"] == pytest.approx(
+        [out["wall_clock_time_to_train_s"] * r for r in ratios], rel=1e-12
+    )
+    assert out["accuracy"]["wall_clock_range_s"][1] > out["accuracy"]["time_to_train_range_s"][1]
+    none = client.post("/api/v1/estimate", json=_body(tokens=None)).json()["accuracy"]
+    assert none["time_to_train_range_s"] is None and none["wall_clock_range_s"] is None

@@ -54,6 +54,9 @@ def test_plan_endpoint_returns_best_top_and_counts(client: Any) -> None:
     assert best["cost_usd"] == pytest.approx(
         best["wall_clock_s"] / 3600 * 64 * d["usd_per_gpu_hour"], rel=1e-12
     )
+    acc = d["accuracy"]  # the best layout's time-to-train range, on both clocks
+    ratios = [acc["time_to_train_ratio_low"], acc["time_to_train_ratio_high"]]
+    assert acc["wall_clock_range_s"] == pytest.approx([best["wall_clock_s"] * r for r in ratios], rel=1e-12)
 
 
 def test_plan_endpoint_field_errors(client: Any) -> None:
@@ -131,6 +134,9 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
     compute, wall = (float(x) for x in re.findall(r"([\d.]+) days", best_line)[:2])
     goodput = float(re.search(r"wall-clock days at ([\d.]+) % goodput on 16 GPUs", res.output).group(1))
     assert wall == pytest.approx(compute / (goodput / 100), abs=0.051) and wall >= compute
+    assert re.search(
+        r"best time to train likely .* of compute, [\d.]+ days to [\d.]+ days on the wall clock", res.output
+    )
     scenario = tmp_path / "s.json"
     scenario.write_text(
         json.dumps(

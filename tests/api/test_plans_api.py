@@ -50,6 +50,14 @@ def test_create_stores_the_estimate_the_estimate_endpoint_returns(client: Any) -
     assert summary["wall_clock_gpu_hours"] == pytest.approx(
         summary["gpu_hours"] / summary["goodput"], rel=1e-3
     )
+    # ... and the time-to-train range (the step band widened by whole published runs) on the wall clock and the
+    # bill, the budget's basis, as on the compute time
+    ratio_low = summary["time_to_train_days_likely_low"] / summary["time_to_train_days"]
+    ratio_high = summary["time_to_train_days_likely_high"] / summary["time_to_train_days"]
+    assert ratio_low < 1 < ratio_high
+    for key in ("wall_clock_days", "wall_clock_gpu_hours", "cost_per_run_usd"):
+        assert summary[f"{key}_likely_low"] == pytest.approx(summary[key] * ratio_low, rel=1e-3)
+        assert summary[f"{key}_likely_high"] == pytest.approx(summary[key] * ratio_high, rel=1e-3)
 
     direct = client.post("/api/v1/estimate", json=small_scenario()).json()
     summary = rev["result"]["summary"]

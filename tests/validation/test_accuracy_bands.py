@@ -235,6 +235,14 @@ def test_builder_shows_the_likely_step_time(client: Any) -> None:
     assert re.search(r"likely [\d.,]+–[\d.,]+ days", html) and re.search(
         r"likely [\d.,]+–[\d.,]+ GPU·h", html
     )
+    # on the wall clock and the bill too: the figures a budget is built on
+    wall = re.search(
+        r"<dt>Wall-clock time</dt><dd[^>]*>([\d.,]+) days <span class=\"range\"[^>]*>likely ([\d.,]+)–", html
+    )
+    cost = re.search(
+        r"<dt>Cost per run</dt><dd[^>]*>([\d.,]+) USD <span class=\"range\" id=\"cost-likely\"", html
+    )
+    assert wall and cost and float(wall.group(2)) < float(wall.group(1))
     assert 'id="accuracy-note"' in html and "published runs of this kind" in html
 
 
@@ -329,7 +337,7 @@ def test_time_to_train_and_gpu_hours_take_the_step_band_widened_by_whole_runs() 
     body = json.loads((ROOT / "examples" / "llama3-70b-64xh100.json").read_text())
     resolved, est = run(parse_scenario(body))
     summary = summarise(resolved, est)
-    fields, notes = accuracy_view(est, summary)
+    fields, notes, ratios = accuracy_view(est, summary)
     table = accuracy_table()
     record, whole = table["regimes"]["dense"], table["whole_runs"]
     # whole published runs took up to 1.4x the planner's prediction, more than the dense step band's high end
@@ -338,6 +346,7 @@ def test_time_to_train_and_gpu_hours_take_the_step_band_widened_by_whole_runs() 
     for key, digits in (("time_to_train_days", 3), ("gpu_hours", 1)):
         assert fields[f"{key}_likely_low"] == pytest.approx(summary[key] * low, abs=10**-digits)
         assert fields[f"{key}_likely_high"] == pytest.approx(summary[key] * high, abs=10**-digits)
+    assert ratios == (pytest.approx(low), pytest.approx(high))
     # the step time keeps its own band
     assert fields["step_time_likely_high_s"] == pytest.approx(
         summary["step_time_s"] * record["ratio_high"], rel=1e-5
@@ -349,7 +358,7 @@ def test_time_to_train_and_gpu_hours_take_the_step_band_widened_by_whole_runs() 
     more = "more" if typical >= 0 else "fewer"
     assert f"the median run took {abs(typical):.0f} % {more} GPU-hours than predicted" in notes["totals"]
     # without a token budget there is no time to train, and so no range for it
-    fields, _ = accuracy_view(est, {**summary, "time_to_train_days": None, "gpu_hours": None})
+    fields, _, _ = accuracy_view(est, {**summary, "time_to_train_days": None, "gpu_hours": None})
     assert "time_to_train_days_likely_low" not in fields and "gpu_hours_likely_high" not in fields
 
 

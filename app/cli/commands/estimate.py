@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.output import SECONDS_PER_DAY, days_text, to_json
+from app.cli.output import SECONDS_PER_DAY, days_text, likely_days, likely_wall_clock, to_json
 from app.core.units import GiB
 
 
@@ -154,10 +154,9 @@ def render_text(out: object) -> str:
         if out.accuracy.advice:
             lines.append(f"  {out.accuracy.advice}")
         if out.accuracy.time_to_train_range_s:
-            lo_s, hi_s = out.accuracy.time_to_train_range_s
             lines += [
-                f"time to train likely {days_text(lo_s / SECONDS_PER_DAY)} to {days_text(hi_s / SECONDS_PER_DAY)} "
-                "of compute",
+                f"time to train likely {likely_days(out.accuracy.time_to_train_range_s)} of compute"
+                + likely_wall_clock(out.accuracy.wall_clock_range_s),
                 f"  {out.accuracy.time_to_train_summary}",
             ]
     lines += ["", "assumptions:"]

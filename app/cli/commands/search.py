@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from app.cli.output import SECONDS_PER_DAY, days_text, to_json
+from app.cli.output import days_text, likely_days, likely_wall_clock, to_json
 from app.core.knobs import Knob, knob
 from app.core.units import DAY, GiB
 
@@ -373,10 +373,9 @@ def render_search(out: Any) -> str:
         lines += ["", f"accuracy ({out.accuracy['regime']}): best step time likely {lo:.3f}–{hi:.3f} s"]
         lines.append(f"  {out.accuracy['summary']}")
         if out.accuracy.get("time_to_train_range_s"):
-            lo_s, hi_s = out.accuracy["time_to_train_range_s"]
             lines.append(
-                f"best time to train likely {days_text(lo_s / SECONDS_PER_DAY)} to "
-                f"{days_text(hi_s / SECONDS_PER_DAY)} of compute"
+                f"best time to train likely {likely_days(out.accuracy['time_to_train_range_s'])} of compute"
+                + likely_wall_clock(out.accuracy.get("wall_clock_range_s"))
             )
             lines.append(f"  {out.accuracy['time_to_train_summary']}")
     if out.ranking:

@@ -381,6 +381,11 @@ def test_a_reader_of_a_shared_plan_gets_no_handle_on_its_owners_rows(w: World) -
     assert w.item in read and w.row["id"] not in read  # her figures, none of her ids
     page = w.client.get(f"/plans/{pid}", headers=w.bob).text
     assert "Edit in builder (new revision)" not in page and f"plan={pid}" not in page
+    # he may open its inputs in the builder, as a plan of his own (no plan= to revise)
+    opened = re.search(r'<a class="button-link" id="open-in-builder" href="/plans/new\?([^"]+)"', page)
+    assert opened and "model=" in opened.group(1)
+    built = w.client.get(f"/plans/new?{opened.group(1).replace('&amp;', '&')}", headers=w.bob | HX)
+    assert built.status_code == 200 and w.row["id"] not in built.text
     his = w.client.post("/api/v1/plans", json={"name": "his", "scenario": small_scenario()}, headers=w.bob)
     compared = w.client.get(f"/plans/compare?ids={pid}&ids={his.json()['id']}", headers=w.bob)
     assert compared.status_code == 200 and w.row["id"] not in compared.text

@@ -391,8 +391,9 @@ def scaling_view(session: Session, state: BuilderState, may_use_profiles: bool =
     return view
 
 
-def view_from_saved(rev: Any) -> View:
-    """A saved revision's panels; a saved page has no planner mode, so it says where the ranking is made."""
+def view_from_saved(rev: Any, may_change: bool = True) -> View:
+    """A saved revision's panels; a saved page has no planner mode, so it says where the ranking is made: in the
+    builder, from "Edit in builder" for whoever may change the plan, from "Open in builder" for a reader."""
     view = view_from_result(
         rev.result,
         {
@@ -406,7 +407,7 @@ def view_from_saved(rev: Any) -> View:
     if choices.get("mode") == "planner" and not view.ranking:
         view.reasons["ranking"] = (
             f"Saved from the planner, ranked by {RANKED_BY[choices.get('rank_by', 'time')]}: this revision keeps "
-            "the layout it put first. “Edit in builder” ranks every layout again."
+            f"the layout it put first. “{'Edit' if may_change else 'Open'} in builder” ranks every layout again."
         )
     elif view.reasons.get("ranking") == planning.RANKING_HINT:
         view.reasons["ranking"] = planning.SAVED_RANKING_HINT

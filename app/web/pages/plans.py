@@ -481,7 +481,7 @@ def plan_detail(
         "plan": plan,
         "rev": rev,
         "revisions": revisions,
-        "view": _panels.view_from_saved(rev),
+        "view": _panels.view_from_saved(rev, plan.may_change),
         "saved_choices": _panels.saved_choices_summary(rev.builder_choices),
         "builder_query": state.query(plan=str(plan.id)) if plan.may_change else state.query(),
         "cluster_links": tools.cluster_links(state),

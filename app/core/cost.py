@@ -681,11 +681,14 @@ def breakeven_months(
     return capex_usd / margin
 
 
-def breakeven_utilisation(inputs: OnPremInputs, cloud_usd_per_gpu_hour: float) -> float | None:
+def breakeven_utilisation(
+    inputs: OnPremInputs, cloud_usd_per_gpu_hour: float, fixed_variable: tuple[float, float] | None = None
+) -> float | None:
     """Utilisation at which on-prem $/GPU-hour (over the lifetime) equals the cloud price.
 
-    fixed + variable·u = price·GPUs·8766·u  →  u = fixed / (price·GPUs·8766 − variable)."""
-    fixed, variable = fixed_and_variable(inputs)
+    fixed + variable·u = price·GPUs·8766·u  →  u = fixed / (price·GPUs·8766 − variable). `fixed_variable`:
+    fixed_and_variable(inputs) when the caller already has it (the same for every cloud option)."""
+    fixed, variable = fixed_variable if fixed_variable is not None else fixed_and_variable(inputs)
     denom = cloud_usd_per_gpu_hour * inputs.gpus * HOURS_PER_YEAR - variable
     if denom <= 0:
         return None
@@ -748,33 +751,38 @@ def _provenance(inputs: OnPremInputs, name: str, value: float) -> Assumption:
     return Assumption(name, value, unit, "user input", "")
 
 
-def tco(
-    inputs: OnPremInputs, utilisation: float, cloud: list[PriceQuote], months: int | None = None
-) -> TcoResult:
-    """On-prem total cost of ownership, $/GPU-hour at a utilisation, breakeven against each cloud option,
-    and curves ready to plot ({x: [...], y: [...]} series)."""
-    check_onprem(inputs)
-    pc = ProblemCollector()
-    pc.check(0 < utilisation <= 1, "utilisation", "must be in (0, 1]")
-    pc.raise_if_any()
-    capex = capex_breakdown(inputs)
-    capex_total = sum(capex.values())
-    annual = annual_cost(inputs, utilisation)
-    running = monthly_running_cost(inputs, utilisation)
-    breakevens = []
-    annual_total = sum(annual.values())
-    for q in cloud:
-        share = billed_share(q, utilisation)
-        m = breakeven_months(capex_total, running, q.usd_per_gpu_hour, inputs.gpus, share)
-        committed = q.commitment_months > 0
-        # against a reservation paid in full, the cloud bill does not fall with use: no breakeven utilisation
-        u = None if committed else breakeven_utilisation(inputs, q.usd_per_gpu_hour)
-        cloud_year = q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_YEAR * share
-        breakevens.append(Breakeven(q.label, q.usd_per_gpu_hour, m, u, annual_total < cloud_year, committed))
-    horizon = months or round(inputs.lifetime_years * 12)
+def _breakeven(
+    inputs: OnPremInputs,
+    q: PriceQuote,
+    utilisation: float,
+    totals: tuple[float, float, float],
+    fixed_variable: tuple[float, float],
+) -> Breakeven:
+    """Breakeven of on-prem against one cloud option; `totals`: (capex, monthly running, annual) at `utilisation`."""
+    capex_total, running, annual_total = totals
+    share = billed_share(q, utilisation)
+    m = breakeven_months(capex_total, running, q.usd_per_gpu_hour, inputs.gpus, share)
+    committed = q.commitment_months > 0
+    # against a reservation paid in full, the cloud bill does not fall with use: no breakeven utilisation
+    u = None if committed else breakeven_utilisation(inputs, q.usd_per_gpu_hour, fixed_variable)
+    cloud_year = q.usd_per_gpu_hour * inputs.gpus * HOURS_PER_YEAR * share
+    return Breakeven(q.label, q.usd_per_gpu_hour, m, u, annual_total < cloud_year, committed)
+
+
+def _tco_curves(
+    inputs: OnPremInputs,
+    utilisation: float,
+    cloud: list[PriceQuote],
+    horizon: int,
+    totals: tuple[float, float],
+) -> dict[str, object]:
+    """The TCO curves over `horizon` months and the utilisation axis; `totals`: (capex, monthly running at
+    `utilisation`). Each on-prem figure per utilisation is computed once, not once per cloud option."""
+    capex_total, running = totals
     month_x = list(range(0, horizon + 1))
     util_x = [round(0.05 * i, 2) for i in range(1, 21)]
-    curves: dict[str, object] = {
+    running_at = [monthly_running_cost(inputs, u) for u in util_x]
+    return {
         "usd_per_gpu_hour_vs_utilisation": {
             "x": util_x,
             "series": {"on-prem": [onprem_usd_per_gpu_hour(inputs, u) for u in util_x]}
@@ -801,19 +809,36 @@ def tco(
             "x": util_x,
             "series": {
                 q.label: [
-                    breakeven_months(
-                        capex_total,
-                        monthly_running_cost(inputs, u),
-                        q.usd_per_gpu_hour,
-                        inputs.gpus,
-                        billed_share(q, u),
-                    )
-                    for u in util_x
+                    breakeven_months(capex_total, r, q.usd_per_gpu_hour, inputs.gpus, billed_share(q, u))
+                    for u, r in zip(util_x, running_at, strict=True)
                 ]
                 for q in cloud
             },
         },
     }
+
+
+def tco(
+    inputs: OnPremInputs, utilisation: float, cloud: list[PriceQuote], months: int | None = None
+) -> TcoResult:
+    """On-prem total cost of ownership, $/GPU-hour at a utilisation, breakeven against each cloud option,
+    and curves ready to plot ({x: [...], y: [...]} series)."""
+    check_onprem(inputs)
+    pc = ProblemCollector()
+    pc.check(0 < utilisation <= 1, "utilisation", "must be in (0, 1]")
+    pc.raise_if_any()
+    capex = capex_breakdown(inputs)
+    capex_total = sum(capex.values())
+    annual = annual_cost(inputs, utilisation)
+    running = monthly_running_cost(inputs, utilisation)
+    annual_total = sum(annual.values())
+    fixed_variable = fixed_and_variable(inputs)  # once: the same for every cloud option
+    breakevens = [
+        _breakeven(inputs, q, utilisation, (capex_total, running, annual_total), fixed_variable)
+        for q in cloud
+    ]
+    horizon = months or round(inputs.lifetime_years * 12)
+    curves = _tco_curves(inputs, utilisation, cloud, horizon, (capex_total, running))
     used: dict[str, float] = {
         "server_capex_usd_per_node": inputs.server_usd,
         "lifetime_years": inputs.lifetime_years,

@@ -230,8 +230,8 @@ def _json_safe(value: object) -> object:
         return None
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
+    if isinstance(value, list):  # a finite float (nearly every point of a curve) is kept without a call
+        return [v if type(v) is float and math.isfinite(v) else _json_safe(v) for v in value]
     return value
 
 

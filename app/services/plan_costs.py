@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -117,67 +118,73 @@ def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[st
     }
 
 
+@dataclass(frozen=True)
+class CostInputs:
+    """What the cost panel reads of a scenario, and all of it (app.services.cost_panel_cache keys on it whole)."""
+
+    gpu: str
+    num_gpus: int
+    num_nodes: int
+    gpus_per_node: int
+    gpu_hours: float
+    goodput: float
+
+
+def cost_inputs(resolved: Any, summary: dict[str, Any]) -> CostInputs | None:
+    """The cost panel's inputs from a resolved scenario and its summary; None without a time to train."""
+    cluster = resolved.cluster
+    gpu_hours = summary.get("gpu_hours")
+    if not gpu_hours:
+        return None
+    return CostInputs(
+        gpu=cluster.gpu.name,
+        num_gpus=cluster.num_gpus,
+        num_nodes=cluster.num_nodes,
+        gpus_per_node=cluster.gpus_per_node,
+        gpu_hours=float(gpu_hours),
+        goodput=float(summary.get("goodput") or 1.0),
+    )
+
+
 def cost_payload(
     session: Session, resolved: Any, summary: dict[str, Any], viewer: Actor
 ) -> dict[str, Any] | str:
     """Cost per run on each cloud price-book option for this GPU (the built-in rows and `viewer`'s own), and
-    cloud vs on-prem over time."""
+    cloud vs on-prem over time; the same inputs at the same viewer's unchanged prices are answered from
+    app.services.cost_panel_cache."""
+    from app.services import cost_panel_cache
+
+    inputs = cost_inputs(resolved, summary)
+    if inputs is None:
+        return "No time to train, so no cost."
+    return cost_panel_cache.cached(
+        session, inputs.gpu, inputs, viewer, lambda: uncached_cost_payload(session, inputs, viewer)
+    )
+
+
+def uncached_cost_payload(session: Session, inputs: CostInputs, viewer: Actor) -> dict[str, Any] | str:
+    """The cost panel computed (cost_payload without its cache), from `inputs` alone and `viewer`'s prices."""
     try:
-        from app.schemas.cost import OnPremIn, RunCostRequest, TcoRequest
+        from app.schemas.cost import RunCostRequest
         from app.services import cost as cost_service
     except ImportError:
         return "The cost model is not available in this build."
-    cluster = resolved.cluster
-    gpu_hours = summary.get("gpu_hours")
-    if not gpu_hours:
-        return "No time to train, so no cost."
     try:
         run = cost_service.run_cost(
             session,
             RunCostRequest.model_validate(
                 {
-                    "num_gpus": cluster.num_gpus,
-                    "gpu_hours": float(gpu_hours),
-                    "gpu": cluster.gpu.name,
-                    "goodput": float(summary.get("goodput") or 1.0),
+                    "num_gpus": inputs.num_gpus,
+                    "gpu_hours": inputs.gpu_hours,
+                    "gpu": inputs.gpu,
+                    "goodput": inputs.goodput,
                 }
             ),
             viewer=viewer,
         )
     except (SpecError, ValidationError, LookupError) as exc:
-        return f"No cloud prices for {cluster.gpu.name} in the price book ({exc})."
-    curve = None
-    breakeven = ""
-    try:
-        tco = cost_service.tco(
-            session,
-            TcoRequest.model_validate(
-                {
-                    "onprem": OnPremIn.model_validate(
-                        {"nodes": cluster.num_nodes, "gpus_per_node": min(cluster.gpus_per_node, 72)}
-                    ),
-                    "gpu": cluster.gpu.name,
-                    "months": 60,
-                }
-            ),
-            viewer=viewer,
-        )
-        curve = tco.curves.get("cumulative_usd_vs_month")
-        parts = [
-            f"{b.label}: {b.breakeven_months:.0f} months"
-            for b in tco.breakevens
-            if b.breakeven_months is not None
-        ]
-        breakeven = (
-            f"On-prem at {tco.utilisation:.0%} utilisation costs {tco.usd_per_gpu_hour:.2f} USD per GPU-hour"
-            + (
-                f"; it breaks even against {'; '.join(parts[:4])}."
-                if parts
-                else "; it never breaks even against these options."
-            )
-        )
-    except (SpecError, ValidationError, LookupError):
-        curve = None
+        return f"No cloud prices for {inputs.gpu} in the price book ({exc})."
+    curve, breakeven = _tco_curve(session, inputs, viewer)
     rows: list[dict[str, Any]] = [
         {
             "option": o.label,
@@ -190,29 +197,87 @@ def cost_payload(
         for o in run.options
     ]
     if not rows:
-        return f"No cloud prices for {cluster.gpu.name} in the price book."
+        return f"No cloud prices for {inputs.gpu} in the price book."
     if run.headline is None:
-        return f"No on-demand cloud price for {cluster.gpu.name} in the price book, so no headline cost."
+        return f"No on-demand cloud price for {inputs.gpu} in the price book, so no headline cost."
     (headline,) = [o for o in run.options if o.price_id == run.headline["price_id"]][:1]
-    traces = []
-    if curve:
-        months = curve["x"]
-        for label, ys in curve["series"].items():
-            traces.append(
+    return {
+        "figure": _cost_figure(rows, curve),
+        "rows": rows,
+        "breakeven": breakeven,
+        "cost_per_run_usd": round(float(headline.total_usd), 2),
+        "headline": run.headline["statement"],
+        "summary": f"{headline.total_usd:,.0f} USD per run at the headline price, "
+        f"{run.headline['statement']}",
+        "assumptions": [a.model_dump() for a in run.assumptions],
+    }
+
+
+# the cloud vs on-prem chart's horizon: 5 years, the servers' default lifetime (app.core.cost DEFAULTS)
+TCO_MONTHS = 60
+
+
+def _tco_curve(session: Session, inputs: CostInputs, viewer: Actor) -> tuple[dict[str, Any] | None, str]:
+    """Cloud vs on-prem: the cumulative cost curves and the breakeven sentence ("" and None when the TCO cannot
+    be evaluated, e.g. no on-prem server row for the GPU)."""
+    from app.schemas.cost import OnPremIn, TcoRequest
+    from app.services import cost as cost_service
+
+    try:
+        tco = cost_service.tco(
+            session,
+            TcoRequest.model_validate(
                 {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "name": label,
-                    "x": months,
-                    "y": [round(float(y), 2) for y in ys],
-                    "line": {
-                        "dash": "solid" if label == "on-prem" else "dash",
-                        "width": 3 if label == "on-prem" else 1.5,
-                    },
-                    "hovertemplate": "month %{x}: %{y:,.0f} USD<extra>" + label + "</extra>",
+                    "onprem": OnPremIn.model_validate(
+                        {"nodes": inputs.num_nodes, "gpus_per_node": min(inputs.gpus_per_node, 72)}
+                    ),
+                    "gpu": inputs.gpu,
+                    "months": TCO_MONTHS,
                 }
-            )
-    figure = {
+            ),
+            viewer=viewer,
+        )
+    except (SpecError, ValidationError, LookupError):
+        return None, ""
+    parts = [
+        f"{b.label}: {b.breakeven_months:.0f} months"
+        for b in tco.breakevens
+        if b.breakeven_months is not None
+    ]
+    breakeven = (
+        f"On-prem at {tco.utilisation:.0%} utilisation costs {tco.usd_per_gpu_hour:.2f} USD per GPU-hour"
+        + (
+            f"; it breaks even against {'; '.join(parts[:4])}."
+            if parts
+            else "; it never breaks even against these options."
+        )
+    )
+    curve: dict[str, Any] | None = tco.curves.get("cumulative_usd_vs_month")
+    return curve, breakeven
+
+
+def _cost_figure(rows: list[dict[str, Any]], curve: dict[str, Any] | None) -> dict[str, Any]:
+    """The cumulative cost of each option and on-prem over the months, or without a TCO curve the cost per run
+    of each option as bars."""
+    months = curve["x"] if curve else []
+    series: dict[str, list[float]] = curve["series"] if curve else {}
+    traces = []
+    for label, ys in series.items():
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": label,
+                "x": months,
+                "y": [round(float(y), 2) for y in ys],
+                "line": {
+                    "dash": "solid" if label == "on-prem" else "dash",
+                    "width": 3 if label == "on-prem" else 1.5,
+                },
+                "hovertemplate": "month %{x}: %{y:,.0f} USD<extra>" + label + "</extra>",
+            }
+        )
+    return {
         "data": traces
         or [
             {
@@ -230,14 +295,4 @@ def cost_payload(
             },
             "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
         },
-    }
-    return {
-        "figure": figure,
-        "rows": rows,
-        "breakeven": breakeven,
-        "cost_per_run_usd": round(float(headline.total_usd), 2),
-        "headline": run.headline["statement"],
-        "summary": f"{headline.total_usd:,.0f} USD per run at the headline price, "
-        f"{run.headline['statement']}",
-        "assumptions": [a.model_dump() for a in run.assumptions],
     }

@@ -11,8 +11,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date
+from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from app.core import cost as core_cost
 from app.core import price_age, price_terms
@@ -122,24 +123,36 @@ def gpu_peak_flops(name: str, dtype: str) -> float:
     return find_gpu(name).peak(dtype)
 
 
+def _default_cloud_clause(gpu: str, viewer: Actor) -> tuple[Any, ...]:
+    """The WHERE clause of the cloud rows a default quote for `gpu` may rest on: the GPU's cloud_gpu rows among
+    the built-in ones and `viewer`'s own (catalog.quoted_for)."""
+    return (
+        PriceRow.category == "cloud_gpu",
+        PriceRow.gpu_name == canonical_gpu_name(gpu),
+        price_visibility(quoted_for(viewer)),
+    )
+
+
 def default_cloud_rows(
     session: Session, gpu: str, pricing_models: list[str] | None = None, *, viewer: Actor
 ) -> list[PriceRow]:
     """Cloud price-book rows for a catalog GPU with a price per GPU-hour, given or from an instance-hour price:
     the built-in rows and `viewer`'s own (catalog.quoted_for), never another user's."""
-    canonical = canonical_gpu_name(gpu)
-    rows = session.exec(
-        select(PriceRow).where(
-            PriceRow.category == "cloud_gpu",
-            PriceRow.gpu_name == canonical,
-            price_visibility(quoted_for(viewer)),
-        )
-    ).all()
+    rows = session.exec(select(PriceRow).where(*_default_cloud_clause(gpu, viewer))).all()
     rows = [r for r in rows if row_usd_per_gpu_hour(r) is not None]
     if pricing_models:
         wanted = [p.lower() for p in pricing_models]
         rows = [r for r in rows if any(w in r.pricing_model.lower() for w in wanted)]
     return sorted(rows, key=lambda r: (r.vendor, r.pricing_model, r.price_date))
+
+
+def default_cloud_row_values(session: Session, gpu: str, *, viewer: Actor) -> tuple[tuple[Any, ...], ...]:
+    """Every column of every row default_cloud_rows reads for `gpu` and `viewer`, as plain tuples in id order:
+    the exact price rows `viewer`'s default quotes rest on, in one light query (no ORM objects), for a cache key
+    (app.services.cost_panel_cache). A row added, edited (its values or updated_at) or deleted changes it."""
+    columns = tuple(PriceRow.__table__.columns)  # type: ignore[attr-defined]
+    query = select(*columns).where(*_default_cloud_clause(gpu, viewer)).order_by(col(PriceRow.id))
+    return tuple(tuple(row) for row in session.exec(query).all())
 
 
 def builtin_cloud_rows(gpu: str) -> list[PriceRow]:

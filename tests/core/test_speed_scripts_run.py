@@ -1,10 +1,14 @@
 """The planner speed scripts under benchmarks/ still run against today's core: each one's search on its smallest
 case returns a best layout (a script that no longer imports or builds its framework fails here, not on the day
-someone measures with it). They time nothing here."""
+someone measures with it); the cost panel's script times the panel computed, missed and hit in the cache. They time
+nothing here."""
 
 from __future__ import annotations
 
-from benchmarks import bench_moe_dispatch, bench_offload, bench_planner
+import pytest
+
+from benchmarks import bench_cost_panel, bench_moe_dispatch, bench_offload, bench_planner
+from tests.conftest import configure_app_database
 
 
 def test_moe_dispatch_script_searches_with_its_tuned_framework() -> None:
@@ -26,3 +30,19 @@ def test_planner_script_gives_the_service_answer_it_times() -> None:
     there breaks this, not the next measurement."""
     row = bench_planner.run_service(repeat=1)
     assert row["median_cpu_s"] > 0 and "16384" in row["case"]
+
+
+def test_cost_panel_script_times_the_panel_computed_missed_and_hit(
+    sqlite_app_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each case, for an anonymous caller and a user with a private quote: the panel computed afresh (the baseline),
+    on a cache miss and on a hit, and the builder's results on a miss (their baseline) and on a hit."""
+    from app.services.cost_panel_cache import panel_cache
+
+    configure_app_database(sqlite_app_url)
+    rows = bench_cost_panel.measure(repeat=1)
+    assert len(rows) == len(bench_cost_panel.CASES) * 2 * 5
+    assert all(len(r["times"]) == 1 and r["times"][0] > 0 and r["baseline"] for r in rows)
+    assert panel_cache.hits > 0  # the last series, the builder's results on a hit (a miss empties the counts)
+    bench_cost_panel.print_table(rows, repeat=1)
+    assert "cost panel, cache hit" in capsys.readouterr().out

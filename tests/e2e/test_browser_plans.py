@@ -72,9 +72,11 @@ def test_plan_session_build_save_reload_compare_export(
     page.goto(server.url + "/plans/new")
     _wait_charts(page, ("chart-memory", "chart-step", "chart-scaling", "chart-cost", "chart-goodput"))
     assert page.locator("#results").get_by_text("Fits", exact=False).first.is_visible()
-    # the headline step time and memory carry their accuracy bands, and the note says what they rest on
+    # the headline's memory, step time, wall-clock and compute time, GPU-hours and cost carry their accuracy bands,
+    # and the note says what they rest on
     ranges = page.locator(".headline .range")
-    assert ranges.count() == 4 and all("likely" in t for t in ranges.all_inner_texts())
+    assert ranges.count() == 6 and all("likely" in t for t in ranges.all_inner_texts())
+    assert "USD" in page.locator("#cost-likely").inner_text()
     assert "published runs of this kind" in page.locator("#accuracy-note").inner_text()
 
     # change an input: results update in place and the address bar reproduces the view

@@ -73,9 +73,54 @@
   // instead, so that every entry shows and the plot keeps MIN_PLOT_PX (what a wide screen gives these charts).
   var MIN_PLOT_PX = 200;
 
+  // Such a legend sits a share of the plot's height below it (the figure's legend.y, -0.22): on a plot of about
+  // 200 px that is less than the x axis's tick labels and title take, and the legend's first row covered the axis
+  // title ("Message size (bytes)"). The legend goes LEGEND_GAP_PX below the lowest x axis label or title instead;
+  // a few moves at most per drawing (a move changes the plot's height, and with it the share).
+  var LEGEND_GAP_PX = 6;
+  var MAX_LEGEND_MOVES = 6;
+
+  function xAxisBottom(el, full) {
+    var bottom = -Infinity;
+    var ids = (full._subplots && full._subplots.xaxis) || ["x"];
+    ids.forEach(function (id) {
+      var found = el.querySelectorAll("." + id + "title, ." + id + "tick text");
+      for (var i = 0; i < found.length; i++) {
+        var box = found[i].getBoundingClientRect();
+        if (box.height > 0) { bottom = Math.max(bottom, box.bottom); }
+      }
+    });
+    return bottom;
+  }
+
+  function clearAxisTitle(el, full) {
+    // not a chart that an htmx swap or a history restore took out of the page: measured, it has no boxes, and a
+    // relayout of it fails inside Plotly (its text measuring node went with the old page)
+    if (!el.isConnected || !el.clientWidth) { return false; }
+    var drawn = el.querySelector(".legend");
+    var h = full._size && full._size.h;
+    if (!drawn || !(h > 0) || (el._legendMoves || 0) >= MAX_LEGEND_MOVES) { return false; }
+    var axes = xAxisBottom(el, full);
+    if (!isFinite(axes)) { return false; }
+    var move = axes + LEGEND_GAP_PX - drawn.getBoundingClientRect().top;  // > 0: down, < 0: up
+    if (Math.abs(move) <= 1) { return false; }
+    el._legendMoves = (el._legendMoves || 0) + 1;
+    // the legend pushes the bottom margin: the plot loses about what the legend moves down, and y is its share
+    var y = (full.legend.y * h - move) / Math.max(h - move, MIN_PLOT_PX / 2);
+    // after the drawing that measured it has finished, only if no new drawing has started since, and by the Plotly
+    // that drew the chart: a history restore runs the page's scripts again, and a second Plotly, which has drawn
+    // nothing yet, fails to measure a legend's text
+    var drawing = el._drawing;
+    window.setTimeout(function () {
+      if (el._drawing === drawing && el.isConnected) { el._plotly.relayout(el, { "legend.y": y }); }
+    }, 0);
+    return true;  // the relayout draws again, and this runs again after it
+  }
+
   function fitLegendBelow(el) {
     var full = el._fullLayout;
     if (!full || !full.showlegend || !legendBelow(full) || !full.legend._height) { return; }
+    if (clearAxisTitle(el, full)) { return; }
     var legend = full.legend;
     var hidden = Math.max(0, legend._height - legend._effHeight, 2 * legend._height - full.height);
     // the height this drawing needs, from the height Plotly drew it at: asked again before the resize is done, the
@@ -94,6 +139,9 @@
     var figure;
     try { figure = JSON.parse(source.textContent); } catch (e) { return; }
     el.style.height = "";  // the stylesheet's height, grown again below only if this drawing's legend needs it
+    el._legendMoves = 0;  // this drawing's legend starts where the figure puts it (clearAxisTitle)
+    el._drawing = (el._drawing || 0) + 1;
+    el._plotly = window.Plotly;
     var layout = figure.layout || {};
     var data = legendBelow(layout) ? brokenNames(figure.data || [], el.clientWidth) : figure.data || [];
     window.Plotly.react(el, data, themed(layout), {

@@ -62,6 +62,12 @@ def test_sign_in_create_and_revoke_a_token(tmp_path: Path, browser: Any) -> None
         me = page.request.get(f"{server.url}/api/v1/auth/me", headers={"Authorization": f"Bearer {secret}"})
         assert me.json()["email"] == "ada@example.com" and me.json()["scopes"] == ["plans:read"]
 
+        asked: list[str] = []  # revoking asks first (static/js/confirm.js); Cancel keeps the token
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+        page.get_by_role("button", name="Revoke token laptop script").click()
+        assert asked and "laptop script" in asked[0]
+        expect(page.locator("tbody tr").first).to_contain_text("active")
+        page.once("dialog", lambda dialog: dialog.accept())
         page.get_by_role("button", name="Revoke token laptop script").click()
         page.wait_for_url(f"{server.url}/tokens")
         expect(page.locator("tbody tr").first).to_contain_text("revoked")

@@ -1,6 +1,6 @@
 """A 390 px wide phone: no page is wider than the window (the header menu wraps in rows, a wide table scrolls inside
-its own box) and every chart's legend lies inside the window and its chart, whole, in a real browser (chromium via
-Playwright) against the real server, with saved plans in the list."""
+its own box) and every chart's legend lies inside the window and its chart, whole, under the x axis's labels and
+title, in a real browser (chromium via Playwright) against the real server, with saved plans in the list."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ PAGES = (
     "/catalog/gpus/H100-SXM",  # a facts list whose source runs to one long line
     "/catalog/models/Llama-3-70B",
     "/benchmarks",
+    # the rest of a planning meeting's walk: a saved plan, two compared, the catalog, the account and the API docs
+    "/plans/{first}",
+    "/plans/compare?ids={first}&ids={second}",
+    "/catalog/models",
+    "/catalog/interconnects",
+    "/catalog/prices",
+    "/tokens",
+    "/account/password",
+    "/docs",
 )
 
 
@@ -59,9 +68,15 @@ def _width(browser: Any, server: LiveServer, path: str, viewport: dict[str, int]
     return int(width), int(table)
 
 
+def _saved(server: LiveServer) -> dict[str, str]:
+    """The two saved plans' ids, for the paths that name them."""
+    listed = httpx.get(f"{server.url}/api/v1/plans", headers=server.headers, timeout=60).json()["data"]
+    return {"first": listed[0]["id"], "second": listed[1]["id"]}
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_no_page_is_wider_than_a_phone(browser: Any, server: LiveServer, path: str) -> None:
-    width, _ = _width(browser, server, path, PHONE)
+    width, _ = _width(browser, server, path.format(**_saved(server)) if "{" in path else path, PHONE)
     assert width <= PHONE["width"], f"{path} is {width} px wide"
 
 
@@ -70,15 +85,19 @@ def test_a_wide_table_scrolls_inside_its_own_box(browser: Any, server: LiveServe
     assert table > PHONE["width"] >= width  # the table is wider than the window, the page is not
 
 
-# Each drawn chart's legend: its box and its chart's (px, in the page), the legend's full and shown heights and the
-# plot area's height (Plotly's own figures for what it drew); null for a chart without a legend.
+# Each drawn chart's legend: its box and its chart's (px, in the page), the legend's full and shown heights, the
+# plot area's height (Plotly's own figures for what it drew), whether it lies below the plot and the lowest x axis
+# tick label or title (px, in the page); null for a chart without a legend.
 LEGENDS = """() => Array.from(document.querySelectorAll(".chart[data-drawn]"), (c) => {
   const legend = c.querySelector(".legend");
   const full = c._fullLayout;
   if (!legend || !full || !full.showlegend) { return [c.id, null]; }
   const box = (r) => [r.left, r.right, r.top, r.bottom].map(Math.round);
+  const axes = Array.from(c.querySelectorAll(".xtitle, .x2title, .xtick text, .x2tick text"),
+    (t) => t.getBoundingClientRect().bottom);
   return [c.id, {legend: box(legend.getBoundingClientRect()), chart: box(c.getBoundingClientRect()),
-    height: full.legend._height, shown: full.legend._effHeight, plot: full._size.h}];
+    height: full.legend._height, shown: full.legend._effHeight, plot: full._size.h,
+    below: full.legend.orientation === "h" && full.legend.y < 0, axis: Math.round(Math.max(0, ...axes))}];
 })"""
 
 
@@ -115,3 +134,5 @@ def test_every_legend_stays_inside_a_phone_and_its_chart(browser: Any, server: L
         assert c_top - 1 <= top and bottom <= c_bottom + 1, f"{path} {chart}: legend out of its chart {found}"
         assert found["shown"] >= found["height"] - 1, f"{path} {chart}: legend scrolls {found}"
         assert found["plot"] >= 190, f"{path} {chart}: the plot is squeezed {found}"  # charts.js keeps 200
+        # a legend under the plot starts under the x axis's labels and title (it covered "Message size (bytes)")
+        assert not found["below"] or top >= found["axis"], f"{path} {chart}: legend over the axis {found}"

@@ -21,6 +21,9 @@ from app.web.pages._filters import label, label_in_text
         ("forward_compute", "Forward compute", "forward compute"),
         ("tp_comm_s", "TP communication", "TP communication"),
         ("weights_bytes", "Weights", "weights"),
+        # the step breakdown's optimizer update, not the optimizer states memory holds (optimizer_states)
+        ("optimizer", "Optimizer step", "optimizer step"),
+        ("optimizer_states", "Optimizer states", "optimizer states"),
     ],
 )
 def test_labels_keep_acronyms(key: str, text: str, in_text: str) -> None:

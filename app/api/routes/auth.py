@@ -36,7 +36,8 @@ from app.schemas.users import (
     WhoAmI,
 )
 
-router = APIRouter(tags=["auth"])
+# each operation names its own tag: the token routes are "tokens" only (under "auth" too, the API docs listed them twice)
+router = APIRouter()
 
 MAX_OFFSET = 2**31 - 1  # beyond a 64-bit SQL integer the database driver overflows (a 500)
 
@@ -56,6 +57,7 @@ def check_login_origin(request: Request) -> None:
 
 @router.post(
     "/auth/login",
+    tags=["auth"],
     operation_id="auth_login",
     response_model=LoginResponse,
     responses={
@@ -83,7 +85,9 @@ def login(body: LoginRequest, request: Request, response: Response, session: Ses
     return LoginResponse(user=UserPublic.of(outcome.user), csrf_token=csrf)
 
 
-@router.post("/auth/logout", operation_id="auth_logout", status_code=status.HTTP_204_NO_CONTENT)
+@router.post(
+    "/auth/logout", tags=["auth"], operation_id="auth_logout", status_code=status.HTTP_204_NO_CONTENT
+)
 def logout(request: Request, session: SessionDep) -> Response:
     """End the user's cookie sessions in every browser (API tokens are unaffected; revoke them separately)."""
     check_login_origin(request)
@@ -94,6 +98,7 @@ def logout(request: Request, session: SessionDep) -> Response:
 
 @router.post(
     "/auth/password",
+    tags=["auth"],
     operation_id="auth_change_password",
     response_model=LoginResponse,
     responses={403: {"description": "the current password is wrong, or the caller sent an API token"}},
@@ -123,7 +128,7 @@ def change_password(
     return LoginResponse(user=UserPublic.of(user), csrf_token=csrf)
 
 
-@router.get("/auth/me", operation_id="auth_me", response_model=WhoAmI)
+@router.get("/auth/me", tags=["auth"], operation_id="auth_me", response_model=WhoAmI)
 def me(principal: Principal = Depends(current_principal)) -> WhoAmI:
     """Who the server takes the caller to be, and what they may do."""
     return WhoAmI(

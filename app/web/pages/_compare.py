@@ -5,13 +5,22 @@ JSON exports keep the raw values."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from app.web.pages._filters import num_auto, num_signed
+from app.web.templating import templates
 
 # a result the plan pages lead with goes before the compute figure it stands beside
 LEADS = {"wall_clock_days": "time_to_train_days", "wall_clock_gpu_hours": "gpu_hours"}
 SHARE_UNIT = "fraction"  # stored as 0–1, shown in %
+# the results a layout that does not fit in GPU memory cannot have, and their likely ranges (<key>_likely_low and
+# _likely_high): it cannot run (the builder and the plan's own page say "none" for them), so the page shows CANNOT_RUN
+# instead of a time and a cost to compare (the exports keep them)
+NEEDS_A_RUN = frozenset(
+    {"wall_clock_days", "time_to_train_days", "wall_clock_gpu_hours", "gpu_hours", "cost_per_run_usd"}
+)
+CANNOT_RUN = "none: does not fit"
 
 
 def display_rows(rows: list[Any]) -> list[dict[str, Any]]:
@@ -56,6 +65,8 @@ def _value_text(value: Any, scale: float, rounded: bool) -> str:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, list | tuple):  # recompute modules: "core_attn, mlp", not "['core_attn', 'mlp']"
+        return ", ".join(_value_text(v, 1.0, False) for v in value) if value else "—"
     if not _is_number(value):
         return str(value)
     return significant(value * scale) if rounded else num_auto(value * scale)
@@ -78,3 +89,39 @@ def significant(x: float, digits: int = 3) -> str:
     if abs(x) >= 10 ** (digits - 1) or float(x).is_integer():
         return f"{round(x):,}"
     return f"{x:#.{digits}g}".rstrip(".")
+
+
+def plans_that_run(comparison: Any) -> list[bool]:
+    """Per compared plan, whether its layout fits in GPU memory (its "fits" result; a plan without one counts as
+    fitting), from every row of the comparison, also those "only the rows that differ" leaves out."""
+    for row in comparison.rows:
+        if row.section == "Results" and row.key == "fits":
+            return [value is not False for value in row.values]
+    return [True] * len(comparison.plans)
+
+
+def runnable_only(rows: list[dict[str, Any]], runs: list[bool]) -> list[dict[str, Any]]:
+    """The display rows with a plan that cannot run shown as CANNOT_RUN in the rows it has no answer for (time,
+    GPU-hours, cost), and no change against a plan that cannot run."""
+    if all(runs):
+        return rows
+    out = []
+    for row in rows:
+        base = re.sub(r"_likely_(low|high)$", "", row["key"])
+        if row["section"] != "Results" or base not in NEEDS_A_RUN:
+            out.append(row)
+            continue
+        compared = [runs[0] and ok for ok in runs]  # a change needs both this plan and the first to run
+        out.append(
+            {
+                **row,
+                "texts": [text if ok else CANNOT_RUN for text, ok in zip(row["texts"], runs, strict=True)],
+                "numeric": [n and ok for n, ok in zip(row["numeric"], runs, strict=True)],
+                "deltas": [d if ok else "—" for d, ok in zip(row["deltas"], compared, strict=True)],
+                "percents": [p if ok else None for p, ok in zip(row["percents"], compared, strict=True)],
+            }
+        )
+    return out
+
+
+templates.env.filters.update(plans_that_run=plans_that_run, runnable_only=runnable_only)

@@ -16,7 +16,7 @@ LABELS = {
     "gradients": "Gradients",
     "gradients_bytes": "Gradients",
     "grads": "Gradients",
-    "optimizer": "Optimizer states",
+    "optimizer": "Optimizer step",  # the step breakdown's optimizer update; memory's is optimizer_states
     "optimizer_bytes": "Optimizer states",
     "activations": "Activations",
     "activations_bytes": "Activations",

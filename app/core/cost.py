@@ -109,11 +109,17 @@ class HeadlinePrice:
         }
 
 
-def headline_price(quotes: list[PriceQuote]) -> HeadlinePrice | None:
-    """The headline price of a set of quotes (rule in HeadlinePrice); None when none is on-demand."""
+def headline_pool(quotes: list[PriceQuote]) -> list[PriceQuote]:
+    """The quotes the headline price is the median of (rule in HeadlinePrice), cheapest first: the non-stale
+    on-demand ones, or every on-demand one when all are stale; empty when none is on-demand."""
     on_demand = [q for q in quotes if q.term == "on_demand"]
     fresh = [q for q in on_demand if not q.stale]
-    pool = sorted(fresh or on_demand, key=lambda q: (q.usd_per_gpu_hour, q.date, q.label))
+    return sorted(fresh or on_demand, key=lambda q: (q.usd_per_gpu_hour, q.date, q.label))
+
+
+def headline_price(quotes: list[PriceQuote]) -> HeadlinePrice | None:
+    """The headline price of a set of quotes (rule in HeadlinePrice); None when none is on-demand."""
+    pool = headline_pool(quotes)
     if not pool:
         return None
     return HeadlinePrice(
@@ -121,7 +127,7 @@ def headline_price(quotes: list[PriceQuote]) -> HeadlinePrice | None:
         cheapest=pool[0],
         dearest=pool[-1],
         quotes=len(pool),
-        all_stale=not fresh,
+        all_stale=all(q.stale for q in pool),
     )
 
 

@@ -98,6 +98,11 @@ class PriceOptionOut(BaseModel):
     price_date: str
     price_source: str
     stale: bool
+    in_headline: bool = Field(
+        default=False,
+        description="one of the quotes the headline price is the median of (app.core.cost.headline_pool): the "
+        "non-stale on-demand ones, or every on-demand one when all are stale",
+    )
     total_usd: float
     breakdown: dict[str, float]
     billed_gpu_hours: float

@@ -109,6 +109,12 @@ def _flop_inputs_problems(req: s.RunCostRequest) -> tuple[float | None, list[Pro
         return None, problems
 
 
+def _options_marked(result: core_cost.RunCost, quotes: list[core_cost.PriceQuote]) -> list[dict[str, object]]:
+    """Each option of `result`, saying whether its quote is in the headline price's pool (the one rule)."""
+    pooled = {id(q) for q in core_cost.headline_pool(quotes)}
+    return [o.to_dict() | {"in_headline": id(o.quote) in pooled} for o in result.options]
+
+
 def run_cost(session: Session | None, req: s.RunCostRequest, *, viewer: Actor) -> s.RunCostResponse:
     """The run's cost under each option: the request's, or `viewer`'s default price rows for the GPU."""
     req, total_flop, extra = _run_from_scenario(session, req)
@@ -146,6 +152,7 @@ def run_cost(session: Session | None, req: s.RunCostRequest, *, viewer: Actor) -
         raise SpecError([Problem(renamed.get(p.field, p.field), p.message) for p in exc.problems]) from None
     data = result.to_dict()
     data["total_flop"] = total_flop
+    data["options"] = _options_marked(result, quotes)
     headline = core_cost.headline_price(quotes)
     data["headline"] = headline.to_dict() if headline is not None else None
     assumptions = list(result.assumptions) + extra
@@ -202,6 +209,7 @@ def onprem_inputs(body: s.OnPremIn, gpu: str | None = None) -> core_cost.OnPremI
 
 
 def _option_rows(quotes: list[core_cost.PriceQuote]) -> list[s.PriceOptionOut]:
+    pooled = {id(q) for q in core_cost.headline_pool(quotes)}
     return [
         s.PriceOptionOut(
             label=q.label,
@@ -214,6 +222,7 @@ def _option_rows(quotes: list[core_cost.PriceQuote]) -> list[s.PriceOptionOut]:
             price_date=q.date,
             price_source=q.source,
             stale=q.stale,
+            in_headline=id(q) in pooled,
             total_usd=0.0,
             breakdown={},
             billed_gpu_hours=0.0,

@@ -193,6 +193,7 @@ def uncached_cost_payload(session: Session, inputs: CostInputs, viewer: Actor) -
             "billing": o.billing,
             "date": o.price_date,
             "stale": o.stale,
+            "in_headline": o.in_headline,
         }
         for o in run.options
     ]

@@ -1,6 +1,7 @@
 """A 390 px wide phone: no page is wider than the window (the header menu wraps in rows, a wide table scrolls inside
 its own box) and every chart's legend lies inside the window and its chart, whole, under the x axis's labels and
-title, in a real browser (chromium via Playwright) against the real server, with saved plans in the list."""
+title, and a price's date in a table stays on one line, in a real browser (chromium via Playwright) against the real
+server, with saved plans in the list."""
 
 from __future__ import annotations
 
@@ -83,6 +84,29 @@ def test_no_page_is_wider_than_a_phone(browser: Any, server: LiveServer, path: s
 def test_a_wide_table_scrolls_inside_its_own_box(browser: Any, server: LiveServer) -> None:
     width, table = _width(browser, server, "/plans", PHONE)
     assert table > PHONE["width"] >= width  # the table is wider than the window, the page is not
+
+
+# Each table cell that holds a date alone: its text and the number of lines it takes (a range's client rects)
+DATE_CELLS = """() => Array.from(document.querySelectorAll("main td"))
+  .filter((c) => /^\\d{4}-\\d{2}-\\d{2}$/.test(c.textContent.trim()))
+  .map((c) => {
+    const r = document.createRange();
+    r.selectNodeContents(c);
+    return [c.textContent.trim(), r.getClientRects().length];
+  })"""
+
+
+@pytest.mark.parametrize("path", ["/catalog/gpus/H100-SXM", "/catalog/prices"])
+def test_a_price_date_stays_on_one_line_on_a_phone(browser: Any, server: LiveServer, path: str) -> None:
+    context = browser.new_context(viewport=PHONE)
+    server.sign_in(context)
+    page = context.new_page()
+    page.goto(server.url + path)
+    cells = page.evaluate(DATE_CELLS)
+    context.close()
+    assert cells and all(lines == 1 for _, lines in cells), (
+        f"{path}: {cells}"
+    )  # "2026-/11-09" broke at a hyphen
 
 
 # Each drawn chart's legend: its box and its chart's (px, in the page), the legend's full and shown heights, the

@@ -111,7 +111,8 @@ def _shows_alices_row(w: World, panel: str) -> bool:
 def _price(panel: str, item: str) -> str:
     """The USD per GPU-hour the panel's table gives the option of the row named `item` ('' when not listed)."""
     match = re.search(
-        rf'<th scope="row">[^<]*{re.escape(item)}[^<]*</th><td class="num">([\d.,]+)</td>', panel
+        rf'<th scope="row">[^<]*{re.escape(item)}[^<]*(?:<span[^>]*>[^<]*</span>)?</th><td class="num">([\d.,]+)</td>',
+        panel,
     )
     return match.group(1) if match else ""
 

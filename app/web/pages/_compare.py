@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from app.web.pages._filters import num_auto, num_signed
@@ -21,6 +22,34 @@ NEEDS_A_RUN = frozenset(
     {"wall_clock_days", "time_to_train_days", "wall_clock_gpu_hours", "gpu_hours", "cost_per_run_usd"}
 )
 CANNOT_RUN = "none: does not fit"
+
+
+@dataclass(frozen=True)
+class PickerPlan:
+    """A plan as the compare page's picker lists it: its name, latest revision, its owner's e-mail when the plan is
+    not the viewer's own (None for the viewer's own, or a plan saved before plans had owners) and the UTC date it
+    was last changed, so that plans of one name can be told apart."""
+
+    id: Any
+    name: str
+    latest_revision: int
+    owner: str | None
+    updated: str
+
+
+def picker_plans(plans: list[Any], viewer_email: str | None) -> list[PickerPlan]:
+    """The picker's entries for `plans` (PlanSummary rows the viewer may read: app.services.plans.list_plans)."""
+    mine = (viewer_email or "").lower()
+    return [
+        PickerPlan(
+            id=p.id,
+            name=p.name,
+            latest_revision=p.latest_revision,
+            owner=p.owner if p.owner and p.owner.lower() != mine else None,
+            updated=(p.updated_at or p.created_at).strftime("%Y-%m-%d"),
+        )
+        for p in plans
+    ]
 
 
 def display_rows(rows: list[Any]) -> list[dict[str, Any]]:

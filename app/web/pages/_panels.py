@@ -4,6 +4,7 @@ Plotly figures (drawn by static/js/charts.js) and the tables beside them, in dis
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -658,6 +659,25 @@ _SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
+def _log_axis(title: str, traces: list[dict[str, Any]], coordinate: str) -> dict[str, Any]:
+    """A log axis for the traces' `coordinate` values, never labelled at every digit ("9 8 7 6 5…", Plotly's
+    own choice on a wide chart spanning one to three decades): at the decades alone when the values span two
+    or more of them, else at 1, 2 and 5 of each decade; under one decade Plotly's own ticks, labelled in full.
+    Unlabelled minor ticks mark the digits between labels."""
+    values = [float(v) for t in traces for v in t[coordinate] if v and float(v) > 0]
+    span = math.log10(max(values) / min(values)) if values else 0.0
+    axis = _axis(title, type="log", minor={"ticks": "outside", "ticklen": 3, "showgrid": False})
+    if span >= LOG_DECADES_ONLY:
+        axis["dtick"] = 1
+    elif span >= 1:
+        axis["dtick"] = "D2"
+    return axis
+
+
+# a log axis spanning this many decades or more is labelled at the decades only (_log_axis)
+LOG_DECADES_ONLY = 2
+
+
 def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
     """Throughput (tokens/s) and time to train per fabric, in absolute terms on one chart, with the scaling
     efficiency against one ideal (app.core.scaling) in the table."""
@@ -704,10 +724,10 @@ def scaling_panel(scaling: dict[str, Any] | None) -> dict[str, Any] | None:
         "data": traces,
         "layout": {
             "grid": {"rows": 1, "columns": 2, "pattern": "independent"},
-            "xaxis": _axis("GPUs", type="log"),
-            "yaxis": _axis("Throughput (tokens/s)", type="log"),
-            "xaxis2": _axis("GPUs", type="log"),
-            "yaxis2": _axis("Time to train (days)", type="log"),
+            "xaxis": _log_axis("GPUs", traces[0::2], "x"),
+            "yaxis": _log_axis("Throughput (tokens/s)", traces[0::2], "y"),
+            "xaxis2": _log_axis("GPUs", traces[1::2], "x"),
+            "yaxis2": _log_axis("Time to train (days)", traces[1::2], "y"),
             "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
         },
     }
@@ -766,4 +786,6 @@ def cost_panel(cost: dict[str, Any] | None) -> dict[str, Any] | None:
         "figure": figure,
         "more": len(rows) > len(shown),
         "total_options": len(rows),
+        "pooled": sum(1 for r in rows if r.get("in_headline")),
+        "pooled_shown": sum(1 for r in shown if r.get("in_headline")),
     }

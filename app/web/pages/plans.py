@@ -38,7 +38,7 @@ from app.services.catalog import Actor
 from app.services.catalog_public import price_viewer
 from app.services.plan_access import OwnerFilter, PlanActor
 from app.web.pages import _builder, _panels, tools
-from app.web.pages._compare import display_rows
+from app.web.pages._compare import display_rows, picker_plans
 from app.web.templating import render
 
 router = APIRouter()
@@ -395,7 +395,7 @@ def compare(
 ) -> HTMLResponse:
     chosen = [i for i in (ids or []) if i]
     actor = _actor(principal)
-    plans = plan_service.list_plans(session, actor, limit=200)[0]
+    plans = picker_plans(plan_service.list_plans(session, actor, limit=200)[0], principal.email)
     if len(chosen) == 1:
         return _pick_second(request, session, actor, chosen[0], plans, same_within_pct)
     comparison, problem, missing = _comparison(session, chosen, revs, actor, same_within_pct)

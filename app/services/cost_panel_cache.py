@@ -22,16 +22,15 @@ twentieth of JSON's time and reads in a fifth. Only panels are stored, not the r
 from __future__ import annotations
 
 import pickle
-import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from cachetools import LRUCache
 from sqlmodel import Session
 
 import app as app_pkg
 from app.services import prices
 from app.services.catalog import Actor, quoted_for
+from app.services.counting_lru import CountingLRU
 
 # An entry is ~60 KB with the 22 H100 options of the built-in price book (the panel pickled, ~28 KB, and its key,
 # which holds the price rows themselves): at most ~8 MB, about the estimate response cache's ~7 MB
@@ -42,37 +41,17 @@ CACHE_SIZE = 128
 CacheKey = tuple[Any, ...]
 
 
-class PanelCache:
+class PanelCache(CountingLRU[bytes]):
     """A thread-safe LRU of encoded panels, with its hit and miss counts."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size = size
-        self._items: LRUCache[CacheKey, bytes] = LRUCache(maxsize=size)
-        self._lock = threading.Lock()  # cachetools caches are not thread-safe; a read reorders the LRU
-        self.hits = 0
-        self.misses = 0
+        super().__init__(size)
 
     def get(self, key: CacheKey) -> bytes | None:
-        with self._lock:
-            content = self._items.get(key)
-            if content is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-            return content
+        return self._lookup(key)
 
     def put(self, key: CacheKey, content: bytes) -> None:
-        with self._lock:
-            self._items[key] = content
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
+        self._store(key, content)
 
 
 panel_cache = PanelCache()

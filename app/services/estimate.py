@@ -16,10 +16,8 @@ in the thread pool.
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
-from cachetools import LRUCache
 from pydantic import ValidationError
 from sqlmodel import Session
 
@@ -42,6 +40,7 @@ from app.db import get_engine, get_read_engine
 from app.schemas.estimate import AccuracyOut, EstimateOut, MemoryAccuracyOut
 from app.schemas.scenario import Scenario
 from app.services import catalog as catalog_svc
+from app.services.counting_lru import CountingLRU
 from app.services.plan_costs import plan_goodput
 from app.services.scenario import ResolvedScenario, resolve_scenario
 
@@ -201,37 +200,18 @@ CACHE_SIZE = 1024  # responses are ~7 KB: at most ~7 MB (docs/constants.md#estim
 CacheKey = tuple[Any, ...]
 
 
-class ResponseCache:
+class ResponseCache(CountingLRU[tuple[int, bytes]]):
     """A thread-safe LRU of encoded responses, each stored with the catalog generation it was computed at."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size = size
-        self._items: LRUCache[CacheKey, tuple[int, bytes]] = LRUCache(maxsize=size)
-        self._lock = threading.Lock()  # cachetools caches are not thread-safe; a read reorders the LRU
-        self.hits = 0
-        self.misses = 0
+        super().__init__(size)
 
     def get(self, key: CacheKey, generation: int) -> bytes | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None or item[0] != generation:
-                self.misses += 1
-                return None
-            self.hits += 1
-            return item[1]
+        item = self._lookup(key, lambda stored: stored[0] == generation)
+        return None if item is None else item[1]
 
     def put(self, key: CacheKey, generation: int, content: bytes) -> None:
-        with self._lock:
-            self._items[key] = (generation, content)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
+        self._store(key, (generation, content))
 
 
 response_cache = ResponseCache()

@@ -13,7 +13,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from app.services.planner import price_for
 from app.web.pages._builder import BuilderState
 from tests.auth_support import app_with, bearer, ensure_user, issue_token, remote_client
 from tests.plans_support import SMALL_SEARCH, small_scenario
+from tests.price_support import private_quote
 
 ALICE, BOB, ADMIN = "alice@example.com", "bob@example.com", "admin@example.com"
 HX = {"HX-Request": "true"}
@@ -47,28 +48,11 @@ class World:
         return str(self.row["item"])
 
 
-def _quote(**overrides: Any) -> dict[str, Any]:
-    return {
-        "category": "cloud_gpu",
-        "item": f"negotiated H100 quote {uuid.uuid4().hex[:8]}",
-        "vendor": "QuoteCloud",
-        "pricing_model": "on-demand",
-        "unit": "GPU-hour",
-        "price_usd": 0.5,
-        "usd_per_gpu_hour": 0.5,
-        "gpu_name": "H100-SXM",
-        "gpus_per_unit": 1,
-        "price_date": (date.today() - timedelta(days=3)).isoformat(),
-        "source": "procurement quote Q-7 (confidential)",
-        "includes": "GPU-hour with host share",
-    } | overrides
-
-
 @pytest.fixture(name="w")
 def world(db_url: str) -> World:
     client = remote_client(app_with(rate_limit_per_minute=0))
     alice = bearer(issue_token(ALICE, ["plans:write"], is_admin=False))
-    created = client.post("/api/v1/prices", json=_quote(), headers=alice)
+    created = client.post("/api/v1/prices", json=private_quote(), headers=alice)
     assert created.status_code == 201, created.text
     return World(
         client=client,
@@ -131,7 +115,7 @@ def test_another_users_row_cannot_be_changed_and_does_not_exist_for_them(w: Worl
 
 
 def _form() -> dict[str, str]:
-    return {k: str(v) for k, v in _quote(price_usd=9, usd_per_gpu_hour=9).items()}
+    return {k: str(v) for k, v in private_quote(price_usd=9, usd_per_gpu_hour=9).items()}
 
 
 def test_the_price_pages_show_a_private_row_to_its_owner_and_administrators_only(w: World) -> None:
@@ -198,7 +182,9 @@ def _add_expensive_rows(count: int, usd_per_gpu_hour: float = 1000.0, label: str
     owner = ensure_user(ALICE).id
     with Session(get_engine()) as session:
         for i in range(count):
-            values = _quote(item=f"{label} {i}", usd_per_gpu_hour=usd_per_gpu_hour, price_date=date.today())
+            values = private_quote(
+                item=f"{label} {i}", usd_per_gpu_hour=usd_per_gpu_hour, price_date=date.today()
+            )
             session.add(PriceRow(**values, builtin=False, owner_id=owner))
         session.commit()
 
@@ -246,7 +232,9 @@ def _cost_options(plan: dict[str, Any]) -> list[str]:
 
 
 def test_a_plan_is_costed_with_its_owners_prices_whoever_saves_it(w: World) -> None:
-    admins_own = w.client.post("/api/v1/prices", json=_quote(item="admin's own quote"), headers=w.admin)
+    admins_own = w.client.post(
+        "/api/v1/prices", json=private_quote(item="admin's own quote"), headers=w.admin
+    )
     assert admins_own.status_code == 201
     created = w.client.post(
         "/api/v1/plans", json={"name": "alice's run", "scenario": small_scenario()}, headers=w.alice
@@ -271,7 +259,7 @@ def test_a_plan_is_costed_with_its_owners_prices_whoever_saves_it(w: World) -> N
     assert revised.json()["current"]["price_book_date"] == plan["current"]["price_book_date"]
     # Bob reads the stored figures Alice shared, unchanged by his own prices
     bobs = w.client.post(
-        "/api/v1/prices", json=_quote(item="bob's own quote", usd_per_gpu_hour=0.1), headers=w.bob
+        "/api/v1/prices", json=private_quote(item="bob's own quote", usd_per_gpu_hour=0.1), headers=w.bob
     )
     assert bobs.status_code == 201
     read = w.client.get(f"/api/v1/plans/{plan['id']}", headers=w.bob).json()
@@ -326,7 +314,9 @@ def test_a_copy_of_a_shared_plan_is_priced_with_its_new_owners_rows(w: World) ->
     form; Alice's own copy keeps her row."""
     bobs = w.client.post(
         "/api/v1/prices",
-        json=_quote(item="bob's own quote", vendor="BobCloud", source="Bob's quote", usd_per_gpu_hour=0.1),
+        json=private_quote(
+            item="bob's own quote", vendor="BobCloud", source="Bob's quote", usd_per_gpu_hour=0.1
+        ),
         headers=w.bob,
     )
     assert bobs.status_code == 201, bobs.text

@@ -9,7 +9,6 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from app.services.catalog import PUBLIC, Actor
 from app.services.cost_panel_cache import panel_cache
 from app.web.pages._builder import BuilderState, state_to_scenario
 from tests.auth_support import app_with, bearer, ensure_user, issue_token, remote_client
+from tests.price_support import private_quote
 
 ALICE, BOB, CAROL, ADMIN = "alice@example.com", "bob@example.com", "carol@example.com", "admin@example.com"
 HX = {"HX-Request": "true"}
@@ -48,20 +48,7 @@ class World:
 
 
 def _quote(**overrides: Any) -> dict[str, Any]:
-    return {
-        "category": "cloud_gpu",
-        "item": f"negotiated H100 quote {uuid.uuid4().hex[:8]}",
-        "vendor": "QuoteCloud",
-        "pricing_model": "on-demand",
-        "unit": "GPU-hour",
-        "price_usd": 0.5,
-        "usd_per_gpu_hour": 0.5,
-        "gpu_name": "H100-SXM",
-        "gpus_per_unit": 1,
-        "price_date": (date.today() - timedelta(days=3)).isoformat(),
-        "source": "procurement quote Q-9 (confidential)",
-        "includes": "GPU-hour with host share",
-    } | overrides
+    return private_quote(source="procurement quote Q-9 (confidential)") | overrides
 
 
 @pytest.fixture(autouse=True)

@@ -132,3 +132,14 @@ def test_the_benchmark_checkboxes_sit_on_their_text_line(browser: Any, server: L
     )
     page.context.close()
     assert box[1] <= text[0] and abs(box[2] - text[1]) <= 6, (box, text)  # before its words, on their line
+
+
+def test_the_cost_card_spans_the_headline(browser: Any, server: LiveServer) -> None:
+    """The cost per run states its basis (the wall-clock GPU-hours, the headline price and the quotes it is the
+    median of): in a card a fifth of the headline wide it ran to a column of fifteen lines; it spans the headline."""
+    page = _open(browser, server, "/plans/new")
+    card, headline = _box(page, "#cost-card"), _box(page, ".headline")
+    step = _box(page, ".headline > div:nth-child(2)")  # the step-time card, for a card's height in this row
+    page.context.close()
+    assert card["width"] >= headline["width"] * 0.95, (card, headline)
+    assert card["height"] <= 2 * step["height"], (card, step)

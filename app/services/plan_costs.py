@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ from pydantic import ValidationError
 from sqlmodel import Session
 
 from app.core.errors import SpecError
+from app.core.model import param_counts
 
 if TYPE_CHECKING:
     from app.services.catalog import Actor
@@ -53,6 +55,16 @@ def cluster_goodput(num_gpus: int, gpus_per_node: int, params_total: float) -> f
         return goodput_share(plan_goodput(num_gpus, gpus_per_node, params_total, 1.0))
     except (SpecError, ValidationError, ValueError):
         return None
+
+
+def goodput_by_size(resolved: Any, counts: Sequence[int]) -> dict[int, float]:
+    """The goodput share (cluster_goodput) of each of `counts` GPUs of this scenario's cluster, the sizes it cannot
+    be evaluated for left out: what turns a ranked layout's compute time into the wall-clock time and cost of the
+    plan headline (the planner's SearchProblem.goodput)."""
+    params_total = param_counts(resolved.model).total
+    gpn = resolved.cluster.gpus_per_node
+    shares = {int(n): cluster_goodput(int(n), gpn, params_total) for n in counts}
+    return {n: share for n, share in shares.items() if share}
 
 
 def wall_clock_cost_usd(num_gpus: int, gpu_hours: float, goodput: float, usd_per_gpu_hour: float) -> float:

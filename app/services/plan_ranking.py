@@ -9,10 +9,10 @@ from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution
 from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
-from app.core.model import param_counts
 from app.core.units import DAY, GiB
 from app.core.validated_region import num_experts_of
 from app.services.pipeline_hint import pipeline_fill_note
+from app.services.plan_costs import goodput_by_size
 from app.services.region import accept_for, mark, recommended_entry, region_note
 
 
@@ -127,16 +127,6 @@ def _by_cost(
     return rows, "cost"
 
 
-def _cluster_goodput(resolved: Any) -> dict[int, float]:
-    """The goodput share of the scenario's cluster (app.services.plan_costs.cluster_goodput), keyed by its GPU
-    count as the planner takes it; empty where it cannot be evaluated (the rows then carry no cost)."""
-    from app.services.plan_costs import cluster_goodput
-
-    cluster = resolved.cluster
-    share = cluster_goodput(cluster.num_gpus, cluster.gpus_per_node, param_counts(resolved.model).total)
-    return {cluster.num_gpus: share} if share else {}
-
-
 def _recommended_row(chosen: Any, usd_per_gpu_hour: float | None) -> dict[str, Any] | None:
     """The planner's recommendation (the fastest layout inside the validated region) as a ranked row."""
     if chosen is None:
@@ -165,7 +155,7 @@ def _run_planner(
             run=RunOptions.of(layout),
             options=options,
             profile=profile,
-            goodput=_cluster_goodput(resolved),
+            goodput=goodput_by_size(resolved, [resolved.cluster.num_gpus]),
         )
         res = planner.plan(
             problem,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -29,7 +28,7 @@ from app.schemas.search_results import PlanOut, SizesOut
 from app.services.catalog import Actor
 from app.services.estimate import time_to_train_payload
 from app.services.pipeline_hint import pipeline_fill_note
-from app.services.plan_costs import cluster_goodput, wall_clock_cost_usd
+from app.services.plan_costs import cluster_goodput, goodput_by_size, wall_clock_cost_usd
 from app.services.plan_ranking import ranking_payload
 from app.services.region import accept_for, mark, reasons_for, recommended_entry, region_note
 from app.services.scenario import ResolvedScenario, resolve_scenario
@@ -123,16 +122,6 @@ def _problem(
         profile=resolved.profile,
         goodput=goodput,
     )
-
-
-def goodput_by_size(resolved: ResolvedScenario, counts: Sequence[int]) -> dict[int, float]:
-    """The goodput share (app.services.plan_costs.cluster_goodput) of each of `counts` GPUs of this scenario's
-    cluster, the sizes it cannot be evaluated for left out: what turns a ranked layout's compute time into the
-    wall-clock time and cost of the plan headline."""
-    params_total = param_counts(resolved.model).total
-    gpn = resolved.cluster.gpus_per_node
-    shares = {int(n): cluster_goodput(int(n), gpn, params_total) for n in counts}
-    return {n: share for n, share in shares.items() if share}
 
 
 def price_for(gpu_name: str, session: Session | None = None, *, viewer: Actor) -> tuple[float | None, str]:

@@ -19,6 +19,7 @@ from app.web.pages._builder import BuilderState
 from tests.auth_support import app_with, bearer, issue_token, remote_client
 from tests.paths import ROOT
 from tests.plans_support import small_scenario
+from tests.price_support import private_quote
 
 HX = {"HX-Request": "true"}
 DATE = r"\d{4}-\d{2}-\d{2}"
@@ -27,24 +28,17 @@ COST_SECTION = re.compile(r'<section class="panel" aria-labelledby="cost-title">
 
 def _price_row(client: Any, days_old: int, usd: float) -> str:
     """A user's on-demand H100 quote, `days_old` days old at `usd` per GPU-hour; its item's name."""
-    item = f"walk quote {uuid.uuid4().hex[:8]}"
-    body = {
-        "category": "cloud_gpu",
-        "item": item,
-        "vendor": "WalkCloud",
-        "pricing_model": "on-demand",
-        "unit": "GPU-hour",
-        "price_usd": usd,
-        "usd_per_gpu_hour": usd,
-        "gpu_name": "H100-SXM",
-        "gpus_per_unit": 1,
-        "price_date": (date.today() - timedelta(days=days_old)).isoformat(),
-        "source": "walkthrough quote",
-        "includes": "GPU-hour with host share",
-    }
+    body = private_quote(
+        item=f"walk quote {uuid.uuid4().hex[:8]}",
+        vendor="WalkCloud",
+        price_usd=usd,
+        usd_per_gpu_hour=usd,
+        price_date=(date.today() - timedelta(days=days_old)).isoformat(),
+        source="walkthrough quote",
+    )
     r = client.post("/api/v1/prices", json=body)
     assert r.status_code == 201, r.text
-    return item
+    return str(body["item"])
 
 
 def _date_cells(page: str) -> list[str]:

@@ -64,6 +64,18 @@ def test_detail_pages_and_missing_names(client: Any) -> None:
     assert '<a href="/catalog/models/Mixtral-8x7B">Mixtral-8x7B</a>' in missing.text
 
 
+@pytest.mark.parametrize(("name", "per_node"), [("H100-SXM", 8), ("GB200", 4)])
+def test_gpu_page_opens_the_builder_on_that_gpu(client: Any, name: str, per_node: int) -> None:
+    page = client.get(f"/catalog/gpus/{name}").text
+    link = re.search(r'<a id="plan-with-gpu" href="([^"]+)">', page)
+    assert link is not None
+    builder = client.get(link.group(1).replace("&amp;", "&"))
+    assert builder.status_code == 200
+    assert f'<option value="{name}" selected>' in builder.text
+    per_node_input = re.search(r'<input[^>]*id="f-gpus_per_node"[^>]*>', builder.text)
+    assert per_node_input is not None and f'value="{per_node}"' in per_node_input.group(0)
+
+
 def test_model_search_full_page_and_partial(client: Any) -> None:
     full = client.get("/catalog/models", params={"q": "deepseek"})
     assert full.status_code == 200 and "<html" in full.text

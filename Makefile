@@ -83,6 +83,7 @@ validate: install
 	$(BIN)/clusterplan validate region tests/data/training_runs*.csv
 	$(BIN)/clusterplan validate training-totals tests/data/training_totals.csv
 	$(BIN)/clusterplan validate optimism
+	$(BIN)/clusterplan validate scorecard
 
 # The repository's git hooks (.githooks/commit-msg: subject ≤ 72 characters, imperative, no final period,
 # a blank line before the body).

@@ -93,6 +93,12 @@ def _ratios(
     return by_regime, comparisons, sources
 
 
+def regime_ratios(paths: Sequence[Path]) -> dict[str, list[float]]:
+    """measured ÷ estimated step time of every time-like row of the given training-run CSVs, by regime (and peak
+    memory under "memory"): what the accuracy bands are built from."""
+    return _ratios(paths)[0]
+
+
 def _record(unseen: list[float], development: list[float]) -> dict[str, Any]:
     pooled = len(unseen) < MIN_UNSEEN_RUNS
     record = ratio_stats(unseen + (development if pooled else []))

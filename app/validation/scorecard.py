@@ -1,0 +1,391 @@
+"""One table of every headline accuracy figure, each beside the role of its data and its target.
+
+A change to the estimator, the planner or the network model moves figures in seven training-run files, the
+whole-run totals, the optimism guard and three collective files; `clusterplan validate scorecard` replays them all
+(about 15 s) and prints one line per figure: the development set beside the files nothing was chosen on, so that a
+gain on the first is never read without the second. `--json` writes the figures; `--against FILE` reads such a
+file back and adds the change per figure, with "better" or "worse" where it moved by more than rounding.
+
+The targets are those of docs/validation.md's summary table and docs/network.md ("Collectives"); a figure without
+one is reported, not judged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from app.cli.errors import UserError
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+DATA = "tests/data"
+DEVELOPMENT = "development"  # the rows the constants were chosen on
+HELD_OUT = "held out"  # rows nothing was chosen on
+ALL_RUNS = "all runs"  # every training-run file, the development set included
+# figures are quoted, and judged against their targets, to this many decimals
+QUOTED_DECIMALS = 1
+# a change smaller than this (in the figure's unit) is rounding, neither better nor worse
+MOVE_EPSILON = 0.05
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One headline figure. `limit` is its target (at most, or `at_least`); `n` the rows behind it."""
+
+    key: str
+    label: str
+    role: str
+    value: float | None
+    n: int | None = None
+    unit: str = "%"
+    limit: float | None = None
+    at_least: bool = False
+    section: str = ""
+
+    @property
+    def status(self) -> str:
+        """ "met", "not met", or "" where the figure has no target or no value."""
+        if self.limit is None or self.value is None:
+            return ""
+        shown = round(self.value, QUOTED_DECIMALS)  # judged as quoted: 4.51 % is "4.5 %", within "≤ 4.5"
+        ok = shown >= self.limit if self.at_least else shown <= self.limit
+        return "met" if ok else "not met"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "label": self.label,
+            "section": self.section,
+            "role": self.role,
+            "value": None if self.value is None else round(self.value, 3),
+            "n": self.n,
+            "unit": self.unit,
+            "target": None if self.limit is None else ("≥ " if self.at_least else "≤ ") + f"{self.limit:g}",
+            "status": self.status,
+        }
+
+
+def data_path(name: str) -> Path:
+    """A file of tests/data in the repository this module is in, else relative to the working directory."""
+    path = REPOSITORY / DATA / name
+    return path if path.is_file() else Path(DATA) / name
+
+
+def _run_figures() -> list[Figure]:
+    """The training-run replays: development, held-out (all rows and the dense ones), final check, the rest."""
+    from app.validation.training_runs import load_rows, replay
+
+    figures: list[Figure] = []
+    dev = replay(load_rows(data_path("training_runs.csv"))).summary()
+    figures += [
+        Figure(
+            "dev.time",
+            "step time MAPE",
+            DEVELOPMENT,
+            dev["time"]["mape_pct"],
+            dev["time"]["n"],
+            limit=5.5,
+        ),
+        Figure(
+            "dev.memory",
+            "peak memory MAPE",
+            DEVELOPMENT,
+            dev["memory"]["mape_pct"],
+            dev["memory"]["n"],
+            limit=4.5,
+        ),
+        Figure(
+            "dev.oom",
+            "out-of-memory outcomes right",
+            DEVELOPMENT,
+            float(dev["oom"]["correct"]),
+            dev["oom"]["n"],
+            unit="runs",
+        ),
+    ]
+    held = replay(load_rows(data_path("training_runs_heldout.csv")))
+    summary = held.summary()
+    dense = [
+        abs(r.error_pct)
+        for r in held.rows
+        if _is_time(r) and r.error_pct is not None and str(r.detail.get("regime")).startswith("dense")
+    ]
+    figures += [
+        Figure(
+            "heldout.time",
+            "held-out file: step time MAPE",
+            HELD_OUT,
+            summary["time"]["mape_pct"],
+            summary["time"]["n"],
+            limit=15.0,
+        ),
+        Figure(
+            "heldout.dense",
+            "held-out file, dense rows: step time MAPE",
+            HELD_OUT,
+            _mean(dense),
+            len(dense),
+            limit=10.0,
+        ),
+        Figure(
+            "heldout.memory",
+            "held-out file: peak memory MAPE",
+            HELD_OUT,
+            summary["memory"]["mape_pct"],
+            summary["memory"]["n"],
+        ),
+    ]
+    for key, name, label, limit in REPLAYED:
+        s = replay(load_rows(data_path(name))).summary()["time"]
+        figures.append(Figure(key, label, HELD_OUT, s["mape_pct"], s["n"], limit=limit))
+    return figures
+
+
+def _is_time(row: Any) -> bool:
+    from app.validation.training_runs import TIME_METRICS
+
+    return row.skipped is None and row.error_pct is not None and row.metric in TIME_METRICS
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+# (key, file, label, target MAPE or None) of the training-run files replayed whole
+REPLAYED: tuple[tuple[str, str, str, float | None], ...] = (
+    ("final.time", "training_runs_final_check.csv", "final check (all MoE): step time MAPE", 20.0),
+    ("mbridge2602.time", "training_runs_megatron_bridge_2602_01.csv", "Megatron-Bridge 26.02.01: MAPE", None),
+    ("vtrain.time", "training_runs_vtrain_multi.csv", "vTrain multi-node: MAPE", None),
+    ("bigscience.time", "training_runs_bigscience_chronicles.csv", "BigScience chronicles: MAPE", None),
+    ("nvfp4.time", "training_runs_nvfp4.csv", "NVFP4 runs: MAPE", None),
+)
+# the accuracy bands' basis: every time-like row outside the development set (as `validate accuracy`)
+BAND_FILES = (
+    "training_runs_heldout.csv",
+    "training_runs_final_check.csv",
+    "training_runs_megatron_bridge_2602_01.csv",
+)
+# (regime, target MAPE) of the bands the scorecard quotes
+BANDS: tuple[tuple[str, float | None], ...] = (
+    ("dense", None),
+    ("moe", None),
+    ("moe-light", 20.0),
+    ("moe-light-hybridep", None),
+    ("moe-long-context", None),
+)
+
+
+def _band_figures() -> list[Figure]:
+    from app.core.accuracy import ratio_stats
+    from app.validation.accuracy import regime_ratios
+
+    by_regime = regime_ratios([data_path(name) for name in BAND_FILES])
+    figures = []
+    for regime, limit in BANDS:
+        stats = ratio_stats(by_regime.get(regime, []))
+        figures.append(
+            Figure(
+                f"band.{regime}",
+                f"band {regime}: speed MAPE",
+                HELD_OUT,
+                stats.get("mape_pct"),
+                stats["runs"],
+                limit=limit,
+            )
+        )
+    return figures
+
+
+def _whole_run_figures() -> list[Figure]:
+    """Published GPU-hours of whole pre-training runs against the planner's headline (training_totals.csv)."""
+    from app.validation.training_totals import load_rows, replay
+
+    s = replay(load_rows(data_path("training_totals.csv"))).summary()
+    n = s["n"]
+    return [
+        Figure(
+            "runs.best", "whole runs, planner's best: GPU-hours MAPE", HELD_OUT, s["mape_pct"], n, limit=15.0
+        ),
+        Figure(
+            "runs.optimistic",
+            "whole runs predicted > 10 % low",
+            HELD_OUT,
+            float(s["optimistic"]),
+            n,
+            unit="runs",
+            limit=math.floor(n / 3) if n else None,
+        ),
+        Figure(
+            "runs.mean", "whole runs: mean error (negative: optimistic)", HELD_OUT, s["mean_error_pct"], n
+        ),
+        Figure(
+            "runs.recommended", "whole runs, recommended layout: MAPE", HELD_OUT, s["recommended_mape_pct"], n
+        ),
+        Figure(
+            "runs.stated", "whole runs, stated layout: MAPE", HELD_OUT, s["stated_mape_pct"], s["stated_n"]
+        ),
+        Figure(
+            "runs.range",
+            "whole runs inside the quoted range (leave one out)",
+            HELD_OUT,
+            float(s["in_totals_range_loo"]),
+            n,
+            unit="runs",
+        ),
+    ]
+
+
+def _optimism_figures() -> list[Figure]:
+    """The optimism guard: groups where the planner's best beats the best published run with no named cause."""
+    from app.validation.optimism import default_paths, read_runs, report
+
+    s = report(read_runs(default_paths())).summary()
+    return [
+        Figure(
+            "optimism.flagged",
+            "optimism guard: groups flagged",
+            ALL_RUNS,
+            float(s["flagged"]),
+            s["n"],
+            unit="groups",
+        ),
+        Figure(
+            "optimism.unexplained",
+            "optimism guard: flagged with no mechanism",
+            ALL_RUNS,
+            float(s["unexplained"]),
+            s["n"],
+            unit="groups",
+            limit=0.0,
+        ),
+    ]
+
+
+# (key prefix, file, role) of the collective measurements
+COLLECTIVE_FILES = (
+    ("coll.dev", "network/collectives.csv", DEVELOPMENT),
+    ("coll.heldout", "network/collectives_heldout.csv", HELD_OUT),
+    ("coll.sweeps", "network/collectives_heldout_sweeps.csv", HELD_OUT),
+)
+# targets of the development set's collective errors (docs/network.md, "Collectives"): (size class, statistic)
+COLLECTIVE_TARGETS: Mapping[tuple[str, str], float] = {
+    ("all", "p90_abs_pct"): 25.0,
+    ("small", "median_abs_pct"): 15.0,
+    ("small", "p90_abs_pct"): 35.0,
+    ("large", "median_abs_pct"): 5.0,
+    ("large", "p90_abs_pct"): 20.0,
+}
+SIZE_LABELS = {"all": "all sizes", "small": "< 64 MiB", "large": "≥ 64 MiB"}
+STAT_LABELS = {"median_abs_pct": "median", "p90_abs_pct": "p90"}
+
+
+def _collective_figures() -> list[Figure]:
+    from app.validation.collectives import validate_file
+
+    figures = []
+    for prefix, name, role in COLLECTIVE_FILES:
+        summary = validate_file(data_path(name)).to_json()["summary"]
+        for size, size_label in SIZE_LABELS.items():
+            for stat, stat_label in STAT_LABELS.items():
+                key = f"{prefix}.{size}.{stat_label}"
+                label = f"collectives {prefix.split('.')[1]}, {size_label}: {stat_label} |error|"
+                limit = COLLECTIVE_TARGETS.get((size, stat)) if role == DEVELOPMENT else None
+                value, n = summary[size][stat], summary[size]["n"]
+                figures.append(Figure(key, label, role, value, n, limit=limit))
+    return figures
+
+
+SECTIONS: tuple[tuple[str, Callable[[], list[Figure]]], ...] = (
+    ("training runs: step time and memory", _run_figures),
+    ("accuracy bands (every row outside the development set)", _band_figures),
+    ("whole pre-training runs: GPU-hours", _whole_run_figures),
+    ("optimism guard: the planner's best against the best published MFU", _optimism_figures),
+    ("collectives: bus bandwidth", _collective_figures),
+)
+
+
+def build() -> list[Figure]:
+    """Every figure of the scorecard, replayed now."""
+    return [replace(f, section=title) for title, section in SECTIONS for f in section()]
+
+
+def to_dict(figures: Sequence[Figure]) -> dict[str, Any]:
+    met = [f for f in figures if f.status == "met"]
+    judged = [f for f in figures if f.status]
+    return {
+        "figures": [f.to_dict() for f in figures],
+        "summary": {
+            "targets": len(judged),
+            "met": len(met),
+            "not_met": [f.key for f in judged if f not in met],
+        },
+    }
+
+
+def read_previous(path: Path) -> dict[str, float | None]:
+    """key → value of a scorecard written earlier with --json. Raises UserError for a file that is not one."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        return {str(f["key"]): f["value"] for f in document["figures"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"--against {path}: not a scorecard written by --json ({exc.__class__.__name__})"
+        ) from exc
+
+
+def change(figure: Figure, before: float | None) -> tuple[float | None, str]:
+    """(value now − before, "better" / "worse" / "") — lower is better except for figures with an at-least
+    target and the count of whole runs inside the range."""
+    if before is None or figure.value is None:
+        return None, ""
+    delta = figure.value - before
+    if abs(delta) < MOVE_EPSILON:
+        return delta, ""
+    higher_is_better = figure.at_least or figure.key in HIGHER_IS_BETTER
+    return delta, "better" if (delta > 0) == higher_is_better else "worse"
+
+
+# figures where a larger value is the better one (counts of rows predicted or placed right)
+HIGHER_IS_BETTER = frozenset({"dev.oom", "runs.range"})
+
+
+def _value_text(figure: Figure) -> str:
+    if figure.value is None:
+        return "—"
+    return f"{figure.value:.1f} %" if figure.unit == "%" else f"{figure.value:g}"
+
+
+def _target_text(figure: Figure) -> str:
+    return "" if figure.limit is None else ("≥ " if figure.at_least else "≤ ") + f"{figure.limit:g}"
+
+
+def _change_text(figure: Figure, previous: Mapping[str, float | None]) -> str:
+    if figure.key not in previous:
+        return "new"
+    delta, verdict = change(figure, previous[figure.key])
+    if delta is None:
+        return ""
+    return "=" if round(delta, 2) == 0 else f"{delta:+.2f} {verdict}".rstrip()
+
+
+def render(figures: Sequence[Figure], previous: Mapping[str, float | None] | None = None) -> str:
+    """The scorecard as a text table, a block per section; with `previous`, a column of the change since then."""
+    head = f"{'figure':56s} {'set':11s} {'value':>8s} {'n':>4s}  {'target':7s} {'status':7s}"
+    lines = [head + ("  change" if previous is not None else "")]
+    section = None
+    for f in figures:
+        if f.section != section:
+            section = f.section
+            lines.append(f"-- {section}")
+        n = "" if f.n is None else str(f.n)
+        line = f"{f.label:56s} {f.role:11s} {_value_text(f):>8s} {n:>4s}  {_target_text(f):7s} {f.status:7s}"
+        if previous is not None:
+            line += "  " + _change_text(f, previous)
+        lines.append(line.rstrip())
+    summary = to_dict(figures)["summary"]
+    lines.append(f"targets met: {summary['met']} of {summary['targets']}")
+    return "\n".join(lines)

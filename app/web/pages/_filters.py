@@ -74,6 +74,17 @@ def num_auto(value: Any) -> str:
     return f"{x:.6g}"
 
 
+def binary_size(value: Any) -> str:
+    """A byte count in the binary unit that states it exactly, as the message size selects do ("64 KiB", "4 GiB")."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        return num_auto(value)
+    size = int(value)
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor:,} {unit}"
+    return f"{size:,} B"
+
+
 def num_signed(value: Any) -> str:
     """A change, signed: "+1,234", "−0.5" (a true minus sign), "0"; "—" for no number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -155,6 +166,7 @@ def install() -> None:
         fmt_input=fmt_input,
         num=num,
         num_auto=num_auto,
+        binary_size=binary_size,
         num_signed=num_signed,
         label=label,
         field_anchor=field_anchor,

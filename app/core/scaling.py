@@ -22,7 +22,7 @@ Definitions (stated in every result):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from app.core.efficiency import HardwareProfile
@@ -346,85 +346,3 @@ def _required_nics(
         parts.append(f"{max(below)} give {reached[max(below)]:.1%}")
     note = "no whole NIC count gives it: " + ", ".join(parts)
     return RequiredAssumption("nics_per_node", target_gpus, target, None, default, note)
-
-
-@dataclass(frozen=True)
-class SeedClaimsAnalysis:
-    """The seed article's networking claims against the model (docs/network.md explains them)."""
-
-    scaling: ScalingResult
-    predicted: dict[str, dict[int, float]]  # fabric → GPUs → scaling efficiency
-    claimed: dict[str, dict[int, float]]
-    required: tuple[RequiredAssumption, ...]
-    days: dict[str, float | None]  # fabric → time-to-train at `claim_gpus`
-    claimed_days: dict[str, float]
-    implied_tokens: float | None  # tokens that make the InfiniBand run take the claimed 18 days
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:  # Any: JSON values
-        data = asdict(self)
-        data["scaling"] = self.scaling.to_dict()
-        return data
-
-
-CLAIMED_EFFICIENCY = {"infiniband": {128: 0.98}, "roce": {64: 0.82, 128: 0.71}}
-CLAIMED_DAYS = {"infiniband": 18.0, "roce": 43.0}
-
-
-def seed_claims(
-    run: ScalingRun,
-    gpu_counts: Sequence[int],
-    ib: FabricSpec,
-    roce: FabricSpec,
-    *,
-    tokens: float | None = None,
-    claim_gpus: int = 128,
-) -> SeedClaimsAnalysis:
-    """Predict the article's scenario on IB vs RoCE and solve for the assumptions that would give its claims."""
-    result = scaling_curve(run, gpu_counts, {"infiniband": ib, "roce": roce}, tokens=tokens)
-    base = result.baseline_gpus
-    predicted = {
-        s.fabric_name: {p.num_gpus: p.scaling_efficiency for p in s.points if p.error is None}
-        for s in result.series
-    }
-    required: list[RequiredAssumption] = []
-    for n, target in CLAIMED_EFFICIENCY["roce"].items():
-        if n not in gpu_counts or n == base:
-            continue
-        for knob in ("congestion_derate", "nics_per_node", "base_latency_s"):
-            required.append(required_assumption(knob, target, run, base, n, roce))
-    ib_point = result.series[0].at(claim_gpus)
-    if ib_point is not None and ib_point.error is None:
-        ratio = CLAIMED_DAYS["infiniband"] / CLAIMED_DAYS["roce"]
-        required.append(
-            required_assumption(
-                "congestion_derate",
-                ratio,
-                run,
-                base,
-                claim_gpus,
-                roce,
-                reference_tokens_per_s_per_gpu=ib_point.tokens_per_s_per_gpu,
-            )
-        )
-    days: dict[str, float | None] = {}
-    implied_tokens = None
-    for s in result.series:
-        point = s.at(claim_gpus)
-        days[s.fabric_name] = point.time_to_train_days if point else None
-        if s.fabric_name == "infiniband" and point and point.error is None:
-            implied_tokens = CLAIMED_DAYS["infiniband"] * DAY * point.tokens_per_s
-    notes = (
-        "claimed 18 vs 43 days is a 2.4× slowdown; the claimed efficiencies (98 % vs 71 % at 128 GPUs) imply "
-        f"only {0.98 / 0.71:.2f}×, so the two claims are not consistent with each other",
-    )
-    return SeedClaimsAnalysis(
-        scaling=result,
-        predicted=predicted,
-        claimed={k: dict(v) for k, v in CLAIMED_EFFICIENCY.items()},
-        required=tuple(required),
-        days=days,
-        claimed_days=dict(CLAIMED_DAYS),
-        implied_tokens=implied_tokens,
-        notes=notes,
-    )

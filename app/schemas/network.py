@@ -199,6 +199,23 @@ class RequiredOut(BaseModel):
     note: str
 
 
+class ClaimVerdictOut(BaseModel):
+    """A claim judged against the model (app.core.claims): reproduced, explained or unreproducible."""
+
+    fabric: str
+    relative_to: str | None = None
+    gpus: int
+    claimed: float
+    modelled: float | None = Field(description="the model's figure for the claim, on its fabric as given")
+    gap_pct: float | None = Field(description="claimed ÷ modelled − 1, per cent")
+    tolerance_pct: float = Field(
+        description="the median error of the estimator's published comparisons of two setups of one run: a claim "
+        "within it of the model's figure is reproduced"
+    )
+    verdict: Literal["reproduced", "explained", "unreproducible"]
+    reason: str
+
+
 class ScalingResponse(BaseModel):
     model: str
     gpu: str
@@ -207,6 +224,7 @@ class ScalingResponse(BaseModel):
     tokens: float | None
     series: list[dict[str, Any]]
     required: list[RequiredOut]
+    verdicts: list[ClaimVerdictOut] = Field(default_factory=list)
     assumptions: list[str]
 
 

@@ -31,13 +31,15 @@ from app.core.network import (
     default_network_params,
     normalise_op,
 )
-from app.core.scaling import ScalingResult, ScalingRun, required_assumption, scaling_curve
+from app.core.scaling import RequiredAssumption, ScalingResult, ScalingRun, required_assumption, scaling_curve
 from app.core.topology import BillOfMaterials, FatTreeDesign, UnitPrices, bill_of_materials, resolve_tiers
 from app.core.units import GB, GBIT, US
 from app.errors import NotFoundError
 from app.schemas.network import (
     BomIn,
     CandidateOut,
+    ClaimIn,
+    ClaimVerdictOut,
     CollectiveAccuracyOut,
     CollectiveIn,
     CollectiveOut,
@@ -425,12 +427,12 @@ def _check_scaling_request(
         p.check(n <= gpn or n % gpn == 0, "gpu_counts", f"{n} is not a whole number of {gpn}-GPU nodes")
 
 
-def _required_for_claims(
+def _solve_claims(
     req: ScalingIn, result: ScalingResult, run: ScalingRun, fabrics: dict[str, FabricSpec]
-) -> list[RequiredOut]:
+) -> list[tuple[ClaimIn, list[RequiredAssumption]]]:
     """For each claimed efficiency, the value of each fabric knob that would reproduce it (required_assumption);
-    a claim at the baseline, or against a reference that cannot run there, has none."""
-    required: list[RequiredOut] = []
+    a claim at the baseline, or against a reference that cannot run there, has none and is left out."""
+    solved: list[tuple[ClaimIn, list[RequiredAssumption]]] = []
     for claim in req.claims:
         reference = None
         if claim.relative_to is not None:
@@ -441,8 +443,9 @@ def _required_for_claims(
             reference = ref_point.tokens_per_s_per_gpu
         elif claim.gpus == result.baseline_gpus:
             continue
-        for knob in ("congestion_derate", "nics_per_node", "base_latency_s"):
-            r = required_assumption(
+        knobs = ("congestion_derate", "nics_per_node", "base_latency_s")
+        found = [
+            required_assumption(
                 knob,
                 claim.efficiency,
                 run,
@@ -451,20 +454,94 @@ def _required_for_claims(
                 fabrics[claim.fabric],
                 reference_tokens_per_s_per_gpu=reference,
             )
-            required.append(
-                RequiredOut(
-                    fabric=claim.fabric,
-                    relative_to=claim.relative_to,
-                    knob=knob,
-                    target_gpus=claim.gpus,
-                    target_efficiency=claim.efficiency,
-                    value=r.value,
-                    unit=KNOB_UNITS[knob],
-                    predicted_at_default=r.predicted_at_default,
-                    note=r.note,
-                )
+            for knob in knobs
+        ]
+        solved.append((claim, found))
+    return solved
+
+
+def _required_out(solved: list[tuple[ClaimIn, list[RequiredAssumption]]]) -> list[RequiredOut]:
+    return [
+        RequiredOut(
+            fabric=claim.fabric,
+            relative_to=claim.relative_to,
+            knob=r.knob,
+            target_gpus=claim.gpus,
+            target_efficiency=claim.efficiency,
+            value=r.value,
+            unit=KNOB_UNITS[r.knob],
+            predicted_at_default=r.predicted_at_default,
+            note=r.note,
+        )
+        for claim, found in solved
+        for r in found
+    ]
+
+
+def _verdicts_out(
+    solved: list[tuple[ClaimIn, list[RequiredAssumption]]],
+    tolerance_pct: float,
+    fabrics: dict[str, FabricSpec],
+) -> list[ClaimVerdictOut]:
+    """Each solved claim judged (app.core.claims): reproduced, explained by a named mechanism, or unreproducible."""
+    from app.catalog.fabrics import presets
+    from app.core.claims import judge_claim
+
+    largest_latency = max(p.spec.base_latency_s for p in presets().values())
+    out = []
+    for claim, found in solved:
+        modelled = found[0].predicted_at_default if found else None
+        if modelled is not None and not math.isfinite(modelled):
+            modelled = None
+        v = judge_claim(
+            claim.efficiency,
+            modelled,
+            found,
+            tolerance_pct,
+            nics_per_node=fabrics[claim.fabric].nics_per_node,
+            largest_catalog_latency_s=largest_latency,
+        )
+        out.append(
+            ClaimVerdictOut(
+                fabric=claim.fabric,
+                relative_to=claim.relative_to,
+                gpus=claim.gpus,
+                claimed=claim.efficiency,
+                modelled=v.modelled,
+                gap_pct=v.gap_pct,
+                tolerance_pct=v.tolerance_pct,
+                verdict=v.verdict,
+                reason=v.reason + _consistency(claim, [c for c, _ in solved], tolerance_pct),
             )
-    return required
+        )
+    return out
+
+
+def _consistency(claim: ClaimIn, claims: list[ClaimIn], tolerance_pct: float) -> str:
+    """For a throughput ratio of two fabrics whose efficiencies at that size are claimed too: whether the
+    claims agree with each other (a ratio is the quotient of the two efficiencies at one GPU count)."""
+    if claim.relative_to is None:
+        return ""
+    eff = {c.fabric: c.efficiency for c in claims if c.relative_to is None and c.gpus == claim.gpus}
+    if claim.fabric not in eff or claim.relative_to not in eff:
+        return ""
+    implied = eff[claim.fabric] / eff[claim.relative_to]
+    if abs(claim.efficiency / implied - 1.0) * 100.0 <= tolerance_pct:
+        return ""
+    return (
+        f"; the efficiencies claimed at {claim.gpus} GPUs imply a ratio of {implied:.0%}, not {claim.efficiency:.0%}: "
+        "the claims disagree with each other"
+    )
+
+
+def _claim_tolerance_pct(resolved: Any) -> float:
+    """The median error of the estimator's published comparisons of two setups of one run, for the scenario's kind
+    of run (app.core.claims; 0 without published comparisons)."""
+    from app.catalog import accuracy_table
+    from app.core.accuracy import ranking_resolution
+
+    resolution = ranking_resolution(accuracy_table(), resolved.model, resolved.seq_len)
+    return resolution.median_pct if resolution is not None else 0.0
 
 
 def _series_out(result: ScalingResult) -> list[dict[str, Any]]:
@@ -516,6 +593,7 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
     result: ScalingResult = scaling_curve(
         run, req.gpu_counts, fabrics, tokens=resolved.tokens or None, baseline_gpus=req.baseline_gpus
     )
+    solved = _solve_claims(req, result, run, fabrics)
     return ScalingResponse(
         model=resolved.model.name,
         gpu=resolved.cluster.gpu.name,
@@ -523,7 +601,8 @@ def run_scaling(req: ScalingIn, session: Session | None = None) -> ScalingRespon
         baseline_gpus=result.baseline_gpus,
         tokens=result.tokens,
         series=_series_out(result),
-        required=_required_for_claims(req, result, run, fabrics),
+        required=_required_out(solved),
+        verdicts=_verdicts_out(solved, _claim_tolerance_pct(resolved), fabrics),
         assumptions=[*list(result.assumptions), f"network parameters: {params.name} v{params.version}"],
     )
 

@@ -13,7 +13,7 @@ from app.catalog.fabrics import find_fabric
 from app.core.errors import SpecError
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout
-from app.core.scaling import ScalingRun, required_assumption, scaling_curve, seed_claims
+from app.core.scaling import ScalingRun, required_assumption, scaling_curve
 
 MODEL = find_model("Llama-2-70B")
 CLUSTER = ClusterSpec(find_gpu("H100-SXM"), 4, 8, fabric=find_fabric("ib-ndr-8x400"))
@@ -82,16 +82,6 @@ def test_required_derate_reproduces_the_target() -> None:
     # latency alone costs 18 % only at an absurd value: the gradients move in buckets of 40M+ parameters (tens of
     # collectives a step), so it would take milliseconds per hop where fabrics have microseconds
     assert latency.value is None or latency.value > 1e-3
-
-
-def test_seed_claims_analysis() -> None:
-    a = seed_claims(
-        ScalingRun(MODEL, CLUSTER, LAYOUT, 4096), [32, 64, 128], FABRICS["ib"], FABRICS["roce"], tokens=1e12
-    )
-    assert a.predicted["roce"][64] > 0.9  # tuned RoCE scales like InfiniBand in the model
-    assert a.claimed_days == {"infiniband": 18.0, "roce": 43.0}
-    assert a.implied_tokens is not None and a.implied_tokens > 0
-    assert any(r.knob == "congestion_derate" and r.value for r in a.required)
 
 
 def test_bom_prices_come_from_the_database_price_book(db_url: str) -> None:

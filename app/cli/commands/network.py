@@ -289,6 +289,9 @@ def render_scaling(out: Any) -> str:
             what += f" of {r.relative_to}'s throughput"
         note = f" ({r.note})" if r.note else ""
         lines.append(f"to reach {what} at {r.target_gpus} GPUs on {r.fabric}: {r.knob} = {val}{note}")
+    for v in out.verdicts:
+        what = f"{v.claimed:.0%}" + (f" of {v.relative_to}'s throughput" if v.relative_to else "")
+        lines.append(f"claim {what} at {v.gpus} GPUs on {v.fabric}: {v.verdict.upper()}: {v.reason}")
     lines.extend(f"  - {a}" for a in out.assumptions)
     return "\n".join(lines)
 
@@ -333,6 +336,7 @@ def seed_claims(as_json: Annotated[bool, typer.Option("--json", help="print JSON
             {"preset": "roce-ecmp-scattered-8x400", "tiers": 2, "name": ARTICLE_ROCE_SCATTERED},
         ],
         "claims": [
+            {"fabric": "ib-ndr-8x400", "gpus": 128, "efficiency": 0.98},
             {"fabric": ARTICLE_ROCE_SCATTERED, "gpus": 64, "efficiency": 0.82},
             {"fabric": ARTICLE_ROCE_SCATTERED, "gpus": 128, "efficiency": 0.71},
             # "18 days on InfiniBand instead of 43 on RoCE": RoCE throughput = 18/43 of InfiniBand's

@@ -7,24 +7,16 @@ further than it is wide, the table ends inside it, and the page is no wider than
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import LiveServer, start_live_server
 from tests.e2e.browser_support import wait_until
+from tests.e2e.test_walk_fixes_browser import LAPTOP, SETTLED
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-LAPTOP = {"width": 1280, "height": 800}
-# every chart drawn and no htmx request in flight or still to start (the scaling panel loads after the results)
-SETTLED = (
-    "document.readyState === 'complete' && "
-    "Array.from(document.querySelectorAll('.chart[data-figure]')).every(el => el.hasAttribute('data-drawn')) && "
-    "document.querySelectorAll('.htmx-request, [hx-trigger=\"load\"]').length === 0"
-)
 # each table of the page (the fabric presets' <details> opened) with its box's scroll and client widths, the right
 # edges of both, and the page's scroll width against the window's
 MEASURE = """() => {
@@ -36,18 +28,6 @@ MEASURE = """() => {
             boxRight: box.getBoundingClientRect().right};
   });
   return {tables, page: document.documentElement.scrollWidth, window: window.innerWidth}; }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"chromium not installed at {CHROMIUM} (make system-deps)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

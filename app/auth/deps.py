@@ -42,6 +42,7 @@ __all__ = [
     "check_profile_use",
     "check_profiles_in",
     "current_principal",
+    "fresh_principal",
     "may_use_profiles",
     "profile_named",
     "require_browser_session",
@@ -158,6 +159,20 @@ def resolve_principal(request: Request) -> Principal:
         principal = _principal_from_cookie(request, settings) or ANONYMOUS
     request.state.principal = principal
     return principal
+
+
+def fresh_principal(request: Request) -> Principal:
+    """The caller worked out again from the request's credential, past the once-per-request cache: for a response
+    that outlives the moment it was authorised (an event stream), so that a token revoked or expired since, a
+    cookie signed out since, or an account deactivated or demoted since, no longer counts (sync: it reads the
+    database). ANONYMOUS when the credential no longer holds."""
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        try:
+            return principal_from_authorization(authorization)
+        except AuthenticationRequired:
+            return ANONYMOUS
+    return _principal_from_cookie(request, _settings(request)) or ANONYMOUS
 
 
 def current_principal(request: Request) -> Principal:

@@ -314,12 +314,15 @@ def check_profile_name(
 
 def creator_fitter(session: Session, job: BenchmarkJob) -> Fitter:
     """The job's creator as a profile fitter (app.services.calibration.Fitter): an admin only while their
-    account is an active administrator; a job without a creator fits as nobody."""
+    account is an active administrator; a job without a creator, or whose creator's account is gone or was
+    deactivated since, fits as nobody (the fit is refused: a deactivated account no longer acts)."""
     from app.models.auth import UserAccount
     from app.services.calibration import Fitter
 
     creator = session.get(UserAccount, job.created_by) if job.created_by else None
-    return Fitter(job.created_by, bool(creator and creator.is_active and creator.is_admin))
+    if creator is None or not creator.is_active:
+        return Fitter(None, False)
+    return Fitter(creator.id, creator.is_admin)
 
 
 def _fit_finished_calibration(session: Session, job: BenchmarkJob) -> None:

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 from sqlmodel import Session
 
 from app.api.envelope import PagingDep
-from app.auth.deps import Principal, ReadDep, RunDep, principal_user_id
+from app.auth.deps import Principal, ReadDep, RunDep, fresh_principal, principal_user_id
 from app.db import get_read_engine
 from app.deps import ReadSessionDep, SessionDep
 from app.models.base import as_utc
@@ -38,6 +38,7 @@ from app.services.calibration import ProfileForbiddenError
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 
 MAX_EVENT_ID = 2**31 - 1  # job_event.id is a 32-bit INTEGER column (PostgreSQL integer)
+STREAM_SCOPE = "plans:read"  # ReadDep's: what reading a job's events needs, for as long as the stream is open
 SSE_POLL_S = 0.5  # how often the event stream looks for new events: well under a progress flush (0.5 s)
 
 
@@ -238,7 +239,7 @@ async def stream_benchmark_events(
     job_id: uuid.UUID,
     request: Request,
     session: ReadSessionDep,
-    principal: ReadDep,
+    _principal: ReadDep,
     # an event id this stream sent: 18 digits stay below 2^63, the widest integer SQLite compares
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=18)] = None,
     after: Annotated[int, Query(ge=0, le=MAX_EVENT_ID, description="replay events after this id")] = 0,
@@ -246,13 +247,18 @@ async def stream_benchmark_events(
     job_service.get_job(session, job_id)  # 404 before the stream starts
     session.close()
     start = _resume_after(last_event_id, after)
-    show_hosts = principal.has("admin")
 
     async def stream() -> AsyncIterator[str]:
         cursor = start
         yield "retry: 2000\n\n"
         while True:
-            events, state = await run_in_threadpool(_poll, job_id, cursor, show_hosts)
+            # The stream outlives the request's authorisation: the credential is checked again before each look,
+            # so a token revoked, a session signed out or an account deactivated since ends it (the browser's
+            # reconnection then gets the 401), and host names follow whether the caller is still an administrator.
+            now = await run_in_threadpool(fresh_principal, request)
+            if not now.has(STREAM_SCOPE):
+                return
+            events, state = await run_in_threadpool(_poll, job_id, cursor, now.has("admin"))
             for event_id, payload in events:
                 cursor = event_id
                 name = str(payload.get("event", "message"))

@@ -309,10 +309,16 @@ async def add_price(request: Request, session: SessionDep, principal: WriteDep) 
     return _book_response(request, context)
 
 
-def _editable_row(session: SessionDep, price_id: uuid.UUID, actor: catalog_service.Actor) -> PriceRow:
-    """The row, if `actor` may change it: another user's row is NotFoundError (as a missing one), a built-in one
-    ReadOnlyError."""
-    row = catalog_service.get_price_row(session, price_id, viewer=actor)
+def _editable_row(
+    session: SessionDep,
+    price_id: uuid.UUID,
+    actor: catalog_service.Actor,
+    viewer: catalog_service.Actor | None = None,
+) -> PriceRow:
+    """The row, if `viewer` (default: `actor`) sees it and `actor` may change it: a row the viewer does not see
+    (another user's, or the caller's own through a credential without plans:read) is NotFoundError (as a missing
+    one), a built-in one ReadOnlyError."""
+    row = catalog_service.get_price_row(session, price_id, viewer=actor if viewer is None else viewer)
     catalog_service.check_may_change(row, "price row", row.item, actor)
     return row
 
@@ -320,8 +326,10 @@ def _editable_row(session: SessionDep, price_id: uuid.UUID, actor: catalog_servi
 @router.get("/catalog/prices/{price_id}/edit", response_class=HTMLResponse)
 def edit_price_form(price_id: uuid.UUID, request: Request, session: SessionDep) -> HTMLResponse:
     filters = _price_filters(dict(request.query_params))
+    principal = resolve_principal(request)
     try:
-        row = _editable_row(session, price_id, actor_of(resolve_principal(request)))
+        # read as the price book reads (price_viewer: a token without plans:read sees the built-in rows only)
+        row = _editable_row(session, price_id, actor_of(principal), price_viewer(principal))
     except NotFoundError as exc:
         return _missing(request, "price row", exc, "prices")
     except PermissionError as exc:

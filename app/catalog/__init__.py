@@ -36,6 +36,8 @@ MODELS_FILE = CATALOG_DIR / "models.yaml"
 INTERCONNECTS_FILE = CATALOG_DIR / "interconnects.yaml"
 PRICES_FILE = CATALOG_DIR / "prices.csv"
 ACCURACY_FILE = CATALOG_DIR / "accuracy.json"
+# every headline accuracy figure with its role and target, built by `clusterplan validate scorecard --write`
+SCORECARD_FILE = CATALOG_DIR / "scorecard.json"
 REGION_FILE = CATALOG_DIR / "validated_region.json"
 
 # Keys in models.yaml that describe the catalog entry rather than the architecture.
@@ -178,6 +180,14 @@ def accuracy_table() -> dict[str, Any]:
     import json
 
     return dict(json.loads(ACCURACY_FILE.read_text(encoding="utf-8")))
+
+
+@cache
+def scorecard_table() -> dict[str, Any]:
+    """The validation scorecard (app.validation.scorecard): {figures, summary}, as committed."""
+    import json
+
+    return dict(json.loads(SCORECARD_FILE.read_text(encoding="utf-8")))
 
 
 @cache

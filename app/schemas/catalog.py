@@ -301,3 +301,30 @@ class PriceUpdate(BaseModel):
 
 
 # --- conversions (SI → display units) ------------------------------------------------------------------------
+
+
+class ScorecardFigure(BaseModel):
+    """One headline accuracy figure (app.validation.scorecard)."""
+
+    key: str
+    label: str
+    section: str
+    role: str = Field(
+        description="development (the rows the constants were chosen on), held out, or all runs"
+    )
+    value: float | None
+    n: int | None = Field(description="published rows behind the figure")
+    unit: str
+    target: str | None
+    status: str = Field(description="met, not met, or empty where the figure has no target")
+
+
+class ScorecardSummary(BaseModel):
+    targets: int
+    met: int
+    not_met: list[str]
+
+
+class Scorecard(BaseModel):
+    figures: list[ScorecardFigure]
+    summary: ScorecardSummary

@@ -326,6 +326,11 @@ def to_dict(figures: Sequence[Figure]) -> dict[str, Any]:
     }
 
 
+def dumps(figures: Sequence[Figure]) -> str:
+    """The committed form (app/catalog/scorecard.json): `to_dict`, indented, with a final newline."""
+    return json.dumps(to_dict(figures), indent=2, ensure_ascii=False) + "\n"
+
+
 def read_previous(path: Path) -> dict[str, float | None]:
     """key → value of a scorecard written earlier with --json. Raises UserError for a file that is not one."""
     try:

@@ -51,6 +51,7 @@ PUBLIC_ROUTES: dict[tuple[str, str], str] = {
     ("GET", r"/(network|cost)(/[a-z-]+)?"): "calculator pages and their live results (pure calculations)",
     ("GET", r"/api/v1/cost/prices"): "public price-book rows (catalog data)",
     ("GET", r"/api/v1/goodput/presets"): "public reference presets",
+    ("GET", r"/api/v1/accuracy/scorecard"): "public validation figures (as the catalog's accuracy page)",
     ("GET", r"/api/v1/network/fabrics"): "public fabric presets (catalog data)",
 }
 # Pure calculations: POST only because the inputs are a JSON document; they read the catalog and write

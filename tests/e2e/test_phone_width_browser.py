@@ -34,6 +34,7 @@ PAGES = (
     "/catalog/models",
     "/catalog/interconnects",
     "/catalog/prices",
+    "/catalog/accuracy",
     "/tokens",
     "/account/password",
     "/docs",

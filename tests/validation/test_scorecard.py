@@ -4,10 +4,13 @@ against its target as quoted, and compared with a scorecard saved earlier."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.catalog import SCORECARD_FILE
 from app.validation import scorecard
 from app.validation.scorecard import Figure, change
 from tests.cli_support import invoke
@@ -117,3 +120,27 @@ def test_against_a_file_that_is_no_scorecard_is_one_line(tmp_path: Path, content
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "not a scorecard written by --json" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_committed_scorecard_is_what_the_replay_gives_now(figures: dict[str, Figure]) -> None:
+    committed = json.loads(SCORECARD_FILE.read_text(encoding="utf-8"))
+    assert committed == json.loads(scorecard.dumps(list(figures.values()))), (
+        "app/catalog/scorecard.json is stale: run `clusterplan validate scorecard --write`"
+    )
+
+
+def test_accuracy_page_and_api_show_the_committed_scorecard(client: Any) -> None:
+    committed = json.loads(SCORECARD_FILE.read_text(encoding="utf-8"))
+    api = client.get("/api/v1/accuracy/scorecard")
+    assert api.status_code == 200 and api.json() == committed
+    page = client.get("/catalog/accuracy")
+    assert page.status_code == 200
+    held = next(f for f in committed["figures"] if f["key"] == "heldout.time")
+    row = re.search(r'<tr id="figure-heldout-time">(.*?)</tr>', page.text, re.S)
+    assert row is not None
+    assert f"{held['value']:.1f} %" in row.group(1) and "held out" in row.group(1)
+    summary = committed["summary"]
+    assert f"{summary['met']} of {summary['targets']} targets met" in page.text
+    missed = next(f for f in committed["figures"] if f["status"] == "not met")
+    missed_row = re.search(rf'<tr id="figure-{missed["key"].replace(".", "-")}">(.*?)</tr>', page.text, re.S)
+    assert missed_row is not None and '<span class="not-met">not met</span>' in missed_row.group(1)

@@ -30,6 +30,7 @@ from app.schemas.catalog import (
     PriceCreate,
     PricePublic,
     PriceUpdate,
+    Scorecard,
 )
 from app.schemas.envelope import ListEnvelope
 from app.services import catalog as catalog_service
@@ -74,6 +75,24 @@ def list_gpus(session: SessionDep, page: PagingDep) -> ListEnvelope[GPUPublic]:
 )
 def get_gpu(name: NamePath, session: SessionDep) -> GPUPublic:
     return gpu_public(catalog_service.get_gpu_entry(session, name))
+
+
+# --- accuracy ------------------------------------------------------------------------------------------------
+
+
+@router.get(
+    "/accuracy/scorecard",
+    tags=["accuracy"],
+    operation_id="get_scorecard",
+    response_model=Scorecard,
+    summary="Every headline accuracy figure, its data's role and target",
+)
+def get_scorecard() -> Scorecard:
+    """The validation scorecard as committed with the model (`clusterplan validate scorecard --write`): each figure's
+    value against published measurements, whether its rows were development or held out, and its target."""
+    from app.catalog import scorecard_table
+
+    return Scorecard.model_validate(scorecard_table())
 
 
 # --- interconnects -------------------------------------------------------------------------------------------

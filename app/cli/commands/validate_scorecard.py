@@ -1,4 +1,4 @@
-"""`clusterplan validate scorecard [--json] [--against FILE]`: every headline accuracy figure in one table."""
+"""`clusterplan validate scorecard [--json] [--against FILE] [--write]`: every headline accuracy figure in one table."""
 
 from __future__ import annotations
 
@@ -29,11 +29,20 @@ def scorecard(
             "--against", dir_okay=False, help="a scorecard saved earlier with --json: add the change"
         ),
     ] = None,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write", help="also write it to app/catalog/scorecard.json, which /catalog/accuracy shows"
+        ),
+    ] = False,
 ) -> None:
-    from app.validation.scorecard import build, read_previous, render, to_dict
+    from app.catalog import SCORECARD_FILE
+    from app.validation.scorecard import build, dumps, read_previous, render, to_dict
 
     previous = read_previous(against) if against is not None else None
     figures = build()
+    if write:
+        SCORECARD_FILE.write_text(dumps(figures), encoding="utf-8")
     if as_json:
         typer.echo(to_json(to_dict(figures), indent=2))
     else:

@@ -108,6 +108,25 @@ def gpu_page(name: NamePath, request: Request, session: SessionDep) -> HTMLRespo
     return render(request, "catalog_gpu_detail.html", context)
 
 
+# --- accuracy ------------------------------------------------------------------------------------------------
+
+
+@router.get("/catalog/accuracy", response_class=HTMLResponse)
+def accuracy_page(request: Request) -> HTMLResponse:
+    """The validation scorecard: each headline accuracy figure, its data's role, its target and whether it is met."""
+    from app.catalog import scorecard_table
+
+    table = scorecard_table()
+    sections: dict[str, list[dict[str, Any]]] = {}
+    for figure in table["figures"]:
+        sections.setdefault(figure["section"], []).append(figure)
+    context = _base_context(request, "Accuracy", "accuracy") | {
+        "sections": sections,
+        "summary": table["summary"],
+    }
+    return render(request, "catalog_accuracy.html", context)
+
+
 # --- interconnects -------------------------------------------------------------------------------------------
 
 

@@ -431,7 +431,8 @@ def _solve_claims(
     req: ScalingIn, result: ScalingResult, run: ScalingRun, fabrics: dict[str, FabricSpec]
 ) -> list[tuple[ClaimIn, list[RequiredAssumption]]]:
     """For each claimed efficiency, the value of each fabric knob that would reproduce it (required_assumption);
-    a claim at the baseline, or against a reference that cannot run there, has none and is left out."""
+    a ratio against a reference that cannot run at that size has none and is left out. A claim at the baseline
+    count is solved too: efficiency is against the ideal (a perfect network), not against the baseline."""
     solved: list[tuple[ClaimIn, list[RequiredAssumption]]] = []
     for claim in req.claims:
         reference = None
@@ -441,8 +442,6 @@ def _solve_claims(
             if ref_point is None or ref_point.error is not None:
                 continue
             reference = ref_point.tokens_per_s_per_gpu
-        elif claim.gpus == result.baseline_gpus:
-            continue
         knobs = ("congestion_derate", "nics_per_node", "base_latency_s")
         found = [
             required_assumption(

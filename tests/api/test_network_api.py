@@ -247,6 +247,10 @@ def test_scaling_claims_get_verdicts_through_the_api(client: Any) -> None:
     body["claims"] = [{"fabric": "ib-ndr-8x400", "gpus": 64, "efficiency": round(modelled, 4)}]
     (same,) = client.post("/api/v1/network/scaling", json=body).json()["verdicts"]
     assert same["verdict"] == "reproduced" and abs(same["gap_pct"]) < 0.1
+    # at the baseline count too: efficiency is against a perfect network, so the baseline has one of its own
+    body["claims"] = [{"fabric": "ib-ndr-8x400", "gpus": 8, "efficiency": 0.5}]
+    (baseline,) = client.post("/api/v1/network/scaling", json=body).json()["verdicts"]
+    assert baseline["gpus"] == 8 and baseline["modelled"] > 0.5 and baseline["verdict"] != "reproduced"
 
 
 def test_tier_counts_are_inferred_or_refused(client: Any) -> None:

@@ -137,7 +137,9 @@ def _assert_the_pages_open_on(client: Any, links: dict[str, str], state: Builder
 def test_the_builder_links_its_cluster_to_the_cost_and_network_pages(client: Any) -> None:
     results = client.get("/plans/new?" + CLUSTER.query(), headers=HX)
     links = _links(results.text)
-    accuracy = re.search(r'<p class="tool-links" id="accuracy-link">.*?<a href="([^"]+)">', results.text, re.S)
+    accuracy = re.search(
+        r'<p class="tool-links" id="accuracy-link">.*?<a href="([^"]+)">', results.text, re.S
+    )
     assert accuracy and accuracy.group(1) == "/catalog/accuracy"
     assert links["Cost and TCO for this cluster"].startswith("/cost?")
     assert links["Network scaling for this cluster"].startswith("/network?")

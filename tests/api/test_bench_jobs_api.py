@@ -774,7 +774,8 @@ def test_the_hosts_a_job_ran_on_are_for_administrators(api: TestClient) -> None:
         headers=agent(token),
         json={"attempt": 1, "status": "succeeded", "result": result},
     )
-    assert done.status_code == 200 and "gpu-secret-host-17" in done.text  # the node's own job
+    # the agent's answer is the job as a reader sees it: its earlier attempts may name other nodes' hosts
+    assert done.status_code == 200 and "gpu-secret-host-17" not in done.text
     reader = bearer(issue_token("host-reader@example.com", ["plans:read"], is_admin=False))
     for who in (reader, runner):
         seen = api.get(f"/api/v1/benchmarks/{job_id}", headers=who)
@@ -881,3 +882,42 @@ def test_redact_hosts_matches_whole_names_only() -> None:
         "m": ["<host>:1:2 [0] NCCL INFO", 3]
     }
     assert redact_hosts("hostname: a.b.c\nthe host is fine", set()) == "hostname: <host>\nthe host is fine"
+
+
+def test_an_agent_claiming_a_retried_job_reads_no_other_nodes_host_names(api: TestClient) -> None:
+    """The claim answers the agent with the job, earlier attempts included; their errors and logs name the hosts
+    of the nodes that ran them, which are for administrators only (a node is an operator's machine, not one)."""
+    _, token_a = new_node(api, "first-rack")
+    api.post(
+        "/api/v1/agent/register",
+        headers=agent(token_a),
+        json={"hostname": "gpu-secret-a.corp.internal", "info": {}},
+    )
+    _, token_b = new_node(api, "second-rack")
+    job_id = api.post("/api/v1/benchmarks", json=JOB).json()["id"]
+    assert api.post("/api/v1/agent/claim", headers=agent(token_a)).json()["attempt"] == 1
+    api.post(
+        f"/api/v1/agent/jobs/{job_id}/progress",
+        headers=agent(token_a),
+        json={
+            "attempt": 1,
+            "events": [{"event": "log", "message": "NCCL error on gpu-secret-a.corp.internal"}],
+        },
+    )
+    failed = api.post(
+        f"/api/v1/agent/jobs/{job_id}/complete",
+        headers=agent(token_a),
+        json={
+            "attempt": 1,
+            "status": "failed",
+            "error": "rank 0 on gpu-secret-a.corp.internal exited with 1",
+        },
+    )
+    assert failed.status_code == 200, failed.text
+    assert api.post(f"/api/v1/benchmarks/{job_id}/retry").status_code == 202
+    claimed = api.post("/api/v1/agent/claim", headers=agent(token_b))
+    assert claimed.status_code == 200 and claimed.json()["attempt"] == 2
+    assert "gpu-secret-a" not in claimed.text
+    assert claimed.json()["attempts"][0]["error"] == "rank 0 on <host> exited with 1"
+    # an administrator still reads them as written
+    assert "gpu-secret-a" in api.get(f"/api/v1/benchmarks/{job_id}").json()["attempts"][0]["error"]

@@ -169,7 +169,9 @@ def agent_claim(node: NodeDep, session: SessionDep) -> Any:
     job = job_service.claim_job(session, node)
     if job is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return public_of(session, job, show_hosts=True)  # the node's own job and hosts
+    # the job as a reader sees it: earlier attempts' errors and logs name the hosts of the nodes that ran them,
+    # which are for administrators (a node is an operator's machine, not one); the agent needs none of them
+    return public_of(session, job, show_hosts=False)
 
 
 @router.post(
@@ -209,4 +211,6 @@ def agent_complete(
         )
     except job_service.ConflictError as exc:
         raise HTTPException(status_code=status.HTTP_409_CONFLICT, detail=str(exc)) from exc
-    return public_of(session, job, show_hosts=True)  # the node's own job and hosts
+    # the job as a reader sees it: earlier attempts' errors and logs name the hosts of the nodes that ran them,
+    # which are for administrators (a node is an operator's machine, not one); the agent needs none of them
+    return public_of(session, job, show_hosts=False)

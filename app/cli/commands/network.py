@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -236,6 +237,14 @@ def scaling(
     congestion_derate: Annotated[
         float | None, typer.Option(help="apply to every fabric (stated assumption)")
     ] = None,
+    claim: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a claimed figure to judge, FABRIC@GPUS=EFFICIENCY (e.g. roce-8x400@128=71%), or a throughput "
+            "ratio against another fabric, FABRIC@GPUS=RATIO/OTHER (e.g. roce-8x400@128=0.42/ib-ndr-8x400); "
+            "repeatable; each fabric must be one of --fabrics"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     from app.services import network as svc
@@ -250,12 +259,35 @@ def scaling(
         "fabrics": [f.strip() for f in fabrics.split(",") if f.strip()],
         "mode": mode,
         "overrides": {"congestion_derate": congestion_derate} if congestion_derate else None,
+        "claims": [parse_claim(text) for text in claim or []],
     }
     out = svc.run_scaling(svc.parse(net_schema.ScalingIn, body))
     if as_json:
         typer.echo(to_json(out.model_dump(mode="json"), indent=2))
         return
     typer.echo(render_scaling(out))
+
+
+CLAIM_FORM = re.compile(r"^\s*([^@=/\s]+)@(\d+)=([0-9.]+)(%?)(?:/([^@=/\s]+))?\s*$")
+
+
+def parse_claim(text: str) -> dict[str, Any]:
+    """--claim FABRIC@GPUS=EFFICIENCY[%][/OTHER] as the scaling endpoint's claim; UserError when malformed."""
+    match = CLAIM_FORM.match(text)
+    if match is None:
+        raise UserError(
+            f"bad --claim {text!r}: use FABRIC@GPUS=EFFICIENCY, e.g. roce-8x400@128=71% or "
+            "roce-8x400@128=0.42/ib-ndr-8x400"
+        )
+    fabric, count, value, percent, other = match.groups()
+    try:
+        efficiency = float(value) / (100.0 if percent else 1.0)
+    except ValueError:
+        raise UserError(f"bad --claim {text!r}: {value!r} is not a number") from None
+    claim: dict[str, Any] = {"fabric": fabric, "gpus": int(count), "efficiency": efficiency}
+    if other:
+        claim["relative_to"] = other
+    return claim
 
 
 def render_scaling(out: Any) -> str:

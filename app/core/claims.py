@@ -79,7 +79,7 @@ def judge_claim(
 def _judged(claimed: float, modelled: float, gap: float, tolerance_pct: float) -> ClaimVerdict | None:
     if abs(gap) <= tolerance_pct:
         reason = (
-            f"the model gives {modelled:.1%}, {gap:+.1f} % from the claim: within ±{tolerance_pct:.1f} %, the median "
+            f"the claim is {gap:+.1f} % from the model's {modelled:.1%}: within ±{tolerance_pct:.1f} %, the median "
             "error of the estimator's published comparisons of two setups of one run"
         )
         return ClaimVerdict("reproduced", claimed, modelled, gap, tolerance_pct, reason)

@@ -163,15 +163,16 @@ REPLAYED: tuple[tuple[str, str, str, float | None], ...] = (
     ("bigscience.time", "training_runs_bigscience_chronicles.csv", "BigScience chronicles: MAPE", None),
     ("nvfp4.time", "training_runs_nvfp4.csv", "NVFP4 runs: MAPE", None),
 )
-# the accuracy bands' basis: every time-like row outside the development set (as `validate accuracy`)
+# the accuracy bands' basis: the unseen files `validate accuracy` builds app/catalog/accuracy.json from (Makefile,
+# docs/validation.md), so that each band figure is the band estimates quote (tests/validation/test_scorecard.py)
 BAND_FILES = (
     "training_runs_heldout.csv",
     "training_runs_final_check.csv",
-    "training_runs_megatron_bridge_2602_01.csv",
 )
 # (regime, target MAPE) of the bands the scorecard quotes
 BANDS: tuple[tuple[str, float | None], ...] = (
     ("dense", None),
+    ("dense-long-context", None),
     ("moe", None),
     ("moe-light", 20.0),
     ("moe-light-hybridep", None),
@@ -301,7 +302,7 @@ def _collective_figures() -> list[Figure]:
 
 SECTIONS: tuple[tuple[str, Callable[[], list[Figure]]], ...] = (
     ("training runs: step time and memory", _run_figures),
-    ("accuracy bands (every row outside the development set)", _band_figures),
+    ("accuracy bands (the held-out and final-check rows, as estimates quote them)", _band_figures),
     ("whole pre-training runs: GPU-hours", _whole_run_figures),
     ("optimism guard: the planner's best against the best published MFU", _optimism_figures),
     ("collectives: bus bandwidth", _collective_figures),
@@ -313,11 +314,19 @@ def build() -> list[Figure]:
     return [replace(f, section=title) for title, section in SECTIONS for f in section()]
 
 
-def to_dict(figures: Sequence[Figure]) -> dict[str, Any]:
+def to_dict(figures: Sequence[Figure], previous: Mapping[str, float | None] | None = None) -> dict[str, Any]:
+    """{figures, summary}; with `previous` (--against), each figure also has its `change` since then and
+    `change_verdict` ("better", "worse", "" or "new" for a figure the earlier scorecard did not have)."""
     met = [f for f in figures if f.status == "met"]
     judged = [f for f in figures if f.status]
+    rows = [f.to_dict() for f in figures]
+    if previous is not None:
+        for f, row in zip(figures, rows, strict=True):
+            delta, verdict = change(f, previous.get(f.key))
+            row["change"] = None if delta is None else round(delta, 3)
+            row["change_verdict"] = verdict if f.key in previous else "new"
     return {
-        "figures": [f.to_dict() for f in figures],
+        "figures": rows,
         "summary": {
             "targets": len(judged),
             "met": len(met),
@@ -335,7 +344,12 @@ def read_previous(path: Path) -> dict[str, float | None]:
     """key → value of a scorecard written earlier with --json. Raises UserError for a file that is not one."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        return {str(f["key"]): f["value"] for f in document["figures"]}
+        previous = {str(f["key"]): f["value"] for f in document["figures"]}
+        for key, value in previous.items():
+            # a number or null, as --json writes it (a bool is an int to Python, not a figure)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise TypeError(f"{key}: value {value!r} is not a number")
+        return previous
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(
             f"--against {path}: not a scorecard written by --json ({exc.__class__.__name__})"
@@ -344,18 +358,25 @@ def read_previous(path: Path) -> dict[str, float | None]:
 
 def change(figure: Figure, before: float | None) -> tuple[float | None, str]:
     """(value now − before, "better" / "worse" / "") — lower is better except for figures with an at-least
-    target and the count of whole runs inside the range."""
+    target and the counts in HIGHER_IS_BETTER; a signed error (SIGNED) is better the nearer it is to zero."""
     if before is None or figure.value is None:
         return None, ""
     delta = figure.value - before
     if abs(delta) < MOVE_EPSILON:
         return delta, ""
+    if figure.key in SIGNED:
+        moved = abs(figure.value) - abs(before)
+        if abs(moved) < MOVE_EPSILON:
+            return delta, ""
+        return delta, "better" if moved < 0 else "worse"
     higher_is_better = figure.at_least or figure.key in HIGHER_IS_BETTER
     return delta, "better" if (delta > 0) == higher_is_better else "worse"
 
 
 # figures where a larger value is the better one (counts of rows predicted or placed right)
 HIGHER_IS_BETTER = frozenset({"dev.oom", "runs.range"})
+# signed errors (negative: optimistic), best at zero
+SIGNED = frozenset({"runs.mean"})
 
 
 def _value_text(figure: Figure) -> str:

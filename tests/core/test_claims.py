@@ -31,6 +31,14 @@ def test_within_the_tolerance_is_reproduced_either_side() -> None:
     assert just_out.verdict == "unreproducible"
 
 
+def test_the_reason_signs_the_gap_as_the_claim_against_the_model() -> None:
+    """gap_pct is claimed ÷ modelled − 1: a claim above the model is "+", and the words must say it that way round."""
+    v = judge_claim(
+        0.95 * 1.05, 0.95, _needs(None, None, None), 7.0, nics_per_node=8, largest_catalog_latency_s=1
+    )
+    assert v.verdict == "reproduced" and "the claim is +5.0 % from the model's 95.0%" in v.reason, v.reason
+
+
 @pytest.mark.parametrize(
     ("needs", "verdict", "words"),
     [

@@ -41,6 +41,19 @@ def test_each_figure_is_its_own_replay(figures: dict[str, Figure]) -> None:
     assert figures["coll.dev.small.p90"].n == small["n"]
 
 
+def test_band_figures_are_the_bands_estimates_quote(figures: dict[str, Figure]) -> None:
+    """Each band figure is the committed band (app/catalog/accuracy.json) that every estimate of that kind quotes:
+    the same rows, the same MAPE, and every band of the table is on the scorecard."""
+    from app.catalog import accuracy_table
+
+    regimes = accuracy_table()["regimes"]
+    bands = {key.removeprefix("band."): f for key, f in figures.items() if key.startswith("band.")}
+    assert set(bands) == set(regimes)
+    for regime, record in regimes.items():
+        assert bands[regime].n == record["runs"], regime
+        assert bands[regime].value == pytest.approx(record["mape_pct"]), regime
+
+
 def test_roles_and_targets(figures: dict[str, Figure]) -> None:
     assert figures["dev.time"].role == scorecard.DEVELOPMENT
     assert figures["heldout.dense"].role == scorecard.HELD_OUT
@@ -83,6 +96,15 @@ def test_change_says_which_way_is_better() -> None:
     assert change(inside, 9.0) == (pytest.approx(1.0), "better")
 
 
+def test_change_of_a_signed_error_is_judged_by_its_distance_from_zero() -> None:
+    """The whole runs' mean error is signed (negative: optimistic): −20 % → −25 % is worse, not better."""
+    mean = Figure("runs.mean", "l", "held out", -25.0)
+    assert change(mean, -20.0) == (pytest.approx(-5.0), "worse")
+    assert change(mean, -30.0) == (pytest.approx(5.0), "better")
+    assert change(Figure("runs.mean", "l", "held out", 2.0), -4.0)[1] == "better"
+    assert change(Figure("runs.mean", "l", "held out", 6.0), -4.0)[1] == "worse"
+
+
 def test_cli_json_and_against(
     tmp_path: Path, figures: dict[str, Figure], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,9 +130,27 @@ def test_cli_json_and_against(
     assert lines["final check (all MoE): step time MAPE"].endswith("+2.00 worse")
     assert lines["NVFP4 runs: MAPE"].endswith("new")
     assert lines["step time MAPE"].endswith("=")
+    # --json with --against carries the same change per figure
+    changed = invoke(["validate", "scorecard", "--json", "--against", str(before)])
+    assert changed.exit_code == 0, changed.output
+    rows = {f["key"]: f for f in json.loads(changed.output)["figures"]}
+    assert rows["heldout.time"]["change"] == pytest.approx(-2.0)
+    assert rows["heldout.time"]["change_verdict"] == "better"
+    assert rows["final.time"]["change_verdict"] == "worse"
+    assert rows["nvfp4.time"]["change"] is None and rows["nvfp4.time"]["change_verdict"] == "new"
+    assert rows["dev.time"]["change"] == 0 and rows["dev.time"]["change_verdict"] == ""
 
 
-@pytest.mark.parametrize("content", ["{}", "not json", '{"figures": [{"value": 1}]}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{}",
+        "not json",
+        '{"figures": [{"value": 1}]}',
+        '{"figures": [{"key": "dev.time", "value": "5.3"}]}',  # a value that is no number
+        '{"figures": [{"key": "dev.time", "value": true}]}',
+    ],
+)
 def test_against_a_file_that_is_no_scorecard_is_one_line(tmp_path: Path, content: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(content, encoding="utf-8")

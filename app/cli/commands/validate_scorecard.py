@@ -44,6 +44,6 @@ def scorecard(
     if write:
         SCORECARD_FILE.write_text(dumps(figures), encoding="utf-8")
     if as_json:
-        typer.echo(to_json(to_dict(figures), indent=2))
+        typer.echo(to_json(to_dict(figures, previous), indent=2))
     else:
         typer.echo(render(figures, previous))

@@ -63,10 +63,13 @@ def judge_claim(
     if claimed > modelled:
         reason = (
             f"the claim is {gap:+.1f} % from the model's {modelled:.1%}, beyond ±{tolerance_pct:.1f} %, "
-            "and higher: no fabric value makes the model faster than its figure"
+            "and higher: explaining it would take a faster fabric than the one given, which is not searched for"
         )
         return ClaimVerdict("unreproducible", claimed, modelled, gap, tolerance_pct, reason)
-    found = [_within_published(r, nics_per_node, largest_catalog_latency_s) for r in required]
+    found = [
+        _within_published(r, claimed, tolerance_pct, nics_per_node, largest_catalog_latency_s)
+        for r in required
+    ]
     explained = [text for ok, text in found if ok]
     needs = "; ".join(text for _, text in found) or "no fabric value was solved for"
     if explained:
@@ -87,9 +90,11 @@ def _judged(claimed: float, modelled: float, gap: float, tolerance_pct: float) -
 
 
 def _within_published(
-    r: RequiredAssumption, nics_per_node: int, largest_latency_s: float
+    r: RequiredAssumption, claimed: float, tolerance_pct: float, nics_per_node: int, largest_latency_s: float
 ) -> tuple[bool, str]:
     """(whether the solved value lies inside what published measurements show, the value in words)."""
+    if r.knob == "nics_per_node":
+        return _fewer_nics(r, claimed, tolerance_pct, nics_per_node)
     if r.value is None:
         return False, f"{r.knob}: not reachable ({r.note or 'no value in the searched range'})"
     if r.knob == "congestion_derate":
@@ -98,9 +103,6 @@ def _within_published(
             f"a congestion derate of {r.value:.2f} (published routing losses reach {SMALLEST_PUBLISHED_DERATE:.2f}: "
             f"Meta's E-ECMP gain of up to {LARGEST_PUBLISHED_ROUTING_GAIN - 1:.0%})"
         )
-    if r.knob == "nics_per_node":
-        count = round(r.value)
-        return count < nics_per_node, f"{count} NICs per node instead of {nics_per_node} ({r.note})"
     if r.knob == "base_latency_s":
         ok = r.value <= largest_latency_s
         return ok, (
@@ -108,3 +110,18 @@ def _within_published(
             f"{largest_latency_s * 1e6:,.0f} µs)"
         )
     return False, f"{r.knob} = {r.value:g}"
+
+
+def _fewer_nics(
+    r: RequiredAssumption, claimed: float, tolerance_pct: float, nics_per_node: int
+) -> tuple[bool, str]:
+    """A smaller whole NIC count explains a claim when the model's efficiency with it is as close to the claim as a
+    reproduction must be (the same tolerance)."""
+    if r.nearest is None or r.nearest_efficiency is None or r.nearest_efficiency <= 0:
+        return False, f"nics_per_node: not reachable ({r.note or 'no NIC count was tried'})"
+    count, efficiency = round(r.nearest), r.nearest_efficiency
+    gap = (claimed / efficiency - 1.0) * 100.0
+    words = f"{count} NIC{'' if count == 1 else 's'} per node instead of {nics_per_node} ({efficiency:.1%}"
+    if count >= nics_per_node:
+        return False, words + ": no fewer NICs come nearer)"
+    return abs(gap) <= tolerance_pct, words + f", the claim {gap:+.1f} % from it)"

@@ -244,6 +244,10 @@ class RequiredAssumption:
     value: float | None  # None: no value in the searched range reaches the target
     predicted_at_default: float
     note: str = ""
+    # nics_per_node only: the whole NIC count whose efficiency is nearest the target, and that efficiency, whether
+    # or not it is within NIC_MATCH_TOLERANCE (a verdict judges it with its own tolerance: app.core.claims)
+    nearest: float | None = None
+    nearest_efficiency: float | None = None
 
 
 def efficiency_at(
@@ -334,9 +338,10 @@ def _required_nics(
     with the two counts that bracket the target in the note."""
     reached = {n: eff(replace(fabric, nics_per_node=n)) for n in range(fabric.nics_per_node, 0, -1)}
     best = min(reached, key=lambda n: abs(reached[n] - target))
+    nearest = {"nearest": float(best), "nearest_efficiency": reached[best]}
     if abs(reached[best] - target) <= NIC_MATCH_TOLERANCE:
         note = f"{reached[best]:.1%} with {best} NIC(s) per node"
-        return RequiredAssumption("nics_per_node", target_gpus, target, float(best), default, note)
+        return RequiredAssumption("nics_per_node", target_gpus, target, float(best), default, note, **nearest)
     above = [n for n in reached if reached[n] > target]
     below = [n for n in reached if reached[n] <= target]
     parts = []
@@ -345,4 +350,4 @@ def _required_nics(
     if below:
         parts.append(f"{max(below)} give {reached[max(below)]:.1%}")
     note = "no whole NIC count gives it: " + ", ".join(parts)
-    return RequiredAssumption("nics_per_node", target_gpus, target, None, default, note)
+    return RequiredAssumption("nics_per_node", target_gpus, target, None, default, note, **nearest)

@@ -431,7 +431,7 @@ def _solve_claims(
     req: ScalingIn, result: ScalingResult, run: ScalingRun, fabrics: dict[str, FabricSpec]
 ) -> list[tuple[ClaimIn, list[RequiredAssumption]]]:
     """For each claimed efficiency, the value of each fabric knob that would reproduce it (required_assumption);
-    a ratio against a reference that cannot run at that size has none and is left out. A claim at the baseline
+    a ratio against a reference that cannot run at that size has none (its verdict says so). A claim at the baseline
     count is solved too: efficiency is against the ideal (a perfect network), not against the baseline."""
     solved: list[tuple[ClaimIn, list[RequiredAssumption]]] = []
     for claim in req.claims:
@@ -440,6 +440,7 @@ def _solve_claims(
             ref_series = next(s for s in result.series if s.fabric_name == claim.relative_to)
             ref_point = ref_series.at(claim.gpus)
             if ref_point is None or ref_point.error is not None:
+                solved.append((claim, []))  # judged as having no figure (app.core.claims)
                 continue
             reference = ref_point.tokens_per_s_per_gpu
         knobs = ("congestion_derate", "nics_per_node", "base_latency_s")

@@ -215,15 +215,16 @@ def test_cli_seed_claims_judges_each_claim(capsys: pytest.CaptureFixture[str]) -
     assert len(verdicts) == 4
     ib = verdicts[("ib-ndr-8x400", 128, None)]
     assert ib["verdict"] == "reproduced" and abs(ib["gap_pct"]) <= ib["tolerance_pct"]
-    # RoCE 82 % at 64 GPUs: no published routing loss is deep enough, two NICs per node would give it
-    at64 = verdicts[("roce-ecmp-scattered", 64, None)]
-    assert at64["verdict"] == "explained" and "2 NICs per node instead of 8" in at64["reason"]
-    at128 = verdicts[("roce-ecmp-scattered", 128, None)]
-    assert at128["verdict"] == "unreproducible" and "published routing losses reach 0.71" in at128["reason"]
+    # RoCE 82 % at 64 and 71 % at 128 GPUs: no published routing loss is deep enough; two NICs per node give
+    # both within the tolerance a reproduction has (83.1 % and 75.9 %)
+    for gpus in (64, 128):
+        roce = verdicts[("roce-ecmp-scattered", gpus, None)]
+        assert roce["verdict"] == "explained" and "2 NICs per node instead of 8" in roce["reason"]
+        assert "published routing losses reach 0.71" not in roce["reason"]
     days = verdicts[("roce-ecmp-scattered", 128, "ib-ndr-8x400")]
     assert days["verdict"] == "unreproducible" and "the claims disagree with each other" in days["reason"]
     text = run_cli(capsys, "network", "seed-claims").stdout
-    assert "claim 71% at 128 GPUs on roce-ecmp-scattered: UNREPRODUCIBLE" in text
+    assert "claim 71% at 128 GPUs on roce-ecmp-scattered: EXPLAINED" in text
 
 
 def test_scaling_claims_get_verdicts_through_the_api(client: Any) -> None:

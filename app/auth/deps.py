@@ -150,15 +150,18 @@ def resolve_principal(request: Request) -> Principal:
     cached = getattr(request.state, "principal", None)
     if isinstance(cached, Principal):
         return cached
-    settings = _settings(request)
-    authorization = request.headers.get("authorization")
-    principal: Principal | None = None
-    if authorization is not None:
-        principal = principal_from_authorization(authorization)
-    if principal is None:
-        principal = _principal_from_cookie(request, settings) or ANONYMOUS
+    principal = _principal_of(request)
     request.state.principal = principal
     return principal
+
+
+def _principal_of(request: Request) -> Principal:
+    """The caller named by the request's credential, read now: a bad Authorization header raises
+    AuthenticationRequired (401); no credential, or a cookie that no longer holds, is ANONYMOUS."""
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        return principal_from_authorization(authorization)
+    return _principal_from_cookie(request, _settings(request)) or ANONYMOUS
 
 
 def fresh_principal(request: Request) -> Principal:
@@ -166,13 +169,10 @@ def fresh_principal(request: Request) -> Principal:
     that outlives the moment it was authorised (an event stream), so that a token revoked or expired since, a
     cookie signed out since, or an account deactivated or demoted since, no longer counts (sync: it reads the
     database). ANONYMOUS when the credential no longer holds."""
-    authorization = request.headers.get("authorization")
-    if authorization is not None:
-        try:
-            return principal_from_authorization(authorization)
-        except AuthenticationRequired:
-            return ANONYMOUS
-    return _principal_from_cookie(request, _settings(request)) or ANONYMOUS
+    try:
+        return _principal_of(request)
+    except AuthenticationRequired:
+        return ANONYMOUS
 
 
 def current_principal(request: Request) -> Principal:

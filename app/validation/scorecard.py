@@ -48,6 +48,11 @@ class Figure:
     section: str = ""
 
     @property
+    def target_text(self) -> str:
+        """ "≤ 15", "≥ 6", or "" without a target."""
+        return "" if self.limit is None else ("≥ " if self.at_least else "≤ ") + f"{self.limit:g}"
+
+    @property
     def status(self) -> str:
         """ "met", "not met", or "" where the figure has no target or no value."""
         if self.limit is None or self.value is None:
@@ -65,7 +70,7 @@ class Figure:
             "value": None if self.value is None else round(self.value, 3),
             "n": self.n,
             "unit": self.unit,
-            "target": None if self.limit is None else ("≥ " if self.at_least else "≤ ") + f"{self.limit:g}",
+            "target": self.target_text or None,
             "status": self.status,
         }
 
@@ -401,10 +406,6 @@ def _value_text(figure: Figure) -> str:
     return f"{figure.value:.1f} %" if figure.unit == "%" else f"{figure.value:g}"
 
 
-def _target_text(figure: Figure) -> str:
-    return "" if figure.limit is None else ("≥ " if figure.at_least else "≤ ") + f"{figure.limit:g}"
-
-
 def _change_text(figure: Figure, previous: Mapping[str, float | None]) -> str:
     if figure.key not in previous:
         return "new"
@@ -424,7 +425,7 @@ def render(figures: Sequence[Figure], previous: Mapping[str, float | None] | Non
             section = f.section
             lines.append(f"-- {section}")
         n = "" if f.n is None else str(f.n)
-        line = f"{f.label:56s} {f.role:11s} {_value_text(f):>8s} {n:>4s}  {_target_text(f):7s} {f.status:7s}"
+        line = f"{f.label:56s} {f.role:11s} {_value_text(f):>8s} {n:>4s}  {f.target_text:7s} {f.status:7s}"
         if previous is not None:
             line += "  " + _change_text(f, previous)
         lines.append(line.rstrip())

@@ -55,9 +55,11 @@ class Figure:
 
     @property
     def status(self) -> str:
-        """ "met", "not met", or "" where the figure has no target or no value."""
-        if self.limit is None or self.value is None:
+        """ "met", "not met" (also where a target has no value to judge), or "" where the figure has no target."""
+        if self.limit is None:
             return ""
+        if self.value is None:
+            return "not met"  # no rows left to judge: a target cannot be met by nothing
         shown = round(self.value, QUOTED_DECIMALS)  # judged as quoted: 4.51 % is "4.5 %", within "≤ 4.5"
         ok = shown >= self.limit if self.at_least else shown <= self.limit
         return "met" if ok else "not met"

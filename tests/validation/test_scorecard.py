@@ -77,7 +77,7 @@ def test_roles_and_targets(figures: dict[str, Figure]) -> None:
         (3.0, 4.0, True, "not met"),
         (4.0, 4.0, True, "met"),
         (7.0, None, False, ""),
-        (None, 4.0, False, ""),
+        (None, 4.0, False, "not met"),  # a target with no rows left to judge
     ],
 )
 def test_status_is_judged_as_quoted(

@@ -112,6 +112,7 @@ def test_axe_no_serious_violations_on_catalog_pages(browser: Any, server: LiveSe
         "/catalog/models/DeepSeek-V3",
         "/catalog/interconnects",
         "/catalog/prices",
+        "/catalog/accuracy",
         "/catalog/gpus/H100-SMX",
     ):
         page.goto(server.url + path)

@@ -313,7 +313,10 @@ class ScorecardFigure(BaseModel):
         description="development (the rows the constants were chosen on), held out, or all runs"
     )
     value: float | None
-    n: int | None = Field(description="published rows behind the figure")
+    n: int | None = Field(
+        description="how many published rows, whole runs or groups of runs are behind the figure"
+    )
+    n_unit: str = Field(default="rows", description="what `n` counts: rows, runs or groups")
     unit: str
     target: str | None
     status: str = Field(description="met, not met, or empty where the figure has no target")

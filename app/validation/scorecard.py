@@ -47,6 +47,7 @@ class Figure:
     limit: float | None = None
     at_least: bool = False
     section: str = ""
+    n_unit: str = "rows"  # what `n` counts: published rows, whole runs, or groups of runs
 
     @property
     def target_text(self) -> str:
@@ -72,6 +73,7 @@ class Figure:
             "role": self.role,
             "value": None if self.value is None else round(self.value, 3),
             "n": self.n,
+            "n_unit": self.n_unit,
             "unit": self.unit,
             "target": self.target_text or None,
             "status": self.status,
@@ -126,7 +128,7 @@ def _run_figures() -> list[Figure]:
             DEVELOPMENT,
             float(dev["oom"]["correct"]),
             dev["oom"]["n"],
-            unit="runs",
+            unit="rows",
             limit=float(dev["oom"]["n"]),
             at_least=True,
         ),
@@ -259,35 +261,51 @@ def _whole_run_figures() -> list[Figure]:
     s = replay(load_rows(data_path("training_totals.csv"))).summary()
     n = s["n"]
     return [
-        Figure(
-            "runs.best", "whole runs, planner's best: GPU-hours MAPE", HELD_OUT, s["mape_pct"], n, limit=15.0
-        ),
-        Figure(
-            "runs.optimistic",
-            "whole runs predicted > 10 % low",
-            HELD_OUT,
-            float(s["optimistic"]),
-            n,
-            unit="runs",
-            limit=math.floor(n / 3) if n else None,
-        ),
-        Figure(
-            "runs.mean", "whole runs: mean error (negative: optimistic)", HELD_OUT, s["mean_error_pct"], n
-        ),
-        Figure(
-            "runs.recommended", "whole runs, recommended layout: MAPE", HELD_OUT, s["recommended_mape_pct"], n
-        ),
-        Figure(
-            "runs.stated", "whole runs, stated layout: MAPE", HELD_OUT, s["stated_mape_pct"], s["stated_n"]
-        ),
-        Figure(
-            "runs.range",
-            "whole runs inside the quoted range (leave one out)",
-            HELD_OUT,
-            float(s["in_totals_range_loo"]),
-            n,
-            unit="runs",
-        ),
+        replace(f, n_unit="runs")
+        for f in [
+            Figure(
+                "runs.best",
+                "whole runs, planner's best: GPU-hours MAPE",
+                HELD_OUT,
+                s["mape_pct"],
+                n,
+                limit=15.0,
+            ),
+            Figure(
+                "runs.optimistic",
+                "whole runs predicted > 10 % low",
+                HELD_OUT,
+                float(s["optimistic"]),
+                n,
+                unit="runs",
+                limit=math.floor(n / 3) if n else None,
+            ),
+            Figure(
+                "runs.mean", "whole runs: mean error (negative: optimistic)", HELD_OUT, s["mean_error_pct"], n
+            ),
+            Figure(
+                "runs.recommended",
+                "whole runs, recommended layout: MAPE",
+                HELD_OUT,
+                s["recommended_mape_pct"],
+                n,
+            ),
+            Figure(
+                "runs.stated",
+                "whole runs, stated layout: MAPE",
+                HELD_OUT,
+                s["stated_mape_pct"],
+                s["stated_n"],
+            ),
+            Figure(
+                "runs.range",
+                "whole runs inside the quoted range (leave one out)",
+                HELD_OUT,
+                float(s["in_totals_range_loo"]),
+                n,
+                unit="runs",
+            ),
+        ]
     ]
 
 
@@ -297,23 +315,26 @@ def _optimism_figures() -> list[Figure]:
 
     s = report(read_runs(default_paths())).summary()
     return [
-        Figure(
-            "optimism.flagged",
-            "optimism guard: groups flagged",
-            ALL_RUNS,
-            float(s["flagged"]),
-            s["n"],
-            unit="groups",
-        ),
-        Figure(
-            "optimism.unexplained",
-            "optimism guard: flagged with no mechanism",
-            ALL_RUNS,
-            float(s["unexplained"]),
-            s["n"],
-            unit="groups",
-            limit=0.0,
-        ),
+        replace(f, n_unit="groups")
+        for f in [
+            Figure(
+                "optimism.flagged",
+                "optimism guard: groups flagged",
+                ALL_RUNS,
+                float(s["flagged"]),
+                s["n"],
+                unit="groups",
+            ),
+            Figure(
+                "optimism.unexplained",
+                "optimism guard: flagged with no mechanism",
+                ALL_RUNS,
+                float(s["unexplained"]),
+                s["n"],
+                unit="groups",
+                limit=0.0,
+            ),
+        ]
     ]
 
 
@@ -433,7 +454,7 @@ SIGNED = frozenset({"runs.mean"})
 def _value_text(figure: Figure) -> str:
     if figure.value is None:
         return "—"
-    return f"{figure.value:.1f} %" if figure.unit == "%" else f"{figure.value:g}"
+    return f"{figure.value:.1f} %" if figure.unit == "%" else f"{figure.value:g} {figure.unit}"
 
 
 def _change_text(figure: Figure, previous: Mapping[str, float | None]) -> str:
@@ -447,15 +468,15 @@ def _change_text(figure: Figure, previous: Mapping[str, float | None]) -> str:
 
 def render(figures: Sequence[Figure], previous: Mapping[str, float | None] | None = None) -> str:
     """The scorecard as a text table, a block per section; with `previous`, a column of the change since then."""
-    head = f"{'figure':56s} {'set':11s} {'value':>8s} {'n':>4s}  {'target':7s} {'status':7s}"
+    head = f"{'figure':56s} {'set':11s} {'value':>10s} {'out of':>10s}  {'target':7s} {'status':7s}"
     lines = [head + ("  change" if previous is not None else "")]
     section = None
     for f in figures:
         if f.section != section:
             section = f.section
             lines.append(f"-- {section}")
-        n = "" if f.n is None else str(f.n)
-        line = f"{f.label:56s} {f.role:11s} {_value_text(f):>8s} {n:>4s}  {f.target_text:7s} {f.status:7s}"
+        n = "" if f.n is None else f"{f.n} {f.n_unit}"
+        line = f"{f.label:56s} {f.role:11s} {_value_text(f):>10s} {n:>10s}  {f.target_text:7s} {f.status:7s}"
         if previous is not None:
             line += "  " + _change_text(f, previous)
         lines.append(line.rstrip())

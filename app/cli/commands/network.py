@@ -321,6 +321,11 @@ def render_scaling(out: Any) -> str:
             what += f" of {r.relative_to}'s throughput"
         note = f" ({r.note})" if r.note else ""
         lines.append(f"to reach {what} at {r.target_gpus} GPUs on {r.fabric}: {r.knob} = {val}{note}")
+    if out.verdicts:
+        lines.append(
+            "claims (a percentage is a scaling efficiency against a perfect network, or a throughput ratio against "
+            "the fabric named):"
+        )
     for v in out.verdicts:
         what = f"{v.claimed:.0%}" + (f" of {v.relative_to}'s throughput" if v.relative_to else "")
         lines.append(f"claim {what} at {v.gpus} GPUs on {v.fabric}: {v.verdict.upper()}: {v.reason}")

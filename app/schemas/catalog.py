@@ -316,7 +316,7 @@ class ScorecardFigure(BaseModel):
     n: int | None = Field(
         description="how many published rows, whole runs or groups of runs are behind the figure"
     )
-    n_unit: str = Field(default="rows", description="what `n` counts: rows, runs or groups")
+    n_unit: str = Field(default="rows", description="what `n` counts: rows, runs, groups or series")
     unit: str
     target: str | None
     status: str = Field(description="met, not met, or empty where the figure has no target")

@@ -93,6 +93,7 @@ DEFAULT_FILES = tuple(
         "training_runs_bigscience_chronicles",
         "training_runs_vtrain_multi",
         "training_runs_nvfp4",
+        "training_runs_dgxc_weak_scaling",
     )
 )
 

@@ -1,6 +1,6 @@
 """One table of every headline accuracy figure, each beside the role of its data and its target.
 
-A change to the estimator, the planner or the network model moves figures in seven training-run files, the
+A change to the estimator, the planner or the network model moves figures in eight training-run files, the
 whole-run totals, the optimism guard and three collective files; `clusterplan validate scorecard` replays them all
 (about 15 s) and prints one line per figure: the development set beside the files nothing was chosen on, so that a
 gain on the first is never read without the second. `--json` writes the figures; `--against FILE` reads such a
@@ -181,7 +181,9 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-# (key, file, label, target MAPE or None) of the training-run files replayed whole
+# NVIDIA's dgxc-benchmarking recipes, each at several GPU counts with the work per GPU fixed (app.validation.
+# weak_scaling): their point errors are replayed like any file's, their growth with the GPU count on its own
+WEAK_SCALING_FILE = "training_runs_dgxc_weak_scaling.csv"
 # (key, file, label, role, target MAPE or None) of the training-run files replayed whole; the roles as
 # docs/validation.md's summary table gives them: vTrain's file holds 10 development rows, BigScience's sweep comes
 # from the tables 26 development rows were taken from, and the NVFP4 file chose its one constant (FP4_GEMM_SHARE)
@@ -213,6 +215,13 @@ REPLAYED: tuple[tuple[str, str, str, str, float | None], ...] = (
         "training_runs_nvfp4.csv",
         "NVFP4 runs (its one constant chosen here): MAPE",
         DEVELOPMENT,
+        None,
+    ),
+    (
+        "weak.time",
+        WEAK_SCALING_FILE,
+        "NVIDIA weak-scaling series (16 to 2,304 H100): MAPE",
+        HELD_OUT,
         None,
     ),
 )
@@ -338,6 +347,38 @@ def _optimism_figures() -> list[Figure]:
     ]
 
 
+def _weak_scaling_figures() -> list[Figure]:
+    """How the step time grows along the weak-scaling series, measured against predicted (percentage points)."""
+    from app.validation.training_runs import load_rows, replay
+    from app.validation.weak_scaling import summary, weak_scaling_series
+
+    rows = load_rows(data_path(WEAK_SCALING_FILE))
+    series = weak_scaling_series(rows, replay(rows))
+    s = summary(series)
+    signed = [x.growth_error_pp for x in series]
+    return [
+        replace(f, n_unit="series")
+        for f in [
+            Figure(
+                "weak.growth",
+                "weak scaling: |growth predicted − measured|",
+                HELD_OUT,
+                s.get("mean_abs_growth_error_pp"),
+                s["n"],
+                unit="pp",
+            ),
+            Figure(
+                "weak.growth.signed",
+                "weak scaling: mean growth error (− too little)",
+                HELD_OUT,
+                _mean(signed),
+                s["n"],
+                unit="pp",
+            ),
+        ]
+    ]
+
+
 # (key prefix, file, role) of the collective measurements
 COLLECTIVE_FILES = (
     ("coll.dev", "network/collectives.csv", DEVELOPMENT),
@@ -375,6 +416,7 @@ def _collective_figures() -> list[Figure]:
 SECTIONS: tuple[tuple[str, Callable[[], list[Figure]]], ...] = (
     ("training runs: step time and memory", _run_figures),
     ("accuracy bands (the held-out and final-check rows, as estimates quote them)", _band_figures),
+    ("weak scaling: step-time growth with the GPU count at fixed work per GPU", _weak_scaling_figures),
     ("whole pre-training runs: GPU-hours", _whole_run_figures),
     ("optimism guard: the planner's best against the best published MFU", _optimism_figures),
     ("collectives: bus bandwidth", _collective_figures),
@@ -448,13 +490,15 @@ def change(figure: Figure, before: float | None) -> tuple[float | None, str]:
 # figures where a larger value is the better one (counts of rows predicted or placed right)
 HIGHER_IS_BETTER = frozenset({"dev.oom", "runs.range"})
 # signed errors (negative: optimistic), best at zero
-SIGNED = frozenset({"runs.mean"})
+SIGNED = frozenset({"runs.mean", "weak.growth.signed"})
 
 
 def _value_text(figure: Figure) -> str:
     if figure.value is None:
         return "—"
-    return f"{figure.value:.1f} %" if figure.unit == "%" else f"{figure.value:g} {figure.unit}"
+    if figure.unit in ("%", "pp"):
+        return f"{figure.value:.{QUOTED_DECIMALS}f} {figure.unit}"
+    return f"{figure.value:g} {figure.unit}"
 
 
 def _change_text(figure: Figure, previous: Mapping[str, float | None]) -> str:

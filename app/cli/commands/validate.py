@@ -39,6 +39,7 @@ def training_runs(
 ) -> None:
     from app.validation.repeats import render_repeats, repeat_groups
     from app.validation.training_runs import load_rows, render_table, replay, write_plot
+    from app.validation.weak_scaling import render_series, weak_scaling_series
 
     if not csv_file.exists():
         raise FileNotFoundError(f"file not found: {csv_file}")
@@ -50,7 +51,11 @@ def training_runs(
         typer.echo(to_json(report.to_dict(), indent=2))
     else:
         # text only: the --json document keeps its documented shape
-        typer.echo(render_table(report) + render_repeats(repeat_groups(rows)))
+        typer.echo(
+            render_table(report)
+            + render_repeats(repeat_groups(rows))
+            + render_series(weak_scaling_series(rows, report))
+        )
 
 
 @validate_app.command(

@@ -6,14 +6,16 @@ database at scrape time (through the read-only engine view: a scrape never takes
 every worker process reports the same, current numbers. /metrics needs the admin scope (Prometheus sends an
 admin API token as `authorization: {credentials: cpt_…}`).
 
-The request middleware is prometheus-fastapi-instrumentator's: it times every request and hands the result to
-`observe_request`, which labels it with this module's route template (the package's own handler label would
-report the raw path of a request that only matches after a trailing-slash redirect, and groups status codes).
-Its in-progress gauge registers in the process-wide default registry, which cannot hold one gauge per app, so
-the in-flight gauge is a small middleware here (docs/architecture.md, "Libraries").
+Two small ASGI middlewares of this module fill the request metrics: `RequestTimingMiddleware` times every
+HTTP request (/healthz and /metrics included) with `time.perf_counter()`, takes the exact status code from
+the response start (500 when the app raised before sending one) and labels it after routing with
+`route_template`; `InFlightMiddleware` counts the requests being served. Both write to the app's own registry
+(docs/architecture.md, "Libraries for metrics and the estimate cache").
 """
 
 from __future__ import annotations
+
+import time
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import Response
@@ -25,11 +27,9 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_fastapi_instrumentator import Instrumentator
-from prometheus_fastapi_instrumentator.metrics import Info
 from sqlalchemy import func
 from sqlmodel import Session, select
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import app as app_pkg
 from app.auth.deps import require_scope
@@ -94,12 +94,41 @@ class AppMetrics:
         for status, n in counts.items():
             self.benchmark_jobs.labels(status=status).set(n)
 
-    def observe_request(self, info: Info) -> None:
-        """One finished request (called by the instrumentator's middleware): latency by route template."""
-        scope = info.request.scope  # the routed scope: the router has recorded the matched route in it
+    def observe_request(self, scope: Scope, status: int, duration_s: float) -> None:
+        """One finished request: latency by method, route template and exact status code."""
         self.request_seconds.labels(
-            method=info.method, route=route_template(scope), status=info.modified_status
-        ).observe(info.modified_duration)
+            method=scope["method"], route=route_template(scope), status=str(status)
+        ).observe(duration_s)
+
+
+class RequestTimingMiddleware:
+    """Times each HTTP request into `clusterplan_http_request_duration_seconds`, labelled after routing.
+
+    The route label is read from the scope once the app has answered: the router records the matched route
+    in the same scope dict, so no route walk of our own is needed.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: AppMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500  # what the client gets when the app raises before starting a response
+
+        async def send_with_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        start = time.perf_counter()
+        try:
+            await self.app(scope, receive, send_with_status)
+        finally:
+            self.metrics.observe_request(scope, status, time.perf_counter() - start)
 
 
 class InFlightMiddleware:
@@ -121,15 +150,9 @@ def install(app: FastAPI) -> None:
     metrics = AppMetrics()
     app.state.metrics = metrics
     app.add_middleware(InFlightMiddleware, metrics=metrics)
-    # Every request is timed, /healthz and /metrics included, with exact status codes; the instrumentator's
-    # default metrics are replaced by observe_request (names, labels and buckets of this module).
-    Instrumentator(
-        should_group_status_codes=False,
-        should_group_untemplated=True,
-        should_instrument_requests_inprogress=False,
-        excluded_handlers=[],
-        registry=metrics.registry,
-    ).add(metrics.observe_request).instrument(app)
+    # Added after (= outside) the in-flight gauge. Every request is timed, /healthz and /metrics included,
+    # with exact status codes.
+    app.add_middleware(RequestTimingMiddleware, metrics=metrics)
 
     def prometheus_metrics(_principal: object = Depends(require_scope("admin"))) -> Response:
         metrics.refresh_job_counts()

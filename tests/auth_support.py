@@ -35,6 +35,11 @@ def remote_client(app: Any = None, client: tuple[str, int] = REMOTE) -> TestClie
     return TestClient(app or app_with(), client=client, base_url="https://testserver")
 
 
+def unthrottled_client() -> TestClient:
+    """A remote client of an app without the per-minute API rate limit: for tests that send many requests."""
+    return remote_client(app_with(rate_limit_per_minute=0))
+
+
 def loopback_client(app: Any = None, headers: dict[str, str] | None = None) -> TestClient:
     """TestClient's default peer, which counts as loopback: anonymous unless `headers` carry a credential."""
     return TestClient(app or app_with(), headers=headers)

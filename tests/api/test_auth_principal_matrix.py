@@ -39,7 +39,7 @@ from app.db import get_engine
 from app.models.auth import ApiToken
 from app.models.base import utcnow
 from tests.api.test_auth_route_walk import OPERATIONS, UNSAFE, requirement_of
-from tests.auth_support import app_with, bearer, issue_token, remote_client
+from tests.auth_support import bearer, issue_token, unthrottled_client
 from tests.plans_support import small_scenario
 
 PRINCIPALS = ("anonymous", "expired", "revoked", "reader", "other", "owner", "admin")
@@ -243,7 +243,7 @@ def world(sqlite_app_url: str) -> World:
         **_dead_tokens(),
     }
     w = World(
-        client=remote_client(app_with(rate_limit_per_minute=0)),
+        client=unthrottled_client(),
         headers={p: bearer(t) for p, t in tokens.items()},
     )
     for kind in ("plan", "job", "token", "model", "price"):

@@ -23,7 +23,7 @@ import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from app.auth.tokens import SCOPES, expand_scopes
-from tests.auth_support import app_with, bearer, issue_token, remote_client
+from tests.auth_support import app_with, bearer, issue_token, unthrottled_client
 
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -181,7 +181,7 @@ def tokens(sqlite_app_url: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def walker(tokens: dict[str, str]):  # type: ignore[no-untyped-def]
     """One remote client for the whole walk (rate limits off: the walk makes hundreds of calls)."""
-    return remote_client(app_with(rate_limit_per_minute=0))
+    return unthrottled_client()
 
 
 def _call(client, method: str, url: str, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]

@@ -23,7 +23,7 @@ from app.db import get_engine
 from app.models.auth import ApiToken
 from app.models.benchmarks import BenchmarkJob, Node
 from app.services import jobs as job_service
-from tests.auth_support import app_with, bearer, issue_token, remote_client
+from tests.auth_support import bearer, issue_token, unthrottled_client
 
 STREAM_WAIT_S = 10.0  # the stream polls every 0.5 s: a stream still open after this never ends
 MARK = "written-after-the-change"
@@ -34,7 +34,7 @@ def api(sqlite_app_url: str) -> Iterator[TestClient]:
     from tests.conftest import configure_app_database
 
     configure_app_database(sqlite_app_url)
-    yield remote_client(app_with(rate_limit_per_minute=0))
+    yield unthrottled_client()
 
 
 def _queued_job(api: TestClient) -> str:

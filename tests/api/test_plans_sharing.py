@@ -22,7 +22,7 @@ from app.schemas.plans import PlanCreate
 from app.services import plans as plan_service
 from app.services.csv_safe import safe_cell, safe_row
 from app.services.plan_access import NoAccountError, PlanActor, may_change, may_read, readable_clause
-from tests.auth_support import PASSWORD, app_with, bearer, ensure_user, issue_token, login, remote_client
+from tests.auth_support import PASSWORD, bearer, ensure_user, issue_token, login, unthrottled_client
 from tests.plans_support import small_scenario
 
 OWNER, OTHER, THIRD, ADMIN = (
@@ -44,7 +44,7 @@ class People:
 
 @pytest.fixture
 def people(db_url: str) -> People:
-    client = remote_client(app_with(rate_limit_per_minute=0))
+    client = unthrottled_client()
     return People(
         client=client,
         owner=bearer(issue_token(OWNER, ["plans:write"], is_admin=False)),
@@ -355,7 +355,7 @@ def test_html_pages_show_owner_and_sharing_and_enforce_the_rules(people: People)
     assert hidden.status_code == 404 and "page plan" not in hidden.text
 
     # the owner, signed in with a browser cookie, shares it with everyone through the form
-    browser = remote_client(app_with(rate_limit_per_minute=0))
+    browser = unthrottled_client()
     csrf = login(browser, OWNER)
     page = browser.get(f"/plans/{pid}")
     assert page.status_code == 200 and f"Owner: {OWNER}" in page.text
@@ -472,7 +472,7 @@ def test_an_invitation_cannot_be_taken_by_moving_an_account_to_its_address(peopl
     assert _share(p, pid, "users", [carol]).status_code == 200
     mallory = f"mallory-{uuid.uuid4().hex[:8]}@example.com"
     ensure_user(mallory)
-    browser = remote_client(app_with(rate_limit_per_minute=0))
+    browser = unthrottled_client()
     csrf = login(browser, mallory)
     form = {"current_password": PASSWORD, "new_password": PASSWORD, "confirm_password": PASSWORD}
     moved = browser.post("/account/password", data={**form, "email": carol, "csrf_token": csrf})
@@ -518,5 +518,5 @@ def test_an_administrator_moves_an_account_to_another_e_mail(people: People) -> 
     new = f"moved-{uuid.uuid4().hex[:8]}@example.com"
     moved = c.patch(f"/api/v1/users/{uid}", json={"email": new.upper()}, headers=p.admin)
     assert moved.status_code == 200 and moved.json()["email"] == new
-    browser = remote_client(app_with(rate_limit_per_minute=0))
+    browser = unthrottled_client()
     login(browser, new)  # signs in at the new address

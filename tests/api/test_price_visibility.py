@@ -25,7 +25,7 @@ from app.models.catalog import PriceRow
 from app.services.catalog import PUBLIC
 from app.services.planner import price_for
 from app.web.pages._builder import BuilderState
-from tests.auth_support import app_with, bearer, ensure_user, issue_token, remote_client
+from tests.auth_support import bearer, ensure_user, issue_token, unthrottled_client
 from tests.plans_support import SMALL_SEARCH, small_scenario
 from tests.price_support import private_quote
 
@@ -50,7 +50,7 @@ class World:
 
 @pytest.fixture(name="w")
 def world(db_url: str) -> World:
-    client = remote_client(app_with(rate_limit_per_minute=0))
+    client = unthrottled_client()
     alice = bearer(issue_token(ALICE, ["plans:write"], is_admin=False))
     created = client.post("/api/v1/prices", json=private_quote(), headers=alice)
     assert created.status_code == 201, created.text

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.auth_support import app_with, bearer, issue_token, remote_client
+from tests.auth_support import bearer, issue_token, unthrottled_client
 from tests.price_support import private_quote
 
 OWNER = "audit-price-owner@example.com"
@@ -21,7 +21,7 @@ def web(sqlite_app_url: str) -> Iterator[TestClient]:
     from tests.conftest import configure_app_database
 
     configure_app_database(sqlite_app_url)
-    yield remote_client(app_with(rate_limit_per_minute=0))
+    yield unthrottled_client()
 
 
 def test_the_edit_form_shows_a_users_row_only_to_credentials_that_may_read_it(web: TestClient) -> None:

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web.pages._builder import BuilderState
-from tests.auth_support import app_with, bearer, issue_token, remote_client
+from tests.auth_support import bearer, issue_token, unthrottled_client
 from tests.plans_support import small_scenario
 
 HX = {"HX-Request": "true"}
@@ -27,7 +27,7 @@ def owner_headers(db_url: str) -> dict[str, str]:
 
 @pytest.fixture(name="client")
 def app_client(db_url: str) -> TestClient:
-    return remote_client(app_with(rate_limit_per_minute=0))
+    return unthrottled_client()
 
 
 def _links(page: str) -> dict[str, str]:

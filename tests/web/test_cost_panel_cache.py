@@ -21,7 +21,7 @@ from app.services import cost_panel_cache, plan_costs, planning
 from app.services.catalog import PUBLIC, Actor
 from app.services.cost_panel_cache import panel_cache
 from app.web.pages._builder import BuilderState, state_to_scenario
-from tests.auth_support import app_with, bearer, ensure_user, issue_token, remote_client
+from tests.auth_support import bearer, ensure_user, issue_token, unthrottled_client
 from tests.price_support import private_quote
 
 ALICE, BOB, CAROL, ADMIN = "alice@example.com", "bob@example.com", "carol@example.com", "admin@example.com"
@@ -60,7 +60,7 @@ def _empty_cache() -> Iterator[None]:
 
 @pytest.fixture(name="w")
 def world(db_url: str) -> World:
-    client = remote_client(app_with(rate_limit_per_minute=0))
+    client = unthrottled_client()
     alice = bearer(issue_token(ALICE, ["plans:write"], is_admin=False))
     created = client.post("/api/v1/prices", json=_quote(), headers=alice)
     assert created.status_code == 201, created.text

@@ -16,7 +16,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 
 from app.web.pages import _panels
 from app.web.pages._builder import BuilderState
-from tests.auth_support import app_with, bearer, issue_token, remote_client
+from tests.auth_support import bearer, issue_token, unthrottled_client
 from tests.paths import ROOT
 from tests.plans_support import small_scenario
 from tests.price_support import private_quote
@@ -100,7 +100,7 @@ def _picker(page: str) -> dict[str, str]:
 
 
 def test_the_compare_picker_tells_plans_of_one_name_apart(db_url: str) -> None:
-    client = remote_client(app_with(rate_limit_per_minute=0))
+    client = unthrottled_client()
     alice = bearer(issue_token("alice-picker@example.com", ["plans:write"], is_admin=False))
     bob = bearer(issue_token("bob-picker@example.com", ["plans:write"], is_admin=False))
 

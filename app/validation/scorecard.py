@@ -220,7 +220,7 @@ REPLAYED: tuple[tuple[str, str, str, str, float | None], ...] = (
     (
         "weak.time",
         WEAK_SCALING_FILE,
-        "NVIDIA weak-scaling series (16 to 2,304 H100): MAPE",
+        "NVIDIA benchmark recipes (H100 and GB200): MAPE",
         HELD_OUT,
         None,
     ),

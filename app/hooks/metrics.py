@@ -6,11 +6,11 @@ database at scrape time (through the read-only engine view: a scrape never takes
 every worker process reports the same, current numbers. /metrics needs the admin scope (Prometheus sends an
 admin API token as `authorization: {credentials: cpt_…}`).
 
-Two small ASGI middlewares of this module fill the request metrics: `RequestTimingMiddleware` times every
-HTTP request (/healthz and /metrics included) with `time.perf_counter()`, takes the exact status code from
-the response start (500 when the app raised before sending one) and labels it after routing with
-`route_template`; `InFlightMiddleware` counts the requests being served. Both write to the app's own registry
-(docs/architecture.md, "Libraries for metrics and the estimate cache").
+One small ASGI middleware of this module fills the request metrics: `RequestMetricsMiddleware` counts the
+HTTP requests being served and times each one (/healthz and /metrics included) with `time.perf_counter()`,
+takes the exact status code from the response start (500 when the app raised before sending one) and labels
+it after routing with `route_template`. It writes to the app's own registry (docs/architecture.md, "Libraries
+for metrics and the estimate cache").
 """
 
 from __future__ import annotations
@@ -101,8 +101,9 @@ class AppMetrics:
         ).observe(duration_s)
 
 
-class RequestTimingMiddleware:
-    """Times each HTTP request into `clusterplan_http_request_duration_seconds`, labelled after routing.
+class RequestMetricsMiddleware:
+    """Counts the HTTP requests in flight and times each into `clusterplan_http_request_duration_seconds`,
+    labelled after routing.
 
     The route label is read from the scope once the app has answered: the router records the matched route
     in the same scope dict, so no route walk of our own is needed.
@@ -126,33 +127,17 @@ class RequestTimingMiddleware:
 
         start = time.perf_counter()
         try:
-            await self.app(scope, receive, send_with_status)
+            with self.metrics.in_flight.track_inprogress():
+                await self.app(scope, receive, send_with_status)
         finally:
             self.metrics.observe_request(scope, status, time.perf_counter() - start)
-
-
-class InFlightMiddleware:
-    """Counts the HTTP requests being served in the app's own registry."""
-
-    def __init__(self, app: ASGIApp, metrics: AppMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        with self.metrics.in_flight.track_inprogress():
-            await self.app(scope, receive, send)
 
 
 def install(app: FastAPI) -> None:
     metrics = AppMetrics()
     app.state.metrics = metrics
-    app.add_middleware(InFlightMiddleware, metrics=metrics)
-    # Added after (= outside) the in-flight gauge. Every request is timed, /healthz and /metrics included,
-    # with exact status codes.
-    app.add_middleware(RequestTimingMiddleware, metrics=metrics)
+    # every request is counted and timed, /healthz and /metrics included, with exact status codes
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
 
     def prometheus_metrics(_principal: object = Depends(require_scope("admin"))) -> Response:
         metrics.refresh_job_counts()

@@ -43,8 +43,9 @@ class RepeatGroup:
         return (hi - lo) / (hi + lo) * 100.0
 
 
-def configuration_key(row: Row) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, row.get(k).lower()) for k in row.data if k not in NOT_CONFIGURATION))
+def configuration_key(row: Row, left_out: frozenset[str] = NOT_CONFIGURATION) -> tuple[tuple[str, str], ...]:
+    """The row's columns and values (lower case), but those in `left_out`, as a hashable key."""
+    return tuple(sorted((k, row.get(k).lower()) for k in row.data if k not in left_out))
 
 
 def repeat_groups(rows: Iterable[Row]) -> list[RepeatGroup]:

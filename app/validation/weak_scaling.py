@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.validation.repeats import configuration_key
 from app.validation.training_runs import Report, Row
 
 # columns that vary along a weak-scaling series, or describe the measurement rather than the recipe
@@ -74,16 +75,15 @@ class Series:
         }
 
 
-def _recipe_key(row: Row) -> tuple[Any, ...] | None:
-    """The recipe a row measured, with its sequences per data-parallel rank; None where a column it needs is
-    not a number (such a row belongs to no series)."""
+def _recipe(row: Row) -> tuple[tuple[Any, ...], int] | None:
+    """The recipe a row measured (with its sequences per data-parallel rank) and its GPU count; None where a
+    column it needs is not a number (such a row belongs to no series)."""
     try:
         per_rank = int(row.get("global_batch")) / int(row.get("dp"))
-        int(row.get("num_gpus"))
+        gpus = int(row.get("num_gpus"))
     except (ValueError, ZeroDivisionError):
         return None
-    fixed = tuple(sorted((k, row.get(k).lower()) for k in row.data if k not in VARYING))
-    return (fixed, per_rank)
+    return (configuration_key(row, VARYING), per_rank), gpus
 
 
 def weak_scaling_series(rows: Sequence[Row], report: Report) -> list[Series]:
@@ -94,9 +94,9 @@ def weak_scaling_series(rows: Sequence[Row], report: Report) -> list[Series]:
         metric = row.get("measured_metric")
         if metric not in TIMES + RATES or result.skipped is not None or not result.predicted:
             continue
-        key = _recipe_key(row)
-        if key is not None:
-            gpus = int(row.get("num_gpus"))
+        recipe = _recipe(row)
+        if recipe is not None:
+            key, gpus = recipe
             grouped.setdefault(key, []).append((gpus, row, result.measured, float(result.predicted)))
     series = []
     for members in grouped.values():

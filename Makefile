@@ -73,6 +73,7 @@ validate: install
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_nvfp4.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_megatron_bridge_2602_01.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_dgxc_weak_scaling.csv
+	$(BIN)/clusterplan validate training-runs tests/data/training_runs_mlperf.csv
 	$(BIN)/clusterplan validate accuracy tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv \
 		--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv \
 		--whole-runs tests/data/training_totals.csv --collectives tests/data/network/collectives.csv \

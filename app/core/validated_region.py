@@ -7,7 +7,8 @@ planner therefore recommends the fastest layout inside the region and shows a fa
 with the reason.
 
 The region is derived from the validation files (app.validation.region builds app/catalog/validated_region.json
-from them; a test keeps the two in step):
+from them, leaving out the runs whose measurement contradicts their estimate by more than the ranking resolution;
+a test keeps the two in step):
 
 - bounds: the smallest context-parallel chunk (tokens per rank, seq_len / cp), the largest cp and micro-batch
   any published run used, the most ranks a published ZeRO-3/FSDP run sharded its parameters over (each
@@ -176,7 +177,7 @@ def feature_check(feature: Feature) -> Check:
     """A feature as a check: beyond the region when the layout has it and no published run does."""
     return Check(
         lambda f, r: feature.present(f) & (not (r.get("features") or {}).get(feature.key)),
-        lambda f, r: f"{feature.label} (no published run)",
+        lambda f, r: f"{feature.label} (no published run confirms the estimate)",
     )
 
 

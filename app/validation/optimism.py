@@ -94,6 +94,7 @@ DEFAULT_FILES = tuple(
         "training_runs_vtrain_multi",
         "training_runs_nvfp4",
         "training_runs_dgxc_weak_scaling",
+        "training_runs_mlperf",
     )
 )
 

@@ -1,6 +1,6 @@
 """One table of every headline accuracy figure, each beside the role of its data and its target.
 
-A change to the estimator, the planner or the network model moves figures in eight training-run files, the
+A change to the estimator, the planner or the network model moves figures in nine training-run files, the
 whole-run totals, the optimism guard and three collective files; `clusterplan validate scorecard` replays them all
 (about 15 s) and prints one line per figure: the development set beside the files nothing was chosen on, so that a
 gain on the first is never read without the second. `--json` writes the figures; `--against FILE` reads such a
@@ -215,6 +215,13 @@ REPLAYED: tuple[tuple[str, str, str, str, float | None], ...] = (
         "training_runs_nvfp4.csv",
         "NVFP4 runs (its one constant chosen here): MAPE",
         DEVELOPMENT,
+        None,
+    ),
+    (
+        "mlperf.time",
+        "training_runs_mlperf.csv",
+        "MLPerf Training submissions (64 to 11,616 GPUs): MAPE",
+        HELD_OUT,
         None,
     ),
 )

@@ -7,9 +7,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from app.catalog import validated_region
+from app.catalog import accuracy_table, validated_region
+from app.core.accuracy import ranking_resolution_of
 from app.core.validated_region import LayoutFacts, features_of, outside, region_from
-from app.validation.region import build_region, dumps
+from app.validation.region import build_region, contradicted, dumps, layout_facts
+from app.validation.training_runs import estimate_row, load_rows
 
 
 def facts(**layout: Any) -> LayoutFacts:
@@ -40,7 +42,7 @@ def test_outside_names_each_reason() -> None:
         "context parallel 16 (published runs reach 2)",
         "micro-batch 4 (published runs reach 1)",
         "ZeRO-3/FSDP sharding over 4,096 ranks (published runs reach 64)",
-        "ZeRO-3/FSDP beside context parallelism (no published run)",
+        "ZeRO-3/FSDP beside context parallelism (no published run confirms the estimate)",
     ]
 
 
@@ -100,6 +102,24 @@ def test_the_planner_does_not_recommend_unpublished_experts_per_rank(client: Any
     limit = validated_region()["local_experts_max"]
     assert recommended["validated"] is True and 128 // recommended["layout"]["ep"] <= limit
     assert "routed experts per rank" in d["region_note"]
+
+
+def test_a_run_its_estimate_misses_validates_nothing() -> None:
+    """MLPerf's Llama 3.1 8B on 512 GB200 (row 29: TP2 CP4, 2,048-token chunks) ran 1.69x slower than its
+    estimate, beyond the ranking resolution, so it does not make 2K-token chunks a validated kind of layout; the
+    GPT-3 175B run of row 1 (+10 %) counts."""
+    path = Path("tests/data/training_runs_mlperf.csv")
+    rows = {row.index: row for row in load_rows(path)}
+    resolution = ranking_resolution_of(accuracy_table(), None)
+    assert resolution is not None and 15.0 < resolution.resolution_pct < 40.0
+    assert contradicted(rows[29], resolution.resolution_pct)
+    assert not contradicted(rows[1], resolution.resolution_pct)
+    chunk = 8192 // estimate_row(rows[29]).layout.cp
+    assert chunk == 2048
+    kept = layout_facts([path])
+    assert len(kept) == len(rows) - 3  # the two 512-GPU 8B runs (+68, +69 %) and the 128-H100 TP2 one (+33 %)
+    assert min(int(f.cp_chunk_tokens) for f in kept if f.cp > 1) == 4096
+    assert build_region([path])["cp_min_chunk_tokens"] == 4096
 
 
 def test_the_catalog_region_is_the_validation_files_region() -> None:

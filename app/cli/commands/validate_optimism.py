@@ -26,7 +26,7 @@ def optimism(
         list[Path] | None,
         typer.Argument(
             dir_okay=False,
-            help="CSVs with the columns of tests/data/training_runs.csv (default: the eight training-run files "
+            help="CSVs with the columns of tests/data/training_runs.csv (default: the nine training-run files "
             "under tests/data/)",
         ),
     ] = None,

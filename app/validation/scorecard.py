@@ -220,7 +220,7 @@ REPLAYED: tuple[tuple[str, str, str, str, float | None], ...] = (
     (
         "mlperf.time",
         "training_runs_mlperf.csv",
-        "MLPerf Training submissions (64 to 11,616 GPUs): MAPE",
+        "MLPerf Training submissions (8 to 11,616 GPUs): MAPE",
         HELD_OUT,
         None,
     ),

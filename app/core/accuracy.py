@@ -73,6 +73,81 @@ REGIMES: dict[str, str] = {
     # active experts only), so its error follows the attention kernel, not the expert dispatch
     "moe-long-context": f"mixture-of-experts transformer, sequence > {LONG_CONTEXT_TOKENS:,} tokens",
 }
+
+
+@dataclass(frozen=True)
+class PlatformCaveat:
+    """Published runs of one kind of model on one GPU generation that took consistently longer (or shorter) than
+    estimated, said beside every estimate of that kind there. The figures are measured ÷ estimated step time
+    (`ratio_stats` of the runs: 8 in 10 between low and high) on the platform and, for comparison, on the
+    generation before it (`reference_*`). Not a correction: the estimate stays the model's, and the caveat says
+    how its kind fared."""
+
+    name: str
+    min_compute_capability: float
+    reference_compute_capability: float  # the generation compared with: [this, min_compute_capability)
+    reference_name: str
+    min_params: float
+    dense_only: bool
+    runs: int
+    ratio_low: float
+    ratio_median: float
+    ratio_high: float
+    reference_runs: int
+    reference_low: float
+    reference_high: float
+    evidence: str
+
+    def applies(self, compute_capability: float, params_total: float, moe: bool) -> bool:
+        return (
+            compute_capability >= self.min_compute_capability
+            and params_total >= self.min_params
+            and not (moe and self.dense_only)
+        )
+
+    def sentence(self) -> str:
+        return (
+            f"{self.runs} published runs of {self.name} ({self.evidence}) took a median {self.ratio_median:.2f}× "
+            f"the step time this model estimates, 8 in 10 of them {self.ratio_low:.2f}–{self.ratio_high:.2f}×; "
+            f"on {self.reference_name} the {self.reference_runs} runs of these sizes took "
+            f"{self.reference_low:.2f}–{self.reference_high:.2f}×. Read this estimate as optimistic by about that much."
+        )
+
+
+# Dense models of 300B parameters and more on Blackwell (compute capability 10.x: B200, B300, GB200, GB300): every
+# file of published runs that has them found them slower than estimated (MLPerf Training v5.0-v5.1 Llama 3.1 405B
+# on GB200, GB300 and B200, +8 to +20 %; NVIDIA's dgxc-benchmarking Nemotron-4 340B and Llama 3.1 405B on GB200,
+# 1.15-1.40x; Megatron-Bridge 25.11-26.02 Llama 3.1 405B on GB200 and GB300, 0.95-1.17x), while the runs of these
+# sizes on H100 and H200 sit around their estimates; smaller dense models on Blackwell scatter around theirs
+# (Llama 3 70B 0.72-1.14x, Llama 3.1 8B 0.87-1.14x). The figures are app.validation.accuracy.platform_ratios over
+# all the training-run validation files (tests/data/training_runs*.csv), which tests/validation/
+# test_platform_caveats.py recomputes; the size threshold lies between the sizes measured (70B and 340B), where the
+# evidence changes, not at a fitted value (docs/constants.md#platform-caveat-blackwell).
+BLACKWELL_LARGE_DENSE = PlatformCaveat(
+    name="dense models of 300B parameters and more on Blackwell GPUs",
+    min_compute_capability=10.0,
+    reference_compute_capability=9.0,
+    reference_name="H100 and H200",
+    min_params=300e9,
+    dense_only=True,
+    runs=41,
+    ratio_low=1.03,
+    ratio_median=1.17,
+    ratio_high=1.33,
+    reference_runs=32,
+    reference_low=0.92,
+    reference_high=1.07,
+    evidence="MLPerf Training, NVIDIA's benchmark recipes and Megatron-Bridge on B200, GB200 and GB300",
+)
+PLATFORM_CAVEATS: tuple[PlatformCaveat, ...] = (BLACKWELL_LARGE_DENSE,)
+
+
+def platform_caveats(compute_capability: float, params_total: float, moe: bool) -> list[PlatformCaveat]:
+    """The caveats that apply to an estimate on a GPU of `compute_capability` for a model of `params_total`
+    parameters."""
+    return [c for c in PLATFORM_CAVEATS if c.applies(compute_capability, params_total, moe)]
+
+
 # the regime whose layout comparisons a regime's ranking resolution uses (a comparison may straddle light/heavy)
 RANKING_FAMILY: dict[str, str] = {"moe-light": "moe", "moe-light-hybridep": "moe", "moe-long-context": "moe"}
 # step components that are GPU work of the layers (the rest: pipeline bubble, DP/ZeRO traffic, optimizer, offload)

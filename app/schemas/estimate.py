@@ -100,6 +100,11 @@ class AccuracyOut(BaseModel):
     advice: str | None = Field(
         default=None, description="what tends to help in this regime, where there is advice"
     )
+    platform_caveat: str | None = Field(
+        default=None,
+        description="how published runs of this kind of model on this GPU generation fared against their estimates, "
+        "where they were consistently slower or faster than the band says (app.core.accuracy.PLATFORM_CAVEATS)",
+    )
     time_to_train_ratio_low: float = Field(
         description="low end of the time-to-train and GPU-hours range: the step band's, or lower where whole "
         "published runs came in lower (app.core.accuracy.totals_band)"

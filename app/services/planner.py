@@ -26,7 +26,7 @@ from app.schemas.search import (
 )
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.catalog import Actor
-from app.services.estimate import time_to_train_payload
+from app.services.estimate import platform_caveat_text, time_to_train_payload
 from app.services.pipeline_hint import pipeline_fill_note
 from app.services.plan_costs import cluster_goodput, goodput_by_size, wall_clock_cost_usd
 from app.services.plan_ranking import ranking_payload
@@ -194,7 +194,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
-        accuracy=_search_accuracy(band, best),
+        accuracy=_search_accuracy(band, best, platform_caveat_text(resolved.cluster.gpu, resolved.model)),
         ranking=ranking,
         recommended=recommended,
         region_note=region,
@@ -203,14 +203,17 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
     )
 
 
-def _search_accuracy(band: Any, best: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The best layout's accuracy band with the time-to-train range (app.core.accuracy.totals_band) and, where the
-    search had a token budget, the best layout's time to train at both ends of it."""
+def _search_accuracy(
+    band: Any, best: dict[str, Any] | None, caveat: str | None = None
+) -> dict[str, Any] | None:
+    """The best layout's accuracy band with the time-to-train range (app.core.accuracy.totals_band), where the
+    search had a token budget the best layout's time to train at both ends of it, and the platform caveat."""
     if band is None or best is None:
         return None
     return {
         **band.applied(best["step_time_s"], best["tokens_per_s"]),
         **time_to_train_payload(band, best.get("time_to_train_s"), best.get("wall_clock_s")),
+        **({"platform_caveat": caveat} if caveat else {}),
     }
 
 

@@ -514,7 +514,8 @@ def accuracy_view(
         )
         ratios = (band["time_to_train_ratio_low"], band["time_to_train_ratio_high"])
         fields.update(likely_totals(summary, ratios, COMPUTE_TOTALS))
-        notes["step"] = band["summary"] + (f" {band['advice']}" if band.get("advice") else "")
+        extras = [band.get("advice"), band.get("platform_caveat")]
+        notes["step"] = " ".join([band["summary"], *filter(None, extras)])
         notes["totals"] = band["time_to_train_summary"]
     mem = memory_accuracy_payload(est)
     if mem is not None:

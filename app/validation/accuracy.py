@@ -34,7 +34,15 @@ from app.core.accuracy import (
     ratio_from_speed_error,
     ratio_stats,
 )
-from app.validation.training_runs import MEMORY_METRICS, TIME_METRICS, load_rows, replay, speed_error
+from app.core.model import param_counts
+from app.validation.training_runs import (
+    MEMORY_METRICS,
+    TIME_METRICS,
+    estimate_row,
+    load_rows,
+    replay,
+    speed_error,
+)
 
 MEMORY = "memory"  # key of the peak-memory ratios beside the regimes
 # the regimes layout comparisons are grouped by (light and heavy MoE passes together)
@@ -91,6 +99,29 @@ def _ratios(
             {"file": Path(path).name, "time_rows": used, "memory_rows": memory, "layout_pairs": pairs}
         )
     return by_regime, comparisons, sources
+
+
+def platform_ratios(
+    paths: Sequence[Path], min_capability: float, max_capability: float, min_params: float, dense_only: bool
+) -> list[float]:
+    """measured ÷ estimated step time of every time-like row of the given training-run CSVs whose GPU's compute
+    capability lies in [min_capability, max_capability) and whose model has at least `min_params` parameters
+    (dense models only when `dense_only`): the evidence behind a platform caveat (app.core.accuracy)."""
+    ratios: list[float] = []
+    for path in paths:
+        rows = load_rows(path)
+        by_index = {row.index: row for row in rows}
+        for r in replay(rows).rows:
+            if r.skipped is not None or r.error_pct is None or r.metric not in TIME_METRICS:
+                continue
+            replayed = estimate_row(by_index[r.row])
+            gpu, model = replayed.cluster.gpu, replayed.model
+            if not min_capability <= gpu.compute_capability < max_capability:
+                continue
+            if param_counts(model).total < min_params or (dense_only and getattr(model, "moe", None)):
+                continue
+            ratios.append(ratio_from_speed_error(speed_error(r)))
+    return ratios
 
 
 def regime_ratios(paths: Sequence[Path]) -> dict[str, list[float]]:

@@ -153,6 +153,8 @@ def render_text(out: object) -> str:
         ]
         if out.accuracy.advice:
             lines.append(f"  {out.accuracy.advice}")
+        if out.accuracy.platform_caveat:
+            lines.append(f"  caveat: {out.accuracy.platform_caveat}")
         if out.accuracy.time_to_train_range_s:
             lines += [
                 f"time to train likely {likely_days(out.accuracy.time_to_train_range_s)} of compute"

@@ -372,6 +372,8 @@ def render_search(out: Any) -> str:
         lo, hi = out.accuracy["step_time_range_s"]
         lines += ["", f"accuracy ({out.accuracy['regime']}): best step time likely {lo:.3f}–{hi:.3f} s"]
         lines.append(f"  {out.accuracy['summary']}")
+        if out.accuracy.get("platform_caveat"):
+            lines.append(f"  caveat: {out.accuracy['platform_caveat']}")
         if out.accuracy.get("time_to_train_range_s"):
             lines.append(
                 f"best time to train likely {likely_days(out.accuracy['time_to_train_range_s'])} of compute"

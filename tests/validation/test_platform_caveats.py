@@ -1,0 +1,83 @@
+"""Platform caveats (app.core.accuracy.PLATFORM_CAVEATS): what published runs of one kind of model on one GPU
+generation measured against their estimates, quoted beside every estimate of that kind. The quoted figures must be
+those of the validation files, and the caveat must reach the estimate, the search and the saved plan."""
+
+from __future__ import annotations
+
+import copy
+import glob
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.accuracy import BLACKWELL_LARGE_DENSE, ratio_stats
+from app.validation.accuracy import platform_ratios
+from tests.paths import ROOT
+
+FILES = [Path(p) for p in sorted(glob.glob(str(ROOT / "tests" / "data" / "training_runs*.csv")))]
+EXAMPLE = json.loads((ROOT / "examples" / "llama31-405b-pp16-2048xh100.json").read_text())
+
+
+def _stats(min_capability: float, max_capability: float) -> dict[str, Any]:
+    c = BLACKWELL_LARGE_DENSE
+    return ratio_stats(platform_ratios(FILES, min_capability, max_capability, c.min_params, c.dense_only))
+
+
+def test_the_blackwell_caveat_quotes_the_validation_files() -> None:
+    c = BLACKWELL_LARGE_DENSE
+    measured = _stats(c.min_compute_capability, 99.0)
+    assert measured["runs"] == c.runs
+    assert (measured["ratio_low"], measured["ratio_median"], measured["ratio_high"]) == pytest.approx(
+        (c.ratio_low, c.ratio_median, c.ratio_high), abs=0.005
+    )
+    reference = _stats(c.reference_compute_capability, c.min_compute_capability)
+    assert reference["runs"] == c.reference_runs
+    assert (reference["ratio_low"], reference["ratio_high"]) == pytest.approx(
+        (c.reference_low, c.reference_high), abs=0.005
+    )
+    # the caveat is only worth saying because the platform differs from the generation before it
+    assert c.ratio_median > reference["ratio_high"]
+
+
+def test_the_caveat_applies_to_large_dense_models_on_blackwell_only() -> None:
+    c = BLACKWELL_LARGE_DENSE
+    assert c.applies(10.0, 405e9, moe=False) and c.applies(10.3, 340e9, moe=False)
+    assert not c.applies(9.0, 405e9, moe=False)  # H100
+    assert not c.applies(10.0, 70e9, moe=False)  # smaller models scatter around their estimates
+    assert not c.applies(10.0, 671e9, moe=True)  # MoE models have their own bands
+    assert f"{c.ratio_median:.2f}×" in c.sentence() and "H100 and H200" in c.sentence()
+
+
+def _scenario(gpu: str) -> dict[str, Any]:
+    body = copy.deepcopy(EXAMPLE)
+    body["cluster"] = {"gpu": gpu, "nodes": 512 if gpu == "GB200" else 256}
+    body["layout"].update(tp=4 if gpu == "GB200" else 8, dp=16 if gpu == "GB200" else 8)
+    return body
+
+
+def test_the_estimate_and_the_search_carry_the_caveat(client: Any) -> None:
+    on_gb200 = client.post("/api/v1/estimate", json=_scenario("GB200"))
+    assert on_gb200.status_code == 200, on_gb200.text
+    assert BLACKWELL_LARGE_DENSE.sentence() == on_gb200.json()["accuracy"]["platform_caveat"]
+    on_h100 = client.post("/api/v1/estimate", json=_scenario("H100-SXM"))
+    assert on_h100.status_code == 200, on_h100.text
+    assert on_h100.json()["accuracy"]["platform_caveat"] is None
+    body = {
+        "model": "Llama-3.1-405B",
+        "cluster": {"gpu": "GB200", "nodes": 512},
+        "training": {"seq_len": 8192, "tokens": 15e12},
+        "global_batch": 2048,
+        "top": 3,
+    }
+    searched = client.post("/api/v1/plan", json=body)
+    assert searched.status_code == 200, searched.text
+    assert searched.json()["accuracy"]["platform_caveat"] == BLACKWELL_LARGE_DENSE.sentence()
+
+
+def test_the_saved_plan_s_accuracy_note_carries_the_caveat(client: Any) -> None:
+    created = client.post("/api/v1/plans", json={"name": "405B on GB200", "scenario": _scenario("GB200")})
+    assert created.status_code in (200, 201), created.text
+    result = created.json()["current"]["result"]
+    assert BLACKWELL_LARGE_DENSE.sentence() in result["accuracy"]["step"]

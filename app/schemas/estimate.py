@@ -74,8 +74,8 @@ class StepOut(BaseModel):
 class AccuracyOut(BaseModel):
     regime: str = Field(
         description=(
-            "kind of run: dense | dense-long-context | moe | moe-light | moe-light-hybridep | moe-long-context "
-            "(app.core.accuracy)"
+            "kind of run: dense | dense-long-context | moe | moe-light | moe-light-hybridep | moe-long-context, or "
+            "a platform caveat's runs in place of dense: dense-blackwell-300b (app.core.accuracy)"
         )
     )
     description: str

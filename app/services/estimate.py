@@ -158,7 +158,9 @@ def accuracy_payload(
     time-to-train range it gives (`dispatcher`: the scenario's MoE token dispatcher, Framework.moe_dispatcher;
     `times`: the time to train in seconds of compute and on the wall clock, where there are)."""
     layer_pass = estimate_layer_pass_seconds(est)
-    band = band_for(accuracy_table(), est.model, est.seq_len, layer_pass, dispatcher)
+    band = band_for(
+        accuracy_table(), est.model, est.seq_len, layer_pass, dispatcher, est.cluster.gpu.compute_capability
+    )
     if band is None:
         return None
     out = band.applied(est.step.total_s, est.step.tokens_per_s)

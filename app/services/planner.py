@@ -184,7 +184,12 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
         best["validated"] = not best["outside_region"]
     layer_pass = planned_layer_pass(resolved.model, best)
     band = band_for(
-        accuracy_table(), resolved.model, resolved.seq_len, layer_pass, resolved.framework.moe_dispatcher
+        accuracy_table(),
+        resolved.model,
+        resolved.seq_len,
+        layer_pass,
+        resolved.framework.moe_dispatcher,
+        resolved.cluster.gpu.compute_capability,
     )
     ranking = ranking_payload(resolved.model, resolved.seq_len, d["rank_by"], d["top"])
     if ranking is not None and best is not None:
@@ -294,7 +299,12 @@ def sizes(data: Any, session: Session | None = None, *, viewer: Actor) -> SizesO
         best = point.get("best")
         layer_pass = planned_layer_pass(resolved.model, best)
         point_band = band_for(
-            table, resolved.model, resolved.seq_len, layer_pass, resolved.framework.moe_dispatcher
+            table,
+            resolved.model,
+            resolved.seq_len,
+            layer_pass,
+            resolved.framework.moe_dispatcher,
+            resolved.cluster.gpu.compute_capability,
         )
         if point_band is None:
             continue

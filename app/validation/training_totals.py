@@ -283,7 +283,14 @@ def evaluate_best(row: Row, run: RunInputs, result: TotalsResult) -> tuple[float
     layer_pass = layer_pass_seconds(
         best.step_breakdown_s, model.num_layers / best.layout.pp, best.num_microbatches
     )
-    band = band_for(accuracy_table(), model, run.seq_len, float(layer_pass), framework.moe_dispatcher)
+    band = band_for(
+        accuracy_table(),
+        model,
+        run.seq_len,
+        float(layer_pass),
+        framework.moe_dispatcher,
+        cluster.gpu.compute_capability,
+    )
     if band is not None:
         result.band_regime = band.regime
         result.band_ratio_low, result.band_ratio_high = band.ratio_low, band.ratio_high

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.core.accuracy import BLACKWELL_LARGE_DENSE, ratio_stats
+from app.core.accuracy import BLACKWELL_LARGE_DENSE, band_for, ratio_stats
 from app.validation.accuracy import platform_ratios
 from tests.paths import ROOT
 
@@ -32,6 +32,10 @@ def test_the_blackwell_caveat_quotes_the_validation_files() -> None:
     assert (measured["ratio_low"], measured["ratio_median"], measured["ratio_high"]) == pytest.approx(
         (c.ratio_low, c.ratio_median, c.ratio_high), abs=0.005
     )
+    assert (measured["ratio_min"], measured["ratio_max"]) == pytest.approx(
+        (c.ratio_min, c.ratio_max), abs=0.005
+    )
+    assert measured["mape_pct"] == pytest.approx(c.mape_pct, abs=0.05)
     reference = _stats(c.reference_compute_capability, c.min_compute_capability)
     assert reference["runs"] == c.reference_runs
     assert (reference["ratio_low"], reference["ratio_high"]) == pytest.approx(
@@ -50,6 +54,20 @@ def test_the_caveat_applies_to_large_dense_models_on_blackwell_only() -> None:
     assert f"{c.ratio_median:.2f}×" in c.sentence() and "H100 and H200" in c.sentence()
 
 
+def test_a_covered_estimate_quotes_the_platform_s_runs_as_its_band() -> None:
+    from app.catalog import accuracy_table, find_model
+
+    model = find_model("Llama-3.1-405B")
+    on_blackwell = band_for(accuracy_table(), model, 8192, None, "alltoall", 10.0)
+    on_hopper = band_for(accuracy_table(), model, 8192, None, "alltoall", 9.0)
+    assert on_blackwell == BLACKWELL_LARGE_DENSE.band() and on_blackwell.regime == "dense-blackwell-300b"
+    assert on_hopper is not None and on_hopper.regime == "dense"
+    assert on_blackwell.ratio_low > on_hopper.ratio_low and on_blackwell.ratio_high > on_hopper.ratio_high
+    # long context keeps its own band: no published run of this size on Blackwell measured it
+    long = band_for(accuracy_table(), model, 131072, None, "alltoall", 10.0)
+    assert long is not None and long.regime == "dense-long-context"
+
+
 def _scenario(gpu: str) -> dict[str, Any]:
     body = copy.deepcopy(EXAMPLE)
     body["cluster"] = {"gpu": gpu, "nodes": 512 if gpu == "GB200" else 256}
@@ -60,7 +78,16 @@ def _scenario(gpu: str) -> dict[str, Any]:
 def test_the_estimate_and_the_search_carry_the_caveat(client: Any) -> None:
     on_gb200 = client.post("/api/v1/estimate", json=_scenario("GB200"))
     assert on_gb200.status_code == 200, on_gb200.text
-    assert BLACKWELL_LARGE_DENSE.sentence() == on_gb200.json()["accuracy"]["platform_caveat"]
+    accuracy = on_gb200.json()["accuracy"]
+    assert accuracy["platform_caveat"] == BLACKWELL_LARGE_DENSE.sentence()
+    assert (
+        accuracy["regime"] == "dense-blackwell-300b"
+        and accuracy["ratio_median"] == BLACKWELL_LARGE_DENSE.ratio_median
+    )
+    step = on_gb200.json()["step"]["total_s"]
+    assert accuracy["step_time_range_s"] == pytest.approx(
+        [step * BLACKWELL_LARGE_DENSE.ratio_low, step * BLACKWELL_LARGE_DENSE.ratio_high]
+    )
     on_h100 = client.post("/api/v1/estimate", json=_scenario("H100-SXM"))
     assert on_h100.status_code == 200, on_h100.text
     assert on_h100.json()["accuracy"]["platform_caveat"] is None
@@ -74,6 +101,7 @@ def test_the_estimate_and_the_search_carry_the_caveat(client: Any) -> None:
     searched = client.post("/api/v1/plan", json=body)
     assert searched.status_code == 200, searched.text
     assert searched.json()["accuracy"]["platform_caveat"] == BLACKWELL_LARGE_DENSE.sentence()
+    assert searched.json()["accuracy"]["regime"] == "dense-blackwell-300b"
 
 
 def test_the_saved_plan_s_accuracy_note_carries_the_caveat(client: Any) -> None:

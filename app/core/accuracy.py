@@ -75,105 +75,6 @@ REGIMES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class PlatformCaveat:
-    """Published runs of one kind of model on one GPU generation that took consistently longer (or shorter) than
-    estimated, said beside every estimate of that kind there. The figures are measured ÷ estimated step time
-    (`ratio_stats` of the runs: 8 in 10 between low and high) on the platform and, for comparison, on the
-    generation before it (`reference_*`). Not a correction: the estimate stays the model's, and the caveat says
-    how its kind fared."""
-
-    regime: str  # the band estimates of this kind quote in place of their regime's
-    name: str
-    min_compute_capability: float
-    reference_compute_capability: float  # the generation compared with: [this, min_compute_capability)
-    reference_name: str
-    min_params: float
-    dense_only: bool
-    runs: int
-    mape_pct: float
-    ratio_low: float
-    ratio_median: float
-    ratio_high: float
-    ratio_min: float
-    ratio_max: float
-    reference_runs: int
-    reference_low: float
-    reference_high: float
-    evidence: str
-
-    def applies(self, compute_capability: float, params_total: float, moe: bool) -> bool:
-        return (
-            compute_capability >= self.min_compute_capability
-            and params_total >= self.min_params
-            and not (moe and self.dense_only)
-        )
-
-    def band(self) -> AccuracyBand:
-        """The runs of this kind on this platform as the accuracy band its estimates quote."""
-        return AccuracyBand(
-            regime=self.regime,
-            description=self.name,
-            basis="on this GPU generation, in every validation file",
-            runs=self.runs,
-            mape_pct=self.mape_pct,
-            ratio_low=self.ratio_low,
-            ratio_median=self.ratio_median,
-            ratio_high=self.ratio_high,
-            ratio_min=self.ratio_min,
-            ratio_max=self.ratio_max,
-            development_runs=0,
-            development_mape_pct=None,
-        )
-
-    def sentence(self) -> str:
-        return (
-            f"The {self.runs} published runs of {self.name} ({self.evidence}) took a median "
-            f"{self.ratio_median:.2f}× their estimated step time, where the {self.reference_runs} runs of these sizes "
-            f"on {self.reference_name} took {self.reference_low:.2f}–{self.reference_high:.2f}×: the estimator "
-            "misses something of this platform (docs/validation.md, 'Platform caveats'), so the range above is "
-            "these runs' and the estimate is likely optimistic by about that much."
-        )
-
-
-# Dense models of 300B parameters and more on Blackwell (compute capability 10.x: B200, B300, GB200, GB300): every
-# file of published runs that has them found them slower than estimated (MLPerf Training v5.0-v5.1 Llama 3.1 405B
-# on GB200, GB300 and B200, +8 to +20 %; NVIDIA's dgxc-benchmarking Nemotron-4 340B and Llama 3.1 405B on GB200,
-# 1.15-1.40x; Megatron-Bridge 25.11-26.02 Llama 3.1 405B on GB200 and GB300, 0.95-1.17x), while the runs of these
-# sizes on H100 and H200 sit around their estimates; smaller dense models on Blackwell scatter around theirs
-# (Llama 3 70B 0.72-1.14x, Llama 3.1 8B 0.87-1.14x). The figures are app.validation.accuracy.platform_ratios over
-# all the training-run validation files (tests/data/training_runs*.csv), which tests/validation/
-# test_platform_caveats.py recomputes; the size threshold lies between the sizes measured (70B and 340B), where the
-# evidence changes, not at a fitted value (docs/constants.md#platform-caveat-blackwell).
-BLACKWELL_LARGE_DENSE = PlatformCaveat(
-    regime="dense-blackwell-300b",
-    name="dense models of 300B parameters and more on Blackwell GPUs",
-    min_compute_capability=10.0,
-    reference_compute_capability=9.0,
-    reference_name="H100 and H200",
-    min_params=300e9,
-    dense_only=True,
-    runs=41,
-    mape_pct=17.7,
-    ratio_low=1.03,
-    ratio_median=1.17,
-    ratio_high=1.33,
-    ratio_min=0.95,
-    ratio_max=1.40,
-    reference_runs=32,
-    reference_low=0.92,
-    reference_high=1.07,
-    evidence="MLPerf Training, NVIDIA's benchmark recipes and Megatron-Bridge on B200, GB200 and GB300",
-)
-PLATFORM_CAVEATS: tuple[PlatformCaveat, ...] = (BLACKWELL_LARGE_DENSE,)
-
-
-def platform_caveats(compute_capability: float, params_total: float, moe: bool) -> list[PlatformCaveat]:
-    """The caveats that apply to an estimate on a GPU of `compute_capability` for a model of `params_total`
-    parameters."""
-    return [c for c in PLATFORM_CAVEATS if c.applies(compute_capability, params_total, moe)]
-
-
 # the regime whose layout comparisons a regime's ranking resolution uses (a comparison may straddle light/heavy)
 RANKING_FAMILY: dict[str, str] = {"moe-light": "moe", "moe-light-hybridep": "moe", "moe-long-context": "moe"}
 # step components that are GPU work of the layers (the rest: pipeline bubble, DP/ZeRO traffic, optimizer, offload)
@@ -384,6 +285,85 @@ class AccuracyBand:
 
 
 @dataclass(frozen=True)
+class PlatformCaveat:
+    """Published runs of one kind of model on one GPU generation that took consistently longer (or shorter) than
+    estimated. Estimates of that kind quote those runs as their band (`band`: measured ÷ estimated step time, as
+    every band) and say why, beside the same sizes on the generation before it (`reference_*`: 8 in 10 runs
+    between low and high). Not a correction: the point estimate stays the model's."""
+
+    band: AccuracyBand
+    min_compute_capability: float
+    reference_compute_capability: float  # the generation compared with: [this, min_compute_capability)
+    reference_name: str
+    min_params: float
+    dense_only: bool
+    reference_runs: int
+    reference_low: float
+    reference_high: float
+    evidence: str
+
+    def applies(self, compute_capability: float, params_total: float, moe: bool) -> bool:
+        return (
+            compute_capability >= self.min_compute_capability
+            and params_total >= self.min_params
+            and not (moe and self.dense_only)
+        )
+
+    def sentence(self) -> str:
+        b = self.band
+        return (
+            f"The {b.runs} published runs of {b.description} ({self.evidence}) took a median "
+            f"{b.ratio_median:.2f}× their estimated step time, where the {self.reference_runs} runs of these sizes "
+            f"on {self.reference_name} took {self.reference_low:.2f}–{self.reference_high:.2f}×: the estimator "
+            "misses something of this platform (docs/validation.md, 'Platform caveats'), so the range above is "
+            "these runs' and the estimate is likely optimistic by about that much."
+        )
+
+
+# Dense models of 300B parameters and more on Blackwell (compute capability 10.x: B200, B300, GB200, GB300): every
+# file of published runs that has them found them slower than estimated (MLPerf Training v5.0-v5.1 Llama 3.1 405B
+# on GB200, GB300 and B200, +8 to +20 %; NVIDIA's dgxc-benchmarking Nemotron-4 340B and Llama 3.1 405B on GB200,
+# 1.15-1.40x; Megatron-Bridge 25.11-26.02 Llama 3.1 405B on GB200 and GB300, 0.95-1.17x), while the runs of these
+# sizes on H100 and H200 sit around their estimates; smaller dense models on Blackwell scatter around theirs
+# (Llama 3 70B 0.72-1.14x, Llama 3.1 8B 0.87-1.14x). The figures are app.validation.accuracy.platform_ratios over
+# all the training-run validation files (tests/data/training_runs*.csv), which tests/validation/
+# test_platform_caveats.py recomputes; the size threshold lies between the sizes measured (70B and 340B), where the
+# evidence changes, not at a fitted value (docs/constants.md#platform-caveat-blackwell).
+BLACKWELL_LARGE_DENSE = PlatformCaveat(
+    band=AccuracyBand(
+        regime="dense-blackwell-300b",
+        description="dense models of 300B parameters and more on Blackwell GPUs",
+        basis="on this GPU generation, in every validation file",
+        runs=41,
+        mape_pct=17.7,
+        ratio_low=1.03,
+        ratio_median=1.17,
+        ratio_high=1.33,
+        ratio_min=0.95,
+        ratio_max=1.40,
+        development_runs=0,
+        development_mape_pct=None,
+    ),
+    min_compute_capability=10.0,
+    reference_compute_capability=9.0,
+    reference_name="H100 and H200",
+    min_params=300e9,
+    dense_only=True,
+    reference_runs=32,
+    reference_low=0.92,
+    reference_high=1.07,
+    evidence="MLPerf Training, NVIDIA's benchmark recipes and Megatron-Bridge on B200, GB200 and GB300",
+)
+PLATFORM_CAVEATS: tuple[PlatformCaveat, ...] = (BLACKWELL_LARGE_DENSE,)
+
+
+def platform_caveats(compute_capability: float, params_total: float, moe: bool) -> list[PlatformCaveat]:
+    """The caveats that apply to an estimate on a GPU of `compute_capability` for a model of `params_total`
+    parameters."""
+    return [c for c in PLATFORM_CAVEATS if c.applies(compute_capability, params_total, moe)]
+
+
+@dataclass(frozen=True)
 class TotalsBand:
     """The range a time to train or a GPU-hours figure is quoted with: the step-time band of its kind of run,
     widened by what whole published pre-training runs took against the planner's prediction (the `whole_runs`
@@ -473,7 +453,7 @@ def band_for(
             compute_capability, float(param_counts(model).total), model.moe is not None
         )
         if covered:
-            return covered[0].band()
+            return covered[0].band
     record = (table.get("regimes") or {}).get(regime)
     if not record or not record.get("runs"):
         return None

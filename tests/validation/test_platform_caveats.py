@@ -28,21 +28,21 @@ def _stats(min_capability: float, max_capability: float) -> dict[str, Any]:
 def test_the_blackwell_caveat_quotes_the_validation_files() -> None:
     c = BLACKWELL_LARGE_DENSE
     measured = _stats(c.min_compute_capability, 99.0)
-    assert measured["runs"] == c.runs
+    assert measured["runs"] == c.band.runs
     assert (measured["ratio_low"], measured["ratio_median"], measured["ratio_high"]) == pytest.approx(
-        (c.ratio_low, c.ratio_median, c.ratio_high), abs=0.005
+        (c.band.ratio_low, c.band.ratio_median, c.band.ratio_high), abs=0.005
     )
     assert (measured["ratio_min"], measured["ratio_max"]) == pytest.approx(
-        (c.ratio_min, c.ratio_max), abs=0.005
+        (c.band.ratio_min, c.band.ratio_max), abs=0.005
     )
-    assert measured["mape_pct"] == pytest.approx(c.mape_pct, abs=0.05)
+    assert measured["mape_pct"] == pytest.approx(c.band.mape_pct, abs=0.05)
     reference = _stats(c.reference_compute_capability, c.min_compute_capability)
     assert reference["runs"] == c.reference_runs
     assert (reference["ratio_low"], reference["ratio_high"]) == pytest.approx(
         (c.reference_low, c.reference_high), abs=0.005
     )
     # the caveat is only worth saying because the platform differs from the generation before it
-    assert c.ratio_median > reference["ratio_high"]
+    assert c.band.ratio_median > reference["ratio_high"]
 
 
 def test_the_caveat_applies_to_large_dense_models_on_blackwell_only() -> None:
@@ -51,7 +51,7 @@ def test_the_caveat_applies_to_large_dense_models_on_blackwell_only() -> None:
     assert not c.applies(9.0, 405e9, moe=False)  # H100
     assert not c.applies(10.0, 70e9, moe=False)  # smaller models scatter around their estimates
     assert not c.applies(10.0, 671e9, moe=True)  # MoE models have their own bands
-    assert f"{c.ratio_median:.2f}×" in c.sentence() and "H100 and H200" in c.sentence()
+    assert f"{c.band.ratio_median:.2f}×" in c.sentence() and "H100 and H200" in c.sentence()
 
 
 def test_a_covered_estimate_quotes_the_platform_s_runs_as_its_band() -> None:
@@ -60,7 +60,7 @@ def test_a_covered_estimate_quotes_the_platform_s_runs_as_its_band() -> None:
     model = find_model("Llama-3.1-405B")
     on_blackwell = band_for(accuracy_table(), model, 8192, None, "alltoall", 10.0)
     on_hopper = band_for(accuracy_table(), model, 8192, None, "alltoall", 9.0)
-    assert on_blackwell == BLACKWELL_LARGE_DENSE.band() and on_blackwell.regime == "dense-blackwell-300b"
+    assert on_blackwell == BLACKWELL_LARGE_DENSE.band and on_blackwell.regime == "dense-blackwell-300b"
     assert on_hopper is not None and on_hopper.regime == "dense"
     assert on_blackwell.ratio_low > on_hopper.ratio_low and on_blackwell.ratio_high > on_hopper.ratio_high
     # long context keeps its own band: no published run of this size on Blackwell measured it
@@ -82,11 +82,11 @@ def test_the_estimate_and_the_search_carry_the_caveat(client: Any) -> None:
     assert accuracy["platform_caveat"] == BLACKWELL_LARGE_DENSE.sentence()
     assert (
         accuracy["regime"] == "dense-blackwell-300b"
-        and accuracy["ratio_median"] == BLACKWELL_LARGE_DENSE.ratio_median
+        and accuracy["ratio_median"] == BLACKWELL_LARGE_DENSE.band.ratio_median
     )
     step = on_gb200.json()["step"]["total_s"]
     assert accuracy["step_time_range_s"] == pytest.approx(
-        [step * BLACKWELL_LARGE_DENSE.ratio_low, step * BLACKWELL_LARGE_DENSE.ratio_high]
+        [step * BLACKWELL_LARGE_DENSE.band.ratio_low, step * BLACKWELL_LARGE_DENSE.band.ratio_high]
     )
     on_h100 = client.post("/api/v1/estimate", json=_scenario("H100-SXM"))
     assert on_h100.status_code == 200, on_h100.text

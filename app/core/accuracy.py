@@ -73,8 +73,6 @@ REGIMES: dict[str, str] = {
     # active experts only), so its error follows the attention kernel, not the expert dispatch
     "moe-long-context": f"mixture-of-experts transformer, sequence > {LONG_CONTEXT_TOKENS:,} tokens",
 }
-
-
 # the regime whose layout comparisons a regime's ranking resolution uses (a comparison may straddle light/heavy)
 RANKING_FAMILY: dict[str, str] = {"moe-light": "moe", "moe-light-hybridep": "moe", "moe-long-context": "moe"}
 # step components that are GPU work of the layers (the rest: pipeline bubble, DP/ZeRO traffic, optimizer, offload)
@@ -302,12 +300,11 @@ class PlatformCaveat:
     reference_high: float
     evidence: str
 
+    def covers_model(self, params_total: float, moe: bool) -> bool:
+        return params_total >= self.min_params and not (moe and self.dense_only)
+
     def applies(self, compute_capability: float, params_total: float, moe: bool) -> bool:
-        return (
-            compute_capability >= self.min_compute_capability
-            and params_total >= self.min_params
-            and not (moe and self.dense_only)
-        )
+        return compute_capability >= self.min_compute_capability and self.covers_model(params_total, moe)
 
     def sentence(self) -> str:
         b = self.band
@@ -357,10 +354,15 @@ BLACKWELL_LARGE_DENSE = PlatformCaveat(
 PLATFORM_CAVEATS: tuple[PlatformCaveat, ...] = (BLACKWELL_LARGE_DENSE,)
 
 
-def platform_caveats(compute_capability: float, params_total: float, moe: bool) -> list[PlatformCaveat]:
-    """The caveats that apply to an estimate on a GPU of `compute_capability` for a model of `params_total`
-    parameters."""
-    return [c for c in PLATFORM_CAVEATS if c.applies(compute_capability, params_total, moe)]
+def platform_caveat_of(band: AccuracyBand) -> PlatformCaveat | None:
+    """The caveat whose runs `band` is (band_for returns a caveat's band in place of its regime's), or None."""
+    return next((c for c in PLATFORM_CAVEATS if c.band.regime == band.regime), None)
+
+
+def platform_caveats(compute_capability: float, model: ModelSpec) -> list[PlatformCaveat]:
+    """The caveats that apply to an estimate of `model` on a GPU of `compute_capability`."""
+    total, moe = float(param_counts(model).total), model.moe is not None
+    return [c for c in PLATFORM_CAVEATS if c.applies(compute_capability, total, moe)]
 
 
 @dataclass(frozen=True)
@@ -449,9 +451,7 @@ def band_for(
     caveat covers quotes the caveat's runs instead (PLATFORM_CAVEATS)."""
     regime = accuracy_regime(model, seq_len, layer_pass_s, dispatcher)
     if regime == "dense":
-        covered = platform_caveats(
-            compute_capability, float(param_counts(model).total), model.moe is not None
-        )
+        covered = platform_caveats(compute_capability, model)
         if covered:
             return covered[0].band
     record = (table.get("regimes") or {}).get(regime)

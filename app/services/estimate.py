@@ -29,15 +29,13 @@ from app.core.accuracy import (
     band_for,
     estimate_layer_pass_seconds,
     memory_band,
-    platform_caveats,
+    platform_caveat_of,
     totals_band,
 )
 from app.core.cost import on_wall_clock
 from app.core.errors import Problem, SpecError
 from app.core.estimate import Estimate, estimate
-from app.core.hardware import GPUSpec
 from app.core.layout import stage_layer_counts
-from app.core.model import ModelSpec, param_counts
 from app.core.units import DAY, HOUR
 from app.db import get_engine, get_read_engine
 from app.schemas.estimate import AccuracyOut, EstimateOut, MemoryAccuracyOut
@@ -179,17 +177,16 @@ def accuracy_payload(
             "graphs (Megatron-core --cuda-graph-scope moe_router moe_preprocess); 8 in 10 light passes on the "
             f"other dispatchers took up to {_light_high():.1f}× their estimate, with CUDA graphs or without."
         )
-    if caveat := platform_caveat_text(est.cluster.gpu, est.model):
+    if caveat := platform_caveat_text(band):
         out["platform_caveat"] = caveat
     return out
 
 
-def platform_caveat_text(gpu: GPUSpec, model: ModelSpec) -> str | None:
-    """How published runs of this kind of model on this GPU generation fared against their estimates, where they
-    were consistently off (app.core.accuracy.PLATFORM_CAVEATS); None elsewhere."""
-    total = float(param_counts(model).total)
-    caveats = platform_caveats(gpu.compute_capability, total, model.moe is not None)
-    return " ".join(c.sentence() for c in caveats) or None
+def platform_caveat_text(band: AccuracyBand) -> str | None:
+    """Why an estimate quotes a platform caveat's runs as its band (app.core.accuracy.PLATFORM_CAVEATS): how
+    published runs of its kind on its GPU generation fared; None for every other band."""
+    caveat = platform_caveat_of(band)
+    return caveat.sentence() if caveat else None
 
 
 def _light_high() -> float:

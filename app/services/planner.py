@@ -199,7 +199,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
         fabric=resolved.cluster.fabric.name or "custom",
         framework=resolved.framework.name,
         price_source=price_source,
-        accuracy=_search_accuracy(band, best, platform_caveat_text(resolved.cluster.gpu, resolved.model)),
+        accuracy=_search_accuracy(band, best),
         ranking=ranking,
         recommended=recommended,
         region_note=region,
@@ -208,9 +208,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
     )
 
 
-def _search_accuracy(
-    band: Any, best: dict[str, Any] | None, caveat: str | None = None
-) -> dict[str, Any] | None:
+def _search_accuracy(band: Any, best: dict[str, Any] | None) -> dict[str, Any] | None:
     """The best layout's accuracy band with the time-to-train range (app.core.accuracy.totals_band), where the
     search had a token budget the best layout's time to train at both ends of it, and the platform caveat."""
     if band is None or best is None:
@@ -218,7 +216,7 @@ def _search_accuracy(
     return {
         **band.applied(best["step_time_s"], best["tokens_per_s"]),
         **time_to_train_payload(band, best.get("time_to_train_s"), best.get("wall_clock_s")),
-        **({"platform_caveat": caveat} if caveat else {}),
+        **({"platform_caveat": caveat} if (caveat := platform_caveat_text(band)) else {}),
     }
 
 

@@ -29,20 +29,14 @@ from app.core.accuracy import (
     RANKING_FAMILY,
     RANKING_PERCENTILE,
     REGIMES,
+    PlatformCaveat,
     collective_regime,
     comparison_stats,
     ratio_from_speed_error,
     ratio_stats,
 )
 from app.core.model import param_counts
-from app.validation.training_runs import (
-    MEMORY_METRICS,
-    TIME_METRICS,
-    estimate_row,
-    load_rows,
-    replay,
-    speed_error,
-)
+from app.validation.training_runs import MEMORY_METRICS, TIME_METRICS, load_rows, replay, speed_error
 
 MEMORY = "memory"  # key of the peak-memory ratios beside the regimes
 # the regimes layout comparisons are grouped by (light and heavy MoE passes together)
@@ -101,26 +95,24 @@ def _ratios(
     return by_regime, comparisons, sources
 
 
-def platform_ratios(
-    paths: Sequence[Path], min_capability: float, max_capability: float, min_params: float, dense_only: bool
-) -> list[float]:
-    """measured ÷ estimated step time of every time-like row of the given training-run CSVs whose GPU's compute
-    capability lies in [min_capability, max_capability) and whose model has at least `min_params` parameters
-    (dense models only when `dense_only`): the evidence behind a platform caveat (app.core.accuracy)."""
+def platform_ratios(paths: Sequence[Path], caveat: PlatformCaveat, reference: bool = False) -> list[float]:
+    """measured ÷ estimated step time of every time-like row of the given training-run CSVs that `caveat` covers
+    (the evidence behind it), or with `reference` of the rows of the same kind on the generation it is compared
+    with (compute capability in [reference_compute_capability, min_compute_capability))."""
+    low, high = caveat.min_compute_capability, float("inf")
+    if reference:
+        low, high = caveat.reference_compute_capability, caveat.min_compute_capability
     ratios: list[float] = []
     for path in paths:
-        rows = load_rows(path)
-        by_index = {row.index: row for row in rows}
-        for r in replay(rows).rows:
+        for r in replay(load_rows(path)).rows:
             if r.skipped is not None or r.error_pct is None or r.metric not in TIME_METRICS:
                 continue
-            replayed = estimate_row(by_index[r.row])
-            gpu, model = replayed.cluster.gpu, replayed.model
-            if not min_capability <= gpu.compute_capability < max_capability:
-                continue
-            if param_counts(model).total < min_params or (dense_only and getattr(model, "moe", None)):
-                continue
-            ratios.append(ratio_from_speed_error(speed_error(r)))
+            replayed = r.detail["replayed"]
+            model = replayed.model
+            if low <= replayed.cluster.gpu.compute_capability < high and caveat.covers_model(
+                float(param_counts(model).total), model.moe is not None
+            ):
+                ratios.append(ratio_from_speed_error(speed_error(r)))
     return ratios
 
 

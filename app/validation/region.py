@@ -18,26 +18,15 @@ from typing import Any
 
 from app.catalog import accuracy_table
 from app.core.accuracy import ranking_resolution_of
-from app.core.errors import SpecError
 from app.core.validated_region import LayoutFacts, num_experts_of, region_from
-from app.errors import NotFoundError
-from app.validation.training_runs import (
-    TIME_METRICS,
-    Row,
-    RowSkipped,
-    estimate_row,
-    evaluate_row,
-    load_rows,
-)
+from app.validation.training_runs import TIME_METRICS, RowResult, evaluate_row, load_rows
 
 
-def contradicted(row: Row, resolution_pct: float) -> bool:
-    """Whether the row's measured step time (or its time-like metric) is further from the estimate than the
+def contradicted(result: RowResult, resolution_pct: float) -> bool:
+    """Whether a replayed row's measured step time (or its time-like metric) is further from the estimate than the
     ranking resolution."""
-    result = evaluate_row(row)
     return (
-        result.skipped is None
-        and result.metric in TIME_METRICS
+        result.metric in TIME_METRICS
         and result.error_pct is not None
         and abs(result.error_pct) > resolution_pct
     )
@@ -48,12 +37,12 @@ def layout_facts(paths: Iterable[Path]) -> list[LayoutFacts]:
     facts: list[LayoutFacts] = []
     for path in paths:
         for row in load_rows(path):
-            try:
-                replayed = estimate_row(row)
-            except (RowSkipped, SpecError, NotFoundError, ValueError, ArithmeticError, TypeError):
-                continue  # the rows evaluate_row skips, for the same reasons
-            if resolution is not None and contradicted(row, resolution.resolution_pct):
+            result = evaluate_row(row)
+            if result.skipped is not None:
+                continue  # left out of every validation figure, for the reason given there
+            if resolution is not None and contradicted(result, resolution.resolution_pct):
                 continue
+            replayed = result.detail["replayed"]
             seq_len = row.int_or("seq_len", 2048) or 2048
             gpn, experts = replayed.cluster.gpus_per_node, num_experts_of(replayed.model)
             facts.append(LayoutFacts.of(replayed.layout, seq_len, gpn, experts))

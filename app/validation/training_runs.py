@@ -1599,6 +1599,7 @@ def evaluate_row(row: Row) -> RowResult:
     if metric != "oom":
         result.error_pct = (predicted - measured) / measured * 100 if measured else None
     result.detail = {
+        "replayed": modelled,  # the row as estimated, for readers that need its model, cluster or layout
         "defaults": modelled.defaults,
         "framework": fw.name,
         "fabric": modelled.cluster.fabric.name,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app.core.accuracy import BLACKWELL_LARGE_DENSE, band_for, ratio_stats
+from app.services.estimate import platform_caveat_text
 from app.validation.accuracy import platform_ratios
 from tests.paths import ROOT
 
@@ -20,14 +21,13 @@ FILES = [Path(p) for p in sorted(glob.glob(str(ROOT / "tests" / "data" / "traini
 EXAMPLE = json.loads((ROOT / "examples" / "llama31-405b-pp16-2048xh100.json").read_text())
 
 
-def _stats(min_capability: float, max_capability: float) -> dict[str, Any]:
-    c = BLACKWELL_LARGE_DENSE
-    return ratio_stats(platform_ratios(FILES, min_capability, max_capability, c.min_params, c.dense_only))
+def _stats(reference: bool) -> dict[str, Any]:
+    return ratio_stats(platform_ratios(FILES, BLACKWELL_LARGE_DENSE, reference))
 
 
 def test_the_blackwell_caveat_quotes_the_validation_files() -> None:
     c = BLACKWELL_LARGE_DENSE
-    measured = _stats(c.min_compute_capability, 99.0)
+    measured = _stats(reference=False)
     assert measured["runs"] == c.band.runs
     assert (measured["ratio_low"], measured["ratio_median"], measured["ratio_high"]) == pytest.approx(
         (c.band.ratio_low, c.band.ratio_median, c.band.ratio_high), abs=0.005
@@ -36,7 +36,7 @@ def test_the_blackwell_caveat_quotes_the_validation_files() -> None:
         (c.band.ratio_min, c.band.ratio_max), abs=0.005
     )
     assert measured["mape_pct"] == pytest.approx(c.band.mape_pct, abs=0.05)
-    reference = _stats(c.reference_compute_capability, c.min_compute_capability)
+    reference = _stats(reference=True)
     assert reference["runs"] == c.reference_runs
     assert (reference["ratio_low"], reference["ratio_high"]) == pytest.approx(
         (c.reference_low, c.reference_high), abs=0.005
@@ -66,6 +66,9 @@ def test_a_covered_estimate_quotes_the_platform_s_runs_as_its_band() -> None:
     # long context keeps its own band: no published run of this size on Blackwell measured it
     long = band_for(accuracy_table(), model, 131072, None, "alltoall", 10.0)
     assert long is not None and long.regime == "dense-long-context"
+    # the caveat says "the range above is these runs'": only where the band is theirs
+    assert platform_caveat_text(on_blackwell) == BLACKWELL_LARGE_DENSE.sentence()
+    assert platform_caveat_text(long) is None and platform_caveat_text(on_hopper) is None
 
 
 def _scenario(gpu: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from app.catalog import accuracy_table, validated_region
 from app.core.accuracy import ranking_resolution_of
 from app.core.validated_region import LayoutFacts, features_of, outside, region_from
 from app.validation.region import build_region, contradicted, dumps, layout_facts
-from app.validation.training_runs import estimate_row, load_rows
+from app.validation.training_runs import estimate_row, evaluate_row, load_rows
 
 
 def facts(**layout: Any) -> LayoutFacts:
@@ -112,8 +112,8 @@ def test_a_run_its_estimate_misses_validates_nothing() -> None:
     rows = {row.index: row for row in load_rows(path)}
     resolution = ranking_resolution_of(accuracy_table(), None)
     assert resolution is not None and 15.0 < resolution.resolution_pct < 40.0
-    assert contradicted(rows[29], resolution.resolution_pct)
-    assert not contradicted(rows[1], resolution.resolution_pct)
+    assert contradicted(evaluate_row(rows[29]), resolution.resolution_pct)
+    assert not contradicted(evaluate_row(rows[1]), resolution.resolution_pct)
     chunk = 8192 // estimate_row(rows[29]).layout.cp
     assert chunk == 2048
     kept = layout_facts([path])

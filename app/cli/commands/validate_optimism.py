@@ -26,8 +26,8 @@ def optimism(
         list[Path] | None,
         typer.Argument(
             dir_okay=False,
-            help="CSVs with the columns of tests/data/training_runs.csv (default: the nine training-run files "
-            "under tests/data/)",
+            help="CSVs with the columns of tests/data/training_runs.csv (default: every training-run file, "
+            "tests/data/training_runs*.csv)",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print {groups, summary} as JSON")] = False,

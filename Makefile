@@ -78,7 +78,8 @@ validate: install
 		--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv \
 		--whole-runs tests/data/training_totals.csv --collectives tests/data/network/collectives.csv \
 		--collectives-heldout tests/data/network/collectives_heldout.csv \
-		--collectives-heldout tests/data/network/collectives_heldout_sweeps.csv
+		--collectives-heldout tests/data/network/collectives_heldout_sweeps.csv \
+		--collectives-heldout tests/data/network/collectives_heldout_azure.csv
 	$(BIN)/clusterplan validate collectives tests/data/network/collectives.csv
 	$(BIN)/clusterplan validate costs tests/data/cost_cases.jsonl
 	$(BIN)/clusterplan validate layouts tests/data/training_runs.csv

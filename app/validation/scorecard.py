@@ -395,6 +395,7 @@ COLLECTIVE_FILES = (
     ("coll.dev", "network/collectives.csv", DEVELOPMENT),
     ("coll.heldout", "network/collectives_heldout.csv", HELD_OUT),
     ("coll.sweeps", "network/collectives_heldout_sweeps.csv", HELD_OUT),
+    ("coll.azure", "network/collectives_heldout_azure.csv", HELD_OUT),
 )
 # targets of the development set's collective errors (docs/network.md, "Collectives"): (size class, statistic)
 COLLECTIVE_TARGETS: Mapping[tuple[str, str], float] = {

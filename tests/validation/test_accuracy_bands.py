@@ -43,6 +43,7 @@ COLLECTIVES = [DATA / "network" / "collectives.csv"]  # the collective model's d
 COLLECTIVES_HELDOUT = [
     DATA / "network" / "collectives_heldout.csv",
     DATA / "network" / "collectives_heldout_sweeps.csv",
+    DATA / "network" / "collectives_heldout_azure.csv",
 ]
 HX = {"HX-Request": "true"}
 
@@ -56,7 +57,8 @@ def test_committed_table_is_what_the_replay_gives_now() -> None:
         "--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv "
         "--whole-runs tests/data/training_totals.csv --collectives tests/data/network/collectives.csv "
         "--collectives-heldout tests/data/network/collectives_heldout.csv "
-        "--collectives-heldout tests/data/network/collectives_heldout_sweeps.csv --write`"
+        "--collectives-heldout tests/data/network/collectives_heldout_sweeps.csv "
+        "--collectives-heldout tests/data/network/collectives_heldout_azure.csv --write`"
     )
     # the collective bands rest on the held-out rows, each regime with enough of them
     collectives = committed["collectives"]

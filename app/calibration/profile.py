@@ -28,6 +28,7 @@ from app.calibration.collective_fit import (
 )
 from app.calibration.gemm_fit import fit_all_dtypes, fit_gemm, gemm_rows, measured_tflops
 from app.calibration.held_back import collective_key, gemm_shape_key, split_held_back
+from app.catalog.fabrics import fabric_for_node
 from app.core.attention import ATTENTION_KERNELS, CUDNN, FLASH_ATTENTION_2
 from app.core.efficiency import GemmEfficiency, HardwareProfile
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
@@ -42,12 +43,13 @@ def cluster_for(doc: dict[str, Any], gpu: GPUSpec, fabric: FabricSpec) -> Cluste
     rows = collective_rows(doc)
     nodes = max([placement_of(r).nodes for r in rows] or [1])
     rpn = max([placement_of(r).ranks_per_node for r in rows] or [1])
+    gpn = max(gpu.default_gpus_per_node, rpn)
     return ClusterSpec(
         gpu=gpu,
         num_nodes=max(1, nodes),
-        gpus_per_node=max(gpu.default_gpus_per_node, rpn),
+        gpus_per_node=gpn,
         scaleup_kind=gpu.scaleup_kind,
-        fabric=fabric,
+        fabric=fabric_for_node(fabric, gpn),  # the preset placed on these nodes, as every cluster places it
     )
 
 

@@ -121,6 +121,20 @@ def find_preset(name: str) -> FabricPreset:
     raise NotFoundError("fabric", name, close)
 
 
+# docs/network.md#nics-per-node. A preset's `nics_per_node` counts the NICs of one 8-GPU server, as its name says
+# (8 × 400G): the DGX/HGX reference designs it describes have PRESET_SERVER_GPUS GPUs per server. On a node of
+# another size a preset keeps its NICs per GPU: a 4-GPU GB200 NVL72 compute tray gets 4, one ConnectX-7 400 Gb/s
+# NIC per GPU, as the NVIDIA DGX GB200 SuperPOD reference architecture builds it. The step model, the scaling
+# sweeps, the bill of materials and the training-run replay all place a preset on a node through fabric_for_node.
+PRESET_SERVER_GPUS = 8
+
+
+def fabric_for_node(spec: FabricSpec, gpus_per_node: int) -> FabricSpec:
+    """A preset's fabric on a node of `gpus_per_node` GPUs: its NICs per GPU kept, at least one NIC per node."""
+    nics = max(1, round(spec.nics_per_node * gpus_per_node / PRESET_SERVER_GPUS))
+    return spec if nics == spec.nics_per_node else replace(spec, nics_per_node=nics)
+
+
 def find_fabric(name: str, **overrides: Any) -> FabricSpec:
     """The preset's FabricSpec, optionally with fields replaced (e.g. congestion_derate=0.8)."""
     spec = find_preset(name).spec

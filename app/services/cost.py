@@ -350,10 +350,12 @@ def _tco_fabric(req: s.TcoRequest) -> tuple[str, FabricSpec]:
 def _fabric_bom(
     req: s.TcoRequest, inputs: core_cost.OnPremInputs, fabric: FabricSpec, prices: UnitPrices
 ) -> BillOfMaterials:
-    """The fabric's fat-tree for the cluster: one NIC per rail, the fabric's NICs per 8 GPUs scaled to the
-    node size (a 72-GPU NVL72 rack has 72 NICs); tiers as given in onprem.fabric_tiers (refused when too few),
-    else the fabric's, else the fewest that connect the nodes."""
-    rails = max(1, round(fabric.nics_per_node * inputs.gpus_per_node / 8))
+    """The fabric's fat-tree for the cluster: one NIC per rail, the fabric placed on the node as the step model
+    places it (app.catalog.fabrics.fabric_for_node: NICs per GPU kept, a 72-GPU NVL72 rack has 72 NICs); tiers as
+    given in onprem.fabric_tiers (refused when too few), else the fabric's, else the fewest that connect the nodes."""
+    from app.catalog.fabrics import fabric_for_node
+
+    rails = fabric_for_node(fabric, inputs.gpus_per_node).nics_per_node
     tiers = (
         req.onprem.fabric_tiers if "fabric_tiers" in req.onprem.model_fields_set else (fabric.tiers or None)
     )

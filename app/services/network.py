@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.catalog.fabrics import find_fabric, presets
+from app.catalog.fabrics import PRESET_SERVER_GPUS, fabric_for_node, find_fabric, presets
 from app.core.accuracy import applied_collective, collective_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
@@ -94,20 +94,27 @@ def resolve_gpu(value: str | dict[str, Any], session: Session | None, p: Problem
 
 
 def resolve_fabric(
-    value: str | dict[str, Any] | None, p: ProblemCollector, where: str = "cluster.fabric"
+    value: str | dict[str, Any] | None,
+    p: ProblemCollector,
+    where: str = "cluster.fabric",
+    gpus_per_node: int = PRESET_SERVER_GPUS,
 ) -> FabricSpec:
+    """A preset (default `ib-ndr-8x400`) placed on a node of `gpus_per_node` GPUs (fabric_for_node), or an inline
+    fabric: its fields over its `preset`'s (so placed) or over the defaults, a stated `nics_per_node` as given."""
     if value is None:
-        return find_fabric("ib-ndr-8x400")
+        return fabric_for_node(find_fabric("ib-ndr-8x400"), gpus_per_node)
     if isinstance(value, str):
         try:
-            return find_fabric(value)
+            return fabric_for_node(find_fabric(value), gpus_per_node)
         except NotFoundError as exc:
             p.add(where, str(exc))
             return FabricSpec()
     data = dict(value)
     base_name = data.pop("preset", None)
     try:
-        base = find_fabric(base_name) if base_name else FabricSpec(name="custom")
+        base = (
+            fabric_for_node(find_fabric(base_name), gpus_per_node) if base_name else FabricSpec(name="custom")
+        )
     except NotFoundError as exc:
         p.add(f"{where}.preset", str(exc))
         base = FabricSpec()
@@ -172,10 +179,10 @@ def resolve_cluster(
     c: ClusterIn, session: Session | None, p: ProblemCollector, nvls: bool | None = None
 ) -> ClusterSpec | None:
     gpu = resolve_gpu(c.gpu, session, p)
-    fabric = resolve_fabric(c.fabric, p)
+    gpn = c.gpus_per_node or (gpu.default_gpus_per_node if gpu else PRESET_SERVER_GPUS)
+    fabric = resolve_fabric(c.fabric, p, gpus_per_node=gpn)
     if gpu is None:
         return None
-    gpn = c.gpus_per_node or gpu.default_gpus_per_node
     check_fabric_tiers(fabric, c.nodes, p)
     return ClusterSpec(
         gpu=gpu,
@@ -393,7 +400,9 @@ def _scaling_fabrics(req: ScalingIn, resolved: Any, p: ProblemCollector) -> dict
         label = _fabric_label(resolved.cluster.fabric.name or "scenario", 0)
         return {label: _apply_overrides(resolved.cluster.fabric, req.overrides)}
     return {
-        _fabric_label(value, i): _apply_overrides(resolve_fabric(value, p, f"fabrics.{i}"), req.overrides)
+        _fabric_label(value, i): _apply_overrides(
+            resolve_fabric(value, p, f"fabrics.{i}", resolved.cluster.gpus_per_node), req.overrides
+        )
         for i, value in enumerate(req.fabrics)
     }
 

@@ -77,14 +77,17 @@ def _inline(cls: Any, data: dict[str, Any], prefix: str, p: ProblemCollector) ->
         return None
 
 
-def _fabric(value: str | dict[str, Any] | None, p: ProblemCollector) -> FabricSpec:
-    if value is None:
-        return FabricSpec(name="default (8 × NDR 400 Gb/s)")
-    if isinstance(value, str):
-        from app.catalog.fabrics import find_fabric
+def _fabric(value: str | dict[str, Any] | None, p: ProblemCollector, gpus_per_node: int) -> FabricSpec:
+    """The cluster's scale-out fabric: a preset (or the default, 8 × NDR 400 Gb/s per 8-GPU server) placed on a
+    node of `gpus_per_node` GPUs (app.catalog.fabrics.fabric_for_node), or an inline FabricSpec as given."""
+    from app.catalog.fabrics import fabric_for_node, find_fabric
 
+    if value is None:
+        spec = fabric_for_node(FabricSpec(), gpus_per_node)
+        return dataclasses.replace(spec, name=f"default ({spec.nics_per_node} × NDR 400 Gb/s)")
+    if isinstance(value, str):
         try:
-            return find_fabric(value)
+            return fabric_for_node(find_fabric(value), gpus_per_node)
         except NotFoundError as exc:
             p.add("cluster.fabric", str(exc))
             return FabricSpec()
@@ -174,7 +177,7 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
             p.add("cluster.gpu", str(exc))
     else:
         gpu = _inline(GPUSpec, dict(c.gpu), "cluster.gpu", p)
-    fabric = _fabric(c.fabric, p)
+    fabric = _fabric(c.fabric, p, c.gpus_per_node or (gpu.default_gpus_per_node if gpu else 8))
     profile = _profile(scenario.profile, session, p)
     framework = FRAMEWORKS.get(scenario.framework)
     if framework is None:

@@ -215,7 +215,9 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
         if model.num_layers % (layout.pp * layout.vp):
             case.skipped = "uneven pipeline stages are outside the planner's search"
             return case
-        cluster = ClusterSpec(gpu=gpu, num_nodes=n_gpus // gpn, gpus_per_node=gpn, fabric=row_fabric(rule))
+        cluster = ClusterSpec(
+            gpu=gpu, num_nodes=n_gpus // gpn, gpus_per_node=gpn, fabric=row_fabric(rule, gpn)
+        )
         fw = row_framework(row, rule, layout)
         opts = EstimateOptions(framework=fw)
         seq = row.int_or("seq_len", 2048) or 2048

@@ -1169,13 +1169,14 @@ def source_year_month(source: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def row_fabric(rule: SourceRule) -> FabricSpec:
-    from app.catalog.fabrics import find_fabric
+def row_fabric(rule: SourceRule, gpus_per_node: int) -> FabricSpec:
+    """The rule's fabric preset placed on the row's nodes (app.catalog.fabrics.fabric_for_node), or with the NIC
+    count the rule states."""
+    from app.catalog.fabrics import fabric_for_node, find_fabric
 
-    fabric = find_fabric(rule.fabric)
     if rule.nics_per_node:
-        fabric = find_fabric(rule.fabric, nics_per_node=rule.nics_per_node)
-    return fabric
+        return find_fabric(rule.fabric, nics_per_node=rule.nics_per_node)
+    return fabric_for_node(find_fabric(rule.fabric), gpus_per_node)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1356,7 +1357,7 @@ def row_cluster(gpu: GPUSpec, n_gpus: int, rule: SourceRule) -> ClusterSpec:
         gpus_per_node=gpn,
         scaleup_kind=gpu.scaleup_kind,
         scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, n_gpus),
-        fabric=row_fabric(rule),
+        fabric=row_fabric(rule, gpn),
     )
 
 

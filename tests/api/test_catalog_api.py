@@ -89,7 +89,8 @@ def test_price_rows_carry_provenance_and_filter(client: Any) -> None:
     assert body["count"] >= 5
     for row in body["data"]:
         assert row["gpu_name"] == "H100-SXM" and "on-demand" in row["pricing_model"].lower()
-        assert row["source"] and row["includes"] and row["confidence"]
+        # the price book's rows state their confidence; a row another test of the session added need not
+        assert row["source"] and row["includes"] and (row["confidence"] or not row["builtin"])
         age = (date.today() - date.fromisoformat(row["price_date"])).days
         assert row["age_days"] == age and row["stale"] == (age > 180)
     old = client.get("/api/v1/prices", params={"category": "onprem_server", "limit": 1000}).json()

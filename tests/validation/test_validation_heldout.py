@@ -451,7 +451,7 @@ def test_vtrain_rows_use_the_fabric_vtrain_states() -> None:
     from app.validation.training_runs import row_fabric, rule_for_row
 
     row = _row(source="VIA-Research/vTrain data/ground_truth_multi.csv (MICRO'24, arXiv 2312.12391)")
-    fabric = row_fabric(rule_for_row(row))
+    fabric = row_fabric(rule_for_row(row), 8)
     assert fabric.nics_per_node == 4
     assert fabric.nics_per_node * fabric.nic_bandwidth_bytes_per_s * 8 == pytest.approx(800e9)
 

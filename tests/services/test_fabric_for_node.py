@@ -1,0 +1,84 @@
+"""A fabric preset describes an 8-GPU server's NICs; on a node of another size it keeps its NICs per GPU. The step
+model, the scaling sweeps, the bill of materials and the training-run replay place it the same way
+(app.catalog.fabrics.fabric_for_node), so a 4-GPU GB200 compute tray has one 400 Gb/s NIC per GPU everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.catalog.fabrics import PRESET_SERVER_GPUS, fabric_for_node, find_fabric
+from app.core.errors import ProblemCollector
+from app.core.hardware import FabricSpec
+from app.schemas.scenario import Scenario
+from app.services.network import resolve_fabric
+from app.services.scenario import resolve_scenario
+from app.validation.training_runs import row_fabric, rule_for
+
+
+def _scenario(cluster: dict[str, object]) -> Scenario:
+    return Scenario.model_validate(
+        {
+            "model": "Llama-3-8B",
+            "cluster": cluster,
+            "layout": {"tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 64},
+            "training": {"seq_len": 4096},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("preset", "gpus", "nics"),
+    [
+        ("ib-ndr-8x400", 8, 8),  # DGX H100: one NIC per GPU
+        ("ib-ndr-8x400", 4, 4),  # GB200 NVL72 compute tray: one ConnectX-7 per GPU
+        ("ib-ndr-8x400", 72, 72),  # an NVL72 rack taken as one node
+        ("efa-v2-32x100", 8, 32),  # p5: four 100 Gb/s adapters per GPU
+        ("efa-v1-4x100", 4, 2),  # p4d's 400 Gb/s per 8 GPUs, per GPU kept
+        ("ethernet-tcp-100", 4, 1),  # never fewer than one NIC per node
+    ],
+)
+def test_a_preset_keeps_its_nics_per_gpu_on_any_node(preset: str, gpus: int, nics: int) -> None:
+    spec = fabric_for_node(find_fabric(preset), gpus)
+    assert spec.nics_per_node == nics
+    # nothing but the NIC count changes
+    assert spec.nic_bandwidth_bytes_per_s == find_fabric(preset).nic_bandwidth_bytes_per_s
+    assert fabric_for_node(find_fabric(preset), PRESET_SERVER_GPUS) == find_fabric(preset)
+
+
+def test_gb200_scenarios_get_one_nic_per_gpu_by_default_and_by_preset() -> None:
+    default = resolve_scenario(_scenario({"gpu": "GB200", "nodes": 2})).cluster
+    assert default.gpus_per_node == 4
+    assert default.fabric.nics_per_node == 4
+    assert default.fabric.name == "default (4 × NDR 400 Gb/s)"
+    named = resolve_scenario(_scenario({"gpu": "GB200", "nodes": 2, "fabric": "ib-ndr-8x400"})).cluster
+    assert named.fabric.nics_per_node == 4
+    # an 8-GPU server keeps the default it always had
+    h100 = resolve_scenario(_scenario({"gpu": "H100-SXM", "nodes": 1})).cluster
+    assert h100.fabric == FabricSpec(name="default (8 × NDR 400 Gb/s)")
+
+
+def test_an_inline_fabric_is_taken_as_written() -> None:
+    inline = {
+        "transport": "infiniband",
+        "nics_per_node": 8,
+        "nic_bandwidth_bytes_per_s": 50e9,
+        "name": "mine",
+    }
+    cluster = resolve_scenario(_scenario({"gpu": "GB200", "nodes": 2, "fabric": inline})).cluster
+    assert cluster.fabric.nics_per_node == 8
+    p = ProblemCollector()
+    stated = resolve_fabric({"preset": "ib-ndr-8x400", "nics_per_node": 2}, p, gpus_per_node=4)
+    placed = resolve_fabric({"preset": "ib-ndr-8x400", "name": "ndr"}, p, gpus_per_node=4)
+    p.raise_if_any()
+    assert (stated.nics_per_node, placed.nics_per_node) == (2, 4)
+
+
+def test_the_network_service_and_the_replay_place_presets_as_the_scenario_does() -> None:
+    p = ProblemCollector()
+    assert resolve_fabric(None, p, gpus_per_node=4).nics_per_node == 4
+    assert resolve_fabric("roce-8x400", p, gpus_per_node=4).nics_per_node == 4
+    p.raise_if_any()
+    # a source rule names a preset; the replay puts it on the row's nodes
+    rule = rule_for("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md")
+    assert row_fabric(rule, 4).nics_per_node == 4
+    assert row_fabric(rule, 8).nics_per_node == 8

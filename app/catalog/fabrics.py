@@ -135,6 +135,28 @@ def fabric_for_node(spec: FabricSpec, gpus_per_node: int) -> FabricSpec:
     return spec if nics == spec.nics_per_node else replace(spec, nics_per_node=nics)
 
 
+# The compute NIC of a GPU's reference system where it is not NDR 400 Gb/s, for the default fabric (a scenario or
+# request that names none): NVIDIA DGX B300 datasheet, 8 × ConnectX-8 VPI at up to 800 Gb/s; NVIDIA GB300 NVL72
+# specification, one ConnectX-8 SuperNIC (800 Gb/s) per GPU.
+REFERENCE_NIC_GBPS: dict[str, float] = {"B300": 800.0, "GB300": 800.0}
+DEFAULT_NIC_GBPS = 400.0  # NDR: DGX H100/H200/B200 and the GB200 NVL72 compute trays
+
+
+def default_fabric(base: FabricSpec, gpu_name: str, gpus_per_node: int) -> FabricSpec:
+    """The default fabric `base` (one NIC per GPU of an 8-GPU server) at the GPU's reference NIC rate, placed on a
+    node of `gpus_per_node` GPUs. A named preset at its own rate keeps its name; otherwise the name says what it is
+    ("default (4 × NDR 400 Gb/s)")."""
+    gbps = REFERENCE_NIC_GBPS.get(gpu_name)
+    spec = fabric_for_node(
+        base if gbps is None else replace(base, nic_bandwidth_bytes_per_s=gbps * GBIT), gpus_per_node
+    )
+    if base.name and gbps is None:
+        return spec
+    rate = spec.nic_bandwidth_bytes_per_s / GBIT
+    kind = {DEFAULT_NIC_GBPS: "NDR 400", 800.0: "XDR 800"}.get(rate, f"{rate:g}")
+    return replace(spec, name=f"default ({spec.nics_per_node} × {kind} Gb/s)")
+
+
 def find_fabric(name: str, **overrides: Any) -> FabricSpec:
     """The preset's FabricSpec, optionally with fields replaced (e.g. congestion_derate=0.8)."""
     spec = find_preset(name).spec

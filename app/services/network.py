@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.catalog.fabrics import PRESET_SERVER_GPUS, fabric_for_node, find_fabric, presets
+from app.catalog.fabrics import PRESET_SERVER_GPUS, default_fabric, fabric_for_node, find_fabric, presets
 from app.core.accuracy import applied_collective, collective_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
@@ -98,11 +98,13 @@ def resolve_fabric(
     p: ProblemCollector,
     where: str = "cluster.fabric",
     gpus_per_node: int = PRESET_SERVER_GPUS,
+    gpu_name: str = "",
 ) -> FabricSpec:
-    """A preset (default `ib-ndr-8x400`) placed on a node of `gpus_per_node` GPUs (fabric_for_node), or an inline
-    fabric: its fields over its `preset`'s (so placed) or over the defaults, a stated `nics_per_node` as given."""
+    """A preset placed on a node of `gpus_per_node` GPUs (fabric_for_node); none: `ib-ndr-8x400` at the GPU's
+    reference NIC rate (default_fabric); or an inline fabric: its fields over its `preset`'s (so placed) or over the
+    defaults, a stated `nics_per_node` as given."""
     if value is None:
-        return fabric_for_node(find_fabric("ib-ndr-8x400"), gpus_per_node)
+        return default_fabric(find_fabric("ib-ndr-8x400"), gpu_name, gpus_per_node)
     if isinstance(value, str):
         try:
             return fabric_for_node(find_fabric(value), gpus_per_node)
@@ -180,7 +182,7 @@ def resolve_cluster(
 ) -> ClusterSpec | None:
     gpu = resolve_gpu(c.gpu, session, p)
     gpn = c.gpus_per_node or (gpu.default_gpus_per_node if gpu else PRESET_SERVER_GPUS)
-    fabric = resolve_fabric(c.fabric, p, gpus_per_node=gpn)
+    fabric = resolve_fabric(c.fabric, p, gpus_per_node=gpn, gpu_name=gpu.name if gpu else "")
     if gpu is None:
         return None
     check_fabric_tiers(fabric, c.nodes, p)

@@ -77,14 +77,16 @@ def _inline(cls: Any, data: dict[str, Any], prefix: str, p: ProblemCollector) ->
         return None
 
 
-def _fabric(value: str | dict[str, Any] | None, p: ProblemCollector, gpus_per_node: int) -> FabricSpec:
-    """The cluster's scale-out fabric: a preset (or the default, 8 × NDR 400 Gb/s per 8-GPU server) placed on a
-    node of `gpus_per_node` GPUs (app.catalog.fabrics.fabric_for_node), or an inline FabricSpec as given."""
-    from app.catalog.fabrics import fabric_for_node, find_fabric
+def _fabric(
+    value: str | dict[str, Any] | None, p: ProblemCollector, gpus_per_node: int, gpu_name: str
+) -> FabricSpec:
+    """The cluster's scale-out fabric: a preset placed on a node of `gpus_per_node` GPUs
+    (app.catalog.fabrics.fabric_for_node), the default (one NIC per GPU at the GPU's reference rate:
+    app.catalog.fabrics.default_fabric), or an inline FabricSpec as given."""
+    from app.catalog.fabrics import default_fabric, fabric_for_node, find_fabric
 
     if value is None:
-        spec = fabric_for_node(FabricSpec(), gpus_per_node)
-        return dataclasses.replace(spec, name=f"default ({spec.nics_per_node} × NDR 400 Gb/s)")
+        return default_fabric(FabricSpec(), gpu_name, gpus_per_node)
     if isinstance(value, str):
         try:
             return fabric_for_node(find_fabric(value), gpus_per_node)
@@ -177,7 +179,9 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
             p.add("cluster.gpu", str(exc))
     else:
         gpu = _inline(GPUSpec, dict(c.gpu), "cluster.gpu", p)
-    fabric = _fabric(c.fabric, p, c.gpus_per_node or (gpu.default_gpus_per_node if gpu else 8))
+    fabric = _fabric(
+        c.fabric, p, c.gpus_per_node or (gpu.default_gpus_per_node if gpu else 8), gpu.name if gpu else ""
+    )
     profile = _profile(scenario.profile, session, p)
     framework = FRAMEWORKS.get(scenario.framework)
     if framework is None:

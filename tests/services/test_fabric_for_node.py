@@ -82,3 +82,19 @@ def test_the_network_service_and_the_replay_place_presets_as_the_scenario_does()
     rule = rule_for("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md")
     assert row_fabric(rule, 4).nics_per_node == 4
     assert row_fabric(rule, 8).nics_per_node == 8
+
+
+@pytest.mark.parametrize(("gpu", "nics", "gbps"), [("GB300", 4, 800), ("B300", 8, 800), ("B200", 8, 400)])
+def test_the_default_fabric_runs_at_the_gpus_reference_nic_rate(gpu: str, nics: int, gbps: int) -> None:
+    # NVIDIA DGX B300 datasheet: 8 × ConnectX-8 at 800 Gb/s; GB300 NVL72: one ConnectX-8 SuperNIC per GPU
+    fabric = resolve_scenario(_scenario({"gpu": gpu, "nodes": 2})).cluster.fabric
+    assert (fabric.nics_per_node, fabric.nic_bandwidth_bytes_per_s * 8 / 1e9) == (nics, pytest.approx(gbps))
+    p = ProblemCollector()
+    service = resolve_fabric(None, p, gpus_per_node=nics, gpu_name=gpu)
+    assert (service.nics_per_node, service.nic_bandwidth_bytes_per_s) == (
+        nics,
+        fabric.nic_bandwidth_bytes_per_s,
+    )
+    # a named preset keeps its own rate: the default is what changes, not the catalog's fabrics
+    named = resolve_scenario(_scenario({"gpu": gpu, "nodes": 2, "fabric": "ib-ndr-8x400"})).cluster.fabric
+    assert named.nic_bandwidth_bytes_per_s * 8 / 1e9 == pytest.approx(400)

@@ -140,20 +140,19 @@ def fabric_for_node(spec: FabricSpec, gpus_per_node: int) -> FabricSpec:
 # specification, one ConnectX-8 SuperNIC (800 Gb/s) per GPU.
 REFERENCE_NIC_GBPS: dict[str, float] = {"B300": 800.0, "GB300": 800.0}
 DEFAULT_NIC_GBPS = 400.0  # NDR: DGX H100/H200/B200 and the GB200 NVL72 compute trays
+DEFAULT_FABRIC_PRESET = (
+    "ib-ndr-8x400"  # the DGX H100 SuperPOD compute fabric, with its sources in fabrics.yaml
+)
 
 
-def default_fabric(base: FabricSpec, gpu_name: str, gpus_per_node: int) -> FabricSpec:
-    """The default fabric `base` (one NIC per GPU of an 8-GPU server) at the GPU's reference NIC rate, placed on a
-    node of `gpus_per_node` GPUs. A named preset at its own rate keeps its name; otherwise the name says what it is
-    ("default (4 × NDR 400 Gb/s)")."""
-    gbps = REFERENCE_NIC_GBPS.get(gpu_name)
-    spec = fabric_for_node(
-        base if gbps is None else replace(base, nic_bandwidth_bytes_per_s=gbps * GBIT), gpus_per_node
-    )
-    if base.name and gbps is None:
-        return spec
-    rate = spec.nic_bandwidth_bytes_per_s / GBIT
-    kind = {DEFAULT_NIC_GBPS: "NDR 400", 800.0: "XDR 800"}.get(rate, f"{rate:g}")
+def default_fabric(gpu_name: str, gpus_per_node: int) -> FabricSpec:
+    """The fabric of a cluster that names none, for the step model and the network service alike: the
+    DEFAULT_FABRIC_PRESET (one NIC per GPU of an 8-GPU server) at the GPU's reference NIC rate, placed on a node of
+    `gpus_per_node` GPUs and named by what it is ("default (4 × NDR 400 Gb/s)")."""
+    gbps = REFERENCE_NIC_GBPS.get(gpu_name, DEFAULT_NIC_GBPS)
+    base = find_fabric(DEFAULT_FABRIC_PRESET)
+    spec = fabric_for_node(replace(base, nic_bandwidth_bytes_per_s=gbps * GBIT), gpus_per_node)
+    kind = {DEFAULT_NIC_GBPS: "NDR 400", 800.0: "XDR 800"}.get(gbps, f"{gbps:g}")
     return replace(spec, name=f"default ({spec.nics_per_node} × {kind} Gb/s)")
 
 

@@ -104,7 +104,7 @@ def resolve_fabric(
     reference NIC rate (default_fabric); or an inline fabric: its fields over its `preset`'s (so placed) or over the
     defaults, a stated `nics_per_node` as given."""
     if value is None:
-        return default_fabric(find_fabric("ib-ndr-8x400"), gpu_name, gpus_per_node)
+        return default_fabric(gpu_name, gpus_per_node)
     if isinstance(value, str):
         try:
             return fabric_for_node(find_fabric(value), gpus_per_node)

@@ -86,7 +86,7 @@ def _fabric(
     from app.catalog.fabrics import default_fabric, fabric_for_node, find_fabric
 
     if value is None:
-        return default_fabric(FabricSpec(), gpu_name, gpus_per_node)
+        return default_fabric(gpu_name, gpus_per_node)
     if isinstance(value, str):
         try:
             return fabric_for_node(find_fabric(value), gpus_per_node)

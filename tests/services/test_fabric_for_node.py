@@ -4,11 +4,12 @@ model, the scaling sweeps, the bill of materials and the training-run replay pla
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.catalog.fabrics import PRESET_SERVER_GPUS, fabric_for_node, find_fabric
 from app.core.errors import ProblemCollector
-from app.core.hardware import FabricSpec
 from app.schemas.scenario import Scenario
 from app.services.network import resolve_fabric
 from app.services.scenario import resolve_scenario
@@ -52,9 +53,12 @@ def test_gb200_scenarios_get_one_nic_per_gpu_by_default_and_by_preset() -> None:
     assert default.fabric.name == "default (4 × NDR 400 Gb/s)"
     named = resolve_scenario(_scenario({"gpu": "GB200", "nodes": 2, "fabric": "ib-ndr-8x400"})).cluster
     assert named.fabric.nics_per_node == 4
-    # an 8-GPU server keeps the default it always had
+    # an 8-GPU server: the DGX H100 compute fabric as the preset has it, under the default's name; the network
+    # service's default is the same fabric, so the builder and the network pages time one cluster alike
     h100 = resolve_scenario(_scenario({"gpu": "H100-SXM", "nodes": 1})).cluster
-    assert h100.fabric == FabricSpec(name="default (8 × NDR 400 Gb/s)")
+    assert h100.fabric == replace(find_fabric("ib-ndr-8x400"), name="default (8 × NDR 400 Gb/s)")
+    p = ProblemCollector()
+    assert resolve_fabric(None, p, gpus_per_node=8, gpu_name="H100-SXM") == h100.fabric
 
 
 def test_an_inline_fabric_is_taken_as_written() -> None:

@@ -135,25 +135,25 @@ def fabric_for_node(spec: FabricSpec, gpus_per_node: int) -> FabricSpec:
     return spec if nics == spec.nics_per_node else replace(spec, nics_per_node=nics)
 
 
-# The compute NIC of a GPU's reference system where it is not NDR 400 Gb/s, for the default fabric (a scenario or
-# request that names none): NVIDIA DGX B300 datasheet, 8 × ConnectX-8 VPI at up to 800 Gb/s; NVIDIA GB300 NVL72
-# specification, one ConnectX-8 SuperNIC (800 Gb/s) per GPU.
+# The fabric of a cluster that names none: the DGX H100 SuperPOD compute fabric (sources in fabrics.yaml), NDR
+# 400 Gb/s, which is also the compute NIC of DGX H200/B200 and of the GB200 NVL72 trays.
+DEFAULT_FABRIC_PRESET = "ib-ndr-8x400"
+# The compute NIC of a GPU's reference system where it runs faster than the default preset's: NVIDIA DGX B300
+# datasheet, 8 × ConnectX-8 VPI at up to 800 Gb/s; NVIDIA GB300 NVL72 specification, one ConnectX-8 SuperNIC
+# (800 Gb/s) per GPU.
 REFERENCE_NIC_GBPS: dict[str, float] = {"B300": 800.0, "GB300": 800.0}
-DEFAULT_NIC_GBPS = 400.0  # NDR: DGX H100/H200/B200 and the GB200 NVL72 compute trays
-DEFAULT_FABRIC_PRESET = (
-    "ib-ndr-8x400"  # the DGX H100 SuperPOD compute fabric, with its sources in fabrics.yaml
-)
+# InfiniBand's names for the per-port rates a default fabric can carry, for its label
+IB_RATE_NAMES: dict[float, str] = {400.0: "NDR 400", 800.0: "XDR 800"}
 
 
 def default_fabric(gpu_name: str, gpus_per_node: int) -> FabricSpec:
     """The fabric of a cluster that names none, for the step model and the network service alike: the
     DEFAULT_FABRIC_PRESET (one NIC per GPU of an 8-GPU server) at the GPU's reference NIC rate, placed on a node of
     `gpus_per_node` GPUs and named by what it is ("default (4 × NDR 400 Gb/s)")."""
-    gbps = REFERENCE_NIC_GBPS.get(gpu_name, DEFAULT_NIC_GBPS)
     base = find_fabric(DEFAULT_FABRIC_PRESET)
+    gbps = REFERENCE_NIC_GBPS.get(gpu_name, base.nic_bandwidth_bytes_per_s / GBIT)
     spec = fabric_for_node(replace(base, nic_bandwidth_bytes_per_s=gbps * GBIT), gpus_per_node)
-    kind = {DEFAULT_NIC_GBPS: "NDR 400", 800.0: "XDR 800"}.get(gbps, f"{gbps:g}")
-    return replace(spec, name=f"default ({spec.nics_per_node} × {kind} Gb/s)")
+    return replace(spec, name=f"default ({spec.nics_per_node} × {IB_RATE_NAMES.get(gbps, f'{gbps:g}')} Gb/s)")
 
 
 def find_fabric(name: str, **overrides: Any) -> FabricSpec:

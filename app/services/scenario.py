@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from app.catalog.fabrics import PRESET_SERVER_GPUS, default_fabric, fabric_for_node, find_fabric
 from app.core.efficiency import NON_CLOCK_POWER_FRACTION, HardwareProfile, profile_use_warnings
 from app.core.errors import ProblemCollector, SpecError
 from app.core.estimate import EstimateOptions
@@ -83,8 +84,6 @@ def _fabric(
     """The cluster's scale-out fabric: a preset placed on a node of `gpus_per_node` GPUs
     (app.catalog.fabrics.fabric_for_node), the default (one NIC per GPU at the GPU's reference rate:
     app.catalog.fabrics.default_fabric), or an inline FabricSpec as given."""
-    from app.catalog.fabrics import default_fabric, fabric_for_node, find_fabric
-
     if value is None:
         return default_fabric(gpu_name, gpus_per_node)
     if isinstance(value, str):
@@ -180,7 +179,10 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     else:
         gpu = _inline(GPUSpec, dict(c.gpu), "cluster.gpu", p)
     fabric = _fabric(
-        c.fabric, p, c.gpus_per_node or (gpu.default_gpus_per_node if gpu else 8), gpu.name if gpu else ""
+        c.fabric,
+        p,
+        c.gpus_per_node or (gpu.default_gpus_per_node if gpu else PRESET_SERVER_GPUS),
+        gpu.name if gpu else "",
     )
     profile = _profile(scenario.profile, session, p)
     framework = FRAMEWORKS.get(scenario.framework)

@@ -35,7 +35,6 @@ from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec
 from app.core.network import NetworkParams, busbw_factor, default_network_params
 
 DEFAULT_GPU = "H100-SXM"
-DEFAULT_FABRIC = "ib-ndr-8x400"
 PREFERRED_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
 
 

@@ -135,25 +135,61 @@ def fabric_for_node(spec: FabricSpec, gpus_per_node: int) -> FabricSpec:
     return spec if nics == spec.nics_per_node else replace(spec, nics_per_node=nics)
 
 
-# The fabric of a cluster that names none: the DGX H100 SuperPOD compute fabric (sources in fabrics.yaml), NDR
-# 400 Gb/s, which is also the compute NIC of DGX H200/B200 and of the GB200 NVL72 trays.
+# The scale-out fabric of a GPU's reference system: the fabric of a cluster that names none, for the step model,
+# the scaling sweeps, the on-prem bill of materials, the calibration profiles and the training-run replay alike.
+# A100: DGX A100 SuperPOD reference architecture, 8 HDR 200 Gb/s compute NICs per node (2020).
+# H100/H200/H800: DGX H100/H200 SuperPOD reference architecture, 8 NDR 400 Gb/s ConnectX-7 rails (2023); DeepSeek's
+# H800 nodes likewise (DeepSeek-V3 technical report Sec. 3.1: InfiniBand, 8 × 400 Gb/s per node, Fire-Flyer 2).
+# B200: DGX B200 user guide, 8 ConnectX-7 400 Gb/s compute ports (2024). GB200: DGX GB200 SuperPOD reference
+# architecture, one ConnectX-7 400 Gb/s NIC per GPU on a Quantum-2 NDR compute fabric (2024).
+# B300: NVIDIA DGX B300 datasheet, 8 × ConnectX-8 VPI at up to 800 Gb/s. GB300: NVIDIA GB300 NVL72 specification,
+# one ConnectX-8 SuperNIC (800 Gb/s) per GPU; on a Quantum-X800 XDR fabric (ib-xdr-8x800).
+# MI300X/MI325X: an assumption, 8 × 400 Gb/s RoCE (e.g. Oracle OCI BM.GPU.MI300X.8, 2024; AMD's Instinct
+# platforms ship without a NIC of their own); replace with your fabric.
+# V100: DGX-2 had 8 EDR 100 Gb/s ports (DGX-2 datasheet, 2018); the catalog has no EDR preset, so the nearest
+# InfiniBand generation, HDR 200, stands in (optimistic on inter-node time).
+# Any other GPU: DEFAULT_FABRIC_PRESET.
+REFERENCE_FABRIC_BY_GPU: dict[str, str] = {
+    "A100-40GB-SXM": "ib-hdr-8x200",
+    "A100-80GB-SXM": "ib-hdr-8x200",
+    "V100-SXM2-32GB": "ib-hdr-8x200",
+    "H100-SXM": "ib-ndr-8x400",
+    "H100-SXM-96GB": "ib-ndr-8x400",
+    "H200-SXM": "ib-ndr-8x400",
+    "H800-SXM": "ib-ndr-8x400",
+    "B200": "ib-ndr-8x400",
+    "GB200": "ib-ndr-8x400",
+    "B300": "ib-xdr-8x800",
+    "GB300": "ib-xdr-8x800",
+    "MI300X": "roce-8x400",
+    "MI325X": "roce-8x400",
+}
 DEFAULT_FABRIC_PRESET = "ib-ndr-8x400"
-# The compute NIC of a GPU's reference system where it runs faster than the default preset's: NVIDIA DGX B300
-# datasheet, 8 × ConnectX-8 VPI at up to 800 Gb/s; NVIDIA GB300 NVL72 specification, one ConnectX-8 SuperNIC
-# (800 Gb/s) per GPU.
-REFERENCE_NIC_GBPS: dict[str, float] = {"B300": 800.0, "GB300": 800.0}
-# InfiniBand's names for the per-port rates a default fabric can carry, for its label
-IB_RATE_NAMES: dict[float, str] = {400.0: "NDR 400", 800.0: "XDR 800"}
+
+
+def reference_fabric_name(gpu_name: str) -> str:
+    """The preset of the GPU's reference system (REFERENCE_FABRIC_BY_GPU), by the GPU's catalog name."""
+    return REFERENCE_FABRIC_BY_GPU.get(gpu_name, DEFAULT_FABRIC_PRESET)
+
+
+def reference_fabric(gpu_name: str) -> FabricSpec:
+    """The GPU's reference preset as a fabric of its own 8-GPU server, named by what it is ("default: InfiniBand
+    8 × 400G, adaptive routing (ib-ndr-8x400)"). It assumes no in-network reduction: NCCL uses SHARP only through
+    its CollNet plugin or NVLS+SHARP set up for it, so a cluster that has it names a SHARP preset."""
+    return _default_named(find_preset(reference_fabric_name(gpu_name)), None)
 
 
 def default_fabric(gpu_name: str, gpus_per_node: int) -> FabricSpec:
-    """The fabric of a cluster that names none, for the step model and the network service alike: the
-    DEFAULT_FABRIC_PRESET (one NIC per GPU of an 8-GPU server) at the GPU's reference NIC rate, placed on a node of
-    `gpus_per_node` GPUs and named by what it is ("default (4 × NDR 400 Gb/s)")."""
-    base = find_fabric(DEFAULT_FABRIC_PRESET)
-    gbps = REFERENCE_NIC_GBPS.get(gpu_name, base.nic_bandwidth_bytes_per_s / GBIT)
-    spec = fabric_for_node(replace(base, nic_bandwidth_bytes_per_s=gbps * GBIT), gpus_per_node)
-    return replace(spec, name=f"default ({spec.nics_per_node} × {IB_RATE_NAMES.get(gbps, f'{gbps:g}')} Gb/s)")
+    """The fabric of a cluster that names none: reference_fabric placed on a node of `gpus_per_node` GPUs
+    (fabric_for_node), named with the NICs it has there."""
+    return _default_named(find_preset(reference_fabric_name(gpu_name)), gpus_per_node)
+
+
+def _default_named(preset: FabricPreset, gpus_per_node: int | None) -> FabricSpec:
+    spec = replace(preset.spec, sharp=False)
+    if gpus_per_node is not None:
+        spec = fabric_for_node(spec, gpus_per_node)
+    return replace(spec, name=f"default: {replace(preset, spec=spec).label} ({preset.name})")
 
 
 def find_fabric(name: str, **overrides: Any) -> FabricSpec:

@@ -24,22 +24,8 @@ ITEMS = ("switch", "transceiver", "cable", "nic")
 # server price), so a class without one is still priced
 BOM_ITEMS = ("switch", "transceiver", "cable")
 
-# The scale-out fabric a GPU's on-prem cluster is priced with when the request names none.
-# A100: DGX A100 SuperPOD reference architecture, 8 HDR 200 Gb/s compute NICs per node (2020).
-# H100/H200: DGX H100/H200 SuperPOD reference architecture, 8 NDR 400 Gb/s ConnectX-7 rails (2023).
-# B200: DGX B200 user guide, 8 ConnectX-7 400 Gb/s compute ports (2024). GB200: DGX GB200 SuperPOD reference
-# architecture, one ConnectX-7 400 Gb/s NIC per GPU on a Quantum-2 NDR compute fabric (2024).
-# MI300X: assumption, 8 x 400 Gb/s RoCE (e.g. Oracle OCI BM.GPU.MI300X.8, 2024); replace with your fabric.
-DEFAULT_FABRIC_BY_GPU: dict[str, str] = {
-    "A100-40GB-SXM": "ib-hdr-8x200",
-    "A100-80GB-SXM": "ib-hdr-8x200",
-    "H100-SXM": "ib-ndr-8x400",
-    "H200-SXM": "ib-ndr-8x400",
-    "B200": "ib-ndr-8x400",
-    "GB200": "ib-ndr-8x400",
-    "MI300X": "roce-8x400",
-}
-DEFAULT_FABRIC = "ib-ndr-8x400"
+# The fabric a GPU's on-prem cluster is priced with when the request names none is its reference fabric
+# (app.catalog.fabrics.reference_fabric_name), the one the step model runs on.
 
 
 @dataclass(frozen=True)

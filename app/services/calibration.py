@@ -25,7 +25,7 @@ from sqlmodel import Session, col, select
 
 from app.calibration.acceptance import acceptance_report, failed_checks
 from app.calibration.held_back import improves
-from app.calibration.profile import DEFAULT_FABRIC, DEFAULT_GPU, build_profile, hardware_profile
+from app.calibration.profile import DEFAULT_GPU, build_profile, hardware_profile
 from app.core.efficiency import HardwareProfile
 from app.core.errors import Problem, SpecError
 from app.errors import NotFoundError
@@ -38,13 +38,16 @@ def _gpu(name: str | None) -> Any:
     return find_gpu(name or DEFAULT_GPU)
 
 
-def _fabric(name: str | None) -> Any:
+def _fabric(name: str | None, gpu: Any) -> Any:
+    """The named preset, or the GPU's reference fabric (app.catalog.fabrics.reference_fabric)."""
     from dataclasses import replace
 
-    from app.catalog.fabrics import find_fabric
+    from app.catalog.fabrics import find_fabric, reference_fabric
 
-    spec = find_fabric(name or DEFAULT_FABRIC)
-    return spec if spec.name else replace(spec, name=name or DEFAULT_FABRIC)
+    if not name:
+        return reference_fabric(gpu.name)
+    spec = find_fabric(name)
+    return spec if spec.name else replace(spec, name=name)
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,8 @@ def fit_document(
     if not name:
         raise SpecError([Problem("name", "must not be empty")])
     owner_id = check_may_version(session, name, fitter)
-    gpu_spec, fabric_spec = _gpu(request.gpu), _fabric(request.fabric)
+    gpu_spec = _gpu(request.gpu)
+    fabric_spec = _fabric(request.fabric, gpu_spec)
     version = next_version(session, name)
     job_id = request.source_job_id
     source = f"calibration {name} v{version}" + (f" from job {job_id}" if job_id else "")
@@ -278,11 +282,9 @@ def fit_profile_from_job(
 def job_acceptance(job: BenchmarkJob, gpu: str | None = None, fabric: str | None = None) -> dict[str, Any]:
     """The acceptance report of a job's rows against its declared (or the given) GPU and fabric."""
     declared_gpu, declared_fabric = job.params.get("gpu"), job.params.get("fabric")
-    return acceptance_report(
-        job_document(job),
-        _gpu(gpu or (str(declared_gpu) if declared_gpu else None)),
-        _fabric(fabric or (str(declared_fabric) if declared_fabric else None)),
-    )
+    gpu_spec = _gpu(gpu or (str(declared_gpu) if declared_gpu else None))
+    fabric_spec = _fabric(fabric or (str(declared_fabric) if declared_fabric else None), gpu_spec)
+    return acceptance_report(job_document(job), gpu_spec, fabric_spec)
 
 
 def list_profiles(
@@ -333,7 +335,8 @@ def default_predictions(
     from app.calibration.profile import cluster_for, default_gemm_curve
     from app.core.network import busbw_factor, default_network_params
 
-    gpu_spec, fabric_spec = _gpu(gpu), _fabric(fabric)
+    gpu_spec = _gpu(gpu)
+    fabric_spec = _fabric(fabric, gpu_spec)
     out: dict[str, Any] = {"gpu": gpu_spec.name, "fabric": fabric_spec.name, "collectives": [], "gemm": []}
     c_rows = collective_rows(doc)
     if c_rows:

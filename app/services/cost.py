@@ -334,13 +334,11 @@ def _share_fallback(
 
 
 def _tco_fabric(req: s.TcoRequest) -> tuple[str, FabricSpec]:
-    from app.catalog.fabrics import find_fabric
-    from app.catalog.network_prices import DEFAULT_FABRIC, DEFAULT_FABRIC_BY_GPU
+    from app.catalog.fabrics import find_fabric, reference_fabric_name
 
     name = req.fabric
     if name is None:
-        gpu = canonical_gpu_name(req.gpu) if req.gpu else ""
-        name = DEFAULT_FABRIC_BY_GPU.get(gpu, DEFAULT_FABRIC)
+        name = reference_fabric_name(canonical_gpu_name(req.gpu) if req.gpu else "")
     try:
         return name, find_fabric(name)
     except NotFoundError as exc:

@@ -216,7 +216,7 @@ def evaluate_case(row: Row, framework_limits: bool = True) -> LayoutCase:
             case.skipped = "uneven pipeline stages are outside the planner's search"
             return case
         cluster = ClusterSpec(
-            gpu=gpu, num_nodes=n_gpus // gpn, gpus_per_node=gpn, fabric=row_fabric(rule, gpn)
+            gpu=gpu, num_nodes=n_gpus // gpn, gpus_per_node=gpn, fabric=row_fabric(rule, gpu.name, gpn)
         )
         fw = row_framework(row, rule, layout)
         opts = EstimateOptions(framework=fw)

@@ -105,13 +105,17 @@ MEMORY_METRICS = ("mem_gib_per_gpu",)
 METRICS = (*TIME_METRICS, *MEMORY_METRICS, "oom")
 
 
+# A rule's fabric when its source names none: the reference system of the row's GPU
+REFERENCE_FABRIC = ""
+
+
 @dataclass(frozen=True)
 class SourceRule:
     """How one publisher ran and measured: framework, fabric, flash attention and FLOP convention."""
 
     match: str  # case-insensitive substring of the source column
     framework: Framework
-    fabric: str  # fabric preset name
+    fabric: str  # fabric preset name; REFERENCE_FABRIC: the row GPU's reference system's
     nics_per_node: int | None  # override of the preset's NIC count
     flash_attention: bool
     flops: str  # "eq3" (Narayanan eq. 3, hardware) | "model" (3 × forward, full attention)
@@ -125,12 +129,13 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
     SourceRule(
         "NeMo/Automodel",
         AUTOMODEL,
-        "ib-ndr-8x400",
+        REFERENCE_FABRIC,
         None,
         True,
         "model",
         False,
-        "DGX H100: 8 × NDR 400 Gb/s; NeMo AutoModel is PyTorch FSDP2 with Transformer Engine kernels, not "
+        "the GPU's reference system (DGX H100: 8 × NDR 400 Gb/s); NeMo AutoModel is PyTorch FSDP2 with "
+        "Transformer Engine kernels, not "
         "Megatron-core (no sequence parallelism without TP; a blank recompute is no activation checkpointing)",
     ),
     SourceRule(
@@ -159,24 +164,26 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
         # Megatron-LM keeps and reduces bf16 runs' gradients in fp32 unless --grad-reduce-in-bf16 is given
         # (megatron/training/arguments.py: accumulate_allreduce_grads_in_fp32 for bf16); the README does not
         NEMO.with_(name="megatron-core-te", grad_bytes=4.0, grad_reduce_bytes=4.0),
-        "ib-ndr-8x400",
+        REFERENCE_FABRIC,
         None,
         True,
         "model",
         True,
-        "DGX H100 (Eos): 8 × NDR 400 Gb/s; Megatron-core with Transformer Engine: distributed optimizer with "
+        "the GPU's reference system (DGX H100, Eos: 8 × NDR 400 Gb/s); Megatron-core with Transformer Engine: "
+        "distributed optimizer with "
         "overlapped grad reduce / param gather (--overlap-param-gather in the README) and TP communication "
         "overlap, as NVIDIA's published benchmark recipes use",
     ),
     SourceRule(
         "NeMo",
         NEMO,
-        "ib-ndr-8x400",
+        REFERENCE_FABRIC,
         None,
         True,
         "model",
         True,
-        "DGX H100: 8 × NDR 400 Gb/s; NeMo recipes enable TP communication overlap (userbuffers)",
+        "the GPU's reference system (DGX H100: 8 × NDR 400 Gb/s; GB300 NVL72: one 800 Gb/s NIC per GPU); "
+        "NeMo recipes enable TP communication overlap (userbuffers)",
     ),
     SourceRule(
         "torchtitan",
@@ -241,7 +248,7 @@ SOURCE_RULES: tuple[SourceRule, ...] = (
     SourceRule(
         "arXiv 2412.19437",
         MEGATRON_CORE.with_(expert_gemm_host_s=0.0),
-        "ib-ndr-8x400",
+        REFERENCE_FABRIC,
         None,
         True,
         "model",
@@ -297,7 +304,7 @@ def sc21_table_1(row: Row) -> tuple[int, int | None, str] | None:
 
 
 DEFAULT_RULE = SourceRule(
-    "", MEGATRON_CORE, "ib-ndr-8x400", None, True, "model", True, "no rule for this source: defaults"
+    "", MEGATRON_CORE, REFERENCE_FABRIC, None, True, "model", True, "no rule for this source: defaults"
 )
 
 
@@ -324,8 +331,8 @@ FRAMEWORK_KEYWORDS: tuple[tuple[tuple[str, ...], Framework, str], ...] = (
 
 
 def _fabric_for_gpu(gpu_text: str, notes: str) -> tuple[str, str]:
-    """The scale-out fabric a row's cluster most likely had: what the row says (RoCE, EFA), else the NVIDIA
-    reference design of the GPU generation (DGX A100: 8 × HDR 200; DGX H100/H200/B200, GB200: 8 × NDR 400)."""
+    """The scale-out fabric a row's cluster most likely had: what the row says (RoCE, EFA), else the reference
+    system of the row's GPU (DGX A100: 8 × HDR 200; DGX H100/H200/B200, GB200: 8 × NDR 400; B300, GB300: XDR 800)."""
     text = f"{gpu_text} {notes}".lower()
     # whole words only: "process" holds "roce" and "defaults" holds "efa"
     if re.search(r"\broce", text):
@@ -334,9 +341,7 @@ def _fabric_for_gpu(gpu_text: str, notes: str) -> tuple[str, str]:
         return "efa-v1-4x100", "AWS p4d named in the row (400 Gb/s EFA over 4 adapters per node)"
     if re.search(r"\befa(?:v\d)?\b", text):
         return "efa-v3-16x200", "EFA named in the row"
-    if re.search(r"\b(a100|a800|v100)", text):
-        return "ib-hdr-8x200", "DGX A100 reference fabric (8 × HDR 200)"
-    return "ib-ndr-8x400", "DGX H100/B200 reference fabric (8 × NDR 400)"
+    return REFERENCE_FABRIC, "the GPU's reference fabric (app.catalog.fabrics.REFERENCE_FABRIC_BY_GPU)"
 
 
 def rule_for_row(row: Row) -> SourceRule:
@@ -1169,11 +1174,14 @@ def source_year_month(source: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def row_fabric(rule: SourceRule, gpus_per_node: int) -> FabricSpec:
+def row_fabric(rule: SourceRule, gpu_name: str, gpus_per_node: int) -> FabricSpec:
     """The rule's fabric preset placed on the row's nodes (app.catalog.fabrics.fabric_for_node), or with the NIC
-    count the rule states."""
-    from app.catalog.fabrics import fabric_for_node, find_fabric
+    count the rule states; for REFERENCE_FABRIC, the GPU's (app.catalog.fabrics.default_fabric, as a plan that names
+    no fabric gets)."""
+    from app.catalog.fabrics import default_fabric, fabric_for_node, find_fabric
 
+    if rule.fabric == REFERENCE_FABRIC:
+        return default_fabric(gpu_name, gpus_per_node)
     if rule.nics_per_node:
         return find_fabric(rule.fabric, nics_per_node=rule.nics_per_node)
     return fabric_for_node(find_fabric(rule.fabric), gpus_per_node)
@@ -1357,7 +1365,7 @@ def row_cluster(gpu: GPUSpec, n_gpus: int, rule: SourceRule) -> ClusterSpec:
         gpus_per_node=gpn,
         scaleup_kind=gpu.scaleup_kind,
         scaleup_domain_gpus=scaleup_domain_for(gpu.scaleup_kind, n_gpus),
-        fabric=row_fabric(rule, gpn),
+        fabric=row_fabric(rule, gpu.name, gpn),
     )
 
 

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from app.catalog.fabrics import find_fabric
+from app.catalog.fabrics import REFERENCE_FABRIC_BY_GPU, find_fabric
 from app.catalog.network_prices import (
-    DEFAULT_FABRIC_BY_GPU,
     ITEMS,
     network_price_rows,
     price_class,
@@ -53,7 +52,7 @@ def test_every_price_row_is_dated_and_sourced_and_the_priced_classes_complete() 
     for by_item in rows.values():
         for row in by_item.values():
             assert row.date[:4].isdigit() and row.source and row.unit_usd > 0
-    assert set(DEFAULT_FABRIC_BY_GPU) <= set(server_quotes())
+    assert set(server_quotes()) <= set(REFERENCE_FABRIC_BY_GPU)  # every quoted server has its own fabric
 
 
 def test_fabric_presets_map_to_price_classes() -> None:

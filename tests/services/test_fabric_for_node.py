@@ -8,7 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from app.catalog.fabrics import PRESET_SERVER_GPUS, fabric_for_node, find_fabric
+from app.catalog.fabrics import (
+    PRESET_SERVER_GPUS,
+    REFERENCE_FABRIC_BY_GPU,
+    fabric_for_node,
+    find_fabric,
+    reference_fabric,
+    reference_fabric_name,
+)
+from app.catalog.network_prices import price_class
 from app.core.errors import ProblemCollector
 from app.schemas.scenario import Scenario
 from app.services.network import resolve_fabric
@@ -50,13 +58,15 @@ def test_gb200_scenarios_get_one_nic_per_gpu_by_default_and_by_preset() -> None:
     default = resolve_scenario(_scenario({"gpu": "GB200", "nodes": 2})).cluster
     assert default.gpus_per_node == 4
     assert default.fabric.nics_per_node == 4
-    assert default.fabric.name == "default (4 × NDR 400 Gb/s)"
+    assert default.fabric.name == "default: InfiniBand 4 × 400G, adaptive routing (ib-ndr-8x400)"
     named = resolve_scenario(_scenario({"gpu": "GB200", "nodes": 2, "fabric": "ib-ndr-8x400"})).cluster
     assert named.fabric.nics_per_node == 4
     # an 8-GPU server: the DGX H100 compute fabric as the preset has it, under the default's name; the network
     # service's default is the same fabric, so the builder and the network pages time one cluster alike
     h100 = resolve_scenario(_scenario({"gpu": "H100-SXM", "nodes": 1})).cluster
-    assert h100.fabric == replace(find_fabric("ib-ndr-8x400"), name="default (8 × NDR 400 Gb/s)")
+    assert h100.fabric == replace(
+        find_fabric("ib-ndr-8x400"), name="default: InfiniBand 8 × 400G, adaptive routing (ib-ndr-8x400)"
+    )
     p = ProblemCollector()
     assert resolve_fabric(None, p, gpus_per_node=8, gpu_name="H100-SXM") == h100.fabric
 
@@ -84,8 +94,13 @@ def test_the_network_service_and_the_replay_place_presets_as_the_scenario_does()
     p.raise_if_any()
     # a source rule names a preset; the replay puts it on the row's nodes
     rule = rule_for("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md")
-    assert row_fabric(rule, 4).nics_per_node == 4
-    assert row_fabric(rule, 8).nics_per_node == 8
+    assert row_fabric(rule, "GB200", 4).nics_per_node == 4
+    assert row_fabric(rule, "B200", 8).nics_per_node == 8
+    # a rule that names no fabric takes the row GPU's reference fabric, as a plan that names none does
+    assert (
+        row_fabric(rule, "GB300", 4)
+        == resolve_scenario(_scenario({"gpu": "GB300", "nodes": 2})).cluster.fabric
+    )
 
 
 @pytest.mark.parametrize(("gpu", "nics", "gbps"), [("GB300", 4, 800), ("B300", 8, 800), ("B200", 8, 400)])
@@ -102,3 +117,35 @@ def test_the_default_fabric_runs_at_the_gpus_reference_nic_rate(gpu: str, nics: 
     # a named preset keeps its own rate: the default is what changes, not the catalog's fabrics
     named = resolve_scenario(_scenario({"gpu": gpu, "nodes": 2, "fabric": "ib-ndr-8x400"})).cluster.fabric
     assert named.nic_bandwidth_bytes_per_s * 8 / 1e9 == pytest.approx(400)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "preset", "gbps"),
+    [
+        ("A100-80GB-SXM", "ib-hdr-8x200", 200),
+        ("H100-SXM", "ib-ndr-8x400", 400),
+        ("MI300X", "roce-8x400", 400),
+    ],
+)
+def test_one_reference_fabric_per_gpu_for_the_step_model_the_cost_and_the_calibration(
+    gpu: str, preset: str, gbps: int
+) -> None:
+    # DGX A100: 8 × HDR 200 (the step model ran A100 plans on NDR 400 while the TCO priced HDR 200)
+    assert reference_fabric_name(gpu) == preset
+    step = resolve_scenario(_scenario({"gpu": gpu, "nodes": 2})).cluster.fabric
+    assert step.nic_bandwidth_bytes_per_s * 8 / 1e9 == pytest.approx(gbps)
+    assert step.name.endswith(f"({preset})")
+    assert reference_fabric(gpu) == step  # 8-GPU servers: placed as the preset describes them
+
+
+def test_the_default_fabric_assumes_no_in_network_reduction() -> None:
+    # ib-xdr-8x800 has SHARPv4 switches; NCCL reduces in the network only with CollNet or NVLS+SHARP set up
+    assert find_fabric("ib-xdr-8x800").sharp
+    assert reference_fabric_name("GB300") == "ib-xdr-8x800"
+    assert not reference_fabric("GB300").sharp
+    assert reference_fabric_name("a GPU the table lacks") == "ib-ndr-8x400"
+
+
+def test_every_reference_fabric_is_a_preset_with_a_price_class() -> None:
+    for preset in set(REFERENCE_FABRIC_BY_GPU.values()):
+        assert price_class(find_fabric(preset))

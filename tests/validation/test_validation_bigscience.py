@@ -28,7 +28,7 @@ def _dev_row(index: int) -> Row:
 
 def test_bigscience_replays_on_jean_zays_omni_path_fabric() -> None:
     # BLOOM paper (arXiv 2211.05100) Sec. 3.4.1: "4 Omni-Path 100 Gbps links per node" on the 8-GPU A100 nodes
-    fabric = row_fabric(rule_for_row(_dev_row(46)), 8)
+    fabric = row_fabric(rule_for_row(_dev_row(46)), "A100-80GB-SXM", 8)
     assert fabric.name == "opa-4x100"
     assert fabric.nics_per_node == 4
     assert fabric.nic_bandwidth_bytes_per_s == pytest.approx(100 * GBIT)

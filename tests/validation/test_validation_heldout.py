@@ -247,18 +247,22 @@ def test_odd_rows_are_predicted_or_skipped_with_a_reason_never_a_traceback(tmp_p
 
 def test_a_source_without_a_rule_gets_one_read_from_the_row() -> None:
     from app.core.framework import DEEPSPEED, MEGATRON_CORE, TORCHTITAN
-    from app.validation.training_runs import rule_for_row
+    from app.validation.training_runs import REFERENCE_FABRIC, row_fabric, rule_for_row
 
     def rule(**cells: str) -> object:
         return rule_for_row(_row(source="A blog post", **cells))
 
     r = rule(notes="Megatron-DeepSpeed, ZeRO-1", gpu="A100-80GB")
-    assert r.framework is DEEPSPEED and r.fabric == "ib-hdr-8x200"  # type: ignore[attr-defined]
+    assert r.framework is DEEPSPEED and r.fabric == REFERENCE_FABRIC  # type: ignore[attr-defined]
+    # the GPU's own reference fabric, whatever GPU the notes mention beside it
+    a100 = row_fabric(rule(gpu="A100-80GB"), "A100-80GB-SXM", 8)  # type: ignore[arg-type]
+    h100 = row_fabric(rule(gpu="H100-80", notes="faster than on A100"), "H100-SXM", 8)  # type: ignore[arg-type]
+    assert (a100.nic_bandwidth_bytes_per_s, h100.nic_bandwidth_bytes_per_s) == (25e9, 50e9)
     r = rule(notes="PyTorch FSDP full sharding", gpu="H100 SXM, RoCE 400G")
     assert r.framework is TORCHTITAN and r.fabric == "roce-8x400"  # type: ignore[attr-defined]
     assert r.recompute_default == "selective"  # type: ignore[attr-defined]
     r = rule(notes="", gpu="H200")
-    assert r.framework is MEGATRON_CORE and r.fabric == "ib-ndr-8x400"  # type: ignore[attr-defined]
+    assert r.framework is MEGATRON_CORE and r.fabric == REFERENCE_FABRIC  # type: ignore[attr-defined]
     # a source with its own rule keeps it, whatever the notes say
     assert (
         rule_for_row(_row(source="Korthikanti et al. 2022", notes="FSDP")).framework.name == "megatron-2022"
@@ -451,7 +455,7 @@ def test_vtrain_rows_use_the_fabric_vtrain_states() -> None:
     from app.validation.training_runs import row_fabric, rule_for_row
 
     row = _row(source="VIA-Research/vTrain data/ground_truth_multi.csv (MICRO'24, arXiv 2312.12391)")
-    fabric = row_fabric(rule_for_row(row), 8)
+    fabric = row_fabric(rule_for_row(row), "A100-80GB-SXM", 8)
     assert fabric.nics_per_node == 4
     assert fabric.nics_per_node * fabric.nic_bandwidth_bytes_per_s * 8 == pytest.approx(800e9)
 

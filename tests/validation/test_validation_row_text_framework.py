@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from app.validation.training_runs import Row, framework_from_row_text, rule_for_row
+from app.validation.training_runs import REFERENCE_FABRIC, Row, framework_from_row_text, rule_for_row
 from app.validation.training_totals import COLUMNS, load_rows, replay
 from tests.paths import DATA_DIR
 
@@ -84,13 +84,13 @@ def test_aws_p4d_named_in_a_row_is_its_fabric() -> None:
         rule = rule_for_row(Row(1, {"source": "a paper", "gpu": "A100-40GB", "notes": notes}))
         assert rule.fabric == "efa-v1-4x100", notes
     plain = rule_for_row(Row(1, {"source": "a paper", "gpu": "A100-40GB", "notes": "p4e is not a thing"}))
-    assert plain.fabric == "ib-hdr-8x200"
+    assert plain.fabric == REFERENCE_FABRIC  # the A100's own: 8 × HDR 200
 
 
 def test_roce_and_efa_are_read_as_words() -> None:
     """ "defaults" holds "efa" and "moe_preprocess" holds "roce": neither names a fabric; "RoCE v2" and "EFAv2" do."""
     base = {"source": "a paper", "gpu": "H100-SXM"}
     for notes in ("Megatron-core's defaults", "CUDA graphs of moe_router moe_preprocess"):
-        assert rule_for_row(Row(1, {**base, "notes": notes})).fabric == "ib-ndr-8x400", notes
+        assert rule_for_row(Row(1, {**base, "notes": notes})).fabric == REFERENCE_FABRIC, notes
     assert rule_for_row(Row(1, {**base, "notes": "8 x 400G RoCE v2"})).fabric == "roce-8x400"
     assert rule_for_row(Row(1, {**base, "notes": "AWS EFAv2"})).fabric == "efa-v3-16x200"

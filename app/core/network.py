@@ -114,6 +114,14 @@ class Placement:
 # the ring graph searches for at most MAXCHANNELS / 2 = 32 channels (src/init.cc, ringGraph->maxChannels; the tree
 # graph reuses the ring's count), MAXCHANNELS = 64 (src/include/device.h).
 NCCL_RING_MAX_CHANNELS = 32
+# docs/constants.md#nccl-coll-channels. The collective channels NCCL's graph search settles on inside one NVSwitch
+# domain, which share the GPU's ring bandwidth (tuning.cc busBw = nChannels · bwIntra): 24 on Ampere and Hopper,
+# "Channel 00/24 … 23/24" on an 8-GPU HGX A100 (NVIDIA/nccl-tests issue #100) and "24 coll channels, 16 nvls
+# channels" on one p5.48xlarge, 8 × H100 (aws-samples/aws-do-eks Container-Root/eks/deployment/nccl-test/
+# README.md, commit 701c554); Blackwell's NVLink 5 reaches the search's maximum, NCCL_RING_MAX_CHANNELS (16
+# searched and duplicated to 32). Across nodes the NICs set the count (16 on two p5 nodes, same README), which the
+# model does not use: there the ring runs at the NICs' rate.
+NCCL_COLL_CHANNELS: dict[str, int] = {"ampere": 24, "hopper": 24}
 # Threads per channel per protocol: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512
 # (src/include/device.h; src/graph/tuning.cc ncclTopoTuneModel sets comm->maxThreads from them).
 NCCL_MAX_NTHREADS: dict[str, int] = {"LL": 512, "LL128": 640, "Simple": 512}
@@ -198,6 +206,9 @@ class NetworkParams:
     # channels_used): at most ring_max_channels channels, each of up to max_threads[protocol] threads, shrunk
     # until every thread has thread_threshold_bytes[protocol] (× ranks for ring LL) to move.
     ring_max_channels: int = NCCL_RING_MAX_CHANNELS
+    # … of the coll_channels a single NVLink domain's communicator has, per GPU generation (NCCL_COLL_CHANNELS;
+    # ring_max_channels where it has no entry)
+    coll_channels: dict[str, int] = field(default_factory=lambda: dict(NCCL_COLL_CHANNELS))
     max_threads: dict[str, int] = field(default_factory=lambda: dict(NCCL_MAX_NTHREADS))
     thread_threshold_bytes: dict[str, int] = field(default_factory=lambda: dict(NCCL_THREAD_THRESHOLD))
     name: str = "published-defaults"
@@ -511,6 +522,7 @@ class _Links:
     hops: int
     generation: str  # NVIDIA GPU generation named by the NVLink rate ("" elsewhere), for NCCL's LL ceiling
     topology_note: str
+    channels: int  # the collective channels the communicator's ring runs on at most (NCCL_COLL_CHANNELS)
 
 
 def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op: str) -> _Links:
@@ -541,6 +553,7 @@ def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op
     pattern = "all_to_all" if op == "all_to_all" else "ring"
     path = path_profile(fabric, nodes * nodes_per_domain, cluster.num_nodes, pattern)
     derate = fabric.congestion_derate * path.bandwidth_factor
+    generation = _nvlink_generation(cluster) if up_tier == "nvlink" else ""
     return _Links(
         n=n,
         k=k,
@@ -564,7 +577,10 @@ def _links(placement: Placement, cluster: ClusterSpec, params: NetworkParams, op
         transport=fabric.transport,
         hops=path.switch_hops,
         topology_note=path.note,
-        generation=_nvlink_generation(cluster) if up_tier == "nvlink" else "",
+        generation=generation,
+        channels=params.coll_channels.get(generation, params.ring_max_channels)
+        if nodes <= 1
+        else params.ring_max_channels,
     )
 
 
@@ -633,29 +649,37 @@ def _tree_correction(params: NetworkParams, protocol: str, message_bytes: float)
 
 
 def channels_used(
-    message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams | None = None
+    message_bytes: float,
+    protocol: str,
+    algorithm: str,
+    ranks: int,
+    params: NetworkParams | None = None,
+    max_channels: int | None = None,
 ) -> int:
     """Channels (thread blocks) NCCL runs a ring or tree collective of `message_bytes` on.
 
     NCCL src/enqueue.cc topoGetAlgoInfo ("Ring/Tree channel tuning"; getChannnelThreadInfo in older releases):
     starting from all channels with the protocol's maximum threads each, `while (nBytes < nc*nt*threadThreshold)`
     drop a channel, down to one. The threshold is per protocol, × nRanks for ring LL (src/graph/tuning.cc).
-    Below one channel NCCL then halves the threads, which keeps each thread's bytes and so not the time."""
+    Below one channel NCCL then halves the threads, which keeps each thread's bytes and so not the time.
+    `max_channels`: the communicator's channels (default ring_max_channels)."""
     params = params or default_network_params()
     nt = params.max_threads[protocol]
     threshold = params.thread_threshold_bytes[protocol] * (
         ranks if (algorithm, protocol) == ("ring", "LL") else 1
     )
     # the loop stops at the largest nc with nBytes ≥ nc·nt·threshold, or at one channel
-    return max(1, min(params.ring_max_channels, int(message_bytes // (nt * threshold))))
+    cap = max_channels or params.ring_max_channels
+    return max(1, min(cap, int(message_bytes // (nt * threshold))))
 
 
 def _channel_share(
-    message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams
+    message_bytes: float, protocol: str, algorithm: str, ranks: int, params: NetworkParams, channels: int
 ) -> float:
-    """Share of a GPU's scale-up bandwidth a message reaches: NCCL stripes the scale-up links over all its
-    channels (tuning.cc busBw = nChannels · bwIntra), so channels_used carry channels_used / ring_max_channels."""
-    return channels_used(message_bytes, protocol, algorithm, ranks, params) / params.ring_max_channels
+    """Share of a GPU's scale-up bandwidth a message reaches: NCCL stripes the scale-up links over the
+    communicator's `channels` (tuning.cc busBw = nChannels · bwIntra), so channels_used carry
+    channels_used / channels."""
+    return channels_used(message_bytes, protocol, algorithm, ranks, params, channels) / channels
 
 
 def tree_chunk_bytes(protocol: str, message_bytes: float, nodes: int, ranks: int, channels: int) -> int:
@@ -735,7 +759,7 @@ def _ring_candidates(c: _Pick) -> list[_Cost]:
         if c.op == "all_reduce" and nodes > 1 and p == "Simple":
             lat *= params.ring_plateau_factor
         # NCCL ranks with every channel, then runs on channels_used (NVLS, CollNet, p2p keep theirs)
-        used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+        used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params, links.channels))
         tuned = factor * s / c.proto_bw(c.ring_bw, p)
         out.append(_Cost("ring", p, lat, factor * s / c.proto_bw(used_bw, p), neck, tuned))
     return out
@@ -749,12 +773,12 @@ def _tree_candidates(c: _Pick, depth: int, tree_net: float, tree_fill: float) ->
     neck = "NICs" if k <= 1 or tree_net < links.up_bw else "scale-up"
     out = []
     for p in c.protocols:
-        nc = channels_used(s, p, "tree", n, params)
+        nc = channels_used(s, p, "tree", n, params, links.channels)
         fill = 2 * depth * min(s, nc * tree_chunk_bytes(p, s, nodes, n, nc)) / links.net_bw
         up_lat, net_lat = _step_latency(params, links, p, "tree")
         lat = params.protocols[p].base_latency_s + 2 * ((k - 1) * up_lat + depth * net_lat)
         # NCCL's tree algbw is half its busBw (tuning.cc ratio .5), so the LL ceiling halves here
-        up = links.up_bw * _channel_share(s, p, "tree", n, params)
+        up = links.up_bw * _channel_share(s, p, "tree", n, params, links.channels)
         used_bw = params.tree_efficiency * (min(up, tree_net) if k > 1 else tree_net)
         bw = c.proto_bw(used_bw, p, 0.5) * _tree_correction(params, p, s)
         tuned = s / (c.proto_bw(tree_bw, p, 0.5) * _tree_correction(params, p, s)) + tree_fill
@@ -799,7 +823,7 @@ def _rooted_candidates(c: _Pick) -> list[_Cost]:
     for p in c.protocols:
         up_lat, net_lat = _step_latency(params, links, p)
         lat = params.protocols[p].base_latency_s + (n - nodes) * up_lat + (nodes - 1) * net_lat
-        used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params))
+        used_bw, neck = _ring_bw(links, _channel_share(s, p, "ring", n, params, links.channels))
         out.append(_Cost("ring", p, lat, s / c.proto_bw(used_bw, p), neck, s / c.proto_bw(c.ring_bw, p)))
     return out
 

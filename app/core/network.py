@@ -897,6 +897,14 @@ def _hierarchical(op: str, s: float, links: _Links, params: NetworkParams) -> _C
     return _Cost("hierarchical", "Simple", lat, intra + inter, neck)
 
 
+def _channels_note(best: _Cost, message_bytes: float, links: _Links, params: NetworkParams) -> str:
+    """How many of the communicator's channels a ring or tree runs on ("" for NVLS, SHARP, all-to-all, p2p)."""
+    if best.algorithm not in ("ring", "tree"):
+        return ""
+    nc = channels_used(message_bytes, best.protocol, best.algorithm, links.n, params, links.channels)
+    return f"{best.algorithm}/{best.protocol} on {nc} of the communicator's {links.channels} channels"
+
+
 def check_placement(op: str, message_bytes: float, placement: Placement, cluster: ClusterSpec) -> None:
     """Raise SpecError listing every problem with a collective request."""
     problems = ProblemCollector()
@@ -1061,6 +1069,7 @@ def collective_time(
         links.topology_note,
         "NVLS available" if links.nvls else "no NVLS (needs NVSwitch with NVLink SHARP)",
         "SHARP available" if links.sharp else "no in-network reduction (SHARP)",
+        _channels_note(best, message_bytes, links, params),
     )
     return CollectiveEstimate(
         op=op,

@@ -149,3 +149,20 @@ def test_the_default_fabric_assumes_no_in_network_reduction() -> None:
 def test_every_reference_fabric_is_a_preset_with_a_price_class() -> None:
     for preset in set(REFERENCE_FABRIC_BY_GPU.values()):
         assert price_class(find_fabric(preset))
+
+
+def test_the_collective_command_times_the_gpus_reference_fabric_and_says_its_channels(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.cli_support import run_main
+
+    argv = ["network", "collective", "all_reduce", "--gpu", "A100-80GB-SXM", "-s", "256K"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0, err
+    assert "fabric default: InfiniBand 8 × 200G" in out and "(ib-hdr-8x200)" in out
+    # NCCL's 24 collective channels on an A100 node; 256 KiB of ring/LL on 8 ranks fills 8 of them
+    assert "ring/LL on 8 of the communicator's 24 channels" in out
+    code, out, _ = run_main(
+        ["network", "collective", "all_reduce", "--fabric", "roce-8x400", "-s", "1G"], capsys
+    )
+    assert code == 0 and "fabric roce-8x400" in out

@@ -78,8 +78,11 @@ def collective(
         int | None, typer.Option(min=1, help="GPUs per node (default: the GPU's usual 8)")
     ] = None,
     fabric: Annotated[
-        str, typer.Option(help="fabric preset (see `clusterplan network fabrics`)")
-    ] = "ib-ndr-8x400",
+        str | None,
+        typer.Option(
+            help="fabric preset (see `clusterplan network fabrics`); default: the GPU's reference fabric"
+        ),
+    ] = None,
     ranks: Annotated[int | None, typer.Option(min=1, help="communicator size (default: all GPUs)")] = None,
     ranks_per_node: Annotated[int | None, typer.Option(min=1, help="ranks per node")] = None,
     size: Annotated[str | None, typer.Option("--size", "-s", help="one message size, e.g. 64MiB")] = None,

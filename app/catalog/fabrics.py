@@ -172,6 +172,7 @@ def reference_fabric_name(gpu_name: str) -> str:
     return REFERENCE_FABRIC_BY_GPU.get(gpu_name, DEFAULT_FABRIC_PRESET)
 
 
+@cache
 def reference_fabric(gpu_name: str) -> FabricSpec:
     """The GPU's reference preset as a fabric of its own 8-GPU server, named by what it is ("default: InfiniBand
     8 × 400G, adaptive routing (ib-ndr-8x400)"). It assumes no in-network reduction: NCCL uses SHARP only through
@@ -179,6 +180,7 @@ def reference_fabric(gpu_name: str) -> FabricSpec:
     return _default_named(find_preset(reference_fabric_name(gpu_name)), None)
 
 
+@cache
 def default_fabric(gpu_name: str, gpus_per_node: int) -> FabricSpec:
     """The fabric of a cluster that names none: reference_fabric placed on a node of `gpus_per_node` GPUs
     (fabric_for_node), named with the NICs it has there."""

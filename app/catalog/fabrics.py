@@ -173,25 +173,27 @@ def reference_fabric_name(gpu_name: str) -> str:
 
 
 @cache
-def reference_fabric(gpu_name: str) -> FabricSpec:
-    """The GPU's reference preset as a fabric of its own 8-GPU server, named by what it is ("default: InfiniBand
-    8 × 400G, adaptive routing (ib-ndr-8x400)"). It assumes no in-network reduction: NCCL uses SHARP only through
-    its CollNet plugin or NVLS+SHARP set up for it, so a cluster that has it names a SHARP preset."""
-    return _default_named(find_preset(reference_fabric_name(gpu_name)), None)
-
-
-@cache
 def default_fabric(gpu_name: str, gpus_per_node: int) -> FabricSpec:
-    """The fabric of a cluster that names none: reference_fabric placed on a node of `gpus_per_node` GPUs
-    (fabric_for_node), named with the NICs it has there."""
-    return _default_named(find_preset(reference_fabric_name(gpu_name)), gpus_per_node)
-
-
-def _default_named(preset: FabricPreset, gpus_per_node: int | None) -> FabricSpec:
-    spec = replace(preset.spec, sharp=False)
-    if gpus_per_node is not None:
-        spec = fabric_for_node(spec, gpus_per_node)
+    """The fabric of a cluster that names none: the GPU's reference preset (REFERENCE_FABRIC_BY_GPU) placed on a
+    node of `gpus_per_node` GPUs (fabric_for_node), named by what it is there ("default: InfiniBand 4 × 400G,
+    adaptive routing (ib-ndr-8x400)"). It assumes no in-network reduction: NCCL uses SHARP only through its CollNet
+    plugin or NVLS+SHARP set up for it, so a cluster that has it names a SHARP preset."""
+    preset = find_preset(reference_fabric_name(gpu_name))
+    spec = fabric_for_node(replace(preset.spec, sharp=False), gpus_per_node)
     return replace(spec, name=f"default: {replace(preset, spec=spec).label} ({preset.name})")
+
+
+def reference_fabric(gpu_name: str) -> FabricSpec:
+    """default_fabric on the reference design's own 8-GPU server, for callers that place it themselves."""
+    return default_fabric(gpu_name, PRESET_SERVER_GPUS)
+
+
+def fabric_on_node(name: str | None, gpu_name: str, gpus_per_node: int) -> FabricSpec:
+    """The named preset, or the GPU's default fabric when `name` is None, placed on a node of `gpus_per_node`
+    GPUs: what a cluster that names a preset or none runs on. Raises NotFoundError for an unknown name."""
+    if name is None:
+        return default_fabric(gpu_name, gpus_per_node)
+    return fabric_for_node(find_fabric(name), gpus_per_node)
 
 
 def find_fabric(name: str, **overrides: Any) -> FabricSpec:

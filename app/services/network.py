@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.catalog.fabrics import PRESET_SERVER_GPUS, default_fabric, fabric_for_node, find_fabric, presets
+from app.catalog.fabrics import PRESET_SERVER_GPUS, fabric_for_node, fabric_on_node, find_fabric, presets
 from app.core.accuracy import applied_collective, collective_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.hardware import ClusterSpec, FabricSpec, GPUSpec, scaleup_domain_for
@@ -100,14 +100,12 @@ def resolve_fabric(
     gpus_per_node: int = PRESET_SERVER_GPUS,
     gpu_name: str = "",
 ) -> FabricSpec:
-    """A preset placed on a node of `gpus_per_node` GPUs (fabric_for_node); none: `ib-ndr-8x400` at the GPU's
-    reference NIC rate (default_fabric); or an inline fabric: its fields over its `preset`'s (so placed) or over the
-    defaults, a stated `nics_per_node` as given."""
-    if value is None:
-        return default_fabric(gpu_name, gpus_per_node)
-    if isinstance(value, str):
+    """A preset placed on a node of `gpus_per_node` GPUs, or the GPU's reference fabric when none is named
+    (app.catalog.fabrics.fabric_on_node); or an inline fabric: its fields over its `preset`'s (so placed) or over
+    the defaults, a stated `nics_per_node` as given."""
+    if value is None or isinstance(value, str):
         try:
-            return fabric_for_node(find_fabric(value), gpus_per_node)
+            return fabric_on_node(value, gpu_name, gpus_per_node)
         except NotFoundError as exc:
             p.add(where, str(exc))
             return FabricSpec()

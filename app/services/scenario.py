@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.catalog.fabrics import PRESET_SERVER_GPUS, default_fabric, fabric_for_node, find_fabric
+from app.catalog.fabrics import PRESET_SERVER_GPUS, fabric_on_node
 from app.core.efficiency import NON_CLOCK_POWER_FRACTION, HardwareProfile, profile_use_warnings
 from app.core.errors import ProblemCollector, SpecError
 from app.core.estimate import EstimateOptions
@@ -84,11 +84,9 @@ def _fabric(
     """The cluster's scale-out fabric: a preset placed on a node of `gpus_per_node` GPUs
     (app.catalog.fabrics.fabric_for_node), the default (one NIC per GPU at the GPU's reference rate:
     app.catalog.fabrics.default_fabric), or an inline FabricSpec as given."""
-    if value is None:
-        return default_fabric(gpu_name, gpus_per_node)
-    if isinstance(value, str):
+    if value is None or isinstance(value, str):
         try:
-            return fabric_for_node(find_fabric(value), gpus_per_node)
+            return fabric_on_node(value, gpu_name, gpus_per_node)
         except NotFoundError as exc:
             p.add("cluster.fabric", str(exc))
             return FabricSpec()

@@ -1176,15 +1176,13 @@ def source_year_month(source: str) -> tuple[int, int] | None:
 
 def row_fabric(rule: SourceRule, gpu_name: str, gpus_per_node: int) -> FabricSpec:
     """The rule's fabric preset placed on the row's nodes (app.catalog.fabrics.fabric_for_node), or with the NIC
-    count the rule states; for REFERENCE_FABRIC, the GPU's (app.catalog.fabrics.default_fabric, as a plan that names
-    no fabric gets)."""
-    from app.catalog.fabrics import default_fabric, fabric_for_node, find_fabric
+    count the rule states; for REFERENCE_FABRIC, the GPU's (app.catalog.fabrics.fabric_on_node, as a plan that
+    names no fabric gets)."""
+    from app.catalog.fabrics import fabric_on_node, find_fabric
 
-    if rule.fabric == REFERENCE_FABRIC:
-        return default_fabric(gpu_name, gpus_per_node)
     if rule.nics_per_node:
         return find_fabric(rule.fabric, nics_per_node=rule.nics_per_node)
-    return fabric_for_node(find_fabric(rule.fabric), gpus_per_node)
+    return fabric_on_node(rule.fabric or None, gpu_name, gpus_per_node)
 
 
 # ---------------------------------------------------------------------------------------------------------------

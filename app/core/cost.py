@@ -148,7 +148,7 @@ class RunInputs:
     total_flop: float | None = None
     peak_flops_per_gpu: float | None = None  # dense peak FLOP/s of the compute dtype
     mfu: float | None = None
-    goodput: float = 1.0  # useful / billed time (failures, checkpoints, restarts)
+    goodput: float = 1.0  # useful / billed time (failures, checkpoints, restarts, fail-slows)
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ def check_run_inputs(inputs: RunInputs) -> None:
 
 def on_wall_clock(productive: Any, goodput: Any) -> Any:
     """Productive time (seconds, days or GPU-hours) as the wall clock and the bill count it: ÷ the goodput, the
-    share of wall-clock time that trains (failures, checkpoint stalls and restarts, app.core.goodput). The one
+    share of wall-clock time that trains (failures, checkpoint stalls, restarts and fail-slows, app.core.goodput). The one
     place that relation is written: run_cost's billed GPU-hours, the planner's ranked layouts (numbers or numpy
     columns) and the plan headline's wall-clock days all use it."""
     return productive / goodput

@@ -197,6 +197,30 @@ def expected_wall_time(
     return m * math.exp(restart_s / m) * math.expm1((interval_s + checkpoint_s) / m) * solve_s / interval_s
 
 
+# --- fail-slow -----------------------------------------------------------------------------------------
+
+# Wu et al., "Greyhound: Hunting Fail-Slows in Hybrid-Parallel Training at Scale", USENIX ATC '25 (preprint
+# "FALCON", arXiv 2410.12588), abstract: on a shared production cluster of over 10,000 GPUs, fail-slows
+# (transient stragglers from slow computation or communication: contention, device degradation, network
+# congestion), lasting from under a minute to nearly ten hours, "delay large training jobs by 1.34x on
+# average". A fail-slow does not stop the job, so no failure rate or restart sees it: the steps run slower,
+# the whole synchronous job waiting for its slowest GPU or link. The study's jobs are hybrid-parallel jobs
+# across many servers and the average is theirs; how it grows between one server and thousands is not
+# published, so every job that spans more than one node is charged the average and a job within one node
+# (no cross-node link to congest, no fleet to wait on) nothing. docs/constants.md#fail-slow-slowdown
+FAIL_SLOW_SLOWDOWN = 1.34
+FAIL_SLOW_SOURCE = (
+    "Greyhound (Wu et al., USENIX ATC '25; arXiv 2410.12588): fail-slows delay large training jobs by 1.34x on "
+    "average on a shared production cluster of over 10,000 GPUs"
+)
+
+
+def fail_slow_slowdown(num_nodes: int) -> float:
+    """The expected slowdown of a job's training steps from fail-slows: FAIL_SLOW_SLOWDOWN across nodes, none
+    within one node."""
+    return FAIL_SLOW_SLOWDOWN if num_nodes > 1 else 1.0
+
+
 # --- goodput -------------------------------------------------------------------------------------------
 
 
@@ -211,6 +235,8 @@ class GoodputInputs:
     # async checkpointing: the next snapshot cannot start before the previous background write has
     # finished, so the interval is at least the background write time
     min_interval_s: float = 0.0
+    # training steps run this many times slower than planned on average (fail_slow_slowdown); 1: none
+    fail_slow: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -220,7 +246,9 @@ class GoodputResult:
     daly_interval_s: float
     goodput: float  # useful time / wall time
     effective_mfu: float | None
-    breakdown: dict[str, float]  # per useful second: useful / checkpoint / restart / lost_work; sums to wall
+    breakdown: dict[
+        str, float
+    ]  # per useful second: useful / checkpoint / restart / lost_work / fail_slow; sums to wall
     wall_per_useful: float
     interruptions_per_day: float
     assumptions: list[Assumption] = field(default_factory=list)
@@ -244,7 +272,9 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
 
     Breakdown (seconds of wall time per second of useful work), from Daly's W = e^(R/M)·W0 with
     W0 = M(e^((τ+δ)/M) − 1)/τ the wall time without restarts: checkpoint = δ/τ; lost_work = W0 − 1 − δ/τ
-    (rework of interrupted segments, ≥ 0 since eˣ − 1 ≥ x); restart = W − W0 = W0(e^(R/M) − 1). Sums to W.
+    (rework of interrupted segments, ≥ 0 since eˣ − 1 ≥ x); restart = W − W0 = W0(e^(R/M) − 1). Fail-slows
+    stretch each useful second to `fail_slow` seconds: fail_slow = s − 1, added to W (the rework they also
+    slow, a second-order share, is left out).
     """
     pc = ProblemCollector()
     pc.check(inputs.mtbf_s > 0, "mtbf_s", "must be positive")
@@ -252,6 +282,7 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     pc.check(inputs.restart_s >= 0, "restart_s", "must be >= 0")
     pc.check(inputs.interval_s is None or inputs.interval_s > 0, "interval_s", "must be positive")
     pc.check(inputs.mfu is None or 0 < inputs.mfu <= 1, "mfu", "must be in (0, 1]")
+    pc.check(1.0 <= inputs.fail_slow <= 10.0, "fail_slow_slowdown", "must be in [1, 10]")
     pc.raise_if_any()
     m, d, r = inputs.mtbf_s, inputs.checkpoint_stall_s, inputs.restart_s
     young = young_interval(d, m) if d > 0 else math.inf
@@ -277,6 +308,8 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     w = max(expected_wall_time(1.0, tau, d, r, m), w0)
     restart = w - w0
     lost = max(0.0, w0 - 1.0 - ckpt)
+    slow = inputs.fail_slow - 1.0
+    w += slow
     g = 1.0 / w
     return GoodputResult(
         interval_s=tau,
@@ -284,7 +317,13 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
         daly_interval_s=daly,
         goodput=g,
         effective_mfu=inputs.mfu * g if inputs.mfu is not None else None,
-        breakdown={"useful": 1.0, "checkpoint": ckpt, "restart": restart, "lost_work": lost},
+        breakdown={
+            "useful": 1.0,
+            "checkpoint": ckpt,
+            "restart": restart,
+            "lost_work": lost,
+            "fail_slow": slow,
+        },
         wall_per_useful=w,
         interruptions_per_day=DAY / m,
         assumptions=[
@@ -305,8 +344,15 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
                 "background write of the previous checkpoint",
                 "",
             ),
+            Assumption("fail_slow_slowdown", inputs.fail_slow, "x", _fail_slow_source(inputs.fail_slow), ""),
         ],
     )
+
+
+def _fail_slow_source(slowdown: float) -> str:
+    if slowdown == FAIL_SLOW_SLOWDOWN:
+        return FAIL_SLOW_SOURCE
+    return "none: one node, or switched off" if slowdown == 1.0 else "user input"
 
 
 def restart_time(

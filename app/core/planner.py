@@ -781,7 +781,7 @@ class SearchProblem:
     `global_batch` sequences per step, with the options every layout shares (`run`, default RunOptions()), the
     framework's conventions and the estimate's settings (`options`, default EstimateOptions()) and a measured
     hardware profile, if any, and the goodput share of each cluster size (`goodput`: the services'
-    cluster_goodput; failures, checkpoint stalls and restarts), where the caller wants wall-clock times and costs.
+    cluster_goodput; failures, checkpoint stalls, restarts and fail-slows), where the caller wants wall-clock times and costs.
     `plan` and `size_sweep` take it."""
 
     model: ModelSpec

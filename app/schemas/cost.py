@@ -398,6 +398,14 @@ class GoodputRequest(StrictModel):
         le=36_525,
         description="to report checkpoints and idle hours of the run (at most 100 years)",
     )
+    fail_slow_slowdown: float | None = Field(
+        None,
+        ge=1,
+        le=10,
+        description="how many times slower the training steps run on average from fail-slows (slow GPUs, "
+        "congested links); unset: 1.34 for a job across nodes (Greyhound, USENIX ATC '25), 1 within one node; "
+        "1 switches it off",
+    )
 
     @model_validator(mode="after")
     def _rates(self) -> GoodputRequest:
@@ -422,6 +430,7 @@ class GoodputResponse(BaseModel):
     daly_interval_s: float | None
     goodput: float
     effective_mfu: float | None
+    fail_slow_slowdown: float
     breakdown: dict[str, float]
     run: dict[str, float] | None
     assumptions: list[CostAssumptionOut]

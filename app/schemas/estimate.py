@@ -164,7 +164,8 @@ class EstimateOut(BaseModel):
     goodput: float | None = Field(
         None,
         description="useful share of wall time on this many GPUs: failures, checkpoint stalls and restarts at "
-        "Meta's published Llama 3 interruption rates (app.core.goodput); when tokens is given",
+        "Meta's published Llama 3 interruption rates, and steps slowed by fail-slows across nodes (Greyhound, "
+        "USENIX ATC '25) (app.core.goodput); when tokens is given",
     )
     wall_clock_time_to_train_s: float | None = Field(
         None, description="time_to_train_s / goodput: the time a run takes on the wall clock"

@@ -116,7 +116,8 @@ class ClusterIn(BaseModel):
     fabric: CatalogRef | JsonObject | None = Field(
         default=None,
         description="scale-out fabric preset name (e.g. 'ib-ndr-8x400', 'roce-8x400') or inline FabricSpec "
-        "fields; default: 8 × NDR 400 Gb/s InfiniBand, rail-optimised",
+        "fields; default: the GPU's reference fabric (app.catalog.fabrics.REFERENCE_FABRIC_BY_GPU, e.g. 8 × NDR "
+        "400 Gb/s InfiniBand for H100)",
     )
     power_limit_w: float | None = Field(
         default=None,
@@ -124,6 +125,14 @@ class ClusterIn(BaseModel):
         le=10_000,
         description="operating power limit per GPU in watts (nvidia-smi -pl); below the GPU's design power it "
         "lowers the SM clock and so GEMM and attention throughput; default: the GPU's own limit (tdp_w)",
+    )
+    fail_slow_slowdown: float | None = Field(
+        default=None,
+        ge=1,
+        le=10,
+        description="how many times slower than estimated the steps of a run across nodes go on average, from "
+        "fail-slows (slow GPUs, congested links): part of the goodput behind wall-clock days, GPU-hours and cost; "
+        "default: 1.34 across nodes (Greyhound, USENIX ATC '25), 1 within one node; 1 counts failures alone",
     )
 
 

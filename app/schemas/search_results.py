@@ -83,7 +83,7 @@ class SizesOut(BaseModel):
     points: list[dict[str, Any]] = Field(
         description="one per size searched (app.core.sizing.SizePoint), with: gpu_hours (compute GPU-hours at the "
         "estimated speed, no failures); goodput, wall_clock_days and wall_clock_gpu_hours (the compute ones ÷ the "
-        "goodput of that many GPUs: failures, checkpoints, restarts); cost_usd (USD per run: wall_clock_gpu_hours × "
+        "goodput of that many GPUs: failures, checkpoints, restarts, fail-slows); cost_usd (USD per run: wall_clock_gpu_hours × "
         "usd_per_gpu_hour, the basis of every cost per run; null where the wall clock or the price is unknown; "
         "before 2026-12 it charged the compute GPU-hours) and compute_cost_usd (USD: gpu_hours × usd_per_gpu_hour, "
         "the cost of the compute alone)",

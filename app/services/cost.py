@@ -776,6 +776,9 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
     if req.async_checkpoint and ck.sync_stall_s is not None and req.checkpoint_stall_s is None:
         background_s = ck.sync_stall_s
     restart_parts, restart_note = _restart_seconds(req, ck.read_s)
+    fail_slow = req.fail_slow_slowdown
+    if fail_slow is None:
+        fail_slow = core_goodput.fail_slow_slowdown(math.ceil(num_gpus / req.gpus_per_node))
     rate_field = "job_mtbf_hours" if req.job_mtbf_hours else "preset" if preset else "mtbf_gpu_hours"
     try:
         result = core_goodput.goodput(
@@ -787,6 +790,7 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
                 method=req.method,
                 mfu=req.mfu,
                 min_interval_s=background_s,
+                fail_slow=fail_slow,
             )
         )
     except SpecError as exc:  # name the request's failure-rate field, not the core's MTBF in seconds
@@ -815,6 +819,7 @@ def goodput(req: s.GoodputRequest, session: Session | None = None) -> s.GoodputR
         daly_interval_s=result.daly_interval_s if math.isfinite(result.daly_interval_s) else None,
         goodput=result.goodput,
         effective_mfu=result.effective_mfu,
+        fail_slow_slowdown=fail_slow,
         breakdown=result.breakdown,
         run=_run_summary(run_days, result, stall_s, mtbf_s),
         assumptions=cost_assumptions(assumptions),

@@ -114,7 +114,12 @@ def wall_clock_payload(resolved: ResolvedScenario, est: Estimate, compute_s: flo
     cluster = resolved.cluster
     try:
         res = plan_goodput(
-            cluster.num_gpus, cluster.gpus_per_node, est.params_total, est.step.mfu, compute_s / DAY
+            cluster.num_gpus,
+            cluster.gpus_per_node,
+            est.params_total,
+            est.step.mfu,
+            compute_s / DAY,
+            resolved.fail_slow_slowdown,
         )
     except (SpecError, ValidationError, ValueError):
         return {}

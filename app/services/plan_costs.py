@@ -19,10 +19,17 @@ FAILURE_PRESET = "llama3-405b"  # Meta's published interruption rates (Llama 3 p
 
 
 def plan_goodput(
-    num_gpus: int, gpus_per_node: int, params_total: float, mfu: float, run_days: float | None = None
+    num_gpus: int,
+    gpus_per_node: int,
+    params_total: float,
+    mfu: float,
+    run_days: float | None = None,
+    fail_slow: float | None = None,
 ) -> Any:
     """Goodput of a training job (app.services.cost.goodput): the failure rates of FAILURE_PRESET on this many
-    GPUs, checkpoints of a model of `params_total` parameters. Raises SpecError, ValidationError or ValueError."""
+    GPUs, checkpoints of a model of `params_total` parameters, and fail-slows (`fail_slow`, the scenario's
+    cluster.fail_slow_slowdown; None: the goodput model's default for the node count). Raises SpecError,
+    ValidationError or ValueError."""
     from app.schemas.cost import CheckpointIn, GoodputRequest
     from app.services import cost as cost_service
 
@@ -35,6 +42,7 @@ def plan_goodput(
                 "checkpoint": CheckpointIn.model_validate({"params": float(params_total)}),
                 "mfu": min(max(float(mfu), 1e-6), 1.0),
                 "run_days": run_days,
+                "fail_slow_slowdown": fail_slow,
             }
         )
     )
@@ -46,13 +54,15 @@ def goodput_share(res: Any) -> float:
     return round(float(res.goodput), 4)
 
 
-def cluster_goodput(num_gpus: int, gpus_per_node: int, params_total: float) -> float | None:
+def cluster_goodput(
+    num_gpus: int, gpus_per_node: int, params_total: float, fail_slow: float | None = None
+) -> float | None:
     """The goodput share (goodput_share) of `num_gpus` GPUs training a model of `params_total` parameters. It
     depends on the failure rates and the checkpoint only, not on the run's speed or length (those only size
     plan_goodput's summary), so one evaluation serves every layout of one cluster. None where it cannot be
     evaluated."""
     try:
-        return goodput_share(plan_goodput(num_gpus, gpus_per_node, params_total, 1.0))
+        return goodput_share(plan_goodput(num_gpus, gpus_per_node, params_total, 1.0, fail_slow=fail_slow))
     except (SpecError, ValidationError, ValueError):
         return None
 
@@ -63,14 +73,15 @@ def goodput_by_size(resolved: Any, counts: Sequence[int]) -> dict[int, float]:
     plan headline (the planner's SearchProblem.goodput)."""
     params_total = param_counts(resolved.model).total
     gpn = resolved.cluster.gpus_per_node
-    shares = {int(n): cluster_goodput(int(n), gpn, params_total) for n in counts}
+    slow = resolved.fail_slow_slowdown
+    shares = {int(n): cluster_goodput(int(n), gpn, params_total, slow) for n in counts}
     return {n: share for n, share in shares.items() if share}
 
 
 def wall_clock_cost_usd(num_gpus: int, gpu_hours: float, goodput: float, usd_per_gpu_hour: float) -> float:
     """Cost per run at one price per GPU-hour on the wall clock, the basis of every cost on the planning pages:
     app.core.cost.run_cost's billed GPU-hours (the compute GPU-hours ÷ the goodput: failures, checkpoints,
-    restarts) × the price, GPUs rented one by one (no instance rounding). Raises SpecError on bad inputs."""
+    restarts, fail-slows) × the price, GPUs rented one by one (no instance rounding). Raises SpecError on bad inputs."""
     from app.core.cost import PriceQuote, RunInputs, run_cost
 
     quote = PriceQuote("price", usd_per_gpu_hour, gpus_per_instance=1)
@@ -87,6 +98,7 @@ def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[st
             est.params_total,
             est.step.mfu,
             summary.get("time_to_train_days") or None,
+            resolved.fail_slow_slowdown,
         )
     except ImportError:
         return None
@@ -99,6 +111,11 @@ def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[st
         {"name": "Restart after a failure", "value": f"{res.restart_s / 60:.1f}", "unit": "min"},
         {"name": "Job mean time between interruptions", "value": f"{res.job_mtbf_hours:.2f}", "unit": "h"},
         {"name": "Interruptions per day", "value": f"{res.interruptions_per_day:.2f}", "unit": "per day"},
+        {
+            "name": "Steps slowed by fail-slows (Greyhound)",
+            "value": f"{res.fail_slow_slowdown:.2f}",
+            "unit": "x",
+        },
     ]
     if res.effective_mfu is not None:
         rows.append(
@@ -119,13 +136,22 @@ def goodput_payload(resolved: Any, est: Any, summary: dict[str, Any]) -> dict[st
         lost = days / res.goodput - days if res.goodput > 0 else None
         if lost is not None:
             rows.append(
-                {"name": "Wall time lost to checkpoints and failures", "value": f"{lost:.1f}", "unit": "days"}
+                {
+                    "name": "Wall time lost to checkpoints, failures and fail-slows",
+                    "value": f"{lost:.1f}",
+                    "unit": "days",
+                }
             )
     return {
         "goodput": goodput_share(res),
         "breakdown": {k: float(v) for k, v in res.breakdown.items()},
         "rows": rows,
-        "summary": f"goodput {100 * res.goodput:.1f} % with failure rates of the {FAILURE_PRESET} run",
+        "summary": f"goodput {100 * res.goodput:.1f} % with failure rates of the {FAILURE_PRESET} run"
+        + (
+            f" and steps {res.fail_slow_slowdown:.2f}x slower from fail-slows"
+            if res.fail_slow_slowdown > 1
+            else ""
+        ),
         "assumptions": [a.model_dump() for a in res.assumptions],
     }
 

@@ -264,7 +264,9 @@ def _wall_clock_points(resolved: ResolvedScenario, points: list[dict[str, Any]],
         if not point.get("best") or not seconds:
             continue
         point["gpu_hours"] = seconds * gpus / 3600.0
-        goodput = cluster_goodput(gpus, resolved.cluster.gpus_per_node, params_total)
+        goodput = cluster_goodput(
+            gpus, resolved.cluster.gpus_per_node, params_total, resolved.fail_slow_slowdown
+        )
         if not goodput:
             continue
         point["goodput"] = goodput

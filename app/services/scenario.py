@@ -33,6 +33,7 @@ class ResolvedScenario:
     warnings: tuple[
         str, ...
     ] = ()  # about the profile's use: measured on CPU, a dtype it lacks, another fabric
+    fail_slow_slowdown: float | None = None  # cluster.fail_slow_slowdown: None → the goodput model's default
 
     def estimate_options(self) -> EstimateOptions:
         """The EstimateOptions this scenario asks for (framework conventions, power limit)."""
@@ -231,7 +232,16 @@ def resolve_scenario(scenario: Scenario, session: Session | None = None) -> Reso
     tokens = scenario.training.tokens or 0.0
     warnings = check_profile_use(profile, gpu, layout.dtype, fabric.name) if profile is not None else []
     return ResolvedScenario(
-        model, cluster, layout, seq_len, float(tokens), framework, profile, c.power_limit_w, tuple(warnings)
+        model,
+        cluster,
+        layout,
+        seq_len,
+        float(tokens),
+        framework,
+        profile,
+        c.power_limit_w,
+        tuple(warnings),
+        c.fail_slow_slowdown,
     )
 
 

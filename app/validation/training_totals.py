@@ -4,7 +4,7 @@ For every row of a training-totals CSV (tests/data/training_totals.csv) the plan
 every layout for the row's model, GPU type and count, sequence length and global batch under the row's source rule
 (framework, fabric: the training-run replay's rules, app.validation.training_runs). Its best layout's throughput
 gives the compute GPU-hours, tokens / tokens-per-second × GPUs; the goodput model for that cluster
-(app.services.plan_costs.plan_goodput: failures, checkpoint stalls and restarts) turns them into wall-clock
+(app.services.plan_costs.plan_goodput: failures, checkpoint stalls, restarts and fail-slows) turns them into wall-clock
 GPU-hours. Where the source states the layout that was run (`layout_stated`, "tp=8 pp=16 cp=1 dp=128"), the
 estimator gives its GPU-hours the same way (app.validation.training_runs.estimate_row; knobs the row leaves blank
 take that replay's documented defaults).

@@ -287,6 +287,7 @@ def test_goodput_presets_and_estimate_over_http(client: Any) -> None:
             "checkpoint_stall_s": 30,
             "restart_s": 300,
             "mfu": 0.4,
+            "fail_slow_slowdown": 1,  # failures alone: what Meta's effective training time counts
         },
     )
     assert r.status_code == 200, r.text
@@ -294,6 +295,7 @@ def test_goodput_presets_and_estimate_over_http(client: Any) -> None:
     assert g["interruptions_per_day"] == pytest.approx(419 / 54, rel=1e-6)
     assert 0.88 < g["goodput"] < 0.93
     assert g["effective_mfu"] == pytest.approx(0.4 * g["goodput"])
+    assert g["fail_slow_slowdown"] == 1 and g["breakdown"]["fail_slow"] == 0
     sync = client.post(
         "/api/v1/goodput", json={"num_gpus": 256, "preset": "llama3-405b", "checkpoint": {"params": 70e9}}
     ).json()
@@ -484,6 +486,7 @@ def test_llama3_scale_goodput_uses_a_filesystem_that_scales_or_the_given_one(cli
         "tier": "parallel_fs",
         "mfu": 0.4,
     }
+    body["fail_slow_slowdown"] = 1  # failures alone, as Meta's effective training time counts them
     scaled = client.post("/api/v1/goodput", json=body).json()
     fixed = client.post("/api/v1/goodput", json=body | {"parallel_fs_gb_per_s": 100}).json()
     # Meta reports > 90 % effective training time; a 100 GB/s filesystem for 2,048 nodes gives 83 %
@@ -502,6 +505,26 @@ def test_llama3_scale_goodput_uses_a_filesystem_that_scales_or_the_given_one(cli
     ).json()["checkpoint_tiers"]
     (pfs,) = [t for t in tiers if t["tier"] == "parallel_fs"]
     assert pfs["bandwidth_bytes_per_s"] == pytest.approx(250e9)
+
+
+def test_fail_slows_stretch_multi_node_jobs_by_the_published_average_unless_set(client: Any) -> None:
+    from app.core.goodput import FAIL_SLOW_SLOWDOWN
+
+    body = {"preset": "llama3-405b", "checkpoint_stall_s": 30, "restart_s": 600}
+    one_node = client.post("/api/v1/goodput", json=body | {"num_gpus": 8}).json()
+    two_nodes = client.post("/api/v1/goodput", json=body | {"num_gpus": 16}).json()
+    off = client.post("/api/v1/goodput", json=body | {"num_gpus": 16, "fail_slow_slowdown": 1}).json()
+    assert FAIL_SLOW_SLOWDOWN == 1.34  # Greyhound (USENIX ATC '25): large training jobs, 1.34x on average
+    assert one_node["fail_slow_slowdown"] == 1 and one_node["breakdown"]["fail_slow"] == 0
+    assert two_nodes["fail_slow_slowdown"] == 1.34
+    assert two_nodes["breakdown"]["fail_slow"] == pytest.approx(0.34)
+    # the stretch adds to the wall time per useful second; failures and checkpoints are the same as without it
+    assert 1 / two_nodes["goodput"] == pytest.approx(1 / off["goodput"] + 0.34)
+    assert sum(two_nodes["breakdown"].values()) == pytest.approx(1 / two_nodes["goodput"])
+    notes = {a["name"]: a for a in two_nodes["assumptions"]}
+    assert "Greyhound" in notes["fail_slow_slowdown"]["source"]
+    bad = client.post("/api/v1/goodput", json=body | {"num_gpus": 16, "fail_slow_slowdown": 0.9})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "fail_slow_slowdown"
 
 
 def test_epoch_takes_dates_and_says_when_it_has_none(client: Any) -> None:

@@ -1,5 +1,5 @@
 """POST /api/v1/estimate states the time to train on the wall clock beside the compute time: the goodput of
-that many GPUs (failures, checkpoint stalls and restarts) divides the compute time."""
+that many GPUs (failures, checkpoint stalls, restarts and fail-slows) divides the compute time."""
 
 from __future__ import annotations
 
@@ -45,6 +45,25 @@ def test_more_gpus_lose_more_to_failures(client: Any) -> None:
     large = r.json()
     assert large["num_gpus"] == 64 * small["num_gpus"]
     assert large["goodput"] < small["goodput"]
+
+
+def test_the_scenario_sets_the_fail_slows_of_its_cluster(client: Any) -> None:
+    """cluster.fail_slow_slowdown replaces the goodput model's default (1.34 across nodes): 1 counts failures,
+    checkpoints and restarts alone; the compute time does not move."""
+    default = client.post("/api/v1/estimate", json=_body()).json()
+    body = _body()
+    body["cluster"]["fail_slow_slowdown"] = 1
+    failures_only = client.post("/api/v1/estimate", json=body).json()
+    body["cluster"]["fail_slow_slowdown"] = 2
+    doubled = client.post("/api/v1/estimate", json=body).json()
+    assert default["time_to_train_s"] == failures_only["time_to_train_s"] == doubled["time_to_train_s"]
+    # each useful second takes 1.34 (2) seconds of wall time on top of the failures' share
+    assert 1 / default["goodput"] == pytest.approx(1 / failures_only["goodput"] + 0.34)
+    assert 1 / doubled["goodput"] == pytest.approx(1 / failures_only["goodput"] + 1.0)
+    body["cluster"]["fail_slow_slowdown"] = 0.5
+    bad = client.post("/api/v1/estimate", json=body)
+    assert bad.status_code == 422
+    assert any(d["loc"][-1] == "fail_slow_slowdown" for d in bad.json()["detail"]), bad.json()
 
 
 def test_no_tokens_no_time_to_train(client: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -73,13 +74,16 @@ def test_more_gpus_never_raise_job_mtbf(small: int, extra: int) -> None:
     mtbf=st.floats(min_value=600.0, max_value=1e7),
     delta=st.floats(min_value=0.0, max_value=900.0),
     restart=st.floats(min_value=0.0, max_value=3600.0),
+    slow=st.floats(min_value=1.0, max_value=2.0),
 )
 def test_goodput_breakdown_sums_to_wall_time_and_stays_in_unit_interval(
-    mtbf: float, delta: float, restart: float
+    mtbf: float, delta: float, restart: float, slow: float
 ) -> None:
     try:
         r = goodput.goodput(
-            goodput.GoodputInputs(mtbf_s=mtbf, checkpoint_stall_s=delta, restart_s=restart, mfu=0.4)
+            goodput.GoodputInputs(
+                mtbf_s=mtbf, checkpoint_stall_s=delta, restart_s=restart, mfu=0.4, fail_slow=slow
+            )
         )
     except SpecError:  # refused only when the optimal interval still leaves under 1 % goodput
         tau = goodput.daly_interval(delta, mtbf) if delta > 0 else mtbf / 100
@@ -88,7 +92,22 @@ def test_goodput_breakdown_sums_to_wall_time_and_stays_in_unit_interval(
     assert 0.01 <= r.goodput <= 1
     assert sum(r.breakdown.values()) == pytest.approx(r.wall_per_useful, rel=1e-9)
     assert r.breakdown["lost_work"] >= -1e-9
+    assert r.breakdown["fail_slow"] == pytest.approx(slow - 1.0)
     assert r.effective_mfu == pytest.approx(0.4 * r.goodput)
+
+
+def test_fail_slows_add_their_stretch_to_the_failures_wall_time_and_spare_one_node() -> None:
+    base = goodput.GoodputInputs(mtbf_s=3 * 3600.0, checkpoint_stall_s=30.0, restart_s=600.0)
+    alone = goodput.goodput(base)
+    slowed = goodput.goodput(replace(base, fail_slow=goodput.FAIL_SLOW_SLOWDOWN))
+    # the failure terms and the interval are those of the job without fail-slows; each useful second takes 1.34 s
+    assert slowed.interval_s == alone.interval_s
+    assert slowed.wall_per_useful == pytest.approx(alone.wall_per_useful + 0.34)
+    assert slowed.goodput == pytest.approx(1 / (1 / alone.goodput + 0.34))
+    assert goodput.fail_slow_slowdown(1) == 1.0 and goodput.fail_slow_slowdown(2) == 1.34
+    with pytest.raises(SpecError) as err:
+        goodput.goodput(replace(base, fail_slow=0.5))
+    assert err.value.problems[0].field == "fail_slow_slowdown"
 
 
 def test_llama3_goodput_with_fast_async_checkpoints_is_near_the_reported_90_percent() -> None:

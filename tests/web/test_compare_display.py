@@ -48,12 +48,12 @@ def test_compare_rows_have_labels_units_percent_mfu_and_rounded_values(client: A
     step = _row(page, "Step time")
     assert step[0] == "s" and step[1] == significant(summaries[0]["step_time_s"]) and len(step[1]) <= 5
     assert re.fullmatch(r"[+−][\d.]{1,5}", step[3]) and re.fullmatch(r"[+−][\d.]+ %", step[4])
-    wall = _row(page, "Time to train, wall clock (failures, checkpoints, restarts)")
+    wall = _row(page, "Time to train, wall clock (failures, checkpoints, restarts, fail-slows)")
     compute = _row(page, "Time to train, compute (no failures)")
     assert wall[0] == compute[0] == "days"
     assert wall[1] == significant(summaries[0]["wall_clock_days"])
     assert page.index("Time to train, wall clock") < page.index("Time to train, compute")  # wall clock leads
-    assert _row(page, "GPU-hours, wall clock (failures, checkpoints, restarts)")[0] == "GPU·h"
+    assert _row(page, "GPU-hours, wall clock (failures, checkpoints, restarts, fail-slows)")[0] == "GPU·h"
     assert _row(page, "Fits in memory")[1] == "yes"
 
 

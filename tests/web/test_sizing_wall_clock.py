@@ -1,5 +1,5 @@
 """The builder's deadline sizing answers on the wall clock: each size's days of compute and its wall-clock days
-with the goodput of that many GPUs (failures, checkpoints, restarts), and a deadline is met on the wall clock."""
+with the goodput of that many GPUs (failures, checkpoints, restarts, fail-slows), and a deadline is met on the wall clock."""
 
 from __future__ import annotations
 
@@ -69,3 +69,24 @@ def test_a_deadline_between_compute_and_wall_clock_days_is_not_met(client: Any) 
     assert int(_number(later.group(1))) > gpus
     row = re.search(rf'<th scope="row" class="num">{gpus:,}</th>.*?</tr>', text, re.S)
     assert row and "no: too slow" in row.group(0)
+
+
+def test_the_builder_s_fail_slow_input_reaches_the_sweep_and_the_saved_scenario(client: Any) -> None:
+    from app.web.pages._builder import parse_state, scenario_to_state
+
+    # unset: 1.34 across nodes (the goodput model's default); 1: failures, checkpoints and restarts alone
+    _, default = _sized(client, STATE)
+    _, failures_only = _sized(client, replace(STATE, fail_slow=1.0))
+    assert default.keys() == failures_only.keys()
+    for gpus, (days, wall) in default.items():
+        assert failures_only[gpus][0] == days  # compute days do not move
+        if gpus > 8:
+            assert wall > failures_only[gpus][1] * 1.25
+    state = parse_state({"fail_slow": "1.1"})
+    assert state.fail_slow == 1.1 and "fail_slow=1.1" in state.query()
+    assert "fail_slow" not in BuilderState().query()  # left out of the address when unset
+    assert parse_state({"fail_slow": "0.5"}).errors["fail_slow"].startswith("a slowdown from 1")
+    page = client.get("/plans/new?" + replace(STATE, fail_slow=1.2).query())
+    assert page.status_code == 200 and 'name="fail_slow"' in page.text and 'value="1.2"' in page.text
+    back = scenario_to_state({"cluster": {"gpu": "H100-SXM", "nodes": 4, "fail_slow_slowdown": 1.5}})
+    assert back.fail_slow == 1.5

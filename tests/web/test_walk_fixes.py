@@ -53,7 +53,7 @@ def test_compare_leaves_out_the_time_and_cost_of_a_layout_that_cannot_run(client
         note = re.search(r'id="cannot-run"[^>]*>(.*?)</p>', page, re.S)
         assert note and "“walk-cmp stuck” (r1)" in note.group(1) and "walk-cmp fits" not in note.group(1)
         for label in (
-            "Time to train, wall clock (failures, checkpoints, restarts)",
+            "Time to train, wall clock (failures, checkpoints, restarts, fail-slows)",
             "GPU-hours, compute (no failures)",
             "Cost per run (wall-clock GPU-hours at the headline price)",
             "Likely time to train, high (accuracy band)",

@@ -411,6 +411,13 @@ def goodput(
     method: Annotated[str, typer.Option(help="daly | young")] = "daly",
     mfu: Annotated[float | None, typer.Option(help="MFU to report effective MFU")] = None,
     run_days: Annotated[float | None, typer.Option(help="run length, days")] = None,
+    fail_slow: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-slow",
+            help="average slowdown of the steps from fail-slows (else 1.34 across nodes, 1 within one; 1: off)",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     from app.services import cost as svc
@@ -439,6 +446,7 @@ def goodput(
             "method": method,
             "mfu": mfu,
             "run_days": run_days,
+            "fail_slow_slowdown": fail_slow,
         },
     )
     r = svc.goodput(req)
@@ -453,7 +461,8 @@ def goodput(
         f"interval {r.interval_s / 60:.1f} min (Young {_minutes(r.young_interval_s)}, Daly {_minutes(r.daly_interval_s)})"
     )
     eff = f", effective MFU {r.effective_mfu:.1%}" if r.effective_mfu is not None else ""
-    typer.echo(f"goodput {r.goodput:.1%}{eff}")
+    slow = f" (steps {r.fail_slow_slowdown:.2f}x slower from fail-slows)" if r.fail_slow_slowdown > 1 else ""
+    typer.echo(f"goodput {r.goodput:.1%}{eff}{slow}")
     for k, v in r.breakdown.items():
         typer.echo(f"    {k:<12} {v:.4f} s per useful s")
     if r.run:

@@ -302,7 +302,7 @@ def _time_basis(best: dict[str, Any]) -> str | None:
     return (
         f"time to train: compute days (tokens ÷ throughput) and wall-clock days at {best['goodput'] * 100:.1f} % "
         f"goodput on {best['num_gpus']:,} GPUs (failures, checkpoint stalls and restarts at Llama 3's interruption "
-        "rates); cost/run on the wall-clock GPU-hours, as the plan headline's"
+        "rates, fail-slows across nodes); cost/run on the wall-clock GPU-hours, as the plan headline's"
     )
 
 

@@ -56,6 +56,8 @@ class BuilderState:
     nodes: int = 2
     gpus_per_node: int = 8
     fabric: str = "ib-ndr-8x400"
+    # cluster.fail_slow_slowdown: the average slowdown from fail-slows in the goodput (0 = the model's default)
+    fail_slow: float = 0.0
     tokens_b: float = 1000.0
     scaling_mode: str = "strong"  # the scaling panel keeps the global batch (strong) or grows it (weak)
     deadline_days: float = 0.0  # "finish within N days": the size panel finds the smallest cluster (0 = none)
@@ -181,6 +183,7 @@ _OMITTED_WHEN_EMPTY = (
     "deadline_days",
     "budget_usd",
     "optimizer_offload",
+    "fail_slow",
 )
 # ... and those left out at their default (BuilderState's own)
 _OMITTED_AT_DEFAULT = {
@@ -278,6 +281,7 @@ BUILDER_LABELS = {
     "hf_config": "Paste config.json",
     "gpu": "GPU type",
     "fabric": "Fabric",
+    "fail_slow": "Fail-slow slowdown",
     "tokens_b": "Training tokens",
     "deadline_days": "Finish within",
     "budget_usd": "Budget per run",
@@ -391,6 +395,14 @@ def _parse_numbers(params: Mapping[str, str], state: BuilderState, errors: dict[
                 setattr(state, name, goal)
             except ValueError:
                 errors[name] = f"{what} from 0 (none) to {limit:,.0f}"
+    if params.get("fail_slow", "").strip():
+        try:
+            slow = float(params["fail_slow"])
+            if not (slow == 0 or 1 <= slow <= 10):
+                raise ValueError
+            state.fail_slow = slow
+        except ValueError:
+            errors["fail_slow"] = "a slowdown from 1 (none) to 10, or 0 for the default"
     if "tokens_b" in params:
         try:
             tokens = float(params["tokens_b"])
@@ -550,6 +562,7 @@ def _cluster(state: BuilderState) -> dict[str, Any]:
         "nodes": state.nodes,
         "gpus_per_node": state.gpus_per_node,
         "fabric": state.fabric,
+        **({"fail_slow_slowdown": state.fail_slow} if state.fail_slow else {}),
     }
 
 
@@ -718,6 +731,7 @@ def scenario_to_state(scenario: Mapping[str, Any], choices: Any = None) -> Build
     state.gpus_per_node = int(cluster.get("gpus_per_node", state.gpus_per_node))
     fabric = cluster.get("fabric", state.fabric)
     state.fabric = fabric if isinstance(fabric, str) else str((fabric or {}).get("name", state.fabric))
+    state.fail_slow = float(cluster.get("fail_slow_slowdown") or 0.0)
     layout = scenario.get("layout") or {}
     for name in (
         "tp",

@@ -23,6 +23,7 @@ LABELS = {
     "overhead": "Overheads",
     "overhead_bytes": "Overheads",
     "compute": "Compute",
+    "fail_slow": "Fail-slows",  # the goodput breakdown's slowed steps (app.core.goodput.FAIL_SLOW_SLOWDOWN)
     "compute_s": "Compute",
     "bubble": "Pipeline bubble",
     "bubble_s": "Pipeline bubble",

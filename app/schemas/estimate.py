@@ -167,6 +167,11 @@ class EstimateOut(BaseModel):
         "Meta's published Llama 3 interruption rates, and steps slowed by fail-slows across nodes (Greyhound, "
         "USENIX ATC '25) (app.core.goodput); when tokens is given",
     )
+    fail_slow_slowdown: float | None = Field(
+        None,
+        description="the fail-slow slowdown inside the goodput (cluster.fail_slow_slowdown, or 1.34 across nodes "
+        "and 1 within one: app.core.goodput.fail_slow_slowdown); when tokens is given",
+    )
     wall_clock_time_to_train_s: float | None = Field(
         None, description="time_to_train_s / goodput: the time a run takes on the wall clock"
     )

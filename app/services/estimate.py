@@ -128,6 +128,7 @@ def wall_clock_payload(resolved: ResolvedScenario, est: Estimate, compute_s: flo
     wall_s = on_wall_clock(compute_s, res.goodput)
     return {
         "goodput": res.goodput,
+        "fail_slow_slowdown": res.fail_slow_slowdown,
         "wall_clock_time_to_train_s": wall_s,
         "wall_clock_gpu_hours": cluster.num_gpus * wall_s / HOUR,
     }

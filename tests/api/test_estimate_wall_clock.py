@@ -57,6 +57,7 @@ def test_the_scenario_sets_the_fail_slows_of_its_cluster(client: Any) -> None:
     body["cluster"]["fail_slow_slowdown"] = 2
     doubled = client.post("/api/v1/estimate", json=body).json()
     assert default["time_to_train_s"] == failures_only["time_to_train_s"] == doubled["time_to_train_s"]
+    assert (default["fail_slow_slowdown"], failures_only["fail_slow_slowdown"]) == (1.34, 1)
     # each useful second takes 1.34 (2) seconds of wall time on top of the failures' share
     assert 1 / default["goodput"] == pytest.approx(1 / failures_only["goodput"] + 0.34)
     assert 1 / doubled["goodput"] == pytest.approx(1 / failures_only["goodput"] + 1.0)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.web.pages._builder import BuilderState
+from tests.web.test_plans_pages import _scenario_input
 
 HX = {"HX-Request": "true"}
 STATE = BuilderState(model="Llama-3-70B", nodes=2, tokens_b=15_000.0, global_batch=2048, deadline_days=60.0)
@@ -90,3 +91,18 @@ def test_the_builder_s_fail_slow_input_reaches_the_sweep_and_the_saved_scenario(
     assert page.status_code == 200 and 'name="fail_slow"' in page.text and 'value="1.2"' in page.text
     back = scenario_to_state({"cluster": {"gpu": "H100-SXM", "nodes": 4, "fail_slow_slowdown": 1.5}})
     assert back.fail_slow == 1.5
+
+
+def test_the_goodput_panel_names_the_fail_slows_and_the_scenario_keeps_the_input(client: Any) -> None:
+    default = client.get("/plans/new?" + replace(STATE, nodes=4).query(), headers=HX).text
+    assert "Goodput: checkpoints, failures and fail-slows" in default
+    row = re.search(r"Steps slowed by fail-slows \(Greyhound\)</th><td class=\"num\">([\d.]+)</td>", default)
+    assert row and row.group(1) == "1.34", default[:2000]
+    chart = default.split('id="chart-goodput-data">', 1)[1].split("</script>", 1)[0]
+    assert "Fail-slows" in chart
+    off = client.get("/plans/new?" + replace(STATE, nodes=4, fail_slow=1.0).query(), headers=HX).text
+    row = re.search(r"Steps slowed by fail-slows \(Greyhound\)</th><td class=\"num\">([\d.]+)</td>", off)
+    assert row and row.group(1) == "1.00"
+    # the scenario a save stores keeps the input; left unset, it stays out of the scenario
+    assert _scenario_input(off)["cluster"]["fail_slow_slowdown"] == 1.0
+    assert "fail_slow_slowdown" not in _scenario_input(default)["cluster"]

@@ -182,6 +182,8 @@ class RunInputs:
     tokens: float
     reported_gpu_hours: float
     layout: dict[str, str]
+    # the goodput model's fail-slow slowdown for the wall-clock hours (None: its default for the node count)
+    fail_slow: float | None = None
 
 
 def _positive(row: Row, column: str) -> float:
@@ -325,7 +327,8 @@ def _wall_clock(
 ) -> tuple[float, float]:
     """(GPU-hours compared with the reported ones, goodput): compute hours for a throughput-derived figure
     (`includes_overheads` no), wall-clock hours under the goodput model otherwise."""
-    goodput = float(plan_goodput(run.num_gpus, gpn, params, mfu, compute / run.num_gpus / 24.0).goodput)
+    days = compute / run.num_gpus / 24.0
+    goodput = float(plan_goodput(run.num_gpus, gpn, params, mfu, days, run.fail_slow).goodput)
     return (compute if overheads == "no" else compute / goodput), goodput
 
 
@@ -351,7 +354,9 @@ def evaluate_range(row: Row, run: RunInputs, result: TotalsResult) -> None:
         result.skipped = f"num_gpus not stated, and no layout fits at any of {counts} GPUs"
 
 
-def evaluate_row(row: Row) -> TotalsResult:
+def evaluate_row(row: Row, fail_slow: float | None = None) -> TotalsResult:
+    """One row replayed; `fail_slow` replaces the goodput model's default fail-slow slowdown (a sensitivity run:
+    `clusterplan validate training-totals --fail-slow`)."""
     overheads = row.get("includes_overheads").lower()
     result = TotalsResult(
         row.index,
@@ -363,7 +368,7 @@ def evaluate_row(row: Row) -> TotalsResult:
         overheads,
     )
     try:
-        run = check_row(row)
+        run = replace(check_row(row), fail_slow=fail_slow)
         if run.num_gpus == 0:
             evaluate_range(row, run, result)
             return result
@@ -477,8 +482,8 @@ def _mape(errors: list[float]) -> float | None:
     return sum(abs(e) for e in errors) / len(errors) if errors else None
 
 
-def replay(rows: list[Row]) -> TotalsReport:
-    return TotalsReport([evaluate_row(r) for r in rows])
+def replay(rows: list[Row], fail_slow: float | None = None) -> TotalsReport:
+    return TotalsReport([evaluate_row(r, fail_slow) for r in rows])
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -25,12 +25,22 @@ def training_totals(
         Path, typer.Argument(dir_okay=False, help="CSV with the columns of tests/data/training_totals.csv")
     ],
     as_json: Annotated[bool, typer.Option("--json", help="print {rows, summary} as JSON")] = False,
+    fail_slow: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-slow",
+            min=1.0,
+            max=10.0,
+            help="the goodput model's fail-slow slowdown for the wall-clock hours (default: 1.34 across nodes; "
+            "1 counts failures, checkpoints and restarts alone), to see how the figures depend on it",
+        ),
+    ] = None,
 ) -> None:
     from app.validation.training_totals import load_rows, render_table, replay
 
     if not csv_file.exists():
         raise FileNotFoundError(f"file not found: {csv_file}")
-    report = replay(load_rows(csv_file))
+    report = replay(load_rows(csv_file), fail_slow)
     if as_json:
         typer.echo(to_json(report.to_dict(), indent=2))
     else:

@@ -246,9 +246,8 @@ class GoodputResult:
     daly_interval_s: float
     goodput: float  # useful time / wall time
     effective_mfu: float | None
-    breakdown: dict[
-        str, float
-    ]  # per useful second: useful / checkpoint / restart / lost_work / fail_slow; sums to wall
+    # per useful second: useful / checkpoint / restart / lost_work / fail_slow; sums to wall
+    breakdown: dict[str, float]
     wall_per_useful: float
     interruptions_per_day: float
     assumptions: list[Assumption] = field(default_factory=list)

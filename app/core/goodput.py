@@ -213,6 +213,8 @@ FAIL_SLOW_SOURCE = (
     "Greyhound (Wu et al., USENIX ATC '25; arXiv 2410.12588): fail-slows delay large training jobs by 1.34x on "
     "average on a shared production cluster of over 10,000 GPUs"
 )
+# the default in words, for the inputs that take another value
+FAIL_SLOW_DEFAULT_TEXT = f"{FAIL_SLOW_SLOWDOWN:g} across nodes (Greyhound, USENIX ATC '25), 1 within one node"
 
 
 def fail_slow_slowdown(num_nodes: int) -> float:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.core.goodput import FAIL_SLOW_DEFAULT_TEXT
 from app.schemas.catalog import PriceAge, PriceDated, PriceItem, PriceKey
 from app.schemas.estimate import AssumptionOut
 from app.schemas.fields import JsonObject, SafeStr
@@ -403,8 +404,7 @@ class GoodputRequest(StrictModel):
         ge=1,
         le=10,
         description="how many times slower the training steps run on average from fail-slows (slow GPUs, "
-        "congested links); unset: 1.34 for a job across nodes (Greyhound, USENIX ATC '25), 1 within one node; "
-        "1 switches it off",
+        f"congested links); unset: {FAIL_SLOW_DEFAULT_TEXT}; 1 switches it off",
     )
 
     @model_validator(mode="after")

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from app.core.goodput import FAIL_SLOW_DEFAULT_TEXT
+
 
 class AssumptionOut(BaseModel):
     name: str
@@ -169,8 +171,8 @@ class EstimateOut(BaseModel):
     )
     fail_slow_slowdown: float | None = Field(
         None,
-        description="the fail-slow slowdown inside the goodput (cluster.fail_slow_slowdown, or 1.34 across nodes "
-        "and 1 within one: app.core.goodput.fail_slow_slowdown); when tokens is given",
+        description=f"the fail-slow slowdown inside the goodput (cluster.fail_slow_slowdown, or "
+        f"{FAIL_SLOW_DEFAULT_TEXT}: app.core.goodput.fail_slow_slowdown); when tokens is given",
     )
     wall_clock_time_to_train_s: float | None = Field(
         None, description="time_to_train_s / goodput: the time a run takes on the wall clock"

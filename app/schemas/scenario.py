@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from app.core.goodput import FAIL_SLOW_DEFAULT_TEXT
 from app.core.knobs import (
     MAX_BATCH,
     MAX_LAYERS,
@@ -132,7 +133,7 @@ class ClusterIn(BaseModel):
         le=10,
         description="how many times slower than estimated the steps of a run across nodes go on average, from "
         "fail-slows (slow GPUs, congested links): part of the goodput behind wall-clock days, GPU-hours and cost; "
-        "default: 1.34 across nodes (Greyhound, USENIX ATC '25), 1 within one node; 1 counts failures alone",
+        f"default: {FAIL_SLOW_DEFAULT_TEXT}; 1 counts failures alone",
     )
 
 

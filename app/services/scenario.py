@@ -82,9 +82,8 @@ def _inline(cls: Any, data: dict[str, Any], prefix: str, p: ProblemCollector) ->
 def _fabric(
     value: str | dict[str, Any] | None, p: ProblemCollector, gpus_per_node: int, gpu_name: str
 ) -> FabricSpec:
-    """The cluster's scale-out fabric: a preset placed on a node of `gpus_per_node` GPUs
-    (app.catalog.fabrics.fabric_for_node), the default (one NIC per GPU at the GPU's reference rate:
-    app.catalog.fabrics.default_fabric), or an inline FabricSpec as given."""
+    """The cluster's scale-out fabric: a preset placed on a node of `gpus_per_node` GPUs, or the GPU's reference
+    fabric when none is named (app.catalog.fabrics.fabric_on_node), or an inline FabricSpec as given."""
     if value is None or isinstance(value, str):
         try:
             return fabric_on_node(value, gpu_name, gpus_per_node)

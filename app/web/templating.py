@@ -13,11 +13,13 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 import app as app_pkg
+from app.core.goodput import FAIL_SLOW_SLOWDOWN
 from app.resources import TEMPLATES_DIR
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
 templates.env.globals["app_version"] = app_pkg.__version__
 templates.env.globals["formula_version"] = app_pkg.FORMULA_VERSION
+templates.env.globals["fail_slow_default"] = FAIL_SLOW_SLOWDOWN  # the builder's fail-slow input states it
 
 
 def is_htmx(request: Request) -> bool:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from app.cli.output import days_text, to_json
 from app.core import price_age
 from app.core.errors import Problem, SpecError
+from app.core.goodput import FAIL_SLOW_DEFAULT_TEXT
 from app.schemas import cost as s
 
 M = TypeVar("M", bound=BaseModel)
@@ -415,7 +416,7 @@ def goodput(
         float | None,
         typer.Option(
             "--fail-slow",
-            help="average slowdown of the steps from fail-slows (else 1.34 across nodes, 1 within one; 1: off)",
+            help=f"average slowdown of the steps from fail-slows (else {FAIL_SLOW_DEFAULT_TEXT}; 1: off)",
         ),
     ] = None,
     json_out: JsonOpt = False,

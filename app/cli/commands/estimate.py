@@ -139,7 +139,7 @@ def render_text(out: object) -> str:
             line += (
                 f", {days_text(out.wall_clock_time_to_train_s / SECONDS_PER_DAY)} on the wall clock at "
                 f"{out.goodput * 100:.1f} % goodput (Llama 3 interruption rates, fail-slows "
-                f"{out.fail_slow_slowdown or 1:.2f}x), "
+                f"{out.fail_slow_slowdown or 1:.2f}x after Greyhound), "
                 f"{out.wall_clock_gpu_hours:,.0f} GPU-hours"
             )
         lines.append(line)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from app.cli.output import to_json
+from app.core.goodput import FAIL_SLOW_DEFAULT_TEXT
 
 
 def register(root: typer.Typer) -> None:
@@ -31,7 +32,7 @@ def training_totals(
             "--fail-slow",
             min=1.0,
             max=10.0,
-            help="the goodput model's fail-slow slowdown for the wall-clock hours (default: 1.34 across nodes; "
+            help=f"the goodput model's fail-slow slowdown for the wall-clock hours (default: {FAIL_SLOW_DEFAULT_TEXT}; "
             "1 counts failures, checkpoints and restarts alone), to see how the figures depend on it",
         ),
     ] = None,

@@ -196,9 +196,9 @@ class NetworkParams:
     # … and the inter-node latency a network plugin reports to NCCL (ncclNetProperties_t.latency), which NCCL's
     # topology search stores as the graph's latencyInter and tuning.cc adds to every network step (twice for
     # Simple, the flush). NCCL's own IB and socket transports report 0, so there the fabric's wire latency
-    # stands. AWS's aws-ofi-nccl plugin reports it per EC2 platform (src/platform-aws.cpp platform_data_map):
-    # 75 µs on p4d/p4de/p5/p5e, whose EFA adapters run at 100 Gb/s, and 35 µs on p5en, p6-b200, p6-b300 and
-    # later P-series, whose adapters run at 200-400 Gb/s. Keyed by the slowest adapter speed (Gb/s) it holds from.
+    # stands. On EFA the model charges every adapter generation the 75 µs AWS's aws-ofi-nccl plugin reports on
+    # p4d/p4de/p5/p5e (NET_PLUGIN_REPORTED_LATENCY says why not its 35 µs on p5en and later). Keyed by the
+    # slowest adapter speed (Gb/s) an entry holds from.
     net_reported_latency_s: dict[str, tuple[tuple[float, float], ...]] = field(
         default_factory=lambda: dict(NET_PLUGIN_REPORTED_LATENCY)
     )
@@ -332,12 +332,17 @@ NCCL_LL_MAX_BW: dict[str, tuple[float, float, float]] = {
     "hopper": (141.0, 45.0, 35.0),
     "blackwell": (2 * 141.0, 2 * 45.0, 2 * 35.0),
 }
-# docs/constants.md#efa-plugin-reported-latency. Per transport: ((from adapter Gb/s, reported latency s), …), the
-# last entry whose speed the NIC reaches applies. aws-ofi-nccl src/platform-aws.cpp platform_data_map: p4d.24xlarge,
-# p4de.24xlarge, p5.48xlarge, p5e (4 or 32 × 100 Gb/s EFA) latency 75.0; p5en (16 × 200 Gb/s), p6-b200 (8 × 400 Gb/s),
-# p6-b300 and the P-series default 35.0 µs.
+# docs/constants.md#efa-plugin-reported-latency. Per transport: ((from adapter Gb/s, latency s), …), the last entry
+# whose speed the NIC reaches applies. aws-ofi-nccl src/platform-aws.cpp platform_data_map reports 75.0 µs on
+# p4d.24xlarge, p4de.24xlarge, p5.48xlarge and p5e (4 or 32 × 100 Gb/s EFA) and 35.0 µs on p5en (16 × 200 Gb/s),
+# p6-b200 (8 × 400 Gb/s), p6-b300 and the later P-series. The model charges 75 µs on every generation: the
+# measured p6-b200 sweep (4 nodes, 1 KiB-8 MiB) sits on a ~360 µs floor that 35 µs puts at ~200 µs and 75 µs
+# reproduces, and on p5en and later the plugin's own region tables choose NCCL's algorithm
+# (src/tuner/nccl_ofi_regions.cpp region_init_internal_p5en, _p6, _p6_b300), so the lower figure no longer
+# decides NCCL's choice there. Chosen on those p6-b200 rows (docs/validation_collectives.md); no p5en
+# small-message measurement checks it.
 NET_PLUGIN_REPORTED_LATENCY: dict[str, tuple[tuple[float, float], ...]] = {
-    "efa": ((0.0, 75 * US), (200.0, 35 * US)),
+    "efa": ((0.0, 75 * US),),
 }
 # docs/constants.md#nccl-tree-chunk. Bytes of payload one channel moves per pipeline step (src/enqueue.cc
 # calcCollChunking: buffSize / NCCL_STEPS, LL halved for its flags, LL128 15 of 16 words): buffers from

@@ -335,6 +335,14 @@ def _optimism_figures() -> list[Figure]:
                 unit="groups",
             ),
             Figure(
+                "optimism.point_error",
+                "optimism guard: flagged, the estimate's own error",
+                ALL_RUNS,
+                float(s["point_error"]),
+                s["n"],
+                unit="groups",
+            ),
+            Figure(
                 "optimism.unexplained",
                 "optimism guard: flagged with no mechanism",
                 ALL_RUNS,

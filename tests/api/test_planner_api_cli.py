@@ -157,6 +157,16 @@ def test_cli_plan_json_and_text(tmp_path: Path) -> None:
         "smallest cluster meeting 30 days" in res.output
         and "the time-to-train range's high end" in res.output
     )
+    # each size's goodput beside its wall clock, and what it holds: one node has no fail-slows, two nodes do
+    lines = res.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("GPUs  best layout"))
+    assert "wall clock  goodput" in lines[head]
+    rows = lines[head + 1 : head + 4]
+    shares = {int(line.split()[0]): float(line.split(" %")[0].split()[-1]) for line in rows}
+    assert shares[8] > 99.0 and shares[16] < 80.0 and shares[32] < 80.0
+    assert (
+        "wall clock: compute days ÷ goodput" in res.output and "fail-slows: 1.34 across nodes" in res.output
+    )
 
 
 def test_cli_bad_input_exits_2_without_traceback() -> None:

@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperCommand
 
 from app.cli.output import days_text, likely_days, likely_wall_clock, to_json
+from app.core.goodput import FAIL_SLOW_DEFAULT_TEXT
 from app.core.knobs import Knob, knob
 from app.core.units import DAY, GiB
 
@@ -407,6 +408,14 @@ def _scaling_basis(points: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# what the sweep's goodput column holds (app.services.plan_costs.cluster_goodput, docs/cost.md)
+GOODPUT_LEGEND = (
+    "wall clock: compute days ÷ goodput, the share of the run that trains: failures, restarts and checkpoint "
+    f"stalls on that many GPUs, and fail-slows: {FAIL_SLOW_DEFAULT_TEXT} (a scenario's "
+    "cluster.fail_slow_slowdown replaces it); cost/run is on the wall clock"
+)
+
+
 def render_sizes(out: Any) -> str:
     lines = [
         f"{out.model} on {out.gpu} ({out.fabric}), seq {out.seq_len}, global batch {out.global_batch}, "
@@ -415,20 +424,23 @@ def render_sizes(out: Any) -> str:
         "",
     ]
     width = max([48] + [len(p["best"]["label"]) for p in out.points if p["feasible"]])
-    lines.append(f"  GPUs  {'best layout':<{width}}     compute  wall clock    cost/run  vs smallest   MFU")
+    lines.append(
+        f"  GPUs  {'best layout':<{width}}     compute  wall clock  goodput    cost/run  vs smallest   MFU"
+    )
     for p in out.points:
         if not p["feasible"]:
             lines.append(f"{p['num_gpus']:>6}  {p['reason']}")
             continue
         b = p["best"]
         cost = _money(p.get("cost_usd"))
-        wall = p.get("wall_clock_days")
+        wall, goodput = p.get("wall_clock_days"), p.get("goodput")
+        share = f"{goodput * 100:6.1f} %" if goodput else f"{'-':>8}"
         lines.append(
             f"{p['num_gpus']:>6}  {b['label']:<{width}} {days_text(p['time_to_train_days'], 1):>11} "
-            f"{_days(wall * DAY if wall else None)}  {cost}  "
+            f"{_days(wall * DAY if wall else None)}  {share}  {cost}  "
             f"{p['scaling_efficiency'] * 100:6.1f} % {b['mfu'] * 100:5.1f} %"
         )
-    lines += ["", *_scaling_basis(out.points)]
+    lines += ["", GOODPUT_LEGEND, *_scaling_basis(out.points)]
     lines += [
         f"smallest cluster that fits: {out.min_gpus_that_fit or 'none'}",
         f"knee of the time-to-train curve: {out.knee or '-'} GPUs",

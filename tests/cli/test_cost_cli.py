@@ -227,3 +227,20 @@ def test_an_unreachable_spot_target_says_why(capsys: pytest.CaptureFixture[str])
         ["cost", "spot", "--on-demand", "10", "--discount", "0.6", "--target", "0.7"], capsys
     )
     assert code == 0 and "lose - h per preemption" in out and "not reachable" in out
+
+
+def test_goodput_text_names_where_its_fail_slow_slowdown_comes_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The text output says whose fail-slow figure the goodput took: the published default across nodes, or the
+    caller's own value."""
+    base = ["cost", "goodput", "--gpus", "1024", "--params", "70e9", "--preset", "llama3-405b"]
+    code, out, _ = run_main(base, capsys)
+    line = next(x for x in out.splitlines() if x.startswith("goodput "))
+    assert code == 0 and "1.34x slower from fail-slows: Greyhound" in line
+    code, out, _ = run_main([*base, "--fail-slow", "1.2"], capsys)
+    line = next(x for x in out.splitlines() if x.startswith("goodput "))
+    assert code == 0 and "1.20x slower from fail-slows: user input" in line
+    code, out, _ = run_main([*base, "--gpus", "8"], capsys)  # one node: none, and no line part for it
+    line = next(x for x in out.splitlines() if x.startswith("goodput "))
+    assert code == 0 and "fail-slows" not in line

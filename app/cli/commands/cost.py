@@ -462,7 +462,10 @@ def goodput(
         f"interval {r.interval_s / 60:.1f} min (Young {_minutes(r.young_interval_s)}, Daly {_minutes(r.daly_interval_s)})"
     )
     eff = f", effective MFU {r.effective_mfu:.1%}" if r.effective_mfu is not None else ""
-    slow = f" (steps {r.fail_slow_slowdown:.2f}x slower from fail-slows)" if r.fail_slow_slowdown > 1 else ""
+    slow = ""
+    if r.fail_slow_slowdown > 1:
+        source = next((a.source for a in r.assumptions if a.name == "fail_slow_slowdown"), "")
+        slow = f" (steps {r.fail_slow_slowdown:.2f}x slower from fail-slows: {source})"
     typer.echo(f"goodput {r.goodput:.1%}{eff}{slow}")
     for k, v in r.breakdown.items():
         typer.echo(f"    {k:<12} {v:.4f} s per useful s")

@@ -199,6 +199,10 @@ class Framework:
     # GEMMs run as one call each rather than as one grouped kernel (EXPERT_GEMM_HOST_S); 0 for a single-launch
     # grouped kernel. app.core.step.layer_times charges it for 2 forward and 4 backward GEMMs per local expert
     expert_gemm_host_s: float = 0.0
+    # Expert biases added outside the expert GEMMs (models whose experts carry them, LayerShape.expert_bias):
+    # ((forward, backward) bytes of HBM traffic per element of fc1's output, the same for fc2's), per routed token
+    # copy (app.core.step.layer_times); (0, 0) where the GEMM's epilogue adds the bias (EXPERT_BIAS_BYTES_*)
+    expert_bias_bytes: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 0.0), (0.0, 0.0))
     # Compute slows while a collective runs beside it: NCCL's kernels hold SMs (one CTA per channel) and share HBM
     # bandwidth with the GEMMs. Lee et al. 2025 ("Characterizing Compute-Communication Overlap in GPU-Accelerated
     # Distributed Deep Learning", arXiv 2507.03114) measure an average compute slowdown of 18.9 % (max 40 %) on
@@ -410,6 +414,26 @@ class Framework:
 # Applied to every expert GEMM of the forward (fc1, fc2) and the backward (their data and weight gradients).
 EXPERT_GEMM_HOST_S = 0.267e-3 / 8
 
+# Expert biases (gpt-oss: HF GptOssExperts gate_up_proj_bias, down_proj_bias) outside the expert GEMMs, in bytes per
+# element of the expert's fc1 / fc2 output and per routed token copy, (forward, backward), 16-bit activations:
+# - Megatron-core TEGroupedMLP (megatron/core/transformer/moe/experts.py): fc1 is built with skip_bias_add=False,
+#   so Transformer Engine's GroupedLinear adds its bias in the GEMM; fc2 with skip_bias_add=True, and
+#   TEGroupedMLP._apply_bias adds it per local expert as torch.cat([t + b * p ...]).to(dtype), the router
+#   probabilities p in the model's 16-bit dtype (moe_router_dtype unset): forward b·p written (2), t + b·p read
+#   and written (2 + 2 + 2), the cat copied (2 + 2) = 12; backward the two gradients of b·p, each a product written
+#   and read back and a reduction (2 + 2 + 2, twice) = 12
+EXPERT_BIAS_BYTES_MEGATRON = ((0.0, 0.0), (12.0, 12.0))
+# - NeMo Automodel GroupedExpertsDeepEP (nemo_automodel/components/moe/experts.py, grouped_gemm's ops.gmm has no
+#   bias): fc1 by _apply_bias as torch.cat([t + b ...]): forward t + b (2 + 2) and the cat (2 + 2) = 8, backward the
+#   bias gradient's reduction (2); fc2 as Megatron's but with DeepEP's fp32 top-k weights, so b·p and the sum are
+#   fp32: forward b·p (4), t + b·p (2 + 4 + 4), the cat (4 + 4), .to(bf16) (4 + 2) = 28; backward the cast of the
+#   gradient to fp32 (2 + 4), its cast back for t (4 + 2) and the two products and reductions (4 + 4 + 4, twice)
+#   = 36
+EXPERT_BIAS_BYTES_AUTOMODEL = ((8.0, 2.0), (28.0, 36.0))
+# - torchtitan GptOssGroupedExperts (torchtitan/models/gpt_oss/moe.py): each bias repeat_interleave'd to one row
+#   per token (2 written), then added (2 + 2 + 2) = 8 forward; backward the repeat's reduction (2)
+EXPERT_BIAS_BYTES_TORCHTITAN = ((8.0, 2.0), (8.0, 2.0))
+
 # Megatron-core 2024 (NVIDIA/Megatron-LM, --use-distributed-optimizer --overlap-grad-reduce
 # --overlap-param-gather, Transformer Engine, fp32 gradient buffer); the column-parallel backward overlaps its
 # input-gradient collectives with the weight-gradient GEMM (tp_async_backward; Transformer Engine's Linear does
@@ -420,6 +444,7 @@ MEGATRON_CORE = Framework(
     fp16_grads_in_param_dtype=True,
     attention_backend="transformer-engine",
     expert_gemm_host_s=EXPERT_GEMM_HOST_S,
+    expert_bias_bytes=EXPERT_BIAS_BYTES_MEGATRON,
 )
 
 # NeMo on Megatron-core with Transformer Engine userbuffers (tp_comm_overlap=True in the NeMo performance
@@ -453,6 +478,7 @@ NEMO = MEGATRON_CORE.with_(
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
     expert_gemm_host_s=0.0,  # no Transformer Engine GroupedLinear (and no MoE) in the 2021-22 code
+    expert_bias_bytes=((0.0, 0.0), (0.0, 0.0)),
     zero_stages=(0,),
     context_parallel=False,
     sequence_parallel=False,  # both came with Korthikanti et al. 2022 (MEGATRON_2022)
@@ -500,6 +526,8 @@ MEGATRON_2022 = MEGATRON_2021.with_(
 DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
     expert_gemm_host_s=0.0,  # DeepSpeed-MoE's experts, not Transformer Engine's GroupedLinear
+    # DeepSpeed-MoE's experts are torch.nn.Linear modules: addmm adds the bias in the GEMM
+    expert_bias_bytes=((0.0, 0.0), (0.0, 0.0)),
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     # Megatron-DeepSpeed's --use-flash-attn-v2 calls the flash-attn package, not Transformer Engine
@@ -556,6 +584,7 @@ TORCHTITAN = MEGATRON_CORE.with_(
     # its GroupedExperts run torch._grouped_mm, one grouped kernel per GEMM for all local experts; NeMo Automodel
     # (below) likewise: GroupedExpertsDeepEP's grouped_gemm.ops.gmm (default) or torch._grouped_mm
     expert_gemm_host_s=0.0,
+    expert_bias_bytes=EXPERT_BIAS_BYTES_TORCHTITAN,
     precision_aware_optimizer=False,
     # FSDP reduces per wrapped transformer block, not in Megatron-core's DP-sized buckets (Framework.dp_bucket_params)
     dp_bucket_params=None,
@@ -643,6 +672,7 @@ AUTOMODEL = TORCHTITAN.with_(
     ce_bytes_per_logit=20.0,
     fp8_saved_input_bytes=1.0,
     attention_backend="transformer-engine",  # BackendConfig attn: te
+    expert_bias_bytes=EXPERT_BIAS_BYTES_AUTOMODEL,
     # NeMo AutoModel's pipeline schedule is not read here: kept at the FSDP2 default. Holding DeepSeek-V3's
     # parameters and fp32 gradients for the step would not fit the pp = 4 / 8 runs it published (final check)
     pipeline_reshard="forward",

@@ -190,7 +190,8 @@ def _llama_like_fields(read: _Reader, model_type: str) -> dict[str, Any]:
         )
     elif model_type == "gpt_oss":
         # gpt-oss (openai/gpt-oss-120b config.json): every layer MoE, gated SwiGLU experts of intermediate_size,
-        # biases on the attention projections
+        # biases on the attention projections and the experts (HF GptOssExperts gate_up_proj_bias, down_proj_bias)
+        fields["mlp_bias"] = True
         fields["moe"] = MoESpec(
             num_experts=read.integer("num_local_experts"),
             experts_per_token=read.integer("num_experts_per_tok"),

@@ -68,7 +68,7 @@ class ModelSpec:
     # with attention_bias, whether the output projection has one too: GPT-2/3, BLOOM and gpt-oss bias all four
     # projections; Qwen2 only q, k and v (HF Qwen2Attention: o_proj bias=False)
     attention_out_bias: bool = True
-    mlp_bias: bool = False
+    mlp_bias: bool = False  # FFN biases: the dense MLP's, or each routed expert's in a MoE model (gpt-oss)
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     # sliding-window (local) attention: each query sees at most `sliding_window` keys (0 = none); with
@@ -237,6 +237,9 @@ class LayerShape:
     # heads), and the width of what they read per token: the two latents and the shared rotary key
     mla_up_params: int = 0
     mla_latent_width: int = 0
+    # the routed experts carry biases (a MoE model with mlp_bias: gpt-oss), which some frameworks add outside the
+    # expert GEMMs (Framework.expert_bias_bytes)
+    expert_bias: bool = False
 
 
 def attention_keys(seq_len: Any, causal: bool, window: int = 0) -> Any:
@@ -360,6 +363,7 @@ def layer_shape(model: ModelSpec) -> LayerShape:
         windowed_share=model.windowed_layer_share,
         mla_up_params=mla_up,
         mla_latent_width=mla_latents,
+        expert_bias=bool(model.mlp_bias and moe is not None),
     )
 
 

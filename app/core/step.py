@@ -284,6 +284,22 @@ def _attention_projections(linear: GemmEfficiency, shape: LayerShape, tokens: Nu
     return _Projections(f1 + f2, b1 + b2, b1, qkv_n + proj_k, f1 * shape.mla_up_params / (qkv_n * h * tp))
 
 
+def _expert_bias_times(
+    shape: LayerShape, fw: Framework, moe_tokens: Num, e_tp: Num, mem_bw: Num
+) -> tuple[Num, Num]:
+    """(forward, backward) seconds of the expert biases a framework adds outside the GEMMs
+    (Framework.expert_bias_bytes): per routed token copy, bytes per element of fc1's output (its 1/e_tp slice) and
+    of fc2's (the hidden width); none for experts without biases."""
+    if not shape.expert_bias:
+        return 0.0, 0.0
+    (fc1_fwd, fc1_bwd), (fc2_fwd, fc2_bwd) = fw.expert_bias_bytes
+    copies = moe_tokens * shape.experts_per_token
+    fc1_width = shape.expert_in_width / e_tp
+    forward = copies * (fc1_fwd * fc1_width + fc2_fwd * shape.hidden) / mem_bw
+    backward = copies * (fc1_bwd * fc1_width + fc2_bwd * shape.hidden) / mem_bw
+    return forward, backward
+
+
 def layer_times(
     shape: LayerShape, split: LayerSplit, moe: bool, rates: LayerRates, etp: Num | None = None
 ) -> LayerTimes:
@@ -357,7 +373,8 @@ def layer_times(
         router = 3 * 4.0 * shape.num_experts
         t_perm = (moe_tokens * perm + tokens * router) / mem_bw
         elem_fwd += t_perm
-    elem_bwd = 2.0 * elem_fwd
+    t_bias, t_bias_bwd = _expert_bias_times(shape, fw, moe_tokens, e_tp, mem_bw) if moe else (0.0, 0.0)
+    elem_fwd, elem_bwd = elem_fwd + t_bias, 2.0 * elem_fwd + t_bias_bwd
     if cast_bytes:
         # Transformer Engine quantizes every GEMM input in forward and every output gradient in backward, writing
         # a row-wise and a transposed copy: `cast_bytes` per element (FP8 2 + 1 + 1 = 4 B, NVFP4 2 + 2 × 0.5625
@@ -382,7 +399,7 @@ def layer_times(
         elementwise_fwd=elem_fwd,
         column_bwd=column_bwd,
         norm_fwd=t_norm,
-        ffn_fwd=t_ffn - t_shared + t_act + t_perm + 2.0 * t_calls,
+        ffn_fwd=t_ffn - t_shared + t_act + t_perm + t_bias + 2.0 * t_calls,
         act_fwd=t_act,
         shared_fwd=t_shared,
         mla_up_fwd=t_mla_up + (tokens * rope_traffic / mem_bw * unfused if shape.mla_up_params else 0.0),

@@ -426,6 +426,9 @@ FAMILY_DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mistral", _MODERN),  # Mistral / Mixtral config.json
     ("mixtral", _MODERN),
     ("deepseek", _MODERN),  # DeepSeek-V2/V3 config.json
+    # Kimi K2 (moonshotai/Kimi-K2-Instruct config.json: architectures DeepseekV3ForCausalLM, hidden_act silu,
+    # tie_word_embeddings false): DeepSeek-V3's architecture
+    ("kimi", _MODERN),
     ("gpt-oss", _MODERN),  # gpt-oss-120b config.json: gated SwiGLU experts, RMSNorm, RoPE (YaRN), untied
     # MPT (mosaicml/llm-foundry mpt configs): GELU MLP (expansion 4), LayerNorm without bias, ALiBi, tied
     (

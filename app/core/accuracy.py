@@ -320,7 +320,7 @@ class PlatformCaveat:
 # Dense models of 300B parameters and more on Blackwell (compute capability 10.x: B200, B300, GB200, GB300): every
 # file of published runs that has them found them slower than estimated (MLPerf Training v5.0-v5.1 Llama 3.1 405B
 # on GB200, GB300 and B200, +8 to +20 %; NVIDIA's dgxc-benchmarking Nemotron-4 340B and Llama 3.1 405B on GB200,
-# 1.15-1.40x; Megatron-Bridge 25.11-26.02 Llama 3.1 405B on GB200 and GB300, 0.95-1.17x), while the runs of these
+# 1.15-1.40x; Megatron-Bridge 25.11-26.08 Llama 3.1 405B on GB200, GB300 and B300, 0.94-1.17x), while the runs of these
 # sizes on H100 and H200 sit around their estimates; smaller dense models on Blackwell scatter around theirs
 # (Llama 3 70B 0.72-1.14x, Llama 3.1 8B 0.87-1.14x). The figures are app.validation.accuracy.platform_ratios over
 # all the training-run validation files (tests/data/training_runs*.csv), which tests/validation/
@@ -331,12 +331,12 @@ BLACKWELL_LARGE_DENSE = PlatformCaveat(
         regime="dense-blackwell-300b",
         description="dense models of 300B parameters and more on Blackwell GPUs",
         basis="on this GPU generation, in every validation file",
-        runs=41,
-        mape_pct=17.7,
-        ratio_low=1.03,
-        ratio_median=1.17,
-        ratio_high=1.33,
-        ratio_min=0.95,
+        runs=47,
+        mape_pct=16.1,
+        ratio_low=1.00,
+        ratio_median=1.16,
+        ratio_high=1.31,
+        ratio_min=0.94,
         ratio_max=1.40,
         development_runs=0,
         development_mape_pct=None,
@@ -346,8 +346,8 @@ BLACKWELL_LARGE_DENSE = PlatformCaveat(
     reference_name="H100 and H200",
     min_params=300e9,
     dense_only=True,
-    reference_runs=32,
-    reference_low=0.92,
+    reference_runs=33,
+    reference_low=0.93,
     reference_high=1.07,
     evidence="MLPerf Training, NVIDIA's benchmark recipes and Megatron-Bridge on B200, GB200 and GB300",
 )

@@ -197,6 +197,13 @@ REPLAYED: tuple[tuple[str, str, str, str, float | None], ...] = (
         None,
     ),
     (
+        "mbridge2604.time",
+        "training_runs_megatron_bridge_2604_2608.csv",
+        "Megatron-Bridge 26.04-26.08: MAPE",
+        HELD_OUT,
+        None,
+    ),
+    (
         "vtrain.time",
         "training_runs_vtrain_multi.csv",
         "vTrain multi-node (10 development rows): MAPE",

@@ -657,15 +657,34 @@ LLM_FOUNDRY = TORCHTITAN.with_(
     ce_bytes_per_logit=8.0,
 )
 
+# NeMo AutoModel builds its own model classes (DeepSeek-V3 and Kimi K2, Qwen3 MoE, gpt-oss, ...) under the dtype its
+# recipe asks for, and the benchmark recipes ask for none: "auto" becomes bf16 (nemo_automodel/_transformers/
+# auto_model.py _init_model: `with local_torch_dtype(torch_dtype, ...)`, whose default_dtype is torch.bfloat16). The
+# parameters are bf16, so FSDP2's shard is the bf16 weight, its gradient is cast back to the parameter's dtype after
+# the fp32 reduce-scatter, and torch.optim.Adam keeps its moments in the parameter's dtype: 2 + 2 + 4 = 8 B per
+# parameter, no fp32 master. The Adam step reads the gradient, weight and moments (8 B), writes the weight and
+# moments (6) and clips and zeroes the gradient (4): 18 B
+AUTOMODEL_PURE_BF16 = ParamBytes(
+    param=2.0, grad=2.0, main_param=0.0, main_grad=0.0, moments=4.0, adam_step=18.0
+)
+
 # NVIDIA NeMo AutoModel (PyTorch FSDP2 with Hugging Face-style model code and Transformer Engine kernels; not
-# Megatron): fully_shard with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), so the sharded state is
-# torchtitan's 4 + 4 + 8 B per parameter (nemo_automodel/components/moe/parallelizer.py apply_fsdp). The blocks run
+# Megatron): fully_shard with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (nemo_automodel/components/
+# moe/parallelizer.py apply_fsdp), over a model it builds in bf16 (AUTOMODEL_PURE_BF16), so the sharded state is
+# 2 + 2 + 4 B per parameter, not torchtitan's fp32 4 + 4 + 8. The blocks run
 # TE's fused RMSNorm, linear and attention kernels (BackendConfig rms_norm: te, linear: te, attn: te), so fused
 # element-wise traffic and 1-byte FP8 GEMM inputs; the loss is MaskedCrossEntropy with fp32_upcast: false, eager
 # cross-entropy on the bf16 logits: the bf16 logits, bf16 log-softmax and bf16 gradient at the peak (6 B per logit)
 # and half the traffic of the fp32 eager loss (TORCHTITAN's 40 B): 20 B per logit
 AUTOMODEL = TORCHTITAN.with_(
     name="nemo-automodel-fsdp2",
+    weight_bytes=AUTOMODEL_PURE_BF16.param,
+    grad_bytes=AUTOMODEL_PURE_BF16.grad,
+    master_bytes=AUTOMODEL_PURE_BF16.main_param,
+    optimizer_bytes=AUTOMODEL_PURE_BF16.optimizer,
+    adam_step_bytes_per_param=AUTOMODEL_PURE_BF16.adam_step,
+    # the bf16 shard is the weight itself (no fp32 master beside it)
+    zero3_sharded_16bit_copy=True,
     fused_elementwise=True,
     norm_bytes_per_element=4.0,
     logits_bytes_per_element=6.0,

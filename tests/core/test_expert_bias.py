@@ -91,4 +91,6 @@ def test_automodel_pays_more_than_megatron_core() -> None:
         return sum(biased[k] - unbiased[k] for k in keys)
 
     # per copy: Megatron 24 B x 2880; Automodel 10 B x 5760 + 64 B x 2880
-    assert extra(AUTOMODEL) / extra(MEGATRON_CORE) == pytest.approx((10 * 5760 + 64 * 2880) / (24 * 2880), rel=1e-6)
+    assert extra(AUTOMODEL) / extra(MEGATRON_CORE) == pytest.approx(
+        (10 * 5760 + 64 * 2880) / (24 * 2880), rel=1e-6
+    )

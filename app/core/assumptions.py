@@ -379,7 +379,7 @@ FEATURES: tuple[AssumptionRow, ...] = (
         "chunk of the other micro-batch (app.core.step.moe_a2a_overlapped)",
     ),
     AssumptionRow(
-        "expert GEMM call, host time",
+        "expert GEMM call, fixed time",
         "µs",
         lambda b: round(b.fw.expert_gemm_host_s * 1e6, 2),
         "per local expert and layer pass, 2 forward and 4 backward calls: Transformer Engine's GroupedLinear runs "

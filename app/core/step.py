@@ -28,7 +28,7 @@ Large Language Models", SC'23, doi:10.1145/3581784.3607102, Sec. 3; Narayanan et
   beside them by 18.9 % on average (Lee et al. 2025, arXiv 2507.03114), scaled down for collectives bound by the
   NICs (`overlap_slowdown`, `overlapped`);
 * MoE layers: expert GEMMs per local expert (over etp under MoE parallel folding) and, where the framework calls
-  them one by one, each call's host time (Framework.expert_gemm_host_s), token permutation traffic, the
+  them one by one, each call's fixed time (Framework.expert_gemm_host_s), token permutation traffic, the
   all-to-all on each rank's sequence-parallel shard; sliding-window layers see at most the window's keys.
 
 All collective times come from app.core.network.collective_time.

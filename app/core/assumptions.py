@@ -22,7 +22,7 @@ from app.core.efficiency import (
 from app.core.framework import Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts, stage_layers_label
-from app.core.model import ModelSpec, attention_keys, param_counts
+from app.core.model import ModelSpec, attention_keys, layer_shape, param_counts
 from app.core.precision import QUANTIZED_DTYPES, cast_bytes_per_element
 from app.core.step import DEFAULT_HOST_MEMORY_BYTES_PER_S, flash_dropout_overhead, last_bucket_params
 
@@ -387,6 +387,16 @@ FEATURES: tuple[AssumptionRow, ...] = (
         "for 8 experts (TransformerEngine PR #3134); 0 for a single-launch grouped kernel "
         "(Framework.expert_gemm_host_s, app.core.step.layer_times)",
         lambda b: b.model.moe is not None,
+    ),
+    AssumptionRow(
+        "expert-bias traffic per routed token copy, fc1 / fc2 output (forward + backward)",
+        "B per element",
+        lambda b: "{:g} / {:g}".format(*(sum(pair) for pair in b.fw.expert_bias_bytes)),
+        "the experts' biases added outside the grouped GEMMs, read from each framework's code: Megatron-core "
+        "TEGroupedMLP._apply_bias (fc2 only), NeMo Automodel GroupedExpertsDeepEP._apply_bias, torchtitan's "
+        "repeat_interleave; 0 where the GEMM adds the bias (Framework.expert_bias_bytes, "
+        "app.core.step.layer_times)",
+        lambda b: layer_shape(b.model).expert_bias,
     ),
 )
 

@@ -89,6 +89,8 @@ PARAM_BYTES: dict[tuple[str, str], ParamBytes] = {
 }
 # Megatron-core's default recipe: bf16 weights, fp32 gradients, fp32 main weights and moments
 MEGATRON_BF16 = PARAM_BYTES[("bf16", "fp32")]
+# expert biases added in the GEMM's epilogue (or no expert biases): no traffic of their own (Framework.expert_bias_bytes)
+NO_EXPERT_BIAS_BYTES = ((0.0, 0.0), (0.0, 0.0))
 
 
 def param_bytes(dtype: str, fp8_params: bool = False, moments_dtype: str = "fp32") -> ParamBytes:
@@ -202,7 +204,7 @@ class Framework:
     # Expert biases added outside the expert GEMMs (models whose experts carry them, LayerShape.expert_bias):
     # ((forward, backward) bytes of HBM traffic per element of fc1's output, the same for fc2's), per routed token
     # copy (app.core.step.layer_times); (0, 0) where the GEMM's epilogue adds the bias (EXPERT_BIAS_BYTES_*)
-    expert_bias_bytes: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 0.0), (0.0, 0.0))
+    expert_bias_bytes: tuple[tuple[float, float], tuple[float, float]] = NO_EXPERT_BIAS_BYTES
     # Compute slows while a collective runs beside it: NCCL's kernels hold SMs (one CTA per channel) and share HBM
     # bandwidth with the GEMMs. Lee et al. 2025 ("Characterizing Compute-Communication Overlap in GPU-Accelerated
     # Distributed Deep Learning", arXiv 2507.03114) measure an average compute slowdown of 18.9 % (max 40 %) on
@@ -480,7 +482,7 @@ NEMO = MEGATRON_CORE.with_(
 MEGATRON_2021 = MEGATRON_CORE.with_(
     name="megatron-2021",
     expert_gemm_host_s=0.0,  # no Transformer Engine GroupedLinear (and no MoE) in the 2021-22 code
-    expert_bias_bytes=((0.0, 0.0), (0.0, 0.0)),
+    expert_bias_bytes=NO_EXPERT_BIAS_BYTES,
     zero_stages=(0,),
     context_parallel=False,
     sequence_parallel=False,  # both came with Korthikanti et al. 2022 (MEGATRON_2022)
@@ -529,7 +531,7 @@ DEEPSPEED = MEGATRON_CORE.with_(
     name="megatron-deepspeed",
     expert_gemm_host_s=0.0,  # DeepSpeed-MoE's experts, not Transformer Engine's GroupedLinear
     # DeepSpeed-MoE's experts are torch.nn.Linear modules: addmm adds the bias in the GEMM
-    expert_bias_bytes=((0.0, 0.0), (0.0, 0.0)),
+    expert_bias_bytes=NO_EXPERT_BIAS_BYTES,
     precision_aware_optimizer=False,
     fp8_param_gather="unsupported",
     # Megatron-DeepSpeed's --use-flash-attn-v2 calls the flash-attn package, not Transformer Engine

@@ -14,14 +14,13 @@ from app.core.framework import (
     EXPERT_BIAS_BYTES_MEGATRON,
     MEGATRON_CORE,
     NEMO,
+    NO_EXPERT_BIAS_BYTES,
     TORCHTITAN,
 )
 from app.core.hf_config import model_from_hf_config
 from app.core.layout import Layout
 from app.core.model import layer_shape
 from tests.core.conftest import make_cluster
-
-NO_BIAS_TRAFFIC = ((0.0, 0.0), (0.0, 0.0))
 
 
 def test_the_byte_counts_follow_the_code_paths() -> None:
@@ -31,7 +30,7 @@ def test_the_byte_counts_follow_the_code_paths() -> None:
     # NeMo Automodel: both biases outside grouped_gemm, fc2's against DeepEP's fp32 top-k weights
     assert AUTOMODEL.expert_bias_bytes == EXPERT_BIAS_BYTES_AUTOMODEL == ((8.0, 2.0), (28.0, 36.0))
     assert TORCHTITAN.expert_bias_bytes == ((8.0, 2.0), (8.0, 2.0))
-    assert DEEPSPEED.expert_bias_bytes == NO_BIAS_TRAFFIC  # nn.Linear experts: addmm adds the bias
+    assert DEEPSPEED.expert_bias_bytes == NO_EXPERT_BIAS_BYTES  # nn.Linear experts: addmm adds the bias
 
 
 def test_only_biased_experts_pay() -> None:
@@ -72,7 +71,7 @@ def _gpt_oss(fw) -> dict[str, float]:
 def test_the_traffic_is_charged_per_routed_token_copy(fw) -> None:
     # GPT-OSS-20B: 24 layers, all MoE, top-4, hidden 2880, expert FFN 2880 (fc1 output 5760 wide); one micro-batch
     # of 2 x 4096 tokens per rank and 1 micro-batch per step: 8192 x 4 copies through each layer
-    biased, unbiased = _gpt_oss(fw), _gpt_oss(fw.with_(expert_bias_bytes=NO_BIAS_TRAFFIC))
+    biased, unbiased = _gpt_oss(fw), _gpt_oss(fw.with_(expert_bias_bytes=NO_EXPERT_BIAS_BYTES))
     gpu = catalog.find_gpu("H100")
     bandwidth = gpu.hbm_bandwidth_bytes_per_s * fw.elementwise_efficiency
     (fc1_fwd, fc1_bwd), (fc2_fwd, fc2_bwd) = fw.expert_bias_bytes
@@ -86,7 +85,7 @@ def test_the_traffic_is_charged_per_routed_token_copy(fw) -> None:
 
 def test_automodel_pays_more_than_megatron_core() -> None:
     def extra(fw) -> float:
-        biased, unbiased = _gpt_oss(fw), _gpt_oss(fw.with_(expert_bias_bytes=NO_BIAS_TRAFFIC))
+        biased, unbiased = _gpt_oss(fw), _gpt_oss(fw.with_(expert_bias_bytes=NO_EXPERT_BIAS_BYTES))
         keys = ("forward_compute", "backward_compute")
         return sum(biased[k] - unbiased[k] for k in keys)
 
@@ -94,3 +93,18 @@ def test_automodel_pays_more_than_megatron_core() -> None:
     assert extra(AUTOMODEL) / extra(MEGATRON_CORE) == pytest.approx(
         (10 * 5760 + 64 * 2880) / (24 * 2880), rel=1e-6
     )
+
+
+def test_an_estimate_states_the_charge_with_its_unit() -> None:
+    layout = Layout(tp=1, pp=1, dp=8, ep=8, micro_batch=2, global_batch=16, zero=1)
+
+    def bias_rows(name: str) -> list:
+        model = catalog.find_model(name)
+        est = estimate(
+            model, make_cluster("H100", nodes=1), layout, 4096, options=EstimateOptions(framework=AUTOMODEL)
+        )
+        return [a for a in est.assumptions if a.name.startswith("expert-bias traffic")]
+
+    (row,) = bias_rows("GPT-OSS-20B")
+    assert row.value == "10 / 64" and row.unit == "B per element" and "_apply_bias" in row.source
+    assert bias_rows("Qwen3-30B-A3B") == []  # experts without biases pay nothing and say nothing

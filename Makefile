@@ -73,6 +73,7 @@ validate: install
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_nvfp4.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_megatron_bridge_2602_01.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_megatron_bridge_2604_2608.csv
+	$(BIN)/clusterplan validate training-runs tests/data/training_runs_torchtitan_202412.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_dgxc_weak_scaling.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_mlperf.csv
 	$(BIN)/clusterplan validate accuracy tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv \

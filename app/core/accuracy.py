@@ -346,9 +346,9 @@ BLACKWELL_LARGE_DENSE = PlatformCaveat(
     reference_name="H100 and H200",
     min_params=300e9,
     dense_only=True,
-    reference_runs=33,
-    reference_low=0.93,
-    reference_high=1.07,
+    reference_runs=39,
+    reference_low=0.94,
+    reference_high=1.11,
     evidence="MLPerf Training, NVIDIA's benchmark recipes and Megatron-Bridge on B200, GB200 and GB300",
 )
 PLATFORM_CAVEATS: tuple[PlatformCaveat, ...] = (BLACKWELL_LARGE_DENSE,)

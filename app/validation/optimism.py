@@ -100,6 +100,7 @@ DEFAULT_FILES = tuple(
         "training_runs_final_check",
         "training_runs_megatron_bridge_2602_01",
         "training_runs_megatron_bridge_2604_2608",
+        "training_runs_torchtitan_202412",
         "training_runs_bigscience_chronicles",
         "training_runs_vtrain_multi",
         "training_runs_nvfp4",

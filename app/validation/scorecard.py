@@ -186,7 +186,8 @@ def _mean(values: Sequence[float]) -> float | None:
 WEAK_SCALING_FILE = "training_runs_dgxc_weak_scaling.csv"
 # (key, file, label, role, target MAPE or None) of the training-run files replayed whole; the roles as
 # docs/validation.md's summary table gives them: vTrain's file holds 10 development rows, BigScience's sweep comes
-# from the tables 26 development rows were taken from, and the NVFP4 file chose its one constant (FP4_GEMM_SHARE)
+# from the tables 26 development rows were taken from, torchtitan's December 2024 rows from the tables of 6 of them
+# (3 runs, time and memory), and the NVFP4 file chose its one constant (FP4_GEMM_SHARE)
 REPLAYED: tuple[tuple[str, str, str, str, float | None], ...] = (
     ("final.time", "training_runs_final_check.csv", "final check (all MoE): step time MAPE", HELD_OUT, 20.0),
     (
@@ -222,6 +223,13 @@ REPLAYED: tuple[tuple[str, str, str, str, float | None], ...] = (
         "training_runs_nvfp4.csv",
         "NVFP4 runs (its one constant chosen here): MAPE",
         DEVELOPMENT,
+        None,
+    ),
+    (
+        "torchtitan2412.time",
+        "training_runs_torchtitan_202412.csv",
+        "torchtitan's Dec 2024 tables (3 development runs' source): MAPE",
+        MIXED,
         None,
     ),
     (

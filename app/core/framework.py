@@ -337,6 +337,16 @@ class Framework:
     def with_(self, **changes: Any) -> Framework:
         return replace(self, **changes)
 
+    def with_optimizer_state(self, row: ParamBytes) -> Framework:
+        """This framework with the optimizer's side of a recipe's bytes per parameter (`row`): the main weight,
+        the moments with the main gradient, and the Adam step's traffic."""
+        return replace(
+            self,
+            master_bytes=row.main_param,
+            optimizer_bytes=row.optimizer,
+            adam_step_bytes_per_param=row.adam_step,
+        )
+
     def fp8_param_gather_refusal(self, zero: int | None) -> str | None:
         """Why this framework cannot keep FP8 parameters at ZeRO stage `zero` (None: at any stage, as the planner asks
         before it searches them), or None when it can."""
@@ -362,12 +372,7 @@ class Framework:
         if not fp8_params and moments_dtype == "fp32":
             return self
         row = param_bytes(dtype, fp8_params, moments_dtype)
-        fw = replace(
-            self,
-            master_bytes=row.main_param,
-            optimizer_bytes=row.optimizer,
-            adam_step_bytes_per_param=row.adam_step,
-        )
+        fw = self.with_optimizer_state(row)
         if fp8_params:
             fw = replace(fw, weight_bytes=row.param, param_gather_bytes=row.param)
         return fw
@@ -680,13 +685,10 @@ AUTOMODEL_PURE_BF16 = ParamBytes(
 # element-wise traffic and 1-byte FP8 GEMM inputs; the loss is MaskedCrossEntropy with fp32_upcast: false, eager
 # cross-entropy on the bf16 logits: the bf16 logits, bf16 log-softmax and bf16 gradient at the peak (6 B per logit)
 # and half the traffic of the fp32 eager loss (TORCHTITAN's 40 B): 20 B per logit
-AUTOMODEL = TORCHTITAN.with_(
+AUTOMODEL = TORCHTITAN.with_optimizer_state(AUTOMODEL_PURE_BF16).with_(
     name="nemo-automodel-fsdp2",
     weight_bytes=AUTOMODEL_PURE_BF16.param,
     grad_bytes=AUTOMODEL_PURE_BF16.grad,
-    master_bytes=AUTOMODEL_PURE_BF16.main_param,
-    optimizer_bytes=AUTOMODEL_PURE_BF16.optimizer,
-    adam_step_bytes_per_param=AUTOMODEL_PURE_BF16.adam_step,
     # the bf16 shard is the weight itself (no fp32 master beside it)
     zero3_sharded_16bit_copy=True,
     fused_elementwise=True,

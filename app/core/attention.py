@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from app.core.hardware import GPUSpec
 
 FLASH_ATTENTION_1 = "flash-attention-1"
@@ -104,6 +106,38 @@ ATTENTION_KERNELS: dict[tuple[float, str], KernelMeasurement] = {
         "same artifacts, GB300, cuDNN: forward 1747, backward 1292 TFLOP/s of 2500",
     ),
 }
+
+
+# Head dimension. A fused kernel's throughput falls below head dim 128 (less tensor-core work per loaded tile): taken
+# as d / (d + c), normalised at d = 128 and capped at 1. c per pass comes from r, a head-dim-64 call's throughput
+# over a head-dim-128 call's at the same keys per query, c = 128 (1 − r) / (2r − 1). Measured with cuDNN 9.19
+# (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/{h200,gb200,gb300}_919_only_cudnn, BF16, GQA
+# 64/8): the gpt_oss configuration (head dim 64, 1,024-token sliding window, 32K tokens: about 1,008 keys per query)
+# against the llama3.1 one at 2,048 tokens causal (1,024.5 keys per query), TFLOP/s forward and backward: H200
+# 358 / 484 and 299 / 370; GB200 632 / 1042 and 660 / 836; GB300 748 / 1266 and 689 / 906. Blackwell's kernel loses
+# more at head dim 64 than Hopper's (0.61 against 0.74 of the head-dim-128 forward rate). docs/constants.md#attention-head-dim
+HEAD_DIM_64_RATIOS: dict[float, tuple[float, float]] = {
+    9.0: (358.0 / 484.0, 299.0 / 370.0),
+    10.0: (632.0 / 1042.0, 660.0 / 836.0),
+    10.3: (748.0 / 1266.0, 689.0 / 906.0),
+}
+# where no kernel of the architecture is measured at head dim 64 (FlashAttention-2 and FlashAttention, pre-Hopper
+# parts), c = 28: head dim 64 at 0.85 of head dim 128, the estimator's assumption before the measurements above
+DEFAULT_HEAD_DIM_HALF = 28.0
+
+
+def head_dim_half(ratio: float) -> float:
+    """c of the head-dim saturation d / (d + c) from a measured head-dim-64 : head-dim-128 throughput ratio."""
+    return 128.0 * (1.0 - ratio) / (2.0 * ratio - 1.0)
+
+
+def head_dim_factors(head_dim: Any, halves: tuple[float, float]) -> tuple[Any, Any]:
+    """(forward, backward) throughput of a fused kernel at `head_dim` relative to head dim 128, capped at 1
+    (`halves`: AttentionKernel.head_dim_half). Numbers or numpy columns."""
+    out = []
+    for c in halves:
+        out.append(np.minimum(1.0, (head_dim / (head_dim + c)) / (128.0 / (128.0 + c))))
+    return out[0], out[1]
 
 
 # FlashAttention (v1) where FlashAttention-2 is measured: its rates over FLASH_ATTENTION_2_SPEEDUP (measured on A100,
@@ -212,6 +246,8 @@ class AttentionKernel:
     backward_share: float
     basis: str
     loop_scale: tuple[float, float] = (1.0, 1.0)  # its per-tile cost against the fit's (loop_scale)
+    # c of its head-dim saturation, (forward, backward) (HEAD_DIM_64_RATIOS, head_dim_factors)
+    head_dim_half: tuple[float, float] = (DEFAULT_HEAD_DIM_HALF, DEFAULT_HEAD_DIM_HALF)
 
     @property
     def shares(self) -> tuple[float, float]:
@@ -268,7 +304,17 @@ def fused_attention_kernel(
         f"{measured.forward:.3g} / {measured.backward:.3g} of dense peak on compute capability "
         f"{gpu.compute_capability:g} ({measured.source}), x {share:g} in training",
         loop_scale(measured, gpu.peak("bf16"), gpu.hbm_bandwidth_bytes_per_s),
+        kernel_head_dim_half(kernel, gpu.compute_capability),
     )
+
+
+def kernel_head_dim_half(kernel: str, compute_capability: float) -> tuple[float, float]:
+    """(forward, backward) c of `kernel`'s head-dim saturation on an architecture: measured for cuDNN
+    (HEAD_DIM_64_RATIOS), DEFAULT_HEAD_DIM_HALF otherwise."""
+    ratios = HEAD_DIM_64_RATIOS.get(compute_capability) if kernel == CUDNN else None
+    if ratios is None:
+        return (DEFAULT_HEAD_DIM_HALF, DEFAULT_HEAD_DIM_HALF)
+    return (head_dim_half(ratios[0]), head_dim_half(ratios[1]))
 
 
 def published_kernels(gpu: GPUSpec) -> list[dict[str, object]]:

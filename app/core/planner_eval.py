@@ -61,7 +61,7 @@ from app.core.model import (
 )
 from app.core.network import NetworkParams, Placement, collective_time, default_network_params
 from app.core.num import Flag, Num
-from app.core.precision import SOURCE_BYTES, cast_bytes_per_element
+from app.core.precision import SOURCE_BYTES
 from app.core.step import (
     STAGE_PARTS,
     STEP_COMPONENTS,
@@ -73,8 +73,8 @@ from app.core.step import (
     _linear,
     attention_kernel,
     data_parallel_times,
-    flash_dropout_overhead,
     gradient_params,
+    layer_rates,
     layer_step_times,
     layer_times,
     pipeline_bubble,
@@ -552,17 +552,7 @@ def _layer_step_times(
         ctx.run.flash_attention,
     )
     kernel = attention_kernel(fw, cluster.gpu, ctx.profile)
-    rates = LayerRates(
-        linear,
-        attn_curve,
-        cluster.gpu.hbm_bandwidth_bytes_per_s,
-        fw,
-        ctx.options.causal,
-        cast_bytes_per_element(ctx.run.dtype),
-        flash_dropout_overhead(cluster.gpu),
-        kernel.shares,
-        kernel.loop_scale,
-    )
+    rates = layer_rates(linear, attn_curve, cluster.gpu, fw, ctx.options.causal, ctx.run.dtype, kernel)
     shape, n_moe, g_etp = layer_shape(model), num_moe_layers(model), _col(cols.etp)[first]
 
     def group_times(r: LayerRates) -> LayerTimesView:

@@ -45,10 +45,12 @@ from typing import Any, cast, overload
 import numpy as np
 
 from app.core.attention import (
+    DEFAULT_HEAD_DIM_HALF,
     FLASH_BACKWARD_FLOP_RATIO,
     LEGACY_SHARES,
     AttentionKernel,
     fused_attention_kernel,
+    head_dim_factors,
     kv_loop_efficiency,
 )
 from app.core.efficiency import GemmEfficiency, HardwareProfile, measured_matmul_flops
@@ -78,8 +80,8 @@ from app.core.precision import cast_bytes_per_element
 
 # Fused (flash) attention keeps the score tiles on chip, so it is not bound by the GEMM curve's HBM roofline: its
 # forward and backward rates are shares of the sustained 16-bit GEMM rate, by kernel and architecture
-# (app.core.attention.fused_attention_kernel: published micro-benchmarks of FlashAttention-2 and cuDNN). Head dim
-# 64 runs ~15 % slower than 128 in both FlashAttention papers.
+# (app.core.attention.fused_attention_kernel: published micro-benchmarks of FlashAttention-2 and cuDNN), and below
+# head dim 128 they fall as app.core.attention.head_dim_factors says (measured per architecture for cuDNN).
 # Attention dropout inside a fused kernel draws a Philox random number per score on the CUDA cores while the
 # matmuls run on the tensor cores, so its cost relative to the kernel grows with the ratio of 16-bit tensor peak to
 # fp32 CUDA-core peak. Published figures: on GB200 (ratio 2500/80 = 31) FA4 and cuDNN with dropout run the forward
@@ -88,8 +90,6 @@ from app.core.precision import cast_bytes_per_element
 # shows at most a few per cent (PR #2439). Overhead = reference × ratio / 31.2, capped at the reference.
 FLASH_DROPOUT_REF_RATIO = 2500.0 / 80.0
 FLASH_DROPOUT_REF_OVERHEAD = (1.0 / 0.8 - 1.0, 1.0 / 0.65 - 1.0)  # (forward, backward) extra time share
-# head-dim saturation d/(d + c), normalised at d = 128: c = 28 makes d = 64 run 15 % slower than d = 128
-FLASH_HEAD_DIM_HALF = 28.0
 # Bytes per token of the memory-bound kernels, forward (backward moves about twice as much, Korthikanti 2022
 # Table 4 shows the backward of these ops at ~2× the forward):
 #   each norm reads and writes h 16-bit values (4h B), two per layer;
@@ -205,6 +205,7 @@ class LayerRates:
     dropout_overhead: tuple[float, float] = (0.0, 0.0)
     attention_shares: tuple[float, float] = LEGACY_SHARES
     attention_loop_scale: tuple[float, float] = (1.0, 1.0)  # AttentionKernel.loop_scale
+    attention_head_dim_half: tuple[float, float] = (DEFAULT_HEAD_DIM_HALF, DEFAULT_HEAD_DIM_HALF)
 
     def sixteen_bit(self) -> LayerRates:
         """The rates of a layer an fp8 / fp4 run keeps 16-bit: its GEMMs on the 16-bit curve, no casts."""
@@ -235,14 +236,15 @@ def _core_attention_times(
     softmax_fwd: Num
     softmax_bwd: Num
     if flash:
-        d = shape.qk_head_dim
-        head_factor = (d / (d + FLASH_HEAD_DIM_HALF)) / (128.0 / (128.0 + FLASH_HEAD_DIM_HALF))
-        # the fused kernel's forward and backward rates (app.core.attention: kernel by framework and GPU)
-        kernel_rate = attn_curve.max_flops * np.minimum(1.0, head_factor)
+        # the fused kernel's forward and backward rates (app.core.attention: kernel by framework and GPU) at the
+        # model's head dimension
+        head_fwd, head_bwd = head_dim_factors(shape.qk_head_dim, rates.attention_head_dim_half)
         # the kernel's speed over its loop of keys per query, in cp ring steps (app.core.attention)
         loop_fwd, loop_bwd = kv_loop_efficiency(keys, cp, rates.attention_loop_scale)
-        t_core_fwd = attn_flops / (attention_shares[0] * kernel_rate * loop_fwd)
-        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / (attention_shares[1] * kernel_rate * loop_bwd)
+        rate_fwd = attention_shares[0] * attn_curve.max_flops * head_fwd * loop_fwd
+        rate_bwd = attention_shares[1] * attn_curve.max_flops * head_bwd * loop_bwd
+        t_core_fwd = attn_flops / rate_fwd
+        t_core_bwd = FLASH_BACKWARD_FLOP_RATIO * attn_flops / rate_bwd
         if shape.attention_dropout:
             t_core_fwd = t_core_fwd * (1.0 + dropout_overhead[0])
             t_core_bwd = t_core_bwd * (1.0 + dropout_overhead[1])
@@ -415,6 +417,31 @@ def attention_kernel(fw: Framework, gpu: GPUSpec, profile: HardwareProfile | Non
     own = float(gemm.max_flops) if gemm is not None and gemm.dtype in ("bf16", "fp16") else 0.0
     return fused_attention_kernel(
         fw.attention_backend, gpu, measured_matmul_flops(gpu, "bf16", sustained=False), calibrated, label, own
+    )
+
+
+def layer_rates(
+    linear: GemmEfficiency,
+    attn_curve: GemmEfficiency,
+    gpu: GPUSpec,
+    fw: Framework,
+    causal: bool,
+    dtype: str,
+    kernel: AttentionKernel,
+) -> LayerRates:
+    """The LayerRates of a run on `gpu` in `dtype` with the fused attention kernel `kernel` (the scalar estimate's
+    and the planner's one construction)."""
+    return LayerRates(
+        linear,
+        attn_curve,
+        gpu.hbm_bandwidth_bytes_per_s,
+        fw,
+        causal,
+        cast_bytes_per_element(dtype),
+        flash_dropout_overhead(gpu),
+        kernel.shares,
+        kernel.loop_scale,
+        kernel.head_dim_half,
     )
 
 
@@ -616,24 +643,13 @@ def stage_times(run: StepRun, per_layer_out: dict[str, float] | None = None) -> 
     shape = layer_shape(model)
     tp, pp, cp, ep = layout.tp, layout.pp, layout.cp, layout.ep
     tokens = layout.micro_batch * seq_len / cp
-    hbm = cluster.gpu.hbm_bandwidth_bytes_per_s
     n_moe = num_moe_layers(model)
     counts = stage_layer_counts(model.num_layers, layout)
     layers_per_gpu = model.num_layers / pp
     moe_share = n_moe / model.num_layers
     split = LayerSplit(tokens, seq_len, tp, layout.sequence_parallel, cp, ep, layout.flash_attention)
     kernel = attention or attention_kernel(fw, cluster.gpu)
-    rates = LayerRates(
-        linear,
-        attn_curve,
-        hbm,
-        fw,
-        causal,
-        cast_bytes_per_element(layout.dtype),
-        flash_dropout_overhead(cluster.gpu),
-        kernel.shares,
-        kernel.loop_scale,
-    )
+    rates = layer_rates(linear, attn_curve, cluster.gpu, fw, causal, layout.dtype, kernel)
     dense = layer_times(shape, split, False, rates)
     moe_t = layer_times(shape, split, True, rates, layout.expert_tp) if n_moe else dense
 

@@ -34,6 +34,8 @@ CASES = [
     ("Llama-3.1-8B", "H100-SXM", 2, 8, "roce-8x400", 8192, 32, "bf16", True, TORCHTITAN),
     # node-deduplicating dispatch (DeepEP) and the EP all-to-all hidden behind the paired micro-batch
     ("Qwen3-30B-A3B", "H100-SXM", 4, 8, "ib-ndr-8x400", 4096, 256, "bf16", True, MOE_TUNED),
+    # head dim 64 with sliding windows on Blackwell (cuDNN's measured head-dim factor)
+    ("GPT-OSS-120B", "GB200", 4, 4, "ib-ndr-8x400", 4096, 256, "bf16", True, NEMO),
     # fp16 on parts whose 16-bit curve is not BF16's: Gaudi 3 (FP16 matrix peak 459 of BF16's 1677), V100 (no BF16)
     ("Llama-2-13B", "Gaudi3", 2, 8, "roce-8x400", 4096, 256, "fp16", True, MEGATRON_CORE),
     ("GPT-3-13B", "V100-SXM2-32GB", 4, 8, "ib-hdr-8x200", 2048, 512, "fp16", False, DEEPSPEED),

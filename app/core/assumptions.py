@@ -12,7 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.core.attention import AttentionKernel, kv_loop_efficiency
+from app.core.attention import (
+    DEFAULT_HEAD_DIM_HALF,
+    AttentionKernel,
+    head_dim_factors,
+    kv_loop_efficiency,
+)
 from app.core.efficiency import (
     NON_CLOCK_POWER_FRACTION,
     SUSTAINED_FRACTION,
@@ -142,6 +147,25 @@ def _key_loop_source(b: AssumptionBasis) -> str:
     )
 
 
+def _head_dim(b: AssumptionBasis) -> tuple[int, float, float]:
+    """(head dim, forward factor, backward factor) of the fused kernel at the model's head dimension."""
+    d = layer_shape(b.model).qk_head_dim
+    fwd, bwd = head_dim_factors(float(d), b.kernel.head_dim_half)
+    return d, float(fwd), float(bwd)
+
+
+def _head_dim_source(b: AssumptionBasis) -> str:
+    d, _, bwd = _head_dim(b)
+    measured = b.kernel.head_dim_half != (DEFAULT_HEAD_DIM_HALF, DEFAULT_HEAD_DIM_HALF)
+    basis = (
+        f"{b.kernel.kernel} on this architecture measured at head dim 64 against 128 (cuDNN 9.19, "
+        "NVIDIA/cudnn-frontend training benchmarks)"
+        if measured
+        else "no measurement of this kernel at head dim 64: 0.85 of head dim 128 assumed"
+    )
+    return f"backward × {bwd:.3f}; head dim {d}: {basis} (app.core.attention.head_dim_factors)"
+
+
 def _clock_source(b: AssumptionBasis) -> str:
     gpu = b.cluster.gpu
     return (
@@ -256,6 +280,13 @@ RATES: tuple[AssumptionRow, ...] = (
         lambda b: round(_key_loop(b)[1], 3),
         _key_loop_source,
         applies=lambda b: b.layout.flash_attention and bool(b.seq_len),
+    ),
+    AssumptionRow(
+        "attention head dimension (forward)",
+        "× the throughput above",
+        lambda b: round(_head_dim(b)[1], 3),
+        _head_dim_source,
+        applies=lambda b: b.layout.flash_attention and layer_shape(b.model).qk_head_dim < 128,
     ),
     AssumptionRow(
         "sustained share of measured matmul",

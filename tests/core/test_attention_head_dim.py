@@ -80,3 +80,25 @@ def test_a_head_dim_64_model_on_blackwell_is_slower_in_attention_than_the_defaul
     assert measured.step.total_s > assumed.step.total_s
     # only the attention kernel differs: the step grows by a few per cent, not more
     assert measured.step.total_s < 1.1 * assumed.step.total_s
+
+
+def test_the_estimate_states_the_head_dim_factor_it_applied() -> None:
+    cluster = ClusterSpec(gpu=catalog.find_gpu("GB200"), num_nodes=2, gpus_per_node=4)
+    opts = EstimateOptions(framework=NEMO)
+    gpt_oss = estimate(
+        catalog.find_model("GPT-OSS-120B"),
+        cluster,
+        Layout(tp=1, pp=1, dp=8, ep=8, micro_batch=1, global_batch=64),
+        4096,
+        options=opts,
+    )
+    (row,) = [a for a in gpt_oss.assumptions if a.name == "attention head dimension (forward)"]
+    assert row.value == pytest.approx(632.0 / 1042.0, abs=1e-3)
+    assert "head dim 64" in row.source and "measured" in row.source
+    llama = estimate(
+        catalog.find_model("Llama-3-8B"),
+        cluster,
+        Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64),
+        4096,
+    )
+    assert not [a for a in llama.assumptions if a.name == "attention head dimension (forward)"]

@@ -106,6 +106,7 @@ DEFAULT_FILES = tuple(
         "training_runs_nvfp4",
         "training_runs_dgxc_weak_scaling",
         "training_runs_mlperf",
+        "training_runs_nemo_long_context_2504",
     )
 )
 

@@ -31,6 +31,7 @@ QUOTED = (
     ("training_runs_torchtitan_202412.csv", r"torchtitan Dec 2024, besides 3 development runs: \*\*MAPE "),
     ("training_runs_dgxc_weak_scaling.csv", r"training_runs_dgxc_weak_scaling\.csv` \| \*\*MAPE "),
     ("training_runs_mlperf.csv", r"training_runs_mlperf\.csv` \| \*\*MAPE "),
+    ("training_runs_nemo_long_context_2504.csv", r"training_runs_nemo_long_context_2504\.csv` \| \*\*MAPE "),
 )
 
 

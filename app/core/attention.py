@@ -134,10 +134,8 @@ def head_dim_half(ratio: float) -> float:
 def head_dim_factors(head_dim: Any, halves: tuple[float, float]) -> tuple[Any, Any]:
     """(forward, backward) throughput of a fused kernel at `head_dim` relative to head dim 128, capped at 1
     (`halves`: AttentionKernel.head_dim_half). Numbers or numpy columns."""
-    out = []
-    for c in halves:
-        out.append(np.minimum(1.0, (head_dim / (head_dim + c)) / (128.0 / (128.0 + c))))
-    return out[0], out[1]
+    fwd, bwd = (np.minimum(1.0, (head_dim / (head_dim + c)) / (128.0 / (128.0 + c))) for c in halves)
+    return fwd, bwd
 
 
 # FlashAttention (v1) where FlashAttention-2 is measured: its rates over FLASH_ATTENTION_2_SPEEDUP (measured on A100,

@@ -9,6 +9,7 @@ import pytest
 
 from app.validation.training_runs import Report, Row, load_rows, replay
 from tests.paths import DATA_DIR
+from tests.replay_support import one_replayed
 
 FILE = DATA_DIR / "training_runs_mlperf.csv"
 
@@ -21,15 +22,7 @@ def replayed() -> tuple[list[Row], Report]:
 
 def _by_system(rows: list[Row], report: Report, text: str) -> tuple[float, float]:
     """(measured, predicted) of the one row whose source names the result directory `text`."""
-    hits = [
-        (r.measured, r.predicted)
-        for row, r in zip(rows, report.rows, strict=True)
-        if f"/{text}/" in row.get("source")
-    ]
-    assert len(hits) == 1, text
-    measured, predicted = hits[0]
-    assert predicted is not None
-    return measured, predicted
+    return one_replayed(rows, report, lambda row, _r: f"/{text}/" in row.get("source"), text)
 
 
 def test_every_submission_replays_as_a_training_rate(replayed: tuple[list[Row], Report]) -> None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from app.catalog import find_gpu
-from app.validation.training_runs import Report, Row, estimate_row, load_rows, replay
+from app.validation.training_runs import Report, Row, RowResult, estimate_row, load_rows, replay
 from tests.paths import DATA_DIR
+from tests.replay_support import one_replayed
 
 FILE = DATA_DIR / "training_runs_torchtitan_202412.csv"
 
@@ -21,17 +22,16 @@ def replayed() -> tuple[list[Row], Report]:
 
 def _speed(rows: list[Row], report: Report, table: str, row_label: str) -> tuple[float, float]:
     """(measured, predicted) tokens/s per GPU of the one timed row of `table` whose source ends in `row_label`."""
-    hits = [
-        (r.measured, r.predicted)
-        for row, r in zip(rows, report.rows, strict=True)
-        if f"{table} (" in row.get("source")
-        and row.get("source").endswith(f"row '{row_label}'")
-        and r.metric == "tokens_per_s_per_gpu"
-    ]
-    assert len(hits) == 1, (table, row_label)
-    measured, predicted = hits[0]
-    assert predicted is not None
-    return measured, predicted
+
+    def match(row: Row, r: RowResult) -> bool:
+        source = row.get("source")
+        return (
+            f"{table} (" in source
+            and source.endswith(f"row '{row_label}'")
+            and r.metric == "tokens_per_s_per_gpu"
+        )
+
+    return one_replayed(rows, report, match, (table, row_label))
 
 
 def test_every_run_replays_with_its_memory(replayed: tuple[list[Row], Report]) -> None:

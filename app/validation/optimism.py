@@ -46,9 +46,13 @@ dtype class by a model of the same kind (dense or MoE) within EVIDENCE_SIZE_FACT
 run whose measured MFU the planner's MFU does not beat by more than the same threshold, named with its source. A run
 on another GPU counts when that GPU is no stronger in any catalogued respect (`no_stronger_gpu`: the same peak for
 the dtype class, no more HBM, HBM bandwidth, scale-up bandwidth or power): an MFU an A100-40GB reached is within
-reach of an A100-80GB, whose peak is the same. A
-backed gap says the publisher's recipe left speed that others have shown on that hardware (a newer framework, another
-layout).
+reach of an A100-80GB, whose peak is the same. Where no such run reaches it, a run on a stronger GPU of the same peak
+counts at its MFU **carried** to the flagged GPU (`carried_mfu`): × the estimate of that run's own published layout
+on the flagged run's GPU (its power cap included) over its estimate on the GPU it ran on, and only where that layout
+fits the flagged GPU's memory. The layout is then a measured one and only the hardware difference (clock under a
+power cap, HBM bandwidth) is the estimator's, the part its estimates of the flagged GPU's own published layouts
+check. A backed gap says the publisher's recipe left speed that others have shown on that hardware (a newer
+framework, another layout).
 
 **Point error.** A flagged group with no evidence is the estimate's **point error** when the planner's layout gains no
 more than the same threshold on the published layout's own estimate (layout ratio) and that estimate's error on the
@@ -393,6 +397,14 @@ def _size(run: PublishedRun) -> float:
 CLASS_PEAK_DTYPE = {"16-bit": "bf16", "fp8": "fp8", "fp4": "fp4"}
 
 
+def same_peak(other: GPUSpec, gpu: GPUSpec, dtype_cls: str) -> bool:
+    """Whether the two GPUs list the same dense peak for the dtype class (within 1 %), so that an MFU on one is a
+    rate on the other."""
+    peak_key = CLASS_PEAK_DTYPE.get(dtype_cls, dtype_cls)
+    peak, other_peak = gpu.peak_flops.get(peak_key, 0.0), other.peak_flops.get(peak_key, 0.0)
+    return peak > 0 and abs(other_peak / peak - 1.0) <= 0.01
+
+
 def no_stronger_gpu(other: GPUSpec, gpu: GPUSpec, dtype_cls: str) -> bool:
     """Whether `other` is `gpu` or a GPU no stronger than it in any catalogued respect: the same dense peak for the
     dtype class (within 1 %), and no more HBM, HBM bandwidth, scale-up bandwidth or power (TDP). An MFU reached on
@@ -400,9 +412,7 @@ def no_stronger_gpu(other: GPUSpec, gpu: GPUSpec, dtype_cls: str) -> bool:
     it is at least as large on `gpu`."""
     if other.name == gpu.name:
         return True
-    peak_key = CLASS_PEAK_DTYPE.get(dtype_cls, dtype_cls)
-    peak, other_peak = gpu.peak_flops.get(peak_key, 0.0), other.peak_flops.get(peak_key, 0.0)
-    if peak <= 0 or abs(other_peak / peak - 1.0) > 0.01:
+    if not same_peak(other, gpu, dtype_cls):
         return False
     return (
         other.hbm_bytes <= gpu.hbm_bytes
@@ -418,28 +428,64 @@ def evidence_for(
     """The best published run backing a flagged group's planner MFU (or `mfu_pct`, the recommendation's) (Evidence
     in the module docstring), as "MFU % by model (file:row, source)"; None when no run does."""
     claimed = result.planner_mfu_pct if mfu_pct is None else mfu_pct
-    assert claimed is not None and result.threshold_pct is not None
+    threshold = result.threshold_pct
+    assert claimed is not None and threshold is not None
     size, moe = _size(flagged), flagged.model.moe is not None
     dtype = flagged.key[2]
     gpu = row_gpu(flagged.row)
-    peers = [
+    alike = [
         r
         for r in runs
         if r.key[2] == dtype
-        and no_stronger_gpu(row_gpu(r.row), gpu, dtype)
+        and same_peak(row_gpu(r.row), gpu, dtype)
         and (r.model.moe is not None) == moe
         and 1 / EVIDENCE_SIZE_FACTOR <= _size(r) / size <= EVIDENCE_SIZE_FACTOR
-        and (claimed / r.measured_mfu_pct - 1.0) * 100.0 <= result.threshold_pct
     ]
-    if not peers:
+
+    def reaches(mfu: float) -> bool:
+        return (claimed / mfu - 1.0) * 100.0 <= threshold
+
+    peers = [r for r in alike if no_stronger_gpu(row_gpu(r.row), gpu, dtype) and reaches(r.measured_mfu_pct)]
+    if peers:
+        best = max(peers, key=lambda r: r.measured_mfu_pct)
+        other = row_gpu(best.row).name
+        on = f" on {other}" if other != gpu.name else ""
+        return f"{best.measured_mfu_pct:.1f} % by {best.row.get('model_name')}{on} ({_cite(best)})"
+    carried = [
+        (r, mfu)
+        for r in alike
+        if not no_stronger_gpu(row_gpu(r.row), gpu, dtype)
+        and reaches(r.measured_mfu_pct)  # no run the carry could not bring within reach anyway
+        and (mfu := carried_mfu(r, flagged)) is not None
+        and reaches(mfu)
+    ]
+    if not carried:
         return None
-    best = max(peers, key=lambda r: r.measured_mfu_pct)
-    other = row_gpu(best.row).name
-    on = f" on {other}" if other != gpu.name else ""
+    best, mfu = max(carried, key=lambda c: c[1])
     return (
-        f"{best.measured_mfu_pct:.1f} % by {best.row.get('model_name')}{on} ({best.file.removesuffix('.csv')}:"
-        f"{best.row.index}, {best.row.get('source')[:60]})"
+        f"{mfu:.1f} % by {best.row.get('model_name')}, carried from {row_gpu(best.row).name} "
+        f"({best.measured_mfu_pct:.1f} % measured × {mfu / best.measured_mfu_pct:.2f}, the estimate of its own "
+        f"layout on {gpu.name} over that on {row_gpu(best.row).name}) ({_cite(best)})"
     )
+
+
+def _cite(run: PublishedRun) -> str:
+    return f"{run.file.removesuffix('.csv')}:{run.row.index}, {run.row.get('source')[:60]}"
+
+
+def carried_mfu(peer: PublishedRun, flagged: PublishedRun) -> float | None:
+    """The peer's measured MFU carried to the flagged run's GPU (Evidence in the module docstring): × the estimate of
+    the peer's own layout on the flagged run's GPU (its gpu cell, power cap included) over its estimate on the
+    peer's GPU, so that the layout is the published one and only the hardware difference is the estimator's. None
+    when that layout does not fit the flagged GPU's memory or cannot be estimated there."""
+    row = Row(peer.row.index, {**peer.row.data, "gpu": flagged.row.get("gpu")})
+    try:
+        moved = estimate_row(row, peer.metric).estimate
+    except (RowSkipped, SpecError, NotFoundError, ValueError, LookupError):
+        return None
+    if moved.memory.most_loaded.total_bytes > moved.memory.hbm_bytes:
+        return None
+    return peer.measured_mfu_pct * float(moved.step.mfu) / float(peer.replayed.estimate.step.mfu)
 
 
 def point_error_for(result: GroupResult, best: PublishedRun, mfu_pct: float | None = None) -> str | None:
@@ -597,7 +643,8 @@ def render_table(rep: OptimismReport) -> str:
         "",
         f"{s['n']} groups (model, GPU, dtype class) from {s['runs']} published runs; {s['flagged']} where the "
         f"planner's best MFU beats the best published one by more than the ranking resolution (marked !), "
-        f"{s['backed']} of them backed by another published run on that GPU or one no stronger, {s['point_error']} "
+        f"{s['backed']} of them backed by another published run on that GPU, one no stronger or carried from one of "
+        f"the same peak, {s['point_error']} "
         f"the estimate's point error inside its band (the planner's layout no better than the published one within "
         f"the resolution), {s['unexplained']} unexplained; median "
         f"gap {_num(s['median_gap_pts'], '+.1f')} MFU points; {s['skipped']} skipped.",

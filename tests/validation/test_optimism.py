@@ -12,6 +12,7 @@ from app.catalog import find_gpu
 from app.cli.main import main
 from app.validation.optimism import (
     DEFAULT_FILES,
+    carried_mfu,
     default_paths,
     dtype_class,
     group_runs,
@@ -225,6 +226,41 @@ def test_a_peer_on_a_gpu_no_stronger_backs_a_gap_a_stronger_one_does_not(tmp_pat
     rep = report(read_runs([write_csv(tmp_path / "b.csv", [source_row(GPT_1_7B_A100), on_h100])]))
     flagged = next(g for g in rep.groups if g.model_names == ["GPT-1.7B"])
     assert flagged.flagged and flagged.evidence is None
+
+
+def test_a_peer_on_a_stronger_gpu_of_the_same_peak_is_carried_by_the_estimate_of_its_own_layout(
+    tmp_path: Path,
+) -> None:
+    """GPT-1.7B on A100-40GB, measured slow enough to be flagged; a peer measured on the A100-80GB (the same peak, more bandwidth) backs it only
+    at its MFU carried to the 40 GB part: × the estimate of the peer's own layout there over that on its GPU, named
+    "carried from" with both factors. A peer whose layout the 40 GB part cannot hold is not carried."""
+    flagged = {**source_row(GPT_1_7B_A100), "gpu": "A100-40GB", "measured_value": "100"}
+    # ZeRO-1 (the optimizer state sharded over the 32 ranks) lets its 30 layers fit in 40 GB
+    peer = {
+        **source_row(GPT_1_7B_A100),
+        "model_name": "GPT-2.1B peer",
+        "layers": "30",
+        "zero_stage": "1",
+        "measured_value": "190",
+    }
+    rep = report(read_runs([write_csv(tmp_path / "c.csv", [flagged, peer])]))
+    gpt = next(g for g in rep.groups if g.model_names == ["GPT-1.7B"])
+    assert gpt.flagged and gpt.evidence is not None and "carried from A100-80GB-SXM" in gpt.evidence
+
+    runs = read_runs([tmp_path / "c.csv"])
+    on_40 = next(r for r in runs if r.row.get("model_name") == "GPT-1.7B")
+    on_80 = next(r for r in runs if r.row.get("model_name") == "GPT-2.1B peer")
+    moved = estimate_row(Row(2, {**peer, "gpu": "A100-40GB"}), on_80.metric).estimate
+    factor = float(moved.step.mfu) / float(on_80.replayed.estimate.step.mfu)
+    assert 0.5 < factor < 1.0  # the 40 GB part's lower HBM bandwidth slows the same layout
+    carried = carried_mfu(on_80, on_40)
+    assert carried == pytest.approx(on_80.measured_mfu_pct * factor)
+    assert f"{carried:.1f} % by GPT-2.1B peer" in gpt.evidence and f"× {factor:.2f}" in gpt.evidence
+
+    # without the optimizer sharding (the row's ZeRO-0) the same layout fills 44 GiB: it does not fit the 40 GB part
+    heavy = {**peer, "zero_stage": "0"}
+    heavy_run = next(r for r in read_runs([write_csv(tmp_path / "d.csv", [heavy])]))
+    assert carried_mfu(heavy_run, on_40) is None
 
 
 def test_no_stronger_gpu_compares_every_catalogued_resource() -> None:

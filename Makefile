@@ -77,8 +77,9 @@ validate: install
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_dgxc_weak_scaling.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_mlperf.csv
 	$(BIN)/clusterplan validate training-runs tests/data/training_runs_nemo_long_context_2504.csv
+	$(BIN)/clusterplan validate training-runs tests/data/training_runs_torchtitan_202506_async_tp.csv
 	$(BIN)/clusterplan validate accuracy tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv \
-		tests/data/training_runs_nemo_long_context_2504.csv \
+		tests/data/training_runs_nemo_long_context_2504.csv tests/data/training_runs_torchtitan_202506_async_tp.csv \
 		--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv \
 		--whole-runs tests/data/training_totals.csv --collectives tests/data/network/collectives.csv \
 		--collectives-heldout tests/data/network/collectives_heldout.csv \

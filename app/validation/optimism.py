@@ -111,6 +111,7 @@ DEFAULT_FILES = tuple(
         "training_runs_dgxc_weak_scaling",
         "training_runs_mlperf",
         "training_runs_nemo_long_context_2504",
+        "training_runs_torchtitan_202506_async_tp",
     )
 )
 

@@ -1370,6 +1370,14 @@ def row_cluster(gpu: GPUSpec, n_gpus: int, rule: SourceRule) -> ClusterSpec:
     )
 
 
+# FP8 with one scale per row (torchao's float8 "rowwise" recipe): the estimator's FP8 is per-tensor scaled
+# (app.core.precision), and a row-wise recipe's casts (an amax per row of each operand and of its transpose) and
+# scaled GEMMs run at rates it does not model; the one published source, torchtitan's June 2025 async-TP page,
+# calls its row-wise baseline low ("being addressed here", pytorch/torchtitan issue #1207)
+_ROW_WISE_FP8 = re.compile(r"\brow-?wise\b", re.IGNORECASE)
+ROW_WISE_FP8_SKIP = "FP8 with row-wise scales (torchao's float8 rowwise recipe) is not modelled"
+
+
 def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
     """Model one row under its source's rule and estimate it. Raises RowSkipped for a row that cannot be modelled
     (with `metric`, also for a time metric without the global batch), and the core's SpecError / NotFoundError /
@@ -1379,6 +1387,8 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
     missing = [c for c in ("layers", "hidden", "heads", "vocab") if not row.int_or(c, 0)]
     if missing and named is None:
         raise RowSkipped(f"model shape incomplete: {', '.join(missing)} blank or zero")
+    if _ROW_WISE_FP8.search(row.get("dtype")):
+        raise RowSkipped(ROW_WISE_FP8_SKIP)
     model = row_model(row, rule)
     gpu, power_limit_w = row_power(row, row_gpu(row))
     n_gpus = row.int_or("num_gpus", 0) or 0

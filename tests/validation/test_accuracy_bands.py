@@ -40,6 +40,7 @@ UNSEEN = [
     DATA / "training_runs_heldout.csv",
     DATA / "training_runs_final_check.csv",
     DATA / "training_runs_nemo_long_context_2504.csv",
+    DATA / "training_runs_torchtitan_202506_async_tp.csv",
 ]
 COMPARISONS = [DATA / "training_runs_vtrain_multi.csv"]  # layout comparisons only (ranking resolution)
 WHOLE_RUNS = [DATA / "training_totals.csv"]  # whole pre-training runs (the time-to-train range)
@@ -58,7 +59,7 @@ def test_committed_table_is_what_the_replay_gives_now() -> None:
     assert fresh == committed, (
         "app/catalog/accuracy.json is stale: run `clusterplan validate accuracy "
         "tests/data/training_runs_heldout.csv tests/data/training_runs_final_check.csv "
-        "tests/data/training_runs_nemo_long_context_2504.csv "
+        "tests/data/training_runs_nemo_long_context_2504.csv tests/data/training_runs_torchtitan_202506_async_tp.csv "
         "--development tests/data/training_runs.csv --comparisons tests/data/training_runs_vtrain_multi.csv "
         "--whole-runs tests/data/training_totals.csv --collectives tests/data/network/collectives.csv "
         "--collectives-heldout tests/data/network/collectives_heldout.csv "

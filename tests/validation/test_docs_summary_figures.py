@@ -32,6 +32,10 @@ QUOTED = (
     ("training_runs_dgxc_weak_scaling.csv", r"training_runs_dgxc_weak_scaling\.csv` \| \*\*MAPE "),
     ("training_runs_mlperf.csv", r"training_runs_mlperf\.csv` \| \*\*MAPE "),
     ("training_runs_nemo_long_context_2504.csv", r"training_runs_nemo_long_context_2504\.csv` \| \*\*MAPE "),
+    (
+        "training_runs_torchtitan_202506_async_tp.csv",
+        r"training_runs_torchtitan_202506_async_tp\.csv` \| \*\*MAPE ",
+    ),
 )
 
 

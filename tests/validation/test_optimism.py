@@ -180,7 +180,7 @@ def test_default_files_are_the_repository_s() -> None:
     paths = default_paths()
     # every training-run file of the repository, so that a new one cannot be left out of the guard
     on_disk = sorted(p.name for p in (ROOT / "tests" / "data").glob("training_runs*.csv"))
-    assert len(paths) == len(DEFAULT_FILES) == len(on_disk) == 12
+    assert len(paths) == len(DEFAULT_FILES) == len(on_disk) == 13
     assert sorted(p.name for p in paths) == on_disk
     assert all(path.is_file() and path.parent == ROOT / "tests" / "data" for path in paths)
 

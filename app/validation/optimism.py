@@ -456,7 +456,6 @@ def evidence_for(
         (r, mfu)
         for r in alike
         if not no_stronger_gpu(row_gpu(r.row), gpu, dtype)
-        and reaches(r.measured_mfu_pct)  # no run the carry could not bring within reach anyway
         and (mfu := carried_mfu(r, flagged)) is not None
         and reaches(mfu)
     ]

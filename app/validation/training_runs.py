@@ -1387,7 +1387,7 @@ def estimate_row(row: Row, metric: str | None = None) -> RowEstimate:
     missing = [c for c in ("layers", "hidden", "heads", "vocab") if not row.int_or(c, 0)]
     if missing and named is None:
         raise RowSkipped(f"model shape incomplete: {', '.join(missing)} blank or zero")
-    if _ROW_WISE_FP8.search(row.get("dtype")):
+    if dtype_from_cell(row.get("dtype")) == "fp8" and _ROW_WISE_FP8.search(row.get("dtype")):
         raise RowSkipped(ROW_WISE_FP8_SKIP)
     model = row_model(row, rule)
     gpu, power_limit_w = row_power(row, row_gpu(row))

@@ -277,9 +277,18 @@ class AccuracyBand:
         lo, hi = (self.ratio_low - 1) * 100, (self.ratio_high - 1) * 100
         return (
             f"Of {self.runs} published runs of this kind ({self.description}) {self.basis}, 8 in 10 measured a "
-            f"step time between {lo:+.0f} % and {hi:+.0f} % of their estimate; mean speed error "
-            f"{self.mape_pct:.0f} %."
+            f"step time between {lo:+.0f} % and {hi:+.0f} % of their estimate; {median_clause(self.ratio_median)}; "
+            f"mean speed error {self.mape_pct:.0f} %."
         )
+
+
+def median_clause(ratio_median: float) -> str:
+    """Where the band's middle lies (measured ÷ estimated step time of the median run), in words: a regime whose
+    runs mostly took longer than estimated says so beside its range, so a budget is not read off the edge."""
+    pct = (ratio_median - 1) * 100
+    if abs(pct) < 0.5:
+        return "the median run took as long as estimated"
+    return f"the median run took {abs(pct):.0f} % {'longer' if pct > 0 else 'less'} than estimated"
 
 
 @dataclass(frozen=True)

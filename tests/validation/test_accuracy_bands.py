@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,10 @@ def test_a_band_turns_into_ranges_around_an_estimate() -> None:
     assert (
         "Of 10 published runs" in out["summary"] and "-10 %" in out["summary"] and "+20 %" in out["summary"]
     )
+    assert "the median run took as long as estimated" in out["summary"]
+    # a regime whose runs mostly took longer (or less) than estimated says where its middle lies
+    assert "the median run took 27 % longer than estimated" in replace(band, ratio_median=1.27).summary()
+    assert "the median run took 4 % less than estimated" in replace(band, ratio_median=0.96).summary()
     # a regime the table has no runs for gives no band rather than a made-up one
     assert band_for(table, find_model("Mixtral-8x7B"), 4096) is None
     assert band_for({}, dense, 4096) is None

@@ -236,6 +236,18 @@ class PlanResult:
             return None
         return self.ranking.best_accepted(self.fitting, accept(self.ranking.joined.rows))
 
+    def best_heavy_moe(
+        self, model: ModelSpec, accept: Callable[[LayoutArrays], np.ndarray] | None = None
+    ) -> PlannedLayout | None:
+        """The best-ranked fitting layout of MoE `model` (the one searched) whose layer passes carry at least
+        MOE_LIGHT_LAYER_PASS_S of GPU work and that `accept` takes (as in `recommend`), at its rank among all;
+        None for a dense model or where none fits."""
+        if self.ranking is None or self.fitting is None or model.moe is None:
+            return None
+        joined = self.ranking.joined
+        heavy = heavy_moe_passes(model, joined)
+        return self.ranking.best_accepted(self.fitting, heavy & accept(joined.rows) if accept else heavy)
+
     @property
     def layouts_per_s(self) -> float:
         return self.evaluated_layouts / self.elapsed_s if self.elapsed_s > 0 else float("inf")
@@ -943,6 +955,15 @@ def _searched_rows(s: _Search, cl: ClusterSpec, rejections: dict[str, int]) -> t
     return searched, space.enumerated
 
 
+def heavy_moe_passes(model: ModelSpec, joined: _Evaluated) -> np.ndarray:
+    """Per evaluated row: whether each layer pass carries at least MOE_LIGHT_LAYER_PASS_S of GPU work (below it
+    published MoE runs took longer than estimated, app.core.accuracy); all False for a dense model."""
+    if model.moe is None:
+        return np.zeros(len(joined.rows), dtype=bool)
+    layers = model.num_layers / joined.rows.pp
+    return np.asarray(layer_pass_seconds(joined.ev_step, layers, joined.m) >= MOE_LIGHT_LAYER_PASS_S)
+
+
 def _feasible(
     model: ModelSpec, joined: _Evaluated, c: Constraints, rejections: dict[str, int]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -961,8 +982,7 @@ def _feasible(
         rejections["host_memory"] = int((hbm_fits & ~host_ok).sum())
         feasible = fits
     if c.avoid_light_moe_passes and model.moe is not None:
-        layers = model.num_layers / joined.rows.pp
-        heavy = layer_pass_seconds(joined.ev_step, layers, joined.m) >= MOE_LIGHT_LAYER_PASS_S
+        heavy = heavy_moe_passes(model, joined)
         rejections["light_moe_pass"] = int((feasible & ~heavy).sum())
         feasible = feasible & heavy
         fits = fits & heavy  # the heuristic comparison keeps to the same rule

@@ -54,6 +54,15 @@ class PlanOut(BaseModel):
         default="",
         description="when the fastest layout is outside the validated region: why, and what is recommended",
     )
+    light_moe: dict[str, Any] | None = Field(
+        default=None,
+        description="MoE models whose best layout carries under 20 ms of GPU work per layer pass (the `moe-light` "
+        "bands): `light` (that layout) and `heavy` (the best-ranked fitting layout with heavier passes), each with "
+        "`label`, `rank`, `step_time_s`, `layer_pass_ms`, `regime`, `ratio_median` (measured ÷ estimated step "
+        "time of the median published run of its kind) and `typical_step_time_s` (the estimate × that median); "
+        "`heavy_expected_faster` and a `summary` sentence. The ranking stays the estimate's "
+        "(app.services.light_moe)",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="what to doubt about the calibration profile used (measured on CPU, no GEMM fit for the "

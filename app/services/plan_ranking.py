@@ -11,6 +11,7 @@ from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
 from app.core.units import DAY, GiB
 from app.core.validated_region import num_experts_of
+from app.services.light_moe import light_moe_alternative
 from app.services.pipeline_hint import pipeline_fill_note
 from app.services.plan_costs import goodput_by_size
 from app.services.region import accept_for, mark, recommended_entry, region_note
@@ -174,7 +175,8 @@ def _run_planner(
     experts = num_experts_of(resolved.model)
     mark(pareto, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
     mark(rows, resolved.seq_len, resolved.cluster.gpus_per_node, "layout_fields", experts)
-    recommended = res.recommend(accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, experts))
+    accept = accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, experts)
+    recommended = res.recommend(accept)
     chosen_row = recommended_entry(rows, _recommended_row(recommended, usd_per_gpu_hour))
     region = region_note(rows, chosen_row, "layout", "step_time_s")
     for row in rows:
@@ -200,6 +202,9 @@ def _run_planner(
         "pareto": pareto,
         "pareto_size": len(res.pareto),
         "region_note": region,
+        "light_moe_note": (light_moe_alternative(resolved, res, recommended or res.best, accept) or {}).get(
+            "summary", ""
+        ),
         "pipeline_note": pipeline_fill_note(recommended, layout.global_batch),
         "rejections": rejections,
         "note": note,

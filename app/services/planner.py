@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 
 from app.catalog import accuracy_table
-from app.core.accuracy import band_for, layer_pass_seconds, totals_band
+from app.core.accuracy import band_for, totals_band
 from app.core.errors import Problem, ProblemCollector, SpecError
 from app.core.model import param_counts
 from app.core.planner import PlanResult, SearchProblem, plan
@@ -27,6 +27,7 @@ from app.schemas.search import (
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.catalog import Actor
 from app.services.estimate import platform_caveat_text, time_to_train_payload
+from app.services.light_moe import light_moe_alternative, planned_layer_pass
 from app.services.pipeline_hint import pipeline_fill_note
 from app.services.plan_costs import cluster_goodput, goodput_by_size, wall_clock_cost_usd
 from app.services.plan_ranking import ranking_payload
@@ -162,21 +163,14 @@ def run_plan(
     return req, resolved, price_source, result
 
 
-def planned_layer_pass(model: Any, planned: dict[str, Any] | None) -> float | None:
-    """GPU work per layer pass (app.core.accuracy.layer_pass_seconds) of a ranked layout's dict; None without one."""
-    if not planned:
-        return None
-    layers_per_stage = model.num_layers / planned["layout"]["pp"]
-    return layer_pass_seconds(planned["step_breakdown_s"], layers_per_stage, planned["num_microbatches"])
-
-
 def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) -> PlanOut:
     d = result.to_dict()
     best = d.get("best")
     gpus_per_node = resolved.cluster.gpus_per_node
     experts = num_experts_of(resolved.model)
     mark(d["top"], resolved.seq_len, gpus_per_node, "layout", experts)
-    chosen = result.recommend(accept_for(resolved.seq_len, gpus_per_node, experts))
+    accept = accept_for(resolved.seq_len, gpus_per_node, experts)
+    chosen = result.recommend(accept)
     recommended = recommended_entry(d["top"], chosen.to_dict() if chosen else None)
     region = region_note(d["top"], recommended, "label", "step_time_s")
     if best is not None:
@@ -203,6 +197,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
         ranking=ranking,
         recommended=recommended,
         region_note=region,
+        light_moe=light_moe_alternative(resolved, result, chosen or result.best, accept),
         warnings=[*resolved.warnings, *filter(None, [pipeline_fill_note(chosen, result.global_batch)])],
         **d,
     )

@@ -264,3 +264,88 @@ def test_api_cli_and_builder_pass_the_light_moe_constraint(client: Any, tmp_path
     assert "MoE layer passes under 20 ms of GPU work" in html  # the rejection reason in the ranking panel
     page = client.get("/plans/new?" + state.query()).text
     assert "checked" in page.split('id="f-plan_avoid_light_moe"')[1][:120]
+
+
+def test_best_heavy_moe_is_the_constrained_search_best() -> None:
+    from app.catalog import find_gpu
+    from app.catalog.fabrics import find_fabric
+    from app.core.hardware import ClusterSpec
+    from app.core.planner import Constraints, SearchProblem, plan
+
+    model = find_model("Qwen3-30B-A3B")
+    cluster = ClusterSpec(
+        gpu=find_gpu("B200"), num_nodes=1, gpus_per_node=8, fabric=find_fabric("ib-ndr-8x400")
+    )
+    free = plan(SearchProblem(model, cluster, 4096, 256), top=5)
+    heavy = free.best_heavy_moe(model)
+    constrained = plan(
+        SearchProblem(model, cluster, 4096, 256), top=1, constraints=Constraints(avoid_light_moe_passes=True)
+    )
+    # the same layout the search that leaves light passes out finds best, at its rank in the free search
+    assert heavy is not None and constrained.best is not None
+    assert heavy.layout == constrained.best.layout
+    assert heavy.step_time_s == pytest.approx(constrained.best.step_time_s)
+    assert heavy.rank > 1 and free.best is not None and heavy.step_time_s >= free.best.step_time_s
+    # an acceptance test narrows it further; one that takes nothing leaves no layout
+    assert free.best_heavy_moe(model, lambda rows: rows.tp == 1).layout.tp == 1  # type: ignore[union-attr]
+    assert free.best_heavy_moe(model, lambda rows: rows.tp < 0) is None
+    # a dense model has no MoE passes
+    dense = find_model("Llama-3.1-8B")
+    assert plan(SearchProblem(dense, cluster, 4096, 256), top=1).best_heavy_moe(dense) is None
+
+
+def test_a_light_best_is_shown_beside_the_best_heavier_layout(client: Any, tmp_path: Path) -> None:
+    request = {
+        "model": "Qwen3-30B-A3B",
+        "cluster": {"gpu": "B200", "nodes": 1},
+        "training": {"seq_len": 4096},
+        "global_batch": 256,
+        "top": 3,
+    }
+    out = client.post("/api/v1/plan", json=request).json()
+    alt = out["light_moe"]
+    table = accuracy_table()["regimes"]
+    light, heavy = alt["light"], alt["heavy"]
+    assert (
+        light["label"] == out["recommended"]["label"]
+        and light["layer_pass_ms"] < 20 <= heavy["layer_pass_ms"]
+    )
+    assert (light["regime"], heavy["regime"]) == ("moe-light", "moe")
+    # each estimate scaled by the median published run of its kind, nothing else
+    for side in (light, heavy):
+        assert side["ratio_median"] == table[side["regime"]]["ratio_median"]
+        assert side["typical_step_time_s"] == pytest.approx(side["step_time_s"] * side["ratio_median"])
+    assert alt["heavy_expected_faster"] == (heavy["typical_step_time_s"] < light["typical_step_time_s"])
+    assert heavy["label"] in alt["summary"] and f"rank {heavy['rank']}" in alt["summary"]
+    # the ranking itself stays the estimate's
+    assert out["top"][0]["step_time_s"] <= heavy["step_time_s"]
+    # a heavy best, or a dense model, has nothing to add
+    heavy_only = client.post(
+        "/api/v1/plan", json={**request, "constraints": {"avoid_light_moe_passes": True}}
+    ).json()
+    assert heavy_only["light_moe"] is None
+    dense = client.post("/api/v1/plan", json={**request, "model": "Llama-3.1-8B"}).json()
+    assert dense["light_moe"] is None
+    run = clusterplan(
+        "search",
+        "--model",
+        "Qwen3-30B-A3B",
+        "--gpu",
+        "B200",
+        "--nodes",
+        "1",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "256",
+        "--top",
+        "3",
+        tmp_path=tmp_path,
+    )
+    assert (
+        run.returncode == 0
+        and f"light MoE passes: the best heavier layout is rank {heavy['rank']}" in run.stdout
+    )
+    state = BuilderState(mode="planner", model="Qwen3-30B-A3B", gpu="B200", nodes=1, global_batch=256)
+    html = client.get("/plans/new?" + state.query(), headers=HX).text
+    assert 'id="light-moe-note"' in html and heavy["label"] in html

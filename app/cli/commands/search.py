@@ -381,6 +381,10 @@ def render_search(out: Any) -> str:
                 + likely_wall_clock(out.accuracy.get("wall_clock_range_s"))
             )
             lines.append(f"  {out.accuracy['time_to_train_summary']}")
+    if out.light_moe:
+        heavy = out.light_moe["heavy"]
+        lines += ["", f"light MoE passes: the best heavier layout is rank {heavy['rank']}, {heavy['label']}"]
+        lines.append(f"  {out.light_moe['summary']}")
     if out.ranking:
         lines += ["", f"ranking: {out.ranking['summary']}"]
     return "\n".join(lines)

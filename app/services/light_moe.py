@@ -1,0 +1,104 @@
+"""Light MoE layer passes beside heavier ones: what published runs of each kind suggest the step would take.
+
+The step model prices the GPU work of a MoE layer pass but not what sets the pace when that work is small: published
+runs with under MOE_LIGHT_LAYER_PASS_S of GPU work per layer pass took longer than estimated, heavier ones about
+their estimate (app/catalog/accuracy.json, docs/validation.md "Accuracy bands"). Where the planner's best layout is light,
+the search, the API and the builder put the best heavier layout beside it, each with its estimate scaled by the
+median of the published runs of its kind. That is the bands' own statistic, said beside the estimate; the ranking
+and the estimate stay the model's (the planner's `avoid_light_moe_passes` ranks without the light layouts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from app.catalog import accuracy_table
+from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, AccuracyBand, band_for, layer_pass_seconds
+from app.core.planner import PlannedLayout, PlanResult
+from app.core.planner_eval import LayoutArrays
+from app.services.scenario import ResolvedScenario
+
+
+def planned_layer_pass(model: Any, planned: dict[str, Any] | None) -> float | None:
+    """GPU work per layer pass (app.core.accuracy.layer_pass_seconds) of a ranked layout's dict; None without one."""
+    if not planned:
+        return None
+    layers_per_stage = model.num_layers / planned["layout"]["pp"]
+    return layer_pass_seconds(planned["step_breakdown_s"], layers_per_stage, planned["num_microbatches"])
+
+
+def _band(resolved: ResolvedScenario, planned: dict[str, Any]) -> AccuracyBand | None:
+    return band_for(
+        accuracy_table(),
+        resolved.model,
+        resolved.seq_len,
+        planned_layer_pass(resolved.model, planned),
+        resolved.framework.moe_dispatcher,
+        resolved.cluster.gpu.compute_capability,
+    )
+
+
+def _side(planned: dict[str, Any], band: AccuracyBand, layer_pass_s: float) -> dict[str, Any]:
+    return {
+        "label": planned["label"],
+        "rank": planned["rank"],
+        "step_time_s": planned["step_time_s"],
+        "layer_pass_ms": layer_pass_s * 1e3,
+        "regime": band.regime,
+        "ratio_median": band.ratio_median,
+        "typical_step_time_s": planned["step_time_s"] * band.ratio_median,
+    }
+
+
+def light_moe_alternative(
+    resolved: ResolvedScenario,
+    result: PlanResult,
+    headline: PlannedLayout | None,
+    accept: Callable[[LayoutArrays], np.ndarray],
+) -> dict[str, Any] | None:
+    """Where `headline` (the layout the plan recommends) has light MoE layer passes and a heavier layout that
+    `accept` takes (the validated region's test, app.services.region.accept_for) fits: both layouts with their
+    estimates scaled by the median published run of their kind, and a sentence. None for a dense model, a heavy
+    headline layout, or no heavier layout."""
+    if headline is None or resolved.model.moe is None:
+        return None
+    light = headline.to_dict()
+    light_pass = planned_layer_pass(resolved.model, light)
+    if light_pass is None or light_pass >= MOE_LIGHT_LAYER_PASS_S:
+        return None
+    heavy_layout = result.best_heavy_moe(resolved.model, accept)
+    if heavy_layout is None:
+        return None
+    heavy = heavy_layout.to_dict()
+    light_band, heavy_band = _band(resolved, light), _band(resolved, heavy)
+    if light_band is None or heavy_band is None:
+        return None
+    out: dict[str, Any] = {
+        "light": _side(light, light_band, light_pass),
+        "heavy": _side(heavy, heavy_band, planned_layer_pass(resolved.model, heavy) or 0.0),
+    }
+    out["heavy_expected_faster"] = out["heavy"]["typical_step_time_s"] < out["light"]["typical_step_time_s"]
+    out["summary"] = _sentence(out)
+    return out
+
+
+def _sentence(alt: dict[str, Any]) -> str:
+    light, heavy = alt["light"], alt["heavy"]
+    verdict = (
+        "On that evidence the heavier layout is the faster choice: benchmark both, or search with the planner's "
+        "option to avoid light MoE layer passes."
+        if alt["heavy_expected_faster"]
+        else "On that evidence the light layout stays ahead."
+    )
+    return (
+        f"{light['label']} carries {light['layer_pass_ms']:.1f} ms of GPU work per MoE layer pass; published runs "
+        f"of that kind (under {MOE_LIGHT_LAYER_PASS_S * 1e3:.0f} ms a pass) took a median "
+        f"{light['ratio_median']:.2f}× their estimate, about {light['typical_step_time_s']:.3g} s a step here. "
+        "The best layout with heavier passes inside the validated region, "
+        f"{heavy['label']} (rank {heavy['rank']}, {heavy['layer_pass_ms']:.1f} ms a pass, "
+        f"{heavy['step_time_s']:.3g} s estimated), is of a kind whose runs took a median "
+        f"{heavy['ratio_median']:.2f}×: about {heavy['typical_step_time_s']:.3g} s. {verdict}"
+    )

@@ -21,6 +21,19 @@ from tests.paths import DATA_DIR, ROOT
 
 DATA = DATA_DIR
 HX = {"HX-Request": "true"}
+# one B200 node training Qwen3-30B-A3B at 4K × 256, whose fastest layout has light MoE layer passes: as an API
+# request and as the CLI's arguments
+QWEN3_30B_ON_B200: dict[str, Any] = {
+    "model": "Qwen3-30B-A3B",
+    "cluster": {"gpu": "B200", "nodes": 1},
+    "training": {"seq_len": 4096},
+    "global_batch": 256,
+    "top": 3,
+}
+QWEN3_30B_ON_B200_ARGS = (
+    *("--model", "Qwen3-30B-A3B", "--gpu", "B200", "--nodes", "1"),
+    *("--seq-len", "4096", "--global-batch", "256", "--top", "3"),
+)
 
 
 def test_comparison_statistics_by_hand() -> None:
@@ -227,33 +240,10 @@ def test_planner_can_leave_out_light_moe_passes() -> None:
 def test_api_cli_and_builder_pass_the_light_moe_constraint(client: Any, tmp_path: Path) -> None:
     from app.web.pages._builder import parse_state, planner_constraints
 
-    request = {
-        "model": "Qwen3-30B-A3B",
-        "cluster": {"gpu": "B200", "nodes": 1},
-        "training": {"seq_len": 4096},
-        "global_batch": 256,
-        "top": 3,
-        "constraints": {"avoid_light_moe_passes": True},
-    }
+    request = {**QWEN3_30B_ON_B200, "constraints": {"avoid_light_moe_passes": True}}
     out = client.post("/api/v1/plan", json=request).json()
     assert out["rejections"]["light_moe_pass"] > 0 and out["accuracy"]["regime"] == "moe"
-    run = clusterplan(
-        "plan",
-        "--model",
-        "Qwen3-30B-A3B",
-        "--gpu",
-        "B200",
-        "--nodes",
-        "1",
-        "--seq-len",
-        "4096",
-        "--global-batch",
-        "256",
-        "--top",
-        "3",
-        "--avoid-light-moe",
-        tmp_path=tmp_path,
-    )
+    run = clusterplan("plan", *QWEN3_30B_ON_B200_ARGS, "--avoid-light-moe", tmp_path=tmp_path)
     assert run.returncode == 0 and "light_moe_pass" in run.stdout and "accuracy (moe):" in run.stdout
     state = parse_state(
         {"mode": "planner", "model": "Qwen3-30B-A3B", "gpu": "B200", "plan_avoid_light_moe": "1"}
@@ -295,13 +285,7 @@ def test_best_heavy_moe_is_the_constrained_search_best() -> None:
 
 
 def test_a_light_best_is_shown_beside_the_best_heavier_layout(client: Any, tmp_path: Path) -> None:
-    request = {
-        "model": "Qwen3-30B-A3B",
-        "cluster": {"gpu": "B200", "nodes": 1},
-        "training": {"seq_len": 4096},
-        "global_batch": 256,
-        "top": 3,
-    }
+    request = QWEN3_30B_ON_B200
     out = client.post("/api/v1/plan", json=request).json()
     alt = out["light_moe"]
     table = accuracy_table()["regimes"]
@@ -326,22 +310,7 @@ def test_a_light_best_is_shown_beside_the_best_heavier_layout(client: Any, tmp_p
     assert heavy_only["light_moe"] is None
     dense = client.post("/api/v1/plan", json={**request, "model": "Llama-3.1-8B"}).json()
     assert dense["light_moe"] is None
-    run = clusterplan(
-        "search",
-        "--model",
-        "Qwen3-30B-A3B",
-        "--gpu",
-        "B200",
-        "--nodes",
-        "1",
-        "--seq-len",
-        "4096",
-        "--global-batch",
-        "256",
-        "--top",
-        "3",
-        tmp_path=tmp_path,
-    )
+    run = clusterplan("search", *QWEN3_30B_ON_B200_ARGS, tmp_path=tmp_path)
     assert (
         run.returncode == 0
         and f"light MoE passes: the best heavier layout is rank {heavy['rank']}" in run.stdout

@@ -74,7 +74,8 @@ def light_moe_alternative(
         return None
     heavy = heavy_layout.to_dict()
     light_band, heavy_band = _band(resolved, light), _band(resolved, heavy)
-    if light_band is None or heavy_band is None:
+    # at long context every MoE layout shares one band, so the two medians would say nothing
+    if light_band is None or heavy_band is None or not light_band.regime.startswith("moe-light"):
         return None
     out: dict[str, Any] = {
         "light": _side(light, light_band, light_pass),
@@ -95,10 +96,15 @@ def _sentence(alt: dict[str, Any]) -> str:
     )
     return (
         f"{light['label']} carries {light['layer_pass_ms']:.1f} ms of GPU work per MoE layer pass; published runs "
-        f"of that kind (under {MOE_LIGHT_LAYER_PASS_S * 1e3:.0f} ms a pass) took a median "
+        f"of that kind (under {MOE_LIGHT_LAYER_PASS_S * 1e3:.0f} ms a pass{_on_dispatcher(light['regime'])}) took a median "
         f"{light['ratio_median']:.2f}× their estimate, about {light['typical_step_time_s']:.3g} s a step here. "
         "The best layout with heavier passes inside the validated region, "
         f"{heavy['label']} (rank {heavy['rank']}, {heavy['layer_pass_ms']:.1f} ms a pass, "
         f"{heavy['step_time_s']:.3g} s estimated), is of a kind whose runs took a median "
         f"{heavy['ratio_median']:.2f}×: about {heavy['typical_step_time_s']:.3g} s. {verdict}"
     )
+
+
+def _on_dispatcher(regime: str) -> str:
+    """The dispatcher a light band is kept apart for (app.core.accuracy.FUSED_HOST_PATH_DISPATCHERS), in words."""
+    return " on HybridEP" if regime == "moe-light-hybridep" else ""

@@ -310,6 +310,18 @@ def test_a_light_best_is_shown_beside_the_best_heavier_layout(client: Any, tmp_p
     assert heavy_only["light_moe"] is None
     dense = client.post("/api/v1/plan", json={**request, "model": "Llama-3.1-8B"}).json()
     assert dense["light_moe"] is None
+    # at long context light and heavy MoE layouts share one band (moe-long-context): no comparison to make
+    from dataclasses import replace
+
+    from app.services.catalog import PUBLIC
+    from app.services.light_moe import light_moe_alternative
+    from app.services.planner import run_plan
+    from app.services.region import accept_for
+
+    _, resolved, _, result = run_plan(request, None, viewer=PUBLIC)
+    accept = accept_for(resolved.seq_len, resolved.cluster.gpus_per_node, 128)
+    assert light_moe_alternative(resolved, result, result.best, accept) is not None
+    assert light_moe_alternative(replace(resolved, seq_len=32768), result, result.best, accept) is None
     run = clusterplan("search", *QWEN3_30B_ON_B200_ARGS, tmp_path=tmp_path)
     assert (
         run.returncode == 0

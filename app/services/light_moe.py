@@ -19,6 +19,7 @@ from app.catalog import accuracy_table
 from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, AccuracyBand, band_for, layer_pass_seconds
 from app.core.planner import PlannedLayout, PlanResult
 from app.core.planner_eval import LayoutArrays
+from app.core.units import DAY
 from app.services.scenario import ResolvedScenario
 
 
@@ -42,6 +43,9 @@ def _band(resolved: ResolvedScenario, planned: dict[str, Any]) -> AccuracyBand |
 
 
 def _side(planned: dict[str, Any], band: AccuracyBand, layer_pass_s: float) -> dict[str, Any]:
+    """One layout of the comparison: its estimate and that estimate × the median run of its kind (the time to
+    train of compute too, where the search had a token budget)."""
+    compute_s = planned.get("time_to_train_s")
     return {
         "label": planned["label"],
         "rank": planned["rank"],
@@ -50,6 +54,7 @@ def _side(planned: dict[str, Any], band: AccuracyBand, layer_pass_s: float) -> d
         "regime": band.regime,
         "ratio_median": band.ratio_median,
         "typical_step_time_s": planned["step_time_s"] * band.ratio_median,
+        "typical_time_to_train_s": compute_s * band.ratio_median if compute_s else None,
     }
 
 
@@ -94,14 +99,20 @@ def _sentence(alt: dict[str, Any]) -> str:
         if alt["heavy_expected_faster"]
         else "On that evidence the light layout stays ahead."
     )
+    kind = f"under {MOE_LIGHT_LAYER_PASS_S * 1e3:.0f} ms a pass{_on_dispatcher(light['regime'])}"
+    days = ""
+    if light["typical_time_to_train_s"] and heavy["typical_time_to_train_s"]:
+        days = (
+            f" For the token budget that is about {light['typical_time_to_train_s'] / DAY:.1f} against "
+            f"{heavy['typical_time_to_train_s'] / DAY:.1f} days of compute."
+        )
     return (
         f"{light['label']} carries {light['layer_pass_ms']:.1f} ms of GPU work per MoE layer pass; published runs "
-        f"of that kind (under {MOE_LIGHT_LAYER_PASS_S * 1e3:.0f} ms a pass{_on_dispatcher(light['regime'])}) took a median "
-        f"{light['ratio_median']:.2f}× their estimate, about {light['typical_step_time_s']:.3g} s a step here. "
-        "The best layout with heavier passes inside the validated region, "
-        f"{heavy['label']} (rank {heavy['rank']}, {heavy['layer_pass_ms']:.1f} ms a pass, "
+        f"of that kind ({kind}) took a median {light['ratio_median']:.2f}× their estimate, about "
+        f"{light['typical_step_time_s']:.3g} s a step here. The best layout with heavier passes inside the "
+        f"validated region, {heavy['label']} (rank {heavy['rank']}, {heavy['layer_pass_ms']:.1f} ms a pass, "
         f"{heavy['step_time_s']:.3g} s estimated), is of a kind whose runs took a median "
-        f"{heavy['ratio_median']:.2f}×: about {heavy['typical_step_time_s']:.3g} s. {verdict}"
+        f"{heavy['ratio_median']:.2f}×: about {heavy['typical_step_time_s']:.3g} s.{days} {verdict}"
     )
 
 

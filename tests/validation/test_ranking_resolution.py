@@ -300,6 +300,18 @@ def test_a_light_best_is_shown_beside_the_best_heavier_layout(client: Any, tmp_p
         assert side["ratio_median"] == table[side["regime"]]["ratio_median"]
         assert side["typical_step_time_s"] == pytest.approx(side["step_time_s"] * side["ratio_median"])
     assert alt["heavy_expected_faster"] == (heavy["typical_step_time_s"] < light["typical_step_time_s"])
+    assert light["typical_time_to_train_s"] is None  # no token budget in this request
+    with_tokens = client.post(
+        "/api/v1/plan", json={**request, "training": {"seq_len": 4096, "tokens": 1e11}}
+    ).json()["light_moe"]
+    for side in (with_tokens["light"], with_tokens["heavy"]):
+        ranked = next(p for p in out["top"] if p["label"] == side["label"]) if side["rank"] <= 3 else None
+        assert side["typical_time_to_train_s"] > 0
+        if ranked is not None:
+            assert side["typical_time_to_train_s"] == pytest.approx(
+                1e11 / ranked["tokens_per_s"] * side["ratio_median"], rel=1e-6
+            )
+    assert "days of compute" in with_tokens["summary"]
     assert heavy["label"] in alt["summary"] and f"rank {heavy['rank']}" in alt["summary"]
     # the ranking itself stays the estimate's
     assert out["top"][0]["step_time_s"] <= heavy["step_time_s"]

@@ -2,9 +2,9 @@
 
 The step model prices the GPU work of a MoE layer pass but not what sets the pace when that work is small: published
 runs with under MOE_LIGHT_LAYER_PASS_S of GPU work per layer pass took longer than estimated, heavier ones about
-their estimate (app/catalog/accuracy.json, docs/validation.md "Accuracy bands"). Where the planner's best layout is light,
-the search, the API and the builder put the best heavier layout beside it, each with its estimate scaled by the
-median of the published runs of its kind. That is the bands' own statistic, said beside the estimate; the ranking
+their estimate (app/catalog/accuracy.json, docs/validation.md "Accuracy bands"). Where the layout the planner
+recommends is light, the search, the API and the builder put the best heavier layout inside the validated region
+beside it, each with its estimate scaled by the median of the published runs of its kind. That is the bands' own statistic, said beside the estimate; the ranking
 and the estimate stay the model's (the planner's `avoid_light_moe_passes` ranks without the light layouts).
 """
 
@@ -17,13 +17,14 @@ import numpy as np
 
 from app.catalog import accuracy_table
 from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, AccuracyBand, band_for, layer_pass_seconds
+from app.core.model import ModelSpec
 from app.core.planner import PlannedLayout, PlanResult
 from app.core.planner_eval import LayoutArrays
 from app.core.units import DAY
 from app.services.scenario import ResolvedScenario
 
 
-def planned_layer_pass(model: Any, planned: dict[str, Any] | None) -> float | None:
+def planned_layer_pass(model: ModelSpec, planned: dict[str, Any] | None) -> float | None:
     """GPU work per layer pass (app.core.accuracy.layer_pass_seconds) of a ranked layout's dict; None without one."""
     if not planned:
         return None

@@ -56,8 +56,9 @@ class PlanOut(BaseModel):
     )
     light_moe: dict[str, Any] | None = Field(
         default=None,
-        description="MoE models whose best layout carries under 20 ms of GPU work per layer pass (the `moe-light` "
-        "bands): `light` (that layout) and `heavy` (the best-ranked fitting layout with heavier passes), each with "
+        description="MoE models whose recommended layout carries under 20 ms of GPU work per layer pass (the "
+        "`moe-light` bands): `light` (that layout) and `heavy` (the best-ranked fitting layout with heavier passes "
+        "inside the validated region), each with "
         "`label`, `rank`, `step_time_s`, `layer_pass_ms`, `regime`, `ratio_median` (measured ÷ estimated step "
         "time of the median published run of its kind), `typical_step_time_s` (the estimate × that median) and, "
         "with a token budget, `typical_time_to_train_s` (compute time × that median); "

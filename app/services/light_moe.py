@@ -1,8 +1,8 @@
 """Light MoE layer passes beside heavier ones: what published runs of each kind suggest the step would take.
 
 The step model prices the GPU work of a MoE layer pass but not what sets the pace when that work is small:
-published runs with under MOE_LIGHT_LAYER_PASS_S of GPU work per layer pass took longer than estimated, heavier ones about
-their estimate (app/catalog/accuracy.json, docs/validation.md "Accuracy bands"). Where the layout the planner
+published runs with under MOE_LIGHT_LAYER_PASS_S of GPU work per layer pass took longer than estimated, heavier
+ones about their estimate (app/catalog/accuracy.json, docs/validation.md "Accuracy bands"). Where the layout the planner
 recommends is light, the search, the API and the builder put the best heavier layout inside the validated region
 beside it, each with its estimate scaled by the median of the published runs of its kind. That is the bands' own
 statistic, said beside the estimate; the ranking and the estimate stay the model's (the planner's

@@ -59,7 +59,7 @@ class PlanOut(BaseModel):
         description="MoE models whose recommended layout carries under 20 ms of GPU work per layer pass (the "
         "`moe-light` bands): `light` (that layout) and `heavy` (the best-ranked fitting layout with heavier passes "
         "inside the validated region), each with "
-        "`label`, `rank`, `step_time_s`, `layer_pass_ms`, `regime`, `ratio_median` (measured ÷ estimated step "
+        "`label`, `layout`, `rank`, `step_time_s`, `layer_pass_ms`, `regime`, `ratio_median` (measured ÷ estimated step "
         "time of the median published run of its kind), `typical_step_time_s` (the estimate × that median) and, "
         "with a token budget, `typical_time_to_train_s` (compute time × that median); "
         "`heavy_expected_faster` and a `summary` sentence. The ranking stays the estimate's "

@@ -50,6 +50,7 @@ def _side(planned: dict[str, Any], band: AccuracyBand, layer_pass_s: float) -> d
     compute_s = planned.get("time_to_train_s")
     return {
         "label": planned["label"],
+        "layout": planned["layout"],
         "rank": planned["rank"],
         "step_time_s": planned["step_time_s"],
         "layer_pass_ms": layer_pass_s * 1e3,

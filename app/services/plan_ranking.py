@@ -202,9 +202,7 @@ def _run_planner(
         "pareto": pareto,
         "pareto_size": len(res.pareto),
         "region_note": region,
-        "light_moe_note": (light_moe_alternative(resolved, res, recommended or res.best, accept) or {}).get(
-            "summary", ""
-        ),
+        "light_moe": light_moe_alternative(resolved, res, recommended or res.best, accept),
         "pipeline_note": pipeline_fill_note(recommended, layout.global_batch),
         "rejections": rejections,
         "note": note,

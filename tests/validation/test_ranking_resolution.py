@@ -342,3 +342,10 @@ def test_a_light_best_is_shown_beside_the_best_heavier_layout(client: Any, tmp_p
     state = BuilderState(mode="planner", model="Qwen3-30B-A3B", gpu="B200", nodes=1, global_batch=256)
     html = client.get("/plans/new?" + state.query(), headers=HX).text
     assert 'id="light-moe-note"' in html and heavy["label"] in html
+    # the note links the heavier layout into the by-hand inputs
+    note = html.split('id="light-moe-note"')[1].split("</p>")[0]
+    link = note.split('href="')[1].split('"')[0].replace("&amp;", "&")
+    assert "Use the heavier layout" in note and "mode=manual" in link
+    assert (
+        f"micro_batch={heavy['layout']['micro_batch']}" in link and f"zero={heavy['layout']['zero']}" in link
+    )

@@ -245,6 +245,8 @@ def build_view(
                 if key in view.ranking
             },
         }
+        if alt := view.ranking.get("light_moe"):  # the heavier MoE layout the note names, as a by-hand link
+            view.ranking["light_moe"] = {**alt, "use_query": layout_query(state, alt["heavy"]["layout"])}
     view.profile_label = evaluation.calibration_profile
     view.profile_warning = profile_warning(session, state.profile, state.gpu, state.dtype)
     if state.deadline_days or state.budget_usd:

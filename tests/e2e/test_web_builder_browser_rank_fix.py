@@ -1,6 +1,7 @@
 """In a real browser (Debian's chromium via Playwright): planner mode with no layout that fits offers the nearest
 node counts and batches, a click sets the field and the planner then ranks layouts; "Rank by" cost reorders the
-ranking in place. On the benchmarks page the launch form's GPU follows the chosen node and device."""
+ranking in place; a light MoE recommendation's note links the heavier layout into the by-hand inputs. On the
+benchmarks page the launch form's GPU follows the chosen node and device."""
 
 from __future__ import annotations
 
@@ -89,4 +90,30 @@ def test_benchmark_form_gpu_follows_the_node_and_device(browser: Any, server: Li
     wait_until(page, "document.getElementById('l-gpu').value === ''", 10)
     page.select_option("#l-node", "")
     wait_until(page, "document.getElementById('l-gpu').value === 'H100-SXM'", 10)
+    context.close()
+
+
+def test_light_moe_note_links_the_heavier_layout(browser: Any, server: LiveServer) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    server.sign_in(context)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # one B200 node training Qwen3-30B-A3B: the recommendation has light MoE layer passes
+    page.goto(f"{server.url}/plans/new?mode=planner&model=Qwen3-30B-A3B&gpu=B200&nodes=1&global_batch=256")
+    note = page.locator("#light-moe-note")
+    note.wait_for(timeout=60000)
+    assert "median" in note.inner_text() and "heavier" in note.inner_text()
+    link = note.locator("a", has_text="Use the heavier layout")
+    href = link.get_attribute("href") or ""
+    wanted = dict(re.findall(r"[?&](micro_batch|zero|recompute)=([^&]+)", href))
+    assert set(wanted) == {"micro_batch", "zero", "recompute"}
+    link.click()
+    # the by-hand inputs now hold that layout
+    page.wait_for_url(re.compile(r"mode=manual"), timeout=30000)
+    page.locator("#f-micro_batch").wait_for(timeout=30000)
+    assert page.input_value("#f-micro_batch") == wanted["micro_batch"]
+    assert page.input_value("#f-zero") == wanted["zero"]
+    assert page.input_value("#f-recompute") == wanted["recompute"]
+    assert errors == []
     context.close()

@@ -25,7 +25,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
-def test_nearest_fix_sets_the_field_and_rank_by_cost_reorders(browser: Any, server: LiveServer) -> None:
+def signed_in_page(browser: Any, server: LiveServer) -> tuple[Any, Any, list[str]]:
+    """A signed-in browser context, a page in it, and the page's script errors and console errors as they come."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     server.sign_in(context)
     page = context.new_page()
@@ -37,6 +38,11 @@ def test_nearest_fix_sets_the_field_and_rank_by_cost_reorders(browser: Any, serv
             errors.append(msg.text) if msg.type == "error" and "favicon" not in str(msg.location) else None
         ),
     )
+    return context, page, errors
+
+
+def test_nearest_fix_sets_the_field_and_rank_by_cost_reorders(browser: Any, server: LiveServer) -> None:
+    context, page, errors = signed_in_page(browser, server)
     page.goto(f"{server.url}/plans/new?mode=planner&model=Llama-3-70B&nodes=600&global_batch=256")
     fix = page.locator("#nearest-fix")
     fix.wait_for(timeout=30000)
@@ -94,11 +100,7 @@ def test_benchmark_form_gpu_follows_the_node_and_device(browser: Any, server: Li
 
 
 def test_light_moe_note_links_the_heavier_layout(browser: Any, server: LiveServer) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    server.sign_in(context)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    context, page, errors = signed_in_page(browser, server)
     # one B200 node training Qwen3-30B-A3B: the recommendation has light MoE layer passes
     page.goto(f"{server.url}/plans/new?mode=planner&model=Qwen3-30B-A3B&gpu=B200&nodes=1&global_batch=256")
     note = page.locator("#light-moe-note")

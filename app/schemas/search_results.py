@@ -65,6 +65,14 @@ class PlanOut(BaseModel):
         "`heavy_expected_faster` and a `summary` sentence. The ranking stays the estimate's "
         "(app.services.light_moe)",
     )
+    moe_dispatcher_hint: dict[str, Any] | None = Field(
+        default=None,
+        description="MoE models whose recommended layout carries light MoE layer passes on a dispatcher other than "
+        "HybridEP, in a framework that offers it (megatron-core, nemo): `label`, and for `current` and `suggested` "
+        "(HybridEP) the `dispatcher`, that layout's `step_time_s` and `layer_pass_ms` on it, the `regime` of its "
+        "band, the band's `runs`, `ratio_median` (measured ÷ estimated step time of the median published run) and "
+        "`typical_step_time_s` (the estimate × that median); and a `summary` sentence (app.services.light_moe)",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="what to doubt about the calibration profile used (measured on CPU, no GEMM fit for the "

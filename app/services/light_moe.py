@@ -12,12 +12,22 @@ statistic, said beside the estimate; the ranking and the estimate stay the model
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from app.catalog import accuracy_table
-from app.core.accuracy import MOE_LIGHT_LAYER_PASS_S, AccuracyBand, band_for, layer_pass_seconds
+from app.core.accuracy import (
+    FUSED_HOST_PATH_DISPATCHERS,
+    MOE_LIGHT_LAYER_PASS_S,
+    AccuracyBand,
+    band_for,
+    estimate_layer_pass_seconds,
+    layer_pass_seconds,
+)
+from app.core.errors import SpecError
+from app.core.estimate import estimate
 from app.core.model import ModelSpec
 from app.core.planner import PlannedLayout, PlanResult
 from app.core.planner_eval import LayoutArrays
@@ -122,3 +132,96 @@ def _sentence(alt: dict[str, Any]) -> str:
 def _on_dispatcher(regime: str) -> str:
     """The dispatcher a light band is kept apart for (app.core.accuracy.FUSED_HOST_PATH_DISPATCHERS), in words."""
     return " on HybridEP" if regime == "moe-light-hybridep" else ""
+
+
+# The frameworks whose MoE layers can take Megatron-core's flex dispatcher with the HybridEP backend
+# (--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep): Megatron-core itself and NeMo's
+# Megatron-Bridge recipes, which set it (scripts/performance configs); the FSDP2 and DeepSpeed presets have none.
+FLEX_DISPATCHER_FRAMEWORKS = ("megatron-core", "nemo")
+
+
+def dispatcher_alternative(
+    resolved: ResolvedScenario, headline: PlannedLayout | None
+) -> dict[str, Any] | None:
+    """Where `headline` (the layout the plan recommends) has light MoE layer passes on a dispatcher outside
+    FUSED_HOST_PATH_DISPATCHERS, in a framework that offers HybridEP: the same layout estimated on HybridEP, and
+    both estimates scaled by the median published run of their kind (the `moe-light` and `moe-light-hybridep`
+    bands), with a sentence. None otherwise (dense, heavy or long-context passes, ep = 1, HybridEP already)."""
+    fw = resolved.framework
+    if headline is None or resolved.model.moe is None or headline.layout.ep <= 1:
+        return None
+    if (
+        fw.moe_dispatcher in FUSED_HOST_PATH_DISPATCHERS
+        or fw.name.split("+")[0] not in FLEX_DISPATCHER_FRAMEWORKS
+    ):
+        return None
+    planned = headline.to_dict()
+    layer_pass = planned_layer_pass(resolved.model, planned)
+    band = _band(resolved, planned)
+    if band is None or band.regime != "moe-light" or layer_pass is None:
+        return None
+    suggested = FUSED_HOST_PATH_DISPATCHERS[0]
+    options = resolved.estimate_options()
+    options = replace(
+        options,
+        framework=fw.with_(name=f"{fw.name}+{suggested}", moe_dispatcher=suggested),
+    )
+    try:
+        est = estimate(
+            resolved.model,
+            resolved.cluster,
+            headline.layout,
+            resolved.seq_len,
+            resolved.profile,
+            options=options,
+        )
+    except SpecError:
+        return None
+    other_pass = estimate_layer_pass_seconds(est)
+    other_band = band_for(
+        accuracy_table(),
+        resolved.model,
+        resolved.seq_len,
+        other_pass,
+        suggested,
+        resolved.cluster.gpu.compute_capability,
+    )
+    if other_band is None or other_band.regime != "moe-light-hybridep":
+        return None
+    out: dict[str, Any] = {
+        "label": planned["label"],
+        "current": {
+            **_dispatcher_side(fw.moe_dispatcher, planned["step_time_s"], band),
+            "layer_pass_ms": layer_pass * 1e3,
+        },
+        "suggested": {
+            **_dispatcher_side(suggested, est.step.total_s, other_band),
+            "layer_pass_ms": other_pass * 1e3,
+        },
+    }
+    out["summary"] = _dispatcher_sentence(out)
+    return out
+
+
+def _dispatcher_side(dispatcher: str, step_time_s: float, band: AccuracyBand) -> dict[str, Any]:
+    return {
+        "dispatcher": dispatcher,
+        "step_time_s": step_time_s,
+        "regime": band.regime,
+        "runs": band.runs,
+        "ratio_median": band.ratio_median,
+        "typical_step_time_s": step_time_s * band.ratio_median,
+    }
+
+
+def _dispatcher_sentence(alt: dict[str, Any]) -> str:
+    cur, sug = alt["current"], alt["suggested"]
+    return (
+        f"The {cur['runs']} published runs with light MoE passes on dispatchers other than HybridEP took a median "
+        f"{cur['ratio_median']:.2f}× their estimate, about {cur['typical_step_time_s']:.3g} s a step for "
+        f"{alt['label']} on {cur['dispatcher']}; the {sug['runs']} on HybridEP (NVIDIA's tuned recipes, most with "
+        f"the router and the dispatch in CUDA graphs) took a median {sug['ratio_median']:.2f}×. The same layout on "
+        f"HybridEP is estimated at {sug['step_time_s']:.3g} s, about {sug['typical_step_time_s']:.3g} s at that "
+        "median. Budget on the first figure until a benchmark of your own shows the second; search with the "
+        "HybridEP dispatcher (moe_dispatcher: hybridep) to plan with it."
+    )

@@ -11,7 +11,7 @@ from app.core.errors import SpecError
 from app.core.layout import RunOptions, layout_label
 from app.core.units import DAY, GiB
 from app.core.validated_region import num_experts_of
-from app.services.light_moe import light_moe_alternative
+from app.services.light_moe import dispatcher_alternative, light_moe_alternative
 from app.services.pipeline_hint import pipeline_fill_note
 from app.services.plan_costs import goodput_by_size
 from app.services.region import accept_for, mark, recommended_entry, region_note
@@ -203,6 +203,7 @@ def _run_planner(
         "pareto_size": len(res.pareto),
         "region_note": region,
         "light_moe": light_moe_alternative(resolved, res, recommended or res.best, accept),
+        "moe_dispatcher_hint": dispatcher_alternative(resolved, recommended or res.best),
         "pipeline_note": pipeline_fill_note(recommended, layout.global_batch),
         "rejections": rejections,
         "note": note,

@@ -27,7 +27,7 @@ from app.schemas.search import (
 from app.schemas.search_results import PlanOut, SizesOut
 from app.services.catalog import Actor
 from app.services.estimate import platform_caveat_text, time_to_train_payload
-from app.services.light_moe import light_moe_alternative, planned_layer_pass
+from app.services.light_moe import dispatcher_alternative, light_moe_alternative, planned_layer_pass
 from app.services.pipeline_hint import pipeline_fill_note
 from app.services.plan_costs import cluster_goodput, goodput_by_size, wall_clock_cost_usd
 from app.services.plan_ranking import ranking_payload
@@ -198,6 +198,7 @@ def plan_out(resolved: ResolvedScenario, price_source: str, result: PlanResult) 
         recommended=recommended,
         region_note=region,
         light_moe=light_moe_alternative(resolved, result, chosen or result.best, accept),
+        moe_dispatcher_hint=dispatcher_alternative(resolved, chosen or result.best),
         warnings=[*resolved.warnings, *filter(None, [pipeline_fill_note(chosen, result.global_batch)])],
         **d,
     )

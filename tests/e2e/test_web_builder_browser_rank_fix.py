@@ -119,3 +119,20 @@ def test_light_moe_note_links_the_heavier_layout(browser: Any, server: LiveServe
     assert page.input_value("#f-recompute") == wanted["recompute"]
     assert errors == []
     context.close()
+
+
+def test_dispatcher_note_searches_again_on_hybridep(browser: Any, server: LiveServer) -> None:
+    context, page, errors = signed_in_page(browser, server)
+    # the same light recommendation on the all-to-all dispatcher: the note names HybridEP and links a search on it
+    page.goto(f"{server.url}/plans/new?mode=planner&model=Qwen3-30B-A3B&gpu=B200&nodes=1&global_batch=256")
+    note = page.locator("#moe-dispatcher-note")
+    note.wait_for(timeout=60000)
+    assert "HybridEP" in note.inner_text() and "median" in note.inner_text()
+    note.locator("a", has_text="Search with HybridEP").click()
+    page.wait_for_url(re.compile(r"moe_dispatcher=hybridep"), timeout=30000)
+    page.locator("#light-moe-note").wait_for(timeout=60000)  # the results of the search on HybridEP
+    # the planner now searches on HybridEP: the dispatcher input holds it and the note has nothing left to say
+    assert page.input_value("#f-moe_dispatcher") == "hybridep"
+    assert page.locator("#moe-dispatcher-note").count() == 0
+    assert errors == []
+    context.close()

@@ -349,3 +349,54 @@ def test_a_light_best_is_shown_beside_the_best_heavier_layout(client: Any, tmp_p
     assert (
         f"micro_batch={heavy['layout']['micro_batch']}" in link and f"zero={heavy['layout']['zero']}" in link
     )
+
+
+def test_a_light_best_on_alltoall_names_the_same_layout_on_hybridep(client: Any, tmp_path: Path) -> None:
+    out = client.post("/api/v1/plan", json=QWEN3_30B_ON_B200).json()
+    hint = out["moe_dispatcher_hint"]
+    table = accuracy_table()["regimes"]
+    cur, sug = hint["current"], hint["suggested"]
+    assert hint["label"] == out["recommended"]["label"]
+    assert (cur["dispatcher"], sug["dispatcher"]) == ("alltoall", "hybridep")
+    assert (cur["regime"], sug["regime"]) == ("moe-light", "moe-light-hybridep")
+    assert cur["step_time_s"] == pytest.approx(out["recommended"]["step_time_s"])
+    for side in (cur, sug):
+        assert side["ratio_median"] == table[side["regime"]]["ratio_median"]
+        assert side["runs"] == table[side["regime"]]["runs"]
+        assert side["typical_step_time_s"] == pytest.approx(side["step_time_s"] * side["ratio_median"])
+    # the suggested side is the same layout estimated by hand on HybridEP: one estimate, not a second formula
+    layout = out["recommended"]["layout"]
+    by_hand = client.post(
+        "/api/v1/estimate",
+        json={
+            "model": "Qwen3-30B-A3B",
+            "cluster": {"gpu": "B200", "nodes": 1},
+            "training": {"seq_len": 4096},
+            "moe_dispatcher": "hybridep",
+            "layout": {k: layout[k] for k in ("tp", "pp", "cp", "ep", "zero", "micro_batch", "recompute")}
+            | {"global_batch": 256, "sequence_parallel": layout["sequence_parallel"]},
+        },
+    )
+    assert by_hand.status_code == 200, by_hand.text
+    assert sug["step_time_s"] == pytest.approx(by_hand.json()["step"]["total_s"], rel=1e-9)
+    assert f"{sug['ratio_median']:.2f}×" in hint["summary"] and hint["label"] in hint["summary"]
+    # on HybridEP already, with a dense model, or with heavy passes there is nothing to add
+    on_hybridep = client.post("/api/v1/plan", json={**QWEN3_30B_ON_B200, "moe_dispatcher": "hybridep"}).json()
+    assert on_hybridep["moe_dispatcher_hint"] is None
+    dense = client.post("/api/v1/plan", json={**QWEN3_30B_ON_B200, "model": "Llama-3.1-8B"}).json()
+    assert dense["moe_dispatcher_hint"] is None
+    heavy = client.post(
+        "/api/v1/plan", json={**QWEN3_30B_ON_B200, "constraints": {"avoid_light_moe_passes": True}}
+    ).json()
+    assert heavy["moe_dispatcher_hint"] is None
+    # a framework without Megatron-core's flex dispatcher gets no hint
+    titan = client.post("/api/v1/plan", json={**QWEN3_30B_ON_B200, "framework": "torchtitan-fsdp2"})
+    assert titan.status_code == 200 and titan.json()["accuracy"]["regime"] == "moe-light"
+    assert titan.json()["moe_dispatcher_hint"] is None
+    run = clusterplan("search", *QWEN3_30B_ON_B200_ARGS, tmp_path=tmp_path)
+    assert run.returncode == 0 and f"MoE dispatcher: {hint['label']} on HybridEP" in run.stdout
+    state = BuilderState(mode="planner", model="Qwen3-30B-A3B", gpu="B200", nodes=1, global_batch=256)
+    html = client.get("/plans/new?" + state.query(), headers=HX).text
+    note = html.split('id="moe-dispatcher-note"')[1].split("</p>")[0]
+    link = note.split('href="')[1].split('"')[0].replace("&amp;", "&")
+    assert "Search with HybridEP" in note and "moe_dispatcher=hybridep" in link and "mode=planner" in link

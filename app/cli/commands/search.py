@@ -385,6 +385,11 @@ def render_search(out: Any) -> str:
         heavy = out.light_moe["heavy"]
         lines += ["", f"light MoE passes: the best heavier layout is rank {heavy['rank']}, {heavy['label']}"]
         lines.append(f"  {out.light_moe['summary']}")
+    if out.moe_dispatcher_hint:
+        hint = out.moe_dispatcher_hint
+        step = hint["suggested"]["step_time_s"]
+        lines += ["", f"MoE dispatcher: {hint['label']} on HybridEP is estimated at {step:.3g} s"]
+        lines.append(f"  {hint['summary']}")
     if out.ranking:
         lines += ["", f"ranking: {out.ranking['summary']}"]
     return "\n".join(lines)

@@ -247,6 +247,10 @@ def build_view(
         }
         if alt := view.ranking.get("light_moe"):  # the heavier MoE layout the note names, as a by-hand link
             view.ranking["light_moe"] = {**alt, "use_query": layout_query(state, alt["heavy"]["layout"])}
+        # the same search on the dispatcher the dispatcher note names
+        if hint := view.ranking.get("moe_dispatcher_hint"):
+            suggested = hint["suggested"]["dispatcher"]
+            view.ranking["moe_dispatcher_hint"] = {**hint, "use_query": state.query(moe_dispatcher=suggested)}
     view.profile_label = evaluation.calibration_profile
     view.profile_warning = profile_warning(session, state.profile, state.gpu, state.dtype)
     if state.deadline_days or state.budget_usd:

@@ -1,5 +1,6 @@
 """torchtitan's June 2025 async-TP tables (tests/data/training_runs_torchtitan_202506_async_tp.csv): how the replay
-reads them, and the runs it skips."""
+reads them, and the runs it skips under the rules that read any file (FP8 with row-wise scales, a figure its source
+footnotes as a known regression)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from app.validation.training_runs import (
     ROW_WISE_FP8_SKIP,
+    SOURCE_REGRESSION_SKIP,
     Row,
     RowSkipped,
     estimate_row,
@@ -53,3 +55,20 @@ def test_async_tp_is_not_modelled_so_each_pair_gets_one_estimate() -> None:
     for vanilla, asynchronous in pairs:
         assert vanilla.predicted == pytest.approx(asynchronous.predicted)
         assert asynchronous.measured > vanilla.measured
+
+
+def test_a_figure_its_source_calls_a_known_regression_is_skipped_in_any_file() -> None:
+    """Megatron-Bridge's 26.06.01 table footnotes its GPT-OSS-120B rows as a known regression; those two rows
+    are skipped with the reason, the same configurations measured in 26.08 are replayed."""
+    rows = load_rows(DATA_DIR / "training_runs_megatron_bridge_2604_2608.csv")
+    report = replay(rows)
+    skipped = {r.row: r.skipped for r in report.rows if r.skipped is not None}
+    assert skipped == {36: SOURCE_REGRESSION_SKIP, 37: SOURCE_REGRESSION_SKIP}
+    later = {r.row for r in report.rows if r.skipped is None and r.error_pct is not None}
+    assert {43, 44} <= later  # 26.08, the same GB300 and GB200 layouts
+    # the rule reads the notes, not the file: a row without the footnote replays, one given it is skipped
+    plain = next(r for r in load_rows(FILE) if "rowwise" not in r.get("dtype").lower())
+    estimate_row(plain, plain.get("measured_metric"))
+    noted = dict(plain.data, notes="Footnote: 'Performance regression in this run is a known issue (bug 1).'")
+    with pytest.raises(RowSkipped, match="known performance regression"):
+        estimate_row(Row(1, noted), plain.get("measured_metric"))

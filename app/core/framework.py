@@ -337,6 +337,16 @@ class Framework:
     def with_(self, **changes: Any) -> Framework:
         return replace(self, **changes)
 
+    def with_fused_grouped_experts(self) -> Framework:
+        """This framework with its experts run as one fused grouped GEMM over device-side token counts, so no call
+        per local expert (expert_gemm_host_s 0): Megatron-core's Transformer Engine op fuser
+        (--use-transformer-engine-op-fuser with --moe-grouped-gemm; moe_use_grouped_tensor), which full-iteration
+        CUDA graphs of MoE layers run on (FUSED_GROUPED_EXPERTS_SOURCE). Unchanged where the experts already run
+        as one kernel."""
+        if not self.expert_gemm_host_s:
+            return self
+        return replace(self, name=f"{self.name}+fused-experts", expert_gemm_host_s=0.0)
+
     def with_optimizer_state(self, row: ParamBytes) -> Framework:
         """This framework with the optimizer's side of a recipe's bytes per parameter (`row`): the main weight,
         the moments with the main gradient, and the Adam step's traffic."""
@@ -422,6 +432,18 @@ class Framework:
 # graphs do not remove it. Applied to every expert GEMM of the forward (fc1, fc2) and the backward (their data and
 # weight gradients). The field keeps its name, expert_gemm_host_s, though the figure is not host time alone.
 EXPERT_GEMM_HOST_S = 0.267e-3 / 8
+# The other path, in Megatron-core since 2026: the Transformer Engine op fuser (use_transformer_engine_op_fuser with
+# moe_grouped_gemm, which turns on moe_use_grouped_tensor: TE's GroupedTensor with CUDA split metadata) runs the
+# experts as one fused grouped GEMM over device-side per-expert token counts, graph-capturable. Megatron-Bridge's
+# full-iteration CUDA-graph MoE recipes all set it (perf_recipes qwen/common.py and deepseek/common.py
+# _enable_hybridep_full_iteration_mxfp8, gpt_oss/common.py _apply_gpt_oss_120b_full_iter_fp8mx_configs), beside the
+# static shapes (moe_expert_rank_capacity_factor) that "require the fused grouped GEMM over device-side per-expert
+# counts", and their comments give the reason: "the legacy grouped MLP path syncs tokens_per_expert to the host
+# every layer". Framework.with_fused_grouped_experts.
+FUSED_GROUPED_EXPERTS_SOURCE = (
+    "Megatron-core --use-transformer-engine-op-fuser with --moe-grouped-gemm (moe_use_grouped_tensor); "
+    "Megatron-Bridge full-iteration CUDA-graph MoE recipes (perf_recipes */common.py)"
+)
 
 # Expert biases (gpt-oss: HF GptOssExperts gate_up_proj_bias, down_proj_bias) outside the expert GEMMs, in bytes per
 # element of the expert's fc1 / fc2 output and per routed token copy, (forward, backward), 16-bit activations:

@@ -531,6 +531,18 @@ KNOBS: tuple[Knob, ...] = (
         source="Megatron-core --moe-token-dispatcher-type alltoall | flex --moe-flex-dispatcher-backend",
     ),
     Knob(
+        "moe_fused_grouped_gemm",
+        "scenario",
+        "bool",
+        "run the experts as one fused grouped GEMM over device-side token counts (Megatron-core "
+        "--use-transformer-engine-op-fuser, which full-iteration CUDA graphs of MoE layers need) instead of "
+        "Transformer Engine's GroupedLinear, one cuBLAS call per local expert at about 33 µs each; MoE models on "
+        "megatron-core or nemo only (the other presets already run one grouped kernel)",
+        label="Fused grouped expert GEMM",
+        cli_flag="--moe-fused-grouped-gemm",
+        source="Megatron-core --use-transformer-engine-op-fuser --moe-grouped-gemm (moe_use_grouped_tensor)",
+    ),
+    Knob(
         "moe_a2a_overlap",
         "scenario",
         "bool",

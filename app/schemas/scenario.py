@@ -239,5 +239,6 @@ class Scenario(BaseModel):
     )
     moe_dispatcher: MoeDispatcher = knob_field("moe_dispatcher", default="alltoall")
     moe_a2a_overlap: bool = knob_field("moe_a2a_overlap", default=False)
+    moe_fused_grouped_gemm: bool = knob_field("moe_fused_grouped_gemm", default=False)
     ddp_bucket_size: DdpBucketSize = None
     attention_backend: AttentionBackendChoice = knob_field("attention_backend", default="auto")

@@ -158,6 +158,7 @@ class SearchRequestBase(BaseModel):
     moe_a2a_overlap: bool = Field(
         default=False, description="hide the EP all-to-alls behind the paired micro-batch (MoE models only)"
     )
+    moe_fused_grouped_gemm: bool = knob_field("moe_fused_grouped_gemm", default=False)
     ddp_bucket_size: DdpBucketSize = None
     attention_backend: AttentionBackendChoice = knob_field("attention_backend", default="auto")
     profile: SafeStr | None = Field(

@@ -102,6 +102,7 @@ def _resolve(req: SearchRequestBase, session: Session | None) -> tuple[ResolvedS
         profile=req.profile,
         moe_dispatcher=req.moe_dispatcher,
         moe_a2a_overlap=req.moe_a2a_overlap,
+        moe_fused_grouped_gemm=req.moe_fused_grouped_gemm,
         ddp_bucket_size=req.ddp_bucket_size,
         attention_backend=req.attention_backend,
     )

@@ -128,6 +128,18 @@ def _framework_settings(scenario: Scenario, model: ModelSpec, framework: Framewo
             moe_a2a_overlap=scenario.moe_a2a_overlap,
         )
 
+    if scenario.moe_fused_grouped_gemm:
+        if model.moe is None:
+            p.add("moe_fused_grouped_gemm", f"{model.name} is a dense model: it has no experts to group")
+        elif not framework.expert_gemm_host_s:
+            p.add(
+                "moe_fused_grouped_gemm",
+                f"{framework.name} already runs its experts as one grouped kernel; the fused grouped GEMM is "
+                "Megatron-core's option (megatron-core, nemo)",
+            )
+        p.raise_if_any()
+        framework = framework.with_fused_grouped_experts()
+
     if scenario.ddp_bucket_size is not None:
         if framework.dp_bucket_params is None:
             p.add(

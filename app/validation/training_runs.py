@@ -1140,6 +1140,8 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
         fw = fw.with_(moe_a2a_overlap=True)
     if _FAKE_BALANCED_GATE.search(notes):
         fw = fw.with_(moe_routing="contiguous")
+    if _FUSED_GROUPED_EXPERTS.search(notes):
+        fw = fw.with_fused_grouped_experts()
     return fw
 
 
@@ -1154,6 +1156,14 @@ def framework_from_row_text(row: Row, fw: Framework) -> Framework:
 # NeMo Automodel's benchmark router, "Fake balanced gate": token t goes to experts t·k … t·k + k − 1 (mod E)
 # (nemo_automodel/components/moe/layers.py FakeBalancedGate), Framework.moe_routing "contiguous"
 _FAKE_BALANCED_GATE = re.compile(r"\bfake balanced gate\b", re.IGNORECASE)
+# Experts run as one fused grouped GEMM over device-side token counts, named in the notes or implied by a
+# Megatron-Bridge full-iteration CUDA-graph MoE recipe, all of which set the op fuser
+# (app.core.framework.FUSED_GROUPED_EXPERTS_SOURCE, Framework.with_fused_grouped_experts)
+_FUSED_GROUPED_EXPERTS = re.compile(
+    r"CUDA graphs \(full_iteration|use_transformer_engine_op_fuser\s*=\s*true|use-transformer-engine-op-fuser"
+    r"|moe_use_grouped_tensor\s*=\s*true",
+    re.IGNORECASE,
+)
 _HAND_FUSED = re.compile(r"\bfused (?:swiglu|layernorm|rmsnorm|cross[- ]entropy|rotary)\b", re.IGNORECASE)
 _DEDUP_DISPATCHER = re.compile(r"\b(deepep|hybridep)\b|\bnode-limited routing\b", re.IGNORECASE)
 _A2A_OVERLAP = re.compile(

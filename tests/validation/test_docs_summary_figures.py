@@ -27,7 +27,7 @@ QUOTED = (
     ("training_runs_final_check.csv", r"final check \(all MoE\) \*\*"),
     ("training_runs_nvfp4.csv", r"26\.02: \*\*MAPE "),
     ("training_runs_megatron_bridge_2602_01.csv", r"26\.02\.01, nothing chosen on it: \*\*MAPE "),
-    ("training_runs_megatron_bridge_2604_2608.csv", r"26\.04–26\.08, nothing chosen on it: \*\*MAPE "),
+    ("training_runs_megatron_bridge_2604_2608.csv", r"26\.04–26\.08: \*\*MAPE "),
     ("training_runs_torchtitan_202412.csv", r"torchtitan Dec 2024, besides 3 development runs: \*\*MAPE "),
     ("training_runs_dgxc_weak_scaling.csv", r"training_runs_dgxc_weak_scaling\.csv` \| \*\*MAPE "),
     ("training_runs_mlperf.csv", r"training_runs_mlperf\.csv` \| \*\*MAPE "),

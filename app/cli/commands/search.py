@@ -142,7 +142,13 @@ def build_request(
     if framework or doc.get("framework"):
         req["framework"] = framework or doc.get("framework")
     # the scenario's framework-level settings travel with it (the search request takes the same fields)
-    for key in ("attention_backend", "moe_dispatcher", "moe_a2a_overlap", "ddp_bucket_size"):
+    for key in (
+        "attention_backend",
+        "moe_dispatcher",
+        "moe_a2a_overlap",
+        "moe_fused_grouped_gemm",
+        "ddp_bucket_size",
+    ):
         if key in doc:
             req[key] = doc[key]
     req.update({key: layout[key] for key in _LAYOUT_FIELDS if layout.get(key)})
@@ -188,6 +194,7 @@ def search_command(
     attention_backend: Annotated[str | None, knob_option("attention_backend")] = None,
     moe_dispatcher: Annotated[str | None, knob_option("moe_dispatcher")] = None,
     moe_a2a_overlap: Annotated[bool, knob_option("moe_a2a_overlap")] = False,
+    moe_fused_grouped_gemm: Annotated[bool, knob_option("moe_fused_grouped_gemm")] = False,
     ddp_bucket_size: Annotated[int | None, knob_option("ddp_bucket_size")] = None,
     preset: Annotated[str, typer.Option("--preset", help="none | heuristic (seed rule)")] = "none",
     avoid_light_moe: Annotated[
@@ -232,6 +239,7 @@ def search_command(
                 "ddp_bucket_size": ddp_bucket_size,
                 "moe_dispatcher": moe_dispatcher,
                 "moe_a2a_overlap": moe_a2a_overlap,
+                "moe_fused_grouped_gemm": moe_fused_grouped_gemm,
             }
         )
     )

@@ -34,7 +34,7 @@ PLANNER_FLAGS = ("plan_offload", "plan_optimizer_offload", "plan_avoid_light_moe
 SIZING_LIMITS = {"deadline_days": (36_500.0, "days"), "budget_usd": (1e12, "US dollars")}
 
 # checkboxes sent the same way in both modes
-OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params", "moe_a2a_overlap")
+OPTIONAL_FLAGS = (*PLANNER_FLAGS, "fp8_params", "moe_a2a_overlap", "moe_fused_grouped_gemm")
 
 # The builder's choices that the scenario does not hold (it stores only the layout the planner chose): saved with
 # each plan revision (PlanRevision.builder_choices), so opening a saved plan in the builder restores them.
@@ -110,6 +110,8 @@ class BuilderState:
     moe_a2a_overlap: bool = (
         False  # hide the EP all-to-alls behind the other micro-batch (scenario moe_a2a_overlap)
     )
+    # the experts as one fused grouped GEMM (scenario moe_fused_grouped_gemm); MoE models on megatron-core or nemo
+    moe_fused_grouped_gemm: bool = False
     # the DDP bucket size in parameters (scenario ddp_bucket_size); 0 = Megatron-core's default
     ddp_bucket_size: int = 0
     # the generic layout knobs' values (app.core.knobs, generic=True), 0 = unset; read as state.<name>
@@ -249,6 +251,7 @@ BUILDER_CHOICES: dict[str, Knob] = {
         ("attention_backend", "attention_backend"),
         ("moe_dispatcher", "moe_dispatcher"),
         ("moe_a2a_overlap", "moe_a2a_overlap"),
+        ("moe_fused_grouped_gemm", "moe_fused_grouped_gemm"),
         ("sp", "layout.sequence_parallel"),
         ("fp8_params", "layout.fp8_param_gather"),
     )
@@ -551,6 +554,8 @@ def _scenario_options(state: BuilderState) -> dict[str, Any]:
         out["moe_dispatcher"] = state.moe_dispatcher
     if state.moe_a2a_overlap:
         out["moe_a2a_overlap"] = True
+    if state.moe_fused_grouped_gemm:
+        out["moe_fused_grouped_gemm"] = True
     if state.ddp_bucket_size:
         out["ddp_bucket_size"] = state.ddp_bucket_size
     return out
@@ -580,6 +585,7 @@ def sizes_request(state: BuilderState, scenario: dict[str, Any]) -> dict[str, An
         "attention_backend": state.attention_backend,
         "moe_dispatcher": state.moe_dispatcher,
         "moe_a2a_overlap": state.moe_a2a_overlap,
+        "moe_fused_grouped_gemm": state.moe_fused_grouped_gemm,
         "ddp_bucket_size": state.ddp_bucket_size or None,
         "profile": state.profile or None,
     }
@@ -774,5 +780,6 @@ def scenario_to_state(scenario: Mapping[str, Any], choices: Any = None) -> Build
     if scenario.get("moe_dispatcher") in BUILDER_CHOICES["moe_dispatcher"].choices:
         state.moe_dispatcher = str(scenario["moe_dispatcher"])
     state.moe_a2a_overlap = bool(scenario.get("moe_a2a_overlap", False))
+    state.moe_fused_grouped_gemm = bool(scenario.get("moe_fused_grouped_gemm", False))
     state.ddp_bucket_size = int(scenario.get("ddp_bucket_size") or 0)
     return state

@@ -430,6 +430,11 @@ def test_a_light_moe_estimate_says_its_layer_pass_and_what_helps(client: Any, tm
     )
     assert acc["layer_pass_s"] < MOE_LIGHT_LAYER_PASS_S and acc["regime"] == "moe-light"
     assert "CUDA graphs" in acc["advice"] and f"{acc['layer_pass_s'] * 1e3:.1f} ms" in acc["advice"]
+    # the two settings the tuned recipes run, with the medians of the two bands
+    regimes = accuracy_table()["regimes"]
+    assert "moe_dispatcher: hybridep" in acc["advice"] and "moe_fused_grouped_gemm" in acc["advice"]
+    assert f"median {regimes['moe-light-hybridep']['ratio_median']:.2f}×" in acc["advice"]
+    assert f"{regimes['moe-light']['ratio_median']:.2f}× on the others" in acc["advice"]
     run = clusterplan("estimate", str(path), tmp_path=tmp_path)
     assert run.returncode == 0 and "eager host dispatch may set the pace" in run.stdout
     # the same light estimate on HybridEP takes that dispatcher's band, narrower, and no host-dispatch advice

@@ -99,12 +99,18 @@ def test_benchmark_form_gpu_follows_the_node_and_device(browser: Any, server: Li
     context.close()
 
 
+def light_moe_search_note(page: Any, server: LiveServer, note_id: str) -> Any:
+    """The planner's search for one B200 node training Qwen3-30B-A3B on the all-to-all dispatcher, whose
+    recommendation has light MoE layer passes, and the note `note_id` above its ranking once it is shown."""
+    page.goto(f"{server.url}/plans/new?mode=planner&model=Qwen3-30B-A3B&gpu=B200&nodes=1&global_batch=256")
+    note = page.locator(f"#{note_id}")
+    note.wait_for(timeout=60000)
+    return note
+
+
 def test_light_moe_note_links_the_heavier_layout(browser: Any, server: LiveServer) -> None:
     context, page, errors = signed_in_page(browser, server)
-    # one B200 node training Qwen3-30B-A3B: the recommendation has light MoE layer passes
-    page.goto(f"{server.url}/plans/new?mode=planner&model=Qwen3-30B-A3B&gpu=B200&nodes=1&global_batch=256")
-    note = page.locator("#light-moe-note")
-    note.wait_for(timeout=60000)
+    note = light_moe_search_note(page, server, "light-moe-note")
     assert "median" in note.inner_text() and "heavier" in note.inner_text()
     link = note.locator("a", has_text="Use the heavier layout")
     href = link.get_attribute("href") or ""
@@ -123,10 +129,8 @@ def test_light_moe_note_links_the_heavier_layout(browser: Any, server: LiveServe
 
 def test_dispatcher_note_searches_again_on_hybridep(browser: Any, server: LiveServer) -> None:
     context, page, errors = signed_in_page(browser, server)
-    # the same light recommendation on the all-to-all dispatcher: the note names HybridEP and links a search on it
-    page.goto(f"{server.url}/plans/new?mode=planner&model=Qwen3-30B-A3B&gpu=B200&nodes=1&global_batch=256")
-    note = page.locator("#moe-dispatcher-note")
-    note.wait_for(timeout=60000)
+    # the same light recommendation: the note names HybridEP and links a search on it
+    note = light_moe_search_note(page, server, "moe-dispatcher-note")
     assert "HybridEP" in note.inner_text() and "median" in note.inner_text()
     note.locator("a", has_text="Search with HybridEP").click()
     page.wait_for_url(re.compile(r"moe_dispatcher=hybridep"), timeout=30000)

@@ -28,6 +28,7 @@ from app.core.accuracy import (
 )
 from app.core.errors import SpecError
 from app.core.estimate import estimate
+from app.core.knobs import knob
 from app.core.model import ModelSpec
 from app.core.planner import PlannedLayout, PlanResult
 from app.core.planner_eval import LayoutArrays
@@ -219,9 +220,15 @@ def _dispatcher_sentence(alt: dict[str, Any]) -> str:
     return (
         f"The {cur['runs']} published runs with light MoE passes on dispatchers other than HybridEP took a median "
         f"{cur['ratio_median']:.2f}× their estimate, about {cur['typical_step_time_s']:.3g} s a step for "
-        f"{alt['label']} on {cur['dispatcher']}; the {sug['runs']} on HybridEP (NVIDIA's tuned recipes, most with "
+        f"{alt['label']} on {_dispatcher_label(cur['dispatcher'])}; the {sug['runs']} on HybridEP (NVIDIA's tuned recipes, most with "
         f"the router and the dispatch in CUDA graphs) took a median {sug['ratio_median']:.2f}×. The same layout on "
         f"HybridEP is estimated at {sug['step_time_s']:.3g} s, about {sug['typical_step_time_s']:.3g} s at that "
         "median. Budget on the first figure until a benchmark of your own shows the second; search with the "
         "HybridEP dispatcher (moe_dispatcher: hybridep) to plan with it."
     )
+
+
+def _dispatcher_label(dispatcher: str) -> str:
+    """The dispatcher as the builder's select names it (app.core.knobs: "all-to-all (NCCL)", "DeepEP")."""
+    k = knob("moe_dispatcher")
+    return dict(zip(k.choices, k.choice_labels, strict=True)).get(dispatcher, dispatcher)

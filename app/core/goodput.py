@@ -294,7 +294,9 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     if inputs.interval_s is None:
         tau = max(tau, inputs.min_interval_s)
     ckpt = d / tau
-    if not expected_wall_time(1.0, tau, d, r, m) <= MAX_WALL_PER_USEFUL:
+    slow = inputs.fail_slow - 1.0
+    # the floor applies to the whole wall time per useful second, fail-slows included
+    if not expected_wall_time(1.0, tau, d, r, m) + slow <= MAX_WALL_PER_USEFUL:
         raise SpecError(
             [
                 Problem(
@@ -309,7 +311,6 @@ def goodput(inputs: GoodputInputs) -> GoodputResult:
     w = max(expected_wall_time(1.0, tau, d, r, m), w0)
     restart = w - w0
     lost = max(0.0, w0 - 1.0 - ckpt)
-    slow = inputs.fail_slow - 1.0
     w += slow
     g = 1.0 / w
     return GoodputResult(

@@ -24,7 +24,7 @@ from app.core.efficiency import (
     GemmEfficiency,
     operating_clock_fraction,
 )
-from app.core.framework import Framework
+from app.core.framework import FUSED_GROUPED_EXPERTS_SOURCE, Framework
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts, stage_layers_label
 from app.core.model import ModelSpec, attention_keys, layer_shape, param_counts
@@ -415,8 +415,9 @@ FEATURES: tuple[AssumptionRow, ...] = (
         lambda b: round(b.fw.expert_gemm_host_s * 1e6, 2),
         "per local expert and layer pass, 2 forward and 4 backward calls: Transformer Engine's GroupedLinear runs "
         "one cuBLASLt GEMM per expert over several streams after reading the token counts on the host, 0.267 ms "
-        "for 8 experts (TransformerEngine PR #3134); 0 for a single-launch grouped kernel "
-        "(Framework.expert_gemm_host_s, app.core.step.layer_times)",
+        "for 8 experts (TransformerEngine PR #3134); 0 for a single-launch grouped kernel (torchtitan, DeepGEMM, "
+        f"or the fused grouped GEMM: {FUSED_GROUPED_EXPERTS_SOURCE}; Framework.expert_gemm_host_s, "
+        "app.core.step.layer_times)",
         lambda b: b.model.moe is not None,
     ),
     AssumptionRow(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.core.attention import SELECTABLE_ATTENTION_BACKENDS
+from app.core.framework import FUSED_GROUPED_EXPERTS_SOURCE
 from app.core.layout import (
     MOMENTS_DTYPES,
     OFFLOAD_MODULES,
@@ -540,7 +541,7 @@ KNOBS: tuple[Knob, ...] = (
         "megatron-core or nemo only (the other presets already run one grouped kernel)",
         label="Fused grouped expert GEMM",
         cli_flag="--moe-fused-grouped-gemm",
-        source="Megatron-core --use-transformer-engine-op-fuser --moe-grouped-gemm (moe_use_grouped_tensor)",
+        source=FUSED_GROUPED_EXPERTS_SOURCE,
     ),
     Knob(
         "moe_a2a_overlap",

@@ -162,11 +162,8 @@ def dispatcher_alternative(
     if band is None or band.regime != "moe-light" or layer_pass is None:
         return None
     suggested = FUSED_HOST_PATH_DISPATCHERS[0]
-    options = resolved.estimate_options()
-    options = replace(
-        options,
-        framework=fw.with_(name=f"{fw.name}+{suggested}", moe_dispatcher=suggested),
-    )
+    on_suggested = fw.with_(name=f"{fw.name}+{suggested}", moe_dispatcher=suggested)
+    options = replace(resolved.estimate_options(), framework=on_suggested)
     try:
         est = estimate(
             resolved.model,
@@ -191,23 +188,21 @@ def dispatcher_alternative(
         return None
     out: dict[str, Any] = {
         "label": planned["label"],
-        "current": {
-            **_dispatcher_side(fw.moe_dispatcher, planned["step_time_s"], band),
-            "layer_pass_ms": layer_pass * 1e3,
-        },
-        "suggested": {
-            **_dispatcher_side(suggested, est.step.total_s, other_band),
-            "layer_pass_ms": other_pass * 1e3,
-        },
+        "current": _dispatcher_side(fw.moe_dispatcher, planned["step_time_s"], layer_pass, band),
+        "suggested": _dispatcher_side(suggested, est.step.total_s, other_pass, other_band),
     }
     out["summary"] = _dispatcher_sentence(out)
     return out
 
 
-def _dispatcher_side(dispatcher: str, step_time_s: float, band: AccuracyBand) -> dict[str, Any]:
+def _dispatcher_side(
+    dispatcher: str, step_time_s: float, layer_pass_s: float, band: AccuracyBand
+) -> dict[str, Any]:
+    """One dispatcher of the note: the layout's estimate on it and that estimate × its band's median run."""
     return {
         "dispatcher": dispatcher,
         "step_time_s": step_time_s,
+        "layer_pass_ms": layer_pass_s * 1e3,
         "regime": band.regime,
         "runs": band.runs,
         "ratio_median": band.ratio_median,
@@ -220,8 +215,9 @@ def _dispatcher_sentence(alt: dict[str, Any]) -> str:
     return (
         f"The {cur['runs']} published runs with light MoE passes on dispatchers other than HybridEP took a median "
         f"{cur['ratio_median']:.2f}× their estimate, about {cur['typical_step_time_s']:.3g} s a step for "
-        f"{alt['label']} on {_dispatcher_label(cur['dispatcher'])}; the {sug['runs']} on HybridEP (NVIDIA's tuned recipes, most with "
-        f"the router and the dispatch in CUDA graphs) took a median {sug['ratio_median']:.2f}×. The same layout on "
+        f"{alt['label']} on {_dispatcher_label(cur['dispatcher'])}; the {sug['runs']} on HybridEP (NVIDIA's tuned "
+        "recipes, most with the router and the dispatch in CUDA graphs) took a median "
+        f"{sug['ratio_median']:.2f}×. The same layout on "
         f"HybridEP is estimated at {sug['step_time_s']:.3g} s, about {sug['typical_step_time_s']:.3g} s at that "
         "median. Budget on the first figure until a benchmark of your own shows the second; search with the "
         "HybridEP dispatcher (moe_dispatcher: hybridep) to plan with it."

@@ -24,12 +24,25 @@ from app.core.efficiency import (
     GemmEfficiency,
     operating_clock_fraction,
 )
-from app.core.framework import FUSED_GROUPED_EXPERTS_SOURCE, Framework
+from app.core.framework import (
+    DEEPEP_MNNVL_COMBINE_BYTES_PER_S,
+    DEEPEP_MNNVL_DISPATCH_BYTES_PER_S,
+    DEEPEP_MNNVL_SOURCE,
+    FUSED_GROUPED_EXPERTS_SOURCE,
+    Framework,
+)
 from app.core.hardware import ClusterSpec
 from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts, stage_layers_label
 from app.core.model import ModelSpec, attention_keys, layer_shape, param_counts
 from app.core.precision import QUANTIZED_DTYPES, cast_bytes_per_element
-from app.core.step import DEFAULT_HOST_MEMORY_BYTES_PER_S, flash_dropout_overhead, last_bucket_params
+from app.core.step import (
+    DEFAULT_HOST_MEMORY_BYTES_PER_S,
+    deepep_mnnvl_applies,
+    ep_ranks_in_domain,
+    flash_dropout_overhead,
+    last_bucket_params,
+    ranks_per_node,
+)
 
 if TYPE_CHECKING:
     from app.core.estimate import EstimateOptions
@@ -210,6 +223,16 @@ def _bf16_layers_source(b: AssumptionBasis) -> str:
 
 def _moe_ep(b: AssumptionBasis) -> bool:
     return b.model.moe is not None and b.layout.ep > 1
+
+
+def _deepep_mnnvl(b: AssumptionBasis) -> bool:
+    """Whether the EP all-to-all runs on DeepEP over a multi-node NVLink domain (app.core.step.deepep_mnnvl_floor)."""
+    if not _moe_ep(b):
+        return False
+    lay = b.layout
+    stride = lay.etp if lay.etp is not None else lay.tp * lay.cp
+    ep_node = ranks_per_node(lay.ep, stride, b.cluster.gpus_per_node)
+    return bool(deepep_mnnvl_applies(b.fw, b.cluster, ep_ranks_in_domain(b.cluster, lay.ep, ep_node)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -401,6 +424,14 @@ FEATURES: tuple[AssumptionRow, ...] = (
         "DeepEP / HybridEP send a token once to each rank holding one of its experts (DeepEP "
         "get_dispatch_layout: is_token_in_rank) and once per node over the network, fanning it out over NVLink "
         "(DeepSeek-V3 report Sec. 3.2.2); routing as Framework.moe_routing says (app.core.step.dispatch_dedup_share)",
+    ),
+    AssumptionRow(
+        "DeepEP over a multi-node NVLink domain: dispatch / combine bandwidth, at most",
+        "GB/s",
+        lambda b: f"{DEEPEP_MNNVL_DISPATCH_BYTES_PER_S / 1e9:g} / {DEEPEP_MNNVL_COMBINE_BYTES_PER_S / 1e9:g}",
+        f"{DEEPEP_MNNVL_SOURCE}; DeepEP's own kernels serve NVLink domains of up to 8 GPUs "
+        "(app.core.step.deepep_mnnvl_floor)",
+        _deepep_mnnvl,
     ),
     AssumptionRow(
         "EP all-to-all hidden behind the paired micro-batch",

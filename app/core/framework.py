@@ -425,7 +425,8 @@ class Framework:
 # TransformerEngine PR #853 and issue #1386: multi-stream cuBLAS rather than a grouped kernel), and reads the
 # tokens per expert on the host first (TEGroupedMLP.forward: tokens_per_expert.tolist(), "transformer engine
 # requires this to be a list"), so the calls start from a drained queue and each costs a fixed time of its own.
-# Measured: 8 experts x 128 tokens, N = K = 2048 on SM100, 0.267 ms for the 8 GEMMs through the multi-stream path
+# Measured: 8 experts x 128 tokens, N = K = 2048 on SM100 in per-tensor NVFP4 (the one dtype the benchmark times;
+# the multi-stream path is the same for every dtype, PR #853), 0.267 ms for the 8 GEMMs through it
 # with the operands prepared ("pure", kernel-vs-kernel: GEMM time on the GPU, the work itself under a microsecond
 # per GEMM), against 0.069 ms for one CUTLASS grouped launch of the same work (TransformerEngine PR #3134,
 # benchmarks/linear/benchmark_grouped_linear.py): 0.267 / 8 = 33 us per expert GEMM. A kernel-side time, so CUDA
@@ -443,6 +444,21 @@ EXPERT_GEMM_HOST_S = 0.267e-3 / 8
 FUSED_GROUPED_EXPERTS_SOURCE = (
     "Megatron-core --use-transformer-engine-op-fuser with --moe-grouped-gemm (moe_use_grouped_tensor); "
     "Megatron-Bridge full-iteration CUDA-graph MoE recipes (perf_recipes */common.py)"
+)
+
+# DeepEP over a multi-node NVLink domain. DeepEP's own kernels serve NVLink domains of up to 8 GPUs (its intranode
+# path; larger domains through a community patch, deepseek-ai/DeepEP PR #218). On GB200 NVL72 with EP32 its dispatch
+# reached "about 400 GB/s and the combine can only reach about 190 GB/s algorithm bandwidth with 24 SMs, which is a
+# large gap from the unidirectional bandwidth of 900 GB/s for MNNVL" (NVIDIA/Megatron-LM docs/discussions/
+# deepseek-v3-gb200-optimization, Sec. 2.2.1, 2025). app.core.step charges DeepEP's all-to-all in an EP group with
+# more than DEEPEP_NVLINK_DOMAIN_GPUS ranks in one NVLink domain at no more than these rates; HybridEP, written for
+# NVL72, and NCCL's all-to-all keep the network model's rates. docs/constants.md#deepep-mnnvl
+DEEPEP_NVLINK_DOMAIN_GPUS = 8
+DEEPEP_MNNVL_DISPATCH_BYTES_PER_S = 400e9
+DEEPEP_MNNVL_COMBINE_BYTES_PER_S = 190e9
+DEEPEP_MNNVL_SOURCE = (
+    "Megatron-LM docs/discussions/deepseek-v3-gb200-optimization Sec. 2.2.1: DeepEP at EP32 on GB200 NVL72, "
+    "dispatch about 400 GB/s and combine about 190 GB/s algorithm bandwidth (24 SMs)"
 )
 
 # Expert biases (gpt-oss: HF GptOssExperts gate_up_proj_bias, down_proj_bias) outside the expert GEMMs, in bytes per

@@ -54,7 +54,13 @@ from app.core.attention import (
     kv_loop_efficiency,
 )
 from app.core.efficiency import GemmEfficiency, HardwareProfile, measured_matmul_flops
-from app.core.framework import MEGATRON_CORE, Framework
+from app.core.framework import (
+    DEEPEP_MNNVL_COMBINE_BYTES_PER_S,
+    DEEPEP_MNNVL_DISPATCH_BYTES_PER_S,
+    DEEPEP_NVLINK_DOMAIN_GPUS,
+    MEGATRON_CORE,
+    Framework,
+)
 from app.core.hardware import ClusterSpec, GPUSpec
 from app.core.layout import Layout, LayoutColumns, stage_bf16_layer_counts, stage_layer_counts
 from app.core.memory import (
@@ -1066,6 +1072,32 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     return ep_at
 
 
+def ep_ranks_in_domain(cluster: ClusterSpec, ep: Num, ep_node: Num) -> Num:
+    """Ranks of an EP group of `ep` (`ep_node` per node) that share one scale-up domain (scaleout_domains)."""
+    return -(-ep // scaleout_domains(cluster, ep, ep_node))
+
+
+def deepep_mnnvl_applies(fw: Framework, cluster: ClusterSpec, in_domain_ranks: Num) -> Flag:
+    """Whether DeepEP's dispatch runs over a multi-node NVLink domain: more than DEEPEP_NVLINK_DOMAIN_GPUS ranks of
+    the EP group in one NVLink domain (an NVL72 rack), beyond what DeepEP's own intranode kernels serve."""
+    if fw.moe_dispatcher != "deepep" or cluster.domain_gpus <= DEEPEP_NVLINK_DOMAIN_GPUS:
+        return False
+    return in_domain_ranks > DEEPEP_NVLINK_DOMAIN_GPUS
+
+
+def deepep_mnnvl_floor(
+    fw: Framework, cluster: ClusterSpec, seconds: Num, per_rank: Num, in_domain_ranks: Num
+) -> Num:
+    """One EP all-to-all (a dispatch or a combine, which pair up) no faster than DeepEP's measured rates over a
+    multi-node NVLink domain, the mean of its dispatch's and its combine's per byte
+    (DEEPEP_MNNVL_DISPATCH_BYTES_PER_S, DEEPEP_MNNVL_COMBINE_BYTES_PER_S); `seconds` unchanged elsewhere."""
+    applies = deepep_mnnvl_applies(fw, cluster, in_domain_ranks)
+    if not any_true(applies):
+        return seconds
+    per_byte = (1.0 / DEEPEP_MNNVL_DISPATCH_BYTES_PER_S + 1.0 / DEEPEP_MNNVL_COMBINE_BYTES_PER_S) / 2.0
+    return where(applies, maximum(seconds, per_rank * per_byte), seconds)
+
+
 def _deduplicated_a2a(c: LayerCommInputs, a2a_bytes: Num, ep_node: Num) -> Num:
     """The all-to-all under a deduplicating dispatcher (DeepEP, HybridEP): a token goes once to each destination
     rank (DeepEP's get_dispatch_layout marks `is_token_in_rank`, and the rank applies it to each of its experts);
@@ -1078,11 +1110,14 @@ def _deduplicated_a2a(c: LayerCommInputs, a2a_bytes: Num, ep_node: Num) -> Num:
     per_rank = dispatch_dedup_share(experts, top_k, ep, routing) * a2a_bytes
     ranked = c.coll("all_to_all", per_rank, ep, ep_node, "ep")
     domains = scaleout_domains(c.cluster, ep, ep_node)
+    in_domain_ranks = ep_ranks_in_domain(c.cluster, ep, ep_node)
+    ranked = deepep_mnnvl_floor(c.fw, c.cluster, ranked, per_rank, in_domain_ranks)
     multi = domains > 1
     if not any_true(multi):
         return ranked
     kept = dispatch_dedup_share(experts, top_k, domains, routing)
-    in_domain = c.coll("all_to_all", where(multi, per_rank, 0.0), -(-ep // domains), ep_node, "ep")
+    in_domain = c.coll("all_to_all", where(multi, per_rank, 0.0), in_domain_ranks, ep_node, "ep")
+    in_domain = deepep_mnnvl_floor(c.fw, c.cluster, in_domain, per_rank, in_domain_ranks)
     deduped = c.coll("all_to_all", where(multi, kept * a2a_bytes, 0.0), ep, ep_node, "ep")
     return where(multi, maximum(in_domain, deduped), ranked)
 

@@ -32,16 +32,22 @@ from app.core.framework import (
     Framework,
 )
 from app.core.hardware import ClusterSpec
-from app.core.layout import Layout, stage_bf16_layer_counts, stage_layer_counts, stage_layers_label
+from app.core.layout import (
+    Layout,
+    LayoutColumns,
+    stage_bf16_layer_counts,
+    stage_layer_counts,
+    stage_layers_label,
+)
 from app.core.model import ModelSpec, attention_keys, layer_shape, param_counts
 from app.core.precision import QUANTIZED_DTYPES, cast_bytes_per_element
 from app.core.step import (
     DEFAULT_HOST_MEMORY_BYTES_PER_S,
     deepep_mnnvl_applies,
     ep_ranks_in_domain,
+    ep_ranks_per_node,
     flash_dropout_overhead,
     last_bucket_params,
-    ranks_per_node,
 )
 
 if TYPE_CHECKING:
@@ -229,10 +235,8 @@ def _deepep_mnnvl(b: AssumptionBasis) -> bool:
     """Whether the EP all-to-all runs on DeepEP over a multi-node NVLink domain (app.core.step.deepep_mnnvl_floor)."""
     if not _moe_ep(b):
         return False
-    lay = b.layout
-    stride = lay.etp if lay.etp is not None else lay.tp * lay.cp
-    ep_node = ranks_per_node(lay.ep, stride, b.cluster.gpus_per_node)
-    return bool(deepep_mnnvl_applies(b.fw, b.cluster, ep_ranks_in_domain(b.cluster, lay.ep, ep_node)))
+    ep_node = ep_ranks_per_node(LayoutColumns.of(b.layout), b.cluster.gpus_per_node)
+    return bool(deepep_mnnvl_applies(b.fw, b.cluster, ep_ranks_in_domain(b.cluster, b.layout.ep, ep_node)))
 
 
 # ---------------------------------------------------------------------------------------------------------------

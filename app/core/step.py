@@ -1033,7 +1033,7 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     """The exposed expert-parallel all-to-all seconds (dispatch and combine, forward and backward) of one layer, the
     mean over dense and MoE layers, as a function of the recomputed share."""
     model, fw, cols = c.model, c.fw, c.cols
-    tp, cp, ep, sp = cols.tp, cols.cp, cols.ep, cols.sp
+    tp, ep, sp = cols.tp, cols.ep, cols.sp
     moe_share = num_moe_layers(model) / model.num_layers
     if not (num_moe_layers(model) and any_true(ep > 1)):
         return lambda share: 0.0
@@ -1045,7 +1045,7 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
     # adjacent after the etp ranks (MoE parallel folding)
     moe_tokens = where(sp, c.tokens / tp, c.tokens)
     a2a_bytes = 2.0 * moe_tokens * shape.experts_per_token * shape.hidden
-    ep_node = ranks_per_node(ep, where(cols.folded, cols.etp, tp * cp), c.cluster.gpus_per_node)
+    ep_node = ep_ranks_per_node(cols, c.cluster.gpus_per_node)
     sent = where(ep > 1, a2a_bytes, 0.0)
     if fw.moe_dispatch_dedup:
         a2a = _deduplicated_a2a(c, sent, ep_node)
@@ -1070,6 +1070,12 @@ def _ep_exposed(c: LayerCommInputs) -> Callable[[float], Num]:
         return where(ep > 1, moe_share * 2 * (2 + again) * a2a, 0.0)
 
     return ep_at
+
+
+def ep_ranks_per_node(cols: LayoutColumns, gpus_per_node: int) -> Num:
+    """Ranks of the EP group per node: EP ranks sit tp·cp apart (legacy tp-cp-ep-dp order) or adjacent after the
+    etp ranks (MoE parallel folding)."""
+    return ranks_per_node(cols.ep, where(cols.folded, cols.etp, cols.tp * cols.cp), gpus_per_node)
 
 
 def ep_ranks_in_domain(cluster: ClusterSpec, ep: Num, ep_node: Num) -> Num:
